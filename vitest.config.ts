@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    environment: 'node',
+    // better-sqlite3 is a native addon: stay on forks (the vitest 4 default).
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Reporters run in array order, so the counts line closes the log (STACK.md §5).
+    reporters: ['default', './test/harness/counts-reporter.ts'],
+  },
+});
