@@ -1,0 +1,284 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { AnswerDefect } from '../providers/errors.js';
+
+/**
+ * Typed questions and answers (DESIGN §4). Three kinds:
+ * - `noul`: a probability in [0, 1] that a statement is true;
+ * - `choice`: a distribution over 2 to 64 named options;
+ * - `score`: a distribution over 2 to 11 ordered levels, lowest first.
+ * The provider is asked only for probabilities; Verdict derives `choice`, `score` and
+ * `confidence` here, so they can never disagree with the probabilities.
+ */
+
+export interface NoulQuestion {
+  readonly kind: 'noul';
+  readonly instructions: string;
+  /** What "true" means. Both or neither of `trueDesc` / `falseDesc`. */
+  readonly trueDesc?: string;
+  readonly falseDesc?: string;
+}
+
+export interface ChoiceQuestion {
+  readonly kind: 'choice';
+  readonly instructions: string;
+  /** Option name → non-blank description; 2 to 64 options. */
+  readonly options: Readonly<Record<string, string>>;
+}
+
+export interface ScoreQuestion {
+  readonly kind: 'score';
+  readonly instructions: string;
+  /** Ordered level names, lowest first; 2 to 11 levels. */
+  readonly levels: readonly string[];
+}
+
+export type Question = NoulQuestion | ChoiceQuestion | ScoreQuestion;
+export type QuestionKind = Question['kind'];
+
+/** Choice options are bounded so one schema stays small enough for structured output. */
+export const MAX_CHOICE_OPTIONS = 64;
+export const MAX_SCORE_LEVELS = 11;
+
+const nonBlank = z.string().refine((s) => s.trim().length > 0, 'must not be blank');
+
+const noulSchema = z
+  .object({
+    kind: z.literal('noul'),
+    instructions: nonBlank,
+    trueDesc: nonBlank.optional(),
+    falseDesc: nonBlank.optional(),
+  })
+  .strict()
+  .refine((q) => (q.trueDesc === undefined) === (q.falseDesc === undefined), {
+    message: 'trueDesc and falseDesc go together: give both or neither',
+  });
+
+const choiceSchema = z
+  .object({
+    kind: z.literal('choice'),
+    instructions: nonBlank,
+    options: z.record(nonBlank, nonBlank),
+  })
+  .strict()
+  .refine((q) => {
+    const n = Object.keys(q.options).length;
+    return n >= 2 && n <= MAX_CHOICE_OPTIONS;
+  }, { message: `options must have 2 to ${MAX_CHOICE_OPTIONS} names` });
+
+const scoreSchema = z
+  .object({
+    kind: z.literal('score'),
+    instructions: nonBlank,
+    levels: z.array(nonBlank).min(2).max(MAX_SCORE_LEVELS),
+  })
+  .strict();
+
+/** zod schema of any question definition; used by the registry, config files and providers. */
+export const questionSchema = z.union([noulSchema, choiceSchema, scoreSchema]);
+
+/** Thrown when a question definition is invalid. The message names the key and the rule. */
+export class InvalidQuestion extends Error {
+  readonly code = 'invalid_question';
+  constructor(key: string, detail: string) {
+    super(`question "${key}" is invalid: ${detail}`);
+    this.name = 'InvalidQuestion';
+  }
+}
+
+/**
+ * Validates one question definition.
+ * @throws InvalidQuestion naming the key and the first rule broken.
+ */
+export function validateQuestion(key: string, q: unknown): Question {
+  if (typeof key !== 'string' || key.trim() === '') throw new InvalidQuestion(String(key), 'empty key');
+  const r = questionSchema.safeParse(q);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const where = issue.path.length ? `${issue.path.join('.')}: ` : '';
+    throw new InvalidQuestion(key, `${where}${issue.message}`);
+  }
+  return r.data as Question;
+}
+
+/** Builds a noul question. @throws InvalidQuestion */
+export function noul(instructions: string, descs?: { trueDesc: string; falseDesc: string }): NoulQuestion {
+  return validateQuestion('noul', { kind: 'noul', instructions, ...descs }) as NoulQuestion;
+}
+
+/** Builds a choice question; `options` maps option name → description. @throws InvalidQuestion */
+export function choice(instructions: string, options: Record<string, string>): ChoiceQuestion {
+  return validateQuestion('choice', { kind: 'choice', instructions, options }) as ChoiceQuestion;
+}
+
+/** Builds a score question; `levels` is ordered lowest first. @throws InvalidQuestion */
+export function score(instructions: string, levels: string[]): ScoreQuestion {
+  return validateQuestion('score', { kind: 'score', instructions, levels }) as ScoreQuestion;
+}
+
+// ---------------------------------------------------------------- answers
+
+export interface NoulAnswer {
+  readonly type: 'noul';
+  /** Probability in [0, 1] that the statement is true. */
+  readonly noul: number;
+}
+export interface ChoiceAnswer {
+  readonly type: 'choice';
+  /** The argmax option (ties: the first in sorted option order). */
+  readonly choice: string;
+  /** Option → probability, summing to 1. */
+  readonly probabilities: Readonly<Record<string, number>>;
+}
+export interface ScoreAnswer {
+  readonly type: 'score';
+  /** Probability-weighted mean of the level indices: a float in [0, levels−1]. */
+  readonly score: number;
+  /** Canonical index "0".."n−1" → probability, summing to 1. */
+  readonly probabilities: Readonly<Record<string, number>>;
+  /** Index → level name. */
+  readonly legend: Readonly<Record<string, string>>;
+}
+export type Answer = NoulAnswer | ChoiceAnswer | ScoreAnswer;
+
+/**
+ * What a provider returns per key before Verdict derives the answer: a `probability` for a noul,
+ * `probabilities` for a choice (by option name) or a score (by level index "0".."n−1").
+ */
+export type RawAnswer = { probability: number } | { probabilities: Record<string, number> };
+
+/** Probabilities summing to 1 ± this are normalised; anything else is an AnswerDefect (DESIGN §9). */
+export const PROBABILITY_SUM_TOLERANCE = 0.02;
+
+function checkUnit(key: string, name: string, p: unknown): number {
+  if (typeof p !== 'number' || !Number.isFinite(p) || p < 0 || p > 1) {
+    throw new AnswerDefect(`answer "${key}": ${name} is not a probability in [0, 1]`);
+  }
+  return p;
+}
+
+function normalise(key: string, names: readonly string[], raw: unknown): Record<string, number> {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    throw new AnswerDefect(`answer "${key}": probabilities missing`);
+  }
+  const rec = raw as Record<string, unknown>;
+  let sum = 0;
+  const out: Record<string, number> = {};
+  for (const n of names) {
+    if (!(n in rec)) throw new AnswerDefect(`answer "${key}": probability for "${n}" missing`);
+    out[n] = checkUnit(key, `probability for "${n}"`, rec[n]);
+    sum += out[n];
+  }
+  if (Math.abs(sum - 1) > PROBABILITY_SUM_TOLERANCE) {
+    throw new AnswerDefect(`answer "${key}": probabilities sum to ${sum.toFixed(4)}, not 1 ± ${PROBABILITY_SUM_TOLERANCE}`);
+  }
+  for (const n of names) out[n] = out[n] / sum;
+  return out;
+}
+
+/** Index of the largest value; ties go to the lowest index. */
+function argmax(values: readonly number[]): number {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (values[i] > values[best]) best = i;
+  return best;
+}
+
+/** Sorted option names of a choice question (code-unit order, stable across processes). */
+export function choiceOptionNames(q: ChoiceQuestion): string[] {
+  return Object.keys(q.options).sort();
+}
+
+/**
+ * Derives a typed answer from a provider's raw probabilities, checking kind, presence and ranges.
+ * Extra members are ignored. Probabilities within 1 ± 0.02 are normalised to sum to 1.
+ * @returns the answer and its confidence (null for a noul: DESIGN §4 says absent, never 0).
+ * @throws AnswerDefect naming the key and the rule broken (never the answer's content).
+ */
+export function deriveAnswer(key: string, q: Question, raw: unknown): { answer: Answer; confidence: number | null } {
+  if (raw === null || typeof raw !== 'object') throw new AnswerDefect(`answer "${key}" missing or not an object`);
+  const r = raw as Record<string, unknown>;
+  switch (q.kind) {
+    case 'noul': {
+      if (!('probability' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected a probability`);
+      return { answer: { type: 'noul', noul: checkUnit(key, 'probability', r.probability) }, confidence: null };
+    }
+    case 'choice': {
+      if (!('probabilities' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected probabilities`);
+      const names = choiceOptionNames(q);
+      const probabilities = normalise(key, names, r.probabilities);
+      const values = names.map((n) => probabilities[n]);
+      const best = argmax(values);
+      return { answer: { type: 'choice', choice: names[best], probabilities }, confidence: values[best] };
+    }
+    case 'score': {
+      if (!('probabilities' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected probabilities`);
+      const names = q.levels.map((_, i) => String(i));
+      const probabilities = normalise(key, names, r.probabilities);
+      const values = names.map((n) => probabilities[n]);
+      const mean = values.reduce((acc, p, i) => acc + p * i, 0);
+      const legend: Record<string, string> = {};
+      q.levels.forEach((l, i) => (legend[String(i)] = l));
+      return { answer: { type: 'score', score: mean, probabilities, legend }, confidence: Math.max(...values) };
+    }
+  }
+}
+
+/**
+ * Builds every answer of one call from the questions asked (DESIGN §4): extra keys are ignored, a
+ * missing or wrong-kind answer fails the whole call.
+ * @throws AnswerDefect
+ */
+export function deriveAnswers(
+  questions: ReadonlyMap<string, Question>,
+  raw: Record<string, unknown>,
+): Map<string, { answer: Answer; confidence: number | null }> {
+  const out = new Map<string, { answer: Answer; confidence: number | null }>();
+  for (const [key, q] of questions) {
+    if (!Object.prototype.hasOwnProperty.call(raw, key)) throw new AnswerDefect(`answer "${key}" missing`);
+    out.set(key, deriveAnswer(key, q, raw[key]));
+  }
+  return out;
+}
+
+/** The level a score picked: the argmax of its probabilities, ties to the lowest index; never round(score). */
+export function pickedLevel(a: ScoreAnswer): string {
+  const n = Object.keys(a.legend).length;
+  const values = Array.from({ length: n }, (_, i) => a.probabilities[String(i)] ?? 0);
+  return a.legend[String(argmax(values))];
+}
+
+// ---------------------------------------------------------------- fingerprint
+
+/** What of the provider goes into every fingerprint (DESIGN §4). */
+export interface FingerprintContext {
+  /** Configured (pinned) model id. */
+  readonly model: string;
+  /** The provider's prompt-template version. */
+  readonly promptVersion: string;
+  /** Reasoning effort, or null where the provider has none. */
+  readonly effort: string | null;
+}
+
+/**
+ * Question fingerprint: lowercase hex sha256 of a fixed-order JSON object of the model, prompt
+ * template version, effort and the question's whole definition (options by sorted key, levels in
+ * order). Rewording a question, changing the template or pinning another model changes it, which
+ * makes old answers not current (DESIGN §4). The member order is part of the contract: changing
+ * it re-asks every item.
+ */
+export function questionFingerprint(q: Question, ctx: FingerprintContext): string {
+  const options =
+    q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;
+  const doc = [
+    ['model', ctx.model],
+    ['prompt_version', ctx.promptVersion],
+    ['effort', ctx.effort],
+    ['kind', q.kind],
+    ['instructions', q.instructions],
+    ['options', options],
+    ['levels', q.kind === 'score' ? [...q.levels] : null],
+    ['true_desc', q.kind === 'noul' ? (q.trueDesc ?? null) : null],
+    ['false_desc', q.kind === 'noul' ? (q.falseDesc ?? null) : null],
+  ];
+  return createHash('sha256').update(JSON.stringify(doc)).digest('hex');
+}

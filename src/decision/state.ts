@@ -1,0 +1,244 @@
+import { createHash } from 'node:crypto';
+import { isLosslessNumber } from 'lossless-json';
+import { canonicalJson, compareCodePoints, orderedJson, parseLossless, type LosslessValue } from './canonical-json.js';
+
+/**
+ * The item state: what the provider reads and what is hashed (DESIGN §5). One serialisation
+ * produces both the bytes sent and the bytes hashed (principle 2).
+ *
+ * The bounds below are part of every state hash: changing one re-asks every item whose state it
+ * touches, so change them deliberately. Bump STATE_VERSION when a stored row can no longer answer
+ * the comparison the code makes (a member added to the hashed set, or a value derived
+ * differently); removing a member does not bump it.
+ */
+export const STATE_VERSION = 1;
+
+/** Clip limits in Unicode code points, and count limits (DESIGN §5). */
+export const LIMITS = {
+  titleCodePoints: 500,
+  bodyCodePoints: 16_000,
+  trailComments: 10,
+  trailAuthorCodePoints: 100,
+  trailBodyCodePoints: 2_000,
+  fieldKeys: 100,
+  fieldStringCodePoints: 1_000,
+  /** Not in DESIGN: arrays inside fields (labels) are cut too, so no item is unboundedly large. */
+  fieldArrayItems: 100,
+  linkEntries: 50,
+  linkTitleCodePoints: 200,
+  commentBodyCodePoints: 16_000,
+} as const;
+
+/** Result of a clip: the text and whether anything was cut. */
+export interface Clipped {
+  text: string;
+  clipped: boolean;
+}
+
+/** Clips `s` to at most `max` Unicode code points, cutting on a code-point boundary. */
+export function clipCodePoints(s: string, max: number): Clipped {
+  if (s.length <= max) return { text: s, clipped: false }; // code points <= code units
+  let cp = 0;
+  let i = 0;
+  while (i < s.length) {
+    if (cp === max) return { text: s.slice(0, i), clipped: true };
+    const c = s.charCodeAt(i);
+    i += c >= 0xd800 && c <= 0xdbff && i + 1 < s.length ? 2 : 1;
+    cp++;
+  }
+  return { text: s, clipped: false };
+}
+
+/** A live comment as the trail reads it. `createdAt` is epoch milliseconds. */
+export interface TrailComment {
+  readonly id: string;
+  readonly author: string;
+  readonly body: string;
+  readonly createdAt: number;
+}
+
+/** A link as the state reads it: the other end's ref and title, from this item's point of view. */
+export interface StateLink {
+  readonly relation: 'parent' | 'blocks' | 'blocked_by';
+  readonly ref: string;
+  readonly title: string;
+}
+
+/** Everything the builder needs about one item. Deleted comments and links to deleted items must already be left out. */
+export interface ItemStateSource {
+  readonly title: string;
+  readonly collectionSlug: string;
+  /** The stored fields text (a JSON object). */
+  readonly fieldsText: string;
+  readonly content: string;
+  /** Live comments, any order; the builder takes the newest 10. */
+  readonly comments: readonly TrailComment[];
+  /** Links of this item to live items. */
+  readonly links: readonly StateLink[];
+}
+
+/** How a set sees the state. */
+export interface StateShape {
+  /** Include `links` (always present then, possibly []). */
+  readonly withLinks: boolean;
+  /** `recent_trail` is [] (the set does not read comments). */
+  readonly noTrail: boolean;
+}
+
+/** A built state: `bytes` are sent, `hash` = lowercase hex sha256 of `bytes`. */
+export interface BuiltState {
+  readonly bytes: string;
+  readonly hash: string;
+  /** Part name → hex sha256 of that member's canonical bytes; explains staleness. */
+  readonly parts: Readonly<Record<string, string>>;
+  readonly truncated: boolean;
+  readonly version: number;
+}
+
+/** Lowercase hex sha256 of a UTF-8 string. */
+export function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** RFC 3339, UTC, whole seconds: `2026-01-14T21:42:05Z`. */
+export function rfc3339Seconds(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+}
+
+function boundFieldValue(v: LosslessValue, mark: () => void): LosslessValue {
+  if (typeof v === 'string') {
+    const c = clipCodePoints(v, LIMITS.fieldStringCodePoints);
+    if (c.clipped) mark();
+    return c.text;
+  }
+  if (Array.isArray(v)) {
+    if (v.length > LIMITS.fieldArrayItems) mark();
+    return v.slice(0, LIMITS.fieldArrayItems).map((x) => boundFieldValue(x, mark));
+  }
+  if (v !== null && typeof v === 'object' && !isLosslessNumber(v)) {
+    const obj = v as Record<string, LosslessValue>;
+    const keys = Object.keys(obj).sort(compareCodePoints);
+    if (keys.length > LIMITS.fieldKeys) mark();
+    const out: Record<string, LosslessValue> = {};
+    for (const k of keys.slice(0, LIMITS.fieldKeys)) out[k] = boundFieldValue(obj[k], mark);
+    return out;
+  }
+  return v;
+}
+
+/**
+ * Parses and bounds an item's stored fields text: keys sorted by code point, at most 100 keys
+ * (the first 100 in that order), strings clipped to 1,000 code points, numbers kept literally.
+ * @throws SyntaxError when the text is not JSON; TypeError when it is not an object.
+ */
+export function boundFields(fieldsText: string): { fields: Record<string, LosslessValue>; truncated: boolean } {
+  const parsed = parseLossless(fieldsText);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isLosslessNumber(parsed)) {
+    throw new TypeError('fields must be a JSON object');
+  }
+  let truncated = false;
+  const fields = boundFieldValue(parsed, () => (truncated = true)) as Record<string, LosslessValue>;
+  return { fields, truncated };
+}
+
+function compareTrail(a: TrailComment, b: TrailComment): number {
+  return a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** The newest `n` comments by (created_at, id), oldest first. */
+export function newestComments<T extends TrailComment>(comments: readonly T[], n: number): T[] {
+  return [...comments].sort(compareTrail).slice(-n);
+}
+
+function finish(members: Array<readonly [string, unknown]>, truncated: boolean): BuiltState {
+  const bytes = orderedJson(members);
+  const parts: Record<string, string> = {};
+  for (const [name, value] of members) parts[name === 'recent_trail' ? 'trail' : name] = sha256(canonicalJson(value));
+  return { bytes, hash: sha256(bytes), parts, truncated, version: STATE_VERSION };
+}
+
+/**
+ * Builds the item state as one set sees it (DESIGN §5): members title, collection, fields, body,
+ * recent_trail, and links only for WithLinks sets. Every clip or drop marks `truncated`.
+ * @throws SyntaxError / TypeError when the stored fields are not a JSON object.
+ */
+export function buildItemState(src: ItemStateSource, shape: StateShape): BuiltState {
+  let truncated = false;
+  const clip = (s: string, n: number) => {
+    const c = clipCodePoints(s, n);
+    if (c.clipped) truncated = true;
+    return c.text;
+  };
+  const bounded = boundFields(src.fieldsText);
+  if (bounded.truncated) truncated = true;
+
+  let trail: unknown[] = [];
+  if (!shape.noTrail) {
+    if (src.comments.length > LIMITS.trailComments) truncated = true;
+    trail = newestComments(src.comments, LIMITS.trailComments).map((c) => ({
+      author: clip(c.author, LIMITS.trailAuthorCodePoints),
+      body: clip(c.body, LIMITS.trailBodyCodePoints),
+      created_at: rfc3339Seconds(c.createdAt),
+    }));
+  }
+
+  const members: Array<readonly [string, unknown]> = [
+    ['title', clip(src.title, LIMITS.titleCodePoints)],
+    ['collection', src.collectionSlug],
+    ['fields', bounded.fields],
+    ['body', clip(src.content, LIMITS.bodyCodePoints)],
+    ['recent_trail', trail],
+  ];
+  if (shape.withLinks) {
+    const links = src.links
+      .map((l) => ({ relation: l.relation, ref: l.ref, title: clip(l.title, LIMITS.linkTitleCodePoints) }))
+      .sort(
+        (a, b) =>
+          compareCodePoints(a.relation, b.relation) || compareCodePoints(a.ref, b.ref) || compareCodePoints(a.title, b.title),
+      );
+    if (links.length > LIMITS.linkEntries) truncated = true;
+    members.push(['links', links.slice(0, LIMITS.linkEntries)]);
+  }
+  return finish(members, truncated);
+}
+
+/** What the per-comment state reads about one comment. */
+export interface CommentStateSource {
+  readonly title: string;
+  readonly collectionSlug: string;
+  readonly comment: TrailComment;
+}
+
+/**
+ * Per-comment state (DESIGN §5): `{title, collection, comment: {author, body, created_at}}`, the
+ * body clipped to 16,000 code points. A title edit re-asks the newest 10 comments: deliberate.
+ */
+export function buildCommentState(src: CommentStateSource): BuiltState {
+  let truncated = false;
+  const clip = (s: string, n: number) => {
+    const c = clipCodePoints(s, n);
+    if (c.clipped) truncated = true;
+    return c.text;
+  };
+  return finish(
+    [
+      ['title', clip(src.title, LIMITS.titleCodePoints)],
+      ['collection', src.collectionSlug],
+      [
+        'comment',
+        {
+          author: clip(src.comment.author, LIMITS.trailAuthorCodePoints),
+          body: clip(src.comment.body, LIMITS.commentBodyCodePoints),
+          created_at: rfc3339Seconds(src.comment.createdAt),
+        },
+      ],
+    ],
+    truncated,
+  );
+}
+
+/** Names of the parts whose hashes differ between two `state_parts` maps (sorted). */
+export function changedParts(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): string[] {
+  const names = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...names].filter((n) => before[n] !== after[n]).sort();
+}

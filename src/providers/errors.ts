@@ -1,0 +1,80 @@
+/**
+ * Typed provider errors (DESIGN §9). The runner's outcome rules (DESIGN §3) read only these
+ * classes and their stable `code`, never provider text. Messages built here must never carry
+ * item text, question text, answers or provider error bodies: they may reach logs.
+ */
+
+/** Base class: every provider error has a stable machine-readable `code`. */
+export abstract class ProviderError extends Error {
+  abstract readonly code: string;
+}
+
+/**
+ * The provider refused *this request* (HTTP 400/422 about its content), or the request was
+ * refused before any call because its estimated input tokens exceed the input budget.
+ * Permanent: the job's `refusals` grows; over budget parks at once.
+ */
+export class ProviderRefusal extends ProviderError {
+  readonly code: 'provider_refusal' | 'input_over_budget';
+  /** HTTP status when the refusal came from the provider. */
+  readonly status?: number;
+  constructor(message: string, opts: { status?: number; overBudget?: boolean } = {}) {
+    super(message);
+    this.name = 'ProviderRefusal';
+    this.code = opts.overBudget ? 'input_over_budget' : 'provider_refusal';
+    this.status = opts.status;
+  }
+}
+
+/**
+ * Transient: 5xx, 529, transport errors, timeouts, or a rate limit that outlived the provider's
+ * own retries. With `rateLimited` or a `retryAfterMs` the runner defers the job (no attempt
+ * counted) until that time; otherwise it fails transiently with backoff.
+ */
+export class ProviderUnavailable extends ProviderError {
+  readonly code = 'provider_unavailable';
+  /** Milliseconds to wait before asking again, when the provider said so. */
+  readonly retryAfterMs?: number;
+  /** True for a 429: the job defers instead of counting an attempt. */
+  readonly rateLimited: boolean;
+  readonly status?: number;
+  constructor(message: string, opts: { retryAfterMs?: number; rateLimited?: boolean; status?: number } = {}) {
+    super(message);
+    this.name = 'ProviderUnavailable';
+    this.retryAfterMs = opts.retryAfterMs;
+    this.rateLimited = opts.rateLimited ?? false;
+    this.status = opts.status;
+  }
+}
+
+/**
+ * Provider-wide: 401, 403, unknown model (404), billing, a rejected schema. Not any job's fault:
+ * the job is released without an attempt and the worker cools off (DESIGN §3).
+ */
+export class ProviderMisconfigured extends ProviderError {
+  readonly code = 'provider_misconfigured';
+  readonly status?: number;
+  constructor(message: string, opts: { status?: number } = {}) {
+    super(message);
+    this.name = 'ProviderMisconfigured';
+    this.status = opts.status;
+  }
+}
+
+/**
+ * The response cannot be a valid answer to the questions asked: wrong kind, missing key, out of
+ * range, probabilities not summing to 1 ± 0.02, truncated (`stop_reason: max_tokens`) or refused
+ * (`stop_reason: refusal`). Permanent, like a refusal.
+ */
+export class AnswerDefect extends ProviderError {
+  readonly code = 'answer_defect';
+  constructor(message: string) {
+    super(message);
+    this.name = 'AnswerDefect';
+  }
+}
+
+/** True when `err` is a provider error of any class. */
+export function isProviderError(err: unknown): err is ProviderError {
+  return err instanceof ProviderError;
+}

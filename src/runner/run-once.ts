@@ -1,0 +1,133 @@
+import type { Registry } from '../decision/registry.js';
+import type { Provider } from '../providers/provider.js';
+import type { Claim, OutcomeResult, Store } from '../store/store.js';
+import type { Logger } from '../log.js';
+import { backoffMs } from './backoff.js';
+import { errCode, evaluate, type EvaluateDeps } from './evaluate.js';
+import type { EvalOutcome, EvalStats } from './outcome.js';
+
+/** Runner settings (DESIGN §3, §10). Durations in milliseconds. */
+export interface RunnerOptions {
+  store: Store;
+  registry: Registry;
+  provider: Provider;
+  logger: Logger;
+  /** Identifies this runner in `claimed_by`. */
+  workerId: string;
+  /** Claim lease; must cover one provider call's worst case. @defaultValue 600 000 */
+  leaseMs: number;
+  /** Claims ended without an outcome before the job parks. @defaultValue 8 */
+  abandonLimit?: number;
+  /** The refusal that brings the count to this parks. @defaultValue 5 */
+  refusalLimit?: number;
+  /** Jitter source for backoff, in [0, 1). */
+  random?: () => number;
+  acquirePermit?: EvaluateDeps['acquirePermit'];
+  beforeAsk?: EvaluateDeps['beforeAsk'];
+  /** Called once per recorded outcome (metrics). */
+  onOutcome?: (e: RunReport) => void;
+}
+
+export const DEFAULT_ABANDON_LIMIT = 8;
+export const DEFAULT_REFUSAL_LIMIT = 5;
+
+/** What one `runOnce` did. */
+export interface RunReport {
+  claim: Claim;
+  outcome: EvalOutcome;
+  /** What the fenced store outcome did, or `unrecorded` when recording it failed (the lease bounds the job). */
+  recorded: OutcomeResult | 'parked' | 'unrecorded' | 'not_recorded';
+  stats: EvalStats;
+  durationMs: number;
+}
+
+/**
+ * Claims one job, evaluates it and records its fenced outcome (DESIGN §3 "One job at a time").
+ * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
+ * claiming propagates so the caller can back off.
+ */
+export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise<RunReport | null> {
+  if (signal.aborted) return null;
+  const claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT);
+  if (!claim) return null;
+  const started = Date.now();
+  const { outcome, stats, ref } = await evaluate(claim, {
+    store: opts.store,
+    registry: opts.registry,
+    provider: opts.provider,
+    logger: opts.logger,
+    leaseMs: opts.leaseMs,
+    signal,
+    acquirePermit: opts.acquirePermit,
+    beforeAsk: opts.beforeAsk,
+  });
+  let recorded: RunReport['recorded'];
+  try {
+    recorded = await recordOutcome(opts, claim, outcome);
+  } catch (err) {
+    // Disk full or locked: the lease still bounds the job, and the idempotency key makes the
+    // re-run free when its answers were stored.
+    recorded = 'unrecorded';
+    opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
+  }
+  const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started };
+  logReport(opts.logger, report, ref);
+  opts.onOutcome?.(report);
+  return report;
+}
+
+/** Maps an evaluation outcome to its fenced store outcome. */
+export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOutcome): Promise<RunReport['recorded']> {
+  const { store } = opts;
+  switch (o.kind) {
+    case 'complete':
+      return store.completeJob(claim);
+    case 'drop':
+      return store.dropJob(claim, o.reason);
+    case 'park':
+      return store.parkJob(claim, o.reason);
+    case 'refuse':
+      return store.refuseJob(claim, {
+        backoffMs: backoffMs(claim.attempts, opts.random),
+        error: o.reason,
+        refusalLimit: opts.refusalLimit ?? DEFAULT_REFUSAL_LIMIT,
+      });
+    case 'fail':
+      return store.failJob(claim, { backoffMs: backoffMs(claim.attempts, opts.random), error: o.reason });
+    case 'defer':
+      return store.deferJob(claim, { delayMs: o.delayMs, reason: o.reason });
+    case 'release':
+    case 'misconfigured':
+      return store.releaseJob(claim);
+    case 'lost':
+      return 'not_recorded';
+  }
+}
+
+/**
+ * One spend line per evaluation that made a call (DESIGN §7 step 7), and one line for every
+ * outcome other than complete. Ids, counts and outcomes only.
+ */
+function logReport(logger: Logger, r: RunReport, ref: string | undefined): void {
+  const base = { set: r.claim.questionSet, workspaceId: r.claim.workspaceId, itemId: r.claim.itemId, ref };
+  if (r.stats.calls > 0) {
+    logger.info(
+      {
+        ...base,
+        questions: r.stats.questions,
+        calls: r.stats.calls,
+        inputTokens: r.stats.inputTokens,
+        outputTokens: r.stats.outputTokens,
+        truncated: r.stats.truncated,
+        outcome: r.outcome.kind,
+      },
+      'spend',
+    );
+  }
+  if (r.outcome.kind !== 'complete') {
+    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' ? 'warn' : 'info';
+    logger[level]({ ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts }, 'job outcome');
+  } else {
+    logger.debug({ ...base, outcome: 'complete', reason: r.outcome.reason, recorded: r.recorded }, 'job outcome');
+  }
+}

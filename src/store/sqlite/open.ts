@@ -1,0 +1,61 @@
+import Database from 'better-sqlite3';
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as schema from './schema.js';
+
+export type SqliteDb = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
+
+/** The committed migrations folder; `src/store/sqlite` and `dist/store/sqlite` both sit three levels below the root. */
+export const SQLITE_MIGRATIONS = fileURLToPath(new URL('../../../drizzle', import.meta.url));
+
+/** Busy timeout in ms: a writer waits this long for another process's lock instead of failing with SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 10_000;
+
+/**
+ * Resolves `VERDICT_DATABASE_URL` forms to a SQLite path: a plain path, `file:path` or
+ * `file://path`, or `:memory:`.
+ */
+export function sqlitePathFromUrl(url: string): string {
+  if (url === ':memory:') return url;
+  if (url.startsWith('file://')) return fileURLToPath(url);
+  if (url.startsWith('file:')) return url.slice('file:'.length);
+  return url;
+}
+
+/**
+ * Opens a SQLite database with WAL, a busy timeout, NORMAL sync and foreign keys, and applies the
+ * migrations in `drizzle/`. Migrations are serialised across processes by an exclusive lock on a
+ * side file (`<db>.migrate-lock`): drizzle's migrator reads the last applied migration before it
+ * begins its transaction, so two workers starting together on a fresh file would otherwise both
+ * try to create the tables.
+ * @throws when the file cannot be opened or a migration fails.
+ */
+export function openSqlite(path: string, opts: { migrate?: boolean } = {}): SqliteDb {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new Database(path);
+  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('foreign_keys = ON');
+  const db = drizzle({ client: sqlite, schema }) as SqliteDb;
+  if (opts.migrate !== false) {
+    if (path === ':memory:') {
+      migrate(db, { migrationsFolder: SQLITE_MIGRATIONS });
+    } else {
+      const lock = new Database(`${path}.migrate-lock`);
+      lock.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      try {
+        lock.exec('BEGIN EXCLUSIVE');
+        migrate(db, { migrationsFolder: SQLITE_MIGRATIONS });
+        lock.exec('COMMIT');
+      } finally {
+        if (lock.inTransaction) lock.exec('ROLLBACK');
+        lock.close();
+      }
+    }
+  }
+  return db;
+}

@@ -1,0 +1,144 @@
+import { sql } from 'drizzle-orm';
+import type { QuestionSet } from '../../decision/registry.js';
+import { PRIORITY_LIVE, type OweOptions } from '../store.js';
+import { writeTx, type SqliteContext, type Tx } from './context.js';
+
+/**
+ * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3). One statement per set,
+ * `INSERT … SELECT` over the chosen items, so one item and a whole collection go through the same
+ * rule:
+ *
+ *   not_before = max(not_before, now + quietPeriod, latest stored answer + reaskDebounce),
+ *                capped at enqueued_at + maxDelay
+ *
+ * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two;
+ * the claim and enqueued_at are left alone so continuous editing cannot starve a job. With
+ * `insertOnly` an existing row is left alone entirely (backfill never un-parks or resets).
+ *
+ * The debounce anchor is the latest *stored answer*, never a failed attempt.
+ * @returns rows inserted or updated.
+ */
+export function oweItems(
+  tx: Tx,
+  ctx: SqliteContext,
+  items: { itemIds?: readonly string[]; collectionId?: string },
+  sets: readonly QuestionSet[],
+  opts: OweOptions & { insertOnly?: boolean } = {},
+): number {
+  if (sets.length === 0) return 0;
+  const now = ctx.clock.now();
+  const priority = opts.priority ?? PRIORITY_LIVE;
+  let where;
+  if (items.itemIds) {
+    if (items.itemIds.length === 0) return 0;
+    where = sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
+  } else if (items.collectionId) {
+    where = sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL`;
+  } else {
+    throw new TypeError('oweItems: give itemIds or collectionId');
+  }
+  let changed = 0;
+  for (const set of sets) {
+    const quiet = opts.quietPeriod === false ? 0 : set.quietPeriodMs;
+    // Candidate not_before of this write for each item, before the max with the existing value.
+    const candidate = sql`max(${now + quiet}, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
+        WHERE d.item_id = i.id AND d.question_set = ${set.name}) + ${set.reaskDebounceMs}, 0))`;
+    const onConflict = opts.insertOnly
+      ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
+      : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
+          generation = decision_jobs.generation + 1,
+          attempts = 0, refusals = 0, abandons = 0,
+          state = 'owed',
+          priority = min(decision_jobs.priority, excluded.priority),
+          workspace_id = excluded.workspace_id,
+          not_before = min(max(decision_jobs.not_before, excluded.not_before),
+                           decision_jobs.enqueued_at + ${set.maxDelayMs})`;
+    // `WHERE true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
+    const r = tx.run(sql`
+      INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
+                                 enqueued_at, not_before, state)
+      SELECT i.id, ${set.name}, i.workspace_id, ${priority}, 1, ${now},
+             min(${candidate}, ${now + set.maxDelayMs}), 'owed'
+      FROM items i WHERE ${where} AND true
+      ${onConflict}`);
+    changed += r.changes;
+  }
+  return changed;
+}
+
+/** Sets whose state reads comments: trail readers and per-comment sets. */
+export function readsComments(s: QuestionSet): boolean {
+  return !s.noTrail || s.perComment;
+}
+
+/** Sets whose state reads links. */
+export function readsLinks(s: QuestionSet): boolean {
+  return s.withLinks;
+}
+
+/**
+ * Items whose state shows this item's title: sources of `parent`/`blocks` links to it and targets
+ * of `blocks` links from it (`blocked_by` on their side).
+ */
+export function linkingItemIds(tx: Tx, itemId: string): string[] {
+  const rows = tx.all<{ id: string }>(sql`
+    SELECT source_id AS id FROM item_links WHERE target_id = ${itemId} AND link_type IN ('parent', 'blocks')
+    UNION
+    SELECT target_id AS id FROM item_links WHERE source_id = ${itemId} AND link_type = 'blocks'`);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Owes an item's jobs for the sets covering its collection slug that pass `filter`, plus (when
+ * `linkers`) the jobs of the items whose state shows its title, for sets that read links.
+ */
+export function oweForItem(
+  tx: Tx,
+  ctx: SqliteContext,
+  item: { id: string; collectionId: string },
+  opts: OweOptions,
+  filter: (s: QuestionSet) => boolean = () => true,
+  linkers = false,
+): number {
+  const slug = collectionSlug(tx, item.collectionId);
+  let n = slug === null ? 0 : oweItems(tx, ctx, { itemIds: [item.id] }, ctx.registry.setsFor(slug).filter(filter), opts);
+  if (linkers) {
+    for (const other of linkingItemIds(tx, item.id)) {
+      const row = tx.get<{ collection_id: string }>(sql`SELECT collection_id FROM items WHERE id = ${other}`);
+      if (!row) continue;
+      const s = collectionSlug(tx, row.collection_id);
+      if (s !== null) n += oweItems(tx, ctx, { itemIds: [other] }, ctx.registry.setsFor(s).filter(readsLinks), opts);
+    }
+  }
+  return n;
+}
+
+function collectionSlug(tx: Tx, collectionId: string): string | null {
+  return tx.get<{ slug: string }>(sql`SELECT slug FROM collections WHERE id = ${collectionId}`)?.slug ?? null;
+}
+
+/**
+ * Owes explicit (item, set) pairs without a tracker write (backfill, drift sweep, reask), grouped
+ * per set in one transaction. Unknown sets are skipped. @returns rows inserted or updated.
+ */
+export function owePairs(
+  ctx: SqliteContext,
+  pairs: ReadonlyArray<{ itemId: string; questionSet: string }>,
+  opts: OweOptions & { insertOnly?: boolean },
+): number {
+  const bySet = new Map<string, string[]>();
+  for (const p of pairs) {
+    const list = bySet.get(p.questionSet) ?? [];
+    list.push(p.itemId);
+    bySet.set(p.questionSet, list);
+  }
+  return writeTx(ctx, (tx) => {
+    let n = 0;
+    for (const [name, ids] of bySet) {
+      const set = ctx.registry.get(name);
+      if (!set) continue;
+      for (let i = 0; i < ids.length; i += 500) n += oweItems(tx, ctx, { itemIds: ids.slice(i, i + 500) }, [set], opts);
+    }
+    return n;
+  });
+}

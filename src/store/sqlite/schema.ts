@@ -1,0 +1,183 @@
+import { sql } from 'drizzle-orm';
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+/**
+ * SQLite schema (DESIGN §2). Times are integer epoch milliseconds (UTC). Ids are opaque
+ * lower-case strings, except `item_decisions.id`, a monotonic integer. JSON columns are TEXT so
+ * their bytes survive.
+ */
+
+export const workspaces = sqliteTable(
+  'workspaces',
+  {
+    id: text('id').primaryKey(),
+    slug: text('slug').notNull(),
+    createdAt: integer('created_at').notNull(),
+    deletedAt: integer('deleted_at'),
+  },
+  (t) => [uniqueIndex('workspaces_slug_uq').on(t.slug)],
+);
+
+export const collections = sqliteTable(
+  'collections',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    slug: text('slug').notNull(),
+    isSystem: integer('is_system', { mode: 'boolean' }).notNull().default(false),
+    /** JSON: `{fields: [{key, type, options?, terminal_options?}]}` */
+    schema: text('schema').notNull().default('{"fields":[]}'),
+    /** JSON: `{tracks_work?: boolean (default true), role?: "conventions"}` */
+    settings: text('settings').notNull().default('{}'),
+    createdAt: integer('created_at').notNull(),
+    deletedAt: integer('deleted_at'),
+  },
+  (t) => [uniqueIndex('collections_ws_slug_uq').on(t.workspaceId, t.slug)],
+);
+
+export const items = sqliteTable(
+  'items',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    collectionId: text('collection_id').notNull().references(() => collections.id),
+    ref: text('ref').notNull(),
+    title: text('title').notNull(),
+    content: text('content').notNull().default(''),
+    /** A JSON object, stored as text so its bytes (and number literals) survive. */
+    fields: text('fields').notNull().default('{}'),
+    /** Bumped by every write that changes a stored value. */
+    seq: integer('seq').notNull().default(1),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+    deletedAt: integer('deleted_at'),
+  },
+  (t) => [
+    uniqueIndex('items_ws_ref_uq').on(t.workspaceId, t.ref),
+    index('items_collection_idx').on(t.collectionId, t.id),
+  ],
+);
+
+export const comments = sqliteTable(
+  'comments',
+  {
+    id: text('id').primaryKey(),
+    itemId: text('item_id').notNull().references(() => items.id),
+    parentCommentId: text('parent_comment_id'),
+    author: text('author').notNull(),
+    body: text('body').notNull(),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+    deletedAt: integer('deleted_at'),
+  },
+  (t) => [index('comments_item_idx').on(t.itemId, t.createdAt, t.id), index('comments_parent_idx').on(t.parentCommentId)],
+);
+
+export const itemLinks = sqliteTable(
+  'item_links',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    sourceId: text('source_id').notNull().references(() => items.id),
+    targetId: text('target_id').notNull().references(() => items.id),
+    /** `parent`: source's parent is target; `blocks`: source blocks target; others kept, not read. */
+    linkType: text('link_type').notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('item_links_uq').on(t.sourceId, t.targetId, t.linkType),
+    index('item_links_target_idx').on(t.targetId),
+  ],
+);
+
+export const decisionJobs = sqliteTable(
+  'decision_jobs',
+  {
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    /** 0 live writes, 1 backfill and drift sweep. */
+    priority: integer('priority').notNull(),
+    generation: integer('generation').notNull().default(1),
+    enqueuedAt: integer('enqueued_at').notNull(),
+    notBefore: integer('not_before').notNull(),
+    claimedBy: text('claimed_by'),
+    claimToken: text('claim_token'),
+    leaseExpiresAt: integer('lease_expires_at'),
+    attempts: integer('attempts').notNull().default(0),
+    refusals: integer('refusals').notNull().default(0),
+    abandons: integer('abandons').notNull().default(0),
+    state: text('state', { enum: ['owed', 'parked'] }).notNull().default('owed'),
+    lastError: text('last_error'),
+    lastErrorAt: integer('last_error_at'),
+  },
+  (t) => [
+    primaryKey({ columns: [t.itemId, t.questionSet] }),
+    // DESIGN §3's claim index. The claim reads it in (priority, enqueued_at) order through
+    // jobs_claim_order_idx below; this one serves due counts and "next due" reads.
+    index('decision_jobs_claim_idx').on(t.state, t.priority, t.notBefore, t.enqueuedAt),
+    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.enqueuedAt),
+    index('decision_jobs_ws_idx').on(t.workspaceId, t.questionSet),
+  ],
+);
+
+export const itemDecisions = sqliteTable(
+  'item_decisions',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    /** Per-comment keys are `<key>@<commentId>`. */
+    questionKey: text('question_key').notNull(),
+    kind: text('kind', { enum: ['noul', 'choice', 'score'] }).notNull(),
+    /** JSON: `{type, ...the kind's members}`. */
+    answer: text('answer').notNull(),
+    /** Null for nouls. */
+    confidence: real('confidence'),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    stateHash: text('state_hash').notNull(),
+    questionHash: text('question_hash').notNull(),
+    stateVersion: integer('state_version').notNull(),
+    /** JSON: part name → hash. */
+    stateParts: text('state_parts').notNull(),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+    itemSeq: integer('item_seq').notNull(),
+    stateTruncated: integer('state_truncated', { mode: 'boolean' }).notNull().default(false),
+    evaluatedAt: integer('evaluated_at').notNull(),
+    rationale: text('rationale'),
+  },
+  (t) => [
+    // The idempotency key (DESIGN §2): an insert that conflicts does nothing.
+    uniqueIndex('item_decisions_idem_uq').on(t.itemId, t.questionSet, t.questionKey, t.stateHash, t.questionHash, t.stateVersion),
+    index('item_decisions_latest_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet),
+  ],
+);
+
+export const decisionSpend = sqliteTable(
+  'decision_spend',
+  {
+    /** Start of the hour, epoch ms. */
+    hour: integer('hour').notNull(),
+    questionSet: text('question_set').notNull(),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    outcome: text('outcome').notNull(),
+    calls: integer('calls').notNull().default(0),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+    cacheReadTokens: integer('cache_read_tokens').notNull().default(0),
+    cacheWriteTokens: integer('cache_write_tokens').notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome] })],
+);
+
+/** Key-value rows for cursors (backfill) and process-wide markers. */
+export const verdictMeta = sqliteTable('verdict_meta', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+  updatedAt: integer('updated_at').notNull().default(sql`0`),
+});

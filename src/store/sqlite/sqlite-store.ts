@@ -1,0 +1,236 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { and, asc, count, eq, gt, isNull } from 'drizzle-orm';
+import { systemClock, type Clock } from '../../clock.js';
+import type { Registry } from '../../decision/registry.js';
+import type * as S from '../store.js';
+import type { SqliteContext } from './context.js';
+import * as decisions from './decisions.js';
+import * as jobs from './jobs.js';
+import { openSqlite, sqlitePathFromUrl } from './open.js';
+import { owePairs } from './owe.js';
+import { collections, itemDecisions, items, workspaces } from './schema.js';
+import * as doors from './write-doors.js';
+
+export interface SqliteStoreOptions {
+  /** A path, `file:` URL or `:memory:`. */
+  url: string;
+  /** Question sets whose jobs the write doors owe. */
+  registry: Registry;
+  /** @defaultValue the system clock */
+  clock?: Clock;
+  /** Fresh ids. @defaultValue crypto.randomUUID */
+  newId?: () => string;
+}
+
+/**
+ * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed). Every
+ * statement runs synchronously inside; methods return promises so the runner sees the same
+ * interface as on Postgres.
+ */
+export class SqliteStore implements S.Store {
+  readonly ctx: SqliteContext;
+
+  /** Opens the file and applies migrations. @throws when the file cannot be opened or migrated. */
+  constructor(opts: SqliteStoreOptions) {
+    this.ctx = {
+      db: openSqlite(sqlitePathFromUrl(opts.url)),
+      clock: opts.clock ?? systemClock,
+      registry: opts.registry,
+      newId: opts.newId ?? (() => randomUUID()),
+      newToken: () => randomBytes(16).toString('hex'),
+    };
+  }
+
+  /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
+  setRegistry(registry: Registry): void {
+    this.ctx.registry = registry;
+  }
+
+  async now() {
+    return this.ctx.clock.now();
+  }
+  async close() {
+    if (this.ctx.db.$client.open) this.ctx.db.$client.close();
+  }
+
+  // write doors
+  async createWorkspace(w: { id?: string; slug: string }) {
+    return doors.createWorkspace(this.ctx, w);
+  }
+  async softDeleteWorkspace(id: string) {
+    return doors.setWorkspaceDeleted(this.ctx, id, true);
+  }
+  async restoreWorkspace(id: string) {
+    return doors.setWorkspaceDeleted(this.ctx, id, false);
+  }
+  async createCollection(c: Parameters<S.Store['createCollection']>[0]) {
+    return doors.createCollection(this.ctx, c);
+  }
+  async updateCollection(id: string, patch: Parameters<S.Store['updateCollection']>[1]) {
+    return doors.updateCollection(this.ctx, id, patch);
+  }
+  async softDeleteCollection(id: string) {
+    return doors.updateCollection(this.ctx, id, { deleted: true });
+  }
+  async restoreCollection(id: string) {
+    return doors.updateCollection(this.ctx, id, { deleted: false });
+  }
+  async createItem(item: S.NewItem, opts?: S.OweOptions) {
+    return doors.createItem(this.ctx, item, opts);
+  }
+  async updateItem(id: string, patch: S.ItemPatch, opts?: S.OweOptions) {
+    return doors.updateItem(this.ctx, id, patch, opts);
+  }
+  async upsertItem(item: S.NewItem & { id: string }, opts?: S.OweOptions) {
+    return doors.upsertItem(this.ctx, item, opts);
+  }
+  async moveItem(id: string, collectionId: string, opts?: S.OweOptions) {
+    return doors.moveItem(this.ctx, id, collectionId, opts);
+  }
+  async softDeleteItem(id: string, opts?: S.OweOptions) {
+    return doors.setItemDeleted(this.ctx, id, true, opts);
+  }
+  async restoreItem(id: string, opts?: S.OweOptions) {
+    return doors.setItemDeleted(this.ctx, id, false, opts);
+  }
+  async addComment(c: S.NewComment, opts?: S.OweOptions) {
+    return doors.addComment(this.ctx, c, opts);
+  }
+  async upsertComment(c: S.NewComment & { id: string }, opts?: S.OweOptions) {
+    return doors.upsertComment(this.ctx, c, opts);
+  }
+  async editComment(id: string, body: string, opts?: S.OweOptions) {
+    return doors.editComment(this.ctx, id, body, opts);
+  }
+  async deleteComment(id: string, opts?: S.OweOptions) {
+    return doors.deleteComment(this.ctx, id, opts);
+  }
+  async addLink(l: S.NewLink, opts?: S.OweOptions) {
+    return doors.addLink(this.ctx, l, opts);
+  }
+  async removeLink(id: string, opts?: S.OweOptions) {
+    return doors.removeLink(this.ctx, id, opts);
+  }
+
+  // tracker reads
+  async getWorkspaceBySlug(slug: string) {
+    return this.ctx.db.select().from(workspaces).where(eq(workspaces.slug, slug)).get() ?? null;
+  }
+  async getWorkspace(id: string) {
+    return this.ctx.db.select().from(workspaces).where(eq(workspaces.id, id)).get() ?? null;
+  }
+  async listCollections(workspaceId: string) {
+    return this.ctx.db
+      .select()
+      .from(collections)
+      .where(eq(collections.workspaceId, workspaceId))
+      .orderBy(asc(collections.slug))
+      .all()
+      .map(doors.toCollectionRow);
+  }
+  async getItem(id: string) {
+    return this.ctx.db.select().from(items).where(eq(items.id, id)).get() ?? null;
+  }
+  async getItemByRef(workspaceId: string, ref: string) {
+    return this.ctx.db.select().from(items).where(and(eq(items.workspaceId, workspaceId), eq(items.ref, ref))).get() ?? null;
+  }
+  async listItems(q: Parameters<S.Store['listItems']>[0]) {
+    const conds = [];
+    if (q.workspaceId) conds.push(eq(items.workspaceId, q.workspaceId));
+    if (q.collectionId) conds.push(eq(items.collectionId, q.collectionId));
+    if (!q.includeDeleted) conds.push(isNull(items.deletedAt));
+    if (q.afterId) conds.push(gt(items.id, q.afterId));
+    return this.ctx.db
+      .select()
+      .from(items)
+      .where(conds.length ? and(...conds) : undefined)
+      .orderBy(asc(items.id))
+      .limit(q.limit ?? 1_000_000)
+      .all();
+  }
+  async countItems(workspaceId?: string) {
+    return this.ctx.db
+      .select({ n: count() })
+      .from(items)
+      .where(workspaceId ? and(eq(items.workspaceId, workspaceId), isNull(items.deletedAt)) : isNull(items.deletedAt))
+      .get()!.n;
+  }
+
+  // jobs
+  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: S.OweOptions & { insertOnly?: boolean }) {
+    return owePairs(this.ctx, pairs, opts);
+  }
+  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
+    return jobs.claimNextJob(this.ctx, workerId, leaseMs, abandonLimit);
+  }
+  async renewLease(claim: S.Claim, leaseMs: number) {
+    return jobs.renewLease(this.ctx, claim, leaseMs);
+  }
+  async completeJob(claim: S.Claim) {
+    return jobs.completeJob(this.ctx, claim);
+  }
+  async dropJob(claim: S.Claim, _reason: string) {
+    return jobs.dropJob(this.ctx, claim);
+  }
+  async refuseJob(claim: S.Claim, o: { backoffMs: number; error: string; refusalLimit: number }) {
+    return jobs.refuseJob(this.ctx, claim, o);
+  }
+  async parkJob(claim: S.Claim, reason: string) {
+    return jobs.parkJob(this.ctx, claim, reason);
+  }
+  async failJob(claim: S.Claim, o: { backoffMs: number; error: string }) {
+    return jobs.failJob(this.ctx, claim, o);
+  }
+  async deferJob(claim: S.Claim, o: { delayMs: number; reason: string }) {
+    return jobs.deferJob(this.ctx, claim, o);
+  }
+  async releaseJob(claim: S.Claim) {
+    return jobs.releaseJob(this.ctx, claim);
+  }
+  async getJob(itemId: string, questionSet: string) {
+    return jobs.getJob(this.ctx, itemId, questionSet);
+  }
+  async listJobs(f: S.JobFilter) {
+    return jobs.listJobs(this.ctx, f);
+  }
+  async retryJobs(f: S.JobFilter) {
+    return jobs.retryJobs(this.ctx, f);
+  }
+  async dropJobs(f: S.JobFilter) {
+    return jobs.dropJobs(this.ctx, f);
+  }
+  async queueStats() {
+    return jobs.queueStats(this.ctx);
+  }
+
+  // evaluation
+  async loadItemForEvaluation(itemId: string) {
+    return decisions.loadItemForEvaluation(this.ctx, itemId);
+  }
+  async checkLiveness(itemId: string) {
+    return decisions.checkLiveness(this.ctx, itemId);
+  }
+  async answeredKeys(itemId: string, questionSet: string, keys: S.AnswerKey[]) {
+    return decisions.answeredKeys(this.ctx, itemId, questionSet, keys);
+  }
+  async insertDecisions(rows: S.NewDecision[]) {
+    return decisions.insertDecisions(this.ctx, rows);
+  }
+  async listDecisions(itemId: string) {
+    return decisions.listDecisions(this.ctx, itemId);
+  }
+  async listWorkspaceDecisions(workspaceId: string, questionSet: string) {
+    return decisions.listWorkspaceDecisions(this.ctx, workspaceId, questionSet);
+  }
+  async countDecisions() {
+    return this.ctx.db.select({ n: count() }).from(itemDecisions).get()!.n;
+  }
+  async recordSpend(r: S.SpendRecord) {
+    decisions.recordSpend(this.ctx, r);
+  }
+  async spendSince(windowMs: number) {
+    return decisions.spendSince(this.ctx, windowMs);
+  }
+}
+
+

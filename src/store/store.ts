@@ -1,0 +1,416 @@
+import type { NormaliseReport } from './normalise.js';
+import type { StateLink, TrailComment } from '../decision/state.js';
+import type { Usage } from '../providers/provider.js';
+
+/**
+ * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
+ * CLI and trackers see only this; SQLite and (later) Postgres implement it. Methods are async so
+ * both dialects fit; the SQLite implementation does its work synchronously inside.
+ *
+ * Time: the store owns "now" (an injected clock on SQLite). Callers pass durations in
+ * milliseconds, never timestamps.
+ */
+
+/** Job priorities: live writes are claimed before backfill and drift-sweep work. */
+export const PRIORITY_LIVE = 0;
+export const PRIORITY_BACKFILL = 1;
+
+export interface WorkspaceRow {
+  id: string;
+  slug: string;
+  createdAt: number;
+  deletedAt: number | null;
+}
+
+/** A collection's field definition (DESIGN §2 `schema`). */
+export interface FieldDef {
+  key: string;
+  type: 'select' | 'text' | 'number' | 'multi' | 'user' | string;
+  options?: string[];
+  /** For a select: options that make the item terminal (for example `closed`). */
+  terminal_options?: string[];
+}
+
+export interface CollectionSchema {
+  fields: FieldDef[];
+}
+
+export interface CollectionSettings {
+  /** Whether items of this collection are work to track. @defaultValue true */
+  tracks_work?: boolean;
+  /** `conventions` marks a workspace's conventions collection. */
+  role?: string;
+  [k: string]: unknown;
+}
+
+export interface CollectionRow {
+  id: string;
+  workspaceId: string;
+  slug: string;
+  isSystem: boolean;
+  schema: CollectionSchema;
+  settings: CollectionSettings;
+  createdAt: number;
+  deletedAt: number | null;
+}
+
+export interface ItemRow {
+  id: string;
+  workspaceId: string;
+  collectionId: string;
+  ref: string;
+  title: string;
+  content: string;
+  /** JSON object text, exactly as stored. */
+  fields: string;
+  seq: number;
+  createdAt: number;
+  updatedAt: number;
+  deletedAt: number | null;
+}
+
+export interface CommentRow {
+  id: string;
+  itemId: string;
+  parentCommentId: string | null;
+  author: string;
+  body: string;
+  createdAt: number;
+  updatedAt: number;
+  deletedAt: number | null;
+}
+
+export interface LinkRow {
+  id: string;
+  workspaceId: string;
+  sourceId: string;
+  targetId: string;
+  linkType: string;
+  createdAt: number;
+}
+
+/** How a write owes work. Live writes: priority 0 with the quiet period; imports: backfill, no quiet period. */
+export interface OweOptions {
+  /** @defaultValue PRIORITY_LIVE */
+  priority?: number;
+  /** Apply each set's quiet period. @defaultValue true */
+  quietPeriod?: boolean;
+}
+
+/** What a write door did. */
+export interface WriteResult<T> {
+  /** The row after the write (null after a hard delete). */
+  row: T;
+  /** False when the write changed no stored value: no seq bump, nothing owed. */
+  changed: boolean;
+  /** Lone surrogates replaced and NULs removed (DESIGN §2). */
+  normalised: NormaliseReport;
+  /** Job rows upserted in the same transaction. */
+  owed: number;
+}
+
+export interface NewItem {
+  /** Defaults to a fresh random id; importers pass a derived one. */
+  id?: string;
+  workspaceId: string;
+  collectionId: string;
+  ref: string;
+  title: string;
+  content?: string;
+  /** A JSON object (or its text). Stored as text. */
+  fields?: Record<string, unknown> | string;
+  /** Defaults to now. Importers pass the source's times. */
+  createdAt?: number;
+  /** Create the item already soft-deleted (imported tombstones). */
+  deletedAt?: number | null;
+}
+
+export interface ItemPatch {
+  title?: string;
+  content?: string;
+  fields?: Record<string, unknown> | string;
+}
+
+export interface NewComment {
+  id?: string;
+  itemId: string;
+  parentCommentId?: string | null;
+  author: string;
+  body: string;
+  createdAt?: number;
+}
+
+export interface NewLink {
+  id?: string;
+  workspaceId: string;
+  sourceId: string;
+  targetId: string;
+  linkType: string;
+  createdAt?: number;
+}
+
+/** The live claim of one job, handed to every outcome as its fence. */
+export interface Claim {
+  itemId: string;
+  questionSet: string;
+  workspaceId: string;
+  /** The job's generation at claim time; a later enqueue bumps it. */
+  generation: number;
+  claimToken: string;
+  claimedBy: string;
+  /** Claims since the last enqueue, counting this one. */
+  attempts: number;
+  refusals: number;
+  abandons: number;
+  priority: number;
+  enqueuedAt: number;
+}
+
+/**
+ * What an outcome did:
+ * - `applied`: the outcome took effect;
+ * - `superseded`: a write landed during the evaluation (generation moved); only the claim was
+ *   cleared and `not_before` recomputed, so the newer generation runs;
+ * - `lost`: the claim token no longer matches (the lease ran out and another runner claimed the
+ *   job, or the row is gone); nothing was changed.
+ */
+export type OutcomeResult = 'applied' | 'superseded' | 'lost';
+
+export interface JobRow {
+  itemId: string;
+  questionSet: string;
+  workspaceId: string;
+  priority: number;
+  generation: number;
+  enqueuedAt: number;
+  notBefore: number;
+  claimedBy: string | null;
+  claimToken: string | null;
+  leaseExpiresAt: number | null;
+  attempts: number;
+  refusals: number;
+  abandons: number;
+  state: 'owed' | 'parked';
+  lastError: string | null;
+  lastErrorAt: number | null;
+}
+
+export interface JobFilter {
+  questionSet?: string;
+  state?: 'owed' | 'parked';
+  workspaceId?: string;
+  itemId?: string;
+  limit?: number;
+}
+
+/** Everything the state builder needs about an item, read in one go. */
+export interface ItemForEvaluation {
+  item: ItemRow;
+  collection: CollectionRow;
+  workspace: WorkspaceRow;
+  /** Live comments (tombstones excluded), any order. */
+  comments: TrailComment[];
+  /** Links to and from live items, as the state reads them. */
+  links: StateLink[];
+}
+
+/** Liveness right before a send (DESIGN §7 step 6). */
+export type Liveness = 'live' | 'item_gone' | 'workspace_gone';
+
+/** One answer row to insert (DESIGN §2 item_decisions). */
+export interface NewDecision {
+  workspaceId: string;
+  itemId: string;
+  questionSet: string;
+  questionKey: string;
+  kind: 'noul' | 'choice' | 'score';
+  /** JSON text of the answer. */
+  answer: string;
+  confidence: number | null;
+  provider: string;
+  model: string;
+  stateHash: string;
+  questionHash: string;
+  stateVersion: number;
+  /** JSON text: part → hash. */
+  stateParts: string;
+  inputTokens: number;
+  outputTokens: number;
+  itemSeq: number;
+  stateTruncated: boolean;
+  rationale?: string | null;
+}
+
+export interface DecisionRow extends NewDecision {
+  id: number;
+  evaluatedAt: number;
+}
+
+/** The currency key of one wanted answer: is there a row at exactly this key? */
+export interface AnswerKey {
+  questionKey: string;
+  stateHash: string;
+  questionHash: string;
+  stateVersion: number;
+}
+
+export interface SpendRecord {
+  questionSet: string;
+  provider: string;
+  model: string;
+  /** `ok`, `refused`, `defect`, `unavailable`, ... */
+  outcome: string;
+  calls: number;
+  usage: Usage;
+}
+
+export interface SpendTotals {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+export interface QueueStats {
+  /** Rows by state: owed (due now, waiting, in flight) and parked. */
+  owedDue: number;
+  owedWaiting: number;
+  inFlight: number;
+  parked: number;
+  /** Age in ms of the oldest owed job (now − enqueued_at), or null. */
+  oldestOwedAgeMs: number | null;
+  /** Epoch ms when the next waiting job becomes due, or null. */
+  nextDueAt: number | null;
+  bySet: Array<{ questionSet: string; state: string; count: number }>;
+}
+
+/** The Store interface (see the file comment). */
+export interface Store {
+  /** Epoch milliseconds, from the store's clock. */
+  now(): Promise<number>;
+  close(): Promise<void>;
+
+  // ------------------------------------------------------------- tracker write doors
+  createWorkspace(w: { id?: string; slug: string }): Promise<WorkspaceRow>;
+  /** Holds the workspace's jobs (the claim skips them) until a restore. */
+  softDeleteWorkspace(id: string): Promise<WriteResult<WorkspaceRow>>;
+  restoreWorkspace(id: string): Promise<WriteResult<WorkspaceRow>>;
+  createCollection(c: {
+    id?: string;
+    workspaceId: string;
+    slug: string;
+    isSystem?: boolean;
+    schema?: CollectionSchema;
+    settings?: CollectionSettings;
+  }): Promise<CollectionRow>;
+  /** Rename or change settings; owes every item of the collection at backfill priority. */
+  updateCollection(id: string, patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema }): Promise<WriteResult<CollectionRow>>;
+  softDeleteCollection(id: string): Promise<WriteResult<CollectionRow>>;
+  restoreCollection(id: string): Promise<WriteResult<CollectionRow>>;
+
+  createItem(item: NewItem, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+  /** @throws NotFound when the item does not exist. */
+  updateItem(id: string, patch: ItemPatch, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+  /**
+   * Creates the item, or updates it to exactly these values (including its deleted state), or
+   * does nothing when nothing differs. The importer's door: a re-import owes nothing.
+   */
+  upsertItem(item: NewItem & { id: string }, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+  moveItem(id: string, collectionId: string, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+  softDeleteItem(id: string, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+  restoreItem(id: string, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
+
+  addComment(c: NewComment, opts?: OweOptions): Promise<WriteResult<CommentRow>>;
+  /** Creates the comment or sets its author/body; nothing when unchanged. */
+  upsertComment(c: NewComment & { id: string }, opts?: OweOptions): Promise<WriteResult<CommentRow>>;
+  /** Owes work only when the body changes. */
+  editComment(id: string, body: string, opts?: OweOptions): Promise<WriteResult<CommentRow>>;
+  /** A comment with replies stays as a tombstone with its body blanked; one without is removed. */
+  deleteComment(id: string, opts?: OweOptions): Promise<WriteResult<CommentRow | null>>;
+
+  /** Adds a link (nothing when the same source, target and type exist). Owes both ends for sets that read links. */
+  addLink(l: NewLink, opts?: OweOptions): Promise<WriteResult<LinkRow>>;
+  removeLink(id: string, opts?: OweOptions): Promise<WriteResult<LinkRow | null>>;
+
+  // ------------------------------------------------------------- tracker reads
+  getWorkspaceBySlug(slug: string): Promise<WorkspaceRow | null>;
+  getWorkspace(id: string): Promise<WorkspaceRow | null>;
+  listCollections(workspaceId: string): Promise<CollectionRow[]>;
+  getItem(id: string): Promise<ItemRow | null>;
+  getItemByRef(workspaceId: string, ref: string): Promise<ItemRow | null>;
+  /** Items of a workspace in (created_at, id) order, after the cursor id when given. */
+  listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
+  countItems(workspaceId?: string): Promise<number>;
+
+  // ------------------------------------------------------------- jobs (DESIGN §3)
+  /**
+   * Owes (item, set) pairs without any tracker write: backfill, drift sweep, reask.
+   * With `insertOnly`, existing rows are left alone (backfill never un-parks or resets).
+   * @returns the number of rows inserted or updated.
+   */
+  oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: OweOptions & { insertOnly?: boolean }): Promise<number>;
+  /**
+   * Claims the claimable job with the lowest (priority, enqueued_at), counting the attempt, under
+   * a lease of `leaseMs`. A job found at the abandon limit is parked instead and the next one tried.
+   */
+  claimNextJob(workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null>;
+  /** Extends the lease; false when the claim was lost (the runner must stop sending). */
+  renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
+  completeJob(claim: Claim): Promise<OutcomeResult>;
+  dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
+  /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
+  refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;
+  parkJob(claim: Claim, reason: string): Promise<OutcomeResult>;
+  /** Transient failure: back off, never drop. */
+  failJob(claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult>;
+  /** Defer without counting an attempt, until at least now + `delayMs`. */
+  deferJob(claim: Claim, o: { delayMs: number; reason: string }): Promise<OutcomeResult>;
+  /** Release without counting an attempt; claimable at once. */
+  releaseJob(claim: Claim): Promise<OutcomeResult>;
+
+  getJob(itemId: string, questionSet: string): Promise<JobRow | null>;
+  listJobs(f: JobFilter): Promise<JobRow[]>;
+  /** `jobs retry`: owed, counters 0, not_before now. @returns rows changed. */
+  retryJobs(f: JobFilter): Promise<number>;
+  /** `jobs drop`: deletes matching rows that are not in flight. @returns rows deleted. */
+  dropJobs(f: JobFilter): Promise<number>;
+  queueStats(): Promise<QueueStats>;
+
+  // ------------------------------------------------------------- evaluation reads and answers
+  /** Item, collection, workspace, live comments and links; null when any row is missing. */
+  loadItemForEvaluation(itemId: string): Promise<ItemForEvaluation | null>;
+  /** The last statement before a send. */
+  checkLiveness(itemId: string): Promise<Liveness>;
+  /** Which of the wanted keys already have a row at exactly that key. */
+  answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
+  /** Inserts one call's answers in one transaction; conflicts do nothing. @returns rows inserted. */
+  insertDecisions(rows: NewDecision[]): Promise<number>;
+  /** Every stored answer of an item (all sets), oldest first. */
+  listDecisions(itemId: string): Promise<DecisionRow[]>;
+  /** Stored answers of a set within a workspace (latest per key and any matching keys are picked by the reader). */
+  listWorkspaceDecisions(workspaceId: string, questionSet: string): Promise<DecisionRow[]>;
+  countDecisions(): Promise<number>;
+
+  recordSpend(r: SpendRecord): Promise<void>;
+  /** Spend since `sinceMs` milliseconds ago, summed. */
+  spendSince(windowMs: number): Promise<SpendTotals>;
+}
+
+/** Thrown by a write door when a row it needs does not exist. */
+export class NotFound extends Error {
+  readonly code = 'not_found';
+  constructor(what: string, id: string) {
+    super(`${what} ${id} not found`);
+    this.name = 'NotFound';
+  }
+}
+
+/** Thrown by a write door for bad input (fields not an object, unknown collection ...). */
+export class InvalidWrite extends Error {
+  readonly code = 'invalid_write';
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidWrite';
+  }
+}
