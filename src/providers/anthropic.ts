@@ -1,0 +1,324 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { Question } from '../decision/questions.js';
+import { BadEnvelope, classifyAnthropicError, SchemaTooComplex } from './classify.js';
+import { AnswerDefect, ProviderMisconfigured, ProviderRefusal } from './errors.js';
+import {
+  buildAnswerSchema,
+  buildSystemPrompt,
+  checkInputBudget,
+  checkQuestions,
+  DEFAULT_INPUT_BUDGET_TOKENS,
+  halves,
+  maxTokensFor,
+  mergeResults,
+  parseReply,
+  parseReplyText,
+  PROMPT_TEMPLATE_VERSION,
+  zeroUsage,
+  type JsonSchema,
+} from './prompt.js';
+import type { AskOptions, AskResult, Provider } from './provider.js';
+import {
+  checkRetryPolicy,
+  DEFAULT_RETRY_POLICY,
+  realRuntime,
+  silentLogger,
+  withRetries,
+  worstCaseCallMs,
+  type ProviderLogger,
+  type RetryContext,
+  type RetryPolicy,
+  type RetryRuntime,
+} from './retry.js';
+
+/**
+ * The Anthropic provider (DESIGN §9): one Messages call per chunk through the official SDK, with
+ * SDK retries off and the shared p-retry policy of `./retry.ts` on top.
+ */
+
+/** Prompt-template version of this provider; part of every question fingerprint (DESIGN §4). */
+export const ANTHROPIC_PROMPT_VERSION = `anthropic-v${PROMPT_TEMPLATE_VERSION}`;
+/** The pinned default model (DESIGN §9). */
+export const DEFAULT_ANTHROPIC_MODEL = 'claude-haiku-5-5';
+/** Name of the forced tool of the fallback path. */
+export const ANSWER_TOOL_NAME = 'record_answers';
+
+/** Reasoning effort the API takes in `output_config.effort`; null leaves it out (older models reject it). */
+export type AnthropicEffort = 'low' | 'medium' | 'high' | 'xhigh' | 'max';
+const EFFORTS: readonly AnthropicEffort[] = ['low', 'medium', 'high', 'xhigh', 'max'];
+
+/** Constructor options of AnthropicProvider. Durations in milliseconds, budgets in tokens. */
+export interface AnthropicProviderOptions {
+  /** API key. Required and non-blank: never read from the environment here (the config does that). */
+  readonly apiKey: string;
+  /** API base URL (tests point it at a fake server). @defaultValue the SDK's default (`ANTHROPIC_BASE_URL` or https://api.anthropic.com) */
+  readonly baseURL?: string;
+  /** Pinned model id; a `-latest` alias is refused. @defaultValue 'claude-haiku-5-5' */
+  readonly model?: string;
+  /** `output_config.effort`; null omits it (for models that do not take it). @defaultValue 'low' */
+  readonly effort?: AnthropicEffort | null;
+  /**
+   * Largest estimated input (system prompt + schema + state) sent in one call, in tokens; above it
+   * the call is refused before any request with `ProviderRefusal({overBudget: true})`.
+   * @defaultValue DEFAULT_INPUT_BUDGET_TOKENS (200000)
+   */
+  readonly inputBudgetTokens?: number;
+  /** Timeout of one attempt (ms). @defaultValue 60000 */
+  readonly perAttemptTimeoutMs?: number;
+  /** Attempts per call, the first included. @defaultValue 4 */
+  readonly maxAttempts?: number;
+  /** Longest Retry-After honoured by waiting (ms); longer ones defer the job. @defaultValue 30000 */
+  readonly retryAfterCapMs?: number;
+  /** First backoff (ms), doubling per retry. @defaultValue 500 */
+  readonly minBackoffMs?: number;
+  /** Largest backoff step (ms). @defaultValue 8000 */
+  readonly maxBackoffMs?: number;
+  /**
+   * Use the forced-tool fallback instead of `output_config.format`, for models without structured
+   * output. @defaultValue false
+   */
+  readonly useTool?: boolean;
+  /** pino-like logger; gets attempt failures and splits (status, type, request id, counts only). */
+  readonly logger?: ProviderLogger;
+  /** Time and randomness seams for tests. @defaultValue real timers, performance.now, Math.random */
+  readonly runtime?: Partial<RetryRuntime>;
+}
+
+type CreateParams = Anthropic.MessageCreateParamsNonStreaming;
+
+/**
+ * Builds the Messages request of one chunk: rules and questions in one cached system block, the
+ * state bytes unchanged as the only user message, thinking disabled, no sampling parameters, and
+ * either `output_config.format` (structured output) or a forced tool with the same schema.
+ */
+export function buildMessagesRequest(
+  state: string,
+  questions: ReadonlyMap<string, Question>,
+  opts: { model: string; effort: AnthropicEffort | null; explain: boolean; useTool: boolean },
+): { body: CreateParams; system: string; schema: JsonSchema } {
+  const schema = buildAnswerSchema(questions, { explain: opts.explain });
+  const system = buildSystemPrompt(questions, { explain: opts.explain });
+  const body: CreateParams = {
+    model: opts.model,
+    max_tokens: maxTokensFor(questions, opts.explain),
+    system: [{ type: 'text', text: system, cache_control: { type: 'ephemeral' } }],
+    messages: [{ role: 'user', content: state }],
+    // Forced tools give a 400 while thinking is on, and answers are probabilities, not reasoning.
+    thinking: { type: 'disabled' },
+  };
+  if (opts.useTool) {
+    body.tools = [
+      {
+        name: ANSWER_TOOL_NAME,
+        description: 'Records the answers to every question, under each question key.',
+        // Not `strict`: models without structured output do not compile strict grammars either;
+        // the reply is validated with zod regardless.
+        input_schema: schema as Anthropic.Tool.InputSchema,
+      },
+    ];
+    body.tool_choice = { type: 'tool', name: ANSWER_TOOL_NAME, disable_parallel_tool_use: true };
+    if (opts.effort !== null) body.output_config = { effort: opts.effort };
+  } else {
+    body.output_config = {
+      format: { type: 'json_schema', schema: schema as Record<string, unknown> },
+      ...(opts.effort !== null ? { effort: opts.effort } : {}),
+    };
+  }
+  return { body, system, schema };
+}
+
+/** Stop reasons after which the reply is complete. */
+const COMPLETE_STOPS = new Set(['end_turn', 'stop_sequence', 'tool_use']);
+
+/**
+ * Answers typed questions with Claude (DESIGN §9). See AnthropicProviderOptions for the options.
+ * @throws ProviderMisconfigured at construction for a blank key, a blank model or a `-latest` alias
+ *   (it is the provider-wide configuration error the CLI reports at start).
+ * @throws TypeError at construction for a bad numeric option or effort, naming the option.
+ */
+export class AnthropicProvider implements Provider {
+  readonly name = 'anthropic';
+  readonly model: string;
+  readonly promptVersion = ANTHROPIC_PROMPT_VERSION;
+  readonly effort: AnthropicEffort | null;
+  readonly worstCaseCallMs: number;
+  /** Input budget per call (tokens). */
+  readonly inputBudgetTokens: number;
+  readonly useTool: boolean;
+  readonly #client: Anthropic;
+  readonly #policy: RetryPolicy;
+  readonly #log: ProviderLogger;
+  readonly #runtime: RetryRuntime;
+
+  constructor(opts: AnthropicProviderOptions) {
+    if (typeof opts.apiKey !== 'string' || opts.apiKey.trim() === '') {
+      throw new ProviderMisconfigured('anthropic: apiKey is missing (set ANTHROPIC_API_KEY)');
+    }
+    const model = opts.model ?? DEFAULT_ANTHROPIC_MODEL;
+    if (typeof model !== 'string' || model.trim() === '') throw new ProviderMisconfigured('anthropic: model is blank');
+    if (/-latest$/i.test(model)) {
+      throw new ProviderMisconfigured(
+        `anthropic: model "${model}" is a -latest alias; pin a model id (answers store the model, and an alias would change under them)`,
+      );
+    }
+    const effort = opts.effort === undefined ? 'low' : opts.effort;
+    if (effort !== null && !EFFORTS.includes(effort)) {
+      throw new TypeError(`effort must be one of ${EFFORTS.join(', ')} or null, got ${JSON.stringify(effort)}`);
+    }
+    const budget = opts.inputBudgetTokens ?? DEFAULT_INPUT_BUDGET_TOKENS;
+    if (!Number.isInteger(budget) || budget < 1) throw new TypeError(`inputBudgetTokens must be an integer ≥ 1, got ${String(budget)}`);
+    const policy: RetryPolicy = {
+      maxAttempts: opts.maxAttempts ?? DEFAULT_RETRY_POLICY.maxAttempts,
+      perAttemptTimeoutMs: opts.perAttemptTimeoutMs ?? DEFAULT_RETRY_POLICY.perAttemptTimeoutMs,
+      minBackoffMs: opts.minBackoffMs ?? DEFAULT_RETRY_POLICY.minBackoffMs,
+      maxBackoffMs: opts.maxBackoffMs ?? DEFAULT_RETRY_POLICY.maxBackoffMs,
+      retryAfterCapMs: opts.retryAfterCapMs ?? DEFAULT_RETRY_POLICY.retryAfterCapMs,
+    };
+    checkRetryPolicy(policy);
+
+    this.model = model;
+    this.effort = effort;
+    this.inputBudgetTokens = budget;
+    this.useTool = opts.useTool ?? false;
+    this.#policy = policy;
+    this.worstCaseCallMs = worstCaseCallMs(policy);
+    this.#log = opts.logger ?? silentLogger;
+    this.#runtime = { ...realRuntime, ...opts.runtime };
+    const log = this.#log;
+    // The SDK's own log lines are forwarded as bare messages at warn and above; extra arguments
+    // (which at debug level can hold request details) are dropped.
+    const sdkLogger = {
+      error: (message: string) => log.error({ provider: 'anthropic', component: 'sdk' }, message),
+      warn: (message: string) => log.warn({ provider: 'anthropic', component: 'sdk' }, message),
+      info: () => {},
+      debug: () => {},
+    };
+    this.#client = new Anthropic({
+      apiKey: opts.apiKey,
+      ...(opts.baseURL !== undefined ? { baseURL: opts.baseURL } : {}),
+      maxRetries: 0,
+      timeout: policy.perAttemptTimeoutMs,
+      logger: sdkLogger,
+      logLevel: 'warn',
+    });
+  }
+
+  /**
+   * Asks every question of `questions` about `state` (sent exactly as given), in one Messages call
+   * unless the API finds the schema too complex, in which case the chunk is split in halves down to
+   * one question per call, strictly one call after another, and the results merged (usage summed).
+   * No request is sent for an empty `questions`.
+   * @returns every answer (all or none), usage in tokens, and the model the response reported.
+   * @throws ProviderRefusal (400/422, input over budget with code `input_over_budget`, an invalid
+   *   question); ProviderMisconfigured (401/403/404, billing, a rejected schema);
+   *   ProviderUnavailable (transient faults after the retries, or a Retry-After above the cap);
+   *   AnswerDefect (stop reason max_tokens/refusal, malformed or invalid answers); whatever
+   *   `opts.beforeSend` throws, unchanged; `opts.signal.reason` on abort.
+   */
+  async ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult> {
+    opts.signal.throwIfAborted();
+    checkQuestions(questions);
+    if (questions.size === 0) return { answers: new Map(), usage: zeroUsage(), responseModel: this.model };
+    const explain = opts.explain ?? false;
+    const { system, schema } = buildMessagesRequest(state, questions, this.#requestOptions(explain));
+    checkInputBudget('anthropic', { system, schema, state }, this.inputBudgetTokens);
+    const ctx: RetryContext = {
+      provider: this.name,
+      policy: this.#policy,
+      runtime: this.#runtime,
+      log: this.#log,
+      signal: opts.signal,
+      beforeSend: opts.beforeSend,
+      deadline: this.#runtime.now() + this.worstCaseCallMs,
+    };
+    return this.#askChunk(state, questions, explain, ctx);
+  }
+
+  async #askChunk(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+    try {
+      return await this.#askOnce(state, questions, explain, ctx);
+    } catch (err) {
+      if (!(err instanceof SchemaTooComplex)) throw err;
+      if (questions.size <= 1) {
+        // Not provider-wide: only this question's set is affected, so the job parks.
+        throw new ProviderRefusal(`anthropic: ${err.message}, even for a single question`, { status: err.status });
+      }
+      this.#log.info({ provider: this.name, questions: questions.size }, 'answer schema too complex; splitting the chunk in halves');
+      const [first, second] = halves(questions);
+      const a = await this.#askChunk(state, first, explain, ctx);
+      const b = await this.#askChunk(state, second, explain, ctx);
+      return mergeResults(a, b);
+    }
+  }
+
+  async #askOnce(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+    const { body } = buildMessagesRequest(state, questions, this.#requestOptions(explain));
+    const message = await withRetries(ctx, (signal) => this.#send(body, signal), classifyAnthropicError);
+    return this.#read(message, questions, explain);
+  }
+
+  #requestOptions(explain: boolean) {
+    return { model: this.model, effort: this.effort, explain, useTool: this.useTool };
+  }
+
+  /** One attempt: the SDK call, then the envelope check (an error inside a 200 is retried). */
+  async #send(body: CreateParams, signal: AbortSignal): Promise<Anthropic.Message> {
+    const response: unknown = await this.#client.messages.create(body, { signal });
+    const r = response as Partial<Anthropic.Message> & { error?: { type?: unknown }; _request_id?: string | null };
+    if (r === null || typeof r !== 'object' || r.type !== 'message' || !Array.isArray(r.content)) {
+      const errorType = r && typeof r === 'object' && typeof r.error?.type === 'string' ? r.error.type : null;
+      const requestId = r && typeof r === 'object' ? (r._request_id ?? null) : null;
+      throw new BadEnvelope(errorType, requestId);
+    }
+    return response as Anthropic.Message;
+  }
+
+  /** Reads the answers out of a complete message, selecting blocks by type (never content[0]). */
+  #read(message: Anthropic.Message, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
+    const stop = message.stop_reason;
+    if (stop === null || !COMPLETE_STOPS.has(stop)) {
+      throw new AnswerDefect(`anthropic: reply incomplete, stop_reason ${String(stop)}`);
+    }
+    let parsed;
+    if (this.useTool) {
+      const block = message.content.find((b) => b.type === 'tool_use' && b.name === ANSWER_TOOL_NAME);
+      if (!block || block.type !== 'tool_use') throw new AnswerDefect(`anthropic: no ${ANSWER_TOOL_NAME} tool_use block in the reply`);
+      parsed = parseReply(block.input, questions, explain);
+    } else {
+      const texts = message.content.filter((b) => b.type === 'text');
+      if (texts.length === 0) throw new AnswerDefect('anthropic: no text block in the reply');
+      parsed = parseReplyText(texts.map((b) => b.text).join(''), questions, explain);
+    }
+    const u = message.usage;
+    return {
+      answers: parsed.answers,
+      ...(parsed.rationales ? { rationales: parsed.rationales } : {}),
+      usage: {
+        inputTokens: u?.input_tokens ?? 0,
+        outputTokens: u?.output_tokens ?? 0,
+        cacheReadTokens: u?.cache_read_input_tokens ?? 0,
+        cacheWriteTokens: u?.cache_creation_input_tokens ?? 0,
+      },
+      responseModel: typeof message.model === 'string' ? message.model : this.model,
+    };
+  }
+
+  /**
+   * Doctor check: asks the API about the configured model (GET /v1/models/{model}), once, without
+   * retries.
+   * @returns the model id and display name the API reports.
+   * @throws ProviderMisconfigured (bad key, unknown model), ProviderUnavailable, ProviderRefusal.
+   */
+  async doctor(opts: { signal?: AbortSignal } = {}): Promise<{ model: string; displayName: string | null }> {
+    try {
+      const info = await this.#client.models.retrieve(this.model, {}, { signal: opts.signal });
+      return { model: info.id, displayName: info.display_name ?? null };
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      throw classifyAnthropicError(err, false).error;
+    }
+  }
+
+  /** Nothing to release: the SDK holds no sockets beyond the global fetch pool. */
+  async close(): Promise<void> {}
+}

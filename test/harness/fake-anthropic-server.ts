@@ -1,0 +1,177 @@
+import { autoAnswers, FakeHttpServer, type Handler, type RecordedRequest, type Reply } from './fake-server-core.js';
+
+/**
+ * A fake Anthropic API speaking the Messages wire format (DESIGN §14): POST /v1/messages, plus
+ * GET /v1/models and /v1/models/{id} for a doctor check. Point the real SDK at `server.url` as its
+ * baseURL. Each request is answered by the next scripted reply, or else by the fallback, which
+ * answers every question of the request's schema validly (as structured output, or as a tool_use
+ * block when the request forces a tool).
+ *
+ * Replies come from the static builders: `answer`, `toolAnswer`, `text`, `error`, `rateLimited`,
+ * `overloaded`, `errorIn200`, `truncated`, `refusal`, `slow`, `hang`, `drop`.
+ */
+
+export interface MessageOptions {
+  stopReason?: string;
+  model?: string;
+  usage?: Partial<{ input_tokens: number; output_tokens: number; cache_read_input_tokens: number | null; cache_creation_input_tokens: number | null }>;
+  /** Blocks put before the answer (e.g. a thinking block), to prove blocks are selected by type. */
+  leadingBlocks?: unknown[];
+  delayMs?: number;
+  headers?: Record<string, string>;
+}
+
+let counter = 0;
+
+function envelope(req: RecordedRequest | undefined, content: unknown[], o: MessageOptions, defaultStop: string) {
+  counter++;
+  return {
+    id: `msg_fake_${counter}`,
+    type: 'message',
+    role: 'assistant',
+    model: o.model ?? req?.body?.model ?? 'claude-fake',
+    content: [...(o.leadingBlocks ?? []), ...content],
+    stop_reason: o.stopReason ?? defaultStop,
+    stop_sequence: null,
+    stop_details: null,
+    usage: {
+      input_tokens: 100,
+      output_tokens: 20,
+      cache_creation_input_tokens: null,
+      cache_read_input_tokens: null,
+      ...o.usage,
+    },
+  };
+}
+
+const json = (body: unknown, o: { status?: number; headers?: Record<string, string>; delayMs?: number } = {}): Reply => ({
+  kind: 'json',
+  status: o.status ?? 200,
+  body,
+  headers: { 'request-id': `req_fake_${++counter}`, ...o.headers },
+  delayMs: o.delayMs,
+});
+
+/** A handler that answers as a message whose text block is the given text. */
+function textReply(text: string, o: MessageOptions, defaultStop = 'end_turn'): Handler {
+  return (req) => json(envelope(req, [{ type: 'text', text, citations: null }], o, defaultStop), o);
+}
+
+export class FakeAnthropicServer extends FakeHttpServer {
+  /** Models the doctor check can find. */
+  models = ['claude-haiku-5-5', 'claude-haiku-4-5'];
+
+  constructor() {
+    super((req) => this.defaultReply(req));
+  }
+
+  /** Starts a fake server on 127.0.0.1:0. */
+  static async start(): Promise<FakeAnthropicServer> {
+    return new FakeAnthropicServer().listen();
+  }
+
+  /** Requests to POST /v1/messages, in arrival order. */
+  get messages(): RecordedRequest[] {
+    return this.requestsTo('/v1/messages');
+  }
+
+  defaultReply(req: RecordedRequest): Reply {
+    if (req.method === 'GET' && req.path === '/v1/models') {
+      return json({
+        data: this.models.map((id) => ({ id, type: 'model', display_name: id, created_at: '2026-10-07T00:00:00Z' })),
+        has_more: false,
+        first_id: this.models[0] ?? null,
+        last_id: this.models.at(-1) ?? null,
+      });
+    }
+    const m = /^\/v1\/models\/([^/]+)$/.exec(req.path);
+    if (req.method === 'GET' && m) {
+      const id = decodeURIComponent(m[1]);
+      if (!this.models.includes(id)) return FakeAnthropicServer.errorReply(404, 'not_found_error', `model: ${id}`);
+      return json({ id, type: 'model', display_name: `Fake ${id}`, created_at: '2026-10-07T00:00:00Z' });
+    }
+    if (req.method === 'POST' && req.path === '/v1/messages') return FakeAnthropicServer.autoReply(req, {});
+    return FakeAnthropicServer.errorReply(404, 'not_found_error', 'no such route');
+  }
+
+  /** Valid answers to whatever the request asked, in the request's mode (text or forced tool). */
+  static autoReply(req: RecordedRequest, o: MessageOptions): Reply {
+    const tool = req.body?.tools?.[0];
+    if (tool) return FakeAnthropicServer.toolAnswer(autoAnswers(tool.input_schema), o)(req) as Reply;
+    return textReply(JSON.stringify(autoAnswers(req.body?.output_config?.format?.schema)), o)(req) as Reply;
+  }
+
+  /** Structured output: a text block holding `JSON.stringify(answers)`. */
+  static answer(answers: unknown, o: MessageOptions = {}): Handler {
+    return textReply(JSON.stringify(answers), o);
+  }
+
+  /** Valid answers to the request's schema (like the fallback), with options. */
+  static auto(o: MessageOptions = {}): Handler {
+    return (req) => FakeAnthropicServer.autoReply(req, o);
+  }
+
+  /** Forced-tool reply: a tool_use block whose input is `input`. */
+  static toolAnswer(input: unknown, o: MessageOptions = {}): Handler {
+    return (req) =>
+      json(
+        envelope(req, [{ type: 'tool_use', id: 'toolu_fake', name: req.body?.tool_choice?.name ?? 'record_answers', input, caller: { type: 'direct' } }], o, 'tool_use'),
+        o,
+      );
+  }
+
+  /** A text block with arbitrary (e.g. malformed) text. */
+  static text(text: string, o: MessageOptions = {}): Handler {
+    return textReply(text, o);
+  }
+
+  /** stop_reason max_tokens with a cut-off JSON text. */
+  static truncated(): Handler {
+    return textReply('{"blocked": {"probab', {}, 'max_tokens');
+  }
+
+  /** stop_reason refusal with no answer. */
+  static refusal(): Handler {
+    return (req) => json(envelope(req, [], {}, 'refusal'));
+  }
+
+  /** An API error with the wire shape `{"type":"error","error":{type,message}}`. */
+  static errorReply(status: number, type: string, message = 'fake error', headers: Record<string, string> = {}, details?: unknown): Reply {
+    return json({ type: 'error', error: { type, message, ...(details ? { details } : {}) } }, { status, headers });
+  }
+
+  static error(status: number, type: string, message?: string, headers?: Record<string, string>): Reply {
+    return FakeAnthropicServer.errorReply(status, type, message, headers);
+  }
+
+  /** 529 overloaded_error. */
+  static overloaded(headers?: Record<string, string>): Reply {
+    return FakeAnthropicServer.errorReply(529, 'overloaded_error', 'Overloaded', headers);
+  }
+
+  /** 429 rate_limit_error with `retry-after` in seconds (as the API sends it). */
+  static rateLimited(retryAfterSeconds?: number, extraHeaders: Record<string, string> = {}): Reply {
+    const headers = retryAfterSeconds === undefined ? extraHeaders : { 'retry-after': String(retryAfterSeconds), ...extraHeaders };
+    return FakeAnthropicServer.errorReply(429, 'rate_limit_error', 'Rate limited', headers);
+  }
+
+  /** An error object delivered with status 200 (seen during incidents). */
+  static errorIn200(type = 'overloaded_error'): Reply {
+    return json({ type: 'error', error: { type, message: 'Overloaded' } }, { status: 200 });
+  }
+
+  /** The reply `inner` after `ms` milliseconds (to trigger the attempt timeout). */
+  static slow(ms: number, inner: Handler = FakeAnthropicServer.auto()): Handler {
+    return async (req) => ({ ...(await inner(req)), delayMs: ms }) as Reply;
+  }
+
+  /** Never answers. */
+  static hang(): Reply {
+    return { kind: 'hang' };
+  }
+
+  /** Destroys the connection without a response. */
+  static drop(afterHeaders = false): Reply {
+    return { kind: 'drop', afterHeaders };
+  }
+}
