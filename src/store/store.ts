@@ -335,6 +335,8 @@ export interface Store {
 
   // ------------------------------------------------------------- tracker reads
   getWorkspaceBySlug(slug: string): Promise<WorkspaceRow | null>;
+  /** Every workspace, deleted ones included, by slug. */
+  listWorkspaces(): Promise<WorkspaceRow[]>;
   getWorkspace(id: string): Promise<WorkspaceRow | null>;
   listCollections(workspaceId: string): Promise<CollectionRow[]>;
   getItem(id: string): Promise<ItemRow | null>;

@@ -116,6 +116,9 @@ export class SqliteStore implements S.Store {
   async getWorkspaceBySlug(slug: string) {
     return this.ctx.db.select().from(workspaces).where(eq(workspaces.slug, slug)).get() ?? null;
   }
+  async listWorkspaces() {
+    return this.ctx.db.select().from(workspaces).orderBy(asc(workspaces.slug)).all();
+  }
   async getWorkspace(id: string) {
     return this.ctx.db.select().from(workspaces).where(eq(workspaces.id, id)).get() ?? null;
   }

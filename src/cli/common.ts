@@ -1,0 +1,89 @@
+import { Command, Option } from 'commander';
+import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
+import { productionSets } from '../decision/production-sets.js';
+import { Registry } from '../decision/registry.js';
+import { createLogger, type Logger } from '../log.js';
+import { SqliteStore } from '../store/sqlite/sqlite-store.js';
+import type { Store, WorkspaceRow } from '../store/store.js';
+
+/** Exit codes (DESIGN §12). */
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
+
+/** Adds every config option as a flag (its environment variable is named in the help). */
+export function addConfigOptions(cmd: Command): Command {
+  for (const [key, spec] of Object.entries(OPTIONS)) {
+    const arg = key === 'provider' || key === 'model' || key === 'databaseUrl' || key === 'logLevel' || key === 'configFile' ? '<value>' : '<n>';
+    cmd.addOption(new Option(`${spec.flag} ${arg}`, `${spec.expected} (env ${spec.env})`));
+  }
+  return cmd;
+}
+
+/** Reads the validated config from a command's flags and the environment. @throws ConfigError */
+export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): Config {
+  const flags = { ...cmd.optsWithGlobals() };
+  // commander names `--config` `config`; the config key is `configFile`.
+  if (flags.config !== undefined) flags.configFile = flags.config;
+  return loadConfig(flags, env);
+}
+
+/**
+ * The registry every process loads: the production sets (plus, later, the config file's).
+ * The same registry in every process means the CLI, the worker and a tracker enqueue alike.
+ */
+export function buildRegistry(_cfg: Config): Registry {
+  return new Registry(productionSets());
+}
+
+/**
+ * Opens the configured store and applies migrations.
+ * @throws ConfigError for a URL no store understands.
+ */
+export function openStore(cfg: Config, registry: Registry): Store & { setRegistry?(r: Registry): void } {
+  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
+    throw new ConfigError('--database-url: postgres:// URLs need the Postgres store, which this build does not include yet');
+  }
+  return new SqliteStore({ url: cfg.databaseUrl, registry });
+}
+
+/** The process logger; commands log to stderr so their stdout stays clean for --json. */
+export function loggerFor(cfg: Config): Logger {
+  return createLogger(cfg.logLevel, process.stderr.isTTY ? undefined : (process.stderr as never));
+}
+
+/**
+ * The workspace a read command means: `--workspace SLUG`, or the only live workspace.
+ * @throws UsageError when it is ambiguous or unknown.
+ */
+export async function resolveWorkspace(store: Store, slug: string | undefined): Promise<WorkspaceRow> {
+  if (slug) {
+    const ws = await store.getWorkspaceBySlug(slug);
+    if (!ws) throw new UsageError(`no workspace "${slug}"`);
+    return ws;
+  }
+  const all = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
+  if (all.length === 1) return all[0];
+  if (all.length === 0) throw new UsageError('no workspace yet: run `verdict import beads FILE` or `verdict demo` first');
+  throw new UsageError(`several workspaces (${all.map((w) => w.slug).join(', ')}): pass --workspace SLUG`);
+}
+
+/** A usage error: exit code 2. */
+export class UsageError extends Error {
+  readonly code = 'usage_error';
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Formats milliseconds as a short human duration (`1h 02m`, `45s`, `320ms`). */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+}

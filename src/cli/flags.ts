@@ -1,0 +1,50 @@
+import type { Command } from 'commander';
+import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
+import { readerFor } from './reader.js';
+
+export function registerFlagsCommand(program: Command): void {
+  program
+    .command('flags')
+    .description("list a workspace's surfaced nouls of one set, highest first")
+    .requiredOption('--set <name>', 'question set, for example attention')
+    .option('--workspace <slug>', 'workspace slug (default: the only one)')
+    .option('--threshold <p>', 'override the set threshold (0 to 1)')
+    .option('--limit <n>', 'print at most this many items', '50')
+    .option('--json', 'print JSON')
+    .action(async (opts: { set: string; workspace?: string; threshold?: string; limit: string; json?: boolean }, cmd: Command) => {
+      const cfg = configFrom(cmd);
+      const registry = buildRegistry(cfg);
+      if (!registry.get(opts.set)) {
+        process.stderr.write(`unknown set "${opts.set}"; known: ${registry.all().map((s) => s.name).join(', ')}\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const threshold = opts.threshold === undefined ? undefined : Number(opts.threshold);
+      if (threshold !== undefined && !(threshold >= 0 && threshold <= 1)) {
+        process.stderr.write(`--threshold: got "${opts.threshold}", expected a number from 0 to 1\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const store = openStore(cfg, registry);
+      try {
+        const ws = await resolveWorkspace(store, opts.workspace);
+        const { flags, failing } = await readerFor(cfg, store, registry, loggerFor(cfg)).workspaceFlags(ws.id, opts.set, threshold);
+        const ranked = Object.entries(flags)
+          .map(([itemId, f]) => ({ itemId, ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))
+          .sort((a, b) => b.top - a.top || (a.ref < b.ref ? -1 : 1));
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify({ workspace: ws.slug, set: opts.set, failing, items: ranked }, null, 2)}\n`);
+          return;
+        }
+        const lines = [`${ranked.length} items flagged by ${opts.set} in ${ws.slug}${failing ? ' (some jobs of this set are failing: see `verdict status`)' : ''}`];
+        for (const r of ranked.slice(0, Number(opts.limit) || 50)) {
+          const keys = Object.entries(r.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ');
+          const item = await store.getItem(r.itemId);
+          lines.push(`  ${r.ref.padEnd(12)} ${keys}  ${(item?.title ?? '').slice(0, 70)}`);
+        }
+        process.stdout.write(`${lines.join('\n')}\n`);
+      } finally {
+        await store.close();
+      }
+    });
+}

@@ -1,0 +1,44 @@
+import type { Command } from 'commander';
+import { importBeads, type ImportReport } from '../importers/beads.js';
+import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore } from './common.js';
+
+/** A short human summary of an import report. */
+export function formatImportReport(r: ImportReport): string {
+  const skipped = Object.entries(r.skipped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const dropped = Object.entries(r.links.dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const lines = [
+    `workspace ${r.workspaceSlug}: ${r.rowsRead} rows read`,
+    `  items: ${r.imported.created} created, ${r.imported.updated} updated, ${r.imported.unchanged} unchanged (${r.imported.tombstones} tombstones)`,
+    `  skipped: ${skipped}`,
+    `  comments: ${r.comments.written} written, ${r.comments.unchanged} unchanged`,
+    `  links: ${r.links.created} created, ${r.links.unchanged} unchanged; dropped: ${dropped}`,
+    `  lines rejected: ${r.rejected.count}${r.rejected.lines.length ? ` (lines ${r.rejected.lines.map((l) => l.line).join(', ')})` : ''}`,
+    `  jobs owed: ${r.jobsOwed}`,
+  ];
+  return lines.join('\n');
+}
+
+export function registerImportCommand(program: Command): void {
+  program
+    .command('import <format> <file>')
+    .description('import a real tracker export (formats: beads)')
+    .option('--workspace <slug>', 'workspace to import into', 'beads')
+    .option('--json', 'print the report as JSON')
+    .action(async (format: string, file: string, opts: { workspace: string; json?: boolean }, cmd: Command) => {
+      if (format !== 'beads') {
+        process.stderr.write(`unknown format "${format}"; known: beads\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const cfg = configFrom(cmd);
+      const logger = loggerFor(cfg);
+      const registry = buildRegistry(cfg);
+      const store = openStore(cfg, registry);
+      try {
+        const report = await importBeads(store, file, { workspaceSlug: opts.workspace, logger });
+        process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatImportReport(report)}\n`);
+      } finally {
+        await store.close();
+      }
+    });
+}

@@ -1,0 +1,44 @@
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../config.js';
+import { InvalidQuestion } from '../decision/questions.js';
+import { InvalidQuestionSet } from '../decision/registry.js';
+import { ProviderMisconfigured } from '../providers/errors.js';
+import { LeaseTooShort } from '../worker/worker.js';
+import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
+import { registerDemoCommand } from './demo.js';
+import { registerFlagsCommand } from './flags.js';
+import { registerImportCommand } from './import.js';
+import { registerShowCommand } from './show.js';
+import { registerStatusCommand } from './status.js';
+import { registerWorkerCommand } from './worker.js';
+
+/** Builds the `verdict` program: the CLI only wires things (CONVENTIONS.md). */
+export function buildProgram(): Command {
+  const program = addConfigOptions(new Command('verdict'))
+    .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')
+    .showHelpAfterError()
+    .exitOverride();
+  registerDemoCommand(program);
+  registerImportCommand(program);
+  registerWorkerCommand(program);
+  registerShowCommand(program);
+  registerFlagsCommand(program);
+  registerStatusCommand(program);
+  return program;
+}
+
+/** Runs the CLI; exit codes 0 ok, 1 failure, 2 usage error (DESIGN §12). */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_USAGE;
+    const usage = err instanceof ConfigError || err instanceof UsageError || err instanceof InvalidQuestion || err instanceof InvalidQuestionSet || err instanceof LeaseTooShort;
+    const misconfigured = err instanceof ProviderMisconfigured;
+    process.stderr.write(`verdict: ${(err as Error).message}\n`);
+    if (!usage && !misconfigured && process.env.VERDICT_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+    return usage || misconfigured ? EXIT_USAGE : EXIT_FAILURE;
+  }
+}

@@ -1,0 +1,184 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Registry } from '../decision/registry.js';
+import type { Logger } from '../log.js';
+import type { Provider } from '../providers/provider.js';
+import { runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import type { Store } from '../store/store.js';
+
+/** Worker settings (DESIGN §10). Durations in milliseconds. */
+export interface WorkerOptions {
+  store: Store;
+  registry: Registry;
+  provider: Provider;
+  logger: Logger;
+  workerId: string;
+  /** Slots, each claiming one job at a time. @defaultValue 4 */
+  concurrency: number;
+  /** Idle wait when nothing is claimable. @defaultValue 5000 */
+  tickMs: number;
+  leaseMs: number;
+  /** Jobs a slot runs per pass before it re-checks shutdown, cooling-off and reload. @defaultValue 20 */
+  passLimit: number;
+  abandonLimit: number;
+  /** Drain every job claimable now, then return. */
+  untilIdle?: boolean;
+  acquirePermit?: RunnerOptions['acquirePermit'];
+  onOutcome?: (r: RunReport) => void;
+}
+
+/** Cooling-off after a provider-wide error: 30 s doubling to 10 min (DESIGN §3). */
+export const COOLOFF_BASE_MS = 30_000;
+export const COOLOFF_CAP_MS = 600_000;
+
+/** What a worker run did. */
+export interface WorkerSummary {
+  claimed: number;
+  outcomes: Record<string, number>;
+  calls: number;
+  answersStored: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Set when the run ended because the provider is misconfigured (`--until-idle`). */
+  misconfigured: string | null;
+}
+
+/** Thrown at start when the lease cannot cover one provider call's worst case. */
+export class LeaseTooShort extends Error {
+  readonly code = 'lease_too_short';
+  constructor(leaseMs: number, worstMs: number) {
+    super(`--lease-ms ${leaseMs} is shorter than one provider call's worst case (${worstMs} ms); raise it`);
+    this.name = 'LeaseTooShort';
+  }
+}
+
+/**
+ * The worker: `concurrency` slots, each claiming and running jobs one after another, waiting for
+ * the tick only when nothing is claimable. `stop()` stops claiming and aborts in-flight calls,
+ * whose jobs are released without an attempt; `run()` resolves once every slot has recorded its
+ * last outcome.
+ */
+export class Worker {
+  private readonly abort = new AbortController();
+  private readonly idleWake = new AbortController();
+  private stopping = false;
+  private cooloffUntil = 0;
+  private cooloffMs = 0;
+  private lastCooloffLog = 0;
+  /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
+  lastLoopAt = Date.now();
+  /** The provider error code that started the current cooling-off, if any. */
+  providerProblem: string | null = null;
+  readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
+
+  /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
+  constructor(private opts: WorkerOptions) {
+    if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
+  }
+
+  /** Installs a new provider and registry (SIGHUP reload): in-flight calls of the old provider are cancelled by the caller. */
+  swap(provider: Provider, registry: Registry): void {
+    if (this.opts.leaseMs < provider.worstCaseCallMs) throw new LeaseTooShort(this.opts.leaseMs, provider.worstCaseCallMs);
+    this.opts = { ...this.opts, provider, registry };
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** Stops claiming and aborts in-flight provider calls; their jobs are released without an attempt. */
+  stop(reason = 'shutdown'): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.opts.logger.info({ reason }, 'worker stopping');
+    this.abort.abort(new Error(reason));
+    this.idleWake.abort();
+  }
+
+  async run(): Promise<WorkerSummary> {
+    const slots = Array.from({ length: this.opts.concurrency }, (_, i) => this.slot(i));
+    await Promise.all(slots);
+    return this.summary;
+  }
+
+  private runnerOptions(slot: number): RunnerOptions {
+    return {
+      store: this.opts.store,
+      registry: this.opts.registry,
+      provider: this.opts.provider,
+      logger: this.opts.logger,
+      workerId: `${this.opts.workerId}/${slot}`,
+      leaseMs: this.opts.leaseMs,
+      abandonLimit: this.opts.abandonLimit,
+      acquirePermit: this.opts.acquirePermit,
+      onOutcome: (r) => this.count(r),
+    };
+  }
+
+  private count(r: RunReport): void {
+    const s = this.summary;
+    s.claimed++;
+    s.outcomes[r.outcome.kind] = (s.outcomes[r.outcome.kind] ?? 0) + 1;
+    s.calls += r.stats.calls;
+    s.answersStored += r.stats.answersStored;
+    s.inputTokens += r.stats.inputTokens;
+    s.outputTokens += r.stats.outputTokens;
+    if (r.outcome.kind === 'misconfigured') this.enterCooloff(r.outcome.reason);
+    else if (r.outcome.kind === 'complete' && r.stats.calls > 0) {
+      this.cooloffMs = 0;
+      this.providerProblem = null;
+    }
+    this.opts.onOutcome?.(r);
+  }
+
+  private enterCooloff(reason: string): void {
+    this.cooloffMs = Math.min(this.cooloffMs ? this.cooloffMs * 2 : COOLOFF_BASE_MS, COOLOFF_CAP_MS);
+    this.cooloffUntil = Date.now() + this.cooloffMs;
+    this.providerProblem = reason;
+    if (Date.now() - this.lastCooloffLog >= this.cooloffMs) {
+      this.lastCooloffLog = Date.now();
+      this.opts.logger.error({ reason, cooloffMs: this.cooloffMs }, 'provider misconfigured: not claiming during the cooling-off period');
+    }
+    if (this.opts.untilIdle) {
+      this.summary.misconfigured = reason;
+      this.stop('provider misconfigured');
+    }
+  }
+
+  private async slot(i: number): Promise<void> {
+    const ro = () => this.runnerOptions(i);
+    while (!this.stopping) {
+      this.lastLoopAt = Date.now();
+      const wait = this.cooloffUntil - Date.now();
+      if (wait > 0) {
+        await this.idle(Math.min(wait, this.opts.tickMs));
+        continue;
+      }
+      let ran = 0;
+      let storeError = false;
+      while (!this.stopping && ran < this.opts.passLimit) {
+        let r: RunReport | null;
+        try {
+          r = await runOnce(ro(), this.abort.signal);
+        } catch (err) {
+          // An unreadable database: log, wait a tick, try again. Owed work stays owed.
+          storeError = true;
+          this.opts.logger.error({ slot: i, err: (err as { code?: string }).code ?? (err as Error).name }, 'claim failed');
+          break;
+        }
+        this.lastLoopAt = Date.now();
+        if (!r) break;
+        ran++;
+      }
+      if (ran === 0 && !storeError && this.opts.untilIdle) return;
+      if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
+    }
+  }
+
+  private async idle(ms: number): Promise<void> {
+    try {
+      await sleep(ms, undefined, { signal: this.idleWake.signal });
+    } catch {
+      /* woken by stop() */
+    }
+  }
+}
