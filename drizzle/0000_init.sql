@@ -46,7 +46,7 @@ CREATE TABLE `decision_jobs` (
 );
 --> statement-breakpoint
 CREATE INDEX `decision_jobs_claim_idx` ON `decision_jobs` (`state`,`priority`,`not_before`,`enqueued_at`);--> statement-breakpoint
-CREATE INDEX `decision_jobs_claim_order_idx` ON `decision_jobs` (`state`,`priority`,`enqueued_at`);--> statement-breakpoint
+CREATE INDEX `decision_jobs_claim_order_idx` ON `decision_jobs` (`state`,`priority`,`enqueued_at`,`item_id`,`question_set`);--> statement-breakpoint
 CREATE INDEX `decision_jobs_ws_idx` ON `decision_jobs` (`workspace_id`,`question_set`);--> statement-breakpoint
 CREATE TABLE `decision_spend` (
 	`hour` integer NOT NULL,

@@ -116,7 +116,8 @@ export const decisionJobs = sqliteTable(
     // DESIGN §3's claim index. The claim reads it in (priority, enqueued_at) order through
     // jobs_claim_order_idx below; this one serves due counts and "next due" reads.
     index('decision_jobs_claim_idx').on(t.state, t.priority, t.notBefore, t.enqueuedAt),
-    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.enqueuedAt),
+    // Ties break on the key, never on a random value (DESIGN §2).
+    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.enqueuedAt, t.itemId, t.questionSet),
     index('decision_jobs_ws_idx').on(t.workspaceId, t.questionSet),
   ],
 );
