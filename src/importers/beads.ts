@@ -1,0 +1,402 @@
+import { constants, createReadStream } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import type { z } from 'zod';
+import { silentLogger, type Logger } from '../log.js';
+import type { NormaliseReport } from '../store/normalise.js';
+import {
+  InvalidWrite,
+  PRIORITY_BACKFILL,
+  type CollectionRow,
+  type OweOptions,
+  type Store,
+  type WorkspaceRow,
+  type WriteResult,
+} from '../store/store.js';
+import {
+  BEADS_COLLECTION_SCHEMA,
+  BEADS_COLLECTION_SETTINGS,
+  beadsBody,
+  beadsFields,
+  beadsLink,
+  beadsRowSchema,
+  classifyBeadsRow,
+  deriveId,
+  parseRfc3339,
+  type BeadsDependency,
+  type SkipReason,
+} from './beads-format.js';
+
+/**
+ * The beads importer (DESIGN §15): one JSONL row becomes one item, in three steps.
+ *
+ * 1. Each line is parsed and validated whole (zod) before anything of it is written; a bad line
+ *    is reported with its number and skipped, never half-written.
+ * 2. Each work row is upserted as an item (derived id, ref = the beads id) with its comments.
+ * 3. After every row is in, dependencies become links, since a row may depend on a later one.
+ *
+ * Every write goes through the Store's importer doors (`upsertItem`, `upsertComment`, `addLink`),
+ * so a re-import of the same file changes nothing and owes nothing. Writes owe work at backfill
+ * priority with no quiet period: an import is one write per item, so there is no burst to wait
+ * out, and live writes stay ahead of it.
+ *
+ * Collections are created on demand, one per work type (`BEADS_COLLECTION_SCHEMA`,
+ * `BEADS_COLLECTION_SETTINGS`); a collection of that slug already in the workspace is reused as
+ * it is. The import never deletes: an item, comment or dependency that has left the file stays.
+ */
+
+/** Every write of an import owes at backfill priority, due at once (DESIGN §15). */
+export const IMPORT_OWE: Readonly<OweOptions> = Object.freeze({ priority: PRIORITY_BACKFILL, quietPeriod: false });
+
+/** Why a line was rejected. */
+export type RejectReason =
+  /** Not JSON. */
+  | 'bad_json'
+  /** JSON, but not an object. */
+  | 'not_an_object'
+  /** An object that fails the row schema (see `beadsRowSchema`). */
+  | 'invalid_row'
+  /** An id already imported or skipped from an earlier line of this input. */
+  | 'duplicate_id'
+  /** The workspace holds another item (not derived from this id) with this ref. */
+  | 'ref_taken';
+
+/** One rejected line. `detail` names fields and rule codes, never row text. */
+export interface RejectedLine {
+  /** 1-based line number in the input. */
+  line: number;
+  reason: RejectReason;
+  detail?: string;
+}
+
+/** Why a dependency did not become a link. */
+export type LinkDropReason =
+  /** The target row was skipped (orchestration, ephemeral, unknown type). */
+  | 'target_skipped'
+  /** The target row's line was rejected. */
+  | 'target_rejected'
+  /** No row of the input has the target id. */
+  | 'target_not_found'
+  /** The dependency's own row was skipped, so its dependencies go with it. */
+  | 'source_skipped'
+  /** Both ends are the same item. */
+  | 'self_link';
+
+/** What an import did. Counts are of this run only. */
+export interface ImportReport {
+  workspaceId: string;
+  workspaceSlug: string;
+  /** Non-blank lines read (every such line is imported, skipped or rejected). */
+  rowsRead: number;
+  /** Work rows written or found unchanged. `tombstones` counts the soft-deleted ones among them. */
+  imported: { created: number; updated: number; unchanged: number; tombstones: number };
+  /** Well-formed rows not imported, by reason. */
+  skipped: Record<SkipReason, number>;
+  /** Skipped rows (orchestration and unknown types, not ephemeral) by the type that decided it. */
+  skippedTypes: Record<string, number>;
+  /** Comments of imported rows: written (created or changed) or already so. */
+  comments: { written: number; unchanged: number };
+  /**
+   * Dependencies: made into new links, found as existing links, or dropped by reason.
+   * created + unchanged + the dropped counts = every dependency of every well-formed row.
+   */
+  links: { created: number; unchanged: number; dropped: Record<LinkDropReason, number> };
+  /** Rejected lines: the total, and the first `maxRejectedListed` of them in line order. */
+  rejected: { count: number; lines: RejectedLine[] };
+  /** Slugs of the collections this run created. */
+  collectionsCreated: string[];
+  /** Job-row upserts owed by this run's writes (a row owed by several writes counts each time). */
+  jobsOwed: number;
+  /** Text normalised by the write doors (lone surrogates, NULs), summed. */
+  normalised: NormaliseReport;
+}
+
+/** Options of `importBeads`. */
+export interface ImportBeadsOptions {
+  /**
+   * Slug of the workspace to import into; created (with an id derived from the slug) when absent.
+   * @defaultValue 'beads'
+   */
+  workspaceSlug?: string;
+  /** Receives ids, counts and line numbers only, never item text. @defaultValue silent */
+  logger?: Logger;
+  /** How many rejected lines the report lists (all are counted). @defaultValue 100 */
+  maxRejectedListed?: number;
+}
+
+/**
+ * Input of `importBeads`: a path to a JSONL file, or the lines themselves (one JSON object per
+ * element, without its newline), sync or async.
+ */
+export type BeadsInput = string | Iterable<string> | AsyncIterable<string>;
+
+/**
+ * Imports a beads JSONL export into a workspace (DESIGN §15). See the file comment for the steps
+ * and `ImportReport` for what is counted. Safe to re-run: a re-import of the same input changes
+ * nothing and owes nothing.
+ *
+ * @param store any Store; only its public doors are used.
+ * @param input a file path, or the lines (see `BeadsInput`).
+ * @throws InvalidWrite when the workspace exists but is soft-deleted (restore it first).
+ * @throws the file's error (ENOENT, EACCES, not a file) before anything is written.
+ * @throws a read error mid-file, or a store error other than a rejected row (disk full, locked):
+ *   what was written before stays, and a re-run completes it.
+ */
+export async function importBeads(store: Store, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
+  const slug = opts.workspaceSlug ?? 'beads';
+  if (typeof slug !== 'string' || slug.trim() === '') throw new TypeError(`workspaceSlug must be a non-empty string, got ${JSON.stringify(slug)}`);
+  const log = opts.logger ?? silentLogger;
+  const maxListed = opts.maxRejectedListed ?? 100;
+
+  if (typeof input === 'string') await assertReadableFile(input); // before any write: no empty workspace for a typo
+  const ws = await openWorkspace(store, slug);
+  const report = emptyImportReport(ws);
+  const collections = new Map<string, CollectionRow>((await store.listCollections(ws.id)).map((c) => [c.slug, c]));
+
+  /** Beads id → what became of its row. */
+  const fate = new Map<string, { kind: 'imported'; itemId: string } | { kind: 'skipped' } | { kind: 'rejected' }>();
+  /** First accepted line of each id, for the duplicate check. */
+  const firstLine = new Map<string, number>();
+  const pending: BeadsDependency[] = [];
+
+  const reject = (line: number, reason: RejectReason, detail?: string, id?: string) => {
+    report.rejected.count++;
+    if (report.rejected.lines.length < maxListed) report.rejected.lines.push(detail ? { line, reason, detail } : { line, reason });
+    if (id !== undefined && !fate.has(id)) fate.set(id, { kind: 'rejected' });
+    if (report.rejected.count <= maxListed) log.warn({ workspace: slug, line, reason, detail }, 'beads line rejected');
+  };
+  const tally = <T>(r: WriteResult<T>) => {
+    report.jobsOwed += r.owed;
+    report.normalised.loneSurrogates += r.normalised.loneSurrogates;
+    report.normalised.nulsRemoved += r.normalised.nulsRemoved;
+    return r;
+  };
+
+  let lineNo = 0;
+  for await (const raw of lines(input)) {
+    lineNo++;
+    const text = (lineNo === 1 ? raw.replace(/^\uFEFF/, '') : raw).trim();
+    if (text === '') continue;
+    report.rowsRead++;
+
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      reject(lineNo, 'bad_json'); // the parser's message quotes the line: never log it
+      continue;
+    }
+    if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+      reject(lineNo, 'not_an_object');
+      continue;
+    }
+    const rawId = (json as { id?: unknown }).id;
+    const parsed = beadsRowSchema.safeParse(json);
+    if (!parsed.success) {
+      reject(lineNo, 'invalid_row', describeIssues(parsed.error.issues), typeof rawId === 'string' ? rawId : undefined);
+      continue;
+    }
+    const row = parsed.data;
+    const first = firstLine.get(row.id);
+    if (first !== undefined) {
+      reject(lineNo, 'duplicate_id', `first on line ${first}`);
+      continue;
+    }
+
+    const cls = classifyBeadsRow(row);
+    if (cls.kind === 'skip') {
+      firstLine.set(row.id, lineNo);
+      fate.set(row.id, { kind: 'skipped' });
+      report.skipped[cls.reason]++;
+      if (cls.reason !== 'ephemeral') report.skippedTypes[cls.type] = (report.skippedTypes[cls.type] ?? 0) + 1;
+      report.links.dropped.source_skipped += row.dependencies?.length ?? 0;
+      continue;
+    }
+
+    const itemId = deriveId(ws.id, 'item', row.id);
+    const holder = await store.getItemByRef(ws.id, row.id);
+    if (holder && holder.id !== itemId) {
+      reject(lineNo, 'ref_taken', undefined, row.id);
+      continue;
+    }
+    firstLine.set(row.id, lineNo);
+
+    const collection = collections.get(cls.collection) ?? (await createCollection(store, ws, cls.collection, report));
+    collections.set(cls.collection, collection);
+
+    const createdAt = row.created_at ? parseRfc3339(row.created_at)! : undefined;
+    const deletedAt = cls.tombstone ? await tombstoneTime(store, row) : null;
+    const r = tally(
+      await store.upsertItem(
+        {
+          id: itemId,
+          workspaceId: ws.id,
+          collectionId: collection.id,
+          ref: row.id,
+          title: row.title,
+          content: beadsBody(row),
+          fields: beadsFields(row),
+          createdAt,
+          deletedAt,
+        },
+        IMPORT_OWE,
+      ),
+    );
+    if (!r.changed) report.imported.unchanged++;
+    else if (holder) report.imported.updated++;
+    else report.imported.created++;
+    if (cls.tombstone) report.imported.tombstones++;
+    fate.set(row.id, { kind: 'imported', itemId });
+
+    for (const c of row.comments ?? []) {
+      const cr = tally(
+        await store.upsertComment(
+          {
+            id: deriveId(ws.id, 'comment', row.id, String(c.id)),
+            itemId,
+            author: c.author ?? '',
+            body: c.text,
+            createdAt: c.created_at ? parseRfc3339(c.created_at)! : undefined,
+          },
+          IMPORT_OWE,
+        ),
+      );
+      if (cr.changed) report.comments.written++;
+      else report.comments.unchanged++;
+    }
+    pending.push(...(row.dependencies ?? []));
+  }
+
+  for (const dep of pending) {
+    const target = fate.get(dep.depends_on_id);
+    if (target?.kind !== 'imported') {
+      const reason: LinkDropReason = !target ? 'target_not_found' : target.kind === 'skipped' ? 'target_skipped' : 'target_rejected';
+      report.links.dropped[reason]++;
+      continue;
+    }
+    const link = beadsLink(dep);
+    if (link.source === link.target) {
+      report.links.dropped.self_link++;
+      continue;
+    }
+    const lr = tally(
+      await store.addLink(
+        {
+          id: deriveId(ws.id, 'link', dep.issue_id, dep.depends_on_id, dep.type),
+          workspaceId: ws.id,
+          sourceId: deriveId(ws.id, 'item', link.source),
+          targetId: deriveId(ws.id, 'item', link.target),
+          linkType: link.linkType,
+          createdAt: dep.created_at ? parseRfc3339(dep.created_at)! : undefined,
+        },
+        IMPORT_OWE,
+      ),
+    );
+    if (lr.changed) report.links.created++;
+    else report.links.unchanged++;
+  }
+
+  log.info(
+    {
+      workspace: slug,
+      workspaceId: ws.id,
+      rowsRead: report.rowsRead,
+      imported: report.imported,
+      skipped: report.skipped,
+      comments: report.comments,
+      links: report.links,
+      rejected: report.rejected.count,
+      jobsOwed: report.jobsOwed,
+    },
+    'beads import finished',
+  );
+  return report;
+}
+
+/**
+ * Path of the sample bundled with Verdict (`sample/beads-issues.jsonl`, a filtered copy of the
+ * beads project's own tracker; see `sample/README.md`). Resolves from `src/importers/` and from
+ * `dist/importers/` alike.
+ */
+export function bundledSamplePath(): string {
+  return fileURLToPath(new URL('../../sample/beads-issues.jsonl', import.meta.url));
+}
+
+/**
+ * The lines of a UTF-8 file, without their line endings (`\n` or `\r\n`), streamed.
+ * @throws the read error (ENOENT, EISDIR …) on first iteration.
+ */
+export async function* readLines(path: string): AsyncGenerator<string> {
+  const rl = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+  try {
+    yield* rl;
+  } finally {
+    rl.close();
+  }
+}
+
+// ------------------------------------------------------------------ helpers
+
+function lines(input: BeadsInput): Iterable<string> | AsyncIterable<string> {
+  return typeof input === 'string' ? readLines(input) : input;
+}
+
+function emptyImportReport(ws: WorkspaceRow): ImportReport {
+  return {
+    workspaceId: ws.id,
+    workspaceSlug: ws.slug,
+    rowsRead: 0,
+    imported: { created: 0, updated: 0, unchanged: 0, tombstones: 0 },
+    skipped: { ephemeral: 0, orchestration: 0, unknown_type: 0 },
+    skippedTypes: {},
+    comments: { written: 0, unchanged: 0 },
+    links: {
+      created: 0,
+      unchanged: 0,
+      dropped: { target_skipped: 0, target_rejected: 0, target_not_found: 0, source_skipped: 0, self_link: 0 },
+    },
+    rejected: { count: 0, lines: [] },
+    collectionsCreated: [],
+    jobsOwed: 0,
+    normalised: { loneSurrogates: 0, nulsRemoved: 0 },
+  };
+}
+
+async function assertReadableFile(path: string): Promise<void> {
+  const s = await stat(path);
+  if (!s.isFile()) throw new Error(`${path} is not a file`);
+  await access(path, constants.R_OK);
+}
+
+async function openWorkspace(store: Store, slug: string): Promise<WorkspaceRow> {
+  const ws = await store.getWorkspaceBySlug(slug);
+  if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
+  return ws ?? (await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
+}
+
+async function createCollection(store: Store, ws: WorkspaceRow, slug: string, report: ImportReport): Promise<CollectionRow> {
+  const c = await store.createCollection({
+    id: deriveId(ws.id, 'collection', slug),
+    workspaceId: ws.id,
+    slug,
+    schema: BEADS_COLLECTION_SCHEMA,
+    settings: BEADS_COLLECTION_SETTINGS,
+  });
+  report.collectionsCreated.push(slug);
+  return c;
+}
+
+/** A tombstone's deletion time: `deleted_at`, else `updated_at`, else `created_at`, else now. */
+async function tombstoneTime(store: Store, row: { deleted_at?: string | null; updated_at?: string | null; created_at?: string | null }): Promise<number> {
+  for (const t of [row.deleted_at, row.updated_at, row.created_at]) {
+    if (t) return parseRfc3339(t)!;
+  }
+  return store.now();
+}
+
+/** Issue paths and codes (our own messages for custom rules), never the offending values. */
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const shown = issues.slice(0, 3).map((i) => `${i.path.length ? i.path.join('.') : '(row)'}: ${i.code === 'custom' ? i.message : i.code}`);
+  return issues.length > 3 ? `${shown.join('; ')}; +${issues.length - 3} more` : shown.join('; ');
+}
