@@ -179,7 +179,8 @@ export class Worker {
       }
       let ran = 0;
       let storeError = false;
-      while (!this.stopping && ran < this.opts.passLimit) {
+      // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
+      while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
         let r: RunReport | null;
         try {
           r = await runOnce(ro(), this.passSignal);

@@ -57,6 +57,38 @@ describe('Worker.cancelPass', () => {
       await fx.cleanup();
     }
   });
+
+  it('a swap ends the cooling-off a provider-wide error started: the new provider is asked at once', async () => {
+    const fx = await makeFixture();
+    try {
+      const a = new FakeProvider({ model: 'fake-A', faults: [{ status: 401 }] });
+      const b = new FakeProvider({ model: 'fake-B' });
+      const item = await fx.store.createItem(
+        { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'c', fields: { status: 'open' } },
+        { quietPeriod: false },
+      );
+      const worker = new Worker({
+        store: fx.store, registry: fx.registry, provider: a, logger: silentLogger, workerId: 'w', concurrency: 1,
+        tickMs: 10, leaseMs: 60_000, passLimit: 20, abandonLimit: 8,
+      });
+      const running = worker.run();
+      await waitFor(() => worker.providerProblem !== null, 5_000, 5); // cooling off for 30 s now
+      // The slot keeps turning (it is idle, not stuck) but claims nothing while cooling off.
+      const t0 = worker.lastLoopAt;
+      await waitFor(() => worker.lastLoopAt >= t0 + 60, 5_000, 5);
+      expect(a.requests).toHaveLength(1);
+      expect((await fx.store.listJobs({ itemId: item.row.id })).map((j) => [j.attempts, j.claimToken])).toEqual([[0, null], [0, null]]);
+      worker.swap(b, fx.registry);
+      worker.cancelPass('reload');
+      await waitFor(async () => (await fx.store.listJobs({ itemId: item.row.id })).length === 0, 5_000, 5);
+      worker.stop();
+      await running;
+      expect(worker.providerProblem).toBeNull();
+      expect(b.requests.length).toBe(2);
+    } finally {
+      await fx.cleanup();
+    }
+  });
 });
 
 describe('reloadWorker', () => {
