@@ -1,7 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { checkDatabase } from '../../src/cli/doctor.js';
+import { checkDatabase, checkProvider } from '../../src/cli/doctor.js';
+import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.js';
+import { FakeOpenAIServer } from '../harness/fake-openai-server.js';
 import { loadConfig } from '../../src/config.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
 import { spawnCli } from '../harness/cli-process.js';
@@ -93,5 +95,25 @@ describe('doctor database check', () => {
     const junk = join(dir.dir, 'junk.db');
     writeFileSync(junk, 'this is not a database file, just text long enough to have a header'.repeat(10));
     expect(checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
+  });
+});
+
+describe('doctor provider check, OpenAI-compatible', () => {
+  it('a listed model is ok; an unlisted one fails with how to load it; a 401 names the key variable', async () => {
+    const srv = await FakeOpenAIServer.start();
+    try {
+      const check = (model: string) =>
+        checkProvider(new OpenAICompatibleProvider({ baseURL: `${srv.url}/v1`, model }), AbortSignal.timeout(5_000));
+      expect(await check('qwen3:8b')).toMatchObject({ ok: true, detail: expect.stringMatching(/model qwen3:8b is listed/) });
+      expect(await check('mistral:7b')).toMatchObject({
+        ok: false,
+        detail: expect.stringMatching(/model "mistral:7b" is not among the 2 it lists/),
+        fix: expect.stringMatching(/ollama pull/),
+      });
+      srv.script({ kind: 'json', status: 401, body: { error: { type: 'invalid_request_error', message: 'bad key' } } });
+      expect(await check('qwen3:8b')).toMatchObject({ ok: false, detail: expect.stringMatching(/API key was rejected/), fix: expect.stringMatching(/VERDICT_OPENAI_API_KEY/) });
+    } finally {
+      await srv.close();
+    }
   });
 });
