@@ -59,6 +59,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     }, p.cfg.graceMs).unref();
   };
   const onHup = () => {
+    if (worker.signal.aborted) return; // shutting down: nothing to reload into
     p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
     try {
       p.reload?.(worker);
