@@ -261,14 +261,14 @@ export function summariseLog(logs: LogLine[]): string {
 
 function secs(ms: number): string {
   if (ms <= 0) return 'now';
-  return ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s` : `${ms} ms`;
+  return 'in ' + (ms >= 1000 ? `${(ms / 1000).toFixed(ms % 1000 === 0 ? 0 : 1)} s` : `${ms} ms`);
 }
 
 /** One Markdown table row of a result. */
 export function tableRow(r: FaultResult): string {
   const outcome = r.outcomes.map((o) => `${o.kind}${o.kind === 'complete' ? '' : ` (${o.reason})`}`).join(' → ') || 'none';
   const job = r.job
-    ? `${r.job.state}; attempts ${r.job.attempts}, refusals ${r.job.refusals}; ${r.delays.length ? `due in ${r.delays.map(secs).join(' → ')}` : ''}`
+    ? `${r.job.state}; attempts ${r.job.attempts}, refusals ${r.job.refusals}; ${r.delays.length ? `due ${r.delays.map(secs).join(' → ')}` : ''}`
     : 'deleted (done)';
   const claims = r.outcomes.map((o) => o.attempts).join(', ');
   const closedFirst = r.requests.every((q, i) => i === 0 || (r.requests[i - 1].closedAt ?? Infinity) <= q.receivedAt);
@@ -277,7 +277,7 @@ export function tableRow(r: FaultResult): string {
     `${r.calls}`,
     `max ${r.maxInFlight} open at once`,
     ...(r.calls > 1 ? [closedFirst ? 'each closed before the next' : 'OVERLAPPING'] : []),
-    ...(aborted.length ? [`${aborted.join(', ')} aborted by the client`] : []),
+    ...(aborted.length ? [`${aborted.join(', ')} closed unanswered`] : []),
   ];
   const cells = [
     r.name,
