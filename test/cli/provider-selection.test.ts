@@ -1,7 +1,8 @@
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildRegistry, openStore } from '../../src/cli/common.js';
+import { main } from '../../src/cli/program.js';
 import { readerFor } from '../../src/cli/reader.js';
 import { ConfigError, loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
@@ -57,26 +58,45 @@ describe('loadConfig: provider selection', () => {
   });
 });
 
-describe('verdict worker refuses to start on a misconfiguration (real processes)', () => {
-  it('exits 2 with a message naming the problem, for each misconfiguration; none starts nothing and exits 0', async () => {
+describe('verdict worker refuses to start on a misconfiguration', () => {
+  it('a real process with no provider configured exits 2 naming the choices; with none it starts nothing and exits 0', async () => {
     const db = join(dir.dir, 'verdict.db');
-    const cases: Array<{ args: string[]; env?: Record<string, string>; code: number; says: RegExp[] }> = [
-      { args: [], code: 2, says: [/no provider configured/, /anthropic/, /openai/, /fake/, /none/] },
-      { args: ['--provider', 'anthropic'], code: 2, says: [/--provider anthropic needs ANTHROPIC_API_KEY/] },
-      { args: ['--provider', 'openai', '--model', 'qwen3:8b'], code: 2, says: [/--provider openai needs VERDICT_OPENAI_BASE_URL/] },
-      { args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1'], code: 2, says: [/--provider openai needs --model/] },
-      { args: ['--provider', 'anthropic', '--model', 'claude-haiku-latest'], env: { ANTHROPIC_API_KEY: 'sk-ant-test' }, code: 2, says: [/-latest alias/] },
-      { args: ['--provider', 'bogus'], code: 2, says: [/--provider: got "bogus", expected one of anthropic, openai, fake, none/] },
-      { args: ['--provider', 'none'], code: 0, says: [/decisions are off/] },
+    const [unset, none] = [spawnCli(['worker', '--database-url', db]), spawnCli(['worker', '--database-url', db, '--provider', 'none'])];
+    const [a, b] = await Promise.all([unset.exited, none.exited]);
+    expect(a.code).toBe(2);
+    expect(unset.stderr()).toMatch(/verdict: no provider configured: set --provider \/ VERDICT_PROVIDER to anthropic \(set ANTHROPIC_API_KEY\), openai .*, fake .* or none \(decisions off\)/);
+    expect(b.code).toBe(0);
+    expect(none.stderr()).toMatch(/decisions are off/);
+  }, 30_000);
+
+  it('each misconfiguration is an error at start (exit 2) with a message naming it', async () => {
+    const db = join(dir.dir, 'verdict.db');
+    const cases: Array<{ args: string[]; env?: Record<string, string>; says: RegExp }> = [
+      { args: ['--provider', 'anthropic'], says: /--provider anthropic needs ANTHROPIC_API_KEY/ },
+      { args: ['--provider', 'openai', '--model', 'qwen3:8b'], says: /--provider openai needs VERDICT_OPENAI_BASE_URL/ },
+      { args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1'], says: /--provider openai needs --model/ },
+      { args: ['--provider', 'anthropic', '--model', 'claude-haiku-latest'], env: { ANTHROPIC_API_KEY: 'sk-ant-test' }, says: /-latest alias/ },
+      { args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1', '--model', 'gpt-latest'], says: /-latest alias/ },
+      { args: ['--provider', 'bogus'], says: /--provider: got "bogus", expected one of anthropic, openai, fake, none/ },
     ];
-    const runs = cases.map((c) => spawnCli(['worker', '--database-url', db, ...c.args], c.env ?? {}));
-    const exits = await Promise.all(runs.map((r) => r.exited));
-    cases.forEach((c, i) => {
-      const out = runs[i].stderr() + runs[i].stdout();
-      expect({ args: c.args, code: exits[i].code }).toEqual({ args: c.args, code: c.code });
-      for (const re of c.says) expect(out).toMatch(re);
-    });
-  }, 60_000);
+    const saved = { ...process.env };
+    const write = process.stderr.write.bind(process.stderr);
+    let err = '';
+    process.stderr.write = ((chunk: string) => ((err += chunk), true)) as typeof process.stderr.write;
+    try {
+      for (const c of cases) {
+        err = '';
+        process.env = { ...saved, ANTHROPIC_API_KEY: '', VERDICT_PROVIDER: '', VERDICT_MODEL: '', VERDICT_OPENAI_BASE_URL: '', ...c.env };
+        const code = await main(['node', 'verdict', 'worker', '--database-url', db, ...c.args]);
+        expect({ args: c.args, code }).toEqual({ args: c.args, code: 2 });
+        expect(err).toMatch(c.says);
+      }
+    } finally {
+      process.stderr.write = write;
+      process.env = saved;
+    }
+    expect(existsSync(db)).toBe(false); // refused before opening anything
+  });
 });
 
 describe('provider none: decisions off', () => {

@@ -180,7 +180,7 @@ const workerArgs = () => ['worker', '--database-url', file, '--env-file', envFil
 describe('SIGHUP reload of a worker process', () => {
   it('a valid new config: the provider is swapped (answers carry model B) and the in-flight job is released without an attempt', async () => {
     const itemId = await seedOne();
-    writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=30000\n');
+    writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=20000\n');
     const w = spawnCli(workerArgs());
     try {
       await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL', itemId)[0]?.t);
@@ -205,7 +205,7 @@ describe('SIGHUP reload of a worker process', () => {
 
   it('an invalid new config is refused with the reason logged; the old provider keeps running', async () => {
     const itemId = await seedOne();
-    writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=3000\n');
+    writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=2000\n');
     const w = spawnCli(workerArgs());
     try {
       await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL', itemId)[0]?.t);
