@@ -6,6 +6,7 @@ import { ProviderMisconfigured } from '../providers/errors.js';
 import { LeaseTooShort } from '../worker/worker.js';
 import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
 import { registerDemoCommand } from './demo.js';
+import { registerDoctorCommand } from './doctor.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
 import { registerShowCommand } from './show.js';
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   registerShowCommand(program);
   registerFlagsCommand(program);
   registerStatusCommand(program);
+  registerDoctorCommand(program);
   return program;
 }
 
