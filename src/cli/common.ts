@@ -14,7 +14,7 @@ export const EXIT_USAGE = 2;
 /** Adds every config option as a flag (its environment variable is named in the help). */
 export function addConfigOptions(cmd: Command): Command {
   for (const [key, spec] of Object.entries(OPTIONS)) {
-    const arg = key === 'provider' || key === 'model' || key === 'databaseUrl' || key === 'logLevel' || key === 'configFile' ? '<value>' : '<n>';
+    const arg = key === 'provider' || key === 'model' || key === 'databaseUrl' || key === 'logLevel' || key === 'configFile' || key === 'metricsHost' ? '<value>' : '<n>';
     cmd.addOption(new Option(`${spec.flag} ${arg}`, `${spec.expected} (env ${spec.env})`));
   }
   return cmd;
@@ -47,9 +47,13 @@ export function openStore(cfg: Config, registry: Registry): Store & { setRegistr
   return new SqliteStore({ url: cfg.databaseUrl, registry });
 }
 
-/** The process logger; commands log to stderr so their stdout stays clean for --json. */
+/**
+ * The process logger; commands log to stderr so their stdout stays clean for --json: pretty when
+ * stderr is a terminal (outside CI), JSON lines otherwise.
+ */
 export function loggerFor(cfg: Config): Logger {
-  return createLogger(cfg.logLevel, process.stderr.isTTY ? undefined : (process.stderr as never));
+  if (process.stderr.isTTY && !process.env.CI) return createLogger(cfg.logLevel, undefined, { prettyFd: 2 });
+  return createLogger(cfg.logLevel, process.stderr as never);
 }
 
 /**

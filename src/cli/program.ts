@@ -5,9 +5,12 @@ import { InvalidQuestionSet } from '../decision/registry.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
 import { LeaseTooShort } from '../worker/worker.js';
 import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
+import { registerBackfillCommand } from './backfill.js';
 import { registerDemoCommand } from './demo.js';
+import { registerEstimateCommand } from './estimate.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
+import { registerJobsCommand } from './jobs.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
@@ -24,6 +27,9 @@ export function buildProgram(): Command {
   registerShowCommand(program);
   registerFlagsCommand(program);
   registerStatusCommand(program);
+  registerBackfillCommand(program);
+  registerJobsCommand(program);
+  registerEstimateCommand(program);
   return program;
 }
 
