@@ -136,7 +136,7 @@ describe('pricing', () => {
   it('knows the table, dated snapshots, the free fake, and says when a price is unknown', () => {
     const haiku = pricingFor('anthropic', 'claude-haiku-5-5');
     expect(haiku.kind).toBe('priced');
-    const p = (haiku as { price: Record<string, number> }).price;
+    const p = (haiku as unknown as { price: Record<string, number> }).price;
     expect([p.inputPerMTok, p.outputPerMTok, p.cacheReadPerMTok, p.cacheWritePerMTok].map((x) => Math.round(x * 1e6) / 1e6)).toEqual([0.1, 0.5, 0.01, 0.125]);
     expect(pricingFor('anthropic', 'claude-haiku-5-5-20261007')).toMatchObject({ kind: 'priced', model: 'claude-haiku-5-5' });
     expect(pricingFor('anthropic', 'claude-haiku-5-5-preview').kind).toBe('unknown');
