@@ -141,14 +141,16 @@ async function runBackfill(p: {
   let worker: Worker | null = null;
   const tty = process.stderr.isTTY && !o.json;
   const bar = tty ? progressBar(p.setName) : null;
+  // On a terminal the bar shows progress; info lines (chunk lines, the runner's spend lines) would
+  // tear it, so only warnings and errors are logged there. The spend table still has every call.
+  const log = tty ? logger.child({}, { level: 'warn' }) : logger;
   const backfill = new Backfill({
     store,
     set: registry.get(p.setName)!,
     workspaceId: p.workspaceId,
     chunkSize: backfillChunkSize(cfg),
     tickMs: cfg.tickMs,
-    // On a terminal the bar shows progress; info lines would tear it.
-    logger: tty ? logger.child({}, { level: 'warn' }) : logger,
+    logger: log,
     signal: stop.signal,
     restart: o.restart,
     onProgress: bar ? (pr) => bar.update(pr) : undefined,
@@ -178,7 +180,7 @@ async function runBackfill(p: {
         store,
         registry,
         provider,
-        logger,
+        logger: log,
         untilIdle: false,
         handleSignals: false,
         onStarted: (w) => {
