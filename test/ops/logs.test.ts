@@ -46,6 +46,9 @@ describe('logs', () => {
     await fx.store.updateItem(big.id, { content: 'x'.repeat(50_000) });
     fx.clock.advance(60_000);
     await drainNow(runnerOptions(fx, new FakeProvider({ inputBudgetTokens: 1_000 }), { logger })); // park: over the input budget
+    // The over-budget refusal happened before any request: no spend line, no call in the spend table.
+    expect(records().filter((r) => r.msg === 'spend' && r.ref === 'T-5')).toHaveLength(0);
+    expect((await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === 'park')).toEqual([]);
     const outcomes = records()
       .filter((r) => r.msg === 'job outcome')
       .map((r) => [r.ref, r.outcome, r.level]);
