@@ -69,6 +69,8 @@ function progressBar(setName: string): { update: (p: BackfillProgress) => void; 
   };
 }
 
+const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 /** The run's summary as text. */
 export function formatBackfillReport(r: BackfillReport): string {
   const resumed = r.resumedAfter ? `resumed after ${r.resumedAfter.owedItems} items owed by an earlier run (its last chunk of ${r.resumedAfter.pending} waited for first); ` : '';
@@ -76,8 +78,8 @@ export function formatBackfillReport(r: BackfillReport): string {
     ? 'finished: every eligible item is owed and drained'
     : 'stopped before the end: owed jobs stay owed; rerun the same command to resume from the cursor';
   return [
-    `backfill ${r.set}: ${resumed}${r.owedThisRun} items owed in ${r.chunksOwed} chunks this run (${r.insertedThisRun} new jobs; the rest already had one), ${r.total} eligible in all`,
-    `  drained ${r.chunksDrained} chunks; counted as they drained: ${r.parked} parked, ${r.waiting} waiting (backoff, debounce or deferral)`,
+    `backfill ${r.set}: ${resumed}${r.owedThisRun} items owed in ${plural(r.chunksOwed, 'chunk')} this run (${r.insertedThisRun} new jobs; the rest already had one), ${r.total} eligible in all`,
+    `  drained ${plural(r.chunksDrained, 'chunk')}; counted as they drained: ${r.parked} parked, ${r.waiting} waiting (backoff, debounce or deferral)`,
     `  ${end}`,
   ].join('\n');
 }

@@ -175,7 +175,7 @@ export function formatStatus(s: StatusReport): string {
     }
   } else lines.push('workers: none running');
   for (const b of s.backfills) {
-    lines.push(`backfill ${b.set} (${b.workspace}): ${n(b.owedItems)} items owed in ${b.chunks} chunks, last chunk ${b.pending} items; last step ${formatDuration(Math.max(0, b.lastStepAgoMs))} ago (rerun \`verdict backfill --set ${b.set}\` to resume if it stopped)`);
+    lines.push(`backfill ${b.set} (${b.workspace}): ${n(b.owedItems)} items owed in ${b.chunks} chunk${b.chunks === 1 ? '' : 's'}, last chunk ${b.pending} item${b.pending === 1 ? '' : 's'}; last step ${formatDuration(Math.max(0, b.lastStepAgoMs))} ago (rerun \`verdict backfill --set ${b.set}\` to resume if it stopped)`);
   }
   lines.push(`answers stored: ${n(s.answersStored)}`);
   lines.push(...spendLine('last hour', s.spend.lastHour), ...spendLine('last 24 h', s.spend.last24h));

@@ -100,7 +100,7 @@ describe('status', () => {
     fx.clock.advance(4_000);
     let text = formatStatus(await statusReport(fx.store));
     expect(text).toContain('worker host:1: alive (last beat 4s ago), provider anthropic:claude-haiku-5-5, PROVIDER MISCONFIGURED: provider_misconfigured 401 (cooling off)');
-    expect(text).toContain('backfill effort (all workspaces): 41 items owed in 3 chunks, last chunk 1 items');
+    expect(text).toContain('backfill effort (all workspaces): 41 items owed in 3 chunks, last chunk 1 item');
     fx.clock.advance(60_000);
     text = formatStatus(await statusReport(fx.store));
     expect(text).toContain('worker host:1: not seen (last beat 1m 04s ago)');
