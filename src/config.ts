@@ -28,8 +28,12 @@ export interface Config {
   passLimit: number;
   /** The fake provider's delay per call (ms). @defaultValue 0 */
   fakeLatencyMs: number;
-  /** Port of /metrics and /healthz; undefined serves neither. */
+  /** Port of /metrics and /healthz; undefined serves neither. 0 picks a free port (logged). */
   metricsPort: number | undefined;
+  /** Address the metrics port binds. @defaultValue 127.0.0.1 (set 0.0.0.0 for a scraper on another host or container) */
+  metricsHost: string;
+  /** Items a backfill owes per chunk before it waits for them to drain. @defaultValue the per-pass limit (DESIGN §11) */
+  backfillChunk: number | undefined;
   /** Question-set config file (JSON or YAML). */
   configFile: string | undefined;
   /** Shutdown grace period (ms). @defaultValue 10000 */
@@ -86,6 +90,8 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   passLimit: { flag: '--pass-limit', env: 'VERDICT_PASS_LIMIT', schema: int(1, 100_000), expected: 'an integer from 1 to 100000' },
   fakeLatencyMs: { flag: '--fake-latency-ms', env: 'VERDICT_FAKE_LATENCY_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
   metricsPort: { flag: '--metrics-port', env: 'VERDICT_METRICS_PORT', schema: int(0, 65_535), expected: 'a port from 0 to 65535' },
+  metricsHost: { flag: '--metrics-host', env: 'VERDICT_METRICS_HOST', schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/), expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0' },
+  backfillChunk: { flag: '--backfill-chunk', env: 'VERDICT_BACKFILL_CHUNK', schema: int(1, 100_000), expected: 'an integer from 1 to 100000' },
   configFile: { flag: '--config', env: 'VERDICT_CONFIG', schema: z.string().min(1), expected: 'a file path' },
   graceMs: { flag: '--grace-ms', env: 'VERDICT_GRACE_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
   abandonLimit: { flag: '--abandon-limit', env: 'VERDICT_ABANDON_LIMIT', schema: int(1, 1000), expected: 'an integer from 1 to 1000' },
@@ -103,6 +109,7 @@ export const DEFAULTS = {
   leaseMs: 600_000,
   passLimit: 20,
   fakeLatencyMs: 0,
+  metricsHost: '127.0.0.1',
   graceMs: 10_000,
   abandonLimit: 8,
   inputBudgetTokens: 200_000,

@@ -11,19 +11,27 @@ export const REDACT_PATHS = [
   '*.apiKey',
   'key',
   '*.key',
+  'authorization',
+  '*.authorization',
   'headers.authorization',
   'headers["x-api-key"]',
   '*.headers.authorization',
   '*.headers["x-api-key"]',
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'options.headers.authorization',
+  'options.headers["x-api-key"]',
 ];
 
 /**
  * Creates the process logger: JSON lines, pretty only when stdout is a TTY outside CI (STACK.md §6).
  * @param level pino level name (`info`, `debug`, ...)
  * @param destination where lines go; tests pass a stream to capture them.
+ * @param opts.prettyFd pretty-print to this file descriptor instead (the CLI passes 2 when
+ *   stderr is a TTY, so logs never mix into a command's stdout); redaction applies either way.
  */
-export function createLogger(level = 'info', destination?: DestinationStream): Logger {
-  const pretty = !destination && process.stdout.isTTY && !process.env.CI;
+export function createLogger(level = 'info', destination?: DestinationStream, opts: { prettyFd?: 1 | 2 } = {}): Logger {
+  const pretty = opts.prettyFd !== undefined || (!destination && process.stdout.isTTY && !process.env.CI);
   return pino(
     {
       level,
@@ -31,10 +39,15 @@ export function createLogger(level = 'info', destination?: DestinationStream): L
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       ...(pretty
-        ? { transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }
+        ? {
+            transport: {
+              target: 'pino-pretty',
+              options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', destination: opts.prettyFd ?? 1 },
+            },
+          }
         : {}),
     },
-    destination,
+    pretty ? undefined : destination,
   );
 }
 

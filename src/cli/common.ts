@@ -12,7 +12,7 @@ export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
 /** Options whose flag takes text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl']);
+const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost']);
 
 /** Adds every config option as a flag (its environment variable is named in the help). */
 export function addConfigOptions(cmd: Command): Command {
@@ -59,9 +59,13 @@ export function openStore(cfg: Config, registry: Registry): Store & { setRegistr
   return new SqliteStore({ url: cfg.databaseUrl, registry: writeRegistryFor(cfg, registry) });
 }
 
-/** The process logger; commands log to stderr so their stdout stays clean for --json. */
+/**
+ * The process logger; commands log to stderr so their stdout stays clean for --json: pretty when
+ * stderr is a terminal (outside CI), JSON lines otherwise.
+ */
 export function loggerFor(cfg: Config): Logger {
-  return createLogger(cfg.logLevel, process.stderr.isTTY ? undefined : (process.stderr as never));
+  if (process.stderr.isTTY && !process.env.CI) return createLogger(cfg.logLevel, undefined, { prettyFd: 2 });
+  return createLogger(cfg.logLevel, process.stderr as never);
 }
 
 /**

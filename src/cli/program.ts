@@ -5,10 +5,13 @@ import { InvalidQuestionSet } from '../decision/registry.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
 import { LeaseTooShort } from '../worker/worker.js';
 import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
+import { registerBackfillCommand } from './backfill.js';
 import { registerDemoCommand } from './demo.js';
 import { registerDoctorCommand } from './doctor.js';
+import { registerEstimateCommand } from './estimate.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
+import { registerJobsCommand } from './jobs.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
@@ -26,6 +29,9 @@ export function buildProgram(): Command {
   registerFlagsCommand(program);
   registerStatusCommand(program);
   registerDoctorCommand(program);
+  registerBackfillCommand(program);
+  registerJobsCommand(program);
+  registerEstimateCommand(program);
   return program;
 }
 

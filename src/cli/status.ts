@@ -1,28 +1,192 @@
 import type { Command } from 'commander';
-import type { Store } from '../store/store.js';
+import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
+import type { BackfillCursor } from '../runner/backfill.js';
+import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
+import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
 import { buildRegistry, configFrom, formatDuration, openStore } from './common.js';
 
-/** The status document: queue by state and set, oldest owed age, parked reasons, spend. */
-export async function statusReport(store: Store) {
+/**
+ * `verdict status` (DESIGN §10–12): jobs by state and by set, the oldest owed age, parked jobs with
+ * their reasons, failing sets, workers and their provider state, backfills in progress, and
+ * provider calls, tokens and estimated cost for the last hour and the last 24 hours from the
+ * spend table, so it works without a metrics scraper. Ids, refs, counts, codes and times only:
+ * never item text, question text or provider text.
+ */
+
+/** Parked jobs listed one by one; the rest are counted. */
+export const PARKED_SHOWN = 20;
+
+/** Spend of one window, priced per model with the pricing table. */
+export interface SpendWindow {
+  /** Start of the oldest hour bucket read (epoch ms); spend is kept per hour. */
+  sinceHour: number;
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** Dollars for the priced and free models; models without a price are listed in `unpriced`. */
+  costUsd: number;
+  unpriced: string[];
+  byModel: Array<{ provider: string; model: string; calls: number; inputTokens: number; outputTokens: number; costUsd: number | null; note: string | null }>;
+  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number }>;
+}
+
+/** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
+export interface StatusReport {
+  now: number;
+  queue: { due: number; waiting: number; inFlight: number; parked: number };
+  oldestOwedAgeMs: number | null;
+  nextDueAt: number | null;
+  bySet: Array<SetJobCounts & { oldestOwedAgeMs: number | null }>;
+  parked: { count: number; reasons: Array<{ reason: string; count: number }>; jobs: Array<{ ref: string | null; itemId: string; set: string; reason: string | null; at: number | null }> };
+  failingSets: Array<{ set: string; jobs: number; lastErrorAt: number | null }>;
+  workers: Array<{ workerId: string; provider: string; model: string; lastSeenAgoMs: number; alive: boolean; providerProblem: string | null }>;
+  backfills: Array<{ set: string; workspace: string; owedItems: number; chunks: number; pending: number; lastStepAgoMs: number }>;
+  spend: { lastHour: SpendWindow; last24h: SpendWindow };
+  answersStored: number;
+}
+
+function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
+  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [] };
+  const models = new Map<string, SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }>();
+  const sets = new Map<string, SpendWindow['bySet'][number]>();
+  for (const r of rows) {
+    w.calls += r.calls;
+    w.inputTokens += r.inputTokens;
+    w.outputTokens += r.outputTokens;
+    w.cacheReadTokens += r.cacheReadTokens;
+    w.cacheWriteTokens += r.cacheWriteTokens;
+    const mk = `${r.provider}:${r.model}`;
+    const m = models.get(mk) ?? { provider: r.provider, model: r.model, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, note: null };
+    m.calls += r.calls;
+    m.inputTokens += r.inputTokens;
+    m.outputTokens += r.outputTokens;
+    m.cacheReadTokens += r.cacheReadTokens;
+    m.cacheWriteTokens += r.cacheWriteTokens;
+    models.set(mk, m);
+    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0 };
+    s.calls += r.calls;
+    s.inputTokens += r.inputTokens;
+    s.outputTokens += r.outputTokens;
+    if (r.outcome !== 'ok') s.failedCalls += r.calls;
+    sets.set(r.questionSet, s);
+  }
+  for (const [mk, m] of models) {
+    const pricing = pricingFor(m.provider, m.model);
+    m.costUsd = costOf(pricing, m);
+    m.note = pricing.kind === 'priced' ? null : pricing.reason;
+    if (m.costUsd === null) w.unpriced.push(mk);
+    else w.costUsd += m.costUsd;
+    w.byModel.push({ provider: m.provider, model: m.model, calls: m.calls, inputTokens: m.inputTokens, outputTokens: m.outputTokens, costUsd: m.costUsd, note: m.note });
+  }
+  w.bySet = [...sets.values()];
+  return w;
+}
+
+/** Builds the status document from the store. */
+export async function statusReport(store: Store): Promise<StatusReport> {
+  const now = await store.now();
   const q = await store.queueStats();
-  const parked = (await store.listJobs({ state: 'parked', limit: 20 })).map((j) => ({ itemId: j.itemId, set: j.questionSet, reason: j.lastError }));
-  const failing = [...new Set((await store.listJobs({ state: 'owed', limit: 10_000 })).filter((j) => j.lastError && j.attempts > 0).map((j) => j.questionSet))].sort();
+  const bySet = (await store.jobCountsBySet()).map((s) => ({ ...s, oldestOwedAgeMs: s.oldestOwedAt === null ? null : now - s.oldestOwedAt }));
+  const parkedRows = await store.listJobs({ state: 'parked', limit: 10_000 });
+  const reasons = new Map<string, number>();
+  for (const j of parkedRows) reasons.set(j.lastError ?? 'no reason recorded', (reasons.get(j.lastError ?? 'no reason recorded') ?? 0) + 1);
+  const shown = [];
+  for (const j of parkedRows.slice(0, PARKED_SHOWN)) {
+    const item = await store.getItem(j.itemId);
+    shown.push({ ref: item?.ref ?? null, itemId: j.itemId, set: j.questionSet, reason: j.lastError, at: j.lastErrorAt });
+  }
+  const workers = parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).map((h) => ({
+    workerId: h.workerId,
+    provider: h.provider,
+    model: h.model,
+    lastSeenAgoMs: now - h.updatedAt,
+    alive: now - h.updatedAt <= 3 * (h.beatEveryMs || 5_000),
+    providerProblem: h.providerProblem,
+  }));
+  const backfills = [];
+  for (const row of await store.listMeta('backfill:')) {
+    try {
+      const c = JSON.parse(row.value) as BackfillCursor;
+      const ws = c.workspaceId ? await store.getWorkspace(c.workspaceId) : null;
+      backfills.push({ set: c.set, workspace: c.workspaceId ? (ws?.slug ?? c.workspaceId) : 'all workspaces', owedItems: c.owedItems, chunks: c.chunks, pending: c.pending.length, lastStepAgoMs: now - row.updatedAt });
+    } catch {
+      /* not a cursor */
+    }
+  }
+  const hour = await store.spendRowsSince(3_600_000);
+  const day = await store.spendRowsSince(86_400_000);
   return {
+    now,
     queue: { due: q.owedDue, waiting: q.owedWaiting, inFlight: q.inFlight, parked: q.parked },
     oldestOwedAgeMs: q.oldestOwedAgeMs,
     nextDueAt: q.nextDueAt,
-    bySet: q.bySet,
-    parked,
-    failingSets: failing,
-    spend: { lastHour: await store.spendSince(3_600_000), last24h: await store.spendSince(86_400_000) },
+    bySet,
+    parked: { count: parkedRows.length, reasons: [...reasons].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count || (a.reason < b.reason ? -1 : 1)), jobs: shown },
+    failingSets: bySet.filter((s) => s.failing > 0).map((s) => ({ set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt })),
+    workers,
+    backfills,
+    spend: { lastHour: priceWindow(hour.sinceHour, hour.rows), last24h: priceWindow(day.sinceHour, day.rows) },
     answersStored: await store.countDecisions(),
   };
+}
+
+const n = (x: number) => x.toLocaleString('en-US');
+const utcHour = (ms: number) => new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+
+function spendLine(label: string, w: SpendWindow): string[] {
+  const cost = w.unpriced.length ? `${formatUsd(w.costUsd)} + unpriced (${w.unpriced.join(', ')})` : formatUsd(w.costUsd);
+  const lines = [
+    `spend, ${label} (since ${utcHour(w.sinceHour)}): ${n(w.calls)} calls, ${n(w.inputTokens)} input / ${n(w.outputTokens)} output tokens` +
+      `${w.cacheReadTokens || w.cacheWriteTokens ? `, cache ${n(w.cacheReadTokens)} read / ${n(w.cacheWriteTokens)} write` : ''}, estimated cost ${cost}`,
+  ];
+  for (const m of w.byModel) {
+    lines.push(`  ${`${m.provider}:${m.model}`.padEnd(32)} ${n(m.calls).padStart(7)} calls  ${formatUsd(m.costUsd).padStart(9)}${m.note ? `  (${m.note})` : ''}`);
+  }
+  return lines;
+}
+
+/** The status document as text for humans. */
+export function formatStatus(s: StatusReport): string {
+  const age = (ms: number | null) => (ms === null ? '-' : formatDuration(ms));
+  const lines = [
+    `jobs: ${n(s.queue.due)} due, ${n(s.queue.waiting)} waiting (backoff, debounce or deferral), ${n(s.queue.inFlight)} in flight, ${n(s.queue.parked)} parked`,
+    `oldest owed: ${s.oldestOwedAgeMs === null ? 'none' : formatDuration(s.oldestOwedAgeMs)}${s.nextDueAt !== null ? `; next waiting job due in ${formatDuration(Math.max(0, s.nextDueAt - s.now))}` : ''}`,
+  ];
+  if (s.bySet.length) {
+    lines.push(`  ${'set'.padEnd(24)} ${'due'.padStart(7)} ${'waiting'.padStart(8)} ${'in flight'.padStart(9)} ${'parked'.padStart(7)} ${'failing'.padStart(8)}  oldest owed`);
+    for (const b of s.bySet) {
+      lines.push(`  ${b.questionSet.padEnd(24)} ${n(b.due).padStart(7)} ${n(b.waiting).padStart(8)} ${n(b.inFlight).padStart(9)} ${n(b.parked).padStart(7)} ${n(b.failing).padStart(8)}  ${age(b.oldestOwedAgeMs)}`);
+    }
+  }
+  if (s.failingSets.length) {
+    lines.push(`failing sets: ${s.failingSets.map((f) => `${f.set} (${f.jobs} job${f.jobs === 1 ? '' : 's'} with errors${f.lastErrorAt !== null ? `, last ${formatDuration(Math.max(0, s.now - f.lastErrorAt))} ago` : ''})`).join(', ')}`);
+  } else lines.push('failing sets: none');
+  if (s.parked.count) {
+    lines.push(`parked: ${s.parked.count} (\`verdict jobs retry\` re-owes them)`);
+    for (const r of s.parked.reasons.slice(0, 10)) lines.push(`  ${String(r.count).padStart(5)} × ${r.reason}`);
+    for (const j of s.parked.jobs) lines.push(`  ${(j.ref ?? j.itemId).padEnd(14)} ${j.set.padEnd(20)} ${j.reason ?? ''}`);
+    if (s.parked.count > s.parked.jobs.length) lines.push(`  … and ${s.parked.count - s.parked.jobs.length} more: verdict jobs list --state parked`);
+  }
+  if (s.workers.length) {
+    for (const w of s.workers) {
+      lines.push(`worker ${w.workerId}: ${w.alive ? 'alive' : 'not seen'} (last beat ${formatDuration(Math.max(0, w.lastSeenAgoMs))} ago), provider ${w.provider}:${w.model}${w.providerProblem ? `, PROVIDER MISCONFIGURED: ${w.providerProblem} (cooling off)` : ''}`);
+    }
+  } else lines.push('workers: none running');
+  for (const b of s.backfills) {
+    lines.push(`backfill ${b.set} (${b.workspace}): ${n(b.owedItems)} items owed in ${b.chunks} chunk${b.chunks === 1 ? '' : 's'}, last chunk ${b.pending} item${b.pending === 1 ? '' : 's'}; last step ${formatDuration(Math.max(0, b.lastStepAgoMs))} ago (rerun \`verdict backfill --set ${b.set}\` to resume if it stopped)`);
+  }
+  lines.push(`answers stored: ${n(s.answersStored)}`);
+  lines.push(...spendLine('last hour', s.spend.lastHour), ...spendLine('last 24 h', s.spend.last24h));
+  lines.push(`  (prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}; spend is kept per hour, so a window starts on the hour)`);
+  return lines.join('\n');
 }
 
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description('jobs by state and set, the oldest owed age, parked jobs and provider spend')
+    .description('jobs by state and set, the oldest owed age, parked jobs, failing sets, workers, backfills and provider spend')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
@@ -30,21 +194,7 @@ export function registerStatusCommand(program: Command): void {
       const store = openStore(cfg, registry);
       try {
         const s = await statusReport(store);
-        if (opts.json) {
-          process.stdout.write(`${JSON.stringify(s, null, 2)}\n`);
-          return;
-        }
-        const lines = [
-          `jobs: ${s.queue.due} due, ${s.queue.waiting} waiting, ${s.queue.inFlight} in flight, ${s.queue.parked} parked`,
-          `oldest owed: ${s.oldestOwedAgeMs === null ? 'none' : formatDuration(s.oldestOwedAgeMs)}`,
-          ...s.bySet.map((b) => `  ${b.questionSet.padEnd(24)} ${b.state.padEnd(7)} ${b.count}`),
-          `answers stored: ${s.answersStored}`,
-          `spend, last hour: ${s.spend.lastHour.calls} calls, ${s.spend.lastHour.inputTokens} input / ${s.spend.lastHour.outputTokens} output tokens`,
-          `spend, last 24 h: ${s.spend.last24h.calls} calls, ${s.spend.last24h.inputTokens} input / ${s.spend.last24h.outputTokens} output tokens`,
-        ];
-        if (s.failingSets.length) lines.push(`failing sets: ${s.failingSets.join(', ')}`);
-        for (const p of s.parked) lines.push(`parked ${p.set} ${p.itemId}: ${p.reason ?? ''}`);
-        process.stdout.write(`${lines.join('\n')}\n`);
+        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
       } finally {
         await store.close();
       }

@@ -5,9 +5,15 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
+import type { RunReport } from '../runner/run-once.js';
+import { startHeartbeat } from '../worker/heartbeat.js';
+import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
+
+/** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
+export const HEARTBEAT_MIN_MS = 2_000;
 
 /** What `runWorker` needs; the demo passes its own store and provider. */
 export interface RunWorkerParams {
@@ -24,6 +30,10 @@ export interface RunWorkerParams {
    * it SIGHUP is left to its default.
    */
   reload?: (worker: Worker) => void;
+  /** Called with the worker before it runs (`backfill --drain` wakes and stops it). */
+  onStarted?: (worker: Worker) => void;
+  /** Called once per recorded outcome, after the metrics count it. */
+  onOutcome?: (r: RunReport) => void;
 }
 
 /**
@@ -33,19 +43,42 @@ export interface RunWorkerParams {
  * period; a second signal exits at once.
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
-  const worker = new Worker({
-    store: p.store,
+  const metrics = p.cfg.metricsPort === undefined ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
+  const store = metrics ? metrics.countingSpend(p.store) : p.store;
+  const workerId = `${hostname()}:${process.pid}`;
+  const worker: Worker = new Worker({
+    store,
     registry: p.registry,
     provider: p.provider,
     logger: p.logger,
-    workerId: `${hostname()}:${process.pid}`,
+    workerId,
     concurrency: p.cfg.concurrency,
     tickMs: p.cfg.tickMs,
     leaseMs: p.cfg.leaseMs,
     passLimit: p.cfg.passLimit,
     abandonLimit: p.cfg.abandonLimit,
     untilIdle: p.untilIdle,
+    onOutcome: (r) => {
+      metrics?.observe(r);
+      p.onOutcome?.(r);
+    },
   });
+  const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
+  const health = () => judgeHealth(worker, stallAfterMs);
+  let server: MetricsServer | null = null;
+  if (metrics) {
+    metrics.setHealth(health);
+    server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort!, host: p.cfg.metricsHost, logger: p.logger });
+    p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
+  }
+  const heartbeat = await startHeartbeat({
+    store: p.store,
+    source: worker,
+    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency },
+    everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
+    logger: p.logger,
+  });
+  p.onStarted?.(worker);
   const onSignal = (sig: NodeJS.Signals) => {
     if (worker.signal.aborted) {
       p.logger.warn({ signal: sig }, 'second signal: exiting at once');
@@ -80,6 +113,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   try {
     return await worker.run();
   } finally {
+    await heartbeat.stop();
+    await server?.close();
     if (p.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);

@@ -182,6 +182,12 @@ async function askChunk(
     result = await provider.ask(chunk.state.bytes, chunk.questions, { signal: deps.signal, beforeSend: liveness, explain: set.explain });
   } catch (err) {
     const outcome = classify(err, deps.signal);
+    if (err instanceof ProviderRefusal && err.code === 'input_over_budget') {
+      // Refused before any request (DESIGN §9): no call was made, so none is counted or billed.
+      stats.calls--;
+      stats.questions -= keys.length;
+      return outcome;
+    }
     if (stats.calls > 0 && !(err instanceof LivenessLost)) {
       // A defective reply was still billed: its usage counts as spend (outcome `defect`).
       const usage = err instanceof AnswerDefect && err.usage ? err.usage : { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };

@@ -285,6 +285,50 @@ export interface QueueStats {
   bySet: Array<{ questionSet: string; state: string; count: number }>;
 }
 
+/** Where the jobs of one backfill chunk stand (DESIGN §11: a chunk is drained when none of its jobs is claimable or in flight). */
+export interface ChunkJobCounts {
+  /** Owed, due, no live lease, workspace live: a runner may claim these now. */
+  claimable: number;
+  /** Under a live lease. */
+  inFlight: number;
+  /** Owed but not claimable: backing off, debounced, deferred, or held by a deleted workspace. */
+  waiting: number;
+  parked: number;
+  /** Pairs with no job row: completed, dropped, or never owed. */
+  gone: number;
+}
+
+/** Jobs of one question set by state (`status`). Times are epoch milliseconds. */
+export interface SetJobCounts {
+  questionSet: string;
+  due: number;
+  waiting: number;
+  inFlight: number;
+  parked: number;
+  /** Jobs with a last error that counts as failing: parked, or retried after an attempt or refusal. */
+  failing: number;
+  /** enqueued_at of the oldest owed job, or null. */
+  oldestOwedAt: number | null;
+  /** The newest last_error_at among failing jobs, or null. */
+  lastErrorAt: number | null;
+}
+
+/** Spend of one (provider, model, set, outcome) summed over hour buckets. */
+export interface SpendRow extends SpendTotals {
+  provider: string;
+  model: string;
+  questionSet: string;
+  outcome: string;
+}
+
+/** A `verdict_meta` row: cursors (backfill) and process markers (worker heartbeats). */
+export interface MetaRow {
+  key: string;
+  value: string;
+  /** Epoch ms of the last write. */
+  updatedAt: number;
+}
+
 /** The Store interface (see the file comment). */
 export interface Store {
   /** Epoch milliseconds, from the store's clock. */
@@ -351,7 +395,14 @@ export interface Store {
    * With `insertOnly`, existing rows are left alone (backfill never un-parks or resets).
    * @returns the number of rows inserted or updated.
    */
-  oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: OweOptions & { insertOnly?: boolean }): Promise<number>;
+  oweJobs(
+    pairs: Array<{ itemId: string; questionSet: string }>,
+    opts: OweOptions & {
+      insertOnly?: boolean;
+      /** A `verdict_meta` row written in the same transaction (the backfill cursor), so a cursor never runs ahead of the work it records. */
+      meta?: { key: string; value: string };
+    },
+  ): Promise<number>;
   /**
    * Claims the claimable job with the lowest (priority, enqueued_at), counting the attempt, under
    * a lease of `leaseMs`. A job found at the abandon limit is parked instead and the next one tried.
@@ -397,6 +448,25 @@ export interface Store {
   recordSpend(r: SpendRecord): Promise<void>;
   /** Spend since `sinceMs` milliseconds ago, summed. */
   spendSince(windowMs: number): Promise<SpendTotals>;
+
+  // ------------------------------------------------------------- operations (DESIGN §10–12)
+  /**
+   * Spend grouped by (provider, model, set, outcome) over the hour buckets that overlap the last
+   * `windowMs` (so "the last hour" reads the current and the previous bucket).
+   * @returns `sinceHour`, the start (epoch ms) of the oldest bucket read, and the rows.
+   */
+  spendRowsSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendRow[] }>;
+  /** Where the jobs of these (set, item) pairs stand; `itemIds` may be empty. */
+  countChunkJobs(questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts>;
+  /** Jobs by set and state, with failing counts and the oldest owed time, by set name. */
+  jobCountsBySet(): Promise<SetJobCounts[]>;
+  /** One `verdict_meta` value, or null. */
+  getMeta(key: string): Promise<string | null>;
+  /** Inserts or replaces one `verdict_meta` row (updated_at = now). */
+  setMeta(key: string, value: string): Promise<void>;
+  deleteMeta(key: string): Promise<void>;
+  /** `verdict_meta` rows whose key starts with `prefix` (compared byte for byte, no wildcards), by key. */
+  listMeta(prefix: string): Promise<MetaRow[]>;
 }
 
 /** Thrown by a write door when a row it needs does not exist. */

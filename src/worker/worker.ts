@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
@@ -64,6 +63,8 @@ export class Worker {
   private pass = new AbortController();
   /** What runOnce gets: aborts on shutdown or on a cancelled pass. */
   private passSignal = AbortSignal.any([this.abort.signal, this.pass.signal]);
+  /** Replaced on every `wake()`: aborting it ends the current idle waits early. */
+  private nudge = new AbortController();
   private stopping = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
@@ -116,6 +117,16 @@ export class Worker {
     this.opts.logger.info({ reason }, 'worker stopping');
     this.abort.abort(Object.assign(new Error(reason), { code: 'shutdown' }));
     this.idleWake.abort();
+  }
+
+  /**
+   * Ends the slots' idle waits now, so work owed in this process (a backfill chunk with `--drain`)
+   * is claimed at once instead of at the next tick. Harmless when the slots are busy.
+   */
+  wake(): void {
+    const n = this.nudge;
+    this.nudge = new AbortController();
+    n.abort();
   }
 
   async run(): Promise<WorkerSummary> {
@@ -199,11 +210,21 @@ export class Worker {
     }
   }
 
-  private async idle(ms: number): Promise<void> {
-    try {
-      await sleep(ms, undefined, { signal: this.idleWake.signal });
-    } catch {
-      /* woken by stop() */
-    }
+  /** Waits `ms`, or less when `stop()` or `wake()` is called. Listeners are removed each time, so long runs do not accumulate them. */
+  private idle(ms: number): Promise<void> {
+    const stop = this.idleWake.signal;
+    const nudge = this.nudge.signal;
+    if (stop.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        stop.removeEventListener('abort', done);
+        nudge.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      stop.addEventListener('abort', done, { once: true });
+      nudge.addEventListener('abort', done, { once: true });
+    });
   }
 }

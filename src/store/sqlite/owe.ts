@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
+import { setMetaTx } from './operations.js';
 
 /**
  * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3). One statement per set,
@@ -119,12 +120,13 @@ function collectionSlug(tx: Tx, collectionId: string): string | null {
 
 /**
  * Owes explicit (item, set) pairs without a tracker write (backfill, drift sweep, reask), grouped
- * per set in one transaction. Unknown sets are skipped. @returns rows inserted or updated.
+ * per set in one transaction, with `meta` (a cursor) written in that same transaction. Unknown
+ * sets are skipped. @returns rows inserted or updated.
  */
 export function owePairs(
   ctx: SqliteContext,
   pairs: ReadonlyArray<{ itemId: string; questionSet: string }>,
-  opts: OweOptions & { insertOnly?: boolean },
+  opts: OweOptions & { insertOnly?: boolean; meta?: { key: string; value: string } },
 ): number {
   const bySet = new Map<string, string[]>();
   for (const p of pairs) {
@@ -139,6 +141,8 @@ export function owePairs(
       if (!set) continue;
       for (let i = 0; i < ids.length; i += 500) n += oweItems(tx, ctx, { itemIds: ids.slice(i, i + 500) }, [set], opts);
     }
+    // The backfill cursor commits with the work it records: a crash never leaves it ahead.
+    if (opts.meta) setMetaTx(tx, ctx.clock.now(), opts.meta.key, opts.meta.value);
     return n;
   });
 }

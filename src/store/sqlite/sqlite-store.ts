@@ -6,6 +6,7 @@ import type * as S from '../store.js';
 import type { SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as jobs from './jobs.js';
+import * as ops from './operations.js';
 import { openSqlite, sqlitePathFromUrl } from './open.js';
 import { owePairs } from './owe.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
@@ -160,7 +161,7 @@ export class SqliteStore implements S.Store {
   }
 
   // jobs
-  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: S.OweOptions & { insertOnly?: boolean }) {
+  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return owePairs(this.ctx, pairs, opts);
   }
   async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
@@ -233,6 +234,29 @@ export class SqliteStore implements S.Store {
   }
   async spendSince(windowMs: number) {
     return decisions.spendSince(this.ctx, windowMs);
+  }
+
+  // operations
+  async spendRowsSince(windowMs: number) {
+    return ops.spendRowsSince(this.ctx, windowMs);
+  }
+  async countChunkJobs(questionSet: string, itemIds: readonly string[]) {
+    return ops.countChunkJobs(this.ctx, questionSet, itemIds);
+  }
+  async jobCountsBySet() {
+    return ops.jobCountsBySet(this.ctx);
+  }
+  async getMeta(key: string) {
+    return ops.getMeta(this.ctx, key);
+  }
+  async setMeta(key: string, value: string) {
+    ops.setMeta(this.ctx, key, value);
+  }
+  async deleteMeta(key: string) {
+    ops.deleteMeta(this.ctx, key);
+  }
+  async listMeta(prefix: string) {
+    return ops.listMeta(this.ctx, prefix);
   }
 }
 

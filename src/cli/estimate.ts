@@ -1,0 +1,119 @@
+import type { Command } from 'commander';
+import { ConfigError, type Config } from '../config.js';
+import type { QuestionSet, Registry } from '../decision/registry.js';
+import type { Logger } from '../log.js';
+import { DEFAULT_ANTHROPIC_MODEL } from '../providers/anthropic.js';
+import { createProvider } from '../providers/create.js';
+import { FakeProvider } from '../providers/fake.js';
+import { PRICES_CHECKED } from '../providers/pricing.js';
+import { estimateSet, estimateTarget, formatWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
+import type { Store } from '../store/store.js';
+import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+
+/**
+ * `verdict estimate [--set NAME] [--workspace SLUG] [--provider P --model X]` (DESIGN §9 "Model
+ * changes", §1 principle 10): what asking a set, or switching the model, would cost before anyone
+ * does it. It prices the configured provider and model; pass `--model` (and `--provider`) to
+ * price a switch: answers stored under another model are not current for the new one, so every
+ * key counts as unanswered.
+ */
+
+/**
+ * The provider and model to price, with the fingerprint context the real provider would use. The
+ * provider is built when it can be (it opens no connection); without its key, the context comes
+ * from the provider's constants, which is the same for the default settings. With no provider
+ * configured, it prices Anthropic's default model.
+ * @throws UsageError for `none` (decisions off) or an OpenAI-compatible provider without a model.
+ */
+export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
+  const name = cfg.provider ?? 'anthropic';
+  if (name === 'none') throw new UsageError('provider is none: decisions are off, nothing would be asked');
+  try {
+    const p = createProvider({ ...cfg, provider: name }, logger);
+    if (p) {
+      void p.close?.();
+      return estimateTarget(p.name, p.model, { model: p.model, promptVersion: p.promptVersion, effort: p.effort });
+    }
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+  }
+  const model = cfg.model ?? (name === 'anthropic' ? DEFAULT_ANTHROPIC_MODEL : name === 'fake' ? new FakeProvider().model : undefined);
+  if (!model) throw new UsageError(`--provider ${name} needs --model to estimate`);
+  return estimateTarget(name, model);
+}
+
+/** Estimates each set, or every registered set. @throws UsageError for an unknown set. */
+export async function estimateSets(
+  store: Store,
+  registry: Registry,
+  target: EstimateTarget,
+  o: { setName?: string; workspaceId?: string; afterId?: string | null },
+): Promise<SetEstimate[]> {
+  let sets: readonly QuestionSet[];
+  if (o.setName) {
+    const s = registry.get(o.setName);
+    if (!s) throw new UsageError(`--set: no question set "${o.setName}" (known: ${registry.all().map((x) => x.name).join(', ')})`);
+    sets = [s];
+  } else sets = registry.all();
+  const out: SetEstimate[] = [];
+  for (const s of sets) out.push(await estimateSet(store, s, target, { workspaceId: o.workspaceId, afterId: o.afterId }));
+  return out;
+}
+
+function sum(parts: WorkEstimate[]): WorkEstimate {
+  const t: WorkEstimate = { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
+  for (const p of parts) {
+    t.items += p.items;
+    t.calls += p.calls;
+    t.questions += p.questions;
+    t.inputTokens += p.inputTokens;
+    t.outputTokens += p.outputTokens;
+    t.costUsd = t.costUsd === null || p.costUsd === null ? null : t.costUsd + p.costUsd;
+  }
+  return t;
+}
+
+/** The estimates as text for humans. */
+export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]): string {
+  const lines = [
+    `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}` : target.pricing.reason}); tokens are estimates, not a bill`,
+  ];
+  for (const e of estimates) {
+    lines.push(`${e.set}: ${e.eligibleItems.toLocaleString('en-US')} eligible items${e.truncatedStates ? ` (${e.truncatedStates} states clipped)` : ''}`);
+    lines.push(`  ${formatWork('unanswered now (what a backfill or reask sends)', e.unanswered)}`);
+    lines.push(`  ${formatWork('re-ask every item (a reworded question or another model)', e.all)}`);
+  }
+  if (estimates.length > 1) {
+    lines.push(`total:`);
+    lines.push(`  ${formatWork('unanswered now', sum(estimates.map((e) => e.unanswered)), 'jobs')}`);
+    lines.push(`  ${formatWork('re-ask every item', sum(estimates.map((e) => e.all)), 'jobs')}`);
+  }
+  return lines.join('\n');
+}
+
+export function registerEstimateCommand(program: Command): void {
+  program
+    .command('estimate')
+    .description('what asking a set (or every set), or switching the model with --model, would cost before anyone does it')
+    .option('--set <name>', 'one question set (default: every set)')
+    .option('--workspace <slug>', 'one workspace (default: all)')
+    .option('--json', 'print JSON')
+    .action(async (o: { set?: string; workspace?: string; json?: boolean }, cmd: Command) => {
+      const cfg = configFrom(cmd);
+      const logger = loggerFor(cfg);
+      const registry = buildRegistry(cfg);
+      const target = estimateTargetFor(cfg, logger);
+      const store = openStore(cfg, registry);
+      try {
+        const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
+        const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId });
+        process.stdout.write(
+          o.json
+            ? `${JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, estimates }, null, 2)}\n`
+            : `${formatEstimates(target, estimates)}\n`,
+        );
+      } finally {
+        await store.close();
+      }
+    });
+}

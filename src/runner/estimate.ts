@@ -1,0 +1,217 @@
+import { questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
+import { validateQuestions, type QuestionSet } from '../decision/registry.js';
+import { buildCommentState, buildItemState, LIMITS, newestComments, type BuiltState } from '../decision/state.js';
+import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
+import { FakeProvider } from '../providers/fake.js';
+import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
+import { costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
+import { buildAnswerSchema, buildSystemPrompt, probabilityNames } from '../providers/prompt.js';
+import { estimateTokens } from '../providers/provider.js';
+import type { Store } from '../store/store.js';
+import { eligibleItems } from './eligible-items.js';
+
+/**
+ * What asking a set would cost, before anyone does it (DESIGN §1 principle 10, §8 `reask`, §9
+ * "Model changes", §11 `--dry-run`). Built from the real items: each eligible item's state is built
+ * by the real state builder, split into calls exactly as the runner splits them (sorted keys,
+ * `maxPerCall`, the newest 10 comments for per-comment sets), and each call's input is estimated
+ * the way the providers check their input budget (`checkInputBudget`): system prompt + answer
+ * schema + state bytes, through `estimateTokens`. Output is estimated from the JSON an answer of
+ * each question's shape takes. Both are estimates, never the bill: the spend table has the bill.
+ */
+
+/** The provider and model an estimate is for: its fingerprint context and its price. */
+export interface EstimateTarget {
+  provider: string;
+  fingerprint: FingerprintContext;
+  pricing: Pricing;
+}
+
+/**
+ * The target for a provider name and model, with the same fingerprint context the provider would
+ * have (its prompt-template version and effort), so "already answered" is judged as the runner
+ * would judge it. The Anthropic effort is the provider's default (`low`).
+ */
+export function estimateTarget(provider: string, model: string, fingerprint?: FingerprintContext): EstimateTarget {
+  const fp: FingerprintContext =
+    fingerprint ??
+    (provider === 'anthropic'
+      ? { model, promptVersion: ANTHROPIC_PROMPT_VERSION, effort: 'low' }
+      : provider === 'openai'
+        ? { model, promptVersion: OPENAI_PROMPT_VERSION, effort: null }
+        : { model, promptVersion: new FakeProvider({ model }).promptVersion, effort: null });
+  return { provider, fingerprint: fp, pricing: pricingFor(provider, model) };
+}
+
+/** Calls and tokens of some work. Tokens are estimates. */
+export interface WorkEstimate {
+  /** Items with at least one call. */
+  items: number;
+  calls: number;
+  questions: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** US dollars; 0 for free providers; null when the model has no price. */
+  costUsd: number | null;
+}
+
+/** The estimate for one set. */
+export interface SetEstimate {
+  set: string;
+  provider: string;
+  model: string;
+  /** Why the cost is 0 or unknown, when it is. */
+  pricingNote: string | null;
+  /** Items the set applies to now (scanned after the cursor, when one was given). */
+  eligibleItems: number;
+  /** Asking every key of every eligible item: a reworded question or a new model re-asks all of this. */
+  all: WorkEstimate;
+  /** Only keys without an answer at this state, question and model: what a backfill or reask would send now. */
+  unanswered: WorkEstimate;
+  /** States clipped by the builder's bounds (DESIGN §5). */
+  truncatedStates: number;
+}
+
+/** Sample probability text, as long as a model's usual answer ("0.125"). */
+const SAMPLE_P = 0.125;
+/** Sample rationale: one short sentence (DESIGN §6 `explain`), about 120 characters. */
+const SAMPLE_RATIONALE = 'x'.repeat(120);
+
+/**
+ * Output tokens of one call: the JSON of an answer of each question's shape (`{"key":
+ * {"probability": 0.125}}`, one probability per option or level), through `estimateTokens`.
+ * Thinking is disabled on every path (DESIGN §9), so nothing is added for it.
+ */
+export function estimateOutputTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
+  const reply: Record<string, unknown> = {};
+  for (const [key, q] of questions) {
+    const names = probabilityNames(q);
+    const member: Record<string, unknown> = explain ? { rationale: SAMPLE_RATIONALE } : {};
+    if (names === null) member.probability = SAMPLE_P;
+    else member.probabilities = Object.fromEntries(names.map((n) => [n, SAMPLE_P]));
+    reply[key] = member;
+  }
+  return estimateTokens(JSON.stringify(reply));
+}
+
+/** Input tokens of one call besides the state: the system prompt and the answer schema, as `checkInputBudget` counts them. */
+export function estimatePromptTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
+  return estimateTokens(buildSystemPrompt(questions, { explain })) + estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })));
+}
+
+function emptyWork(): WorkEstimate {
+  return { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
+}
+
+/**
+ * Estimates asking `set` about every item it applies to now (one workspace or all; after the
+ * backfill cursor `afterId` when given), for `target`.
+ * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
+ */
+export async function estimateSet(
+  store: Store,
+  set: QuestionSet,
+  target: EstimateTarget,
+  opts: { workspaceId?: string; afterId?: string | null } = {},
+): Promise<SetEstimate> {
+  const all = emptyWork();
+  const unanswered = emptyWork();
+  let eligible = 0;
+  let truncated = 0;
+  const resolved = new Map<string, Record<string, Question>>();
+  const perCall = new Map<string, { prompt: number; output: number }>();
+  const callCost = (questions: Map<string, Question>) => {
+    const id = [...questions.keys()].join('\u0000');
+    let c = perCall.get(id);
+    if (!c) {
+      c = { prompt: estimatePromptTokens(questions, set.explain), output: estimateOutputTokens(questions, set.explain) };
+      perCall.set(id, c);
+    }
+    return c;
+  };
+
+  for await (const { item } of eligibleItems(store, set, opts)) {
+    eligible++;
+    let questions = set.questions ? { ...set.questions } : resolved.get(item.workspaceId);
+    if (!questions) {
+      questions = { ...validateQuestions(await set.resolve!({ workspaceId: item.workspaceId })) };
+      resolved.set(item.workspaceId, questions);
+    }
+    const keys = Object.keys(questions).sort();
+    if (keys.length === 0) continue;
+    const loaded = await store.loadItemForEvaluation(item.id);
+    if (!loaded) continue;
+    const targets: Array<{ state: BuiltState; suffix: string }> = [];
+    if (set.perComment) {
+      for (const c of newestComments(loaded.comments, LIMITS.trailComments)) {
+        targets.push({ state: buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }), suffix: `@${c.id}` });
+      }
+    } else {
+      const state = buildItemState(
+        {
+          title: loaded.item.title,
+          collectionSlug: loaded.collection.slug,
+          fieldsText: loaded.item.fields,
+          content: loaded.item.content,
+          comments: loaded.comments,
+          links: loaded.links,
+        },
+        { withLinks: set.withLinks, noTrail: set.noTrail },
+      );
+      targets.push({ state, suffix: '' });
+    }
+    const fps = new Map(keys.map((k) => [k, questionFingerprint(questions![k], target.fingerprint)]));
+    let itemAll = false;
+    let itemOwed = false;
+    for (const t of targets) {
+      if (t.state.truncated) truncated++;
+      const stateTokens = estimateTokens(t.state.bytes);
+      const add = (w: WorkEstimate, part: string[]) => {
+        for (let i = 0; i < part.length; i += set.maxPerCall) {
+          const chunk = new Map(part.slice(i, i + set.maxPerCall).map((k) => [k, questions![k]] as const));
+          const c = callCost(chunk);
+          w.calls++;
+          w.questions += chunk.size;
+          w.inputTokens += c.prompt + stateTokens;
+          w.outputTokens += c.output;
+        }
+      };
+      add(all, keys);
+      itemAll = true;
+      const done = await store.answeredKeys(
+        item.id,
+        set.name,
+        keys.map((k) => ({ questionKey: k + t.suffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version })),
+      );
+      const remaining = keys.filter((k) => !done.has(k + t.suffix));
+      if (remaining.length) {
+        add(unanswered, remaining);
+        itemOwed = true;
+      }
+    }
+    if (itemAll) all.items++;
+    if (itemOwed) unanswered.items++;
+  }
+  all.costUsd = costOf(target.pricing, all);
+  unanswered.costUsd = costOf(target.pricing, unanswered);
+  return {
+    set: set.name,
+    provider: target.provider,
+    model: target.fingerprint.model,
+    pricingNote: target.pricing.kind === 'priced' ? null : target.pricing.reason,
+    eligibleItems: eligible,
+    all,
+    unanswered,
+    truncatedStates: truncated,
+  };
+}
+
+/**
+ * One line per estimate part, for humans: `label: 80 items, 80 calls, ~22,415 input / ~1,920 output tokens, $0.0032`.
+ * @param noun what `items` counts (`items` for one set, `jobs` for (item, set) pairs over several sets).
+ */
+export function formatWork(label: string, w: WorkEstimate, noun = 'items'): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  const cost = w.costUsd === null ? 'cost unknown' : formatUsd(w.costUsd);
+  return `${label}: ${n(w.items)} ${noun}, ${n(w.calls)} calls, ~${n(w.inputTokens)} input / ~${n(w.outputTokens)} output tokens, ${cost}`;
+}
