@@ -65,7 +65,7 @@ export function registerDemoCommand(program: Command): void {
           process.exitCode = EXIT_FAILURE;
           return;
         }
-        const { flags: flagged } = await readerFor(cfg, store, registry, logger).workspaceFlags(report.workspaceId, 'attention');
+        const { flags: flagged } = await (await readerFor(cfg, store, registry, logger)).workspaceFlags(report.workspaceId, 'attention');
         const top = Object.values(flagged)
           .map((f) => ({ ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))
           .sort((a, b) => b.top - a.top || (a.ref < b.ref ? -1 : 1))

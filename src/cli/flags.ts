@@ -28,7 +28,7 @@ export function registerFlagsCommand(program: Command): void {
       const store = openStore(cfg, registry);
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
-        const { flags, failing } = await readerFor(cfg, store, registry, loggerFor(cfg)).workspaceFlags(ws.id, opts.set, threshold);
+        const { flags, failing } = await (await readerFor(cfg, store, registry, loggerFor(cfg))).workspaceFlags(ws.id, opts.set, threshold);
         const ranked = Object.entries(flags)
           .map(([itemId, f]) => ({ itemId, ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))
           .sort((a, b) => b.top - a.top || (a.ref < b.ref ? -1 : 1));

@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
 import { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
@@ -111,6 +112,10 @@ export function reloadWorker(p: {
   store.setRegistry?.(next.registry); // the resolver first: writes from now on owe the new sets
   worker.swap(next.provider, next.registry); // then the runner: every later claim uses them
   worker.cancelPass('reload'); // then the in-flight pass: released, no attempt counted
+  // Readers in other processes judge "current" against the newly pinned provider.
+  void store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(next.provider)).catch((err: unknown) =>
+    logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'could not record the pinned provider'),
+  );
   if (current.provider !== next.provider) void current.provider?.close?.();
   const result: ReloadResult = { status: 'applied', provider: next.provider.name, model: next.provider.model, restartNeeded };
   logger.info({ provider: result.provider, model: result.model, restartNeeded }, 'config reloaded');

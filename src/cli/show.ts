@@ -36,7 +36,7 @@ export function registerShowCommand(program: Command): void {
           process.exitCode = EXIT_FAILURE;
           return;
         }
-        const decisions = await readerFor(cfg, store, registry, logger).decisions(item.id);
+        const decisions = await (await readerFor(cfg, store, registry, logger)).decisions(item.id);
         const jobs = await store.listJobs({ itemId: item.id });
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) }, decisions, jobs }, null, 2)}\n`);

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import type { RunReport } from '../runner/run-once.js';
+import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
@@ -78,6 +79,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
     logger: p.logger,
   });
+  await p.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(p.provider));
   p.onStarted?.(worker);
   const onSignal = (sig: NodeJS.Signals) => {
     if (worker.signal.aborted) {

@@ -128,10 +128,10 @@ describe('provider none: decisions off', () => {
       const r = await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'Blocked on vendor', fields: { status: 'open' } }, { quietPeriod: false });
       const provider = new FakeProvider({ handler: () => ({ needs_human_decision: { probability: 0.9 }, blocked: { probability: 0.9 }, waiting_on_external: { probability: 0.9 }, effort: { probabilities: { 0: 0.2, 1: 0.2, 2: 0.2, 3: 0.2, 4: 0.2 } } }) });
       await drainNow(runnerOptions({ store, registry } as never, provider));
-      const on = readerFor(fake, store, registry, silentLogger);
+      const on = await readerFor(fake, store, registry, silentLogger);
       expect((await on.decisions(r.row.id)).length).toBe(4); // control: the answers are there
       expect(Object.keys((await on.workspaceFlags(ws.id, 'attention')).flags)).toEqual([r.row.id]);
-      const off = readerFor(cfgFor('none'), store, registry, silentLogger);
+      const off = await readerFor(cfgFor('none'), store, registry, silentLogger);
       expect(await off.decisions(r.row.id)).toEqual([]);
       expect(await off.itemReadDecisions(r.row.id)).toEqual([]);
       expect(await off.surfacedDecisions(r.row.id)).toEqual({ surfaced: [], belowThreshold: 0, stale: 0 });

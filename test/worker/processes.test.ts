@@ -72,6 +72,8 @@ describe('worker processes', () => {
     );
     expect(rows).toHaveLength(4); // three attention keys and one effort key
     expect(rows.every((r) => r.n === 1)).toBe(true);
+    // The worker pins its provider for readers in other processes.
+    expect(q<{ value: string }>("SELECT value FROM verdict_meta WHERE key = 'provider:pinned'")[0]?.value).toContain('"model":"fake-model-1"');
   }, 60_000);
 
   it('SIGTERM mid-call: exits 0 within the grace period and releases the job without an attempt', async () => {
