@@ -6,8 +6,12 @@ import { ProviderMisconfigured } from '../providers/errors.js';
 import { LeaseTooShort } from '../worker/worker.js';
 import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
 import { registerDemoCommand } from './demo.js';
+import { registerEditCommand } from './edit.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
+import { registerPruneCommand } from './prune.js';
+import { registerReaskCommand } from './reask.js';
+import { registerSetsCommand } from './sets.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
@@ -24,6 +28,10 @@ export function buildProgram(): Command {
   registerShowCommand(program);
   registerFlagsCommand(program);
   registerStatusCommand(program);
+  registerSetsCommand(program);
+  registerReaskCommand(program);
+  registerPruneCommand(program);
+  registerEditCommand(program);
   return program;
 }
 

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
+import { startBackgroundPasses } from '../worker/background.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 
@@ -61,9 +62,25 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     { provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
     'worker started',
   );
+  // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
+  const background = p.untilIdle
+    ? Promise.resolve()
+    : startBackgroundPasses({
+        store: p.store,
+        registry: p.registry,
+        ctx: { name: p.provider.name, model: p.provider.model, promptVersion: p.provider.promptVersion, effort: p.provider.effort },
+        logger: p.logger,
+        signal: worker.signal,
+        driftSweepPerMinute: p.cfg.driftSweepPerMinute,
+        sweepIntervalMs: p.cfg.tickMs,
+        pruneIntervalMs: p.cfg.pruneIntervalMs,
+        retentionHistoryMs: p.cfg.retentionHistoryMs,
+      });
   try {
     return await worker.run();
   } finally {
+    if (!p.untilIdle) worker.stop('worker finished'); // a no-op after a signal; stops the passes if run() threw
+    await background;
     if (p.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);

@@ -1,0 +1,177 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { resetConventionSkipLog } from '../../src/decision/conventions.js';
+import { readDriftMarker } from '../../src/decision/drift.js';
+import { attentionSet, conventionsSet } from '../../src/decision/production-sets.js';
+import { Registry } from '../../src/decision/registry.js';
+import { silentLogger } from '../../src/log.js';
+import { FakeProvider } from '../../src/providers/fake.js';
+import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS } from '../../src/importers/conventions.js';
+import { PRIORITY_BACKFILL, type CollectionRow, type ItemRow } from '../../src/store/store.js';
+import { DriftSweeper } from '../../src/worker/drift-sweep.js';
+import { makeFixture, type Fixture } from '../harness/store-fixture.js';
+import { currency, readerOf, settle } from '../reads/support.js';
+
+/**
+ * The drift sweep (DESIGN §8): answers that went stale with no item write (an edited, added or
+ * switched-off convention, a reworded question, another model) are re-owed at backfill priority,
+ * at a bounded rate, without rescanning when nothing changed.
+ */
+
+let fx: Fixture;
+let conv: CollectionRow;
+let fake: FakeProvider;
+let tasks: ItemRow[];
+const ON = { status: 'active', trigger: 'always', decision_check: 'on' };
+
+beforeEach(async () => {
+  fx = await makeFixture([attentionSet, conventionsSet]);
+  conv = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'conventions', isSystem: true, schema: CONVENTIONS_COLLECTION_SCHEMA, settings: CONVENTIONS_COLLECTION_SETTINGS });
+  fake = new FakeProvider();
+  resetConventionSkipLog();
+  for (const ref of ['CONV-1', 'CONV-2', 'CONV-3']) {
+    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: conv.id, ref, title: `Title ${ref}`, content: `Body ${ref}.`, fields: ON });
+  }
+  tasks = [];
+  for (let i = 1; i <= 3; i++) {
+    tasks.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Task ${i}`, content: 'body', fields: { status: 'open' } })).row);
+  }
+  await settle(fx, fake);
+});
+afterEach(async () => fx.cleanup());
+
+const sweeper = (perMinute = 1_000, over: Partial<ConstructorParameters<typeof DriftSweeper>[0]> = {}) =>
+  new DriftSweeper({ store: fx.store, registry: fx.registry, ctx: fake, logger: silentLogger, perMinute, ...over });
+
+const conventionRef = async (ref: string) => (await fx.store.getItemByRef(fx.ws.id, ref))!;
+const taskJobs = async () => (await Promise.all(tasks.map((t) => fx.store.listJobs({ itemId: t.id })))).flat();
+
+describe('the drift sweep', () => {
+  it('editing a convention: its answers go stale, the sweep re-owes the items, and only that key is asked again', async () => {
+    const s = sweeper();
+    expect((await s.sweepOnce()).owed).toBe(0); // control: nothing drifted, nothing owed
+    expect(fake.requests.filter((r) => r.keys.some((k) => k.startsWith('conv:')))).toHaveLength(3); // one call per task
+    await fx.store.updateItem((await conventionRef('CONV-2')).id, { content: 'Body CONV-2, now stricter.' });
+    for (const t of tasks) expect((await currency(readerOf(fx), t.id))['conventions/conv:CONV-2']).toBe('question_changed');
+    expect(await taskJobs()).toEqual([]); // the gap: nothing owed by the edit itself
+
+    const pass = await s.sweepOnce();
+    expect(pass.owed).toBe(3);
+    const jobs = await taskJobs();
+    expect(jobs.map((j) => j.questionSet)).toEqual(['conventions', 'conventions', 'conventions']);
+    for (const j of jobs) expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed' });
+
+    const before = fake.requests.length;
+    await settle(fx, fake);
+    const asked = fake.requests.slice(before);
+    expect(asked).toHaveLength(3);
+    for (const r of asked) expect(r.keys).toEqual(['conv:CONV-2']); // the other conventions are not re-asked
+    for (const t of tasks) {
+      expect(await currency(readerOf(fx), t.id)).toMatchObject({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'current', 'conventions/conv:CONV-3': 'current' });
+    }
+  });
+
+  it('does not rescan when nothing changed: a swept (set, workspace) reads no items', async () => {
+    const s = sweeper();
+    const spy = vi.spyOn(fx.store, 'scanItemsForDrift');
+    const first = await s.sweepOnce();
+    expect(first.scanned).toBeGreaterThan(0); // never swept: walked once
+    expect(first.completed.map((c) => c.set).sort()).toEqual(['attention', 'conventions']);
+    spy.mockClear();
+    const again = await s.sweepOnce();
+    expect(again).toMatchObject({ scanned: 0, owed: 0 });
+    expect(spy).not.toHaveBeenCalled();
+    // control: a change makes the next pass walk that set only
+    await fx.store.updateItem((await conventionRef('CONV-1')).id, { title: 'Title CONV-1, reworded' });
+    const after = await s.sweepOnce();
+    expect(after.owed).toBe(3);
+    expect(new Set(spy.mock.calls.map(([q]) => q.questionSet))).toEqual(new Set(['conventions']));
+  });
+
+  it('a switched-off convention needs no call: nothing is owed and its key reads question_removed', async () => {
+    const s = sweeper();
+    await s.sweepOnce();
+    await fx.store.updateItem((await conventionRef('CONV-3')).id, { fields: { ...ON, decision_check: 'off' } });
+    expect((await s.sweepOnce()).owed).toBe(0);
+    expect((await currency(readerOf(fx), tasks[0].id))['conventions/conv:CONV-3']).toBe('question_removed');
+  });
+
+  it('a new convention is asked of every item, and only it', async () => {
+    const s = sweeper();
+    await s.sweepOnce();
+    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: conv.id, ref: 'CONV-4', title: 'New', content: 'Newly agreed.', fields: ON });
+    await fx.store.dropJobs({}); // the convention item's own jobs (they would drop)
+    expect((await s.sweepOnce()).owed).toBe(3);
+    const before = fake.requests.length;
+    await settle(fx, fake);
+    expect(fake.requests.slice(before).map((r) => r.keys)).toEqual([['conv:CONV-4'], ['conv:CONV-4'], ['conv:CONV-4']]);
+  });
+
+  it('a newly pinned model re-owes every set\'s items; the new model is asked everything once', async () => {
+    await sweeper().sweepOnce();
+    const model2 = new FakeProvider({ model: 'fake-model-2' });
+    const s2 = new DriftSweeper({ store: fx.store, registry: fx.registry, ctx: model2, logger: silentLogger, perMinute: 1_000 });
+    expect((await s2.sweepOnce()).owed).toBe(6); // 3 tasks × (attention, conventions)
+    await settle(fx, model2);
+    expect(model2.requests).toHaveLength(6);
+    expect((await s2.sweepOnce()).owed).toBe(0);
+  });
+
+  it('owes at most perMinute items a minute, continuing from its cursor', async () => {
+    for (let i = 4; i <= 7; i++) {
+      tasks.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Task ${i}`, content: 'body', fields: { status: 'open' } })).row);
+    }
+    await settle(fx, fake);
+    const s = sweeper(2);
+    await fx.store.updateItem((await conventionRef('CONV-1')).id, { content: 'changed' });
+    const owedPerPass: number[] = [];
+    owedPerPass.push((await s.sweepOnce()).owed); // a full bucket: 2
+    owedPerPass.push((await s.sweepOnce()).owed); // same instant: 0
+    fx.clock.advance(30_000);
+    owedPerPass.push((await s.sweepOnce()).owed); // half a minute: 1
+    fx.clock.advance(600_000);
+    owedPerPass.push((await s.sweepOnce()).owed); // the bucket holds at most 2
+    fx.clock.advance(120_000);
+    owedPerPass.push((await s.sweepOnce()).owed); // the last 2
+    expect(owedPerPass).toEqual([2, 0, 1, 2, 2]);
+    expect((await taskJobs()).length).toBe(7);
+    expect((await readDriftMarker(fx.store, 'conventions', fx.ws.id)).cursor).toBeNull();
+    fx.clock.advance(120_000);
+    expect((await s.sweepOnce()).owed).toBe(0);
+  });
+
+  it('restarts its walk when the questions change again mid-walk', async () => {
+    const s = sweeper(1);
+    await fx.store.updateItem((await conventionRef('CONV-1')).id, { content: 'v2' });
+    expect((await s.sweepOnce()).owed).toBe(1);
+    const first = (await taskJobs()).map((j) => j.itemId);
+    await settle(fx, fake); // the first item is re-asked at v2
+    await fx.store.updateItem((await conventionRef('CONV-1')).id, { content: 'v3' });
+    fx.clock.advance(60_000);
+    expect((await s.sweepOnce()).owed).toBe(1);
+    expect((await taskJobs()).map((j) => j.itemId)).toEqual(first); // the walk started over: the same first item
+  });
+
+  it('reads at most scanPerPass items a pass and resumes where it stopped', async () => {
+    const s = sweeper(1_000, { scanPerPass: 2, batchSize: 2, registry: new Registry([attentionSet]) });
+    const scanned: number[] = [];
+    for (let i = 0; i < 4; i++) scanned.push((await s.sweepOnce()).scanned);
+    // 6 live items (3 conventions, 3 tasks): 2 + 2 + 2, then the end, then nothing
+    expect(scanned).toEqual([2, 2, 2, 0]);
+    expect(await readDriftMarker(fx.store, 'attention', fx.ws.id)).toMatchObject({ cursor: null, target: null });
+  });
+
+  it('leaves owed and parked jobs alone (insert-only) and skips items the set does not apply to', async () => {
+    await fx.store.updateItem(tasks[0].id, { fields: { status: 'closed' } }); // attention: not applicable any more
+    await fx.store.updateItem(tasks[1].id, { content: 'edited' }); // owed by the write
+    await settle(fx, fake);
+    await fx.store.updateItem(tasks[1].id, { content: 'edited again' });
+    const owedBefore = (await fx.store.getJob(tasks[1].id, 'attention'))!;
+    const model2 = new FakeProvider({ model: 'fake-model-2' });
+    const s2 = new DriftSweeper({ store: fx.store, registry: fx.registry, ctx: model2, logger: silentLogger, perMinute: 1_000 });
+    await s2.sweepOnce();
+    expect(await fx.store.getJob(tasks[0].id, 'attention')).toBeNull(); // closed: attention does not apply
+    expect((await fx.store.getJob(tasks[0].id, 'conventions'))!.priority).toBe(PRIORITY_BACKFILL); // conventions does
+    expect(await fx.store.getJob(tasks[1].id, 'attention')).toEqual(owedBefore); // untouched
+    expect((await fx.store.getJob(tasks[2].id, 'attention'))!.priority).toBe(PRIORITY_BACKFILL);
+  });
+});
