@@ -14,7 +14,7 @@ export function describeSet(set: QuestionSet) {
     name: set.name,
     source: set.source,
     questions: set.questions ? 'fixed' : 'resolved per workspace',
-    keys: set.questions ? Object.keys(set.questions).length : null,
+    keys: set.questions ? Object.keys(set.questions).sort() : null,
     collections: set.collections.length ? set.collections : 'every collection',
     eligible: set.eligible,
     withLinks: set.withLinks,
@@ -66,7 +66,7 @@ export function registerSetsCommand(program: Command): void {
       }
       const lines = [`${all.length} question sets${cfg.configFile ? ` (config file ${cfg.configFile})` : ''}:`];
       for (const s of all) {
-        const asks = s.keys === null ? s.questions : `${s.keys} fixed question${s.keys === 1 ? '' : 's'}`;
+        const asks = s.keys === null ? s.questions : `asks ${s.keys.join(', ')}`;
         const shape = [s.perComment ? 'per comment' : null, s.withLinks ? 'with links' : null, s.noTrail ? 'no trail' : null].filter(Boolean).join(', ');
         lines.push(
           `  ${s.name.padEnd(22)} ${asks}; threshold ${s.threshold}, maxPerCall ${s.maxPerCall}${shape ? `, ${shape}` : ''}; ${

@@ -16,6 +16,10 @@ import { questionsOf, type QuestionSet } from './registry.js';
  * sets) has another question hash, or there is none. The latest row, not any row: after a
  * model goes A → B → A, an old row at A's fingerprint may be of an older state.
  *
+ * A key with no row at all counts as drifted too: a newly added convention (or a new key of a
+ * config set) is asked of the existing items by the sweep, at the sweep's rate, rather than
+ * waiting for each item's next write.
+ *
  * A key the set no longer asks (a switched-off convention) needs no call: it already reads
  * `question_removed`. A state change needs no sweep: every write that changes a state owes its
  * job. Not detected here: a config set whose state shape changed (withLinks, noTrail); use a

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { resetConventionSkipLog } from '../../src/decision/conventions.js';
-import { readDriftMarker } from '../../src/decision/drift.js';
-import { attentionSet, conventionsSet } from '../../src/decision/production-sets.js';
+import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/decision/drift.js';
+import { attentionSet, conventionsCommentsSet, conventionsSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
@@ -58,7 +58,8 @@ describe('the drift sweep', () => {
     expect(pass.owed).toBe(3);
     const jobs = await taskJobs();
     expect(jobs.map((j) => j.questionSet)).toEqual(['conventions', 'conventions', 'conventions']);
-    for (const j of jobs) expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed' });
+    // backfill priority, due now: no quiet period and no re-ask debounce (the answers are minutes old)
+    for (const j of jobs) expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed', notBefore: fx.clock.now() });
 
     const before = fake.requests.length;
     await settle(fx, fake);
@@ -173,5 +174,65 @@ describe('the drift sweep', () => {
     expect((await fx.store.getJob(tasks[0].id, 'conventions'))!.priority).toBe(PRIORITY_BACKFILL); // conventions does
     expect(await fx.store.getJob(tasks[1].id, 'attention')).toEqual(owedBefore); // untouched
     expect((await fx.store.getJob(tasks[2].id, 'attention'))!.priority).toBe(PRIORITY_BACKFILL);
+  });
+
+  it('model A → B → A: the latest row decides, so A is asked again at the state B last saw', async () => {
+    const t = tasks[0];
+    const modelB = new FakeProvider({ model: 'fake-model-2' });
+    const sweepAs = (p: FakeProvider) => new DriftSweeper({ store: fx.store, registry: new Registry([attentionSet]), ctx: p, logger: silentLogger, perMinute: 1_000 }).sweepOnce();
+    await sweepAs(fake);
+    await sweepAs(modelB);
+    await settle(fx, modelB, new Registry([attentionSet]));
+    await fx.store.updateItem(t.id, { content: 'moved on while B was pinned' });
+    await settle(fx, modelB, new Registry([attentionSet]));
+    // Back to A: an old row at A's fingerprint exists, but of the first state.
+    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe('model_changed');
+    const rep = await sweepAs(fake);
+    // All three items' latest rows are B's, so all are owed; the runner then asks only T-1: the
+    // others still hold A rows at their current state (S1 → S2 → S1 across models costs a claim, no call).
+    expect(rep.owed).toBe(3);
+    const before = fake.requests.length;
+    await settle(fx, fake, new Registry([attentionSet]));
+    expect(fake.requests.slice(before).map((r) => JSON.parse(r.state).body)).toEqual(['moved on while B was pinned']);
+    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe('current');
+  });
+
+  it('drift owes are insert-only: a job created between the scan and the owe is never reset or un-parked', async () => {
+    const t = tasks[0];
+    await fx.store.updateItem(t.id, { content: 'edited' });
+    fx.clock.advance(3_600_001);
+    const c = (await fx.store.claimNextJob('w', 60_000, 8))!;
+    await fx.store.parkJob(c, 'poison');
+    const parked = (await fx.store.getJob(c.itemId, c.questionSet))!;
+    expect(await fx.store.oweJobs([{ itemId: c.itemId, questionSet: c.questionSet }], DRIFT_OWE)).toBe(0);
+    expect(await fx.store.getJob(c.itemId, c.questionSet)).toEqual(parked);
+    // control: an item without a job is owed
+    await fx.store.dropJobs({ itemId: tasks[1].id });
+    expect(await fx.store.oweJobs([{ itemId: tasks[1].id, questionSet: 'attention' }], DRIFT_OWE)).toBe(1);
+  });
+
+  it('per-comment sets: each of the newest 10 comments is checked, and the estimate counts a call per comment', async () => {
+    const registry = new Registry([conventionsCommentsSet]);
+    fx.store.setRegistry(registry);
+    const t = tasks[0];
+    for (const body of ['first', 'second']) {
+      fx.clock.advance(1_000);
+      await fx.store.addComment({ itemId: t.id, author: 'amy', body });
+    }
+    await settle(fx, fake, registry);
+    const sweep = () => new DriftSweeper({ store: fx.store, registry, ctx: fake, logger: silentLogger, perMinute: 1_000 }).sweepOnce();
+    expect((await sweep()).owed).toBe(0); // control
+    await fx.store.updateItem((await conventionRef('CONV-3')).id, { title: 'Title CONV-3, sharper' });
+    await fx.store.dropJobs({});
+    const survey = await surveyDrift(fx.store, await planDrift(fx.store, conventionsCommentsSet, fx.ws.id, fake));
+    expect(survey.toOwe.map((c) => [c.ref, c.calls])).toEqual([['T-1', 2]]); // 2 comments × ceil(1 drifted key / 12)
+    expect((await sweep()).owed).toBe(1);
+    const before = fake.requests.length;
+    await settle(fx, fake, registry);
+    const asked = fake.requests.slice(before);
+    expect(asked.map((r) => [JSON.parse(r.state).comment.body, r.keys])).toEqual([
+      ['first', ['conv:CONV-3']],
+      ['second', ['conv:CONV-3']],
+    ]);
   });
 });
