@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { parseEnv } from 'node:util';
 import { z } from 'zod';
 
 /**
@@ -42,9 +44,18 @@ export interface Config {
   retentionHistoryMs: number;
   /** How often the worker runs a retention pass (ms); 0 turns it off (`verdict prune` still works). @defaultValue 3600000 */
   pruneIntervalMs: number;
+  /**
+   * An environment file (`KEY=value` lines) read at start and again on every SIGHUP; its values win
+   * over the inherited environment, flags win over both. Undefined reads none.
+   */
+  envFile: string | undefined;
+  /** Anthropic API key: environment (or env file) only, never a flag, so it stays out of process listings. */
   anthropicApiKey: string | undefined;
+  /** Anthropic API base URL. @defaultValue the SDK's (https://api.anthropic.com) */
   anthropicBaseUrl: string | undefined;
+  /** The OpenAI-compatible server's base URL, `/v1` included. */
   openaiBaseUrl: string | undefined;
+  /** Bearer key of the OpenAI-compatible server: environment only, like the Anthropic key. */
   openaiApiKey: string | undefined;
 }
 
@@ -67,8 +78,10 @@ interface OptionSpec {
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.coerce.number().int().min(min).max(max);
 
-/** Every option: its flag, its environment variable, and its validator. */
-export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'anthropicBaseUrl' | 'openaiBaseUrl' | 'openaiApiKey'>, OptionSpec> = {
+const httpUrl = z.url({ protocol: /^https?$/ });
+
+/** Every option: its flag, its environment variable, and its validator. Keys are environment-only. */
+export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey'>, OptionSpec> = {
   databaseUrl: { flag: '--database-url', env: 'VERDICT_DATABASE_URL', schema: z.string().min(1), expected: 'a file path, file: URL or postgres:// URL' },
   provider: { flag: '--provider', env: 'VERDICT_PROVIDER', schema: z.enum(['anthropic', 'openai', 'fake', 'none']), expected: 'one of anthropic, openai, fake, none' },
   model: { flag: '--model', env: 'VERDICT_MODEL', schema: z.string().min(1), expected: 'a model id' },
@@ -86,6 +99,9 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'anthropi
   driftSweepPerMinute: { flag: '--drift-sweep-per-minute', env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE', schema: int(0, 100_000), expected: 'items per minute from 0 (off) to 100000' },
   retentionHistoryMs: { flag: '--retention-history-ms', env: 'VERDICT_RETENTION_HISTORY_MS', schema: int(0, 315_360_000_000), expected: 'milliseconds from 0 to 315360000000 (10 years)' },
   pruneIntervalMs: { flag: '--prune-interval-ms', env: 'VERDICT_PRUNE_INTERVAL_MS', schema: int(0, 604_800_000), expected: 'milliseconds from 0 (off) to 604800000' },
+  envFile: { flag: '--env-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
+  anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
+  openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
 };
 
 export const DEFAULTS = {
@@ -105,11 +121,33 @@ export const DEFAULTS = {
 } as const;
 
 /**
+ * Reads an environment file (`KEY=value` lines, `#` comments, quotes as in Node's `--env-file`)
+ * with Node's own parser.
+ * @returns the variables it sets (values untouched).
+ * @throws ConfigError naming the option and the file when it cannot be read.
+ */
+export function readEnvFile(path: string, source = '--env-file'): Record<string, string> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${source}: cannot read ${JSON.stringify(path)} (${(err as { code?: string }).code ?? 'error'})`);
+  }
+  return parseEnv(text) as Record<string, string>;
+}
+
+/**
  * Builds the config from flags (commander's camelCase option values) and the environment.
- * Blank environment values count as unset.
+ * Blank environment values count as unset. With `--env-file` / `VERDICT_ENV_FILE`, the file's
+ * variables are laid over `env` first (the file wins over the inherited environment, so editing it
+ * and sending SIGHUP changes a running worker; flags still win over both).
  * @throws ConfigError naming the option, the value and what was expected.
  */
 export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Config {
+  const envFile = flags.envFile ?? (env.VERDICT_ENV_FILE?.trim() ? env.VERDICT_ENV_FILE : undefined);
+  if (envFile !== undefined) {
+    env = { ...env, ...readEnvFile(String(envFile), flags.envFile !== undefined ? '--env-file' : 'VERDICT_ENV_FILE') };
+  }
   const out: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(OPTIONS)) {
     const fromFlag = flags[key];
@@ -129,8 +167,6 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   const blank = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v);
   const cfg = out as unknown as Config;
   cfg.anthropicApiKey = blank(env.ANTHROPIC_API_KEY);
-  cfg.anthropicBaseUrl = blank(env.ANTHROPIC_BASE_URL);
-  cfg.openaiBaseUrl = blank(env.VERDICT_OPENAI_BASE_URL);
   cfg.openaiApiKey = blank(env.VERDICT_OPENAI_API_KEY);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.
   if (cfg.provider === undefined && cfg.anthropicApiKey) cfg.provider = 'anthropic';

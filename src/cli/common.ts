@@ -12,10 +12,13 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
 
+/** Options whose flag takes text rather than a number. */
+const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl']);
+
 /** Adds every config option as a flag (its environment variable is named in the help). */
 export function addConfigOptions(cmd: Command): Command {
   for (const [key, spec] of Object.entries(OPTIONS)) {
-    const arg = key === 'provider' || key === 'model' || key === 'databaseUrl' || key === 'logLevel' || key === 'configFile' ? '<value>' : '<n>';
+    const arg = TEXT_OPTIONS.has(key) ? '<value>' : '<n>';
     cmd.addOption(new Option(`${spec.flag} ${arg}`, `${spec.expected} (env ${spec.env})`));
   }
   return cmd;
@@ -47,14 +50,23 @@ export function buildRegistry(cfg: Config): Registry {
 }
 
 /**
- * Opens the configured store and applies migrations.
+ * The registry the write doors owe jobs for: the process registry, or none at all when the provider
+ * is `none` (DESIGN §9: decisions off, nothing is enqueued).
+ */
+export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
+  return cfg.provider === 'none' ? new Registry([]) : registry;
+}
+
+/**
+ * Opens the configured store and applies migrations. With provider `none` its write doors owe
+ * nothing (see writeRegistryFor).
  * @throws ConfigError for a URL no store understands.
  */
 export function openStore(cfg: Config, registry: Registry): Store & { setRegistry?(r: Registry): void } {
   if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
     throw new ConfigError('--database-url: postgres:// URLs need the Postgres store, which this build does not include yet');
   }
-  return new SqliteStore({ url: cfg.databaseUrl, registry });
+  return new SqliteStore({ url: cfg.databaseUrl, registry: writeRegistryFor(cfg, registry) });
 }
 
 /** The process logger; commands log to stderr so their stdout stays clean for --json. */

@@ -5,7 +5,8 @@ import { bundledSamplePath, importBeads } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
 import { createProvider } from '../providers/create.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { buildRegistry, configFrom, formatDuration, loggerFor, openStore, UsageError } from './common.js';
+import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_USAGE, formatDuration, loggerFor, openStore, UsageError } from './common.js';
+import { estimateDrain } from './demo-estimate.js';
 import { formatImportReport } from './import.js';
 import { readerFor } from './reader.js';
 import { printLeftover, runWorker } from './worker.js';
@@ -18,9 +19,10 @@ export function registerDemoCommand(program: Command): void {
     .command('demo')
     .description('import the bundled sample of a real tracker and drain it with the fake provider (offline)')
     .option('--keep', 'keep the demo database from an earlier run instead of starting fresh')
-    .option('--yes', 'with --provider anthropic: spend real money after the printed estimate')
+    .option('--sample <file>', 'a beads JSONL export to use instead of the bundled sample')
+    .option('--yes', 'with a paid provider (--provider anthropic or openai): spend after the printed estimate')
     .option('--conventions <file>', 'also import these conventions (JSON or YAML, e.g. examples/beads-conventions.yaml) into the sample workspace before draining')
-    .action(async (opts: { keep?: boolean; yes?: boolean; conventions?: string }, cmd: Command) => {
+    .action(async (opts: { keep?: boolean; sample?: string; yes?: boolean; conventions?: string }, cmd: Command) => {
       const started = Date.now();
       const flags = cmd.optsWithGlobals();
       const env = { ...process.env };
@@ -30,20 +32,18 @@ export function registerDemoCommand(program: Command): void {
         VERDICT_PROVIDER: flags.provider ?? 'fake',
         VERDICT_TICK_MS: flags.tickMs ?? '50',
       });
-      if (cfg.provider !== 'fake' && !opts.yes) {
-        throw new ConfigError(`demo with --provider ${cfg.provider} sends item text to a paid model: run it with --yes after reading the estimate from \`verdict estimate\``);
-      }
       const logger = loggerFor({ ...cfg, logLevel: flags.logLevel ?? 'warn' });
       const registry = buildRegistry(cfg);
       const provider = createProvider(cfg, logger);
       if (!provider) throw new ConfigError('demo needs a provider; --provider none turns decisions off');
+      const paid = provider.name !== 'fake';
       const path = sqlitePathFromUrl(cfg.databaseUrl);
       if (!opts.keep && path !== ':memory:') for (const f of [path, `${path}-wal`, `${path}-shm`]) rmSync(f, { force: true });
       const store = openStore(cfg, registry);
       const out = (s: string) => process.stdout.write(`${s}\n`);
       try {
-        out(`Verdict demo: provider ${provider.name}${provider.name === 'fake' ? ' (offline and deterministic: answers are derived from hashes, not from a model)' : ''}, database ${cfg.databaseUrl}`);
-        const report = await importBeads(store, bundledSamplePath(), { workspaceSlug: 'beads', logger });
+        out(`Verdict demo: provider ${provider.name}${paid ? `, model ${provider.model} (real calls)` : ' (offline and deterministic: answers are derived from hashes, not from a model)'}, database ${cfg.databaseUrl}`);
+        const report = await importBeads(store, opts.sample ?? bundledSamplePath(), { workspaceSlug: 'beads', logger });
         out(formatImportReport(report));
         if (opts.conventions) {
           let doc;
@@ -56,16 +56,34 @@ export function registerDemoCommand(program: Command): void {
           const c = await importConventions(store, doc, report.workspaceSlug);
           out(`conventions from ${opts.conventions}: ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged (collection ${doc.collection}, a system collection with role "conventions")`);
         }
+        if (paid) {
+          // DESIGN §12: a paid provider only with --yes, after a printed estimate. The import above is
+          // local; nothing has been sent yet.
+          const e = await estimateDrain(store, registry);
+          out(
+            `estimate: ${e.jobs} jobs owed, about ${e.calls} calls to ${provider.name} ${provider.model}, about ${e.inputTokens} input tokens, at most ${e.maxOutputTokens} output tokens${e.notEstimated ? ` (${e.notEstimated} jobs not estimated)` : ''}`,
+          );
+          if (!opts.yes) {
+            process.stderr.write(`verdict: demo with --provider ${provider.name} sends item text to a paid model; nothing was sent. Rerun with --yes to spend the estimate above.\n`);
+            process.exitCode = EXIT_USAGE;
+            return;
+          }
+        }
         const summary = await runWorker({ cfg, store, registry, provider, logger, untilIdle: true, handleSignals: true });
         const outcomes = Object.entries(summary.outcomes).map(([k, n]) => `${k} ${n}`).join(', ');
         out(`worker: ${summary.claimed} jobs run (${outcomes}); ${summary.calls} provider calls to ${provider.name}, ${summary.answersStored} answers stored, ${summary.inputTokens} input / ${summary.outputTokens} output tokens`);
         await printLeftover(store, out);
+        if (summary.misconfigured) {
+          process.stderr.write(`verdict: provider misconfigured (${summary.misconfigured}); run \`verdict doctor\`\n`);
+          process.exitCode = EXIT_FAILURE;
+          return;
+        }
         const { flags: flagged } = await readerFor(cfg, store, registry, logger).workspaceFlags(report.workspaceId, 'attention');
         const top = Object.values(flagged)
           .map((f) => ({ ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))
           .sort((a, b) => b.top - a.top || (a.ref < b.ref ? -1 : 1))
           .slice(0, 5);
-        out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${provider.name === 'fake' ? '; fake answers, so the flags show the pipeline, not real judgments' : ''}):`);
+        out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`);
         for (const t of top) out(`  ${t.ref.padEnd(12)} ${Object.entries(t.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ')}`);
         // Reads judge currency against the configured provider, so the hint names the demo's.
         out(`wall time ${formatDuration(Date.now() - started)}. Next: \`npm run verdict -- show ${top[0]?.ref ?? 'REF'} --database-url ${cfg.databaseUrl} --provider ${provider.name}\``);

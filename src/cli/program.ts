@@ -6,6 +6,7 @@ import { ProviderMisconfigured } from '../providers/errors.js';
 import { LeaseTooShort } from '../worker/worker.js';
 import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
 import { registerDemoCommand } from './demo.js';
+import { registerDoctorCommand } from './doctor.js';
 import { registerEditCommand } from './edit.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerShowCommand(program);
   registerFlagsCommand(program);
   registerStatusCommand(program);
+  registerDoctorCommand(program);
   registerSetsCommand(program);
   registerReaskCommand(program);
   registerPruneCommand(program);

@@ -3,12 +3,12 @@ import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { createProvider } from '../providers/create.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import { startBackgroundPasses } from '../worker/background.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
+import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
+import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
 
 /** What `runWorker` needs; the demo passes its own store and provider. */
 export interface RunWorkerParams {
@@ -20,6 +20,11 @@ export interface RunWorkerParams {
   untilIdle: boolean;
   /** Install SIGTERM/SIGINT handlers (the CLI does; tests of the library do not). */
   handleSignals: boolean;
+  /**
+   * Called on SIGHUP (with `handleSignals`) to reload the config into the running worker; without
+   * it SIGHUP is left to its default.
+   */
+  reload?: (worker: Worker) => void;
 }
 
 /**
@@ -54,9 +59,20 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       process.exit(EXIT_FAILURE);
     }, p.cfg.graceMs).unref();
   };
+  const onHup = () => {
+    if (worker.signal.aborted) return; // shutting down: nothing to reload into
+    p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
+    try {
+      p.reload?.(worker);
+    } catch (err) {
+      // Never crash the worker on a reload: the old config stays in force.
+      p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
+    }
+  };
   if (p.handleSignals) {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    if (p.reload) process.on('SIGHUP', onHup);
   }
   p.logger.info(
     { provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
@@ -67,8 +83,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     ? Promise.resolve()
     : startBackgroundPasses({
         store: p.store,
-        registry: p.registry,
-        ctx: { name: p.provider.name, model: p.provider.model, promptVersion: p.provider.promptVersion, effort: p.provider.effort },
+        runtime: () => worker.runtime, // after a SIGHUP reload, the next pass uses the new sets and model
         logger: p.logger,
         signal: worker.signal,
         driftSweepPerMinute: p.cfg.driftSweepPerMinute,
@@ -84,6 +99,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (p.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
+      process.off('SIGHUP', onHup);
     }
   }
 }
@@ -99,23 +115,27 @@ export async function printLeftover(store: Store, out: (s: string) => void): Pro
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
-    .description('claim owed jobs and evaluate them until stopped')
+    .description('claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-file)')
     .option('--until-idle', 'drain every job claimable now, then exit 0')
     .action(async (opts: { untilIdle?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
-      const registry = buildRegistry(cfg);
-      const provider = createProvider(cfg, logger);
+      // With no provider configured this throws a ConfigError naming the choices: exit 2.
+      let current: Runtime = buildRuntime(cfg, logger);
+      const provider = current.provider;
       if (!provider) {
         logger.info('provider is none: decisions are off, nothing to do');
         return;
       }
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, current.registry);
+      const reload = (worker: Worker) => {
+        current = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger }).runtime;
+      };
       try {
-        const summary = await runWorker({ cfg, store, registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true });
+        const summary = await runWorker({ cfg, store, registry: current.registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true, reload });
         if (opts.untilIdle) {
           process.stdout.write(
-            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${provider.name}), ${summary.answersStored} answers stored\n`,
+            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,
           );
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }
@@ -124,7 +144,8 @@ export function registerWorkerCommand(program: Command): void {
           process.exitCode = EXIT_FAILURE;
         } else process.exitCode = EXIT_OK;
       } finally {
-        await provider.close?.();
+        await current.provider?.close?.();
+        if (current.provider !== provider) await provider.close?.();
         await store.close();
       }
     });

@@ -24,6 +24,13 @@ export const LIMITS = {
   fieldStringCodePoints: 1_000,
   /** Not in DESIGN: arrays inside fields (labels) are cut too, so no item is unboundedly large. */
   fieldArrayItems: 100,
+  /**
+   * Not in DESIGN: the serialised fields object is held to this many code points by dropping keys
+   * from the end of the sorted order. Without it, 100 keys of nested arrays of 1,000-code-point
+   * strings could reach ten million code points, and DESIGN §5 says no item may be permanently
+   * over any budget.
+   */
+  fieldsTotalCodePoints: 16_000,
   linkEntries: 50,
   linkTitleCodePoints: 200,
   commentBodyCodePoints: 16_000,
@@ -33,6 +40,20 @@ export const LIMITS = {
 export interface Clipped {
   text: string;
   clipped: boolean;
+}
+
+/** Number of Unicode code points in `s`. */
+export function codePointLength(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
 }
 
 /** Clips `s` to at most `max` Unicode code points, cutting on a code-point boundary. */
@@ -128,7 +149,9 @@ function boundFieldValue(v: LosslessValue, mark: () => void): LosslessValue {
 
 /**
  * Parses and bounds an item's stored fields text: keys sorted by code point, at most 100 keys
- * (the first 100 in that order), strings clipped to 1,000 code points, numbers kept literally.
+ * (the first 100 in that order), strings clipped to 1,000 code points, numbers kept literally,
+ * nested arrays cut to 100 entries, and the whole object held to 16,000 code points by dropping
+ * keys from the end of the sorted order.
  * @throws SyntaxError when the text is not JSON; TypeError when it is not an object.
  */
 export function boundFields(fieldsText: string): { fields: Record<string, LosslessValue>; truncated: boolean } {
@@ -138,6 +161,16 @@ export function boundFields(fieldsText: string): { fields: Record<string, Lossle
   }
   let truncated = false;
   const fields = boundFieldValue(parsed, () => (truncated = true)) as Record<string, LosslessValue>;
+  const keys = Object.keys(fields).sort(compareCodePoints);
+  let total = 2; // the braces
+  for (const [i, k] of keys.entries()) {
+    total += codePointLength(canonicalJson(k)) + 1 + codePointLength(canonicalJson(fields[k])) + (i > 0 ? 1 : 0);
+    if (total > LIMITS.fieldsTotalCodePoints) {
+      for (const drop of keys.slice(i)) delete fields[drop];
+      truncated = true;
+      break;
+    }
+  }
   return { fields, truncated };
 }
 

@@ -273,34 +273,46 @@ export class AnthropicProvider implements Provider {
     return response as Anthropic.Message;
   }
 
-  /** Reads the answers out of a complete message, selecting blocks by type (never content[0]). */
+  /**
+   * Reads the answers out of a complete message, selecting blocks by type (never content[0]). A
+   * defect carries the message's usage: a truncated or malformed reply is still billed.
+   */
   #read(message: Anthropic.Message, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
+    const u = message.usage;
+    const usage = {
+      inputTokens: u?.input_tokens ?? 0,
+      outputTokens: u?.output_tokens ?? 0,
+      cacheReadTokens: u?.cache_read_input_tokens ?? 0,
+      cacheWriteTokens: u?.cache_creation_input_tokens ?? 0,
+    };
+    let parsed;
+    try {
+      parsed = this.#parse(message, questions, explain);
+    } catch (err) {
+      throw err instanceof AnswerDefect ? err.withUsage(usage) : err;
+    }
+    return {
+      answers: parsed.answers,
+      ...(parsed.rationales ? { rationales: parsed.rationales } : {}),
+      usage,
+      responseModel: typeof message.model === 'string' ? message.model : this.model,
+    };
+  }
+
+  /** @throws AnswerDefect for an incomplete reply, a missing block, or answers that fail validation. */
+  #parse(message: Anthropic.Message, questions: ReadonlyMap<string, Question>, explain: boolean) {
     const stop = message.stop_reason;
     if (stop === null || !COMPLETE_STOPS.has(stop)) {
       throw new AnswerDefect(`anthropic: reply incomplete, stop_reason ${String(stop)}`);
     }
-    let parsed;
     if (this.useTool) {
       const block = message.content.find((b) => b.type === 'tool_use' && b.name === ANSWER_TOOL_NAME);
       if (!block || block.type !== 'tool_use') throw new AnswerDefect(`anthropic: no ${ANSWER_TOOL_NAME} tool_use block in the reply`);
-      parsed = parseReply(block.input, questions, explain);
-    } else {
-      const texts = message.content.filter((b) => b.type === 'text');
-      if (texts.length === 0) throw new AnswerDefect('anthropic: no text block in the reply');
-      parsed = parseReplyText(texts.map((b) => b.text).join(''), questions, explain);
+      return parseReply(block.input, questions, explain);
     }
-    const u = message.usage;
-    return {
-      answers: parsed.answers,
-      ...(parsed.rationales ? { rationales: parsed.rationales } : {}),
-      usage: {
-        inputTokens: u?.input_tokens ?? 0,
-        outputTokens: u?.output_tokens ?? 0,
-        cacheReadTokens: u?.cache_read_input_tokens ?? 0,
-        cacheWriteTokens: u?.cache_creation_input_tokens ?? 0,
-      },
-      responseModel: typeof message.model === 'string' ? message.model : this.model,
-    };
+    const texts = message.content.filter((b) => b.type === 'text');
+    if (texts.length === 0) throw new AnswerDefect('anthropic: no text block in the reply');
+    return parseReplyText(texts.map((b) => b.text).join(''), questions, explain);
   }
 
   /**

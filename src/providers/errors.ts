@@ -1,3 +1,5 @@
+import type { Usage } from './provider.js';
+
 /**
  * Typed provider errors (DESIGN §9). The runner's outcome rules (DESIGN §3) read only these
  * classes and their stable `code`, never provider text. Messages built here must never carry
@@ -68,9 +70,22 @@ export class ProviderMisconfigured extends ProviderError {
  */
 export class AnswerDefect extends ProviderError {
   readonly code = 'answer_defect';
-  constructor(message: string) {
+  /**
+   * Tokens the provider billed for the defective reply, when one came back (a truncated or
+   * malformed answer is still paid for); the runner records it as spend with outcome `defect`.
+   */
+  readonly usage?: Usage;
+  constructor(message: string, opts: { usage?: Usage } = {}) {
     super(message);
     this.name = 'AnswerDefect';
+    this.usage = opts.usage;
+  }
+
+  /** The same defect, carrying the usage of the reply it was found in. */
+  withUsage(usage: Usage): AnswerDefect {
+    const e = new AnswerDefect(this.message, { usage });
+    e.stack = this.stack;
+    return e;
   }
 }
 

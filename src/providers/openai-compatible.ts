@@ -291,7 +291,31 @@ export class OpenAICompatibleProvider implements Provider {
     return b;
   }
 
+  /** Reads the answers of a complete reply; a defect carries the reply's usage (it is billed). */
   #read(completion: ChatCompletion, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
+    const u = completion.usage;
+    const usage = {
+      inputTokens: num(u?.prompt_tokens),
+      outputTokens: num(u?.completion_tokens),
+      cacheReadTokens: num(u?.prompt_tokens_details?.cached_tokens),
+      cacheWriteTokens: 0,
+    };
+    let parsed;
+    try {
+      parsed = this.#parse(completion, questions, explain);
+    } catch (err) {
+      throw err instanceof AnswerDefect ? err.withUsage(usage) : err;
+    }
+    return {
+      answers: parsed.answers,
+      ...(parsed.rationales ? { rationales: parsed.rationales } : {}),
+      usage,
+      responseModel: typeof completion.model === 'string' ? completion.model : this.model,
+    };
+  }
+
+  /** @throws AnswerDefect for an incomplete reply, a refusal, no text, or answers that fail validation. */
+  #parse(completion: ChatCompletion, questions: ReadonlyMap<string, Question>, explain: boolean) {
     const choice = completion.choices![0];
     const finish = choice.finish_reason;
     if (finish !== null && finish !== undefined && !(typeof finish === 'string' && COMPLETE_FINISH.has(finish))) {
@@ -300,19 +324,7 @@ export class OpenAICompatibleProvider implements Provider {
     const message = choice.message!;
     if (typeof message.refusal === 'string' && message.refusal !== '') throw new AnswerDefect('openai: reply is a refusal');
     if (typeof message.content !== 'string') throw new AnswerDefect('openai: reply has no text content');
-    const parsed = parseReplyText(unwrapJsonText(message.content), questions, explain);
-    const u = completion.usage;
-    return {
-      answers: parsed.answers,
-      ...(parsed.rationales ? { rationales: parsed.rationales } : {}),
-      usage: {
-        inputTokens: num(u?.prompt_tokens),
-        outputTokens: num(u?.completion_tokens),
-        cacheReadTokens: num(u?.prompt_tokens_details?.cached_tokens),
-        cacheWriteTokens: 0,
-      },
-      responseModel: typeof completion.model === 'string' ? completion.model : this.model,
-    };
+    return parseReplyText(unwrapJsonText(message.content), questions, explain);
   }
 
   /**

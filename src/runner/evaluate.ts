@@ -2,7 +2,7 @@ import { fingerprintContextText, questionFingerprint, type Question } from '../d
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { buildCommentState, buildItemState, newestComments, LIMITS, type BuiltState } from '../decision/state.js';
-import { ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
+import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
 import type { Provider, Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
@@ -167,7 +167,7 @@ async function askChunk(
     const wait = await deps.acquirePermit(Math.ceil(chunk.state.bytes.length / 3));
     if (wait !== null) return { kind: 'defer', delayMs: wait, reason: 'rate limiter or spend cap' };
   }
-  if (deps.signal.aborted) return { kind: 'release', reason: 'shutdown' };
+  if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
   const keys = [...chunk.questions.keys()];
   const liveness = async () => {
     const l = await store.checkLiveness(claim.itemId);
@@ -183,7 +183,13 @@ async function askChunk(
   } catch (err) {
     const outcome = classify(err, deps.signal);
     if (stats.calls > 0 && !(err instanceof LivenessLost)) {
-      await recordSpendSafe(deps, set, outcomeLabel(outcome), { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
+      // A defective reply was still billed: its usage counts as spend (outcome `defect`).
+      const usage = err instanceof AnswerDefect && err.usage ? err.usage : { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+      stats.inputTokens += usage.inputTokens;
+      stats.outputTokens += usage.outputTokens;
+      stats.cacheReadTokens += usage.cacheReadTokens;
+      stats.cacheWriteTokens += usage.cacheWriteTokens;
+      await recordSpendSafe(deps, set, err instanceof AnswerDefect ? 'defect' : outcomeLabel(outcome), usage);
     }
     return outcome;
   }
@@ -237,7 +243,7 @@ export function classify(err: unknown, signal: AbortSignal): EvalOutcome {
   if (err instanceof LivenessLost) {
     return err.liveness === 'workspace_gone' ? { kind: 'release', reason: 'workspace deleted' } : { kind: 'drop', reason: 'item gone before send' };
   }
-  if (signal.aborted) return { kind: 'release', reason: 'aborted' };
+  if (signal.aborted) return { kind: 'release', reason: abortCode(signal) };
   if (err instanceof ProviderRefusal) {
     return err.code === 'input_over_budget' ? { kind: 'park', reason: err.message } : { kind: 'refuse', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   }
@@ -262,6 +268,16 @@ async function recordSpendSafe(deps: EvaluateDeps, set: QuestionSet, outcome: st
   } catch (err) {
     deps.logger.warn({ set: set.name, err: errCode(err) }, 'spend record failed');
   }
+}
+
+/**
+ * The release reason of an aborted evaluation: the abort reason's `code` when it is a short
+ * lower-case identifier (the worker aborts with `shutdown` or `reload`), else `aborted`. Never the
+ * reason's message, which a library caller may have filled with anything.
+ */
+export function abortCode(signal: AbortSignal): string {
+  const code = (signal.reason as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }
 
 /** A loggable name for an error: its code or class, never its message (it may carry provider text). */

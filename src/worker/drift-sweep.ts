@@ -147,12 +147,17 @@ function previousId(batch: { itemIds: readonly string[] }, itemId: string, start
 }
 
 /**
- * Runs `sweeper.sweepOnce()` every `intervalMs` until `signal` aborts. A failed pass is logged
- * (error code only) and retried at the next interval.
+ * Runs `sweeper.sweepOnce()` every `intervalMs` until `signal` aborts, calling `beforePass` first
+ * (the worker installs the registry and provider in force). A failed pass is logged (error code
+ * only) and retried at the next interval.
  */
-export async function runDriftSweepLoop(sweeper: DriftSweeper, o: { intervalMs: number; signal: AbortSignal; logger: Logger }): Promise<void> {
+export async function runDriftSweepLoop(
+  sweeper: DriftSweeper,
+  o: { intervalMs: number; signal: AbortSignal; logger: Logger; beforePass?: () => void },
+): Promise<void> {
   while (!o.signal.aborted) {
     try {
+      o.beforePass?.();
       await sweeper.sweepOnce();
     } catch (err) {
       o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'drift sweep pass failed');

@@ -60,6 +60,10 @@ export class LeaseTooShort extends Error {
 export class Worker {
   private readonly abort = new AbortController();
   private readonly idleWake = new AbortController();
+  /** Aborted by `cancelPass` (reload), distinct from shutdown; replaced by a fresh one each time. */
+  private pass = new AbortController();
+  /** What runOnce gets: aborts on shutdown or on a cancelled pass. */
+  private passSignal = AbortSignal.any([this.abort.signal, this.pass.signal]);
   private stopping = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
@@ -75,10 +79,35 @@ export class Worker {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
   }
 
-  /** Installs a new provider and registry (SIGHUP reload): in-flight calls of the old provider are cancelled by the caller. */
+  /**
+   * Installs a new provider and registry (SIGHUP reload) for every job claimed from now on, and
+   * ends any cooling-off (the new provider gets its own chance). Jobs in flight keep the old
+   * provider until `cancelPass` aborts them.
+   * @throws LeaseTooShort when the lease cannot cover the new provider's worst-case call.
+   */
   swap(provider: Provider, registry: Registry): void {
     if (this.opts.leaseMs < provider.worstCaseCallMs) throw new LeaseTooShort(this.opts.leaseMs, provider.worstCaseCallMs);
     this.opts = { ...this.opts, provider, registry };
+    this.cooloffUntil = 0;
+    this.cooloffMs = 0;
+    this.providerProblem = null;
+  }
+
+  /**
+   * Cancels the in-flight pass (DESIGN §10 reload): aborts every evaluation under way, so the old
+   * provider gets no more item data; their jobs are released without an attempt (release reason
+   * `reason`). Slots go on claiming at once with a fresh signal. Shutdown is `stop`, not this.
+   */
+  cancelPass(reason = 'reload'): void {
+    const old = this.pass;
+    this.pass = new AbortController();
+    this.passSignal = AbortSignal.any([this.abort.signal, this.pass.signal]);
+    old.abort(Object.assign(new Error(reason), { code: reason }));
+  }
+
+  /** The registry and provider in force now (a reload swaps them); background passes read them each pass. */
+  get runtime(): { registry: Registry; provider: Provider } {
+    return { registry: this.opts.registry, provider: this.opts.provider };
   }
 
   get signal(): AbortSignal {
@@ -90,7 +119,7 @@ export class Worker {
     if (this.stopping) return;
     this.stopping = true;
     this.opts.logger.info({ reason }, 'worker stopping');
-    this.abort.abort(new Error(reason));
+    this.abort.abort(Object.assign(new Error(reason), { code: 'shutdown' }));
     this.idleWake.abort();
   }
 
@@ -155,10 +184,11 @@ export class Worker {
       }
       let ran = 0;
       let storeError = false;
-      while (!this.stopping && ran < this.opts.passLimit) {
+      // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
+      while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
         let r: RunReport | null;
         try {
-          r = await runOnce(ro(), this.abort.signal);
+          r = await runOnce(ro(), this.passSignal);
         } catch (err) {
           // An unreadable database: log, wait a tick, try again. Owed work stays owed.
           storeError = true;

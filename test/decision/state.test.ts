@@ -69,6 +69,17 @@ describe('buildItemState', () => {
     expect(lit.bytes).toContain('"fields":{"m":1E5,"n":3.0}');
   });
 
+  it('holds the whole fields object to 16,000 code points, dropping keys from the end', () => {
+    const huge: Record<string, string[]> = {};
+    for (let i = 0; i < 100; i++) huge[`k${String(i).padStart(3, '0')}`] = Array.from({ length: 100 }, () => 'z'.repeat(1000));
+    const s = buildItemState({ ...base, fieldsText: JSON.stringify(huge) }, { withLinks: false, noTrail: false });
+    const fieldsJson = JSON.stringify(JSON.parse(s.bytes).fields);
+    expect([...fieldsJson].length).toBeLessThanOrEqual(16_000);
+    expect(s.truncated).toBe(true);
+    // control: a small object is untouched
+    expect(buildItemState(base, { withLinks: false, noTrail: false }).truncated).toBe(false);
+  });
+
   it('is unchanged by ids, seq or comment order, and changed by a comment body', () => {
     const a = buildItemState(base, { withLinks: false, noTrail: false });
     const b = buildItemState({ ...base, comments: [...base.comments].reverse() }, { withLinks: false, noTrail: false });

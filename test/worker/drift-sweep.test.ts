@@ -7,7 +7,9 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS } from '../../src/importers/conventions.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type ItemRow } from '../../src/store/store.js';
+import { startBackgroundPasses } from '../../src/worker/background.js';
 import { DriftSweeper } from '../../src/worker/drift-sweep.js';
+import { waitFor } from '../harness/cli-process.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from '../reads/support.js';
 
@@ -234,5 +236,29 @@ describe('the drift sweep', () => {
       ['first', ['conv:CONV-3']],
       ['second', ['conv:CONV-3']],
     ]);
+  });
+
+  it('the worker\'s background passes follow a reload: the next pass fingerprints under the provider in force', async () => {
+    let provider = fake;
+    const controller = new AbortController();
+    const done = startBackgroundPasses({
+      store: fx.store,
+      runtime: () => ({ registry: new Registry([attentionSet]), provider }),
+      logger: silentLogger,
+      signal: controller.signal,
+      driftSweepPerMinute: 1_000,
+      sweepIntervalMs: 5,
+      pruneIntervalMs: 0,
+      retentionHistoryMs: 0,
+    });
+    try {
+      await waitFor(async () => (await readDriftMarker(fx.store, 'attention', fx.ws.id)).swept !== null, 10_000, 5);
+      expect(await taskJobs()).toEqual([]); // control: nothing drifted under the model in force
+      provider = new FakeProvider({ model: 'fake-model-2' }); // what a SIGHUP reload installs
+      await waitFor(async () => (await taskJobs()).length === 3, 10_000, 5);
+    } finally {
+      controller.abort();
+      await done;
+    }
   });
 });

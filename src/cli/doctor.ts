@@ -1,0 +1,210 @@
+import type { Command } from 'commander';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import { AnthropicProvider } from '../providers/anthropic.js';
+import { ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
+import { OpenAICompatibleProvider } from '../providers/openai-compatible.js';
+import type { Provider } from '../providers/provider.js';
+import { checkSqliteHealth } from '../store/sqlite/health.js';
+import { sqlitePathFromUrl } from '../store/sqlite/open.js';
+import { configFrom, EXIT_FAILURE, EXIT_OK, loggerFor } from './common.js';
+import { buildRuntime } from './reload.js';
+
+/**
+ * `verdict doctor` (DESIGN §12): checks the config, the database and the provider (reachability
+ * and model), and prints what is wrong and how to fix it. Exit 1 when anything is wrong.
+ * It sends no item data: the provider check only asks about the model. It never prints a key.
+ */
+
+/** One check's verdict. `fix` says what to do when it failed. */
+export interface DoctorCheck {
+  name: 'config' | 'database' | 'provider';
+  ok: boolean;
+  detail: string;
+  fix?: string;
+}
+
+/** How long the provider check waits for an answer (ms). */
+export const DOCTOR_PROVIDER_TIMEOUT_MS = 15_000;
+
+/** Where the key of each provider comes from, for fix hints. */
+function keyVar(provider: string): string {
+  return provider === 'openai' ? 'VERDICT_OPENAI_API_KEY' : 'ANTHROPIC_API_KEY';
+}
+
+function baseVar(provider: string): string {
+  return provider === 'openai' ? 'VERDICT_OPENAI_BASE_URL (--openai-base-url)' : 'ANTHROPIC_BASE_URL (--anthropic-base-url)';
+}
+
+/** Turns a provider error of the doctor call into a check with a fix. Messages hold status and type names only. */
+export function providerProblem(provider: Provider, err: unknown): DoctorCheck {
+  const name = provider.name;
+  const status = (err as { status?: number }).status;
+  const what = err instanceof ProviderError ? err.message : `${name}: ${(err as Error)?.name ?? 'error'}`;
+  if (err instanceof ProviderMisconfigured) {
+    if (status === 401) {
+      return { name: 'provider', ok: false, detail: `the API key was rejected (${what})`, fix: `set ${keyVar(name)} to a valid key` };
+    }
+    if (status === 403) {
+      return { name: 'provider', ok: false, detail: `the key may not use this API or model (${what})`, fix: `check the key's permissions, or set ${keyVar(name)} to another key` };
+    }
+    if (status === 404) {
+      return {
+        name: 'provider',
+        ok: false,
+        detail: `model "${provider.model}" is unknown to the API (${what})`,
+        fix: name === 'openai'
+          ? `check that ${baseVar(name)} is the server's /v1 base, and set --model / VERDICT_MODEL to a model it serves`
+          : `set --model / VERDICT_MODEL to a model id the API lists (default claude-haiku-5-5; no -latest aliases)`,
+      };
+    }
+    return { name: 'provider', ok: false, detail: `the provider refuses this account or setup (${what})`, fix: 'check the account\'s billing and the key' };
+  }
+  if (err instanceof ProviderUnavailable) {
+    return {
+      name: 'provider',
+      ok: false,
+      detail: `unreachable or failing (${what})`,
+      fix: `check ${baseVar(name)} and the network; if the provider reports an outage, try again later`,
+    };
+  }
+  if (err instanceof ProviderRefusal) {
+    return { name: 'provider', ok: false, detail: `the model check was refused (${what})`, fix: `check ${baseVar(name)} points at the provider's API` };
+  }
+  if ((err as Error)?.name === 'TimeoutError') {
+    return { name: 'provider', ok: false, detail: `no answer within ${DOCTOR_PROVIDER_TIMEOUT_MS / 1000} s`, fix: `check ${baseVar(name)} and the network` };
+  }
+  return { name: 'provider', ok: false, detail: `unexpected failure (${what})`, fix: 'run again with VERDICT_LOG_LEVEL=debug' };
+}
+
+/** Asks the provider about its model (no item data is sent). */
+export async function checkProvider(provider: Provider | null, signal: AbortSignal): Promise<DoctorCheck> {
+  if (!provider) return { name: 'provider', ok: true, detail: 'none: decisions are off (nothing is owed, reads are empty)' };
+  if (provider instanceof AnthropicProvider) {
+    try {
+      const m = await provider.doctor({ signal });
+      return { name: 'provider', ok: true, detail: `anthropic reachable; model ${m.model}${m.displayName ? ` (${m.displayName})` : ''} is available` };
+    } catch (err) {
+      return providerProblem(provider, err);
+    }
+  }
+  if (provider instanceof OpenAICompatibleProvider) {
+    try {
+      const m = await provider.doctor({ signal });
+      if (!m.listed) {
+        return {
+          name: 'provider',
+          ok: false,
+          detail: `openai-compatible server reachable, but model "${m.model}" is not among the ${m.models} it lists`,
+          fix: 'load or pull the model on the server (for Ollama: `ollama pull MODEL`), or set --model / VERDICT_MODEL to one it lists',
+        };
+      }
+      return { name: 'provider', ok: true, detail: `openai-compatible server reachable; model ${m.model} is listed` };
+    } catch (err) {
+      return providerProblem(provider, err);
+    }
+  }
+  return { name: 'provider', ok: true, detail: `${provider.name}: offline and deterministic, nothing to reach (answers are not a model's)` };
+}
+
+/** Opens nothing for writing: reads the file's migrations and queue (see store/sqlite/health.ts). */
+export function checkDatabase(cfg: Config): DoctorCheck {
+  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
+    return { name: 'database', ok: false, detail: 'postgres:// URLs need the Postgres store, which this build does not include', fix: 'use a SQLite file path for --database-url / VERDICT_DATABASE_URL' };
+  }
+  const h = checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl));
+  if (!h.exists) {
+    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; the first command that opens it (import, worker) creates and migrates it` };
+  }
+  if (h.error) {
+    return { name: 'database', ok: false, detail: `${h.path} cannot be read (${h.error})`, fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup' };
+  }
+  if (h.migrationsPending > 0) {
+    return {
+      name: 'database',
+      ok: false,
+      detail: `${h.path}: ${h.migrationsPending} of ${h.migrationsKnown} migrations not applied`,
+      fix: 'start `verdict worker` (or run any command such as `verdict status`) against it: migrations apply at open',
+    };
+  }
+  return {
+    name: 'database',
+    ok: true,
+    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked)`,
+  };
+}
+
+/**
+ * Runs every check. A config that cannot be read stops there (nothing else can be checked); a
+ * provider that cannot be built still lets the database be checked.
+ */
+export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logger): Promise<DoctorCheck[]> {
+  let cfg: Config;
+  try {
+    cfg = readConfig();
+  } catch (err) {
+    return [{ name: 'config', ok: false, detail: (err as Error).message, fix: 'see `verdict --help` and .env.example for every option and its environment variable' }];
+  }
+  const checks: DoctorCheck[] = [];
+  let provider: Provider | null = null;
+  let built = false;
+  try {
+    provider = buildRuntime(cfg, logger(cfg)).provider;
+    built = true;
+    if (provider && cfg.leaseMs < provider.worstCaseCallMs) {
+      checks.push({
+        name: 'config',
+        ok: false,
+        detail: `--lease-ms ${cfg.leaseMs} is shorter than one ${provider.name} call's worst case (${provider.worstCaseCallMs} ms)`,
+        fix: `set --lease-ms / VERDICT_LEASE_MS to at least ${provider.worstCaseCallMs}`,
+      });
+    } else {
+      checks.push({
+        name: 'config',
+        ok: true,
+        detail: `provider ${provider ? `${provider.name}, model ${provider.model}` : 'none'}; database ${cfg.databaseUrl}${cfg.envFile ? `; env file ${cfg.envFile}` : ''}`,
+      });
+    }
+  } catch (err) {
+    const msg = (err as Error).message;
+    checks.push({
+      name: 'config',
+      ok: false,
+      detail: msg,
+      fix: cfg.provider === undefined
+        ? 'set ANTHROPIC_API_KEY (anthropic is then the default), or choose one with --provider / VERDICT_PROVIDER'
+        : 'fix the option the message names (flags and environment variables: `verdict --help`, .env.example)',
+    });
+  }
+  checks.push(checkDatabase(cfg));
+  if (built) {
+    checks.push(await checkProvider(provider, AbortSignal.timeout(DOCTOR_PROVIDER_TIMEOUT_MS)));
+    await provider?.close?.();
+  }
+  return checks;
+}
+
+/** The human report: one line per check, a fix line under each failure, a closing count. */
+export function formatDoctor(checks: DoctorCheck[]): string {
+  const lines = ['verdict doctor'];
+  for (const c of checks) {
+    lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name.padEnd(8)}  ${c.detail}`);
+    if (!c.ok && c.fix) lines.push(`        ${''.padEnd(8)}  fix: ${c.fix}`);
+  }
+  const bad = checks.filter((c) => !c.ok).length;
+  lines.push(bad === 0 ? 'everything looks right.' : `${bad} problem${bad === 1 ? '' : 's'} found.`);
+  return lines.join('\n');
+}
+
+export function registerDoctorCommand(program: Command): void {
+  program
+    .command('doctor')
+    .description('check the config, the database and the provider (reachability and model); say what is wrong and how to fix it')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const checks = await runDoctor(() => configFrom(cmd), (cfg) => loggerFor({ ...cfg, logLevel: cfg.logLevel === 'info' ? 'warn' : cfg.logLevel }));
+      const ok = checks.every((c) => c.ok);
+      process.stdout.write(opts.json ? `${JSON.stringify({ ok, checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
+      process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;
+    });
+}

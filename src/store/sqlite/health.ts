@@ -1,0 +1,75 @@
+import Database from 'better-sqlite3';
+import { count, sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { existsSync } from 'node:fs';
+import { BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
+import * as schema from './schema.js';
+
+/**
+ * The `verdict doctor` database check on SQLite: opens the file read-only (so the check itself
+ * never creates or migrates anything), compares the migrations recorded in `__drizzle_migrations`
+ * with the committed ones, and reads the queue.
+ */
+
+/** What the check found. */
+export interface SqliteHealth {
+  path: string;
+  /** False when the file does not exist yet (the first command that opens it creates it). */
+  exists: boolean;
+  /** Migrations committed in `drizzle/`. */
+  migrationsKnown: number;
+  /** Migrations recorded as applied in the file. */
+  migrationsApplied: number;
+  /** Committed migrations newer than the last applied one (drizzle applies by folder timestamp). */
+  migrationsPending: number;
+  /** Job rows by state, when the queue could be read. */
+  queue: { owed: number; parked: number } | null;
+  /** Why the file could not be opened or read (an error code or class name, never row data). */
+  error: string | null;
+}
+
+/**
+ * Checks one SQLite file (see the file comment). Never throws for a bad file: the problem is in
+ * `error`.
+ */
+export function checkSqliteHealth(path: string): SqliteHealth {
+  const known = readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS });
+  const out: SqliteHealth = {
+    path,
+    exists: path === ':memory:' || existsSync(path),
+    migrationsKnown: known.length,
+    migrationsApplied: 0,
+    migrationsPending: known.length,
+    queue: null,
+    error: null,
+  };
+  if (!out.exists || path === ':memory:') return out;
+  let client: Database.Database | undefined;
+  try {
+    client = new Database(path, { readonly: true, fileMustExist: true });
+    client.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    const db = drizzle({ client, schema });
+    const hasTable = db.get<{ n: number }>(sql`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'`);
+    if (hasTable && hasTable.n > 0) {
+      const applied = db.all<{ created_at: number }>(sql`SELECT created_at FROM __drizzle_migrations`);
+      out.migrationsApplied = applied.length;
+      const last = applied.reduce((m, r) => Math.max(m, Number(r.created_at)), -Infinity);
+      out.migrationsPending = known.filter((m) => m.folderMillis > last).length;
+    }
+    if (out.migrationsPending === 0) {
+      const rows = db
+        .select({ state: schema.decisionJobs.state, n: count() })
+        .from(schema.decisionJobs)
+        .groupBy(schema.decisionJobs.state)
+        .all();
+      out.queue = { owed: rows.find((r) => r.state === 'owed')?.n ?? 0, parked: rows.find((r) => r.state === 'parked')?.n ?? 0 };
+    }
+  } catch (err) {
+    const e = err as { code?: unknown; name?: unknown };
+    out.error = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'error';
+  } finally {
+    client?.close();
+  }
+  return out;
+}
