@@ -4,7 +4,7 @@ import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey }
 import { createProvider } from '../providers/create.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
 
-/** Items owed per store call by `reask`. */
+/** Items owed per store call (one write transaction) by `reask`; the store's own IN-list chunk is 500 too. */
 export const REASK_OWE_CHUNK = 500;
 
 /**

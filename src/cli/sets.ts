@@ -135,7 +135,7 @@ export function registerSetsCommand(program: Command): void {
       lines.push(described.length ? `questions (${described.length}):` : 'questions: none');
       for (const q of described) {
         lines.push(`  ${q.key}  [${q.kind}]  fingerprint ${q.fingerprint ?? 'n/a'}`);
-        for (const l of q.instructions.split('\n')) lines.push(`      ${l}`);
+        for (const l of q.instructions.split('\n')) lines.push(l ? `      ${l}` : '');
         if (q.options) for (const [o, d] of Object.entries(q.options)) lines.push(`      - ${o}: ${d}`);
         if (q.levels) lines.push(`      levels: ${q.levels.join(' < ')}`);
       }

@@ -163,6 +163,7 @@ export async function readDriftMarker(store: Store, setName: string, workspaceId
   return { swept: null, target: null, cursor: null };
 }
 
+/** Stores a (set, workspace) marker (see `DriftMarker`). */
 export async function writeDriftMarker(store: Store, setName: string, workspaceId: string, m: DriftMarker): Promise<void> {
   await store.writeMeta(driftMarkerKey(setName, workspaceId), JSON.stringify(m));
 }

@@ -39,6 +39,7 @@ export interface PruneReport {
   done: boolean;
 }
 
+/** Rows per retention batch (our choice): small, so each delete transaction, and the write lock it holds, stays short. */
 export const PRUNE_BATCH_SIZE = 200;
 
 /**
