@@ -42,6 +42,12 @@ export interface Config {
   abandonLimit: number;
   /** Largest estimated input tokens of one call; above it the job parks. @defaultValue 200000 */
   inputBudgetTokens: number;
+  /** Items the worker's drift sweep re-owes per minute at most; 0 turns the sweep off. @defaultValue 60 */
+  driftSweepPerMinute: number;
+  /** Retention keeps every answer row evaluated within this window (ms). @defaultValue 2592000000 (30 days) */
+  retentionHistoryMs: number;
+  /** How often the worker runs a retention pass (ms); 0 turns it off (`verdict prune` still works). @defaultValue 3600000 */
+  pruneIntervalMs: number;
   /**
    * An environment file (`KEY=value` lines) read at start and again on every SIGHUP; its values win
    * over the inherited environment, flags win over both. Undefined reads none.
@@ -96,6 +102,9 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   graceMs: { flag: '--grace-ms', env: 'VERDICT_GRACE_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
   abandonLimit: { flag: '--abandon-limit', env: 'VERDICT_ABANDON_LIMIT', schema: int(1, 1000), expected: 'an integer from 1 to 1000' },
   inputBudgetTokens: { flag: '--input-budget-tokens', env: 'VERDICT_INPUT_BUDGET_TOKENS', schema: int(1000, 10_000_000), expected: 'tokens from 1000 to 10000000' },
+  driftSweepPerMinute: { flag: '--drift-sweep-per-minute', env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE', schema: int(0, 100_000), expected: 'items per minute from 0 (off) to 100000' },
+  retentionHistoryMs: { flag: '--retention-history-ms', env: 'VERDICT_RETENTION_HISTORY_MS', schema: int(0, 315_360_000_000), expected: 'milliseconds from 0 to 315360000000 (10 years)' },
+  pruneIntervalMs: { flag: '--prune-interval-ms', env: 'VERDICT_PRUNE_INTERVAL_MS', schema: int(0, 604_800_000), expected: 'milliseconds from 0 (off) to 604800000' },
   envFile: { flag: '--env-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
   anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
   openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
@@ -113,6 +122,9 @@ export const DEFAULTS = {
   graceMs: 10_000,
   abandonLimit: 8,
   inputBudgetTokens: 200_000,
+  driftSweepPerMinute: 60,
+  retentionHistoryMs: 2_592_000_000,
+  pruneIntervalMs: 3_600_000,
 } as const;
 
 /**

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
+import { InvalidConfigFile, loadQuestionSetConfig } from '../decision/config-file.js';
 import { productionSets } from '../decision/production-sets.js';
 import { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
@@ -32,11 +33,20 @@ export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): 
 }
 
 /**
- * The registry every process loads: the production sets (plus, later, the config file's).
- * The same registry in every process means the CLI, the worker and a tracker enqueue alike.
+ * The registry every process loads: the production sets plus the sets of the config file
+ * (`--config` / `VERDICT_CONFIG`), validated by the same rules. The same registry in every
+ * process means the CLI, the worker and a tracker enqueue alike.
+ * @throws ConfigError naming the file, the set and the problem when the config file is invalid.
  */
-export function buildRegistry(_cfg: Config): Registry {
-  return new Registry(productionSets());
+export function buildRegistry(cfg: Config): Registry {
+  const builtIn = productionSets();
+  if (!cfg.configFile) return new Registry(builtIn);
+  try {
+    return new Registry([...builtIn, ...loadQuestionSetConfig(cfg.configFile, builtIn.map((s) => s.name))]);
+  } catch (err) {
+    if (err instanceof InvalidConfigFile) throw new ConfigError(err.message);
+    throw err;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Question } from '../decision/questions.js';
-import type { Registry } from '../decision/registry.js';
+import { questionsOf, type QuestionMap, type Registry } from '../decision/registry.js';
 import { buildItemState } from '../decision/state.js';
 import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
@@ -16,22 +16,31 @@ export interface DrainEstimate {
   inputTokens: number;
   /** The most output tokens those calls may produce (their summed `max_tokens`). */
   maxOutputTokens: number;
-  /** Jobs left out of the estimate: per-comment or resolved sets (counted, not priced). */
+  /** Jobs left out of the estimate: per-comment sets, or resolved sets whose questions could not be read (counted, not priced). */
   notEstimated: number;
 }
 
 /**
  * Estimates what draining every owed job would send (the demo prints it before spending with a
  * paid provider, DESIGN §12). It reads the store only; jobs whose set no longer applies cost
- * nothing. Per-comment and resolved sets are counted in `notEstimated` rather than guessed.
+ * nothing. Resolved sets (conventions) are resolved once per workspace, as the runner would;
+ * per-comment sets are counted in `notEstimated` rather than guessed.
  */
 export async function estimateDrain(store: Store, registry: Registry): Promise<DrainEstimate> {
   const out: DrainEstimate = { jobs: 0, calls: 0, inputTokens: 0, maxOutputTokens: 0, notEstimated: 0 };
+  const resolved = new Map<string, QuestionMap | null>();
   for (const job of await store.listJobs({ state: 'owed', limit: 1_000_000 })) {
     out.jobs++;
     const set = registry.get(job.questionSet);
     if (!set) continue;
-    if (set.perComment || !set.questions) {
+    if (set.perComment) {
+      out.notEstimated++;
+      continue;
+    }
+    const key = `${set.name}\u0000${job.workspaceId}`;
+    if (!resolved.has(key)) resolved.set(key, await questionsOf(set, { workspaceId: job.workspaceId, store }).catch(() => null));
+    const questions = resolved.get(key) ?? null;
+    if (!questions) {
       out.notEstimated++;
       continue;
     }
@@ -49,9 +58,9 @@ export async function estimateDrain(store: Store, registry: Registry): Promise<D
       },
       { withLinks: set.withLinks, noTrail: set.noTrail },
     );
-    const keys = Object.keys(set.questions).sort();
+    const keys = Object.keys(questions).sort();
     for (let i = 0; i < keys.length; i += set.maxPerCall) {
-      const chunk = new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, set.questions![k]]));
+      const chunk = new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, questions[k]]));
       const system = buildSystemPrompt(chunk, { explain: set.explain });
       const schema = JSON.stringify(buildAnswerSchema(chunk, { explain: set.explain }));
       out.calls++;

@@ -2,9 +2,10 @@ import { rmSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { bundledSamplePath, importBeads } from '../importers/beads.js';
+import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
 import { createProvider } from '../providers/create.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_USAGE, formatDuration, loggerFor, openStore } from './common.js';
+import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_USAGE, formatDuration, loggerFor, openStore, UsageError } from './common.js';
 import { estimateDrain } from './demo-estimate.js';
 import { formatImportReport } from './import.js';
 import { readerFor } from './reader.js';
@@ -20,7 +21,8 @@ export function registerDemoCommand(program: Command): void {
     .option('--keep', 'keep the demo database from an earlier run instead of starting fresh')
     .option('--sample <file>', 'a beads JSONL export to use instead of the bundled sample')
     .option('--yes', 'with a paid provider (--provider anthropic or openai): spend after the printed estimate')
-    .action(async (opts: { keep?: boolean; sample?: string; yes?: boolean }, cmd: Command) => {
+    .option('--conventions <file>', 'also import these conventions (JSON or YAML, e.g. examples/beads-conventions.yaml) into the sample workspace before draining')
+    .action(async (opts: { keep?: boolean; sample?: string; yes?: boolean; conventions?: string }, cmd: Command) => {
       const started = Date.now();
       const flags = cmd.optsWithGlobals();
       const env = { ...process.env };
@@ -43,6 +45,17 @@ export function registerDemoCommand(program: Command): void {
         out(`Verdict demo: provider ${provider.name}${paid ? `, model ${provider.model} (real calls)` : ' (offline and deterministic: answers are derived from hashes, not from a model)'}, database ${cfg.databaseUrl}`);
         const report = await importBeads(store, opts.sample ?? bundledSamplePath(), { workspaceSlug: 'beads', logger });
         out(formatImportReport(report));
+        if (opts.conventions) {
+          let doc;
+          try {
+            doc = readConventionsFile(opts.conventions);
+          } catch (err) {
+            if (err instanceof InvalidConventionsFile) throw new UsageError(err.message);
+            throw err;
+          }
+          const c = await importConventions(store, doc, report.workspaceSlug);
+          out(`conventions from ${opts.conventions}: ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged (collection ${doc.collection}, a system collection with role "conventions")`);
+        }
         if (paid) {
           // DESIGN §12: a paid provider only with --yes, after a printed estimate. The import above is
           // local; nothing has been sent yet.
@@ -72,7 +85,8 @@ export function registerDemoCommand(program: Command): void {
           .slice(0, 5);
         out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`);
         for (const t of top) out(`  ${t.ref.padEnd(12)} ${Object.entries(t.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ')}`);
-        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`npm run verdict -- show ${top[0]?.ref ?? 'REF'} --database-url ${cfg.databaseUrl}\``);
+        // Reads judge currency against the configured provider, so the hint names the demo's.
+        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`npm run verdict -- show ${top[0]?.ref ?? 'REF'} --database-url ${cfg.databaseUrl} --provider ${provider.name}\``);
       } finally {
         await provider.close?.();
         await store.close();

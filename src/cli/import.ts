@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { importBeads, type ImportReport } from '../importers/beads.js';
-import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore } from './common.js';
+import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
+import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, UsageError } from './common.js';
 
 /** A short human summary of an import report. */
 export function formatImportReport(r: ImportReport): string {
@@ -21,16 +22,37 @@ export function formatImportReport(r: ImportReport): string {
 export function registerImportCommand(program: Command): void {
   program
     .command('import <format> <file>')
-    .description('import a real tracker export (formats: beads)')
+    .description('import a real tracker export (format beads), or a workspace\'s conventions (format conventions: JSON or YAML)')
     .option('--workspace <slug>', 'workspace to import into', 'beads')
     .option('--json', 'print the report as JSON')
     .action(async (format: string, file: string, opts: { workspace: string; json?: boolean }, cmd: Command) => {
-      if (format !== 'beads') {
-        process.stderr.write(`unknown format "${format}"; known: beads\n`);
+      if (format !== 'beads' && format !== 'conventions') {
+        process.stderr.write(`unknown format "${format}"; known: beads, conventions\n`);
         process.exitCode = EXIT_USAGE;
         return;
       }
       const cfg = configFrom(cmd);
+      if (format === 'conventions') {
+        let doc;
+        try {
+          doc = readConventionsFile(file);
+        } catch (err) {
+          if (err instanceof InvalidConventionsFile) throw new UsageError(err.message);
+          throw err;
+        }
+        const store = openStore(cfg, buildRegistry(cfg));
+        try {
+          const r = await importConventions(store, doc, opts.workspace);
+          process.stdout.write(
+            opts.json
+              ? `${JSON.stringify(r, null, 2)}\n`
+              : `workspace ${opts.workspace}: conventions ${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged\n`,
+          );
+        } finally {
+          await store.close();
+        }
+        return;
+      }
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry);

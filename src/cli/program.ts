@@ -12,6 +12,10 @@ import { registerEstimateCommand } from './estimate.js';
 import { registerFlagsCommand } from './flags.js';
 import { registerImportCommand } from './import.js';
 import { registerJobsCommand } from './jobs.js';
+import { registerEditCommand } from './edit.js';
+import { registerPruneCommand } from './prune.js';
+import { registerReaskCommand } from './reask.js';
+import { registerSetsCommand } from './sets.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
@@ -32,6 +36,10 @@ export function buildProgram(): Command {
   registerBackfillCommand(program);
   registerJobsCommand(program);
   registerEstimateCommand(program);
+  registerSetsCommand(program);
+  registerReaskCommand(program);
+  registerPruneCommand(program);
+  registerEditCommand(program);
   return program;
 }
 

@@ -41,6 +41,10 @@ export const RESTART_ONLY: ReadonlyArray<keyof Config> = [
   'graceMs',
   'metricsPort',
   'envFile',
+  // The background passes read their rate and intervals at start (the sets and model they use do follow a reload).
+  'driftSweepPerMinute',
+  'retentionHistoryMs',
+  'pruneIntervalMs',
 ];
 
 /** What a reload did. */

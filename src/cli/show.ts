@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { fieldsForDisplay, type DecisionView } from '../decision/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, loggerFor, openStore, resolveWorkspace } from './common.js';
+import { buildRegistry, configFrom, EXIT_FAILURE, formatDuration, loggerFor, openStore, resolveWorkspace } from './common.js';
 import { readerFor } from './reader.js';
 
 /** One line of an answer: `p=0.82` for nouls, `choice (0.61)` / `medium 2.3 (0.40)` otherwise. */
@@ -45,7 +45,11 @@ export function registerShowCommand(program: Command): void {
         const lines = [`${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`, `  id ${item.id}, seq ${item.seq}`];
         lines.push(decisions.length ? 'decisions:' : 'decisions: none yet');
         for (const d of decisions) lines.push(describe(d));
-        for (const j of jobs) lines.push(`job ${j.questionSet}: ${j.state}, attempts ${j.attempts}, refusals ${j.refusals}${j.lastError ? `, last error ${j.lastError}` : ''}`);
+        const now = await store.now();
+        for (const j of jobs) {
+          const due = j.state === 'owed' ? (j.notBefore > now ? `, due in ${formatDuration(j.notBefore - now)}` : ', due now') : '';
+          lines.push(`job ${j.questionSet}: ${j.state}${due}, attempts ${j.attempts}, refusals ${j.refusals}${j.lastError ? `, last error ${j.lastError}` : ''}`);
+        }
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {
         await store.close();

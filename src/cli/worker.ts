@@ -9,6 +9,7 @@ import type { RunReport } from '../runner/run-once.js';
 import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
+import { startBackgroundPasses } from '../worker/background.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
@@ -112,11 +113,26 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     { provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
     'worker started',
   );
+  // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
+  const background = p.untilIdle
+    ? Promise.resolve()
+    : startBackgroundPasses({
+        store: p.store,
+        runtime: () => worker.runtime, // after a SIGHUP reload, the next pass uses the new sets and model
+        logger: p.logger,
+        signal: worker.signal,
+        driftSweepPerMinute: p.cfg.driftSweepPerMinute,
+        sweepIntervalMs: p.cfg.tickMs,
+        pruneIntervalMs: p.cfg.pruneIntervalMs,
+        retentionHistoryMs: p.cfg.retentionHistoryMs,
+      });
   try {
     return await worker.run();
   } finally {
     await heartbeat.stop();
     await server?.close();
+    if (!p.untilIdle) worker.stop('worker finished'); // a no-op after a signal; stops the passes if run() threw
+    await background;
     if (p.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);

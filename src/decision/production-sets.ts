@@ -1,3 +1,4 @@
+import { resolveConventions } from './conventions.js';
 import { noul, score } from './questions.js';
 import { defineQuestionSet, type QuestionSet } from './registry.js';
 
@@ -37,7 +38,40 @@ export const effortSet: QuestionSet = defineQuestionSet({
   unsurfaced: ['effort'],
 });
 
+/**
+ * `conventions`: one noul per active convention of the workspace, key `conv:<ref>`, resolved at
+ * evaluation time (see `./conventions.ts`). WithLinks and NoTrail: a convention judges the item
+ * itself and what it links to; comments are judged one by one by `conventions_comments`.
+ * Covers every collection; eligibility (notSystem) leaves out the conventions collection itself.
+ */
+export const conventionsSet: QuestionSet = defineQuestionSet({
+  name: 'conventions',
+  resolve: resolveConventions,
+  eligible: ['notSystem'],
+  withLinks: true,
+  noTrail: true,
+  maxPerCall: 12,
+  threshold: 0.9,
+});
+
+/**
+ * `conventions_comments`: the same questions, asked per comment (DESIGN §7b) over the comment
+ * state `{title, collection, comment}`. That state has no links, so this set is not built
+ * WithLinks: declaring it would only make every link write owe a job that can never change an
+ * answer. NoTrail: the comment is the whole subject.
+ */
+export const conventionsCommentsSet: QuestionSet = defineQuestionSet({
+  name: 'conventions_comments',
+  resolve: resolveConventions,
+  eligible: ['notSystem'],
+  withLinks: false,
+  noTrail: true,
+  perComment: true,
+  maxPerCall: 12,
+  threshold: 0.9,
+});
+
 /** The sets built into Verdict, in name order. */
 export function productionSets(): QuestionSet[] {
-  return [attentionSet, effortSet];
+  return [attentionSet, conventionsSet, conventionsCommentsSet, effortSet];
 }

@@ -282,3 +282,27 @@ export function questionFingerprint(q: Question, ctx: FingerprintContext): strin
   ];
   return createHash('sha256').update(JSON.stringify(doc)).digest('hex');
 }
+
+/**
+ * The stored form of a fingerprint context (column `item_decisions.fingerprint_context`): JSON
+ * `{"model","prompt_version","effort"}` in that fixed order. Stored with each answer so a reader
+ * can recompute the answer's fingerprint under the context it was asked in, and so tell a
+ * reworded question (`question_changed`) from another model or template (`model_changed`)
+ * exactly, whatever provider names are involved.
+ */
+export function fingerprintContextText(ctx: FingerprintContext): string {
+  return JSON.stringify({ model: ctx.model, prompt_version: ctx.promptVersion, effort: ctx.effort });
+}
+
+/** Parses `fingerprintContextText`'s output; null for a null, unreadable or foreign value (never throws). */
+export function parseFingerprintContext(text: string | null | undefined): FingerprintContext | null {
+  if (text == null) return null;
+  try {
+    const v = JSON.parse(text) as { model?: unknown; prompt_version?: unknown; effort?: unknown };
+    if (typeof v.model !== 'string' || typeof v.prompt_version !== 'string') return null;
+    if (v.effort !== null && typeof v.effort !== 'string') return null;
+    return { model: v.model, promptVersion: v.prompt_version, effort: v.effort };
+  } catch {
+    return null;
+  }
+}

@@ -9,7 +9,9 @@ import type { Store } from '../store/store.js';
  */
 export class DecisionsOffReader extends DecisionReader {
   constructor(store: Store) {
-    super(store, new Registry([]), { name: 'none', model: '', promptVersion: '', effort: null });
+    // A null context: `enabled` is false, so nothing (retention, for one) mistakes these empty
+    // reads for "no answer is current".
+    super(store, new Registry([]), null);
   }
 
   /** Always `[]`. */

@@ -1,48 +1,81 @@
 import { parseLossless } from './canonical-json.js';
-import { questionFingerprint, type Answer, type FingerprintContext, type Question } from './questions.js';
-import type { QuestionSet, Registry } from './registry.js';
-import { validateQuestions } from './registry.js';
+import {
+  parseFingerprintContext,
+  questionFingerprint,
+  type Answer,
+  type FingerprintContext,
+  type Question,
+} from './questions.js';
+import type { QuestionMap, QuestionSet, Registry } from './registry.js';
+import { questionsOf } from './registry.js';
 import { buildCommentState, buildItemState, changedParts, STATE_VERSION, type BuiltState } from './state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../runner/eligibility.js';
+import { silentLogger, type Logger } from '../log.js';
 
 /**
  * Reads: which answers are current, and which are worth showing (DESIGN §8).
  *
- * For each (set, key) a read shows the row that matches the current state hash, fingerprint and
- * state version when one exists (so S1 → S2 → S1 reads current without a new call), otherwise the
- * latest row, with a `staleReason`.
+ * For each (set, key) a read shows the row that matches the current state hash, question
+ * fingerprint and state version when one exists (so S1 → S2 → S1 reads current without a new
+ * call), otherwise the latest row, with a `staleReason`. Every read returns an empty list (or
+ * empty map) when there is nothing, never null.
  */
 
+/** Why a shown row is not current (DESIGN §8). */
 export type StaleReason =
+  /** The state moved; `changedParts` names the parts (title, collection, fields, body, trail, links, comment). */
   | 'state_changed'
+  /** The question was reworded (for conventions: the convention was edited). */
   | 'question_changed'
+  /** Another model, prompt template or effort is configured than the one the answer was asked under. */
   | 'model_changed'
+  /** The set no longer asks that key (for conventions: switched off, retired or deleted). A malformed per-comment key reads so too. */
   | 'question_removed'
+  /** The set no longer applies to the item (ineligible, moved out of the set's collections, deleted). */
   | 'not_applicable'
+  /** The set is not registered in this process. */
   | 'set_unknown'
+  /** Not compared: the row has another state version, or the current state or questions could not be read. Never "unchanged". */
   | 'not_compared'
+  /** The comment a per-comment answer is about was deleted. */
   | 'comment_gone';
 
-/** How a surfacing read classes a row. */
-export type Surfacing = 'surfaced' | 'below_threshold' | 'stale' | 'unsurfaced';
+/**
+ * How a surfacing read classes a row:
+ * - `surfaced`: a noul at or above the threshold that is current, or `state_changed` with its job owed;
+ * - `below_threshold`: the same, below the threshold;
+ * - `stale`: any other non-current noul;
+ * - `not_surfaced`: never surfaces (a choice or score answer, or a key the set lists as unsurfaced).
+ */
+export type Surfacing = 'surfaced' | 'below_threshold' | 'stale' | 'not_surfaced';
 
 export interface DecisionView {
   questionSet: string;
   /** The stored key (`<key>@<commentId>` for per-comment sets). */
   questionKey: string;
+  /** The set's question key (the stored key before its last `@` for per-comment sets). */
+  key: string;
+  /** For per-comment sets: the comment the answer is about; null otherwise or when the key is malformed. */
+  commentId: string | null;
   kind: DecisionRow['kind'];
   answer: Answer;
   /** Null for nouls. */
   confidence: number | null;
   provider: string;
   model: string;
+  /** Epoch milliseconds. */
   evaluatedAt: number;
   current: boolean;
+  /** Null exactly when `current`. */
   staleReason: StaleReason | null;
-  /** For `state_changed`: the parts that moved (title, collection, fields, body, trail, links, comment). */
+  /** For `state_changed`: the parts that moved, sorted; [] otherwise. */
   changedParts: string[];
   surfacing: Surfacing;
+  /** The key is listed in the set's `unsurfaced`: asked and stored, never shown by surfacing reads. */
+  unsurfaced: boolean;
+  /** The threshold the row was surfaced against (the set's, or the read's override). */
+  threshold: number;
   rationale: string | null;
   rowId: number;
 }
@@ -54,54 +87,151 @@ export function splitCommentKey(storedKey: string): { key: string; commentId: st
   return { key: storedKey.slice(0, at), commentId: storedKey.slice(at + 1) };
 }
 
-interface SetView {
-  set: QuestionSet;
-  applies: boolean;
-  questions: Record<string, Question> | null;
-  state: BuiltState | null;
-  commentStates: Map<string, BuiltState>;
+/**
+ * The one surfacing rule (DESIGN §8), shared by every read: only nouls surface; a current noul
+ * surfaces at or above the threshold; a `state_changed` noul whose job is owed (not parked) still
+ * surfaces, marked not current, so a flag does not blink off during the debounce after an edit;
+ * every other stale row does not.
+ */
+export function surfacingOf(r: {
+  answer: Answer;
+  current: boolean;
+  staleReason: StaleReason | null;
   jobOwed: boolean;
+  threshold: number;
+  unsurfacedKey: boolean;
+}): Surfacing {
+  if (r.unsurfacedKey || r.answer.type !== 'noul') return 'not_surfaced';
+  if (!r.current && !(r.staleReason === 'state_changed' && r.jobOwed)) return 'stale';
+  return r.answer.noul >= r.threshold ? 'surfaced' : 'below_threshold';
+}
+
+/** What one (set, item) looks like now, as far as currency is concerned. */
+export interface SetNow {
+  /** Null when the set is not registered here. */
+  set: QuestionSet | null;
+  /** The item is live and the set applies to it now. */
+  applies: boolean;
+  /** The set's questions in the item's workspace; null when they could not be read. */
+  questions: QuestionMap | null;
+  /** The item state as this set sees it (item-level sets); null when not built or unreadable. */
+  state: BuiltState | null;
+  /** Per-comment sets: comment id → its state, for every live comment. */
+  commentStates: ReadonlyMap<string, BuiltState>;
+}
+
+/** The verdict on one (set, key): which row to show, and why it is not current. */
+export interface Judgement {
+  row: DecisionRow;
+  current: boolean;
+  staleReason: StaleReason | null;
+  changedParts: string[];
 }
 
 /**
- * The reader. `ctx` is the fingerprint context (model, prompt version, effort) of the provider
- * configured now: answers asked under another one read `model_changed`.
+ * Decides currency for the rows of one (item, set, stored key), oldest first (pure; DESIGN §1
+ * principle 3 and §8). `ctx` is the fingerprint context configured now.
+ *
+ * question_changed versus model_changed: each row stores the fingerprint context it was asked
+ * under. Recomputing the current question's fingerprint under that stored context tells whether
+ * the question moved (question_changed, which wins when both moved) or only the model, template
+ * or effort did (model_changed). Rows stored before that column existed fall back to comparing
+ * provider names.
+ */
+export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: FingerprintContext & { name: string }): Judgement {
+  const latest = rows[rows.length - 1];
+  const stale = (staleReason: StaleReason, parts: string[] = []): Judgement => ({ row: latest, current: false, staleReason, changedParts: parts });
+  if (!now.set) return stale('set_unknown');
+  let key = latest.questionKey;
+  let state = now.state;
+  if (now.set.perComment) {
+    const split = splitCommentKey(latest.questionKey);
+    if (!split) return stale('question_removed');
+    if (!now.applies) return stale('not_applicable');
+    key = split.key;
+    state = now.commentStates.get(split.commentId) ?? null;
+    if (!state) return stale('comment_gone');
+  } else if (!now.applies) {
+    return stale('not_applicable');
+  }
+  if (!now.questions) return stale('not_compared');
+  const q: Question | undefined = Object.prototype.hasOwnProperty.call(now.questions, key) ? now.questions[key] : undefined;
+  if (!q) return stale('question_removed');
+  if (!state) return stale('not_compared');
+  const fp = questionFingerprint(q, ctx);
+  for (let i = rows.length - 1; i >= 0; i--) {
+    const r = rows[i];
+    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === STATE_VERSION) {
+      return { row: r, current: true, staleReason: null, changedParts: [] };
+    }
+  }
+  if (latest.stateVersion !== STATE_VERSION) return stale('not_compared');
+  if (latest.questionHash !== fp) {
+    const asked = parseFingerprintContext(latest.fingerprintContext);
+    if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
+    return stale(latest.provider === ctx.name ? 'question_changed' : 'model_changed');
+  }
+  return stale('state_changed', changedParts(parseParts(latest.stateParts), state.parts));
+}
+
+function parseParts(text: string): Record<string, string> {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, string>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The fingerprint context a reader judges against (the provider configured now), plus the
+ * provider's name for rows stored before fingerprint contexts were.
+ */
+export type ReaderContext = FingerprintContext & { name: string };
+
+/**
+ * The reader. `ctx` is the configured provider's fingerprint context; null means decisions are
+ * off (provider `none`), and then every read is empty (DESIGN §9 "none").
  */
 export class DecisionReader {
   constructor(
     private readonly store: Store,
     private readonly registry: Registry,
-    private readonly ctx: FingerprintContext & { name: string },
+    private readonly ctx: ReaderContext | null,
+    private readonly logger: Logger = silentLogger,
   ) {}
 
-  /** Every key's row with `current` and `staleReason`. Never null: [] when there is nothing. */
+  /** False for a decisions-off reader (provider `none`), whose reads are all empty. */
+  get enabled(): boolean {
+    return this.ctx !== null;
+  }
+
+  /** Every key's row with `current` and `staleReason`, sorted by set then key. Never null: [] when there is nothing. */
   async decisions(itemId: string): Promise<DecisionView[]> {
+    if (!this.ctx) return [];
     const rows = await this.store.listDecisions(itemId);
     if (rows.length === 0) return [];
     const loaded = await this.store.loadItemForEvaluation(itemId);
-    const views = new Map<string, SetView | null>();
-    const bySetKey = new Map<string, DecisionRow[]>();
-    for (const r of rows) {
-      const k = `${r.questionSet}\u0000${r.questionKey}`;
-      const list = bySetKey.get(k) ?? [];
-      list.push(r);
-      bySetKey.set(k, list);
-    }
+    const jobs = await this.store.listJobs({ itemId, limit: 1_000 });
+    const owed = new Set(jobs.filter((j) => j.state === 'owed').map((j) => j.questionSet));
+    const bySet = groupBy(rows, (r) => r.questionSet);
     const out: DecisionView[] = [];
-    for (const list of bySetKey.values()) {
-      const setName = list[0].questionSet;
-      if (!views.has(setName)) views.set(setName, await this.setView(setName, itemId, loaded));
-      out.push(this.pick(list, views.get(setName)!));
+    for (const [setName, setRows] of bySet) {
+      const set = this.registry.get(setName) ?? null;
+      const now = await this.setNow(set, loaded);
+      for (const keyRows of groupBy(setRows, (r) => r.questionKey).values()) {
+        out.push(this.view(judgeRows(keyRows, now, this.ctx), set, owed.has(setName), set?.threshold ?? 1));
+      }
     }
-    return out.sort((a, b) => (a.questionSet + '\u0000' + a.questionKey < b.questionSet + '\u0000' + b.questionKey ? -1 : 1));
+    return out.sort((a, b) => cmp(a.questionSet, b.questionSet) || cmp(a.questionKey, b.questionKey));
   }
 
-  /** The same as `decisions`, without keys a set marks unsurfaced. */
+  /** The same as `decisions`, without the keys a set lists as unsurfaced. */
   async itemReadDecisions(itemId: string): Promise<DecisionView[]> {
-    return (await this.decisions(itemId)).filter((d) => d.surfacing !== 'unsurfaced');
+    return (await this.decisions(itemId)).filter((d) => !d.unsurfaced);
   }
 
-  /** Surfaced rows, plus counts of below-threshold and stale rows. */
+  /** Surfaced rows, plus counts of below-threshold and stale rows (of surfaceable keys). */
   async surfacedDecisions(itemId: string): Promise<{ surfaced: DecisionView[]; belowThreshold: number; stale: number }> {
     const all = await this.decisions(itemId);
     return {
@@ -112,123 +242,149 @@ export class DecisionReader {
   }
 
   /**
-   * item id → key → probability for the surfaced nouls of one set in a workspace, plus `failing`
-   * (a job of that set in that workspace has a recent error). One batch query plus one state read
-   * per candidate item.
+   * item id → {ref, key → probability} for the surfaced nouls of one set in a workspace, plus
+   * `failing` (a job of that set in that workspace is parked, or has failed since it was last
+   * owed within the last `FAILING_WINDOW_MS`). Costs one batch query of the set's rows in the
+   * workspace, the questions resolved once, and one state read (plus one job read) per candidate
+   * item, a candidate being an item with a noul row at or above the threshold.
+   * @param threshold overrides the set's threshold (0 to 1).
    */
   async workspaceFlags(
     workspaceId: string,
     setName: string,
     threshold?: number,
   ): Promise<{ flags: Record<string, { ref: string; keys: Record<string, number> }>; failing: boolean }> {
-    const rows = await this.store.listWorkspaceDecisions(workspaceId, setName);
-    const set = this.registry.get(setName);
-    const cut = threshold ?? set?.threshold ?? 0.5;
-    const candidates = new Set(rows.filter((r) => r.kind === 'noul' && (JSON.parse(r.answer) as { noul: number }).noul >= cut).map((r) => r.itemId));
     const flags: Record<string, { ref: string; keys: Record<string, number> }> = {};
-    for (const itemId of [...candidates].sort()) {
-      for (const d of await this.decisions(itemId)) {
-        if (d.questionSet !== setName || d.surfacing === 'unsurfaced' || d.kind !== 'noul') continue;
-        const p = (d.answer as { noul: number }).noul;
-        const shows = d.current || (d.staleReason === 'state_changed' && d.surfacing === 'surfaced');
-        if (!shows || p < cut) continue;
-        const item = await this.store.getItem(itemId);
-        flags[itemId] ??= { ref: item?.ref ?? itemId, keys: {} };
-        flags[itemId].keys[d.questionKey] = p;
+    if (!this.ctx) return { flags, failing: false };
+    const set = this.registry.get(setName);
+    const failing = await this.failing(workspaceId, setName);
+    if (!set) return { flags, failing };
+    const cut = threshold ?? set.threshold;
+    const rows = await this.store.listWorkspaceDecisions(workspaceId, setName);
+    const byItem = groupBy(rows, (r) => r.itemId);
+    let questions: QuestionMap | null | undefined;
+    for (const itemId of [...byItem.keys()].sort()) {
+      const itemRows = byItem.get(itemId)!;
+      const candidate = itemRows.some((r) => {
+        if (r.kind !== 'noul') return false;
+        const base = set.perComment ? (splitCommentKey(r.questionKey)?.key ?? r.questionKey) : r.questionKey;
+        return !set.unsurfaced.includes(base) && (JSON.parse(r.answer) as { noul: number }).noul >= cut;
+      });
+      if (!candidate) continue;
+      if (questions === undefined) questions = await this.questions(set, workspaceId);
+      const loaded = await this.store.loadItemForEvaluation(itemId);
+      const now = this.setNowWith(set, loaded, questions);
+      const job = await this.store.getJob(itemId, setName);
+      for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {
+        const v = this.view(judgeRows(keyRows, now, this.ctx), set, job?.state === 'owed', cut);
+        if (v.surfacing !== 'surfaced' || v.answer.type !== 'noul') continue;
+        flags[itemId] ??= { ref: loaded?.item.ref ?? itemId, keys: {} };
+        flags[itemId].keys[v.questionKey] = v.answer.noul;
       }
     }
-    const jobs = await this.store.listJobs({ workspaceId, questionSet: setName, limit: 10_000 });
-    const failing = jobs.some((j) => j.lastError !== null && (j.state === 'parked' || j.attempts > 0 || j.refusals > 0));
     return { flags, failing };
   }
 
-  private async setView(setName: string, itemId: string, loaded: ItemForEvaluation | null): Promise<SetView | null> {
-    const set = this.registry.get(setName);
-    if (!set) return null;
-    const live = loaded !== null && loaded.item.deletedAt === null && loaded.collection.deletedAt === null;
-    const applies = live && appliesNow(set, loaded!.item, loaded!.collection);
-    let questions: Record<string, Question> | null = null;
+  private async failing(workspaceId: string, setName: string): Promise<boolean> {
+    if ((await this.store.listJobs({ workspaceId, questionSet: setName, state: 'parked', limit: 1 })).length > 0) return true;
+    const owed = await this.store.listJobs({ workspaceId, questionSet: setName, state: 'owed', errorWithinMs: FAILING_WINDOW_MS, limit: 1_000 });
+    return owed.some((j) => j.attempts > 0 || j.refusals > 0);
+  }
+
+  private async questions(set: QuestionSet, workspaceId: string): Promise<QuestionMap | null> {
     try {
-      questions = set.questions ? { ...set.questions } : { ...validateQuestions(await set.resolve!({ workspaceId: loaded?.item.workspaceId ?? '' })) };
-    } catch {
-      questions = null; // unknown is not absent: nothing reads current
+      return await questionsOf(set, { workspaceId, store: this.store, logger: this.logger });
+    } catch (err) {
+      // Unknown is not absent: with the questions unreadable, nothing of this set reads current.
+      this.logger.warn({ set: set.name, workspaceId, err: (err as { code?: string }).code ?? (err as Error).name }, 'questions could not be read');
+      return null;
     }
-    let state: BuiltState | null = null;
+  }
+
+  private async setNow(set: QuestionSet | null, loaded: ItemForEvaluation | null): Promise<SetNow> {
+    if (!set) return { set: null, applies: false, questions: null, state: null, commentStates: new Map() };
+    const questions = loaded ? await this.questions(set, loaded.item.workspaceId) : null;
+    return this.setNowWith(set, loaded, questions);
+  }
+
+  private setNowWith(set: QuestionSet, loaded: ItemForEvaluation | null, questions: QuestionMap | null): SetNow {
+    const live = loaded !== null && loaded.item.deletedAt === null && loaded.collection.deletedAt === null;
+    const applies = live && appliesNow(set, loaded.item, loaded.collection);
     const commentStates = new Map<string, BuiltState>();
-    if (applies && loaded) {
+    let state: BuiltState | null = null;
+    if (applies) {
       try {
         if (set.perComment) {
+          // Every live comment, not only the newest 10: an answer about an older comment stays
+          // comparable, and an edit to it reads state_changed (DESIGN §7b's documented limit).
           for (const c of loaded.comments) {
             commentStates.set(c.id, buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }));
           }
         } else {
           state = buildItemState(
-            { title: loaded.item.title, collectionSlug: loaded.collection.slug, fieldsText: loaded.item.fields, content: loaded.item.content, comments: loaded.comments, links: loaded.links },
+            {
+              title: loaded.item.title,
+              collectionSlug: loaded.collection.slug,
+              fieldsText: loaded.item.fields,
+              content: loaded.item.content,
+              comments: loaded.comments,
+              links: loaded.links,
+            },
             { withLinks: set.withLinks, noTrail: set.noTrail },
           );
         }
       } catch {
-        state = null;
+        state = null; // an unreadable state is not compared, never "unchanged"
       }
     }
-    const job = await this.store.getJob(itemId, setName);
-    return { set, applies, questions, state, commentStates, jobOwed: job !== null && job.state === 'owed' };
+    return { set, applies, questions, state, commentStates };
   }
 
-  private pick(rows: DecisionRow[], view: SetView | null): DecisionView {
-    const latest = rows[rows.length - 1];
-    if (!view) return this.toView(latest, false, 'set_unknown', [], null);
-    const storedKey = latest.questionKey;
-    let key = storedKey;
-    let state = view.state;
-    if (view.set.perComment) {
-      const split = splitCommentKey(storedKey);
-      if (!split) return this.toView(latest, false, 'question_removed', [], view);
-      key = split.key;
-      state = view.commentStates.get(split.commentId) ?? null;
-      if (view.applies && !state) return this.toView(latest, false, 'comment_gone', [], view);
-    }
-    if (!view.applies) return this.toView(latest, false, 'not_applicable', [], view);
-    const q = view.questions?.[key];
-    if (!view.questions || !q || !state) return this.toView(latest, false, view.questions && !q ? 'question_removed' : 'not_compared', [], view);
-    const fp = questionFingerprint(q, this.ctx);
-    const match = rows.find((r) => r.stateHash === state!.hash && r.questionHash === fp && r.stateVersion === STATE_VERSION);
-    if (match) return this.toView(match, true, null, [], view);
-    if (latest.stateVersion !== STATE_VERSION) return this.toView(latest, false, 'not_compared', [], view);
-    if (latest.questionHash !== fp) {
-      const sameAnswerer = latest.provider === this.ctx.name;
-      return this.toView(latest, false, sameAnswerer ? 'question_changed' : 'model_changed', [], view);
-    }
-    const parts = changedParts(JSON.parse(latest.stateParts) as Record<string, string>, state.parts);
-    return this.toView(latest, false, 'state_changed', parts, view);
-  }
-
-  private toView(r: DecisionRow, current: boolean, staleReason: StaleReason | null, parts: string[], view: SetView | null): DecisionView {
+  private view(j: Judgement, set: QuestionSet | null, jobOwed: boolean, threshold: number): DecisionView {
+    const r = j.row;
     const answer = JSON.parse(r.answer) as Answer;
-    const set = view?.set;
-    const baseKey = set?.perComment ? (splitCommentKey(r.questionKey)?.key ?? r.questionKey) : r.questionKey;
-    let surfacing: Surfacing;
-    if (set?.unsurfaced.includes(baseKey)) surfacing = 'unsurfaced';
-    else if (answer.type !== 'noul') surfacing = 'unsurfaced'; // only nouls surface
-    else if (!current && !(staleReason === 'state_changed' && view?.jobOwed)) surfacing = 'stale';
-    else surfacing = answer.noul >= (set?.threshold ?? 1) ? 'surfaced' : 'below_threshold';
+    const split = set?.perComment ? splitCommentKey(r.questionKey) : null;
+    const key = split?.key ?? r.questionKey;
+    const unsurfacedKey = set?.unsurfaced.includes(key) ?? false;
     return {
       questionSet: r.questionSet,
       questionKey: r.questionKey,
+      key,
+      commentId: split?.commentId ?? null,
       kind: r.kind,
       answer,
       confidence: r.confidence,
       provider: r.provider,
       model: r.model,
       evaluatedAt: r.evaluatedAt,
-      current,
-      staleReason,
-      changedParts: parts,
-      surfacing,
+      current: j.current,
+      staleReason: j.staleReason,
+      changedParts: j.changedParts,
+      surfacing: surfacingOf({ answer, current: j.current, staleReason: j.staleReason, jobOwed, threshold, unsurfacedKey }),
+      unsurfaced: unsurfacedKey,
+      threshold,
       rationale: r.rationale ?? null,
       rowId: r.id,
     };
   }
+}
+
+/** A job that failed within this window (milliseconds) makes `failing` true: one hour, so a fixed outage clears the flag. */
+export const FAILING_WINDOW_MS = 3_600_000;
+
+function groupBy<T>(xs: readonly T[], by: (x: T) => string): Map<string, T[]> {
+  const m = new Map<string, T[]>();
+  for (const x of xs) {
+    const k = by(x);
+    const list = m.get(k);
+    if (list) list.push(x);
+    else m.set(k, [x]);
+  }
+  return m;
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Parses a stored fields text for display; {} when unreadable. */

@@ -1,3 +1,5 @@
+import type { Logger } from '../log.js';
+import type { Store } from '../store/store.js';
 import type { Question } from './questions.js';
 import { InvalidQuestion, validateQuestion } from './questions.js';
 
@@ -17,9 +19,16 @@ export type EligibilityRule =
 /** Questions by key. */
 export type QuestionMap = Readonly<Record<string, Question>>;
 
-/** Context handed to `resolve`: read-only access the resolver needs. */
+/** The read-only slice of the Store a resolver may use (the conventions sets list a workspace's conventions). */
+export type ResolveStore = Pick<Store, 'listCollections' | 'listItems'>;
+
+/** Context handed to `resolve`: the workspace, and read-only access the resolver needs. */
 export interface ResolveContext {
   readonly workspaceId: string;
+  /** Read-only store access; a resolver must not write. */
+  readonly store: ResolveStore;
+  /** For a resolver's own notices (ids and reasons only, never text). @defaultValue silent */
+  readonly logger?: Logger;
 }
 
 /** A question set as registered (DESIGN §6). Durations are milliseconds. */
@@ -50,6 +59,8 @@ export interface QuestionSet {
   readonly maxDelayMs: number;
   /** Ask for a one-sentence rationale. */
   readonly explain: boolean;
+  /** Where the set was defined: `built-in`, or the config file's path. @defaultValue 'built-in' */
+  readonly source: string;
 }
 
 /** What a caller gives to define a set; omitted settings take the defaults above. */
@@ -101,13 +112,28 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
       input.reaskDebounceMs ?? (perComment ? SET_DEFAULTS.perCommentReaskDebounceMs : SET_DEFAULTS.reaskDebounceMs),
     maxDelayMs: input.maxDelayMs ?? SET_DEFAULTS.maxDelayMs,
     explain: input.explain ?? false,
+    source: input.source ?? 'built-in',
   };
   if (!Number.isInteger(set.maxPerCall) || set.maxPerCall < 1) throw new InvalidQuestionSet(name, 'maxPerCall must be a positive integer');
   if (!(set.threshold >= 0 && set.threshold <= 1)) throw new InvalidQuestionSet(name, 'threshold must be in [0, 1]');
   for (const [k, v] of [['quietPeriodMs', set.quietPeriodMs], ['reaskDebounceMs', set.reaskDebounceMs], ['maxDelayMs', set.maxDelayMs]] as const) {
     if (!Number.isFinite(v) || v < 0) throw new InvalidQuestionSet(name, `${k} must be a non-negative number of milliseconds`);
   }
+  if (set.questions) {
+    const unknown = set.unsurfaced.filter((k) => !(k in set.questions!));
+    if (unknown.length) throw new InvalidQuestionSet(name, `unsurfaced names keys the set does not ask: ${unknown.join(', ')}`);
+  }
   return set;
+}
+
+/**
+ * The questions a set asks in one workspace: its fixed questions, or `resolve`'s answer validated
+ * by the registry's rules (DESIGN §4: resolved sets are validated at evaluation).
+ * @throws whatever `resolve` throws (the runner fails the job as transient), or InvalidQuestion.
+ */
+export async function questionsOf(set: QuestionSet, ctx: ResolveContext): Promise<QuestionMap> {
+  if (set.questions) return set.questions;
+  return validateQuestions(await set.resolve!(ctx));
 }
 
 /**

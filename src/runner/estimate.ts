@@ -1,5 +1,5 @@
 import { questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
-import { validateQuestions, type QuestionSet } from '../decision/registry.js';
+import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { buildCommentState, buildItemState, LIMITS, newestComments, type BuiltState } from '../decision/state.js';
 import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
 import { FakeProvider } from '../providers/fake.js';
@@ -134,7 +134,7 @@ export async function estimateSet(
     eligible++;
     let questions = set.questions ? { ...set.questions } : resolved.get(item.workspaceId);
     if (!questions) {
-      questions = { ...validateQuestions(await set.resolve!({ workspaceId: item.workspaceId })) };
+      questions = { ...(await questionsOf(set, { workspaceId: item.workspaceId, store })) };
       resolved.set(item.workspaceId, questions);
     }
     const keys = Object.keys(questions).sort();

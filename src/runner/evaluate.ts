@@ -1,6 +1,6 @@
-import { questionFingerprint, type Question } from '../decision/questions.js';
+import { fingerprintContextText, questionFingerprint, type Question } from '../decision/questions.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
-import { validateQuestions } from '../decision/registry.js';
+import { questionsOf } from '../decision/registry.js';
 import { buildCommentState, buildItemState, newestComments, LIMITS, type BuiltState } from '../decision/state.js';
 import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
 import type { Provider, Usage } from '../providers/provider.js';
@@ -72,7 +72,7 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<{ outc
 
   let questions: Record<string, Question>;
   try {
-    questions = set.questions ? { ...set.questions } : { ...validateQuestions(await set.resolve!({ workspaceId: claim.workspaceId })) };
+    questions = { ...(await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger })) };
   } catch (err) {
     return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` }, stats, ref };
   }
@@ -230,6 +230,7 @@ async function askChunk(
       itemSeq: loaded.item.seq,
       stateTruncated: chunk.state.truncated,
       rationale: set.explain ? (result.rationales?.get(key) ?? null) : null,
+      fingerprintContext: fingerprintContextText(provider),
     };
   });
   try {

@@ -95,6 +95,12 @@ export interface OweOptions {
   priority?: number;
   /** Apply each set's quiet period. @defaultValue true */
   quietPeriod?: boolean;
+  /**
+   * Apply each set's re-ask debounce (latest stored answer + `reaskDebounce`). The drift sweep and
+   * `verdict reask` pass false: their re-asks are not edits to coalesce, and they are bounded by
+   * the sweep's own rate. @defaultValue true
+   */
+  reaskDebounce?: boolean;
 }
 
 /** What a write door did. */
@@ -200,6 +206,8 @@ export interface JobFilter {
   state?: 'owed' | 'parked';
   workspaceId?: string;
   itemId?: string;
+  /** `listJobs` only: jobs whose last error was recorded within this many milliseconds. */
+  errorWithinMs?: number;
   limit?: number;
 }
 
@@ -239,10 +247,35 @@ export interface NewDecision {
   itemSeq: number;
   stateTruncated: boolean;
   rationale?: string | null;
+  /**
+   * The fingerprint context the question was asked under (`fingerprintContextText`): canonical
+   * JSON of the configured model id, prompt-template version and effort. Null on older rows.
+   */
+  fingerprintContext?: string | null;
 }
 
 export interface DecisionRow extends NewDecision {
   id: number;
+  evaluatedAt: number;
+}
+
+/** One item as the drift sweep reads it (`scanItemsForDrift`). */
+export interface DriftScanItem {
+  item: ItemRow;
+  /** The latest stored row per question key of the set (per-comment keys included): its question hash. */
+  latest: Array<{ questionKey: string; questionHash: string }>;
+  /** Ids of the newest 10 live comments, oldest first; [] unless `withComments`. */
+  commentIds: string[];
+  /** The item's job of this set, if one exists. */
+  job: 'owed' | 'parked' | null;
+}
+
+/** A stored answer that a newer row of the same (item, set, key) supersedes (retention). */
+export interface SupersededDecision {
+  id: number;
+  itemId: string;
+  questionSet: string;
+  questionKey: string;
   evaluatedAt: number;
 }
 
@@ -467,6 +500,26 @@ export interface Store {
   deleteMeta(key: string): Promise<void>;
   /** `verdict_meta` rows whose key starts with `prefix` (compared byte for byte, no wildcards), by key. */
   listMeta(prefix: string): Promise<MetaRow[]>;
+  // ------------------------------------------------------------- drift sweep and retention (DESIGN §2, §8)
+  /**
+   * The drift sweep's walk: live items of a workspace with an id after `afterItemId` (all when
+   * null), in id order, at most `limit`, each with the question hash of its latest row per key of
+   * `questionSet`, its job state for that set, and (with `withComments`) the ids of its newest 10
+   * live comments. One read; no lock held between calls.
+   */
+  scanItemsForDrift(q: { workspaceId: string; questionSet: string; afterItemId: string | null; limit: number; withComments: boolean }): Promise<DriftScanItem[]>;
+  /**
+   * Retention's walk: rows with id > `afterId`, evaluated more than `olderThanMs` milliseconds
+   * ago, that a newer row of the same (item, set, key) supersedes; in id order, at most `limit`.
+   * The latest row per key is never listed.
+   */
+  listSupersededDecisions(q: { olderThanMs: number; afterId: number; limit: number }): Promise<SupersededDecision[]>;
+  /**
+   * Deletes these answer rows in one short write transaction, each only while a newer row of its
+   * (item, set, key) still exists, so the latest row per key survives any caller. Callers pass
+   * small batches (hundreds) so the write lock stays short. @returns rows deleted.
+   */
+  deleteDecisions(ids: readonly number[]): Promise<number>;
 }
 
 /** Thrown by a write door when a row it needs does not exist. */

@@ -106,6 +106,11 @@ export class Worker {
     old.abort(Object.assign(new Error(reason), { code: reason }));
   }
 
+  /** The registry and provider in force now (a reload swaps them); background passes read them each pass. */
+  get runtime(): { registry: Registry; provider: Provider } {
+    return { registry: this.opts.registry, provider: this.opts.provider };
+  }
+
   get signal(): AbortSignal {
     return this.abort.signal;
   }

@@ -373,8 +373,9 @@ describe('importBeads: owed work and re-import', () => {
     const now = fx.clock.now();
     const r = await run(fileLines());
     const jobs = await fx.store.listJobs({ workspaceId: r.workspaceId });
-    // the production sets (attention, effort) cover every collection: two jobs per item
-    expect(jobs).toHaveLength(2 * 5);
+    // the production sets (attention, conventions, conventions_comments, effort) cover every
+    // collection: four jobs per item
+    expect(jobs).toHaveLength(4 * 5);
     for (const j of jobs) {
       expect(j.priority).toBe(PRIORITY_BACKFILL);
       expect(j.notBefore).toBe(now);

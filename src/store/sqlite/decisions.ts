@@ -63,7 +63,7 @@ export function insertDecisions(ctx: SqliteContext, rows: NewDecision[]): number
     for (const r of rows) {
       n += tx
         .insert(itemDecisions)
-        .values({ ...r, rationale: r.rationale ?? null, evaluatedAt: now })
+        .values({ ...r, rationale: r.rationale ?? null, fingerprintContext: r.fingerprintContext ?? null, evaluatedAt: now })
         .onConflictDoNothing()
         .run().changes;
     }

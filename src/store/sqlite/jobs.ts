@@ -221,8 +221,9 @@ function toJobRow(r: typeof decisionJobs.$inferSelect): JobRow {
   return r as JobRow;
 }
 
-function filterWhere(f: JobFilter): SQL | undefined {
+function filterWhere(f: JobFilter, now?: number): SQL | undefined {
   const conds: SQL[] = [];
+  if (f.errorWithinMs !== undefined && now !== undefined) conds.push(sql`${decisionJobs.lastErrorAt} >= ${now - f.errorWithinMs}`);
   if (f.questionSet) conds.push(eq(decisionJobs.questionSet, f.questionSet));
   if (f.state) conds.push(eq(decisionJobs.state, f.state));
   if (f.workspaceId) conds.push(eq(decisionJobs.workspaceId, f.workspaceId));
@@ -243,7 +244,7 @@ export function listJobs(ctx: SqliteContext, f: JobFilter): JobRow[] {
   return ctx.db
     .select()
     .from(decisionJobs)
-    .where(filterWhere(f))
+    .where(filterWhere(f, ctx.clock.now()))
     .orderBy(decisionJobs.priority, decisionJobs.enqueuedAt, decisionJobs.itemId)
     .limit(f.limit ?? 1000)
     .all()

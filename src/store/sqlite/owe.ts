@@ -16,7 +16,8 @@ import { setMetaTx } from './operations.js';
  * the claim and enqueued_at are left alone so continuous editing cannot starve a job. With
  * `insertOnly` an existing row is left alone entirely (backfill never un-parks or resets).
  *
- * The debounce anchor is the latest *stored answer*, never a failed attempt.
+ * The debounce anchor is the latest *stored answer*, never a failed attempt. With
+ * `reaskDebounce: false` (drift sweep, `verdict reask`) only the quiet period applies.
  * @returns rows inserted or updated.
  */
 export function oweItems(
@@ -42,7 +43,10 @@ export function oweItems(
   for (const set of sets) {
     const quiet = opts.quietPeriod === false ? 0 : set.quietPeriodMs;
     // Candidate not_before of this write for each item, before the max with the existing value.
-    const candidate = sql`max(${now + quiet}, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
+    const candidate =
+      opts.reaskDebounce === false
+        ? sql`${now + quiet}`
+        : sql`max(${now + quiet}, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
         WHERE d.item_id = i.id AND d.question_set = ${set.name}) + ${set.reaskDebounceMs}, 0))`;
     const onConflict = opts.insertOnly
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`

@@ -149,12 +149,20 @@ export const itemDecisions = sqliteTable(
     stateTruncated: integer('state_truncated', { mode: 'boolean' }).notNull().default(false),
     evaluatedAt: integer('evaluated_at').notNull(),
     rationale: text('rationale'),
+    /**
+     * The fingerprint context the answer was asked under: canonical JSON
+     * `{"model","prompt_version","effort"}` (configured model id, prompt-template version, effort).
+     * Lets a reader tell `question_changed` from `model_changed` exactly. Null on rows stored
+     * before migration 0001.
+     */
+    fingerprintContext: text('fingerprint_context'),
   },
   (t) => [
     // The idempotency key (DESIGN §2): an insert that conflicts does nothing.
     uniqueIndex('item_decisions_idem_uq').on(t.itemId, t.questionSet, t.questionKey, t.stateHash, t.questionHash, t.stateVersion),
     index('item_decisions_latest_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
-    index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet),
+    // The workspace read, and the drift sweep's and retention's walks in item order.
+    index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet, t.itemId),
   ],
 );
 

@@ -5,10 +5,12 @@ import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
 import type { SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
+import * as drift from './drift.js';
 import * as jobs from './jobs.js';
 import * as ops from './operations.js';
 import { openSqlite, sqlitePathFromUrl } from './open.js';
 import { owePairs } from './owe.js';
+import * as retention from './retention.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
 
@@ -258,6 +260,14 @@ export class SqliteStore implements S.Store {
   async listMeta(prefix: string) {
     return ops.listMeta(this.ctx, prefix);
   }
+  // drift sweep and retention
+  async scanItemsForDrift(q: Parameters<S.Store['scanItemsForDrift']>[0]) {
+    return drift.scanItemsForDrift(this.ctx, q);
+  }
+  async listSupersededDecisions(q: Parameters<S.Store['listSupersededDecisions']>[0]) {
+    return retention.listSupersededDecisions(this.ctx, q);
+  }
+  async deleteDecisions(ids: readonly number[]) {
+    return retention.deleteDecisions(this.ctx, ids);
+  }
 }
-
-

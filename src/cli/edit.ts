@@ -1,0 +1,76 @@
+import type { Command } from 'commander';
+import type { ItemPatch } from '../store/store.js';
+import { buildRegistry, configFrom, openStore, resolveWorkspace, UsageError } from './common.js';
+
+/** Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the text itself. */
+export function parseFieldAssignment(s: string): [string, unknown] {
+  const eq = s.indexOf('=');
+  if (eq <= 0) throw new UsageError(`--field: got "${s}", expected key=value`);
+  const raw = s.slice(eq + 1);
+  try {
+    return [s.slice(0, eq), JSON.parse(raw)];
+  } catch {
+    return [s.slice(0, eq), raw];
+  }
+}
+
+/**
+ * `verdict edit REF [--title T] [--content C | --append C] [--field k=v]... [--comment TEXT]`:
+ * a tracker write through the store's doors, as a tracker would make it (live priority, with
+ * the quiet period), so a demo or an operator can watch an answer go stale and be re-asked.
+ */
+export function registerEditCommand(program: Command): void {
+  program
+    .command('edit <ref>')
+    .description('edit an item (or a convention) through the store, as a tracker write: owes its jobs')
+    .option('--workspace <slug>', 'workspace slug (default: the only one)')
+    .option('--title <text>', 'new title')
+    .option('--content <text>', 'new body')
+    .option('--append <text>', 'append a paragraph to the body')
+    .option('--field <key=value>', 'set one field (repeatable); JSON values are parsed', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--comment <text>', 'add a comment')
+    .option('--author <name>', 'author of --comment', 'verdict-cli')
+    .action(
+      async (
+        ref: string,
+        opts: { workspace?: string; title?: string; content?: string; append?: string; field: string[]; comment?: string; author: string },
+        cmd: Command,
+      ) => {
+        if (opts.content !== undefined && opts.append !== undefined) throw new UsageError('give --content or --append, not both');
+        const cfg = configFrom(cmd);
+        const store = openStore(cfg, buildRegistry(cfg));
+        try {
+          const ws = await resolveWorkspace(store, opts.workspace);
+          const item = await store.getItemByRef(ws.id, ref);
+          if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}`);
+          const patch: ItemPatch = {};
+          if (opts.title !== undefined) patch.title = opts.title;
+          if (opts.content !== undefined) patch.content = opts.content;
+          if (opts.append !== undefined) patch.content = `${item.content}${item.content ? '\n\n' : ''}${opts.append}`;
+          if (opts.field.length) {
+            const fields = JSON.parse(item.fields) as Record<string, unknown>;
+            for (const f of opts.field) {
+              const [k, v] = parseFieldAssignment(f);
+              fields[k] = v;
+            }
+            patch.fields = fields;
+          }
+          let owed = 0;
+          let changed = false;
+          if (Object.keys(patch).length) {
+            const r = await store.updateItem(item.id, patch);
+            owed += r.owed;
+            changed ||= r.changed;
+          }
+          if (opts.comment !== undefined) {
+            const r = await store.addComment({ itemId: item.id, author: opts.author, body: opts.comment });
+            owed += r.owed;
+            changed = true;
+          }
+          process.stdout.write(`${ref}: ${changed ? 'changed' : 'unchanged (nothing to write)'}; ${owed} jobs owed\n`);
+        } finally {
+          await store.close();
+        }
+      },
+    );
+}

@@ -1,0 +1,135 @@
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { InvalidQuestion } from './questions.js';
+import { defineQuestionSet, InvalidQuestionSet, validateQuestions, type QuestionSet } from './registry.js';
+
+/**
+ * User-defined question sets from a config file (DESIGN §6: "Sets come from code and from a user
+ * config file, validated by the same rules, so a team can add a question without a build").
+ *
+ * The file is JSON (`.json`) or YAML (anything else; YAML also reads JSON). Its shape:
+ *
+ * ```yaml
+ * sets:
+ *   - name: docs_quality            # registry key, stored with every answer
+ *     collections: [task, feature]  # optional; empty or absent covers every non-system collection
+ *     eligible: [notSystem, tracksWork, notTerminal, {field: status, in: [open]}]
+ *     threshold: 0.8                # optional, 0 to 1
+ *     maxPerCall: 8                 # optional
+ *     unsurfaced: []                # optional: keys asked and stored but never surfaced
+ *     withLinks: false              # optional; also noTrail, perComment, explain (booleans)
+ *     quietPeriodMs: 30000          # optional; also reaskDebounceMs, maxDelayMs
+ *     questions:
+ *       has_acceptance_criteria:
+ *         kind: noul                # noul | choice (options) | score (levels)
+ *         instructions: The item states how to tell that it is done.
+ * ```
+ *
+ * Config sets have fixed questions only: `resolve` needs code. Every rule of the registry holds
+ * (names, keys, question kinds); a name already used by a built-in set or by an earlier set of
+ * the file is refused.
+ */
+
+const scalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+const eligibilityRule = z.union([
+  z.enum(['notSystem', 'tracksWork', 'notTerminal']),
+  z.object({ field: z.string().min(1), equals: scalar }).strict(),
+  z.object({ field: z.string().min(1), in: z.array(scalar).min(1) }).strict(),
+]);
+
+const ms = z.number().int().min(0);
+
+/** zod schema of one set in a config file. Questions are checked by the registry's own validator, for its messages. */
+export const configSetSchema = z
+  .object({
+    name: z.string().refine((s) => s.trim() !== '', 'must not be blank'),
+    collections: z.array(z.string().min(1)).optional(),
+    questions: z.record(z.string(), z.unknown()).refine((q) => Object.keys(q).length > 0, 'a set needs at least one question'),
+    eligible: z.array(eligibilityRule).optional(),
+    withLinks: z.boolean().optional(),
+    noTrail: z.boolean().optional(),
+    perComment: z.boolean().optional(),
+    maxPerCall: z.number().int().min(1).max(64).optional(),
+    threshold: z.number().min(0).max(1).optional(),
+    unsurfaced: z.array(z.string()).optional(),
+    quietPeriodMs: ms.optional(),
+    reaskDebounceMs: ms.optional(),
+    maxDelayMs: ms.optional(),
+    explain: z.boolean().optional(),
+  })
+  .strict();
+
+/** zod schema of the whole file. */
+export const configFileSchema = z.object({ sets: z.array(z.unknown()) }).strict();
+
+/** Thrown when the config file cannot be used. The message names the file, the set (when one is at fault) and the problem. */
+export class InvalidConfigFile extends Error {
+  readonly code = 'invalid_config_file';
+  constructor(
+    readonly file: string,
+    readonly setName: string | null,
+    readonly problem: string,
+  ) {
+    super(`config file ${file}${setName === null ? '' : `: set ${setName}`}: ${problem}`);
+    this.name = 'InvalidConfigFile';
+  }
+}
+
+function describeZod(err: z.ZodError): string {
+  const i = err.issues[0];
+  return `${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`;
+}
+
+/**
+ * Parses and validates a config file's text. `reserved` holds names already registered (the
+ * built-in sets), which a config set may not reuse.
+ * @throws InvalidConfigFile naming the file, the set and the problem.
+ */
+export function parseQuestionSetConfig(text: string, file: string, reserved: readonly string[] = []): QuestionSet[] {
+  let doc: unknown;
+  try {
+    doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
+  } catch (err) {
+    // The parser's position is useful and quotes no more than the file's own text.
+    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const top = configFileSchema.safeParse(doc ?? {});
+  if (!top.success) throw new InvalidConfigFile(file, null, describeZod(top.error));
+  const seen = new Set(reserved);
+  const out: QuestionSet[] = [];
+  top.data.sets.forEach((raw, i) => {
+    const rawName = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : null;
+    const label = rawName === null ? `#${i + 1}` : JSON.stringify(rawName);
+    const parsed = configSetSchema.safeParse(raw);
+    if (!parsed.success) throw new InvalidConfigFile(file, label, describeZod(parsed.error));
+    const s = parsed.data;
+    if (seen.has(s.name)) {
+      throw new InvalidConfigFile(file, label, reserved.includes(s.name) ? 'the name is already used by a built-in set' : 'the name is used twice in this file');
+    }
+    seen.add(s.name);
+    try {
+      out.push(defineQuestionSet({ ...s, questions: validateQuestions(s.questions), source: file }));
+    } catch (err) {
+      if (err instanceof InvalidQuestion || err instanceof InvalidQuestionSet) throw new InvalidConfigFile(file, label, err.message);
+      throw err;
+    }
+  });
+  return out;
+}
+
+/**
+ * Reads and validates a config file (see the file comment for its shape).
+ * @throws InvalidConfigFile when the file cannot be read or fails validation.
+ */
+export function loadQuestionSetConfig(file: string, reserved: readonly string[] = []): QuestionSet[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new InvalidConfigFile(file, null, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name})`);
+  }
+  return parseQuestionSetConfig(text, file, reserved);
+}

@@ -1,0 +1,74 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DecisionReader } from '../decision/reads.js';
+import type { Registry } from '../decision/registry.js';
+import { pruneDecisions } from '../decision/retention.js';
+import type { Logger } from '../log.js';
+import type { Provider } from '../providers/provider.js';
+import type { Store } from '../store/store.js';
+import { DriftSweeper, runDriftSweepLoop } from './drift-sweep.js';
+
+/**
+ * The long-running worker's background passes, beside its slots: the drift sweep (every
+ * `sweepIntervalMs`) and retention (every `pruneIntervalMs`). Both stop when `signal` aborts;
+ * the returned promise resolves once they have.
+ */
+export interface BackgroundOptions {
+  store: Store;
+  /**
+   * The registry and provider in force, read at every pass, so a SIGHUP reload reaches the
+   * background passes too (the sweep fingerprints under the provider's context; retention judges
+   * currency against it).
+   */
+  runtime: () => { registry: Registry; provider: Provider };
+  logger: Logger;
+  signal: AbortSignal;
+  /** Items re-owed per minute by the drift sweep; 0 turns it off. */
+  driftSweepPerMinute: number;
+  /** Interval between drift-sweep passes (ms). */
+  sweepIntervalMs: number;
+  /** Interval between retention passes (ms); 0 turns retention off. */
+  pruneIntervalMs: number;
+  /** Retention's history window (ms). */
+  retentionHistoryMs: number;
+}
+
+/** Batches per retention pass of the worker: a bounded slice each interval, so a big backlog never hogs the database. */
+export const WORKER_PRUNE_MAX_BATCHES = 50;
+
+export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
+  const loops: Promise<void>[] = [];
+  if (o.driftSweepPerMinute > 0) {
+    const { registry, provider } = o.runtime();
+    const sweeper = new DriftSweeper({ store: o.store, registry, ctx: provider, logger: o.logger, perMinute: o.driftSweepPerMinute });
+    loops.push(
+      runDriftSweepLoop(sweeper, {
+        intervalMs: o.sweepIntervalMs,
+        signal: o.signal,
+        logger: o.logger,
+        beforePass: () => {
+          const now = o.runtime();
+          sweeper.swap(now.registry, now.provider);
+        },
+      }),
+    );
+  }
+  if (o.pruneIntervalMs > 0) loops.push(runPruneLoop(o));
+  return Promise.all(loops).then(() => undefined);
+}
+
+async function runPruneLoop(o: BackgroundOptions): Promise<void> {
+  while (!o.signal.aborted) {
+    try {
+      await sleep(o.pruneIntervalMs, undefined, { signal: o.signal });
+    } catch {
+      return;
+    }
+    const { registry, provider } = o.runtime();
+    const reader = new DecisionReader(o.store, registry, { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort }, o.logger);
+    try {
+      await pruneDecisions(o.store, reader, { historyMs: o.retentionHistoryMs, maxBatches: WORKER_PRUNE_MAX_BATCHES, logger: o.logger });
+    } catch (err) {
+      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'retention pass failed');
+    }
+  }
+}

@@ -1,0 +1,177 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DRIFT_OWE, planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../decision/drift.js';
+import type { FingerprintContext } from '../decision/questions.js';
+import type { Registry } from '../decision/registry.js';
+import type { Logger } from '../log.js';
+import type { CollectionRow, Store } from '../store/store.js';
+
+/**
+ * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
+ * bounded rate, the open items whose answers went stale without an item write (see
+ * `decision/drift.ts` for what counts).
+ *
+ * It does not rescan the database every pass. For each (set, workspace) a marker in
+ * `verdict_meta` stores the signature of the questions last swept to the end, and the cursor of
+ * a pass in progress. A pass first computes each signature (no table scan: fixed sets need no
+ * read, resolved sets one resolve); only a (set, workspace) whose signature differs from its
+ * marker is walked, from its cursor, in item-id order. When the questions change again during a
+ * walk, the walk restarts from the first item, since items already passed may have drifted anew.
+ * A (set, workspace) that has never been swept is walked once.
+ *
+ * Rate: at most `perMinute` items owed per minute (a token bucket on the store's clock), and at
+ * most `scanPerPass` items read per pass. Spend stays under the worker's limits as well: the
+ * owed jobs are claimed and asked like any other.
+ */
+
+export interface DriftSweepOptions {
+  store: Store;
+  registry: Registry;
+  /** The configured provider's fingerprint context. */
+  ctx: FingerprintContext;
+  logger: Logger;
+  /** Items owed per minute at most; 0 turns the sweep off. @defaultValue 60 (config `driftSweepPerMinute`) */
+  perMinute: number;
+  /** Items read per pass at most, across sets and workspaces. @defaultValue 1000 */
+  scanPerPass?: number;
+  /** Items read per store call. @defaultValue 200 */
+  batchSize?: number;
+}
+
+/** What one pass did. */
+export interface DriftPassReport {
+  scanned: number;
+  owed: number;
+  /** (set, workspace) pairs whose walk reached the end in this pass. */
+  completed: Array<{ set: string; workspaceId: string }>;
+  /** (set, workspace) pairs whose questions could not be read this pass (resolve failed). */
+  unreadable: Array<{ set: string; workspaceId: string }>;
+}
+
+/**
+ * Items read per pass, and per store call. Our choice, not DESIGN's: each batch is one range read
+ * of items plus one indexed read of their latest rows, and at the default 5 s tick 1,000 items a
+ * pass walks 720,000 items an hour, once per change of a set's questions.
+ */
+export const DRIFT_SCAN_PER_PASS = 1_000;
+export const DRIFT_BATCH_SIZE = 200;
+
+/** The sweep itself: `sweepOnce` is one pass; `runDriftSweepLoop` runs passes on an interval. */
+export class DriftSweeper {
+  private tokens: number;
+  private lastRefill: number | null = null;
+
+  constructor(private opts: DriftSweepOptions) {
+    this.tokens = opts.perMinute;
+  }
+
+  /** Installs a new registry and fingerprint context (a reload); markers make the next pass find what changed. */
+  swap(registry: Registry, ctx: FingerprintContext): void {
+    this.opts = { ...this.opts, registry, ctx };
+  }
+
+  /**
+   * One pass over every (set, live workspace), within the rate and the scan bound.
+   * @throws when the store fails (the caller logs and tries again next interval; nothing is lost).
+   */
+  async sweepOnce(): Promise<DriftPassReport> {
+    const { store, registry, ctx, logger } = this.opts;
+    const report: DriftPassReport = { scanned: 0, owed: 0, completed: [], unreadable: [] };
+    if (this.opts.perMinute <= 0) return report;
+    await this.refill();
+    let scanBudget = this.opts.scanPerPass ?? DRIFT_SCAN_PER_PASS;
+    const batchSize = this.opts.batchSize ?? DRIFT_BATCH_SIZE;
+    const workspaces = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
+    for (const set of registry.all()) {
+      for (const ws of workspaces) {
+        if (scanBudget <= 0) return report;
+        let plan;
+        try {
+          plan = await planDrift(store, set, ws.id, ctx, logger);
+        } catch (err) {
+          report.unreadable.push({ set: set.name, workspaceId: ws.id });
+          logger.warn({ set: set.name, workspaceId: ws.id, err: (err as { code?: string }).code ?? (err as Error).name }, 'drift sweep: questions could not be read');
+          continue;
+        }
+        const marker = await readDriftMarker(store, set.name, ws.id);
+        if (marker.swept === plan.signature) continue;
+        const next: DriftMarker =
+          marker.target === plan.signature ? { ...marker } : { swept: marker.swept, target: plan.signature, cursor: null };
+        let collections: Map<string, CollectionRow> | null = null;
+        let finished = false;
+        while (scanBudget > 0 && !finished) {
+          if (this.tokens < 1) break;
+          collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
+          const batch = await scanDriftBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget));
+          // Owe the batch's drifted items while tokens last; the cursor stops at the last item handled.
+          const toOwe: string[] = [];
+          let handledUpTo = batch.lastItemId;
+          let cutShort = false;
+          for (const c of batch.candidates) {
+            if (c.job !== null) continue;
+            if (this.tokens < 1) {
+              handledUpTo = previousId(batch, c.itemId, next.cursor);
+              cutShort = true;
+              break;
+            }
+            toOwe.push(c.itemId);
+            this.tokens -= 1;
+          }
+          if (toOwe.length) report.owed += await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: set.name })), DRIFT_OWE);
+          report.scanned += batch.scanned;
+          scanBudget -= batch.scanned;
+          next.cursor = handledUpTo;
+          finished = batch.exhausted && !cutShort;
+        }
+        if (finished) {
+          await writeDriftMarker(store, set.name, ws.id, { swept: plan.signature, target: null, cursor: null });
+          report.completed.push({ set: set.name, workspaceId: ws.id });
+        } else {
+          await writeDriftMarker(store, set.name, ws.id, next);
+        }
+      }
+    }
+    if (report.owed > 0 || report.completed.length > 0) {
+      logger.info({ scanned: report.scanned, owed: report.owed, completed: report.completed.length }, 'drift sweep');
+    }
+    return report;
+  }
+
+  /** Token bucket on the store's clock: `perMinute` tokens a minute, holding at most `perMinute`. */
+  private async refill(): Promise<void> {
+    const now = await this.opts.store.now();
+    if (this.lastRefill !== null && now > this.lastRefill) {
+      this.tokens = Math.min(this.opts.perMinute, this.tokens + ((now - this.lastRefill) * this.opts.perMinute) / 60_000);
+    }
+    this.lastRefill = now;
+  }
+}
+
+/** The id read just before `itemId` in this batch, or the batch's starting cursor: the next walk starts at `itemId`. */
+function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
+  const at = batch.itemIds.indexOf(itemId);
+  return at > 0 ? batch.itemIds[at - 1] : start;
+}
+
+/**
+ * Runs `sweeper.sweepOnce()` every `intervalMs` until `signal` aborts, calling `beforePass` first
+ * (the worker installs the registry and provider in force). A failed pass is logged (error code
+ * only) and retried at the next interval.
+ */
+export async function runDriftSweepLoop(
+  sweeper: DriftSweeper,
+  o: { intervalMs: number; signal: AbortSignal; logger: Logger; beforePass?: () => void },
+): Promise<void> {
+  while (!o.signal.aborted) {
+    try {
+      o.beforePass?.();
+      await sweeper.sweepOnce();
+    } catch (err) {
+      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'drift sweep pass failed');
+    }
+    try {
+      await sleep(o.intervalMs, undefined, { signal: o.signal });
+    } catch {
+      return;
+    }
+  }
+}
