@@ -1,6 +1,6 @@
 import type { Question } from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type Registry } from '../decision/registry.js';
-import { buildItemState } from '../decision/state.js';
+import { setTargets } from '../decision/set-states.js';
 import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import { appliesNow } from '../runner/eligibility.js';
@@ -16,7 +16,7 @@ export interface DrainEstimate {
   inputTokens: number;
   /** The most output tokens those calls may produce (their summed `max_tokens`). */
   maxOutputTokens: number;
-  /** Jobs left out of the estimate: per-comment sets, or resolved sets whose questions could not be read (counted, not priced). */
+  /** Jobs left out of the estimate: resolved sets whose questions could not be read (counted, not priced). */
   notEstimated: number;
 }
 
@@ -24,7 +24,7 @@ export interface DrainEstimate {
  * Estimates what draining every owed job would send (the demo prints it before spending with a
  * paid provider, DESIGN §12). It reads the store only; jobs whose set no longer applies cost
  * nothing. Resolved sets (conventions) are resolved once per workspace, as the runner would;
- * per-comment sets are counted in `notEstimated` rather than guessed.
+ * per-comment sets count one call chunk per comment the runner would ask about (the newest 10).
  */
 export async function estimateDrain(store: Store, registry: Registry): Promise<DrainEstimate> {
   const out: DrainEstimate = { jobs: 0, calls: 0, inputTokens: 0, maxOutputTokens: 0, notEstimated: 0 };
@@ -33,10 +33,6 @@ export async function estimateDrain(store: Store, registry: Registry): Promise<D
     out.jobs++;
     const set = registry.get(job.questionSet);
     if (!set) continue;
-    if (set.perComment) {
-      out.notEstimated++;
-      continue;
-    }
     const key = `${set.name}\u0000${job.workspaceId}`;
     if (!resolved.has(key)) resolved.set(key, await questionsOf(set, { workspaceId: job.workspaceId, store }).catch(() => null));
     const questions = resolved.get(key) ?? null;
@@ -47,25 +43,17 @@ export async function estimateDrain(store: Store, registry: Registry): Promise<D
     const loaded = await store.loadItemForEvaluation(job.itemId);
     if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) continue;
     if (!appliesNow(set, loaded.item, loaded.collection)) continue;
-    const state = buildItemState(
-      {
-        title: loaded.item.title,
-        collectionSlug: loaded.collection.slug,
-        fieldsText: loaded.item.fields,
-        content: loaded.item.content,
-        comments: loaded.comments,
-        links: loaded.links,
-      },
-      { withLinks: set.withLinks, noTrail: set.noTrail },
-    );
+    const targets = setTargets(set, loaded);
     const keys = Object.keys(questions).sort();
-    for (let i = 0; i < keys.length; i += set.maxPerCall) {
-      const chunk = new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, questions[k]]));
-      const system = buildSystemPrompt(chunk, { explain: set.explain });
-      const schema = JSON.stringify(buildAnswerSchema(chunk, { explain: set.explain }));
-      out.calls++;
-      out.inputTokens += estimateTokens(system) + estimateTokens(schema) + estimateTokens(state.bytes);
-      out.maxOutputTokens += maxTokensFor(chunk, set.explain);
+    for (const { state } of targets) {
+      for (let i = 0; i < keys.length; i += set.maxPerCall) {
+        const chunk = new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, questions[k]]));
+        const system = buildSystemPrompt(chunk, { explain: set.explain });
+        const schema = JSON.stringify(buildAnswerSchema(chunk, { explain: set.explain }));
+        out.calls++;
+        out.inputTokens += estimateTokens(system) + estimateTokens(schema) + estimateTokens(state.bytes);
+        out.maxOutputTokens += maxTokensFor(chunk, set.explain);
+      }
     }
   }
   return out;

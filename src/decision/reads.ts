@@ -8,7 +8,8 @@ import {
 } from './questions.js';
 import type { QuestionMap, QuestionSet, Registry } from './registry.js';
 import { questionsOf } from './registry.js';
-import { buildCommentState, buildItemState, changedParts, STATE_VERSION, type BuiltState } from './state.js';
+import { setTargets } from './set-states.js';
+import { changedParts, STATE_VERSION, type BuiltState } from './state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../runner/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -314,24 +315,11 @@ export class DecisionReader {
     let state: BuiltState | null = null;
     if (applies) {
       try {
-        if (set.perComment) {
-          // Every live comment, not only the newest 10: an answer about an older comment stays
-          // comparable, and an edit to it reads state_changed (DESIGN §7b's documented limit).
-          for (const c of loaded.comments) {
-            commentStates.set(c.id, buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }));
-          }
-        } else {
-          state = buildItemState(
-            {
-              title: loaded.item.title,
-              collectionSlug: loaded.collection.slug,
-              fieldsText: loaded.item.fields,
-              content: loaded.item.content,
-              comments: loaded.comments,
-              links: loaded.links,
-            },
-            { withLinks: set.withLinks, noTrail: set.noTrail },
-          );
+        // Every live comment, not only the newest 10: an answer about an older comment stays
+        // comparable, and an edit to it reads state_changed (DESIGN §7b's documented limit).
+        for (const t of setTargets(set, loaded, { allComments: true })) {
+          if (t.commentId === null) state = t.state;
+          else commentStates.set(t.commentId, t.state);
         }
       } catch {
         state = null; // an unreadable state is not compared, never "unchanged"

@@ -1,6 +1,6 @@
 import { questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
-import { buildCommentState, buildItemState, LIMITS, newestComments, type BuiltState } from '../decision/state.js';
+import { setTargets } from '../decision/set-states.js';
 import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
 import { FakeProvider } from '../providers/fake.js';
 import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
@@ -141,25 +141,7 @@ export async function estimateSet(
     if (keys.length === 0) continue;
     const loaded = await store.loadItemForEvaluation(item.id);
     if (!loaded) continue;
-    const targets: Array<{ state: BuiltState; suffix: string }> = [];
-    if (set.perComment) {
-      for (const c of newestComments(loaded.comments, LIMITS.trailComments)) {
-        targets.push({ state: buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }), suffix: `@${c.id}` });
-      }
-    } else {
-      const state = buildItemState(
-        {
-          title: loaded.item.title,
-          collectionSlug: loaded.collection.slug,
-          fieldsText: loaded.item.fields,
-          content: loaded.item.content,
-          comments: loaded.comments,
-          links: loaded.links,
-        },
-        { withLinks: set.withLinks, noTrail: set.noTrail },
-      );
-      targets.push({ state, suffix: '' });
-    }
+    const targets = setTargets(set, loaded);
     const fps = new Map(keys.map((k) => [k, questionFingerprint(questions![k], target.fingerprint)]));
     let itemAll = false;
     let itemOwed = false;
@@ -181,9 +163,9 @@ export async function estimateSet(
       const done = await store.answeredKeys(
         item.id,
         set.name,
-        keys.map((k) => ({ questionKey: k + t.suffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version })),
+        keys.map((k) => ({ questionKey: k + t.keySuffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version })),
       );
-      const remaining = keys.filter((k) => !done.has(k + t.suffix));
+      const remaining = keys.filter((k) => !done.has(k + t.keySuffix));
       if (remaining.length) {
         add(unanswered, remaining);
         itemOwed = true;

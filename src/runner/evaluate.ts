@@ -1,7 +1,8 @@
 import { fingerprintContextText, questionFingerprint, type Question } from '../decision/questions.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
-import { buildCommentState, buildItemState, newestComments, LIMITS, type BuiltState } from '../decision/state.js';
+import { setTargets } from '../decision/set-states.js';
+import type { BuiltState } from '../decision/state.js';
 import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
 import type { Provider, Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
@@ -107,40 +108,19 @@ async function plan(
 ): Promise<Chunk[]> {
   const keys = Object.keys(questions).sort();
   const fps = new Map(keys.map((k) => [k, questionFingerprint(questions[k], deps.provider)]));
-  const targets: Array<{ state: BuiltState; suffix: string }> = [];
-  if (set.perComment) {
-    // DESIGN §7b: the newest 10 live comments, oldest first, each with its own state.
-    for (const c of newestComments(loaded.comments, LIMITS.trailComments)) {
-      targets.push({
-        state: buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }),
-        suffix: `@${c.id}`,
-      });
-    }
-  } else {
-    const state = buildItemState(
-      {
-        title: loaded.item.title,
-        collectionSlug: loaded.collection.slug,
-        fieldsText: loaded.item.fields,
-        content: loaded.item.content,
-        comments: loaded.comments,
-        links: loaded.links,
-      },
-      { withLinks: set.withLinks, noTrail: set.noTrail },
-    );
-    targets.push({ state, suffix: '' });
-  }
+  // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
+  const targets = setTargets(set, loaded);
   const chunks: Chunk[] = [];
   for (const t of targets) {
-    const wanted = keys.map((k) => ({ questionKey: k + t.suffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version }));
+    const wanted = keys.map((k) => ({ questionKey: k + t.keySuffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version }));
     const done = await deps.store.answeredKeys(claim.itemId, set.name, wanted);
-    const remaining = keys.filter((k) => !done.has(k + t.suffix));
+    const remaining = keys.filter((k) => !done.has(k + t.keySuffix));
     for (let i = 0; i < remaining.length; i += set.maxPerCall) {
       const part = remaining.slice(i, i + set.maxPerCall);
       chunks.push({
         state: t.state,
         questions: new Map(part.map((k) => [k, questions[k]])),
-        storedKeys: new Map(part.map((k) => [k + t.suffix, k])),
+        storedKeys: new Map(part.map((k) => [k + t.keySuffix, k])),
         fingerprints: fps,
       });
     }

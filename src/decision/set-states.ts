@@ -1,0 +1,58 @@
+import type { QuestionSet } from './registry.js';
+import { buildCommentState, buildItemState, LIMITS, newestComments, type BuiltState, type StateLink, type TrailComment } from './state.js';
+
+/** What the state builder reads of one loaded item (the store's `ItemForEvaluation` fits). */
+export interface LoadedItemForState {
+  readonly item: { readonly title: string; readonly fields: string; readonly content: string };
+  readonly collection: { readonly slug: string };
+  readonly comments: readonly TrailComment[];
+  readonly links: readonly StateLink[];
+}
+
+/** One state a set asks about: the item's, or one comment's (per-comment sets, DESIGN §7b). */
+export interface SetTarget {
+  readonly state: BuiltState;
+  /** Null for the item state; the comment's id for a per-comment state. */
+  readonly commentId: string | null;
+  /** Appended to each question key when stored: '' or `@<commentId>`. */
+  readonly keySuffix: string;
+}
+
+/**
+ * The item state as one set sees it (DESIGN §5): links only WithLinks, an empty trail when NoTrail.
+ * @throws SyntaxError / TypeError when the stored fields are not a JSON object.
+ */
+export function itemStateFor(set: Pick<QuestionSet, 'withLinks' | 'noTrail'>, loaded: LoadedItemForState): BuiltState {
+  return buildItemState(
+    {
+      title: loaded.item.title,
+      collectionSlug: loaded.collection.slug,
+      fieldsText: loaded.item.fields,
+      content: loaded.item.content,
+      comments: loaded.comments,
+      links: loaded.links,
+    },
+    { withLinks: set.withLinks, noTrail: set.noTrail },
+  );
+}
+
+/**
+ * The states a set asks about for one item: the item state, or for a per-comment set one state per
+ * comment — the newest 10 live comments, oldest first (what the runner asks), or with
+ * `allComments` every live comment (what a read compares, so an answer about an older comment
+ * stays comparable).
+ * @throws SyntaxError / TypeError when the stored fields are not a JSON object.
+ */
+export function setTargets(
+  set: Pick<QuestionSet, 'perComment' | 'withLinks' | 'noTrail'>,
+  loaded: LoadedItemForState,
+  opts: { allComments?: boolean } = {},
+): SetTarget[] {
+  if (!set.perComment) return [{ state: itemStateFor(set, loaded), commentId: null, keySuffix: '' }];
+  const comments = opts.allComments ? loaded.comments : newestComments(loaded.comments, LIMITS.trailComments);
+  return comments.map((c) => ({
+    state: buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }),
+    commentId: c.id,
+    keySuffix: `@${c.id}`,
+  }));
+}
