@@ -19,9 +19,15 @@ export function registerFlagsCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const threshold = opts.threshold === undefined ? undefined : Number(opts.threshold);
+      const threshold = opts.threshold === undefined ? undefined : opts.threshold.trim() === '' ? NaN : Number(opts.threshold);
       if (threshold !== undefined && !(threshold >= 0 && threshold <= 1)) {
         process.stderr.write(`--threshold: got "${opts.threshold}", expected a number from 0 to 1\n`);
+        process.exitCode = EXIT_USAGE;
+        return;
+      }
+      const limit = Number(opts.limit);
+      if (!Number.isInteger(limit) || limit < 1) {
+        process.stderr.write(`--limit: got "${opts.limit}", expected a whole number of at least 1\n`);
         process.exitCode = EXIT_USAGE;
         return;
       }
@@ -37,7 +43,7 @@ export function registerFlagsCommand(program: Command): void {
           return;
         }
         const lines = [`${ranked.length} items flagged by ${opts.set} in ${ws.slug}${failing ? ' (some jobs of this set are failing: see `verdict status`)' : ''}`];
-        for (const r of ranked.slice(0, Number(opts.limit) || 50)) {
+        for (const r of ranked.slice(0, limit)) {
           const keys = Object.entries(r.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ');
           const item = await store.getItem(r.itemId);
           lines.push(`  ${r.ref.padEnd(12)} ${keys}  ${(item?.title ?? '').slice(0, 70)}`);

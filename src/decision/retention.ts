@@ -63,10 +63,16 @@ export async function pruneDecisions(store: Store, reader: DecisionReader, o: Pr
     report.batches++;
     report.examined += rows.length;
     const current = new Set<number>();
+    // (item, set) pairs the reader could not judge: their questions or state were unreadable, so
+    // "not current" there means "unknown", and unknown is kept (DESIGN §1 principle 7).
+    const unjudged = new Set<string>();
     for (const itemId of new Set(rows.map((r) => r.itemId))) {
-      for (const d of await reader.decisions(itemId)) if (d.current) current.add(d.rowId);
+      for (const d of await reader.decisions(itemId)) {
+        if (d.current) current.add(d.rowId);
+        if (d.staleReason === 'not_compared') unjudged.add(`${itemId}\u0000${d.questionSet}`);
+      }
     }
-    const doomed = rows.filter((r) => !current.has(r.id)).map((r) => r.id);
+    const doomed = rows.filter((r) => !current.has(r.id) && !unjudged.has(`${r.itemId}\u0000${r.questionSet}`)).map((r) => r.id);
     report.keptCurrent += rows.length - doomed.length;
     report.deleted += o.dryRun ? doomed.length : await store.deleteDecisions(doomed);
     afterId = rows[rows.length - 1].id;

@@ -64,7 +64,8 @@ export function clipCodePoints(s: string, max: number): Clipped {
   while (i < s.length) {
     if (cp === max) return { text: s.slice(0, i), clipped: true };
     const c = s.charCodeAt(i);
-    i += c >= 0xd800 && c <= 0xdbff && i + 1 < s.length ? 2 : 1;
+    const d = i + 1 < s.length ? s.charCodeAt(i + 1) : 0;
+    i += c >= 0xd800 && c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff ? 2 : 1;
     cp++;
   }
   return { text: s, clipped: false };

@@ -17,7 +17,7 @@ import {
   zeroUsage,
   type JsonSchema,
 } from './prompt.js';
-import type { AskOptions, AskResult, Provider } from './provider.js';
+import { tokenCount, type AskOptions, type AskResult, type Provider } from './provider.js';
 import {
   checkRetryPolicy,
   DEFAULT_RETRY_POLICY,
@@ -280,10 +280,10 @@ export class AnthropicProvider implements Provider {
   #read(message: Anthropic.Message, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
     const u = message.usage;
     const usage = {
-      inputTokens: u?.input_tokens ?? 0,
-      outputTokens: u?.output_tokens ?? 0,
-      cacheReadTokens: u?.cache_read_input_tokens ?? 0,
-      cacheWriteTokens: u?.cache_creation_input_tokens ?? 0,
+      inputTokens: tokenCount(u?.input_tokens),
+      outputTokens: tokenCount(u?.output_tokens),
+      cacheReadTokens: tokenCount(u?.cache_read_input_tokens),
+      cacheWriteTokens: tokenCount(u?.cache_creation_input_tokens),
     };
     let parsed;
     try {

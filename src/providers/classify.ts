@@ -50,11 +50,24 @@ const TOO_COMPLEX_TEXT = /(grammar|schema)[^.]{0,80}(too (large|complex|big)|exc
 /** Provider error text that is about the schema or the response format at all. */
 const SCHEMA_TEXT = /schema|output_config|output_format|response_format|input_schema|grammar/i;
 
+/**
+ * A provider-chosen token (error type, error code, request id) is kept only when it looks like an
+ * identifier: these strings come from the response, and logs carry ids and outcomes, never
+ * provider text (DESIGN §1 principle 9). Anything else is replaced by a fixed marker.
+ */
+export function safeToken(v: string | null | undefined, max = 64): string | null {
+  if (!v) return null;
+  return /^[A-Za-z0-9_.:-]+$/.test(v) && v.length <= max ? v : '[unprintable]';
+}
+
 function describe(provider: string, status: number | undefined, type: string | null | undefined, requestId: string | null | undefined, code?: string | null): string {
   const parts = [`${provider}:`, status !== undefined ? `HTTP ${status}` : 'no response'];
-  if (type) parts.push(type);
-  if (code) parts.push(`(${code})`);
-  if (requestId) parts.push(`(request ${requestId})`);
+  const t = safeToken(type);
+  const c = safeToken(code);
+  const r = safeToken(requestId, 128);
+  if (t) parts.push(t);
+  if (c) parts.push(`(${c})`);
+  if (r) parts.push(`(request ${r})`);
   return parts.join(' ');
 }
 

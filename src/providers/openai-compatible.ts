@@ -15,7 +15,7 @@ import {
   zeroUsage,
   type JsonSchema,
 } from './prompt.js';
-import type { AskOptions, AskResult, Provider } from './provider.js';
+import { tokenCount, type AskOptions, type AskResult, type Provider } from './provider.js';
 import {
   checkRetryPolicy,
   DEFAULT_RETRY_POLICY,
@@ -92,7 +92,6 @@ interface ChatCompletion {
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
 }
 
-const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
 
 /** Finish reasons after which the content is complete (null: servers that leave it out). */
 const COMPLETE_FINISH = new Set(['stop', 'eos']);
@@ -295,9 +294,9 @@ export class OpenAICompatibleProvider implements Provider {
   #read(completion: ChatCompletion, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
     const u = completion.usage;
     const usage = {
-      inputTokens: num(u?.prompt_tokens),
-      outputTokens: num(u?.completion_tokens),
-      cacheReadTokens: num(u?.prompt_tokens_details?.cached_tokens),
+      inputTokens: tokenCount(u?.prompt_tokens),
+      outputTokens: tokenCount(u?.completion_tokens),
+      cacheReadTokens: tokenCount(u?.prompt_tokens_details?.cached_tokens),
       cacheWriteTokens: 0,
     };
     let parsed;

@@ -50,6 +50,15 @@ export interface Provider extends FingerprintContext {
 }
 
 /**
+ * A token count from a provider's response, as a non-negative integer: anything else (a string,
+ * NaN, a negative or fractional number, absent) counts as 0, so a broken usage block can neither
+ * lower recorded spend nor corrupt the spend log.
+ */
+export function tokenCount(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
+}
+
+/**
  * Rough token estimate used for input budgets and cost estimates before any call:
  * 1 token per 3 UTF-16 code units, rounded up. Deliberately pessimistic against the ~4 chars per
  * token of English text, because Haiku 5.5's tokenizer counts about 30 % more than older models

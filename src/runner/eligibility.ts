@@ -9,7 +9,9 @@ import type { CollectionRow, ItemRow } from '../store/store.js';
  */
 export function isTerminal(item: Pick<ItemRow, 'fields'>, collection: Pick<CollectionRow, 'schema'>, fields?: Record<string, unknown>): boolean {
   const values = fields ?? parseFields(item.fields);
-  for (const def of collection.schema.fields ?? []) {
+  const defs = Array.isArray(collection.schema?.fields) ? collection.schema.fields : [];
+  for (const def of defs) {
+    if (!def || typeof def !== 'object') continue;
     if (!def.terminal_options?.length) continue;
     const v = values[def.key];
     if (typeof v === 'string' && def.terminal_options.includes(v)) return true;

@@ -69,7 +69,15 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<{ outc
   }
   if (loaded.workspace.deletedAt !== null) return { outcome: { kind: 'release', reason: 'workspace deleted' }, stats };
   const ref = loaded.item.ref;
-  if (!appliesNow(set, loaded.item, loaded.collection)) return { outcome: { kind: 'drop', reason: 'set no longer applies' }, stats, ref };
+  let applies: boolean;
+  try {
+    applies = appliesNow(set, loaded.item, loaded.collection);
+  } catch (err) {
+    // A row the rules cannot read (fields or collection schema): park it, visibly, rather than
+    // let the error escape the runner and leave the job to the abandon limit.
+    return { outcome: { kind: 'park', reason: `eligibility cannot be judged: ${errCode(err)}` }, stats, ref };
+  }
+  if (!applies) return { outcome: { kind: 'drop', reason: 'set no longer applies' }, stats, ref };
 
   let questions: Record<string, Question>;
   try {
@@ -84,7 +92,8 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<{ outc
     chunks = await plan(set, loaded, questions, deps, claim);
   } catch (err) {
     // Write doors validate fields, so this is a row the builder cannot read: park it, visibly.
-    if (err instanceof SyntaxError || err instanceof TypeError) {
+    // RangeError: fields nested too deep for the parser's stack; it will fail the same way every time.
+    if (err instanceof SyntaxError || err instanceof TypeError || err instanceof RangeError) {
       return { outcome: { kind: 'park', reason: `state cannot be built: ${err.name}` }, stats, ref };
     }
     return { outcome: { kind: 'fail', reason: `idempotency read failed: ${errCode(err)}` }, stats, ref };

@@ -16,16 +16,18 @@ export function emptyReport(): NormaliseReport {
 /** Normalises one string, adding what it changed to `report`. */
 export function normaliseText(s: string, report: NormaliseReport): string {
   let out = s;
-  if (out.includes('\u0000')) {
-    const before = out.length;
-    out = out.replace(/\u0000/g, '');
-    report.nulsRemoved += before - out.length;
-  }
   if (!out.isWellFormed()) {
     out = out.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, () => {
       report.loneSurrogates++;
       return '\uFFFD';
     });
+  }
+  // NUL goes after the surrogates are repaired, so removing it cannot join two lone halves into a
+  // pair that was never written.
+  if (out.includes('\u0000')) {
+    const before = out.length;
+    out = out.replace(/\u0000/g, '');
+    report.nulsRemoved += before - out.length;
   }
   return out;
 }

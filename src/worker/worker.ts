@@ -68,7 +68,6 @@ export class Worker {
   private stopping = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
-  private lastCooloffLog = 0;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
   /** The provider error code that started the current cooling-off, if any. */
@@ -171,17 +170,17 @@ export class Worker {
   }
 
   private enterCooloff(reason: string): void {
-    this.cooloffMs = Math.min(this.cooloffMs ? this.cooloffMs * 2 : COOLOFF_BASE_MS, COOLOFF_CAP_MS);
-    this.cooloffUntil = Date.now() + this.cooloffMs;
-    this.providerProblem = reason;
-    if (Date.now() - this.lastCooloffLog >= this.cooloffMs) {
-      this.lastCooloffLog = Date.now();
-      this.opts.logger.error({ reason, cooloffMs: this.cooloffMs }, 'provider misconfigured: not claiming during the cooling-off period');
-    }
     if (this.opts.untilIdle) {
       this.summary.misconfigured = reason;
       this.stop('provider misconfigured');
     }
+    // Several slots can report the same provider-wide error at once: one period, not one per slot
+    // (DESIGN §3: 30 s doubling to 10 min, the error logged once per period).
+    if (Date.now() < this.cooloffUntil) return;
+    this.cooloffMs = Math.min(this.cooloffMs ? this.cooloffMs * 2 : COOLOFF_BASE_MS, COOLOFF_CAP_MS);
+    this.cooloffUntil = Date.now() + this.cooloffMs;
+    this.providerProblem = reason;
+    this.opts.logger.error({ reason, cooloffMs: this.cooloffMs }, 'provider misconfigured: not claiming during the cooling-off period');
   }
 
   private async slot(i: number): Promise<void> {

@@ -71,6 +71,24 @@ describe('pruneDecisions', () => {
     expect(fake.requests.length).toBe(calls);
   });
 
+  it('keeps every row of a set it cannot judge: unknown is not absent', async () => {
+    const { defineQuestionSet, Registry } = await import('../../src/decision/registry.js');
+    const it1 = await newItem();
+    await settle(fx, fake);
+    await fx.store.updateItem(it1.id, { content: 'v2' });
+    await settle(fx, fake);
+    await fx.store.updateItem(it1.id, { content: 'v1' }); // S1 rows are current again
+    await settle(fx, fake);
+    fx.clock.advance(31 * DAY);
+    // The same set, but its questions cannot be read now (a resolver that throws).
+    const broken = defineQuestionSet({ ...attentionSet, questions: undefined, resolve: async () => { throw new Error('db down'); } });
+    const blind = new DecisionReader(fx.store, new Registry([broken]), { name: fake.name, model: fake.model, promptVersion: fake.promptVersion, effort: fake.effort });
+    expect(await pruneDecisions(fx.store, blind, { historyMs: 30 * DAY })).toMatchObject({ deleted: 0 });
+    expect(await ids(it1.id)).toHaveLength(6);
+    // control: with the questions readable, the superseded S2 rows go and S1 stays
+    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({ keptCurrent: 3, deleted: 0 });
+  });
+
   it('works in small batches; dry run deletes nothing', async () => {
     for (const ref of ['T-1', 'T-2', 'T-3']) await newItem(ref);
     for (const ref of ['T-1', 'T-2', 'T-3']) await threeGenerations((await fx.store.getItemByRef(fx.ws.id, ref))!.id);

@@ -105,3 +105,9 @@ describe('canonicalJson', () => {
     expect(canonicalJson('a\u2028b\u2029')).toBe('"a\\u2028b\\u2029"');
   });
 });
+
+describe('clipCodePoints with unpaired surrogates', () => {
+  it('counts a lone high surrogate as one code point, never swallowing the next character', () => {
+    expect(clipCodePoints('\uD800ab', 2)).toEqual({ text: '\uD800a', clipped: true });
+  });
+});

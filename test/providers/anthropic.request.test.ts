@@ -216,3 +216,22 @@ describe('AnthropicProvider configuration', () => {
     await expect(provider().doctor()).rejects.toBeInstanceOf(ProviderMisconfigured);
   });
 });
+
+describe('AnthropicProvider usage and provider text', () => {
+  it('counts a broken usage block (negative, string) as 0, never lowering or corrupting spend', async () => {
+    server.script(FakeAnthropicServer.auto({ usage: { input_tokens: -500, output_tokens: '7' as never, cache_read_input_tokens: 12.9 } }));
+    const r = await provider().ask(STATE, questions(), askOpts());
+    expect(r.usage).toEqual({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 12, cacheWriteTokens: 0 });
+  });
+
+  it('keeps provider-chosen error types and request ids out of messages unless they are plain identifiers', async () => {
+    const { safeToken } = await import('../../src/providers/classify.js');
+    expect(safeToken('overloaded_error')).toBe('overloaded_error');
+    expect(safeToken('x'.repeat(65))).toBe('[unprintable]');
+    const weird = () => FakeAnthropicServer.errorReply(500, 'the item said SECRET words', 'm', { 'request-id': 'req SECRET id' });
+    server.script(weird(), weird(), weird(), weird());
+    const err = await provider().ask(STATE, questions(), askOpts()).catch((e: Error) => e);
+    expect((err as Error).message).toMatch(/HTTP 500/);
+    expect((err as Error).message).not.toContain('SECRET');
+  });
+});

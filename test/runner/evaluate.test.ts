@@ -320,3 +320,28 @@ describe('permanent versus transient failures', () => {
     expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', abandons: 8 });
   });
 });
+
+describe('rows the builder cannot read park visibly instead of failing forever', () => {
+  it('fields nested deeper than the parser can follow park the job at the first claim', async () => {
+    const deep = '{"a":' + '['.repeat(20_000) + ']'.repeat(20_000) + '}';
+    // The write door refuses it with a clear error...
+    await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: deep })).rejects.toThrow(/not valid JSON|nest deeper/);
+    await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: '{"a":' + '['.repeat(40) + ']'.repeat(40) + '}' })).rejects.toThrow(/nest deeper than 32/);
+    // ...and a row that got past it (an older row, another writer) parks instead of failing forever.
+    const it1 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: { status: 'open' } })).row;
+    fx.store.ctx.db.$client.prepare('UPDATE items SET fields = ? WHERE id = ?').run('{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', it1.id);
+    fx.clock.advance(30_000);
+    const r = await runOnce(runnerOptions(fx, fake), signal);
+    expect(r!.outcome.kind).toBe('park');
+    expect((await fx.store.getJob(it1.id, 'attention'))!.state).toBe('parked');
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('a collection schema whose fields is not a list does not break the runner', async () => {
+    const odd = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never });
+    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: odd.id, ref: 'O-1', title: 't', content: 'b', fields: { status: 'open' } });
+    fx.clock.advance(30_000);
+    const r = await runOnce(runnerOptions(fx, fake), signal);
+    expect(r!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
+  });
+});

@@ -147,3 +147,12 @@ describe('write doors owe jobs in the same transaction', () => {
     expect((await fx.store.listJobs({ itemId: it1.id })).every((j) => j.priority === PRIORITY_BACKFILL)).toBe(true);
   });
 });
+
+describe('normalisation order', () => {
+  it('repairs lone surrogates before removing NUL, so no pair is made up', async () => {
+    const { normaliseText, emptyReport } = await import('../../src/store/normalise.js');
+    const report = emptyReport();
+    expect(normaliseText('\uD800\u0000\uDC00', report)).toBe('\uFFFD\uFFFD');
+    expect(report).toEqual({ loneSurrogates: 2, nulsRemoved: 1 });
+  });
+});

@@ -57,7 +57,28 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
     throw new InvalidWrite('fields is not valid JSON');
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidWrite('fields must be a JSON object');
+  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
   return text;
+}
+
+/**
+ * Deepest nesting accepted in `fields` (our choice): tracker fields are flat or one level deep
+ * (labels), and the state builder walks them recursively, so a pathological depth would fail every
+ * evaluation instead of being refused here with a clear error.
+ */
+export const MAX_FIELDS_DEPTH = 32;
+
+function nestingDepth(v: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== 'object' || 'isLosslessNumber' in (x as object)) continue;
+    if (d > max) max = d;
+    if (max > MAX_FIELDS_DEPTH) return max;
+    for (const c of Array.isArray(x) ? x : Object.values(x as object)) stack.push([c, d + 1]);
+  }
+  return max;
 }
 
 function result<T>(row: T, changed: boolean, normalised: NormaliseReport, owed = 0): WriteResult<T> {
