@@ -105,7 +105,7 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   driftSweepPerMinute: { flag: '--drift-sweep-per-minute', env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE', schema: int(0, 100_000), expected: 'items per minute from 0 (off) to 100000' },
   retentionHistoryMs: { flag: '--retention-history-ms', env: 'VERDICT_RETENTION_HISTORY_MS', schema: int(0, 315_360_000_000), expected: 'milliseconds from 0 to 315360000000 (10 years)' },
   pruneIntervalMs: { flag: '--prune-interval-ms', env: 'VERDICT_PRUNE_INTERVAL_MS', schema: int(0, 604_800_000), expected: 'milliseconds from 0 (off) to 604800000' },
-  envFile: { flag: '--env-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
+  envFile: { flag: '--env-vars-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
   anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
   openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
 };
@@ -133,7 +133,7 @@ export const DEFAULTS = {
  * @returns the variables it sets (values untouched).
  * @throws ConfigError naming the option and the file when it cannot be read.
  */
-export function readEnvFile(path: string, source = '--env-file'): Record<string, string> {
+export function readEnvFile(path: string, source = '--env-vars-file'): Record<string, string> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -145,7 +145,7 @@ export function readEnvFile(path: string, source = '--env-file'): Record<string,
 
 /**
  * Builds the config from flags (commander's camelCase option values) and the environment.
- * Blank environment values count as unset. With `--env-file` / `VERDICT_ENV_FILE`, the file's
+ * Blank environment values count as unset. With `--env-vars-file` / `VERDICT_ENV_FILE`, the file's
  * variables are laid over `env` first (the file wins over the inherited environment, so editing it
  * and sending SIGHUP changes a running worker; flags still win over both).
  * @throws ConfigError naming the option, the value and what was expected.
@@ -153,7 +153,7 @@ export function readEnvFile(path: string, source = '--env-file'): Record<string,
 export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Config {
   const envFile = flags.envFile ?? (env.VERDICT_ENV_FILE?.trim() ? env.VERDICT_ENV_FILE : undefined);
   if (envFile !== undefined) {
-    env = { ...env, ...readEnvFile(String(envFile), flags.envFile !== undefined ? '--env-file' : 'VERDICT_ENV_FILE') };
+    env = { ...env, ...readEnvFile(String(envFile), flags.envFile !== undefined ? '--env-vars-file' : 'VERDICT_ENV_FILE') };
   }
   const out: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(OPTIONS)) {

@@ -29,6 +29,8 @@ export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): 
   const flags = { ...cmd.optsWithGlobals() };
   // commander names `--config` `config`; the config key is `configFile`.
   if (flags.config !== undefined) flags.configFile = flags.config;
+  // `--env-vars-file` (not `--env-file`, which Node and tsx take for themselves) fills `envFile`.
+  if (flags.envVarsFile !== undefined) flags.envFile = flags.envVarsFile;
   return loadConfig(flags, env);
 }
 

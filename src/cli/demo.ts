@@ -1,4 +1,6 @@
-import { rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { bundledSamplePath, importBeads } from '../importers/beads.js';
@@ -37,22 +39,40 @@ export function registerDemoCommand(program: Command): void {
       const provider = createProvider(cfg, logger);
       if (!provider) throw new ConfigError('demo needs a provider; --provider none turns decisions off');
       const paid = provider.name !== 'fake';
-      const path = sqlitePathFromUrl(cfg.databaseUrl);
-      if (!opts.keep && path !== ':memory:') for (const f of [path, `${path}-wal`, `${path}-shm`]) rmSync(f, { force: true });
-      const store = openStore(cfg, registry);
+      // Check the inputs before touching any database.
+      const sample = opts.sample ?? bundledSamplePath();
+      if (!existsSync(sample) || !statSync(sample).isFile()) throw new UsageError(`--sample: no file at ${sample}`);
+      let conventionsDoc: ReturnType<typeof readConventionsFile> | undefined;
+      if (opts.conventions) {
+        try {
+          conventionsDoc = readConventionsFile(opts.conventions);
+        } catch (err) {
+          if (err instanceof InvalidConventionsFile) throw new UsageError(err.message);
+          throw err;
+        }
+      }
+      let path = sqlitePathFromUrl(cfg.databaseUrl);
+      let scratch: string | null = null;
+      if (paid && !opts.yes) {
+        // The estimate needs the sample imported; do it in a scratch database so that asking for
+        // an estimate never resets the demo's own.
+        scratch = mkdtempSync(join(tmpdir(), 'verdict-demo-estimate-'));
+        path = join(scratch, 'estimate.db');
+      } else if (!opts.keep && path !== ':memory:' && existsSync(path)) {
+        // The demo starts fresh only in its own database: never reset one it did not make.
+        if (resolve(path) !== resolve(DEMO_DATABASE)) {
+          throw new UsageError(`demo resets its database, and ${path} is not the demo's own (${DEMO_DATABASE}); pass --keep to add the sample to it, or choose a new path`);
+        }
+        for (const f of [path, `${path}-wal`, `${path}-shm`]) rmSync(f, { force: true });
+      }
+      const store = openStore({ ...cfg, databaseUrl: path }, registry);
       const out = (s: string) => process.stdout.write(`${s}\n`);
       try {
         out(`Verdict demo: provider ${provider.name}${paid ? `, model ${provider.model} (real calls)` : ' (offline and deterministic: answers are derived from hashes, not from a model)'}, database ${cfg.databaseUrl}`);
-        const report = await importBeads(store, opts.sample ?? bundledSamplePath(), { workspaceSlug: 'beads', logger });
+        const report = await importBeads(store, sample, { workspaceSlug: 'beads', logger });
         out(formatImportReport(report));
-        if (opts.conventions) {
-          let doc;
-          try {
-            doc = readConventionsFile(opts.conventions);
-          } catch (err) {
-            if (err instanceof InvalidConventionsFile) throw new UsageError(err.message);
-            throw err;
-          }
+        if (opts.conventions && conventionsDoc) {
+          const doc = conventionsDoc;
           const c = await importConventions(store, doc, report.workspaceSlug);
           out(`conventions from ${opts.conventions}: ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged (collection ${doc.collection}, a system collection with role "conventions")`);
         }
@@ -64,7 +84,7 @@ export function registerDemoCommand(program: Command): void {
             `estimate: ${e.jobs} jobs owed, about ${e.calls} calls to ${provider.name} ${provider.model}, about ${e.inputTokens} input tokens, at most ${e.maxOutputTokens} output tokens${e.notEstimated ? ` (${e.notEstimated} jobs not estimated)` : ''}`,
           );
           if (!opts.yes) {
-            process.stderr.write(`verdict: demo with --provider ${provider.name} sends item text to a paid model; nothing was sent. Rerun with --yes to spend the estimate above.\n`);
+            process.stderr.write(`verdict: demo with --provider ${provider.name} sends item text to a paid model; nothing was sent and ${cfg.databaseUrl} was not touched. Rerun with --yes to spend the estimate above.\n`);
             process.exitCode = EXIT_USAGE;
             return;
           }
@@ -86,10 +106,11 @@ export function registerDemoCommand(program: Command): void {
         out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`);
         for (const t of top) out(`  ${t.ref.padEnd(12)} ${Object.entries(t.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ')}`);
         // Reads judge currency against the configured provider, so the hint names the demo's.
-        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`npm run verdict -- show ${top[0]?.ref ?? 'REF'} --database-url ${cfg.databaseUrl} --provider ${provider.name}\``);
+        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`export VERDICT_DATABASE_URL=${cfg.databaseUrl} VERDICT_PROVIDER=${provider.name}\`, then \`npm run verdict -- show ${top[0]?.ref ?? 'REF'}\``);
       } finally {
         await provider.close?.();
         await store.close();
+        if (scratch) rmSync(scratch, { recursive: true, force: true });
       }
     });
 }

@@ -1,4 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+
+/** The package version, read from package.json beside src/ and dist/. */
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 import { ConfigError } from '../config.js';
 import { InvalidQuestion } from '../decision/questions.js';
 import { InvalidQuestionSet } from '../decision/registry.js';
@@ -24,7 +28,9 @@ import { registerWorkerCommand } from './worker.js';
 export function buildProgram(): Command {
   const program = addConfigOptions(new Command('verdict'))
     .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')
-    .showHelpAfterError()
+    .version(VERSION)
+    .configureHelp({ showGlobalOptions: true })
+    .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   registerDemoCommand(program);
   registerImportCommand(program);

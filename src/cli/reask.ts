@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../decision/drift.js';
-import { createProvider } from '../providers/create.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
+import { readerContext } from './reader.js';
 
 /** Items owed per store call (one write transaction) by `reask`; the store's own IN-list chunk is 500 too. */
 export const REASK_OWE_CHUNK = 500;
@@ -35,9 +35,16 @@ export function registerReaskCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const provider = createProvider(cfg, logger);
-      if (!provider) throw new ConfigError('reask: the provider is none (decisions off); nothing would answer');
+      if (cfg.provider === 'none') throw new ConfigError('reask: the provider is none (decisions off); nothing would answer');
       const store = openStore(cfg, registry);
+      // What counts as drifted is judged against the configured provider, or else the one the
+      // worker last pinned (the same rule as every read).
+      const ctx = await readerContext(cfg, store, logger);
+      if (!ctx || ctx.model === '') {
+        await store.close();
+        throw new ConfigError('reask: no provider configured and no worker has run on this database yet; pass --provider (and --model) as the worker has them');
+      }
+      const provider = ctx;
       try {
         const workspaces = opts.workspace ? [await resolveWorkspace(store, opts.workspace)] : (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
         const surveys: Array<{ slug: string; survey: DriftSurvey }> = [];
@@ -95,7 +102,6 @@ export function registerReaskCommand(program: Command): void {
         }
         if (!opts.dryRun && !willOwe) process.exitCode = EXIT_USAGE;
       } finally {
-        await provider.close?.();
         await store.close();
       }
     });

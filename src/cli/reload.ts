@@ -15,7 +15,7 @@ import { buildRegistry } from './common.js';
  * Its jobs are released without an attempt and claimed again at once under the new config.
  *
  * What a reload re-reads is the config as at start: the same flags, the inherited environment and,
- * when given, the `--env-file` / `VERDICT_ENV_FILE` file (read again, so edits to it take effect),
+ * when given, the `--env-vars-file` / `VERDICT_ENV_FILE` file (read again, so edits to it take effect),
  * plus the question-set config file the registry loads. The inherited environment itself cannot
  * change under a running process.
  */

@@ -110,7 +110,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (p.reload) process.on('SIGHUP', onHup);
   }
   p.logger.info(
-    { provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
+    { pid: process.pid, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
     'worker started',
   );
   // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
@@ -152,7 +152,7 @@ export async function printLeftover(store: Store, out: (s: string) => void): Pro
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
-    .description('claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-file)')
+    .description('claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-vars-file)')
     .option('--until-idle', 'drain every job claimable now, then exit 0')
     .action(async (opts: { untilIdle?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);

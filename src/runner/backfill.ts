@@ -209,9 +209,11 @@ export class Backfill {
           chunks: cursor.chunks + 1,
           owedItems: cursor.owedItems + ids.length,
         };
+        // No re-ask debounce: an item already answered at its current state completes at once
+        // without a call, instead of holding its job (and `status`) for an hour.
         const inserted = await store.oweJobs(
           ids.map((itemId) => ({ itemId, questionSet: set.name })),
-          { priority: PRIORITY_BACKFILL, quietPeriod: false, insertOnly: true, meta: { key, value: JSON.stringify(nextCursor) } },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false, insertOnly: true, meta: { key, value: JSON.stringify(nextCursor) } },
         );
         cursor = nextCursor;
         report.insertedThisRun += inserted;

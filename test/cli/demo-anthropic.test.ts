@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -47,8 +48,9 @@ describe('verdict demo --provider anthropic', () => {
     const { code } = await p.exited;
     expect(code).toBe(2);
     expect(p.stdout()).toMatch(/estimate: \d+ jobs owed, about \d+ calls to anthropic claude-haiku-5-5, about \d+ input tokens/);
-    expect(p.stderr()).toMatch(/nothing was sent\. Rerun with --yes/);
+    expect(p.stderr()).toMatch(/nothing was sent and .* was not touched\. Rerun with --yes/);
     expect(server.messages).toHaveLength(0);
+    expect(existsSync(join(dir.dir, 'refused.db'))).toBe(false); // the estimate used a scratch database
   }, 30_000);
 
   it('with --yes: imports and drains the sample against the fake server; the key canary is in no line', async () => {

@@ -54,7 +54,7 @@ describe('loadConfig: provider selection', () => {
     expect(cfg.anthropicApiKey).toBe('sk-ant-file');
     expect(cfg.provider).toBe('anthropic');
     expect(loadConfig({}, { VERDICT_ENV_FILE: f }).model).toBe('from-file');
-    expect(() => loadConfig({ envFile: join(dir.dir, 'missing.env') }, {})).toThrow(/--env-file: cannot read .*missing\.env.*ENOENT/);
+    expect(() => loadConfig({ envFile: join(dir.dir, 'missing.env') }, {})).toThrow(/--env-vars-file: cannot read .*missing\.env.*ENOENT/);
   });
 });
 

@@ -103,10 +103,10 @@ describe('backfill', () => {
     await drainNow(runnerOptions(fx, fake));
     const report = await run;
 
-    // The live write already got the last item its effort answer, so the backfill's job for it
-    // waits out the re-ask debounce: counted as waiting, and it did not hold the chunk up.
-    expect(report).toMatchObject({ finished: true, interrupted: false, total: 5, owedThisRun: 5, chunksOwed: 3, chunksDrained: 3, parked: 0, waiting: 1 });
-    expect((await fx.store.getJob(ids[4], 'effort'))!.notBefore).toBeGreaterThan(await fx.store.now());
+    // The live write already got the last item its effort answer; the backfill's job for it is
+    // owed without the re-ask debounce, so it is due at once and completes without a call.
+    expect(report).toMatchObject({ finished: true, interrupted: false, total: 5, owedThisRun: 5, chunksOwed: 3, chunksDrained: 3, parked: 0, waiting: 0 });
+    expect(await fx.store.getJob(ids[4], 'effort')).toBeNull();
     for (const id of ids) expect((await fx.store.listDecisions(id)).filter((d) => d.questionSet === 'effort')).toHaveLength(1);
     expect(await fx.store.getMeta(backfillCursorKey('effort', null))).toBeNull();
   });
@@ -199,5 +199,31 @@ describe('backfill', () => {
     expect((await effortJobs()).map((j) => j.itemId)).toEqual(ids);
     await drainNow(runnerOptions(fx, new FakeProvider()));
     expect(await run).toMatchObject({ finished: true, owedThisRun: 3 });
+  });
+});
+
+describe('backfill over items already answered', () => {
+  it('owes them due now (no re-ask debounce): they complete without a call instead of waiting an hour', async () => {
+    await seed(2);
+    const fake = new FakeProvider();
+    await drainNow(runnerOptions(fx, fake)); // both sets answered now
+    const calls = fake.requests.length;
+    const run = backfill({ chunkSize: 10 }).run();
+    // The jobs it owes are due at once: a runner claims them and finds nothing to ask.
+    const reports = await (async () => {
+      for (let i = 0; i < 200; i++) {
+        const r = await drainNow(runnerOptions(fx, fake));
+        if (r.length) return r;
+        await new Promise((res) => setTimeout(res, 1));
+      }
+      return [];
+    })();
+    await run;
+    expect(reports.map((r) => r.outcome)).toEqual([
+      { kind: 'complete', reason: 'already_answered' },
+      { kind: 'complete', reason: 'already_answered' },
+    ]);
+    expect(fake.requests.length).toBe(calls);
+    expect(await effortJobs()).toHaveLength(0);
   });
 });

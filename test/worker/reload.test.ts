@@ -17,7 +17,7 @@ import { makeFixture, tempDir, TASK_SCHEMA } from '../harness/store-fixture.js';
 /**
  * SIGHUP reload (DESIGN §10): a valid new config swaps the provider and cancels the in-flight pass,
  * whose job is released without an attempt; an invalid one is refused and the old one keeps
- * running. The worker re-reads its `--env-file` on SIGHUP.
+ * running. The worker re-reads its `--env-vars-file` on SIGHUP.
  */
 
 describe('Worker.cancelPass', () => {
@@ -175,7 +175,7 @@ function logLines(stderr: string): Array<Record<string, any>> {
   return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 }
 
-const workerArgs = () => ['worker', '--database-url', file, '--env-file', envFile, '--tick-ms', '50', '--concurrency', '1', '--lease-ms', '60000'];
+const workerArgs = () => ['worker', '--database-url', file, '--env-vars-file', envFile, '--tick-ms', '50', '--concurrency', '1', '--lease-ms', '60000'];
 
 describe('SIGHUP reload of a worker process', () => {
   it('a valid new config: the provider is swapped (answers carry model B) and the in-flight job is released without an attempt', async () => {
