@@ -54,14 +54,15 @@ function toClaim(r: RawJob): Claim {
 }
 
 /**
- * Claims the claimable job with the lowest (priority, enqueued_at) in one UPDATE … RETURNING
- * (DESIGN §3). Claimable: owed, due (not_before <= now), no live lease, workspace not
- * soft-deleted. The same statement counts the attempt, and counts an abandon when the row still
- * carried an expired claim (its claimant died without recording an outcome).
+ * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at) in one
+ * UPDATE … RETURNING (DESIGN §3; fair_tag interleaves workspaces, see owe.ts `fairTagSql`).
+ * Claimable: owed, due (not_before <= now), no live lease, workspace not soft-deleted. The same
+ * statement counts the attempt, and counts an abandon when the row still carried an expired claim
+ * (its claimant died without recording an outcome).
  *
- * The subquery walks `decision_jobs_claim_order_idx (state, priority, enqueued_at, key)` in order and
- * stops at the first claimable row, so the claim reads one index range and never sorts, whatever
- * the queue's size. A job found at the abandon limit is parked instead, before any provider call,
+ * The subquery walks `decision_jobs_claim_order_idx (state, priority, fair_tag, enqueued_at,
+ * key)` in order and stops at the first claimable row, so the claim reads one index range and
+ * never sorts, whatever the queue's size. A job found at the abandon limit is parked instead, before any provider call,
  * and the next one is tried.
  */
 export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: number, abandonLimit: number): Claim | null {
@@ -79,7 +80,7 @@ export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: numb
           WHERE j.state = 'owed' AND j.not_before <= ${now}
             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
             AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-          ORDER BY j.priority, j.enqueued_at, j.item_id, j.question_set
+          ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
           LIMIT 1)
         RETURNING *`);
       if (!row) return null;

@@ -56,14 +56,36 @@ export function oweItems(
     // `WHERE true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
     const r = tx.run(sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
-                                 enqueued_at, not_before, state)
+                                 enqueued_at, not_before, state, fair_tag)
       SELECT i.id, ${set.name}, i.workspace_id, ${priority}, 1, ${now},
-             min(${candidate}, ${now + set.maxDelayMs}), 'owed'
+             min(${candidate}, ${now + set.maxDelayMs}), 'owed',
+             ${fairTagSql(priority, now)}
       FROM items i WHERE ${where} AND true
       ${onConflict}`);
     changed += r.changes;
   }
   return changed;
+}
+
+/**
+ * The fair-queuing tag of each row an `INSERT … SELECT FROM items i` owes (start-time fair
+ * queuing, as in packet schedulers): a workspace's new jobs are numbered on from
+ * max(virtual time, that workspace's latest tag), where virtual time is the smallest tag among
+ * the jobs of this priority that are due now. The claim orders by (priority, fair_tag, ...), so a
+ * workspace with 10,000 owed jobs and one with 10 take turns: the second's jobs are tagged 1..10
+ * beside the first's 1..10,000, not behind them. Because virtual time only counts due jobs, a
+ * workspace that arrives late starts level with the others' current position rather than ahead
+ * of their whole backlog. The tag is set once; a later enqueue (which keeps enqueued_at) keeps it.
+ * Both reads are index seeks: `decision_jobs_ws_fair_idx` for the workspace's latest tag, and the
+ * claim-order index walked to the first due row for virtual time.
+ */
+export function fairTagSql(priority: number, now: number) {
+  return sql`max(
+      coalesce((SELECT min(v.fair_tag) FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
+                WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}), 0),
+      coalesce((SELECT max(l.fair_tag) FROM decision_jobs l INDEXED BY decision_jobs_ws_fair_idx
+                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}), 0))
+    + row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`;
 }
 
 /** Sets whose state reads comments: trail readers and per-comment sets. */

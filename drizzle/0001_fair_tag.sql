@@ -1,0 +1,4 @@
+DROP INDEX `decision_jobs_claim_order_idx`;--> statement-breakpoint
+ALTER TABLE `decision_jobs` ADD `fair_tag` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+CREATE INDEX `decision_jobs_ws_fair_idx` ON `decision_jobs` (`workspace_id`,`priority`,`fair_tag`);--> statement-breakpoint
+CREATE INDEX `decision_jobs_claim_order_idx` ON `decision_jobs` (`state`,`priority`,`fair_tag`,`enqueued_at`,`item_id`,`question_set`);
