@@ -36,6 +36,12 @@ export interface Config {
   abandonLimit: number;
   /** Largest estimated input tokens of one call; above it the job parks. @defaultValue 200000 */
   inputBudgetTokens: number;
+  /** Provider requests per minute, per worker process; undefined is no cap (DESIGN §10). */
+  requestsPerMinute: number | undefined;
+  /** Estimated input tokens per minute, per worker process; undefined is no cap. */
+  inputTokensPerMinute: number | undefined;
+  /** Billed tokens per UTC day across every process on the database; undefined is no cap. */
+  dailyTokenCap: number | undefined;
   anthropicApiKey: string | undefined;
   anthropicBaseUrl: string | undefined;
   openaiBaseUrl: string | undefined;
@@ -77,6 +83,9 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'anthropi
   graceMs: { flag: '--grace-ms', env: 'VERDICT_GRACE_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
   abandonLimit: { flag: '--abandon-limit', env: 'VERDICT_ABANDON_LIMIT', schema: int(1, 1000), expected: 'an integer from 1 to 1000' },
   inputBudgetTokens: { flag: '--input-budget-tokens', env: 'VERDICT_INPUT_BUDGET_TOKENS', schema: int(1000, 10_000_000), expected: 'tokens from 1000 to 10000000' },
+  requestsPerMinute: { flag: '--requests-per-minute', env: 'VERDICT_REQUESTS_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000 (unset: no cap)' },
+  inputTokensPerMinute: { flag: '--input-tokens-per-minute', env: 'VERDICT_INPUT_TOKENS_PER_MINUTE', schema: int(100, 1_000_000_000), expected: 'tokens per minute from 100 to 1000000000 (unset: no cap)' },
+  dailyTokenCap: { flag: '--daily-token-cap', env: 'VERDICT_DAILY_TOKEN_CAP', schema: int(1, Number.MAX_SAFE_INTEGER), expected: 'a positive number of tokens per UTC day (unset: no cap)' },
 };
 
 export const DEFAULTS = {

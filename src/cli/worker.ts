@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
+import { ProviderLimiter } from '../worker/limiter.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 
@@ -28,6 +29,12 @@ export interface RunWorkerParams {
  * period; a second signal exits at once.
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
+  const limiter = new ProviderLimiter({
+    store: p.store,
+    requestsPerMinute: p.cfg.requestsPerMinute,
+    inputTokensPerMinute: p.cfg.inputTokensPerMinute,
+    dailyTokenCap: p.cfg.dailyTokenCap,
+  });
   const worker = new Worker({
     store: p.store,
     registry: p.registry,
@@ -40,6 +47,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     passLimit: p.cfg.passLimit,
     abandonLimit: p.cfg.abandonLimit,
     untilIdle: p.untilIdle,
+    ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const onSignal = (sig: NodeJS.Signals) => {
     if (worker.signal.aborted) {
@@ -58,7 +66,17 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     process.on('SIGINT', onSignal);
   }
   p.logger.info(
-    { provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
+    {
+      provider: p.provider.name,
+      model: p.provider.model,
+      concurrency: p.cfg.concurrency,
+      tickMs: p.cfg.tickMs,
+      leaseMs: p.cfg.leaseMs,
+      untilIdle: p.untilIdle,
+      requestsPerMinute: p.cfg.requestsPerMinute ?? null,
+      inputTokensPerMinute: p.cfg.inputTokensPerMinute ?? null,
+      dailyTokenCap: p.cfg.dailyTokenCap ?? null,
+    },
     'worker started',
   );
   try {
@@ -100,6 +118,7 @@ export function registerWorkerCommand(program: Command): void {
           process.stdout.write(
             `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${provider.name}), ${summary.answersStored} answers stored\n`,
           );
+          if (summary.spendCapReached) process.stdout.write('stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n');
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }
         if (summary.misconfigured) {

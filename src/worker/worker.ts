@@ -23,6 +23,11 @@ export interface WorkerOptions {
   /** Drain every job claimable now, then return. */
   untilIdle?: boolean;
   acquirePermit?: RunnerOptions['acquirePermit'];
+  /**
+   * Asked before each claim: null to claim, or milliseconds to stop claiming for (the daily spend
+   * cap is reached; see ProviderLimiter.claimDelay). With `untilIdle`, a delay ends the run.
+   */
+  claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
 }
 
@@ -40,6 +45,8 @@ export interface WorkerSummary {
   outputTokens: number;
   /** Set when the run ended because the provider is misconfigured (`--until-idle`). */
   misconfigured: string | null;
+  /** Set when claiming stopped because the daily spend cap is reached. */
+  spendCapReached?: boolean;
 }
 
 /** Thrown at start when the lease cannot cover one provider call's worst case. */
@@ -64,6 +71,7 @@ export class Worker {
   private cooloffUntil = 0;
   private cooloffMs = 0;
   private lastCooloffLog = 0;
+  private lastGateLog = 0;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
   /** The provider error code that started the current cooling-off, if any. */
@@ -155,9 +163,19 @@ export class Worker {
       }
       let ran = 0;
       let storeError = false;
+      let gated = false;
       while (!this.stopping && ran < this.opts.passLimit) {
         let r: RunReport | null;
         try {
+          const gate = (await this.opts.claimGate?.()) ?? null;
+          if (gate !== null) {
+            gated = true;
+            this.summary.spendCapReached = true;
+            this.logGate(gate);
+            if (this.opts.untilIdle) return;
+            await this.idle(Math.min(gate, this.opts.tickMs));
+            break;
+          }
           r = await runOnce(ro(), this.abort.signal);
         } catch (err) {
           // An unreadable database: log, wait a tick, try again. Owed work stays owed.
@@ -169,9 +187,17 @@ export class Worker {
         if (!r) break;
         ran++;
       }
+      if (gated) continue;
       if (ran === 0 && !storeError && this.opts.untilIdle) return;
       if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
     }
+  }
+
+  /** Logs the spend-cap pause at most once a minute across slots. */
+  private logGate(ms: number): void {
+    if (Date.now() - this.lastGateLog < 60_000) return;
+    this.lastGateLog = Date.now();
+    this.opts.logger.warn({ resumeInMs: Math.round(ms) }, 'daily spend cap reached: not claiming until the next window');
   }
 
   private async idle(ms: number): Promise<void> {
