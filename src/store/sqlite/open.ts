@@ -26,17 +26,18 @@ export function sqlitePathFromUrl(url: string): string {
 }
 
 /**
- * Opens a SQLite database with WAL, a busy timeout, NORMAL sync and foreign keys, and applies the
+ * Opens a SQLite database with WAL, a busy timeout (`busyTimeoutMs`, default BUSY_TIMEOUT_MS; tests
+ * shorten it), NORMAL sync and foreign keys, and applies the
  * migrations in `drizzle/`. Migrations are serialised across processes by an exclusive lock on a
  * side file (`<db>.migrate-lock`): drizzle's migrator reads the last applied migration before it
  * begins its transaction, so two workers starting together on a fresh file would otherwise both
  * try to create the tables.
  * @throws when the file cannot be opened or a migration fails.
  */
-export function openSqlite(path: string, opts: { migrate?: boolean } = {}): SqliteDb {
+export function openSqlite(path: string, opts: { migrate?: boolean; busyTimeoutMs?: number } = {}): SqliteDb {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new Database(path);
-  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS}`);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
