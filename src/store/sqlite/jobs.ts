@@ -1,6 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
-import { SET_DEFAULTS } from '../../decision/registry.js';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import { abandonReason, boundError, LAST_ERROR_MAX, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
 import { decisionJobs } from './schema.js';
 
@@ -11,47 +11,9 @@ import { decisionJobs } from './schema.js';
  * recomputes not_before, so the newer generation runs.
  */
 
-/** last_error is bounded to 1 KiB (DESIGN §2); it never holds provider text. */
-export const LAST_ERROR_MAX = 1024;
+export { LAST_ERROR_MAX };
 
-function bound(s: string): string {
-  return s.length > LAST_ERROR_MAX ? s.slice(0, LAST_ERROR_MAX) : s;
-}
-
-type RawJob = {
-  item_id: string;
-  question_set: string;
-  workspace_id: string;
-  priority: number;
-  generation: number;
-  enqueued_at: number;
-  not_before: number;
-  claimed_by: string | null;
-  claim_token: string | null;
-  lease_expires_at: number | null;
-  attempts: number;
-  refusals: number;
-  abandons: number;
-  state: 'owed' | 'parked';
-  last_error: string | null;
-  last_error_at: number | null;
-};
-
-function toClaim(r: RawJob): Claim {
-  return {
-    itemId: r.item_id,
-    questionSet: r.question_set,
-    workspaceId: r.workspace_id,
-    generation: r.generation,
-    claimToken: r.claim_token!,
-    claimedBy: r.claimed_by!,
-    attempts: r.attempts,
-    refusals: r.refusals,
-    abandons: r.abandons,
-    priority: r.priority,
-    enqueuedAt: r.enqueued_at,
-  };
-}
+const bound = boundError;
 
 /**
  * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at) in one
@@ -62,8 +24,8 @@ function toClaim(r: RawJob): Claim {
  *
  * The subquery walks `decision_jobs_claim_order_idx (state, priority, fair_tag, enqueued_at,
  * key)` in order and stops at the first claimable row, so the claim reads one index range and
- * never sorts, whatever the queue's size. A job found at the abandon limit is parked instead, before any provider call,
- * and the next one is tried.
+ * never sorts, whatever the queue's size. A job found at the abandon limit is parked instead,
+ * before any provider call, and the next one is tried.
  */
 export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: number, abandonLimit: number): Claim | null {
   return writeTx(ctx, (tx) => {
@@ -85,7 +47,7 @@ export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: numb
         RETURNING *`);
       if (!row) return null;
       if (row.abandons >= abandonLimit) {
-        parkTx(tx, now, row.item_id, row.question_set, `abandon limit: ${row.abandons} claims ended without an outcome`);
+        parkTx(tx, now, row.item_id, row.question_set, abandonReason(row.abandons));
         continue;
       }
       return toClaim(row);
@@ -125,10 +87,7 @@ function fenced(ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, n
     if (!row || row.claim_token !== claim.claimToken) return 'lost';
     const now = ctx.clock.now();
     if (row.generation !== claim.generation) {
-      const set = ctx.registry.get(claim.questionSet);
-      const quiet = set?.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs;
-      const debounce = set?.reaskDebounceMs ?? SET_DEFAULTS.reaskDebounceMs;
-      const maxDelay = set?.maxDelayMs ?? SET_DEFAULTS.maxDelayMs;
+      const { quietPeriodMs: quiet, reaskDebounceMs: debounce, maxDelayMs: maxDelay } = setTiming(ctx.registry, claim.questionSet);
       tx.run(sql`
         UPDATE decision_jobs SET ${CLEAR_CLAIM},
           not_before = min(max(not_before, ${now + quiet},
@@ -176,7 +135,7 @@ export function refuseJob(
     if (row.refusals + 1 >= o.refusalLimit) {
       parked = true;
       tx.run(sql`UPDATE decision_jobs SET refusals = refusals + 1 WHERE ${whereKey(claim)}`);
-      parkTx(tx, now, claim.itemId, claim.questionSet, `refused ${row.refusals + 1} times: ${o.error}`);
+      parkTx(tx, now, claim.itemId, claim.questionSet, refusalParkReason(row.refusals + 1, o.error));
       return;
     }
     tx.run(sql`

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
+import { readsComments, readsLinks } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
 
 /**
@@ -88,15 +89,7 @@ export function fairTagSql(priority: number, now: number) {
     + row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`;
 }
 
-/** Sets whose state reads comments: trail readers and per-comment sets. */
-export function readsComments(s: QuestionSet): boolean {
-  return !s.noTrail || s.perComment;
-}
-
-/** Sets whose state reads links. */
-export function readsLinks(s: QuestionSet): boolean {
-  return s.withLinks;
-}
+export { readsComments, readsLinks };
 
 /**
  * Items whose state shows this item's title: sources of `parent`/`blocks` links to it and targets
