@@ -3,6 +3,8 @@ import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
 import { productionSets } from '../decision/production-sets.js';
 import { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
+import { isPostgresUrl } from '../store/postgres/open.js';
+import { PgStore } from '../store/postgres/pg-store.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
 
@@ -37,12 +39,13 @@ export function buildRegistry(_cfg: Config): Registry {
 }
 
 /**
- * Opens the configured store and applies migrations.
- * @throws ConfigError for a URL no store understands.
+ * Opens the configured store and applies migrations: SQLite for a path or `file:` URL, Postgres
+ * for a `postgres://` URL (migrated on first use; a bad URL fails the first call).
  */
 export function openStore(cfg: Config, registry: Registry): Store & { setRegistry?(r: Registry): void } {
-  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
-    throw new ConfigError('--database-url: postgres:// URLs need the Postgres store, which this build does not include yet');
+  if (isPostgresUrl(cfg.databaseUrl)) {
+    // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
+    return PgStore.connect(cfg.databaseUrl, { registry, poolSize: Math.max(10, cfg.concurrency + 4) });
   }
   return new SqliteStore({ url: cfg.databaseUrl, registry });
 }

@@ -113,6 +113,7 @@ export function registerWorkerCommand(program: Command): void {
       }
       const store = openStore(cfg, registry);
       try {
+        await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
         const summary = await runWorker({ cfg, store, registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true });
         if (opts.untilIdle) {
           process.stdout.write(
