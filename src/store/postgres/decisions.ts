@@ -2,46 +2,45 @@ import { and, asc, eq, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
-import { nowMs, one, readNow, rows, writeTx, type PgContext } from './context.js';
+import { nowMs, one, rows, type PgContext } from './context.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 
 /** Evaluation reads, stored answers and spend on Postgres (DESIGN §2, §7); the twin of `../sqlite/decisions.ts`. */
 
 /**
- * Reads everything the state builder needs, in one REPEATABLE READ transaction so the item, its
- * comments and its links come from one snapshot; null when the item, its collection or workspace
- * row is missing.
+ * Reads everything the state builder needs in three statements (the rows, the live comments, the
+ * links); null when the item, its collection or workspace row is missing. Not one snapshot, as on
+ * SQLite: a write landing between the statements bumps the job's generation, so the outcome of an
+ * evaluation that read a torn state is superseded and the job runs again.
  */
 export async function loadItemForEvaluation(ctx: PgContext, itemId: string): Promise<ItemForEvaluation | null> {
-  return ctx.db.transaction(
-    async (tx) => {
-      const [item] = await tx.select().from(items).where(eq(items.id, itemId));
-      if (!item) return null;
-      const [collection] = await tx.select().from(collections).where(eq(collections.id, item.collectionId));
-      const [workspace] = await tx.select().from(workspaces).where(eq(workspaces.id, item.workspaceId));
-      if (!collection || !workspace) return null;
-      const trail = await rows<TrailComment>(
-        tx,
-        sql`
-        SELECT id, author, body, created_at AS "createdAt" FROM comments
-        WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`,
-      );
-      const links = await rows<StateLink>(
-        tx,
-        sql`
-        SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
-          WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
-        UNION ALL
-        SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
-          WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
-        UNION ALL
-        SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
-          WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`,
-      );
-      return { item, collection: toCollectionRow(collection), workspace, comments: trail, links };
-    },
-    { isolationLevel: 'repeatable read', accessMode: 'read only' },
+  const db = ctx.db;
+  const [r] = await db
+    .select({ item: items, collection: collections, workspace: workspaces })
+    .from(items)
+    .leftJoin(collections, eq(collections.id, items.collectionId))
+    .leftJoin(workspaces, eq(workspaces.id, items.workspaceId))
+    .where(eq(items.id, itemId));
+  if (!r || !r.collection || !r.workspace) return null;
+  const trail = await rows<TrailComment>(
+    db,
+    sql`
+    SELECT id, author, body, created_at AS "createdAt" FROM comments
+    WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`,
   );
+  const links = await rows<StateLink>(
+    db,
+    sql`
+    SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
+      WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
+    UNION ALL
+    SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
+      WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
+    UNION ALL
+    SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
+      WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`,
+  );
+  return { item: r.item, collection: toCollectionRow(r.collection), workspace: r.workspace, comments: trail, links };
 }
 
 /** Liveness as the last statement before a send: item and collection live, workspace live. */
@@ -75,18 +74,16 @@ export async function answeredKeys(ctx: PgContext, itemId: string, questionSet: 
   return new Set(hits.map((h) => h.k));
 }
 
-/** Inserts one call's answers in one statement; a conflict on the idempotency key does nothing. */
+/** Inserts one call's answers in one statement (all or none); a conflict on the idempotency key does nothing. */
 export async function insertDecisions(ctx: PgContext, list: NewDecision[]): Promise<number> {
   if (list.length === 0) return 0;
-  return writeTx(ctx, async (tx) => {
-    const now = await readNow(ctx, tx);
-    const inserted = await tx
-      .insert(itemDecisions)
-      .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, evaluatedAt: now })))
-      .onConflictDoNothing()
-      .returning({ id: itemDecisions.id });
-    return inserted.length;
-  });
+  const now = nowMs(ctx);
+  const inserted = await ctx.db
+    .insert(itemDecisions)
+    .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, evaluatedAt: sql`${now}` })))
+    .onConflictDoNothing()
+    .returning({ id: itemDecisions.id });
+  return inserted.length;
 }
 
 export async function listDecisions(ctx: PgContext, itemId: string): Promise<DecisionRow[]> {

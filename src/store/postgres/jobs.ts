@@ -14,40 +14,47 @@ import { decisionJobs } from './schema.js';
 /**
  * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at, key): one
  * `UPDATE … WHERE key = (SELECT … ORDER BY … LIMIT 1 FOR UPDATE OF j SKIP LOCKED) RETURNING *`.
- * SKIP LOCKED lets concurrent claimers on many machines pass over each other's rows instead of
- * queueing on them; the subquery is a scalar sub-select (run once), so the UPDATE can never touch
- * a second row. It walks `decision_jobs_claim_order_idx` in order, like SQLite's claim. A job at
- * the abandon limit is parked instead, in the same transaction, and the next one tried.
+ * It runs on its own (one round trip, no explicit transaction). SKIP LOCKED lets concurrent
+ * claimers on many machines pass over each other's rows instead of queueing on them; the subquery is a scalar sub-select (run once), so the UPDATE can never touch
+ * a second row. It walks `decision_jobs_claim_order_idx` in order and stops at the first free row,
+ * like SQLite's claim. Postgres has no INDEXED BY, and on a table that autovacuum has not yet
+ * analysed (a fresh database, a big backfill) its default estimates make "read every due row and
+ * sort" look cheaper: 26 ms a claim at 6,000 rows (measured), against 0.07 ms for the walk. So
+ * the statement is written to make the walk the plan whatever the statistics: `state <> 'parked'`
+ * (the only other state; estimated to keep nearly every row) with `ORDER BY state, …` so the
+ * whole index order is the sort order, and `not_before + 0` so no index offers a not_before range. A job found at the abandon limit is parked instead, before any
+ * provider call, and the next one tried.
  */
 export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null> {
-  return writeTx(ctx, async (tx) => {
-    for (;;) {
-      const now = nowMs(ctx);
-      const row = await one<RawJob>(
-        tx,
-        sql`
+  for (;;) {
+    const now = nowMs(ctx);
+    const token = ctx.newToken();
+    const row = await one<RawJob>(
+      ctx.db,
+      sql`
         UPDATE decision_jobs
-        SET claimed_by = ${workerId}, claim_token = ${ctx.newToken()}, lease_expires_at = ${now} + ${leaseMs}::bigint,
+        SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${leaseMs}::bigint,
             attempts = attempts + 1,
             abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
         WHERE (item_id, question_set) = (
           SELECT j.item_id, j.question_set FROM decision_jobs j
-          WHERE j.state = 'owed' AND j.not_before <= ${now}
+          WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
             AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-          ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+          ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
           LIMIT 1
           FOR UPDATE OF j SKIP LOCKED)
         RETURNING *`,
-      );
-      if (!row) return null;
-      if (row.abandons >= abandonLimit) {
-        await parkTx(tx, ctx, row.item_id, row.question_set, abandonReason(row.abandons));
-        continue;
-      }
-      return toClaim(row);
-    }
-  });
+    );
+    if (!row) return null;
+    if (row.abandons < abandonLimit) return toClaim(row);
+    // Parked under the fresh claim's token; should this process die first, the claim expires and
+    // the next claim parks it.
+    await ctx.db.execute(sql`
+      UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM},
+             last_error = ${bound(abandonReason(row.abandons))}, last_error_at = ${nowMs(ctx)}
+      WHERE ${whereKey({ itemId: row.item_id, questionSet: row.question_set })} AND claim_token = ${token}`);
+  }
 }
 
 const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL`;
@@ -100,8 +107,17 @@ async function fenced(ctx: PgContext, claim: Claim, apply: (tx: PgTx, row: RawJo
   });
 }
 
-/** Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. */
+/**
+ * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
+ * common case, token and generation both unchanged, is one statement; anything else goes through
+ * the locked fence to tell `lost` from `superseded`.
+ */
 export async function completeJob(ctx: PgContext, claim: Claim): Promise<OutcomeResult> {
+  const done = await changes(
+    ctx.db,
+    sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${claim.generation}::int`,
+  );
+  if (done === 1) return 'applied';
   return fenced(ctx, claim, (tx) => tx.execute(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
 }
 

@@ -71,13 +71,18 @@ export async function oweItems(
 /**
  * The fair-queuing tag of each owed row (start-time fair queuing; the reasoning is beside
  * `../sqlite/owe.ts` `fairTagSql`): max(virtual time, the workspace's latest tag) + rank.
+ * `not_before + 0` keeps the planner off `decision_jobs_claim_idx` (whose not_before range would
+ * make it read every due row and sort them), so virtual time walks the claim-order index and stops
+ * at the first due row, as on SQLite (see jobs.ts `claimNextJob`).
  */
 export function fairTagSql(priority: number, now: number) {
   return sql`greatest(
-      coalesce((SELECT min(v.fair_tag) FROM decision_jobs v
-                WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before <= ${now}::bigint), 0),
-      coalesce((SELECT max(l.fair_tag) FROM decision_jobs l
-                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}::int), 0))
+      coalesce((SELECT v.fair_tag FROM decision_jobs v
+                WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
+                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce((SELECT l.fair_tag FROM decision_jobs l
+                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}::int
+                ORDER BY l.fair_tag DESC LIMIT 1), 0))
     + row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`;
 }
 
