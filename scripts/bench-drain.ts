@@ -93,6 +93,58 @@ export async function runWorkerProcesses(url: string, processes: number, args: s
   return { runs, wallMs: Date.now() - started };
 }
 
+/**
+ * A fresh, empty database on the server of `adminUrl` (a test file's or a benchmark run's own);
+ * `drop` removes it, closing any connection still open on it.
+ */
+export async function createDatabase(adminUrl: string, prefix = 'verdict_t'): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = async (text: string) => {
+    const c = new pg.Client({ connectionString: adminUrl });
+    await c.connect();
+    try {
+      await c.query(text);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE ${name}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
+}
+
+/**
+ * Steady-state jobs per second of a drain, from the answers' own times (database clock): between
+ * the 10th and the 90th percentile of the jobs' answer times, jobs per second. The ramp-up
+ * (processes starting one after another) and the tail are left out.
+ */
+export async function answerRate(url: string): Promise<{ jobs: number; spanMs: number; perSecond: number }> {
+  const sqlText = 'SELECT min(evaluated_at) AS t FROM item_decisions GROUP BY item_id, question_set ORDER BY 1';
+  let times: number[];
+  if (isPostgresUrl(url)) {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      times = (await c.query(sqlText)).rows.map((r: { t: string }) => Number(r.t));
+    } finally {
+      await c.end();
+    }
+  } else {
+    const d = new Database(url, { readonly: true, fileMustExist: true });
+    try {
+      times = (d.prepare(sqlText).all() as Array<{ t: number }>).map((r) => r.t);
+    } finally {
+      d.close();
+    }
+  }
+  const spanMs = times[times.length - 1] - times[0];
+  const i10 = Math.floor(times.length * 0.1);
+  const i90 = Math.floor(times.length * 0.9);
+  const dt = times[i90] - times[i10];
+  return { jobs: times.length, spanMs, perSecond: dt > 0 ? ((i90 - i10) * 1000) / dt : 0 };
+}
+
 /** What the database says after a drain. */
 export interface DrainCheck {
   /** decision_jobs rows left. */

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
@@ -81,6 +82,8 @@ export class Worker {
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
+    // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
+    setMaxListeners(Math.max(10, opts.concurrency * 4), this.abort.signal);
   }
 
   /** Installs a new provider and registry (SIGHUP reload): in-flight calls of the old provider are cancelled by the caller. */

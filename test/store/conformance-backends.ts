@@ -6,6 +6,7 @@ import type { Registry } from '../../src/decision/registry.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
+import { createDatabase } from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
@@ -107,30 +108,7 @@ export const TEST_PG_URL = process.env.VERDICT_TEST_PG_URL || undefined;
 export const PG_SKIP_REASON = 'VERDICT_TEST_PG_URL is not set: start a server with `eval "$(scripts/pg-test-server.sh start)"` (.ci/run does)';
 
 /** A fresh database on the real server for one test file; `drop` removes it. */
-export async function createTestDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `verdict_t_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const a = new pg.Client({ connectionString: adminUrl });
-      await a.connect();
-      try {
-        await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await a.end();
-      }
-    },
-  };
-}
+export const createTestDatabase = (adminUrl: string) => createDatabase(adminUrl);
 
 export function postgresBackend(adminUrl: string): StoreBackend {
   let db: { url: string; drop(): Promise<void> };

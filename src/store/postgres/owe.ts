@@ -60,7 +60,7 @@ export async function oweItems(
                                  enqueued_at, not_before, state, fair_tag)
       SELECT i.id, ${set.name}::text, i.workspace_id, ${priority}::int, 1, ${now}::bigint,
              least(${candidate}, ${now + set.maxDelayMs}::bigint), 'owed',
-             ${fairTagSql(priority, now)}
+             ${fairTagSql(priority, now, items.itemIds?.length === 1)}
       FROM items i WHERE ${where}
       ${onConflict}`,
     );
@@ -75,7 +75,7 @@ export async function oweItems(
  * make it read every due row and sort them), so virtual time walks the claim-order index and stops
  * at the first due row, as on SQLite (see jobs.ts `claimNextJob`).
  */
-export function fairTagSql(priority: number, now: number) {
+export function fairTagSql(priority: number, now: number, singleRow = false) {
   return sql`greatest(
       coalesce((SELECT v.fair_tag FROM decision_jobs v
                 WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
@@ -83,7 +83,7 @@ export function fairTagSql(priority: number, now: number) {
       coalesce((SELECT l.fair_tag FROM decision_jobs l
                 WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}::int
                 ORDER BY l.fair_tag DESC LIMIT 1), 0))
-    + row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`;
+    + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
 }
 
 /**

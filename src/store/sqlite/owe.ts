@@ -60,7 +60,7 @@ export function oweItems(
                                  enqueued_at, not_before, state, fair_tag)
       SELECT i.id, ${set.name}, i.workspace_id, ${priority}, 1, ${now},
              min(${candidate}, ${now + set.maxDelayMs}), 'owed',
-             ${fairTagSql(priority, now)}
+             ${fairTagSql(priority, now, items.itemIds?.length === 1)}
       FROM items i WHERE ${where} AND true
       ${onConflict}`);
     changed += r.changes;
@@ -78,15 +78,18 @@ export function oweItems(
  * workspace that arrives late starts level with the others' current position rather than ahead
  * of their whole backlog. The tag is set once; a later enqueue (which keeps enqueued_at) keeps it.
  * Both reads are index seeks: `decision_jobs_ws_fair_idx` for the workspace's latest tag, and the
- * claim-order index walked to the first due row for virtual time.
+ * claim-order index walked to the first due row for virtual time. A one-item write (the common
+ * case) skips the window function, which makes SQLite materialise the rows first.
  */
-export function fairTagSql(priority: number, now: number) {
+export function fairTagSql(priority: number, now: number, singleRow = false) {
   return sql`max(
-      coalesce((SELECT min(v.fair_tag) FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
-                WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}), 0),
-      coalesce((SELECT max(l.fair_tag) FROM decision_jobs l INDEXED BY decision_jobs_ws_fair_idx
-                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}), 0))
-    + row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`;
+      coalesce((SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
+                WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}
+                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce((SELECT l.fair_tag FROM decision_jobs l INDEXED BY decision_jobs_ws_fair_idx
+                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}
+                ORDER BY l.fair_tag DESC LIMIT 1), 0))
+    + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
 }
 
 export { readsComments, readsLinks };
