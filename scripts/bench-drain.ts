@@ -26,8 +26,9 @@ function openAny(url: string): Store {
 }
 
 /**
- * Creates one workspace with `items` open tasks through the write doors, owed at once (no quiet
- * period), so `items × JOBS_PER_ITEM` jobs are claimable. Writes run 16 at a time on Postgres.
+ * Creates one workspace with `items` open tasks and owes their jobs at once (no quiet period), so
+ * `items × JOBS_PER_ITEM` jobs are claimable. The items are inserted in bulk (setup), the jobs are
+ * owed through the store's own enqueue (`oweJobs`, the backfill door), 500 items per transaction.
  * @returns the number of jobs owed.
  */
 export async function seedJobs(url: string, items: number): Promise<number> {
@@ -39,23 +40,50 @@ export async function seedJobs(url: string, items: number): Promise<number> {
       slug: 'task',
       schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
     });
+    const now = await store.now();
+    const ids = Array.from({ length: items }, (_, i) => `${ws.id}-item-${String(i).padStart(7, '0')}`);
+    const rows = ids.map((id, i) => [id, ws.id, col.id, `B-${i}`, `bench item ${i}`, `body ${i}`, '{"status":"open"}', now] as const);
+    await insertItems(url, rows);
     let owed = 0;
-    let next = 0;
-    const lanes = isPostgresUrl(url) ? 16 : 1;
-    await Promise.all(
-      Array.from({ length: lanes }, async () => {
-        for (let i = next++; i < items; i = next++) {
-          const r = await store.createItem(
-            { workspaceId: ws.id, collectionId: col.id, ref: `B-${i}`, title: `bench item ${i}`, content: `body ${i}`, fields: { status: 'open' } },
-            { priority: PRIORITY_BACKFILL, quietPeriod: false },
-          );
-          owed += r.owed;
-        }
-      }),
-    );
+    for (let i = 0; i < ids.length; i += 500) {
+      const chunk = ids.slice(i, i + 500);
+      owed += await store.oweJobs(
+        chunk.flatMap((itemId) => productionSets().map((s) => ({ itemId, questionSet: s.name }))),
+        { priority: PRIORITY_BACKFILL, quietPeriod: false },
+      );
+    }
     return owed;
   } finally {
     await store.close();
+  }
+}
+
+type ItemTuple = readonly [id: string, ws: string, col: string, ref: string, title: string, content: string, fields: string, now: number];
+
+async function insertItems(url: string, rows: ItemTuple[]): Promise<void> {
+  const text = 'INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES ';
+  if (isPostgresUrl(url)) {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      for (let i = 0; i < rows.length; i += 1_000) {
+        const part = rows.slice(i, i + 1_000);
+        const values = part.map((_, j) => `($${j * 8 + 1}, $${j * 8 + 2}, $${j * 8 + 3}, $${j * 8 + 4}, $${j * 8 + 5}, $${j * 8 + 6}, $${j * 8 + 7}, 1, $${j * 8 + 8}, $${j * 8 + 8})`);
+        await c.query(text + values.join(', '), part.flat());
+      }
+    } finally {
+      await c.end();
+    }
+  } else {
+    const d = new Database(url);
+    try {
+      const ins = d.prepare(`${text}(?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`);
+      d.transaction(() => {
+        for (const r of rows) ins.run(...r, r[7]);
+      })();
+    } finally {
+      d.close();
+    }
   }
 }
 
@@ -91,6 +119,53 @@ export async function runWorkerProcesses(url: string, processes: number, args: s
     }),
   );
   return { runs, wallMs: Date.now() - started };
+}
+
+/** Long-running worker processes (no --until-idle), for measuring a steady drain without start-up. */
+export interface RunningWorkers {
+  /** Resolves once every process has logged `worker started`. */
+  ready: Promise<void>;
+  /** SIGTERM to all; resolves with their runs once they have exited. */
+  stop(): Promise<WorkerRun[]>;
+}
+
+export function startWorkers(url: string, processes: number, args: string[] = []): RunningWorkers {
+  const kids = Array.from({ length: processes }, () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', '--log-level', 'info', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const run = { stdout: '', stderr: '' };
+    const ready = new Promise<void>((resolve) => {
+      const onData = (d: Buffer) => {
+        run.stderr += d;
+        if (run.stderr.includes('"msg":"worker started"')) resolve();
+      };
+      child.stderr.on('data', onData);
+    });
+    child.stdout.on('data', (d) => (run.stdout += d));
+    const exited = new Promise<WorkerRun>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal, ...run, claimed: NaN })),
+    );
+    return { child, ready, exited };
+  });
+  return {
+    ready: Promise.all(kids.map((k) => k.ready)).then(() => undefined),
+    stop: async () => {
+      for (const k of kids) k.child.kill('SIGTERM');
+      return Promise.all(kids.map((k) => k.exited));
+    },
+  };
+}
+
+/** Polls until no job row is left (every owed job completed), or throws after `timeoutMs`. */
+export async function waitUntilDrained(url: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while ((await checkDrain(url)).jobsLeft > 0) {
+    if (Date.now() > until) throw new Error('waitUntilDrained: timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /**

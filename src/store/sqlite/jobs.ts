@@ -81,34 +81,46 @@ const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at 
  * rule); otherwise `apply` runs and the outcome is `applied`.
  */
 function fenced(ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, now: number) => void): OutcomeResult {
-  return writeTx(ctx, (tx) => {
-    const row = tx.get<RawJob>(sql`
-      SELECT * FROM decision_jobs WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
-    if (!row || row.claim_token !== claim.claimToken) return 'lost';
-    const now = ctx.clock.now();
-    if (row.generation !== claim.generation) {
-      const { quietPeriodMs: quiet, reaskDebounceMs: debounce, maxDelayMs: maxDelay } = setTiming(ctx.registry, claim.questionSet);
-      tx.run(sql`
-        UPDATE decision_jobs SET ${CLEAR_CLAIM},
-          not_before = min(max(not_before, ${now + quiet},
-                               coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-                                         WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${debounce}, 0)),
-                           enqueued_at + ${maxDelay})
-        WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
-      return 'superseded';
-    }
-    apply(tx, row, now);
-    return 'applied';
-  });
+  return writeTx(ctx, (tx) => fencedTx(tx, ctx, claim, apply));
+}
+
+function fencedTx(tx: Tx, ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, now: number) => void): OutcomeResult {
+  const row = tx.get<RawJob>(sql`
+    SELECT * FROM decision_jobs WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
+  if (!row || row.claim_token !== claim.claimToken) return 'lost';
+  const now = ctx.clock.now();
+  if (row.generation !== claim.generation) {
+    const { quietPeriodMs: quiet, reaskDebounceMs: debounce, maxDelayMs: maxDelay } = setTiming(ctx.registry, claim.questionSet);
+    tx.run(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM},
+        not_before = min(max(not_before, ${now + quiet},
+                             coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
+                                       WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${debounce}, 0)),
+                         enqueued_at + ${maxDelay})
+      WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
+    return 'superseded';
+  }
+  apply(tx, row, now);
+  return 'applied';
 }
 
 function whereKey(claim: Claim): SQL {
   return sql`item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`;
 }
 
-/** Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. */
+/**
+ * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
+ * common case, token and generation both unchanged, is one DELETE; otherwise the fence tells
+ * `lost` from `superseded`, in the same transaction.
+ */
 export function completeJob(ctx: SqliteContext, claim: Claim): OutcomeResult {
-  return fenced(ctx, claim, (tx) => void tx.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+  return writeTx(ctx, (tx) => {
+    const r = tx.run(sql`
+      DELETE FROM decision_jobs
+      WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${claim.generation}`);
+    if (r.changes === 1) return 'applied';
+    return fencedTx(tx, ctx, claim, (t) => void t.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+  });
 }
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */
