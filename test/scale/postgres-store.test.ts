@@ -1,12 +1,16 @@
+import { sql, type SQL } from 'drizzle-orm';
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openStore } from '../../src/cli/common.js';
 import { loadConfig } from '../../src/config.js';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
+import { nowMs } from '../../src/store/postgres/context.js';
+import { claimCandidateSql } from '../../src/store/postgres/jobs.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import { seedJobs } from '../../scripts/bench-drain.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
 
 /** What only the Postgres store has to show: the database clock, serialised migrations, URL selection. */
@@ -61,6 +65,42 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       expect(await stores[3].listWorkspaces()).toEqual([]);
       for (const s of stores) await s.close();
     } finally {
+      await db.drop();
+    }
+  });
+
+  it('the claim walks the claim-order index even on a table without statistics (no sort of the due rows)', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    const store = PgStore.connect(db.url, { registry: registry(), poolSize: 2 });
+    try {
+      await store.opened();
+      await store.ctx.db.execute(sql`ALTER TABLE decision_jobs SET (autovacuum_enabled = off)`);
+      await seedJobs(db.url, 1_500);
+      const plan = async (q: SQL) => {
+        const r = (await store.ctx.db.execute(sql`EXPLAIN (FORMAT JSON) ${q}`)) as unknown as { rows: Array<{ 'QUERY PLAN': unknown }> };
+        const nodes: Array<{ 'Node Type': string; 'Index Name'?: string }> = [];
+        const walk = (n: { Plan?: unknown; Plans?: unknown[] } & Record<string, unknown>) => {
+          nodes.push(n as never);
+          for (const c of (n.Plans as never[]) ?? []) walk(c);
+        };
+        walk((r.rows[0]['QUERY PLAN'] as Array<{ Plan: never }>)[0].Plan);
+        return nodes;
+      };
+      const now = nowMs(store.ctx);
+      const ours = await plan(claimCandidateSql(now));
+      expect(ours.map((n) => n['Node Type'])).not.toContain('Sort');
+      expect(ours.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
+      expect(ours.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
+      // control: the plain spelling of the same query reads every due row and sorts them here
+      const plain = await plan(sql`
+        SELECT j.item_id, j.question_set FROM decision_jobs j
+        WHERE j.state = 'owed' AND j.not_before <= ${now} AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+          AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+        ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+        LIMIT 1 FOR UPDATE OF j SKIP LOCKED`);
+      expect(plain.some((n) => /Sort/.test(n['Node Type']))).toBe(true);
+    } finally {
+      await store.close();
       await db.drop();
     }
   });

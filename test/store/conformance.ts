@@ -362,6 +362,25 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.claimNextJob('w', 60_000, 8))!.itemId).toBe(live.id);
     });
 
+    it('numbers each workspace\'s jobs on from its latest tag, in one statement for a batch; a re-enqueue keeps the tag', async () => {
+      await reopen([attentionSet]);
+      const other = await fx.store.createWorkspace({ slug: 'other' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      const mine = [await item('T-1'), await item('T-2'), await item('T-3')];
+      const theirs = [];
+      for (const ref of ['O-1', 'O-2']) theirs.push((await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref, title: 'o', fields: { status: 'open' } })).row);
+      const tags = async (ids: string[]) => (await Promise.all(ids.map((id) => fx.store.getJob(id, 'attention')))).map((j) => j!.fairTag);
+      expect(await tags(mine.map((i) => i.id))).toEqual([1, 2, 3]);
+      expect(await tags(theirs.map((i) => i.id))).toEqual([1, 2]);
+      await fx.store.dropJobs({});
+      const all = [...mine, ...theirs].map((i) => ({ itemId: i.id, questionSet: 'attention' }));
+      expect(await fx.store.oweJobs(all, { priority: PRIORITY_BACKFILL, quietPeriod: false })).toBe(5);
+      expect(await tags(mine.map((i) => i.id))).toEqual([1, 2, 3]);
+      expect(await tags(theirs.map((i) => i.id))).toEqual([1, 2]);
+      await fx.store.updateItem(mine[0].id, { content: 'edited' });
+      expect((await fx.store.getJob(mine[0].id, 'attention'))!).toMatchObject({ fairTag: 1, generation: 2 });
+    });
+
     it('concurrent claimers never share a job', async () => {
       await reopen([attentionSet]);
       const n = 60;

@@ -25,6 +25,21 @@ import { decisionJobs } from './schema.js';
  * whole index order is the sort order, and `not_before + 0` so no index offers a not_before range. A job found at the abandon limit is parked instead, before any
  * provider call, and the next one tried.
  */
+/**
+ * The claim's sub-select: the key of the first claimable job in claim order, locked, skipping rows
+ * other claimers hold. Exported so a test can check its plan on a table without statistics.
+ */
+export function claimCandidateSql(now: SQL): SQL {
+  return sql`
+    SELECT j.item_id, j.question_set FROM decision_jobs j
+    WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+    ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+    LIMIT 1
+    FOR UPDATE OF j SKIP LOCKED`;
+}
+
 export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null> {
   for (;;) {
     const now = nowMs(ctx);
@@ -36,14 +51,7 @@ export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: nu
         SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${leaseMs}::bigint,
             attempts = attempts + 1,
             abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
-        WHERE (item_id, question_set) = (
-          SELECT j.item_id, j.question_set FROM decision_jobs j
-          WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
-            AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
-            AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-          ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
-          LIMIT 1
-          FOR UPDATE OF j SKIP LOCKED)
+        WHERE (item_id, question_set) = (${claimCandidateSql(now)})
         RETURNING *`,
     );
     if (!row) return null;
