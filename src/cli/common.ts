@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
+import { loadConfig, OPTIONS, type Config } from '../config.js';
 import { productionSets } from '../decision/production-sets.js';
 import { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
