@@ -58,7 +58,7 @@ async function partA(): Promise<void> {
   say(`\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of 3 rounds`);
   const rs = await benchQueuePath(jobs, 3);
   for (const r of rs) {
-    say(`    ${r.name.padEnd(9)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`);
+    say(`    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`);
   }
   const v = rs.find((r) => r.name === 'verdict')!.perSecond;
   const pj = v / rs.find((r) => r.name === 'plainjob')!.perSecond;
