@@ -54,6 +54,12 @@ export interface Config {
    */
   envFile: string | undefined;
   /** Anthropic API key: environment (or env file) only, never a flag, so it stays out of process listings. */
+  /** Provider requests per minute, per worker process; undefined is no cap (DESIGN §10). */
+  requestsPerMinute: number | undefined;
+  /** Estimated input tokens per minute, per worker process; undefined is no cap. */
+  inputTokensPerMinute: number | undefined;
+  /** Billed tokens per UTC day across every process on the database; undefined is no cap. */
+  dailyTokenCap: number | undefined;
   anthropicApiKey: string | undefined;
   /** Anthropic API base URL. @defaultValue the SDK's (https://api.anthropic.com) */
   anthropicBaseUrl: string | undefined;
@@ -108,6 +114,9 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   envFile: { flag: '--env-vars-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
   anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
   openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
+  requestsPerMinute: { flag: '--requests-per-minute', env: 'VERDICT_REQUESTS_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000 (unset: no cap)' },
+  inputTokensPerMinute: { flag: '--input-tokens-per-minute', env: 'VERDICT_INPUT_TOKENS_PER_MINUTE', schema: int(100, 1_000_000_000), expected: 'tokens per minute from 100 to 1000000000 (unset: no cap)' },
+  dailyTokenCap: { flag: '--daily-token-cap', env: 'VERDICT_DAILY_TOKEN_CAP', schema: int(1, Number.MAX_SAFE_INTEGER), expected: 'a positive number of tokens per UTC day (unset: no cap)' },
 };
 
 export const DEFAULTS = {

@@ -4,6 +4,8 @@ import { InvalidConfigFile, loadQuestionSetConfig } from '../decision/config-fil
 import { productionSets } from '../decision/production-sets.js';
 import { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
+import { isPostgresUrl } from '../store/postgres/open.js';
+import { PgStore } from '../store/postgres/pg-store.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
 
@@ -60,13 +62,14 @@ export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
 }
 
 /**
- * Opens the configured store and applies migrations. With provider `none` its write doors owe
- * nothing (see writeRegistryFor).
- * @throws ConfigError for a URL no store understands.
+ * Opens the configured store and applies migrations: SQLite for a path or `file:` URL, Postgres
+ * for a `postgres://` URL (migrated on first use; a bad URL fails the first call). With provider
+ * `none` its write doors owe nothing (see writeRegistryFor).
  */
 export function openStore(cfg: Config, registry: Registry): Store & { setRegistry?(r: Registry): void } {
-  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
-    throw new ConfigError('--database-url: postgres:// URLs need the Postgres store, which this build does not include yet');
+  if (isPostgresUrl(cfg.databaseUrl)) {
+    // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
+    return PgStore.connect(cfg.databaseUrl, { registry, poolSize: Math.max(10, cfg.concurrency + 4) });
   }
   return new SqliteStore({ url: cfg.databaseUrl, registry: writeRegistryFor(cfg, registry) });
 }

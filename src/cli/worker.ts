@@ -10,6 +10,7 @@ import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinne
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
 import { startBackgroundPasses } from '../worker/background.js';
+import { ProviderLimiter } from '../worker/limiter.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
@@ -48,6 +49,12 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   const metrics = p.cfg.metricsPort === undefined ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
   const store = metrics ? metrics.countingSpend(p.store) : p.store;
   const workerId = `${hostname()}:${process.pid}`;
+  const limiter = new ProviderLimiter({
+    store: p.store,
+    requestsPerMinute: p.cfg.requestsPerMinute,
+    inputTokensPerMinute: p.cfg.inputTokensPerMinute,
+    dailyTokenCap: p.cfg.dailyTokenCap,
+  });
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -64,6 +71,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       metrics?.observe(r);
       p.onOutcome?.(r);
     },
+    ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
   const health = () => judgeHealth(worker, stallAfterMs);
@@ -110,7 +118,18 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (p.reload) process.on('SIGHUP', onHup);
   }
   p.logger.info(
-    { pid: process.pid, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, tickMs: p.cfg.tickMs, leaseMs: p.cfg.leaseMs, untilIdle: p.untilIdle },
+    {
+      pid: process.pid,
+      provider: p.provider.name,
+      model: p.provider.model,
+      concurrency: p.cfg.concurrency,
+      tickMs: p.cfg.tickMs,
+      leaseMs: p.cfg.leaseMs,
+      untilIdle: p.untilIdle,
+      requestsPerMinute: p.cfg.requestsPerMinute ?? null,
+      inputTokensPerMinute: p.cfg.inputTokensPerMinute ?? null,
+      dailyTokenCap: p.cfg.dailyTokenCap ?? null,
+    },
     'worker started',
   );
   // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
@@ -169,11 +188,13 @@ export function registerWorkerCommand(program: Command): void {
         current = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger }).runtime;
       };
       try {
+        await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
         const summary = await runWorker({ cfg, store, registry: current.registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true, reload });
         if (opts.untilIdle) {
           process.stdout.write(
             `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,
           );
+          if (summary.spendCapReached) process.stdout.write('stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n');
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }
         if (summary.misconfigured) {

@@ -23,8 +23,9 @@ export interface EvaluateDeps {
   /**
    * Takes the rate-limiter and spend-cap permits for one call of about `estimatedInputTokens`.
    * Returns null to go ahead, or a delay in milliseconds after which to try again (the job defers).
+   * `signal` is the job's: a wait for a permit ends when it aborts.
    */
-  acquirePermit?: (estimatedInputTokens: number) => Promise<number | null>;
+  acquirePermit?: (estimatedInputTokens: number, signal?: AbortSignal) => Promise<number | null>;
   /** Test-only seam: runs immediately before the final liveness check of each call (DESIGN §7b). */
   beforeAsk?: (ctx: { claim: Claim; keys: string[] }) => Promise<void> | void;
 }
@@ -153,7 +154,7 @@ async function askChunk(
     return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
   }
   if (deps.acquirePermit) {
-    const wait = await deps.acquirePermit(Math.ceil(chunk.state.bytes.length / 3));
+    const wait = await deps.acquirePermit(Math.ceil(chunk.state.bytes.length / 3), deps.signal);
     if (wait !== null) return { kind: 'defer', delayMs: wait, reason: 'rate limiter or spend cap' };
   }
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };

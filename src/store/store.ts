@@ -4,11 +4,12 @@ import type { Usage } from '../providers/provider.js';
 
 /**
  * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
- * CLI and trackers see only this; SQLite and (later) Postgres implement it. Methods are async so
- * both dialects fit; the SQLite implementation does its work synchronously inside.
+ * CLI and trackers see only this; SQLite (`./sqlite/`) and Postgres (`./postgres/`) implement it,
+ * and test/store/conformance.ts holds both to the same tests. Methods are async so both dialects
+ * fit; the SQLite implementation does its work synchronously inside.
  *
- * Time: the store owns "now" (an injected clock on SQLite). Callers pass durations in
- * milliseconds, never timestamps.
+ * Time: the store owns "now" (an injected clock on SQLite, the database's clock on Postgres).
+ * Callers pass durations in milliseconds, never timestamps.
  */
 
 /** Job priorities: live writes are claimed before backfill and drift-sweep work. */
@@ -199,6 +200,8 @@ export interface JobRow {
   state: 'owed' | 'parked';
   lastError: string | null;
   lastErrorAt: number | null;
+  /** Fair-queuing tag: the claim order across workspaces after priority (set once, at insert). */
+  fairTag: number;
 }
 
 export interface JobFilter {
@@ -437,8 +440,10 @@ export interface Store {
     },
   ): Promise<number>;
   /**
-   * Claims the claimable job with the lowest (priority, enqueued_at), counting the attempt, under
-   * a lease of `leaseMs`. A job found at the abandon limit is parked instead and the next one tried.
+   * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at, key), counting the
+   * attempt, under a lease of `leaseMs`. The fair tag interleaves workspaces, so one busy
+   * workspace's backlog cannot starve the others. A job found at the abandon limit is parked
+   * instead and the next one tried.
    */
   claimNextJob(workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null>;
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */

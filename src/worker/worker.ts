@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
@@ -22,6 +23,11 @@ export interface WorkerOptions {
   /** Drain every job claimable now, then return. */
   untilIdle?: boolean;
   acquirePermit?: RunnerOptions['acquirePermit'];
+  /**
+   * Asked before each claim: null to claim, or milliseconds to stop claiming for (the daily spend
+   * cap is reached; see ProviderLimiter.claimDelay). With `untilIdle`, a delay ends the run.
+   */
+  claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
 }
 
@@ -39,6 +45,8 @@ export interface WorkerSummary {
   outputTokens: number;
   /** Set when the run ended because the provider is misconfigured (`--until-idle`). */
   misconfigured: string | null;
+  /** Set when claiming stopped because the daily spend cap is reached. */
+  spendCapReached?: boolean;
 }
 
 /** Thrown at start when the lease cannot cover one provider call's worst case. */
@@ -68,6 +76,7 @@ export class Worker {
   private stopping = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
+  private lastGateLog = 0;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
   /** The provider error code that started the current cooling-off, if any. */
@@ -77,6 +86,8 @@ export class Worker {
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
+    // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
+    setMaxListeners(Math.max(10, opts.concurrency * 4), this.abort.signal);
   }
 
   /**
@@ -194,10 +205,20 @@ export class Worker {
       }
       let ran = 0;
       let storeError = false;
+      let gated = false;
       // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
       while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
         let r: RunReport | null;
         try {
+          const gate = (await this.opts.claimGate?.()) ?? null;
+          if (gate !== null) {
+            gated = true;
+            this.summary.spendCapReached = true;
+            this.logGate(gate);
+            if (this.opts.untilIdle) return;
+            await this.idle(Math.min(gate, this.opts.tickMs));
+            break;
+          }
           r = await runOnce(ro(), this.passSignal);
         } catch (err) {
           // An unreadable database: log, wait a tick, try again. Owed work stays owed.
@@ -209,9 +230,17 @@ export class Worker {
         if (!r) break;
         ran++;
       }
+      if (gated) continue;
       if (ran === 0 && !storeError && this.opts.untilIdle) return;
       if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
     }
+  }
+
+  /** Logs the spend-cap pause at most once a minute across slots. */
+  private logGate(ms: number): void {
+    if (Date.now() - this.lastGateLog < 60_000) return;
+    this.lastGateLog = Date.now();
+    this.opts.logger.warn({ resumeInMs: Math.round(ms) }, 'daily spend cap reached: not claiming until the next window');
   }
 
   /** Waits `ms`, or less when `stop()` or `wake()` is called. Listeners are removed each time, so long runs do not accumulate them. */

@@ -20,7 +20,39 @@ export interface SqliteContext {
   readonly newToken: () => string;
 }
 
-/** Runs `fn` in a write transaction that begins IMMEDIATE; `fn` must never await (better-sqlite3). */
+/**
+ * Retries of a write transaction that still failed with SQLITE_BUSY after the busy timeout, or
+ * with a BUSY variant SQLite raises without waiting (a stale WAL snapshot, WAL recovery by another
+ * process). The waits double from `BUSY_RETRY_BASE_MS`: 25 + 50 + 100 + 200 + 400 ms on top of
+ * the busy timeout, so a job outcome survives a checkpoint or a long writer in another process
+ * instead of reaching the runner as an error.
+ */
+export const BUSY_RETRIES = 5;
+export const BUSY_RETRY_BASE_MS = 25;
+
+/** True for SQLITE_BUSY and its extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_RECOVERY, ...). */
+export function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `fn` in a write transaction that begins IMMEDIATE; `fn` must never await (better-sqlite3).
+ * IMMEDIATE takes the write lock at BEGIN, where the busy timeout applies, so a transaction never
+ * fails half-way to upgrade a read lock. A transaction that fails with SQLITE_BUSY is rolled back
+ * and run again from the start (`fn` reads everything it needs inside, so a re-run is safe),
+ * up to `BUSY_RETRIES` times; the wait blocks the thread, as SQLite's own busy handler does.
+ * @throws the last SQLITE_BUSY error after the retries, and any other error at once.
+ */
 export function writeTx<T>(ctx: SqliteContext, fn: (tx: Tx) => T): T {
-  return ctx.db.transaction((tx) => fn(tx as unknown as Tx), { behavior: 'immediate' });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return ctx.db.transaction((tx) => fn(tx as unknown as Tx), { behavior: 'immediate' });
+    } catch (err) {
+      if (!isBusy(err) || attempt >= BUSY_RETRIES) throw err;
+      Atomics.wait(sleeper, 0, 0, BUSY_RETRY_BASE_MS * 2 ** attempt);
+    }
+  }
 }

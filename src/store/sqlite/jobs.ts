@@ -1,6 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
-import { SET_DEFAULTS } from '../../decision/registry.js';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import { abandonReason, boundError, LAST_ERROR_MAX, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
 import { decisionJobs } from './schema.js';
 
@@ -11,58 +11,21 @@ import { decisionJobs } from './schema.js';
  * recomputes not_before, so the newer generation runs.
  */
 
-/** last_error is bounded to 1 KiB (DESIGN §2); it never holds provider text. */
-export const LAST_ERROR_MAX = 1024;
+export { LAST_ERROR_MAX };
 
-function bound(s: string): string {
-  return s.length > LAST_ERROR_MAX ? s.slice(0, LAST_ERROR_MAX) : s;
-}
-
-type RawJob = {
-  item_id: string;
-  question_set: string;
-  workspace_id: string;
-  priority: number;
-  generation: number;
-  enqueued_at: number;
-  not_before: number;
-  claimed_by: string | null;
-  claim_token: string | null;
-  lease_expires_at: number | null;
-  attempts: number;
-  refusals: number;
-  abandons: number;
-  state: 'owed' | 'parked';
-  last_error: string | null;
-  last_error_at: number | null;
-};
-
-function toClaim(r: RawJob): Claim {
-  return {
-    itemId: r.item_id,
-    questionSet: r.question_set,
-    workspaceId: r.workspace_id,
-    generation: r.generation,
-    claimToken: r.claim_token!,
-    claimedBy: r.claimed_by!,
-    attempts: r.attempts,
-    refusals: r.refusals,
-    abandons: r.abandons,
-    priority: r.priority,
-    enqueuedAt: r.enqueued_at,
-  };
-}
+const bound = boundError;
 
 /**
- * Claims the claimable job with the lowest (priority, enqueued_at) in one UPDATE … RETURNING
- * (DESIGN §3). Claimable: owed, due (not_before <= now), no live lease, workspace not
- * soft-deleted. The same statement counts the attempt, and counts an abandon when the row still
- * carried an expired claim (its claimant died without recording an outcome).
+ * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at) in one
+ * UPDATE … RETURNING (DESIGN §3; fair_tag interleaves workspaces, see owe.ts `fairTagSql`).
+ * Claimable: owed, due (not_before <= now), no live lease, workspace not soft-deleted. The same
+ * statement counts the attempt, and counts an abandon when the row still carried an expired claim
+ * (its claimant died without recording an outcome).
  *
- * The subquery walks `decision_jobs_claim_order_idx (state, priority, enqueued_at, key)` in order and
- * stops at the first claimable row, so the claim reads one index range and never sorts, whatever
- * the queue's size. A job found at the abandon limit is parked instead, before any provider call,
- * and the next one is tried.
+ * The subquery walks `decision_jobs_claim_order_idx (state, priority, fair_tag, enqueued_at,
+ * key)` in order and stops at the first claimable row, so the claim reads one index range and
+ * never sorts, whatever the queue's size. A job found at the abandon limit is parked instead,
+ * before any provider call, and the next one is tried.
  */
 export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: number, abandonLimit: number): Claim | null {
   return writeTx(ctx, (tx) => {
@@ -79,12 +42,12 @@ export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: numb
           WHERE j.state = 'owed' AND j.not_before <= ${now}
             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
             AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-          ORDER BY j.priority, j.enqueued_at, j.item_id, j.question_set
+          ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
           LIMIT 1)
         RETURNING *`);
       if (!row) return null;
       if (row.abandons >= abandonLimit) {
-        parkTx(tx, now, row.item_id, row.question_set, `abandon limit: ${row.abandons} claims ended without an outcome`);
+        parkTx(tx, now, row.item_id, row.question_set, abandonReason(row.abandons));
         continue;
       }
       return toClaim(row);
@@ -118,37 +81,46 @@ const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at 
  * rule); otherwise `apply` runs and the outcome is `applied`.
  */
 function fenced(ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, now: number) => void): OutcomeResult {
-  return writeTx(ctx, (tx) => {
-    const row = tx.get<RawJob>(sql`
-      SELECT * FROM decision_jobs WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
-    if (!row || row.claim_token !== claim.claimToken) return 'lost';
-    const now = ctx.clock.now();
-    if (row.generation !== claim.generation) {
-      const set = ctx.registry.get(claim.questionSet);
-      const quiet = set?.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs;
-      const debounce = set?.reaskDebounceMs ?? SET_DEFAULTS.reaskDebounceMs;
-      const maxDelay = set?.maxDelayMs ?? SET_DEFAULTS.maxDelayMs;
-      tx.run(sql`
-        UPDATE decision_jobs SET ${CLEAR_CLAIM},
-          not_before = min(max(not_before, ${now + quiet},
-                               coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-                                         WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${debounce}, 0)),
-                           enqueued_at + ${maxDelay})
-        WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
-      return 'superseded';
-    }
-    apply(tx, row, now);
-    return 'applied';
-  });
+  return writeTx(ctx, (tx) => fencedTx(tx, ctx, claim, apply));
+}
+
+function fencedTx(tx: Tx, ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, now: number) => void): OutcomeResult {
+  const row = tx.get<RawJob>(sql`
+    SELECT * FROM decision_jobs WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
+  if (!row || row.claim_token !== claim.claimToken) return 'lost';
+  const now = ctx.clock.now();
+  if (row.generation !== claim.generation) {
+    const { quietPeriodMs: quiet, reaskDebounceMs: debounce, maxDelayMs: maxDelay } = setTiming(ctx.registry, claim.questionSet);
+    tx.run(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM},
+        not_before = min(max(not_before, ${now + quiet},
+                             coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
+                                       WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${debounce}, 0)),
+                         enqueued_at + ${maxDelay})
+      WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
+    return 'superseded';
+  }
+  apply(tx, row, now);
+  return 'applied';
 }
 
 function whereKey(claim: Claim): SQL {
   return sql`item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`;
 }
 
-/** Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. */
+/**
+ * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
+ * common case, token and generation both unchanged, is one DELETE; otherwise the fence tells
+ * `lost` from `superseded`, in the same transaction.
+ */
 export function completeJob(ctx: SqliteContext, claim: Claim): OutcomeResult {
-  return fenced(ctx, claim, (tx) => void tx.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+  return writeTx(ctx, (tx) => {
+    const r = tx.run(sql`
+      DELETE FROM decision_jobs
+      WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${claim.generation}`);
+    if (r.changes === 1) return 'applied';
+    return fencedTx(tx, ctx, claim, (t) => void t.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+  });
 }
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */
@@ -175,7 +147,7 @@ export function refuseJob(
     if (row.refusals + 1 >= o.refusalLimit) {
       parked = true;
       tx.run(sql`UPDATE decision_jobs SET refusals = refusals + 1 WHERE ${whereKey(claim)}`);
-      parkTx(tx, now, claim.itemId, claim.questionSet, `refused ${row.refusals + 1} times: ${o.error}`);
+      parkTx(tx, now, claim.itemId, claim.questionSet, refusalParkReason(row.refusals + 1, o.error));
       return;
     }
     tx.run(sql`

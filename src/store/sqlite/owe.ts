@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
+import { readsComments, readsLinks } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
 import { setMetaTx } from './operations.js';
 
@@ -61,9 +62,10 @@ export function oweItems(
     // `WHERE true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
     const r = tx.run(sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
-                                 enqueued_at, not_before, state)
+                                 enqueued_at, not_before, state, fair_tag)
       SELECT i.id, ${set.name}, i.workspace_id, ${priority}, 1, ${now},
-             min(${candidate}, ${now + set.maxDelayMs}), 'owed'
+             min(${candidate}, ${now + set.maxDelayMs}), 'owed',
+             ${fairTagSql(priority, now, items.itemIds?.length === 1)}
       FROM items i WHERE ${where} AND true
       ${onConflict}`);
     changed += r.changes;
@@ -71,15 +73,31 @@ export function oweItems(
   return changed;
 }
 
-/** Sets whose state reads comments: trail readers and per-comment sets. */
-export function readsComments(s: QuestionSet): boolean {
-  return !s.noTrail || s.perComment;
+/**
+ * The fair-queuing tag of each row an `INSERT … SELECT FROM items i` owes (start-time fair
+ * queuing, as in packet schedulers): a workspace's new jobs are numbered on from
+ * max(virtual time, that workspace's latest tag), where virtual time is the smallest tag among
+ * the jobs of this priority that are due now. The claim orders by (priority, fair_tag, ...), so a
+ * workspace with 10,000 owed jobs and one with 10 take turns: the second's jobs are tagged 1..10
+ * beside the first's 1..10,000, not behind them. Because virtual time only counts due jobs, a
+ * workspace that arrives late starts level with the others' current position rather than ahead
+ * of their whole backlog. The tag is set once; a later enqueue (which keeps enqueued_at) keeps it.
+ * Both reads are index seeks: `decision_jobs_ws_fair_idx` for the workspace's latest tag, and the
+ * claim-order index walked to the first due row for virtual time. A one-item write (the common
+ * case) skips the window function, which makes SQLite materialise the rows first.
+ */
+export function fairTagSql(priority: number, now: number, singleRow = false) {
+  return sql`max(
+      coalesce((SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
+                WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}
+                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce((SELECT l.fair_tag FROM decision_jobs l INDEXED BY decision_jobs_ws_fair_idx
+                WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}
+                ORDER BY l.fair_tag DESC LIMIT 1), 0))
+    + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
 }
 
-/** Sets whose state reads links. */
-export function readsLinks(s: QuestionSet): boolean {
-  return s.withLinks;
-}
+export { readsComments, readsLinks };
 
 /**
  * Items whose state shows this item's title: sources of `parent`/`blocks` links to it and targets

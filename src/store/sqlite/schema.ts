@@ -110,15 +110,24 @@ export const decisionJobs = sqliteTable(
     state: text('state', { enum: ['owed', 'parked'] }).notNull().default('owed'),
     lastError: text('last_error'),
     lastErrorAt: integer('last_error_at'),
+    /**
+     * Fair-queuing tag (start-time fair queuing across workspaces): set once at insert to
+     * max(virtual time, the workspace's latest tag) + its rank in the write, never moved by a
+     * later enqueue. The claim orders by (priority, fair_tag, enqueued_at, key), so one busy
+     * workspace's backlog interleaves with the others instead of starving them (see owe.ts).
+     */
+    fairTag: integer('fair_tag').notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.itemId, t.questionSet] }),
-    // DESIGN §3's claim index. The claim reads it in (priority, enqueued_at) order through
-    // jobs_claim_order_idx below; this one serves due counts and "next due" reads.
+    // DESIGN §3's claim index. The claim reads it in (priority, fair_tag, enqueued_at) order
+    // through jobs_claim_order_idx below; this one serves due counts and "next due" reads.
     index('decision_jobs_claim_idx').on(t.state, t.priority, t.notBefore, t.enqueuedAt),
     // Ties break on the key, never on a random value (DESIGN §2).
-    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.enqueuedAt, t.itemId, t.questionSet),
+    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.fairTag, t.enqueuedAt, t.itemId, t.questionSet),
     index('decision_jobs_ws_idx').on(t.workspaceId, t.questionSet),
+    // A workspace's latest tag, read by every enqueue.
+    index('decision_jobs_ws_fair_idx').on(t.workspaceId, t.priority, t.fairTag),
   ],
 );
 

@@ -23,6 +23,8 @@ export interface SqliteStoreOptions {
   clock?: Clock;
   /** Fresh ids. @defaultValue crypto.randomUUID */
   newId?: () => string;
+  /** How long a statement waits for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (10 000) */
+  busyTimeoutMs?: number;
 }
 
 /**
@@ -36,7 +38,7 @@ export class SqliteStore implements S.Store {
   /** Opens the file and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
     this.ctx = {
-      db: openSqlite(sqlitePathFromUrl(opts.url)),
+      db: openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),

@@ -1,6 +1,16 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
-import { parseLossless } from '../../decision/canonical-json.js';
 import { emptyReport, normaliseText, type NormaliseReport } from '../normalise.js';
+import {
+  fieldsText,
+  planCollectionPatch,
+  planItemPatch,
+  planItemUpsert,
+  readsComments,
+  readsLinks,
+  setsForSlugChange,
+  toCollectionRow,
+  writeResult,
+} from '../write-rules.js';
 import {
   InvalidWrite,
   NotFound,
@@ -20,7 +30,7 @@ import {
   type WriteResult,
 } from '../store.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
-import { oweForItem, oweItems, readsComments, readsLinks } from './owe.js';
+import { oweForItem, oweItems } from './owe.js';
 import { collections, comments, itemLinks, items, workspaces } from './schema.js';
 
 /**
@@ -32,58 +42,9 @@ import { collections, comments, itemLinks, items, workspaces } from './schema.js
 
 type CollectionDb = typeof collections.$inferSelect;
 
-export function toCollectionRow(r: CollectionDb): CollectionRow {
-  return { ...r, schema: JSON.parse(r.schema) as CollectionSchema, settings: JSON.parse(r.settings) as CollectionSettings };
-}
+export { fieldsText, toCollectionRow };
 
-/**
- * Normalises and validates fields: an object is serialised with JSON.stringify; text is kept
- * byte for byte (so number literals survive) once it parses as a JSON object.
- * @throws InvalidWrite when the fields are not a JSON object.
- */
-export function fieldsText(fields: Record<string, unknown> | string | undefined, report: NormaliseReport): string {
-  if (fields === undefined) return '{}';
-  let text: string;
-  if (typeof fields === 'string') {
-    text = normaliseText(fields, report);
-  } else {
-    if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) throw new InvalidWrite('fields must be a JSON object');
-    text = normaliseText(JSON.stringify(fields), report);
-  }
-  let parsed: unknown;
-  try {
-    parsed = parseLossless(text);
-  } catch {
-    throw new InvalidWrite('fields is not valid JSON');
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidWrite('fields must be a JSON object');
-  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
-  return text;
-}
-
-/**
- * Deepest nesting accepted in `fields` (our choice): tracker fields are flat or one level deep
- * (labels), and the state builder walks them recursively, so a pathological depth would fail every
- * evaluation instead of being refused here with a clear error.
- */
-export const MAX_FIELDS_DEPTH = 32;
-
-function nestingDepth(v: unknown): number {
-  let max = 0;
-  const stack: Array<[unknown, number]> = [[v, 1]];
-  while (stack.length) {
-    const [x, d] = stack.pop()!;
-    if (x === null || typeof x !== 'object' || 'isLosslessNumber' in (x as object)) continue;
-    if (d > max) max = d;
-    if (max > MAX_FIELDS_DEPTH) return max;
-    for (const c of Array.isArray(x) ? x : Object.values(x as object)) stack.push([c, d + 1]);
-  }
-  return max;
-}
-
-function result<T>(row: T, changed: boolean, normalised: NormaliseReport, owed = 0): WriteResult<T> {
-  return { row, changed, normalised, owed };
-}
+const result = writeResult;
 
 function getItemTx(tx: Tx, id: string): ItemRow {
   const row = tx.select().from(items).where(eq(items.id, id)).get();
@@ -165,17 +126,10 @@ export function updateCollection(
   return writeTx(ctx, (tx) => {
     const c = tx.select().from(collections).where(eq(collections.id, id)).get();
     if (!c) throw new NotFound('collection', id);
-    const next = {
-      slug: patch.slug ?? c.slug,
-      settings: patch.settings ? JSON.stringify(patch.settings) : c.settings,
-      schema: patch.schema ? JSON.stringify(patch.schema) : c.schema,
-      deletedAt: patch.deleted === undefined ? c.deletedAt : patch.deleted ? (c.deletedAt ?? ctx.clock.now()) : null,
-    };
-    if (next.slug === c.slug && next.settings === c.settings && next.schema === c.schema && next.deletedAt === c.deletedAt) {
-      return result(toCollectionRow(c), false, emptyReport());
-    }
+    const { next, changed } = planCollectionPatch(c, patch, ctx.clock.now());
+    if (!changed) return result(toCollectionRow(c), false, emptyReport());
     const row = tx.update(collections).set(next).where(eq(collections.id, id)).returning().get()!;
-    const sets = [...new Set([...ctx.registry.setsFor(c.slug), ...ctx.registry.setsFor(next.slug)])];
+    const sets = setsForSlugChange(ctx.registry, c.slug, next.slug);
     const owed = oweItems(tx, ctx, { collectionId: id }, sets, { priority: PRIORITY_BACKFILL });
     return result(toCollectionRow(row), true, emptyReport(), owed);
   });
@@ -218,14 +172,10 @@ export function updateItem(ctx: SqliteContext, id: string, patch: ItemPatch, opt
   const report = emptyReport();
   return writeTx(ctx, (tx) => {
     const cur = getItemTx(tx, id);
-    const next = {
-      title: patch.title === undefined ? cur.title : normaliseText(patch.title, report),
-      content: patch.content === undefined ? cur.content : normaliseText(patch.content, report),
-      fields: patch.fields === undefined ? cur.fields : fieldsText(patch.fields, report),
-    };
-    if (next.title === cur.title && next.content === cur.content && next.fields === cur.fields) return result(cur, false, report);
+    const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
+    if (!changed) return result(cur, false, report);
     const row = bumpItem(tx, id, ctx.clock.now(), next);
-    const owed = oweForItem(tx, ctx, row, opts, () => true, next.title !== cur.title);
+    const owed = oweForItem(tx, ctx, row, opts, () => true, titleChanged);
     return result(row, true, report, owed);
   });
 }
@@ -236,27 +186,10 @@ export function upsertItem(ctx: SqliteContext, item: NewItem & { id: string }, o
   return writeTx(ctx, (tx) => {
     const cur = tx.select().from(items).where(eq(items.id, item.id)).get();
     if (!cur) return insertItem(tx, ctx, item, report, opts);
-    if (cur.workspaceId !== item.workspaceId) throw new InvalidWrite(`item ${item.id} belongs to another workspace`);
+    const { next, changed, linkers } = planItemUpsert(cur, item, report);
     requireCollection(tx, item.collectionId, item.workspaceId);
-    const next = {
-      collectionId: item.collectionId,
-      ref: normaliseText(item.ref, report),
-      title: normaliseText(item.title, report),
-      content: normaliseText(item.content ?? '', report),
-      fields: fieldsText(item.fields, report),
-      deletedAt: item.deletedAt === undefined ? cur.deletedAt : item.deletedAt,
-    };
-    const same =
-      next.collectionId === cur.collectionId &&
-      next.ref === cur.ref &&
-      next.title === cur.title &&
-      next.content === cur.content &&
-      next.fields === cur.fields &&
-      (next.deletedAt === null) === (cur.deletedAt === null);
-    if (same) return result(cur, false, report);
-    if ((next.deletedAt === null) === (cur.deletedAt === null)) next.deletedAt = cur.deletedAt;
+    if (!changed) return result(cur, false, report);
     const row = bumpItem(tx, item.id, ctx.clock.now(), next);
-    const linkers = next.title !== cur.title || (next.deletedAt === null) !== (cur.deletedAt === null);
     const owed = oweForItem(tx, ctx, row, opts, () => true, linkers);
     return result(row, true, report, owed);
   });

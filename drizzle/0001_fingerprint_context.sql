@@ -1,3 +1,0 @@
-DROP INDEX `item_decisions_ws_idx`;--> statement-breakpoint
-ALTER TABLE `item_decisions` ADD `fingerprint_context` text;--> statement-breakpoint
-CREATE INDEX `item_decisions_ws_idx` ON `item_decisions` (`workspace_id`,`question_set`,`item_id`);

@@ -1,0 +1,217 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { noul } from '../src/decision/questions.js';
+import { defineQuestionSet, Registry } from '../src/decision/registry.js';
+import { silentLogger } from '../src/log.js';
+import { FakeProvider } from '../src/providers/fake.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { PRIORITY_BACKFILL } from '../src/store/store.js';
+import { Worker } from '../src/worker/worker.js';
+import { answerRate, checkDrain, createDatabase, ROOT, seedJobs, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
+import { benchQueuePath } from './bench-queue.js';
+
+/**
+ * `npm run bench [-- --quick] [-- --only a,c]`: the scale benchmarks of DESIGN §13 and issue 6,
+ * each a ratio measured in one run on this machine. Never part of the test suite.
+ *
+ *   a. queue path (enqueue, claim, complete of no-op jobs): Verdict against plainjob and liteque;
+ *      targets ≥ 1.0× plainjob, ≥ 1.5× liteque.
+ *   b. provider-bound throughput, fake latency 200 ms, concurrency 1, 8, 32, against the ideal
+ *      (concurrency ÷ latency); target ≥ 90 % at 32.
+ *   c. claim time with 1,000,000 owed jobs against 10,000 (target ratio ≤ 2), and peak RSS while
+ *      draining the million (target ≤ 300 MB); in child processes so the RSS is their own.
+ *   d. PostgreSQL, 4 worker processes against 1, provider latency 200 ms; target ≥ 3×.
+ *   e. fairness: claims until a quiet workspace's 10 jobs are done behind a busy workspace's
+ *      10,000, in the old (priority, enqueued_at) order against the fair order.
+ *
+ * --quick shrinks every part (c drains 100,000 instead of 1,000,000). Part d needs a server:
+ * VERDICT_TEST_PG_URL, or it starts one with scripts/pg-test-server.sh and stops it after.
+ */
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = (args.find((a) => a.startsWith('--only='))?.slice(7) ?? args[args.indexOf('--only') + 1] ?? 'a,b,c,d,e')
+  .split(',')
+  .filter((p) => /^[a-e]$/.test(p));
+
+interface Line {
+  part: string;
+  measure: string;
+  value: string;
+  target: string;
+  met: boolean | null;
+}
+const summary: Line[] = [];
+const say = (s: string) => process.stdout.write(`${s}\n`);
+const fmt = (n: number, d = 2) => n.toFixed(d);
+
+function tempDb(): { file: string; done: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'verdict-bench-'));
+  return { file: join(dir, 'bench.db'), done: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+// ---------------------------------------------------------------------------------------- a
+async function partA(): Promise<void> {
+  const jobs = quick ? 2_000 : 10_000;
+  say(`\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of 3 rounds`);
+  const rs = await benchQueuePath(jobs, 3);
+  for (const r of rs) {
+    say(`    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`);
+  }
+  const v = rs.find((r) => r.name === 'verdict')!.perSecond;
+  const pj = v / rs.find((r) => r.name === 'plainjob')!.perSecond;
+  const lq = v / rs.find((r) => r.name === 'liteque')!.perSecond;
+  summary.push({ part: 'a', measure: 'queue path vs plainjob', value: `${fmt(pj)}×`, target: '≥ 1.0×', met: pj >= 1 });
+  summary.push({ part: 'a', measure: 'queue path vs liteque', value: `${fmt(lq)}×`, target: '≥ 1.5×', met: lq >= 1.5 });
+}
+
+// ---------------------------------------------------------------------------------------- b
+async function partB(): Promise<void> {
+  const latency = 200;
+  const rounds = quick ? 5 : 12;
+  say(`\n[b] provider-bound: fake provider ${latency} ms per call, one SQLite file, ${rounds} calls per slot`);
+  const set = defineQuestionSet({ name: 'bench', questions: { q: noul('bench question') }, quietPeriodMs: 0 });
+  for (const concurrency of [1, 8, 32]) {
+    const t = tempDb();
+    const registry = new Registry([set]);
+    const store = new SqliteStore({ url: t.file, registry });
+    try {
+      const ws = await store.createWorkspace({ slug: 'b' });
+      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
+      const jobs = concurrency * rounds;
+      for (let i = 0; i < jobs; i++) {
+        await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `B-${i}`, title: `item ${i}` }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      }
+      const provider = new FakeProvider({ latencyMs: latency });
+      const worker = new Worker({ store, registry, provider, logger: silentLogger, workerId: 'bench', concurrency, tickMs: 50, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8, untilIdle: true });
+      const t0 = performance.now();
+      const s = await worker.run();
+      const secs = (performance.now() - t0) / 1000;
+      if (s.claimed !== jobs || provider.requests.length !== jobs) throw new Error(`b: ran ${s.claimed} of ${jobs}`);
+      const rate = jobs / secs;
+      const ideal = concurrency / (latency / 1000);
+      say(`    concurrency ${String(concurrency).padStart(2)}: ${fmt(rate, 1).padStart(6)} jobs/s, ideal ${fmt(ideal, 0).padStart(3)} → ${fmt((rate / ideal) * 100, 1)} %`);
+      if (concurrency === 32) summary.push({ part: 'b', measure: 'throughput at concurrency 32 / ideal', value: `${fmt((rate / ideal) * 100, 1)} %`, target: '≥ 90 %', met: rate / ideal >= 0.9 });
+    } finally {
+      await store.close();
+      t.done();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------- c
+function runClaimChild(jobs: number, sample: number, drain: boolean): Record<string, number> {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench-claim.ts', String(jobs), String(sample), ...(drain ? ['--drain'] : [])], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
+  if (r.status !== 0) throw new Error(`bench-claim ${jobs} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!);
+}
+
+async function partC(): Promise<void> {
+  const big = quick ? 100_000 : 1_000_000;
+  const sample = 2_000;
+  say(`\n[c] claim time, 10,000 owed against ${big.toLocaleString('en')} owed (${sample} claims each, in child processes); RSS while draining the ${quick ? '100,000' : 'million'}`);
+  const small = runClaimChild(10_000, sample, false);
+  const large = runClaimChild(big, sample, true);
+  for (const r of [small, large]) {
+    say(`    ${r.jobs.toLocaleString('en').padStart(9)} owed: claim median ${r.claimMedianUs} µs, mean ${r.claimMeanUs} µs, p99 ${r.claimP99Us} µs (seeded in ${r.seedMs} ms)`);
+  }
+  say(`    drained ${large.drained.toLocaleString('en')} in ${fmt(large.drainMs / 1000, 1)} s; peak RSS while draining ${large.peakRssMb} MB (process max ${large.maxRssMb} MB)`);
+  const ratio = large.claimMedianUs / small.claimMedianUs;
+  summary.push({ part: 'c', measure: `claim median, ${quick ? '100k' : '1M'} / 10k owed`, value: `${fmt(ratio)}×`, target: '≤ 2', met: ratio <= 2 });
+  summary.push({ part: 'c', measure: `peak RSS draining ${quick ? '100k' : '1M'}`, value: `${large.peakRssMb} MB`, target: '≤ 300 MB', met: large.peakRssMb <= 300 });
+}
+
+// ---------------------------------------------------------------------------------------- d
+async function partD(): Promise<void> {
+  let admin = process.env.VERDICT_TEST_PG_URL;
+  let serverDir: string | undefined;
+  if (!admin) {
+    const out = execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['start'], { encoding: 'utf8' });
+    admin = /VERDICT_TEST_PG_URL=(\S+)/.exec(out)![1];
+    serverDir = /VERDICT_TEST_PG_DIR=(\S+)/.exec(out)![1];
+  }
+  const perProcess = 8;
+  const rounds = quick ? 10 : 25;
+  say(`\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call`);
+  try {
+    const rates: number[] = [];
+    for (const processes of [1, 4]) {
+      const db = await createDatabase(admin, 'verdict_bench');
+      try {
+        const items = Math.ceil((processes * perProcess * rounds) / 2); // two jobs per item
+        // The workers start first and idle; the jobs are owed once all of them are up, so
+        // process start-up (tsx compiling the sources) is not in the measurement.
+        const workers = startWorkers(db.url, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200']);
+        await workers.ready;
+        const t0 = performance.now();
+        const owed = await seedJobs(db.url, items);
+        await waitUntilDrained(db.url, 300_000);
+        const wallMs = performance.now() - t0;
+        const runs = await workers.stop();
+        const check = await checkDrain(db.url);
+        if (runs.some((r) => r.code !== 0) || check.calls !== owed || check.duplicateKeys !== 0 || troubleLines(runs).length > 0) {
+          throw new Error(`d: drain with ${processes} processes went wrong: ${JSON.stringify({ codes: runs.map((r) => r.code), check })}`);
+        }
+        const rate = await answerRate(db.url);
+        rates.push(rate.perSecond);
+        say(`    ${processes} process${processes > 1 ? 'es' : ''}: ${owed} jobs, steady ${fmt(rate.perSecond, 1)} jobs/s (ideal ${(processes * perProcess) / 0.2}), ${fmt(wallMs / 1000, 1)} s from the first job owed to the last done`);
+      } finally {
+        await db.drop();
+      }
+    }
+    const ratio = rates[1] / rates[0];
+    summary.push({ part: 'd', measure: 'postgres, 4 processes / 1', value: `${fmt(ratio)}×`, target: '≥ 3×', met: ratio >= 3 });
+  } finally {
+    if (serverDir) execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['stop', serverDir]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------- e
+async function partE(): Promise<void> {
+  const busy = quick ? 2_000 : 10_000;
+  say(`\n[e] fairness: workspace A owes ${busy.toLocaleString('en')} jobs, then workspace B owes 10`);
+  const t = tempDb();
+  const set = defineQuestionSet({ name: 'fair', questions: { q: noul('fairness') } });
+  const store = new SqliteStore({ url: t.file, registry: new Registry([set]) });
+  try {
+    const a = await store.createWorkspace({ slug: 'a' });
+    const b = await store.createWorkspace({ slug: 'b' });
+    const ca = await store.createCollection({ workspaceId: a.id, slug: 'task' });
+    const cb = await store.createCollection({ workspaceId: b.id, slug: 'task' });
+    for (let i = 0; i < busy; i++) await store.createItem({ workspaceId: a.id, collectionId: ca.id, ref: `A-${i}`, title: 'a' }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+    const quiet = new Set<string>();
+    for (let i = 0; i < 10; i++) quiet.add((await store.createItem({ workspaceId: b.id, collectionId: cb.id, ref: `B-${i}`, title: 'b' }, { priority: PRIORITY_BACKFILL, quietPeriod: false })).row.id);
+    // The old order, (priority, enqueued_at, key): B's last job's position in it.
+    const before = store.ctx.db.$client
+      .prepare(
+        `SELECT count(*) AS n FROM decision_jobs j, (SELECT priority, enqueued_at, item_id, question_set FROM decision_jobs WHERE workspace_id = ?
+            ORDER BY priority DESC, enqueued_at DESC, item_id DESC, question_set DESC LIMIT 1) last
+         WHERE (j.priority, j.enqueued_at, j.item_id, j.question_set) <= (last.priority, last.enqueued_at, last.item_id, last.question_set)`,
+      )
+      .get(b.id) as { n: number };
+    let claims = 0;
+    while (quiet.size > 0) {
+      const c = (await store.claimNextJob('bench', 60_000, 8))!;
+      claims++;
+      quiet.delete(c.itemId);
+      await store.completeJob(c);
+    }
+    say(`    claims until B's 10 jobs are done: ${before.n.toLocaleString('en')} in (priority, enqueued_at) order, ${claims} in the fair order`);
+    summary.push({ part: 'e', measure: 'claims until B done, before → after', value: `${before.n} → ${claims}`, target: '(interleaved)', met: claims <= 21 });
+  } finally {
+    await store.close();
+    t.done();
+  }
+}
+
+const parts: Record<string, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE };
+say(`verdict bench${quick ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
+for (const p of only) await parts[p]();
+say('\nsummary');
+for (const l of summary) say(`  ${l.part}  ${l.measure.padEnd(40)} ${l.value.padStart(14)}   target ${l.target.padEnd(13)} ${l.met === null ? '' : l.met ? 'met' : 'MISSED'}`);

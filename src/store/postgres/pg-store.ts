@@ -1,0 +1,277 @@
+import type { PGlite } from '@electric-sql/pglite';
+import { and, asc, count, eq, gt, isNull, type SQL } from 'drizzle-orm';
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Registry } from '../../decision/registry.js';
+import type * as S from '../store.js';
+import { toCollectionRow } from '../write-rules.js';
+import { readNow, type PgContext } from './context.js';
+import * as decisions from './decisions.js';
+import * as jobs from './jobs.js';
+import { connectNodePg, connectPglite, type PgConnection } from './open.js';
+import { owePairs } from './owe.js';
+import { collections, itemDecisions, items, workspaces } from './schema.js';
+import * as doors from './write-doors.js';
+
+export interface PgStoreOptions {
+  /** Question sets whose jobs the write doors owe. */
+  registry: Registry;
+  /** Fresh ids. @defaultValue crypto.randomUUID */
+  newId?: () => string;
+  /** Test-only: milliseconds added to the database clock (DESIGN §2). @defaultValue 0 */
+  clockOffsetMs?: number;
+}
+
+/**
+ * The Store on PostgreSQL (DESIGN §13): many worker processes on many machines, claims with
+ * `FOR UPDATE SKIP LOCKED`, every time from the database clock. Opening is lazy: the constructor
+ * returns at once and every method first awaits the migrations (serialised across processes by
+ * `pg_advisory_lock`), so a bad URL or a failed migration surfaces on the first call.
+ *
+ * Adding a method: write it as a function of `PgContext` in the module of its concern
+ * (`jobs.ts`, `decisions.ts`, `write-doors.ts`, ...) and add a one-line `this.run(...)` here.
+ */
+export class PgStore implements S.Store {
+  readonly ctx: PgContext;
+  private readonly ready: Promise<void>;
+
+  private constructor(
+    private readonly conn: PgConnection,
+    opts: PgStoreOptions,
+  ) {
+    this.ctx = {
+      db: conn.db,
+      registry: opts.registry,
+      newId: opts.newId ?? (() => randomUUID()),
+      newToken: () => randomBytes(16).toString('hex'),
+      clockOffsetMs: opts.clockOffsetMs ?? 0,
+    };
+    this.ready = conn.migrate();
+    this.ready.catch(() => undefined); // surfaced by the first call, not as an unhandled rejection
+  }
+
+  /**
+   * A store on a `postgres://` URL through node-postgres.
+   * @param poolSize connections per process. @defaultValue 10
+   */
+  static connect(url: string, opts: PgStoreOptions & { poolSize?: number }): PgStore {
+    return new PgStore(connectNodePg(url, opts.poolSize), opts);
+  }
+
+  /** A store on an in-process PGlite database (tests); migrated before it is returned. */
+  static async onPglite(client: PGlite, opts: PgStoreOptions & { closeClient?: boolean }): Promise<PgStore> {
+    const store = new PgStore(await connectPglite(client, { closeClient: opts.closeClient }), opts);
+    await store.ready;
+    return store;
+  }
+
+  /** Resolves once migrations are applied. @throws the connection or migration error. */
+  async opened(): Promise<void> {
+    await this.ready;
+  }
+
+  /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
+  setRegistry(registry: Registry): void {
+    this.ctx.registry = registry;
+  }
+
+  /** Test-only: moves this store's "now" forward by `ms` milliseconds. */
+  advanceClockForTests(ms: number): void {
+    this.ctx.clockOffsetMs += ms;
+  }
+
+  private async run<T>(fn: (ctx: PgContext) => Promise<T>): Promise<T> {
+    await this.ready;
+    return fn(this.ctx);
+  }
+
+  async now() {
+    return this.run((c) => readNow(c));
+  }
+  async close() {
+    await this.ready.catch(() => undefined);
+    await this.conn.close();
+  }
+
+  // write doors
+  async createWorkspace(w: { id?: string; slug: string }) {
+    return this.run((c) => doors.createWorkspace(c, w));
+  }
+  async softDeleteWorkspace(id: string) {
+    return this.run((c) => doors.setWorkspaceDeleted(c, id, true));
+  }
+  async restoreWorkspace(id: string) {
+    return this.run((c) => doors.setWorkspaceDeleted(c, id, false));
+  }
+  async createCollection(col: Parameters<S.Store['createCollection']>[0]) {
+    return this.run((c) => doors.createCollection(c, col));
+  }
+  async updateCollection(id: string, patch: Parameters<S.Store['updateCollection']>[1]) {
+    return this.run((c) => doors.updateCollection(c, id, patch));
+  }
+  async softDeleteCollection(id: string) {
+    return this.run((c) => doors.updateCollection(c, id, { deleted: true }));
+  }
+  async restoreCollection(id: string) {
+    return this.run((c) => doors.updateCollection(c, id, { deleted: false }));
+  }
+  async createItem(item: S.NewItem, opts?: S.OweOptions) {
+    return this.run((c) => doors.createItem(c, item, opts));
+  }
+  async updateItem(id: string, patch: S.ItemPatch, opts?: S.OweOptions) {
+    return this.run((c) => doors.updateItem(c, id, patch, opts));
+  }
+  async upsertItem(item: S.NewItem & { id: string }, opts?: S.OweOptions) {
+    return this.run((c) => doors.upsertItem(c, item, opts));
+  }
+  async moveItem(id: string, collectionId: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.moveItem(c, id, collectionId, opts));
+  }
+  async softDeleteItem(id: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.setItemDeleted(c, id, true, opts));
+  }
+  async restoreItem(id: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.setItemDeleted(c, id, false, opts));
+  }
+  async addComment(cm: S.NewComment, opts?: S.OweOptions) {
+    return this.run((c) => doors.addComment(c, cm, opts));
+  }
+  async upsertComment(cm: S.NewComment & { id: string }, opts?: S.OweOptions) {
+    return this.run((c) => doors.upsertComment(c, cm, opts));
+  }
+  async editComment(id: string, body: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.editComment(c, id, body, opts));
+  }
+  async deleteComment(id: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.deleteComment(c, id, opts));
+  }
+  async addLink(l: S.NewLink, opts?: S.OweOptions) {
+    return this.run((c) => doors.addLink(c, l, opts));
+  }
+  async removeLink(id: string, opts?: S.OweOptions) {
+    return this.run((c) => doors.removeLink(c, id, opts));
+  }
+
+  // tracker reads
+  async getWorkspaceBySlug(slug: string) {
+    return this.run(async (c) => (await c.db.select().from(workspaces).where(eq(workspaces.slug, slug)))[0] ?? null);
+  }
+  async listWorkspaces() {
+    return this.run((c) => c.db.select().from(workspaces).orderBy(asc(workspaces.slug)));
+  }
+  async getWorkspace(id: string) {
+    return this.run(async (c) => (await c.db.select().from(workspaces).where(eq(workspaces.id, id)))[0] ?? null);
+  }
+  async listCollections(workspaceId: string) {
+    return this.run(async (c) =>
+      (await c.db.select().from(collections).where(eq(collections.workspaceId, workspaceId)).orderBy(asc(collections.slug))).map(toCollectionRow),
+    );
+  }
+  async getItem(id: string) {
+    return this.run(async (c) => (await c.db.select().from(items).where(eq(items.id, id)))[0] ?? null);
+  }
+  async getItemByRef(workspaceId: string, ref: string) {
+    return this.run(async (c) => (await c.db.select().from(items).where(and(eq(items.workspaceId, workspaceId), eq(items.ref, ref))))[0] ?? null);
+  }
+  async listItems(q: Parameters<S.Store['listItems']>[0]) {
+    const conds: SQL[] = [];
+    if (q.workspaceId) conds.push(eq(items.workspaceId, q.workspaceId));
+    if (q.collectionId) conds.push(eq(items.collectionId, q.collectionId));
+    if (!q.includeDeleted) conds.push(isNull(items.deletedAt));
+    if (q.afterId) conds.push(gt(items.id, q.afterId));
+    return this.run((c) =>
+      c.db
+        .select()
+        .from(items)
+        .where(conds.length ? and(...conds) : undefined)
+        .orderBy(asc(items.id))
+        .limit(q.limit ?? 1_000_000),
+    );
+  }
+  async countItems(workspaceId?: string) {
+    return this.run(
+      async (c) =>
+        (
+          await c.db
+            .select({ n: count() })
+            .from(items)
+            .where(workspaceId ? and(eq(items.workspaceId, workspaceId), isNull(items.deletedAt)) : isNull(items.deletedAt))
+        )[0].n,
+    );
+  }
+
+  // jobs
+  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: S.OweOptions & { insertOnly?: boolean }) {
+    return this.run((c) => owePairs(c, pairs, opts));
+  }
+  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
+    return this.run((c) => jobs.claimNextJob(c, workerId, leaseMs, abandonLimit));
+  }
+  async renewLease(claim: S.Claim, leaseMs: number) {
+    return this.run((c) => jobs.renewLease(c, claim, leaseMs));
+  }
+  async completeJob(claim: S.Claim) {
+    return this.run((c) => jobs.completeJob(c, claim));
+  }
+  async dropJob(claim: S.Claim, _reason: string) {
+    return this.run((c) => jobs.dropJob(c, claim));
+  }
+  async refuseJob(claim: S.Claim, o: { backoffMs: number; error: string; refusalLimit: number }) {
+    return this.run((c) => jobs.refuseJob(c, claim, o));
+  }
+  async parkJob(claim: S.Claim, reason: string) {
+    return this.run((c) => jobs.parkJob(c, claim, reason));
+  }
+  async failJob(claim: S.Claim, o: { backoffMs: number; error: string }) {
+    return this.run((c) => jobs.failJob(c, claim, o));
+  }
+  async deferJob(claim: S.Claim, o: { delayMs: number; reason: string }) {
+    return this.run((c) => jobs.deferJob(c, claim, o));
+  }
+  async releaseJob(claim: S.Claim) {
+    return this.run((c) => jobs.releaseJob(c, claim));
+  }
+  async getJob(itemId: string, questionSet: string) {
+    return this.run((c) => jobs.getJob(c, itemId, questionSet));
+  }
+  async listJobs(f: S.JobFilter) {
+    return this.run((c) => jobs.listJobs(c, f));
+  }
+  async retryJobs(f: S.JobFilter) {
+    return this.run((c) => jobs.retryJobs(c, f));
+  }
+  async dropJobs(f: S.JobFilter) {
+    return this.run((c) => jobs.dropJobs(c, f));
+  }
+  async queueStats() {
+    return this.run((c) => jobs.queueStats(c));
+  }
+
+  // evaluation
+  async loadItemForEvaluation(itemId: string) {
+    return this.run((c) => decisions.loadItemForEvaluation(c, itemId));
+  }
+  async checkLiveness(itemId: string) {
+    return this.run((c) => decisions.checkLiveness(c, itemId));
+  }
+  async answeredKeys(itemId: string, questionSet: string, keys: S.AnswerKey[]) {
+    return this.run((c) => decisions.answeredKeys(c, itemId, questionSet, keys));
+  }
+  async insertDecisions(list: S.NewDecision[]) {
+    return this.run((c) => decisions.insertDecisions(c, list));
+  }
+  async listDecisions(itemId: string) {
+    return this.run((c) => decisions.listDecisions(c, itemId));
+  }
+  async listWorkspaceDecisions(workspaceId: string, questionSet: string) {
+    return this.run((c) => decisions.listWorkspaceDecisions(c, workspaceId, questionSet));
+  }
+  async countDecisions() {
+    return this.run(async (c) => (await c.db.select({ n: count() }).from(itemDecisions))[0].n);
+  }
+  async recordSpend(r: S.SpendRecord) {
+    return this.run((c) => decisions.recordSpend(c, r));
+  }
+  async spendSince(windowMs: number) {
+    return this.run((c) => decisions.spendSince(c, windowMs));
+  }
+}

@@ -1,0 +1,193 @@
+import { sql } from 'drizzle-orm';
+import { bigint, boolean, doublePrecision, index, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+
+/**
+ * PostgreSQL schema (DESIGN §2, §13), kept column for column identical to `../sqlite/schema.ts`:
+ * the same tables, column names, nullability, defaults, keys and index names and columns
+ * (test/store/schema-parity.test.ts compares the two). Dialect types only: epoch-millisecond
+ * times and token totals are `bigint` (read as JS numbers: they stay below 2^53), SQLite's
+ * 0/1 booleans are `boolean`, its `real` is `double precision`, and `item_decisions.id` is an
+ * identity column where SQLite has AUTOINCREMENT. JSON columns stay `text` so their bytes
+ * survive (never jsonb).
+ */
+
+const ms = (name: string) => bigint(name, { mode: 'number' });
+
+export const workspaces = pgTable(
+  'workspaces',
+  {
+    id: text('id').primaryKey(),
+    slug: text('slug').notNull(),
+    createdAt: ms('created_at').notNull(),
+    deletedAt: ms('deleted_at'),
+  },
+  (t) => [uniqueIndex('workspaces_slug_uq').on(t.slug)],
+);
+
+export const collections = pgTable(
+  'collections',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    slug: text('slug').notNull(),
+    isSystem: boolean('is_system').notNull().default(false),
+    /** JSON: `{fields: [{key, type, options?, terminal_options?}]}` */
+    schema: text('schema').notNull().default('{"fields":[]}'),
+    /** JSON: `{tracks_work?: boolean (default true), role?: "conventions"}` */
+    settings: text('settings').notNull().default('{}'),
+    createdAt: ms('created_at').notNull(),
+    deletedAt: ms('deleted_at'),
+  },
+  (t) => [uniqueIndex('collections_ws_slug_uq').on(t.workspaceId, t.slug)],
+);
+
+export const items = pgTable(
+  'items',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    collectionId: text('collection_id').notNull().references(() => collections.id),
+    ref: text('ref').notNull(),
+    title: text('title').notNull(),
+    content: text('content').notNull().default(''),
+    /** A JSON object, stored as text so its bytes (and number literals) survive. */
+    fields: text('fields').notNull().default('{}'),
+    /** Bumped by every write that changes a stored value. */
+    seq: integer('seq').notNull().default(1),
+    createdAt: ms('created_at').notNull(),
+    updatedAt: ms('updated_at').notNull(),
+    deletedAt: ms('deleted_at'),
+  },
+  (t) => [
+    uniqueIndex('items_ws_ref_uq').on(t.workspaceId, t.ref),
+    index('items_collection_idx').on(t.collectionId, t.id),
+  ],
+);
+
+export const comments = pgTable(
+  'comments',
+  {
+    id: text('id').primaryKey(),
+    itemId: text('item_id').notNull().references(() => items.id),
+    parentCommentId: text('parent_comment_id'),
+    author: text('author').notNull(),
+    body: text('body').notNull(),
+    createdAt: ms('created_at').notNull(),
+    updatedAt: ms('updated_at').notNull(),
+    deletedAt: ms('deleted_at'),
+  },
+  (t) => [index('comments_item_idx').on(t.itemId, t.createdAt, t.id), index('comments_parent_idx').on(t.parentCommentId)],
+);
+
+export const itemLinks = pgTable(
+  'item_links',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    sourceId: text('source_id').notNull().references(() => items.id),
+    targetId: text('target_id').notNull().references(() => items.id),
+    /** `parent`: source's parent is target; `blocks`: source blocks target; others kept, not read. */
+    linkType: text('link_type').notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('item_links_uq').on(t.sourceId, t.targetId, t.linkType),
+    index('item_links_target_idx').on(t.targetId),
+  ],
+);
+
+export const decisionJobs = pgTable(
+  'decision_jobs',
+  {
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    /** 0 live writes, 1 backfill and drift sweep. */
+    priority: integer('priority').notNull(),
+    generation: integer('generation').notNull().default(1),
+    enqueuedAt: ms('enqueued_at').notNull(),
+    notBefore: ms('not_before').notNull(),
+    claimedBy: text('claimed_by'),
+    claimToken: text('claim_token'),
+    leaseExpiresAt: ms('lease_expires_at'),
+    attempts: integer('attempts').notNull().default(0),
+    refusals: integer('refusals').notNull().default(0),
+    abandons: integer('abandons').notNull().default(0),
+    state: text('state', { enum: ['owed', 'parked'] }).notNull().default('owed'),
+    lastError: text('last_error'),
+    lastErrorAt: ms('last_error_at'),
+    /** Fair-queuing tag across workspaces (see ../sqlite/schema.ts and ./owe.ts). */
+    fairTag: bigint('fair_tag', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ columns: [t.itemId, t.questionSet] }),
+    index('decision_jobs_claim_idx').on(t.state, t.priority, t.notBefore, t.enqueuedAt),
+    // The claim walks this index in order (FOR UPDATE SKIP LOCKED stops at the first free row).
+    index('decision_jobs_claim_order_idx').on(t.state, t.priority, t.fairTag, t.enqueuedAt, t.itemId, t.questionSet),
+    index('decision_jobs_ws_idx').on(t.workspaceId, t.questionSet),
+    index('decision_jobs_ws_fair_idx').on(t.workspaceId, t.priority, t.fairTag),
+  ],
+);
+
+export const itemDecisions = pgTable(
+  'item_decisions',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    /** Per-comment keys are `<key>@<commentId>`. */
+    questionKey: text('question_key').notNull(),
+    kind: text('kind', { enum: ['noul', 'choice', 'score'] }).notNull(),
+    /** JSON: `{type, ...the kind's members}`. */
+    answer: text('answer').notNull(),
+    /** Null for nouls. */
+    confidence: doublePrecision('confidence'),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    stateHash: text('state_hash').notNull(),
+    questionHash: text('question_hash').notNull(),
+    stateVersion: integer('state_version').notNull(),
+    /** JSON: part name → hash. */
+    stateParts: text('state_parts').notNull(),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+    itemSeq: integer('item_seq').notNull(),
+    stateTruncated: boolean('state_truncated').notNull().default(false),
+    evaluatedAt: ms('evaluated_at').notNull(),
+    rationale: text('rationale'),
+    /** JSON `{model, prompt_version, effort}` the answer was asked under; tells question_changed from model_changed. */
+    fingerprintContext: text('fingerprint_context'),
+  },
+  (t) => [
+    // The idempotency key (DESIGN §2): an insert that conflicts does nothing.
+    uniqueIndex('item_decisions_idem_uq').on(t.itemId, t.questionSet, t.questionKey, t.stateHash, t.questionHash, t.stateVersion),
+    index('item_decisions_latest_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet, t.itemId),
+  ],
+);
+
+export const decisionSpend = pgTable(
+  'decision_spend',
+  {
+    /** Start of the hour, epoch ms. */
+    hour: ms('hour').notNull(),
+    questionSet: text('question_set').notNull(),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    outcome: text('outcome').notNull(),
+    calls: bigint('calls', { mode: 'number' }).notNull().default(0),
+    inputTokens: bigint('input_tokens', { mode: 'number' }).notNull().default(0),
+    outputTokens: bigint('output_tokens', { mode: 'number' }).notNull().default(0),
+    cacheReadTokens: bigint('cache_read_tokens', { mode: 'number' }).notNull().default(0),
+    cacheWriteTokens: bigint('cache_write_tokens', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome] })],
+);
+
+/** Key-value rows for cursors (backfill) and process-wide markers. */
+export const verdictMeta = pgTable('verdict_meta', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+  updatedAt: ms('updated_at').notNull().default(sql`0`),
+});

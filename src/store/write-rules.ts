@@ -1,0 +1,233 @@
+import { parseLossless } from '../decision/canonical-json.js';
+import { SET_DEFAULTS, type QuestionSet, type Registry } from '../decision/registry.js';
+import { normaliseText, type NormaliseReport } from './normalise.js';
+import {
+  InvalidWrite,
+  type Claim,
+  type CollectionRow,
+  type CollectionSchema,
+  type CollectionSettings,
+  type ItemPatch,
+  type ItemRow,
+  type NewItem,
+  type WriteResult,
+} from './store.js';
+
+/**
+ * The rules both stores share, as pure functions: what a write changes, which sets it owes, and
+ * how a job row reads as a claim. The SQLite and Postgres write doors differ only in how they run
+ * their statements (synchronous IMMEDIATE transactions against async ones with row locks), so
+ * everything that decides *what* to write lives here once.
+ */
+
+/**
+ * Normalises and validates fields: an object is serialised with JSON.stringify; text is kept
+ * byte for byte (so number literals survive) once it parses as a JSON object.
+ * @throws InvalidWrite when the fields are not a JSON object.
+ */
+export function fieldsText(fields: Record<string, unknown> | string | undefined, report: NormaliseReport): string {
+  if (fields === undefined) return '{}';
+  let text: string;
+  if (typeof fields === 'string') {
+    text = normaliseText(fields, report);
+  } else {
+    if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) throw new InvalidWrite('fields must be a JSON object');
+    text = normaliseText(JSON.stringify(fields), report);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseLossless(text);
+  } catch {
+    throw new InvalidWrite('fields is not valid JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidWrite('fields must be a JSON object');
+  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
+  return text;
+}
+
+/**
+ * Deepest nesting accepted in `fields` (our choice): tracker fields are flat or one level deep
+ * (labels), and the state builder walks them recursively, so a pathological depth would fail every
+ * evaluation instead of being refused here with a clear error.
+ */
+export const MAX_FIELDS_DEPTH = 32;
+
+function nestingDepth(v: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== 'object' || 'isLosslessNumber' in (x as object)) continue;
+    if (d > max) max = d;
+    if (max > MAX_FIELDS_DEPTH) return max;
+    for (const c of Array.isArray(x) ? x : Object.values(x as object)) stack.push([c, d + 1]);
+  }
+  return max;
+}
+
+/** A collection row as stored (schema and settings as JSON text). */
+export interface StoredCollection {
+  id: string;
+  workspaceId: string;
+  slug: string;
+  isSystem: boolean;
+  schema: string;
+  settings: string;
+  createdAt: number;
+  deletedAt: number | null;
+}
+
+/** Parses a stored collection's JSON columns. */
+export function toCollectionRow(r: StoredCollection): CollectionRow {
+  return { ...r, schema: JSON.parse(r.schema) as CollectionSchema, settings: JSON.parse(r.settings) as CollectionSettings };
+}
+
+/** A write door's result. */
+export function writeResult<T>(row: T, changed: boolean, normalised: NormaliseReport, owed = 0): WriteResult<T> {
+  return { row, changed, normalised, owed };
+}
+
+/** Sets whose state reads comments: trail readers and per-comment sets. */
+export function readsComments(s: QuestionSet): boolean {
+  return !s.noTrail || s.perComment;
+}
+
+/** Sets whose state reads links. */
+export function readsLinks(s: QuestionSet): boolean {
+  return s.withLinks;
+}
+
+/** What `updateItem` would store; `changed` false means a no-op (no seq bump, nothing owed). */
+export function planItemPatch(
+  cur: Pick<ItemRow, 'title' | 'content' | 'fields'>,
+  patch: ItemPatch,
+  report: NormaliseReport,
+): { next: { title: string; content: string; fields: string }; changed: boolean; titleChanged: boolean } {
+  const next = {
+    title: patch.title === undefined ? cur.title : normaliseText(patch.title, report),
+    content: patch.content === undefined ? cur.content : normaliseText(patch.content, report),
+    fields: patch.fields === undefined ? cur.fields : fieldsText(patch.fields, report),
+  };
+  const changed = next.title !== cur.title || next.content !== cur.content || next.fields !== cur.fields;
+  return { next, changed, titleChanged: next.title !== cur.title };
+}
+
+/**
+ * What `upsertItem` would store over an existing row: every value, including the deleted state
+ * and the collection. A deleted row stays deleted at its original time when the import still
+ * says deleted. `linkers` says whether items showing this one's title must be owed too.
+ * @throws InvalidWrite when the item belongs to another workspace, or its fields are not an object.
+ */
+export function planItemUpsert(
+  cur: ItemRow,
+  item: NewItem & { id: string },
+  report: NormaliseReport,
+): { next: Pick<ItemRow, 'collectionId' | 'ref' | 'title' | 'content' | 'fields' | 'deletedAt'>; changed: boolean; linkers: boolean } {
+  if (cur.workspaceId !== item.workspaceId) throw new InvalidWrite(`item ${item.id} belongs to another workspace`);
+  const next = {
+    collectionId: item.collectionId,
+    ref: normaliseText(item.ref, report),
+    title: normaliseText(item.title, report),
+    content: normaliseText(item.content ?? '', report),
+    fields: fieldsText(item.fields, report),
+    deletedAt: item.deletedAt === undefined ? cur.deletedAt : item.deletedAt,
+  };
+  const sameDeleted = (next.deletedAt === null) === (cur.deletedAt === null);
+  const changed = !(
+    next.collectionId === cur.collectionId &&
+    next.ref === cur.ref &&
+    next.title === cur.title &&
+    next.content === cur.content &&
+    next.fields === cur.fields &&
+    sameDeleted
+  );
+  if (sameDeleted) next.deletedAt = cur.deletedAt;
+  return { next, changed, linkers: next.title !== cur.title || !sameDeleted };
+}
+
+/** What `updateCollection` would store; `changed` false means a no-op. */
+export function planCollectionPatch(
+  c: StoredCollection,
+  patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema; deleted?: boolean },
+  now: number,
+): { next: Pick<StoredCollection, 'slug' | 'settings' | 'schema' | 'deletedAt'>; changed: boolean } {
+  const next = {
+    slug: patch.slug ?? c.slug,
+    settings: patch.settings ? JSON.stringify(patch.settings) : c.settings,
+    schema: patch.schema ? JSON.stringify(patch.schema) : c.schema,
+    deletedAt: patch.deleted === undefined ? c.deletedAt : patch.deleted ? (c.deletedAt ?? now) : null,
+  };
+  const changed = !(next.slug === c.slug && next.settings === c.settings && next.schema === c.schema && next.deletedAt === c.deletedAt);
+  return { next, changed };
+}
+
+/** The sets a collection change owes: those of its old slug and of its new one. */
+export function setsForSlugChange(registry: Registry, oldSlug: string, newSlug: string): QuestionSet[] {
+  return [...new Set([...registry.setsFor(oldSlug), ...registry.setsFor(newSlug)])];
+}
+
+/** last_error is bounded to 1 KiB (DESIGN §2); it never holds provider text. */
+export const LAST_ERROR_MAX = 1024;
+
+/** Cuts a diagnostic to `LAST_ERROR_MAX` characters. */
+export function boundError(s: string): string {
+  return s.length > LAST_ERROR_MAX ? s.slice(0, LAST_ERROR_MAX) : s;
+}
+
+/** The debounce settings of a job's set, or the defaults when the set is unknown in this process. */
+export function setTiming(registry: Registry, name: string): { quietPeriodMs: number; reaskDebounceMs: number; maxDelayMs: number } {
+  const set = registry.get(name);
+  return {
+    quietPeriodMs: set?.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs,
+    reaskDebounceMs: set?.reaskDebounceMs ?? SET_DEFAULTS.reaskDebounceMs,
+    maxDelayMs: set?.maxDelayMs ?? SET_DEFAULTS.maxDelayMs,
+  };
+}
+
+/** A decision_jobs row as raw SQL returns it (snake_case), on either dialect. */
+export interface RawJob {
+  item_id: string;
+  question_set: string;
+  workspace_id: string;
+  priority: number;
+  generation: number;
+  enqueued_at: number;
+  not_before: number;
+  claimed_by: string | null;
+  claim_token: string | null;
+  lease_expires_at: number | null;
+  attempts: number;
+  refusals: number;
+  abandons: number;
+  state: 'owed' | 'parked';
+  last_error: string | null;
+  last_error_at: number | null;
+  fair_tag: number;
+}
+
+/** The claim a freshly claimed row stands for. */
+export function toClaim(r: RawJob): Claim {
+  return {
+    itemId: r.item_id,
+    questionSet: r.question_set,
+    workspaceId: r.workspace_id,
+    generation: r.generation,
+    claimToken: r.claim_token!,
+    claimedBy: r.claimed_by!,
+    attempts: r.attempts,
+    refusals: r.refusals,
+    abandons: r.abandons,
+    priority: r.priority,
+    enqueuedAt: r.enqueued_at,
+  };
+}
+
+/** The reason a job parked at the abandon limit carries. */
+export function abandonReason(abandons: number): string {
+  return `abandon limit: ${abandons} claims ended without an outcome`;
+}
+
+/** The reason the refusal that reaches the limit parks with. */
+export function refusalParkReason(refusals: number, error: string): string {
+  return `refused ${refusals} times: ${error}`;
+}

@@ -1,0 +1,125 @@
+import { sql, type SQL } from 'drizzle-orm';
+import pg from 'pg';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { openStore } from '../../src/cli/common.js';
+import { loadConfig } from '../../src/config.js';
+import { attentionSet } from '../../src/decision/production-sets.js';
+import { Registry } from '../../src/decision/registry.js';
+import { nowMs } from '../../src/store/postgres/context.js';
+import { claimCandidateSql } from '../../src/store/postgres/jobs.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import { seedJobs } from '../../scripts/bench-drain.js';
+import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
+
+/** What only the Postgres store has to show: the database clock, serialised migrations, URL selection. */
+
+const registry = () => new Registry([attentionSet]);
+
+async function seedOne(store: PgStore) {
+  const ws = await store.createWorkspace({ slug: 'acme' });
+  const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+  return (await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 't', fields: { status: 'open' } }, { quietPeriod: false })).row;
+}
+
+describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: ${PG_SKIP_REASON})`}`, () => {
+  afterEach(() => void vi.useRealTimers());
+
+  // On a real server only: PGlite runs inside this process and reads this process's clock.
+  it('lease times come from the database clock: a worker whose own clock runs two hours fast cannot take a live lease', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    const honest = PgStore.connect(db.url, { registry: registry(), poolSize: 2 });
+    const skewed = PgStore.connect(db.url, { registry: registry(), poolSize: 2 });
+    try {
+      const it1 = await seedOne(honest);
+      const claim = (await honest.claimNextJob('honest', 60_000, 8))!;
+      expect(claim.itemId).toBe(it1.id);
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + 2 * 3_600_000); // this process's clock jumps two hours ahead
+      expect(await skewed.claimNextJob('fast-clock', 60_000, 8)).toBeNull();
+      expect(await skewed.renewLease(claim, 60_000)).toBe(true);
+      const job = (await skewed.getJob(it1.id, 'attention'))!;
+      expect(job.leaseExpiresAt! - Date.now()).toBeLessThan(-3_600_000); // the lease is on the database's clock, not ours
+      vi.useRealTimers();
+      // control: once the database's own clock (here its test offset) passes the lease, the claim is taken
+      skewed.advanceClockForTests(61_000);
+      expect(await skewed.claimNextJob('fast-clock', 60_000, 8)).toMatchObject({ itemId: it1.id, abandons: 1 });
+    } finally {
+      await honest.close();
+      await skewed.close();
+      await db.drop();
+    }
+  });
+
+  it('several processes starting together on a fresh database all migrate it, one at a time (pg_advisory_lock)', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    try {
+      const stores = Array.from({ length: 4 }, () => PgStore.connect(db.url, { registry: registry(), poolSize: 2 }));
+      await Promise.all(stores.map((s) => s.opened()));
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      const { rows } = await c.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
+      await c.end();
+      expect(rows[0].n).toBe(1);
+      expect(await stores[3].listWorkspaces()).toEqual([]);
+      for (const s of stores) await s.close();
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('the claim walks the claim-order index even on a table without statistics (no sort of the due rows)', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    const store = PgStore.connect(db.url, { registry: registry(), poolSize: 2 });
+    try {
+      await store.opened();
+      await store.ctx.db.execute(sql`ALTER TABLE decision_jobs SET (autovacuum_enabled = off)`);
+      await seedJobs(db.url, 1_500);
+      const plan = async (q: SQL) => {
+        const r = (await store.ctx.db.execute(sql`EXPLAIN (FORMAT JSON) ${q}`)) as unknown as { rows: Array<{ 'QUERY PLAN': unknown }> };
+        const nodes: Array<{ 'Node Type': string; 'Index Name'?: string }> = [];
+        const walk = (n: { Plan?: unknown; Plans?: unknown[] } & Record<string, unknown>) => {
+          nodes.push(n as never);
+          for (const c of (n.Plans as never[]) ?? []) walk(c);
+        };
+        walk((r.rows[0]['QUERY PLAN'] as Array<{ Plan: never }>)[0].Plan);
+        return nodes;
+      };
+      const now = nowMs(store.ctx);
+      const ours = await plan(claimCandidateSql(now));
+      expect(ours.map((n) => n['Node Type'])).not.toContain('Sort');
+      expect(ours.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
+      expect(ours.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
+      // control: the plain spelling of the same query reads every due row and sorts them here
+      const plain = await plan(sql`
+        SELECT j.item_id, j.question_set FROM decision_jobs j
+        WHERE j.state = 'owed' AND j.not_before <= ${now} AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+          AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+        ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+        LIMIT 1 FOR UPDATE OF j SKIP LOCKED`);
+      expect(plain.some((n) => /Sort/.test(n['Node Type']))).toBe(true);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+
+  it('openStore selects Postgres for a postgres:// URL and SQLite for a path', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    try {
+      const store = openStore(loadConfig({ databaseUrl: db.url }, {}), registry());
+      expect(store).toBeInstanceOf(PgStore);
+      expect(typeof (await store.now())).toBe('number');
+      await store.close();
+      const bad = openStore(loadConfig({ databaseUrl: db.url.replace(/\/[^/]*$/, '/no_such_db') }, {}), registry());
+      await expect(bad.now()).rejects.toThrow(/no_such_db/);
+      await bad.close();
+      const lite = openStore(loadConfig({ databaseUrl: ':memory:' }, {}), registry());
+      expect(lite).toBeInstanceOf(SqliteStore);
+      await lite.close();
+    } finally {
+      await db.drop();
+    }
+  });
+});

@@ -1,0 +1,150 @@
+import { PGlite } from '@electric-sql/pglite';
+import { join } from 'node:path';
+import pg from 'pg';
+import { ManualClock } from '../../src/clock.js';
+import type { Registry } from '../../src/decision/registry.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/store.js';
+import { createDatabase } from '../../scripts/bench-drain.js';
+import { tempDir } from '../harness/store-fixture.js';
+
+/**
+ * The backends the store conformance suite runs against: SQLite (a real file per test, a manual
+ * clock), PGlite (in-process Postgres, one instance per file, emptied between tests) and a real
+ * PostgreSQL server (a database per file, from VERDICT_TEST_PG_URL). On Postgres "now" is the
+ * database's clock plus the store's test-only offset, so `advance` moves the offset.
+ */
+
+export type TestStore = Store & { setRegistry(r: Registry): void };
+
+export interface OpenedStore {
+  store: TestStore;
+  /** Moves the store's "now" forward by `ms` milliseconds. */
+  advance(ms: number): void;
+  /** A second store on the same data, as another process would open it; closed by `cleanup`. */
+  peer(registry: Registry): Promise<TestStore>;
+  /** Closes the store (and its peers) and drops its data. */
+  cleanup(): Promise<void>;
+}
+
+export interface StoreBackend {
+  readonly name: string;
+  /** True when the backend is a real server with many connections (SKIP LOCKED contention is real). */
+  readonly concurrentConnections: boolean;
+  /** Once per file. */
+  setup(): Promise<void>;
+  teardown(): Promise<void>;
+  /** A fresh, empty, migrated store. */
+  open(registry: Registry, newId: () => string): Promise<OpenedStore>;
+}
+
+export function sqliteBackend(): StoreBackend {
+  return {
+    name: 'sqlite',
+    concurrentConnections: false,
+    setup: async () => undefined,
+    teardown: async () => undefined,
+    open: async (registry, newId) => {
+      const t = tempDir();
+      const file = join(t.dir, 'verdict.db');
+      const clock = new ManualClock();
+      const store = new SqliteStore({ url: file, registry, clock, newId });
+      const peers: SqliteStore[] = [];
+      return {
+        store,
+        advance: (ms) => clock.advance(ms),
+        peer: async (r) => {
+          const p = new SqliteStore({ url: file, registry: r, clock });
+          peers.push(p);
+          return p;
+        },
+        cleanup: async () => {
+          for (const p of peers) await p.close();
+          await store.close();
+          t.cleanup();
+        },
+      };
+    },
+  };
+}
+
+const TABLES = 'workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend, verdict_meta';
+
+export function pgliteBackend(): StoreBackend {
+  let client: PGlite;
+  return {
+    name: 'pglite',
+    concurrentConnections: false,
+    setup: async () => {
+      client = await PGlite.create();
+    },
+    teardown: async () => {
+      await client.close();
+    },
+    open: async (registry, newId) => {
+      const store = await PgStore.onPglite(client, { registry, newId, closeClient: false });
+      await client.exec(`TRUNCATE ${TABLES} RESTART IDENTITY CASCADE`);
+      const peers: PgStore[] = [];
+      return {
+        store,
+        advance: (ms) => {
+          for (const s of [store, ...peers]) s.advanceClockForTests(ms);
+        },
+        peer: async (r) => {
+          const p = await PgStore.onPglite(client, { registry: r, closeClient: false, clockOffsetMs: store.ctx.clockOffsetMs });
+          peers.push(p);
+          return p;
+        },
+        cleanup: () => store.close(),
+      };
+    },
+  };
+}
+
+/** The admin URL of the real server, or undefined (the suite then skips, saying why). */
+export const TEST_PG_URL = process.env.VERDICT_TEST_PG_URL || undefined;
+
+export const PG_SKIP_REASON = 'VERDICT_TEST_PG_URL is not set: start a server with `eval "$(scripts/pg-test-server.sh start)"` (.ci/run does)';
+
+/** A fresh database on the real server for one test file; `drop` removes it. */
+export const createTestDatabase = (adminUrl: string) => createDatabase(adminUrl);
+
+export function postgresBackend(adminUrl: string): StoreBackend {
+  let db: { url: string; drop(): Promise<void> };
+  return {
+    name: 'postgres',
+    concurrentConnections: true,
+    setup: async () => {
+      db = await createTestDatabase(adminUrl);
+    },
+    teardown: async () => {
+      await db.drop();
+    },
+    open: async (registry, newId) => {
+      const store = PgStore.connect(db.url, { registry, newId, poolSize: 24 });
+      await store.opened();
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      await c.query(`TRUNCATE ${TABLES} RESTART IDENTITY CASCADE`);
+      await c.end();
+      const peers: PgStore[] = [];
+      return {
+        store,
+        advance: (ms) => {
+          for (const s of [store, ...peers]) s.advanceClockForTests(ms);
+        },
+        peer: async (r) => {
+          const p = PgStore.connect(db.url, { registry: r, clockOffsetMs: store.ctx.clockOffsetMs, poolSize: 8 });
+          await p.opened();
+          peers.push(p);
+          return p;
+        },
+        cleanup: async () => {
+          for (const p of peers) await p.close();
+          await store.close();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,632 @@
+import { createHash } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
+import { noul } from '../../src/decision/questions.js';
+import { defineQuestionSet, Registry, type QuestionSet } from '../../src/decision/registry.js';
+import { silentLogger } from '../../src/log.js';
+import { FakeProvider } from '../../src/providers/fake.js';
+import type { Provider } from '../../src/providers/provider.js';
+import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
+import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type WorkspaceRow } from '../../src/store/store.js';
+import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import type { OpenedStore, StoreBackend, TestStore } from './conformance-backends.js';
+
+/**
+ * The store conformance suite (CONVENTIONS.md: one store test suite run against every backend).
+ * Each backend's test file calls `runStoreConformance`; SQLite, PGlite and a real PostgreSQL
+ * server must all pass the same assertions. Times are never compared with a clock read taken in
+ * another statement (on Postgres the database clock moves on its own); they are compared with
+ * times the same write stored (`updatedAt`, `enqueuedAt`, `lastErrorAt`, `evaluatedAt`).
+ */
+
+const linkSet = defineQuestionSet({ name: 'linked', questions: { k: noul('x') }, withLinks: true, noTrail: true });
+const signal = new AbortController().signal;
+
+interface Fx {
+  store: TestStore;
+  registry: Registry;
+  ws: WorkspaceRow;
+  tasks: CollectionRow;
+  opened: OpenedStore;
+  advance(ms: number): void;
+}
+
+export function runStoreConformance(backend: StoreBackend): void {
+  let fx: Fx;
+
+  async function open(sets: QuestionSet[]): Promise<Fx> {
+    let n = 0;
+    const registry = new Registry(sets);
+    const opened = await backend.open(registry, () => `id-${(++n).toString().padStart(6, '0')}`);
+    const ws = await opened.store.createWorkspace({ slug: 'acme' });
+    const tasks = await opened.store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+    return { store: opened.store, registry, ws, tasks, opened, advance: opened.advance };
+  }
+
+  async function reopen(sets: QuestionSet[]) {
+    await fx.opened.cleanup();
+    fx = await open(sets);
+  }
+
+  async function item(ref: string, extra: Record<string, unknown> = {}) {
+    return (
+      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `title ${ref}`, content: 'waiting for legal sign-off', fields: { status: 'open' }, ...extra })
+    ).row;
+  }
+
+  function runner(provider: Provider, over: Partial<RunnerOptions> = {}): RunnerOptions {
+    return { store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'runner-a', leaseMs: 60_000, random: () => 0.5, ...over };
+  }
+
+  async function drain(opts: RunnerOptions, max = 1000): Promise<RunReport[]> {
+    const out: RunReport[] = [];
+    for (let i = 0; i < max; i++) {
+      const r = await runOnce(opts, signal);
+      if (!r) return out;
+      out.push(r);
+    }
+    throw new Error('drain: did not drain');
+  }
+
+  beforeAll(() => backend.setup(), 60_000);
+  afterAll(() => backend.teardown(), 60_000);
+  beforeEach(async () => {
+    fx = await open([attentionSet, effortSet, linkSet]);
+  });
+  afterEach(async () => fx.opened.cleanup());
+
+  describe(`${backend.name}: write doors owe jobs in the same transaction`, () => {
+    it('a create owes one job per covering set, after the quiet period', async () => {
+      const it1 = await item('T-1');
+      const jobs = await fx.store.listJobs({ itemId: it1.id });
+      expect(jobs.map((j) => j.questionSet).sort()).toEqual(['attention', 'effort', 'linked']);
+      for (const j of jobs) {
+        expect(j.notBefore - j.enqueuedAt).toBe(30_000);
+        expect(j.enqueuedAt).toBe(it1.updatedAt);
+        expect(j).toMatchObject({ state: 'owed', generation: 1, attempts: 0, priority: 0, claimToken: null });
+      }
+    });
+
+    it('a burst of writes coalesces into one row: generation bumps, enqueued_at never moves', async () => {
+      const it1 = await item('T-1');
+      const before = (await fx.store.getJob(it1.id, 'attention'))!;
+      fx.advance(10_000);
+      await fx.store.updateItem(it1.id, { content: 'b2' });
+      fx.advance(10_000);
+      const last = await fx.store.updateItem(it1.id, { content: 'b3' });
+      const after = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(after.generation).toBe(before.generation + 2);
+      expect(after.enqueuedAt).toBe(before.enqueuedAt);
+      expect(after.notBefore).toBe(last.row.updatedAt + 30_000); // trailing quiet period
+    });
+
+    it('not_before is capped at enqueued_at + maxDelay under constant editing', async () => {
+      const it1 = await item('T-1');
+      const enq = (await fx.store.getJob(it1.id, 'attention'))!.enqueuedAt;
+      for (let i = 0; i < 300; i++) {
+        fx.advance(29_000);
+        await fx.store.updateItem(it1.id, { content: `edit ${i}` });
+      }
+      expect((await fx.store.getJob(it1.id, 'attention'))!.notBefore).toBe(enq + 7_200_000);
+    });
+
+    it('a write that changes no stored value is a no-op: no seq bump, nothing owed', async () => {
+      const it1 = await item('T-1');
+      await fx.store.dropJobs({});
+      const r = await fx.store.updateItem(it1.id, { title: it1.title, fields: it1.fields });
+      expect(r.changed).toBe(false);
+      expect(r.row.seq).toBe(it1.seq);
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+      const real = await fx.store.updateItem(it1.id, { title: 'new' });
+      expect(real.owed).toBeGreaterThan(0);
+      expect(real.row.seq).toBe(it1.seq + 1);
+    });
+
+    it('a comment edit owes only when the body changes', async () => {
+      const it1 = await item('T-1');
+      const c = (await fx.store.addComment({ itemId: it1.id, author: 'amy', body: 'hi' })).row;
+      await fx.store.dropJobs({});
+      expect((await fx.store.editComment(c.id, 'hi')).changed).toBe(false);
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+      expect((await fx.store.editComment(c.id, 'hello')).owed).toBe(2); // attention and effort read the trail; linked is NoTrail
+    });
+
+    it('a move owes the target collection sets; a move to the same collection is a no-op', async () => {
+      const bugs = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'bug' });
+      const it1 = await item('T-1');
+      await fx.store.dropJobs({});
+      expect((await fx.store.moveItem(it1.id, it1.collectionId)).changed).toBe(false);
+      expect((await fx.store.moveItem(it1.id, bugs.id)).owed).toBe(3);
+    });
+
+    it('link add and remove owe both ends for sets that read links only; a duplicate link is a no-op', async () => {
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.dropJobs({});
+      const l = await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' });
+      expect((await fx.store.listJobs({})).map((j) => `${j.itemId}:${j.questionSet}`).sort()).toEqual([`${a.id}:linked`, `${b.id}:linked`]);
+      expect((await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).changed).toBe(false);
+      await expect(fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: a.id, linkType: 'blocks' })).rejects.toThrow(/itself/);
+      await fx.store.dropJobs({});
+      await fx.store.removeLink(l.row.id);
+      expect(await fx.store.listJobs({})).toHaveLength(2);
+      expect((await fx.store.removeLink(l.row.id)).changed).toBe(false);
+    });
+
+    it('a title edit owes the items whose state shows that title', async () => {
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'parent' });
+      await fx.store.dropJobs({});
+      await fx.store.updateItem(b.id, { title: 'renamed parent' });
+      expect((await fx.store.listJobs({ itemId: a.id })).map((j) => j.questionSet)).toEqual(['linked']);
+    });
+
+    it('the re-ask debounce pushes not_before to the latest stored answer + 1 h', async () => {
+      const it1 = await item('T-1');
+      await fx.store.insertDecisions([decision(it1.id, 'attention', 'blocked', 'h')]);
+      const answeredAt = (await fx.store.listDecisions(it1.id))[0].evaluatedAt;
+      await fx.store.dropJobs({});
+      fx.advance(60_000);
+      const w = await fx.store.updateItem(it1.id, { content: 'changed' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.notBefore).toBe(answeredAt + 3_600_000);
+      expect((await fx.store.getJob(it1.id, 'effort'))!.notBefore).toBe(w.row.updatedAt + 30_000);
+    });
+
+    it('normalises lone surrogates and NUL and reports them', async () => {
+      const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'a\uD800b\u0000c', content: 'x\uDC00' });
+      expect(r.row.title).toBe('a\uFFFDbc');
+      expect(r.normalised).toEqual({ loneSurrogates: 2, nulsRemoved: 1 });
+      expect((await fx.store.getItem(r.row.id))!.content).toBe('x\uFFFD');
+    });
+
+    it('refuses fields that are not a JSON object and writes nothing', async () => {
+      await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 't', fields: '[1]' })).rejects.toThrow(/JSON object/);
+      expect(await fx.store.getItemByRef(fx.ws.id, 'T-9')).toBeNull();
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+    });
+
+    it('keeps the bytes of stored fields, number literals included', async () => {
+      const it1 = await item('T-1', { fields: '{"estimate":3.0, "n": 1e2}' });
+      expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0, "n": 1e2}');
+    });
+
+    it('a comment with replies becomes a blank tombstone; one without is removed', async () => {
+      const it1 = await item('T-1');
+      const parent = (await fx.store.addComment({ itemId: it1.id, author: 'a', body: 'p' })).row;
+      await fx.store.addComment({ itemId: it1.id, author: 'b', body: 'r', parentCommentId: parent.id });
+      const lone = (await fx.store.addComment({ itemId: it1.id, author: 'c', body: 'l' })).row;
+      const tomb = (await fx.store.deleteComment(parent.id)).row!;
+      expect(tomb.body).toBe('');
+      expect(tomb.deletedAt).toBe(tomb.updatedAt);
+      expect((await fx.store.deleteComment(lone.id)).row).toBeNull();
+      const loaded = await fx.store.loadItemForEvaluation(it1.id);
+      expect(loaded!.comments.map((c) => c.body)).toEqual(['r']);
+    });
+
+    it('a collection rename owes its live items at backfill priority; a soft delete and restore too', async () => {
+      const it1 = await item('T-1');
+      await fx.store.dropJobs({});
+      const r = await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' });
+      expect(r.owed).toBe(3);
+      expect((await fx.store.listJobs({ itemId: it1.id })).every((j) => j.priority === PRIORITY_BACKFILL)).toBe(true);
+      expect((await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' })).changed).toBe(false);
+      expect((await fx.store.softDeleteCollection(fx.tasks.id)).row.deletedAt).not.toBeNull();
+      expect((await fx.store.restoreCollection(fx.tasks.id)).row.deletedAt).toBeNull();
+    });
+
+    it('upsertItem: creates, then changes nothing on the same values, then sets every value', async () => {
+      const base = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c', fields: { status: 'open' } };
+      expect((await fx.store.upsertItem(base, { priority: PRIORITY_BACKFILL, quietPeriod: false })).owed).toBe(3);
+      await fx.store.dropJobs({});
+      const same = await fx.store.upsertItem(base);
+      expect(same).toMatchObject({ changed: false, owed: 0 });
+      const del = await fx.store.upsertItem({ ...base, deletedAt: 123 });
+      expect(del.changed).toBe(true);
+      expect(del.row.deletedAt).toBe(123);
+      await expect(fx.store.upsertItem({ ...base, workspaceId: 'other' })).rejects.toThrow(/another workspace/);
+    });
+
+    it('the write doors refuse missing rows with NotFound', async () => {
+      await expect(fx.store.updateItem('nope', { title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
+      await expect(fx.store.addComment({ itemId: 'nope', author: 'a', body: 'b' })).rejects.toMatchObject({ code: 'not_found' });
+      await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
+    });
+  });
+
+  describe(`${backend.name}: reads`, () => {
+    it('loads an item with its live comments in order and its links as the state reads them', async () => {
+      const a = await item('T-1');
+      const parent = await item('T-2');
+      const blocker = await item('T-3');
+      const gone = await item('T-4');
+      await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: parent.id, linkType: 'parent' });
+      await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: blocker.id, targetId: a.id, linkType: 'blocks' });
+      await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: gone.id, linkType: 'blocks' });
+      await fx.store.softDeleteItem(gone.id);
+      await fx.store.addComment({ itemId: a.id, author: 'x', body: 'second', createdAt: 2_000 });
+      await fx.store.addComment({ itemId: a.id, author: 'y', body: 'first', createdAt: 1_000 });
+      const l = (await fx.store.loadItemForEvaluation(a.id))!;
+      expect(l.item.id).toBe(a.id);
+      expect(l.collection.schema).toEqual(TASK_SCHEMA);
+      expect(l.workspace.slug).toBe('acme');
+      expect(l.comments.map((c) => [c.body, c.createdAt])).toEqual([['first', 1_000], ['second', 2_000]]);
+      expect(l.links.map((x) => `${x.relation}:${x.ref}`).sort()).toEqual(['blocked_by:T-3', 'parent:T-2']);
+      expect(await fx.store.loadItemForEvaluation('nope')).toBeNull();
+      expect(await fx.store.checkLiveness(a.id)).toBe('live');
+      expect(await fx.store.checkLiveness(gone.id)).toBe('item_gone');
+      await fx.store.softDeleteWorkspace(fx.ws.id);
+      expect(await fx.store.checkLiveness(a.id)).toBe('workspace_gone');
+    });
+
+    it('lists and counts items and workspaces', async () => {
+      await item('T-1');
+      const b = await item('T-2');
+      await fx.store.softDeleteItem(b.id);
+      expect(await fx.store.countItems(fx.ws.id)).toBe(1);
+      expect((await fx.store.listItems({ workspaceId: fx.ws.id })).map((i) => i.ref)).toEqual(['T-1']);
+      expect(await fx.store.listItems({ workspaceId: fx.ws.id, includeDeleted: true })).toHaveLength(2);
+      expect((await fx.store.getWorkspaceBySlug('acme'))!.id).toBe(fx.ws.id);
+      expect(await fx.store.listWorkspaces()).toHaveLength(1);
+      expect((await fx.store.listCollections(fx.ws.id)).map((c) => c.slug)).toEqual(['task']);
+    });
+  });
+
+  describe(`${backend.name}: answers and spend`, () => {
+    it('an answer insert that conflicts on the idempotency key does nothing; answeredKeys sees exact keys only', async () => {
+      const it1 = await item('T-1');
+      const d = (key: string, hash: string) => decision(it1.id, 'attention', key, hash, fx.ws.id);
+      expect(await fx.store.insertDecisions([d('a', 'h1'), d('b', 'h1')])).toBe(2);
+      expect(await fx.store.insertDecisions([d('a', 'h1'), d('a', 'h2')])).toBe(1);
+      expect(await fx.store.countDecisions()).toBe(3);
+      const keys = await fx.store.answeredKeys(it1.id, 'attention', [
+        { questionKey: 'a', stateHash: 'h1', questionHash: 'q', stateVersion: 1 },
+        { questionKey: 'b', stateHash: 'h2', questionHash: 'q', stateVersion: 1 },
+        { questionKey: 'a', stateHash: 'h2', questionHash: 'q', stateVersion: 2 },
+      ]);
+      expect([...keys]).toEqual(['a']);
+      const rows = await fx.store.listDecisions(it1.id);
+      expect(rows.map((r) => r.id)).toEqual([...rows.map((r) => r.id)].sort((x, y) => x - y));
+      expect(rows[0]).toMatchObject({ confidence: null, stateTruncated: false, inputTokens: 1 });
+      expect(await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention')).toHaveLength(3);
+    });
+
+    it('spend adds up per hour bucket and is read back over a window', async () => {
+      const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 };
+      await fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
+      await fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
+      expect(await fx.store.spendSince(3_600_000)).toEqual({ calls: 2, inputTokens: 200, outputTokens: 20, cacheReadTokens: 2, cacheWriteTokens: 4 });
+      fx.advance(3 * 3_600_000);
+      expect((await fx.store.spendSince(3_600_000)).calls).toBe(0);
+      expect((await fx.store.spendSince(5 * 3_600_000)).calls).toBe(2);
+    });
+  });
+
+  describe(`${backend.name}: the claim`, () => {
+    it('claims live work before backfill, oldest first, and only when due', async () => {
+      const a = await item('T-1', { fields: { status: 'open' } });
+      await fx.store.dropJobs({});
+      await fx.store.oweJobs([{ itemId: a.id, questionSet: 'effort' }], { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      fx.advance(1_000);
+      const b = await item('T-2');
+      expect(await fx.store.claimNextJob('w', 60_000, 8)).toMatchObject({ itemId: a.id, questionSet: 'effort' }); // backfill, but the only due job
+      fx.advance(30_000);
+      const live = await fx.store.claimNextJob('w', 60_000, 8);
+      expect(live).toMatchObject({ itemId: b.id, priority: 0, attempts: 1, abandons: 0 });
+    });
+
+    it('skips jobs in flight, not yet due, parked, or of a soft-deleted workspace', async () => {
+      const other = await fx.store.createWorkspace({ slug: 'other' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o', fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.softDeleteWorkspace(other.id);
+      const a = await item('T-1');
+      expect(await fx.store.claimNextJob('w', 60_000, 8)).toBeNull(); // quiet period; other workspace held
+      fx.advance(30_000);
+      const claims = [];
+      for (let c = await fx.store.claimNextJob('w', 60_000, 8); c; c = await fx.store.claimNextJob('w', 60_000, 8)) claims.push(c);
+      expect(claims.map((c) => c.itemId)).toEqual([a.id, a.id, a.id]);
+      await fx.store.parkJob(claims[0], 'parked for the test');
+      expect((await fx.store.queueStats()).parked).toBe(1);
+      await fx.store.restoreWorkspace(other.id);
+      const held = await fx.store.claimNextJob('w', 60_000, 8);
+      expect(held!.workspaceId).toBe(other.id);
+    });
+
+    it('interleaves workspaces: a busy workspace\'s backlog does not starve a quiet one (fair claim order)', async () => {
+      await reopen([attentionSet]);
+      const other = await fx.store.createWorkspace({ slug: 'quiet' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      const busy = 150;
+      for (let i = 0; i < busy; i++) {
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `A-${i}`, title: 'a', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      }
+      fx.advance(1_000);
+      const quiet = new Set<string>();
+      for (let i = 0; i < 10; i++) {
+        const r = await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+        quiet.add(r.row.id);
+      }
+      let claims = 0;
+      while (quiet.size > 0) {
+        const c = (await fx.store.claimNextJob('w', 60_000, 8))!;
+        claims++;
+        quiet.delete(c.itemId);
+        expect(await fx.store.completeJob(c)).toBe('applied');
+      }
+      // In (priority, enqueued_at) order it would take all 160 claims; interleaved, about 2 per quiet job.
+      expect(claims).toBeLessThanOrEqual(21);
+      // Live work still comes before all of it.
+      const live = await item('L-1', {});
+      fx.advance(30_000);
+      expect((await fx.store.claimNextJob('w', 60_000, 8))!.itemId).toBe(live.id);
+    });
+
+    it('numbers each workspace\'s jobs on from its latest tag, in one statement for a batch; a re-enqueue keeps the tag', async () => {
+      await reopen([attentionSet]);
+      const other = await fx.store.createWorkspace({ slug: 'other' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      const mine = [await item('T-1'), await item('T-2'), await item('T-3')];
+      const theirs = [];
+      for (const ref of ['O-1', 'O-2']) theirs.push((await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref, title: 'o', fields: { status: 'open' } })).row);
+      const tags = async (ids: string[]) => (await Promise.all(ids.map((id) => fx.store.getJob(id, 'attention')))).map((j) => j!.fairTag);
+      expect(await tags(mine.map((i) => i.id))).toEqual([1, 2, 3]);
+      expect(await tags(theirs.map((i) => i.id))).toEqual([1, 2]);
+      await fx.store.dropJobs({});
+      const all = [...mine, ...theirs].map((i) => ({ itemId: i.id, questionSet: 'attention' }));
+      expect(await fx.store.oweJobs(all, { priority: PRIORITY_BACKFILL, quietPeriod: false })).toBe(5);
+      expect(await tags(mine.map((i) => i.id))).toEqual([1, 2, 3]);
+      expect(await tags(theirs.map((i) => i.id))).toEqual([1, 2]);
+      await fx.store.updateItem(mine[0].id, { content: 'edited' });
+      expect((await fx.store.getJob(mine[0].id, 'attention'))!).toMatchObject({ fairTag: 1, generation: 2 });
+    });
+
+    it('concurrent claimers never share a job', async () => {
+      await reopen([attentionSet]);
+      const n = 60;
+      for (let i = 0; i < n; i++) await item(`T-${i}`);
+      fx.advance(30_000);
+      const peers = [fx.store, ...(await Promise.all([1, 2, 3].map(() => fx.opened.peer(fx.registry))))];
+      const seen = new Map<string, number>();
+      await Promise.all(
+        Array.from({ length: 12 }, async (_, w) => {
+          const s = peers[w % peers.length];
+          for (;;) {
+            const c = await s.claimNextJob(`w${w}`, 60_000, 8);
+            if (!c) return;
+            seen.set(c.itemId, (seen.get(c.itemId) ?? 0) + 1);
+            expect(await s.completeJob(c)).toBe('applied');
+          }
+        }),
+      );
+      expect(seen.size).toBe(n);
+      expect([...seen.values()].every((v) => v === 1)).toBe(true);
+    });
+
+    it('the abandon limit parks a job whose claims keep dying, before any call', async () => {
+      const it1 = await item('T-1');
+      await fx.store.dropJobs({ questionSet: 'effort' });
+      await fx.store.dropJobs({ questionSet: 'linked' });
+      fx.advance(30_000);
+      for (let i = 0; i < 8; i++) {
+        expect(await fx.store.claimNextJob(`dead-${i}`, 1_000, 8)).not.toBeNull();
+        fx.advance(1_001);
+      }
+      expect(await fx.store.claimNextJob('next', 1_000, 8)).toBeNull();
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', abandons: 8, claimToken: null });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.lastError).toMatch(/abandon limit/);
+    });
+
+    it('retry re-owes parked jobs with counters at 0; drop leaves jobs in flight alone', async () => {
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const c = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      await fx.store.parkJob(c, 'test');
+      expect(await fx.store.retryJobs({ state: 'parked' })).toBe(1);
+      expect((await fx.store.getJob(c.itemId, c.questionSet))!).toMatchObject({ state: 'owed', attempts: 0, refusals: 0, abandons: 0 });
+      const inFlight = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(await fx.store.dropJobs({ itemId: it1.id })).toBe(2);
+      expect(await fx.store.getJob(inFlight.itemId, inFlight.questionSet)).not.toBeNull();
+      const q = await fx.store.queueStats();
+      expect(q).toMatchObject({ owedDue: 0, owedWaiting: 0, inFlight: 1, parked: 0 });
+    });
+  });
+
+  describe(`${backend.name}: fenced outcomes`, () => {
+    it('a runner whose lease expired cannot complete, fail, drop, release or renew the new claim', async () => {
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      fx.advance(61_000);
+      const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
+      expect(taker).toMatchObject({ itemId: late.itemId, questionSet: late.questionSet, abandons: 1, attempts: 2 });
+      expect(await fx.store.completeJob(late)).toBe('lost');
+      expect(await fx.store.failJob(late, { backoffMs: 1000, error: 'x' })).toBe('lost');
+      expect(await fx.store.dropJob(late, 'x')).toBe('lost');
+      expect(await fx.store.releaseJob(late)).toBe('lost');
+      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x' })).toBe('lost');
+      expect(await fx.store.parkJob(late, 'x')).toBe('lost');
+      expect(await fx.store.refuseJob(late, { backoffMs: 1, error: 'x', refusalLimit: 5 })).toBe('lost');
+      expect(await fx.store.renewLease(late, 60_000)).toBe(false);
+      expect((await fx.store.getJob(late.itemId, late.questionSet))!.claimToken).toBe(taker.claimToken);
+      expect(await fx.store.renewLease(taker, 60_000)).toBe(true);
+      expect(await fx.store.completeJob(taker)).toBe('applied');
+      expect(await fx.store.getJob(it1.id, late.questionSet)).toBeNull();
+    });
+
+    it('a write landing during an evaluation: the job survives the completion and runs once more', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const fake = new FakeProvider();
+      let wrote = false;
+      const opts = runner(fake, {
+        beforeAsk: async () => {
+          if (wrote) return;
+          wrote = true;
+          await fx.store.updateItem(it1.id, { content: 'unblocked now' });
+        },
+      });
+      const first = await runOnce(opts, signal);
+      expect(first!.recorded).toBe('superseded');
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ claimToken: null, state: 'owed', generation: 2 });
+      fx.advance(3_600_000);
+      const second = await runOnce(opts, signal);
+      expect(second!.recorded).toBe('applied');
+      expect(fake.requests).toHaveLength(2);
+      expect(fake.requests[1].state).toContain('unblocked now');
+      expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
+    });
+
+    it('a lease-expiry race: the late runner\'s outcome is fenced off and each key is answered once', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let entered!: () => void;
+      const inCall = new Promise<void>((r) => (entered = r));
+      const slow = new FakeProvider({
+        handler: async (req) => {
+          entered();
+          await gate;
+          return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.25 }]));
+        },
+      });
+      const peer = await fx.opened.peer(fx.registry);
+      const late = runOnce({ ...runner(slow), workerId: 'runner-late' }, signal);
+      await inCall;
+      fx.advance(61_000); // the late runner's lease runs out mid-call
+      const fast = new FakeProvider();
+      const taker = await runOnce({ ...runner(fast), store: peer, workerId: 'runner-b' }, signal);
+      expect(taker!.claim.abandons).toBe(1);
+      expect(taker!.recorded).toBe('applied');
+      release();
+      const lateReport = (await late)!;
+      expect(lateReport.recorded).toBe('lost');
+      const rows = await fx.store.listDecisions(it1.id);
+      expect(rows.map((r) => r.questionKey).sort()).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
+      // The taker's answers are the record: the late runner's (all 0.25) were not stored over them.
+      expect(rows.map((r) => (JSON.parse(r.answer) as { noul: number }).noul)).not.toContain(0.25);
+      expect(slow.requests).toHaveLength(1);
+      expect(fast.requests).toHaveLength(1);
+      expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
+    });
+
+    it('a deleted workspace holds the job; a restore resumes it', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const fake = new FakeProvider();
+      const r = await runOnce(runner(fake, { beforeAsk: async () => void (await fx.store.softDeleteWorkspace(fx.ws.id)) }), signal);
+      expect(r!.outcome.kind).toBe('release');
+      expect(fake.requests).toHaveLength(0);
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', attempts: 0, claimToken: null });
+      expect(await runOnce(runner(fake), signal)).toBeNull();
+      await fx.store.restoreWorkspace(fx.ws.id);
+      expect((await runOnce(runner(fake), signal))!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
+    });
+
+    it('a 429 defers without counting an attempt, until the reset', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const r = await runOnce(runner(new FakeProvider({ faults: [{ status: 429, retryAfterMs: 90_000 }] })), signal);
+      expect(r!.outcome).toMatchObject({ kind: 'defer', delayMs: 90_000 });
+      const job = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(job).toMatchObject({ attempts: 0, claimToken: null });
+      expect(job.notBefore).toBe(job.lastErrorAt! + 90_000);
+      expect(await fx.store.claimNextJob('w', 60_000, 8)).toBeNull();
+    });
+
+    it('repeated 503s never drop the job, and the backoff follows 30 s × 2^(n−1) up to 1 h', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const f = new FakeProvider({ faults: Array(12).fill({ status: 503 }) });
+      const waits: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const r = await runOnce(runner(f), signal);
+        expect(r!.outcome.kind).toBe('fail');
+        const job = (await fx.store.getJob(it1.id, 'attention'))!;
+        waits.push(job.notBefore - job.lastErrorAt!);
+        fx.advance(job.notBefore - (await fx.store.now()) + 1);
+      }
+      expect(waits).toEqual([30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000]);
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', refusals: 0, attempts: 10 });
+    });
+
+    it('HTTP-400-style refusals park the job on the 5th; a write re-owes it', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const f = new FakeProvider({ faults: Array(10).fill({ status: 400 }) });
+      const kinds: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        kinds.push(String((await runOnce(runner(f), signal))!.recorded));
+        fx.advance(2 * 3_600_000);
+      }
+      expect(kinds).toEqual(['applied', 'applied', 'applied', 'applied', 'parked']);
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', refusals: 5 });
+      expect(await runOnce(runner(f), signal)).toBeNull();
+      await fx.store.updateItem(it1.id, { content: 'rewritten' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', refusals: 0 });
+    });
+
+    it('a misconfigured provider releases the job without an attempt', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const r = await runOnce(runner(new FakeProvider({ faults: [{ status: 401 }] })), signal);
+      expect(r!.outcome.kind).toBe('misconfigured');
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ attempts: 0, state: 'owed', claimToken: null });
+    });
+
+    it('the whole pipeline: answers every key once, sends the bytes it hashes, and a second pass costs nothing', async () => {
+      await reopen([attentionSet, effortSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const fake = new FakeProvider();
+      const reports = await drain(runner(fake));
+      expect(reports.map((r) => r.outcome.kind)).toEqual(['complete', 'complete']);
+      const rows = await fx.store.listDecisions(it1.id);
+      expect(rows.map((r) => `${r.questionSet}:${r.questionKey}`).sort()).toEqual([
+        'attention:blocked',
+        'attention:needs_human_decision',
+        'attention:waiting_on_external',
+        'effort:effort',
+      ]);
+      const att = rows.find((r) => r.questionSet === 'attention')!;
+      const req = fake.requests.find((q) => q.keys.includes('blocked'))!;
+      expect(createHash('sha256').update(req.state).digest('hex')).toBe(att.stateHash);
+      await fx.store.oweJobs([{ itemId: it1.id, questionSet: 'attention' }], { quietPeriod: false });
+      fx.advance(3_600_000);
+      const again = await drain(runner(fake));
+      expect(again.map((r) => r.outcome)).toEqual([{ kind: 'complete', reason: 'already_answered' }]);
+      expect(fake.requests).toHaveLength(2);
+      expect((await fx.store.spendSince(86_400_000)).calls).toBe(2);
+    });
+  });
+}
+
+function decision(itemId: string, questionSet: string, questionKey: string, stateHash: string, workspaceId = 'ws-acme'): NewDecision {
+  return {
+    workspaceId,
+    itemId,
+    questionSet,
+    questionKey,
+    kind: 'noul',
+    answer: '{"type":"noul","noul":0.1}',
+    confidence: null,
+    provider: 'fake',
+    model: 'm',
+    stateHash,
+    questionHash: 'q',
+    stateVersion: 1,
+    stateParts: '{}',
+    inputTokens: 1,
+    outputTokens: 1,
+    itemSeq: 1,
+    stateTruncated: false,
+  };
+}
