@@ -33,7 +33,7 @@ export interface EvaluateDeps {
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */
 export class LivenessLost extends Error {
   readonly code = 'liveness_lost';
-  constructor(readonly liveness: Exclude<Liveness, 'live'>) {
+  constructor(readonly liveness: Exclude<Liveness, 'live'> | 'questions_changed') {
     super(`liveness lost: ${liveness}`);
     this.name = 'LivenessLost';
   }
@@ -159,9 +159,20 @@ async function askChunk(
   }
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
   const keys = [...chunk.questions.keys()];
+  // The claim's generation is part of liveness: any write that owed this job since the claim (an
+  // edit, a deleted comment or link) may have changed what the state holds, so the state built
+  // for this evaluation is not sent; the newer generation rebuilds it. A resolved set's questions
+  // are re-read too, so a deleted or edited convention's text is not sent as a question.
   const liveness = async () => {
-    const l = await store.checkLiveness(claim.itemId);
+    const l = await store.checkLiveness(claim.itemId, claim);
     if (l !== 'live') throw new LivenessLost(l);
+    if (set.resolve) {
+      const now = await questionsOf(set, { workspaceId: claim.workspaceId, store, logger: deps.logger });
+      for (const [key, q] of chunk.questions) {
+        const cur = now[key];
+        if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider)) throw new LivenessLost('questions_changed');
+      }
+    }
   };
   let result;
   try {
@@ -237,7 +248,20 @@ export const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
 /** Maps an error from a call to an outcome (DESIGN §3). */
 export function classify(err: unknown, signal: AbortSignal): EvalOutcome {
   if (err instanceof LivenessLost) {
-    return err.liveness === 'workspace_gone' ? { kind: 'release', reason: 'workspace deleted' } : { kind: 'drop', reason: 'item gone before send' };
+    switch (err.liveness) {
+      case 'workspace_gone':
+        return { kind: 'release', reason: 'workspace deleted' };
+      case 'item_gone':
+        return { kind: 'drop', reason: 'item gone before send' };
+      case 'lost':
+        return { kind: 'lost', reason: 'claim lost before send' };
+      case 'superseded':
+        // The fenced release sees the moved generation: it only clears the claim and recomputes
+        // not_before, and the newer generation runs with a fresh state.
+        return { kind: 'release', reason: 'superseded: a write landed before send' };
+      case 'questions_changed':
+        return { kind: 'release', reason: 'questions changed before send' };
+    }
   }
   if (signal.aborted) return { kind: 'release', reason: abortCode(signal) };
   if (err instanceof ProviderRefusal) {

@@ -226,7 +226,13 @@ export interface ItemForEvaluation {
 }
 
 /** Liveness right before a send (DESIGN §7 step 6). */
-export type Liveness = 'live' | 'item_gone' | 'workspace_gone';
+/**
+ * Liveness right before a send (DESIGN §7 step 6): `item_gone` (item or collection deleted),
+ * `workspace_gone`, and, when the claim is given, `superseded` (a write bumped the job's
+ * generation since the claim: the state built for this evaluation may hold text that was since
+ * edited or deleted, so it must not be sent) or `lost` (the claim token no longer matches).
+ */
+export type Liveness = 'live' | 'item_gone' | 'workspace_gone' | 'superseded' | 'lost';
 
 /** One answer row to insert (DESIGN §2 item_decisions). */
 export interface NewDecision {
@@ -472,7 +478,8 @@ export interface Store {
   /** Item, collection, workspace, live comments and links; null when any row is missing. */
   loadItemForEvaluation(itemId: string): Promise<ItemForEvaluation | null>;
   /** The last statement before a send. */
-  checkLiveness(itemId: string): Promise<Liveness>;
+  /** The last statement before a send; with `claim`, also whether the claim still holds at its generation. */
+  checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
   /** Which of the wanted keys already have a row at exactly that key. */
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
   /** Inserts one call's answers in one transaction; conflicts do nothing. @returns rows inserted. */

@@ -135,27 +135,52 @@ describe('evaluate: what costs a call', () => {
 });
 
 describe('fences: a write during an evaluation, a lost lease', () => {
-  it('a write landing during an evaluation: the job survives the completion and runs once more', async () => {
+  it('a write landing during the provider call: the answers are kept, the job survives the completion and runs once more', async () => {
     const it1 = await newItem();
     fx.clock.advance(30_000);
     let wrote = false;
-    const opts = runnerOptions(fx, fake, {
-      beforeAsk: async () => {
-        if (wrote) return;
+    fake.handler = async (req) => {
+      if (!wrote) {
         wrote = true;
-        await fx.store.updateItem(it1.id, { content: 'unblocked now' });
-      },
-    });
-    const first = await runOnce(opts, signal);
+        await fx.store.updateItem(it1.id, { content: 'unblocked now' }); // lands while the call is out
+      }
+      return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.4 }]));
+    };
+    const first = await runOnce(runnerOptions(fx, fake), signal);
     expect(first!.recorded).toBe('superseded');
+    expect(await fx.store.listDecisions(it1.id)).toHaveLength(3); // paid for, so kept
     const job = (await fx.store.getJob(it1.id, 'attention'))!;
     expect(job).toMatchObject({ claimToken: null, state: 'owed', generation: 2 });
     fx.clock.advance(3_600_000);
-    const second = await runOnce(opts, signal);
+    const second = await runOnce(runnerOptions(fx, fake), signal);
     expect(second!.recorded).toBe('applied');
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests[1].state).toContain('unblocked now');
     expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
+  });
+
+  it('a write landing before the send: the old state is never sent; the newer generation asks once', async () => {
+    const it1 = await newItem();
+    fx.clock.advance(30_000);
+    await fx.store.addComment({ itemId: it1.id, author: 'amy', body: 'the key is SECRET-123' }, { quietPeriod: false });
+    fx.clock.advance(30_000);
+    let deleted = false;
+    const opts = runnerOptions(fx, fake, {
+      beforeAsk: async () => {
+        if (deleted) return;
+        deleted = true;
+        const c = (await fx.store.loadItemForEvaluation(it1.id))!.comments[0];
+        await fx.store.deleteComment(c.id); // the built state still holds its text
+      },
+    });
+    const first = await runOnce(opts, signal);
+    expect(first!.outcome).toMatchObject({ kind: 'release' });
+    expect(first!.recorded).toBe('superseded');
+    expect(fake.requests).toHaveLength(0);
+    fx.clock.advance(3_600_000);
+    await runOnce(opts, signal);
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.requests[0].state).not.toContain('SECRET-123');
   });
 
   it('a runner whose lease expired cannot complete, fail or drop the new claim', async () => {
@@ -343,5 +368,28 @@ describe('rows the builder cannot read park visibly instead of failing forever',
     fx.clock.advance(30_000);
     const r = await runOnce(runnerOptions(fx, fake), signal);
     expect(r!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
+  });
+});
+
+describe('resolved questions before the send', () => {
+  it('a question whose source changed or went away (a deleted convention) is not sent; the job is released', async () => {
+    let wording: string | null = 'The item breaks rule CONF-1: never mention the SECRET codename.';
+    const resolved = defineQuestionSet({
+      name: 'rules',
+      resolve: async () => (wording === null ? {} : { 'conv:CONF-1': noul(wording) }),
+    });
+    await fx.cleanup();
+    fx = await makeFixture([resolved]);
+    const it1 = await newItem();
+    fx.clock.advance(30_000);
+    const opts = runnerOptions(fx, fake, { beforeAsk: () => void (wording = null) });
+    const r = await runOnce(opts, signal);
+    expect(r!.outcome).toEqual({ kind: 'release', reason: 'questions changed before send' });
+    expect(fake.requests).toHaveLength(0);
+    expect((await fx.store.getJob(it1.id, 'rules'))!).toMatchObject({ attempts: 0, claimToken: null });
+    // control: with the rule unchanged the same path asks it
+    wording = 'The item breaks rule CONF-1: never mention the SECRET codename.';
+    await runOnce(runnerOptions(fx, fake, { beforeAsk: () => undefined }), signal);
+    expect(fake.requests).toHaveLength(1);
   });
 });

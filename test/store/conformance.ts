@@ -460,13 +460,14 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(30_000);
       const fake = new FakeProvider();
       let wrote = false;
-      const opts = runner(fake, {
-        beforeAsk: async () => {
-          if (wrote) return;
+      fake.handler = async (req) => {
+        if (!wrote) {
           wrote = true;
-          await fx.store.updateItem(it1.id, { content: 'unblocked now' });
-        },
-      });
+          await fx.store.updateItem(it1.id, { content: 'unblocked now' }); // lands while the call is out
+        }
+        return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.4 }]));
+      };
+      const opts = runner(fake);
       const first = await runOnce(opts, signal);
       expect(first!.recorded).toBe('superseded');
       expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ claimToken: null, state: 'owed', generation: 2 });

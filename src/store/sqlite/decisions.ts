@@ -1,6 +1,6 @@
 import { asc, eq, and, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
+import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { writeTx, type SqliteContext } from './context.js';
 import { collections, decisionSpend, itemDecisions, items, workspaces } from './schema.js';
 import { toCollectionRow } from './write-doors.js';
@@ -20,24 +20,34 @@ export function loadItemForEvaluation(ctx: SqliteContext, itemId: string): ItemF
     WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
   const links = db.all<StateLink>(sql`
     SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
       WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
     UNION ALL
     SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
       WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
     UNION ALL
     SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
+      JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
       WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`);
   return { item, collection: toCollectionRow(collection), workspace, comments: trail, links };
 }
 
 /** Liveness as the last statement before a send: item and collection live, workspace live. */
-export function checkLiveness(ctx: SqliteContext, itemId: string): Liveness {
+export function checkLiveness(ctx: SqliteContext, itemId: string, claim?: Claim): Liveness {
   const r = ctx.db.get<{ i: number | null; c: number | null; w: number | null }>(sql`
     SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w
     FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
     WHERE i.id = ${itemId}`);
   if (!r || r.i !== null || r.c !== null) return 'item_gone';
   if (r.w !== null) return 'workspace_gone';
+  if (claim) {
+    const j = ctx.db.get<{ token: string | null; generation: number }>(sql`
+      SELECT claim_token AS token, generation FROM decision_jobs
+      WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
+    if (!j || j.token !== claim.claimToken) return 'lost';
+    if (j.generation !== claim.generation) return 'superseded';
+  }
   return 'live';
 }
 

@@ -215,8 +215,8 @@ export class SqliteStore implements S.Store {
   async loadItemForEvaluation(itemId: string) {
     return decisions.loadItemForEvaluation(this.ctx, itemId);
   }
-  async checkLiveness(itemId: string) {
-    return decisions.checkLiveness(this.ctx, itemId);
+  async checkLiveness(itemId: string, claim?: S.Claim) {
+    return decisions.checkLiveness(this.ctx, itemId, claim);
   }
   async answeredKeys(itemId: string, questionSet: string, keys: S.AnswerKey[]) {
     return decisions.answeredKeys(this.ctx, itemId, questionSet, keys);
