@@ -1,3 +1,4 @@
+import { existsSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
 import { InvalidConfigFile, loadQuestionSetConfig } from '../decision/config-file.js';
@@ -6,6 +7,7 @@ import { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import { PgStore } from '../store/postgres/pg-store.js';
+import { sqlitePathFromUrl } from '../store/sqlite/open.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
 
@@ -66,12 +68,27 @@ export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
  * for a `postgres://` URL (migrated on first use; a bad URL fails the first call). With provider
  * `none` its write doors owe nothing (see writeRegistryFor).
  */
-export function openStore(cfg: Config, registry: Registry): Store & { setRegistry?(r: Registry): void } {
+export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean } = {}): Store & { setRegistry?(r: Registry): void } {
+  const writes = writeRegistryFor(cfg, registry);
   if (isPostgresUrl(cfg.databaseUrl)) {
     // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
-    return PgStore.connect(cfg.databaseUrl, { registry, poolSize: Math.max(10, cfg.concurrency + 4) });
+    return PgStore.connect(cfg.databaseUrl, { registry: writes, poolSize: Math.max(10, cfg.concurrency + 4) });
   }
-  return new SqliteStore({ url: cfg.databaseUrl, registry: writeRegistryFor(cfg, registry) });
+  const path = sqlitePathFromUrl(cfg.databaseUrl);
+  if (path !== ':memory:') {
+    // A read command given a mistyped path would otherwise create an empty database there and
+    // report zeros as if all were well.
+    if (opts.mustExist && !existsSync(path)) {
+      throw new UsageError(`no database at ${path}: pass --database-url (or set VERDICT_DATABASE_URL) to the one the demo, an import or a worker wrote`);
+    }
+    if (existsSync(path) && statSync(path).isDirectory()) throw new UsageError(`--database-url: ${path} is a directory, not a database file`);
+  }
+  try {
+    return new SqliteStore({ url: cfg.databaseUrl, registry: writes });
+  } catch (err) {
+    const e = err as { code?: string; message?: string };
+    throw new UsageError(`cannot open the database at ${path}: ${e.code ?? ''} ${e.message ?? ''}`.replace(/\s+/g, ' ').trim());
+  }
 }
 
 /**

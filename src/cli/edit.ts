@@ -38,7 +38,7 @@ export function registerEditCommand(program: Command): void {
       ) => {
         if (opts.content !== undefined && opts.append !== undefined) throw new UsageError('give --content or --append, not both');
         const cfg = configFrom(cmd);
-        const store = openStore(cfg, buildRegistry(cfg));
+        const store = openStore(cfg, buildRegistry(cfg), { mustExist: true });
         try {
           const ws = await resolveWorkspace(store, opts.workspace);
           const item = await store.getItemByRef(ws.id, ref);

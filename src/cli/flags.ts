@@ -31,7 +31,7 @@ export function registerFlagsCommand(program: Command): void {
         process.exitCode = EXIT_USAGE;
         return;
       }
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, registry, { mustExist: true });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
         const { flags, failing } = await (await readerFor(cfg, store, registry, loggerFor(cfg))).workspaceFlags(ws.id, opts.set, threshold);

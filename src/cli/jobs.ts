@@ -93,7 +93,7 @@ function filterOptions(cmd: Command): Command {
 
 async function withStore<T>(cmd: Command, fn: (store: Store) => Promise<T>): Promise<T> {
   const cfg = configFrom(cmd);
-  const store = openStore(cfg, buildRegistry(cfg));
+  const store = openStore(cfg, buildRegistry(cfg), { mustExist: true });
   try {
     return await fn(store);
   } finally {

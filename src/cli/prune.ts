@@ -24,7 +24,7 @@ export function registerPruneCommand(program: Command): void {
       }
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, registry, { mustExist: true });
       try {
         const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), { historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun, logger });
         if (opts.json) process.stdout.write(`${JSON.stringify({ ...r, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`);

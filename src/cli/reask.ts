@@ -36,7 +36,7 @@ export function registerReaskCommand(program: Command): void {
         return;
       }
       if (cfg.provider === 'none') throw new ConfigError('reask: the provider is none (decisions off); nothing would answer');
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, registry, { mustExist: true });
       // What counts as drifted is judged against the configured provider, or else the one the
       // worker last pinned (the same rule as every read).
       const ctx = await readerContext(cfg, store, logger);

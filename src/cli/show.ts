@@ -27,7 +27,7 @@ export function registerShowCommand(program: Command): void {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, registry, { mustExist: true });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
         const item = await store.getItemByRef(ws.id, ref);
