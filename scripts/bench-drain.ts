@@ -18,7 +18,13 @@ import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Jobs per item: the production sets (attention and effort) both cover a `task` item. */
-export const JOBS_PER_ITEM = productionSets().length;
+/**
+ * The sets the drain owes: the fixed-question production sets, each one provider call per open
+ * item. The resolved conventions sets would complete without a call (no conventions in the bench
+ * workspace), which would measure claims, not calls.
+ */
+export const BENCH_SETS = ['attention', 'effort'] as const;
+export const JOBS_PER_ITEM = BENCH_SETS.length;
 
 function openAny(url: string): Store {
   const registry = new Registry(productionSets());
@@ -48,7 +54,7 @@ export async function seedJobs(url: string, items: number): Promise<number> {
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500);
       owed += await store.oweJobs(
-        chunk.flatMap((itemId) => productionSets().map((s) => ({ itemId, questionSet: s.name }))),
+        chunk.flatMap((itemId) => BENCH_SETS.map((questionSet) => ({ itemId, questionSet }))),
         { priority: PRIORITY_BACKFILL, quietPeriod: false },
       );
     }
