@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { productionSets } from '../src/decision/production-sets.js';
+import { attentionSet, effortSet, productionSets } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
 import { isPostgresUrl } from '../src/store/postgres/open.js';
 import { PgStore } from '../src/store/postgres/pg-store.js';
@@ -17,8 +17,15 @@ import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-/** Jobs per item: the production sets (attention and effort) both cover a `task` item. */
-export const JOBS_PER_ITEM = productionSets().length;
+/**
+ * The sets the drain owes on each item: the production sets that make exactly one provider call
+ * per job on a plain task. The conventions sets also cover a task but complete without a call
+ * when the workspace has no conventions, so owing them would break "one call per job".
+ */
+export const DRAIN_SETS = [attentionSet, effortSet];
+
+/** Jobs per item: one per `DRAIN_SETS` entry. */
+export const JOBS_PER_ITEM = DRAIN_SETS.length;
 
 function openAny(url: string): Store {
   const registry = new Registry(productionSets());
@@ -48,7 +55,7 @@ export async function seedJobs(url: string, items: number): Promise<number> {
     for (let i = 0; i < ids.length; i += 500) {
       const chunk = ids.slice(i, i + 500);
       owed += await store.oweJobs(
-        chunk.flatMap((itemId) => productionSets().map((s) => ({ itemId, questionSet: s.name }))),
+        chunk.flatMap((itemId) => DRAIN_SETS.map((s) => ({ itemId, questionSet: s.name }))),
         { priority: PRIORITY_BACKFILL, quietPeriod: false },
       );
     }
