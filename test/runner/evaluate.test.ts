@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
-import { noul } from '../../src/decision/questions.js';
+import { noul, type Question } from '../../src/decision/questions.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { runOnce } from '../../src/runner/run-once.js';
@@ -376,7 +376,7 @@ describe('resolved questions before the send', () => {
     let wording: string | null = 'The item breaks rule CONF-1: never mention the SECRET codename.';
     const resolved = defineQuestionSet({
       name: 'rules',
-      resolve: async () => (wording === null ? {} : { 'conv:CONF-1': noul(wording) }),
+      resolve: async (): Promise<Record<string, Question>> => (wording === null ? {} : { 'conv:CONF-1': noul(wording) }),
     });
     await fx.cleanup();
     fx = await makeFixture([resolved]);

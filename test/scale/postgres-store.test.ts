@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openStore } from '../../src/cli/common.js';
@@ -7,6 +8,7 @@ import { attentionSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { nowMs } from '../../src/store/postgres/context.js';
 import { claimCandidateSql } from '../../src/store/postgres/jobs.js';
+import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
@@ -61,7 +63,7 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       await c.connect();
       const { rows } = await c.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
       await c.end();
-      expect(rows[0].n).toBe(1);
+      expect(rows[0].n).toBe(readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length); // each applied once
       expect(await stores[3].listWorkspaces()).toEqual([]);
       for (const s of stores) await s.close();
     } finally {

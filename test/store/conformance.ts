@@ -608,6 +608,265 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.spendSince(86_400_000)).calls).toBe(2);
     });
   });
+
+  describe(`${backend.name}: operations (meta, chunk and set counts, spend rows)`, () => {
+    it('meta: set, replace, get, delete; listMeta matches its prefix byte for byte (% and _ are literal), in byte order', async () => {
+      expect(await fx.store.getMeta('cursor')).toBeNull();
+      await fx.store.setMeta('cursor', 'v1');
+      const first = (await fx.store.listMeta('cursor'))[0];
+      fx.advance(10_000);
+      await fx.store.setMeta('cursor', 'v2');
+      expect(await fx.store.getMeta('cursor')).toBe('v2');
+      const second = (await fx.store.listMeta('cursor'))[0];
+      expect(second).toMatchObject({ key: 'cursor', value: 'v2' });
+      expect(second.updatedAt - first.updatedAt).toBeGreaterThanOrEqual(10_000);
+      await fx.store.deleteMeta('cursor');
+      await fx.store.deleteMeta('cursor'); // a missing key is not an error
+      expect(await fx.store.getMeta('cursor')).toBeNull();
+
+      for (const k of ['a%b:2', 'a%b:1', 'aXb:1', 'a%', 'a_b:1', 'aZb:1', 'a\\b:1', 'a\\\\b:1', 'p:a', 'p:B', 'p:_']) await fx.store.setMeta(k, `v ${k}`);
+      const keys = async (prefix: string) => (await fx.store.listMeta(prefix)).map((r) => r.key);
+      expect(await keys('a%b:')).toEqual(['a%b:1', 'a%b:2']);
+      expect(await keys('a%')).toEqual(['a%', 'a%b:1', 'a%b:2']);
+      expect(await keys('a_b')).toEqual(['a_b:1']);
+      expect(await keys('a\\b')).toEqual(['a\\b:1']);
+      expect(await keys('p:')).toEqual(['p:B', 'p:_', 'p:a']); // byte order: 'B' < '_' < 'a'
+      expect(await keys('nothing')).toEqual([]);
+      expect(await keys('')).toHaveLength(11);
+      expect((await fx.store.listMeta('p:a'))[0]).toMatchObject({ key: 'p:a', value: 'v p:a' });
+    });
+
+    it('oweJobs writes its meta row in the same transaction as the jobs: both or neither', async () => {
+      await reopen([attentionSet]);
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.dropJobs({});
+      const pairs = [a, b].map((i) => ({ itemId: i.id, questionSet: 'attention' }));
+      const n = await fx.store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, insertOnly: true, meta: { key: 'backfill:acme', value: '{"after":"T-2"}' } });
+      expect(n).toBe(2);
+      const [meta] = await fx.store.listMeta('backfill:');
+      expect(meta).toMatchObject({ key: 'backfill:acme', value: '{"after":"T-2"}' });
+      expect(meta.updatedAt).toBe((await fx.store.getJob(a.id, 'attention'))!.enqueuedAt); // one transaction, one "now"
+      // A meta write that fails (value NOT NULL) rolls the jobs back with it.
+      await fx.store.dropJobs({});
+      await expect(fx.store.oweJobs(pairs, { quietPeriod: false, meta: { key: 'backfill:acme', value: null as unknown as string } })).rejects.toThrow();
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+      expect(await fx.store.getMeta('backfill:acme')).toBe('{"after":"T-2"}');
+    });
+
+    it('countChunkJobs: claimable, in flight, waiting (not due or workspace deleted), parked, gone', async () => {
+      await reopen([attentionSet]);
+      const now = { quietPeriod: false };
+      expect(await fx.store.countChunkJobs('attention', [])).toEqual({ claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 0 });
+      const b = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-b', title: 'b' }, now)).row;
+      const inFlight = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(inFlight.itemId).toBe(b.id);
+      const c = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-c', title: 'c' }, now)).row;
+      const parked = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(parked.itemId).toBe(c.id);
+      await fx.store.parkJob(parked, 'test');
+      const a = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-a', title: 'a' }, now)).row;
+      const d = await item('T-d'); // quiet period: not due yet
+      const e = await item('T-e');
+      await fx.store.dropJobs({ itemId: e.id });
+      const other = await fx.store.createWorkspace({ slug: 'gone' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      const f = (await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o' }, now)).row;
+      await fx.store.softDeleteWorkspace(other.id);
+      const ids = [a.id, b.id, c.id, d.id, e.id, f.id, 'nope', a.id];
+      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({ claimable: 1, inFlight: 1, waiting: 2, parked: 1, gone: 2 });
+      expect(await fx.store.countChunkJobs('effort', ids)).toEqual({ claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 7 });
+      // More ids than one statement binds: counted across statements.
+      const many = [...Array.from({ length: 1_200 }, (_, i) => `missing-${i}`), ...ids];
+      expect(await fx.store.countChunkJobs('attention', many)).toEqual({ claimable: 1, inFlight: 1, waiting: 2, parked: 1, gone: 1_202 });
+      fx.advance(61_000); // the lease runs out: claimable again; the quiet period is over too
+      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({ claimable: 3, inFlight: 0, waiting: 1, parked: 1, gone: 2 });
+    });
+
+    it('jobCountsBySet: states per set; failing counts parked and retried-after-attempt errors, not deferrals', async () => {
+      const now = { quietPeriod: false };
+      const t1 = await item('T-1');
+      await fx.store.dropJobs({});
+      const owe = (itemId: string, questionSet: string) => fx.store.oweJobs([{ itemId, questionSet }], now);
+      await owe(t1.id, 'attention');
+      const deferred = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(deferred.questionSet).toBe('attention');
+      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited' });
+      fx.advance(1_000);
+      await owe(t1.id, 'effort');
+      const failed = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(failed.questionSet).toBe('effort');
+      await fx.store.failJob(failed, { backoffMs: 3_600_000, error: 'HTTP 503' });
+      fx.advance(1_000);
+      await owe(t1.id, 'linked');
+      const parked = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(parked.questionSet).toBe('linked');
+      await fx.store.parkJob(parked, 'test');
+      fx.advance(1_000);
+      const t2 = await item('T-2');
+      await fx.store.dropJobs({ itemId: t2.id });
+      await owe(t2.id, 'attention');
+      expect((await fx.store.claimNextJob('w', 60_000, 8))!).toMatchObject({ itemId: t2.id, questionSet: 'attention' });
+      await fx.store.oweJobs(['effort', 'linked'].map((questionSet) => ({ itemId: t2.id, questionSet })), now);
+      const job = async (i: string, s: string) => (await fx.store.getJob(i, s))!;
+      expect(await fx.store.jobCountsBySet()).toEqual([
+        { questionSet: 'attention', due: 0, waiting: 1, inFlight: 1, parked: 0, failing: 0, oldestOwedAt: (await job(t1.id, 'attention')).enqueuedAt, lastErrorAt: null },
+        { questionSet: 'effort', due: 1, waiting: 1, inFlight: 0, parked: 0, failing: 1, oldestOwedAt: (await job(t1.id, 'effort')).enqueuedAt, lastErrorAt: (await job(t1.id, 'effort')).lastErrorAt },
+        { questionSet: 'linked', due: 1, waiting: 0, inFlight: 0, parked: 1, failing: 1, oldestOwedAt: (await job(t2.id, 'linked')).enqueuedAt, lastErrorAt: (await job(t1.id, 'linked')).lastErrorAt },
+      ]);
+      await fx.store.dropJobs({});
+      await fx.store.retryJobs({});
+      expect((await fx.store.jobCountsBySet()).map((r) => r.questionSet)).toEqual(['attention']); // only the in-flight job is left
+    });
+
+    it('spendRowsSince groups by (provider, model, set, outcome) over the hour buckets of the window', async () => {
+      const usage = (n: number) => ({ inputTokens: 100 * n, outputTokens: 10 * n, cacheReadTokens: n, cacheWriteTokens: 2 * n });
+      const spend = (questionSet: string, model: string, outcome: string, n = 1) =>
+        fx.store.recordSpend({ questionSet, provider: 'fake', model, outcome, calls: 1, usage: usage(n) });
+      await spend('attention', 'm', 'ok');
+      await spend('attention', 'm', 'ok', 2);
+      await spend('effort', 'm', 'ok');
+      await spend('attention', 'm2', 'error');
+      await fx.store.recordSpend({ questionSet: 'attention', provider: 'Other', model: 'm', outcome: 'ok', calls: 3, usage: usage(1) });
+      fx.advance(2 * 3_600_000);
+      await spend('attention', 'm', 'ok', 5);
+      const recent = await fx.store.spendRowsSince(3_600_000);
+      expect(recent.sinceHour % 3_600_000).toBe(0);
+      expect(recent.rows).toEqual([
+        { provider: 'fake', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 1, inputTokens: 500, outputTokens: 50, cacheReadTokens: 5, cacheWriteTokens: 10 },
+      ]);
+      const all = await fx.store.spendRowsSince(4 * 3_600_000);
+      expect(all.sinceHour).toBeLessThanOrEqual(recent.sinceHour - 3 * 3_600_000);
+      expect(all.rows).toEqual([
+        { provider: 'Other', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 3, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
+        { provider: 'fake', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 3, inputTokens: 800, outputTokens: 80, cacheReadTokens: 8, cacheWriteTokens: 16 },
+        { provider: 'fake', model: 'm', questionSet: 'effort', outcome: 'ok', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
+        { provider: 'fake', model: 'm2', questionSet: 'attention', outcome: 'error', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
+      ]);
+    });
+  });
+
+  describe(`${backend.name}: drift sweep, retention and the owe options`, () => {
+    it('scanItemsForDrift: live items of the workspace after the cursor, latest hash per key, job state, newest 10 live comments', async () => {
+      await reopen([attentionSet]);
+      const [a, b, c, gone] = [await item('T-1'), await item('T-2'), await item('T-3'), await item('T-4')];
+      await fx.store.softDeleteItem(gone.id);
+      const other = await fx.store.createWorkspace({ slug: 'other' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o' });
+      await fx.store.dropJobs({ workspaceId: other.id });
+      const d = (itemId: string, key: string, stateHash: string, questionHash: string, set = 'attention') => ({ ...decision(itemId, set, key, stateHash, fx.ws.id), questionHash });
+      await fx.store.insertDecisions([d(a.id, 'blocked', 's1', 'q-old'), d(a.id, 'waiting_on_external', 's1', 'q-w')]);
+      await fx.store.insertDecisions([d(a.id, 'blocked', 's2', 'q-new'), d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
+      await fx.store.insertDecisions([d(a.id, 'mentions@cm-1', 's1', 'q-c')]);
+      const commentIds: string[] = [];
+      for (let i = 0; i < 12; i++) commentIds.push((await fx.store.addComment({ itemId: a.id, author: 'x', body: `c${i}`, createdAt: 1_000 + i })).row.id);
+      await fx.store.deleteComment(commentIds[11]);
+      await fx.store.dropJobs({ itemId: c.id });
+      fx.advance(30_000);
+      const claim = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(claim.itemId).toBe(b.id); // a's job is held by the re-ask debounce of its answers
+      await fx.store.parkJob(claim, 'test');
+
+      const scan = (afterItemId: string | null, limit: number, withComments = true) =>
+        fx.store.scanItemsForDrift({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId, limit, withComments });
+      const all = await scan(null, 10);
+      expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
+      expect(all[0].item).toEqual(await fx.store.getItem(a.id));
+      expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
+        { questionKey: 'blocked', questionHash: 'q-new' },
+        { questionKey: 'mentions@cm-1', questionHash: 'q-c' },
+        { questionKey: 'waiting_on_external', questionHash: 'q-w' },
+      ]);
+      expect(all[0].commentIds).toEqual(commentIds.slice(1, 11));
+      expect(all[1]).toMatchObject({ latest: [], commentIds: [] });
+      const page1 = await scan(null, 2, false);
+      expect(page1.map((s) => s.item.id)).toEqual([a.id, b.id]);
+      expect(page1[0].commentIds).toEqual([]);
+      expect((await scan(page1[1].item.id, 2)).map((s) => s.item.id)).toEqual([c.id]);
+      expect(await scan(c.id, 2)).toEqual([]);
+    });
+
+    it('retention lists superseded rows past the window in id order; deleting never removes the latest row of a key', async () => {
+      const [a, b] = [await item('T-1'), await item('T-2')];
+      const ins = async (itemId: string, key: string, hash: string) => {
+        await fx.store.insertDecisions([decision(itemId, 'attention', key, hash, fx.ws.id)]);
+        const rows = await fx.store.listDecisions(itemId);
+        return rows[rows.length - 1].id;
+      };
+      const r1 = await ins(a.id, 'k', 'h1');
+      const r2 = await ins(a.id, 'k', 'h2');
+      const r3 = await ins(a.id, 'k', 'h3');
+      const r4 = await ins(a.id, 'solo', 'h1');
+      const r5 = await ins(b.id, 'k', 'h1');
+      const r6 = await ins(b.id, 'k', 'h2');
+      fx.advance(2 * 86_400_000);
+      const r7 = await ins(a.id, 'k', 'h4'); // supersedes r3, itself too new to list
+      const list = (afterId: number, limit: number) => fx.store.listSupersededDecisions({ olderThanMs: 86_400_000, afterId, limit });
+      const listed = await list(0, 100);
+      expect(listed.map((r) => r.id)).toEqual([r1, r2, r3, r5]);
+      expect(listed[0]).toMatchObject({ itemId: a.id, questionSet: 'attention', questionKey: 'k' });
+      expect(listed[0].evaluatedAt).toBe((await fx.store.listDecisions(a.id))[0].evaluatedAt);
+      expect((await list(r1, 2)).map((r) => r.id)).toEqual([r2, r3]);
+      expect((await fx.store.listSupersededDecisions({ olderThanMs: 3 * 86_400_000, afterId: 0, limit: 100 })).map((r) => r.id)).toEqual([]);
+      expect(await fx.store.deleteDecisions([])).toBe(0);
+      // The latest rows (r4, r6, r7) survive even when passed in.
+      expect(await fx.store.deleteDecisions([r1, r2, r3, r4, r5, r6, r7])).toBe(4);
+      expect((await fx.store.listDecisions(a.id)).map((r) => r.id)).toEqual([r4, r7]);
+      expect((await fx.store.listDecisions(b.id)).map((r) => r.id)).toEqual([r6]);
+      expect(await fx.store.deleteDecisions([r4, r6, r7])).toBe(0);
+      expect(await list(0, 100)).toEqual([]);
+    });
+
+    it('reaskDebounce: false leaves only the quiet period, on oweJobs and on the write doors', async () => {
+      const it1 = await item('T-1');
+      await fx.store.insertDecisions([decision(it1.id, 'attention', 'blocked', 'h')]);
+      const answeredAt = (await fx.store.listDecisions(it1.id))[0].evaluatedAt;
+      await fx.store.dropJobs({});
+      fx.advance(60_000);
+      const pair = [{ itemId: it1.id, questionSet: 'attention' }];
+      await fx.store.oweJobs(pair, { quietPeriod: false, reaskDebounce: false });
+      const j1 = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(j1.notBefore).toBe(j1.enqueuedAt);
+      await fx.store.dropJobs({});
+      await fx.store.oweJobs(pair, { reaskDebounce: false });
+      const j2 = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(j2.notBefore).toBe(j2.enqueuedAt + 30_000);
+      await fx.store.dropJobs({});
+      const w = await fx.store.updateItem(it1.id, { content: 'changed' }, { reaskDebounce: false });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.notBefore).toBe(w.row.updatedAt + 30_000);
+      await fx.store.dropJobs({});
+      await fx.store.oweJobs(pair, { quietPeriod: false }); // the default still applies the debounce
+      expect((await fx.store.getJob(it1.id, 'attention'))!.notBefore).toBe(answeredAt + 3_600_000);
+    });
+
+    it('listJobs errorWithinMs: only jobs whose last error is recent enough', async () => {
+      await reopen([attentionSet]);
+      const [a, b] = [await item('T-1'), await item('T-2')];
+      await item('T-3');
+      fx.advance(30_000);
+      const first = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(first.itemId).toBe(a.id);
+      await fx.store.failJob(first, { backoffMs: 3_600_000, error: 'HTTP 503' });
+      fx.advance(10 * 60_000);
+      const second = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(second.itemId).toBe(b.id);
+      await fx.store.failJob(second, { backoffMs: 3_600_000, error: 'HTTP 503' });
+      const ids = async (f: { errorWithinMs?: number; itemId?: string }) => (await fx.store.listJobs(f)).map((j) => j.itemId);
+      expect(await ids({ errorWithinMs: 5 * 60_000 })).toEqual([b.id]);
+      expect((await ids({ errorWithinMs: 60 * 60_000 })).sort()).toEqual([a.id, b.id].sort());
+      expect(await ids({ errorWithinMs: 60 * 60_000, itemId: a.id })).toEqual([a.id]);
+      expect(await ids({})).toHaveLength(3);
+    });
+
+    it('fingerprintContext is stored and read back; null when not given', async () => {
+      const it1 = await item('T-1');
+      const ctx = '{"effort":null,"model":"m","prompt_version":3}';
+      await fx.store.insertDecisions([{ ...decision(it1.id, 'attention', 'a', 'h', fx.ws.id), fingerprintContext: ctx }, decision(it1.id, 'attention', 'b', 'h', fx.ws.id)]);
+      expect((await fx.store.listDecisions(it1.id)).map((r) => [r.questionKey, r.fingerprintContext])).toEqual([['a', ctx], ['b', null]]);
+      expect((await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention'))[0].fingerprintContext).toBe(ctx);
+    });
+  });
 }
 
 function decision(itemId: string, questionSet: string, questionKey: string, stateHash: string, workspaceId = 'ws-acme'): NewDecision {

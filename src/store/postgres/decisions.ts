@@ -80,7 +80,7 @@ export async function insertDecisions(ctx: PgContext, list: NewDecision[]): Prom
   const now = nowMs(ctx);
   const inserted = await ctx.db
     .insert(itemDecisions)
-    .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, evaluatedAt: sql`${now}` })))
+    .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, fingerprintContext: r.fingerprintContext ?? null, evaluatedAt: sql`${now}` })))
     .onConflictDoNothing()
     .returning({ id: itemDecisions.id });
   return inserted.length;

@@ -188,8 +188,10 @@ export async function releaseJob(ctx: PgContext, claim: Claim): Promise<OutcomeR
 
 // ------------------------------------------------------------------ operator reads and commands
 
-function filterWhere(f: JobFilter): SQL | undefined {
+/** The filter's conditions; `errorWithinMs` only when `now` is given (`listJobs` alone reads it, as on SQLite). */
+function filterWhere(f: JobFilter, now?: SQL): SQL | undefined {
   const conds: SQL[] = [];
+  if (f.errorWithinMs !== undefined && now !== undefined) conds.push(sql`${decisionJobs.lastErrorAt} >= ${now} - ${Math.trunc(f.errorWithinMs)}::bigint`);
   if (f.questionSet) conds.push(eq(decisionJobs.questionSet, f.questionSet));
   if (f.state) conds.push(eq(decisionJobs.state, f.state));
   if (f.workspaceId) conds.push(eq(decisionJobs.workspaceId, f.workspaceId));
@@ -209,7 +211,7 @@ export async function listJobs(ctx: PgContext, f: JobFilter): Promise<JobRow[]> 
   return (await ctx.db
     .select()
     .from(decisionJobs)
-    .where(filterWhere(f))
+    .where(filterWhere(f, nowMs(ctx)))
     .orderBy(decisionJobs.priority, decisionJobs.enqueuedAt, decisionJobs.itemId)
     .limit(f.limit ?? 1000)) as JobRow[];
 }

@@ -3,6 +3,7 @@ import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
 import { changes, one, readNow, rows, writeTx, type PgContext, type PgTx } from './context.js';
+import { setMetaTx } from './operations.js';
 
 /**
  * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3), the Postgres twin of
@@ -15,6 +16,9 @@ import { changes, one, readNow, rows, writeTx, type PgContext, type PgTx } from 
  * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two;
  * the claim, enqueued_at and fair_tag are left alone. With `insertOnly` an existing row is left
  * alone entirely. `now` is the transaction's database time (context.ts `readNow`).
+ *
+ * The debounce anchor is the latest *stored answer*, never a failed attempt. With
+ * `reaskDebounce: false` (drift sweep, backfill, `verdict reask`) only the quiet period applies.
  *
  * Postgres' upsert takes the row lock, so a write racing a claim waits for the claim's
  * transaction and then bumps the generation the runner's outcome is fenced by.
@@ -41,7 +45,11 @@ export async function oweItems(
   let changed = 0;
   for (const set of sets) {
     const quiet = opts.quietPeriod === false ? 0 : set.quietPeriodMs;
-    const candidate = sql`greatest(${now + quiet}::bigint, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
+    // Candidate not_before of this write for each item, before the max with the existing value.
+    const candidate =
+      opts.reaskDebounce === false
+        ? sql`${now + quiet}::bigint`
+        : sql`greatest(${now + quiet}::bigint, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
         WHERE d.item_id = i.id AND d.question_set = ${set.name}) + ${set.reaskDebounceMs}::bigint, 0))`;
     const onConflict = opts.insertOnly
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
@@ -133,12 +141,13 @@ export async function oweForItem(
 
 /**
  * Owes explicit (item, set) pairs without a tracker write (backfill, drift sweep, reask), grouped
- * per set in one transaction. Unknown sets are skipped. @returns rows inserted or updated.
+ * per set in one transaction, with `meta` (a cursor) written in that same transaction. Unknown
+ * sets are skipped. @returns rows inserted or updated.
  */
 export async function owePairs(
   ctx: PgContext,
   pairs: ReadonlyArray<{ itemId: string; questionSet: string }>,
-  opts: OweOptions & { insertOnly?: boolean },
+  opts: OweOptions & { insertOnly?: boolean; meta?: { key: string; value: string } },
 ): Promise<number> {
   const bySet = new Map<string, string[]>();
   for (const p of pairs) {
@@ -154,6 +163,8 @@ export async function owePairs(
       if (!set) continue;
       for (let i = 0; i < ids.length; i += 500) n += await oweItems(tx, now, { itemIds: ids.slice(i, i + 500) }, [set], opts);
     }
+    // The backfill cursor commits with the work it records: a crash never leaves it ahead.
+    if (opts.meta) await setMetaTx(ctx, tx, opts.meta.key, opts.meta.value);
     return n;
   });
 }

@@ -6,9 +6,12 @@ import type * as S from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { readNow, type PgContext } from './context.js';
 import * as decisions from './decisions.js';
+import * as drift from './drift.js';
 import * as jobs from './jobs.js';
 import { connectNodePg, connectPglite, type PgConnection } from './open.js';
+import * as ops from './operations.js';
 import { owePairs } from './owe.js';
+import * as retention from './retention.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
 
@@ -200,7 +203,7 @@ export class PgStore implements S.Store {
   }
 
   // jobs
-  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: S.OweOptions & { insertOnly?: boolean }) {
+  async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return this.run((c) => owePairs(c, pairs, opts));
   }
   async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
@@ -273,5 +276,38 @@ export class PgStore implements S.Store {
   }
   async spendSince(windowMs: number) {
     return this.run((c) => decisions.spendSince(c, windowMs));
+  }
+
+  // operations
+  async spendRowsSince(windowMs: number) {
+    return this.run((c) => ops.spendRowsSince(c, windowMs));
+  }
+  async countChunkJobs(questionSet: string, itemIds: readonly string[]) {
+    return this.run((c) => ops.countChunkJobs(c, questionSet, itemIds));
+  }
+  async jobCountsBySet() {
+    return this.run((c) => ops.jobCountsBySet(c));
+  }
+  async getMeta(key: string) {
+    return this.run((c) => ops.getMeta(c, key));
+  }
+  async setMeta(key: string, value: string) {
+    return this.run((c) => ops.setMeta(c, key, value));
+  }
+  async deleteMeta(key: string) {
+    return this.run((c) => ops.deleteMeta(c, key));
+  }
+  async listMeta(prefix: string) {
+    return this.run((c) => ops.listMeta(c, prefix));
+  }
+  // drift sweep and retention
+  async scanItemsForDrift(q: Parameters<S.Store['scanItemsForDrift']>[0]) {
+    return this.run((c) => drift.scanItemsForDrift(c, q));
+  }
+  async listSupersededDecisions(q: Parameters<S.Store['listSupersededDecisions']>[0]) {
+    return this.run((c) => retention.listSupersededDecisions(c, q));
+  }
+  async deleteDecisions(ids: readonly number[]) {
+    return this.run((c) => retention.deleteDecisions(c, ids));
   }
 }

@@ -1,0 +1,92 @@
+import { sql } from 'drizzle-orm';
+import { LIMITS, newestComments } from '../../decision/state.js';
+import type { DriftScanItem, ItemRow } from '../store.js';
+import { rows, type PgContext } from './context.js';
+
+/**
+ * The drift sweep's read on Postgres (DESIGN §8 "Drift sweep"), the twin of `../sqlite/drift.ts`:
+ * one batch of live items in id order with, per item, the question hash of its latest row per
+ * key, its job state, and its newest live comment ids. Reads only, three statements outside any
+ * transaction: the sweep holds no lock between (or within) batches, and a write landing between
+ * the statements only makes the sweep owe a job it would owe on the next pass anyway.
+ *
+ * Id order is the database collation's, the order of the `items` primary key that the range scan
+ * walks (byte order on a C-collated database, as on SQLite); the cursor `id > afterItemId` uses
+ * the same collation, so every item is visited once whatever the collation.
+ */
+export async function scanItemsForDrift(
+  ctx: PgContext,
+  q: { workspaceId: string; questionSet: string; afterItemId: string | null; limit: number; withComments: boolean },
+): Promise<DriftScanItem[]> {
+  const db = ctx.db;
+  const items = await rows<{
+    id: string;
+    workspace_id: string;
+    collection_id: string;
+    ref: string;
+    title: string;
+    content: string;
+    fields: string;
+    seq: number;
+    created_at: number;
+    updated_at: number;
+    deleted_at: number | null;
+    job: 'owed' | 'parked' | null;
+  }>(
+    db,
+    sql`
+    SELECT i.*, j.state AS job FROM items i
+    LEFT JOIN decision_jobs j ON j.item_id = i.id AND j.question_set = ${q.questionSet}
+    WHERE i.workspace_id = ${q.workspaceId} AND i.deleted_at IS NULL AND i.id > ${q.afterItemId ?? ''}
+    ORDER BY i.id LIMIT ${Math.trunc(q.limit)}::int`,
+  );
+  if (items.length === 0) return [];
+  const ids = sql.join(items.map((i) => sql`${i.id}`), sql`, `);
+  // The latest row per (item, set, key): DISTINCT ON over item_decisions_latest_idx.
+  const latest = await rows<{ item_id: string; question_key: string; question_hash: string }>(
+    db,
+    sql`
+    SELECT DISTINCT ON (d.item_id, d.question_key) d.item_id, d.question_key, d.question_hash FROM item_decisions d
+    WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
+    ORDER BY d.item_id, d.question_key, d.id DESC`,
+  );
+  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string }>>();
+  for (const r of latest) {
+    const list = byItem.get(r.item_id) ?? [];
+    list.push({ questionKey: r.question_key, questionHash: r.question_hash });
+    byItem.set(r.item_id, list);
+  }
+  const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();
+  if (q.withComments) {
+    const cs = await rows<{ id: string; item_id: string; created_at: number }>(
+      db,
+      sql`SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`,
+    );
+    for (const c of cs) {
+      const list = comments.get(c.item_id) ?? [];
+      list.push({ id: c.id, author: '', body: '', createdAt: c.created_at });
+      comments.set(c.item_id, list);
+    }
+  }
+  return items.map((i) => {
+    const item: ItemRow = {
+      id: i.id,
+      workspaceId: i.workspace_id,
+      collectionId: i.collection_id,
+      ref: i.ref,
+      title: i.title,
+      content: i.content,
+      fields: i.fields,
+      seq: i.seq,
+      createdAt: i.created_at,
+      updatedAt: i.updated_at,
+      deletedAt: i.deleted_at,
+    };
+    return {
+      item,
+      latest: byItem.get(i.id) ?? [],
+      commentIds: newestComments(comments.get(i.id) ?? [], LIMITS.trailComments).map((c) => c.id),
+      job: i.job,
+    };
+  });
+}
