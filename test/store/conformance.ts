@@ -454,6 +454,24 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getJob(it1.id, late.questionSet)).toBeNull();
     });
 
+    it('liveness with a claim: live, superseded after a write, lost after another claim, item_gone after a delete', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      expect(await fx.store.checkLiveness(it1.id, c)).toBe('live');
+      await fx.store.updateItem(it1.id, { content: 'edited' });
+      expect(await fx.store.checkLiveness(it1.id, c)).toBe('superseded');
+      expect(await fx.store.checkLiveness(it1.id)).toBe('live'); // without a claim: only the rows
+      await fx.store.releaseJob(c);
+      fx.advance(3_700_000);
+      const c2 = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
+      expect(await fx.store.checkLiveness(it1.id, c)).toBe('lost');
+      expect(await fx.store.checkLiveness(it1.id, c2)).toBe('live');
+      await fx.store.softDeleteItem(it1.id);
+      expect(await fx.store.checkLiveness(it1.id, c2)).toBe('item_gone');
+    });
+
     it('a write landing during an evaluation: the job survives the completion and runs once more', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');

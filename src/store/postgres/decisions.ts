@@ -1,6 +1,6 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
+import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { nowMs, one, rows, type PgContext } from './context.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
@@ -32,28 +32,37 @@ export async function loadItemForEvaluation(ctx: PgContext, itemId: string): Pro
     db,
     sql`
     SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
       WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
     UNION ALL
     SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
       WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
     UNION ALL
     SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
+      JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
       WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`,
   );
   return { item: r.item, collection: toCollectionRow(r.collection), workspace: r.workspace, comments: trail, links };
 }
 
 /** Liveness as the last statement before a send: item and collection live, workspace live. */
-export async function checkLiveness(ctx: PgContext, itemId: string): Promise<Liveness> {
-  const r = await one<{ i: number | null; c: number | null; w: number | null }>(
+export async function checkLiveness(ctx: PgContext, itemId: string, claim?: Claim): Promise<Liveness> {
+  const r = await one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(
     ctx.db,
     sql`
-    SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w
+    SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w,
+           j.claim_token AS token, j.generation AS generation
     FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+    LEFT JOIN decision_jobs j ON j.item_id = ${claim?.itemId ?? null} AND j.question_set = ${claim?.questionSet ?? null}
     WHERE i.id = ${itemId}`,
   );
   if (!r || r.i !== null || r.c !== null) return 'item_gone';
   if (r.w !== null) return 'workspace_gone';
+  if (claim) {
+    if (r.token !== claim.claimToken) return 'lost';
+    if (Number(r.generation) !== claim.generation) return 'superseded';
+  }
   return 'live';
 }
 

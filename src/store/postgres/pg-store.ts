@@ -253,8 +253,8 @@ export class PgStore implements S.Store {
   async loadItemForEvaluation(itemId: string) {
     return this.run((c) => decisions.loadItemForEvaluation(c, itemId));
   }
-  async checkLiveness(itemId: string) {
-    return this.run((c) => decisions.checkLiveness(c, itemId));
+  async checkLiveness(itemId: string, claim?: S.Claim) {
+    return this.run((c) => decisions.checkLiveness(c, itemId, claim));
   }
   async answeredKeys(itemId: string, questionSet: string, keys: S.AnswerKey[]) {
     return this.run((c) => decisions.answeredKeys(c, itemId, questionSet, keys));
