@@ -1,6 +1,7 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
+import { stateLinksSql } from '../shared-rows.js';
 import { toCollectionRow } from '../write-rules.js';
 import { nowMs, one, rows, type PgContext } from './context.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
@@ -30,18 +31,7 @@ export async function loadItemForEvaluation(ctx: PgContext, itemId: string): Pro
   );
   const links = await rows<StateLink>(
     db,
-    sql`
-    SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
-      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
-      WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
-    UNION ALL
-    SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
-      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
-      WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
-    UNION ALL
-    SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
-      JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
-      WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`,
+    stateLinksSql(itemId),
   );
   return { item: r.item, collection: toCollectionRow(r.collection), workspace: r.workspace, comments: trail, links };
 }

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { LIMITS, newestComments } from '../../decision/state.js';
-import type { DriftScanItem, ItemRow } from '../store.js';
+import { driftScanItems, type RawDriftItem } from '../shared-rows.js';
+import type { DriftScanItem } from '../store.js';
 import { rows, type PgContext } from './context.js';
 
 /**
@@ -19,20 +19,7 @@ export async function scanItemsForDrift(
   q: { workspaceId: string; questionSet: string; afterItemId: string | null; limit: number; withComments: boolean },
 ): Promise<DriftScanItem[]> {
   const db = ctx.db;
-  const items = await rows<{
-    id: string;
-    workspace_id: string;
-    collection_id: string;
-    ref: string;
-    title: string;
-    content: string;
-    fields: string;
-    seq: number;
-    created_at: number;
-    updated_at: number;
-    deleted_at: number | null;
-    job: 'owed' | 'parked' | null;
-  }>(
+  const items = await rows<RawDriftItem>(
     db,
     sql`
     SELECT i.*, j.state AS job FROM items i
@@ -50,43 +37,11 @@ export async function scanItemsForDrift(
     WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
     ORDER BY d.item_id, d.question_key, d.id DESC`,
   );
-  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string }>>();
-  for (const r of latest) {
-    const list = byItem.get(r.item_id) ?? [];
-    list.push({ questionKey: r.question_key, questionHash: r.question_hash });
-    byItem.set(r.item_id, list);
-  }
-  const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();
-  if (q.withComments) {
-    const cs = await rows<{ id: string; item_id: string; created_at: number }>(
-      db,
-      sql`SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`,
-    );
-    for (const c of cs) {
-      const list = comments.get(c.item_id) ?? [];
-      list.push({ id: c.id, author: '', body: '', createdAt: c.created_at });
-      comments.set(c.item_id, list);
-    }
-  }
-  return items.map((i) => {
-    const item: ItemRow = {
-      id: i.id,
-      workspaceId: i.workspace_id,
-      collectionId: i.collection_id,
-      ref: i.ref,
-      title: i.title,
-      content: i.content,
-      fields: i.fields,
-      seq: i.seq,
-      createdAt: i.created_at,
-      updatedAt: i.updated_at,
-      deletedAt: i.deleted_at,
-    };
-    return {
-      item,
-      latest: byItem.get(i.id) ?? [],
-      commentIds: newestComments(comments.get(i.id) ?? [], LIMITS.trailComments).map((c) => c.id),
-      job: i.job,
-    };
-  });
+  const commentRows = q.withComments
+    ? await rows<{ id: string; item_id: string; created_at: number }>(
+        db,
+        sql`SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`,
+      )
+    : [];
+  return driftScanItems(items, latest, commentRows);
 }

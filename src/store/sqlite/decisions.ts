@@ -1,6 +1,7 @@
 import { asc, eq, and, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
+import { stateLinksSql } from '../shared-rows.js';
 import { writeTx, type SqliteContext } from './context.js';
 import { collections, decisionSpend, itemDecisions, items, workspaces } from './schema.js';
 import { toCollectionRow } from './write-doors.js';
@@ -18,18 +19,7 @@ export function loadItemForEvaluation(ctx: SqliteContext, itemId: string): ItemF
   const trail = db.all<TrailComment>(sql`
     SELECT id, author, body, created_at AS createdAt FROM comments
     WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
-  const links = db.all<StateLink>(sql`
-    SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
-      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
-      WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
-    UNION ALL
-    SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
-      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
-      WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
-    UNION ALL
-    SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
-      JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
-      WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`);
+  const links = db.all<StateLink>(stateLinksSql(itemId));
   return { item, collection: toCollectionRow(collection), workspace, comments: trail, links };
 }
 

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { LIMITS, newestComments } from '../../decision/state.js';
-import type { DriftScanItem, ItemRow } from '../store.js';
+import { driftScanItems, type RawDriftItem } from '../shared-rows.js';
+import type { DriftScanItem } from '../store.js';
 import type { SqliteContext } from './context.js';
 
 /**
@@ -14,20 +14,7 @@ export function scanItemsForDrift(
 ): DriftScanItem[] {
   const db = ctx.db;
   // Items by primary key order after the cursor: a range scan, so each batch costs O(limit).
-  const items = db.all<{
-    id: string;
-    workspace_id: string;
-    collection_id: string;
-    ref: string;
-    title: string;
-    content: string;
-    fields: string;
-    seq: number;
-    created_at: number;
-    updated_at: number;
-    deleted_at: number | null;
-    job: 'owed' | 'parked' | null;
-  }>(sql`
+  const items = db.all<RawDriftItem>(sql`
     SELECT i.*, j.state AS job FROM items i
     LEFT JOIN decision_jobs j ON j.item_id = i.id AND j.question_set = ${q.questionSet}
     WHERE i.workspace_id = ${q.workspaceId} AND i.deleted_at IS NULL AND i.id > ${q.afterItemId ?? ''}
@@ -40,41 +27,9 @@ export function scanItemsForDrift(
     WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
       AND d.id = (SELECT max(m.id) FROM item_decisions m
                   WHERE m.item_id = d.item_id AND m.question_set = d.question_set AND m.question_key = d.question_key)`);
-  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string }>>();
-  for (const r of latest) {
-    const list = byItem.get(r.item_id) ?? [];
-    list.push({ questionKey: r.question_key, questionHash: r.question_hash });
-    byItem.set(r.item_id, list);
-  }
-  const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();
-  if (q.withComments) {
-    const rows = db.all<{ id: string; item_id: string; created_at: number }>(sql`
-      SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`);
-    for (const c of rows) {
-      const list = comments.get(c.item_id) ?? [];
-      list.push({ id: c.id, author: '', body: '', createdAt: c.created_at });
-      comments.set(c.item_id, list);
-    }
-  }
-  return items.map((i) => {
-    const item: ItemRow = {
-      id: i.id,
-      workspaceId: i.workspace_id,
-      collectionId: i.collection_id,
-      ref: i.ref,
-      title: i.title,
-      content: i.content,
-      fields: i.fields,
-      seq: i.seq,
-      createdAt: i.created_at,
-      updatedAt: i.updated_at,
-      deletedAt: i.deleted_at,
-    };
-    return {
-      item,
-      latest: byItem.get(i.id) ?? [],
-      commentIds: newestComments(comments.get(i.id) ?? [], LIMITS.trailComments).map((c) => c.id),
-      job: i.job,
-    };
-  });
+  const commentRows = q.withComments
+    ? db.all<{ id: string; item_id: string; created_at: number }>(sql`
+        SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`)
+    : [];
+  return driftScanItems(items, latest, commentRows);
 }
