@@ -652,6 +652,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await keys('nothing')).toEqual([]);
       expect(await keys('')).toHaveLength(11);
       expect((await fx.store.listMeta('p:a'))[0]).toMatchObject({ key: 'p:a', value: 'v p:a' });
+      // An astral character counts once in the prefix (SQL length), not twice (UTF-16 units).
+      await fx.store.setMeta('🎉x:1', 'party');
+      await fx.store.setMeta('🎉y:1', 'other');
+      expect(await keys('🎉x')).toEqual(['🎉x:1']);
     });
 
     it('oweJobs writes its meta row in the same transaction as the jobs: both or neither', async () => {

@@ -95,9 +95,9 @@ export function deleteMeta(ctx: SqliteContext, key: string): void {
   writeTx(ctx, (tx) => void tx.run(sql`DELETE FROM verdict_meta WHERE key = ${key}`));
 }
 
-/** Rows whose key starts with `prefix`; an exact substr comparison, so `%` and `_` in a prefix are literal (unlike LIKE). */
+/** Rows whose key starts with `prefix`; an exact substr comparison, so `%` and `_` in a prefix are literal (unlike LIKE). The length is SQL's (characters), not JavaScript's (UTF-16 units), so an astral character in the prefix still matches. */
 export function listMeta(ctx: SqliteContext, prefix: string): MetaRow[] {
   return ctx.db.all<MetaRow>(sql`
     SELECT key, value, updated_at AS updatedAt FROM verdict_meta
-    WHERE substr(key, 1, ${prefix.length}) = ${prefix} ORDER BY key`);
+    WHERE substr(key, 1, length(${prefix})) = ${prefix} ORDER BY key`);
 }
