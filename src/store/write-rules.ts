@@ -1,3 +1,4 @@
+import { stringify as losslessStringify } from 'lossless-json';
 import { parseLossless } from '../decision/canonical-json.js';
 import { SET_DEFAULTS, type QuestionSet, type Registry } from '../decision/registry.js';
 import { normaliseText, type NormaliseReport } from './normalise.js';
@@ -42,7 +43,21 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidWrite('fields must be a JSON object');
   if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
-  return text;
+  // Strings inside the JSON (escaped as \u0000 or \ud800 in the text, so the pass above cannot
+  // see them) get the same normalisation; the text is rewritten only when one changed, so number
+  // literals and bytes otherwise survive (lossless-json keeps the literals either way).
+  const before = report.loneSurrogates + report.nulsRemoved;
+  const normalised = normaliseJsonStrings(parsed, report);
+  return report.loneSurrogates + report.nulsRemoved === before ? text : losslessStringify(normalised)!;
+}
+
+function normaliseJsonStrings(v: unknown, report: NormaliseReport): unknown {
+  if (typeof v === 'string') return normaliseText(v, report);
+  if (v === null || typeof v !== 'object' || 'isLosslessNumber' in (v as object)) return v;
+  if (Array.isArray(v)) return v.map((x) => normaliseJsonStrings(x, report));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[normaliseText(k, report)] = normaliseJsonStrings(x, report);
+  return out;
 }
 
 /**

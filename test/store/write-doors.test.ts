@@ -61,3 +61,19 @@ describe('normalisation order', () => {
     expect(report).toEqual({ loneSurrogates: 2, nulsRemoved: 1 });
   });
 });
+
+describe('normalisation inside fields', () => {
+  it('normalises escaped NUL and lone surrogates inside the fields JSON, and keeps number literals', async () => {
+    const fx2 = await makeFixture();
+    try {
+      const r = await fx2.store.createItem({ workspaceId: fx2.ws.id, collectionId: fx2.tasks.id, ref: 'F-1', title: 't', fields: '{"note":"a\\u0000b\\ud800","n":3.0}' });
+      expect(r.normalised).toEqual({ loneSurrogates: 1, nulsRemoved: 1 });
+      expect(r.row.fields).toBe('{"note":"ab\uFFFD","n":3.0}');
+      // control: clean fields keep their bytes exactly
+      const clean = await fx2.store.createItem({ workspaceId: fx2.ws.id, collectionId: fx2.tasks.id, ref: 'F-2', title: 't', fields: '{ "n": 3.0 }' });
+      expect(clean.row.fields).toBe('{ "n": 3.0 }');
+    } finally {
+      await fx2.cleanup();
+    }
+  });
+});
