@@ -8,6 +8,21 @@ import type { DriftScanItem, ItemRow } from './store.js';
  */
 
 /**
+ * The items one owe statement covers (an `INSERT … SELECT … FROM items i WHERE <this>`): the
+ * given ids (deleted ones included, since a delete owes work too), or a collection's live items.
+ * Null when `itemIds` is empty: nothing to owe.
+ * @throws TypeError when neither is given.
+ */
+export function oweTargetsSql(items: { itemIds?: readonly string[]; collectionId?: string }): SQL | null {
+  if (items.itemIds) {
+    if (items.itemIds.length === 0) return null;
+    return sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
+  }
+  if (items.collectionId) return sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL`;
+  throw new TypeError('oweItems: give itemIds or collectionId');
+}
+
+/**
  * The links an item's state shows (DESIGN §5), from its point of view: its parent, the items it
  * blocks, the items that block it. Links to deleted items, or to items of a deleted collection,
  * are left out, so their titles are never sent. Columns: relation, ref, title.

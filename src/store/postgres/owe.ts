@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { oweTargetsSql } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
@@ -33,15 +34,8 @@ export async function oweItems(
 ): Promise<number> {
   if (sets.length === 0) return 0;
   const priority = opts.priority ?? PRIORITY_LIVE;
-  let where;
-  if (items.itemIds) {
-    if (items.itemIds.length === 0) return 0;
-    where = sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
-  } else if (items.collectionId) {
-    where = sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL`;
-  } else {
-    throw new TypeError('oweItems: give itemIds or collectionId');
-  }
+  const where = oweTargetsSql(items);
+  if (where === null) return 0;
   let changed = 0;
   for (const set of sets) {
     const quiet = opts.quietPeriod === false ? 0 : set.quietPeriodMs;

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { oweTargetsSql } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsComments, readsLinks } from '../write-rules.js';
@@ -31,15 +32,8 @@ export function oweItems(
   if (sets.length === 0) return 0;
   const now = ctx.clock.now();
   const priority = opts.priority ?? PRIORITY_LIVE;
-  let where;
-  if (items.itemIds) {
-    if (items.itemIds.length === 0) return 0;
-    where = sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
-  } else if (items.collectionId) {
-    where = sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL`;
-  } else {
-    throw new TypeError('oweItems: give itemIds or collectionId');
-  }
+  const where = oweTargetsSql(items);
+  if (where === null) return 0;
   let changed = 0;
   for (const set of sets) {
     const quiet = opts.quietPeriod === false ? 0 : set.quietPeriodMs;
