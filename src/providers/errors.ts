@@ -1,4 +1,4 @@
-import type { Usage } from './provider.js';
+import type { Usage } from '../decision/usage.js';
 
 /**
  * Typed provider errors (DESIGN §9). The runner's outcome rules (DESIGN §3) read only these

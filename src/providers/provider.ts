@@ -1,12 +1,8 @@
 import type { Answer, FingerprintContext, Question } from '../decision/questions.js';
+import type { Usage } from '../decision/usage.js';
 
-/** Token usage of one provider call (tokens). Cache fields are 0 where the provider has none. */
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-}
+/** Re-exported: `Usage` lives in decision/usage.ts so the store and the errors need not import providers. */
+export type { Usage };
 
 /** Options of one `ask`. */
 export interface AskOptions {

@@ -1,6 +1,6 @@
 import type { NormaliseReport } from './normalise.js';
 import type { StateLink, TrailComment } from '../decision/state.js';
-import type { Usage } from '../providers/provider.js';
+import type { Usage } from '../decision/usage.js';
 
 /**
  * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
