@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { AnswerDefect } from '../providers/errors.js';
 
 /**
  * Typed questions and answers (DESIGN §4). Three kinds:
@@ -8,7 +7,7 @@ import { AnswerDefect } from '../providers/errors.js';
  * - `choice`: a distribution over 2 to 64 named options;
  * - `score`: a distribution over 2 to 11 ordered levels, lowest first.
  * The provider is asked only for probabilities; Verdict derives `choice`, `score` and
- * `confidence` here, so they can never disagree with the probabilities.
+ * `confidence` (providers/answers.ts), so they can never disagree with the probabilities.
  */
 
 export interface NoulQuestion {
@@ -141,43 +140,8 @@ export interface ScoreAnswer {
 }
 export type Answer = NoulAnswer | ChoiceAnswer | ScoreAnswer;
 
-/**
- * What a provider returns per key before Verdict derives the answer: a `probability` for a noul,
- * `probabilities` for a choice (by option name) or a score (by level index "0".."n−1").
- */
-export type RawAnswer = { probability: number } | { probabilities: Record<string, number> };
-
-/** Probabilities summing to 1 ± this are normalised; anything else is an AnswerDefect (DESIGN §9). */
-export const PROBABILITY_SUM_TOLERANCE = 0.02;
-
-function checkUnit(key: string, name: string, p: unknown): number {
-  if (typeof p !== 'number' || !Number.isFinite(p) || p < 0 || p > 1) {
-    throw new AnswerDefect(`answer "${key}": ${name} is not a probability in [0, 1]`);
-  }
-  return p;
-}
-
-function normalise(key: string, names: readonly string[], raw: unknown): Record<string, number> {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new AnswerDefect(`answer "${key}": probabilities missing`);
-  }
-  const rec = raw as Record<string, unknown>;
-  let sum = 0;
-  const out: Record<string, number> = {};
-  for (const n of names) {
-    if (!(n in rec)) throw new AnswerDefect(`answer "${key}": probability for "${n}" missing`);
-    out[n] = checkUnit(key, `probability for "${n}"`, rec[n]);
-    sum += out[n];
-  }
-  if (Math.abs(sum - 1) > PROBABILITY_SUM_TOLERANCE) {
-    throw new AnswerDefect(`answer "${key}": probabilities sum to ${sum.toFixed(4)}, not 1 ± ${PROBABILITY_SUM_TOLERANCE}`);
-  }
-  for (const n of names) out[n] = out[n] / sum;
-  return out;
-}
-
 /** Index of the largest value; ties go to the lowest index. */
-function argmax(values: readonly number[]): number {
+export function argmax(values: readonly number[]): number {
   let best = 0;
   for (let i = 1; i < values.length; i++) if (values[i] > values[best]) best = i;
   return best;
@@ -186,58 +150,6 @@ function argmax(values: readonly number[]): number {
 /** Sorted option names of a choice question (code-unit order, stable across processes). */
 export function choiceOptionNames(q: ChoiceQuestion): string[] {
   return Object.keys(q.options).sort();
-}
-
-/**
- * Derives a typed answer from a provider's raw probabilities, checking kind, presence and ranges.
- * Extra members are ignored. Probabilities within 1 ± 0.02 are normalised to sum to 1.
- * @returns the answer and its confidence (null for a noul: DESIGN §4 says absent, never 0).
- * @throws AnswerDefect naming the key and the rule broken (never the answer's content).
- */
-export function deriveAnswer(key: string, q: Question, raw: unknown): { answer: Answer; confidence: number | null } {
-  if (raw === null || typeof raw !== 'object') throw new AnswerDefect(`answer "${key}" missing or not an object`);
-  const r = raw as Record<string, unknown>;
-  switch (q.kind) {
-    case 'noul': {
-      if (!('probability' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected a probability`);
-      return { answer: { type: 'noul', noul: checkUnit(key, 'probability', r.probability) }, confidence: null };
-    }
-    case 'choice': {
-      if (!('probabilities' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected probabilities`);
-      const names = choiceOptionNames(q);
-      const probabilities = normalise(key, names, r.probabilities);
-      const values = names.map((n) => probabilities[n]);
-      const best = argmax(values);
-      return { answer: { type: 'choice', choice: names[best], probabilities }, confidence: values[best] };
-    }
-    case 'score': {
-      if (!('probabilities' in r)) throw new AnswerDefect(`answer "${key}": wrong kind, expected probabilities`);
-      const names = q.levels.map((_, i) => String(i));
-      const probabilities = normalise(key, names, r.probabilities);
-      const values = names.map((n) => probabilities[n]);
-      const mean = values.reduce((acc, p, i) => acc + p * i, 0);
-      const legend: Record<string, string> = {};
-      q.levels.forEach((l, i) => (legend[String(i)] = l));
-      return { answer: { type: 'score', score: mean, probabilities, legend }, confidence: Math.max(...values) };
-    }
-  }
-}
-
-/**
- * Builds every answer of one call from the questions asked (DESIGN §4): extra keys are ignored, a
- * missing or wrong-kind answer fails the whole call.
- * @throws AnswerDefect
- */
-export function deriveAnswers(
-  questions: ReadonlyMap<string, Question>,
-  raw: Record<string, unknown>,
-): Map<string, { answer: Answer; confidence: number | null }> {
-  const out = new Map<string, { answer: Answer; confidence: number | null }>();
-  for (const [key, q] of questions) {
-    if (!Object.prototype.hasOwnProperty.call(raw, key)) throw new AnswerDefect(`answer "${key}" missing`);
-    out.set(key, deriveAnswer(key, q, raw[key]));
-  }
-  return out;
 }
 
 /** The level a score picked: the argmax of its probabilities, ties to the lowest index; never round(score). */

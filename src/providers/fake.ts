@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { deriveAnswers, questionFingerprint, type Question } from '../decision/questions.js';
+import { questionFingerprint, type Question } from '../decision/questions.js';
+import { deriveAnswers } from './answers.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
 import { estimateTokens, type AskOptions, type AskResult, type Provider } from './provider.js';
 

@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import {
   choiceOptionNames,
-  deriveAnswers,
   InvalidQuestion,
   validateQuestion,
   type Answer,
   type Question,
 } from '../decision/questions.js';
+import { deriveAnswers } from './answers.js';
 import { AnswerDefect, ProviderRefusal } from './errors.js';
 import { estimateTokens, type AskResult, type Usage } from './provider.js';
 

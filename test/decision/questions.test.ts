@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { choice, deriveAnswer, deriveAnswers, noul, pickedLevel, questionFingerprint, score, validateQuestion, type ScoreAnswer } from '../../src/decision/questions.js';
+import { choice, noul, pickedLevel, questionFingerprint, score, validateQuestion, type ScoreAnswer } from '../../src/decision/questions.js';
+import { deriveAnswer, deriveAnswers } from '../../src/providers/answers.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { AnswerDefect } from '../../src/providers/errors.js';
