@@ -2,9 +2,9 @@ import { asc, eq, and, sql } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { stateLinksSql } from '../shared-rows.js';
+import { toCollectionRow } from '../write-rules.js';
 import { writeTx, type SqliteContext } from './context.js';
 import { collections, decisionSpend, itemDecisions, items, workspaces } from './schema.js';
-import { toCollectionRow } from './write-doors.js';
 
 /** Evaluation reads, stored answers and spend on SQLite (DESIGN §2, §7). */
 
