@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { CollectionRow, ItemRow } from './rows.js';
 import type { Question } from './questions.js';
 import { InvalidQuestion, validateQuestion } from './questions.js';
 
@@ -19,8 +19,16 @@ export type EligibilityRule =
 /** Questions by key. */
 export type QuestionMap = Readonly<Record<string, Question>>;
 
-/** The read-only slice of the Store a resolver may use (the conventions sets list a workspace's conventions). */
-export type ResolveStore = Pick<Store, 'listCollections' | 'listItems'>;
+/**
+ * The read-only slice of the Store a resolver may use (the conventions sets list a workspace's
+ * conventions). Declared here, with the same signatures as the Store's methods, so decision/ does
+ * not import store/; every Store is one.
+ */
+export interface ResolveStore {
+  listCollections(workspaceId: string): Promise<CollectionRow[]>;
+  /** Items in (created_at, id) order, after the cursor id when given. */
+  listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
+}
 
 /** Context handed to `resolve`: the workspace, and read-only access the resolver needs. */
 export interface ResolveContext {

@@ -1,5 +1,6 @@
 import type { NormaliseReport } from './normalise.js';
 import type { StateLink, TrailComment } from '../decision/state.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';
 
 /**
@@ -23,52 +24,8 @@ export interface WorkspaceRow {
   deletedAt: number | null;
 }
 
-/** A collection's field definition (DESIGN §2 `schema`). */
-export interface FieldDef {
-  key: string;
-  type: 'select' | 'text' | 'number' | 'multi' | 'user' | string;
-  options?: string[];
-  /** For a select: options that make the item terminal (for example `closed`). */
-  terminal_options?: string[];
-}
-
-export interface CollectionSchema {
-  fields: FieldDef[];
-}
-
-export interface CollectionSettings {
-  /** Whether items of this collection are work to track. @defaultValue true */
-  tracks_work?: boolean;
-  /** `conventions` marks a workspace's conventions collection. */
-  role?: string;
-  [k: string]: unknown;
-}
-
-export interface CollectionRow {
-  id: string;
-  workspaceId: string;
-  slug: string;
-  isSystem: boolean;
-  schema: CollectionSchema;
-  settings: CollectionSettings;
-  createdAt: number;
-  deletedAt: number | null;
-}
-
-export interface ItemRow {
-  id: string;
-  workspaceId: string;
-  collectionId: string;
-  ref: string;
-  title: string;
-  content: string;
-  /** JSON object text, exactly as stored. */
-  fields: string;
-  seq: number;
-  createdAt: number;
-  updatedAt: number;
-  deletedAt: number | null;
-}
+/** Re-exported: the tracker rows the decision rules read live in decision/rows.ts (the store imports decision, never the reverse). */
+export type { FieldDef, CollectionSchema, CollectionSettings, CollectionRow, ItemRow };
 
 export interface CommentRow {
   id: string;

@@ -1,0 +1,52 @@
+/**
+ * The tracker rows the decision rules read (DESIGN §2): a collection and an item as the store
+ * returns them. They live here, below the store, so decision/ (eligibility, conventions, resolvers)
+ * can name them without importing store/; store/store.ts re-exports them.
+ */
+
+/** A collection's field definition (DESIGN §2 `schema`). */
+export interface FieldDef {
+  key: string;
+  type: 'select' | 'text' | 'number' | 'multi' | 'user' | string;
+  options?: string[];
+  /** For a select: options that make the item terminal (for example `closed`). */
+  terminal_options?: string[];
+}
+
+export interface CollectionSchema {
+  fields: FieldDef[];
+}
+
+export interface CollectionSettings {
+  /** Whether items of this collection are work to track. @defaultValue true */
+  tracks_work?: boolean;
+  /** `conventions` marks a workspace's conventions collection. */
+  role?: string;
+  [k: string]: unknown;
+}
+
+export interface CollectionRow {
+  id: string;
+  workspaceId: string;
+  slug: string;
+  isSystem: boolean;
+  schema: CollectionSchema;
+  settings: CollectionSettings;
+  createdAt: number;
+  deletedAt: number | null;
+}
+
+export interface ItemRow {
+  id: string;
+  workspaceId: string;
+  collectionId: string;
+  ref: string;
+  title: string;
+  content: string;
+  /** JSON object text, exactly as stored. */
+  fields: string;
+  seq: number;
+  createdAt: number;
+  updatedAt: number;
+  deletedAt: number | null;
+}
