@@ -3,7 +3,7 @@ import { questionsOf, type QuestionMap, type Registry } from '../decision/regist
 import { setTargets } from '../decision/set-states.js';
 import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
-import { appliesNow } from '../runner/eligibility.js';
+import { appliesNow } from '../decision/eligibility.js';
 import type { Store } from '../store/store.js';
 
 /** What draining the owed jobs would send, estimated before any call. Tokens. */

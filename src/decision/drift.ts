@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
-import { appliesNow } from '../runner/eligibility.js';
+import { appliesNow } from './eligibility.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type DriftScanItem, type OweOptions, type Store } from '../store/store.js';
 import { questionFingerprint, type FingerprintContext } from './questions.js';
 import { questionsOf, type QuestionSet } from './registry.js';

@@ -11,7 +11,7 @@ import { questionsOf } from './registry.js';
 import { setTargets } from './set-states.js';
 import { changedParts, STATE_VERSION, type BuiltState } from './state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
-import { appliesNow } from '../runner/eligibility.js';
+import { appliesNow } from './eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { QuestionSet } from '../decision/registry.js';
 import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store/store.js';
-import { appliesNow } from './eligibility.js';
+import { appliesNow } from '../decision/eligibility.js';
 
 /** Items read per store call while scanning. */
 export const SCAN_PAGE = 1_000;

@@ -7,7 +7,7 @@ import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, Pr
 import type { Provider, Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
-import { appliesNow } from './eligibility.js';
+import { appliesNow } from '../decision/eligibility.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
 
 /** Everything one evaluation needs. */
