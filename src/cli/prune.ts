@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
-import { pruneDecisions } from '../decision/retention.js';
+import { pruneDecisions } from '../reads/retention.js';
 import { buildRegistry, configFrom, loggerFor, openStore } from './common.js';
 import { readerFor } from './reader.js';
 

@@ -1,6 +1,6 @@
 import type { Config } from '../config.js';
-import { DecisionReader, type ReaderContext } from '../decision/reads.js';
-import { DecisionsOffReader } from '../decision/reads-off.js';
+import { DecisionReader, type ReaderContext } from '../reads/reads.js';
+import { DecisionsOffReader } from '../reads/reads-off.js';
 import { parsePinnedProvider, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';

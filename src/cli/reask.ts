@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
-import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../decision/drift.js';
+import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../runner/drift.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
 import { readerContext } from './reader.js';
 

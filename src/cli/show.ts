@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { fieldsForDisplay, type DecisionView } from '../decision/reads.js';
+import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, formatDuration, loggerFor, openStore, resolveWorkspace } from './common.js';

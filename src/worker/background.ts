@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DecisionReader } from '../decision/reads.js';
+import { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { pruneDecisions } from '../decision/retention.js';
+import { pruneDecisions } from '../reads/retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';

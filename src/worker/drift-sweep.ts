@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DRIFT_OWE, planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../decision/drift.js';
+import { DRIFT_OWE, planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../runner/drift.js';
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
@@ -8,7 +8,7 @@ import type { CollectionRow, Store } from '../store/store.js';
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
  * bounded rate, the open items whose answers went stale without an item write (see
- * `decision/drift.ts` for what counts).
+ * `runner/drift.ts` for what counts).
  *
  * It does not rescan the database every pass. For each (set, workspace) a marker in
  * `verdict_meta` stores the signature of the questions last swept to the end, and the cursor of

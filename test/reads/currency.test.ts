@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { fingerprintContextText, noul, questionFingerprint } from '../../src/decision/questions.js';
-import { DecisionReader, judgeRows, type SetNow } from '../../src/decision/reads.js';
+import { DecisionReader, judgeRows, type SetNow } from '../../src/reads/reads.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { buildItemState, STATE_VERSION } from '../../src/decision/state.js';
 import { FakeProvider } from '../../src/providers/fake.js';

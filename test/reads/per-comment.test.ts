@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fingerprintContextText, noul, questionFingerprint } from '../../src/decision/questions.js';
-import { splitCommentKey } from '../../src/decision/reads.js';
+import { splitCommentKey } from '../../src/reads/reads.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { buildCommentState, STATE_VERSION } from '../../src/decision/state.js';
 import { FakeProvider } from '../../src/providers/fake.js';

@@ -1,4 +1,4 @@
-import { DecisionReader, type ReaderContext } from '../../src/decision/reads.js';
+import { DecisionReader, type ReaderContext } from '../../src/reads/reads.js';
 import type { Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { choice, noul } from '../../src/decision/questions.js';
-import { surfacingOf } from '../../src/decision/reads.js';
+import { surfacingOf } from '../../src/reads/reads.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

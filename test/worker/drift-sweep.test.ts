@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { resetConventionSkipLog } from '../../src/decision/conventions.js';
-import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/decision/drift.js';
+import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/runner/drift.js';
 import { attentionSet, conventionsCommentsSet, conventionsSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { silentLogger } from '../../src/log.js';

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
-import { appliesNow } from './eligibility.js';
+import { appliesNow } from '../decision/eligibility.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type DriftScanItem, type OweOptions, type Store } from '../store/store.js';
-import { questionFingerprint, type FingerprintContext } from './questions.js';
-import { questionsOf, type QuestionSet } from './registry.js';
+import { questionFingerprint, type FingerprintContext } from '../decision/questions.js';
+import { questionsOf, type QuestionSet } from '../decision/registry.js';
 
 /**
  * Question drift (DESIGN §8 "Drift sweep"): changes that make answers stale with no item write,

@@ -1,4 +1,4 @@
-import { Registry } from './registry.js';
+import { Registry } from '../decision/registry.js';
 import { DecisionReader, type DecisionView } from './reads.js';
 import type { Store } from '../store/store.js';
 

@@ -1,17 +1,17 @@
-import { parseLossless } from './canonical-json.js';
+import { parseLossless } from '../decision/canonical-json.js';
 import {
   parseFingerprintContext,
   questionFingerprint,
   type Answer,
   type FingerprintContext,
   type Question,
-} from './questions.js';
-import type { QuestionMap, QuestionSet, Registry } from './registry.js';
-import { questionsOf } from './registry.js';
-import { setTargets } from './set-states.js';
-import { changedParts, STATE_VERSION, type BuiltState } from './state.js';
+} from '../decision/questions.js';
+import type { QuestionMap, QuestionSet, Registry } from '../decision/registry.js';
+import { questionsOf } from '../decision/registry.js';
+import { setTargets } from '../decision/set-states.js';
+import { changedParts, STATE_VERSION, type BuiltState } from '../decision/state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
-import { appliesNow } from './eligibility.js';
+import { appliesNow } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 
 /**
