@@ -5,15 +5,22 @@
  * exits non-zero on any file-level cycle, any folder-level cycle, or any import of `src/cli/` from
  * outside `src/cli/`.
  *
- * Layering (top imports bottom, never the reverse):
+ * Layering (top imports bottom, never the reverse; `LAYERING` below is the same list as data):
  *
- *   cli                                      the command line; the only user of everything below
- *   worker                                   the long-running process: runner + store + providers
- *   runner, importers                        one evaluation / one import: decision + store + providers
- *   store, providers                         persistence; model access — both depend only on decision
- *   decision                                 questions, rules, reads, shared types (Usage, …)
- *   clock, config, log                       root utilities (config may name provider kinds, never
- *                                            import them)
+ *   cli                          the command line; the only user of everything below, used by nothing
+ *   worker                       the long-running process: runner, reads, store, providers
+ *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
+ *                                store, providers
+ *   importers, reads             importing a tracker; reading decisions and retention: decision, store
+ *   store                        persistence (SQLite, Postgres): decision; never providers
+ *   providers                    model access: decision; config only to name and build providers
+ *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
+ *                                nothing of ours but log
+ *   clock, config, log           root utilities: nothing of ours
+ *
+ * The check fails on a cycle, on an arrow between two folders of this list that the list does not
+ * allow, and on an import of cli/ from outside it. A folder the list does not name (a new one) is
+ * only reported, so adding a folder fails nothing but the cycle check until it is placed here.
  *
  * A "folder" is the first path segment under `src/` (`store/sqlite/x.ts` is in `store`); a file
  * directly in `src/` is its own node named after the file (`config`). Type-only imports count: a
@@ -42,7 +49,29 @@ export interface ImportGraphReport {
   folderCycles: string[][];
   /** `importer -> imported` pairs where a file outside `cli/` imports one inside it. */
   cliImports: string[];
+  /** Folder arrows between two folders of the layering that it does not allow (`from -> to`). */
+  layerViolations: string[];
+  /** Folders the layering does not name (reported, not failed). */
+  unplaced: string[];
 }
+
+/**
+ * The layering as data: each folder → the folders it may import. `cli` may import everything
+ * (`'*'`) but nothing may import `cli`. See the comment at the top of this file.
+ */
+export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
+  cli: '*',
+  worker: ['runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'log'],
+  runner: ['decision', 'store', 'providers', 'clock', 'config', 'log'],
+  importers: ['decision', 'store', 'clock', 'config', 'log'],
+  reads: ['decision', 'store', 'clock', 'config', 'log'],
+  store: ['decision', 'clock', 'config', 'log'],
+  providers: ['decision', 'clock', 'config', 'log'],
+  decision: ['clock', 'log'],
+  clock: [],
+  config: [],
+  log: [],
+};
 
 /** Recursively lists the `.ts` files under `dir` (skipping `.d.ts`). */
 function listTs(dir: string): string[] {
@@ -164,9 +193,17 @@ export function folderArrows(files: Graph): Array<{ from: string; to: string; co
     .sort((a, b) => a.from.localeCompare(b.from) || a.to.localeCompare(b.to));
 }
 
-/** Runs every check over a file graph (see {@link ImportGraphReport}). */
-export function checkGraph(files: Graph): ImportGraphReport {
+/** Runs every check over a file graph (see {@link ImportGraphReport}); `layering` defaults to {@link LAYERING}. */
+export function checkGraph(files: Graph, layering: Readonly<Record<string, readonly string[] | '*'>> = LAYERING): ImportGraphReport {
   const arrows = folderArrows(files);
+  const layerViolations: string[] = [];
+  const unplaced = new Set<string>();
+  for (const f of files.keys()) if (!(folderOf(f) in layering)) unplaced.add(folderOf(f));
+  for (const a of arrows) {
+    const allowed = layering[a.from];
+    if (allowed === undefined || !(a.to in layering)) continue;
+    if (allowed !== '*' && !allowed.includes(a.to)) layerViolations.push(`${a.from} -> ${a.to}`);
+  }
   const folders: Graph = new Map();
   for (const a of arrows) {
     if (!folders.has(a.from)) folders.set(a.from, new Set());
@@ -183,6 +220,8 @@ export function checkGraph(files: Graph): ImportGraphReport {
     fileCycles: findCycles(files),
     folderCycles: findCycles(folders),
     cliImports: cliImports.sort(),
+    layerViolations,
+    unplaced: [...unplaced].sort(),
   };
 }
 
@@ -191,9 +230,9 @@ export function checkImportGraph(srcDir: string): ImportGraphReport {
   return checkGraph(buildFileGraph(srcDir));
 }
 
-/** True when the report has no cycle of either kind and nothing outside cli imports cli. */
+/** True when the report has no cycle of either kind, no arrow against the layering and nothing outside cli imports cli. */
 export function isClean(r: ImportGraphReport): boolean {
-  return r.fileCycles.length === 0 && r.folderCycles.length === 0 && r.cliImports.length === 0;
+  return r.fileCycles.length === 0 && r.folderCycles.length === 0 && r.cliImports.length === 0 && r.layerViolations.length === 0;
 }
 
 function main(): void {
@@ -205,7 +244,9 @@ function main(): void {
   for (const c of r.fileCycles) console.log(`FILE CYCLE: ${c.join(' <-> ')}`);
   for (const c of r.folderCycles) console.log(`FOLDER CYCLE: ${c.join(' <-> ')}`);
   for (const c of r.cliImports) console.log(`IMPORTS CLI FROM OUTSIDE: ${c}`);
-  if (isClean(r)) console.log('ok: no cycles; nothing outside cli imports cli');
+  for (const c of r.layerViolations) console.log(`AGAINST THE LAYERING: ${c}`);
+  for (const c of r.unplaced) console.log(`note: folder "${c}" is not in LAYERING (scripts/import-graph.ts); place it`);
+  if (isClean(r)) console.log('ok: no cycles; every arrow follows the layering; nothing outside cli imports cli');
   process.exitCode = isClean(r) ? 0 : 1;
 }
 
