@@ -2,8 +2,9 @@
  * Import-graph check for `src/` (issue 10 item 4, DESIGN §16.21).
  *
  * Prints the folder → folder import arrows (with how many file-level imports make each arrow) and
- * exits non-zero on any file-level cycle, any folder-level cycle, or any import of `src/cli/` from
- * outside `src/cli/`.
+ * exits non-zero on any file-level cycle, any folder-level cycle, any arrow against the layering
+ * below, or any import of `src/cli/` from outside `src/cli/`. test/import-graph.test.ts runs the
+ * same check.
  *
  * Layering (top imports bottom, never the reverse; `LAYERING` below is the same list as data):
  *
@@ -15,7 +16,7 @@
  *   store                        persistence (SQLite, Postgres): decision; never providers
  *   providers                    model access: decision; config only to name and build providers
  *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
- *                                nothing of ours but log
+ *                                nothing of ours but clock and log
  *   clock, config, log           root utilities: nothing of ours
  *
  * The check fails on a cycle, on an arrow between two folders of this list that the list does not
