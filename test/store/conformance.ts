@@ -444,7 +444,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.failJob(late, { backoffMs: 1000, error: 'x' })).toBe('lost');
       expect(await fx.store.dropJob(late, 'x')).toBe('lost');
       expect(await fx.store.releaseJob(late)).toBe('lost');
-      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x' })).toBe('lost');
+      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x', deferLimit: 20, failBackoffMs: 1000 })).toBe('lost');
       expect(await fx.store.parkJob(late, 'x')).toBe('lost');
       expect(await fx.store.refuseJob(late, { backoffMs: 1, error: 'x', refusalLimit: 5 })).toBe('lost');
       expect(await fx.store.renewLease(late, 60_000)).toBe(false);
@@ -713,7 +713,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await owe(t1.id, 'attention');
       const deferred = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(deferred.questionSet).toBe('attention');
-      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited' });
+      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited', deferLimit: 20, failBackoffMs: 30_000 });
       fx.advance(1_000);
       await owe(t1.id, 'effort');
       const failed = (await fx.store.claimNextJob('w', 60_000, 8))!;
