@@ -102,7 +102,7 @@ const reader = new Database(db, { readonly: true, fileMustExist: true });
 const refOf = new Map<string, string>(
   (reader.prepare('SELECT id, ref FROM items').all() as Array<{ id: string; ref: string }>).map((r) => [r.id, r.ref]),
 );
-type JobSample = { attempts: number; defers: number | null; notBefore: number; lastError: string | null };
+type JobSample = { attempts: number; defers: number | null; notBefore: number; lastError: string | null; claimed: boolean };
 const history = new Map<string, Array<{ t: number } & JobSample>>();
 const t0 = Date.now();
 let laterImported = false;
@@ -118,10 +118,11 @@ function sample(): void {
       defers: (j.defers as number | undefined) ?? null,
       notBefore: j.not_before as number,
       lastError: (j.last_error as string | null) ?? null,
+      claimed: j.claim_token !== null,
     };
     const h = history.get(key) ?? [];
     const prev = h.at(-1);
-    if (!prev || prev.attempts !== s.attempts || prev.notBefore !== s.notBefore || prev.defers !== s.defers) h.push({ t: now - t0, ...s });
+    if (!prev || prev.attempts !== s.attempts || prev.notBefore !== s.notBefore || prev.defers !== s.defers || prev.claimed !== s.claimed) h.push({ t: now - t0, ...s });
     history.set(key, h);
   }
 }
@@ -167,12 +168,18 @@ out.push(`fault-retry-storm: ${status} + retry-after: 1 for ever; build ${cli}; 
 out.push(`requests total during the run: ${requestsDuringRun}`);
 out.push(`job outcomes recorded during the run: ${outcomes.length}; requests per job pass: ${outcomes.length ? (requestsDuringRun / outcomes.length).toFixed(2) : 'n/a'}`);
 for (const [k, n] of [...byKind].sort()) out.push(`  ${String(n).padStart(5)} × ${k}`);
-out.push('attempts and due times per job (each change of the row; t from the worker start; due = not_before − sample time):');
+out.push('attempts and due times per job (each change of the row, sampled every 250 ms; t from the worker start; "due in" = not_before − sample time):');
 for (const [key, h] of [...history].sort()) {
-  const steps = h.map((s) => `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} due in ${fmtS(s.notBefore - (t0 + s.t))}`);
+  const steps = h.map(
+    (s) => `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} ${s.claimed ? 'claimed' : s.notBefore > t0 + s.t ? `due in ${fmtS(s.notBefore - (t0 + s.t))}` : 'due'}`,
+  );
   const shown = steps.length > 8 ? [...steps.slice(0, 4), `… ${steps.length - 7} more …`, ...steps.slice(-3)] : steps;
   out.push(`  ${key}: ${h.length} changes; ${shown.join(' | ')}`);
 }
+const asked = [...history].filter(([, h]) => h.some((x) => x.claimed));
+const maxAttempts = Math.max(0, ...asked.map(([, h]) => Math.max(...h.map((x) => x.attempts))));
+const waits = asked.flatMap(([, h]) => h.filter((x, i) => !x.claimed && i > 0 && h[i - 1].claimed && x.notBefore > t0 + x.t).map((x) => (x.notBefore - (t0 + x.t)) / 1000));
+out.push(`jobs claimed at least once: ${asked.length}; highest attempts count: ${maxAttempts}; waits set after a pass: ${waits.length ? `${Math.min(...waits).toFixed(1)} s to ${Math.max(...waits).toFixed(1)} s` : 'none'}`);
 const laterClaimed = laterRef ? [...history].some(([k, h]) => k.startsWith(`${laterRef}/`) && h.some((s) => s.attempts > 0 || s.lastError !== null)) : false;
 out.push(`later item ${laterRef ?? '?'} claimed during the run: ${laterClaimed ? 'yes' : 'no'}`);
 out.push(`answers stored: ${answers}`);
