@@ -102,7 +102,7 @@ const reader = new Database(db, { readonly: true, fileMustExist: true });
 const refOf = new Map<string, string>(
   (reader.prepare('SELECT id, ref FROM items').all() as Array<{ id: string; ref: string }>).map((r) => [r.id, r.ref]),
 );
-type JobSample = { attempts: number; defers: number | null; notBefore: number; lastError: string | null; claimed: boolean };
+type JobSample = { attempts: number; defers: number | null; notBefore: number; lastError: string | null; claimed: boolean; gone?: boolean };
 const history = new Map<string, Array<{ t: number } & JobSample>>();
 const t0 = Date.now();
 let laterImported = false;
@@ -111,6 +111,7 @@ let laterRef: string | null = null;
 function sample(): void {
   const now = Date.now();
   const jobs = reader.prepare('SELECT * FROM decision_jobs').all() as Array<Record<string, unknown>>;
+  const present = new Set<string>();
   for (const j of jobs) {
     const key = `${refOf.get(j.item_id as string) ?? (j.item_id as string)}/${j.question_set as string}`;
     const s: JobSample = {
@@ -120,10 +121,16 @@ function sample(): void {
       lastError: (j.last_error as string | null) ?? null,
       claimed: j.claim_token !== null,
     };
+    present.add(key);
     const h = history.get(key) ?? [];
     const prev = h.at(-1);
     if (!prev || prev.attempts !== s.attempts || prev.notBefore !== s.notBefore || prev.defers !== s.defers || prev.claimed !== s.claimed) h.push({ t: now - t0, ...s });
     history.set(key, h);
+  }
+  // A row that went away was completed or dropped (nothing to ask: the conventions sets here).
+  for (const [key, h] of history) {
+    const last = h.at(-1)!;
+    if (!present.has(key) && !last.gone) h.push({ ...last, t: now - t0, claimed: false, gone: true });
   }
 }
 
@@ -171,7 +178,10 @@ for (const [k, n] of [...byKind].sort()) out.push(`  ${String(n).padStart(5)} ×
 out.push('attempts and due times per job (each change of the row, sampled every 250 ms; t from the worker start; "due in" = not_before − sample time):');
 for (const [key, h] of [...history].sort()) {
   const steps = h.map(
-    (s) => `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} ${s.claimed ? 'claimed' : s.notBefore > t0 + s.t ? `due in ${fmtS(s.notBefore - (t0 + s.t))}` : 'due'}`,
+    (s) =>
+      s.gone
+        ? `t=${fmtS(s.t)} row gone (completed: nothing to ask)`
+        : `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} ${s.claimed ? 'claimed' : s.notBefore > t0 + s.t ? `due in ${fmtS(s.notBefore - (t0 + s.t))}` : 'due'}`,
   );
   const shown = steps.length > 8 ? [...steps.slice(0, 4), `… ${steps.length - 7} more …`, ...steps.slice(-3)] : steps;
   out.push(`  ${key}: ${h.length} changes; ${shown.join(' | ')}`);
