@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { z } from 'zod';
+import { apiKeyProblem } from './providers/keys.js';
 
 /**
  * Configuration (DESIGN §12): every option is a CLI flag and an environment variable, validated
@@ -186,5 +187,10 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   cfg.openaiApiKey = blank(env.VERDICT_OPENAI_API_KEY);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.
   if (cfg.provider === undefined && cfg.anthropicApiKey) cfg.provider = 'anthropic';
+  // A key that cannot be sent as a header is a configuration error at start (DESIGN §16.4), for
+  // the provider that will send it. The key itself is never quoted.
+  const key = cfg.provider === 'anthropic' ? ['ANTHROPIC_API_KEY', cfg.anthropicApiKey] : cfg.provider === 'openai' ? ['VERDICT_OPENAI_API_KEY', cfg.openaiApiKey] : null;
+  const problem = key && key[1] !== undefined ? apiKeyProblem(key[1]) : null;
+  if (problem) throw new ConfigError(`${key![0]} ${problem}; set it to the key alone`);
   return cfg;
 }

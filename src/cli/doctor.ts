@@ -83,7 +83,16 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
   if (provider instanceof AnthropicProvider) {
     try {
       const m = await provider.doctor({ signal });
-      return { name: 'provider', ok: true, detail: `anthropic reachable; model ${m.model}${m.displayName ? ` (${m.displayName})` : ''} is available` };
+      if (m.model === null) {
+        return {
+          name: 'provider',
+          ok: false,
+          detail: `the models endpoint answered without a model id, so model "${provider.model}" is not confirmed`,
+          fix: `check that ${baseVar('anthropic')} points at the Anthropic API (or a proxy that forwards /v1/models), not another service`,
+        };
+      }
+      const same = m.model === provider.model ? '' : ` (the API reports it as ${m.model})`;
+      return { name: 'provider', ok: true, detail: `anthropic reachable; model ${provider.model}${same}${m.displayName ? ` (${m.displayName})` : ''} is available` };
     } catch (err) {
       return providerProblem(provider, err);
     }

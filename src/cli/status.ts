@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import type { BackfillCursor } from '../runner/backfill.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
+import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
 import { buildRegistry, configFrom, formatDuration, openStore } from './common.js';
 
@@ -40,7 +41,12 @@ export interface StatusReport {
   nextDueAt: number | null;
   bySet: Array<SetJobCounts & { oldestOwedAgeMs: number | null }>;
   parked: { count: number; reasons: Array<{ reason: string; count: number }>; jobs: Array<{ ref: string | null; itemId: string; set: string; reason: string | null; at: number | null }> };
-  failingSets: Array<{ set: string; jobs: number; lastErrorAt: number | null }>;
+  /**
+   * Sets with failing jobs (parked, or failed after an attempt or refusal: a provider outage
+   * counts), and sets cooling off after a rejected answer schema (DESIGN §16.4) with the reason and,
+   * while the period runs, its end (epoch ms).
+   */
+  failingSets: Array<{ set: string; jobs: number; lastErrorAt: number | null; schemaRejected?: { reason: string; at: number; coolingOffUntil: number | null } }>;
   workers: Array<{ workerId: string; provider: string; model: string; lastSeenAgoMs: number; alive: boolean; providerProblem: string | null }>;
   backfills: Array<{ set: string; workspace: string; owedItems: number; chunks: number; pending: number; lastStepAgoMs: number }>;
   spend: { lastHour: SpendWindow; last24h: SpendWindow };
@@ -124,12 +130,24 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     nextDueAt: q.nextDueAt,
     bySet,
     parked: { count: parkedRows.length, reasons: [...reasons].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count || (a.reason < b.reason ? -1 : 1)), jobs: shown },
-    failingSets: bySet.filter((s) => s.failing > 0).map((s) => ({ set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt })),
+    failingSets: failingSets(bySet, parseSetCooloffs(await store.listMeta(SET_COOLOFF_META_PREFIX)), now),
     workers,
     backfills,
     spend: { lastHour: priceWindow(hour.sinceHour, hour.rows), last24h: priceWindow(day.sinceHour, day.rows) },
     answersStored: await store.countDecisions(),
   };
+}
+
+/** Failing sets: those with failing jobs, merged with those whose schema was rejected (one entry per set, by name). */
+function failingSets(bySet: SetJobCounts[], cooloffs: ReturnType<typeof parseSetCooloffs>, now: number): StatusReport['failingSets'] {
+  const out = new Map<string, StatusReport['failingSets'][number]>();
+  for (const s of bySet) if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
+  for (const c of cooloffs) {
+    const e = out.get(c.set) ?? { set: c.set, jobs: 0, lastErrorAt: null };
+    e.schemaRejected = { reason: c.reason, at: c.since, coolingOffUntil: c.until > now ? c.until : null };
+    out.set(c.set, e);
+  }
+  return [...out.values()].sort((a, b) => (a.set < b.set ? -1 : a.set > b.set ? 1 : 0));
 }
 
 const n = (x: number) => x.toLocaleString('en-US');
@@ -161,7 +179,20 @@ export function formatStatus(s: StatusReport): string {
     }
   }
   if (s.failingSets.length) {
-    lines.push(`failing sets: ${s.failingSets.map((f) => `${f.set} (${f.jobs} job${f.jobs === 1 ? '' : 's'} with errors${f.lastErrorAt !== null ? `, last ${formatDuration(Math.max(0, s.now - f.lastErrorAt))} ago` : ''})`).join(', ')}`);
+    const ago = (t: number) => formatDuration(Math.max(0, s.now - t));
+    const one = (f: StatusReport['failingSets'][number]) => {
+      const parts: string[] = [];
+      if (f.jobs > 0) parts.push(`${f.jobs} job${f.jobs === 1 ? '' : 's'} with errors${f.lastErrorAt !== null ? `, last ${ago(f.lastErrorAt)} ago` : ''}`);
+      const r = f.schemaRejected;
+      if (r) {
+        parts.push(
+          `answer schema rejected: ${r.reason}, ${ago(r.at)} ago; ` +
+            (r.coolingOffUntil !== null ? `not claimed for another ${formatDuration(Math.max(0, r.coolingOffUntil - s.now))}` : 'cooling-off over, retried at the next claim'),
+        );
+      }
+      return `${f.set} (${parts.join('; ')})`;
+    };
+    lines.push(`failing sets: ${s.failingSets.map(one).join(', ')}`);
   } else lines.push('failing sets: none');
   if (s.parked.count) {
     lines.push(`parked: ${s.parked.count} (\`verdict jobs retry\` re-owes them)`);

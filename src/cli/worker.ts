@@ -197,10 +197,14 @@ export function registerWorkerCommand(program: Command): void {
           if (summary.spendCapReached) process.stdout.write('stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n');
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }
+        const rejected = Object.entries(summary.schemaRejected ?? {});
+        for (const [set, reason] of rejected) {
+          process.stderr.write(`set ${set}: the provider rejected its answer schema (${reason}); its jobs are held while it cools off, other sets ran\n`);
+        }
         if (summary.misconfigured) {
           process.stderr.write(`provider misconfigured (${summary.misconfigured}); run \`verdict doctor\`\n`);
           process.exitCode = EXIT_FAILURE;
-        } else process.exitCode = EXIT_OK;
+        } else process.exitCode = rejected.length ? EXIT_FAILURE : EXIT_OK;
       } finally {
         await current.provider?.close?.();
         if (current.provider !== provider) await provider.close?.();

@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { Question } from '../decision/questions.js';
-import { BadEnvelope, classifyAnthropicError, SchemaTooComplex } from './classify.js';
+import { BadEnvelope, classifyAnthropicError, safeToken, SchemaTooComplex } from './classify.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal } from './errors.js';
 import {
   buildAnswerSchema,
@@ -17,6 +17,7 @@ import {
   zeroUsage,
   type JsonSchema,
 } from './prompt.js';
+import { apiKeyProblem } from './keys.js';
 import { tokenCount, type AskOptions, type AskResult, type Provider } from './provider.js';
 import {
   checkRetryPolicy,
@@ -132,7 +133,8 @@ const COMPLETE_STOPS = new Set(['end_turn', 'stop_sequence', 'tool_use']);
 
 /**
  * Answers typed questions with Claude (DESIGN §9). See AnthropicProviderOptions for the options.
- * @throws ProviderMisconfigured at construction for a blank key, a blank model or a `-latest` alias
+ * @throws ProviderMisconfigured at construction for a blank key, a key that cannot be sent as a
+ *   header (control characters, non-ASCII, whitespace: DESIGN §16.4), a blank model or a `-latest` alias
  *   (it is the provider-wide configuration error the CLI reports at start).
  * @throws TypeError at construction for a bad numeric option or effort, naming the option.
  */
@@ -142,6 +144,8 @@ export class AnthropicProvider implements Provider {
   readonly promptVersion = ANTHROPIC_PROMPT_VERSION;
   readonly effort: AnthropicEffort | null;
   readonly worstCaseCallMs: number;
+  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §16.3). */
+  readonly retryAfterCapMs: number;
   /** Input budget per call (tokens). */
   readonly inputBudgetTokens: number;
   readonly useTool: boolean;
@@ -154,6 +158,8 @@ export class AnthropicProvider implements Provider {
     if (typeof opts.apiKey !== 'string' || opts.apiKey.trim() === '') {
       throw new ProviderMisconfigured('anthropic: apiKey is missing (set ANTHROPIC_API_KEY)');
     }
+    const keyProblem = apiKeyProblem(opts.apiKey);
+    if (keyProblem) throw new ProviderMisconfigured(`anthropic: apiKey ${keyProblem}`);
     const model = opts.model ?? DEFAULT_ANTHROPIC_MODEL;
     if (typeof model !== 'string' || model.trim() === '') throw new ProviderMisconfigured('anthropic: model is blank');
     if (/-latest$/i.test(model)) {
@@ -182,6 +188,7 @@ export class AnthropicProvider implements Provider {
     this.useTool = opts.useTool ?? false;
     this.#policy = policy;
     this.worstCaseCallMs = worstCaseCallMs(policy);
+    this.retryAfterCapMs = policy.retryAfterCapMs;
     this.#log = opts.logger ?? silentLogger;
     this.#runtime = { ...realRuntime, ...opts.runtime };
     const log = this.#log;
@@ -318,17 +325,23 @@ export class AnthropicProvider implements Provider {
   /**
    * Doctor check: asks the API about the configured model (GET /v1/models/{model}), once, without
    * retries.
-   * @returns the model id and display name the API reports.
+   * @returns the model id and display name the API reports; `model` is null when the answer
+   *   carries no usable id (a 200 from something that is not the models endpoint), so the caller
+   *   never reports "model undefined is available".
    * @throws ProviderMisconfigured (bad key, unknown model), ProviderUnavailable, ProviderRefusal.
    */
-  async doctor(opts: { signal?: AbortSignal } = {}): Promise<{ model: string; displayName: string | null }> {
+  async doctor(opts: { signal?: AbortSignal } = {}): Promise<{ model: string | null; displayName: string | null }> {
+    let info: { id?: unknown; display_name?: unknown };
     try {
-      const info = await this.#client.models.retrieve(this.model, {}, { signal: opts.signal });
-      return { model: info.id, displayName: info.display_name ?? null };
+      info = await this.#client.models.retrieve(this.model, {}, { signal: opts.signal });
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason;
       throw classifyAnthropicError(err, false).error;
     }
+    const id = info && typeof info === 'object' && typeof info.id === 'string' && info.id.trim() !== '' ? info.id : null;
+    const name = info && typeof info === 'object' && typeof info.display_name === 'string' ? info.display_name : null;
+    // Both come from the response: keep them only when they look like an id and a short name.
+    return { model: id === null ? null : safeToken(id, 128), displayName: name !== null && /^[\w .:()-]{1,80}$/.test(name) ? name : null };
   }
 
   /** Nothing to release: the SDK holds no sockets beyond the global fetch pool. */

@@ -4,7 +4,7 @@ import {
   APIError,
   APIUserAbortError,
 } from '@anthropic-ai/sdk';
-import { ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
+import { ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from './errors.js';
 import { parseRetryAfter, type Fault } from './retry.js';
 
 /**
@@ -102,7 +102,7 @@ function byErrorType(
  * @param text the provider's error message, read only to classify (never copied into the result).
  * @returns a retryable ProviderUnavailable (408, 409, 429, ≥ 500), or a fatal ProviderRefusal
  *   (400, 413, 422, other 4xx), ProviderMisconfigured (401, 402, 403, 404, billing or account
- *   codes, a rejected schema) or SchemaTooComplex.
+ *   codes), SchemaRejected (a 400 naming the schema or tool definition) or SchemaTooComplex.
  */
 export function classifyHttpStatus(
   provider: string,
@@ -134,7 +134,8 @@ export function classifyHttpStatus(
     if (BILLING_TEXT.test(text)) return { retry: false, error: new ProviderMisconfigured(msg, { status }) };
     if (TOO_COMPLEX_TEXT.test(text)) return { retry: false, error: new SchemaTooComplex(status, info.requestId ?? null) };
     if (SCHEMA_TEXT.test(text)) {
-      return { retry: false, error: new ProviderMisconfigured(`${msg}: answer schema rejected`, { status }) };
+      // The set's fault, not the provider's (DESIGN §16.4): that set cools off, others keep running.
+      return { retry: false, error: new SchemaRejected(`${msg}: answer schema rejected`, { status }) };
     }
   }
   return { retry: false, error: new ProviderRefusal(msg, { status }) };

@@ -50,7 +50,8 @@ export class ProviderUnavailable extends ProviderError {
 }
 
 /**
- * Provider-wide: 401, 403, unknown model (404), billing, a rejected schema. Not any job's fault:
+ * Provider-wide: 401, 403, unknown model (404), billing. Not any job's fault (a rejected schema is
+ * the set's: SchemaRejected, DESIGN §16.4):
  * the job is released without an attempt and the worker cools off (DESIGN §3).
  */
 export class ProviderMisconfigured extends ProviderError {
@@ -59,6 +60,22 @@ export class ProviderMisconfigured extends ProviderError {
   constructor(message: string, opts: { status?: number } = {}) {
     super(message);
     this.name = 'ProviderMisconfigured';
+    this.status = opts.status;
+  }
+}
+
+/**
+ * The API rejected the request's answer schema or tool definition (a 400 naming the schema):
+ * the fault of the question set the schema was built from, not of the provider (DESIGN §16.4).
+ * The job is released without an attempt and *that set* cools off (30 s doubling to 10 min);
+ * other sets keep running.
+ */
+export class SchemaRejected extends ProviderError {
+  readonly code = 'schema_rejected';
+  readonly status?: number;
+  constructor(message: string, opts: { status?: number } = {}) {
+    super(message);
+    this.name = 'SchemaRejected';
     this.status = opts.status;
   }
 }

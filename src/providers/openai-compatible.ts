@@ -28,6 +28,7 @@ import {
   type RetryPolicy,
   type RetryRuntime,
 } from './retry.js';
+import { apiKeyProblem } from './keys.js';
 
 /**
  * The OpenAI-compatible provider (DESIGN §9) for Ollama, vLLM, llama.cpp `llama-server` and OpenAI:
@@ -112,7 +113,8 @@ export function unwrapJsonText(text: string): string {
 
 /**
  * Answers typed questions through any OpenAI-compatible chat-completions server.
- * @throws ProviderMisconfigured at construction for a blank baseURL or model, or a `-latest` alias.
+ * @throws ProviderMisconfigured at construction for a blank baseURL or model, a `-latest` alias, or
+ *   an apiKey that cannot be sent as a header (DESIGN §16.4).
  * @throws TypeError at construction for a bad numeric option, naming the option.
  */
 export class OpenAICompatibleProvider implements Provider {
@@ -121,6 +123,8 @@ export class OpenAICompatibleProvider implements Provider {
   readonly promptVersion = OPENAI_PROMPT_VERSION;
   readonly effort = null;
   readonly worstCaseCallMs: number;
+  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §16.3). */
+  readonly retryAfterCapMs: number;
   readonly inputBudgetTokens: number;
   readonly #endpoint: string;
   readonly #baseURL: string;
@@ -156,6 +160,8 @@ export class OpenAICompatibleProvider implements Provider {
       retryAfterCapMs: opts.retryAfterCapMs ?? DEFAULT_RETRY_POLICY.retryAfterCapMs,
     };
     checkRetryPolicy(policy);
+    const keyProblem = opts.apiKey ? apiKeyProblem(opts.apiKey) : null;
+    if (keyProblem) throw new ProviderMisconfigured(`openai: apiKey ${keyProblem}`);
     this.model = opts.model;
     this.inputBudgetTokens = budget;
     this.#baseURL = opts.baseURL.replace(/\/+$/, '');
@@ -166,6 +172,7 @@ export class OpenAICompatibleProvider implements Provider {
     this.#mode = opts.responseFormat ?? 'json_schema';
     this.#policy = policy;
     this.worstCaseCallMs = worstCaseCallMs(policy);
+    this.retryAfterCapMs = policy.retryAfterCapMs;
     this.#log = opts.logger ?? silentLogger;
     this.#runtime = { ...realRuntime, ...opts.runtime };
     this.#fetch = opts.fetch ?? globalThis.fetch;

@@ -40,6 +40,12 @@ export interface Provider extends FingerprintContext {
   readonly name: string;
   /** Upper bound of one call, in milliseconds, including the provider's own retries; the lease must cover it. */
   readonly worstCaseCallMs: number;
+  /**
+   * Longest Retry-After (ms) the provider honours by waiting inside one call. A ProviderUnavailable
+   * whose Retry-After is above it defers the job; one at or below it is a transient fail (DESIGN
+   * §16.3). @defaultValue 30000 when absent (the shared retry policy's cap)
+   */
+  readonly retryAfterCapMs?: number;
   ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult>;
   /** Releases sockets and timers. */
   close?(): Promise<void>;

@@ -3,7 +3,8 @@ import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
 import type { BuiltState } from '../decision/state.js';
-import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../providers/errors.js';
+import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../providers/errors.js';
+import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import type { Provider, Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
@@ -182,7 +183,7 @@ async function askChunk(
     stats.questions += keys.length;
     result = await provider.ask(chunk.state.bytes, chunk.questions, { signal: deps.signal, beforeSend: liveness, explain: set.explain });
   } catch (err) {
-    const outcome = classify(err, deps.signal);
+    const outcome = classify(err, deps.signal, provider.retryAfterCapMs);
     if (err instanceof ProviderRefusal && err.code === 'input_over_budget') {
       // Refused before any request (DESIGN §9): no call was made, so none is counted or billed.
       stats.calls--;
@@ -245,8 +246,19 @@ async function askChunk(
 /** Default deferral for a 429 that named no reset time, in milliseconds. */
 export const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
 
-/** Maps an error from a call to an outcome (DESIGN §3). */
-export function classify(err: unknown, signal: AbortSignal): EvalOutcome {
+/**
+ * Maps an error from a call to an outcome (DESIGN §3, §16.3, §16.4).
+ *
+ * A ProviderUnavailable defers (no attempt counted) only for a 429 or a Retry-After above the
+ * provider's own retry cap: those say "not now", not "broken". A 5xx or 529 with a short
+ * Retry-After (or none) is a transient fail, so the attempt counts and the job backs off by
+ * max(backoff(attempts), retry-after); deferring it would refund every attempt and bring the job
+ * back within seconds for as long as an outage lasts. A rejected answer schema is the set's fault:
+ * `schema_rejected` cools off that set only.
+ * @param retryAfterCapMs the provider's longest Retry-After honoured by waiting (ms); defaults to
+ *   the shared retry policy's (30 000).
+ */
+export function classify(err: unknown, signal: AbortSignal, retryAfterCapMs: number = DEFAULT_RETRY_POLICY.retryAfterCapMs): EvalOutcome {
   if (err instanceof LivenessLost) {
     switch (err.liveness) {
       case 'workspace_gone':
@@ -268,11 +280,13 @@ export function classify(err: unknown, signal: AbortSignal): EvalOutcome {
     return err.code === 'input_over_budget' ? { kind: 'park', reason: err.message } : { kind: 'refuse', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   }
   if (err instanceof ProviderUnavailable) {
-    if (err.rateLimited || err.retryAfterMs !== undefined) {
-      return { kind: 'defer', delayMs: err.retryAfterMs ?? RATE_LIMIT_DEFAULT_DEFER_MS, reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
-    }
-    return { kind: 'fail', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
+    const reason = `${err.code}${err.status ? ` ${err.status}` : ''}`;
+    const after = err.retryAfterMs;
+    if (err.rateLimited) return { kind: 'defer', delayMs: after ?? RATE_LIMIT_DEFAULT_DEFER_MS, reason };
+    if (after !== undefined && after > retryAfterCapMs) return { kind: 'defer', delayMs: after, reason };
+    return after !== undefined ? { kind: 'fail', reason, retryAfterMs: after } : { kind: 'fail', reason };
   }
+  if (err instanceof SchemaRejected) return { kind: 'schema_rejected', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   if (err instanceof ProviderMisconfigured) return { kind: 'misconfigured', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   if (err instanceof ProviderError) return { kind: 'refuse', reason: err.code }; // AnswerDefect
   return { kind: 'fail', reason: `unexpected: ${errCode(err)}` };

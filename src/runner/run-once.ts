@@ -2,9 +2,11 @@ import type { Registry } from '../decision/registry.js';
 import type { Provider } from '../providers/provider.js';
 import type { Claim, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
+import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
 import { errCode, evaluate, type EvaluateDeps } from './evaluate.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
+import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
 /** Runner settings (DESIGN §3, §10). Durations in milliseconds. */
 export interface RunnerOptions {
@@ -24,6 +26,13 @@ export interface RunnerOptions {
   random?: () => number;
   acquirePermit?: EvaluateDeps['acquirePermit'];
   beforeAsk?: EvaluateDeps['beforeAsk'];
+  /**
+   * Sets cooling off after a rejected schema (DESIGN §16.4), shared by a worker's slots. Without
+   * it, a rejected job is still held for SET_COOLOFF_BASE_MS, but other jobs of its set are claimed.
+   */
+  setCooloffs?: SetCooloffs;
+  /** Consecutive defers before the next counts as a fail (DESIGN §16.3). @defaultValue 20 */
+  deferLimit?: number;
   /** Called once per recorded outcome (metrics). */
   onOutcome?: (e: RunReport) => void;
 }
@@ -35,8 +44,12 @@ export const DEFAULT_REFUSAL_LIMIT = 5;
 export interface RunReport {
   claim: Claim;
   outcome: EvalOutcome;
-  /** What the fenced store outcome did, or `unrecorded` when recording it failed (the lease bounds the job). */
-  recorded: OutcomeResult | 'parked' | 'unrecorded' | 'not_recorded';
+  /**
+   * What the fenced store outcome did, or `unrecorded` when recording it failed (the lease bounds
+   * the job); `parked` when a refusal reached the limit, `failed` when a defer past the defer limit
+   * was recorded as a fail.
+   */
+  recorded: OutcomeResult | 'parked' | 'failed' | 'unrecorded' | 'not_recorded';
   stats: EvalStats;
   durationMs: number;
 }
@@ -48,7 +61,9 @@ export interface RunReport {
  */
 export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise<RunReport | null> {
   if (signal.aborted) return null;
-  const claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT);
+  const cool = opts.setCooloffs;
+  const skip = cool?.any ? cool.active(await opts.store.now()) : [];
+  const claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip);
   if (!claim) return null;
   const started = Date.now();
   const { outcome, stats, ref } = await evaluate(claim, {
@@ -70,6 +85,8 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise
     recorded = 'unrecorded';
     opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
   }
+  // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
+  if (cool && outcome.kind === 'complete' && stats.calls > 0) await cool.clear(claim.questionSet);
   const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started };
   logReport(opts.logger, report, ref);
   opts.onOutcome?.(report);
@@ -93,9 +110,20 @@ export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOu
         refusalLimit: opts.refusalLimit ?? DEFAULT_REFUSAL_LIMIT,
       });
     case 'fail':
-      return store.failJob(claim, { backoffMs: backoffMs(claim.attempts, opts.random), error: o.reason });
+      // DESIGN §16.3: not_before = now + max(backoff(attempts), retry-after).
+      return store.failJob(claim, { backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0), error: o.reason });
     case 'defer':
-      return store.deferJob(claim, { delayMs: o.delayMs, reason: o.reason });
+      return store.deferJob(claim, {
+        delayMs: o.delayMs,
+        reason: o.reason,
+        deferLimit: opts.deferLimit ?? DEFER_LIMIT,
+        failBackoffMs: backoffMs(claim.attempts, opts.random),
+      });
+    case 'schema_rejected': {
+      // DESIGN §16.4: released without an attempt; the set is not claimed for the cooling-off period.
+      const holdMs = opts.setCooloffs ? await opts.setCooloffs.enter(claim.questionSet, o.reason) : SET_COOLOFF_BASE_MS;
+      return store.releaseJob(claim, { holdMs, error: o.reason });
+    }
     case 'release':
     case 'misconfigured':
       return store.releaseJob(claim);
@@ -125,7 +153,7 @@ function logReport(logger: Logger, r: RunReport, ref: string | undefined): void 
     );
   }
   if (r.outcome.kind !== 'complete') {
-    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' ? 'warn' : 'info';
+    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected' ? 'warn' : 'info';
     logger[level]({ ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts }, 'job outcome');
   } else {
     logger.debug({ ...base, outcome: 'complete', reason: r.outcome.reason, recorded: r.recorded }, 'job outcome');

@@ -126,6 +126,8 @@ export interface Claim {
   attempts: number;
   refusals: number;
   abandons: number;
+  /** Consecutive defers before this claim (DESIGN §16.3). */
+  defers: number;
   priority: number;
   enqueuedAt: number;
 }
@@ -154,6 +156,8 @@ export interface JobRow {
   attempts: number;
   refusals: number;
   abandons: number;
+  /** Consecutive defers since the last enqueue or other recorded outcome (DESIGN §16.3). */
+  defers: number;
   state: 'owed' | 'parked';
   lastError: string | null;
   lastErrorAt: number | null;
@@ -408,7 +412,13 @@ export interface Store {
    * workspace's backlog cannot starve the others. A job found at the abandon limit is parked
    * instead and the next one tried.
    */
-  claimNextJob(workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null>;
+  claimNextJob(
+    workerId: string,
+    leaseMs: number,
+    abandonLimit: number,
+    /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
+    skipSets?: readonly string[],
+  ): Promise<Claim | null>;
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
   renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
   completeJob(claim: Claim): Promise<OutcomeResult>;
@@ -416,12 +426,21 @@ export interface Store {
   /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
   refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;
   parkJob(claim: Claim, reason: string): Promise<OutcomeResult>;
-  /** Transient failure: back off, never drop. */
+  /** Transient failure: back off (`not_before >= now + backoffMs`), never drop; resets `defers`. */
   failJob(claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult>;
-  /** Defer without counting an attempt, until at least now + `delayMs`. */
-  deferJob(claim: Claim, o: { delayMs: number; reason: string }): Promise<OutcomeResult>;
-  /** Release without counting an attempt; claimable at once. */
-  releaseJob(claim: Claim): Promise<OutcomeResult>;
+  /**
+   * Defer without counting an attempt, until at least now + `delayMs`, and count the defer
+   * (`defers += 1`). A job that already has `deferLimit` consecutive defers is recorded as a
+   * transient fail instead (DESIGN §16.3): the attempt counts, `defers` resets to 0 and
+   * `not_before >= now + max(failBackoffMs, delayMs)`; the result is then `failed`.
+   */
+  deferJob(claim: Claim, o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number }): Promise<OutcomeResult | 'failed'>;
+  /**
+   * Release without counting an attempt. Claimable at once, or from now + `holdMs` when given (a
+   * set cooling off after a rejected schema, DESIGN §16.4). `defers` is kept: a release says
+   * nothing about the provider's answer.
+   */
+  releaseJob(claim: Claim, o?: { holdMs?: number; error?: string }): Promise<OutcomeResult>;
 
   getJob(itemId: string, questionSet: string): Promise<JobRow | null>;
   listJobs(f: JobFilter): Promise<JobRow[]>;

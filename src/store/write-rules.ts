@@ -214,6 +214,7 @@ export interface RawJob {
   attempts: number;
   refusals: number;
   abandons: number;
+  defers: number;
   state: 'owed' | 'parked';
   last_error: string | null;
   last_error_at: number | null;
@@ -232,6 +233,7 @@ export function toClaim(r: RawJob): Claim {
     attempts: r.attempts,
     refusals: r.refusals,
     abandons: r.abandons,
+    defers: r.defers,
     priority: r.priority,
     enqueuedAt: r.enqueued_at,
   };
@@ -240,6 +242,19 @@ export function toClaim(r: RawJob): Claim {
 /** The reason a job parked at the abandon limit carries. */
 export function abandonReason(abandons: number): string {
   return `abandon limit: ${abandons} claims ended without an outcome`;
+}
+
+/**
+ * Consecutive defers a job may take (DESIGN §16.3): the defer that would be number
+ * DEFER_LIMIT + 1 in a row is recorded as a transient fail instead (the attempt counts and the job
+ * backs off), so no provider answer and no wait of ours can keep a job cycling without backoff.
+ * Raising it lengthens how long a 429 storm can hold a job at short intervals.
+ */
+export const DEFER_LIMIT = 20;
+
+/** The diagnostic of a defer recorded as a fail because the job reached the defer limit. */
+export function deferLimitReason(defers: number, reason: string): string {
+  return `${reason} (deferred ${defers} times in a row: counted as a failure)`;
 }
 
 /** The reason the refusal that reaches the limit parks with. */

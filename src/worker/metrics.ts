@@ -15,9 +15,12 @@ import type { SpendRecord, Store } from '../store/store.js';
 /** Histogram buckets of one evaluation, seconds: from a cached no-op (ms) to a slow provider's worst case (minutes). */
 export const EVALUATION_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-/** The label an outcome is counted under: the evaluation's outcome, or `park` when a refusal parked the job. */
+/**
+ * The label an outcome is counted under: the evaluation's outcome, `park` when a refusal parked the
+ * job, or `fail` when a defer past the defer limit was recorded as a fail (DESIGN §16.3).
+ */
 export function outcomeLabel(r: Pick<RunReport, 'outcome' | 'recorded'>): string {
-  return r.recorded === 'parked' ? 'park' : r.outcome.kind;
+  return r.recorded === 'parked' ? 'park' : r.recorded === 'failed' ? 'fail' : r.outcome.kind;
 }
 
 /** What the health check reads from a worker (src/worker/worker.ts has both). */
@@ -75,7 +78,7 @@ export class WorkerMetrics {
     this.claimed = new Counter({ name: 'verdict_jobs_claimed_total', help: 'Jobs claimed, by question set.', labelNames: ['set'], registers });
     this.outcomes = new Counter({
       name: 'verdict_job_outcomes_total',
-      help: 'Job outcomes recorded, by question set and outcome (complete, drop, refuse, fail, defer, park, release, misconfigured, lost).',
+      help: 'Job outcomes recorded, by question set and outcome (complete, drop, refuse, fail, defer, park, release, misconfigured, schema_rejected, lost).',
       labelNames: ['set', 'outcome'],
       registers,
     });

@@ -3,6 +3,7 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Store } from '../store/store.js';
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
@@ -47,6 +48,8 @@ export interface WorkerSummary {
   misconfigured: string | null;
   /** Set when claiming stopped because the daily spend cap is reached. */
   spendCapReached?: boolean;
+  /** Sets whose answer schema the provider rejected in this run, with the reason (DESIGN §16.4). */
+  schemaRejected?: Record<string, string>;
 }
 
 /** Thrown at start when the lease cannot cover one provider call's worst case. */
@@ -82,12 +85,15 @@ export class Worker {
   /** The provider error code that started the current cooling-off, if any. */
   providerProblem: string | null = null;
   readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
+  /** Sets cooling off after a rejected schema; shared by the slots (DESIGN §16.4). */
+  readonly setCooloffs: SetCooloffs;
 
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
     // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
     setMaxListeners(Math.max(10, opts.concurrency * 4), this.abort.signal);
+    this.setCooloffs = new SetCooloffs(opts.store, opts.logger);
   }
 
   /**
@@ -102,6 +108,7 @@ export class Worker {
     this.cooloffUntil = 0;
     this.cooloffMs = 0;
     this.providerProblem = null;
+    this.setCooloffs.reset();
   }
 
   /**
@@ -145,6 +152,12 @@ export class Worker {
   }
 
   async run(): Promise<WorkerSummary> {
+    try {
+      await this.setCooloffs.load();
+    } catch (err) {
+      // Only status's rows of earlier runs are at stake; they are deleted by the next success.
+      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off rows not read');
+    }
     const slots = Array.from({ length: this.opts.concurrency }, (_, i) => this.slot(i));
     await Promise.all(slots);
     return this.summary;
@@ -160,6 +173,7 @@ export class Worker {
       leaseMs: this.opts.leaseMs,
       abandonLimit: this.opts.abandonLimit,
       acquirePermit: this.opts.acquirePermit,
+      setCooloffs: this.setCooloffs,
       onOutcome: (r) => this.count(r),
     };
   }
@@ -173,6 +187,7 @@ export class Worker {
     s.inputTokens += r.stats.inputTokens;
     s.outputTokens += r.stats.outputTokens;
     if (r.outcome.kind === 'misconfigured') this.enterCooloff(r.outcome.reason);
+    else if (r.outcome.kind === 'schema_rejected') (s.schemaRejected ??= {})[r.claim.questionSet] = r.outcome.reason;
     else if (r.outcome.kind === 'complete' && r.stats.calls > 0) {
       this.cooloffMs = 0;
       this.providerProblem = null;

@@ -113,9 +113,15 @@ export function faultCases(): FaultCase[] {
     { name: '500, then 200', replies: [S.error(500, 'api_error')] },
     { name: '529 twice, then 200', replies: [S.overloaded(), S.overloaded()] },
     { name: '529 forever (3 passes)', fallback: () => S.overloaded(), passes: 3 },
+    // DESIGN §16.3: a short Retry-After on a 5xx/529 is a transient fail, not a defer.
+    { name: '529 + retry-after 0.1 s forever (2 passes)', fallback: () => S.overloaded({ 'retry-after': '0.1' }), passes: 2 },
+    { name: '503 api_error + retry-after 0.1 s forever (2 passes)', fallback: () => S.error(503, 'api_error', 'unavailable', { 'retry-after': '0.1' }), passes: 2 },
+    { name: '503 + retry-after 30 s (over the cap)', replies: [S.error(503, 'api_error', 'unavailable', { 'retry-after': '30' })] },
     { name: 'overloaded_error inside a 200, then 200', replies: [S.errorIn200()] },
     { name: '400 invalid_request_error', replies: [S.error(400, 'invalid_request_error', 'messages: content is empty')] },
     { name: '401 authentication_error', replies: [S.error(401, 'authentication_error', 'invalid x-api-key')] },
+    // DESIGN §16.4: the set's fault; its jobs are held, the worker is not stopped.
+    { name: '400 rejecting the schema', replies: [S.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword')] },
     { name: 'stop_reason max_tokens', replies: [S.truncated()] },
     { name: 'malformed JSON', replies: [S.text('{"area": {"probabilities": ')] },
     { name: 'wrong kind (noul answered with probabilities)', replies: [S.answer({ ...answers(), blocked: { probabilities: { yes: 0.8, no: 0.2 } } })] },

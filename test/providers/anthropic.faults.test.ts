@@ -6,6 +6,7 @@ import {
   ProviderMisconfigured,
   ProviderRefusal,
   ProviderUnavailable,
+  SchemaRejected,
 } from '../../src/providers/errors.js';
 import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
 import type { RecordedRequest } from '../harness/fake-server-core.js';
@@ -168,9 +169,10 @@ describe('permanent faults are not retried', () => {
     ['400 billing_error', () => FakeAnthropicServer.error(400, 'billing_error', 'billing'), ProviderMisconfigured, 400],
     ['402 payment required', () => FakeAnthropicServer.error(402, 'billing_error'), ProviderMisconfigured, 402],
     [
-      '400 rejecting the schema',
+      // DESIGN §16.4: the set's fault, not provider-wide.
+      '400 rejecting the schema → SchemaRejected',
       () => FakeAnthropicServer.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword'),
-      ProviderMisconfigured,
+      SchemaRejected,
       400,
     ],
   ];

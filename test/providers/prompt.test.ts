@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ANTHROPIC_PROMPT_VERSION } from '../../src/providers/anthropic.js';
 import { classifyHttpStatus, SchemaTooComplex } from '../../src/providers/classify.js';
-import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../../src/providers/errors.js';
+import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../../src/providers/errors.js';
 import { OPENAI_PROMPT_VERSION } from '../../src/providers/openai-compatible.js';
 import {
   buildAnswerSchema,
@@ -137,7 +137,9 @@ describe('classifyHttpStatus', () => {
     for (const s of [401, 402, 403, 404]) expect(c(s).error).toBeInstanceOf(ProviderMisconfigured);
     expect(c(400, { text: 'The compiled grammar is too large' }).error).toBeInstanceOf(SchemaTooComplex);
     expect(c(400, { text: 'Schema is too complex for compilation' }).error).toBeInstanceOf(SchemaTooComplex);
-    expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).toBeInstanceOf(ProviderMisconfigured);
+    // DESIGN §16.4: a rejected schema is the set's fault, not provider-wide.
+    expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).toBeInstanceOf(SchemaRejected);
+    expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).not.toBeInstanceOf(ProviderMisconfigured);
     expect(c(429, { errorCode: 'insufficient_quota' }).error).toBeInstanceOf(ProviderMisconfigured);
   });
 

@@ -444,7 +444,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.failJob(late, { backoffMs: 1000, error: 'x' })).toBe('lost');
       expect(await fx.store.dropJob(late, 'x')).toBe('lost');
       expect(await fx.store.releaseJob(late)).toBe('lost');
-      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x' })).toBe('lost');
+      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x', deferLimit: 20, failBackoffMs: 1000 })).toBe('lost');
       expect(await fx.store.parkJob(late, 'x')).toBe('lost');
       expect(await fx.store.refuseJob(late, { backoffMs: 1, error: 'x', refusalLimit: 5 })).toBe('lost');
       expect(await fx.store.renewLease(late, 60_000)).toBe(false);
@@ -627,6 +627,108 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
+  describe(`${backend.name}: bounded defers and set holds (DESIGN §16.3, §16.4)`, () => {
+    const deferOpts = (over: Partial<{ delayMs: number; deferLimit: number; failBackoffMs: number }> = {}) => ({
+      delayMs: 1_000,
+      reason: 'provider_unavailable 429',
+      deferLimit: 3,
+      failBackoffMs: 30_000,
+      ...over,
+    });
+    /** Claims the job of (item, set) after moving the clock past its not_before. */
+    async function claimDue(itemId: string, set = 'attention') {
+      const j = (await fx.store.getJob(itemId, set))!;
+      fx.advance(Math.max(0, j.notBefore - (await fx.store.now())) + 1);
+      const c = (await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'].filter((s) => s !== set)))!;
+      expect(c).toMatchObject({ itemId, questionSet: set });
+      return c;
+    }
+
+    it('a defer refunds the attempt and counts a consecutive defer; the one past the limit is recorded as a fail', async () => {
+      const it1 = await item('T-1');
+      for (let i = 1; i <= 3; i++) {
+        const c = await claimDue(it1.id);
+        expect(c.defers).toBe(i - 1);
+        expect(await fx.store.deferJob(c, deferOpts())).toBe('applied');
+        const j = (await fx.store.getJob(it1.id, 'attention'))!;
+        expect(j).toMatchObject({ attempts: 0, defers: i, lastError: 'provider_unavailable 429' });
+        expect(j.notBefore).toBe(j.lastErrorAt! + 1_000);
+      }
+      const c = await claimDue(it1.id);
+      expect(c).toMatchObject({ attempts: 1, defers: 3 });
+      expect(await fx.store.deferJob(c, deferOpts())).toBe('failed');
+      const j = (await fx.store.getJob(it1.id, 'attention'))!;
+      // Counted like a transient fail: the attempt stays, the count starts again, the job backs off.
+      expect(j).toMatchObject({ state: 'owed', attempts: 1, defers: 0, claimToken: null });
+      expect(j.notBefore).toBe(j.lastErrorAt! + 30_000);
+      expect(j.lastError).toContain('provider_unavailable 429');
+      expect(j.lastError).toContain('counted as a failure');
+      // The next defer is a plain defer again.
+      expect(await fx.store.deferJob(await claimDue(it1.id), deferOpts())).toBe('applied');
+      expect(await fx.store.getJob(it1.id, 'attention')).toMatchObject({ attempts: 1, defers: 1 });
+    });
+
+    it('a defer past the limit waits for the longer of the backoff and the defer delay', async () => {
+      const it1 = await item('T-1');
+      await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 1 }));
+      expect(await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 1, delayMs: 600_000 }))).toBe('failed');
+      const j = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(j.notBefore).toBe(j.lastErrorAt! + 600_000);
+    });
+
+    it('fail, refuse, park, an enqueue and jobs retry reset the defer count; a release keeps it', async () => {
+      const it1 = await item('T-1');
+      const deferOnce = async () => {
+        await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 20 }));
+        expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBeGreaterThan(0);
+      };
+      await deferOnce();
+      await fx.store.failJob(await claimDue(it1.id), { backoffMs: 1_000, error: 'HTTP 503' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBe(0);
+      await deferOnce();
+      await fx.store.refuseJob(await claimDue(it1.id), { backoffMs: 1_000, error: 'HTTP 400', refusalLimit: 5 });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBe(0);
+      await deferOnce();
+      expect(await fx.store.releaseJob(await claimDue(it1.id))).toBe('applied');
+      expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBe(1);
+      await fx.store.updateItem(it1.id, { title: 'edited' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBe(0);
+      await deferOnce();
+      expect(await fx.store.retryJobs({ itemId: it1.id })).toBeGreaterThan(0);
+      expect((await fx.store.getJob(it1.id, 'attention'))!.defers).toBe(0);
+      await deferOnce();
+      await fx.store.parkJob(await claimDue(it1.id), 'test');
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', defers: 0 });
+    });
+
+    it('the claim passes over the sets it is told to skip, and claims them again when not told', async () => {
+      const it1 = await item('T-1');
+      fx.advance(31_000);
+      const seen: string[] = [];
+      for (;;) {
+        const c = await fx.store.claimNextJob('w', 60_000, 8, ['attention']);
+        if (!c) break;
+        seen.push(c.questionSet);
+      }
+      expect(seen.sort()).toEqual(['effort', 'linked']);
+      const c = (await fx.store.claimNextJob('w', 60_000, 8, []))!;
+      expect(c).toMatchObject({ itemId: it1.id, questionSet: 'attention' });
+    });
+
+    it('a release with a hold: no attempt counted, not claimable until the hold ends, the reason recorded', async () => {
+      const it1 = await item('T-1');
+      const c = await claimDue(it1.id);
+      expect(await fx.store.releaseJob(c, { holdMs: 30_000, error: 'schema_rejected 400' })).toBe('applied');
+      const j = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(j).toMatchObject({ attempts: 0, claimToken: null, lastError: 'schema_rejected 400' });
+      expect(j.notBefore).toBe(j.lastErrorAt! + 30_000);
+      fx.advance(29_000);
+      expect(await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'])).toBeNull();
+      fx.advance(1_001);
+      expect(await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'])).toMatchObject({ itemId: it1.id, questionSet: 'attention' });
+    });
+  });
+
   describe(`${backend.name}: operations (meta, chunk and set counts, spend rows)`, () => {
     it('meta: set, replace, get, delete; listMeta matches its prefix byte for byte (% and _ are literal), in byte order', async () => {
       expect(await fx.store.getMeta('cursor')).toBeNull();
@@ -713,7 +815,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await owe(t1.id, 'attention');
       const deferred = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(deferred.questionSet).toBe('attention');
-      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited' });
+      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited', deferLimit: 20, failBackoffMs: 30_000 });
       fx.advance(1_000);
       await owe(t1.id, 'effort');
       const failed = (await fx.store.claimNextJob('w', 60_000, 8))!;

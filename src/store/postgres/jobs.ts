@@ -1,6 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
-import { abandonReason, boundError as bound, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
+import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { changes, nowMs, one, rows, writeTx, type PgContext, type PgTx } from './context.js';
 import { decisionJobs } from './schema.js';
 
@@ -29,18 +29,21 @@ import { decisionJobs } from './schema.js';
  * The claim's sub-select: the key of the first claimable job in claim order, locked, skipping rows
  * other claimers hold. Exported so a test can check its plan on a table without statistics.
  */
-export function claimCandidateSql(now: SQL): SQL {
+export function claimCandidateSql(now: SQL, skipSets: readonly string[] = []): SQL {
+  // Sets cooling off after a rejected schema (DESIGN §16.4) are passed over like rows not yet due.
+  const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
   return sql`
     SELECT j.item_id, j.question_set FROM decision_jobs j
     WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+      ${skip}
     ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1
     FOR UPDATE OF j SKIP LOCKED`;
 }
 
-export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: number, abandonLimit: number): Promise<Claim | null> {
+export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: number, abandonLimit: number, skipSets: readonly string[] = []): Promise<Claim | null> {
   for (;;) {
     const now = nowMs(ctx);
     const token = ctx.newToken();
@@ -51,7 +54,7 @@ export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: nu
         SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${leaseMs}::bigint,
             attempts = attempts + 1,
             abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
-        WHERE (item_id, question_set) = (${claimCandidateSql(now)})
+        WHERE (item_id, question_set) = (${claimCandidateSql(now, skipSets)})
         RETURNING *`,
     );
     if (!row) return null;
@@ -59,7 +62,7 @@ export async function claimNextJob(ctx: PgContext, workerId: string, leaseMs: nu
     // Parked under the fresh claim's token; should this process die first, the claim expires and
     // the next claim parks it.
     await ctx.db.execute(sql`
-      UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM},
+      UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
              last_error = ${bound(abandonReason(row.abandons))}, last_error_at = ${nowMs(ctx)}
       WHERE ${whereKey({ itemId: row.item_id, questionSet: row.question_set })} AND claim_token = ${token}`);
   }
@@ -73,7 +76,7 @@ function whereKey(k: { itemId: string; questionSet: string }): SQL {
 
 async function parkTx(tx: PgTx, ctx: PgContext, itemId: string, questionSet: string, reason: string): Promise<void> {
   await tx.execute(sql`
-    UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM},
+    UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
            last_error = ${bound(reason)}, last_error_at = ${nowMs(ctx)}
     WHERE ${whereKey({ itemId, questionSet })}`);
 }
@@ -150,7 +153,7 @@ export async function refuseJob(ctx: PgContext, claim: Claim, o: { backoffMs: nu
       return;
     }
     await tx.execute(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1,
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1, defers = 0,
         not_before = greatest(not_before, ${now} + ${o.backoffMs}::bigint),
         last_error = ${bound(o.error)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
@@ -158,31 +161,54 @@ export async function refuseJob(ctx: PgContext, claim: Claim, o: { backoffMs: nu
   return r === 'applied' && parked ? 'parked' : r;
 }
 
-/** A transient failure: clear the claim, back off. Never dropped. `refusals` is kept. */
+/** A transient failure: clear the claim, back off, reset the defer count. Never dropped. `refusals` is kept. */
 export async function failJob(ctx: PgContext, claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult> {
-  return fenced(ctx, claim, (tx, _row, now) =>
-    tx.execute(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, not_before = greatest(not_before, ${now} + ${o.backoffMs}::bigint),
-        last_error = ${bound(o.error)}, last_error_at = ${now}
-      WHERE ${whereKey(claim)}`),
-  );
+  return fenced(ctx, claim, (tx, _row, now) => failTx(tx, claim, now, o.backoffMs, o.error));
 }
 
-/** A rate limit, or the limiter or spend cap says wait: no attempt counted, due at reset time. */
-export async function deferJob(ctx: PgContext, claim: Claim, o: { delayMs: number; reason: string }): Promise<OutcomeResult> {
-  return fenced(ctx, claim, (tx, _row, now) =>
-    tx.execute(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = greatest(attempts - 1, 0),
+function failTx(tx: PgTx, claim: Claim, now: SQL, backoffMs: number, error: string) {
+  return tx.execute(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, defers = 0, not_before = greatest(not_before, ${now} + ${Math.ceil(backoffMs)}::bigint),
+      last_error = ${bound(error)}, last_error_at = ${now}
+    WHERE ${whereKey(claim)}`);
+}
+
+/**
+ * A rate limit, a Retry-After above the provider's cap, or the limiter or spend cap says wait: no
+ * attempt counted, due at reset time, one more consecutive defer. The defer past `deferLimit` in a
+ * row is recorded as a fail instead (DESIGN §16.3), read and written under the same row lock.
+ */
+export async function deferJob(
+  ctx: PgContext,
+  claim: Claim,
+  o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number },
+): Promise<OutcomeResult | 'failed'> {
+  let failed = false;
+  const r = await fenced(ctx, claim, async (tx, row, now) => {
+    if (row.defers >= o.deferLimit) {
+      failed = true;
+      await failTx(tx, claim, now, Math.max(o.failBackoffMs, o.delayMs), deferLimitReason(row.defers, o.reason));
+      return;
+    }
+    await tx.execute(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = greatest(attempts - 1, 0), defers = defers + 1,
         not_before = greatest(not_before, ${now} + ${Math.ceil(o.delayMs)}::bigint),
         last_error = ${bound(o.reason)}, last_error_at = ${now}
-      WHERE ${whereKey(claim)}`),
-  );
+      WHERE ${whereKey(claim)}`);
+  });
+  return r === 'applied' && failed ? 'failed' : r;
 }
 
-/** Shutdown, provider swap, workspace deleted: no attempt counted, claimable at once. */
-export async function releaseJob(ctx: PgContext, claim: Claim): Promise<OutcomeResult> {
-  return fenced(ctx, claim, (tx) =>
-    tx.execute(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = greatest(attempts - 1, 0) WHERE ${whereKey(claim)}`),
+/**
+ * Shutdown, provider swap, workspace deleted, a set cooling off: no attempt counted; claimable at
+ * once, or from now + `holdMs`. `defers` is kept (a release is no verdict of the provider's).
+ */
+export async function releaseJob(ctx: PgContext, claim: Claim, o: { holdMs?: number; error?: string } = {}): Promise<OutcomeResult> {
+  return fenced(ctx, claim, (tx, _row, now) =>
+    tx.execute(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = greatest(attempts - 1, 0)
+      ${o.holdMs ? sql`, not_before = greatest(not_before, ${now} + ${Math.ceil(o.holdMs)}::bigint)` : sql``}
+      ${o.error !== undefined ? sql`, last_error = ${bound(o.error)}, last_error_at = ${now}` : sql``}
+      WHERE ${whereKey(claim)}`),
   );
 }
 
@@ -222,7 +248,7 @@ export async function retryJobs(ctx: PgContext, f: JobFilter): Promise<number> {
   return changes(
     ctx.db,
     sql`
-    UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, not_before = ${nowMs(ctx)}
+    UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${nowMs(ctx)}
     ${w ? sql`WHERE ${w}` : sql``}`,
   );
 }

@@ -49,7 +49,7 @@ export async function oweItems(
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
       : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
           generation = decision_jobs.generation + 1,
-          attempts = 0, refusals = 0, abandons = 0,
+          attempts = 0, refusals = 0, abandons = 0, defers = 0,
           state = 'owed',
           priority = least(decision_jobs.priority, excluded.priority),
           workspace_id = excluded.workspace_id,

@@ -206,8 +206,8 @@ export class PgStore implements S.Store {
   async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return this.run((c) => owePairs(c, pairs, opts));
   }
-  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
-    return this.run((c) => jobs.claimNextJob(c, workerId, leaseMs, abandonLimit));
+  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number, skipSets?: readonly string[]) {
+    return this.run((c) => jobs.claimNextJob(c, workerId, leaseMs, abandonLimit, skipSets));
   }
   async renewLease(claim: S.Claim, leaseMs: number) {
     return this.run((c) => jobs.renewLease(c, claim, leaseMs));
@@ -227,11 +227,11 @@ export class PgStore implements S.Store {
   async failJob(claim: S.Claim, o: { backoffMs: number; error: string }) {
     return this.run((c) => jobs.failJob(c, claim, o));
   }
-  async deferJob(claim: S.Claim, o: { delayMs: number; reason: string }) {
+  async deferJob(claim: S.Claim, o: Parameters<S.Store['deferJob']>[1]) {
     return this.run((c) => jobs.deferJob(c, claim, o));
   }
-  async releaseJob(claim: S.Claim) {
-    return this.run((c) => jobs.releaseJob(c, claim));
+  async releaseJob(claim: S.Claim, o?: Parameters<S.Store['releaseJob']>[1]) {
+    return this.run((c) => jobs.releaseJob(c, claim, o));
   }
   async getJob(itemId: string, questionSet: string) {
     return this.run((c) => jobs.getJob(c, itemId, questionSet));

@@ -113,6 +113,11 @@ export const decisionJobs = pgTable(
     attempts: integer('attempts').notNull().default(0),
     refusals: integer('refusals').notNull().default(0),
     abandons: integer('abandons').notNull().default(0),
+    /**
+     * Consecutive defers (DESIGN §16.3): bumped by every defer, reset by an enqueue and by any
+     * other recorded outcome; past DEFER_LIMIT in a row the next defer is recorded as a fail.
+     */
+    defers: integer('defers').notNull().default(0),
     state: text('state', { enum: ['owed', 'parked'] }).notNull().default('owed'),
     lastError: text('last_error'),
     lastErrorAt: ms('last_error_at'),

@@ -1,6 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
-import { abandonReason, boundError, LAST_ERROR_MAX, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
+import { abandonReason, boundError, deferLimitReason, LAST_ERROR_MAX, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
 import { decisionJobs } from './schema.js';
 
@@ -27,7 +27,10 @@ const bound = boundError;
  * never sorts, whatever the queue's size. A job found at the abandon limit is parked instead,
  * before any provider call, and the next one is tried.
  */
-export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: number, abandonLimit: number): Claim | null {
+export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: number, abandonLimit: number, skipSets: readonly string[] = []): Claim | null {
+  // Sets cooling off after a rejected schema (DESIGN §16.4) are passed over; the walk filters them
+  // like any other not-yet-claimable row.
+  const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
   return writeTx(ctx, (tx) => {
     for (;;) {
       const now = ctx.clock.now();
@@ -42,6 +45,7 @@ export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: numb
           WHERE j.state = 'owed' AND j.not_before <= ${now}
             AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
             AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+            ${skip}
           ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
           LIMIT 1)
         RETURNING *`);
@@ -57,7 +61,7 @@ export function claimNextJob(ctx: SqliteContext, workerId: string, leaseMs: numb
 
 function parkTx(tx: Tx, now: number, itemId: string, questionSet: string, reason: string): void {
   tx.run(sql`
-    UPDATE decision_jobs SET state = 'parked', claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL,
+    UPDATE decision_jobs SET state = 'parked', claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, defers = 0,
            last_error = ${bound(reason)}, last_error_at = ${now}
     WHERE item_id = ${itemId} AND question_set = ${questionSet}`);
 }
@@ -151,7 +155,7 @@ export function refuseJob(
       return;
     }
     tx.run(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1,
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1, defers = 0,
         not_before = max(not_before, ${now + o.backoffMs}),
         last_error = ${bound(o.error)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
@@ -159,31 +163,54 @@ export function refuseJob(
   return r === 'applied' && parked ? 'parked' : r;
 }
 
-/** A transient failure: clear the claim, back off. Never dropped. `refusals` is kept. */
+/** A transient failure: clear the claim, back off, reset the defer count. Never dropped. `refusals` is kept. */
 export function failJob(ctx: SqliteContext, claim: Claim, o: { backoffMs: number; error: string }): OutcomeResult {
-  return fenced(ctx, claim, (tx, _row, now) =>
-    void tx.run(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, not_before = max(not_before, ${now + o.backoffMs}),
-        last_error = ${bound(o.error)}, last_error_at = ${now}
-      WHERE ${whereKey(claim)}`),
-  );
+  return fenced(ctx, claim, (tx, _row, now) => failTx(tx, claim, now, o.backoffMs, o.error));
 }
 
-/** A rate limit, or the limiter or spend cap says wait: no attempt counted, due at reset time. */
-export function deferJob(ctx: SqliteContext, claim: Claim, o: { delayMs: number; reason: string }): OutcomeResult {
-  return fenced(ctx, claim, (tx, _row, now) =>
-    void tx.run(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = max(attempts - 1, 0),
-        not_before = max(not_before, ${now + o.delayMs}),
+function failTx(tx: Tx, claim: Claim, now: number, backoffMs: number, error: string): void {
+  tx.run(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, defers = 0, not_before = max(not_before, ${now + Math.ceil(backoffMs)}),
+      last_error = ${bound(error)}, last_error_at = ${now}
+    WHERE ${whereKey(claim)}`);
+}
+
+/**
+ * A rate limit, a Retry-After above the provider's cap, or the limiter or spend cap says wait: no
+ * attempt counted, due at reset time, one more consecutive defer. The defer past `deferLimit` in a
+ * row is recorded as a fail instead (DESIGN §16.3), read and written under the same fence.
+ */
+export function deferJob(
+  ctx: SqliteContext,
+  claim: Claim,
+  o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number },
+): OutcomeResult | 'failed' {
+  let failed = false;
+  const r = fenced(ctx, claim, (tx, row, now) => {
+    if (row.defers >= o.deferLimit) {
+      failed = true;
+      failTx(tx, claim, now, Math.max(o.failBackoffMs, o.delayMs), deferLimitReason(row.defers, o.reason));
+      return;
+    }
+    tx.run(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = max(attempts - 1, 0), defers = defers + 1,
+        not_before = max(not_before, ${now + Math.ceil(o.delayMs)}),
         last_error = ${bound(o.reason)}, last_error_at = ${now}
-      WHERE ${whereKey(claim)}`),
-  );
+      WHERE ${whereKey(claim)}`);
+  });
+  return r === 'applied' && failed ? 'failed' : r;
 }
 
-/** Shutdown, provider swap, workspace deleted: no attempt counted, claimable at once. */
-export function releaseJob(ctx: SqliteContext, claim: Claim): OutcomeResult {
-  return fenced(ctx, claim, (tx) =>
-    void tx.run(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = max(attempts - 1, 0) WHERE ${whereKey(claim)}`),
+/**
+ * Shutdown, provider swap, workspace deleted, a set cooling off: no attempt counted; claimable at
+ * once, or from now + `holdMs`. `defers` is kept (a release is no verdict of the provider's).
+ */
+export function releaseJob(ctx: SqliteContext, claim: Claim, o: { holdMs?: number; error?: string } = {}): OutcomeResult {
+  return fenced(ctx, claim, (tx, _row, now) =>
+    void tx.run(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = max(attempts - 1, 0)
+      ${o.holdMs ? sql`, not_before = max(not_before, ${now + Math.ceil(o.holdMs)})` : sql``}
+      ${o.error !== undefined ? sql`, last_error = ${bound(o.error)}, last_error_at = ${now}` : sql``}
+      WHERE ${whereKey(claim)}`),
   );
 }
 
@@ -229,7 +256,7 @@ export function retryJobs(ctx: SqliteContext, f: JobFilter): number {
     const now = ctx.clock.now();
     const w = filterWhere(f);
     const r = tx.run(sql`
-      UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, not_before = ${now}
+      UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${now}
       ${w ? sql`WHERE ${w}` : sql``}`);
     return r.changes;
   });

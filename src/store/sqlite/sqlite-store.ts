@@ -168,8 +168,8 @@ export class SqliteStore implements S.Store {
   async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return owePairs(this.ctx, pairs, opts);
   }
-  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number) {
-    return jobs.claimNextJob(this.ctx, workerId, leaseMs, abandonLimit);
+  async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number, skipSets?: readonly string[]) {
+    return jobs.claimNextJob(this.ctx, workerId, leaseMs, abandonLimit, skipSets);
   }
   async renewLease(claim: S.Claim, leaseMs: number) {
     return jobs.renewLease(this.ctx, claim, leaseMs);
@@ -189,11 +189,11 @@ export class SqliteStore implements S.Store {
   async failJob(claim: S.Claim, o: { backoffMs: number; error: string }) {
     return jobs.failJob(this.ctx, claim, o);
   }
-  async deferJob(claim: S.Claim, o: { delayMs: number; reason: string }) {
+  async deferJob(claim: S.Claim, o: Parameters<S.Store['deferJob']>[1]) {
     return jobs.deferJob(this.ctx, claim, o);
   }
-  async releaseJob(claim: S.Claim) {
-    return jobs.releaseJob(this.ctx, claim);
+  async releaseJob(claim: S.Claim, o?: Parameters<S.Store['releaseJob']>[1]) {
+    return jobs.releaseJob(this.ctx, claim, o);
   }
   async getJob(itemId: string, questionSet: string) {
     return jobs.getJob(this.ctx, itemId, questionSet);

@@ -1,0 +1,1 @@
+ALTER TABLE `decision_jobs` ADD `defers` integer DEFAULT 0 NOT NULL;
