@@ -17,7 +17,7 @@ import {
   zeroUsage,
   type JsonSchema,
 } from './prompt.js';
-import { apiKeyProblem } from './keys.js';
+import { apiKeyProblem } from '../config.js';
 import { tokenCount, type AskOptions, type AskResult, type Provider } from './provider.js';
 import {
   checkRetryPolicy,

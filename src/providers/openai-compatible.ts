@@ -28,7 +28,7 @@ import {
   type RetryPolicy,
   type RetryRuntime,
 } from './retry.js';
-import { apiKeyProblem } from './keys.js';
+import { apiKeyProblem } from '../config.js';
 
 /**
  * The OpenAI-compatible provider (DESIGN §9) for Ollama, vLLM, llama.cpp `llama-server` and OpenAI:
