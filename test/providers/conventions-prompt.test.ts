@@ -87,3 +87,21 @@ for (const useTool of [false, true]) {
     });
   });
 }
+
+describe('the template bump (v1 → v2) and currency', () => {
+  it('answers asked under anthropic-v1 read model_changed (template moved, question did not) and are re-asked to current', async () => {
+    // The provider as it was before this template: the same model and effort, prompt version anthropic-v1.
+    const v1 = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url });
+    Object.defineProperty(v1, 'promptVersion', { value: 'anthropic-v1' });
+    const [c1] = conventions;
+    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: conv.id, ref: c1.ref, title: c1.title, content: c1.body, fields: ON });
+    const item = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: bd7h7.id, title: bd7h7.title, content: bd7h7.description ?? '', fields: { status: 'open' } })).row;
+    await settle(fx, v1);
+    const now = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url });
+    expect(now.promptVersion).toBe('anthropic-v2');
+    expect(await currency(readerOf(fx, fx.registry, now), item.id)).toEqual({ 'conventions/conv:CONV-1': 'model_changed' });
+    await fx.store.oweJobs([{ itemId: item.id, questionSet: conventionsSet.name }], DRIFT_OWE);
+    await settle(fx, now);
+    expect(await currency(readerOf(fx, fx.registry, now), item.id)).toEqual({ 'conventions/conv:CONV-1': 'current' });
+  });
+});
