@@ -86,11 +86,13 @@ export class InvalidQuestion extends Error {
 }
 
 /**
- * Validates one question definition.
+ * Validates one question definition under its key. A key is non-blank and holds no `@`: stored
+ * per-comment keys are `<key>@<commentId>`, split at the first `@` (DESIGN §16.2).
  * @throws InvalidQuestion naming the key and the first rule broken.
  */
 export function validateQuestion(key: string, q: unknown): Question {
   if (typeof key !== 'string' || key.trim() === '') throw new InvalidQuestion(String(key), 'empty key');
+  if (key.includes('@')) throw new InvalidQuestion(key, 'a key must not contain "@": per-comment keys are <key>@<commentId>');
   const r = questionSchema.safeParse(q);
   if (!r.success) {
     const issue = r.error.issues[0];

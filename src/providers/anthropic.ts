@@ -111,7 +111,9 @@ export function buildMessagesRequest(
     body.tools = [
       {
         name: ANSWER_TOOL_NAME,
-        description: 'Records the answers to every question, under each question key.',
+        // Part of the request's template (versioned with PROMPT_TEMPLATE_VERSION): properties are
+        // the aliases q1…qN, never question keys, which the API may refuse as property names.
+        description: 'Records the answers to every question, each under its alias (q1, q2, ...).',
         // Not `strict`: models without structured output do not compile strict grammars either;
         // the reply is validated with zod regardless.
         input_schema: schema as Anthropic.Tool.InputSchema,

@@ -55,7 +55,7 @@ export interface DecisionView {
   questionSet: string;
   /** The stored key (`<key>@<commentId>` for per-comment sets). */
   questionKey: string;
-  /** The set's question key (the stored key before its last `@` for per-comment sets). */
+  /** The set's question key (the stored key before its first `@` for per-comment sets). */
   key: string;
   /** For per-comment sets: the comment the answer is about; null otherwise or when the key is malformed. */
   commentId: string | null;
@@ -81,9 +81,12 @@ export interface DecisionView {
   rowId: number;
 }
 
-/** Splits a per-comment key at its last `@`; null when malformed (then never current). */
+/**
+ * Splits a per-comment key `<key>@<commentId>` at its first `@` (DESIGN §16.2: question keys never
+ * contain `@`, comment ids may); null when malformed (then never current).
+ */
 export function splitCommentKey(storedKey: string): { key: string; commentId: string } | null {
-  const at = storedKey.lastIndexOf('@');
+  const at = storedKey.indexOf('@');
   if (at <= 0 || at === storedKey.length - 1) return null;
   return { key: storedKey.slice(0, at), commentId: storedKey.slice(at + 1) };
 }

@@ -57,12 +57,33 @@ function textReply(text: string, o: MessageOptions, defaultStop = 'end_turn'): H
   return (req) => json(envelope(req, [{ type: 'text', text, citations: null }], o, defaultStop), o);
 }
 
+/**
+ * Property names the Messages API takes at the top level of a tool's `input_schema`. A request
+ * with any other name gets a 400 invalid_request_error naming `tools.N.custom.input_schema.properties`
+ * (reported by many tool authors; only top-level names are checked), so a question key such as
+ * `conv:bd-7h7` cannot be a property name on the forced-tool path (DESIGN §16.13).
+ */
+export const TOOL_PROPERTY_KEY = /^[a-zA-Z0-9_.-]{1,64}$/;
+
+/** The 400 the API sends for a tool whose input_schema has a property name it refuses; undefined when all are legal. */
+export function toolPropertyKeyError(req: RecordedRequest): Reply | undefined {
+  if (req.method !== 'POST' || req.path !== '/v1/messages' || !Array.isArray(req.body?.tools)) return undefined;
+  const bad = (req.body.tools as any[]).findIndex((t) => Object.keys(t?.input_schema?.properties ?? {}).some((k) => !TOOL_PROPERTY_KEY.test(k)));
+  if (bad < 0) return undefined;
+  return FakeAnthropicServer.errorReply(
+    400,
+    'invalid_request_error',
+    `tools.${bad}.custom.input_schema.properties: Property keys should match pattern '^[a-zA-Z0-9_.-]{1,64}$'`,
+  );
+}
+
 export class FakeAnthropicServer extends FakeHttpServer {
   /** Models the doctor check can find. */
   models = ['claude-haiku-5-5', 'claude-haiku-4-5'];
 
   constructor() {
     super((req) => this.defaultReply(req));
+    this.validate = toolPropertyKeyError;
   }
 
   /** Starts a fake server on 127.0.0.1:0. */

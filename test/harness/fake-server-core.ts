@@ -45,6 +45,11 @@ export class FakeHttpServer {
   #server: Server;
   #queue: Array<Reply | Handler> = [];
   #fallback: Handler;
+  /**
+   * Checks every request before the scripted replies and the fallback, as a real API validates a
+   * request before answering it: a reply here answers the request and leaves the script untouched.
+   */
+  protected validate: (req: RecordedRequest) => Reply | undefined = () => undefined;
   #url = '';
   #timers = new Set<NodeJS.Timeout>();
 
@@ -125,6 +130,8 @@ export class FakeHttpServer {
       rec.aborted = !res.writableFinished;
     });
 
+    const invalid = this.validate(rec);
+    if (invalid) return this.#respond(invalid, req, res);
     const next = this.#queue.shift() ?? this.#fallback;
     const reply = typeof next === 'function' ? await next(rec) : next;
     this.#respond(reply, req, res);

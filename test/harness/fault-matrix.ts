@@ -1,10 +1,12 @@
 import { Writable } from 'node:stream';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/clock.js';
+import { CONVENTION_STATEMENT } from '../../src/decision/conventions.js';
 import { choice, noul, score } from '../../src/decision/questions.js';
-import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
+import { defineQuestionSet, Registry, type QuestionSet } from '../../src/decision/registry.js';
 import { createLogger } from '../../src/log.js';
 import { AnthropicProvider, type AnthropicProviderOptions } from '../../src/providers/anthropic.js';
+import { questionAliases } from '../../src/providers/prompt.js';
 import type { RunReport } from '../../src/runner/run-once.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { JobRow, SpendTotals } from '../../src/store/store.js';
@@ -47,7 +49,7 @@ export const matrixSet = defineQuestionSet({
   eligible: ['notTerminal'],
 });
 
-/** Valid raw answers to `matrixSet`, as the model would send them. */
+/** Valid raw answers to `matrixSet`, by question key. */
 export function goodMatrixAnswers(): Record<string, any> {
   return {
     area: { probabilities: { api: 0.6, ui: 0.3, docs: 0.1 } },
@@ -55,6 +57,26 @@ export function goodMatrixAnswers(): Record<string, any> {
     size: { probabilities: { '0': 0.2, '1': 0.5, '2': 0.3 } },
   };
 }
+
+/**
+ * Raw answers by key renamed to the schema's property aliases, as the model sends them: `q1`…`qN`
+ * in key order (DESIGN §16.13); members that name no question of `set` pass unchanged.
+ */
+export function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Record<string, unknown> {
+  const aliasOf = new Map(questionAliases(new Map(Object.entries(set.questions ?? {}))).map(([alias, key]) => [key, alias]));
+  return Object.fromEntries(Object.entries(raw).map(([k, v]) => [aliasOf.get(k) ?? k, v]));
+}
+
+/**
+ * A set asking one convention-style key, `conv:<ref>` with a real beads ref: `:` is not legal in a
+ * tool property name, so the key reaches the API only as its alias (DESIGN §16.13).
+ */
+export const convKeySet = defineQuestionSet({
+  name: 'matrix_conv',
+  collections: ['task'],
+  questions: { 'conv:bd-7h7': noul(`${CONVENTION_STATEMENT}\n\nConvention bd-7h7: Bugs say how to reproduce them`) },
+  eligible: ['notTerminal'],
+});
 
 /** One fault: how the server answers, and how the case is driven. */
 export interface FaultCase {
@@ -64,6 +86,8 @@ export interface FaultCase {
   fallback?: Handler;
   /** Use the forced-tool path instead of structured output. */
   useTool?: boolean;
+  /** The set the item owes. @defaultValue matrixSet */
+  set?: QuestionSet;
   /** Worker passes (each drains what is claimable now); between passes the clock moves past not_before. @defaultValue 1 */
   passes?: number;
   /** Stop the worker (as SIGTERM does) once the server has received this many requests. */
@@ -94,6 +118,8 @@ export interface FaultResult {
   answers: number;
   /** Models stored with the answers. */
   models: string[];
+  /** Question keys of the answers stored, sorted. */
+  storedKeys: string[];
   spend: SpendTotals;
   /** Set when the worker stopped because the provider is misconfigured. */
   misconfigured: string | null;
@@ -107,6 +133,7 @@ export function faultCases(): FaultCase[] {
   return [
     { name: 'success, structured output' },
     { name: 'success, forced tool', useTool: true },
+    { name: 'forced tool, key conv:bd-7h7 (not a legal property name)', useTool: true, set: convKeySet },
     { name: '429, retry-after 0.1 s (under the cap)', replies: [S.rateLimited(0.1)] },
     { name: '429, retry-after 30 s (over the cap)', replies: [S.rateLimited(30)] },
     { name: '429 on every attempt, no retry-after', replies: Array.from({ length: 4 }, () => S.rateLimited()) },
@@ -124,11 +151,11 @@ export function faultCases(): FaultCase[] {
     { name: '400 rejecting the schema', replies: [S.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword')] },
     { name: 'stop_reason max_tokens', replies: [S.truncated()] },
     { name: 'malformed JSON', replies: [S.text('{"area": {"probabilities": ')] },
-    { name: 'wrong kind (noul answered with probabilities)', replies: [S.answer({ ...answers(), blocked: { probabilities: { yes: 0.8, no: 0.2 } } })] },
-    { name: 'missing key', replies: [S.answer((({ size: _s, ...rest }) => rest)(answers()))] },
-    { name: 'extra keys (ignored)', replies: [S.answer({ ...answers(), unasked: { probability: 1 }, blocked: { probability: 0.8, note: 'x' } })] },
-    { name: 'probabilities sum to 0.7', replies: [S.answer({ ...answers(), area: { probabilities: { api: 0.4, ui: 0.2, docs: 0.1 } } })] },
-    { name: 'probabilities sum to 1.015 (normalised)', replies: [S.answer({ ...answers(), area: { probabilities: { api: 0.615, ui: 0.3, docs: 0.1 } } })] },
+    { name: 'wrong kind (noul answered with probabilities)', replies: [S.answer(asSent({ ...answers(), blocked: { probabilities: { yes: 0.8, no: 0.2 } } }))] },
+    { name: 'missing key', replies: [S.answer(asSent((({ size: _s, ...rest }) => rest)(answers())))] },
+    { name: 'extra keys (ignored)', replies: [S.answer(asSent({ ...answers(), unasked: { probability: 1 }, blocked: { probability: 0.8, note: 'x' } }))] },
+    { name: 'probabilities sum to 0.7', replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.4, ui: 0.2, docs: 0.1 } } }))] },
+    { name: 'probabilities sum to 1.015 (normalised)', replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.615, ui: 0.3, docs: 0.1 } } }))] },
     { name: 'timeout (slow reply), then 200', replies: [S.slow(1_500)] },
     { name: 'dropped connection, then 200', replies: [S.drop()] },
     { name: 'connection dropped mid-body, then 200', replies: [S.drop(true)] },
@@ -159,7 +186,8 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
   const t = tempDir('verdict-matrix-');
   const server = await FakeAnthropicServer.start();
   const clock = new ManualClock();
-  const registry = new Registry([matrixSet]);
+  const set = c.set ?? matrixSet;
+  const registry = new Registry([set]);
   const store = new SqliteStore({ url: join(t.dir, 'verdict.db'), registry, clock });
   const raw: string[] = [];
   const logger = createLogger('debug', captureStream(raw) as never);
@@ -185,7 +213,7 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
     let misconfigured: string | null = null;
     for (let pass = 0; pass < (c.passes ?? 1); pass++) {
       if (pass > 0) {
-        const j = await store.getJob(item.row.id, matrixSet.name);
+        const j = await store.getJob(item.row.id, set.name);
         if (!j) break;
         clock.set(Math.max(clock.now(), j.notBefore));
       }
@@ -211,7 +239,7 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
       }
       const summary = await running;
       misconfigured ??= summary.misconfigured;
-      const j = await store.getJob(item.row.id, matrixSet.name);
+      const j = await store.getJob(item.row.id, set.name);
       if (j) delays.push(j.notBefore - clock.now());
     }
     // The server sees a client's abort a moment after the client does.
@@ -223,10 +251,11 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
       maxInFlight: server.maxInFlight,
       requests: server.messages.map((r) => ({ receivedAt: r.receivedAt, closedAt: r.closedAt, aborted: r.aborted })),
       outcomes,
-      job: await store.getJob(item.row.id, matrixSet.name),
+      job: await store.getJob(item.row.id, set.name),
       delays,
       answers: decisions.length,
       models: [...new Set(decisions.map((d) => d.model))],
+      storedKeys: decisions.map((d) => d.questionKey).sort(),
       spend: await store.spendSince(86_400_000),
       misconfigured,
       logs: raw.map((l) => JSON.parse(l) as LogLine),

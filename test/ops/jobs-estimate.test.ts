@@ -121,7 +121,7 @@ describe('estimate', () => {
     const r = await cli('estimate', '--set', 'attention', '--provider', 'anthropic', '--model', 'claude-haiku-4-5');
     expect(r.code).toBe(0);
     expect(r.out).toContain('estimate for anthropic:claude-haiku-4-5');
-    expect(r.out).toMatch(/unanswered now \(what a backfill or reask sends\): 1 items, 1 calls, ~\d+ input \/ ~\d+ output tokens, \$0\.\d{4}/);
+    expect(r.out).toMatch(/unanswered now \(what a backfill or reask sends\): 1 items, 1 calls, ~[\d,]+ input \/ ~[\d,]+ output tokens, \$0\.\d{4}/);
     const bf = await cli('backfill', '--set', 'attention', '--provider', 'anthropic', '--model', 'claude-haiku-4-5');
     expect(bf.code).toBe(2);
     expect(bf.err).toContain('rerun with --yes');

@@ -10,7 +10,7 @@ import {
 } from '../../src/providers/errors.js';
 import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
 import type { RecordedRequest } from '../harness/fake-server-core.js';
-import { askOpts, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
+import { aliased, askOpts, promptKeys, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
 
 /** Faults of the Anthropic provider against the fake Messages API (DESIGN §9 retries and errors). */
 
@@ -202,12 +202,12 @@ describe('defective answers', () => {
     ['stop_reason refusal', () => FakeAnthropicServer.refusal(), /refusal/],
     ['malformed JSON', () => FakeAnthropicServer.text('{"blocked": {"probability": 0.5}'), /not valid JSON/],
     ['a JSON array', () => FakeAnthropicServer.answer([1, 2]), /not a JSON object/],
-    ['a wrong kind', () => FakeAnthropicServer.answer({ ...goodAnswers(), blocked: { probabilities: { yes: 1 } } }), /"blocked": wrong kind/],
-    ['a missing key', () => FakeAnthropicServer.answer({ area: goodAnswers().area, effort: goodAnswers().effort }), /"blocked" missing/],
-    ['a missing option', () => FakeAnthropicServer.answer({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.5 } } }), /"docs" missing/],
-    ['probabilities summing to 0.8', () => FakeAnthropicServer.answer({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.2, docs: 0.1 } } }), /sum to 0\.8/],
-    ['a probability above 1', () => FakeAnthropicServer.answer({ ...goodAnswers(), blocked: { probability: 1.5 } }), /not a probability/],
-    ['a tool reply on the text path', () => FakeAnthropicServer.toolAnswer(goodAnswers()), /no text block/],
+    ['a wrong kind', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probabilities: { yes: 1 } } })), /"blocked": wrong kind/],
+    ['a missing key', () => FakeAnthropicServer.answer(aliased({ area: goodAnswers().area, effort: goodAnswers().effort })), /"blocked" missing/],
+    ['a missing option', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.5 } } })), /"docs" missing/],
+    ['probabilities summing to 0.8', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.2, docs: 0.1 } } })), /sum to 0\.8/],
+    ['a probability above 1', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probability: 1.5 } })), /not a probability/],
+    ['a tool reply on the text path', () => FakeAnthropicServer.toolAnswer(aliased(goodAnswers())), /no text block/],
   ];
   for (const [name, reply, pattern] of defects) {
     it(`${name} → AnswerDefect, not retried`, async () => {
@@ -220,20 +220,20 @@ describe('defective answers', () => {
   }
 
   it('a missing rationale with explain → AnswerDefect', async () => {
-    server.script(FakeAnthropicServer.answer(goodAnswers()));
+    server.script(FakeAnthropicServer.answer(aliased(goodAnswers())));
     const err = await fail(provider(), askOpts({ explain: true }));
     expect(err).toBeInstanceOf(AnswerDefect);
     expect(err.message).toMatch(/rationale/);
   });
 
   it('extra keys and members are ignored', async () => {
-    server.script(FakeAnthropicServer.answer({ ...goodAnswers(), unasked: { probability: 0.3 }, blocked: { probability: 0.8, note: 'x' } }));
+    server.script(FakeAnthropicServer.answer(aliased({ ...goodAnswers(), unasked: { probability: 0.3 }, blocked: { probability: 0.8, note: 'x' } })));
     const r = await ask(provider());
     expect([...r.answers.keys()].sort()).toEqual(['area', 'blocked', 'effort']);
   });
 
   it('probabilities summing to 1.01 are normalised', async () => {
-    server.script(FakeAnthropicServer.answer({ ...goodAnswers(), area: { probabilities: { frontend: 0.11, backend: 0.7, docs: 0.2 } } }));
+    server.script(FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.11, backend: 0.7, docs: 0.2 } } })));
     const r = await ask(provider());
     const a = r.answers.get('area')!.answer;
     if (a.type !== 'choice') throw new Error('expected a choice');
@@ -343,7 +343,7 @@ describe('schema too complex', () => {
       'invalid_request_error',
       'output_config.format.schema: Invalid schema: The compiled grammar is too large, which would cause performance issues.',
     );
-  const keysOf = (r: RecordedRequest) => Object.keys(r.body.output_config.format.schema.properties).sort();
+  const keysOf = (r: RecordedRequest) => promptKeys(r.body.system[0].text);
 
   it('splits the chunk in halves down to one question per call, merging answers and usage', async () => {
     const qs = new Map<string, Question>([

@@ -9,7 +9,7 @@ import {
 import { ProviderMisconfigured, ProviderRefusal } from '../../src/providers/errors.js';
 import { ANSWERING_RULES, maxTokensFor } from '../../src/providers/prompt.js';
 import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
-import { allKeys, askOpts, goodAnswers, objectSchemas, questions, STATE } from './support.js';
+import { aliased, allKeys, askOpts, goodAnswers, objectSchemas, questions, STATE } from './support.js';
 
 /** What the Anthropic provider sends, and how it reads a good reply. */
 
@@ -83,20 +83,21 @@ describe('AnthropicProvider request', () => {
   it('builds one required property per key, and per option or level index, with no bounds', async () => {
     await provider().ask(STATE, questions(), askOpts());
     const schema = server.messages[0].body.output_config.format.schema;
-    expect(schema.required.sort()).toEqual(['area', 'blocked', 'effort']);
-    expect(schema.properties.blocked).toEqual({
+    // Property names are the aliases q1…qN in key order (area, blocked, effort), DESIGN §16.13.
+    expect(schema.required).toEqual(['q1', 'q2', 'q3']);
+    expect(schema.properties.q2).toEqual({
       type: 'object',
       properties: { probability: { type: 'number' } },
       required: ['probability'],
       additionalProperties: false,
     });
-    expect(schema.properties.area.properties.probabilities).toEqual({
+    expect(schema.properties.q1.properties.probabilities).toEqual({
       type: 'object',
       properties: { backend: { type: 'number' }, docs: { type: 'number' }, frontend: { type: 'number' } },
       required: ['backend', 'docs', 'frontend'],
       additionalProperties: false,
     });
-    expect(schema.properties.effort.properties.probabilities.required).toEqual(['0', '1', '2']);
+    expect(schema.properties.q3.properties.probabilities.required).toEqual(['0', '1', '2']);
     for (const o of objectSchemas(schema)) {
       expect(o.additionalProperties).toBe(false);
       expect([...o.required].sort()).toEqual(Object.keys(o.properties).sort());
@@ -111,11 +112,11 @@ describe('AnthropicProvider request', () => {
   it('adds a required rationale per question only with explain, and returns it', async () => {
     const r = await provider().ask(STATE, questions(), askOpts({ explain: true }));
     const schema = server.messages[0].body.output_config.format.schema;
-    for (const key of ['blocked', 'area', 'effort']) {
-      expect(schema.properties[key].properties.rationale).toEqual({ type: 'string' });
-      expect(schema.properties[key].required).toContain('rationale');
+    for (const alias of ['q1', 'q2', 'q3']) {
+      expect(schema.properties[alias].properties.rationale).toEqual({ type: 'string' });
+      expect(schema.properties[alias].required).toContain('rationale');
     }
-    expect(r.rationales?.get('area')).toBe('auto rationale for area');
+    expect(r.rationales?.get('area')).toBe('auto rationale for q1');
   });
 
   it('uses a forced tool with the same schema when useTool is set', async () => {
@@ -124,7 +125,7 @@ describe('AnthropicProvider request', () => {
     const { body } = server.messages[0];
     expect(body.tools).toHaveLength(1);
     expect(body.tools[0].name).toBe(ANSWER_TOOL_NAME);
-    expect(body.tools[0].input_schema.required.sort()).toEqual(['area', 'blocked', 'effort']);
+    expect(body.tools[0].input_schema.required).toEqual(['q1', 'q2', 'q3']);
     expect(body.tool_choice).toEqual({ type: 'tool', name: ANSWER_TOOL_NAME, disable_parallel_tool_use: true });
     expect(body.thinking).toEqual({ type: 'disabled' });
     expect(body.output_config?.format).toBeUndefined();
@@ -136,7 +137,7 @@ describe('AnthropicProvider request', () => {
 describe('AnthropicProvider reply', () => {
   it('derives answers, reports the response model and usage with cache tokens', async () => {
     server.script(
-      FakeAnthropicServer.answer(goodAnswers(), {
+      FakeAnthropicServer.answer(aliased(goodAnswers()), {
         model: 'claude-haiku-5-5-20261007',
         usage: { input_tokens: 1200, output_tokens: 60, cache_read_input_tokens: 900, cache_creation_input_tokens: null },
       }),
@@ -156,7 +157,7 @@ describe('AnthropicProvider reply', () => {
 
   it('selects content blocks by type, not position', async () => {
     server.script(
-      FakeAnthropicServer.answer(goodAnswers(), {
+      FakeAnthropicServer.answer(aliased(goodAnswers()), {
         leadingBlocks: [{ type: 'thinking', thinking: '{"blocked":{"probability":0.01}}', signature: 'sig' }],
       }),
     );
@@ -165,7 +166,7 @@ describe('AnthropicProvider reply', () => {
   });
 
   it('reads the tool_use input on the tool path', async () => {
-    server.script(FakeAnthropicServer.toolAnswer(goodAnswers(), { leadingBlocks: [{ type: 'text', text: 'Sure!', citations: null }] }));
+    server.script(FakeAnthropicServer.toolAnswer(aliased(goodAnswers()), { leadingBlocks: [{ type: 'text', text: 'Sure!', citations: null }] }));
     const r = await provider({ useTool: true }).ask(STATE, questions(), askOpts());
     expect(r.answers.get('area')!.answer).toMatchObject({ choice: 'backend' });
   });

@@ -8,7 +8,7 @@ import {
 } from '../../src/providers/openai-compatible.js';
 import { ANSWERING_RULES, buildAnswerSchema, maxTokensFor } from '../../src/providers/prompt.js';
 import { FakeOpenAIServer } from '../harness/fake-openai-server.js';
-import { askOpts, captureLogger, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
+import { aliased, askOpts, captureLogger, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
 
 /** The OpenAI-compatible provider against a fake chat-completions server. */
 
@@ -74,7 +74,7 @@ describe('request', () => {
   });
 
   it('derives answers, usage with cached tokens, and the response model', async () => {
-    server.script(FakeOpenAIServer.answer(goodAnswers(), { model: 'qwen3:8b-q4_K_M', usage: { prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 512 } } }));
+    server.script(FakeOpenAIServer.answer(aliased(goodAnswers()), { model: 'qwen3:8b-q4_K_M', usage: { prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 512 } } }));
     const r = await ask(provider());
     expect(r.responseModel).toBe('qwen3:8b-q4_K_M');
     expect(r.usage).toEqual({ inputTokens: 900, outputTokens: 40, cacheReadTokens: 512, cacheWriteTokens: 0 });
@@ -88,7 +88,7 @@ describe('request', () => {
     const p = provider();
     expect(p.name).toBe('openai');
     expect(p.effort).toBeNull();
-    expect(p.promptVersion).toBe('openai-v1');
+    expect(p.promptVersion).toBe('openai-v2');
   });
 });
 
@@ -130,7 +130,7 @@ describe('response-format fallback', () => {
   });
 
   it('accepts a fenced reply end to end', async () => {
-    server.script(FakeOpenAIServer.text('```json\n' + JSON.stringify(goodAnswers()) + '\n```'));
+    server.script(FakeOpenAIServer.text('```json\n' + JSON.stringify(aliased(goodAnswers())) + '\n```'));
     const r = await ask(provider());
     expect(r.answers.size).toBe(3);
   });
@@ -236,8 +236,8 @@ describe('defective answers', () => {
     ['content_filter', () => FakeOpenAIServer.text('', { finishReason: 'content_filter' }), /content_filter/],
     ['a refusal', () => FakeOpenAIServer.completion(undefined, null, { refusal: 'I cannot help' }), /refusal/],
     ['malformed JSON', () => FakeOpenAIServer.text('{"blocked": {"probability": 0.5'), /not valid JSON/],
-    ['a missing key', () => FakeOpenAIServer.answer({ blocked: { probability: 0.5 } }), /missing/],
-    ['a bad sum', () => FakeOpenAIServer.answer({ ...goodAnswers(), effort: { probabilities: { '0': 0.9, '1': 0.9, '2': 0.9 } } }), /sum to/],
+    ['a missing key', () => FakeOpenAIServer.answer(aliased({ blocked: { probability: 0.5 } })), /"area" missing/],
+    ['a bad sum', () => FakeOpenAIServer.answer(aliased({ ...goodAnswers(), effort: { probabilities: { '0': 0.9, '1': 0.9, '2': 0.9 } } })), /sum to/],
   ])('%s → AnswerDefect, not retried', async (_name, reply, pattern) => {
     server.script(reply() as any);
     const err = await fail(provider());

@@ -15,7 +15,7 @@ import {
 } from '../../src/providers/prompt.js';
 import { backoffMs, DEFAULT_RETRY_POLICY, parseRetryAfter } from '../../src/providers/retry.js';
 import { estimateTokens } from '../../src/providers/provider.js';
-import { goodAnswers, questions } from './support.js';
+import { aliased, goodAnswers, questions } from './support.js';
 
 /** Pure rules of the provider layer: template, schema, parsing, budget, retry arithmetic, classification. */
 
@@ -31,13 +31,13 @@ describe('prompt template', () => {
       explain: sha(buildSystemPrompt(questions(), { explain: true })),
       schema: sha(JSON.stringify(buildAnswerSchema(questions(), { explain: true }))),
     }).toEqual({
-      version: 1,
-      plain: '6d8d4dc7ed2cd43f42ce38664e4194cc8e3760fbbd677418675f29cb75694543',
-      explain: '86bc7073980d43942be3be13e3e9c542225d78e1843b98ed197fd0b7575ec964',
-      schema: '104b1adb6faa9c9117f952feeff467e3d280d8d47347439cf8c08df48dc29985',
+      version: 2,
+      plain: '7ec8ee24238f4afcd2e3b541f994419d00cb334cd616a9ec8066b4286e670ba1',
+      explain: '3eb1e86a7e43be3ddcd91d584f661e6071b708254354de760366be94e8a3c3ba',
+      schema: '48d64d14008b760796d477a4a7c8d617f91401368587ef63ea60d85f00b28ff1',
     });
-    expect(ANTHROPIC_PROMPT_VERSION).toBe('anthropic-v1');
-    expect(OPENAI_PROMPT_VERSION).toBe('openai-v1');
+    expect(ANTHROPIC_PROMPT_VERSION).toBe('anthropic-v2');
+    expect(OPENAI_PROMPT_VERSION).toBe('openai-v2');
   });
 
   it('renders questions in key order whatever the map order', () => {
@@ -55,15 +55,15 @@ describe('prompt template', () => {
 
 describe('parseReply', () => {
   it('returns every answer or throws AnswerDefect', () => {
-    expect(parseReply(goodAnswers(), questions(), false).answers.size).toBe(3);
+    expect(parseReply(aliased(goodAnswers()), questions(), false).answers.size).toBe(3);
     expect(() => parseReply('text', questions(), false)).toThrow(AnswerDefect);
     expect(() => parseReply({}, questions(), false)).toThrow(AnswerDefect);
   });
 
   it('requires a string rationale per key with explain, and trims it', () => {
-    const withWhy = Object.fromEntries(Object.entries(goodAnswers()).map(([k, v]) => [k, { ...(v as object), rationale: `  because ${k} ` }]));
-    expect(parseReply(withWhy, questions(), true).rationales?.get('area')).toBe('because area');
-    expect(() => parseReply(goodAnswers(), questions(), true)).toThrow(/rationale/);
+    const withWhy = Object.fromEntries(Object.entries(aliased(goodAnswers())).map(([k, v]) => [k, { ...(v as object), rationale: `  because ${k} ` }]));
+    expect(parseReply(withWhy, questions(), true).rationales?.get('area')).toBe('because q1'); // read by alias, returned by key
+    expect(() => parseReply(aliased(goodAnswers()), questions(), true)).toThrow(/rationale/);
   });
 });
 

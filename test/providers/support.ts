@@ -1,4 +1,5 @@
 import { choice, noul, score, type Question } from '../../src/decision/questions.js';
+import { questionAliases } from '../../src/providers/prompt.js';
 import type { ProviderLogger, RetryRuntime } from '../../src/providers/retry.js';
 
 /** Shared fixtures of the provider tests. */
@@ -23,6 +24,21 @@ export function goodAnswers(): Record<string, unknown> {
     area: { probabilities: { frontend: 0.1, backend: 0.7, docs: 0.2 } },
     effort: { probabilities: { '0': 0.2, '1': 0.3, '2': 0.5 } },
   };
+}
+
+/**
+ * Raw answers keyed by question key, renamed to the schema's property aliases (`q1`…`qN` in key
+ * order, DESIGN §16.13) as a model would send them; members that name no question pass unchanged.
+ */
+export function aliased(raw: Record<string, unknown>, qs: ReadonlyMap<string, Question> = questions()): Record<string, unknown> {
+  const aliasOf = new Map(questionAliases(qs).map(([alias, key]) => [key, alias]));
+  return Object.fromEntries(Object.entries(raw).map(([k, v]) => [aliasOf.get(k) ?? k, v]));
+}
+
+/** The question keys a system prompt renders, in order: the `key` member of each fenced definition. */
+export function promptKeys(system: string): string[] {
+  const lines = system.split('\n');
+  return lines.flatMap((l, i) => (lines[i - 1] === '```json' ? [(JSON.parse(l) as { key: string }).key] : []));
 }
 
 /** A logger that keeps every line as JSON text. */

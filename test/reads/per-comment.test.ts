@@ -37,12 +37,26 @@ async function comment(itemId: string, body: string) {
 }
 
 describe('keys', () => {
-  it('split at the last @', () => {
-    expect(splitCommentKey('conv:A@b@c1')).toEqual({ key: 'conv:A@b', commentId: 'c1' });
+  it('split at the first @ (DESIGN §16.2: question keys never hold @, comment ids may)', () => {
+    expect(splitCommentKey('conv:A@b@c1')).toEqual({ key: 'conv:A', commentId: 'b@c1' });
+    expect(splitCommentKey('rude@gh@123')).toEqual({ key: 'rude', commentId: 'gh@123' });
     expect(splitCommentKey('rude@c1')).toEqual({ key: 'rude', commentId: 'c1' });
     expect(splitCommentKey('rude')).toBeNull();
     expect(splitCommentKey('rude@')).toBeNull();
     expect(splitCommentKey('@c1')).toBeNull();
+  });
+
+  it('a comment whose id holds @ is asked and its answers read current under their own key', async () => {
+    const it1 = await newItem();
+    fx.clock.advance(1_000);
+    const c = (await fx.store.addComment({ id: 'gh@comment@42', itemId: it1.id, author: 'amy', body: 'hello' })).row;
+    expect(c.id).toBe('gh@comment@42');
+    await settle(fx, fake);
+    const keys = (await fx.store.listDecisions(it1.id)).map((r) => r.questionKey);
+    expect(keys).toEqual(['rude@gh@comment@42', 'vague@gh@comment@42']);
+    expect(await currency(readerOf(fx), it1.id)).toEqual({ 'tone/rude@gh@comment@42': 'current', 'tone/vague@gh@comment@42': 'current' });
+    await fx.store.editComment(c.id, 'hello, edited');
+    expect((await currency(readerOf(fx), it1.id))['tone/rude@gh@comment@42']).toBe('state_changed(comment)');
   });
 
   it('a malformed stored key is never current, even at the current hashes', async () => {

@@ -101,6 +101,16 @@ describe('fault matrix through the worker', () => {
     expect(r.logs.find((l) => l.msg === 'spend')).toMatchObject({ inputTokens: 100, outputTokens: 20 });
   });
 
+  it('forced tool with a conv:bd-7h7 key: sent as property q1, answered, stored under its key (DESIGN §16.13)', async () => {
+    const r = await run('forced tool, key conv:bd-7h7 (not a legal property name)');
+    expect(r.calls).toBe(1);
+    expect(kinds(r)).toEqual(['complete']);
+    expect(r.misconfigured).toBeNull();
+    expect(r.job).toBeNull();
+    expect(r.answers).toBe(1);
+    expect(r.storedKeys).toEqual(['conv:bd-7h7']);
+  });
+
   it('extra keys are ignored; a wrong kind fails the whole call', async () => {
     const extra = await run('extra keys (ignored)');
     expect(kinds(extra)).toEqual(['complete']);
