@@ -217,13 +217,20 @@ async function askChunk(
   if (deps.acquirePermit) {
     const lost = await renew(claim, deps);
     if (lost) return lost;
-    const permit = await deps.acquirePermit({
-      ...callEstimate(chunk.questions, chunk.state.bytes, set.explain),
-      maxWaitMs: permitWaitBudgetMs(deps.leaseMs),
-      reservationTtlMs: deps.leaseMs,
-      holder: claim.claimedBy,
-      signal: deps.signal,
-    });
+    let permit: Permit;
+    try {
+      permit = await deps.acquirePermit({
+        ...callEstimate(chunk.questions, chunk.state.bytes, set.explain),
+        maxWaitMs: permitWaitBudgetMs(deps.leaseMs),
+        reservationTtlMs: deps.leaseMs,
+        holder: claim.claimedBy,
+        signal: deps.signal,
+      });
+    } catch (err) {
+      // The spend read or the reservation failed (a locked or unreachable database): no call is
+      // made, and the job backs off like any transient failure instead of waiting out its lease.
+      return { kind: 'fail', reason: `permit failed: ${errCode(err)}` };
+    }
     if (!permit.granted) return { kind: 'defer', delayMs: permit.delayMs, reason: 'rate limiter or spend cap' };
     reservationId = permit.reservationId;
   }
