@@ -30,7 +30,7 @@ export interface FaultDb {
 }
 
 /**
- * Imports the first `items` open tasks of the real tracker export into a fresh SQLite file with
+ * Imports `items` tasks of the real tracker export (open ones first, then closed ones re-opened) into a fresh SQLite file with
  * the `import` command of the build at `root` (so the schema is that build's own).
  * @throws when the import fails or the data has fewer open tasks.
  */
@@ -43,14 +43,16 @@ export async function seedRealTasks(root: string, items: number): Promise<FaultD
   } catch {
     source = readFileSync(SAMPLE_DATA, 'utf8');
   }
-  const picked: string[] = [];
-  for (const line of source.split('\n')) {
-    if (!line.trim()) continue;
-    const row = JSON.parse(line) as { status?: string; issue_type?: string };
-    if (row.status === 'open' && row.issue_type === 'task') picked.push(line);
-    if (picked.length === items) break;
-  }
-  if (picked.length < items) throw new Error(`only ${picked.length} open tasks in the data, ${items} asked for`);
+  // The export holds 47 open tasks (not ephemeral, which the importer skips): after them, closed
+  // tasks are taken with their status set back to open, so the question sets apply to them. Their
+  // text is untouched.
+  type Row = { status?: string; issue_type?: string; ephemeral?: boolean | null; closed_at?: unknown };
+  const rows = source.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Row);
+  const tasks = rows.filter((r) => r.issue_type === 'task' && r.ephemeral !== true);
+  const picked = [...tasks.filter((r) => r.status === 'open'), ...tasks.filter((r) => r.status === 'closed').map((r) => ({ ...r, status: 'open', closed_at: null }))]
+    .slice(0, items)
+    .map((r) => JSON.stringify(r));
+  if (picked.length < items) throw new Error(`only ${picked.length} tasks in the data, ${items} asked for`);
   const jsonl = join(dir, 'tasks.jsonl');
   writeFileSync(jsonl, picked.join('\n') + '\n');
   const r = await runCli(root, ['import', 'beads', jsonl, '--database-url', file, '--provider', 'fake']);
@@ -217,8 +219,8 @@ export async function runLeaseLimiter(root: string, o: { items: number; timeoutM
 
 /**
  * Fault 3 (DESIGN §16.8): `processes` workers, 4 slots each, 200 ms provider latency and
- * `--daily-token-cap cap`, until the cap stops them (no lease live and nothing due within a
- * minute) or every job is done, or `timeoutMs` passes.
+ * `--daily-token-cap cap`, until the cap stops them (nothing billed for 5 s and no lease live) or
+ * every job is done, or `timeoutMs` passes.
  */
 export async function runTokenCap(
   root: string,
@@ -228,15 +230,20 @@ export async function runTokenCap(
   const slots = 4;
   try {
     const ws = startWorkers(root, db.file, o.processes, ['--fake-latency-ms', '200', '--daily-token-cap', String(o.cap), '--concurrency', String(slots)]);
+    // Done when no call has been billed for `quietMs` and no lease is live: the cap (or the work
+    // running out) has stopped every slot.
+    const quietMs = 5_000;
+    let last = { calls: -1, at: Date.now() };
     const finished = await until(() => {
       const now = Date.now();
-      const r = query<{ busy: number }>(
+      const r = query<{ calls: number; live: number }>(
         db.file,
-        "SELECT count(*) AS busy FROM decision_jobs WHERE state = 'owed' AND ((lease_expires_at IS NOT NULL AND lease_expires_at > ?) OR not_before <= ?)",
+        `SELECT (SELECT coalesce(sum(calls), 0) FROM decision_spend) AS calls,
+                (SELECT count(*) FROM decision_jobs WHERE lease_expires_at > ?) AS live`,
         now,
-        now + 60_000,
       )[0];
-      return r.busy === 0;
+      if (r.calls !== last.calls) last = { calls: r.calls, at: now };
+      return r.live === 0 && now - last.at >= quietMs;
     }, o.timeoutMs);
     await stopWorkers(ws);
     return { ...figures(db.file, ws.map((w) => w.output())), finished, cap: o.cap, processes: o.processes, slots };
