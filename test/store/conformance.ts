@@ -303,11 +303,6 @@ export function runStoreConformance(backend: StoreBackend): void {
   });
 
   describe(`${backend.name}: daily-token-cap reservations (DESIGN §16.8)`, () => {
-    beforeEach(async () => {
-      fx = await open([attentionSet]);
-    });
-    afterEach(async () => fx.opened.cleanup());
-
     const spendOf = (inputTokens: number, outputTokens: number) => ({
       questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1,
       usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 },
