@@ -231,7 +231,11 @@ async function askChunk(
       // made, and the job backs off like any transient failure instead of waiting out its lease.
       return { kind: 'fail', reason: `permit failed: ${errCode(err)}` };
     }
-    if (!permit.granted) return { kind: 'defer', delayMs: permit.delayMs, reason: 'rate limiter or spend cap' };
+    if (!permit.granted) {
+      // A wait cut short by shutdown or reload releases the job; a wait the limiter refused defers it.
+      if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
+      return { kind: 'defer', delayMs: permit.delayMs, reason: 'rate limiter or spend cap' };
+    }
     reservationId = permit.reservationId;
   }
   const spend = new CallSpend(deps, set, reservationId);

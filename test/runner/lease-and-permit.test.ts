@@ -104,6 +104,35 @@ describe('the lease is renewed after the permits, right before the final livenes
   });
 });
 
+describe('a permit wait cut short', () => {
+  it('by shutdown: the job is released without an attempt, not deferred', async () => {
+    const it1 = await newItem();
+    const ac = new AbortController();
+    const opts = runnerOptions(fx, fake, {
+      acquirePermit: async (req) => {
+        ac.abort(Object.assign(new Error('shutdown'), { code: 'shutdown' }));
+        expect(req.signal?.aborted).toBe(true);
+        return { granted: false, delayMs: 30_000 };
+      },
+    });
+    const r = (await runOnce(opts, ac.signal))!;
+    expect(r.outcome).toEqual({ kind: 'release', reason: 'shutdown' });
+    expect(await fx.store.getJob(it1.id, 'attention')).toMatchObject({ attempts: 0, claimToken: null, notBefore: fx.clock.now() });
+  });
+
+  it('by a store failure while reserving: a transient fail, the lease is not left to run out', async () => {
+    const it1 = await newItem();
+    const opts = runnerOptions(fx, fake, {
+      acquirePermit: async () => {
+        throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+      },
+    });
+    const r = (await runOnce(opts, signal))!;
+    expect(r.outcome).toEqual({ kind: 'fail', reason: 'permit failed: SQLITE_BUSY' });
+    expect(await fx.store.getJob(it1.id, 'attention')).toMatchObject({ attempts: 1, claimToken: null, abandons: 0 });
+  });
+});
+
 describe('the daily-cap reservation in the runner (DESIGN §16.8)', () => {
   it('settles to the real usage after the call: nothing stays reserved', async () => {
     await newItem();
