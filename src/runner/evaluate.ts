@@ -5,7 +5,8 @@ import { setTargets } from '../decision/set-states.js';
 import type { BuiltState } from '../decision/state.js';
 import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../providers/errors.js';
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
-import type { Provider, Usage } from '../providers/provider.js';
+import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
+import { estimateTokens, type Provider, type Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
@@ -22,13 +23,59 @@ export interface EvaluateDeps {
   /** Cancels the in-flight call (shutdown, reload). */
   signal: AbortSignal;
   /**
-   * Takes the rate-limiter and spend-cap permits for one call of about `estimatedInputTokens`.
-   * Returns null to go ahead, or a delay in milliseconds after which to try again (the job defers).
-   * `signal` is the job's: a wait for a permit ends when it aborts.
+   * Takes the rate-limiter and spend-cap permits for one call (see `PermitRequest`): a grant, with
+   * the daily-cap reservation to settle after the call, or a delay after which to try again (the
+   * job defers without counting an attempt).
    */
-  acquirePermit?: (estimatedInputTokens: number, signal?: AbortSignal) => Promise<number | null>;
+  acquirePermit?: (req: PermitRequest) => Promise<Permit>;
   /** Test-only seam: runs immediately before the final liveness check of each call (DESIGN §7b). */
   beforeAsk?: (ctx: { claim: Claim; keys: string[] }) => Promise<void> | void;
+}
+
+/** What one call asks the limiter for (DESIGN §10, §16.5, §16.8). Tokens and milliseconds. */
+export interface PermitRequest {
+  /** Estimated input tokens of the call (system prompt, answer schema and state), as the input budget counts them. */
+  inputTokens: number;
+  /** The call's output ceiling (`max_tokens`). */
+  maxOutputTokens: number;
+  /**
+   * Longest wait for the permits, ms. The runner bounds it by the lease it renewed just before
+   * asking (`permitWaitBudgetMs`), so no wait of ours outlasts a lease (DESIGN §16.5).
+   */
+  maxWaitMs: number;
+  /** How long a daily-cap reservation holds if its holder dies before settling it, ms: the lease. */
+  reservationTtlMs: number;
+  /** The claimant (`claimed_by`), recorded with a reservation. */
+  holder: string;
+  /** The job's signal: a wait ends when it aborts. */
+  signal?: AbortSignal;
+}
+
+/**
+ * The limiter's answer: go ahead (with the id of the daily-cap reservation the runner settles to
+ * the call's real usage, or null when no daily cap is set), or defer the job by `delayMs`.
+ */
+export type Permit = { granted: true; reservationId: string | null } | { granted: false; delayMs: number };
+
+/**
+ * Longest permit wait under a lease of `leaseMs`, ms: half the lease. The lease is renewed right
+ * before the wait and again right after it (DESIGN §16.5); the other half is headroom for those
+ * renewals (store writes that may wait on a lock) and for event-loop delays, so a live process
+ * never loses its lease to its own limiter, and no claim ever counts that as an abandon.
+ */
+export function permitWaitBudgetMs(leaseMs: number): number {
+  return Math.floor(leaseMs / 2);
+}
+
+/**
+ * What one call is expected to cost before it is sent, tokens: input as the providers' input
+ * budget estimates it (system prompt + answer schema + state, `estimateTokens`), and the output
+ * ceiling the call sends as `max_tokens`. The daily cap reserves both (DESIGN §16.8).
+ */
+export function callEstimate(questions: ReadonlyMap<string, Question>, state: string, explain: boolean): { inputTokens: number; maxOutputTokens: number } {
+  const system = buildSystemPrompt(questions, { explain });
+  const schema = JSON.stringify(buildAnswerSchema(questions, { explain }));
+  return { inputTokens: estimateTokens(system) + estimateTokens(schema) + estimateTokens(state), maxOutputTokens: maxTokensFor(questions, explain) };
 }
 
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */
@@ -139,7 +186,26 @@ async function plan(
   return chunks;
 }
 
-/** Renews the lease, takes permits, checks liveness last, asks, records spend and inserts. Returns an outcome to stop, or null to go on. */
+/** Renews the lease (fenced by the claim token). Returns an outcome to stop, or null when the lease holds. */
+async function renew(claim: Claim, deps: EvaluateDeps): Promise<EvalOutcome | null> {
+  try {
+    if (!(await deps.store.renewLease(claim, deps.leaseMs))) return { kind: 'lost', reason: 'lease lost before a call' };
+  } catch (err) {
+    return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
+  }
+  return null;
+}
+
+/**
+ * Takes permits, renews the lease, checks liveness last, asks, settles spend and inserts (DESIGN
+ * §7 step 6, §16.5). Returns an outcome to stop, or null to go on.
+ *
+ * Lease order (DESIGN §16.5): with a limiter, the lease is renewed before the permit wait, the
+ * wait is bounded by half that lease (`permitWaitBudgetMs`), and the lease is renewed again once
+ * the permits are granted, immediately before the final liveness check, so the call starts with a
+ * whole lease however long the wait was. Without a limiter there is no wait: one renewal, just
+ * before the liveness check.
+ */
 async function askChunk(
   chunk: Chunk,
   claim: Claim,
@@ -148,17 +214,55 @@ async function askChunk(
   deps: EvaluateDeps,
   stats: EvalStats,
 ): Promise<EvalOutcome | null> {
-  const { store, provider } = deps;
-  try {
-    if (!(await store.renewLease(claim, deps.leaseMs))) return { kind: 'lost', reason: 'lease lost before a call' };
-  } catch (err) {
-    return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
-  }
+  let reservationId: string | null = null;
   if (deps.acquirePermit) {
-    const wait = await deps.acquirePermit(Math.ceil(chunk.state.bytes.length / 3), deps.signal);
-    if (wait !== null) return { kind: 'defer', delayMs: wait, reason: 'rate limiter or spend cap' };
+    const lost = await renew(claim, deps);
+    if (lost) return lost;
+    let permit: Permit;
+    try {
+      permit = await deps.acquirePermit({
+        ...callEstimate(chunk.questions, chunk.state.bytes, set.explain),
+        maxWaitMs: permitWaitBudgetMs(deps.leaseMs),
+        reservationTtlMs: deps.leaseMs,
+        holder: claim.claimedBy,
+        signal: deps.signal,
+      });
+    } catch (err) {
+      // The spend read or the reservation failed (a locked or unreachable database): no call is
+      // made, and the job backs off like any transient failure instead of waiting out its lease.
+      return { kind: 'fail', reason: `permit failed: ${errCode(err)}` };
+    }
+    if (!permit.granted) {
+      // A wait cut short by shutdown or reload releases the job; a wait the limiter refused defers it.
+      if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
+      return { kind: 'defer', delayMs: permit.delayMs, reason: 'rate limiter or spend cap' };
+    }
+    reservationId = permit.reservationId;
   }
+  const spend = new CallSpend(deps, set, reservationId);
+  try {
+    return await sendChunk(chunk, claim, set, loaded, deps, stats, spend);
+  } finally {
+    // Every path that did not settle the reservation (no call sent, or a call lost to liveness)
+    // releases it now, so a reservation outlives its call only when this process dies.
+    await spend.release();
+  }
+}
+
+/** The permitted part of `askChunk`: renewal, liveness, the call, spend and answers. */
+async function sendChunk(
+  chunk: Chunk,
+  claim: Claim,
+  set: QuestionSet,
+  loaded: ItemForEvaluation,
+  deps: EvaluateDeps,
+  stats: EvalStats,
+  spend: CallSpend,
+): Promise<EvalOutcome | null> {
+  const { store, provider } = deps;
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
+  const lost = await renew(claim, deps);
+  if (lost) return lost;
   const keys = [...chunk.questions.keys()];
   // The claim's generation is part of liveness: any write that owed this job since the claim (an
   // edit, a deleted comment or link) may have changed what the state holds, so the state built
@@ -197,7 +301,7 @@ async function askChunk(
       stats.outputTokens += usage.outputTokens;
       stats.cacheReadTokens += usage.cacheReadTokens;
       stats.cacheWriteTokens += usage.cacheWriteTokens;
-      await recordSpendSafe(deps, set, err instanceof AnswerDefect ? 'defect' : outcomeLabel(outcome), usage);
+      await spend.settle(err instanceof AnswerDefect ? 'defect' : outcomeLabel(outcome), usage);
     }
     return outcome;
   }
@@ -206,7 +310,7 @@ async function askChunk(
   stats.cacheReadTokens += result.usage.cacheReadTokens;
   stats.cacheWriteTokens += result.usage.cacheWriteTokens;
   stats.truncated ||= chunk.state.truncated;
-  await recordSpendSafe(deps, set, 'ok', result.usage);
+  await spend.settle('ok', result.usage);
 
   // This row's share of its call's usage: split evenly, the remainder to the first rows.
   const n = chunk.storedKeys.size;
@@ -296,11 +400,43 @@ function outcomeLabel(o: EvalOutcome): string {
   return o.kind === 'refuse' ? 'refused' : o.kind === 'fail' ? 'unavailable' : o.kind;
 }
 
-async function recordSpendSafe(deps: EvaluateDeps, set: QuestionSet, outcome: string, usage: Usage): Promise<void> {
-  try {
-    await deps.store.recordSpend({ questionSet: set.name, provider: deps.provider.name, model: deps.provider.model, outcome, calls: 1, usage });
-  } catch (err) {
-    deps.logger.warn({ set: set.name, err: errCode(err) }, 'spend record failed');
+/**
+ * The spend of one call: recorded as it was billed, settling the call's daily-cap reservation in
+ * the same transaction when it holds one (DESIGN §16.8), or releasing the reservation when no
+ * call was billed. A store failure is logged, never thrown: the answers matter more, and an
+ * unsettled reservation expires with the lease.
+ */
+class CallSpend {
+  private open: boolean;
+  constructor(
+    private readonly deps: EvaluateDeps,
+    private readonly set: QuestionSet,
+    private readonly reservationId: string | null,
+  ) {
+    this.open = reservationId !== null;
+  }
+
+  async settle(outcome: string, usage: Usage): Promise<void> {
+    const { store, provider } = this.deps;
+    const record = { questionSet: this.set.name, provider: provider.name, model: provider.model, outcome, calls: 1, usage };
+    try {
+      if (this.open) {
+        this.open = false;
+        await store.settleSpendReservation(this.reservationId!, record);
+      } else await store.recordSpend(record);
+    } catch (err) {
+      this.deps.logger.warn({ set: this.set.name, err: errCode(err) }, 'spend record failed');
+    }
+  }
+
+  async release(): Promise<void> {
+    if (!this.open) return;
+    this.open = false;
+    try {
+      await this.deps.store.settleSpendReservation(this.reservationId!, null);
+    } catch (err) {
+      this.deps.logger.warn({ set: this.set.name, err: errCode(err) }, 'spend reservation release failed');
+    }
   }
 }
 

@@ -275,6 +275,28 @@ export interface SpendTotals {
   cacheWriteTokens: number;
 }
 
+/** What `reserveSpend` asks for (DESIGN §16.8). Tokens and milliseconds. */
+export interface SpendReservationRequest {
+  /** Estimated input tokens plus the call's output ceiling. */
+  tokens: number;
+  /** The daily token cap: billed tokens of the store's current UTC day plus live reservations may not pass it. */
+  capTokens: number;
+  /** How long the reservation holds if it is never settled (its holder died), ms: the call's lease. */
+  ttlMs: number;
+  /** Who holds it (`claimed_by` of the job), for diagnostics. */
+  holder: string;
+}
+
+/**
+ * What `reserveSpend` decided. `settledTokens` are the billed tokens of the current UTC day
+ * (every kind: input, output, cache read and write), `reservedTokens` the live reservations of
+ * other calls, both read in the deciding transaction; `windowEndsInMs` is the time left until the
+ * next UTC day.
+ */
+export type SpendReservation =
+  | { granted: true; id: string; settledTokens: number; reservedTokens: number; windowEndsInMs: number }
+  | { granted: false; settledTokens: number; reservedTokens: number; windowEndsInMs: number };
+
 export interface QueueStats {
   /** Rows by state: owed (due now, waiting, in flight) and parked. */
   owedDue: number;
@@ -469,6 +491,23 @@ export interface Store {
   recordSpend(r: SpendRecord): Promise<void>;
   /** Spend since `sinceMs` milliseconds ago, summed. */
   spendSince(windowMs: number): Promise<SpendTotals>;
+  /**
+   * Reserves `tokens` against the daily token cap before a call is sent (DESIGN §16.8), across
+   * processes: in one serialised transaction (SQLite BEGIN IMMEDIATE; a transaction-scoped
+   * advisory lock on Postgres) it drops expired reservations, reads the current UTC day's billed
+   * tokens and the live reservations, and inserts a reservation only when
+   * `settled + reserved + tokens <= capTokens`. A single call larger than the whole cap is granted
+   * only on a day with nothing billed or reserved, so no job waits forever (the rule of the
+   * per-minute token bucket, DESIGN §10).
+   */
+  reserveSpend(r: SpendReservationRequest): Promise<SpendReservation>;
+  /**
+   * Settles a reservation to the call's real usage: records `spend` (when given; null when no
+   * call was sent) and deletes the reservation, in one transaction, so the call is never counted
+   * twice or not at all. Recording happens even when the reservation had already expired.
+   * @returns true when the reservation was still held.
+   */
+  settleSpendReservation(id: string, spend: SpendRecord | null): Promise<boolean>;
 
   // ------------------------------------------------------------- operations (DESIGN §10–12)
   /**

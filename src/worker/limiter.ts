@@ -1,4 +1,6 @@
 import { TokenBucket } from 'limiter';
+import type { Permit, PermitRequest } from '../runner/evaluate.js';
+import { reservationFits, SPEND_DAY_MS } from '../store/spend-rules.js';
 import type { Store } from '../store/store.js';
 
 /**
@@ -11,15 +13,21 @@ import type { Store } from '../store/store.js';
  * (no attempt counted), so a slot never holds a lease idle for long. A single request larger
  * than the token bucket takes the whole bucket when it is full, so no job waits forever.
  *
- * The daily cap counts every billed token (input, output, cache read and cache write) recorded
- * in `decision_spend` since the start of the store's current UTC day. When it is reached, permits
- * defer their jobs and the worker stops claiming until the next UTC day. Spend is re-read at most
- * every `spendRefreshMs`, and calls already in flight still land, so the cap can be overshot by
- * about one refresh interval of calls.
+ * Every wait is bounded by the request's `maxWaitMs` (the runner passes half the lease it holds,
+ * DESIGN §16.5), counted from the moment the permit was asked for, time queued behind other slots
+ * included: no wait of ours outlasts a lease.
+ *
+ * The daily cap (DESIGN §16.8) is a hard cap up to the calls in flight: once the buckets grant a
+ * call, it reserves its estimated input tokens plus its output ceiling in the store
+ * (`reserveSpend`, a database row shared by every process), and the runner settles the
+ * reservation to the real usage after the call. A refused reservation defers the job: until the
+ * next UTC day when the billed tokens alone leave no room for it, or `SETTLE_RETRY_MS` when the
+ * calls in flight may settle below their reservations. The worker stops claiming while the day's
+ * billed tokens are at the cap (`claimDelay`, re-read at most every `spendRefreshMs`).
  */
 export interface ProviderLimiterOptions {
-  /** Reads "now" and the recorded spend. */
-  store: Pick<Store, 'now' | 'spendSince'>;
+  /** Reads "now" and the recorded spend, and holds the daily-cap reservations. */
+  store: Pick<Store, 'now' | 'spendSince' | 'reserveSpend'>;
   /** Provider requests per minute in this process; undefined is no cap. */
   requestsPerMinute?: number;
   /** Estimated input tokens per minute in this process; undefined is no cap. */
@@ -27,8 +35,9 @@ export interface ProviderLimiterOptions {
   /** Billed tokens per UTC day across all processes on the store; undefined is no cap. */
   dailyTokenCap?: number;
   /**
-   * Longest in-process wait for a bucket, in milliseconds; a longer wait defers the job.
-   * @defaultValue 10 000 (well inside any lease, which covers a whole provider call)
+   * Longest in-process wait for a bucket, in milliseconds; a longer wait defers the job. Each
+   * request's own `maxWaitMs` (half its lease) bounds it further.
+   * @defaultValue 10 000
    */
   maxWaitMs?: number;
   /** How long a spend reading is reused, in milliseconds. @defaultValue 5 000 */
@@ -37,8 +46,14 @@ export interface ProviderLimiterOptions {
 
 export const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
 
+/**
+ * Deferral when a daily-cap reservation is refused only because calls in flight hold
+ * reservations, ms: they settle within a call's time, usually below their estimates.
+ */
+export const SETTLE_RETRY_MS = 1_000;
+
 /** One UTC day in milliseconds: the spend cap's window. */
-export const DAY_MS = 86_400_000;
+export const DAY_MS = SPEND_DAY_MS;
 
 const MINUTE_MS = 60_000;
 
@@ -74,7 +89,8 @@ export class ProviderLimiter {
   private readonly spendRefreshMs: number;
   /** Permits are served in arrival order, so a large request is not starved by small ones. */
   private queue: Promise<unknown> = Promise.resolve();
-  private spend: { readAt: number; blockedUntil: number | null; storeNow: number } | null = null;
+  /** The last reading of the daily cap: ms left until claims may resume (null: not capped), as of `readAt` (wall ms). */
+  private spend: { readAt: number; leftMs: number | null } | null = null;
 
   /** @throws RangeError when a cap is not a positive number. */
   constructor(private readonly opts: ProviderLimiterOptions) {
@@ -94,18 +110,28 @@ export class ProviderLimiter {
   }
 
   /**
-   * Takes the permits for one provider call of about `estimatedInputTokens` tokens (the runner's
-   * `acquirePermit`). Waits in process for up to `maxWaitMs`.
-   * @returns null to go ahead, or a delay in milliseconds after which the job should be tried
-   *   again (it defers without counting an attempt).
+   * Takes the permits for one provider call (the runner's `acquirePermit`): the per-minute
+   * buckets, waiting in process for at most min(`maxWaitMs`, the request's `maxWaitMs`), then the
+   * daily-cap reservation.
+   * @returns a grant with the reservation id to settle (null without a daily cap), or a delay in
+   *   milliseconds after which the job should be tried again (it defers without counting an
+   *   attempt).
+   * @throws whatever the store throws while reserving (the runner maps it to a transient fail).
    */
-  acquire = async (estimatedInputTokens: number, signal?: AbortSignal): Promise<number | null> => {
+  acquire = async (req: PermitRequest): Promise<Permit> => {
+    const askedAt = Date.now();
+    const budgetMs = Math.max(0, Math.min(this.maxWaitMs, req.maxWaitMs));
     const capped = await this.spendCapDelay();
-    if (capped !== null) return capped;
-    if (!this.requests && !this.tokens) return null;
-    const turn = this.queue.then(() => this.take(Math.max(0, Math.ceil(estimatedInputTokens)), signal));
-    this.queue = turn.catch(() => undefined);
-    return turn;
+    if (capped !== null) return { granted: false, delayMs: capped };
+    if (this.requests || this.tokens) {
+      const tokens = Math.max(0, Math.ceil(req.inputTokens));
+      const turn = this.queue.then(() => this.take(tokens, askedAt, budgetMs, req.signal));
+      this.queue = turn.catch(() => undefined);
+      const wait = await turn;
+      if (wait !== null) return { granted: false, delayMs: wait };
+    }
+    if (this.opts.dailyTokenCap === undefined) return { granted: true, reservationId: null };
+    return this.reserve(req, this.opts.dailyTokenCap);
   };
 
   /**
@@ -114,8 +140,11 @@ export class ProviderLimiter {
    */
   claimDelay = async (): Promise<number | null> => this.spendCapDelay();
 
-  private async take(tokens: number, signal?: AbortSignal): Promise<number | null> {
-    const started = Date.now();
+  /**
+   * Waits for the buckets until `budgetMs` after `askedAt` (time queued behind other slots
+   * counts), then debits them. @returns null when granted, else the wait still needed (ms).
+   */
+  private async take(tokens: number, askedAt: number, budgetMs: number, signal?: AbortSignal): Promise<number | null> {
     // A request larger than the bucket takes the whole bucket once it is full (DESIGN §10).
     const want = this.tokens ? Math.min(tokens, this.tokens.bucketSize) : 0;
     for (;;) {
@@ -126,10 +155,21 @@ export class ProviderLimiter {
         if (want > 0) this.tokens!.tryRemoveTokens(want);
         return null;
       }
-      const waited = Date.now() - started;
-      if (waited + wait > this.maxWaitMs || signal?.aborted) return wait;
+      const waited = Date.now() - askedAt;
+      if (waited + wait > budgetMs || signal?.aborted) return wait;
       if (!(await pause(wait, signal))) return wait; // aborted: the runner releases the job itself
     }
+  }
+
+  /** Reserves the call's estimate against the daily cap (DESIGN §16.8). */
+  private async reserve(req: PermitRequest, cap: number): Promise<Permit> {
+    const tokens = Math.max(0, Math.ceil(req.inputTokens)) + Math.max(0, Math.ceil(req.maxOutputTokens));
+    const r = await this.opts.store.reserveSpend({ tokens, capTokens: cap, ttlMs: req.reservationTtlMs, holder: req.holder });
+    if (r.granted) return { granted: true, reservationId: r.id };
+    if (r.settledTokens >= cap) this.spend = { readAt: Date.now(), leftMs: r.windowEndsInMs }; // stop claiming at once
+    // Room may come back today only if the calls in flight settle below their reservations.
+    const mayFitToday = reservationFits(r.settledTokens, 0, tokens, cap);
+    return { granted: false, delayMs: mayFitToday ? SETTLE_RETRY_MS : r.windowEndsInMs };
   }
 
   private async spendCapDelay(): Promise<number | null> {
@@ -141,11 +181,11 @@ export class ProviderLimiter {
       const dayStart = Math.floor(now / DAY_MS) * DAY_MS;
       const s = await this.opts.store.spendSince(now - dayStart);
       const used = s.inputTokens + s.outputTokens + s.cacheReadTokens + s.cacheWriteTokens;
-      this.spend = { readAt: wall, storeNow: now, blockedUntil: used >= cap ? dayStart + DAY_MS : null };
+      this.spend = { readAt: wall, leftMs: used >= cap ? dayStart + DAY_MS - now : null };
     }
-    const { blockedUntil, storeNow, readAt } = this.spend;
-    if (blockedUntil === null) return null;
-    const left = blockedUntil - (storeNow + (wall - readAt));
+    const { leftMs, readAt } = this.spend;
+    if (leftMs === null) return null;
+    const left = leftMs - (wall - readAt);
     return left > 0 ? left : null;
   }
 }

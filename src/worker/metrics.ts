@@ -203,6 +203,13 @@ export class WorkerMetrics {
             return target.recordSpend(r);
           };
         }
+        if (prop === 'settleSpendReservation') {
+          // A settled reservation records the call's spend (DESIGN §16.8): count it like recordSpend.
+          return async (id: string, r: SpendRecord | null) => {
+            if (r) this.countSpend(r);
+            return target.settleSpendReservation(id, r);
+          };
+        }
         const v = Reflect.get(target, prop, receiver);
         return typeof v === 'function' ? v.bind(target) : v;
       },

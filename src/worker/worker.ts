@@ -52,7 +52,11 @@ export interface WorkerSummary {
   schemaRejected?: Record<string, string>;
 }
 
-/** Thrown at start when the lease cannot cover one provider call's worst case. */
+/**
+ * Thrown at start when the lease cannot cover one provider call's worst case. Limiter waits need
+ * no share of it: the runner bounds each wait by half the lease and renews the lease once the
+ * permits are granted, right before the send (DESIGN §16.5; runner/evaluate.ts `askChunk`).
+ */
 export class LeaseTooShort extends Error {
   readonly code = 'lease_too_short';
   constructor(leaseMs: number, worstMs: number) {

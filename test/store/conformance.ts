@@ -302,6 +302,81 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
+  describe(`${backend.name}: daily-token-cap reservations (DESIGN §16.8)`, () => {
+    const spendOf = (inputTokens: number, outputTokens: number) => ({
+      questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1,
+      usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    });
+    const reserve = (tokens: number, capTokens = 1_000, ttlMs = 60_000, store = fx.store) => store.reserveSpend({ tokens, capTokens, ttlMs, holder: 'w/0' });
+    const billed = async () => {
+      const s = await fx.store.spendSince(86_400_000);
+      return s.inputTokens + s.outputTokens + s.cacheReadTokens + s.cacheWriteTokens;
+    };
+
+    it('a reservation counts against the cap until it settles to the real usage', async () => {
+      const a = await reserve(600);
+      expect(a).toMatchObject({ granted: true, settledTokens: 0, reservedTokens: 0 });
+      // 600 reserved + 500 > 1 000: refused, though nothing is billed yet.
+      expect(await reserve(500)).toMatchObject({ granted: false, settledTokens: 0, reservedTokens: 600 });
+      if (!a.granted) throw new Error('unreachable');
+      expect(await fx.store.settleSpendReservation(a.id, spendOf(200, 100))).toBe(true);
+      expect(await billed()).toBe(300);
+      // Settled to 300 real tokens: 300 + 500 fits now.
+      expect(await reserve(500)).toMatchObject({ granted: true, settledTokens: 300, reservedTokens: 0 });
+      expect(await reserve(201)).toMatchObject({ granted: false, settledTokens: 300, reservedTokens: 500 });
+      expect(await reserve(200)).toMatchObject({ granted: true });
+      // A settlement is done once: a second one records nothing more and says the row was gone.
+      expect(await fx.store.settleSpendReservation(a.id, null)).toBe(false);
+      expect(await billed()).toBe(300);
+    });
+
+    it('a release (no call sent) frees the tokens without billing anything', async () => {
+      const a = await reserve(900);
+      if (!a.granted) throw new Error('expected a grant');
+      expect((await reserve(200)).granted).toBe(false);
+      expect(await fx.store.settleSpendReservation(a.id, null)).toBe(true);
+      expect(await billed()).toBe(0);
+      expect((await reserve(1_000)).granted).toBe(true);
+    });
+
+    it('a reservation whose holder died expires after its ttl; a late settlement still bills', async () => {
+      const a = await reserve(900, 1_000, 5_000);
+      if (!a.granted) throw new Error('expected a grant');
+      expect((await reserve(200)).granted).toBe(false);
+      fx.advance(4_000);
+      expect((await reserve(200)).granted).toBe(false); // still within its ttl
+      fx.advance(1_001);
+      const b = await reserve(200);
+      expect(b).toMatchObject({ granted: true, reservedTokens: 0 });
+      expect(await fx.store.settleSpendReservation(a.id, spendOf(50, 10))).toBe(false);
+      expect(await billed()).toBe(60);
+    });
+
+    it('yesterday\'s spend does not count; a call larger than the cap runs only on an untouched day', async () => {
+      await fx.store.recordSpend(spendOf(1_000, 0));
+      const r = await reserve(10);
+      expect(r).toMatchObject({ granted: false, settledTokens: 1_000 });
+      expect(r.windowEndsInMs).toBeGreaterThan(0);
+      expect(r.windowEndsInMs).toBeLessThanOrEqual(86_400_000);
+      fx.advance(r.windowEndsInMs);
+      // A new UTC day: nothing billed or reserved, so even an oversize call may go, once.
+      const big = await reserve(5_000);
+      expect(big).toMatchObject({ granted: true, settledTokens: 0, reservedTokens: 0 });
+      expect((await reserve(1)).granted).toBe(false);
+    });
+
+    it('concurrent reservers on several connections never pass the cap together', async () => {
+      const stores = [fx.store, ...(await Promise.all([1, 2, 3].map(() => fx.opened.peer(fx.registry))))];
+      // 4 connections × 10 attempts of 100 tokens against a cap of 1 000: exactly 10 fit.
+      const results = await Promise.all(stores.flatMap((s) => Array.from({ length: 10 }, () => reserve(100, 1_000, 60_000, s))));
+      const granted = results.filter((r) => r.granted);
+      expect(granted).toHaveLength(10);
+      expect(new Set(granted.map((r) => (r.granted ? r.id : ''))).size).toBe(10);
+      // Every grant saw room for itself: what it read plus its own tokens stayed within the cap.
+      for (const r of granted) expect(r.settledTokens + r.reservedTokens + 100).toBeLessThanOrEqual(1_000);
+    });
+  });
+
   describe(`${backend.name}: the claim`, () => {
     it('claims live work before backfill, oldest first, and only when due', async () => {
       const a = await item('T-1', { fields: { status: 'open' } });

@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { DAY_MS, ProviderLimiter } from '../../src/worker/limiter.js';
+import type { Permit, PermitRequest } from '../../src/runner/evaluate.js';
+import { DAY_MS, ProviderLimiter, SETTLE_RETRY_MS } from '../../src/worker/limiter.js';
 import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
@@ -11,7 +12,18 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
  * the fake timers move, so no test sleeps.
  */
 
-const noSpend = { now: async () => 0, spendSince: async () => ({ calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }) };
+const noSpend = {
+  now: async () => 0,
+  spendSince: async () => ({ calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }),
+  reserveSpend: async () => ({ granted: true as const, id: 'r', settledTokens: 0, reservedTokens: 0, windowEndsInMs: DAY_MS }),
+};
+
+/** One call's permit request: `inputTokens`, no output ceiling, no lease bound unless given. */
+const req = (inputTokens: number, over: Partial<PermitRequest> = {}): PermitRequest => ({
+  inputTokens, maxOutputTokens: 0, maxWaitMs: Number.POSITIVE_INFINITY, reservationTtlMs: 60_000, holder: 'w/0', ...over,
+});
+/** null when granted, else the deferral in ms (the shape the worker tests below read). */
+const delayOf = (p: Permit): number | null => (p.granted ? null : p.delayMs);
 
 describe('per-minute caps', () => {
   beforeEach(() => void vi.useFakeTimers({ toFake: ['performance', 'setTimeout', 'clearTimeout', 'Date'] }));
@@ -19,18 +31,18 @@ describe('per-minute caps', () => {
 
   it('lets a minute\'s allowance through at once, then defers with the time until the next request', async () => {
     const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 3, maxWaitMs: 0 });
-    expect([await l.acquire(10), await l.acquire(10), await l.acquire(10)]).toEqual([null, null, null]);
-    expect(await l.acquire(10)).toBe(20_000); // one request per 20 s
+    expect([await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf)]).toEqual([null, null, null]);
+    expect(await l.acquire(req(10)).then(delayOf)).toBe(20_000); // one request per 20 s
     vi.advanceTimersByTime(20_000);
-    expect(await l.acquire(10)).toBeNull();
-    expect(await l.acquire(10)).toBe(20_000);
+    expect(await l.acquire(req(10)).then(delayOf)).toBeNull();
+    expect(await l.acquire(req(10)).then(delayOf)).toBe(20_000);
   });
 
   it('waits in process when the wait is short', async () => {
     const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 60, maxWaitMs: 5_000 });
-    for (let i = 0; i < 60; i++) expect(await l.acquire(1)).toBeNull();
+    for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
     let got: number | null | undefined;
-    void l.acquire(1).then((v) => (got = v));
+    void l.acquire(req(1)).then(delayOf).then((v) => (got = v));
     await vi.advanceTimersByTimeAsync(500);
     expect(got).toBeUndefined();
     await vi.advanceTimersByTimeAsync(600);
@@ -39,22 +51,22 @@ describe('per-minute caps', () => {
 
   it('caps input tokens; a request larger than the bucket goes through only when the bucket is full', async () => {
     const l = new ProviderLimiter({ store: noSpend, inputTokensPerMinute: 1_000, maxWaitMs: 0 });
-    expect(await l.acquire(5_000)).toBeNull(); // full bucket: the oversize request takes all of it
-    expect(await l.acquire(5_000)).toBe(60_000); // it needs the whole bucket back
-    expect(await l.acquire(100)).toBe(6_000);
+    expect(await l.acquire(req(5_000)).then(delayOf)).toBeNull(); // full bucket: the oversize request takes all of it
+    expect(await l.acquire(req(5_000)).then(delayOf)).toBe(60_000); // it needs the whole bucket back
+    expect(await l.acquire(req(100)).then(delayOf)).toBe(6_000);
     vi.advanceTimersByTime(30_000);
-    expect(await l.acquire(5_000)).toBe(30_000);
-    expect(await l.acquire(400)).toBeNull(); // 500 tokens dripped back
+    expect(await l.acquire(req(5_000)).then(delayOf)).toBe(30_000);
+    expect(await l.acquire(req(400)).then(delayOf)).toBeNull(); // 500 tokens dripped back
     vi.advanceTimersByTime(60_000);
-    expect(await l.acquire(5_000)).toBeNull();
+    expect(await l.acquire(req(5_000)).then(delayOf)).toBeNull();
   });
 
   it('serves waiters in arrival order, so a large request is not starved by small ones', async () => {
     const l = new ProviderLimiter({ store: noSpend, inputTokensPerMinute: 1_000, maxWaitMs: 120_000 });
-    expect(await l.acquire(1_000)).toBeNull();
+    expect(await l.acquire(req(1_000)).then(delayOf)).toBeNull();
     const order: string[] = [];
-    void l.acquire(1_000).then(() => order.push('large'));
-    void l.acquire(10).then(() => order.push('small'));
+    void l.acquire(req(1_000)).then(delayOf).then(() => order.push('large'));
+    void l.acquire(req(10)).then(delayOf).then(() => order.push('small'));
     await vi.advanceTimersByTimeAsync(30_000); // enough for the small one alone, not the large one
     expect(order).toEqual([]);
     await vi.advanceTimersByTimeAsync(30_200); // the large one is served at 60 s; the small one needs 0.6 s more
@@ -65,12 +77,30 @@ describe('per-minute caps', () => {
 
   it('an abort ends a wait and returns the delay', async () => {
     const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 1, maxWaitMs: 120_000 });
-    await l.acquire(1);
+    await l.acquire(req(1)).then(delayOf);
     const ac = new AbortController();
-    const p = l.acquire(1, ac.signal);
+    const p = l.acquire(req(1, { signal: ac.signal })).then(delayOf);
     await vi.advanceTimersByTimeAsync(1_000);
     ac.abort();
     expect(await p).toBeGreaterThan(0);
+  });
+
+  it('a wait counts the time queued behind other slots, and never passes the request\'s own bound (half its lease)', async () => {
+    const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 60, maxWaitMs: 120_000 });
+    for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
+    // Two slots ask at once, each bounded to 1.5 s: the first gets the next token at 1 s; the
+    // second reaches the bucket only then and would need until 2 s, past its bound: it defers.
+    const got: Array<number | null> = [];
+    const a = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
+    const b = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
+    await vi.advanceTimersByTimeAsync(1_100);
+    await Promise.all([a, b]);
+    expect(got).toEqual([null, expect.any(Number)]);
+    expect(got[1]).toBeGreaterThan(0);
+    // A single request whose wait exceeds its bound is not made to wait at all.
+    const t0 = Date.now();
+    expect(await l.acquire(req(1, { maxWaitMs: 500 })).then(delayOf)).toBeGreaterThan(500);
+    expect(Date.now()).toBe(t0);
   });
 
   it('refuses a cap that is not a positive number', () => {
@@ -123,11 +153,27 @@ describe('daily spend cap and the worker', () => {
     await spend(600, 400);
     const capped = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0 });
     expect(await capped.claimDelay()).toBe(6 * 3_600_000);
-    expect(await capped.acquire(10)).toBe(6 * 3_600_000);
-    expect(await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_001, spendRefreshMs: 0 }).acquire(10)).toBeNull();
+    expect(await capped.acquire(req(10)).then(delayOf)).toBe(6 * 3_600_000);
+    // Below the cap a call goes only if its whole estimate fits (DESIGN §16.8): 1 000 + 10 + 5.
+    const below = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_015, spendRefreshMs: 0 });
+    const granted = await below.acquire(req(10, { maxOutputTokens: 5 }));
+    expect(granted).toMatchObject({ granted: true, reservationId: expect.any(String) });
+    expect(await below.acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(SETTLE_RETRY_MS); // in flight may settle lower
+    if (granted.granted) await fx.store.settleSpendReservation(granted.reservationId!, null);
+    expect(await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_014, spendRefreshMs: 0 }).acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(6 * 3_600_000);
     fx.clock.advance(6 * 3_600_000); // yesterday's spend no longer counts
     expect(await capped.claimDelay()).toBeNull();
     expect(DAY_MS).toBe(86_400_000);
+  });
+
+  it('a refused reservation at the cap stops claims at once, without waiting for the next spend re-read', async () => {
+    fx.clock.set(Date.UTC(2026, 0, 1, 18));
+    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 3_600_000 });
+    expect(await l.claimDelay()).toBeNull(); // read once: nothing billed
+    await spend(900, 100); // another process bills up to the cap
+    expect(await l.claimDelay()).toBeNull(); // the cached reading still says go
+    expect(await l.acquire(req(10)).then(delayOf)).toBe(6 * 3_600_000);
+    expect(await l.claimDelay()).toBe(6 * 3_600_000);
   });
 
   it('the worker stops claiming when the cap is reached: no job is touched', async () => {

@@ -3,7 +3,7 @@ import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { stateLinksSql } from '../shared-rows.js';
 import { toCollectionRow } from '../write-rules.js';
-import { nowMs, one, rows, type PgContext } from './context.js';
+import { nowMs, one, rows, type PgContext, type PgTx } from './context.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 
 /** Evaluation reads, stored answers and spend on Postgres (DESIGN §2, §7); the twin of `../sqlite/decisions.ts`. */
@@ -100,8 +100,8 @@ export async function listWorkspaceDecisions(ctx: PgContext, workspaceId: string
 export const HOUR_MS = 3_600_000;
 
 /** Adds one evaluation's spend to its hour bucket (the database's hour). */
-export async function recordSpend(ctx: PgContext, r: SpendRecord): Promise<void> {
-  await ctx.db.execute(sql`
+export async function recordSpend(ctx: PgContext, r: SpendRecord, tx: PgTx = ctx.db): Promise<void> {
+  await tx.execute(sql`
     INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     VALUES ((${nowMs(ctx)} / ${HOUR_MS}) * ${HOUR_MS}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome},
             ${r.calls}::bigint, ${r.usage.inputTokens}::bigint, ${r.usage.outputTokens}::bigint,

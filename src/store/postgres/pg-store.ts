@@ -12,6 +12,7 @@ import { connectNodePg, connectPglite, type PgConnection } from './open.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
+import * as reservations from './spend-reservations.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
 
@@ -276,6 +277,12 @@ export class PgStore implements S.Store {
   }
   async spendSince(windowMs: number) {
     return this.run((c) => decisions.spendSince(c, windowMs));
+  }
+  async reserveSpend(r: S.SpendReservationRequest) {
+    return this.run((c) => reservations.reserveSpend(c, r));
+  }
+  async settleSpendReservation(id: string, spend: S.SpendRecord | null) {
+    return this.run((c) => reservations.settleSpendReservation(c, id, spend));
   }
 
   // operations

@@ -190,6 +190,26 @@ export const decisionSpend = pgTable(
   (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome] })],
 );
 
+/**
+ * Daily-token-cap reservations (DESIGN §16.8): one row per provider call in flight, holding its
+ * estimated input tokens plus its output ceiling until the call settles to its real usage (the
+ * row is deleted and the spend recorded in one transaction). A row of a process that died
+ * expires at `expires_at` (the call's lease), so a crash never holds the cap for longer.
+ */
+export const decisionSpendReservations = pgTable(
+  'decision_spend_reservations',
+  {
+    id: text('id').primaryKey(),
+    /** The runner that holds it (`host:pid/slot`), for diagnostics. */
+    holder: text('holder').notNull(),
+    /** Estimated input tokens plus the output ceiling. */
+    tokens: bigint('tokens', { mode: 'number' }).notNull(),
+    createdAt: ms('created_at').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+  },
+  (t) => [index('decision_spend_reservations_expires_idx').on(t.expiresAt)],
+);
+
 /** Key-value rows for cursors (backfill) and process-wide markers. */
 export const verdictMeta = pgTable('verdict_meta', {
   key: text('key').primaryKey(),

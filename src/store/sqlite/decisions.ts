@@ -3,7 +3,7 @@ import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { stateLinksSql } from '../shared-rows.js';
 import { toCollectionRow } from '../write-rules.js';
-import { writeTx, type SqliteContext } from './context.js';
+import { writeTx, type SqliteContext, type Tx } from './context.js';
 import { collections, decisionSpend, itemDecisions, items, workspaces } from './schema.js';
 
 /** Evaluation reads, stored answers and spend on SQLite (DESIGN §2, §7). */
@@ -88,17 +88,20 @@ export const HOUR_MS = 3_600_000;
 
 /** Adds one evaluation's spend to its hour bucket. */
 export function recordSpend(ctx: SqliteContext, r: SpendRecord): void {
-  writeTx(ctx, (tx) => {
-    const hour = Math.floor(ctx.clock.now() / HOUR_MS) * HOUR_MS;
-    tx.run(sql`
-      INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-      VALUES (${hour}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome}, ${r.calls}, ${r.usage.inputTokens}, ${r.usage.outputTokens}, ${r.usage.cacheReadTokens}, ${r.usage.cacheWriteTokens})
-      ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
-        calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens,
-        output_tokens = output_tokens + excluded.output_tokens,
-        cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens`);
-  });
+  writeTx(ctx, (tx) => recordSpendTx(tx, ctx.clock.now(), r));
+}
+
+/** Adds one evaluation's spend to its hour bucket, inside the caller's write transaction. */
+export function recordSpendTx(tx: Tx, now: number, r: SpendRecord): void {
+  const hour = Math.floor(now / HOUR_MS) * HOUR_MS;
+  tx.run(sql`
+    INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    VALUES (${hour}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome}, ${r.calls}, ${r.usage.inputTokens}, ${r.usage.outputTokens}, ${r.usage.cacheReadTokens}, ${r.usage.cacheWriteTokens})
+    ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+      calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens,
+      output_tokens = output_tokens + excluded.output_tokens,
+      cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+      cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens`);
 }
 
 /** Spend in the hour buckets overlapping the last `windowMs`. */

@@ -5,6 +5,7 @@ import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
 import type { SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
+import * as reservations from './spend-reservations.js';
 import * as drift from './drift.js';
 import * as jobs from './jobs.js';
 import * as ops from './operations.js';
@@ -238,6 +239,12 @@ export class SqliteStore implements S.Store {
   }
   async spendSince(windowMs: number) {
     return decisions.spendSince(this.ctx, windowMs);
+  }
+  async reserveSpend(r: S.SpendReservationRequest) {
+    return reservations.reserveSpend(this.ctx, r);
+  }
+  async settleSpendReservation(id: string, spend: S.SpendRecord | null) {
+    return reservations.settleSpendReservation(this.ctx, id, spend);
   }
 
   // operations
