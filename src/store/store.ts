@@ -202,6 +202,8 @@ export interface JobRow {
   lastErrorAt: number | null;
   /** Fair-queuing tag: the claim order across workspaces after priority (set once, at insert). */
   fairTag: number;
+  /** Epoch ms of the latest enqueue; 0 on rows stored before it was kept (DESIGN §16.1). */
+  owedAt: number;
 }
 
 export interface JobFilter {

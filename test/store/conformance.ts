@@ -497,6 +497,56 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
     });
 
+    it('constant editing for 3 hours, a write landing in every evaluation: at most one evaluation per hour (DESIGN §16.1)', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      let elapsed = 0;
+      let edits = 0;
+      const perHour = [0, 0, 0];
+      const fake = new FakeProvider();
+      fake.handler = async (req) => {
+        perHour[Math.floor(elapsed / 3_600_000)]++;
+        await fx.store.updateItem(it1.id, { content: `edit ${++edits}` }); // the editor does not pause for us
+        return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.4 }]));
+      };
+      const opts = runner(fake);
+      let lastEditAt = 0;
+      for (elapsed = 20_000; elapsed < 3 * 3_600_000; elapsed += 20_000) {
+        fx.advance(20_000);
+        lastEditAt = (await fx.store.updateItem(it1.id, { content: `edit ${++edits}` })).row.updatedAt;
+        await runOnce(opts, signal);
+      }
+      // The first evaluation waits for the delay cap (2 h after the first write), then the
+      // re-ask debounce spaces them an hour apart; before the fix hour 3 ran one per step.
+      expect(perHour).toEqual([0, 0, 1]);
+      expect(fake.requests).toHaveLength(1);
+      const job = (await fx.store.getJob(it1.id, 'attention'))!;
+      const answeredAt = Math.max(...(await fx.store.listDecisions(it1.id)).map((d) => d.evaluatedAt));
+      expect(job.notBefore).toBe(Math.max(answeredAt + 3_600_000, lastEditAt + 30_000));
+    });
+
+    it('a job that survives its completion gets enqueued_at = the time of the write that landed during it (DESIGN §16.1)', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const claim = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      fx.advance(5_000);
+      const w = await fx.store.updateItem(it1.id, { content: 'edited mid-evaluation' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.owedAt).toBe(w.row.updatedAt);
+      fx.advance(5_000);
+      expect(await fx.store.completeJob(claim)).toBe('superseded');
+      const job = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(job.enqueuedAt).toBe(w.row.updatedAt);
+      expect(job.claimToken).toBeNull();
+      // A failure that finds the generation moved keeps enqueued_at: its owed work is the old one.
+      fx.advance(60_000);
+      const c2 = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      fx.advance(1_000);
+      await fx.store.updateItem(it1.id, { content: 'edited again' });
+      expect(await fx.store.failJob(c2, { backoffMs: 30_000, error: 'x' })).toBe('superseded');
+      expect((await fx.store.getJob(it1.id, 'attention'))!.enqueuedAt).toBe(w.row.updatedAt);
+    });
+
     it('a lease-expiry race: the late runner\'s outcome is fenced off and each key is answered once', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');
