@@ -215,6 +215,52 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.restoreCollection(fx.tasks.id)).row.deletedAt).toBeNull();
     });
 
+    it('a collection change owes in chunks of 1,000 per transaction; a crash between chunks resumes and owes the rest once (DESIGN §16.12)', async () => {
+      await reopen([attentionSet, effortSet]);
+      const N = 2_100;
+      fx.store.setRegistry(new Registry([])); // items first, owing nothing, so the change is the only owe
+      for (let i = 0; i < N; i++) {
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+      }
+      fx.store.setRegistry(fx.registry);
+      const r = await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' });
+      expect(r.owed).toBe(2 * 1_000); // the door's transaction owes the first chunk only
+      expect((await fx.store.listMeta('collection-owe:')).map((m) => m.key)).toEqual([`collection-owe:${fx.tasks.id}`]);
+      expect(await fx.store.listJobs({ limit: 10_000 })).toHaveLength(2_000);
+      const step = await fx.store.advanceCollectionOwes();
+      expect(step).toEqual({ collectionId: fx.tasks.id, items: 1_000, owed: 2_000, pending: 1 });
+      // The process dies here; another opens the same data and resumes from the committed cursor.
+      const peer = await fx.opened.peer(fx.registry);
+      expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: fx.tasks.id, items: 100, owed: 200, pending: 0 });
+      expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: null, items: 0, owed: 0, pending: 0 });
+      const jobs = await fx.store.listJobs({ limit: 10_000 });
+      expect(jobs).toHaveLength(2 * N);
+      expect(jobs.every((j) => j.generation === 1 && j.priority === PRIORITY_BACKFILL)).toBe(true); // each owed exactly once
+      expect(await fx.store.listMeta('collection-owe:')).toEqual([]);
+    }, 120_000);
+
+    it('a second change while a collection change is pending restarts the walk with both changes\' sets', async () => {
+      await reopen([attentionSet, effortSet]);
+      fx.store.setRegistry(new Registry([]));
+      for (let i = 0; i < 1_500; i++) {
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+      }
+      // Only `effort` knows the first slug; after the rename only `attention` would apply.
+      const onlyEffort = defineQuestionSet({ name: 'effort', questions: { effort: noul('x') }, collections: ['task'] });
+      const onlyAttention = defineQuestionSet({ name: 'attention', questions: { blocked: noul('x') }, collections: ['tasks'] });
+      const reg = new Registry([onlyEffort, onlyAttention]);
+      fx.store.setRegistry(reg);
+      expect((await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' })).owed).toBe(2 * 1_000);
+      // The restart owes the first chunk again, for the pending change's sets as well as its own.
+      expect((await fx.store.updateCollection(fx.tasks.id, { settings: { tracks_work: false } })).owed).toBe(2 * 1_000);
+      const pending = JSON.parse((await fx.store.getMeta(`collection-owe:${fx.tasks.id}`))!) as { sets: string[]; generation: number };
+      expect(pending).toMatchObject({ sets: ['attention', 'effort'], generation: 2 });
+      while ((await fx.store.advanceCollectionOwes()).collectionId !== null);
+      const jobs = await fx.store.listJobs({ limit: 10_000 });
+      expect(jobs.filter((j) => j.questionSet === 'attention')).toHaveLength(1_500);
+      expect(jobs.filter((j) => j.questionSet === 'effort')).toHaveLength(1_500);
+    }, 120_000);
+
     it('upsertItem: creates, then changes nothing on the same values, then sets every value', async () => {
       const base = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c', fields: { status: 'open' } };
       expect((await fx.store.upsertItem(base, { priority: PRIORITY_BACKFILL, quietPeriod: false })).owed).toBe(3);

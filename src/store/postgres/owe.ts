@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { oweTargetsSql } from '../shared-rows.js';
+import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
@@ -29,7 +29,7 @@ import { setMetaTx } from './operations.js';
 export async function oweItems(
   tx: PgTx,
   now: number,
-  items: { itemIds?: readonly string[]; collectionId?: string },
+  items: OweTargets,
   sets: readonly QuestionSet[],
   opts: OweOptions & { insertOnly?: boolean } = {},
 ): Promise<number> {

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { oweTargetsSql } from '../shared-rows.js';
+import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsComments, readsLinks } from '../write-rules.js';
@@ -31,7 +31,7 @@ import { setMetaTx } from './operations.js';
 export function oweItems(
   tx: Tx,
   ctx: SqliteContext,
-  items: { itemIds?: readonly string[]; collectionId?: string },
+  items: OweTargets,
   sets: readonly QuestionSet[],
   opts: OweOptions & { insertOnly?: boolean } = {},
 ): number {
