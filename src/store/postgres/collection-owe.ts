@@ -33,6 +33,8 @@ export async function oweCollectionChange(tx: PgTx, ctx: PgContext, now: number,
 
 /** Owes the next chunk of the pending change that waited longest, in one transaction with its cursor. */
 export async function advanceCollectionOwes(ctx: PgContext): Promise<CollectionOweStep> {
+  // The worker asks every pass: with nothing pending, answer from one read, without a transaction.
+  if ((await countPending(ctx.db)) === 0) return { collectionId: null, items: 0, owed: 0, pending: 0 };
   return writeTx(ctx, async (tx) => {
     const row = await one<{ key: string; value: string }>(
       tx,

@@ -37,6 +37,8 @@ export function oweCollectionChange(tx: Tx, ctx: SqliteContext, collectionId: st
  * cursor (or the continuation's removal after the last chunk).
  */
 export function advanceCollectionOwes(ctx: SqliteContext): CollectionOweStep {
+  // The worker asks every pass: with nothing pending, answer from a read, without the write lock.
+  if (countPending(ctx.db as unknown as Tx) === 0) return { collectionId: null, items: 0, owed: 0, pending: 0 };
   return writeTx(ctx, (tx) => {
     const row = tx.get<{ key: string; value: string }>(sql`
       SELECT key, value FROM verdict_meta
