@@ -86,13 +86,16 @@ export function delayCapSql(enqueuedAt: SQL, itemId: SQL, setName: string, maxDe
  * `../sqlite/owe.ts` `fairTagSql`): max(virtual time, the workspace's latest tag) + rank.
  * `not_before + 0` keeps the planner off `decision_jobs_claim_idx` (whose not_before range would
  * make it read every due row and sort them), so virtual time walks the claim-order index and stops
- * at the first due row, as on SQLite (see jobs.ts `claimNextJob`).
+ * at the first due row, as on SQLite (see jobs.ts `claimNextJob`); the walk runs only when a due
+ * row exists (the EXISTS seeks decision_jobs_claim_idx), for the reason given on SQLite's.
  */
 export function fairTagSql(priority: number, now: number, singleRow = false) {
   return sql`greatest(
-      coalesce((SELECT v.fair_tag FROM decision_jobs v
-                WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
-                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e
+                                 WHERE e.state = 'owed' AND e.priority = ${priority}::int AND e.not_before <= ${now}::bigint)
+               THEN (SELECT v.fair_tag FROM decision_jobs v
+                     WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
+                     ORDER BY v.fair_tag LIMIT 1) END, 0),
       coalesce((SELECT l.fair_tag FROM decision_jobs l
                 WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}::int
                 ORDER BY l.fair_tag DESC LIMIT 1), 0))
