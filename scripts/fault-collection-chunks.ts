@@ -26,6 +26,10 @@ function arg(name: string, dflt: number): number {
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 }
 
+function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
+
 async function main(): Promise<void> {
   const n = arg('items', 1_000_000);
   const dir = mkdtempSync(join(tmpdir(), 'verdict-col-chunks-'));
@@ -58,23 +62,28 @@ async function main(): Promise<void> {
     const advance = (store as unknown as { advanceCollectionOwes?: () => Promise<{ collectionId: string | null; items: number; owed: number; pending: number }> }).advanceCollectionOwes;
     let maxMs = doorMs;
     if (advance) {
-      let chunks = 0;
       let owed = 0;
-      let longest = 0;
-      let total = 0;
+      const wall: number[] = [];
+      const cpu: number[] = [];
       for (;;) {
+        const c0 = process.cpuUsage();
         const s0 = performance.now();
         const step = await advance.call(store);
         const ms = performance.now() - s0;
+        const c = process.cpuUsage(c0);
         if (step.collectionId === null) break;
-        chunks++;
+        wall.push(ms);
+        cpu.push((c.user + c.system) / 1000);
         owed += step.owed;
-        total += ms;
-        longest = Math.max(longest, ms);
         if (step.pending === 0) break;
       }
-      maxMs = Math.max(maxMs, longest);
-      console.log(`continuation: ${chunks} chunk transactions, longest ${longest.toFixed(1)} ms, mean ${(total / Math.max(chunks, 1)).toFixed(1)} ms, total ${(total / 1000).toFixed(1)} s, ${owed.toLocaleString('en')} job rows owed`);
+      const sorted = [...wall].sort((a, b) => a - b);
+      const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+      const total = wall.reduce((a, b) => a + b, 0);
+      maxMs = Math.max(maxMs, sorted[sorted.length - 1] ?? 0);
+      console.log(`continuation: ${wall.length} chunk transactions, ${owed.toLocaleString('en')} job rows owed, total ${(total / 1000).toFixed(1)} s`);
+      console.log(`  wall per chunk: mean ${(total / Math.max(wall.length, 1)).toFixed(1)} ms, p50 ${pct(50).toFixed(1)}, p99 ${pct(99).toFixed(1)}, max ${(sorted[sorted.length - 1] ?? 0).toFixed(1)} ms; over 250 ms: ${wall.filter((w) => w > 250).length}`);
+      console.log(`  CPU per chunk (this process, user + system): max ${Math.max(0, ...cpu).toFixed(1)} ms; first 10 chunks mean ${mean(cpu.slice(0, 10)).toFixed(1)} ms, last 10 mean ${mean(cpu.slice(-10)).toFixed(1)} ms`);
     } else {
       console.log('continuation: none (this store owes the whole collection in the door)');
     }
