@@ -10,6 +10,7 @@ import type { QuestionMap, QuestionSet, Registry } from '../decision/registry.js
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
 import { changedParts, STATE_VERSION, type BuiltState } from '../decision/state.js';
+import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -218,6 +219,7 @@ export class DecisionReader {
     const loaded = await this.store.loadItemForEvaluation(itemId);
     const jobs = await this.store.listJobs({ itemId, limit: 1_000 });
     const owed = new Set(jobs.filter((j) => j.state === 'owed').map((j) => j.questionSet));
+    if (loaded) for (const s of await this.pendingCollectionSets(loaded.item.collectionId)) owed.add(s);
     const bySet = groupBy(rows, (r) => r.questionSet);
     const out: DecisionView[] = [];
     for (const [setName, setRows] of bySet) {
@@ -279,14 +281,24 @@ export class DecisionReader {
       const loaded = await this.store.loadItemForEvaluation(itemId);
       const now = this.setNowWith(set, loaded, questions);
       const job = await this.store.getJob(itemId, setName);
+      const owed = job?.state === 'owed' || (loaded !== null && (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName));
       for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {
-        const v = this.view(judgeRows(keyRows, now, this.ctx), set, job?.state === 'owed', cut);
+        const v = this.view(judgeRows(keyRows, now, this.ctx), set, owed, cut);
         if (v.surfacing !== 'surfaced' || v.answer.type !== 'noul') continue;
         flags[itemId] ??= { ref: loaded?.item.ref ?? itemId, keys: {} };
         flags[itemId].keys[v.questionKey] = v.answer.noul;
       }
     }
     return { flags, failing };
+  }
+
+  /**
+   * Sets a pending collection change still owes the collection's items (DESIGN §16.12): their
+   * jobs count as owed for surfacing even before the worker writes their chunk, so a flag does
+   * not blink off during the walk. (Currency needs nothing: it compares the live state.)
+   */
+  private async pendingCollectionSets(collectionId: string): Promise<string[]> {
+    return pendingSets(parseContinuation(await this.store.getMeta(continuationKey(collectionId)), []));
   }
 
   private async failing(workspaceId: string, setName: string): Promise<boolean> {

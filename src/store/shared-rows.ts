@@ -7,18 +7,30 @@ import type { DriftScanItem, ItemRow } from './store.js';
  * stores cannot drift apart on a rule (which links a state shows, how a drift-scan row reads).
  */
 
+/** The items an owe statement covers; see `oweTargetsSql`. */
+export interface OweTargets {
+  itemIds?: readonly string[];
+  collectionId?: string;
+  /** With `collectionId`: only ids in (afterId, throughId], a chunk of a collection change (DESIGN §16.12). */
+  range?: { afterId: string; throughId: string };
+}
+
 /**
  * The items one owe statement covers (an `INSERT … SELECT … FROM items i WHERE <this>`): the
- * given ids (deleted ones included, since a delete owes work too), or a collection's live items.
+ * given ids (deleted ones included, since a delete owes work too), or a collection's live items,
+ * optionally within an id range (a range read on items_collection_idx).
  * Null when `itemIds` is empty: nothing to owe.
  * @throws TypeError when neither is given.
  */
-export function oweTargetsSql(items: { itemIds?: readonly string[]; collectionId?: string }): SQL | null {
+export function oweTargetsSql(items: OweTargets): SQL | null {
   if (items.itemIds) {
     if (items.itemIds.length === 0) return null;
     return sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
   }
-  if (items.collectionId) return sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL`;
+  if (items.collectionId) {
+    const range = items.range ? sql` AND i.id > ${items.range.afterId} AND i.id <= ${items.range.throughId}` : sql``;
+    return sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL${range}`;
+  }
   throw new TypeError('oweItems: give itemIds or collectionId');
 }
 

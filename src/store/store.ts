@@ -2,6 +2,9 @@ import type { NormaliseReport } from './normalise.js';
 import type { StateLink, TrailComment } from '../decision/state.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';
+import type { CollectionOweStep } from './collection-owe.js';
+
+export type { CollectionOweStep };
 
 /**
  * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
@@ -163,6 +166,8 @@ export interface JobRow {
   lastErrorAt: number | null;
   /** Fair-queuing tag: the claim order across workspaces after priority (set once, at insert). */
   fairTag: number;
+  /** Epoch ms of the latest enqueue; 0 on rows stored before it was kept (DESIGN §16.1). */
+  owedAt: number;
 }
 
 export interface JobFilter {
@@ -373,7 +378,12 @@ export interface Store {
     schema?: CollectionSchema;
     settings?: CollectionSettings;
   }): Promise<CollectionRow>;
-  /** Rename or change settings; owes every item of the collection at backfill priority. */
+  /**
+   * Rename or change settings; owes every live item of the collection at backfill priority, in
+   * chunks of 1,000 per transaction (DESIGN §16.12): the first chunk in the door's transaction
+   * (`owed` counts its rows), the rest through a continuation that `advanceCollectionOwes` works
+   * off and a crash resumes. Soft delete and restore do the same.
+   */
   updateCollection(id: string, patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema }): Promise<WriteResult<CollectionRow>>;
   softDeleteCollection(id: string): Promise<WriteResult<CollectionRow>>;
   restoreCollection(id: string): Promise<WriteResult<CollectionRow>>;
@@ -428,6 +438,12 @@ export interface Store {
       meta?: { key: string; value: string };
     },
   ): Promise<number>;
+  /**
+   * Owes the next chunk (at most 1,000 items) of a pending collection change, the one that waited
+   * longest, in one transaction with its continuation's cursor (DESIGN §16.12). The worker calls it
+   * until `pending` is 0; a crash between calls loses nothing (the cursor commits with its chunk).
+   */
+  advanceCollectionOwes(): Promise<CollectionOweStep>;
   /**
    * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at, key), counting the
    * attempt, under a lease of `leaseMs`. The fair tag interleaves workspaces, so one busy

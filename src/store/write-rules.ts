@@ -219,6 +219,7 @@ export interface RawJob {
   last_error: string | null;
   last_error_at: number | null;
   fair_tag: number;
+  owed_at: number;
 }
 
 /** The claim a freshly claimed row stands for. */

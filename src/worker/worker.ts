@@ -1,4 +1,5 @@
 import { setMaxListeners } from 'node:events';
+import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
@@ -86,6 +87,8 @@ export class Worker {
   private lastGateLog = 0;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
+  /** The collection-change walk in progress in this process, if any (one at a time). */
+  private advancing: Promise<void> | null = null;
   /** The provider error code that started the current cooling-off, if any. */
   providerProblem: string | null = null;
   readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
@@ -162,9 +165,41 @@ export class Worker {
       // Only status's rows of earlier runs are at stake; they are deleted by the next success.
       this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off rows not read');
     }
+    // A drain owes every pending collection change first, so "claimable now" includes its items.
+    if (this.opts.untilIdle) await this.advanceCollections();
     const slots = Array.from({ length: this.opts.concurrency }, (_, i) => this.slot(i));
     await Promise.all(slots);
+    await this.advancing;
     return this.summary;
+  }
+
+  /**
+   * Owes the pending collection changes (DESIGN §16.12) one chunk of 1,000 items per transaction,
+   * until none is pending or the worker stops, yielding the event loop between chunks. One walk
+   * per process at a time: a call while one runs returns that walk. A store error ends the walk
+   * (logged); the continuation stays and the next pass resumes it, so nothing owed is lost.
+   */
+  advanceCollections(): Promise<void> {
+    this.advancing ??= (async () => {
+      try {
+        let chunks = 0;
+        let items = 0;
+        while (!this.stopping) {
+          const step = await this.opts.store.advanceCollectionOwes();
+          if (step.collectionId === null) break;
+          chunks++;
+          items += step.items;
+          if (step.pending === 0) break;
+          await yieldLoop();
+        }
+        if (chunks > 0) this.opts.logger.info({ chunks, items }, 'collection changes owed');
+      } catch (err) {
+        this.opts.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'collection change walk failed; resuming next pass');
+      } finally {
+        this.advancing = null;
+      }
+    })();
+    return this.advancing;
   }
 
   private runnerOptions(slot: number): RunnerOptions {
@@ -217,6 +252,8 @@ export class Worker {
     const ro = () => this.runnerOptions(i);
     while (!this.stopping) {
       this.lastLoopAt = Date.now();
+      // Beside the claims, not before them: a big collection change never holds up live work.
+      if (!this.opts.untilIdle) void this.advanceCollections();
       const wait = this.cooloffUntil - Date.now();
       if (wait > 0) {
         await this.idle(Math.min(wait, this.opts.tickMs));

@@ -215,6 +215,60 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.restoreCollection(fx.tasks.id)).row.deletedAt).toBeNull();
     });
 
+    it('a collection change owes in chunks of 1,000 per transaction; a crash between chunks resumes and owes the rest once (DESIGN §16.12)', async () => {
+      await reopen([attentionSet, effortSet]);
+      const N = 2_100;
+      fx.store.setRegistry(new Registry([])); // items first, owing nothing, so the change is the only owe
+      for (let i = 0; i < N; i++) {
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+      }
+      fx.store.setRegistry(fx.registry);
+      const r = await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' });
+      expect(r.owed).toBe(2 * 1_000); // the door's transaction owes the first chunk only
+      expect((await fx.store.listMeta('collection-owe:')).map((m) => m.key)).toEqual([`collection-owe:${fx.tasks.id}`]);
+      expect(await fx.store.listJobs({ limit: 10_000 })).toHaveLength(2_000);
+      const step = await fx.store.advanceCollectionOwes();
+      expect(step).toEqual({ collectionId: fx.tasks.id, items: 1_000, owed: 2_000, pending: 1 });
+      // The process dies here; another opens the same data and resumes from the committed cursor.
+      const peer = await fx.opened.peer(fx.registry);
+      expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: fx.tasks.id, items: 100, owed: 200, pending: 0 });
+      expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: null, items: 0, owed: 0, pending: 0 });
+      const jobs = await fx.store.listJobs({ limit: 10_000 });
+      expect(jobs).toHaveLength(2 * N);
+      expect(jobs.every((j) => j.generation === 1 && j.priority === PRIORITY_BACKFILL)).toBe(true); // each owed exactly once
+      expect(await fx.store.listMeta('collection-owe:')).toEqual([]);
+    }, 120_000);
+
+    it('a second change while a collection change is pending restarts the walk with both changes\' sets', async () => {
+      await reopen([attentionSet, effortSet]);
+      fx.store.setRegistry(new Registry([]));
+      for (let i = 0; i < 1_500; i++) {
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+      }
+      // Only `effort` knows the first slug; after the rename only `attention` would apply.
+      const onlyEffort = defineQuestionSet({ name: 'effort', questions: { effort: noul('x') }, collections: ['task'] });
+      const onlyAttention = defineQuestionSet({ name: 'attention', questions: { blocked: noul('x') }, collections: ['tasks'] });
+      const reg = new Registry([onlyEffort, onlyAttention]);
+      fx.store.setRegistry(reg);
+      expect((await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' })).owed).toBe(2 * 1_000);
+      // The restart owes the first chunk again, for the pending change's sets as well as its own.
+      expect((await fx.store.updateCollection(fx.tasks.id, { settings: { tracks_work: false } })).owed).toBe(2 * 1_000);
+      const pending = JSON.parse((await fx.store.getMeta(`collection-owe:${fx.tasks.id}`))!) as { sets: string[]; generation: number };
+      expect(pending).toMatchObject({ sets: ['attention', 'effort'], generation: 2 });
+      // Two processes work it off at once: a chunk is owed by one of them, never by both.
+      const peer = await fx.opened.peer(reg);
+      for (;;) {
+        const [a, b] = await Promise.all([fx.store.advanceCollectionOwes(), peer.advanceCollectionOwes()]);
+        if (a.pending === 0 && b.pending === 0) break;
+      }
+      const jobs = await fx.store.listJobs({ limit: 10_000 });
+      expect(jobs.filter((j) => j.questionSet === 'attention')).toHaveLength(1_500);
+      expect(jobs.filter((j) => j.questionSet === 'effort')).toHaveLength(1_500);
+      // The first chunk was owed by both changes (generation 2); the other 500 items once each.
+      expect(jobs.filter((j) => j.generation === 2)).toHaveLength(2 * 1_000);
+      expect(jobs.filter((j) => j.generation === 1)).toHaveLength(2 * 500);
+    }, 120_000);
+
     it('upsertItem: creates, then changes nothing on the same values, then sets every value', async () => {
       const base = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c', fields: { status: 'open' } };
       expect((await fx.store.upsertItem(base, { priority: PRIORITY_BACKFILL, quietPeriod: false })).owed).toBe(3);
@@ -570,6 +624,56 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(fake.requests).toHaveLength(2);
       expect(fake.requests[1].state).toContain('unblocked now');
       expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
+    });
+
+    it('constant editing for 3 hours, a write landing in every evaluation: at most one evaluation per hour (DESIGN §16.1)', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      let elapsed = 0;
+      let edits = 0;
+      const perHour = [0, 0, 0];
+      const fake = new FakeProvider();
+      fake.handler = async (req) => {
+        perHour[Math.floor(elapsed / 3_600_000)]++;
+        await fx.store.updateItem(it1.id, { content: `edit ${++edits}` }); // the editor does not pause for us
+        return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.4 }]));
+      };
+      const opts = runner(fake);
+      let lastEditAt = 0;
+      for (elapsed = 20_000; elapsed < 3 * 3_600_000; elapsed += 20_000) {
+        fx.advance(20_000);
+        lastEditAt = (await fx.store.updateItem(it1.id, { content: `edit ${++edits}` })).row.updatedAt;
+        await runOnce(opts, signal);
+      }
+      // The first evaluation waits for the delay cap (2 h after the first write), then the
+      // re-ask debounce spaces them an hour apart; before the fix hour 3 ran one per step.
+      expect(perHour).toEqual([0, 0, 1]);
+      expect(fake.requests).toHaveLength(1);
+      const job = (await fx.store.getJob(it1.id, 'attention'))!;
+      const answeredAt = Math.max(...(await fx.store.listDecisions(it1.id)).map((d) => d.evaluatedAt));
+      expect(job.notBefore).toBe(Math.max(answeredAt + 3_600_000, lastEditAt + 30_000));
+    });
+
+    it('a job that survives its completion gets enqueued_at = the time of the write that landed during it (DESIGN §16.1)', async () => {
+      await reopen([attentionSet]);
+      const it1 = await item('T-1');
+      fx.advance(30_000);
+      const claim = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      fx.advance(5_000);
+      const w = await fx.store.updateItem(it1.id, { content: 'edited mid-evaluation' });
+      expect((await fx.store.getJob(it1.id, 'attention'))!.owedAt).toBe(w.row.updatedAt);
+      fx.advance(5_000);
+      expect(await fx.store.completeJob(claim)).toBe('superseded');
+      const job = (await fx.store.getJob(it1.id, 'attention'))!;
+      expect(job.enqueuedAt).toBe(w.row.updatedAt);
+      expect(job.claimToken).toBeNull();
+      // A failure that finds the generation moved keeps enqueued_at: its owed work is the old one.
+      fx.advance(60_000);
+      const c2 = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      fx.advance(1_000);
+      await fx.store.updateItem(it1.id, { content: 'edited again' });
+      expect(await fx.store.failJob(c2, { backoffMs: 30_000, error: 'x' })).toBe('superseded');
+      expect((await fx.store.getJob(it1.id, 'attention'))!.enqueuedAt).toBe(w.row.updatedAt);
     });
 
     it('a lease-expiry race: the late runner\'s outcome is fenced off and each key is answered once', async () => {

@@ -2,6 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
 import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { changes, nowMs, one, rows, writeTx, type PgContext, type PgTx } from './context.js';
+import { delayCapSql, latestAnswerSql } from './owe.js';
 import { decisionJobs } from './schema.js';
 
 /**
@@ -97,19 +98,27 @@ export async function renewLease(ctx: PgContext, claim: Claim, leaseMs: number):
  * matches; `superseded` when the generation moved (only the claim is cleared and not_before
  * recomputed from the debounce rule); otherwise `apply` runs and the outcome is `applied`.
  */
-async function fenced(ctx: PgContext, claim: Claim, apply: (tx: PgTx, row: RawJob, now: SQL) => Promise<unknown>): Promise<OutcomeResult> {
+async function fenced(
+  ctx: PgContext,
+  claim: Claim,
+  apply: (tx: PgTx, row: RawJob, now: SQL) => Promise<unknown>,
+  completion = false,
+): Promise<OutcomeResult> {
   return writeTx(ctx, async (tx) => {
     const row = await one<RawJob>(tx, sql`SELECT * FROM decision_jobs WHERE ${whereKey(claim)} FOR UPDATE`);
     if (!row || row.claim_token !== claim.claimToken) return 'lost';
     const now = nowMs(ctx);
     if (row.generation !== claim.generation) {
+      // A job that survives its completion counts its delay cap from the write that landed
+      // during the evaluation (owed_at), DESIGN §16.1; see ../sqlite/jobs.ts `fencedTx`.
       const t = setTiming(ctx.registry, claim.questionSet);
+      const enqueuedAt = completion ? sql`greatest(enqueued_at, owed_at)` : sql`enqueued_at`;
+      const latest = latestAnswerSql(sql`${claim.itemId}`, claim.questionSet);
       await tx.execute(sql`
-        UPDATE decision_jobs SET ${CLEAR_CLAIM},
+        UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
           not_before = least(greatest(not_before, ${now} + ${t.quietPeriodMs}::bigint,
-                                      coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-                                                WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${t.reaskDebounceMs}::bigint, 0)),
-                             enqueued_at + ${t.maxDelayMs}::bigint)
+                                      coalesce(${latest} + ${t.reaskDebounceMs}::bigint, 0)),
+                             ${delayCapSql(enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs)})
         WHERE ${whereKey(claim)}`);
       return 'superseded';
     }
@@ -129,7 +138,7 @@ export async function completeJob(ctx: PgContext, claim: Claim): Promise<Outcome
     sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${claim.generation}::int`,
   );
   if (done === 1) return 'applied';
-  return fenced(ctx, claim, (tx) => tx.execute(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+  return fenced(ctx, claim, (tx) => tx.execute(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
 }
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */

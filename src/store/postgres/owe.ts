@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
-import { oweTargetsSql } from '../shared-rows.js';
+import { sql, type SQL } from 'drizzle-orm';
+import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
@@ -12,10 +12,11 @@ import { setMetaTx } from './operations.js';
  * whole collection go through the same rule:
  *
  *   not_before = max(not_before, now + quietPeriod, latest stored answer + reaskDebounce),
- *                capped at enqueued_at + maxDelay
+ *                capped at max(enqueued_at, latest stored answer) + maxDelay   (DESIGN §16.1)
  *
- * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two;
- * the claim, enqueued_at and fair_tag are left alone. With `insertOnly` an existing row is left
+ * (Why the cap counts from the latest answer too: beside `../sqlite/owe.ts` `oweItems`.)
+ * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two,
+ * owed_at = now; the claim, enqueued_at and fair_tag are left alone. With `insertOnly` an existing row is left
  * alone entirely. `now` is the transaction's database time (context.ts `readNow`).
  *
  * The debounce anchor is the latest *stored answer*, never a failed attempt. With
@@ -28,7 +29,7 @@ import { setMetaTx } from './operations.js';
 export async function oweItems(
   tx: PgTx,
   now: number,
-  items: { itemIds?: readonly string[]; collectionId?: string },
+  items: OweTargets,
   sets: readonly QuestionSet[],
   opts: OweOptions & { insertOnly?: boolean } = {},
 ): Promise<number> {
@@ -43,8 +44,7 @@ export async function oweItems(
     const candidate =
       opts.reaskDebounce === false
         ? sql`${now + quiet}::bigint`
-        : sql`greatest(${now + quiet}::bigint, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-        WHERE d.item_id = i.id AND d.question_set = ${set.name}) + ${set.reaskDebounceMs}::bigint, 0))`;
+        : sql`greatest(${now + quiet}::bigint, coalesce(${latestAnswerSql(sql`i.id`, set.name)} + ${set.reaskDebounceMs}::bigint, 0))`;
     const onConflict = opts.insertOnly
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
       : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
@@ -53,16 +53,17 @@ export async function oweItems(
           state = 'owed',
           priority = least(decision_jobs.priority, excluded.priority),
           workspace_id = excluded.workspace_id,
+          owed_at = excluded.owed_at,
           not_before = least(greatest(decision_jobs.not_before, excluded.not_before),
-                             decision_jobs.enqueued_at + ${set.maxDelayMs}::bigint)`;
+                             ${delayCapSql(sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs)})`;
     changed += await changes(
       tx,
       sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
-                                 enqueued_at, not_before, state, fair_tag)
+                                 enqueued_at, not_before, state, fair_tag, owed_at)
       SELECT i.id, ${set.name}::text, i.workspace_id, ${priority}::int, 1, ${now}::bigint,
-             least(${candidate}, ${now + set.maxDelayMs}::bigint), 'owed',
-             ${fairTagSql(priority, now, items.itemIds?.length === 1)}
+             least(${candidate}, ${delayCapSql(sql`${now}::bigint`, sql`i.id`, set.name, set.maxDelayMs)}), 'owed',
+             ${fairTagSql(priority, now, items.itemIds?.length === 1)}, ${now}::bigint
       FROM items i WHERE ${where}
       ${onConflict}`,
     );
@@ -70,18 +71,31 @@ export async function oweItems(
   return changed;
 }
 
+/** The latest stored answer of (item, set), epoch ms, or NULL (see ../sqlite/owe.ts `latestAnswerSql`). */
+export function latestAnswerSql(itemId: SQL, setName: string): SQL {
+  return sql`(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = ${setName}::text)`;
+}
+
+/** The delay cap, max(enqueued_at, latest stored answer) + maxDelay, ms (DESIGN §16.1; see ../sqlite/owe.ts `delayCapSql`). */
+export function delayCapSql(enqueuedAt: SQL, itemId: SQL, setName: string, maxDelayMs: number): SQL {
+  return sql`(greatest(${enqueuedAt}, coalesce(${latestAnswerSql(itemId, setName)}, 0)) + ${maxDelayMs}::bigint)`;
+}
+
 /**
  * The fair-queuing tag of each owed row (start-time fair queuing; the reasoning is beside
  * `../sqlite/owe.ts` `fairTagSql`): max(virtual time, the workspace's latest tag) + rank.
  * `not_before + 0` keeps the planner off `decision_jobs_claim_idx` (whose not_before range would
  * make it read every due row and sort them), so virtual time walks the claim-order index and stops
- * at the first due row, as on SQLite (see jobs.ts `claimNextJob`).
+ * at the first due row, as on SQLite (see jobs.ts `claimNextJob`); the walk runs only when a due
+ * row exists (the EXISTS seeks decision_jobs_claim_idx), for the reason given on SQLite's.
  */
 export function fairTagSql(priority: number, now: number, singleRow = false) {
   return sql`greatest(
-      coalesce((SELECT v.fair_tag FROM decision_jobs v
-                WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
-                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e
+                                 WHERE e.state = 'owed' AND e.priority = ${priority}::int AND e.not_before <= ${now}::bigint)
+               THEN (SELECT v.fair_tag FROM decision_jobs v
+                     WHERE v.state = 'owed' AND v.priority = ${priority}::int AND v.not_before + 0 <= ${now}::bigint
+                     ORDER BY v.fair_tag LIMIT 1) END, 0),
       coalesce((SELECT l.fair_tag FROM decision_jobs l
                 WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}::int
                 ORDER BY l.fair_tag DESC LIMIT 1), 0))

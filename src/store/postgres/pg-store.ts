@@ -4,6 +4,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
+import { advanceCollectionOwes } from './collection-owe.js';
 import { readNow, type PgContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as drift from './drift.js';
@@ -206,6 +207,9 @@ export class PgStore implements S.Store {
   // jobs
   async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return this.run((c) => owePairs(c, pairs, opts));
+  }
+  async advanceCollectionOwes() {
+    return this.run((c) => advanceCollectionOwes(c));
   }
   async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number, skipSets?: readonly string[]) {
     return this.run((c) => jobs.claimNextJob(c, workerId, leaseMs, abandonLimit, skipSets));

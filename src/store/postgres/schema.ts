@@ -123,6 +123,8 @@ export const decisionJobs = pgTable(
     lastErrorAt: ms('last_error_at'),
     /** Fair-queuing tag across workspaces (see ../sqlite/schema.ts and ./owe.ts). */
     fairTag: bigint('fair_tag', { mode: 'number' }).notNull().default(0),
+    /** Time of the latest enqueue (see ../sqlite/schema.ts): a completion that finds the generation moved makes it enqueued_at (DESIGN §16.1). */
+    owedAt: ms('owed_at').notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.itemId, t.questionSet] }),

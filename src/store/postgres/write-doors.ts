@@ -3,7 +3,6 @@ import { emptyReport, normaliseText, type NormaliseReport } from '../normalise.j
 import {
   InvalidWrite,
   NotFound,
-  PRIORITY_BACKFILL,
   type CollectionRow,
   type CollectionSchema,
   type CollectionSettings,
@@ -30,7 +29,8 @@ import {
   writeResult as result,
 } from '../write-rules.js';
 import { one, readNow, writeTx, type PgContext, type PgTx } from './context.js';
-import { oweForItem, oweItems } from './owe.js';
+import { oweCollectionChange } from './collection-owe.js';
+import { oweForItem } from './owe.js';
 import { collections, comments, itemLinks, items, workspaces } from './schema.js';
 
 /**
@@ -108,7 +108,11 @@ export async function createCollection(
   });
 }
 
-/** Renames a collection or changes its settings, schema or deleted state; owes its live items at backfill priority. */
+/**
+ * Renames a collection or changes its settings, schema or deleted state; owes its live items at
+ * backfill priority, in chunks (DESIGN §16.12): the first chunk here, the rest from the
+ * continuation this transaction writes (`advanceCollectionOwes`). `owed` counts the first chunk.
+ */
 export async function updateCollection(
   ctx: PgContext,
   id: string,
@@ -121,7 +125,8 @@ export async function updateCollection(
     const { next, changed } = planCollectionPatch(c, patch, now);
     if (!changed) return result(toCollectionRow(c), false, emptyReport());
     const [row] = await tx.update(collections).set(next).where(eq(collections.id, id)).returning();
-    const owed = await oweItems(tx, now, { collectionId: id }, setsForSlugChange(ctx.registry, c.slug, next.slug), { priority: PRIORITY_BACKFILL });
+    // The first chunk here, the rest by the worker from the continuation (DESIGN §16.12).
+    const owed = await oweCollectionChange(tx, ctx, now, id, setsForSlugChange(ctx.registry, c.slug, next.slug));
     return result(toCollectionRow(row), true, emptyReport(), owed);
   });
 }

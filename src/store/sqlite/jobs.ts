@@ -2,6 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
 import { abandonReason, boundError, deferLimitReason, LAST_ERROR_MAX, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
+import { delayCapSql, latestAnswerSql } from './owe.js';
 import { decisionJobs } from './schema.js';
 
 /**
@@ -88,19 +89,31 @@ function fenced(ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, n
   return writeTx(ctx, (tx) => fencedTx(tx, ctx, claim, apply));
 }
 
-function fencedTx(tx: Tx, ctx: SqliteContext, claim: Claim, apply: (tx: Tx, row: RawJob, now: number) => void): OutcomeResult {
+/**
+ * `completion` marks the complete and drop outcomes: a job that survives its completion (the
+ * generation moved: a write landed during the evaluation) gets enqueued_at = owed_at, the time of
+ * that write (DESIGN §16.1), so its delay cap counts from the write the evaluation did not see.
+ * Other outcomes keep enqueued_at: their owed work is still the old one.
+ */
+function fencedTx(
+  tx: Tx,
+  ctx: SqliteContext,
+  claim: Claim,
+  apply: (tx: Tx, row: RawJob, now: number) => void,
+  completion = false,
+): OutcomeResult {
   const row = tx.get<RawJob>(sql`
     SELECT * FROM decision_jobs WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
   if (!row || row.claim_token !== claim.claimToken) return 'lost';
   const now = ctx.clock.now();
   if (row.generation !== claim.generation) {
     const { quietPeriodMs: quiet, reaskDebounceMs: debounce, maxDelayMs: maxDelay } = setTiming(ctx.registry, claim.questionSet);
+    const enqueuedAt = completion ? sql`max(enqueued_at, owed_at)` : sql`enqueued_at`;
+    const latest = latestAnswerSql(sql`${claim.itemId}`, claim.questionSet);
     tx.run(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM},
-        not_before = min(max(not_before, ${now + quiet},
-                             coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-                                       WHERE d.item_id = ${claim.itemId} AND d.question_set = ${claim.questionSet}) + ${debounce}, 0)),
-                         enqueued_at + ${maxDelay})
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
+        not_before = min(max(not_before, ${now + quiet}, coalesce(${latest} + ${debounce}, 0)),
+                         ${delayCapSql(enqueuedAt, sql`${claim.itemId}`, claim.questionSet, maxDelay)})
       WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet}`);
     return 'superseded';
   }
@@ -123,7 +136,7 @@ export function completeJob(ctx: SqliteContext, claim: Claim): OutcomeResult {
       DELETE FROM decision_jobs
       WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${claim.generation}`);
     if (r.changes === 1) return 'applied';
-    return fencedTx(tx, ctx, claim, (t) => void t.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`));
+    return fencedTx(tx, ctx, claim, (t) => void t.run(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
   });
 }
 

@@ -1,5 +1,5 @@
-import { sql } from 'drizzle-orm';
-import { oweTargetsSql } from '../shared-rows.js';
+import { sql, type SQL } from 'drizzle-orm';
+import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsComments, readsLinks } from '../write-rules.js';
@@ -12,11 +12,17 @@ import { setMetaTx } from './operations.js';
  * rule:
  *
  *   not_before = max(not_before, now + quietPeriod, latest stored answer + reaskDebounce),
- *                capped at enqueued_at + maxDelay
+ *                capped at max(enqueued_at, latest stored answer) + maxDelay   (DESIGN §16.1)
  *
- * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two;
- * the claim and enqueued_at are left alone so continuous editing cannot starve a job. With
- * `insertOnly` an existing row is left alone entirely (backfill never un-parks or resets).
+ * The cap counts from the latest answer as well as from enqueued_at: a job that survived its
+ * completion keeps an old enqueued_at, and a cap counted from it alone lies in the past, so the
+ * item was re-asked after every evaluation (361 evaluations in the third hour of constant editing,
+ * measured by scripts/fault-delay-cap.ts). With the latest answer in the cap, an item edited
+ * without pause is asked at most once per reaskDebounce.
+ *
+ * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two,
+ * owed_at = now; the claim and enqueued_at are left alone so continuous editing cannot starve a
+ * job. With `insertOnly` an existing row is left alone entirely (backfill never un-parks or resets).
  *
  * The debounce anchor is the latest *stored answer*, never a failed attempt. With
  * `reaskDebounce: false` (drift sweep, `verdict reask`) only the quiet period applies.
@@ -25,7 +31,7 @@ import { setMetaTx } from './operations.js';
 export function oweItems(
   tx: Tx,
   ctx: SqliteContext,
-  items: { itemIds?: readonly string[]; collectionId?: string },
+  items: OweTargets,
   sets: readonly QuestionSet[],
   opts: OweOptions & { insertOnly?: boolean } = {},
 ): number {
@@ -41,8 +47,7 @@ export function oweItems(
     const candidate =
       opts.reaskDebounce === false
         ? sql`${now + quiet}`
-        : sql`max(${now + quiet}, coalesce((SELECT max(d.evaluated_at) FROM item_decisions d
-        WHERE d.item_id = i.id AND d.question_set = ${set.name}) + ${set.reaskDebounceMs}, 0))`;
+        : sql`max(${now + quiet}, coalesce(${latestAnswerSql(sql`i.id`, set.name)} + ${set.reaskDebounceMs}, 0))`;
     const onConflict = opts.insertOnly
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
       : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
@@ -51,20 +56,38 @@ export function oweItems(
           state = 'owed',
           priority = min(decision_jobs.priority, excluded.priority),
           workspace_id = excluded.workspace_id,
+          owed_at = excluded.owed_at,
           not_before = min(max(decision_jobs.not_before, excluded.not_before),
-                           decision_jobs.enqueued_at + ${set.maxDelayMs})`;
+                           ${delayCapSql(sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs)})`;
     // `WHERE true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
     const r = tx.run(sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
-                                 enqueued_at, not_before, state, fair_tag)
+                                 enqueued_at, not_before, state, fair_tag, owed_at)
       SELECT i.id, ${set.name}, i.workspace_id, ${priority}, 1, ${now},
-             min(${candidate}, ${now + set.maxDelayMs}), 'owed',
-             ${fairTagSql(priority, now, items.itemIds?.length === 1)}
+             min(${candidate}, ${delayCapSql(sql`${now}`, sql`i.id`, set.name, set.maxDelayMs)}), 'owed',
+             ${fairTagSql(priority, now, items.itemIds?.length === 1)}, ${now}
       FROM items i WHERE ${where} AND true
       ${onConflict}`);
     changed += r.changes;
   }
   return changed;
+}
+
+/**
+ * The latest stored answer of (item, set), epoch ms, or NULL: the debounce anchor and, with
+ * enqueued_at, the delay cap's (DESIGN §3, §16.1). An index seek on item_decisions_latest_idx.
+ */
+export function latestAnswerSql(itemId: SQL, setName: string): SQL {
+  return sql`(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = ${setName})`;
+}
+
+/**
+ * The delay cap on a job's not_before (DESIGN §16.1): max(enqueued_at, latest stored answer of
+ * (item, set)) + maxDelay, in ms. Never a time in the past relative to the latest answer, so an
+ * evaluation always buys the item at least maxDelay of quiet under constant editing.
+ */
+export function delayCapSql(enqueuedAt: SQL, itemId: SQL, setName: string, maxDelayMs: number): SQL {
+  return sql`(max(${enqueuedAt}, coalesce(${latestAnswerSql(itemId, setName)}, 0)) + ${maxDelayMs})`;
 }
 
 /**
@@ -77,14 +100,20 @@ export function oweItems(
  * workspace that arrives late starts level with the others' current position rather than ahead
  * of their whole backlog. The tag is set once; a later enqueue (which keeps enqueued_at) keeps it.
  * Both reads are index seeks: `decision_jobs_ws_fair_idx` for the workspace's latest tag, and the
- * claim-order index walked to the first due row for virtual time. A one-item write (the common
+ * claim-order index walked to the first due row for virtual time. The walk runs only when a due
+ * row exists (one seek on `decision_jobs_claim_idx`): with none due it would read every owed row
+ * of the priority, which made each 1,000-item chunk of a collection change slower than the last
+ * (336 ms at 100,000 items, scripts/fault-collection-chunks.ts) while its own earlier chunks sat
+ * in their quiet period. A one-item write (the common
  * case) skips the window function, which makes SQLite materialise the rows first.
  */
 export function fairTagSql(priority: number, now: number, singleRow = false) {
   return sql`max(
-      coalesce((SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
-                WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}
-                ORDER BY v.fair_tag LIMIT 1), 0),
+      coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e INDEXED BY decision_jobs_claim_idx
+                                 WHERE e.state = 'owed' AND e.priority = ${priority} AND e.not_before <= ${now})
+               THEN (SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
+                     WHERE v.state = 'owed' AND v.priority = ${priority} AND v.not_before <= ${now}
+                     ORDER BY v.fair_tag LIMIT 1) END, 0),
       coalesce((SELECT l.fair_tag FROM decision_jobs l INDEXED BY decision_jobs_ws_fair_idx
                 WHERE l.workspace_id = i.workspace_id AND l.priority = ${priority}
                 ORDER BY l.fair_tag DESC LIMIT 1), 0))

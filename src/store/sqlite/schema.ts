@@ -122,6 +122,13 @@ export const decisionJobs = sqliteTable(
      * workspace's backlog interleaves with the others instead of starving them (see owe.ts).
      */
     fairTag: integer('fair_tag').notNull().default(0),
+    /**
+     * Epoch ms of the latest enqueue (insert or re-owe) of this row. A completion that finds the
+     * generation moved (a write landed during the evaluation) sets enqueued_at to it, so the delay
+     * cap of the surviving job counts from that write, not from the row's first insert
+     * (DESIGN §16.1). 0 on rows written before migration 0002 (then enqueued_at stands).
+     */
+    owedAt: integer('owed_at').notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.itemId, t.questionSet] }),

@@ -3,6 +3,7 @@ import { and, asc, count, eq, gt, isNull } from 'drizzle-orm';
 import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
+import { advanceCollectionOwes } from './collection-owe.js';
 import type { SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as reservations from './spend-reservations.js';
@@ -168,6 +169,9 @@ export class SqliteStore implements S.Store {
   // jobs
   async oweJobs(pairs: Array<{ itemId: string; questionSet: string }>, opts: Parameters<S.Store['oweJobs']>[1]) {
     return owePairs(this.ctx, pairs, opts);
+  }
+  async advanceCollectionOwes() {
+    return advanceCollectionOwes(this.ctx);
   }
   async claimNextJob(workerId: string, leaseMs: number, abandonLimit: number, skipSets?: readonly string[]) {
     return jobs.claimNextJob(this.ctx, workerId, leaseMs, abandonLimit, skipSets);

@@ -14,7 +14,6 @@ import {
 import {
   InvalidWrite,
   NotFound,
-  PRIORITY_BACKFILL,
   type CollectionRow,
   type CollectionSchema,
   type CollectionSettings,
@@ -30,7 +29,8 @@ import {
   type WriteResult,
 } from '../store.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
-import { oweForItem, oweItems } from './owe.js';
+import { oweCollectionChange } from './collection-owe.js';
+import { oweForItem } from './owe.js';
 import { collections, comments, itemLinks, items, workspaces } from './schema.js';
 
 /**
@@ -116,7 +116,9 @@ export function createCollection(
 
 /**
  * Renames a collection or changes its settings, schema or deleted state. Owes every live item of
- * the collection at backfill priority, for the sets of its (new) slug (DESIGN §3).
+ * the collection at backfill priority, for the sets of its old and new slug (DESIGN §3), in
+ * chunks (DESIGN §16.12): this transaction owes the first `COLLECTION_OWE_CHUNK` items and leaves
+ * a continuation for the rest (`advanceCollectionOwes`). `owed` counts the first chunk's rows.
  */
 export function updateCollection(
   ctx: SqliteContext,
@@ -130,7 +132,8 @@ export function updateCollection(
     if (!changed) return result(toCollectionRow(c), false, emptyReport());
     const row = tx.update(collections).set(next).where(eq(collections.id, id)).returning().get()!;
     const sets = setsForSlugChange(ctx.registry, c.slug, next.slug);
-    const owed = oweItems(tx, ctx, { collectionId: id }, sets, { priority: PRIORITY_BACKFILL });
+    // The first chunk here, the rest by the worker from the continuation (DESIGN §16.12).
+    const owed = oweCollectionChange(tx, ctx, id, sets);
     return result(toCollectionRow(row), true, emptyReport(), owed);
   });
 }

@@ -1,0 +1,1 @@
+ALTER TABLE "decision_jobs" ADD COLUMN "owed_at" bigint DEFAULT 0 NOT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE `decision_jobs` ADD `owed_at` integer DEFAULT 0 NOT NULL;
