@@ -132,10 +132,24 @@ export interface NewItem {
   deletedAt?: number | null;
 }
 
+/**
+ * An item edit. Fields edits keep every byte of the stored fields they do not touch (DESIGN
+ * §16.10); a value equal to the stored one (the same number however written) is no change, and a
+ * patch that changes nothing is a no-op (no seq bump, nothing owed).
+ */
 export interface ItemPatch {
   title?: string;
   content?: string;
+  /**
+   * The whole fields object. As text: stored exactly as given. As an object: every key set to its
+   * value and keys it lacks removed, with unchanged members keeping their stored bytes.
+   */
   fields?: Record<string, unknown> | string;
+  /**
+   * Sets only these keys, leaving every other member's bytes alone; not with `fields`. Pass a
+   * lossless-json `LosslessNumber` to store a number literal exactly (`3.0`, integers beyond 2^53).
+   */
+  setFields?: Record<string, unknown>;
 }
 
 export interface NewComment {
@@ -396,7 +410,7 @@ export interface Store {
   restoreCollection(id: string): Promise<WriteResult<CollectionRow>>;
 
   createItem(item: NewItem, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
-  /** @throws NotFound when the item does not exist. */
+  /** @throws NotFound when the item does not exist; InvalidWrite for bad fields (nothing written). */
   updateItem(id: string, patch: ItemPatch, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
   /**
    * Creates the item, or updates it to exactly these values (including its deleted state), or
