@@ -9,7 +9,7 @@ import {
 import type { QuestionMap, QuestionSet, Registry } from './registry.js';
 import { questionsOf } from './registry.js';
 import { setTargets } from './set-states.js';
-import { changedParts, STATE_VERSION, type BuiltState } from './state.js';
+import { changedParts, type BuiltState } from './state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../runner/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -162,11 +162,13 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
   const fp = questionFingerprint(q, ctx);
   for (let i = rows.length - 1; i >= 0; i--) {
     const r = rows[i];
-    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === STATE_VERSION) {
+    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === state.version) {
       return { row: r, current: true, staleReason: null, changedParts: [] };
     }
   }
-  if (latest.stateVersion !== STATE_VERSION) return stale('not_compared');
+  // A row of another shape version cannot answer the comparison (DESIGN §5, §16.11): the item
+  // state is version 2 since omitted_comments, the per-comment state still version 1.
+  if (latest.stateVersion !== state.version) return stale('not_compared');
   if (latest.questionHash !== fp) {
     const asked = parseFingerprintContext(latest.fingerprintContext);
     if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
