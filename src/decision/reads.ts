@@ -1,4 +1,5 @@
-import { parseLossless } from './canonical-json.js';
+import { isLosslessNumber } from 'lossless-json';
+import { parseLossless, type LosslessValue } from './canonical-json.js';
 import {
   parseFingerprintContext,
   questionFingerprint,
@@ -9,7 +10,7 @@ import {
 import type { QuestionMap, QuestionSet, Registry } from './registry.js';
 import { questionsOf } from './registry.js';
 import { setTargets } from './set-states.js';
-import { changedParts, type BuiltState } from './state.js';
+import { changedParts, isClipped, NO_CLIPS, type BuiltState, type StateClips } from './state.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../runner/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -229,6 +230,30 @@ export class DecisionReader {
     return out.sort((a, b) => cmp(a.questionSet, b.questionSet) || cmp(a.questionKey, b.questionKey));
   }
 
+  /**
+   * How the states the item's sets read now were clipped (DESIGN §16.11): one entry per set that
+   * applies to the item and whose state is clipped, sorted by set name; [] when nothing is. For a
+   * per-comment set the clips of the comments it asks (the newest 10) are added up. A state that
+   * cannot be built is left out (the decisions read already says `not_compared`).
+   */
+  async stateClips(itemId: string): Promise<Array<{ questionSet: string; clips: StateClips }>> {
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) return [];
+    const out: Array<{ questionSet: string; clips: StateClips }> = [];
+    for (const set of this.registry.setsFor(loaded.collection.slug)) {
+      if (!appliesNow(set, loaded.item, loaded.collection)) continue;
+      let targets;
+      try {
+        targets = setTargets(set, loaded);
+      } catch {
+        continue;
+      }
+      const clips = targets.map((t) => t.state.clips).reduce(addClips, NO_CLIPS);
+      if (isClipped(clips)) out.push({ questionSet: set.name, clips });
+    }
+    return out.sort((a, b) => cmp(a.questionSet, b.questionSet));
+  }
+
   /** The same as `decisions`, without the keys a set lists as unsurfaced. */
   async itemReadDecisions(itemId: string): Promise<DecisionView[]> {
     return (await this.decisions(itemId)).filter((d) => !d.unsurfaced);
@@ -377,11 +402,27 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Parses a stored fields text for display; {} when unreadable. */
-export function fieldsForDisplay(text: string): Record<string, unknown> {
+function addClips(a: StateClips, b: StateClips): StateClips {
+  return {
+    omittedComments: a.omittedComments + b.omittedComments,
+    commentsCut: a.commentsCut + b.commentsCut,
+    titleCut: a.titleCut || b.titleCut,
+    bodyCut: a.bodyCut || b.bodyCut,
+    fieldsCut: a.fieldsCut || b.fieldsCut,
+    linksDropped: a.linksDropped + b.linksDropped,
+    linkTitlesCut: a.linkTitlesCut + b.linkTitlesCut,
+  };
+}
+
+/**
+ * Parses a stored fields text for display, losslessly: numbers stay lossless-json
+ * `LosslessNumber`s holding their literal (`3.0`, integers beyond 2^53), so print the result with
+ * lossless-json's `stringify`, never `JSON.stringify` (DESIGN §16.10). {} when unreadable.
+ */
+export function fieldsForDisplay(text: string): Record<string, LosslessValue> {
   try {
     const v = parseLossless(text);
-    return v && typeof v === 'object' && !Array.isArray(v) ? JSON.parse(JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && 'isLosslessNumber' in x ? Number(String(x)) : x))) : {};
+    return v && typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v) ? (v as Record<string, LosslessValue>) : {};
   } catch {
     return {};
   }

@@ -1,12 +1,9 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { ROOT } from '../harness/cli-process.js';
+import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
 import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
 
 /**
@@ -15,8 +12,6 @@ import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
  * change and owes nothing (DESIGN §16.10).
  */
 
-const run = promisify(execFile);
-const MAIN = join(ROOT, 'dist/cli/main.js');
 const STORED = '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}';
 
 let cleanups: Array<() => void> = [];
@@ -49,17 +44,11 @@ async function stored(file: string): Promise<{ fields: string; seq: number; jobs
 }
 
 async function edit(file: string, ...args: string[]): Promise<string> {
-  const r = await run(process.execPath, [MAIN, 'edit', 'T-1', ...args, '--database-url', file, '--provider', 'fake'], {
-    cwd: ROOT,
-    env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' },
-  });
-  return r.stdout;
+  return (await runBuiltCli(['edit', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
 }
 
 describe('verdict edit --field (built CLI, real SQLite file)', () => {
-  beforeAll(() => {
-    if (!existsSync(MAIN)) throw new Error('dist/cli/main.js is missing: run `npm run build` first');
-  });
+  beforeAll(requireBuiltCli);
 
   it('changes only the named field; every other byte survives', async () => {
     const file = await seeded();
