@@ -234,9 +234,11 @@ export class DecisionReader {
    * How the states the item's sets read now were clipped (DESIGN §16.11): one entry per set that
    * applies to the item and whose state is clipped, sorted by set name; [] when nothing is. For a
    * per-comment set the clips of the comments it asks (the newest 10) are added up. A state that
-   * cannot be built is left out (the decisions read already says `not_compared`).
+   * cannot be built is left out (the decisions read already says `not_compared`). Empty when
+   * decisions are off, like every read.
    */
   async stateClips(itemId: string): Promise<Array<{ questionSet: string; clips: StateClips }>> {
+    if (!this.ctx) return [];
     const loaded = await this.store.loadItemForEvaluation(itemId);
     if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) return [];
     const out: Array<{ questionSet: string; clips: StateClips }> = [];
