@@ -296,6 +296,19 @@ describe('state version 2 (DESIGN §16.11: omitted_comments)', () => {
     expect(await currency(readerOf(fx), it1.id)).toEqual(ALL_CURRENT);
     expect((await fx.store.listDecisions(it1.id)).filter((r) => r.questionSet === 'attention').map((r) => r.stateVersion).sort()).toEqual([1, 1, 1, 2, 2, 2]);
   });
+
+  it('stateClips: the sets whose state leaves comments out, not a NoTrail set; empty with decisions off', async () => {
+    const it1 = await newItem();
+    for (let i = 0; i < 10; i++) await fx.store.addComment({ itemId: it1.id, author: 'amy', body: `c${i}`, createdAt: i + 1 });
+    expect(await readerOf(fx).stateClips(it1.id)).toEqual([]); // control: 10 comments fit the trail
+    await fx.store.addComment({ itemId: it1.id, author: 'amy', body: 'c10', createdAt: 11 });
+    const clips = await readerOf(fx).stateClips(it1.id);
+    expect(clips.map((c) => [c.questionSet, c.clips.omittedComments])).toEqual([
+      ['attention', 1],
+      ['task_only', 1],
+    ]);
+    expect(await new DecisionReader(fx.store, fx.registry, null).stateClips(it1.id)).toEqual([]);
+  });
 });
 
 describe('reads are never null', () => {
