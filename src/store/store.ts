@@ -285,8 +285,8 @@ export interface DecisionRow extends NewDecision {
 /** One item as the drift sweep reads it (`scanItemsForDrift`). */
 export interface DriftScanItem {
   item: ItemRow;
-  /** The latest stored row per question key of the set (per-comment keys included): its question hash. */
-  latest: Array<{ questionKey: string; questionHash: string }>;
+  /** The latest stored row per question key of the set (per-comment keys included): its question hash and state version. */
+  latest: Array<{ questionKey: string; questionHash: string; stateVersion: number }>;
   /** Ids of the newest 10 live comments, oldest first; [] unless `withComments`. */
   commentIds: string[];
   /** The item's job of this set, if one exists. */

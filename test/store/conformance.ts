@@ -837,7 +837,7 @@ export function runStoreConformance(backend: StoreBackend): void {
   });
 
   describe(`${backend.name}: drift sweep, retention and the owe options`, () => {
-    it('scanItemsForDrift: live items of the workspace after the cursor, latest hash per key, job state, newest 10 live comments', async () => {
+    it('scanItemsForDrift: live items of the workspace after the cursor, latest hash and state version per key, job state, newest 10 live comments', async () => {
       await reopen([attentionSet]);
       const [a, b, c, gone] = [await item('T-1'), await item('T-2'), await item('T-3'), await item('T-4')];
       await fx.store.softDeleteItem(gone.id);
@@ -847,7 +847,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.dropJobs({ workspaceId: other.id });
       const d = (itemId: string, key: string, stateHash: string, questionHash: string, set = 'attention') => ({ ...decision(itemId, set, key, stateHash, fx.ws.id), questionHash });
       await fx.store.insertDecisions([d(a.id, 'blocked', 's1', 'q-old'), d(a.id, 'waiting_on_external', 's1', 'q-w')]);
-      await fx.store.insertDecisions([d(a.id, 'blocked', 's2', 'q-new'), d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
+      await fx.store.insertDecisions([{ ...d(a.id, 'blocked', 's2', 'q-new'), stateVersion: 2 }, d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
       await fx.store.insertDecisions([d(a.id, 'mentions@cm-1', 's1', 'q-c')]);
       const commentIds: string[] = [];
       for (let i = 0; i < 12; i++) commentIds.push((await fx.store.addComment({ itemId: a.id, author: 'x', body: `c${i}`, createdAt: 1_000 + i })).row.id);
@@ -864,9 +864,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
       expect(all[0].item).toEqual(await fx.store.getItem(a.id));
       expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
-        { questionKey: 'blocked', questionHash: 'q-new' },
-        { questionKey: 'mentions@cm-1', questionHash: 'q-c' },
-        { questionKey: 'waiting_on_external', questionHash: 'q-w' },
+        { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2 },
+        { questionKey: 'mentions@cm-1', questionHash: 'q-c', stateVersion: 1 },
+        { questionKey: 'waiting_on_external', questionHash: 'q-w', stateVersion: 1 },
       ]);
       expect(all[0].commentIds).toEqual(commentIds.slice(1, 11));
       expect(all[1]).toMatchObject({ latest: [], commentIds: [] });
