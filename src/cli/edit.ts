@@ -1,14 +1,19 @@
 import type { Command } from 'commander';
+import { parseLossless } from '../decision/canonical-json.js';
 import type { ItemPatch } from '../store/store.js';
 import { buildRegistry, configFrom, openStore, resolveWorkspace, UsageError } from './common.js';
 
-/** Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the text itself. */
+/**
+ * Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the
+ * text itself. Numbers keep their literal (`3.0`, integers beyond 2^53) so they are stored as
+ * typed (DESIGN §16.10).
+ */
 export function parseFieldAssignment(s: string): [string, unknown] {
   const eq = s.indexOf('=');
   if (eq <= 0) throw new UsageError(`--field: got "${s}", expected key=value`);
   const raw = s.slice(eq + 1);
   try {
-    return [s.slice(0, eq), JSON.parse(raw)];
+    return [s.slice(0, eq), parseLossless(raw)];
   } catch {
     return [s.slice(0, eq), raw];
   }
@@ -48,12 +53,14 @@ export function registerEditCommand(program: Command): void {
           if (opts.content !== undefined) patch.content = opts.content;
           if (opts.append !== undefined) patch.content = `${item.content}${item.content ? '\n\n' : ''}${opts.append}`;
           if (opts.field.length) {
-            const fields = JSON.parse(item.fields) as Record<string, unknown>;
+            // Only the named keys are sent: the store splices them into the stored text, so every
+            // other byte survives and a value already held is no change (DESIGN §16.10).
+            const setFields: Record<string, unknown> = {};
             for (const f of opts.field) {
               const [k, v] = parseFieldAssignment(f);
-              fields[k] = v;
+              setFields[k] = v;
             }
-            patch.fields = fields;
+            patch.setFields = setFields;
           }
           let owed = 0;
           let changed = false;

@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { stringify as losslessStringify } from 'lossless-json';
+import { describeClips, type StateClips } from '../decision/state.js';
 import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
@@ -15,6 +17,20 @@ export function formatAnswer(a: Answer, confidence: number | null): string {
 function describe(d: DecisionView): string {
   const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
   return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)}  [${status}; ${d.surfacing}]  ${d.provider}:${d.model}`;
+}
+
+/**
+ * One line per distinct way the item's states are clipped now (DESIGN §16.11), naming the sets
+ * that read it so: `state clipped for attention, effort: 3 older comments omitted (the trail
+ * holds the newest 10); body cut to 16,000 code points`. [] when no state is clipped.
+ */
+export function clipNotes(clips: ReadonlyArray<{ questionSet: string; clips: StateClips }>): string[] {
+  const bySet = new Map<string, string[]>();
+  for (const c of clips) {
+    const note = describeClips(c.clips);
+    bySet.set(note, [...(bySet.get(note) ?? []), c.questionSet]);
+  }
+  return [...bySet].map(([note, sets]) => `state clipped for ${sets.join(', ')}: ${note}`);
 }
 
 export function registerShowCommand(program: Command): void {
@@ -36,15 +52,25 @@ export function registerShowCommand(program: Command): void {
           process.exitCode = EXIT_FAILURE;
           return;
         }
-        const decisions = await (await readerFor(cfg, store, registry, logger)).decisions(item.id);
+        const reader = await readerFor(cfg, store, registry, logger);
+        const decisions = await reader.decisions(item.id);
+        const clips = await reader.stateClips(item.id);
         const jobs = await store.listJobs({ itemId: item.id });
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) }, decisions, jobs }, null, 2)}\n`);
+          // lossless-json's stringify: the fields keep their number literals (DESIGN §16.10).
+          const doc = {
+            item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) },
+            decisions,
+            stateClips: clips.map((c) => ({ questionSet: c.questionSet, ...c.clips, note: describeClips(c.clips) })),
+            jobs,
+          };
+          process.stdout.write(`${losslessStringify(doc, undefined, 2)}\n`);
           return;
         }
         const lines = [`${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`, `  id ${item.id}, seq ${item.seq}`];
         lines.push(decisions.length ? 'decisions:' : 'decisions: none yet');
         for (const d of decisions) lines.push(describe(d));
+        lines.push(...clipNotes(clips));
         const now = await store.now();
         for (const j of jobs) {
           const due = j.state === 'owed' ? (j.notBefore > now ? `, due in ${formatDuration(j.notBefore - now)}` : ', due now') : '';

@@ -7,11 +7,25 @@ import { canonicalJson, compareCodePoints, orderedJson, parseLossless, type Loss
  * produces both the bytes sent and the bytes hashed (principle 2).
  *
  * The bounds below are part of every state hash: changing one re-asks every item whose state it
- * touches, so change them deliberately. Bump STATE_VERSION when a stored row can no longer answer
+ * touches, so change them deliberately. Bump a version when a stored row can no longer answer
  * the comparison the code makes (a member added to the hashed set, or a value derived
- * differently); removing a member does not bump it.
+ * differently); removing a member does not bump it. A row of another version reads
+ * `not_compared` (DESIGN §5, §8).
  */
-export const STATE_VERSION = 1;
+
+/**
+ * Shape version of the item state. 2 since DESIGN §16.11 added `omitted_comments` (the count of
+ * older live comments the trail leaves out); answers of version 1 read `not_compared` until
+ * re-asked (a write, a backfill or `verdict reask`).
+ */
+export const STATE_VERSION = 2;
+
+/**
+ * Shape version of the per-comment state (DESIGN §5, §7b), kept apart from the item state's: the
+ * §16.11 change did not touch a byte of it, so its answers stay comparable and are not paid for
+ * again (principle 10). Bump it only when the per-comment state itself changes.
+ */
+export const COMMENT_STATE_VERSION = 1;
 
 /** Clip limits in Unicode code points, and count limits (DESIGN §5). */
 export const LIMITS = {
@@ -107,14 +121,73 @@ export interface StateShape {
   readonly noTrail: boolean;
 }
 
+/**
+ * What a built state left out or cut, so a reader can say how it was clipped (DESIGN §16.11).
+ * Every count is 0 and every flag false for a state that holds its whole item.
+ */
+export interface StateClips {
+  /** Older live comments left out of the trail (the state's `omitted_comments`). */
+  readonly omittedComments: number;
+  /** Trail comments (or the per-comment state's comment) whose body or author was cut. */
+  readonly commentsCut: number;
+  readonly titleCut: boolean;
+  readonly bodyCut: boolean;
+  /** Keys dropped, strings clipped or arrays cut in `fields`. */
+  readonly fieldsCut: boolean;
+  /** Links beyond the 50 kept. */
+  readonly linksDropped: number;
+  /** Kept links whose title was cut. */
+  readonly linkTitlesCut: number;
+}
+
 /** A built state: `bytes` are sent, `hash` = lowercase hex sha256 of `bytes`. */
 export interface BuiltState {
   readonly bytes: string;
   readonly hash: string;
   /** Part name → hex sha256 of that member's canonical bytes; explains staleness. */
   readonly parts: Readonly<Record<string, string>>;
+  /** Some clip or drop happened: true exactly when `clips` records one. */
   readonly truncated: boolean;
+  readonly clips: StateClips;
   readonly version: number;
+}
+
+/** The clips of a state that holds its whole item. */
+export const NO_CLIPS: StateClips = Object.freeze({
+  omittedComments: 0,
+  commentsCut: 0,
+  titleCut: false,
+  bodyCut: false,
+  fieldsCut: false,
+  linksDropped: 0,
+  linkTitlesCut: 0,
+});
+
+/** Whether any clip or drop is recorded. */
+export function isClipped(c: StateClips): boolean {
+  return (
+    c.omittedComments > 0 || c.commentsCut > 0 || c.titleCut || c.bodyCut || c.fieldsCut || c.linksDropped > 0 || c.linkTitlesCut > 0
+  );
+}
+
+/**
+ * How a state was clipped, in words for `show` (DESIGN §16.11), e.g.
+ * `3 older comments omitted (the trail holds the newest 10); body cut to 16,000 code points`.
+ * Empty when nothing was clipped.
+ */
+export function describeClips(c: StateClips): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  const out: string[] = [];
+  if (c.omittedComments > 0) {
+    out.push(`${n(c.omittedComments)} older comment${c.omittedComments === 1 ? '' : 's'} omitted (the trail holds the newest ${LIMITS.trailComments})`);
+  }
+  if (c.commentsCut > 0) out.push(`${n(c.commentsCut)} comment${c.commentsCut === 1 ? '' : 's'} cut`);
+  if (c.titleCut) out.push(`title cut to ${n(LIMITS.titleCodePoints)} code points`);
+  if (c.bodyCut) out.push(`body cut to ${n(LIMITS.bodyCodePoints)} code points`);
+  if (c.fieldsCut) out.push('fields cut');
+  if (c.linksDropped > 0) out.push(`${n(c.linksDropped)} link${c.linksDropped === 1 ? '' : 's'} dropped (the state holds ${LIMITS.linkEntries})`);
+  if (c.linkTitlesCut > 0) out.push(`${n(c.linkTitlesCut)} link title${c.linkTitlesCut === 1 ? '' : 's'} cut`);
+  return out.join('; ');
 }
 
 /** Lowercase hex sha256 of a UTF-8 string. */
@@ -184,56 +257,75 @@ export function newestComments<T extends TrailComment>(comments: readonly T[], n
   return [...comments].sort(compareTrail).slice(-n);
 }
 
-function finish(members: Array<readonly [string, unknown]>, truncated: boolean): BuiltState {
+function finish(members: Array<readonly [string, unknown]>, clips: StateClips, version: number): BuiltState {
   const bytes = orderedJson(members);
   const parts: Record<string, string> = {};
-  for (const [name, value] of members) parts[name === 'recent_trail' ? 'trail' : name] = sha256(canonicalJson(value));
-  return { bytes, hash: sha256(bytes), parts, truncated, version: STATE_VERSION };
+  const omitted = members.find(([name]) => name === 'omitted_comments');
+  for (const [name, value] of members) {
+    if (name === 'omitted_comments') continue;
+    // The trail part covers the omission count too: both say which comments the state shows.
+    if (name === 'recent_trail') parts.trail = sha256(omitted ? canonicalJson({ omitted_comments: omitted[1], recent_trail: value }) : canonicalJson(value));
+    else parts[name] = sha256(canonicalJson(value));
+  }
+  return { bytes, hash: sha256(bytes), parts, truncated: isClipped(clips), clips, version };
 }
 
 /**
- * Builds the item state as one set sees it (DESIGN §5): members title, collection, fields, body,
- * recent_trail, and links only for WithLinks sets. Every clip or drop marks `truncated`.
+ * Builds the item state as one set sees it (DESIGN §5, §16.11): members title, collection,
+ * fields, body, recent_trail (the newest 10 live comments), then `omitted_comments` (the count of
+ * older live comments left out) only when there are any, and links only for WithLinks sets.
+ * Every clip or drop marks `truncated` and is recorded in `clips`.
  * @throws SyntaxError / TypeError when the stored fields are not a JSON object.
  */
 export function buildItemState(src: ItemStateSource, shape: StateShape): BuiltState {
-  let truncated = false;
-  const clip = (s: string, n: number) => {
+  const clip = (s: string, n: number, mark: () => void) => {
     const c = clipCodePoints(s, n);
-    if (c.clipped) truncated = true;
+    if (c.clipped) mark();
     return c.text;
   };
+  const clips = { ...NO_CLIPS };
   const bounded = boundFields(src.fieldsText);
-  if (bounded.truncated) truncated = true;
+  clips.fieldsCut = bounded.truncated;
 
   let trail: unknown[] = [];
   if (!shape.noTrail) {
-    if (src.comments.length > LIMITS.trailComments) truncated = true;
-    trail = newestComments(src.comments, LIMITS.trailComments).map((c) => ({
-      author: clip(c.author, LIMITS.trailAuthorCodePoints),
-      body: clip(c.body, LIMITS.trailBodyCodePoints),
-      created_at: rfc3339Seconds(c.createdAt),
-    }));
+    clips.omittedComments = Math.max(0, src.comments.length - LIMITS.trailComments);
+    trail = newestComments(src.comments, LIMITS.trailComments).map((c) => {
+      let cut = false;
+      const entry = {
+        author: clip(c.author, LIMITS.trailAuthorCodePoints, () => (cut = true)),
+        body: clip(c.body, LIMITS.trailBodyCodePoints, () => (cut = true)),
+        created_at: rfc3339Seconds(c.createdAt),
+      };
+      if (cut) clips.commentsCut++;
+      return entry;
+    });
   }
 
   const members: Array<readonly [string, unknown]> = [
-    ['title', clip(src.title, LIMITS.titleCodePoints)],
+    ['title', clip(src.title, LIMITS.titleCodePoints, () => (clips.titleCut = true))],
     ['collection', src.collectionSlug],
     ['fields', bounded.fields],
-    ['body', clip(src.content, LIMITS.bodyCodePoints)],
+    ['body', clip(src.content, LIMITS.bodyCodePoints, () => (clips.bodyCut = true))],
     ['recent_trail', trail],
   ];
+  if (clips.omittedComments > 0) members.push(['omitted_comments', clips.omittedComments]);
   if (shape.withLinks) {
     const links = src.links
-      .map((l) => ({ relation: l.relation, ref: l.ref, title: clip(l.title, LIMITS.linkTitleCodePoints) }))
+      .map((l) => {
+        const t = clipCodePoints(l.title, LIMITS.linkTitleCodePoints);
+        return { entry: { relation: l.relation, ref: l.ref, title: t.text }, cut: t.clipped };
+      })
       .sort(
-        (a, b) =>
+        ({ entry: a }, { entry: b }) =>
           compareCodePoints(a.relation, b.relation) || compareCodePoints(a.ref, b.ref) || compareCodePoints(a.title, b.title),
       );
-    if (links.length > LIMITS.linkEntries) truncated = true;
-    members.push(['links', links.slice(0, LIMITS.linkEntries)]);
+    clips.linksDropped = Math.max(0, links.length - LIMITS.linkEntries);
+    const kept = links.slice(0, LIMITS.linkEntries);
+    clips.linkTitlesCut = kept.filter((l) => l.cut).length;
+    members.push(['links', kept.map((l) => l.entry)]);
   }
-  return finish(members, truncated);
+  return finish(members, clips, STATE_VERSION);
 }
 
 /** What the per-comment state reads about one comment. */
@@ -248,27 +340,27 @@ export interface CommentStateSource {
  * body clipped to 16,000 code points. A title edit re-asks the newest 10 comments: deliberate.
  */
 export function buildCommentState(src: CommentStateSource): BuiltState {
-  let truncated = false;
-  const clip = (s: string, n: number) => {
+  const clips = { ...NO_CLIPS };
+  let cut = false;
+  const clip = (s: string, n: number, mark: () => void) => {
     const c = clipCodePoints(s, n);
-    if (c.clipped) truncated = true;
+    if (c.clipped) mark();
     return c.text;
   };
-  return finish(
+  const members: Array<readonly [string, unknown]> = [
+    ['title', clip(src.title, LIMITS.titleCodePoints, () => (clips.titleCut = true))],
+    ['collection', src.collectionSlug],
     [
-      ['title', clip(src.title, LIMITS.titleCodePoints)],
-      ['collection', src.collectionSlug],
-      [
-        'comment',
-        {
-          author: clip(src.comment.author, LIMITS.trailAuthorCodePoints),
-          body: clip(src.comment.body, LIMITS.commentBodyCodePoints),
-          created_at: rfc3339Seconds(src.comment.createdAt),
-        },
-      ],
+      'comment',
+      {
+        author: clip(src.comment.author, LIMITS.trailAuthorCodePoints, () => (cut = true)),
+        body: clip(src.comment.body, LIMITS.commentBodyCodePoints, () => (cut = true)),
+        created_at: rfc3339Seconds(src.comment.createdAt),
+      },
     ],
-    truncated,
-  );
+  ];
+  if (cut) clips.commentsCut = 1;
+  return finish(members, clips, COMMENT_STATE_VERSION);
 }
 
 /** Names of the parts whose hashes differ between two `state_parts` maps (sorted). */

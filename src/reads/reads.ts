@@ -1,4 +1,5 @@
-import { parseLossless } from '../decision/canonical-json.js';
+import { isLosslessNumber } from 'lossless-json';
+import { parseLossless, type LosslessValue } from '../decision/canonical-json.js';
 import {
   parseFingerprintContext,
   questionFingerprint,
@@ -9,7 +10,7 @@ import {
 import type { QuestionMap, QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
-import { changedParts, STATE_VERSION, type BuiltState } from '../decision/state.js';
+import { changedParts, isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow } from '../decision/eligibility.js';
@@ -166,11 +167,13 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
   const fp = questionFingerprint(q, ctx);
   for (let i = rows.length - 1; i >= 0; i--) {
     const r = rows[i];
-    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === STATE_VERSION) {
+    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === state.version) {
       return { row: r, current: true, staleReason: null, changedParts: [] };
     }
   }
-  if (latest.stateVersion !== STATE_VERSION) return stale('not_compared');
+  // A row of another shape version cannot answer the comparison (DESIGN §5, §16.11): the item
+  // state is version 2 since omitted_comments, the per-comment state still version 1.
+  if (latest.stateVersion !== state.version) return stale('not_compared');
   if (latest.questionHash !== fp) {
     const asked = parseFingerprintContext(latest.fingerprintContext);
     if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
@@ -230,6 +233,32 @@ export class DecisionReader {
       }
     }
     return out.sort((a, b) => cmp(a.questionSet, b.questionSet) || cmp(a.questionKey, b.questionKey));
+  }
+
+  /**
+   * How the states the item's sets read now were clipped (DESIGN §16.11): one entry per set that
+   * applies to the item and whose state is clipped, sorted by set name; [] when nothing is. For a
+   * per-comment set the clips of the comments it asks (the newest 10) are added up. A state that
+   * cannot be built is left out (the decisions read already says `not_compared`). Empty when
+   * decisions are off, like every read.
+   */
+  async stateClips(itemId: string): Promise<Array<{ questionSet: string; clips: StateClips }>> {
+    if (!this.ctx) return [];
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) return [];
+    const out: Array<{ questionSet: string; clips: StateClips }> = [];
+    for (const set of this.registry.setsFor(loaded.collection.slug)) {
+      if (!appliesNow(set, loaded.item, loaded.collection)) continue;
+      let targets;
+      try {
+        targets = setTargets(set, loaded);
+      } catch {
+        continue;
+      }
+      const clips = targets.map((t) => t.state.clips).reduce(addClips, NO_CLIPS);
+      if (isClipped(clips)) out.push({ questionSet: set.name, clips });
+    }
+    return out.sort((a, b) => cmp(a.questionSet, b.questionSet));
   }
 
   /** The same as `decisions`, without the keys a set lists as unsurfaced. */
@@ -390,11 +419,27 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Parses a stored fields text for display; {} when unreadable. */
-export function fieldsForDisplay(text: string): Record<string, unknown> {
+function addClips(a: StateClips, b: StateClips): StateClips {
+  return {
+    omittedComments: a.omittedComments + b.omittedComments,
+    commentsCut: a.commentsCut + b.commentsCut,
+    titleCut: a.titleCut || b.titleCut,
+    bodyCut: a.bodyCut || b.bodyCut,
+    fieldsCut: a.fieldsCut || b.fieldsCut,
+    linksDropped: a.linksDropped + b.linksDropped,
+    linkTitlesCut: a.linkTitlesCut + b.linkTitlesCut,
+  };
+}
+
+/**
+ * Parses a stored fields text for display, losslessly: numbers stay lossless-json
+ * `LosslessNumber`s holding their literal (`3.0`, integers beyond 2^53), so print the result with
+ * lossless-json's `stringify`, never `JSON.stringify` (DESIGN §16.10). {} when unreadable.
+ */
+export function fieldsForDisplay(text: string): Record<string, LosslessValue> {
   try {
     const v = parseLossless(text);
-    return v && typeof v === 'object' && !Array.isArray(v) ? JSON.parse(JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && 'isLosslessNumber' in x ? Number(String(x)) : x))) : {};
+    return v && typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v) ? (v as Record<string, LosslessValue>) : {};
   } catch {
     return {};
   }

@@ -4,6 +4,7 @@ import { appliesNow } from '../decision/eligibility.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type DriftScanItem, type OweOptions, type Store } from '../store/store.js';
 import { questionFingerprint, type FingerprintContext } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
+import { COMMENT_STATE_VERSION, STATE_VERSION } from '../decision/state.js';
 
 /**
  * Question drift (DESIGN §8 "Drift sweep"): changes that make answers stale with no item write,
@@ -19,6 +20,12 @@ import { questionsOf, type QuestionSet } from '../decision/registry.js';
  * A key with no row at all counts as drifted too: a newly added convention (or a new key of a
  * config set) is asked of the existing items by the sweep, at the sweep's rate, rather than
  * waiting for each item's next write.
+ *
+ * A key whose latest row is of another state shape version (DESIGN §5; the item state moved to
+ * version 2 with §16.11's omitted_comments) has drifted too: such an answer reads `not_compared`
+ * until re-asked, so the sweep re-asks it at its bounded rate rather than leaving every flag
+ * dark until the item's next write. The version is part of the signature, so a build that bumps
+ * it sweeps again.
  *
  * A key the set no longer asks (a switched-off convention) needs no call: it already reads
  * `question_removed`. A state change needs no sweep: every write that changes a state owes its
@@ -52,6 +59,11 @@ export interface DriftPlan {
   signature: string;
 }
 
+/** The shape version of the states a set reads: the per-comment state's or the item state's (DESIGN §5). */
+export function stateVersionOf(set: Pick<QuestionSet, 'perComment'>): number {
+  return set.perComment ? COMMENT_STATE_VERSION : STATE_VERSION;
+}
+
 /**
  * Fingerprints a set's questions in one workspace (resolving them for resolved sets).
  * @throws whatever the set's `resolve` throws, or InvalidQuestion.
@@ -61,7 +73,7 @@ export async function planDrift(store: Store, set: QuestionSet, workspaceId: str
   const keys = Object.keys(questions).sort();
   const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k], ctx)]));
   const signature = createHash('sha256')
-    .update(JSON.stringify([set.collections, set.eligible, set.perComment, [...fingerprints]]))
+    .update(JSON.stringify([set.collections, set.eligible, set.perComment, [...fingerprints], stateVersionOf(set)]))
     .digest('hex');
   return { set, workspaceId, fingerprints, signature };
 }
@@ -74,12 +86,16 @@ export function driftedCalls(plan: DriftPlan, scanned: DriftScanItem, collection
   const { set, fingerprints } = plan;
   if (fingerprints.size === 0 || !collection || collection.deletedAt !== null) return 0;
   if (!appliesNow(set, scanned.item, collection)) return 0;
-  const latest = new Map(scanned.latest.map((l) => [l.questionKey, l.questionHash]));
+  const latest = new Map(scanned.latest.map((l) => [l.questionKey, l]));
+  const version = stateVersionOf(set);
   const groups = set.perComment ? scanned.commentIds.map((id) => `@${id}`) : [''];
   let calls = 0;
   for (const suffix of groups) {
     let drifted = 0;
-    for (const [k, fp] of fingerprints) if (latest.get(k + suffix) !== fp) drifted++;
+    for (const [k, fp] of fingerprints) {
+      const l = latest.get(k + suffix);
+      if (l?.questionHash !== fp || l.stateVersion !== version) drifted++;
+    }
     calls += Math.ceil(drifted / set.maxPerCall);
   }
   return calls;

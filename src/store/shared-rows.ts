@@ -71,18 +71,18 @@ export interface RawDriftItem {
 }
 
 /**
- * Shapes one drift-scan batch: each item with its latest question hash per key and the ids of its
+ * Shapes one drift-scan batch: each item with its latest question hash (and state version) per key and the ids of its
  * newest 10 live comments (the ones a per-comment set asks about).
  */
 export function driftScanItems(
   items: readonly RawDriftItem[],
-  latest: ReadonlyArray<{ item_id: string; question_key: string; question_hash: string }>,
+  latest: ReadonlyArray<{ item_id: string; question_key: string; question_hash: string; state_version: number }>,
   commentRows: ReadonlyArray<{ id: string; item_id: string; created_at: number }>,
 ): DriftScanItem[] {
-  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string }>>();
+  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string; stateVersion: number }>>();
   for (const r of latest) {
     const list = byItem.get(r.item_id) ?? [];
-    list.push({ questionKey: r.question_key, questionHash: r.question_hash });
+    list.push({ questionKey: r.question_key, questionHash: r.question_hash, stateVersion: Number(r.state_version) });
     byItem.set(r.item_id, list);
   }
   const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();

@@ -92,10 +92,24 @@ export interface NewItem {
   deletedAt?: number | null;
 }
 
+/**
+ * An item edit. Fields edits keep every byte of the stored fields they do not touch (DESIGN
+ * §16.10); a value equal to the stored one (the same number however written) is no change, and a
+ * patch that changes nothing is a no-op (no seq bump, nothing owed).
+ */
 export interface ItemPatch {
   title?: string;
   content?: string;
+  /**
+   * The whole fields object. As text: stored exactly as given. As an object: every key set to its
+   * value and keys it lacks removed, with unchanged members keeping their stored bytes.
+   */
   fields?: Record<string, unknown> | string;
+  /**
+   * Sets only these keys, leaving every other member's bytes alone; not with `fields`. Pass a
+   * lossless-json `LosslessNumber` to store a number literal exactly (`3.0`, integers beyond 2^53).
+   */
+  setFields?: Record<string, unknown>;
 }
 
 export interface NewComment {
@@ -237,8 +251,8 @@ export interface DecisionRow extends NewDecision {
 /** One item as the drift sweep reads it (`scanItemsForDrift`). */
 export interface DriftScanItem {
   item: ItemRow;
-  /** The latest stored row per question key of the set (per-comment keys included): its question hash. */
-  latest: Array<{ questionKey: string; questionHash: string }>;
+  /** The latest stored row per question key of the set (per-comment keys included): its question hash and state version. */
+  latest: Array<{ questionKey: string; questionHash: string; stateVersion: number }>;
   /** Ids of the newest 10 live comments, oldest first; [] unless `withComments`. */
   commentIds: string[];
   /** The item's job of this set, if one exists. */
@@ -389,7 +403,7 @@ export interface Store {
   restoreCollection(id: string): Promise<WriteResult<CollectionRow>>;
 
   createItem(item: NewItem, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
-  /** @throws NotFound when the item does not exist. */
+  /** @throws NotFound when the item does not exist; InvalidWrite for bad fields (nothing written). */
   updateItem(id: string, patch: ItemPatch, opts?: OweOptions): Promise<WriteResult<ItemRow>>;
   /**
    * Creates the item, or updates it to exactly these values (including its deleted state), or

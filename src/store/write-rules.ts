@@ -1,6 +1,7 @@
-import { stringify as losslessStringify } from 'lossless-json';
-import { parseLossless } from '../decision/canonical-json.js';
+import { isLosslessNumber, stringify as losslessStringify } from 'lossless-json';
+import { canonicalJson, parseLossless, type LosslessValue } from '../decision/canonical-json.js';
 import { SET_DEFAULTS, type QuestionSet, type Registry } from '../decision/registry.js';
+import { fieldValueText, sameJsonValue, spliceMembers } from './fields-patch.js';
 import { normaliseText, type NormaliseReport } from './normalise.js';
 import {
   InvalidWrite,
@@ -22,8 +23,9 @@ import {
  */
 
 /**
- * Normalises and validates fields: an object is serialised with JSON.stringify; text is kept
- * byte for byte (so number literals survive) once it parses as a JSON object.
+ * Normalises and validates fields for a new row: text is kept byte for byte (so number literals
+ * survive) once it parses as a JSON object; an object is serialised losslessly (LosslessNumber
+ * values keep their literal).
  * @throws InvalidWrite when the fields are not a JSON object.
  */
 export function fieldsText(fields: Record<string, unknown> | string | undefined, report: NormaliseReport): string {
@@ -33,16 +35,9 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
     text = normaliseText(fields, report);
   } else {
     if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) throw new InvalidWrite('fields must be a JSON object');
-    text = normaliseText(JSON.stringify(fields), report);
+    text = normaliseText(valueText(fields, 'fields'), report);
   }
-  let parsed: unknown;
-  try {
-    parsed = parseLossless(text);
-  } catch {
-    throw new InvalidWrite('fields is not valid JSON');
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidWrite('fields must be a JSON object');
-  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
+  const parsed = checkedFieldsObject(text);
   // Strings inside the JSON (escaped as \u0000 or \ud800 in the text, so the pass above cannot
   // see them) get the same normalisation; the text is rewritten only when one changed, so number
   // literals and bytes otherwise survive (lossless-json keeps the literals either way).
@@ -51,9 +46,87 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
   return report.loneSurrogates + report.nulsRemoved === before ? text : losslessStringify(normalised)!;
 }
 
+/**
+ * Parses a fields text and checks it is a JSON object no deeper than `MAX_FIELDS_DEPTH`.
+ * @throws InvalidWrite otherwise.
+ */
+function checkedFieldsObject(text: string): Record<string, LosslessValue> {
+  let parsed: LosslessValue;
+  try {
+    parsed = parseLossless(text);
+  } catch {
+    throw new InvalidWrite('fields is not valid JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isLosslessNumber(parsed)) {
+    throw new InvalidWrite('fields must be a JSON object');
+  }
+  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
+  return parsed as Record<string, LosslessValue>;
+}
+
+function valueText(v: unknown, what: string): string {
+  try {
+    return fieldValueText(v);
+  } catch (err) {
+    throw new InvalidWrite(`${what}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The fields text a patch leads to, from the stored text (DESIGN §16.10: edits keep every byte
+ * they do not touch):
+ * - `fields` as text replaces the stored text with exactly that text;
+ * - `fields` as an object sets every key to its value and removes the keys it lacks;
+ * - `setFields` sets only the keys it names and leaves the others alone.
+ * For both object forms a key whose value is the value already stored (`sameJsonValue`: the
+ * same number however written, so a JS `3` leaves a stored `3.0` alone) is left untouched, the
+ * changed members are spliced into the stored text, and every other byte survives. When nothing
+ * differs the stored text comes back unchanged, so the write is a no-op.
+ * @throws InvalidWrite when the result would not be a JSON object, a value has no JSON form, or
+ *   both `fields` and `setFields` are given.
+ */
+export function patchFieldsText(
+  cur: string,
+  patch: { fields?: Record<string, unknown> | string; setFields?: Record<string, unknown> },
+  report: NormaliseReport,
+): string {
+  if (patch.fields !== undefined && patch.setFields !== undefined) throw new InvalidWrite('give fields or setFields, not both');
+  if (typeof patch.fields === 'string') return fieldsText(patch.fields, report);
+  const next = patch.fields ?? patch.setFields;
+  if (next === undefined) return cur;
+  if (next === null || typeof next !== 'object' || Array.isArray(next)) {
+    throw new InvalidWrite(`${patch.fields !== undefined ? 'fields' : 'setFields'} must be a JSON object`);
+  }
+  let stored: Record<string, LosslessValue>;
+  try {
+    stored = checkedFieldsObject(cur);
+  } catch {
+    // A stored text that does not parse cannot be patched member by member; the caller's object
+    // becomes the whole text (only reachable for a whole-object replace).
+    if (patch.setFields !== undefined) throw new InvalidWrite('the stored fields are not a JSON object; replace them whole');
+    return fieldsText(next, report);
+  }
+  const set = new Map<string, string>();
+  const wanted = new Set<string>();
+  for (const [rawKey, rawValue] of Object.entries(next)) {
+    if (rawValue === undefined) continue;
+    const key = normaliseText(rawKey, report);
+    const value = normaliseJsonStrings(rawValue, report);
+    wanted.add(key);
+    const has = Object.prototype.hasOwnProperty.call(stored, key);
+    if (has && sameJsonValue(stored[key], value)) continue;
+    set.set(key, valueText(value, `field ${JSON.stringify(key)}`));
+  }
+  const remove = new Set(patch.fields !== undefined ? Object.keys(stored).filter((k) => !wanted.has(k)) : []);
+  if (set.size === 0 && remove.size === 0) return cur;
+  const text = spliceMembers(cur, { set, remove });
+  checkedFieldsObject(text);
+  return text;
+}
+
 function normaliseJsonStrings(v: unknown, report: NormaliseReport): unknown {
   if (typeof v === 'string') return normaliseText(v, report);
-  if (v === null || typeof v !== 'object' || 'isLosslessNumber' in (v as object)) return v;
+  if (v === null || typeof v !== 'object' || isLosslessNumber(v) || v instanceof Date) return v;
   if (Array.isArray(v)) return v.map((x) => normaliseJsonStrings(x, report));
   const out: Record<string, unknown> = {};
   for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[normaliseText(k, report)] = normaliseJsonStrings(x, report);
@@ -121,7 +194,7 @@ export function planItemPatch(
   const next = {
     title: patch.title === undefined ? cur.title : normaliseText(patch.title, report),
     content: patch.content === undefined ? cur.content : normaliseText(patch.content, report),
-    fields: patch.fields === undefined ? cur.fields : fieldsText(patch.fields, report),
+    fields: patchFieldsText(cur.fields, patch, report),
   };
   const changed = next.title !== cur.title || next.content !== cur.content || next.fields !== cur.fields;
   return { next, changed, titleChanged: next.title !== cur.title };
@@ -144,7 +217,7 @@ export function planItemUpsert(
     ref: normaliseText(item.ref, report),
     title: normaliseText(item.title, report),
     content: normaliseText(item.content ?? '', report),
-    fields: fieldsText(item.fields, report),
+    fields: item.fields === undefined ? fieldsText(undefined, report) : patchFieldsText(cur.fields, { fields: item.fields }, report),
     deletedAt: item.deletedAt === undefined ? cur.deletedAt : item.deletedAt,
   };
   const sameDeleted = (next.deletedAt === null) === (cur.deletedAt === null);
@@ -160,7 +233,20 @@ export function planItemUpsert(
   return { next, changed, linkers: next.title !== cur.title || !sameDeleted };
 }
 
-/** What `updateCollection` would store; `changed` false means a no-op. */
+/**
+ * Whether a stored JSON text already holds `next`, compared in canonical form (key order and
+ * spacing do not count). A settings or schema patch with the value already stored is a no-op:
+ * re-serialising it would differ in bytes and owe the whole collection (DESIGN §3, §16.10).
+ */
+function sameJsonText(stored: string, next: unknown): boolean {
+  try {
+    return canonicalJson(parseLossless(stored)) === canonicalJson(JSON.parse(JSON.stringify(next)));
+  } catch {
+    return false;
+  }
+}
+
+/** What `updateCollection` would store; `changed` false means a no-op (the stored bytes kept). */
 export function planCollectionPatch(
   c: StoredCollection,
   patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema; deleted?: boolean },
@@ -168,8 +254,8 @@ export function planCollectionPatch(
 ): { next: Pick<StoredCollection, 'slug' | 'settings' | 'schema' | 'deletedAt'>; changed: boolean } {
   const next = {
     slug: patch.slug ?? c.slug,
-    settings: patch.settings ? JSON.stringify(patch.settings) : c.settings,
-    schema: patch.schema ? JSON.stringify(patch.schema) : c.schema,
+    settings: patch.settings && !sameJsonText(c.settings, patch.settings) ? JSON.stringify(patch.settings) : c.settings,
+    schema: patch.schema && !sameJsonText(c.schema, patch.schema) ? JSON.stringify(patch.schema) : c.schema,
     deletedAt: patch.deleted === undefined ? c.deletedAt : patch.deleted ? (c.deletedAt ?? now) : null,
   };
   const changed = !(next.slug === c.slug && next.settings === c.settings && next.schema === c.schema && next.deletedAt === c.deletedAt);

@@ -3,7 +3,8 @@ import { attentionSet } from '../../src/decision/production-sets.js';
 import { fingerprintContextText, noul, questionFingerprint } from '../../src/decision/questions.js';
 import { DecisionReader, judgeRows, type SetNow } from '../../src/reads/reads.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
-import { buildItemState, STATE_VERSION } from '../../src/decision/state.js';
+import { buildItemState, NO_CLIPS, STATE_VERSION } from '../../src/decision/state.js';
+import { itemStateFor } from '../../src/decision/set-states.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { DecisionRow } from '../../src/store/store.js';
 import { makeFixture, TASK_SCHEMA, type Fixture } from '../harness/store-fixture.js';
@@ -159,7 +160,7 @@ describe('question_changed and model_changed', () => {
 
   it('rows stored before fingerprint contexts fall back to the provider name', () => {
     const q = attentionSet.questions!.blocked;
-    const now: SetNow = { set: attentionSet, applies: true, questions: attentionSet.questions!, state: { bytes: '{}', hash: 'h', parts: {}, truncated: false, version: STATE_VERSION }, commentStates: new Map() };
+    const now: SetNow = { set: attentionSet, applies: true, questions: attentionSet.questions!, state: { bytes: '{}', hash: 'h', parts: {}, truncated: false, clips: NO_CLIPS, version: STATE_VERSION }, commentStates: new Map() };
     const row = legacyRow({ questionKey: 'blocked', stateHash: 'h', questionHash: questionFingerprint(q, { model: 'old', promptVersion: 'fake-v1', effort: null }), provider: 'fake' });
     expect(judgeRows([row], now, ctxOf(fake)).staleReason).toBe('question_changed');
     expect(judgeRows([{ ...row, provider: 'anthropic' }], now, ctxOf(fake)).staleReason).toBe('model_changed');
@@ -256,6 +257,57 @@ describe('question_removed, not_applicable, set_unknown, not_compared', () => {
     expect(await currency(readerOf(fx), it1.id)).toEqual({ 'resolved/q': 'current' });
     fail = true;
     expect(await currency(readerOf(fx), it1.id)).toEqual({ 'resolved/q': 'not_compared' });
+  });
+});
+
+describe('state version 2 (DESIGN §16.11: omitted_comments)', () => {
+  it('an answer of state version 1 reads not_compared even at the very same state bytes, until re-asked', async () => {
+    const it1 = await newItem();
+    const loaded = (await fx.store.loadItemForEvaluation(it1.id))!;
+    const state = itemStateFor(attentionSet, loaded);
+    expect(state.version).toBe(2);
+    const keys = Object.keys(attentionSet.questions!);
+    await fx.store.insertDecisions(
+      keys.map((k) => ({
+        workspaceId: fx.ws.id,
+        itemId: it1.id,
+        questionSet: 'attention',
+        questionKey: k,
+        kind: 'noul' as const,
+        answer: JSON.stringify({ type: 'noul', noul: 0.95 }),
+        confidence: null,
+        provider: 'fake',
+        model: 'fake-model-1',
+        stateHash: state.hash, // an item with no comments: v1 and v2 bytes are identical
+        questionHash: questionFingerprint(attentionSet.questions![k], fake),
+        stateVersion: 1,
+        stateParts: JSON.stringify(state.parts),
+        inputTokens: 0,
+        outputTokens: 0,
+        itemSeq: it1.seq,
+        stateTruncated: false,
+        fingerprintContext: fingerprintContextText(fake),
+      })),
+    );
+    const before = await currency(readerOf(fx), it1.id);
+    for (const k of keys) expect(before[`attention/${k}`]).toBe('not_compared');
+    await settle(fx, fake);
+    expect(fake.requests.filter((r) => r.keys.includes('blocked'))).toHaveLength(1); // re-asked at version 2
+    expect(await currency(readerOf(fx), it1.id)).toEqual(ALL_CURRENT);
+    expect((await fx.store.listDecisions(it1.id)).filter((r) => r.questionSet === 'attention').map((r) => r.stateVersion).sort()).toEqual([1, 1, 1, 2, 2, 2]);
+  });
+
+  it('stateClips: the sets whose state leaves comments out, not a NoTrail set; empty with decisions off', async () => {
+    const it1 = await newItem();
+    for (let i = 0; i < 10; i++) await fx.store.addComment({ itemId: it1.id, author: 'amy', body: `c${i}`, createdAt: i + 1 });
+    expect(await readerOf(fx).stateClips(it1.id)).toEqual([]); // control: 10 comments fit the trail
+    await fx.store.addComment({ itemId: it1.id, author: 'amy', body: 'c10', createdAt: 11 });
+    const clips = await readerOf(fx).stateClips(it1.id);
+    expect(clips.map((c) => [c.questionSet, c.clips.omittedComments])).toEqual([
+      ['attention', 1],
+      ['task_only', 1],
+    ]);
+    expect(await new DecisionReader(fx.store, fx.registry, null).stateClips(it1.id)).toEqual([]);
   });
 });
 

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fingerprintContextText, noul, questionFingerprint } from '../../src/decision/questions.js';
 import { splitCommentKey } from '../../src/reads/reads.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
-import { buildCommentState, STATE_VERSION } from '../../src/decision/state.js';
+import { buildCommentState, COMMENT_STATE_VERSION } from '../../src/decision/state.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
@@ -158,7 +158,7 @@ describe('per-comment answers', () => {
     const state = buildCommentState({ title: 'Item T-1', collectionSlug: 'task', comment: { id: c.id, author: 'amy', body: 'hello', createdAt: c.createdAt } });
     expect(row).toMatchObject({
       stateHash: state.hash,
-      stateVersion: STATE_VERSION,
+      stateVersion: COMMENT_STATE_VERSION,
       questionHash: questionFingerprint(perComment.questions!.rude, fake),
       fingerprintContext: fingerprintContextText(fake),
     });

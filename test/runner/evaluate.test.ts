@@ -31,7 +31,7 @@ describe('evaluate: what costs a call', () => {
     expect(fake.requests[0].keys).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
     const rows = await fx.store.listDecisions(it1.id);
     expect(rows.map((d) => d.questionKey)).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
-    expect(rows[0]).toMatchObject({ provider: 'fake', model: 'fake-model-1', kind: 'noul', confidence: null, stateVersion: 1 });
+    expect(rows[0]).toMatchObject({ provider: 'fake', model: 'fake-model-1', kind: 'noul', confidence: null, stateVersion: 2 });
     expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
   });
 

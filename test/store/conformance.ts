@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LosslessNumber } from 'lossless-json';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { noul } from '../../src/decision/questions.js';
@@ -189,6 +190,73 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('keeps the bytes of stored fields, number literals included', async () => {
       const it1 = await item('T-1', { fields: '{"estimate":3.0, "n": 1e2}' });
       expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0, "n": 1e2}');
+    });
+
+    it('a field edit keeps every byte it does not touch: number literals, escapes, spacing (DESIGN §16.10)', async () => {
+      const stored = '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}';
+      const it1 = await item('T-1', { fields: stored });
+      const r = await fx.store.updateItem(it1.id, { setFields: { status: 'in_progress' } });
+      expect(r.changed).toBe(true);
+      expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"in_progress"}');
+
+      // the old edit path: parse the stored text, change one key, hand the whole object back
+      const roundTripped = { ...(JSON.parse(r.row.fields) as Record<string, unknown>), status: 'closed' };
+      await fx.store.updateItem(it1.id, { fields: roundTripped });
+      expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"closed"}');
+
+      const spaced = await item('T-2', { fields: '{ "name" : "caf\\u00e9\\/x",\n  "n": 1.50 ,"status":"open" }' });
+      await fx.store.updateItem(spaced.id, { setFields: { status: 'closed', added: new LosslessNumber('2.50') } });
+      expect((await fx.store.getItem(spaced.id))!.fields).toBe('{ "name" : "caf\\u00e9\\/x",\n  "n": 1.50 ,"status":"closed","added":2.50 }');
+      await fx.store.updateItem(spaced.id, { fields: { name: 'café/x', status: 'closed', added: 2.5 } });
+      expect((await fx.store.getItem(spaced.id))!.fields).toBe('{ "name" : "caf\\u00e9\\/x" ,"status":"closed","added":2.50 }');
+    });
+
+    it('a field set to the value it has is a no-op: no seq bump, nothing owed (DESIGN §16.10)', async () => {
+      const it1 = await item('T-1', { fields: '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}' });
+      await fx.store.dropJobs({});
+      const same = [
+        { setFields: { status: 'open' } },
+        { setFields: { estimate: 3, ratio: 100 } },
+        { setFields: { estimate: new LosslessNumber('3.00'), ratio: new LosslessNumber('100.0') } },
+        { setFields: { ext_id: new LosslessNumber('12345678901234567890') } },
+        { fields: JSON.parse(it1.fields) as Record<string, unknown> },
+      ];
+      for (const patch of same) {
+        const r = await fx.store.updateItem(it1.id, patch);
+        expect(r).toMatchObject({ changed: false, owed: 0 });
+        expect(r.row.seq).toBe(it1.seq);
+      }
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+      expect((await fx.store.getItem(it1.id))!.fields).toBe(it1.fields);
+      // a different integer beyond 2^53, equal as a double, is a different value
+      // the importer's door: the same values again, as a JS object, keep the stored bytes
+      const up = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c' };
+      await fx.store.upsertItem({ ...up, fields: '{"priority":2.0, "status":"open"}' });
+      const again = await fx.store.upsertItem({ ...up, fields: { status: 'open', priority: 2 } });
+      expect(again).toMatchObject({ changed: false, owed: 0 });
+      expect(again.row.fields).toBe('{"priority":2.0, "status":"open"}');
+      const bigger = await fx.store.updateItem(it1.id, { setFields: { ext_id: new LosslessNumber('12345678901234567891') } });
+      expect(bigger.changed).toBe(true);
+      expect(bigger.row.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567891,"ratio":1e2,"status":"open"}');
+    });
+
+    it('refuses bad field patches and writes nothing', async () => {
+      const it1 = await item('T-1');
+      await fx.store.dropJobs({});
+      await expect(fx.store.updateItem(it1.id, { setFields: { n: Number.NaN } })).rejects.toThrow(/finite/);
+      await expect(fx.store.updateItem(it1.id, { fields: {}, setFields: { a: 1 } })).rejects.toThrow(/not both/);
+      expect((await fx.store.getItem(it1.id))!).toMatchObject({ fields: it1.fields, seq: it1.seq });
+      expect(await fx.store.listJobs({})).toHaveLength(0);
+    });
+
+    it('a collection settings or schema patch with the value it has is a no-op: nothing owed', async () => {
+      await item('T-1');
+      await fx.store.dropJobs({});
+      const c = (await fx.store.updateCollection(fx.tasks.id, { settings: { tracks_work: true, role: 'work' } })).row;
+      await fx.store.dropJobs({});
+      const r = await fx.store.updateCollection(fx.tasks.id, { settings: { role: 'work', tracks_work: true }, schema: JSON.parse(JSON.stringify(c.schema)) });
+      expect(r).toMatchObject({ changed: false, owed: 0 });
+      expect(await fx.store.listJobs({})).toHaveLength(0);
     });
 
     it('a comment with replies becomes a blank tombstone; one without is removed', async () => {
@@ -1050,7 +1118,7 @@ export function runStoreConformance(backend: StoreBackend): void {
   });
 
   describe(`${backend.name}: drift sweep, retention and the owe options`, () => {
-    it('scanItemsForDrift: live items of the workspace after the cursor, latest hash per key, job state, newest 10 live comments', async () => {
+    it('scanItemsForDrift: live items of the workspace after the cursor, latest hash and state version per key, job state, newest 10 live comments', async () => {
       await reopen([attentionSet]);
       const [a, b, c, gone] = [await item('T-1'), await item('T-2'), await item('T-3'), await item('T-4')];
       await fx.store.softDeleteItem(gone.id);
@@ -1060,7 +1128,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.dropJobs({ workspaceId: other.id });
       const d = (itemId: string, key: string, stateHash: string, questionHash: string, set = 'attention') => ({ ...decision(itemId, set, key, stateHash, fx.ws.id), questionHash });
       await fx.store.insertDecisions([d(a.id, 'blocked', 's1', 'q-old'), d(a.id, 'waiting_on_external', 's1', 'q-w')]);
-      await fx.store.insertDecisions([d(a.id, 'blocked', 's2', 'q-new'), d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
+      await fx.store.insertDecisions([{ ...d(a.id, 'blocked', 's2', 'q-new'), stateVersion: 2 }, d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
       await fx.store.insertDecisions([d(a.id, 'mentions@cm-1', 's1', 'q-c')]);
       const commentIds: string[] = [];
       for (let i = 0; i < 12; i++) commentIds.push((await fx.store.addComment({ itemId: a.id, author: 'x', body: `c${i}`, createdAt: 1_000 + i })).row.id);
@@ -1077,9 +1145,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
       expect(all[0].item).toEqual(await fx.store.getItem(a.id));
       expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
-        { questionKey: 'blocked', questionHash: 'q-new' },
-        { questionKey: 'mentions@cm-1', questionHash: 'q-c' },
-        { questionKey: 'waiting_on_external', questionHash: 'q-w' },
+        { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2 },
+        { questionKey: 'mentions@cm-1', questionHash: 'q-c', stateVersion: 1 },
+        { questionKey: 'waiting_on_external', questionHash: 'q-w', stateVersion: 1 },
       ]);
       expect(all[0].commentIds).toEqual(commentIds.slice(1, 11));
       expect(all[1]).toMatchObject({ latest: [], commentIds: [] });

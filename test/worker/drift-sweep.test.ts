@@ -2,7 +2,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { resetConventionSkipLog } from '../../src/decision/conventions.js';
 import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/runner/drift.js';
 import { attentionSet, conventionsCommentsSet, conventionsSet } from '../../src/decision/production-sets.js';
+import { fingerprintContextText, questionFingerprint } from '../../src/decision/questions.js';
 import { Registry } from '../../src/decision/registry.js';
+import { itemStateFor } from '../../src/decision/set-states.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS } from '../../src/importers/conventions.js';
@@ -71,6 +73,41 @@ describe('the drift sweep', () => {
     for (const t of tasks) {
       expect(await currency(readerOf(fx), t.id)).toMatchObject({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'current', 'conventions/conv:CONV-3': 'current' });
     }
+  });
+
+  it('answers of an older item-state version are re-owed and re-asked once (DESIGN §16.11: version 2)', async () => {
+    const t9 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'Task 9', content: 'body', fields: { status: 'open' } })).row;
+    await fx.store.dropJobs({});
+    const state = itemStateFor(attentionSet, (await fx.store.loadItemForEvaluation(t9.id))!);
+    await fx.store.insertDecisions(
+      Object.entries(attentionSet.questions!).map(([k, q]) => ({
+        workspaceId: fx.ws.id,
+        itemId: t9.id,
+        questionSet: 'attention',
+        questionKey: k,
+        kind: 'noul' as const,
+        answer: JSON.stringify({ type: 'noul', noul: 0.9 }),
+        confidence: null,
+        provider: 'fake',
+        model: fake.model,
+        stateHash: state.hash,
+        questionHash: questionFingerprint(q, fake),
+        stateVersion: 1, // stored before omitted_comments
+        stateParts: JSON.stringify(state.parts),
+        inputTokens: 0,
+        outputTokens: 0,
+        itemSeq: t9.seq,
+        stateTruncated: false,
+        fingerprintContext: fingerprintContextText(fake),
+      })),
+    );
+    const s = sweeper(1_000, { registry: new Registry([attentionSet]) });
+    expect((await s.sweepOnce()).owed).toBe(1); // T-9 only: T-1..3 were answered at version 2
+    expect((await fx.store.listJobs({})).map((j) => [j.itemId, j.questionSet])).toEqual([[t9.id, 'attention']]);
+    const before = fake.requests.length;
+    await settle(fx, fake);
+    expect(fake.requests.slice(before).map((r) => r.keys)).toEqual([['blocked', 'needs_human_decision', 'waiting_on_external']]);
+    expect((await currency(readerOf(fx), t9.id))['attention/blocked']).toBe('current');
   });
 
   it('does not rescan when nothing changed: a swept (set, workspace) reads no items', async () => {

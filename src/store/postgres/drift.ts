@@ -30,10 +30,10 @@ export async function scanItemsForDrift(
   if (items.length === 0) return [];
   const ids = sql.join(items.map((i) => sql`${i.id}`), sql`, `);
   // The latest row per (item, set, key): DISTINCT ON over item_decisions_latest_idx.
-  const latest = await rows<{ item_id: string; question_key: string; question_hash: string }>(
+  const latest = await rows<{ item_id: string; question_key: string; question_hash: string; state_version: number }>(
     db,
     sql`
-    SELECT DISTINCT ON (d.item_id, d.question_key) d.item_id, d.question_key, d.question_hash FROM item_decisions d
+    SELECT DISTINCT ON (d.item_id, d.question_key) d.item_id, d.question_key, d.question_hash, d.state_version FROM item_decisions d
     WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
     ORDER BY d.item_id, d.question_key, d.id DESC`,
   );

@@ -22,8 +22,8 @@ export function scanItemsForDrift(
   if (items.length === 0) return [];
   const ids = sql.join(items.map((i) => sql`${i.id}`), sql`, `);
   // The latest row per (item, set, key), through item_decisions_latest_idx.
-  const latest = db.all<{ item_id: string; question_key: string; question_hash: string }>(sql`
-    SELECT d.item_id, d.question_key, d.question_hash FROM item_decisions d
+  const latest = db.all<{ item_id: string; question_key: string; question_hash: string; state_version: number }>(sql`
+    SELECT d.item_id, d.question_key, d.question_hash, d.state_version FROM item_decisions d
     WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
       AND d.id = (SELECT max(m.id) FROM item_decisions m
                   WHERE m.item_id = d.item_id AND m.question_set = d.question_set AND m.question_key = d.question_key)`);
