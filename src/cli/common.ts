@@ -10,6 +10,7 @@ import { PgStore } from '../store/postgres/pg-store.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
+import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */
 export const EXIT_OK = 0;
@@ -117,7 +118,7 @@ export async function resolveWorkspace(store: Store, slug: string | undefined): 
 }
 
 /** A usage error: exit code 2. */
-export class UsageError extends Error {
+export class UsageError extends VerdictError {
   readonly code = 'usage_error';
   constructor(message: string) {
     super(message);

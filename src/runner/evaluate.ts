@@ -9,6 +9,7 @@ import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../
 import type { Logger } from '../log.js';
 import { appliesNow } from './eligibility.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
+import { VerdictError } from '../errors.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
@@ -31,7 +32,7 @@ export interface EvaluateDeps {
 }
 
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */
-export class LivenessLost extends Error {
+export class LivenessLost extends VerdictError {
   readonly code = 'liveness_lost';
   constructor(readonly liveness: Exclude<Liveness, 'live'> | 'questions_changed') {
     super(`liveness lost: ${liveness}`);

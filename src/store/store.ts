@@ -1,6 +1,7 @@
 import type { NormaliseReport } from './normalise.js';
 import type { StateLink, TrailComment } from '../decision/state.js';
 import type { Usage } from '../providers/provider.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
@@ -535,7 +536,7 @@ export interface Store {
 }
 
 /** Thrown by a write door when a row it needs does not exist. */
-export class NotFound extends Error {
+export class NotFound extends VerdictError {
   readonly code = 'not_found';
   constructor(what: string, id: string) {
     super(`${what} ${id} not found`);
@@ -544,7 +545,7 @@ export class NotFound extends Error {
 }
 
 /** Thrown by a write door for bad input (fields not an object, unknown collection ...). */
-export class InvalidWrite extends Error {
+export class InvalidWrite extends VerdictError {
   readonly code = 'invalid_write';
   constructor(message: string) {
     super(message);

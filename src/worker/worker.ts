@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
 import type { Store } from '../store/store.js';
+import { VerdictError } from '../errors.js';
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
@@ -50,7 +51,7 @@ export interface WorkerSummary {
 }
 
 /** Thrown at start when the lease cannot cover one provider call's worst case. */
-export class LeaseTooShort extends Error {
+export class LeaseTooShort extends VerdictError {
   readonly code = 'lease_too_short';
   constructor(leaseMs: number, worstMs: number) {
     super(`--lease-ms ${leaseMs} is shorter than one provider call's worst case (${worstMs} ms); raise it`);
