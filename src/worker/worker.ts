@@ -30,6 +30,11 @@ export interface WorkerOptions {
    */
   claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
+  /**
+   * Called when a slot's pass finds nothing claimable right after work was recorded (once per
+   * stretch of work, not on every idle tick); `createVerdict`'s worker emits `idle` from it.
+   */
+  onIdle?: () => void;
 }
 
 /** Cooling-off after a provider-wide error: 30 s doubling to 10 min (DESIGN §3). */
@@ -75,6 +80,8 @@ export class Worker {
   /** Replaced on every `wake()`: aborting it ends the current idle waits early. */
   private nudge = new AbortController();
   private stopping = false;
+  /** Work was recorded since the last `onIdle`. */
+  private busySinceIdle = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
   private lastGateLog = 0;
@@ -207,6 +214,8 @@ export class Worker {
       let ran = 0;
       let storeError = false;
       let gated = false;
+      /** False once a claim found nothing: the queue had no claimable job at that moment. */
+      let queueHadWork = true;
       // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
       while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
         let r: RunReport | null;
@@ -228,10 +237,18 @@ export class Worker {
           break;
         }
         this.lastLoopAt = Date.now();
-        if (!r) break;
+        if (!r) {
+          queueHadWork = false;
+          break;
+        }
         ran++;
+        this.busySinceIdle = true;
       }
       if (gated) continue;
+      if (!queueHadWork && !storeError && this.busySinceIdle) {
+        this.busySinceIdle = false;
+        this.opts.onIdle?.();
+      }
       if (ran === 0 && !storeError && this.opts.untilIdle) return;
       if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
     }
