@@ -7,6 +7,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createVerdict } from '../../src/index.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/open.js';
 import { tempDir } from '../harness/store-fixture.js';
+import pg from 'pg';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
+import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
+import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
 import { spawnCli } from '../harness/cli-process.js';
 
 /** Migrations keep their own table, `verdict_migrations` (DESIGN §16.21). */
@@ -65,5 +70,37 @@ describe('SQLite migrations table', () => {
     const v2 = await createVerdict({ database: file, migrate: false });
     expect((await v2.store.createWorkspace({ slug: 'acme' })).slug).toBe('acme');
     await v2.close();
+  });
+});
+
+describe.skipIf(!TEST_PG_URL)(`Postgres migrations table${TEST_PG_URL ? '' : ` (${PG_SKIP_REASON})`}`, () => {
+  it('a database migrated by an older version (drizzle.__drizzle_migrations) keeps working; a fresh one records in drizzle.verdict_migrations only', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    try {
+      await migratePg(drizzlePg({ client: pool }), { migrationsFolder: PG_MIGRATIONS }); // as versions before §16.21 did
+      await pool.query(`INSERT INTO workspaces (id, slug, created_at) VALUES ('w1', 'acme', 1)`);
+      const v = await createVerdict({ database: { postgres: pool } });
+      expect((await v.store.getWorkspaceBySlug('acme'))?.id).toBe('w1');
+      await v.close();
+      const q = async (t: string) => (await pool.query(`SELECT hash, created_at FROM drizzle.${t} ORDER BY id`)).rows;
+      expect(await q('verdict_migrations')).toEqual(await q('__drizzle_migrations'));
+      expect(await q('verdict_migrations')).toHaveLength(readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length);
+    } finally {
+      await pool.end();
+      await db.drop();
+    }
+    const fresh = await createTestDatabase(TEST_PG_URL!);
+    try {
+      const v = await createVerdict({ database: fresh.url });
+      await v.close();
+      const c = new pg.Client({ connectionString: fresh.url });
+      await c.connect();
+      const r = await c.query(`SELECT to_regclass('drizzle.verdict_migrations') IS NOT NULL AS new, to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS old`);
+      await c.end();
+      expect(r.rows[0]).toEqual({ new: true, old: false });
+    } finally {
+      await fresh.drop();
+    }
   });
 });
