@@ -6,6 +6,7 @@ import type { QuestionSet, Registry } from '../decision/registry.js';
 import { VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
+import { ProviderMisconfigured } from '../providers/errors.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/run-once.js';
 import { TRACKER_STORE_METHODS, type ItemRow, type Store, type TrackerStore, type VerdictStore, type WorkspaceRow } from '../store/store.js';
@@ -150,7 +151,9 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
         this.worker = w;
         onReady();
       },
-      onOutcome: (r) =>
+      onOutcome: (r) => {
+        // A provider-wide error (401, unknown model, billing): the worker cools off (DESIGN §3); the host hears of it.
+        if (r.outcome.kind === 'misconfigured') this.fail(new ProviderMisconfigured(`provider misconfigured (${r.outcome.reason}); the worker is cooling off`));
         this.emit('outcome', {
           itemId: r.claim.itemId,
           questionSet: r.claim.questionSet,
@@ -159,13 +162,11 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
           recorded: r.recorded,
           stats: r.stats,
           durationMs: r.durationMs,
-        }),
+        });
+      },
       onIdle: untilIdle ? undefined : () => this.emit('idle'),
     }).then(
-      (summary) => {
-        if (summary.misconfigured) this.fail(Object.assign(new WorkerStateError(`provider misconfigured (${summary.misconfigured})`), { code: 'provider_misconfigured' }));
-        return summary;
-      },
+      (summary) => summary,
       (err: unknown) => {
         this.fail(err instanceof Error ? err : new Error(String(err)));
         throw err;
@@ -241,8 +242,8 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const logger = options.logger ?? silentLogger;
   const registry = buildRegistry(options.configFile, options.sets ?? productionSets());
   const provider = resolveProvider(options.provider, logger);
-  const providerName: ProviderName = provider ? 'fake' : 'none'; // only 'none' matters to writeRegistryFor
-  const inner: Store = openStoreOn(options.database, writeRegistryFor(providerName, registry), { migrate: options.migrate, poolSize: options.poolSize });
+  // With no provider the doors owe nothing (DESIGN §9 "none"); any provider owes the registry's sets.
+  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
   try {
     await inner.now(); // Postgres: connect and migrate now, so a bad URL fails here
   } catch (err) {

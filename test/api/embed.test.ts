@@ -62,6 +62,19 @@ describe('createVerdict', () => {
     expect(worker.isRunning).toBe(false);
   });
 
+  it("a provider-wide error reaches the host as an 'error' event with code provider_misconfigured; the job stays owed", async () => {
+    v = await createVerdict({ database: ':memory:', sets: [triage], provider: new FakeProvider({ faults: [{ status: 401 }] }) });
+    await seed(v);
+    const worker = v.worker({ concurrency: 1 });
+    const errors: Error[] = [];
+    worker.on('error', (e) => errors.push(e));
+    const summary = await worker.runUntilIdle();
+    expect(summary.misconfigured).toMatch(/provider_misconfigured/);
+    expect(errors.map((e) => (e as VerdictError).code)).toEqual(['provider_misconfigured']);
+    expect(errors[0]).toBeInstanceOf(VerdictError);
+    expect(await v.reader.item('T-1', { workspace: 'acme' })).toMatchObject({ decisions: [] });
+  });
+
   it("provider 'none': nothing is owed, reads are empty, and a worker is refused with a VerdictError", async () => {
     v = await createVerdict({ database: ':memory:', sets: [triage] });
     const ws = await v.store.createWorkspace({ slug: 'acme' });
