@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { DEFAULTS, loadConfig, type ProviderName } from '../config.js';
+import { ConfigError, DEFAULTS, loadConfig, type ProviderName } from '../config.js';
 import { productionSets } from '../decision/production-sets.js';
 import { fieldsForDisplay, type DecisionView } from '../decision/reads.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
@@ -209,7 +209,7 @@ export interface Verdict {
     /**
      * Postgres only: the tracker part bound to a host's open transaction (a drizzle transaction or
      * a node-postgres client after BEGIN), so the doors commit or roll back with the host's writes.
-     * @throws WorkerStateError on SQLite (use `transaction`, or write inside a transaction the host opened on the same connection).
+     * @throws ConfigError on SQLite (use `transaction`, or write inside a transaction the host opened on the same connection).
      */
     joinTransaction(host: unknown): TrackerStore;
   };
@@ -257,7 +257,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   facade.transaction = <T>(fn: (tx: TrackerStore) => Promise<T>) => inner.transaction((tx) => fn(trackerOnly(tx)));
   facade.joinTransaction = (host: unknown) => {
     const join = (inner as { joinTransaction?: (h: unknown) => TrackerStore }).joinTransaction;
-    if (!join) throw new WorkerStateError('joinTransaction is for Postgres; on SQLite use store.transaction');
+    if (!join) throw new ConfigError('joinTransaction needs a Postgres database; on SQLite use store.transaction (or BEGIN on your own connection)');
     return trackerOnly(join.call(inner, host));
   };
 
