@@ -90,6 +90,7 @@ export interface VerdictWorkerEvents {
  */
 export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
   private worker: Worker | null = null;
+  private stopRequested = false;
   private running: Promise<WorkerSummary> | null = null;
 
   constructor(private readonly make: (untilIdle: boolean, hooks: { onStarted: (w: Worker) => void; onOutcome: (r: RunReport) => void; onIdle?: () => void }) => Promise<WorkerSummary>, private readonly logger: Logger) {
@@ -124,6 +125,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
    */
   async stop(opts: { graceMs?: number } = {}): Promise<WorkerSummary | null> {
     if (!this.running) return null;
+    this.stopRequested = true; // honoured at start when the worker is still setting up
     this.worker?.stop('stop()');
     const graceMs = opts.graceMs ?? DEFAULTS.graceMs;
     let timer: NodeJS.Timeout | undefined;
@@ -149,12 +151,13 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
     const done = this.make(untilIdle, {
       onStarted: (w) => {
         this.worker = w;
+        if (this.stopRequested) w.stop('stop()');
         onReady();
       },
       onOutcome: (r) => {
         // A provider-wide error (401, unknown model, billing): the worker cools off (DESIGN §3); the host hears of it.
         if (r.outcome.kind === 'misconfigured') this.fail(new ProviderMisconfigured(`provider misconfigured (${r.outcome.reason}); the worker is cooling off`));
-        this.emit('outcome', {
+        this.safeEmit('outcome', {
           itemId: r.claim.itemId,
           questionSet: r.claim.questionSet,
           workspaceId: r.claim.workspaceId,
@@ -164,7 +167,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
           durationMs: r.durationMs,
         });
       },
-      onIdle: untilIdle ? undefined : () => this.emit('idle'),
+      onIdle: untilIdle ? undefined : () => this.safeEmit('idle'),
     }).then(
       (summary) => summary,
       (err: unknown) => {
@@ -174,6 +177,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
     );
     const running = done.finally(() => {
       this.running = null;
+      this.stopRequested = false;
       this.worker = null;
     });
     running.catch(() => undefined); // the caller of runUntilIdle/start sees it; `error` reports it
@@ -181,9 +185,23 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
     return { ready, done };
   }
 
+  /** Emits to the host's listeners; a listener that throws is logged, never let into the worker's slots. */
+  private safeEmit<K extends 'outcome' | 'idle'>(event: K, ...args: VerdictWorkerEvents[K]): void {
+    try {
+      (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
+    } catch (err) {
+      this.logger.error({ event, err: (err as { code?: string }).code ?? (err as Error).name }, 'a worker event listener threw');
+    }
+  }
+
   private fail(err: Error): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
-    else this.logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error');
+    if (this.listenerCount('error') > 0) {
+      try {
+        this.emit('error', err);
+      } catch (thrown) {
+        this.logger.error({ err: (thrown as { code?: string }).code ?? (thrown as Error).name }, 'a worker error listener threw');
+      }
+    } else this.logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error');
   }
 }
 

@@ -75,6 +75,23 @@ describe('createVerdict', () => {
     expect(await v.reader.item('T-1', { workspace: 'acme' })).toMatchObject({ decisions: [] });
   });
 
+  it('a listener that throws never stops the worker: every owed job is still done', async () => {
+    v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'fake' });
+    await seed(v);
+    const ws = (await v.store.getWorkspaceBySlug('acme'))!;
+    const [col] = await v.store.listCollections(ws.id);
+    await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-2', title: 'Second' });
+    const worker = v.worker({ concurrency: 1 });
+    let calls = 0;
+    worker.on('outcome', () => {
+      calls++;
+      throw new Error('host listener bug');
+    });
+    const summary = await worker.runUntilIdle();
+    expect(calls).toBe(2);
+    expect(summary.outcomes).toEqual({ complete: 2 });
+  });
+
   it("provider 'none': nothing is owed, reads are empty, and a worker is refused with a VerdictError", async () => {
     v = await createVerdict({ database: ':memory:', sets: [triage] });
     const ws = await v.store.createWorkspace({ slug: 'acme' });
