@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { choice, createVerdict, defineQuestionSet, noul, VerdictError, type OutcomeEvent, type Verdict } from '../../src/index.js';
 import { FakeProvider } from '../../src/testing.js';
+import { captureLog } from '../harness/log-capture.js';
 
 /** The README "Embedding Verdict" flow against the source entry (CI also runs it from the packed tarball). */
 
@@ -75,8 +76,9 @@ describe('createVerdict', () => {
     expect(await v.reader.item('T-1', { workspace: 'acme' })).toMatchObject({ decisions: [] });
   });
 
-  it('a listener that throws never stops the worker: every owed job is still done', async () => {
-    v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'fake' });
+  it('a listener that throws never reaches the worker: logged as such, no slot error, every owed job still done', async () => {
+    const log = captureLog('info');
+    v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'fake', logger: log.logger });
     await seed(v);
     const ws = (await v.store.getWorkspaceBySlug('acme'))!;
     const [col] = await v.store.listCollections(ws.id);
@@ -90,6 +92,10 @@ describe('createVerdict', () => {
     const summary = await worker.runUntilIdle();
     expect(calls).toBe(2);
     expect(summary.outcomes).toEqual({ complete: 2 });
+    const msgs = log.records().map((r) => r.msg);
+    expect(msgs.filter((m) => m === 'a worker event listener threw')).toHaveLength(2);
+    expect(msgs).not.toContain('claim failed');
+    expect(log.lines.join('\n')).not.toContain('host listener bug');
   });
 
   it("provider 'none': nothing is owed, reads are empty, and a worker is refused with a VerdictError", async () => {
