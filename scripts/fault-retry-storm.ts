@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { FakeAnthropicServer } from '../test/harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../src/testing/fake-anthropic-server.js';
 
 const { values } = parseArgs({
   options: {

@@ -9,6 +9,8 @@
  * Layering (top imports bottom, never the reverse; `LAYERING` below is the same list as data):
  *
  *   cli                          the command line; the only user of everything below, used by nothing
+ *   index, testing               the package's public entries (`verdict`, `verdict/testing`)
+ *   compose                      createVerdict and the wiring of a worker, a store and a reader
  *   worker                       the long-running process: runner, reads, store, providers
  *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
  *                                store, providers
@@ -17,7 +19,7 @@
  *   providers                    model access: decision; config only to name and build providers
  *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
  *                                nothing of ours but clock and log
- *   clock, config, log           root utilities: nothing of ours
+ *   clock, config, errors, log   root utilities: nothing of ours (config names errors' base class)
  *
  * The check fails on a cycle, on an arrow between two folders of this list that the list does not
  * allow, and on an import of cli/ from outside it. A folder the list does not name (a new one) is
@@ -62,15 +64,19 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  worker: ['runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'log'],
-  runner: ['decision', 'store', 'providers', 'clock', 'config', 'log'],
-  importers: ['decision', 'store', 'clock', 'config', 'log'],
-  reads: ['decision', 'store', 'clock', 'config', 'log'],
-  store: ['decision', 'clock', 'config', 'log'],
-  providers: ['decision', 'clock', 'config', 'log'],
-  decision: ['clock', 'log'],
+  index: ['compose', 'worker', 'runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  testing: ['providers', 'decision', 'errors', 'log'],
+  compose: ['worker', 'runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  worker: ['runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
+  importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
+  reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
+  store: ['decision', 'clock', 'config', 'errors', 'log'],
+  providers: ['decision', 'clock', 'config', 'errors', 'log'],
+  decision: ['clock', 'errors', 'log'],
   clock: [],
-  config: [],
+  config: ['errors'],
+  errors: [],
   log: [],
 };
 

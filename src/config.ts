@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { z } from 'zod';
+import { VerdictError } from './errors.js';
 
 /**
  * Configuration (DESIGN §12): every option is a CLI flag and an environment variable, validated
@@ -70,7 +71,7 @@ export interface Config {
 }
 
 /** Thrown for a bad option value; exit code 2 (usage error). */
-export class ConfigError extends Error {
+export class ConfigError extends VerdictError {
   readonly code = 'config_error';
   constructor(message: string) {
     super(message);

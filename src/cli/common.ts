@@ -1,15 +1,13 @@
 import { existsSync, statSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { ConfigError, loadConfig, OPTIONS, type Config } from '../config.js';
-import { InvalidConfigFile, loadQuestionSetConfig } from '../decision/config-file.js';
-import { productionSets } from '../decision/production-sets.js';
-import { Registry } from '../decision/registry.js';
+import { loadConfig, OPTIONS, type Config } from '../config.js';
+import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as writeRegistryForProvider, type OpenedStore } from '../compose/open.js';
+import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
-import { PgStore } from '../store/postgres/pg-store.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
+import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */
 export const EXIT_OK = 0;
@@ -40,40 +38,29 @@ export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): 
 
 /**
  * The registry every process loads: the production sets plus the sets of the config file
- * (`--config` / `VERDICT_CONFIG`), validated by the same rules. The same registry in every
- * process means the CLI, the worker and a tracker enqueue alike.
+ * (`--config` / `VERDICT_CONFIG`); see compose/open.ts buildRegistry.
  * @throws ConfigError naming the file, the set and the problem when the config file is invalid.
  */
 export function buildRegistry(cfg: Config): Registry {
-  const builtIn = productionSets();
-  if (!cfg.configFile) return new Registry(builtIn);
-  try {
-    return new Registry([...builtIn, ...loadQuestionSetConfig(cfg.configFile, builtIn.map((s) => s.name))]);
-  } catch (err) {
-    if (err instanceof InvalidConfigFile) throw new ConfigError(err.message);
-    throw err;
-  }
+  return buildRegistryFrom(cfg.configFile);
 }
 
-/**
- * The registry the write doors owe jobs for: the process registry, or none at all when the provider
- * is `none` (DESIGN §9: decisions off, nothing is enqueued).
- */
+/** The registry the write doors owe jobs for (none with provider `none`); see compose/open.ts. */
 export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
-  return cfg.provider === 'none' ? new Registry([]) : registry;
+  return writeRegistryForProvider(cfg.provider, registry);
 }
 
 /**
- * Opens the configured store and applies migrations: SQLite for a path or `file:` URL, Postgres
- * for a `postgres://` URL (migrated on first use; a bad URL fails the first call). With provider
- * `none` its write doors owe nothing (see writeRegistryFor).
+ * Opens the configured store and applies migrations (compose/open.ts openStoreOn). A read command
+ * (`mustExist`) given a path with no database is a usage error rather than a fresh empty file.
+ * With provider `none` its write doors owe nothing (see writeRegistryFor).
+ * @throws UsageError when the path is missing (with `mustExist`), a directory, or cannot be opened.
  */
-export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean } = {}): Store & { setRegistry?(r: Registry): void } {
+export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean; migrate?: boolean } = {}): OpenedStore {
   const writes = writeRegistryFor(cfg, registry);
-  if (isPostgresUrl(cfg.databaseUrl)) {
-    // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
-    return PgStore.connect(cfg.databaseUrl, { registry: writes, poolSize: Math.max(10, cfg.concurrency + 4) });
-  }
+  // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
+  const poolSize = Math.max(10, cfg.concurrency + 4);
+  if (isPostgresUrl(cfg.databaseUrl)) return openStoreOn(cfg.databaseUrl, writes, { poolSize, migrate: opts.migrate });
   const path = sqlitePathFromUrl(cfg.databaseUrl);
   if (path !== ':memory:') {
     // A read command given a mistyped path would otherwise create an empty database there and
@@ -84,7 +71,7 @@ export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: b
     if (existsSync(path) && statSync(path).isDirectory()) throw new UsageError(`--database-url: ${path} is a directory, not a database file`);
   }
   try {
-    return new SqliteStore({ url: cfg.databaseUrl, registry: writes });
+    return openStoreOn(cfg.databaseUrl, writes, { migrate: opts.migrate });
   } catch (err) {
     const e = err as { code?: string; message?: string };
     throw new UsageError(`cannot open the database at ${path}: ${e.code ?? ''} ${e.message ?? ''}`.replace(/\s+/g, ' ').trim());
@@ -117,7 +104,7 @@ export async function resolveWorkspace(store: Store, slug: string | undefined): 
 }
 
 /** A usage error: exit code 2. */
-export class UsageError extends Error {
+export class UsageError extends VerdictError {
   readonly code = 'usage_error';
   constructor(message: string) {
     super(message);

@@ -133,7 +133,7 @@ export function checkDatabase(cfg: Config): DoctorCheck {
       name: 'database',
       ok: false,
       detail: `${h.path}: ${h.migrationsPending} of ${h.migrationsKnown} migrations not applied`,
-      fix: 'start `verdict worker` (or run any command such as `verdict status`) against it: migrations apply at open',
+      fix: 'run `verdict migrate` against it (or start `verdict worker`, or any command such as `verdict status`: migrations apply at open)',
     };
   }
   return {

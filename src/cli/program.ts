@@ -3,12 +3,9 @@ import { Command, CommanderError } from 'commander';
 
 /** The package version, read from package.json beside src/ and dist/. */
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-import { ConfigError } from '../config.js';
-import { InvalidQuestion } from '../decision/questions.js';
-import { InvalidQuestionSet } from '../decision/registry.js';
-import { ProviderMisconfigured } from '../providers/errors.js';
-import { LeaseTooShort } from '../worker/worker.js';
-import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE, UsageError } from './common.js';
+import { VerdictError } from '../errors.js';
+import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE } from './common.js';
+import { registerMigrateCommand } from './migrate.js';
 import { registerBackfillCommand } from './backfill.js';
 import { registerDemoCommand } from './demo.js';
 import { registerDoctorCommand } from './doctor.js';
@@ -23,6 +20,12 @@ import { registerSetsCommand } from './sets.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
+
+/**
+ * Codes of the errors that are the caller's to fix (exit 2, DESIGN §12): ConfigError, UsageError,
+ * InvalidQuestion, InvalidQuestionSet, LeaseTooShort. `provider_misconfigured` exits 2 as well.
+ */
+const USAGE_CODES: ReadonlySet<string> = new Set(['config_error', 'usage_error', 'invalid_question', 'invalid_question_set', 'lease_too_short']);
 
 /** Builds the `verdict` program: the CLI only wires things (CONVENTIONS.md). */
 export function buildProgram(): Command {
@@ -46,6 +49,7 @@ export function buildProgram(): Command {
   registerReaskCommand(program);
   registerPruneCommand(program);
   registerEditCommand(program);
+  registerMigrateCommand(program);
   return program;
 }
 
@@ -57,8 +61,9 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_USAGE;
-    const usage = err instanceof ConfigError || err instanceof UsageError || err instanceof InvalidQuestion || err instanceof InvalidQuestionSet || err instanceof LeaseTooShort;
-    const misconfigured = err instanceof ProviderMisconfigured;
+    const code = err instanceof VerdictError ? err.code : null;
+    const usage = code !== null && USAGE_CODES.has(code);
+    const misconfigured = code === 'provider_misconfigured';
     process.stderr.write(`verdict: ${(err as Error).message}\n`);
     if (!usage && !misconfigured && process.env.VERDICT_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
     return usage || misconfigured ? EXIT_USAGE : EXIT_FAILURE;

@@ -1,31 +1,16 @@
-import { hostname } from 'node:os';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
-import type { Registry } from '../decision/registry.js';
-import type { Logger } from '../log.js';
-import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
-import type { RunReport } from '../runner/run-once.js';
-import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
-import { startHeartbeat } from '../worker/heartbeat.js';
-import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
-import { startBackgroundPasses } from '../worker/background.js';
-import { ProviderLimiter } from '../worker/limiter.js';
-import { Worker, type WorkerSummary } from '../worker/worker.js';
+import { runWorker as runLibraryWorker, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
+import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
 
-/** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
-export const HEARTBEAT_MIN_MS = 2_000;
+export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
 
 /** What `runWorker` needs; the demo passes its own store and provider. */
-export interface RunWorkerParams {
+export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'onStarted'> {
   cfg: Config;
-  store: Store;
-  registry: Registry;
-  provider: Provider;
-  logger: Logger;
-  untilIdle: boolean;
   /** Install SIGTERM/SIGINT handlers (the CLI does; tests of the library do not). */
   handleSignals: boolean;
   /**
@@ -35,62 +20,18 @@ export interface RunWorkerParams {
   reload?: (worker: Worker) => void;
   /** Called with the worker before it runs (`backfill --drain` wakes and stops it). */
   onStarted?: (worker: Worker) => void;
-  /** Called once per recorded outcome, after the metrics count it. */
-  onOutcome?: (r: RunReport) => void;
 }
 
 /**
- * Runs a worker until stopped (or, with `untilIdle`, until nothing is claimable now).
+ * Runs a worker (compose/run-worker.ts) with the CLI's signal handling.
  * Shutdown on SIGTERM/SIGINT (DESIGN §10): stop claiming, abort in-flight calls and release their
  * jobs without an attempt, finish bookkeeping, close the database, exit 0 within the grace
- * period; a second signal exits at once.
+ * period; a second signal exits at once. SIGHUP calls `reload`.
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
-  const metrics = p.cfg.metricsPort === undefined ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
-  const store = metrics ? metrics.countingSpend(p.store) : p.store;
-  const workerId = `${hostname()}:${process.pid}`;
-  const limiter = new ProviderLimiter({
-    store: p.store,
-    requestsPerMinute: p.cfg.requestsPerMinute,
-    inputTokensPerMinute: p.cfg.inputTokensPerMinute,
-    dailyTokenCap: p.cfg.dailyTokenCap,
-  });
-  const worker: Worker = new Worker({
-    store,
-    registry: p.registry,
-    provider: p.provider,
-    logger: p.logger,
-    workerId,
-    concurrency: p.cfg.concurrency,
-    tickMs: p.cfg.tickMs,
-    leaseMs: p.cfg.leaseMs,
-    passLimit: p.cfg.passLimit,
-    abandonLimit: p.cfg.abandonLimit,
-    untilIdle: p.untilIdle,
-    onOutcome: (r) => {
-      metrics?.observe(r);
-      p.onOutcome?.(r);
-    },
-    ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
-  });
-  const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
-  const health = () => judgeHealth(worker, stallAfterMs);
-  let server: MetricsServer | null = null;
-  if (metrics) {
-    metrics.setHealth(health);
-    server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort!, host: p.cfg.metricsHost, logger: p.logger });
-    p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
-  }
-  const heartbeat = await startHeartbeat({
-    store: p.store,
-    source: worker,
-    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency },
-    everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
-    logger: p.logger,
-  });
-  await p.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(p.provider));
-  p.onStarted?.(worker);
+  let worker: Worker | null = null;
   const onSignal = (sig: NodeJS.Signals) => {
+    if (!worker) return;
     if (worker.signal.aborted) {
       p.logger.warn({ signal: sig }, 'second signal: exiting at once');
       process.exit(EXIT_FAILURE);
@@ -103,7 +44,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     }, p.cfg.graceMs).unref();
   };
   const onHup = () => {
-    if (worker.signal.aborted) return; // shutting down: nothing to reload into
+    if (!worker || worker.signal.aborted) return; // shutting down: nothing to reload into
     p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
     try {
       p.reload?.(worker);
@@ -112,46 +53,20 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
     }
   };
-  if (p.handleSignals) {
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-    if (p.reload) process.on('SIGHUP', onHup);
-  }
-  p.logger.info(
-    {
-      pid: process.pid,
-      provider: p.provider.name,
-      model: p.provider.model,
-      concurrency: p.cfg.concurrency,
-      tickMs: p.cfg.tickMs,
-      leaseMs: p.cfg.leaseMs,
-      untilIdle: p.untilIdle,
-      requestsPerMinute: p.cfg.requestsPerMinute ?? null,
-      inputTokensPerMinute: p.cfg.inputTokensPerMinute ?? null,
-      dailyTokenCap: p.cfg.dailyTokenCap ?? null,
-    },
-    'worker started',
-  );
-  // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
-  const background = p.untilIdle
-    ? Promise.resolve()
-    : startBackgroundPasses({
-        store: p.store,
-        runtime: () => worker.runtime, // after a SIGHUP reload, the next pass uses the new sets and model
-        logger: p.logger,
-        signal: worker.signal,
-        driftSweepPerMinute: p.cfg.driftSweepPerMinute,
-        sweepIntervalMs: p.cfg.tickMs,
-        pruneIntervalMs: p.cfg.pruneIntervalMs,
-        retentionHistoryMs: p.cfg.retentionHistoryMs,
-      });
   try {
-    return await worker.run();
+    return await runLibraryWorker({
+      ...p,
+      onStarted: (w) => {
+        worker = w;
+        p.onStarted?.(w);
+        if (p.handleSignals) {
+          process.on('SIGTERM', onSignal);
+          process.on('SIGINT', onSignal);
+          if (p.reload) process.on('SIGHUP', onHup);
+        }
+      },
+    });
   } finally {
-    await heartbeat.stop();
-    await server?.close();
-    if (!p.untilIdle) worker.stop('worker finished'); // a no-op after a signal; stops the passes if run() threw
-    await background;
     if (p.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);

@@ -4,6 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { InvalidQuestion } from './questions.js';
 import { defineQuestionSet, InvalidQuestionSet, validateQuestions, type QuestionSet } from './registry.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * User-defined question sets from a config file (DESIGN §6: "Sets come from code and from a user
@@ -66,7 +67,7 @@ export const configSetSchema = z
 export const configFileSchema = z.object({ sets: z.array(z.unknown()) }).strict();
 
 /** Thrown when the config file cannot be used. The message names the file, the set (when one is at fault) and the problem. */
-export class InvalidConfigFile extends Error {
+export class InvalidConfigFile extends VerdictError {
   readonly code = 'invalid_config_file';
   constructor(
     readonly file: string,

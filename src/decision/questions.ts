@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { VerdictError } from '../errors.js';
 
 /**
  * Typed questions and answers (DESIGN §4). Three kinds:
@@ -77,7 +78,7 @@ const scoreSchema = z
 export const questionSchema = z.union([noulSchema, choiceSchema, scoreSchema]);
 
 /** Thrown when a question definition is invalid. The message names the key and the rule. */
-export class InvalidQuestion extends Error {
+export class InvalidQuestion extends VerdictError {
   readonly code = 'invalid_question';
   constructor(key: string, detail: string) {
     super(`question "${key}" is invalid: ${detail}`);

@@ -2,6 +2,7 @@ import type { Logger } from '../log.js';
 import type { CollectionRow, ItemRow } from './rows.js';
 import type { Question } from './questions.js';
 import { InvalidQuestion, validateQuestion } from './questions.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * Question sets and the registry (DESIGN §6). The registry is pure: `setsFor(slug)` reads no
@@ -83,7 +84,7 @@ export const SET_DEFAULTS = {
 } as const;
 
 /** Thrown when a set cannot be registered. The message names the set and the rule. */
-export class InvalidQuestionSet extends Error {
+export class InvalidQuestionSet extends VerdictError {
   readonly code = 'invalid_question_set';
   constructor(name: string, detail: string) {
     super(`question set "${name}" is invalid: ${detail}`);

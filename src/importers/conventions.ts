@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { CONVENTIONS_ROLE } from '../decision/conventions.js';
 import { InvalidWrite, PRIORITY_BACKFILL, type CollectionRow, type CollectionSchema, type CollectionSettings, type Store, type WorkspaceRow } from '../store/store.js';
 import { deriveId } from './beads-format.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * Imports a workspace's conventions from a file (JSON or YAML) as real items of its conventions
@@ -71,7 +72,7 @@ export const conventionsFileSchema = z
 export type ConventionsFile = z.infer<typeof conventionsFileSchema>;
 
 /** Thrown for a conventions file that cannot be read or fails validation; names the file and the problem. */
-export class InvalidConventionsFile extends Error {
+export class InvalidConventionsFile extends VerdictError {
   readonly code = 'invalid_conventions_file';
   constructor(file: string, problem: string) {
     super(`conventions file ${file}: ${problem}`);

@@ -6,6 +6,7 @@ import {
 } from '@anthropic-ai/sdk';
 import { ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from './errors.js';
 import { parseRetryAfter, type Fault } from './retry.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * Maps SDK and HTTP failures onto the typed provider errors (DESIGN §9) and the retry split.
@@ -15,7 +16,8 @@ import { parseRetryAfter, type Fault } from './retry.js';
  */
 
 /** The API rejected the answer schema as too complex: the caller splits the chunk in halves. */
-export class SchemaTooComplex extends Error {
+export class SchemaTooComplex extends VerdictError {
+  readonly code = 'schema_too_complex';
   constructor(readonly status: number, readonly requestId: string | null) {
     super(`HTTP ${status}: answer schema too complex${requestId ? ` (request ${requestId})` : ''}`);
     this.name = 'SchemaTooComplex';
@@ -23,7 +25,8 @@ export class SchemaTooComplex extends Error {
 }
 
 /** An OpenAI-compatible server rejected `response_format: json_schema`: fall back to json_object. */
-export class ResponseFormatRejected extends Error {
+export class ResponseFormatRejected extends VerdictError {
+  readonly code = 'response_format_rejected';
   constructor(readonly status: number) {
     super(`HTTP ${status}: response format rejected`);
     this.name = 'ResponseFormatRejected';
@@ -34,7 +37,8 @@ export class ResponseFormatRejected extends Error {
  * A 200 whose body is not a usable message: an error object delivered with status 200 (seen for
  * `overloaded_error` during incidents), or an envelope of the wrong shape (a proxy's page).
  */
-export class BadEnvelope extends Error {
+export class BadEnvelope extends VerdictError {
+  readonly code = 'bad_envelope';
   constructor(readonly errorType: string | null, readonly requestId: string | null) {
     super(`HTTP 200 carrying ${errorType ? `error ${errorType}` : 'no message'}${requestId ? ` (request ${requestId})` : ''}`);
     this.name = 'BadEnvelope';
@@ -198,7 +202,8 @@ export function classifyAnthropicError(err: unknown, timedOut: boolean): Fault {
 }
 
 /** A non-2xx HTTP response of the OpenAI-compatible provider (plain fetch). */
-export class HttpFailure extends Error {
+export class HttpFailure extends VerdictError {
+  readonly code = 'http_failure';
   constructor(
     readonly status: number,
     readonly headers: Headers,

@@ -1,4 +1,5 @@
 import type { Usage } from '../decision/usage.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * Typed provider errors (DESIGN §9). The runner's outcome rules (DESIGN §3) read only these
@@ -7,7 +8,7 @@ import type { Usage } from '../decision/usage.js';
  */
 
 /** Base class: every provider error has a stable machine-readable `code`. */
-export abstract class ProviderError extends Error {
+export abstract class ProviderError extends VerdictError {
   abstract readonly code: string;
 }
 

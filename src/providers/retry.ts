@@ -1,5 +1,6 @@
 import pRetry, { AbortError } from 'p-retry';
 import { ProviderUnavailable } from './errors.js';
+import { VerdictError } from '../errors.js';
 
 /**
  * The retry policy both real providers share (DESIGN §9): SDK retries off, p-retry owns the loop,
@@ -123,7 +124,8 @@ export const realRuntime: RetryRuntime = {
 };
 
 /** Reason an attempt's own controller is aborted with when its timeout fires. */
-export class AttemptTimeout extends Error {
+export class AttemptTimeout extends VerdictError {
+  readonly code = 'attempt_timeout';
   constructor(readonly ms: number) {
     super(`attempt timed out after ${ms} ms`);
     this.name = 'AttemptTimeout';

@@ -11,6 +11,7 @@ import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
+import { VerdictError } from '../errors.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
@@ -79,7 +80,7 @@ export function callEstimate(questions: ReadonlyMap<string, Question>, state: st
 }
 
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */
-export class LivenessLost extends Error {
+export class LivenessLost extends VerdictError {
   readonly code = 'liveness_lost';
   constructor(readonly liveness: Exclude<Liveness, 'live'> | 'questions_changed') {
     super(`liveness lost: ${liveness}`);

@@ -3,6 +3,7 @@ import type { StateLink, TrailComment } from '../decision/state.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';
 import type { CollectionOweStep } from './collection-owe.js';
+import { VerdictError } from '../errors.js';
 
 export type { CollectionOweStep };
 
@@ -373,11 +374,15 @@ export interface MetaRow {
   updatedAt: number;
 }
 
-/** The Store interface (see the file comment). */
-export interface Store {
+/**
+ * The tracker-facing part of the Store (public, DESIGN §16.21): the write doors a tracker calls and
+ * the tracker reads. Everything else (the queue, answers, operations) is internal to Verdict's
+ * worker and CLI; a host reaches it only through `createVerdict`'s worker and reader.
+ * `TRACKER_STORE_METHODS` lists exactly these names (the public facade exposes only them).
+ */
+export interface TrackerStore {
   /** Epoch milliseconds, from the store's clock. */
   now(): Promise<number>;
-  close(): Promise<void>;
 
   // ------------------------------------------------------------- tracker write doors
   createWorkspace(w: { id?: string; slug: string }): Promise<WorkspaceRow>;
@@ -437,6 +442,69 @@ export interface Store {
   /** Items of a workspace in (created_at, id) order, after the cursor id when given. */
   listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
   countItems(workspaceId?: string): Promise<number>;
+}
+
+/**
+ * The names of the TrackerStore methods, for facades that must expose exactly the public part
+ * (`createVerdict`'s `store`). A test holds it equal to the interface.
+ */
+export const TRACKER_STORE_METHODS = [
+  'now',
+  'createWorkspace',
+  'softDeleteWorkspace',
+  'restoreWorkspace',
+  'createCollection',
+  'updateCollection',
+  'softDeleteCollection',
+  'restoreCollection',
+  'createItem',
+  'updateItem',
+  'upsertItem',
+  'moveItem',
+  'softDeleteItem',
+  'restoreItem',
+  'addComment',
+  'upsertComment',
+  'editComment',
+  'deleteComment',
+  'addLink',
+  'removeLink',
+  'getWorkspaceBySlug',
+  'listWorkspaces',
+  'getWorkspace',
+  'listCollections',
+  'getItem',
+  'getItemByRef',
+  'listItems',
+  'countItems',
+] as const satisfies ReadonlyArray<keyof TrackerStore>;
+
+// Every TrackerStore method is listed (a compile error names the missing one).
+const _everyTrackerMethodListed: [Exclude<keyof TrackerStore, (typeof TRACKER_STORE_METHODS)[number]>] extends [never] ? true : never = true;
+void _everyTrackerMethodListed;
+
+/**
+ * The store `createVerdict` hands a tracker (DESIGN §16.21): the write doors and tracker reads,
+ * plus `transaction` to run several doors all or nothing (see Store.transaction).
+ */
+export interface VerdictStore extends TrackerStore {
+  transaction<T>(fn: (tx: TrackerStore) => Promise<T>): Promise<T>;
+}
+
+/**
+ * The whole Store (internal): the tracker part plus the owed-job queue (DESIGN §3), the
+ * evaluation reads and answers (§7), and the operations reads and passes (§10–12).
+ */
+export interface Store extends TrackerStore {
+  close(): Promise<void>;
+  /**
+   * Runs `fn` with a TrackerStore whose write doors all join one transaction: it commits when `fn`
+   * resolves and rolls back, leaving no row and no owed job, when `fn` throws (the error is
+   * rethrown). Inside `fn`, use `tx`, not this store. Called on a connection the host has already
+   * opened a transaction on, it joins that transaction as a savepoint. How each dialect does it
+   * (SQLite's connection mutex, Postgres' pooled client) is described on the implementations.
+   */
+  transaction<T>(fn: (tx: TrackerStore) => Promise<T>): Promise<T>;
 
   // ------------------------------------------------------------- jobs (DESIGN §3)
   /**
@@ -580,7 +648,7 @@ export interface Store {
 }
 
 /** Thrown by a write door when a row it needs does not exist. */
-export class NotFound extends Error {
+export class NotFound extends VerdictError {
   readonly code = 'not_found';
   constructor(what: string, id: string) {
     super(`${what} ${id} not found`);
@@ -589,7 +657,7 @@ export class NotFound extends Error {
 }
 
 /** Thrown by a write door for bad input (fields not an object, unknown collection ...). */
-export class InvalidWrite extends Error {
+export class InvalidWrite extends VerdictError {
   readonly code = 'invalid_write';
   constructor(message: string) {
     super(message);

@@ -6,6 +6,7 @@ import type { Provider } from '../providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Store } from '../store/store.js';
+import { VerdictError } from '../errors.js';
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
@@ -31,6 +32,11 @@ export interface WorkerOptions {
    */
   claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
+  /**
+   * Called when a slot's pass finds nothing claimable right after work was recorded (once per
+   * stretch of work, not on every idle tick); `createVerdict`'s worker emits `idle` from it.
+   */
+  onIdle?: () => void;
 }
 
 /** Cooling-off after a provider-wide error: 30 s doubling to 10 min (DESIGN §3). */
@@ -58,7 +64,7 @@ export interface WorkerSummary {
  * no share of it: the runner bounds each wait by half the lease and renews the lease once the
  * permits are granted, right before the send (DESIGN §16.5; runner/evaluate.ts `askChunk`).
  */
-export class LeaseTooShort extends Error {
+export class LeaseTooShort extends VerdictError {
   readonly code = 'lease_too_short';
   constructor(leaseMs: number, worstMs: number) {
     super(`--lease-ms ${leaseMs} is shorter than one provider call's worst case (${worstMs} ms); raise it`);
@@ -82,6 +88,8 @@ export class Worker {
   /** Replaced on every `wake()`: aborting it ends the current idle waits early. */
   private nudge = new AbortController();
   private stopping = false;
+  /** Work was recorded since the last `onIdle`. */
+  private busySinceIdle = false;
   private cooloffUntil = 0;
   private cooloffMs = 0;
   private lastGateLog = 0;
@@ -262,6 +270,8 @@ export class Worker {
       let ran = 0;
       let storeError = false;
       let gated = false;
+      /** False once a claim found nothing: the queue had no claimable job at that moment. */
+      let queueHadWork = true;
       // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
       while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
         let r: RunReport | null;
@@ -283,10 +293,18 @@ export class Worker {
           break;
         }
         this.lastLoopAt = Date.now();
-        if (!r) break;
+        if (!r) {
+          queueHadWork = false;
+          break;
+        }
         ran++;
+        this.busySinceIdle = true;
       }
       if (gated) continue;
+      if (!queueHadWork && !storeError && this.busySinceIdle) {
+        this.busySinceIdle = false;
+        this.opts.onIdle?.();
+      }
       if (ran === 0 && !storeError && this.opts.untilIdle) return;
       if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
     }

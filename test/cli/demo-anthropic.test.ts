@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundledSamplePath } from '../../src/importers/beads.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**

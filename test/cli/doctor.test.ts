@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { checkDatabase, checkProvider } from '../../src/cli/doctor.js';
 import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.js';
-import { FakeOpenAIServer } from '../harness/fake-openai-server.js';
+import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { loadConfig } from '../../src/config.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
 import { spawnCli } from '../harness/cli-process.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /** `verdict doctor` as a real process, against the fake Anthropic server through ANTHROPIC_BASE_URL. */

@@ -9,7 +9,7 @@ import { ProviderMisconfigured } from '../../src/providers/errors.js';
 import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
 import { ROOT } from '../harness/cli-process.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**

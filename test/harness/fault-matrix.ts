@@ -11,8 +11,8 @@ import type { RunReport } from '../../src/runner/run-once.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { JobRow, SpendTotals } from '../../src/store/store.js';
 import { Worker } from '../../src/worker/worker.js';
-import { FakeAnthropicServer } from './fake-anthropic-server.js';
-import type { Handler, RecordedRequest, Reply } from './fake-server-core.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
+import type { Handler, RecordedRequest, Reply } from '../../src/testing/fake-server-core.js';
 import { tempDir, TASK_SCHEMA } from './store-fixture.js';
 
 /**

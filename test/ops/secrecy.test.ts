@@ -14,7 +14,7 @@ import { estimateSet, estimateTarget } from '../../src/runner/estimate.js';
 import { judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../../src/worker/metrics.js';
 import { Worker } from '../../src/worker/worker.js';
 import { spawnCli, waitFor } from '../harness/cli-process.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { captureLog } from '../harness/log-capture.js';
 import { makeFixture, tempDir, type Fixture } from '../harness/store-fixture.js';
 

@@ -3,9 +3,9 @@ import { noul, score, type Question } from '../../src/decision/questions.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
 import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.js';
 import { ProviderRefusal } from '../../src/providers/errors.js';
-import { FakeAnthropicServer, TOOL_PROPERTY_KEY } from '../harness/fake-anthropic-server.js';
-import type { Handler, RecordedRequest } from '../harness/fake-server-core.js';
-import { FakeOpenAIServer } from '../harness/fake-openai-server.js';
+import { FakeAnthropicServer, TOOL_PROPERTY_KEY } from '../../src/testing/fake-anthropic-server.js';
+import type { Handler, RecordedRequest } from '../../src/testing/fake-server-core.js';
+import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { askOpts, STATE } from './support.js';
 
 /**

@@ -8,8 +8,8 @@ import {
   ProviderUnavailable,
   SchemaRejected,
 } from '../../src/providers/errors.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
-import type { RecordedRequest } from '../harness/fake-server-core.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
+import type { RecordedRequest } from '../../src/testing/fake-server-core.js';
 import { aliased, askOpts, promptKeys, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
 
 /** Faults of the Anthropic provider against the fake Messages API (DESIGN §9 retries and errors). */

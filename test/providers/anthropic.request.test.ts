@@ -8,7 +8,7 @@ import {
 } from '../../src/providers/anthropic.js';
 import { ProviderMisconfigured, ProviderRefusal } from '../../src/providers/errors.js';
 import { ANSWERING_RULES, maxTokensFor } from '../../src/providers/prompt.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { aliased, allKeys, askOpts, goodAnswers, objectSchemas, questions, STATE } from './support.js';
 
 /** What the Anthropic provider sends, and how it reads a good reply. */

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { noul, type Question } from '../../src/decision/questions.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
-import type { Reply } from '../harness/fake-server-core.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
+import type { Reply } from '../../src/testing/fake-server-core.js';
 import { askOpts, captureLogger } from './support.js';
 
 /**

@@ -7,7 +7,7 @@ import {
   type OpenAICompatibleProviderOptions,
 } from '../../src/providers/openai-compatible.js';
 import { ANSWERING_RULES, buildAnswerSchema, maxTokensFor } from '../../src/providers/prompt.js';
-import { FakeOpenAIServer } from '../harness/fake-openai-server.js';
+import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { aliased, askOpts, captureLogger, goodAnswers, questions, recordingRuntime, STATE, until } from './support.js';
 
 /** The OpenAI-compatible provider against a fake chat-completions server. */

@@ -7,7 +7,7 @@ import { FakeProvider } from '../../src/providers/fake.js';
 import { classify } from '../../src/runner/evaluate.js';
 import { runOnce } from '../../src/runner/run-once.js';
 import { DEFER_LIMIT } from '../../src/store/write-rules.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { askOpts, questions, recordingRuntime, STATE } from '../providers/support.js';

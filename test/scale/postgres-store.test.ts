@@ -61,7 +61,7 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       await Promise.all(stores.map((s) => s.opened()));
       const c = new pg.Client({ connectionString: db.url });
       await c.connect();
-      const { rows } = await c.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
+      const { rows } = await c.query('SELECT count(*)::int AS n FROM drizzle.verdict_migrations');
       await c.end();
       expect(rows[0].n).toBe(readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length); // each applied once
       expect(await stores[3].listWorkspaces()).toEqual([]);

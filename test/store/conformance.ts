@@ -8,7 +8,7 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
-import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type WorkspaceRow } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type Store, type WorkspaceRow } from '../../src/store/store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
 import type { OpenedStore, StoreBackend, TestStore } from './conformance-backends.js';
 
@@ -353,6 +353,36 @@ export function runStoreConformance(backend: StoreBackend): void {
       await expect(fx.store.updateItem('nope', { title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
       await expect(fx.store.addComment({ itemId: 'nope', author: 'a', body: 'b' })).rejects.toMatchObject({ code: 'not_found' });
       await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
+    });
+  });
+
+  describe(`${backend.name}: store.transaction (DESIGN §16.21)`, () => {
+    it('several write doors commit together, their owed jobs with them', async () => {
+      await fx.store.transaction(async (tx) => {
+        const a = await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-1', title: 'one' });
+        await tx.addComment({ itemId: a.row.id, author: 'ann', body: 'first' });
+        await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-2', title: 'two' });
+      });
+      expect(await fx.store.countItems(fx.ws.id)).toBe(2);
+      expect((await fx.store.listJobs({})).length).toBe(6); // attention, effort and linked cover `task`, per item
+    });
+
+    it('a throw rolls every door back: no item, no comment, no owed job; the error is rethrown', async () => {
+      const boom = new Error('host failed');
+      await expect(
+        fx.store.transaction(async (tx) => {
+          const a = await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-1', title: 'one' });
+          await tx.addComment({ itemId: a.row.id, author: 'ann', body: 'first' });
+          // A nested transaction on the handle joins the outer one.
+          await (tx as Store).transaction(async (inner) => inner.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-2', title: 'two' }));
+          throw boom;
+        }),
+      ).rejects.toBe(boom);
+      expect(await fx.store.countItems(fx.ws.id)).toBe(0);
+      expect(await fx.store.listJobs({})).toEqual([]);
+      // The store works normally afterwards.
+      await item('T-after');
+      expect(await fx.store.countItems(fx.ws.id)).toBe(1);
     });
   });
 

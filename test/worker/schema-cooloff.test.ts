@@ -6,8 +6,8 @@ import { silentLogger } from '../../src/log.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
 import { SET_COOLOFF_META_PREFIX } from '../../src/runner/set-cooloff.js';
 import { Worker } from '../../src/worker/worker.js';
-import { FakeAnthropicServer } from '../harness/fake-anthropic-server.js';
-import type { RecordedRequest } from '../harness/fake-server-core.js';
+import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
+import type { RecordedRequest } from '../../src/testing/fake-server-core.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**

@@ -2,8 +2,11 @@ import type { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzleNodePg } from 'drizzle-orm/node-postgres';
 import { migrate as migrateNodePg } from 'drizzle-orm/node-postgres/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { sql, type SQL } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
 
 /** Any drizzle Postgres database or transaction over this schema (node-postgres or PGlite). */
@@ -52,6 +55,14 @@ export function connectNodePg(url: string, poolSize = DEFAULT_POOL_SIZE): PgConn
   // An idle client's network error is emitted on the pool; without a listener it would crash the
   // process. The next query on that client fails and is handled where it runs.
   pool.on('error', () => undefined);
+  return connectionOnPool(pool, { ownsPool: true });
+}
+
+/**
+ * A connection on a node-postgres pool. A host's pool (`createVerdict({ database: { postgres: pool } })`)
+ * is `ownsPool: false`: closing the store leaves it open, and no error listener is added to it.
+ */
+export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): PgConnection {
   const db = drizzleNodePg({ client: pool, schema }) as unknown as PgDb;
   return {
     db,
@@ -60,7 +71,9 @@ export function connectNodePg(url: string, poolSize = DEFAULT_POOL_SIZE): PgConn
       try {
         await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
         try {
-          await migrateNodePg(drizzleNodePg({ client, schema }), { migrationsFolder: PG_MIGRATIONS });
+          const mdb = drizzleNodePg({ client, schema });
+          await adoptLegacyMigrations((q) => mdb.execute(q) as unknown as Promise<{ rows: unknown[] }>);
+          await migrateNodePg(mdb, { migrationsFolder: PG_MIGRATIONS, migrationsSchema: PG_MIGRATIONS_SCHEMA, migrationsTable: MIGRATIONS_TABLE });
         } finally {
           await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
         }
@@ -68,8 +81,28 @@ export function connectNodePg(url: string, poolSize = DEFAULT_POOL_SIZE): PgConn
         client.release();
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      if (opts.ownsPool) await pool.end();
+    },
   };
+}
+
+/** Where Postgres migrations are recorded: `drizzle.verdict_migrations` (DESIGN §16.21). */
+export const PG_MIGRATIONS_SCHEMA = 'drizzle';
+
+/**
+ * Copies Verdict's rows from drizzle's default table (`drizzle.__drizzle_migrations`, used by
+ * versions before DESIGN §16.21) into `drizzle.verdict_migrations`, once, when the new table does
+ * not exist yet. Only rows whose hash is one of Verdict's own migrations are copied, so a host's
+ * drizzle migrations in the default table are neither adopted nor touched. Runs under the
+ * migration lock.
+ */
+async function adoptLegacyMigrations(exec: (q: SQL) => Promise<{ rows: unknown[] }>): Promise<void> {
+  const t = (await exec(sql`SELECT to_regclass('drizzle.verdict_migrations') AS new, to_regclass('drizzle.__drizzle_migrations') AS old`)).rows[0] as { new: string | null; old: string | null };
+  if (t.new !== null || t.old === null) return;
+  const known = readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).map((m) => m.hash);
+  await exec(sql`CREATE TABLE IF NOT EXISTS drizzle.verdict_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
+  await exec(sql`INSERT INTO drizzle.verdict_migrations (hash, created_at) SELECT hash, created_at FROM drizzle.__drizzle_migrations WHERE hash IN (${sql.join(known.map((h) => sql`${h}`), sql`, `)}) ORDER BY id`);
 }
 
 /**
@@ -83,7 +116,10 @@ export async function connectPglite(client: PGlite, opts: { closeClient?: boolea
   const db = drizzle({ client, schema });
   return {
     db: db as unknown as PgDb,
-    migrate: () => migrate(db, { migrationsFolder: PG_MIGRATIONS }),
+    migrate: async () => {
+      await adoptLegacyMigrations((q) => db.execute(q) as unknown as Promise<{ rows: unknown[] }>);
+      await migrate(db, { migrationsFolder: PG_MIGRATIONS, migrationsSchema: PG_MIGRATIONS_SCHEMA, migrationsTable: MIGRATIONS_TABLE });
+    },
     close: async () => {
       if (opts.closeClient !== false && !client.closed) await client.close();
     },

@@ -9,11 +9,14 @@ import { readNow, type PgContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as drift from './drift.js';
 import * as jobs from './jobs.js';
-import { connectNodePg, connectPglite, type PgConnection } from './open.js';
+import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
+import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type PgDb } from './open.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
 import * as reservations from './spend-reservations.js';
+import * as schema from './schema.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
 
@@ -24,7 +27,16 @@ export interface PgStoreOptions {
   newId?: () => string;
   /** Test-only: milliseconds added to the database clock (DESIGN §2). @defaultValue 0 */
   clockOffsetMs?: number;
+  /** Apply the committed migrations before the first call. @defaultValue true */
+  migrate?: boolean;
 }
+
+/**
+ * A host's open Postgres transaction the write doors can join (DESIGN §16.21): a drizzle
+ * transaction (`db.transaction(async (tx) => …)`, the shape pg-boss's `fromDrizzle` adapts) or a
+ * node-postgres client on which the host has run BEGIN.
+ */
+export type HostPgTransaction = PgDb | pg.ClientBase;
 
 /**
  * The Store on PostgreSQL (DESIGN §13): many worker processes on many machines, claims with
@@ -50,7 +62,7 @@ export class PgStore implements S.Store {
       newToken: () => randomBytes(16).toString('hex'),
       clockOffsetMs: opts.clockOffsetMs ?? 0,
     };
-    this.ready = conn.migrate();
+    this.ready = opts.migrate === false ? Promise.resolve() : conn.migrate();
     this.ready.catch(() => undefined); // surfaced by the first call, not as an unhandled rejection
   }
 
@@ -60,6 +72,14 @@ export class PgStore implements S.Store {
    */
   static connect(url: string, opts: PgStoreOptions & { poolSize?: number }): PgStore {
     return new PgStore(connectNodePg(url, opts.poolSize), opts);
+  }
+
+  /**
+   * A store on a host's node-postgres pool (`createVerdict({ database: { postgres: pool } })`).
+   * Closing the store leaves the pool open: it is the host's.
+   */
+  static onPool(pool: pg.Pool, opts: PgStoreOptions): PgStore {
+    return new PgStore(connectionOnPool(pool, { ownsPool: false }), opts);
   }
 
   /** A store on an in-process PGlite database (tests); migrated before it is returned. */
@@ -82,6 +102,41 @@ export class PgStore implements S.Store {
   /** Test-only: moves this store's "now" forward by `ms` milliseconds. */
   advanceClockForTests(ms: number): void {
     this.ctx.clockOffsetMs += ms;
+  }
+
+  /**
+   * Store.transaction on Postgres: one client checked out of the pool, BEGIN … COMMIT (ROLLBACK
+   * when `fn` throws); the doors' own transactions run as savepoints on it. On a handle already
+   * bound to a transaction it nests as a savepoint.
+   * @throws what `fn` throws, after the rollback.
+   */
+  async transaction<T>(fn: (tx: S.TrackerStore) => Promise<T>): Promise<T> {
+    await this.ready;
+    return this.ctx.db.transaction(async (tx) => fn(this.boundTo(tx as unknown as PgDb)));
+  }
+
+  /**
+   * The tracker part of this store bound to a host's open transaction: its doors' writes and owed
+   * jobs commit or roll back with the host's own writes. The host commits; Verdict never does.
+   * A node-postgres client is wrapped as a drizzle transaction so the doors use savepoints on it,
+   * never BEGIN/COMMIT.
+   */
+  joinTransaction(host: HostPgTransaction): S.TrackerStore {
+    if (typeof (host as pg.ClientBase).query === 'function' && typeof (host as PgDb).select !== 'function') {
+      // drizzle's own transaction object over the host's client, at nesting depth 0: its
+      // `transaction()` opens savepoints. `dialect` and `session` are drizzle internals (0.45).
+      const db = drizzleNodePg({ client: host as pg.PoolClient, schema }) as unknown as { dialect: never; session: never };
+      const tx = new NodePgTransaction(db.dialect, db.session, undefined);
+      return this.boundTo(tx as unknown as PgDb);
+    }
+    return this.boundTo(host as PgDb);
+  }
+
+  /** This store with its statements on `db` (a transaction). */
+  private boundTo(db: PgDb): PgStore {
+    const bound = Object.create(this) as PgStore;
+    Object.defineProperty(bound, 'ctx', { value: { ...this.ctx, db } });
+    return bound;
   }
 
   private async run<T>(fn: (ctx: PgContext) => Promise<T>): Promise<T> {

@@ -4,11 +4,12 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { existsSync } from 'node:fs';
 import { BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
+import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
 
 /**
  * The `verdict doctor` database check on SQLite: opens the file read-only (so the check itself
- * never creates or migrates anything), compares the migrations recorded in `__drizzle_migrations`
+ * never creates or migrates anything), compares the migrations recorded in `verdict_migrations` (or the legacy `__drizzle_migrations`)
  * with the committed ones, and reads the queue.
  */
 
@@ -50,9 +51,13 @@ export function checkSqliteHealth(path: string): SqliteHealth {
     client = new Database(path, { readonly: true, fileMustExist: true });
     client.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const db = drizzle({ client, schema });
-    const hasTable = db.get<{ n: number }>(sql`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'`);
-    if (hasTable && hasTable.n > 0) {
-      const applied = db.all<{ created_at: number }>(sql`SELECT created_at FROM __drizzle_migrations`);
+    // `verdict_migrations`, or on a file no newer version has opened yet, Verdict's rows of the
+    // legacy `__drizzle_migrations` (the next open copies them over).
+    const hasTable = (name: string) => (db.get<{ n: number }>(sql`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ${name}`)?.n ?? 0) > 0;
+    const table = hasTable(MIGRATIONS_TABLE) ? MIGRATIONS_TABLE : hasTable(LEGACY_MIGRATIONS_TABLE) ? LEGACY_MIGRATIONS_TABLE : null;
+    if (table) {
+      const hashes = new Set(known.map((m) => m.hash));
+      const applied = db.all<{ hash: string; created_at: number }>(sql`SELECT hash, created_at FROM ${sql.identifier(table)}`).filter((r) => hashes.has(r.hash));
       out.migrationsApplied = applied.length;
       const last = applied.reduce((m, r) => Math.max(m, Number(r.created_at)), -Infinity);
       out.migrationsPending = known.filter((m) => m.folderMillis > last).length;

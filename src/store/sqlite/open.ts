@@ -4,6 +4,8 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
 
 export type SqliteDb = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
@@ -53,10 +55,7 @@ export function sqlitePathFromUrl(url: string): string {
 /**
  * Opens a SQLite database with WAL, a busy timeout (`busyTimeoutMs`, default BUSY_TIMEOUT_MS; tests
  * shorten it), NORMAL sync and foreign keys, and applies the
- * migrations in `drizzle/`. Migrations are serialised across processes by an exclusive lock on a
- * side file (`<db>.migrate-lock`): drizzle's migrator reads the last applied migration before it
- * begins its transaction, so two workers starting together on a fresh file would otherwise both
- * try to create the tables.
+ * migrations in `drizzle/` (unless `migrate: false`; see migrateSqlite).
  * @throws when the file cannot be opened or a migration fails.
  */
 export function openSqlite(path: string, opts: { migrate?: boolean; busyTimeoutMs?: number } = {}): SqliteDb {
@@ -68,21 +67,71 @@ export function openSqlite(path: string, opts: { migrate?: boolean; busyTimeoutM
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   const db = drizzle({ client: sqlite, schema }) as SqliteDb;
-  if (opts.migrate !== false) {
-    if (path === ':memory:') {
-      migrate(db, { migrationsFolder: SQLITE_MIGRATIONS });
-    } else {
-      const lock = new Database(`${path}.migrate-lock`);
-      lock.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      try {
-        lock.exec('BEGIN EXCLUSIVE');
-        migrate(db, { migrationsFolder: SQLITE_MIGRATIONS });
-        lock.exec('COMMIT');
-      } finally {
-        if (lock.inTransaction) lock.exec('ROLLBACK');
-        lock.close();
-      }
-    }
-  }
+  if (opts.migrate !== false) migrateSqlite(db);
   return db;
+}
+
+/**
+ * Wraps a host's own better-sqlite3 connection (`createVerdict({ database: { sqlite: db } })`):
+ * Verdict's statements run on that very connection, so the host's writes and Verdict's write doors
+ * can commit together. Only what Verdict's schema needs is set: foreign keys on, and a busy
+ * timeout of BUSY_TIMEOUT_MS when the host left it at 0. The journal mode and the host's prepared
+ * statements are left as they are (no statement cache is installed on a host's connection).
+ * @throws when a migration fails.
+ */
+export function wrapSqlite(sqlite: Database.Database, opts: { migrate?: boolean } = {}): SqliteDb {
+  sqlite.pragma('foreign_keys = ON');
+  if (Number(sqlite.pragma('busy_timeout', { simple: true })) === 0) sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  const db = drizzle({ client: sqlite, schema }) as SqliteDb;
+  if (opts.migrate !== false) migrateSqlite(db);
+  return db;
+}
+
+/**
+ * Applies the committed migrations, recorded in `verdict_migrations` (DESIGN §16.21). Migrations
+ * are serialised across processes by an exclusive lock on a side file (`<db>.migrate-lock`):
+ * drizzle's migrator reads the last applied migration before it begins its transaction, so two
+ * workers starting together on a fresh file would otherwise both try to create the tables.
+ * Idempotent: with nothing pending it only reads.
+ * @throws when a migration fails, or when the connection is inside a transaction.
+ */
+export function migrateSqlite(db: SqliteDb): void {
+  const path = db.$client.name;
+  const run = () => {
+    adoptLegacyMigrations(db);
+    migrate(db, { migrationsFolder: SQLITE_MIGRATIONS, migrationsTable: MIGRATIONS_TABLE });
+  };
+  if (path === ':memory:' || path === '' || db.$client.memory) {
+    run();
+    return;
+  }
+  const lock = new Database(`${path}.migrate-lock`);
+  lock.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  try {
+    lock.exec('BEGIN EXCLUSIVE');
+    run();
+    lock.exec('COMMIT');
+  } finally {
+    if (lock.inTransaction) lock.exec('ROLLBACK');
+    lock.close();
+  }
+}
+
+/**
+ * Copies Verdict's rows from drizzle's default `__drizzle_migrations` (versions before DESIGN
+ * §16.21) into `verdict_migrations`, once, when the new table does not exist yet. Only rows whose
+ * hash is one of Verdict's own migrations are copied, so a host's drizzle migrations in the default
+ * table are neither adopted nor touched; the old table is left in place.
+ */
+function adoptLegacyMigrations(db: SqliteDb): void {
+  const has = (name: string) => db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+  if (has(MIGRATIONS_TABLE) || !has(LEGACY_MIGRATIONS_TABLE)) return;
+  const known = new Set(readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS }).map((m) => m.hash));
+  const rows = db.$client.prepare(`SELECT hash, created_at FROM ${LEGACY_MIGRATIONS_TABLE} ORDER BY id`).all() as Array<{ hash: string; created_at: number }>;
+  db.$client.transaction(() => {
+    // The same DDL drizzle's migrator uses, so it finds the table as its own.
+    db.$client.exec(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
+    const insert = db.$client.prepare(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES (?, ?)`);
+    for (const r of rows) if (known.has(r.hash)) insert.run(r.hash, r.created_at);
+  })();
 }

@@ -10,15 +10,25 @@ import * as reservations from './spend-reservations.js';
 import * as drift from './drift.js';
 import * as jobs from './jobs.js';
 import * as ops from './operations.js';
-import { openSqlite, sqlitePathFromUrl } from './open.js';
+import type Database from 'better-sqlite3';
+import { gateMethods, runAsyncTransaction, TX_STATE, type ConnectionMutex } from './async-tx.js';
+import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
 
 export interface SqliteStoreOptions {
-  /** A path, `file:` URL or `:memory:`. */
+  /** A path, `file:` URL or `:memory:`. Ignored when `connection` is given. */
   url: string;
+  /**
+   * A host's own better-sqlite3 connection to use instead of opening `url` (DESIGN §16.21): the
+   * host's writes and the write doors then share one connection and can commit together. Closing
+   * the store leaves it open.
+   */
+  connection?: Database.Database;
+  /** Apply the committed migrations at open. @defaultValue true */
+  migrate?: boolean;
   /** Question sets whose jobs the write doors owe. */
   registry: Registry;
   /** @defaultValue the system clock */
@@ -36,11 +46,17 @@ export interface SqliteStoreOptions {
  */
 export class SqliteStore implements S.Store {
   readonly ctx: SqliteContext;
+  /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
+  readonly mutex: ConnectionMutex = { held: null };
+  private readonly ownsConnection: boolean;
 
-  /** Opens the file and applies migrations. @throws when the file cannot be opened or migrated. */
+  /** Opens the file (or wraps `connection`) and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
+    this.ownsConnection = !opts.connection;
     this.ctx = {
-      db: openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs }),
+      db: opts.connection
+        ? wrapSqlite(opts.connection, { migrate: opts.migrate })
+        : openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
@@ -57,7 +73,17 @@ export class SqliteStore implements S.Store {
     return this.ctx.clock.now();
   }
   async close() {
-    if (this.ctx.db.$client.open) this.ctx.db.$client.close();
+    if (this.ownsConnection && this.ctx.db.$client.open) this.ctx.db.$client.close();
+  }
+
+  /**
+   * Store.transaction on SQLite: an explicit BEGIN IMMEDIATE under this store's connection mutex;
+   * every other call on the store waits until it commits or rolls back (see async-tx.ts).
+   * @throws what `fn` throws, after the rollback.
+   */
+  async transaction<T>(fn: (tx: S.TrackerStore) => Promise<T>): Promise<T> {
+    if ((this as { [TX_STATE]?: unknown })[TX_STATE]) return fn(this); // already inside one: join it
+    return runAsyncTransaction(this, this.ctx, this.mutex, fn);
   }
 
   // write doors
@@ -284,3 +310,10 @@ export class SqliteStore implements S.Store {
     return retention.deleteDecisions(this.ctx, ids);
   }
 }
+
+// Every call waits while an async transaction holds the connection (the handle's own calls run).
+gateMethods(
+  SqliteStore.prototype,
+  Object.getOwnPropertyNames(SqliteStore.prototype).filter((n) => !['constructor', 'transaction', 'setRegistry'].includes(n)),
+  (self) => (self as SqliteStore).mutex,
+);

@@ -1,0 +1,29 @@
+import { parsePinnedProvider, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
+import { DecisionReader, type ReaderContext } from '../reads/reads.js';
+import { DecisionsOffReader } from '../reads/reads-off.js';
+import type { Registry } from '../decision/registry.js';
+import type { Logger } from '../log.js';
+import type { Provider } from '../providers/provider.js';
+import type { Store } from '../store/store.js';
+
+/**
+ * The fingerprint context reads judge against (DESIGN §8: "current" means asked with the model
+ * pinned now): the given provider's; with none given (`undefined`), the one the worker last pinned
+ * (`verdict_meta` key `provider:pinned`); `null` for `'none'` (decisions off). With neither, the
+ * context names no model and nothing reads current.
+ */
+export async function readerContextFor(provider: Provider | 'none' | undefined, store: Pick<Store, 'getMeta'>): Promise<ReaderContext | null> {
+  if (provider === 'none') return null;
+  if (provider) return { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort };
+  return parsePinnedProvider(await store.getMeta(PINNED_PROVIDER_META_KEY)) ?? { name: 'unconfigured', model: '', promptVersion: '', effort: null };
+}
+
+/**
+ * A reader whose "current" is judged against `readerContextFor(provider)`, so answers from another
+ * model read `model_changed`. With `'none'` every read is empty (DESIGN §9).
+ */
+export async function readerOn(store: Store, registry: Registry, provider: Provider | 'none' | undefined, logger: Logger): Promise<DecisionReader> {
+  const ctx = await readerContextFor(provider, store);
+  if (ctx === null) return new DecisionsOffReader(store);
+  return new DecisionReader(store, registry, ctx, logger);
+}

@@ -1,0 +1,153 @@
+import { hostname } from 'node:os';
+import type { Config } from '../config.js';
+import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
+import type { Registry } from '../decision/registry.js';
+import type { Logger } from '../log.js';
+import type { Provider } from '../providers/provider.js';
+import type { RunReport } from '../runner/run-once.js';
+import type { Store } from '../store/store.js';
+import { startBackgroundPasses } from '../worker/background.js';
+import { startHeartbeat } from '../worker/heartbeat.js';
+import { ProviderLimiter } from '../worker/limiter.js';
+import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
+import { Worker, type WorkerSummary } from '../worker/worker.js';
+
+/** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
+export const HEARTBEAT_MIN_MS = 2_000;
+
+/** The worker settings of the config (DESIGN §10, §12); durations in milliseconds. */
+export type WorkerSettings = Pick<
+  Config,
+  | 'concurrency'
+  | 'tickMs'
+  | 'leaseMs'
+  | 'passLimit'
+  | 'abandonLimit'
+  | 'metricsPort'
+  | 'metricsHost'
+  | 'requestsPerMinute'
+  | 'inputTokensPerMinute'
+  | 'dailyTokenCap'
+  | 'driftSweepPerMinute'
+  | 'pruneIntervalMs'
+  | 'retentionHistoryMs'
+>;
+
+/** What `runWorker` needs. */
+export interface RunWorkerParams {
+  cfg: WorkerSettings;
+  store: Store;
+  registry: Registry;
+  provider: Provider;
+  logger: Logger;
+  untilIdle: boolean;
+  /** Worker id in heartbeats and claims. @defaultValue `<hostname>:<pid>` */
+  workerId?: string;
+  /**
+   * Called with the worker once it is set up, before it claims (the CLI installs its signal
+   * handlers here; `backfill --drain` wakes and stops it; the library handle keeps it).
+   */
+  onStarted?: (worker: Worker) => void;
+  /** Called once per recorded outcome, after the metrics count it. */
+  onOutcome?: (r: RunReport) => void;
+  /** Called when a slot finds nothing claimable after doing work (see WorkerOptions.onIdle). */
+  onIdle?: () => void;
+}
+
+/**
+ * Runs a worker until `worker.stop()` (or, with `untilIdle`, until nothing is claimable now), with
+ * the wiring of DESIGN §10: the provider limiter and daily spend cap, metrics and /healthz (when
+ * `metricsPort` is set), heartbeats, the pinned provider in `verdict_meta`, and (long-running
+ * only) the drift sweep and retention passes. Signals are the caller's (the CLI's) business.
+ * @throws LeaseTooShort when the lease cannot cover the provider's worst-case call.
+ * @throws the store's error when the heartbeat or the pinned provider cannot be written at start.
+ */
+export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
+  const metrics = p.cfg.metricsPort === undefined ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
+  const store = metrics ? metrics.countingSpend(p.store) : p.store;
+  const workerId = p.workerId ?? `${hostname()}:${process.pid}`;
+  const limiter = new ProviderLimiter({
+    store: p.store,
+    requestsPerMinute: p.cfg.requestsPerMinute,
+    inputTokensPerMinute: p.cfg.inputTokensPerMinute,
+    dailyTokenCap: p.cfg.dailyTokenCap,
+  });
+  const worker: Worker = new Worker({
+    store,
+    registry: p.registry,
+    provider: p.provider,
+    logger: p.logger,
+    workerId,
+    concurrency: p.cfg.concurrency,
+    tickMs: p.cfg.tickMs,
+    leaseMs: p.cfg.leaseMs,
+    passLimit: p.cfg.passLimit,
+    abandonLimit: p.cfg.abandonLimit,
+    untilIdle: p.untilIdle,
+    onOutcome: (r) => {
+      metrics?.observe(r);
+      p.onOutcome?.(r);
+    },
+    onIdle: p.onIdle,
+    ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
+  });
+  const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
+  const health = () => judgeHealth(worker, stallAfterMs);
+  let server: MetricsServer | null = null;
+  if (metrics) {
+    metrics.setHealth(health);
+    server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort!, host: p.cfg.metricsHost, logger: p.logger });
+    p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
+  }
+  const heartbeat = await startHeartbeat({
+    store: p.store,
+    source: worker,
+    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency },
+    everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
+    logger: p.logger,
+  });
+  try {
+    await p.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(p.provider));
+    p.onStarted?.(worker);
+  } catch (err) {
+    await heartbeat.stop();
+    await server?.close();
+    throw err;
+  }
+  p.logger.info(
+    {
+      pid: process.pid,
+      provider: p.provider.name,
+      model: p.provider.model,
+      concurrency: p.cfg.concurrency,
+      tickMs: p.cfg.tickMs,
+      leaseMs: p.cfg.leaseMs,
+      untilIdle: p.untilIdle,
+      requestsPerMinute: p.cfg.requestsPerMinute ?? null,
+      inputTokensPerMinute: p.cfg.inputTokensPerMinute ?? null,
+      dailyTokenCap: p.cfg.dailyTokenCap ?? null,
+    },
+    'worker started',
+  );
+  // The drift sweep and retention run beside the slots in a long-running worker, not in a drain.
+  const background = p.untilIdle
+    ? Promise.resolve()
+    : startBackgroundPasses({
+        store: p.store,
+        runtime: () => worker.runtime, // after a SIGHUP reload, the next pass uses the new sets and model
+        logger: p.logger,
+        signal: worker.signal,
+        driftSweepPerMinute: p.cfg.driftSweepPerMinute,
+        sweepIntervalMs: p.cfg.tickMs,
+        pruneIntervalMs: p.cfg.pruneIntervalMs,
+        retentionHistoryMs: p.cfg.retentionHistoryMs,
+      });
+  try {
+    return await worker.run();
+  } finally {
+    await heartbeat.stop();
+    await server?.close();
+    if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw
+    await background;
+  }
+}

@@ -1,0 +1,345 @@
+import { EventEmitter } from 'node:events';
+import { ConfigError, DEFAULTS, loadConfig, type ProviderName } from '../config.js';
+import { productionSets } from '../decision/production-sets.js';
+import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
+import type { QuestionSet, Registry } from '../decision/registry.js';
+import { VerdictError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { createProvider } from '../providers/create.js';
+import { ProviderMisconfigured } from '../providers/errors.js';
+import type { Provider } from '../providers/provider.js';
+import type { RunReport } from '../runner/run-once.js';
+import { TRACKER_STORE_METHODS, type ItemRow, type Store, type TrackerStore, type VerdictStore, type WorkspaceRow } from '../store/store.js';
+import type { Worker, WorkerSummary } from '../worker/worker.js';
+import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';
+import { readerOn } from './reader.js';
+import { runWorker, type WorkerSettings } from './run-worker.js';
+
+/** What `createVerdict` takes (DESIGN §16.21). */
+export interface VerdictOptions {
+  /** Where the tables live; see DatabaseOption. A host handle is never closed by Verdict. */
+  database: DatabaseOption;
+  /** The question sets of this process. @defaultValue the production sets (DESIGN §6) */
+  sets?: readonly QuestionSet[];
+  /** A question-set config file (JSON or YAML) whose sets are added to `sets`, as `--config` does. */
+  configFile?: string;
+  /**
+   * Who answers: `'fake'` (offline, deterministic), `'anthropic'` (reads ANTHROPIC_API_KEY and the
+   * other VERDICT_* provider variables from the environment, as the CLI does), `'openai'`
+   * (VERDICT_OPENAI_BASE_URL and VERDICT_MODEL), `'none'` (decisions off: nothing is owed, reads
+   * are empty, DESIGN §9), or a Provider object. @defaultValue 'none'
+   */
+  provider?: ProviderName | Provider;
+  /** A pino logger. @defaultValue silent */
+  logger?: Logger;
+  /** Apply migrations at open; false leaves them to `verdict migrate`. @defaultValue true */
+  migrate?: boolean;
+  /** Connections of a Postgres pool Verdict opens itself from a URL. @defaultValue 10 */
+  poolSize?: number;
+}
+
+/** Worker settings for `v.worker()`; every one defaults as the CLI's (DESIGN §12). Durations in ms. */
+export type VerdictWorkerOptions = Partial<WorkerSettings> & {
+  /** Worker id in claims and heartbeats. @defaultValue `<hostname>:<pid>` */
+  workerId?: string;
+};
+
+/** The `outcome` event: one job's recorded outcome. Ids, codes and counts only, never text. */
+export interface OutcomeEvent {
+  itemId: string;
+  questionSet: string;
+  workspaceId: string;
+  /** `complete`, `drop`, `park`, `refuse`, `fail`, `defer`, `release`, `misconfigured` or `lost`, with a reason code. */
+  outcome: RunReport['outcome'];
+  /** What the fenced store outcome did. */
+  recorded: RunReport['recorded'];
+  stats: RunReport['stats'];
+  durationMs: number;
+}
+
+/** Thrown by `worker.stop({ graceMs })` when in-flight work is not recorded within the grace period (its leases bound it). */
+export class GraceExceeded extends VerdictError {
+  readonly code = 'grace_exceeded';
+  constructor(graceMs: number) {
+    super(`the worker did not finish within ${graceMs} ms; unrecorded jobs are claimable again when their leases end`);
+    this.name = 'GraceExceeded';
+  }
+}
+
+/** Thrown when a worker handle is started twice, or a worker is asked for with provider `none`. */
+export class WorkerStateError extends VerdictError {
+  readonly code = 'worker_state';
+  constructor(message: string) {
+    super(message);
+    this.name = 'WorkerStateError';
+  }
+}
+
+/** Events of a VerdictWorker. */
+export interface VerdictWorkerEvents {
+  outcome: [OutcomeEvent];
+  error: [Error];
+  idle: [];
+}
+
+/**
+ * An in-process worker (DESIGN §10, §16.21): `start()` runs until `stop()`; `runUntilIdle()` drains
+ * every job claimable now. Events: `outcome` per recorded job, `idle` when the queue has nothing
+ * claimable after work, `error` when the run fails (without an `error` listener the failure is
+ * logged, never thrown from the emitter).
+ */
+export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
+  private worker: Worker | null = null;
+  private stopRequested = false;
+  private running: Promise<WorkerSummary> | null = null;
+
+  constructor(private readonly make: (untilIdle: boolean, hooks: { onStarted: (w: Worker) => void; onOutcome: (r: RunReport) => void; onIdle?: () => void }) => Promise<WorkerSummary>, private readonly logger: Logger) {
+    super();
+  }
+
+  /**
+   * Starts the slots, the heartbeat and the background passes; resolves once the worker claims.
+   * @throws WorkerStateError when already running; the store's error when the start writes fail.
+   */
+  async start(): Promise<void> {
+    const started = this.launch(false);
+    await Promise.race([started.ready, started.done.then(() => undefined)]);
+  }
+
+  /**
+   * Drains every job claimable now (live writes still in their quiet period are not), then
+   * resolves with what the run did and emits `idle`.
+   * @throws WorkerStateError when already running; the run's error.
+   */
+  async runUntilIdle(): Promise<WorkerSummary> {
+    const summary = await this.launch(true).done;
+    this.emit('idle');
+    return summary;
+  }
+
+  /**
+   * Stops claiming, aborts in-flight provider calls (their jobs are released without an attempt)
+   * and waits for the bookkeeping. Resolves with the summary; a worker never started resolves null.
+   * @param opts.graceMs how long to wait. @defaultValue 10 000 ms (DESIGN §10)
+   * @throws GraceExceeded after `graceMs` with work unrecorded (leases bound it).
+   */
+  async stop(opts: { graceMs?: number } = {}): Promise<WorkerSummary | null> {
+    if (!this.running) return null;
+    this.stopRequested = true; // honoured at start when the worker is still setting up
+    this.worker?.stop('stop()');
+    const graceMs = opts.graceMs ?? DEFAULTS.graceMs;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new GraceExceeded(graceMs)), graceMs);
+    });
+    try {
+      return await Promise.race([this.running, grace]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** True from `start()`/`runUntilIdle()` until the run ends. */
+  get isRunning(): boolean {
+    return this.running !== null;
+  }
+
+  private launch(untilIdle: boolean): { ready: Promise<void>; done: Promise<WorkerSummary> } {
+    if (this.running) throw new WorkerStateError('this worker is already running');
+    let onReady!: () => void;
+    const ready = new Promise<void>((r) => (onReady = r));
+    const done = this.make(untilIdle, {
+      onStarted: (w) => {
+        this.worker = w;
+        if (this.stopRequested) w.stop('stop()');
+        onReady();
+      },
+      onOutcome: (r) => {
+        // A provider-wide error (401, unknown model, billing): the worker cools off (DESIGN §3); the host hears of it.
+        if (r.outcome.kind === 'misconfigured') this.fail(new ProviderMisconfigured(`provider misconfigured (${r.outcome.reason}); the worker is cooling off`));
+        this.safeEmit('outcome', {
+          itemId: r.claim.itemId,
+          questionSet: r.claim.questionSet,
+          workspaceId: r.claim.workspaceId,
+          outcome: r.outcome,
+          recorded: r.recorded,
+          stats: r.stats,
+          durationMs: r.durationMs,
+        });
+      },
+      onIdle: untilIdle ? undefined : () => this.safeEmit('idle'),
+    }).then(
+      (summary) => summary,
+      (err: unknown) => {
+        this.fail(err instanceof Error ? err : new Error(String(err)));
+        throw err;
+      },
+    );
+    const running = done.finally(() => {
+      this.running = null;
+      this.stopRequested = false;
+      this.worker = null;
+    });
+    running.catch(() => undefined); // the caller of runUntilIdle/start sees it; `error` reports it
+    this.running = running;
+    return { ready, done };
+  }
+
+  /** Emits to the host's listeners; a listener that throws is logged, never let into the worker's slots. */
+  private safeEmit<K extends 'outcome' | 'idle'>(event: K, ...args: VerdictWorkerEvents[K]): void {
+    try {
+      (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
+    } catch (err) {
+      this.logger.error({ event, err: (err as { code?: string }).code ?? (err as Error).name }, 'a worker event listener threw');
+    }
+  }
+
+  private fail(err: Error): void {
+    if (this.listenerCount('error') > 0) {
+      try {
+        this.emit('error', err);
+      } catch (thrown) {
+        this.logger.error({ err: (thrown as { code?: string }).code ?? (thrown as Error).name }, 'a worker error listener threw');
+      }
+    } else this.logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error');
+  }
+}
+
+/** Reads of decisions (DESIGN §8), judged against the provider this Verdict was created with. */
+export interface VerdictReader {
+  /**
+   * One item by ref with every stored decision, each `current` or with its `staleReason`.
+   * @returns null when the workspace or the item does not exist.
+   */
+  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[] } | null>;
+  /**
+   * The surfaced nouls of one set in a workspace: item id → { ref, key → probability }, plus
+   * `failing` (a job of the set is parked or failing). @param opts.threshold overrides the set's (0 to 1).
+   * @returns null when the workspace does not exist.
+   */
+  flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, { ref: string; keys: Record<string, number> }>; failing: boolean } | null>;
+}
+
+/** What `createVerdict` returns. */
+export interface Verdict {
+  /** The tracker's write doors and reads, and `transaction` (DESIGN §3, §16.21). */
+  readonly store: VerdictStore & {
+    /**
+     * Postgres only: the tracker part bound to a host's open transaction (a drizzle transaction or
+     * a node-postgres client after BEGIN), so the doors commit or roll back with the host's writes.
+     * @throws ConfigError on SQLite (use `transaction`, or write inside a transaction the host opened on the same connection).
+     */
+    joinTransaction(host: unknown): TrackerStore;
+  };
+  /** An in-process worker; nothing runs until `start()` or `runUntilIdle()`. @throws WorkerStateError with provider `none`. */
+  worker(opts?: VerdictWorkerOptions): VerdictWorker;
+  readonly reader: VerdictReader;
+  /** The question sets in force. */
+  readonly registry: Registry;
+  /** The provider in force, or null for `none`. */
+  readonly provider: Provider | null;
+  /** Stops every worker this Verdict started, closes the provider and (unless it is the host's) the database. */
+  close(): Promise<void>;
+}
+
+/** Resolves the `provider` option. @throws ConfigError / ProviderMisconfigured as the CLI would. */
+function resolveProvider(p: VerdictOptions['provider'], logger: Logger): Provider | null {
+  if (p === undefined || p === 'none') return null;
+  if (typeof p === 'object') return p;
+  return createProvider(loadConfig({ provider: p }, process.env), logger);
+}
+
+/**
+ * Opens Verdict in this process (DESIGN §16.21): the store (migrated unless `migrate: false`), the
+ * registry, the provider, and factories for workers and reads.
+ * @throws ConfigError for a bad option or provider setting; InvalidQuestionSet for clashing sets;
+ * the database's error when SQLite cannot be opened or migrated, or (Postgres) when the first
+ * read here fails.
+ */
+export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
+  const logger = options.logger ?? silentLogger;
+  const registry = buildRegistry(options.configFile, options.sets ?? productionSets());
+  const provider = resolveProvider(options.provider, logger);
+  // With no provider the doors owe nothing (DESIGN §9 "none"); any provider owes the registry's sets.
+  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
+  try {
+    await inner.now(); // Postgres: connect and migrate now, so a bad URL fails here
+  } catch (err) {
+    await inner.close().catch(() => undefined);
+    throw err;
+  }
+  const workers = new Set<VerdictWorker>();
+
+  const facade = {} as Record<string, unknown>;
+  for (const name of TRACKER_STORE_METHODS) facade[name] = (inner[name] as (...a: unknown[]) => unknown).bind(inner);
+  facade.transaction = <T>(fn: (tx: TrackerStore) => Promise<T>) => inner.transaction((tx) => fn(trackerOnly(tx)));
+  facade.joinTransaction = (host: unknown) => {
+    const join = (inner as { joinTransaction?: (h: unknown) => TrackerStore }).joinTransaction;
+    if (!join) throw new ConfigError('joinTransaction needs a Postgres database; on SQLite use store.transaction (or BEGIN on your own connection)');
+    return trackerOnly(join.call(inner, host));
+  };
+
+  const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
+
+  const reader: VerdictReader = {
+    async item(ref, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      const item = await inner.getItemByRef(ws.id, ref);
+      if (!item) return null;
+      const decisions = await (await readerOn(inner, registry, provider ?? 'none', logger)).decisions(item.id);
+      return { item: { ...item, fieldsObject: fieldsForDisplay(item.fields) }, decisions };
+    },
+    async flags(set, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      return (await readerOn(inner, registry, provider ?? 'none', logger)).workspaceFlags(ws.id, set, opts.threshold);
+    },
+  };
+
+  return {
+    store: Object.freeze(facade) as unknown as Verdict['store'],
+    registry,
+    provider,
+    reader,
+    worker(opts = {}) {
+      if (!provider) throw new WorkerStateError('provider is none: decisions are off, there is nothing for a worker to do');
+      const { workerId, ...settings } = opts;
+      const cfg: WorkerSettings = {
+        concurrency: DEFAULTS.concurrency,
+        tickMs: DEFAULTS.tickMs,
+        leaseMs: DEFAULTS.leaseMs,
+        passLimit: DEFAULTS.passLimit,
+        abandonLimit: DEFAULTS.abandonLimit,
+        metricsPort: undefined,
+        metricsHost: DEFAULTS.metricsHost,
+        requestsPerMinute: undefined,
+        inputTokensPerMinute: undefined,
+        dailyTokenCap: undefined,
+        driftSweepPerMinute: DEFAULTS.driftSweepPerMinute,
+        pruneIntervalMs: DEFAULTS.pruneIntervalMs,
+        retentionHistoryMs: DEFAULTS.retentionHistoryMs,
+        ...settings,
+      };
+      const w = new VerdictWorker(
+        (untilIdle, hooks) => runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, ...hooks }),
+        logger,
+      );
+      workers.add(w);
+      return w;
+    },
+    async close() {
+      for (const w of workers) await w.stop().catch(() => undefined);
+      if (typeof options.provider === 'string') await provider?.close?.(); // a Provider object is the host's
+      await inner.close();
+    },
+  };
+}
+
+/** The TrackerStore methods of `s` only, bound to it: a transaction handle exposes nothing internal. */
+function trackerOnly(s: TrackerStore): TrackerStore {
+  const out = {} as Record<string, unknown>;
+  for (const name of TRACKER_STORE_METHODS) out[name] = (s[name] as (...a: unknown[]) => unknown).bind(s);
+  out.transaction = (fn: (tx: TrackerStore) => Promise<unknown>) => (s as Store).transaction(fn);
+  return Object.freeze(out) as unknown as TrackerStore;
+}

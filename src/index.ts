@@ -1,0 +1,68 @@
+/**
+ * `verdict`: the one public entry (DESIGN §16.21). Everything a tracker needs to embed Verdict:
+ * `createVerdict`, the question constructors and `defineQuestionSet`, the production sets, the
+ * error classes (all extending `VerdictError`, each with a stable `code`), and the row, outcome
+ * and read types. Anything not exported here is internal and may change without notice.
+ * test/public-api.test.ts pins this list; README "Embedding Verdict" documents it.
+ */
+
+// ---------------------------------------------------------------- the factory
+export {
+  createVerdict,
+  VerdictWorker,
+  type Verdict,
+  type VerdictOptions,
+  type VerdictReader,
+  type VerdictWorkerOptions,
+  type VerdictWorkerEvents,
+  type OutcomeEvent,
+} from './compose/verdict.js';
+export type { DatabaseOption } from './compose/open.js';
+
+// ---------------------------------------------------------------- questions and sets (DESIGN §4, §6)
+export { noul, choice, score, type Question, type NoulQuestion, type ChoiceQuestion, type ScoreQuestion, type Answer, type NoulAnswer, type ChoiceAnswer, type ScoreAnswer } from './decision/questions.js';
+export { defineQuestionSet, type QuestionSet, type QuestionSetInput, type EligibilityRule, type QuestionMap } from './decision/registry.js';
+export { productionSets } from './decision/production-sets.js';
+
+// ---------------------------------------------------------------- providers (DESIGN §9)
+export type { Provider, AskOptions, AskResult, Usage } from './providers/provider.js';
+export type { ProviderName } from './config.js';
+
+// ---------------------------------------------------------------- rows, writes and reads (DESIGN §2, §3, §8)
+export type {
+  TrackerStore,
+  VerdictStore,
+  WorkspaceRow,
+  CollectionRow,
+  CollectionSchema,
+  CollectionSettings,
+  FieldDef,
+  ItemRow,
+  CommentRow,
+  LinkRow,
+  NewItem,
+  ItemPatch,
+  NewComment,
+  NewLink,
+  OweOptions,
+  WriteResult,
+  DecisionRow,
+  JobRow,
+} from './store/store.js';
+export type { NormaliseReport } from './store/normalise.js';
+export type { DecisionView, StaleReason, Surfacing } from './reads/reads.js';
+export type { EvalOutcome, EvalStats } from './runner/outcome.js';
+export type { WorkerSummary } from './worker/worker.js';
+
+// ---------------------------------------------------------------- errors: one base class, stable codes
+export { VerdictError, isVerdictError } from './errors.js';
+export { ConfigError } from './config.js';
+export { InvalidQuestion } from './decision/questions.js';
+export { InvalidQuestionSet } from './decision/registry.js';
+export { InvalidConfigFile } from './decision/config-file.js';
+export { InvalidConventionsFile } from './importers/conventions.js';
+export { NotFound, InvalidWrite } from './store/store.js';
+export { TransactionClosed } from './store/sqlite/async-tx.js';
+export { ProviderError, ProviderRefusal, ProviderUnavailable, ProviderMisconfigured, AnswerDefect } from './providers/errors.js';
+export { LeaseTooShort } from './worker/worker.js';
+export { GraceExceeded, WorkerStateError } from './compose/verdict.js';

@@ -1,0 +1,125 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { VerdictError } from '../../errors.js';
+import { BUSY_RETRIES, BUSY_RETRY_BASE_MS, isBusy, type SqliteContext } from './context.js';
+
+/**
+ * Async transactions on one better-sqlite3 connection (CONVENTIONS.md: "an explicit BEGIN
+ * IMMEDIATE under a connection mutex when a host's async transaction spans several write doors").
+ *
+ * better-sqlite3 transactions are synchronous: a callback that awaits would let any other work on
+ * the connection (a worker slot's claim in the same process, another request of the host) run
+ * inside the open transaction and commit or roll back with it. So `store.transaction(fn)` takes
+ * the connection's mutex, runs `BEGIN IMMEDIATE` (the write lock is taken at BEGIN, where the busy
+ * timeout applies), and while `fn` runs every other call on the store waits for the mutex; the
+ * doors called through `tx` run their own write transactions as savepoints inside it (better-sqlite3
+ * nests them). COMMIT when `fn` resolves; ROLLBACK when it throws.
+ */
+
+/** Per-store state of the mutex: the promise that resolves when the open transaction ends. */
+export interface ConnectionMutex {
+  held: Promise<void> | null;
+}
+
+/** Marks a transaction-bound store object: its calls go straight to the connection. */
+export const TX_STATE = Symbol('verdict.sqlite.tx');
+
+/** State of one transaction handle; calls after the transaction ended are refused. */
+export interface TxState {
+  done: boolean;
+}
+
+/** Thrown by a call on a transaction handle after its transaction committed or rolled back. */
+export class TransactionClosed extends VerdictError {
+  readonly code = 'transaction_closed';
+  constructor() {
+    super('this transaction handle was used after its transaction ended; use the store instead');
+    this.name = 'TransactionClosed';
+  }
+}
+
+/**
+ * Runs `op` once no async transaction holds the connection. The check and `op` run in the same
+ * microtask (no await between them), so a transaction cannot begin in between.
+ */
+export async function whenFree<T>(m: ConnectionMutex, op: () => T): Promise<Awaited<T>> {
+  while (m.held) await m.held;
+  return op() as Awaited<T>;
+}
+
+/**
+ * Wraps every method of `proto` named in `names` so that a call on the store waits while an async
+ * transaction holds the connection, and a call on a transaction handle (an object carrying
+ * `TX_STATE`) runs at once. With no transaction open a call runs synchronously as before, so the
+ * single-statement paths (the claim, an outcome) keep their cost.
+ */
+export function gateMethods(proto: object, names: readonly string[], mutexOf: (self: object) => ConnectionMutex): void {
+  const p = proto as Record<string, (...args: unknown[]) => unknown>;
+  for (const name of names) {
+    const orig = p[name];
+    if (typeof orig !== 'function') continue;
+    p[name] = function (this: object & { [TX_STATE]?: TxState }, ...args: unknown[]) {
+      const tx = this[TX_STATE];
+      if (tx) return tx.done ? Promise.reject(new TransactionClosed()) : orig.apply(this, args);
+      const m = mutexOf(this);
+      if (!m.held) return orig.apply(this, args);
+      return whenFree(m, () => orig.apply(this, args));
+    };
+  }
+}
+
+/**
+ * Runs `fn(handle)` in one transaction on the store's connection (see the file comment). When the
+ * connection is already inside a transaction the host opened (`{ sqlite: db }` with its own
+ * BEGIN), the work joins it as a savepoint and the host's COMMIT or ROLLBACK decides.
+ * @throws what `fn` throws, after the rollback; SQLITE_BUSY when the write lock stays taken past
+ * the busy timeout and BUSY_RETRIES retries.
+ */
+export async function runAsyncTransaction<S extends object, T>(
+  store: S,
+  ctx: SqliteContext,
+  mutex: ConnectionMutex,
+  fn: (tx: S) => Promise<T>,
+): Promise<T> {
+  while (mutex.held) await mutex.held;
+  let release!: () => void;
+  mutex.held = new Promise<void>((r) => (release = r)); // taken in the microtask that saw it free
+  const state: TxState = { done: false };
+  const handle = Object.create(store, { [TX_STATE]: { value: state } }) as S;
+  const client = ctx.db.$client;
+  const nested = client.inTransaction;
+  try {
+    if (nested) client.exec('SAVEPOINT verdict_tx');
+    else await beginImmediate(ctx);
+    let result: T;
+    try {
+      result = await fn(handle);
+    } catch (err) {
+      if (client.inTransaction) {
+        if (nested) client.exec('ROLLBACK TO verdict_tx; RELEASE verdict_tx');
+        else client.exec('ROLLBACK');
+      }
+      throw err;
+    }
+    if (nested) client.exec('RELEASE verdict_tx');
+    else client.exec('COMMIT');
+    return result;
+  } finally {
+    if (!nested && client.inTransaction) client.exec('ROLLBACK'); // a failed COMMIT
+    state.done = true;
+    mutex.held = null;
+    release();
+  }
+}
+
+/** BEGIN IMMEDIATE, retried on SQLITE_BUSY like writeTx (but waiting without blocking the thread). */
+async function beginImmediate(ctx: SqliteContext): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      ctx.db.$client.exec('BEGIN IMMEDIATE');
+      return;
+    } catch (err) {
+      if (!isBusy(err) || attempt >= BUSY_RETRIES) throw err;
+      await sleep(BUSY_RETRY_BASE_MS * 2 ** attempt);
+    }
+  }
+}
