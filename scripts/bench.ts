@@ -13,7 +13,7 @@ import { answerRate, checkDrain, createDatabase, ROOT, seedJobs, startWorkers, t
 import { benchQueuePath } from './bench-queue.js';
 
 /**
- * `npm run bench [-- --quick] [-- --only a,c]`: the scale benchmarks of DESIGN §13 and issue 6,
+ * `npm run bench [-- --quick] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
  * each a ratio measured in one run on this machine. Never part of the test suite.
  *
  *   a. queue path (enqueue, claim, complete of no-op jobs): Verdict against plainjob and liteque;

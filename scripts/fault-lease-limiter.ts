@@ -2,8 +2,8 @@ import { parseArgs } from 'node:util';
 import { KEYS_PER_TASK, ROOT, runLeaseLimiter } from './fault-runs.js';
 
 /**
- * Issue 9, fault 2 (DESIGN §16.5): two real worker processes, `--lease-ms 4000`, a limiter of 7
- * requests per minute, on real tracker tasks. Prints what the issue measured: jobs parked,
+ * Leases against the limiter (DESIGN §16.5): two real worker processes, `--lease-ms 4000`, a limiter of 7
+ * requests per minute, on real tracker tasks. Prints what DESIGN §16.5 bounds: jobs parked,
  * "claim lost" log lines, and answers per key.
  *
  *   npx tsx scripts/fault-lease-limiter.ts [--root DIR] [--items 12] [--timeout-s 240]

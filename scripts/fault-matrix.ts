@@ -1,5 +1,5 @@
 /**
- * Prints the provider fault matrix (issue 3) as a Markdown table: one row per fault, each measured
+ * Prints the provider fault matrix (DESIGN §9, §14) as a Markdown table: one row per fault, each measured
  * through the real worker on a real SQLite file, with the real AnthropicProvider (the official
  * SDK) against the fake Anthropic server on 127.0.0.1.
  *

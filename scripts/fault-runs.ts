@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Reproductions of issue 9's reliability runs (DESIGN §16.5, §16.8) with real parts: a real
- * SQLite file, real tracker items (the first open tasks of /work/shared/data's beads export,
+ * Reliability runs (DESIGN §16.5, §16.8) with real parts: a real SQLite file, real tracker
+ * items (the first open tasks of the full beads export at `REAL_DATA`, outside the repository,
  * imported by the build under test), and real `node dist/cli/main.js worker` processes with the
  * fake provider. `root` names the checkout whose built `dist/` runs, so the same run measures old
  * and new code. Used by scripts/fault-lease-limiter.ts, scripts/fault-token-cap.ts and the
@@ -128,7 +128,7 @@ export async function until(done: () => boolean, timeoutMs: number): Promise<boo
   }
 }
 
-/** What a run left behind: the figures the issue names. */
+/** What a run left behind: the figures DESIGN §16.5 and §16.8 bound. */
 export interface RunFigures {
   /** Jobs parked. */
   parked: number;

@@ -1,5 +1,5 @@
 /**
- * Import-graph check for `src/` (issue 10 item 4, DESIGN §16.21).
+ * Import-graph check for `src/` (DESIGN §16.21).
  *
  * Prints the folder → folder import arrows (with how many file-level imports make each arrow) and
  * exits non-zero on any file-level cycle, any folder-level cycle, any arrow against the layering

@@ -4,9 +4,9 @@
  *
  *   npx tsx scripts/make-sample.ts [SOURCE] [OUT]
  *
- * SOURCE defaults to `../shared/data/beads-issues.jsonl` (the full file, sha256 below), OUT to
- * `sample/beads-issues.jsonl`. The rule is the importer's own: a row is kept when it passes
- * `beadsRowSchema` and `classifyBeadsRow` calls it work (task, bug, feature, epic, chore; not
+ * SOURCE is the full export (sha256 below; the default path is a copy outside the repository),
+ * OUT defaults to `sample/beads-issues.jsonl`. The rule is the importer's own: a row is kept
+ * when it passes `beadsRowSchema` and `classifyBeadsRow` calls it work (task, bug, feature, epic, chore; not
  * ephemeral). Tombstones of work items are work items, so they stay, and so do their comments.
  * A kept row's dependency on a row that was left out is removed, so every link of the sample
  * resolves; such a row is re-serialised with JSON.stringify (same values, and the same key order;

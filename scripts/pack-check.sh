@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The package installs and works as a library (issue 10, DESIGN §16.21): build, `npm pack`, install
+# The package installs and works as a library (DESIGN §16.21): build, `npm pack`, install
 # the tarball into a fresh project in a temp directory outside the repo (it sees only the tarball,
 # never src/), then there: a `tsc --noEmit` check with moduleResolution nodenext of
 # examples/embed.ts, the same file compiled and run as an ESM script end to end with the fake

@@ -3,7 +3,7 @@
  * Verdict's errors from its own with `err instanceof VerdictError` and branches on `code`, a stable
  * machine-readable string (`config_error`, `not_found`, `provider_refusal`, ...) that never
  * changes between versions; messages may. Messages never carry item text, comment text, question
- * text, answers, provider error bodies or keys (CONVENTIONS.md), so they are safe to log.
+ * text, answers, provider error bodies or keys (DESIGN §1 principle 9), so they are safe to log.
  *
  * This module imports nothing, so every layer may extend it without adding an import cycle.
  */

@@ -24,7 +24,7 @@ export const REDACT_PATHS = [
 ];
 
 /**
- * Creates the process logger: JSON lines, pretty only when stdout is a TTY outside CI (STACK.md §6).
+ * Creates the process logger: JSON lines, pretty only when stdout is a TTY outside CI (DESIGN §10).
  * @param level pino level name (`info`, `debug`, ...)
  * @param destination where lines go; tests pass a stream to capture them.
  * @param opts.prettyFd pretty-print to this file descriptor instead (the CLI passes 2 when

@@ -27,7 +27,7 @@ import { registerWorkerCommand } from './worker.js';
  */
 const USAGE_CODES: ReadonlySet<string> = new Set(['config_error', 'usage_error', 'invalid_question', 'invalid_question_set', 'lease_too_short']);
 
-/** Builds the `verdict` program: the CLI only wires things (CONVENTIONS.md). */
+/** Builds the `verdict` program: the CLI only wires things; the work is in the layers below it. */
 export function buildProgram(): Command {
   const program = addConfigOptions(new Command('verdict'))
     .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')

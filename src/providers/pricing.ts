@@ -2,10 +2,9 @@
  * Prices per model, in one place (DESIGN §1 principle 10: no surprise bills). `status`,
  * `estimate` and `backfill --dry-run` price tokens with this table and nothing else.
  *
- * Source: the project's stack notes (shared/STACK.md §3, "Models"), checked 2026-11-30 against
- * the Anthropic SDK's model list and the platform's pricing docs: claude-haiku-5-5 is "from
- * $0.10/$0.50 per MTok" (input/output, standard tier), claude-haiku-4-5 $1/$5, claude-sonnet-5-5
- * $2/$10, claude-opus-5-5 $4/$20. Prompt-cache multipliers are the same section's: reads 0.1× the
+ * Source: the Anthropic SDK's model list and the platform's pricing docs, checked 2026-11-30:
+ * claude-haiku-5-5 is "from $0.10/$0.50 per MTok" (input/output, standard tier), claude-haiku-4-5
+ * $1/$5, claude-sonnet-5-5 $2/$10, claude-opus-5-5 $4/$20. Prompt-cache multipliers are the same pages': reads 0.1× the
  * input price, writes 1.25× (5-minute TTL). Batch pricing (50 %) is not used by Verdict and not
  * listed. Re-check the page and update this table (and its date) when prices change; a model
  * missing here is reported as "price unknown", never guessed.
@@ -21,7 +20,7 @@ export interface ModelPrice {
   cacheWritePerMTok: number;
 }
 
-/** When the table was last checked against its source (STACK.md §3). */
+/** When the table was last checked against its source (the pricing docs named above). */
 export const PRICES_CHECKED = '2026-11-30';
 
 const CACHE_READ_MULTIPLIER = 0.1;
@@ -36,7 +35,7 @@ function price(inputPerMTok: number, outputPerMTok: number): ModelPrice {
   };
 }
 
-/** Anthropic model ids → price (USD / MTok), from STACK.md §3. */
+/** Anthropic model ids → price (USD / MTok), from the pricing docs named above. */
 export const ANTHROPIC_PRICES: Readonly<Record<string, ModelPrice>> = {
   'claude-haiku-5-5': price(0.1, 0.5),
   'claude-haiku-4-5': price(1, 5),

@@ -63,8 +63,7 @@ export function tokenCount(v: unknown): number {
 /**
  * Rough token estimate used for input budgets and cost estimates before any call:
  * 1 token per 3 UTF-16 code units, rounded up. Deliberately pessimistic against the ~4 chars per
- * token of English text, because Haiku 5.5's tokenizer counts about 30 % more than older models
- * (STACK.md §3).
+ * token of English text, because Haiku 5.5's tokenizer counts about 30 % more than older models.
  */
 export function estimateTokens(text: string): number {
   return Math.ceil(text.length / 3);

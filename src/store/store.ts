@@ -8,7 +8,7 @@ import { VerdictError } from '../errors.js';
 export type { CollectionOweStep };
 
 /**
- * The Store: every SQL statement lives behind this interface (CONVENTIONS.md). The runner, the
+ * The Store: every SQL statement lives behind this interface (DESIGN §13). The runner, the
  * CLI and trackers see only this; SQLite (`./sqlite/`) and Postgres (`./postgres/`) implement it,
  * and test/store/conformance.ts holds both to the same tests. Methods are async so both dialects
  * fit; the SQLite implementation does its work synchronously inside.

@@ -2,7 +2,7 @@ import type { Reporter, TestModule } from 'vitest/node';
 
 /**
  * Prints `vitest: N passed, N failed, N skipped` as the last line of a run, because vitest's
- * own summary ends on "Duration" and CI reads the plain counts line (STACK.md §5).
+ * own summary ends on "Duration" and CI reads the plain counts line.
  * A file that fails to import counts as one failure; unhandled errors count as failures.
  */
 export default class CountsReporter implements Reporter {

@@ -16,7 +16,7 @@ import type { Handler, RecordedRequest, Reply } from '../../src/testing/fake-ser
 import { tempDir, TASK_SCHEMA } from './store-fixture.js';
 
 /**
- * The provider fault matrix (issue 3), measured through the real worker on a real SQLite file with
+ * The provider fault matrix (DESIGN §9, §14), measured through the real worker on a real SQLite file with
  * the real AnthropicProvider (real SDK) against the fake Anthropic server. One case per fault: the
  * server is scripted, one item owes one job of a set with one question of each kind, the worker
  * drains what is claimable (advancing the store's manual clock between passes where a case asks

@@ -9,7 +9,7 @@ import { makeFixture, tempDir, type Fixture } from '../harness/store-fixture.js'
 
 /**
  * The beads importer on a real SQLite file (DESIGN §15). The hand-made lines copy the real
- * export's shape (`/work/shared/data/beads-issues.jsonl`): RFC 3339 times with offsets and
+ * export's shape (`sample/beads-issues.jsonl`): RFC 3339 times with offsets and
  * microseconds, dependencies with `issue_id`/`depends_on_id`/`type`, integer comment ids.
  */
 

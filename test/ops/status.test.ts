@@ -72,7 +72,7 @@ describe('status', () => {
     const s = await statusReport(fx.store);
     const h = s.spend.lastHour;
     expect(h).toMatchObject({ calls: 11, inputTokens: 1_000_600, outputTokens: 1_000_070, unpriced: ['openai:qwen3:8b'] });
-    // claude-haiku-5-5: $0.10 + $0.50 per MTok (STACK.md §3); the fake costs 0.
+    // claude-haiku-5-5: $0.10 + $0.50 per MTok (src/providers/pricing.ts); the fake costs 0.
     expect(h.costUsd).toBeCloseTo(0.6, 10);
     expect(h.byModel.find((m) => m.model === 'fake-model-1')).toMatchObject({ costUsd: 0, note: expect.stringContaining('fake provider') });
     expect(h.bySet.find((x) => x.set === 'effort')).toMatchObject({ calls: 8, failedCalls: 1 });

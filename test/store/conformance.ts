@@ -13,7 +13,7 @@ import { TASK_SCHEMA } from '../harness/store-fixture.js';
 import type { OpenedStore, StoreBackend, TestStore } from './conformance-backends.js';
 
 /**
- * The store conformance suite (CONVENTIONS.md: one store test suite run against every backend).
+ * The store conformance suite (DESIGN §13: one store interface, every backend held to one suite).
  * Each backend's test file calls `runStoreConformance`; SQLite, PGlite and a real PostgreSQL
  * server must all pass the same assertions. Times are never compared with a clock read taken in
  * another statement (on Postgres the database clock moves on its own); they are compared with

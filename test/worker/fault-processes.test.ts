@@ -4,9 +4,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { KEYS_PER_TASK, ROOT, runLeaseLimiter, runTokenCap } from '../../scripts/fault-runs.js';
 
 /**
- * Issue 9's reliability runs, shortened, with real worker processes of the built CLI
- * (`node dist/cli/main.js worker`, run `npm run build` first) on a real SQLite file of real
- * tracker tasks with the fake provider. The full-size runs and their before/after figures are
+ * The reliability runs of DESIGN §16.5 and §16.8, shortened, with real worker processes of the
+ * built CLI (`node dist/cli/main.js worker`, run `npm run build` first) on a real SQLite file of
+ * real tracker tasks with the fake provider. The full-size runs and their before/after figures are
  * scripts/fault-lease-limiter.ts and scripts/fault-token-cap.ts. `VERDICT_FAULT_ROOT` points the
  * runs at another built checkout (an old commit's worktree), to see these tests fail there.
  */

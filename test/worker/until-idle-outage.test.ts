@@ -7,7 +7,7 @@ import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js'
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * Issue 9 part 1 as real processes (`node dist/cli/main.js`; `npm run build` first): one open item
+ * A retry storm (DESIGN §16.3) as real processes (`node dist/cli/main.js`; `npm run build` first): one open item
  * of the bundled beads sample, the fake Anthropic server answering every request 529 with
  * `retry-after: 1`. `worker --until-idle` must exit on its own once nothing is due: each job fails
  * after the provider's 4 attempts and backs off 30 s (it used to defer by 1 s for ever, so the

@@ -3,8 +3,8 @@ import { VerdictError } from '../../errors.js';
 import { BUSY_RETRIES, BUSY_RETRY_BASE_MS, isBusy, type SqliteContext } from './context.js';
 
 /**
- * Async transactions on one better-sqlite3 connection (CONVENTIONS.md: "an explicit BEGIN
- * IMMEDIATE under a connection mutex when a host's async transaction spans several write doors").
+ * Async transactions on one better-sqlite3 connection: an explicit BEGIN IMMEDIATE under a
+ * connection mutex when a host's async transaction spans several write doors (DESIGN §16.21).
  *
  * better-sqlite3 transactions are synchronous: a callback that awaits would let any other work on
  * the connection (a worker slot's claim in the same process, another request of the host) run
