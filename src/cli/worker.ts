@@ -74,7 +74,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
-  const health = () => judgeHealth(worker, stallAfterMs);
+  const health = () => judgeHealth(worker, stallAfterMs, Date.now(), p.store.storageProblem());
   let server: MetricsServer | null = null;
   if (metrics) {
     metrics.setHealth(health);

@@ -377,6 +377,21 @@ export interface Store {
   now(): Promise<number>;
   close(): Promise<void>;
 
+  /**
+   * Why the database cannot take writes now, for /healthz (DESIGN §16.6): `database locked`,
+   * `disk full`, `disk I/O error` (SQLite), `database unreachable` (Postgres); null once a write
+   * (Postgres: any statement) succeeds again. Synchronous and cheap: read on every probe.
+   */
+  storageProblem(): string | null;
+  /**
+   * Storage upkeep for an idle moment and at most every minute while busy (DESIGN §16.7): on SQLite
+   * `wal_checkpoint(TRUNCATE)`; nothing on Postgres (the server checkpoints its own log).
+   * @returns the write-ahead log's size afterwards, bytes; null where the store has none to report.
+   */
+  checkpoint(): Promise<number | null>;
+  /** The write-ahead log's size now, bytes (DESIGN §16.7: in status, doctor, /metrics); null on Postgres and `:memory:`. */
+  walBytes(): Promise<number | null>;
+
   // ------------------------------------------------------------- tracker write doors
   createWorkspace(w: { id?: string; slug: string }): Promise<WorkspaceRow>;
   /** Holds the workspace's jobs (the claim skips them) until a restore. */

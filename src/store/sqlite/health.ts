@@ -3,7 +3,7 @@ import { count, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { existsSync } from 'node:fs';
-import { BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
+import { STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
 import * as schema from './schema.js';
 
 /**
@@ -48,7 +48,7 @@ export function checkSqliteHealth(path: string): SqliteHealth {
   let client: Database.Database | undefined;
   try {
     client = new Database(path, { readonly: true, fileMustExist: true });
-    client.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
     const db = drizzle({ client, schema });
     const hasTable = db.get<{ n: number }>(sql`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'`);
     if (hasTable && hasTable.n > 0) {

@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { and, asc, count, eq, gt, isNull } from 'drizzle-orm';
 import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
-import type { SqliteContext } from './context.js';
+import { retryBusy, type SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as drift from './drift.js';
 import * as jobs from './jobs.js';
@@ -23,27 +24,70 @@ export interface SqliteStoreOptions {
   clock?: Clock;
   /** Fresh ids. @defaultValue crypto.randomUUID */
   newId?: () => string;
-  /** How long a statement waits for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (10 000) */
+  /** How long a statement waits (blocking) for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (100) */
   busyTimeoutMs?: number;
+  /** How long a call keeps retrying SQLITE_BUSY (awaited waits), ms. @defaultValue BUSY_DEADLINE_MS (60 000) */
+  busyDeadlineMs?: number;
 }
 
 /**
  * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed). Every
  * statement runs synchronously inside; methods return promises so the runner sees the same
- * interface as on Postgres.
+ * interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
+ * (DESIGN §16.6): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
+ * another process's long write lock delays the call without holding the event loop. A method
+ * added here is covered by being `async`.
  */
 export class SqliteStore implements S.Store {
   readonly ctx: SqliteContext;
+  private readonly path: string;
 
   /** Opens the file and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
+    this.path = sqlitePathFromUrl(opts.url);
     this.ctx = {
-      db: openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs }),
+      db: openSqlite(this.path, { busyTimeoutMs: opts.busyTimeoutMs }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
       newToken: () => randomBytes(16).toString('hex'),
+      storage: { problem: null, gate: Promise.resolve() },
     };
+    const self = this as unknown as Record<string, unknown>;
+    for (const name of Object.getOwnPropertyNames(SqliteStore.prototype)) {
+      const fn = self[name];
+      if (name === 'close' || typeof fn !== 'function' || fn.constructor.name !== 'AsyncFunction') continue;
+      self[name] = (...args: unknown[]) => retryBusy(this.ctx, () => (fn as (...a: unknown[]) => Promise<unknown>).apply(this, args), opts.busyDeadlineMs);
+    }
+  }
+
+  storageProblem() {
+    return this.ctx.storage.problem;
+  }
+
+  /**
+   * `wal_checkpoint(TRUNCATE)` (DESIGN §16.7): copies the write-ahead log into the database and
+   * truncates it to zero bytes when no reader still needs it; with a reader on an old snapshot it
+   * copies what it can and the WAL keeps its size until a later checkpoint. Waits at most the busy
+   * timeout for other writers. @returns the WAL's size after it, bytes.
+   */
+  async checkpoint() {
+    if (this.path === ':memory:') return null;
+    this.ctx.db.$client.pragma('wal_checkpoint(TRUNCATE)');
+    return this.walSize();
+  }
+
+  async walBytes() {
+    return this.walSize();
+  }
+
+  private walSize(): number | null {
+    if (this.path === ':memory:') return null;
+    try {
+      return statSync(`${this.path}-wal`).size;
+    } catch {
+      return 0; // no WAL file: nothing written since the last close
+    }
   }
 
   /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
