@@ -135,3 +135,45 @@ export function walBytes(file: string): number {
     return 0;
   }
 }
+
+/** The port a worker logged in "metrics listening" (started with `--metrics-port 0`), once it has. */
+export function metricsPortOf(w: DistWorker): number | null {
+  const m = /"port":(\d+)[^\n]*"msg":"metrics listening/.exec(w.stderr() + w.stdout());
+  return m ? Number(m[1]) : null;
+}
+
+/** One /healthz probe: the HTTP status (null when no answer within `timeoutMs`), the body's status and reasons, and its latency in ms. */
+export interface HealthProbe {
+  at: number;
+  ms: number;
+  http: number | null;
+  status: string | null;
+  reasons: string[];
+}
+
+export async function probeHealth(port: number, timeoutMs: number): Promise<HealthProbe> {
+  const at = Date.now();
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(timeoutMs) });
+    const body = (await res.json()) as { status?: string; reasons?: string[] };
+    return { at, ms: Date.now() - at, http: res.status, status: body.status ?? null, reasons: body.reasons ?? [] };
+  } catch {
+    return { at, ms: Date.now() - at, http: null, status: null, reasons: [] };
+  }
+}
+
+/**
+ * Holds `BEGIN IMMEDIATE` on `file` from this process (another process than the worker's) until
+ * `release()` is called; nothing is written.
+ */
+export function holdWriteLock(file: string): { release: () => void } {
+  const d = new Database(file);
+  d.pragma('busy_timeout = 10000');
+  d.exec('BEGIN IMMEDIATE');
+  return {
+    release: () => {
+      d.exec('COMMIT');
+      d.close();
+    },
+  };
+}
