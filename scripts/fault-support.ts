@@ -177,3 +177,26 @@ export function holdWriteLock(file: string): { release: () => void } {
     },
   };
 }
+
+/**
+ * Holds a read transaction on `file` from this process (an outside reader, such as a `sqlite3`
+ * shell or a backup): its snapshot keeps every checkpoint from resetting the write-ahead log.
+ */
+export function holdReadSnapshot(file: string): { release: () => void } {
+  const d = new Database(file, { readonly: true });
+  d.exec('BEGIN');
+  d.prepare('SELECT count(*) FROM items').get(); // the snapshot starts at the first read
+  return {
+    release: () => {
+      d.exec('COMMIT');
+      d.close();
+    },
+  };
+}
+
+/** Runs a built CLI command to completion: its exit code and output. */
+export async function runDist(root: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const w = spawnDist(root, args, { env });
+  const ex = await w.exited;
+  return { code: ex.code, stdout: w.stdout(), stderr: w.stderr() };
+}

@@ -11,6 +11,7 @@ import { startHeartbeat } from '../worker/heartbeat.js';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
 import { startBackgroundPasses } from '../worker/background.js';
 import { ProviderLimiter } from '../worker/limiter.js';
+import { startWalUpkeep } from '../worker/wal-upkeep.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
@@ -55,6 +56,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
   });
+  const upkeepStop = new AbortController();
+  const walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -71,6 +74,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       metrics?.observe(r);
       p.onOutcome?.(r);
     },
+    onIdle: walUpkeep.idle,
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
@@ -148,6 +152,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   try {
     return await worker.run();
   } finally {
+    upkeepStop.abort();
+    await walUpkeep.stop();
     await heartbeat.stop();
     await server?.close();
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after a signal; stops the passes if run() threw

@@ -132,6 +132,19 @@ export class WorkerMetrics {
         if (q) oldest.set((q.oldestOwedAgeMs ?? 0) / 1000);
       },
     });
+    const wal = new Gauge({
+      name: 'verdict_sqlite_wal_bytes',
+      help: 'Size of the SQLite write-ahead log file, bytes, read at scrape time (DESIGN §16.7; absent on Postgres).',
+      registers,
+      async collect() {
+        try {
+          const bytes = await self.o.store.walBytes();
+          if (bytes !== null) wal.set(bytes);
+        } catch {
+          /* the gauge keeps its last value */
+        }
+      },
+    });
     const loopAge = new Gauge({
       name: 'verdict_worker_loop_age_seconds',
       help: 'Time since a worker slot last turned its loop, seconds.',

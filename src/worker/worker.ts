@@ -29,6 +29,8 @@ export interface WorkerOptions {
    */
   claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
+  /** Called when a slot finds nothing claimable, before it waits a tick (the WAL checkpoint, DESIGN §16.7). */
+  onIdle?: () => void;
 }
 
 /**
@@ -250,6 +252,7 @@ export class Worker {
       }
       if (gated) continue;
       if (ran === 0 && !storeError && this.opts.untilIdle) return;
+      if (ran === 0 && !storeError) this.opts.onIdle?.();
       if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
     }
   }

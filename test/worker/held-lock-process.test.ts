@@ -35,7 +35,7 @@ describe('a write lock held by another process (real worker process)', () => {
     const w = spawnDist(ROOT, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', '20', '--tick-ms', '100', '--concurrency', '4', '--metrics-port', '0']);
     children.push(w.child);
     await w.started;
-    const port = await waitFor(() => metricsPortOf(w), 10_000);
+    const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
     await waitFor(() => jobCounts(file).jobs < ITEMS * 2 - 10, 20_000, 10); // recording under way
 
     const probes: HealthProbe[] = [];

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { count, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
 import * as schema from './schema.js';
 
@@ -25,6 +25,8 @@ export interface SqliteHealth {
   migrationsPending: number;
   /** Job rows by state, when the queue could be read. */
   queue: { owed: number; parked: number } | null;
+  /** Size of `<path>-wal`, bytes (0 when absent; DESIGN §16.7). */
+  walBytes: number;
   /** Why the file could not be opened or read (an error code or class name, never row data). */
   error: string | null;
 }
@@ -42,6 +44,7 @@ export function checkSqliteHealth(path: string): SqliteHealth {
     migrationsApplied: 0,
     migrationsPending: known.length,
     queue: null,
+    walBytes: walFileBytes(path),
     error: null,
   };
   if (!out.exists || path === ':memory:') return out;
@@ -72,4 +75,13 @@ export function checkSqliteHealth(path: string): SqliteHealth {
     client?.close();
   }
   return out;
+}
+
+function walFileBytes(path: string): number {
+  if (path === ':memory:') return 0;
+  try {
+    return statSync(`${path}-wal`).size;
+  } catch {
+    return 0;
+  }
 }

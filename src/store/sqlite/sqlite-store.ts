@@ -72,7 +72,8 @@ export class SqliteStore implements S.Store {
    * timeout for other writers. @returns the WAL's size after it, bytes.
    */
   async checkpoint() {
-    if (this.path === ':memory:') return null;
+    const before = this.walSize();
+    if (before === null || before === 0) return before; // nothing to copy: no lock taken
     this.ctx.db.$client.pragma('wal_checkpoint(TRUNCATE)');
     return this.walSize();
   }
