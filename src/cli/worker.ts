@@ -56,8 +56,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
   });
-  const upkeepStop = new AbortController();
-  const walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
+  // Started just before the slots run (below), so a failed start-up leaves no timer behind.
+  let walUpkeep: ReturnType<typeof startWalUpkeep> | null = null;
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -74,7 +74,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       metrics?.observe(r);
       p.onOutcome?.(r);
     },
-    onIdle: walUpkeep.idle,
+    onIdle: () => walUpkeep?.idle(),
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
@@ -149,6 +149,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
         pruneIntervalMs: p.cfg.pruneIntervalMs,
         retentionHistoryMs: p.cfg.retentionHistoryMs,
       });
+  const upkeepStop = new AbortController();
+  walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
   try {
     return await worker.run();
   } finally {
