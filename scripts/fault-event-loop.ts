@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { seedJobs } from './bench-drain.js';
-import { jobCounts, probeMaxGap, reoweAll, ROOT, spawnDist, withDb } from './fault-support.js';
+import { jobCounts, probeMaxGap, reoweAll, ROOT, spawnDist, withDb, startedOrExited } from './fault-support.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -63,7 +63,7 @@ async function drain(name: string, file: string, jobs: number): Promise<void> {
   const probeFile = join(work, `${name}.probe.json`);
   const w = spawnDist(root, args(file, ['--until-idle']), { probeFile });
   const ex = await w.exited;
-  const started = await w.started;
+  const started = await startedOrExited(w);
   const g = probeMaxGap(probeFile, started);
   const left = jobCounts(file).jobs;
   console.log(
@@ -76,7 +76,7 @@ async function sigterm(jobs: number): Promise<void> {
   const file = await answeredDb(jobs);
   const probeFile = join(work, 'sigterm.probe.json');
   const w = spawnDist(root, args(file, []), { probeFile });
-  const started = await w.started;
+  const started = await startedOrExited(w);
   // Signal once the drain is under way: 1% of the jobs done.
   for (;;) {
     if (jobCounts(file).jobs <= jobs * 0.99) break;

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkDrain, seedJobs } from './bench-drain.js';
-import { holdWriteLock, jobCounts, metricsPortOf, probeHealth, ROOT, spawnDist, type HealthProbe } from './fault-support.js';
+import { holdWriteLock, jobCounts, metricsPortOf, probeHealth, ROOT, spawnDist, type HealthProbe, startedOrExited } from './fault-support.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -71,7 +71,7 @@ async function heldLock(): Promise<void> {
   await seedJobs(file, Number(a.items));
   const jobs = Number(a.items) * 2;
   const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', a['latency-ms']!, '--tick-ms', '200', '--metrics-port', '0']);
-  await w.started;
+  await startedOrExited(w);
   let port: number | null = null;
   while (!(port = metricsPortOf(w))) await sleep(20);
   while (jobCounts(file).jobs > jobs - 20) await sleep(20); // recording under way
@@ -109,7 +109,7 @@ async function diskFull(): Promise<void> {
     const file = join(mnt, 'verdict.db');
     copyFileSync(seeded, file);
     const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', a['latency-ms']!, '--tick-ms', '200', '--metrics-port', '0']);
-    await w.started;
+    await startedOrExited(w);
     let port: number | null = null;
     while (!(port = metricsPortOf(w))) await sleep(20);
     const filler = join(mnt, 'filler');

@@ -200,3 +200,13 @@ export async function runDist(root: string, args: string[], env: Record<string, 
   const ex = await w.exited;
   return { code: ex.code, stdout: w.stdout(), stderr: w.stderr() };
 }
+
+/** Resolves with the worker's start time; throws when the process exits before it started (a broken build). */
+export async function startedOrExited(w: DistWorker): Promise<number> {
+  return Promise.race([
+    w.started,
+    w.exited.then((e) => {
+      throw new Error(`the worker exited (code ${e.code}) before it started: ${w.stderr().slice(-600)}`);
+    }),
+  ]);
+}

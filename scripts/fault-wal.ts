@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { holdReadSnapshot, jobCounts, ROOT, runDist, spawnDist, walBytes } from './fault-support.js';
+import { holdReadSnapshot, jobCounts, ROOT, runDist, spawnDist, walBytes, startedOrExited } from './fault-support.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -31,7 +31,7 @@ const sampler = setInterval(() => (peak = Math.max(peak, walBytes(file))), 100);
 try {
   console.log(`root ${root}`);
   const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--tick-ms', '1000']);
-  await w.started;
+  await startedOrExited(w);
   const reader = holdReadSnapshot(file);
   const started = Date.now();
   for (const ws of ['ws-a', 'ws-b', 'ws-c']) {
