@@ -50,6 +50,11 @@ export interface Config {
   /** How often the worker runs a retention pass (ms); 0 turns it off (`verdict prune` still works). @defaultValue 3600000 */
   pruneIntervalMs: number;
   /**
+   * SQLite: the longest a busy worker goes without a `wal_checkpoint(TRUNCATE)` (ms); an idle worker
+   * also checkpoints when it finds nothing to claim (DESIGN §16.7). @defaultValue 60000
+   */
+  walCheckpointMs: number;
+  /**
    * An environment file (`KEY=value` lines) read at start and again on every SIGHUP; its values win
    * over the inherited environment, flags win over both. Undefined reads none.
    */
@@ -111,6 +116,7 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   inputBudgetTokens: { flag: '--input-budget-tokens', env: 'VERDICT_INPUT_BUDGET_TOKENS', schema: int(1000, 10_000_000), expected: 'tokens from 1000 to 10000000' },
   driftSweepPerMinute: { flag: '--drift-sweep-per-minute', env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE', schema: int(0, 100_000), expected: 'items per minute from 0 (off) to 100000' },
   retentionHistoryMs: { flag: '--retention-history-ms', env: 'VERDICT_RETENTION_HISTORY_MS', schema: int(0, 315_360_000_000), expected: 'milliseconds from 0 to 315360000000 (10 years)' },
+  walCheckpointMs: { flag: '--wal-checkpoint-ms', env: 'VERDICT_WAL_CHECKPOINT_MS', schema: int(100, 3_600_000), expected: 'milliseconds from 100 to 3600000' },
   pruneIntervalMs: { flag: '--prune-interval-ms', env: 'VERDICT_PRUNE_INTERVAL_MS', schema: int(0, 604_800_000), expected: 'milliseconds from 0 (off) to 604800000' },
   envFile: { flag: '--env-vars-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
   anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
@@ -135,6 +141,7 @@ export const DEFAULTS = {
   driftSweepPerMinute: 60,
   retentionHistoryMs: 2_592_000_000,
   pruneIntervalMs: 3_600_000,
+  walCheckpointMs: 60_000,
 } as const;
 
 /**

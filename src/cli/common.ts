@@ -112,6 +112,19 @@ export class UsageError extends VerdictError {
   }
 }
 
+/** Bytes for humans: `512 B`, `3.2 KiB`, `37.0 MiB`, `1.34 GiB`. */
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = bytes / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v.toFixed(v >= 100 ? 0 : 1)} ${units[u]}`;
+}
+
 /** Formats milliseconds as a short human duration (`1h 02m`, `45s`, `320ms`). */
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;

@@ -7,7 +7,8 @@ import { OpenAICompatibleProvider } from '../providers/openai-compatible.js';
 import type { Provider } from '../providers/provider.js';
 import { checkSqliteHealth } from '../store/sqlite/health.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { configFrom, EXIT_FAILURE, EXIT_OK, loggerFor } from './common.js';
+import { WAL_CHECKPOINT_EVERY_MS, WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
+import { configFrom, EXIT_FAILURE, EXIT_OK, formatBytes, loggerFor } from './common.js';
 import { buildRuntime } from './reload.js';
 
 /**
@@ -22,6 +23,8 @@ export interface DoctorCheck {
   ok: boolean;
   detail: string;
   fix?: string;
+  /** Something to look at that does not stop anything working (printed as WARN; doctor still exits 0). */
+  warning?: string;
 }
 
 /** How long the provider check waits for an answer (ms). */
@@ -139,7 +142,12 @@ export function checkDatabase(cfg: Config): DoctorCheck {
   return {
     name: 'database',
     ok: true,
-    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked)`,
+    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), write-ahead log ${formatBytes(h.walBytes)}`,
+    ...(h.walBytes > WAL_WARN_BYTES
+      ? {
+          warning: `the write-ahead log is ${formatBytes(h.walBytes)} (above ${formatBytes(WAL_WARN_BYTES)}): a process holding a long read transaction keeps it from being checkpointed; end it, and a running worker truncates the log within ${WAL_CHECKPOINT_EVERY_MS / 1000} s`,
+        }
+      : {}),
   };
 }
 
@@ -199,6 +207,7 @@ export function formatDoctor(checks: DoctorCheck[]): string {
   for (const c of checks) {
     lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name.padEnd(8)}  ${c.detail}`);
     if (!c.ok && c.fix) lines.push(`        ${''.padEnd(8)}  fix: ${c.fix}`);
+    if (c.warning) lines.push(`  WARN  ${c.name.padEnd(8)}  ${c.warning}`);
   }
   const bad = checks.filter((c) => !c.ok).length;
   lines.push(bad === 0 ? 'everything looks right.' : `${bad} problem${bad === 1 ? '' : 's'} found.`);

@@ -45,6 +45,7 @@ export const RESTART_ONLY: ReadonlyArray<keyof Config> = [
   'driftSweepPerMinute',
   'retentionHistoryMs',
   'pruneIntervalMs',
+  'walCheckpointMs',
 ];
 
 /** What a reload did. */

@@ -4,7 +4,8 @@ import type { BackfillCursor } from '../runner/backfill.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
-import { buildRegistry, configFrom, formatDuration, openStore } from './common.js';
+import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
+import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } from './common.js';
 
 /**
  * `verdict status` (DESIGN §10–12): jobs by state and by set, the oldest owed age, parked jobs with
@@ -51,6 +52,8 @@ export interface StatusReport {
   backfills: Array<{ set: string; workspace: string; owedItems: number; chunks: number; pending: number; lastStepAgoMs: number }>;
   spend: { lastHour: SpendWindow; last24h: SpendWindow };
   answersStored: number;
+  /** Size of the SQLite write-ahead log, bytes (DESIGN §16.7); null on Postgres. */
+  walBytes: number | null;
 }
 
 function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
@@ -135,6 +138,7 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     backfills,
     spend: { lastHour: priceWindow(hour.sinceHour, hour.rows), last24h: priceWindow(day.sinceHour, day.rows) },
     answersStored: await store.countDecisions(),
+    walBytes: await store.walBytes(),
   };
 }
 
@@ -209,6 +213,9 @@ export function formatStatus(s: StatusReport): string {
     lines.push(`backfill ${b.set} (${b.workspace}): ${n(b.owedItems)} items owed in ${b.chunks} chunk${b.chunks === 1 ? '' : 's'}, last chunk ${b.pending} item${b.pending === 1 ? '' : 's'}; last step ${formatDuration(Math.max(0, b.lastStepAgoMs))} ago (rerun \`verdict backfill --set ${b.set}\` to resume if it stopped)`);
   }
   lines.push(`answers stored: ${n(s.answersStored)}`);
+  if (s.walBytes !== null) {
+    lines.push(`write-ahead log: ${formatBytes(s.walBytes)}${s.walBytes > WAL_WARN_BYTES ? ` (above ${formatBytes(WAL_WARN_BYTES)}: a long reader may be holding it; see \`verdict doctor\`)` : ''}`);
+  }
   lines.push(...spendLine('last hour', s.spend.lastHour), ...spendLine('last 24 h', s.spend.last24h));
   lines.push(`  (prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}; spend is kept per hour, so a window starts on the hour)`);
   return lines.join('\n');

@@ -9,6 +9,7 @@ import type { Store } from '../store/store.js';
 import { startBackgroundPasses } from '../worker/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
+import { startWalUpkeep } from '../worker/wal-upkeep.js';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 
@@ -31,6 +32,7 @@ export type WorkerSettings = Pick<
   | 'driftSweepPerMinute'
   | 'pruneIntervalMs'
   | 'retentionHistoryMs'
+  | 'walCheckpointMs'
 >;
 
 /** What `runWorker` needs. */
@@ -72,6 +74,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
   });
+  // Started just before the slots run (below), so a failed start-up leaves no timer behind.
+  let walUpkeep: ReturnType<typeof startWalUpkeep> | null = null;
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -89,10 +93,11 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       p.onOutcome?.(r);
     },
     onIdle: p.onIdle,
+    onIdleTick: () => walUpkeep?.idle(),
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
-  const health = () => judgeHealth(worker, stallAfterMs);
+  const health = () => judgeHealth(worker, stallAfterMs, Date.now(), p.store.storageProblem());
   let server: MetricsServer | null = null;
   if (metrics) {
     metrics.setHealth(health);
@@ -142,9 +147,13 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
         pruneIntervalMs: p.cfg.pruneIntervalMs,
         retentionHistoryMs: p.cfg.retentionHistoryMs,
       });
+  const upkeepStop = new AbortController();
+  walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
   try {
     return await worker.run();
   } finally {
+    upkeepStop.abort();
+    await walUpkeep.stop();
     await heartbeat.stop();
     await server?.close();
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw

@@ -319,6 +319,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
         driftSweepPerMinute: DEFAULTS.driftSweepPerMinute,
         pruneIntervalMs: DEFAULTS.pruneIntervalMs,
         retentionHistoryMs: DEFAULTS.retentionHistoryMs,
+        walCheckpointMs: DEFAULTS.walCheckpointMs,
         ...settings,
       };
       const w = new VerdictWorker(

@@ -498,6 +498,21 @@ export interface VerdictStore extends TrackerStore {
 export interface Store extends TrackerStore {
   close(): Promise<void>;
   /**
+   * Why the database cannot take writes now, for /healthz (DESIGN §16.6): `database locked`,
+   * `disk full`, `disk I/O error` (SQLite), `database unreachable` (Postgres); null once a write
+   * (Postgres: any statement) succeeds again. Synchronous and cheap: read on every probe.
+   */
+  storageProblem(): string | null;
+  /**
+   * Storage upkeep for an idle moment and at most every minute while busy (DESIGN §16.7): on SQLite
+   * `wal_checkpoint(TRUNCATE)`; nothing on Postgres (the server checkpoints its own log).
+   * @returns the write-ahead log's size afterwards, bytes; null where the store has none to report.
+   */
+  checkpoint(): Promise<number | null>;
+  /** The write-ahead log's size now, bytes (DESIGN §16.7: in status, doctor, /metrics); null on Postgres and `:memory:`. */
+  walBytes(): Promise<number | null>;
+
+  /**
    * Runs `fn` with a TrackerStore whose write doors all join one transaction: it commits when `fn`
    * resolves and rolls back, leaving no row and no owed job, when `fn` throws (the error is
    * rethrown). Inside `fn`, use `tx`, not this store. Called on a connection the host has already

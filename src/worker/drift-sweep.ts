@@ -121,6 +121,9 @@ export class DriftSweeper {
           scanBudget -= batch.scanned;
           next.cursor = handledUpTo;
           finished = batch.exhausted && !cutShort;
+          // A batch is synchronous reads on SQLite; a pass's batches back to back held the loop 160 ms
+          // beside a drain of 100,000 jobs (before items_ws_id_idx). DESIGN §16.6: let timers and I/O run between.
+          await new Promise<void>((resolve) => setImmediate(resolve));
         }
         if (finished) {
           await writeDriftMarker(store, set.name, ws.id, { swept: plan.signature, target: null, cursor: null });

@@ -31,9 +31,15 @@ export interface HealthSource {
   readonly providerProblem: string | null;
 }
 
-/** The health verdict: unhealthy when the loop stalled or the provider is misconfigured. */
+/**
+ * The health verdict: `unhealthy` when the loop stalled or the provider is misconfigured;
+ * `degraded` when the database cannot take writes now (locked by another process, disk full;
+ * DESIGN §16.6), which clears on the next successful write; `ok` otherwise. Both non-ok states are
+ * HTTP 503 on /healthz.
+ */
 export interface Health {
   healthy: boolean;
+  status: 'ok' | 'degraded' | 'unhealthy';
   /** Codes and durations only (never provider text). */
   reasons: string[];
   lastLoopAgeMs: number;
@@ -42,14 +48,18 @@ export interface Health {
 /**
  * Judges health. A loop turn happens at least every tick, and after every job; a slot inside one
  * provider call does not turn until the call ends, so the stall threshold must cover one call's
- * worst case (`stallAfterMs`; see `defaultStallAfterMs`).
+ * worst case (`stallAfterMs`; see `defaultStallAfterMs`). `storageProblem` is the store's
+ * (`Store.storageProblem()`): while it is set, slots wait on the database's retries, so a stall
+ * is that problem and is not reported as a second one.
  */
-export function judgeHealth(src: HealthSource, stallAfterMs: number, now = Date.now()): Health {
+export function judgeHealth(src: HealthSource, stallAfterMs: number, now = Date.now(), storageProblem: string | null = null): Health {
   const lastLoopAgeMs = Math.max(0, now - src.lastLoopAt);
   const reasons: string[] = [];
-  if (lastLoopAgeMs > stallAfterMs) reasons.push(`loop stalled: no turn for ${lastLoopAgeMs} ms (limit ${stallAfterMs} ms)`);
+  if (storageProblem) reasons.push(storageProblem);
+  else if (lastLoopAgeMs > stallAfterMs) reasons.push(`loop stalled: no turn for ${lastLoopAgeMs} ms (limit ${stallAfterMs} ms)`);
   if (src.providerProblem) reasons.push(`provider misconfigured: ${src.providerProblem}`);
-  return { healthy: reasons.length === 0, reasons, lastLoopAgeMs };
+  const status = src.providerProblem || (!storageProblem && lastLoopAgeMs > stallAfterMs) ? 'unhealthy' : storageProblem ? 'degraded' : 'ok';
+  return { healthy: status === 'ok', status, reasons, lastLoopAgeMs };
 }
 
 /**
@@ -123,6 +133,19 @@ export class WorkerMetrics {
       async collect() {
         const q = await self.readQueue();
         if (q) oldest.set((q.oldestOwedAgeMs ?? 0) / 1000);
+      },
+    });
+    const wal = new Gauge({
+      name: 'verdict_sqlite_wal_bytes',
+      help: 'Size of the SQLite write-ahead log file, bytes, read at scrape time (DESIGN §16.7; absent on Postgres).',
+      registers,
+      async collect() {
+        try {
+          const bytes = await self.o.store.walBytes();
+          if (bytes !== null) wal.set(bytes);
+        } catch {
+          /* the gauge keeps its last value */
+        }
       },
     });
     const loopAge = new Gauge({
@@ -226,8 +249,9 @@ export interface MetricsServer {
 }
 
 /**
- * Serves `/metrics` and `/healthz` (200 `{"status":"ok"}` or 503 `{"status":"unhealthy",
- * "reasons":[...]}`) on `host:port`; anything else is 404.
+ * Serves `/metrics` and `/healthz` (200 `{"status":"ok"}`, or 503 `{"status":"degraded"|"unhealthy",
+ * "reasons":[...]}`) on `host:port`; anything else is 404. /healthz reads only in-memory state, so
+ * it answers on the next turn of the event loop (DESIGN §16.6: within 1 s at all times).
  * @throws when the port cannot be bound (EADDRINUSE, EACCES).
  */
 export async function serveMetrics(o: { metrics: WorkerMetrics; health: () => Health; port: number; host: string; logger?: Logger }): Promise<MetricsServer> {
@@ -251,7 +275,7 @@ export async function serveMetrics(o: { metrics: WorkerMetrics; health: () => He
       const h = o.health();
       res
         .writeHead(h.healthy ? 200 : 503, { 'content-type': 'application/json' })
-        .end(`${JSON.stringify({ status: h.healthy ? 'ok' : 'unhealthy', reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs })}\n`);
+        .end(`${JSON.stringify({ status: h.status, reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs })}\n`);
       return;
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics or /healthz\n');

@@ -62,7 +62,7 @@ describe('metrics', () => {
     const metrics = new WorkerMetrics({ store: fx.store });
     // The first call is refused once (a 400): one refuse outcome, one refused call.
     const w = worker(new FakeProvider({ faults: [{ status: 400 }] }), metrics);
-    let health: Health = { healthy: true, reasons: [], lastLoopAgeMs: 0 };
+    let health: Health = { healthy: true, status: 'ok', reasons: [], lastLoopAgeMs: 0 };
     metrics.setHealth(() => health);
     server = await serveMetrics({ metrics, health: () => health, port: 0, host: '127.0.0.1' });
 
@@ -113,7 +113,7 @@ describe('metrics', () => {
       expect(ids).not.toContain(val);
     }
 
-    health = { healthy: false, reasons: ['loop stalled: no turn for 99999 ms (limit 1000 ms)'], lastLoopAgeMs: 99_999 };
+    health = { healthy: false, status: 'unhealthy', reasons: ['loop stalled: no turn for 99999 ms (limit 1000 ms)'], lastLoopAgeMs: 99_999 };
     expect(sampleValue(parsePromText((await get('/metrics')).text), 'verdict_worker_healthy')).toBe(0);
   });
 
@@ -145,7 +145,7 @@ describe('metrics', () => {
 
   it('judges a stall by the loop age against the limit', () => {
     const now = 1_000_000;
-    expect(judgeHealth({ lastLoopAt: now - 500, providerProblem: null }, 1_000, now)).toEqual({ healthy: true, reasons: [], lastLoopAgeMs: 500 });
+    expect(judgeHealth({ lastLoopAt: now - 500, providerProblem: null }, 1_000, now)).toEqual({ healthy: true, status: 'ok', reasons: [], lastLoopAgeMs: 500 });
     expect(judgeHealth({ lastLoopAt: now - 1_001, providerProblem: null }, 1_000, now).healthy).toBe(false);
   });
 

@@ -9,7 +9,8 @@ import { tempDir } from '../harness/store-fixture.js';
 /**
  * SQLITE_BUSY never reaches the job layer: a write transaction that outlasts the busy timeout is
  * retried. Another thread (its own connection, as another process would have) holds the write
- * lock for 300 ms while the store's busy timeout is 20 ms.
+ * lock. DESIGN §16.6: the retries await, so the event loop is never held longer than the short
+ * busy timeout, and the store reports the lock (and a full disk) until a write succeeds.
  */
 
 let dir: { dir: string; cleanup: () => void };
@@ -54,12 +55,62 @@ describe('SQLite under another process\'s write lock', () => {
     }
   });
 
-  it('control: the same lock held past the retries surfaces SQLITE_BUSY (the test can fail)', async () => {
-    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]), busyTimeoutMs: 20 });
+  it('control: the same lock held past the retry deadline surfaces SQLITE_BUSY (the test can fail)', async () => {
+    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]), busyTimeoutMs: 20, busyDeadlineMs: 500 });
     try {
       const lock = await holdWriteLock(2_500);
       await expect(store.createWorkspace({ slug: 'acme' })).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
       await lock.done;
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a 1.5 s lock delays five waiting writes without holding the event loop over 250 ms; the store says locked, then not', async () => {
+    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]) }); // the real busy timeout
+    try {
+      const ws = await store.createWorkspace({ slug: 'acme' });
+      expect(store.storageProblem()).toBeNull();
+      const lock = await holdWriteLock(1_500);
+      let last = Date.now();
+      let maxGap = 0;
+      const seen = new Set<string | null>();
+      const probe = setInterval(() => {
+        maxGap = Math.max(maxGap, Date.now() - last);
+        last = Date.now();
+        seen.add(store.storageProblem());
+      }, 20);
+      try {
+        const writes = Array.from({ length: 5 }, (_, i) => store.createCollection({ workspaceId: ws.id, slug: `c${i}` }));
+        await Promise.all(writes);
+      } finally {
+        clearInterval(probe);
+      }
+      await lock.done;
+      expect(seen).toContain('database locked');
+      expect(store.storageProblem()).toBeNull(); // the writes that landed cleared it
+      expect((await store.listCollections(ws.id)).map((c) => c.slug)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
+      // The old 10 s busy timeout held the loop for the whole 1.5 s.
+      expect(maxGap).toBeLessThanOrEqual(250);
+    } finally {
+      await store.close();
+    }
+  }, 20_000);
+
+  it('a full database (SQLITE_FULL) is reported as disk full until a write succeeds; nothing half-written', async () => {
+    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]) });
+    try {
+      const ws = await store.createWorkspace({ slug: 'acme' });
+      const client = store.ctx.db.$client;
+      const pages = client.pragma('page_count', { simple: true }) as number;
+      client.pragma(`max_page_count = ${pages}`); // SQLite's own "database or disk is full"
+      const big = 'x'.repeat(200_000);
+      await expect(store.createCollection({ workspaceId: ws.id, slug: big })).rejects.toMatchObject({ code: 'SQLITE_FULL' });
+      expect(store.storageProblem()).toBe('disk full');
+      client.pragma('max_page_count = 1073741823');
+      await store.createCollection({ workspaceId: ws.id, slug: 'small' });
+      expect(store.storageProblem()).toBeNull();
+      expect((await store.listCollections(ws.id)).map((c) => c.slug)).toEqual(['small']);
     } finally {
       await store.close();
     }

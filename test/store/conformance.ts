@@ -354,6 +354,22 @@ export function runStoreConformance(backend: StoreBackend): void {
       await expect(fx.store.addComment({ itemId: 'nope', author: 'a', body: 'b' })).rejects.toMatchObject({ code: 'not_found' });
       await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
     });
+
+    it('storage health and upkeep (DESIGN §16.6, §16.7): a refused write is no storage problem; a checkpoint empties the log where there is one', async () => {
+      await item('H-1');
+      expect(fx.store.storageProblem()).toBeNull();
+      await expect(fx.store.updateItem('nope', { title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
+      expect(fx.store.storageProblem()).toBeNull();
+      const before = await fx.store.walBytes();
+      const after = await fx.store.checkpoint();
+      if (before === null) {
+        expect(after).toBeNull(); // Postgres: the server keeps its own log
+      } else {
+        expect(before).toBeGreaterThan(0);
+        expect(after).toBe(0);
+        expect(await fx.store.walBytes()).toBe(0);
+      }
+    });
   });
 
   describe(`${backend.name}: store.transaction (DESIGN §16.21)`, () => {

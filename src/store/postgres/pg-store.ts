@@ -139,9 +139,32 @@ export class PgStore implements S.Store {
     return bound;
   }
 
+  private problem: string | null = null;
+
+  /** Runs one call; a connection or disk error sets `storageProblem`, any success clears it. */
   private async run<T>(fn: (ctx: PgContext) => Promise<T>): Promise<T> {
-    await this.ready;
-    return fn(this.ctx);
+    try {
+      await this.ready;
+      const r = await fn(this.ctx);
+      this.problem = null;
+      return r;
+    } catch (err) {
+      this.problem = pgStorageProblem(err) ?? this.problem;
+      throw err;
+    }
+  }
+
+  storageProblem() {
+    return this.problem;
+  }
+
+  /** Nothing to do: the server checkpoints its own log (DESIGN §16.7 is about SQLite's file). */
+  async checkpoint() {
+    return null;
+  }
+
+  async walBytes() {
+    return null;
   }
 
   async now() {
@@ -376,4 +399,19 @@ export class PgStore implements S.Store {
   async deleteDecisions(ids: readonly number[]) {
     return this.run((c) => retention.deleteDecisions(c, ids));
   }
+}
+
+/**
+ * The storage problem a Postgres error shows (DESIGN §16.6 /healthz), or null for any other error:
+ * socket errors and SQLSTATE classes 08 (connection exception) and 57P (shutdown) mean the server
+ * cannot be reached; 53100 is a full disk.
+ */
+export function pgStorageProblem(err: unknown): string | null {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (code === '53100') return 'disk full';
+  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|EHOSTUNREACH)$/.test(code) || code.startsWith('08') || code.startsWith('57P')) return 'database unreachable';
+  const message = typeof e?.message === 'string' ? e.message : '';
+  if (/Connection terminated|timeout exceeded when trying to connect/i.test(message)) return 'database unreachable';
+  return null;
 }

@@ -2,8 +2,8 @@ import Database from 'better-sqlite3';
 import { count, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import { existsSync } from 'node:fs';
-import { BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
+import { existsSync, statSync } from 'node:fs';
+import { STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
 
@@ -26,6 +26,8 @@ export interface SqliteHealth {
   migrationsPending: number;
   /** Job rows by state, when the queue could be read. */
   queue: { owed: number; parked: number } | null;
+  /** Size of `<path>-wal`, bytes (0 when absent; DESIGN §16.7). */
+  walBytes: number;
   /** Why the file could not be opened or read (an error code or class name, never row data). */
   error: string | null;
 }
@@ -43,13 +45,14 @@ export function checkSqliteHealth(path: string): SqliteHealth {
     migrationsApplied: 0,
     migrationsPending: known.length,
     queue: null,
+    walBytes: walFileBytes(path),
     error: null,
   };
   if (!out.exists || path === ':memory:') return out;
   let client: Database.Database | undefined;
   try {
     client = new Database(path, { readonly: true, fileMustExist: true });
-    client.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
     const db = drizzle({ client, schema });
     // `verdict_migrations`, or on a file no newer version has opened yet, Verdict's rows of the
     // legacy `__drizzle_migrations` (the next open copies them over).
@@ -77,4 +80,13 @@ export function checkSqliteHealth(path: string): SqliteHealth {
     client?.close();
   }
   return out;
+}
+
+function walFileBytes(path: string): number {
+  if (path === ':memory:') return 0;
+  try {
+    return statSync(`${path}-wal`).size;
+  } catch {
+    return 0;
+  }
 }

@@ -1,10 +1,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { and, asc, count, eq, gt, isNull } from 'drizzle-orm';
 import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
 import { advanceCollectionOwes } from './collection-owe.js';
-import type { SqliteContext } from './context.js';
+import { retryBusy, type SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
 import * as reservations from './spend-reservations.js';
 import * as drift from './drift.js';
@@ -35,33 +36,84 @@ export interface SqliteStoreOptions {
   clock?: Clock;
   /** Fresh ids. @defaultValue crypto.randomUUID */
   newId?: () => string;
-  /** How long a statement waits for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (10 000) */
+  /** How long a statement waits (blocking) for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (100) */
   busyTimeoutMs?: number;
+  /** How long a call keeps retrying SQLITE_BUSY (awaited waits), ms. @defaultValue BUSY_DEADLINE_MS (60 000) */
+  busyDeadlineMs?: number;
 }
 
 /**
  * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed). Every
  * statement runs synchronously inside; methods return promises so the runner sees the same
- * interface as on Postgres.
+ * interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
+ * (DESIGN §16.6): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
+ * another process's long write lock delays the call without holding the event loop. A method
+ * added here is covered by being `async`.
  */
 export class SqliteStore implements S.Store {
   readonly ctx: SqliteContext;
   /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
   readonly mutex: ConnectionMutex = { held: null };
   private readonly ownsConnection: boolean;
+  private readonly path: string;
 
   /** Opens the file (or wraps `connection`) and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
     this.ownsConnection = !opts.connection;
+    this.path = opts.connection ? opts.connection.name : sqlitePathFromUrl(opts.url);
     this.ctx = {
       db: opts.connection
         ? wrapSqlite(opts.connection, { migrate: opts.migrate })
-        : openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate }),
+        : openSqlite(this.path, { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
       newToken: () => randomBytes(16).toString('hex'),
+      storage: { problem: null, gate: Promise.resolve() },
     };
+    // Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
+    // transaction first, then retries SQLITE_BUSY. Calls on a transaction's own handle are not
+    // retried: it holds the write lock already, and queueing them behind calls that wait for that
+    // transaction would deadlock. `this` stays the caller (the store or a transaction handle).
+    const self = this as unknown as Record<string, unknown>;
+    const ctx = this.ctx;
+    for (const name of BUSY_RETRIED_METHODS) {
+      const fn = self[name] as (...a: unknown[]) => Promise<unknown>;
+      self[name] = function (this: { [TX_STATE]?: unknown }, ...args: unknown[]) {
+        if (this[TX_STATE]) return fn.apply(this, args);
+        return retryBusy(ctx, () => fn.apply(this, args), opts.busyDeadlineMs);
+      };
+    }
+  }
+
+  storageProblem() {
+    return this.ctx.storage.problem;
+  }
+
+  /**
+   * `wal_checkpoint(TRUNCATE)` (DESIGN §16.7): copies the write-ahead log into the database and
+   * truncates it to zero bytes when no reader still needs it; with a reader on an old snapshot it
+   * copies what it can and the WAL keeps its size until a later checkpoint. Waits at most the busy
+   * timeout for other writers. @returns the WAL's size after it, bytes.
+   */
+  async checkpoint() {
+    const before = this.walSize();
+    if (before === null || before === 0) return before; // nothing to copy: no lock taken
+    this.ctx.db.$client.pragma('wal_checkpoint(TRUNCATE)');
+    return this.walSize();
+  }
+
+  async walBytes() {
+    return this.walSize();
+  }
+
+  private walSize(): number | null {
+    if (this.path === ':memory:') return null;
+    try {
+      return statSync(`${this.path}-wal`).size;
+    } catch {
+      return 0; // no WAL file: nothing written since the last close
+    }
   }
 
   /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
@@ -311,9 +363,15 @@ export class SqliteStore implements S.Store {
   }
 }
 
-// Every call waits while an async transaction holds the connection (the handle's own calls run).
-gateMethods(
-  SqliteStore.prototype,
-  Object.getOwnPropertyNames(SqliteStore.prototype).filter((n) => !['constructor', 'transaction', 'setRegistry'].includes(n)),
-  (self) => (self as SqliteStore).mutex,
+/**
+ * The store's async methods (every call but `close`, `transaction` and the synchronous helpers):
+ * each waits while an async transaction holds the connection (the handle's own calls run), and
+ * each retries SQLITE_BUSY with awaited waits (DESIGN §16.6; see the constructor). A method added
+ * to the class is covered by being `async`.
+ */
+const BUSY_RETRIED_METHODS = Object.getOwnPropertyNames(SqliteStore.prototype).filter(
+  (n) =>
+    !['constructor', 'transaction', 'close'].includes(n) &&
+    (SqliteStore.prototype as unknown as Record<string, { constructor?: { name?: string } }>)[n]?.constructor?.name === 'AsyncFunction',
 );
+gateMethods(SqliteStore.prototype, [...BUSY_RETRIED_METHODS, 'close'], (self) => (self as SqliteStore).mutex);

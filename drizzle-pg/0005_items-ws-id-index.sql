@@ -1,0 +1,1 @@
+CREATE INDEX "items_ws_id_idx" ON "items" USING btree ("workspace_id","id");
