@@ -38,7 +38,7 @@ import { apiKeyProblem } from '../config.js';
  * It uses plain `fetch`, not the `openai` package: one POST needs no client, the job's AbortSignal
  * and the attempt timeout go straight to the request (body read included), and the error body text
  * that decides the response-format fallback is at hand. The SDK's value (its retries) would be
- * switched off anyway (STACK §4).
+ * switched off anyway (our own retry policy runs instead, DESIGN §9).
  */
 
 /** Prompt-template version of this provider; part of every question fingerprint (DESIGN §4). */

@@ -214,7 +214,7 @@ export const MAX_TOKENS_PER_QUESTION = 48;
 export const MAX_TOKENS_PER_NAME = 24;
 /** Per question when `explain` (tokens): one short sentence. */
 export const MAX_TOKENS_PER_RATIONALE = 200;
-/** Upper bound (tokens): stays well under the SDK's non-streaming limit of about 21k (STACK §3). */
+/** Upper bound (tokens): stays well under the SDK's non-streaming limit of about 21k. */
 export const MAX_TOKENS_CAP = 16_000;
 
 /** `max_tokens` for one call: a base plus a margin per question (and per option/level), in tokens. */

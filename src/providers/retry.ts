@@ -91,7 +91,7 @@ export interface ProviderLogger {
 const noop = () => {};
 export const silentLogger: ProviderLogger = { debug: noop, info: noop, warn: noop, error: noop };
 
-/** Time and randomness seams, so tests never sleep on a backoff (CONVENTIONS: small habits). */
+/** Time and randomness seams, so tests never sleep on a backoff (DESIGN §14). */
 export interface RetryRuntime {
   /** Waits `ms`, rejecting with `signal.reason` as soon as the signal aborts. */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
@@ -218,7 +218,7 @@ export async function withRetries<T>(
   try {
     return await pRetry(attempt, {
       retries: policy.maxAttempts - 1,
-      // The waits are computed and slept in onFailedAttempt (Retry-After needs it: STACK §3), so
+      // The waits are computed and slept in onFailedAttempt (Retry-After needs it, DESIGN §9), so
       // p-retry's own delay is zero.
       minTimeout: 0,
       maxTimeout: 0,

@@ -7,7 +7,7 @@ import { waitFor } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * DESIGN §16.6, issue 9 part 4: a drain never holds the event loop. Real `verdict worker`
+ * DESIGN §16.6: a drain never holds the event loop. Real `verdict worker`
  * processes from the built dist, with the event-loop probe (test/harness/loop-probe.mjs)
  * preloaded: its 20 ms timer must never wait through more than 100 ms of the worker's own work
  * while the worker drains jobs that resolve without a real wait (a 0 ms fake provider; answers

@@ -7,7 +7,7 @@ import { waitFor } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * DESIGN §16.6, issue 9 part 5: another process holds `BEGIN IMMEDIATE` while a real worker
+ * DESIGN §16.6: another process holds `BEGIN IMMEDIATE` while a real worker
  * process (built dist) records evaluations. /healthz answers every probe within 1 s, says
  * `degraded` (503) with the reason while the lock is held and `ok` after it; every job completes,
  * every answer is stored once. On the old code the worker sat in SQLite's 10 s busy handler, so

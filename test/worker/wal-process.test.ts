@@ -12,7 +12,7 @@ import { parsePromText, sampleValue } from '../harness/prom-text.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * DESIGN §16.7, issue 9 part 6: with an outside reader holding a read transaction, a real worker
+ * DESIGN §16.7: with an outside reader holding a read transaction, a real worker
  * process (built dist) drains and its write-ahead log grows; once the reader lets go, the worker's
  * `wal_checkpoint(TRUNCATE)` (here every 500 ms via --wal-checkpoint-ms, 60 s by default) brings
  * the file back down. The old code never truncated it: the file kept its peak until the worker
