@@ -8,7 +8,7 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // Reporters run in array order, so the counts line closes the log (STACK.md §5).
+    // Reporters run in array order, so the counts line closes the log (CI reads it).
     reporters: ['default', './test/harness/counts-reporter.ts'],
   },
 });
