@@ -4,13 +4,16 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../src/cli/program.js';
+import { beadsCommentSchema, beadsDependencySchema, beadsRowSchema } from '../src/importers/beads-format.js';
 
 /**
  * The user-facing docs stay true to the CLI and the tree: every `verdict <command>` that
  * docs/guide.md or README.md shows is a command of the real program (`buildProgram`, the same
  * program `dist/cli/main.js` runs), with its subcommand and every `--flag` it passes known to that
  * command or to the global options; every relative link of README.md and docs/guide.md names a file
- * that exists, and a `#anchor` on a Markdown link names a heading of its target.
+ * that exists, and a `#anchor` on a Markdown link names a heading of its target; the guide's beads
+ * import tables list exactly the fields of the importer's zod schemas (DESIGN §15), each as
+ * required or optional as the schema has it.
  */
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -188,5 +191,48 @@ describe('the docs link only to files that exist', () => {
     expect(slug('Reliability: what the worker does when things go wrong')).toBe('reliability-what-the-worker-does-when-things-go-wrong');
     expect(slug('Embedding Verdict')).toBe('embedding-verdict');
     expect(slug('16. Amendments (newest word: where they differ from §1–15, these win)')).toBe('16-amendments-newest-word-where-they-differ-from-115-these-win');
+  });
+});
+
+// ------------------------------------------------------------------ the import format
+
+/**
+ * The field tables of the guide's beads section, in order (the line, a dependency, a comment):
+ * field name → required ("yes") or not.
+ */
+function importTables(md: string): Map<string, boolean>[] {
+  const section = md.slice(md.indexOf('## Importing a beads tracker'), md.indexOf('### What a line can fail on'));
+  const tables: Map<string, boolean>[] = [];
+  let current: Map<string, boolean> | null = null;
+  for (const line of section.split('\n')) {
+    const row = /^\| `([a-z_]+)` \|[^|]*\| (yes|optional) \|/.exec(line);
+    if (row) {
+      if (!current) tables.push((current = new Map()));
+      current.set(row[1], row[2] === 'yes');
+    } else if (!line.startsWith('|')) current = null;
+  }
+  return tables;
+}
+
+/** A zod object's keys → required (does it refuse `undefined`?). */
+function schemaFields(schema: { shape: Record<string, { safeParse(v: unknown): { success: boolean } }> }): Map<string, boolean> {
+  return new Map(Object.entries(schema.shape).map(([k, v]) => [k, !v.safeParse(undefined).success]));
+}
+
+describe('the guide documents the beads import format as the code reads it', () => {
+  const tables = importTables(readFileSync(join(ROOT, 'docs/guide.md'), 'utf8'));
+
+  it('has one table for a line, a dependency and a comment', () => {
+    expect(tables).toHaveLength(3);
+  });
+
+  it.each([
+    ['a line', 0, beadsRowSchema],
+    ['a dependency', 1, beadsDependencySchema],
+    ['a comment', 2, beadsCommentSchema],
+  ] as const)('%s: every field of the schema, and only those, with the right required-ness', (_name, i, schema) => {
+    const doc = Object.fromEntries([...(tables[i] ?? new Map()).entries()].sort());
+    const code = Object.fromEntries([...schemaFields(schema as never).entries()].sort());
+    expect(doc).toEqual(code);
   });
 });
