@@ -102,6 +102,48 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
     expect(refs).toEqual(['OUT']);
   });
 
+  it('a call on the store itself from inside its own transaction callback is refused, never a deadlock', async () => {
+    const { ws, col } = await open();
+    await expect(
+      v.store.transaction(async () => {
+        await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'WRONG', title: 'on the store, not on tx' });
+      }),
+    ).rejects.toMatchObject({ code: 'transaction_misuse' });
+    await expect(v.store.transaction(async () => v.store.transaction(async () => undefined))).rejects.toMatchObject({ code: 'transaction_misuse' });
+    expect(count('items')).toBe(0);
+    // The store is usable again afterwards.
+    await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'AFTER', title: 'after' });
+    expect(count('items')).toBe(1);
+  });
+
+  it("an in-process worker never writes inside a transaction the host opened itself: a host ROLLBACK loses no answer and re-asks nothing", async () => {
+    t = tempDir();
+    host = new Database(join(t.dir, 'host.db'));
+    host.exec('CREATE TABLE host_audit (id INTEGER PRIMARY KEY, note TEXT NOT NULL)');
+    const due = [defineQuestionSet({ name: 'triage', quietPeriodMs: 0, questions: { blocked: noul('Is the item blocked on something outside the team?') } })];
+    v = await createVerdict({ database: { sqlite: host }, sets: due, provider: 'fake' });
+    const ws = await v.store.createWorkspace({ slug: 'acme' });
+    const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
+    for (let i = 1; i <= 6; i++) await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `T-${i}`, title: `Task ${i}` });
+    expect(count('decision_jobs')).toBe(6);
+
+    host.exec('BEGIN IMMEDIATE');
+    host.prepare('INSERT INTO host_audit (note) VALUES (?)').run('rolled back');
+    await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'ROLLED', title: 'rolled back' });
+    const worker = v.worker({ concurrency: 2 });
+    let outcomes = 0;
+    worker.on('outcome', () => outcomes++);
+    const drained = worker.runUntilIdle();
+    for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5)); // the worker gets many turns of the loop
+    const outcomesWhileOpen = outcomes;
+    host.exec('ROLLBACK');
+    await drained;
+
+    expect(outcomesWhileOpen).toBe(0); // it waited for the host's transaction instead of writing inside it
+    const calls = (host.prepare('SELECT coalesce(sum(calls), 0) AS n FROM decision_spend').get() as { n: number }).n;
+    expect([count('host_audit'), count('items'), count('item_decisions'), calls, count('decision_jobs')]).toEqual([0, 6, 6, 6, 0]);
+  });
+
   it('a transaction handle used after its transaction ended is refused', async () => {
     const { ws, col } = await open();
     let leaked: Parameters<Parameters<Verdict['store']['transaction']>[0]>[0] | undefined;

@@ -1,4 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type Database from 'better-sqlite3';
 import { VerdictError } from '../../errors.js';
 import { BUSY_DEADLINE_MS, BUSY_RETRY_BASE_MS, BUSY_RETRY_MAX_MS, isBusy, storageProblemOf, type SqliteContext } from './context.js';
 
@@ -47,22 +49,74 @@ export async function whenFree<T>(m: ConnectionMutex, op: () => T): Promise<Awai
 }
 
 /**
+ * Thrown when code inside a `store.transaction` callback calls the store itself instead of the
+ * callback's `tx`: the store's calls wait for that very transaction to end, so the call could
+ * never run (a deadlock that would also stall an in-process worker).
+ */
+export class TransactionMisuse extends VerdictError {
+  readonly code = 'transaction_misuse';
+  constructor() {
+    super('inside store.transaction(fn), call the doors on fn\'s tx argument, not on the store: the store waits for this transaction to end');
+    this.name = 'TransactionMisuse';
+  }
+}
+
+/** The transaction whose callback is running in this async context (see TransactionMisuse). */
+const txScope = new AsyncLocalStorage<TxState>();
+
+/** Polling interval while a host's own transaction holds the connection, ms: 2 doubling to 100. */
+const HOST_TX_POLL_MIN_MS = 2;
+const HOST_TX_POLL_MAX_MS = 100;
+
+/**
+ * Runs `op` once the host's own transaction on the connection (a `BEGIN` it issued itself on a
+ * `{ sqlite: db }` connection) has ended. The check and `op` run in the same microtask.
+ */
+async function whenHostTxEnds<T>(client: Database.Database, op: () => T): Promise<Awaited<T>> {
+  for (let wait = HOST_TX_POLL_MIN_MS; client.inTransaction; wait = Math.min(wait * 2, HOST_TX_POLL_MAX_MS)) await sleep(wait);
+  return op() as Awaited<T>;
+}
+
+/** How `gateMethods` finds a store's connection state. */
+export interface GateAccess {
+  mutexOf(self: object): ConnectionMutex;
+  clientOf(self: object): Database.Database;
+}
+
+/**
  * Wraps every method of `proto` named in `names` so that a call on the store waits while an async
  * transaction holds the connection, and a call on a transaction handle (an object carrying
  * `TX_STATE`) runs at once. With no transaction open a call runs synchronously as before, so the
  * single-statement paths (the claim, an outcome) keep their cost.
+ *
+ * Methods named in `ownWrites` (the worker's queue, answer, spend and operations writes, never a
+ * tracker door) also wait while the connection is inside a transaction the host opened itself
+ * (`BEGIN` on a shared `{ sqlite: db }` connection): run inside it, they would commit or roll back
+ * with the host's work, and a host ROLLBACK would throw away answers already paid for and re-owe
+ * finished jobs. A tracker door called then joins the host's transaction, as documented.
+ * @throws TransactionMisuse (as a rejected promise) for a call on the store from inside its own
+ * `store.transaction` callback.
  */
-export function gateMethods(proto: object, names: readonly string[], mutexOf: (self: object) => ConnectionMutex): void {
+export function gateMethods(proto: object, names: readonly string[], ownWrites: ReadonlySet<string>, access: GateAccess): void {
   const p = proto as Record<string, (...args: unknown[]) => unknown>;
   for (const name of names) {
     const orig = p[name];
     if (typeof orig !== 'function') continue;
+    const waitsForHost = ownWrites.has(name);
     p[name] = function (this: object & { [TX_STATE]?: TxState }, ...args: unknown[]) {
       const tx = this[TX_STATE];
       if (tx) return tx.done ? Promise.reject(new TransactionClosed()) : orig.apply(this, args);
-      const m = mutexOf(this);
-      if (!m.held) return orig.apply(this, args);
-      return whenFree(m, () => orig.apply(this, args));
+      const m = access.mutexOf(this);
+      if (m.held) {
+        const scope = txScope.getStore();
+        if (scope && !scope.done) return Promise.reject(new TransactionMisuse());
+        return whenFree(m, () => (waitsForHost && access.clientOf(this).inTransaction ? whenHostTxEnds(access.clientOf(this), () => orig.apply(this, args)) : orig.apply(this, args)));
+      }
+      if (waitsForHost) {
+        const client = access.clientOf(this);
+        if (client.inTransaction) return whenHostTxEnds(client, () => orig.apply(this, args));
+      }
+      return orig.apply(this, args);
     };
   }
 }
@@ -80,6 +134,8 @@ export async function runAsyncTransaction<S extends object, T>(
   mutex: ConnectionMutex,
   fn: (tx: S) => Promise<T>,
 ): Promise<T> {
+  const scope = txScope.getStore();
+  if (mutex.held && scope && !scope.done) throw new TransactionMisuse();
   while (mutex.held) await mutex.held;
   let release!: () => void;
   mutex.held = new Promise<void>((r) => (release = r)); // taken in the microtask that saw it free
@@ -92,7 +148,7 @@ export async function runAsyncTransaction<S extends object, T>(
     else await beginImmediate(ctx);
     let result: T;
     try {
-      result = await fn(handle);
+      result = await txScope.run(state, () => fn(handle));
     } catch (err) {
       if (client.inTransaction) {
         if (nested) client.exec('ROLLBACK TO verdict_tx; RELEASE verdict_tx');

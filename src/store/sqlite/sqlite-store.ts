@@ -4,6 +4,7 @@ import { and, asc, count, eq, gt, isNull } from 'drizzle-orm';
 import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
+import { TRACKER_STORE_METHODS } from '../store.js';
 import { advanceCollectionOwes } from './collection-owe.js';
 import { retryBusy, type SqliteContext } from './context.js';
 import * as decisions from './decisions.js';
@@ -374,4 +375,9 @@ const BUSY_RETRIED_METHODS = Object.getOwnPropertyNames(SqliteStore.prototype).f
     !['constructor', 'transaction', 'close'].includes(n) &&
     (SqliteStore.prototype as unknown as Record<string, { constructor?: { name?: string } }>)[n]?.constructor?.name === 'AsyncFunction',
 );
-gateMethods(SqliteStore.prototype, [...BUSY_RETRIED_METHODS, 'close'], (self) => (self as SqliteStore).mutex);
+gateMethods(
+  SqliteStore.prototype,
+  [...BUSY_RETRIED_METHODS, 'close'],
+  new Set(BUSY_RETRIED_METHODS.filter((n) => !(TRACKER_STORE_METHODS as readonly string[]).includes(n))),
+  { mutexOf: (self) => (self as SqliteStore).mutex, clientOf: (self) => (self as SqliteStore).ctx.db.$client },
+);
