@@ -10,6 +10,7 @@ import { estimateTokens, type Provider, type Usage } from '../providers/provider
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
+import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
 import { VerdictError } from '../errors.js';
 
@@ -352,6 +353,18 @@ async function sendChunk(
 export const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
 
 /**
+ * How long a provider-driven deferral waits, ms: the provider's reset time, held between the
+ * backoff's base and cap (30 s to 1 h, DESIGN §3). The provider already waited out short resets
+ * inside the attempt (p-retry honours Retry-After up to its cap), so a `retry-after: 0` after that
+ * must not bring the job straight back (measured: 765 requests in 300 s for 6 jobs, cycling hot
+ * until the 21st defer counted); and one reply must not hide a job for years (`retry-after:
+ * 99999999`, or an HTTP-date in 9999, deferred jobs by 3 years and 8,000 years).
+ */
+export function providerDeferMs(resetMs: number): number {
+  return Math.min(Math.max(resetMs, BACKOFF_BASE_MS), BACKOFF_CAP_MS);
+}
+
+/**
  * Maps an error from a call to an outcome (DESIGN §3, §16.3, §16.4).
  *
  * A ProviderUnavailable defers (no attempt counted) only for a 429 or a Retry-After above the
@@ -387,8 +400,8 @@ export function classify(err: unknown, signal: AbortSignal, retryAfterCapMs: num
   if (err instanceof ProviderUnavailable) {
     const reason = `${err.code}${err.status ? ` ${err.status}` : ''}`;
     const after = err.retryAfterMs;
-    if (err.rateLimited) return { kind: 'defer', delayMs: after ?? RATE_LIMIT_DEFAULT_DEFER_MS, reason };
-    if (after !== undefined && after > retryAfterCapMs) return { kind: 'defer', delayMs: after, reason };
+    if (err.rateLimited) return { kind: 'defer', delayMs: providerDeferMs(after ?? RATE_LIMIT_DEFAULT_DEFER_MS), reason };
+    if (after !== undefined && after > retryAfterCapMs) return { kind: 'defer', delayMs: providerDeferMs(after), reason };
     return after !== undefined ? { kind: 'fail', reason, retryAfterMs: after } : { kind: 'fail', reason };
   }
   if (err instanceof SchemaRejected) return { kind: 'schema_rejected', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };

@@ -90,11 +90,20 @@ describe('classify (DESIGN §16.3)', () => {
   const signal = new AbortController().signal;
   const un = (o: ConstructorParameters<typeof ProviderUnavailable>[1]) => new ProviderUnavailable('x', o);
   it('defers a 429 and a Retry-After above the cap; fails a 5xx with a Retry-After at or under the cap, carrying it', () => {
-    expect(classify(un({ status: 429, rateLimited: true, retryAfterMs: 1000 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 1000 });
+    expect(classify(un({ status: 429, rateLimited: true, retryAfterMs: 45_000 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 45_000 });
     expect(classify(un({ status: 503, retryAfterMs: 30_001 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 30_001 });
     expect(classify(un({ status: 503, retryAfterMs: 30_000 }), signal, 30_000)).toEqual({ kind: 'fail', reason: 'provider_unavailable 503', retryAfterMs: 30_000 });
     expect(classify(un({ status: 529, retryAfterMs: 0 }), signal, 30_000)).toMatchObject({ kind: 'fail', retryAfterMs: 0 });
     expect(classify(un({ status: 500 }), signal, 30_000)).toEqual({ kind: 'fail', reason: 'provider_unavailable 500' });
+  });
+
+  it('a provider deferral waits at least the backoff base and at most its cap, whatever the reset time says', () => {
+    // retry-after: 0 (or a past HTTP-date) after the attempt's own retries: not straight back.
+    expect(classify(un({ status: 429, rateLimited: true, retryAfterMs: 0 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 30_000 });
+    expect(classify(un({ status: 429, rateLimited: true, retryAfterMs: 1000 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 30_000 });
+    // retry-after: 99999999, or an HTTP-date in the year 9999: one reply never hides a job past an hour.
+    expect(classify(un({ status: 529, retryAfterMs: 99_999_999_000 }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 3_600_000 });
+    expect(classify(un({ status: 429, rateLimited: true, retryAfterMs: Date.UTC(9999, 11, 31) - Date.now() }), signal, 30_000)).toMatchObject({ kind: 'defer', delayMs: 3_600_000 });
   });
 
   it('a fail waits for the longer of the backoff and the Retry-After', async () => {
@@ -119,6 +128,7 @@ describe('bounded defers through the runner (DESIGN §16.3)', () => {
     const fx = await makeFixture([attentionSet]);
     try {
       const item = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row;
+      // retry-after 1 s: each deferral still waits the 30 s floor (providerDeferMs).
       const fake = new FakeProvider({ faults: Array.from({ length: DEFER_LIMIT + 3 }, () => ({ status: 429, retryAfterMs: 1_000 })) });
       const opts = runnerOptions(fx, fake);
       const signal = new AbortController().signal;
@@ -130,10 +140,10 @@ describe('bounded defers through the runner (DESIGN §16.3)', () => {
         fx.clock.set(j.notBefore);
       }
       expect(DEFER_LIMIT).toBe(20);
-      expect(trail.slice(0, DEFER_LIMIT)).toEqual(Array.from({ length: DEFER_LIMIT }, (_, i) => `defer/applied attempts=0 defers=${i + 1} due=1000`));
+      expect(trail.slice(0, DEFER_LIMIT)).toEqual(Array.from({ length: DEFER_LIMIT }, (_, i) => `defer/applied attempts=0 defers=${i + 1} due=30000`));
       // The 21st: the attempt counts, the count resets, backoff(1) = 30 s.
       expect(trail[DEFER_LIMIT]).toBe('defer/failed attempts=1 defers=0 due=30000');
-      expect(trail[DEFER_LIMIT + 1]).toBe('defer/applied attempts=1 defers=1 due=1000');
+      expect(trail[DEFER_LIMIT + 1]).toBe('defer/applied attempts=1 defers=1 due=30000');
       const s = await statusReport(fx.store);
       expect(s.failingSets.map((f) => f.set)).toEqual(['attention']);
     } finally {
