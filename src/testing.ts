@@ -13,9 +13,10 @@ export { FakeOpenAIServer, type CompletionOptions } from './testing/fake-openai-
 export type { RecordedRequest, Reply, Handler } from './testing/fake-server-core.js';
 
 /**
- * Starts a fake Anthropic Messages API on 127.0.0.1 and a free port; pass its `url` as the
- * provider's base URL (`VERDICT_ANTHROPIC_BASE_URL`). By default it answers every question with
- * a valid answer; `script()` queues faults. Call `close()` when done.
+ * Starts a fake Anthropic Messages API on 127.0.0.1 and a free port. Point the real provider at it
+ * through `createVerdict`'s `env`: `{ provider: 'anthropic', env: { ANTHROPIC_BASE_URL: server.url,
+ * ANTHROPIC_API_KEY: 'test' } }` (the CLI: the same two environment variables). By default it
+ * answers every question with a valid answer; `script()` queues faults. Call `close()` when done.
  */
 export function startFakeAnthropicServer(): Promise<FakeAnthropicServer> {
   return FakeAnthropicServer.start();

@@ -9,7 +9,7 @@ import { createProvider } from '../providers/create.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/run-once.js';
-import { TRACKER_STORE_METHODS, type ItemRow, type Store, type TrackerStore, type VerdictStore, type WorkspaceRow } from '../store/store.js';
+import { toStoreError, TRACKER_STORE_METHODS, type ItemRow, type Store, type TrackerStore, type VerdictStore, type WorkspaceRow } from '../store/store.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';
 import { readerOn } from './reader.js';
@@ -30,6 +30,13 @@ export interface VerdictOptions {
    * are empty, DESIGN §9), or a Provider object. @defaultValue 'none'
    */
   provider?: ProviderName | Provider;
+  /**
+   * Where `'anthropic'` and `'openai'` read their settings (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+   * VERDICT_MODEL, VERDICT_OPENAI_BASE_URL, ...), instead of the process environment; a test points
+   * the provider at `verdict/testing`'s fake server with
+   * `{ ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test' }`. @defaultValue process.env
+   */
+  env?: Readonly<Record<string, string | undefined>>;
   /** A pino logger. @defaultValue silent */
   logger?: Logger;
   /** Apply migrations at open; false leaves them to `verdict migrate`. @defaultValue true */
@@ -243,10 +250,10 @@ export interface Verdict {
 }
 
 /** Resolves the `provider` option. @throws ConfigError / ProviderMisconfigured as the CLI would. */
-function resolveProvider(p: VerdictOptions['provider'], logger: Logger): Provider | null {
+function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: VerdictOptions['env'] = process.env): Provider | null {
   if (p === undefined || p === 'none') return null;
   if (typeof p === 'object') return p;
-  return createProvider(loadConfig({ provider: p }, process.env), logger);
+  return createProvider(loadConfig({ provider: p }, env as NodeJS.ProcessEnv), logger);
 }
 
 /**
@@ -259,7 +266,7 @@ function resolveProvider(p: VerdictOptions['provider'], logger: Logger): Provide
 export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const logger = options.logger ?? silentLogger;
   const registry = buildRegistry(options.configFile, options.sets ?? productionSets());
-  const provider = resolveProvider(options.provider, logger);
+  const provider = resolveProvider(options.provider, logger, options.env);
   // With no provider the doors owe nothing (DESIGN §9 "none"); any provider owes the registry's sets.
   const inner: Store = openStoreOn(options.database, writeRegistryFor(provider ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
   try {
@@ -271,7 +278,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const workers = new Set<VerdictWorker>();
 
   const facade = {} as Record<string, unknown>;
-  for (const name of TRACKER_STORE_METHODS) facade[name] = (inner[name] as (...a: unknown[]) => unknown).bind(inner);
+  for (const name of TRACKER_STORE_METHODS) facade[name] = mappingErrors(inner, name);
   facade.transaction = <T>(fn: (tx: TrackerStore) => Promise<T>) => inner.transaction((tx) => fn(trackerOnly(tx)));
   facade.joinTransaction = (host: unknown) => {
     const join = (inner as { joinTransaction?: (h: unknown) => TrackerStore }).joinTransaction;
@@ -281,7 +288,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
 
   const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
 
-  const reader: VerdictReader = {
+  const readers: { item: VerdictReader['item']; flags: VerdictReader['flags'] } = {
     async item(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -295,6 +302,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       return (await readerOn(inner, registry, provider ?? 'none', logger)).workspaceFlags(ws.id, set, opts.threshold);
     },
+  };
+  // Driver errors reach the host as Verdict's (toStoreError), like the store's.
+  const reader: VerdictReader = {
+    item: (ref, opts) => readers.item(ref, opts).catch((err) => Promise.reject(toStoreError(err))),
+    flags: (set, opts) => readers.flags(set, opts).catch((err) => Promise.reject(toStoreError(err))),
   };
 
   return {
@@ -337,10 +349,26 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   };
 }
 
+/**
+ * `s[name]` bound to `s`, with driver errors mapped to Verdict's (toStoreError: Conflict,
+ * StoreFailure), so a host branches on `code` alone. Errors a host's own callback throws inside
+ * `transaction` are not touched: only the doors are wrapped.
+ */
+function mappingErrors(s: TrackerStore, name: (typeof TRACKER_STORE_METHODS)[number]): (...a: unknown[]) => Promise<unknown> {
+  const fn = s[name] as (...a: unknown[]) => Promise<unknown>;
+  return async (...args: unknown[]) => {
+    try {
+      return await fn.apply(s, args);
+    } catch (err) {
+      throw toStoreError(err);
+    }
+  };
+}
+
 /** The TrackerStore methods of `s` only, bound to it: a transaction handle exposes nothing internal. */
 function trackerOnly(s: TrackerStore): TrackerStore {
   const out = {} as Record<string, unknown>;
-  for (const name of TRACKER_STORE_METHODS) out[name] = (s[name] as (...a: unknown[]) => unknown).bind(s);
+  for (const name of TRACKER_STORE_METHODS) out[name] = mappingErrors(s, name);
   out.transaction = (fn: (tx: TrackerStore) => Promise<unknown>) => (s as Store).transaction(fn);
   return Object.freeze(out) as unknown as TrackerStore;
 }

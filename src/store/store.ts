@@ -671,6 +671,60 @@ export class NotFound extends VerdictError {
   }
 }
 
+/**
+ * Thrown by a tracker door when the write would break a uniqueness rule (a workspace slug, a
+ * collection slug in its workspace, an item ref in its workspace, a fixed id): nothing was written.
+ * The message names the table and columns, never a value.
+ */
+export class Conflict extends VerdictError {
+  readonly code = 'conflict';
+  constructor(readonly constraint: string) {
+    super(`already exists: ${constraint}`);
+    this.name = 'Conflict';
+  }
+}
+
+/**
+ * Thrown by a tracker door or read when the database could not do it: the store is closed, the
+ * server is unreachable, the disk is full, or another driver error. `driverCode` is the driver's
+ * own code (`SQLITE_FULL`, `ECONNREFUSED`, a SQLSTATE) for diagnosis; the driver error is `cause`.
+ */
+export class StoreFailure extends VerdictError {
+  readonly code = 'store_failure';
+  constructor(
+    message: string,
+    readonly driverCode: string | null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'StoreFailure';
+  }
+}
+
+/**
+ * Maps an error from a store call to one of Verdict's (DESIGN §16.21: every error a host sees
+ * extends VerdictError): a unique violation (SQLite `SQLITE_CONSTRAINT_UNIQUE` or
+ * `SQLITE_CONSTRAINT_PRIMARYKEY`, Postgres SQLSTATE 23505) becomes Conflict; any other driver or
+ * runtime error becomes StoreFailure with the driver's code. Verdict's own errors pass unchanged.
+ */
+export function toStoreError(err: unknown): VerdictError {
+  if (err instanceof VerdictError) return err;
+  const e = err as { code?: unknown; message?: unknown; constraint?: unknown; table?: unknown };
+  const code = typeof e.code === 'string' ? e.code : null;
+  const message = typeof e.message === 'string' ? e.message : String(err);
+  if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+    return new Conflict(message.replace(/^UNIQUE constraint failed: /, '').replace(/^PRIMARY KEY constraint failed: /, ''));
+  }
+  if (code === '23505') return new Conflict(typeof e.constraint === 'string' ? e.constraint : 'a unique constraint');
+  if (/connection is not open|pool after calling end|Client was closed/i.test(message)) {
+    return new StoreFailure('the store is closed (verdict.close() was called)', code, { cause: err });
+  }
+  // SQLite's messages name tables and columns, never values, so they are kept; other drivers'
+  // (Postgres' can quote an input value) are left to `cause`.
+  const detail = code?.startsWith('SQLITE_') ? `: ${message}` : '';
+  return new StoreFailure(`the database failed: ${code ?? (err as Error)?.name ?? 'error'}${detail}`, code, { cause: err });
+}
+
 /** Thrown by a write door for bad input (fields not an object, unknown collection ...). */
 export class InvalidWrite extends VerdictError {
   readonly code = 'invalid_write';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { choice, createVerdict, defineQuestionSet, noul, VerdictError, type OutcomeEvent, type Verdict } from '../../src/index.js';
-import { FakeProvider } from '../../src/testing.js';
+import { FakeProvider, startFakeAnthropicServer } from '../../src/testing.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /** The README "Embedding Verdict" flow against the source entry (CI also runs it from the packed tarball). */
@@ -112,5 +112,42 @@ describe('createVerdict', () => {
     expect(err).toBeInstanceOf(VerdictError);
     expect((err as VerdictError).code).toBe('not_found');
     expect(() => defineQuestionSet({ name: '' })).toThrow(expect.objectContaining({ code: 'invalid_question_set' }));
+  });
+
+  it("provider 'anthropic' with env pointing at verdict/testing's fake server: the real provider answers through it, process.env untouched", async () => {
+    const server = await startFakeAnthropicServer();
+    const before = process.env.ANTHROPIC_BASE_URL;
+    try {
+      v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'anthropic', env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' } });
+      await seed(v);
+      const summary = await v.worker({ concurrency: 1 }).runUntilIdle();
+      expect(summary.outcomes).toEqual({ complete: 1 });
+      expect(server.requests.length).toBeGreaterThanOrEqual(1);
+      const read = await v.reader.item('T-1', { workspace: 'acme' });
+      expect(read?.decisions.map((d) => d.provider)).toEqual(['anthropic', 'anthropic']);
+      expect(process.env.ANTHROPIC_BASE_URL).toBe(before);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a driver error reaches the host as a VerdictError: a duplicate slug or ref is conflict, a closed store is store_failure', async () => {
+    v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'fake' });
+    const ws = await v.store.createWorkspace({ slug: 'acme' });
+    const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
+    await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'x' });
+    const dupSlug = await v.store.createWorkspace({ slug: 'acme' }).catch((e: unknown) => e);
+    expect(dupSlug).toBeInstanceOf(VerdictError);
+    expect(dupSlug).toMatchObject({ code: 'conflict', message: 'already exists: workspaces.slug' });
+    const dupRef = await v.store.transaction((tx) => tx.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'again' })).catch((e: unknown) => e);
+    expect(dupRef).toMatchObject({ code: 'conflict' });
+    expect(String((dupRef as Error).message)).not.toContain('again');
+    await v.close();
+    const closed = await v.store.createWorkspace({ slug: 'other' }).catch((e: unknown) => e);
+    expect(closed).toBeInstanceOf(VerdictError);
+    expect(closed).toMatchObject({ code: 'store_failure' });
+    const closedRead = await v.reader.item('T-1', { workspace: 'acme' }).catch((e: unknown) => e);
+    expect(closedRead).toMatchObject({ code: 'store_failure' });
+    v = undefined;
   });
 });
