@@ -3,7 +3,7 @@
  * `createVerdict`, the question constructors and `defineQuestionSet`, the production sets, the
  * error classes (all extending `VerdictError`, each with a stable `code`), and the row, outcome
  * and read types. Anything not exported here is internal and may change without notice.
- * test/public-api.test.ts pins this list; README "Embedding Verdict" documents it.
+ * test/api/public-api.test.ts pins this list; README "Embedding Verdict" documents it.
  */
 
 // ---------------------------------------------------------------- the factory
