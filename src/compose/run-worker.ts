@@ -72,6 +72,9 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
   });
+  // Jobs released because this worker stopped, and of them those whose provider call was cut off.
+  let releasedAtStop = 0;
+  let abortedCalls = 0;
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -86,6 +89,10 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     untilIdle: p.untilIdle,
     onOutcome: (r) => {
       metrics?.observe(r);
+      if (worker.signal.aborted && r.outcome.kind === 'release') {
+        releasedAtStop++;
+        if (r.stats.calls > 0) abortedCalls++;
+      }
       p.onOutcome?.(r);
     },
     onIdle: p.onIdle,
@@ -142,12 +149,30 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
         pruneIntervalMs: p.cfg.pruneIntervalMs,
         retentionHistoryMs: p.cfg.retentionHistoryMs,
       });
+  let summary: WorkerSummary | null = null;
   try {
-    return await worker.run();
+    summary = await worker.run();
+    return summary;
   } finally {
     await heartbeat.stop();
     await server?.close();
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw
     await background;
+    if (summary) {
+      // The last line of a worker's log: what it did, and what its stop cut short (DESIGN §10).
+      p.logger.info(
+        {
+          claimed: summary.claimed,
+          outcomes: summary.outcomes,
+          calls: summary.calls,
+          answersStored: summary.answersStored,
+          inputTokens: summary.inputTokens,
+          outputTokens: summary.outputTokens,
+          releasedAtStop,
+          abortedCalls,
+        },
+        'worker stopped',
+      );
+    }
   }
 }
