@@ -28,7 +28,7 @@ const SURFACING_WORDS: Record<DecisionView['surfacing'], string> = {
  * `[stale: question_changed]` (the surfacing class is added only where it says something the
  * status does not: a stale answer still surfaced while its re-ask is owed).
  */
-export function describe(d: DecisionView): string {
+export function describeDecision(d: DecisionView): string {
   const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
   const surfacing = SURFACING_WORDS[d.surfacing];
   const tail = surfacing === '' ? '' : d.current ? `, ${surfacing}` : `; ${surfacing} until its re-ask`;
@@ -105,7 +105,7 @@ export function registerShowCommand(program: Command): void {
         const lines = [`${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`, `  id ${item.id}, seq ${item.seq}`];
         const [heading, ...notAsked] = decisionsHeading(decisions.length, applicability, reader.enabled);
         lines.push(heading);
-        for (const d of decisions) lines.push(describe(d));
+        for (const d of decisions) lines.push(describeDecision(d));
         lines.push(...notAsked);
         lines.push(...clipNotes(clips));
         const now = await store.now();
