@@ -176,9 +176,10 @@ export async function waitUntilDrained(url: string, timeoutMs: number): Promise<
 
 /**
  * A fresh, empty database on the server of `adminUrl` (a test file's or a benchmark run's own);
- * `drop` removes it, closing any connection still open on it.
+ * `drop` removes it, closing any connection still open on it. `icuLocale` (e.g. `en-US`) makes its
+ * default collation linguistic, as most installed servers' is, instead of the test server's C.
  */
-export async function createDatabase(adminUrl: string, prefix = 'verdict_t'): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(adminUrl: string, prefix = 'verdict_t', opts: { icuLocale?: string } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = async (text: string) => {
     const c = new pg.Client({ connectionString: adminUrl });
@@ -189,7 +190,7 @@ export async function createDatabase(adminUrl: string, prefix = 'verdict_t'): Pr
       await c.end();
     }
   };
-  await admin(`CREATE DATABASE ${name}`);
+  await admin(opts.icuLocale ? `CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${opts.icuLocale.replace(/'/g, '')}'` : `CREATE DATABASE ${name}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };

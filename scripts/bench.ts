@@ -10,6 +10,7 @@ import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL } from '../src/store/store.js';
 import { Worker } from '../src/worker/worker.js';
 import { answerRate, checkDrain, createDatabase, ROOT, seedJobs, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
+import { BenchArgsError, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchQueuePath } from './bench-queue.js';
 
 /**
@@ -30,11 +31,15 @@ import { benchQueuePath } from './bench-queue.js';
  * VERDICT_TEST_PG_URL, or it starts one with scripts/pg-test-server.sh and stops it after.
  */
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const only = (args.find((a) => a.startsWith('--only='))?.slice(7) ?? args[args.indexOf('--only') + 1] ?? 'a,b,c,d,e')
-  .split(',')
-  .filter((p) => /^[a-e]$/.test(p));
+let parsed: BenchArgs;
+try {
+  parsed = parseBenchArgs(process.argv.slice(2));
+} catch (err) {
+  if (!(err instanceof BenchArgsError)) throw err;
+  process.stderr.write(`bench: ${err.message}\n`);
+  process.exit(2);
+}
+const { quick, parts: only } = parsed;
 
 interface Line {
   part: string;
@@ -210,7 +215,7 @@ async function partE(): Promise<void> {
   }
 }
 
-const parts: Record<string, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE };
+const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE };
 say(`verdict bench${quick ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
 for (const p of only) await parts[p]();
 say('\nsummary');

@@ -70,7 +70,7 @@ const env = {
   VERDICT_PROVIDER: 'anthropic',
   ANTHROPIC_API_KEY: 'sk-test-storm',
   ANTHROPIC_BASE_URL: server.url,
-  VERDICT_LOG_LEVEL: 'info',
+  VERDICT_LOG_LEVEL: 'debug',
   VERDICT_TICK_MS: '1000',
 };
 

@@ -71,7 +71,7 @@ export interface WorkerProcess {
 function spawnDist(root: string, args: string[]): WorkerProcess {
   const child = spawn(process.execPath, [join(root, 'dist/cli/main.js'), ...args], {
     cwd: root,
-    env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '' },
+    env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'debug', ANTHROPIC_API_KEY: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

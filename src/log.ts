@@ -1,4 +1,5 @@
 import { pino, type Logger, type DestinationStream } from 'pino';
+import pinoPretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -38,16 +39,10 @@ export function createLogger(level = 'info', destination?: DestinationStream, op
       base: { service: 'verdict' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      ...(pretty
-        ? {
-            transport: {
-              target: 'pino-pretty',
-              options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', destination: opts.prettyFd ?? 1 },
-            },
-          }
-        : {}),
     },
-    pretty ? undefined : destination,
+    // Pretty lines are written synchronously, in this thread (not a transport worker): on a
+    // terminal they land in order with what the command prints (a progress bar, its summary).
+    pretty ? pinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', destination: opts.prettyFd ?? 1, sync: true }) : destination,
   );
 }
 

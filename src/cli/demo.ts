@@ -106,7 +106,7 @@ export function registerDemoCommand(program: Command): void {
         out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`);
         for (const t of top) out(`  ${t.ref.padEnd(12)} ${Object.entries(t.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ')}`);
         // Reads judge currency against the configured provider, so the hint names the demo's.
-        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`export VERDICT_DATABASE_URL=${cfg.databaseUrl} VERDICT_PROVIDER=${provider.name}\`, then \`npm run verdict -- show ${top[0]?.ref ?? 'REF'}\``);
+        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`export VERDICT_DATABASE_URL=${cfg.databaseUrl} VERDICT_PROVIDER=${provider.name}\`, then \`npx verdict show ${top[0]?.ref ?? 'REF'}\``);
       } finally {
         await provider.close?.();
         await store.close();

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { parseLossless } from '../decision/canonical-json.js';
 import type { ItemPatch } from '../store/store.js';
-import { buildRegistry, configFrom, openStore, resolveWorkspace, UsageError } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+import { readerFor } from './reader.js';
 
 /**
  * Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the
@@ -17,6 +18,22 @@ export function parseFieldAssignment(s: string): [string, unknown] {
   } catch {
     return [s.slice(0, eq), raw];
   }
+}
+
+/**
+ * What an edit made stale, for a person: the answers about the item itself (its jobs, counted
+ * above, re-ask them) and the answers about other items whose question the edit changed (a
+ * convention edit: the drift sweep re-asks them). See DecisionReader.staleWatch.
+ */
+export function staleLines(ref: string, s: { itemAnswers: number; questionAnswers: number; changedQuestions: string[] }): string[] {
+  const out: string[] = [];
+  if (s.itemAnswers > 0) out.push(`  ${s.itemAnswers} answers about ${ref} went stale (its state changed); the jobs owed re-ask them`);
+  if (s.questionAnswers > 0 || s.changedQuestions.length > 0) {
+    const keys = s.changedQuestions.length > 5 ? `${s.changedQuestions.slice(0, 5).join(', ')} and ${s.changedQuestions.length - 5} more` : s.changedQuestions.join(', ');
+    out.push(`  ${s.questionAnswers} answers about other items went stale: their question changed (${keys}); the drift sweep re-asks them`);
+  }
+  if (out.length === 0) out.push('  no stored answer went stale');
+  return out;
 }
 
 /**
@@ -43,7 +60,8 @@ export function registerEditCommand(program: Command): void {
       ) => {
         if (opts.content !== undefined && opts.append !== undefined) throw new UsageError('give --content or --append, not both');
         const cfg = configFrom(cmd);
-        const store = openStore(cfg, buildRegistry(cfg), { mustExist: true });
+        const registry = buildRegistry(cfg);
+        const store = openStore(cfg, registry, { mustExist: true });
         try {
           const ws = await resolveWorkspace(store, opts.workspace);
           const item = await store.getItemByRef(ws.id, ref);
@@ -62,6 +80,7 @@ export function registerEditCommand(program: Command): void {
             }
             patch.setFields = setFields;
           }
+          const watch = await (await readerFor(cfg, store, registry, loggerFor(cfg))).staleWatch(ws.id, item.id);
           let owed = 0;
           let changed = false;
           if (Object.keys(patch).length) {
@@ -74,7 +93,9 @@ export function registerEditCommand(program: Command): void {
             owed += r.owed;
             changed = true;
           }
-          process.stdout.write(`${ref}: ${changed ? 'changed' : 'unchanged (nothing to write)'}; ${owed} jobs owed\n`);
+          const lines = [`${ref}: ${changed ? 'changed' : 'unchanged (nothing to write)'}; ${owed} jobs owed`];
+          if (changed) lines.push(...staleLines(ref, await watch.madeStale()));
+          process.stdout.write(`${lines.join('\n')}\n`);
         } finally {
           await store.close();
         }

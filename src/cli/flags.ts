@@ -42,7 +42,8 @@ export function registerFlagsCommand(program: Command): void {
           process.stdout.write(`${JSON.stringify({ workspace: ws.slug, set: opts.set, failing, items: ranked }, null, 2)}\n`);
           return;
         }
-        const lines = [`${ranked.length} items flagged by ${opts.set} in ${ws.slug}${failing ? ' (some jobs of this set are failing: see `verdict status`)' : ''}`];
+        const shown = ranked.length > limit ? `; showing ${limit} of ${ranked.length} (--limit)` : '';
+        const lines = [`${ranked.length} items flagged by ${opts.set} in ${ws.slug}${shown}${failing ? ' (some jobs of this set are failing: see `verdict status`)' : ''}`];
         for (const r of ranked.slice(0, limit)) {
           const keys = Object.entries(r.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ');
           const item = await store.getItem(r.itemId);

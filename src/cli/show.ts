@@ -14,9 +14,42 @@ export function formatAnswer(a: Answer, confidence: number | null): string {
   return `${pickedLevel(a)} score=${a.score.toFixed(2)} (${(confidence ?? 0).toFixed(2)})`;
 }
 
-function describe(d: DecisionView): string {
+/** How a surfacing class reads after the status, or '' when the status already says it. */
+const SURFACING_WORDS: Record<DecisionView['surfacing'], string> = {
+  surfaced: 'surfaced',
+  below_threshold: 'below threshold',
+  // A non-current noul that does not surface: the status already says it is stale.
+  stale: '',
+  not_surfaced: '',
+};
+
+/**
+ * One decision line: `attention/waiting  p=0.82  [current, surfaced]  fake:m`, or
+ * `[stale: question_changed]` (the surfacing class is added only where it says something the
+ * status does not: a stale answer still surfaced while its re-ask is owed).
+ */
+export function describeDecision(d: DecisionView): string {
   const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
-  return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)}  [${status}; ${d.surfacing}]  ${d.provider}:${d.model}`;
+  const surfacing = SURFACING_WORDS[d.surfacing];
+  const tail = surfacing === '' ? '' : d.current ? `, ${surfacing}` : `; ${surfacing} until its re-ask`;
+  return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)}  [${status}${tail}]  ${d.provider}:${d.model}`;
+}
+
+/**
+ * The decisions heading and the sets that will not ask the item, with why:
+ * `decisions: none: no set applies (attention, effort: item is terminal (status: closed))`
+ * rather than "none yet" for an item that will never be asked.
+ */
+export function decisionsHeading(count: number, applicability: ReadonlyArray<{ questionSet: string; applies: boolean; reason: string | null }>, enabled: boolean): string[] {
+  if (!enabled) return ['decisions: none (decisions are off: provider none)'];
+  const notApplying = new Map<string, string[]>();
+  for (const a of applicability) if (!a.applies) notApplying.set(a.reason ?? '', [...(notApplying.get(a.reason ?? '') ?? []), a.questionSet]);
+  const why = [...notApplying].map(([reason, sets]) => `${sets.join(', ')}: ${reason}`);
+  const anyApplies = applicability.some((a) => a.applies);
+  if (count > 0) return ['decisions:', ...why.map((w) => `  not asked now: ${w}`)];
+  if (applicability.length === 0) return ['decisions: none (no question set reads this collection)'];
+  if (!anyApplies) return [`decisions: none: no set applies (${why.join('; ')})`];
+  return ['decisions: none yet', ...why.map((w) => `  not asked: ${w}`)];
 }
 
 /**
@@ -55,12 +88,14 @@ export function registerShowCommand(program: Command): void {
         const reader = await readerFor(cfg, store, registry, logger);
         const decisions = await reader.decisions(item.id);
         const clips = await reader.stateClips(item.id);
+        const applicability = await reader.setApplicability(item.id);
         const jobs = await store.listJobs({ itemId: item.id });
         if (opts.json) {
           // lossless-json's stringify: the fields keep their number literals (DESIGN §16.10).
           const doc = {
             item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) },
             decisions,
+            sets: applicability,
             stateClips: clips.map((c) => ({ questionSet: c.questionSet, ...c.clips, note: describeClips(c.clips) })),
             jobs,
           };
@@ -68,8 +103,10 @@ export function registerShowCommand(program: Command): void {
           return;
         }
         const lines = [`${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`, `  id ${item.id}, seq ${item.seq}`];
-        lines.push(decisions.length ? 'decisions:' : 'decisions: none yet');
-        for (const d of decisions) lines.push(describe(d));
+        const [heading, ...notAsked] = decisionsHeading(decisions.length, applicability, reader.enabled);
+        lines.push(heading);
+        for (const d of decisions) lines.push(describeDecision(d));
+        lines.push(...notAsked);
         lines.push(...clipNotes(clips));
         const now = await store.now();
         for (const j of jobs) {

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import type { BackfillCursor } from '../runner/backfill.js';
+import { SPEND_ABORTED } from '../runner/evaluate.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
@@ -31,7 +32,9 @@ export interface SpendWindow {
   costUsd: number;
   unpriced: string[];
   byModel: Array<{ provider: string; model: string; calls: number; inputTokens: number; outputTokens: number; costUsd: number | null; note: string | null }>;
-  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number }>;
+  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number; abortedCalls: number }>;
+  /** Calls cut off by a worker's own stop or reload (spend outcome `aborted`), counted apart from failures. */
+  abortedCalls: number;
 }
 
 /** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
@@ -57,7 +60,7 @@ export interface StatusReport {
 }
 
 function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
-  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [] };
+  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0 };
   const models = new Map<string, SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }>();
   const sets = new Map<string, SpendWindow['bySet'][number]>();
   for (const r of rows) {
@@ -74,11 +77,14 @@ function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
     m.cacheReadTokens += r.cacheReadTokens;
     m.cacheWriteTokens += r.cacheWriteTokens;
     models.set(mk, m);
-    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0 };
+    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0 };
     s.calls += r.calls;
     s.inputTokens += r.inputTokens;
     s.outputTokens += r.outputTokens;
-    if (r.outcome !== 'ok') s.failedCalls += r.calls;
+    if (r.outcome === SPEND_ABORTED) {
+      s.abortedCalls += r.calls;
+      w.abortedCalls += r.calls;
+    } else if (r.outcome !== 'ok') s.failedCalls += r.calls;
     sets.set(r.questionSet, s);
   }
   for (const [mk, m] of models) {
@@ -161,7 +167,8 @@ function spendLine(label: string, w: SpendWindow): string[] {
   const cost = w.unpriced.length ? `${formatUsd(w.costUsd)} + unpriced (${w.unpriced.join(', ')})` : formatUsd(w.costUsd);
   const lines = [
     `spend, ${label} (since ${utcHour(w.sinceHour)}): ${n(w.calls)} calls, ${n(w.inputTokens)} input / ${n(w.outputTokens)} output tokens` +
-      `${w.cacheReadTokens || w.cacheWriteTokens ? `, cache ${n(w.cacheReadTokens)} read / ${n(w.cacheWriteTokens)} write` : ''}, estimated cost ${cost}`,
+      `${w.cacheReadTokens || w.cacheWriteTokens ? `, cache ${n(w.cacheReadTokens)} read / ${n(w.cacheWriteTokens)} write` : ''}, estimated cost ${cost}` +
+      `${w.abortedCalls ? ` (${n(w.abortedCalls)} of the calls aborted by a worker stop or reload)` : ''}`,
   ];
   for (const m of w.byModel) {
     lines.push(`  ${`${m.provider}:${m.model}`.padEnd(32)} ${n(m.calls).padStart(7)} calls  ${formatUsd(m.costUsd).padStart(9)}${m.note ? `  (${m.note})` : ''}`);

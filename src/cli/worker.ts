@@ -4,6 +4,7 @@ import type { Store } from '../store/store.js';
 import { runWorker as runLibraryWorker, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
+import { drainProgress } from './progress.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
 
 export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
@@ -75,6 +76,12 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   }
 }
 
+/** Jobs claimable at this moment (due plus in flight): the progress bar's starting total. */
+async function claimableNow(store: Store): Promise<number> {
+  const q = await store.queueStats();
+  return q.owedDue + q.inFlight;
+}
+
 /** Prints what is left after `--until-idle`: jobs waiting (backoff, debounce), parked, and the next due time. */
 export async function printLeftover(store: Store, out: (s: string) => void): Promise<void> {
   const q = await store.queueStats();
@@ -104,7 +111,14 @@ export function registerWorkerCommand(program: Command): void {
       };
       try {
         await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
-        const summary = await runWorker({ cfg, store, registry: current.registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true, reload });
+        // A drain on a terminal draws a progress bar on stdout; its summary below is printed last.
+        const progress = opts.untilIdle ? drainProgress(await claimableNow(store), logger) : null;
+        let summary: WorkerSummary;
+        try {
+          summary = await runWorker({ cfg, store, registry: current.registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true, reload, onOutcome: progress?.tick });
+        } finally {
+          progress?.stop();
+        }
         if (opts.untilIdle) {
           process.stdout.write(
             `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,

@@ -76,6 +76,9 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   });
   // Started just before the slots run (below), so a failed start-up leaves no timer behind.
   let walUpkeep: ReturnType<typeof startWalUpkeep> | null = null;
+  // Jobs released because this worker stopped, and of them those whose provider call was cut off.
+  let releasedAtStop = 0;
+  let abortedCalls = 0;
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -90,6 +93,10 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     untilIdle: p.untilIdle,
     onOutcome: (r) => {
       metrics?.observe(r);
+      if (worker.signal.aborted && r.outcome.kind === 'release') {
+        releasedAtStop++;
+        if (r.stats.calls > 0) abortedCalls++;
+      }
       p.onOutcome?.(r);
     },
     onIdle: p.onIdle,
@@ -149,8 +156,10 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       });
   const upkeepStop = new AbortController();
   walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
+  let summary: WorkerSummary | null = null;
   try {
-    return await worker.run();
+    summary = await worker.run();
+    return summary;
   } finally {
     upkeepStop.abort();
     await walUpkeep.stop();
@@ -158,5 +167,21 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     await server?.close();
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw
     await background;
+    if (summary) {
+      // The last line of a worker's log: what it did, and what its stop cut short (DESIGN §10).
+      p.logger.info(
+        {
+          claimed: summary.claimed,
+          outcomes: summary.outcomes,
+          calls: summary.calls,
+          answersStored: summary.answersStored,
+          inputTokens: summary.inputTokens,
+          outputTokens: summary.outputTokens,
+          releasedAtStop,
+          abortedCalls,
+        },
+        'worker stopped',
+      );
+    }
   }
 }

@@ -47,3 +47,30 @@ export function appliesNow(set: QuestionSet, item: ItemRow, collection: Collecti
   const fields = parseFields(item.fields);
   return set.eligible.every((r) => ruleHolds(r, item, collection, fields));
 }
+
+/**
+ * Why a set does not apply to the item now, in words for a person (`verdict show`), or null when
+ * it applies (exactly when `appliesNow` is true). The first failing condition is named, in the
+ * order `appliesNow` checks them (DESIGN §7 step 3): the collection, then each eligibility rule,
+ * e.g. `item is terminal (status: closed)`. Never quotes item text beyond field names and values.
+ */
+export function whyNotApplies(set: QuestionSet, item: ItemRow, collection: CollectionRow): string | null {
+  if (set.collections.length > 0 && !set.collections.includes(collection.slug)) {
+    return `collection "${collection.slug}" is not one the set reads (${set.collections.join(', ')})`;
+  }
+  const fields = parseFields(item.fields);
+  for (const rule of set.eligible) {
+    if (ruleHolds(rule, item, collection, fields)) continue;
+    if (rule === 'notSystem') return `collection "${collection.slug}" is a system collection`;
+    if (rule === 'tracksWork') return `collection "${collection.slug}" does not track work (tracks_work: false)`;
+    if (rule === 'notTerminal') {
+      const defs = Array.isArray(collection.schema?.fields) ? collection.schema.fields : [];
+      const def = defs.find((d) => d?.terminal_options?.includes(fields[d.key] as string));
+      return def ? `item is terminal (${def.key}: ${String(fields[def.key])})` : 'item is terminal';
+    }
+    const have = JSON.stringify(plain(fields[rule.field] ?? null));
+    const want = 'equals' in rule ? JSON.stringify(rule.equals) : `one of ${rule.in.map((v) => JSON.stringify(v)).join(', ')}`;
+    return `field ${rule.field} is ${have}; the set asks only when it is ${want}`;
+  }
+  return null;
+}

@@ -13,7 +13,7 @@ import { setTargets } from '../decision/set-states.js';
 import { changedParts, isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
-import { appliesNow } from '../decision/eligibility.js';
+import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 
 /**
@@ -259,6 +259,84 @@ export class DecisionReader {
       if (isClipped(clips)) out.push({ questionSet: set.name, clips });
     }
     return out.sort((a, b) => cmp(a.questionSet, b.questionSet));
+  }
+
+  /**
+   * Every set registered for the item's collection, sorted by name, with whether it applies to
+   * the item now and, when it does not, why in words (`item is terminal (status: closed)`,
+   * `item is deleted`; eligibility.ts whyNotApplies, DESIGN §7 step 3). A set that does not apply
+   * is never asked, so `show` can say so instead of "none yet". [] when decisions are off or the
+   * item does not exist.
+   */
+  async setApplicability(itemId: string): Promise<Array<{ questionSet: string; applies: boolean; reason: string | null }>> {
+    if (!this.ctx) return [];
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded) return [];
+    const gone = loaded.item.deletedAt !== null ? 'item is deleted' : loaded.collection.deletedAt !== null ? `collection "${loaded.collection.slug}" is deleted` : null;
+    return this.registry
+      .setsFor(loaded.collection.slug)
+      .map((set) => {
+        const reason = gone ?? whyNotApplies(set, loaded.item, loaded.collection);
+        return { questionSet: set.name, applies: reason === null, reason };
+      })
+      .sort((a, b) => cmp(a.questionSet, b.questionSet));
+  }
+
+  /**
+   * Takes a snapshot before a write to `itemId` (in `workspaceId`) so that `madeStale()`, called
+   * after the write, can say which stored answers the write made stale, truthfully and without
+   * re-judging the whole workspace:
+   * - `itemAnswers`: answers about the item itself that were current before and are not after
+   *   (its own state moved); the write's owed jobs re-ask them;
+   * - `questionAnswers`: answers about any other item of the workspace whose question changed
+   *   under the write (a convention edit rewords `conv:<ref>`, DESIGN §6): the latest answer of
+   *   each (item, set, key) that was asked the old wording now reads `question_changed` (or
+   *   `question_removed` when the write retired the question), and the drift sweep re-asks it
+   *   (DESIGN §8). `changedQuestions` lists those keys as `set/key`.
+   * Costs the questions of each registered set resolved twice, the item's decisions read twice,
+   * and, only when a question changed, one read of that set's rows in the workspace.
+   * All counts are 0 when decisions are off (provider `none`).
+   */
+  async staleWatch(workspaceId: string, itemId: string): Promise<{ madeStale(): Promise<{ itemAnswers: number; questionAnswers: number; changedQuestions: string[] }> }> {
+    const ctx = this.ctx;
+    if (!ctx) return { madeStale: async () => ({ itemAnswers: 0, questionAnswers: 0, changedQuestions: [] }) };
+    const fingerprints = async (): Promise<Map<string, Map<string, string> | null>> => {
+      const out = new Map<string, Map<string, string> | null>();
+      for (const set of this.registry.all()) {
+        const qs = await this.questions(set, workspaceId);
+        out.set(set.name, qs === null ? null : new Map(Object.entries(qs).map(([k, q]) => [k, questionFingerprint(q, ctx)])));
+      }
+      return out;
+    };
+    const currentKeys = async () => new Set((await this.decisions(itemId)).filter((d) => d.current).map((d) => `${d.questionSet}\u0000${d.questionKey}`));
+    const before = await fingerprints();
+    const currentBefore = await currentKeys();
+    return {
+      madeStale: async () => {
+        const after = await fingerprints();
+        const currentAfter = await currentKeys();
+        const itemAnswers = [...currentBefore].filter((k) => !currentAfter.has(k)).length;
+        let questionAnswers = 0;
+        const changedQuestions: string[] = [];
+        for (const set of this.registry.all()) {
+          const old = before.get(set.name);
+          const now = after.get(set.name);
+          if (!old || now === null || now === undefined) continue; // unreadable either side: nothing claimed
+          const changed = new Map([...old].filter(([k, fp]) => now.get(k) !== fp));
+          if (changed.size === 0) continue;
+          changedQuestions.push(...[...changed.keys()].map((k) => `${set.name}/${k}`));
+          const latest = new Map<string, DecisionRow>();
+          for (const r of await this.store.listWorkspaceDecisions(workspaceId, set.name)) {
+            if (r.itemId !== itemId) latest.set(`${r.itemId}\u0000${r.questionKey}`, r); // oldest first: the last one wins
+          }
+          for (const r of latest.values()) {
+            const key = set.perComment ? splitCommentKey(r.questionKey)?.key : r.questionKey;
+            if (key !== undefined && changed.get(key) === r.questionHash) questionAnswers++;
+          }
+        }
+        return { itemAnswers, questionAnswers, changedQuestions: changedQuestions.sort() };
+      },
+    };
   }
 
   /** The same as `decisions`, without the keys a set lists as unsurfaced. */

@@ -303,7 +303,9 @@ async function sendChunk(
       stats.outputTokens += usage.outputTokens;
       stats.cacheReadTokens += usage.cacheReadTokens;
       stats.cacheWriteTokens += usage.cacheWriteTokens;
-      await spend.settle(err instanceof AnswerDefect ? 'defect' : outcomeLabel(outcome), usage);
+      // A call cut off by our own stop (SIGTERM, reload) is spend of its own kind, `aborted`:
+      // neither a provider failure nor a billed answer (DESIGN §10 shutdown).
+      await spend.settle(err instanceof AnswerDefect ? 'defect' : deps.signal.aborted && outcome.kind === 'release' ? SPEND_ABORTED : outcomeLabel(outcome), usage);
     }
     return outcome;
   }
@@ -409,6 +411,9 @@ export function classify(err: unknown, signal: AbortSignal, retryAfterCapMs: num
   if (err instanceof ProviderError) return { kind: 'refuse', reason: err.code }; // AnswerDefect
   return { kind: 'fail', reason: `unexpected: ${errCode(err)}` };
 }
+
+/** The spend outcome of a call aborted by this process's own stop or reload (decision_spend.outcome). */
+export const SPEND_ABORTED = 'aborted';
 
 function outcomeLabel(o: EvalOutcome): string {
   return o.kind === 'refuse' ? 'refused' : o.kind === 'fail' ? 'unavailable' : o.kind;

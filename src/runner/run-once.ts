@@ -134,12 +134,15 @@ export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOu
 
 /**
  * One spend line per evaluation that made a call (DESIGN §7 step 7), and one line for every
- * outcome other than complete. Ids, counts and outcomes only.
+ * outcome other than complete. Ids, counts and outcomes only. Per-job lines are at debug (a reask
+ * of thousands of items must not print thousands of lines at the default level; the totals are in
+ * the worker's summary, `status` and /metrics); a park, a misconfigured provider and a rejected
+ * schema are warnings, since each needs a person.
  */
 function logReport(logger: Logger, r: RunReport, ref: string | undefined): void {
   const base = { set: r.claim.questionSet, workspaceId: r.claim.workspaceId, itemId: r.claim.itemId, ref };
   if (r.stats.calls > 0) {
-    logger.info(
+    logger.debug(
       {
         ...base,
         questions: r.stats.questions,
@@ -153,7 +156,7 @@ function logReport(logger: Logger, r: RunReport, ref: string | undefined): void 
     );
   }
   if (r.outcome.kind !== 'complete') {
-    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected' ? 'warn' : 'info';
+    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected' ? 'warn' : 'debug';
     logger[level]({ ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts }, 'job outcome');
   } else {
     logger.debug({ ...base, outcome: 'complete', reason: r.outcome.reason, recorded: r.recorded }, 'job outcome');

@@ -22,7 +22,7 @@ const PINO_KEYS = ['level', 'time', 'service', 'msg'];
 describe('logs', () => {
   it('one spend line per evaluation that made a call, with exactly the fields DESIGN §7 names', async () => {
     const it1 = await item('T-1');
-    const { logger, records } = captureLog('info');
+    const { logger, records } = captureLog('debug');
     await drainNow(runnerOptions(fx, new FakeProvider(), { logger }));
     const spend = records().filter((r) => r.msg === 'spend');
     expect(spend).toHaveLength(1);
@@ -30,16 +30,24 @@ describe('logs', () => {
       [...PINO_KEYS, 'set', 'workspaceId', 'ref', 'itemId', 'questions', 'calls', 'inputTokens', 'outputTokens', 'truncated', 'outcome'].sort(),
     );
     expect(spend[0]).toMatchObject({ set: 'attention', workspaceId: fx.ws.id, ref: 'T-1', itemId: it1.id, questions: 3, calls: 1, truncated: false, outcome: 'complete' });
-    // A complete outcome is not logged at info; only the spend line is.
-    expect(records().filter((r) => r.msg === 'job outcome')).toHaveLength(0);
+    expect(spend[0].level).toBe(20);
   });
 
-  it('a log line for every outcome other than complete: drop, refuse, fail, defer, park', async () => {
+  it('per-job lines are at debug: a drain logs none of them at info', async () => {
+    await item('T-1');
+    await item('T-2', 'closed'); // dropped
+    const { logger, records } = captureLog('info');
+    await drainNow(runnerOptions(fx, new FakeProvider(), { logger }));
+    expect(await fx.store.countDecisions()).toBeGreaterThan(0);
+    expect(records().filter((r) => r.msg === 'spend' || r.msg === 'job outcome')).toEqual([]);
+  });
+
+  it('a log line for every outcome other than complete: drop, refuse, fail, defer at debug; park at warn', async () => {
     await item('T-1', 'closed'); // drop
     await item('T-2'); // refused (400)
     await item('T-3'); // fails (503)
     await item('T-4'); // deferred (429)
-    const { logger, records } = captureLog('info');
+    const { logger, records } = captureLog('debug');
     const fake = new FakeProvider({ faults: [{ status: 400 }, { status: 503 }, { status: 429, retryAfterMs: 5_000 }] });
     await drainNow(runnerOptions(fx, fake, { logger }));
     const big = await item('T-5');
@@ -50,13 +58,13 @@ describe('logs', () => {
     expect(records().filter((r) => r.msg === 'spend' && r.ref === 'T-5')).toHaveLength(0);
     expect((await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === 'park')).toEqual([]);
     const outcomes = records()
-      .filter((r) => r.msg === 'job outcome')
+      .filter((r) => r.msg === 'job outcome' && r.outcome !== 'complete')
       .map((r) => [r.ref, r.outcome, r.level]);
     expect(outcomes).toEqual([
-      ['T-1', 'drop', 30],
-      ['T-2', 'refuse', 30],
-      ['T-3', 'fail', 30],
-      ['T-4', 'defer', 30],
+      ['T-1', 'drop', 20],
+      ['T-2', 'refuse', 20],
+      ['T-3', 'fail', 20],
+      ['T-4', 'defer', 20],
       ['T-5', 'park', 40],
     ]);
   });

@@ -107,8 +107,12 @@ export const TEST_PG_URL = process.env.VERDICT_TEST_PG_URL || undefined;
 
 export const PG_SKIP_REASON = 'VERDICT_TEST_PG_URL is not set: start a server with `eval "$(scripts/pg-test-server.sh start)"` (.ci/run does)';
 
-/** A fresh database on the real server for one test file; `drop` removes it. */
-export const createTestDatabase = (adminUrl: string) => createDatabase(adminUrl);
+/**
+ * A fresh database on the real server for one test file; `drop` removes it. Its default collation
+ * is ICU `en-US` (linguistic, like most installed servers'), not the test cluster's C, so a text
+ * sort that leans on the database collation lists in another order than SQLite and fails here.
+ */
+export const createTestDatabase = (adminUrl: string) => createDatabase(adminUrl, 'verdict_t', { icuLocale: 'en-US' });
 
 export function postgresBackend(adminUrl: string): StoreBackend {
   let db: { url: string; drop(): Promise<void> };

@@ -76,6 +76,39 @@ export function runStoreConformance(backend: StoreBackend): void {
   });
   afterEach(async () => fx.opened.cleanup());
 
+  describe(`${backend.name}: text sorts in byte order, as on every backend`, () => {
+    // Mixed case and non-ASCII: byte order (SQLite BINARY, Postgres COLLATE "C") puts upper case
+    // before lower case and accents last; a linguistic collation (en_US, ICU) would interleave them.
+    const names = ['b', 'Zeta', 'a', 'été', 'B', 'ä', 'Alpha', 'e'];
+    const byteOrder = [...names].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+
+    it('lists workspaces and collections by slug in byte order', async () => {
+      for (const n of names) {
+        const w = await fx.store.createWorkspace({ slug: `ws-${n}` });
+        await fx.store.createCollection({ workspaceId: fx.ws.id, slug: `c-${n}` });
+        expect(w.slug).toBe(`ws-${n}`);
+      }
+      const ws = (await fx.store.listWorkspaces()).map((w) => w.slug).filter((s) => s.startsWith('ws-'));
+      expect(ws).toEqual(byteOrder.map((n) => `ws-${n}`));
+      const cs = (await fx.store.listCollections(fx.ws.id)).map((c) => c.slug).filter((s) => s.startsWith('c-'));
+      expect(cs).toEqual(byteOrder.map((n) => `c-${n}`));
+    });
+
+    it('lists jobs and per-set counts by set name in byte order', async () => {
+      const sets = names.map((n) => defineQuestionSet({ name: `set-${n}`, questions: { k: noul('x') }, quietPeriodMs: 0 }));
+      await reopen(sets);
+      const ids = ['i-b', 'i-Zeta', 'i-a', 'i-été', 'i-B'];
+      for (const id of ids) await fx.store.createItem({ id, workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: id, title: id });
+      const stats = await fx.store.queueStats();
+      expect(stats.bySet.map((r) => r.questionSet).filter((s, i, a) => a.indexOf(s) === i)).toEqual(byteOrder.map((n) => `set-${n}`));
+      // Same priority and enqueue time (one clock): the item id breaks the tie.
+      const jobs = await fx.store.listJobs({ questionSet: 'set-a' });
+      expect(jobs).toHaveLength(ids.length);
+      const expected = [...jobs].sort((x, y) => x.priority - y.priority || x.enqueuedAt - y.enqueuedAt || Buffer.compare(Buffer.from(x.itemId), Buffer.from(y.itemId)));
+      expect(jobs.map((j) => j.itemId)).toEqual(expected.map((j) => j.itemId));
+    });
+  });
+
   describe(`${backend.name}: write doors owe jobs in the same transaction`, () => {
     it('a create owes one job per covering set, after the quiet period', async () => {
       const it1 = await item('T-1');

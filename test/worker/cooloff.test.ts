@@ -22,7 +22,7 @@ describe('cooling-off after a provider-wide error', () => {
     const sink = new Writable({ write: (c, _e, cb) => (lines.push(JSON.parse(String(c))), cb()) });
     const fake = new FakeProvider({ latencyMs: 30, faults: Array(8).fill({ status: 401 }) });
     const worker = new Worker({
-      store: fx.store, registry: fx.registry, provider: fake, logger: createLogger('info', sink), workerId: 'w',
+      store: fx.store, registry: fx.registry, provider: fake, logger: createLogger('debug', sink), workerId: 'w',
       concurrency: 4, tickMs: 20, leaseMs: 60_000, passLimit: 20, abandonLimit: 8,
     });
     const run = worker.run();

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { runBuiltCli } from '../harness/built-cli.js';
 import { ROOT, spawnCli, waitFor } from '../harness/cli-process.js';
 import { tempDir, TASK_SCHEMA } from '../harness/store-fixture.js';
 
@@ -88,6 +89,14 @@ describe('worker processes', () => {
     const jobs = q<{ attempts: number; claim_token: string | null }>('SELECT attempts, claim_token FROM decision_jobs WHERE item_id = ?', itemId);
     expect(jobs.length).toBeGreaterThan(0);
     for (const j of jobs) expect(j).toEqual({ attempts: 0, claim_token: null });
+    // The aborted call is spend of its own kind, not a provider failure (DESIGN §10 shutdown).
+    expect(q<{ outcome: string; calls: number }>('SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome')).toEqual([{ outcome: 'aborted', calls: 1 }]);
+    // The last log line says what the stop cut short.
+    const lines = a.stderr().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[lines.length - 1]).toMatchObject({ msg: 'worker stopped', claimed: 1, calls: 1, answersStored: 0, releasedAtStop: 1, abortedCalls: 1 });
+    const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as { spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } } };
+    expect(status.spend.last24h.abortedCalls).toBe(1);
+    expect(status.spend.last24h.bySet.map((s) => [s.failedCalls, s.abortedCalls])).toEqual([[0, 1]]);
   }, 60_000);
 
   it('a poison item that kills the worker every time parks after the abandon limit; every other job completes', async () => {

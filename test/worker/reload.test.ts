@@ -175,7 +175,7 @@ function logLines(stderr: string): Array<Record<string, any>> {
   return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 }
 
-const workerArgs = () => ['worker', '--database-url', file, '--env-vars-file', envFile, '--tick-ms', '50', '--concurrency', '1', '--lease-ms', '60000'];
+const workerArgs = () => ['worker', '--database-url', file, '--env-vars-file', envFile, '--tick-ms', '50', '--concurrency', '1', '--lease-ms', '60000', '--log-level', 'debug'];
 
 describe('SIGHUP reload of a worker process', () => {
   it('a valid new config: the provider is swapped (answers carry model B) and the in-flight job is released without an attempt', async () => {

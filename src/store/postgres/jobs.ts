@@ -247,7 +247,7 @@ export async function listJobs(ctx: PgContext, f: JobFilter): Promise<JobRow[]> 
     .select()
     .from(decisionJobs)
     .where(filterWhere(f, nowMs(ctx)))
-    .orderBy(decisionJobs.priority, decisionJobs.enqueuedAt, decisionJobs.itemId)
+    .orderBy(decisionJobs.priority, decisionJobs.enqueuedAt, sql`${decisionJobs.itemId} COLLATE "C"`)
     .limit(f.limit ?? 1000)) as JobRow[];
 }
 
@@ -292,7 +292,7 @@ export async function queueStats(ctx: PgContext): Promise<QueueStats> {
       tx,
       sql`
       SELECT question_set AS "questionSet", state, count(*)::int AS count FROM decision_jobs
-      GROUP BY question_set, state ORDER BY question_set, state`,
+      GROUP BY question_set, state ORDER BY question_set COLLATE "C", state COLLATE "C"`,
     );
     return {
       owedDue: c.due,

@@ -1,5 +1,5 @@
 import type { PGlite } from '@electric-sql/pglite';
-import { and, asc, count, eq, gt, isNull, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gt, isNull, sql, type SQL } from 'drizzle-orm';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
@@ -234,19 +234,21 @@ export class PgStore implements S.Store {
     return this.run((c) => doors.removeLink(c, id, opts));
   }
 
-  // tracker reads
+  // tracker reads. Listings sort text in byte order (COLLATE "C", SQLite's BINARY), so both stores
+  // list in the same order whatever the database's collation; id-order scans keep the primary
+  // key's order (its index), which callers only page through.
   async getWorkspaceBySlug(slug: string) {
     return this.run(async (c) => (await c.db.select().from(workspaces).where(eq(workspaces.slug, slug)))[0] ?? null);
   }
   async listWorkspaces() {
-    return this.run((c) => c.db.select().from(workspaces).orderBy(asc(workspaces.slug)));
+    return this.run((c) => c.db.select().from(workspaces).orderBy(sql`${workspaces.slug} COLLATE "C"`));
   }
   async getWorkspace(id: string) {
     return this.run(async (c) => (await c.db.select().from(workspaces).where(eq(workspaces.id, id)))[0] ?? null);
   }
   async listCollections(workspaceId: string) {
     return this.run(async (c) =>
-      (await c.db.select().from(collections).where(eq(collections.workspaceId, workspaceId)).orderBy(asc(collections.slug))).map(toCollectionRow),
+      (await c.db.select().from(collections).where(eq(collections.workspaceId, workspaceId)).orderBy(sql`${collections.slug} COLLATE "C"`)).map(toCollectionRow),
     );
   }
   async getItem(id: string) {

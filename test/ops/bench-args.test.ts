@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { BenchArgsError, parseBenchArgs } from '../../scripts/bench-args.js';
+
+/**
+ * `npm run bench` flags (scripts/bench-args.ts): `--quick` alone used to run no part at all
+ * (`args[indexOf('--only') + 1]` read `--quick` as the part list when `--only` was absent).
+ */
+describe('parseBenchArgs', () => {
+  it('--quick alone runs every part, shrunk', () => {
+    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, parts: ['a', 'b', 'c', 'd', 'e'] });
+  });
+
+  it('no flags run every part at full size', () => {
+    expect(parseBenchArgs([])).toEqual({ quick: false, parts: ['a', 'b', 'c', 'd', 'e'] });
+  });
+
+  it('--only takes its value in either spelling, in run order, without repeats', () => {
+    expect(parseBenchArgs(['--only', 'c,a', '--quick'])).toEqual({ quick: true, parts: ['a', 'c'] });
+    expect(parseBenchArgs(['--quick', '--only=e,e'])).toEqual({ quick: true, parts: ['e'] });
+  });
+
+  it.each([
+    [['--only', 'x'], /--only: got "x"/],
+    [['--only', 'a,'], /--only: got "a,"/],
+    [['--only'], /--only/],
+    [['--quik'], /--quik/],
+    [['a'], /positional|Unexpected argument/i],
+  ])('%j is an error naming the flag, never a silent empty run', (argv, message) => {
+    expect(() => parseBenchArgs(argv)).toThrow(BenchArgsError);
+    expect(() => parseBenchArgs(argv)).toThrow(message);
+  });
+});
