@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { importBeads, type ImportReport } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
-import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, UsageError } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, UsageError } from './common.js';
 
 /** A short human summary of an import report. */
 export function formatImportReport(r: ImportReport): string {
@@ -27,9 +27,7 @@ export function registerImportCommand(program: Command): void {
     .option('--json', 'print the report as JSON')
     .action(async (format: string, file: string, opts: { workspace: string; json?: boolean }, cmd: Command) => {
       if (format !== 'beads' && format !== 'conventions') {
-        process.stderr.write(`unknown format "${format}"; known: beads, conventions\n`);
-        process.exitCode = EXIT_USAGE;
-        return;
+        throw new UsageError(`unknown format "${format}"; known: beads, conventions`);
       }
       const cfg = configFrom(cmd);
       if (format === 'conventions') {

@@ -222,7 +222,7 @@ export function registerStatusCommand(program: Command): void {
     .action(async (opts: { json?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const registry = buildRegistry(cfg);
-      const store = openStore(cfg, registry, { mustExist: true });
+      const store = openStore(cfg, registry, { access: 'read' });
       try {
         const s = await statusReport(store);
         process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);

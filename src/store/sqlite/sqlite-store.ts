@@ -37,6 +37,10 @@ export interface SqliteStoreOptions {
   newId?: () => string;
   /** How long a statement waits for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS (10 000) */
   busyTimeoutMs?: number;
+  /** Refuse a missing file instead of creating it (see OpenSqliteOptions). @defaultValue false */
+  mustExist?: boolean;
+  /** Open read-only; implies `mustExist` (see OpenSqliteOptions). @defaultValue false */
+  readOnly?: boolean;
 }
 
 /**
@@ -56,7 +60,7 @@ export class SqliteStore implements S.Store {
     this.ctx = {
       db: opts.connection
         ? wrapSqlite(opts.connection, { migrate: opts.migrate })
-        : openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate }),
+        : openSqlite(sqlitePathFromUrl(opts.url), { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate, mustExist: opts.mustExist, readOnly: opts.readOnly }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
