@@ -3,7 +3,7 @@ import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pric
 import type { BackfillCursor } from '../runner/backfill.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
-import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
+import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { buildRegistry, configFrom, formatDuration, openStore } from './common.js';
 
 /**
@@ -108,7 +108,7 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     provider: h.provider,
     model: h.model,
     lastSeenAgoMs: now - h.updatedAt,
-    alive: now - h.updatedAt <= 3 * (h.beatEveryMs || 5_000),
+    alive: heartbeatAlive(h, now),
     providerProblem: h.providerProblem,
   }));
   const backfills = [];
