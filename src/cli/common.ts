@@ -1,5 +1,5 @@
-import { Command, Option } from 'commander';
-import { loadConfig, OPTIONS, type Config } from '../config.js';
+import type { Command } from 'commander';
+import { loadConfig, type Config } from '../config.js';
 import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as writeRegistryForProvider, type DatabaseAccess, type OpenedStore } from '../compose/open.js';
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
@@ -11,18 +11,6 @@ import { VerdictError } from '../errors.js';
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
-
-/** Options whose flag takes text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost']);
-
-/** Adds every config option as a flag (its environment variable is named in the help). */
-export function addConfigOptions(cmd: Command): Command {
-  for (const [key, spec] of Object.entries(OPTIONS)) {
-    const arg = TEXT_OPTIONS.has(key) ? '<value>' : '<n>';
-    cmd.addOption(new Option(`${spec.flag} ${arg}`, `${spec.expected} (env ${spec.env})`));
-  }
-  return cmd;
-}
 
 /** Reads the validated config from a command's flags and the environment. @throws ConfigError */
 export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): Config {

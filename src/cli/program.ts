@@ -5,7 +5,8 @@ import { Command, CommanderError } from 'commander';
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 import { InputNotFound, VerdictError } from '../errors.js';
 import { databaseError } from '../store/database-errors.js';
-import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE } from './common.js';
+import { EXIT_FAILURE, EXIT_USAGE } from './common.js';
+import { addGlobalOptions, pointAtGlobalOptions } from './options-help.js';
 import { registerMigrateCommand } from './migrate.js';
 import { registerBackfillCommand } from './backfill.js';
 import { registerDemoCommand } from './demo.js';
@@ -52,10 +53,9 @@ export function cliError(err: unknown): VerdictError | Error {
 }
 /** Builds the `verdict` program: the CLI only wires things (CONVENTIONS.md). */
 export function buildProgram(): Command {
-  const program = addConfigOptions(new Command('verdict'))
+  const program = addGlobalOptions(new Command('verdict'))
     .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')
     .version(VERSION)
-    .configureHelp({ showGlobalOptions: true })
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   registerDemoCommand(program);
@@ -73,6 +73,7 @@ export function buildProgram(): Command {
   registerPruneCommand(program);
   registerEditCommand(program);
   registerMigrateCommand(program);
+  pointAtGlobalOptions(program);
   return program;
 }
 
