@@ -6,6 +6,10 @@ import { ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavaila
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js';
 import type { Provider } from '../providers/provider.js';
 import { checkSqliteHealth } from '../store/sqlite/health.js';
+import { databaseError } from '../store/database-errors.js';
+import { checkPgHealth } from '../store/postgres/health.js';
+import { isPostgresUrl } from '../store/postgres/open.js';
+import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, loggerFor } from './common.js';
 import { buildRuntime } from './reload.js';
@@ -116,14 +120,15 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
   return { name: 'provider', ok: true, detail: `${provider.name}: offline and deterministic, nothing to reach (answers are not a model's)` };
 }
 
-/** Opens nothing for writing: reads the file's migrations and queue (see store/sqlite/health.ts). */
-export function checkDatabase(cfg: Config): DoctorCheck {
-  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
-    return { name: 'database', ok: false, detail: 'postgres:// URLs need the Postgres store, which this build does not include', fix: 'use a SQLite file path for --database-url / VERDICT_DATABASE_URL' };
-  }
+/**
+ * Opens nothing for writing: reads the database's migrations and queue (store/sqlite/health.ts,
+ * store/postgres/health.ts); on Postgres also whether it is reachable and which workers beat.
+ */
+export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
+  if (isPostgresUrl(cfg.databaseUrl)) return checkPostgres(cfg.databaseUrl);
   const h = checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl));
   if (!h.exists) {
-    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; the first command that opens it (import, worker) creates and migrates it` };
+    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it` };
   }
   if (h.error) {
     return { name: 'database', ok: false, detail: `${h.path} cannot be read (${h.error})`, fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup' };
@@ -140,6 +145,30 @@ export function checkDatabase(cfg: Config): DoctorCheck {
     name: 'database',
     ok: true,
     detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked)`,
+  };
+}
+
+/** The Postgres twin of the SQLite check: reachable, migrations applied, queue and workers read. */
+async function checkPostgres(url: string): Promise<DoctorCheck> {
+  const h = await checkPgHealth(url, HEARTBEAT_PREFIX);
+  if (!h.reachable || h.error) {
+    const e = databaseError(Object.assign(new Error(h.error ?? 'error'), { code: h.error ?? undefined }), h.label);
+    const [detail, fix] = e.message.split('; ');
+    return { name: 'database', ok: false, detail, fix: fix ?? 'check --database-url / VERDICT_DATABASE_URL' };
+  }
+  if (h.migrationsPending > 0) {
+    return {
+      name: 'database',
+      ok: false,
+      detail: `${h.label}: ${h.migrationsPending} of ${h.migrationsKnown} migrations not applied`,
+      fix: 'run `verdict migrate` against it (or start `verdict worker`: migrations apply at open)',
+    };
+  }
+  const live = h.heartbeats ? parseHeartbeats(h.heartbeats.rows).filter((b) => heartbeatAlive(b, h.heartbeats!.now)).length : 0;
+  return {
+    name: 'database',
+    ok: true,
+    detail: `${h.label}: reachable, ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${live} worker(s) alive`,
   };
 }
 
@@ -185,7 +214,7 @@ export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) 
         : 'fix the option the message names (flags and environment variables: `verdict --help`, .env.example)',
     });
   }
-  checks.push(checkDatabase(cfg));
+  checks.push(await checkDatabase(cfg));
   if (built) {
     checks.push(await checkProvider(provider, AbortSignal.timeout(DOCTOR_PROVIDER_TIMEOUT_MS)));
     await provider?.close?.();

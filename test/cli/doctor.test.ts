@@ -83,18 +83,18 @@ describe('verdict doctor', () => {
 describe('doctor database check', () => {
   const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
 
-  it('a migrated file is ok; a missing file is not an error (created at first use)', () => {
-    expect(checkDatabase(cfg(db))).toMatchObject({ ok: true, detail: expect.stringMatching(/queue readable/) });
-    expect(checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({ ok: true, detail: expect.stringMatching(/does not exist yet/) });
+  it('a migrated file is ok; a missing file is not an error (created at first use)', async () => {
+    expect(await checkDatabase(cfg(db))).toMatchObject({ ok: true, detail: expect.stringMatching(/queue readable/) });
+    expect(await checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({ ok: true, detail: expect.stringMatching(/does not exist yet/) });
   });
 
-  it('an unmigrated file and a file that is not a database each fail with a fix', () => {
+  it('an unmigrated file and a file that is not a database each fail with a fix', async () => {
     const bare = join(dir.dir, 'bare.db');
     openSqlite(bare, { migrate: false }).$client.close();
-    expect(checkDatabase(cfg(bare))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/migrations apply at open/) });
+    expect(await checkDatabase(cfg(bare))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/migrations apply at open/) });
     const junk = join(dir.dir, 'junk.db');
     writeFileSync(junk, 'this is not a database file, just text long enough to have a header'.repeat(10));
-    expect(checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
+    expect(await checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
   });
 });
 

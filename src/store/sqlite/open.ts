@@ -2,8 +2,8 @@ import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
@@ -117,8 +117,35 @@ export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb
  * a message saying so.
  */
 function openSqliteReadOnly(path: string, opts: OpenSqliteOptions): SqliteDb {
-  if (opts.migrate !== false && pendingMigrations(path) > 0) openSqlite(path, { ...opts, readOnly: false, mustExist: true }).$client.close();
-  const sqlite = new Database(path, { readonly: true, fileMustExist: true });
+  const db = readOnlyOpen(path, opts);
+  if (opts.migrate === false || pendingMigrationsOn(db.$client) === 0) return db;
+  db.$client.close();
+  openSqlite(path, { ...opts, readOnly: false, mustExist: true }).$client.close();
+  return readOnlyOpen(path, opts);
+}
+
+function readOnlyOpen(path: string, opts: OpenSqliteOptions): SqliteDb {
+  try {
+    return readOnlyConnection(path, opts);
+  } catch (err) {
+    // A WAL database whose folder we may not write cannot get its -shm index. With no -wal file
+    // no writer has it open, so it is read as immutable (needs URI filenames: the CLI sets
+    // SQLITE_USE_URI=1 before the driver loads). Without URI support the first error stands.
+    const code = (err as { code?: string }).code;
+    if ((code === 'SQLITE_READONLY_DIRECTORY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY_CANTINIT') && !existsSync(`${path}-wal`)) {
+      try {
+        return readOnlyConnection(`${pathToFileURL(resolve(path)).href}?immutable=1`, opts);
+      } catch {
+        throw err;
+      }
+    }
+    throw err;
+  }
+}
+
+/** A read-only connection on `filename` (a path, or a `file:` URI when URIs are enabled). */
+function readOnlyConnection(filename: string, opts: OpenSqliteOptions): SqliteDb {
+  const sqlite = new Database(filename, { readonly: true, fileMustExist: true });
   try {
     cacheStatements(sqlite);
     sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS}`);
@@ -138,14 +165,23 @@ function pendingMigrations(path: string): number {
   let client: Database.Database | undefined;
   try {
     client = new Database(path, { readonly: true, fileMustExist: true });
-    const has = (name: string) => client!.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+    return pendingMigrationsOn(client);
+  } catch {
+    return 1;
+  } finally {
+    client?.close();
+  }
+}
+
+/** Committed migrations not recorded on this connection's database; 1 when it cannot tell. */
+function pendingMigrationsOn(client: Database.Database): number {
+  try {
+    const has = (name: string) => client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
     if (!has(MIGRATIONS_TABLE)) return 1;
     const applied = new Set((client.prepare(`SELECT hash FROM ${MIGRATIONS_TABLE}`).all() as Array<{ hash: string }>).map((r) => r.hash));
     return readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS }).filter((m) => !applied.has(m.hash)).length;
   } catch {
     return 1;
-  } finally {
-    client?.close();
   }
 }
 
