@@ -6,7 +6,7 @@ import { ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavaila
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js';
 import type { Provider } from '../providers/provider.js';
 import { checkSqliteHealth } from '../store/sqlite/health.js';
-import { databaseError } from '../store/database-errors.js';
+import { databaseError, databaseLabel } from '../store/database-errors.js';
 import { checkPgHealth } from '../store/postgres/health.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
@@ -200,7 +200,7 @@ export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) 
       checks.push({
         name: 'config',
         ok: true,
-        detail: `provider ${provider ? `${provider.name}, model ${provider.model}` : 'none'}; database ${cfg.databaseUrl}${cfg.envFile ? `; env file ${cfg.envFile}` : ''}`,
+        detail: `provider ${provider ? `${provider.name}, model ${provider.model}` : 'none'}; database ${databaseLabel(cfg.databaseUrl)}${cfg.envFile ? `; env file ${cfg.envFile}` : ''}`,
       });
     }
   } catch (err) {
