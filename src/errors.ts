@@ -16,3 +16,52 @@ export abstract class VerdictError extends Error {
 export function isVerdictError(err: unknown): err is VerdictError {
   return err instanceof VerdictError;
 }
+
+/**
+ * An input the caller named is not there (a file to import, a config file): exit 2 in the CLI.
+ * The message reads `<what>; <how to fix>`.
+ */
+export class InputNotFound extends VerdictError {
+  readonly code = 'input_not_found';
+  constructor(message: string) {
+    super(message);
+    this.name = 'InputNotFound';
+  }
+}
+
+/**
+ * An input that was read but holds nothing usable (e.g. not beads JSONL at all): nothing was
+ * written. Exit 1 in the CLI. The message reads `<what>; <how to fix>`.
+ */
+export class InvalidInput extends VerdictError {
+  readonly code = 'invalid_input';
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidInput';
+  }
+}
+
+/**
+ * The database named does not exist and the caller did not ask to create it (a worker without
+ * `--create`, a read on a mistyped path): nothing was created. Exit 2 in the CLI.
+ */
+export class DatabaseNotFound extends VerdictError {
+  readonly code = 'database_not_found';
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseNotFound';
+  }
+}
+
+/**
+ * The database cannot be opened or reached (server down, permission denied, not a database
+ * file). Exit 1 in the CLI. `cause` keeps the driver's error; the message names the database
+ * (path, or host/db for Postgres, never a password) and its error code only.
+ */
+export class DatabaseUnavailable extends VerdictError {
+  readonly code = 'database_unavailable';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DatabaseUnavailable';
+  }
+}

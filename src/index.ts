@@ -55,7 +55,7 @@ export type { EvalOutcome, EvalStats } from './runner/outcome.js';
 export type { WorkerSummary } from './worker/worker.js';
 
 // ---------------------------------------------------------------- errors: one base class, stable codes
-export { VerdictError, isVerdictError } from './errors.js';
+export { VerdictError, isVerdictError, InputNotFound, InvalidInput, DatabaseNotFound, DatabaseUnavailable } from './errors.js';
 export { ConfigError } from './config.js';
 export { InvalidQuestion } from './decision/questions.js';
 export { InvalidQuestionSet } from './decision/registry.js';

@@ -9,6 +9,8 @@ import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 import { estimateSets, estimateTargetFor, formatEstimates } from './estimate.js';
 import { runWorker } from './worker.js';
+import { VerdictError } from '../errors.js';
+import { liveWorkers } from '../worker/heartbeat.js';
 
 /**
  * `verdict backfill --set NAME [--workspace SLUG]` (DESIGN §11; the logic is src/runner/backfill.ts).
@@ -84,6 +86,15 @@ export function formatBackfillReport(r: BackfillReport): string {
   ].join('\n');
 }
 
+/** `backfill` without `--drain` found no live worker heartbeat: exit 1, nothing owed. */
+export class NoWorkerRunning extends VerdictError {
+  readonly code = 'no_worker_running';
+  constructor(message: string) {
+    super(message);
+    this.name = 'NoWorkerRunning';
+  }
+}
+
 export function registerBackfillCommand(program: Command): void {
   program
     .command('backfill')
@@ -102,7 +113,7 @@ export function registerBackfillCommand(program: Command): void {
       const set = registry.get(o.set);
       if (!set) throw new UsageError(`--set: no question set "${o.set}" (known: ${registry.all().map((s) => s.name).join(', ')})`);
       const target = estimateTargetFor(cfg, logger);
-      const store = openStore(cfg, registry);
+      const store = openStore(cfg, registry, { access: 'existing' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
         const cursor = o.restart ? null : await loadBackfillCursor(store, set.name, workspaceId);
@@ -119,6 +130,13 @@ export function registerBackfillCommand(program: Command): void {
           if (o.dryRun) return;
           throw new UsageError(
             `backfill with ${target.provider}:${target.fingerprint.model} sends item text to a model that ${target.pricing.kind === 'priced' ? 'costs money' : 'may cost money (no price known)'}: read the estimate above, then rerun with --yes`,
+          );
+        }
+        if (!o.drain && (await liveWorkers(store)).length === 0) {
+          // Owing chunks that nothing drains would wait forever; say so at once, owing nothing.
+          const q = await store.queueStats();
+          throw new NoWorkerRunning(
+            `no worker is running (no live heartbeat; \`verdict status\` lists workers), so nothing would drain the backfill; nothing was owed (${q.owedDue + q.owedWaiting + q.inFlight} jobs owed already wait); start \`verdict worker\` and rerun, or rerun with --drain to run one in this process`,
           );
         }
         await runBackfill({ cfg, logger, store: store, registry, setName: set.name, workspaceId, o, out });

@@ -1,11 +1,9 @@
-import { existsSync, statSync } from 'node:fs';
-import { Command, Option } from 'commander';
-import { loadConfig, OPTIONS, type Config } from '../config.js';
-import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as writeRegistryForProvider, type OpenedStore } from '../compose/open.js';
+import type { Command } from 'commander';
+import { loadConfig, type Config } from '../config.js';
+import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as writeRegistryForProvider, type DatabaseAccess, type OpenedStore } from '../compose/open.js';
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
-import { sqlitePathFromUrl } from '../store/sqlite/open.js';
 import type { Store, WorkspaceRow } from '../store/store.js';
 import { VerdictError } from '../errors.js';
 
@@ -13,18 +11,6 @@ import { VerdictError } from '../errors.js';
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
-
-/** Options whose flag takes text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost']);
-
-/** Adds every config option as a flag (its environment variable is named in the help). */
-export function addConfigOptions(cmd: Command): Command {
-  for (const [key, spec] of Object.entries(OPTIONS)) {
-    const arg = TEXT_OPTIONS.has(key) ? '<value>' : '<n>';
-    cmd.addOption(new Option(`${spec.flag} ${arg}`, `${spec.expected} (env ${spec.env})`));
-  }
-  return cmd;
-}
 
 /** Reads the validated config from a command's flags and the environment. @throws ConfigError */
 export function configFrom(cmd: Command, env: NodeJS.ProcessEnv = process.env): Config {
@@ -51,31 +37,20 @@ export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
 }
 
 /**
- * Opens the configured store and applies migrations (compose/open.ts openStoreOn). A read command
- * (`mustExist`) given a path with no database is a usage error rather than a fresh empty file.
+ * Opens the configured store and applies migrations (compose/open.ts openStoreOn). `access` says
+ * whether a missing database may be created (`create`, the default), must exist (`existing`, or
+ * the older `mustExist: true`), or is opened read-only (`read`); see DatabaseAccess.
  * With provider `none` its write doors owe nothing (see writeRegistryFor).
- * @throws UsageError when the path is missing (with `mustExist`), a directory, or cannot be opened.
+ * @throws DatabaseNotFound when the path is missing and `access` is not `create` (nothing is created).
+ * @throws DatabaseUnavailable when it is a folder or cannot be opened (the message names the path and the fix).
  */
-export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean; migrate?: boolean } = {}): OpenedStore {
+export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean; migrate?: boolean; access?: DatabaseAccess } = {}): OpenedStore {
   const writes = writeRegistryFor(cfg, registry);
+  const access: DatabaseAccess = opts.access ?? (opts.mustExist ? 'existing' : 'create');
   // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
   const poolSize = Math.max(10, cfg.concurrency + 4);
-  if (isPostgresUrl(cfg.databaseUrl)) return openStoreOn(cfg.databaseUrl, writes, { poolSize, migrate: opts.migrate });
-  const path = sqlitePathFromUrl(cfg.databaseUrl);
-  if (path !== ':memory:') {
-    // A read command given a mistyped path would otherwise create an empty database there and
-    // report zeros as if all were well.
-    if (opts.mustExist && !existsSync(path)) {
-      throw new UsageError(`no database at ${path}: pass --database-url (or set VERDICT_DATABASE_URL) to the one the demo, an import or a worker wrote`);
-    }
-    if (existsSync(path) && statSync(path).isDirectory()) throw new UsageError(`--database-url: ${path} is a directory, not a database file`);
-  }
-  try {
-    return openStoreOn(cfg.databaseUrl, writes, { migrate: opts.migrate });
-  } catch (err) {
-    const e = err as { code?: string; message?: string };
-    throw new UsageError(`cannot open the database at ${path}: ${e.code ?? ''} ${e.message ?? ''}`.replace(/\s+/g, ' ').trim());
-  }
+  if (isPostgresUrl(cfg.databaseUrl)) return openStoreOn(cfg.databaseUrl, writes, { poolSize, migrate: opts.migrate, access });
+  return openStoreOn(cfg.databaseUrl, writes, { migrate: opts.migrate, access });
 }
 
 /**

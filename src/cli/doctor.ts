@@ -6,6 +6,10 @@ import { ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavaila
 import { OpenAICompatibleProvider } from '../providers/openai-compatible.js';
 import type { Provider } from '../providers/provider.js';
 import { checkSqliteHealth } from '../store/sqlite/health.js';
+import { databaseError, databaseLabel } from '../store/database-errors.js';
+import { checkPgHealth } from '../store/postgres/health.js';
+import { isPostgresUrl } from '../store/postgres/open.js';
+import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
 import { WAL_CHECKPOINT_EVERY_MS, WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatBytes, loggerFor } from './common.js';
@@ -119,14 +123,15 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
   return { name: 'provider', ok: true, detail: `${provider.name}: offline and deterministic, nothing to reach (answers are not a model's)` };
 }
 
-/** Opens nothing for writing: reads the file's migrations and queue (see store/sqlite/health.ts). */
-export function checkDatabase(cfg: Config): DoctorCheck {
-  if (/^postgres(ql)?:\/\//.test(cfg.databaseUrl)) {
-    return { name: 'database', ok: false, detail: 'postgres:// URLs need the Postgres store, which this build does not include', fix: 'use a SQLite file path for --database-url / VERDICT_DATABASE_URL' };
-  }
+/**
+ * Opens nothing for writing: reads the database's migrations and queue (store/sqlite/health.ts,
+ * store/postgres/health.ts); on Postgres also whether it is reachable and which workers beat.
+ */
+export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
+  if (isPostgresUrl(cfg.databaseUrl)) return checkPostgres(cfg.databaseUrl);
   const h = checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl));
   if (!h.exists) {
-    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; the first command that opens it (import, worker) creates and migrates it` };
+    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it` };
   }
   if (h.error) {
     return { name: 'database', ok: false, detail: `${h.path} cannot be read (${h.error})`, fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup' };
@@ -148,6 +153,30 @@ export function checkDatabase(cfg: Config): DoctorCheck {
           warning: `the write-ahead log is ${formatBytes(h.walBytes)} (above ${formatBytes(WAL_WARN_BYTES)}): a process holding a long read transaction keeps it from being checkpointed; end it, and a running worker truncates the log within ${WAL_CHECKPOINT_EVERY_MS / 1000} s`,
         }
       : {}),
+  };
+}
+
+/** The Postgres twin of the SQLite check: reachable, migrations applied, queue and workers read. */
+async function checkPostgres(url: string): Promise<DoctorCheck> {
+  const h = await checkPgHealth(url, HEARTBEAT_PREFIX);
+  if (!h.reachable || h.error) {
+    const e = databaseError(Object.assign(new Error(h.error ?? 'error'), { code: h.error ?? undefined }), h.label);
+    const [detail, fix] = e.message.split('; ');
+    return { name: 'database', ok: false, detail, fix: fix ?? 'check --database-url / VERDICT_DATABASE_URL' };
+  }
+  if (h.migrationsPending > 0) {
+    return {
+      name: 'database',
+      ok: false,
+      detail: `${h.label}: ${h.migrationsPending} of ${h.migrationsKnown} migrations not applied`,
+      fix: 'run `verdict migrate` against it (or start `verdict worker`: migrations apply at open)',
+    };
+  }
+  const live = h.heartbeats ? parseHeartbeats(h.heartbeats.rows).filter((b) => heartbeatAlive(b, h.heartbeats!.now)).length : 0;
+  return {
+    name: 'database',
+    ok: true,
+    detail: `${h.label}: reachable, ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${live} worker(s) alive`,
   };
 }
 
@@ -179,7 +208,7 @@ export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) 
       checks.push({
         name: 'config',
         ok: true,
-        detail: `provider ${provider ? `${provider.name}, model ${provider.model}` : 'none'}; database ${cfg.databaseUrl}${cfg.envFile ? `; env file ${cfg.envFile}` : ''}`,
+        detail: `provider ${provider ? `${provider.name}, model ${provider.model}` : 'none'}; database ${databaseLabel(cfg.databaseUrl)}${cfg.envFile ? `; env file ${cfg.envFile}` : ''}`,
       });
     }
   } catch (err) {
@@ -193,7 +222,7 @@ export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) 
         : 'fix the option the message names (flags and environment variables: `verdict --help`, .env.example)',
     });
   }
-  checks.push(checkDatabase(cfg));
+  checks.push(await checkDatabase(cfg));
   if (built) {
     checks.push(await checkProvider(provider, AbortSignal.timeout(DOCTOR_PROVIDER_TIMEOUT_MS)));
     await provider?.close?.();

@@ -65,7 +65,7 @@ export function registerEditCommand(program: Command): void {
         try {
           const ws = await resolveWorkspace(store, opts.workspace);
           const item = await store.getItemByRef(ws.id, ref);
-          if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}`);
+          if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
           const patch: ItemPatch = {};
           if (opts.title !== undefined) patch.title = opts.title;
           if (opts.content !== undefined) patch.content = opts.content;

@@ -103,7 +103,7 @@ export function registerEstimateCommand(program: Command): void {
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
       const target = estimateTargetFor(cfg, logger);
-      const store = openStore(cfg, registry, { mustExist: true });
+      const store = openStore(cfg, registry, { access: 'read' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
         const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId });

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 
 export function registerFlagsCommand(program: Command): void {
@@ -15,23 +15,17 @@ export function registerFlagsCommand(program: Command): void {
       const cfg = configFrom(cmd);
       const registry = buildRegistry(cfg);
       if (!registry.get(opts.set)) {
-        process.stderr.write(`unknown set "${opts.set}"; known: ${registry.all().map((s) => s.name).join(', ')}\n`);
-        process.exitCode = EXIT_USAGE;
-        return;
+        throw new UsageError(`--set: no question set "${opts.set}"; known: ${registry.all().map((s) => s.name).join(', ')}`);
       }
       const threshold = opts.threshold === undefined ? undefined : opts.threshold.trim() === '' ? NaN : Number(opts.threshold);
       if (threshold !== undefined && !(threshold >= 0 && threshold <= 1)) {
-        process.stderr.write(`--threshold: got "${opts.threshold}", expected a number from 0 to 1\n`);
-        process.exitCode = EXIT_USAGE;
-        return;
+        throw new UsageError(`--threshold: got "${opts.threshold}"; expected a number from 0 to 1`);
       }
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1) {
-        process.stderr.write(`--limit: got "${opts.limit}", expected a whole number of at least 1\n`);
-        process.exitCode = EXIT_USAGE;
-        return;
+        throw new UsageError(`--limit: got "${opts.limit}"; expected a whole number of at least 1`);
       }
-      const store = openStore(cfg, registry, { mustExist: true });
+      const store = openStore(cfg, registry, { access: 'read' });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
         const { flags, failing } = await (await readerFor(cfg, store, registry, loggerFor(cfg))).workspaceFlags(ws.id, opts.set, threshold);

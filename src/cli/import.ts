@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { importBeads, type ImportReport } from '../importers/beads.js';
+import { assertBeadsFile, importBeads, type ImportReport } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
-import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, UsageError } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, UsageError } from './common.js';
 
 /** A short human summary of an import report. */
 export function formatImportReport(r: ImportReport): string {
@@ -14,7 +14,7 @@ export function formatImportReport(r: ImportReport): string {
     `  comments: ${r.comments.written} written, ${r.comments.unchanged} unchanged`,
     `  links: ${r.links.created} created, ${r.links.unchanged} unchanged; dropped: ${dropped}`,
     `  lines rejected: ${r.rejected.count}${r.rejected.lines.length ? ` (lines ${r.rejected.lines.map((l) => l.line).join(', ')})` : ''}`,
-    `  jobs owed: ${r.jobsOwed}`,
+    `  jobs owed: ${r.jobRowsOwed} (item, question set) rows`,
   ];
   return lines.join('\n');
 }
@@ -27,9 +27,7 @@ export function registerImportCommand(program: Command): void {
     .option('--json', 'print the report as JSON')
     .action(async (format: string, file: string, opts: { workspace: string; json?: boolean }, cmd: Command) => {
       if (format !== 'beads' && format !== 'conventions') {
-        process.stderr.write(`unknown format "${format}"; known: beads, conventions\n`);
-        process.exitCode = EXIT_USAGE;
-        return;
+        throw new UsageError(`unknown format "${format}"; known: beads, conventions`);
       }
       const cfg = configFrom(cmd);
       if (format === 'conventions') {
@@ -55,6 +53,8 @@ export function registerImportCommand(program: Command): void {
       }
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
+      // Before the database is opened (and so created): input with no beads row leaves nothing behind.
+      await assertBeadsFile(file);
       const store = openStore(cfg, registry);
       try {
         const report = await importBeads(store, file, { workspaceSlug: opts.workspace, logger });

@@ -91,9 +91,9 @@ function filterOptions(cmd: Command): Command {
     .option('--json', 'print JSON');
 }
 
-async function withStore<T>(cmd: Command, fn: (store: Store) => Promise<T>): Promise<T> {
+async function withStore<T>(cmd: Command, fn: (store: Store) => Promise<T>, access: 'read' | 'existing' = 'existing'): Promise<T> {
   const cfg = configFrom(cmd);
-  const store = openStore(cfg, buildRegistry(cfg), { mustExist: true });
+  const store = openStore(cfg, buildRegistry(cfg), { access });
   try {
     return await fn(store);
   } finally {
@@ -110,7 +110,7 @@ export function registerJobsCommand(program: Command): void {
       withStore(cmd, async (store) => {
         const views = await listJobViews(store, await jobFilterFrom(store, o));
         process.stdout.write(o.json ? `${JSON.stringify(views, null, 2)}\n` : `${formatJobs(views)}\n`);
-      }),
+      }, 'read'),
     );
 
   filterOptions(jobs.command('retry').description('re-owe parked jobs now (counters reset); --state owed makes waiting jobs due now'))

@@ -3,8 +3,10 @@ import { Command, CommanderError } from 'commander';
 
 /** The package version, read from package.json beside src/ and dist/. */
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-import { VerdictError } from '../errors.js';
-import { addConfigOptions, EXIT_FAILURE, EXIT_USAGE } from './common.js';
+import { InputNotFound, VerdictError } from '../errors.js';
+import { databaseError } from '../store/database-errors.js';
+import { EXIT_FAILURE, EXIT_USAGE } from './common.js';
+import { addGlobalOptions, pointAtGlobalOptions } from './options-help.js';
 import { registerMigrateCommand } from './migrate.js';
 import { registerBackfillCommand } from './backfill.js';
 import { registerDemoCommand } from './demo.js';
@@ -23,16 +25,37 @@ import { registerWorkerCommand } from './worker.js';
 
 /**
  * Codes of the errors that are the caller's to fix (exit 2, DESIGN §12): ConfigError, UsageError,
- * InvalidQuestion, InvalidQuestionSet, LeaseTooShort. `provider_misconfigured` exits 2 as well.
+ * InvalidQuestion, InvalidQuestionSet, LeaseTooShort, and a missing input (a file to import, a
+ * database not created). `provider_misconfigured` exits 2 as well. Everything else exits 1.
  */
-const USAGE_CODES: ReadonlySet<string> = new Set(['config_error', 'usage_error', 'invalid_question', 'invalid_question_set', 'lease_too_short']);
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  'config_error',
+  'usage_error',
+  'invalid_question',
+  'invalid_question_set',
+  'lease_too_short',
+  'input_not_found',
+  'database_not_found',
+  'provider_misconfigured',
+]);
 
+/**
+ * The one error format of the CLI: `verdict: <what>; <how to fix>` on one line. A driver or
+ * system error that escaped the library (a missing file, a database that went away mid-command)
+ * is named by its code with a fix, never printed raw.
+ */
+export function cliError(err: unknown): VerdictError | Error {
+  if (err instanceof VerdictError) return err;
+  const e = err as { code?: unknown; path?: unknown };
+  if (e?.code === 'ENOENT' && typeof e.path === 'string') return new InputNotFound(`no file at ${e.path}; check the path`);
+  if (typeof e?.code === 'string' && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(e.code)) return databaseError(err, 'the database (--database-url)');
+  return err instanceof Error ? err : new Error(String(err));
+}
 /** Builds the `verdict` program: the CLI only wires things; the work is in the layers below it. */
 export function buildProgram(): Command {
-  const program = addConfigOptions(new Command('verdict'))
+  const program = addGlobalOptions(new Command('verdict'))
     .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')
     .version(VERSION)
-    .configureHelp({ showGlobalOptions: true })
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   registerDemoCommand(program);
@@ -50,6 +73,7 @@ export function buildProgram(): Command {
   registerPruneCommand(program);
   registerEditCommand(program);
   registerMigrateCommand(program);
+  pointAtGlobalOptions(program);
   return program;
 }
 
@@ -61,11 +85,10 @@ export async function main(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : EXIT_USAGE;
-    const code = err instanceof VerdictError ? err.code : null;
-    const usage = code !== null && USAGE_CODES.has(code);
-    const misconfigured = code === 'provider_misconfigured';
-    process.stderr.write(`verdict: ${(err as Error).message}\n`);
-    if (!usage && !misconfigured && process.env.VERDICT_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
-    return usage || misconfigured ? EXIT_USAGE : EXIT_FAILURE;
+    const e = cliError(err);
+    const usage = e instanceof VerdictError && USAGE_CODES.has(e.code);
+    process.stderr.write(`verdict: ${e.message.replace(/\s*\n\s*/g, ' ')}\n`);
+    if (!usage && process.env.VERDICT_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+    return usage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }

@@ -101,7 +101,7 @@ export function registerSetsCommand(program: Command): void {
         if (!opts.workspace && !/^postgres/.test(cfg.databaseUrl) && path !== ':memory:' && !existsSync(path)) {
           note = `resolved per workspace; no database at ${cfg.databaseUrl} to resolve from`;
         } else {
-          const store = openStore(cfg, registry, { mustExist: true });
+          const store = openStore(cfg, registry, { access: 'read' });
           try {
             const ws = await resolveWorkspace(store, opts.workspace);
             workspace = ws.slug;

@@ -4,7 +4,7 @@ import { describeClips, type StateClips } from '../decision/state.js';
 import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, formatDuration, loggerFor, openStore, resolveWorkspace } from './common.js';
+import { buildRegistry, configFrom, formatDuration, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 
 /** One line of an answer: `p=0.82` for nouls, `choice (0.61)` / `medium 2.3 (0.40)` otherwise. */
@@ -76,14 +76,12 @@ export function registerShowCommand(program: Command): void {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
-      const store = openStore(cfg, registry, { mustExist: true });
+      const store = openStore(cfg, registry, { access: 'read' });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
         const item = await store.getItemByRef(ws.id, ref);
         if (!item) {
-          process.stderr.write(`no item ${ref} in workspace ${ws.slug}\n`);
-          process.exitCode = EXIT_FAILURE;
-          return;
+          throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
         }
         const reader = await readerFor(cfg, store, registry, logger);
         const decisions = await reader.decisions(item.id);

@@ -4,7 +4,7 @@ import type { BackfillCursor } from '../runner/backfill.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
-import { HEARTBEAT_PREFIX, parseHeartbeats } from '../worker/heartbeat.js';
+import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } from './common.js';
 
@@ -117,7 +117,7 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     provider: h.provider,
     model: h.model,
     lastSeenAgoMs: now - h.updatedAt,
-    alive: now - h.updatedAt <= 3 * (h.beatEveryMs || 5_000),
+    alive: heartbeatAlive(h, now),
     providerProblem: h.providerProblem,
   }));
   const backfills = [];
@@ -236,7 +236,7 @@ export function registerStatusCommand(program: Command): void {
     .action(async (opts: { json?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const registry = buildRegistry(cfg);
-      const store = openStore(cfg, registry, { mustExist: true });
+      const store = openStore(cfg, registry, { access: 'read' });
       try {
         const s = await statusReport(store);
         process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import type { Store } from '../store/store.js';
 import { runWorker as runLibraryWorker, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
+import { databaseLabel } from '../store/database-errors.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
@@ -95,7 +96,8 @@ export function registerWorkerCommand(program: Command): void {
     .command('worker')
     .description('claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-vars-file)')
     .option('--until-idle', 'drain every job claimable now, then exit 0')
-    .action(async (opts: { untilIdle?: boolean }, cmd: Command) => {
+    .option('--create', 'create the database (and its folders) when it does not exist; without it a worker refuses a missing database')
+    .action(async (opts: { untilIdle?: boolean; create?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       // With no provider configured this throws a ConfigError naming the choices: exit 2.
@@ -105,7 +107,8 @@ export function registerWorkerCommand(program: Command): void {
         logger.info('provider is none: decisions are off, nothing to do');
         return;
       }
-      const store = openStore(cfg, current.registry);
+      // A mistyped path must not start a worker on a fresh empty database that nothing ever fills.
+      const store = openStore(cfg, current.registry, { access: opts.create ? 'create' : 'existing' });
       const reload = (worker: Worker) => {
         current = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger }).runtime;
       };
@@ -115,7 +118,18 @@ export function registerWorkerCommand(program: Command): void {
         const progress = opts.untilIdle ? drainProgress(await claimableNow(store), logger) : null;
         let summary: WorkerSummary;
         try {
-          summary = await runWorker({ cfg, store, registry: current.registry, provider, logger, untilIdle: !!opts.untilIdle, handleSignals: true, reload, onOutcome: progress?.tick });
+          summary = await runWorker({
+            cfg,
+            store,
+            registry: current.registry,
+            provider,
+            logger,
+            untilIdle: !!opts.untilIdle,
+            handleSignals: true,
+            reload,
+            onOutcome: progress?.tick,
+            database: databaseLabel(cfg.databaseUrl),
+          });
         } finally {
           progress?.stop();
         }

@@ -22,19 +22,34 @@ export type DatabaseOption = string | { sqlite: Database.Database } | { postgres
 export type OpenedStore = Store & { setRegistry(r: Registry): void };
 
 /**
+ * How a process may treat the database it names:
+ * - `create`: open it, creating the file (and its folders) when missing: the demo, an import.
+ * - `existing`: open it for writing, but refuse one that does not exist (a worker without
+ *   `--create`, a write command on a mistyped path).
+ * - `read`: open it read-only (SQLite), refusing one that does not exist: reads need no write
+ *   access to the file or its folder.
+ * A Postgres database is never created by Verdict (its tables are, by the migrations); for it the
+ * access only matters in that a missing database reads DatabaseNotFound.
+ */
+export type DatabaseAccess = 'create' | 'existing' | 'read';
+
+/**
  * Opens the store on `database`. SQLite opens (and migrates, unless `migrate: false`) at once;
  * Postgres opens lazily and migrates before its first call (serialised across processes).
  * @param opts.poolSize connections of a Postgres pool Verdict opens itself. @defaultValue 10
- * @throws when a SQLite file cannot be opened or migrated (better-sqlite3's error).
+ * @param opts.access see DatabaseAccess. @defaultValue 'create'
+ * @throws DatabaseNotFound when a SQLite file is missing and `access` is not `create`.
+ * @throws DatabaseUnavailable when a SQLite file cannot be opened or migrated (the message names the path and the driver's code).
  */
 export function openStoreOn(
   database: DatabaseOption,
   registry: Registry,
-  opts: { migrate?: boolean; poolSize?: number; clock?: Clock } = {},
+  opts: { migrate?: boolean; poolSize?: number; clock?: Clock; access?: DatabaseAccess } = {},
 ): OpenedStore {
   if (typeof database === 'string') {
     if (isPostgresUrl(database)) return PgStore.connect(database, { registry, poolSize: opts.poolSize, migrate: opts.migrate });
-    return new SqliteStore({ url: database, registry, migrate: opts.migrate, clock: opts.clock });
+    const access = opts.access ?? 'create';
+    return new SqliteStore({ url: database, registry, migrate: opts.migrate, clock: opts.clock, mustExist: access !== 'create', readOnly: access === 'read' });
   }
   if ('sqlite' in database) return new SqliteStore({ url: database.sqlite.name, connection: database.sqlite, registry, migrate: opts.migrate, clock: opts.clock });
   if ('postgres' in database) return PgStore.onPool(database.postgres, { registry, migrate: opts.migrate });

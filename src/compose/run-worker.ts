@@ -46,6 +46,11 @@ export interface RunWorkerParams {
   /** Worker id in heartbeats and claims. @defaultValue `<hostname>:<pid>` */
   workerId?: string;
   /**
+   * The database as the start line names it: a SQLite path, or `postgres://host:port/db` (never a
+   * password; see store/database-errors.ts databaseLabel). @defaultValue omitted from the line
+   */
+  database?: string;
+  /**
    * Called with the worker once it is set up, before it claims (the CLI installs its signal
    * handlers here; `backfill --drain` wakes and stops it; the library handle keeps it).
    */
@@ -129,6 +134,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   p.logger.info(
     {
       pid: process.pid,
+      ...(p.database === undefined ? {} : { database: p.database }),
       provider: p.provider.name,
       model: p.provider.model,
       concurrency: p.cfg.concurrency,

@@ -14,6 +14,7 @@ import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';
 import { readerOn } from './reader.js';
 import { runWorker, type WorkerSettings } from './run-worker.js';
+import { databaseLabel } from '../store/database-errors.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */
 export interface VerdictOptions {
@@ -335,7 +336,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
         ...settings,
       };
       const w = new VerdictWorker(
-        (untilIdle, hooks) => runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, ...hooks }),
+        (untilIdle, hooks) => runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, database: describeDatabaseOption(options.database), ...hooks }),
         logger,
       );
       workers.add(w);
@@ -371,4 +372,10 @@ function trackerOnly(s: TrackerStore): TrackerStore {
   for (const name of TRACKER_STORE_METHODS) out[name] = mappingErrors(s, name);
   out.transaction = (fn: (tx: TrackerStore) => Promise<unknown>) => (s as Store).transaction(fn);
   return Object.freeze(out) as unknown as TrackerStore;
+}
+
+/** How the worker's start line names the database (a path, host/db for Postgres, or the host's handle). */
+function describeDatabaseOption(database: DatabaseOption): string {
+  if (typeof database === 'string') return databaseLabel(database);
+  return 'sqlite' in database ? `${database.sqlite.name} (the host's connection)` : "the host's Postgres pool";
 }

@@ -105,7 +105,7 @@ export const beadsRowSchema = z
     acceptance_criteria: optText,
     notes: optText,
     status: z.string().min(1),
-    priority: z.number().int().nullish(),
+    priority: z.number().int().min(0).max(4).nullish(),
     issue_type: z.string().min(1),
     labels: z.array(z.string()).nullish(),
     assignee: optText,
@@ -133,6 +133,30 @@ export const beadsRowSchema = z
   });
 
 export type BeadsRow = z.infer<typeof beadsRowSchema>;
+
+/**
+ * What each field of a beads row must hold, in words, for the reasons of rejected lines
+ * (`priority: expected an integer 0–4`). Keyed by the field name (the last name in an issue's
+ * path); fields not listed get a reason built from the schema's expected type.
+ */
+export const BEADS_FIELD_RULES: Readonly<Record<string, string>> = Object.freeze({
+  id: 'expected a non-empty string',
+  title: 'expected a non-empty string',
+  status: 'expected a non-empty string',
+  issue_type: 'expected a non-empty string',
+  priority: 'expected an integer 0–4',
+  labels: 'expected a list of strings',
+  ephemeral: 'expected true or false',
+  dependencies: 'expected a list of {issue_id, depends_on_id, type}',
+  comments: 'expected a list of {id, text}',
+  issue_id: 'expected a non-empty string',
+  depends_on_id: 'expected a non-empty string',
+  type: 'expected a non-empty string',
+  text: 'expected a string',
+  created_at: 'expected an RFC 3339 time with offset',
+  updated_at: 'expected an RFC 3339 time with offset',
+  deleted_at: 'expected an RFC 3339 time with offset',
+});
 export type BeadsDependency = z.infer<typeof beadsDependencySchema>;
 export type BeadsComment = z.infer<typeof beadsCommentSchema>;
 

@@ -14,8 +14,10 @@ import {
   type WorkspaceRow,
   type WriteResult,
 } from '../store/store.js';
+import { InputNotFound, InvalidInput } from '../errors.js';
 import {
   BEADS_COLLECTION_SCHEMA,
+  BEADS_FIELD_RULES,
   BEADS_COLLECTION_SETTINGS,
   beadsBody,
   beadsFields,
@@ -25,6 +27,7 @@ import {
   deriveId,
   parseRfc3339,
   type BeadsDependency,
+  type BeadsRow,
   type SkipReason,
 } from './beads-format.js';
 
@@ -108,6 +111,11 @@ export interface ImportReport {
   collectionsCreated: string[];
   /** Job-row upserts owed by this run's writes (a row owed by several writes counts each time). */
   jobsOwed: number;
+  /**
+   * Distinct (item, question set) job rows of the workspace owed since this run began: what a
+   * worker has to do. A row owed by several writes of the run counts once.
+   */
+  jobRowsOwed: number;
   /** Text normalised by the write doors (lone surrogates, NULs), summed. */
   normalised: NormaliseReport;
 }
@@ -150,9 +158,15 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
   const maxListed = opts.maxRejectedListed ?? 100;
 
   if (typeof input === 'string') await assertReadableFile(input); // before any write: no empty workspace for a typo
-  const ws = await openWorkspace(store, slug);
-  const report = emptyImportReport(ws);
-  const collections = new Map<string, CollectionRow>((await store.listCollections(ws.id)).map((c) => [c.slug, c]));
+  const startedAt = await store.now();
+  const existing = await findWorkspace(store, slug);
+  // The workspace is created at the first well-formed row, so input with none leaves nothing behind.
+  let ws: WorkspaceRow | null = existing;
+  const workspace = async () => (ws ??= await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
+  const report = emptyImportReport(existing ?? { id: deriveId('workspace', slug), slug });
+  const collections = new Map<string, CollectionRow>(existing ? (await store.listCollections(existing.id)).map((c) => [c.slug, c]) : []);
+  let wellFormed = 0;
+  let firstError: RejectedLine | null = null;
 
   /** Beads id → what became of its row. */
   const fate = new Map<string, { kind: 'imported'; itemId: string } | { kind: 'skipped' } | { kind: 'rejected' }>();
@@ -161,6 +175,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
   const pending: BeadsDependency[] = [];
 
   const reject = (line: number, reason: RejectReason, detail?: string, id?: string) => {
+    firstError ??= detail ? { line, reason, detail } : { line, reason };
     report.rejected.count++;
     if (report.rejected.lines.length < maxListed) report.rejected.lines.push(detail ? { line, reason, detail } : { line, reason });
     if (id !== undefined && !fate.has(id)) fate.set(id, { kind: 'rejected' });
@@ -180,24 +195,14 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
     if (text === '') continue;
     report.rowsRead++;
 
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      reject(lineNo, 'bad_json'); // the parser's message quotes the line: never log it
+    const parsed = parseBeadsLine(text);
+    if (!parsed.ok) {
+      reject(lineNo, parsed.reason, parsed.detail, parsed.id);
       continue;
     }
-    if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-      reject(lineNo, 'not_an_object');
-      continue;
-    }
-    const rawId = (json as { id?: unknown }).id;
-    const parsed = beadsRowSchema.safeParse(json);
-    if (!parsed.success) {
-      reject(lineNo, 'invalid_row', describeIssues(parsed.error.issues), typeof rawId === 'string' ? rawId : undefined);
-      continue;
-    }
-    const row = parsed.data;
+    const row = parsed.row;
+    wellFormed++;
+    const ws = await workspace();
     const first = firstLine.get(row.id);
     if (first !== undefined) {
       reject(lineNo, 'duplicate_id', `first on line ${first}`);
@@ -283,10 +288,10 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
     const lr = tally(
       await store.addLink(
         {
-          id: deriveId(ws.id, 'link', dep.issue_id, dep.depends_on_id, dep.type),
-          workspaceId: ws.id,
-          sourceId: deriveId(ws.id, 'item', link.source),
-          targetId: deriveId(ws.id, 'item', link.target),
+          id: deriveId(report.workspaceId, 'link', dep.issue_id, dep.depends_on_id, dep.type),
+          workspaceId: report.workspaceId,
+          sourceId: deriveId(report.workspaceId, 'item', link.source),
+          targetId: deriveId(report.workspaceId, 'item', link.target),
           linkType: link.linkType,
           createdAt: dep.created_at ? parseRfc3339(dep.created_at)! : undefined,
         },
@@ -297,10 +302,13 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
     else report.links.unchanged++;
   }
 
+  if (wellFormed === 0) throw new InvalidInput(notBeadsMessage(report.rowsRead, firstError));
+  report.jobRowsOwed = report.jobsOwed === 0 ? 0 : await countRowsOwedSince(store, report.workspaceId, startedAt);
+
   log.info(
     {
       workspace: slug,
-      workspaceId: ws.id,
+      workspaceId: report.workspaceId,
       rowsRead: report.rowsRead,
       imported: report.imported,
       skipped: report.skipped,
@@ -308,6 +316,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
       links: report.links,
       rejected: report.rejected.count,
       jobsOwed: report.jobsOwed,
+      jobRowsOwed: report.jobRowsOwed,
     },
     'beads import finished',
   );
@@ -342,7 +351,7 @@ function lines(input: BeadsInput): Iterable<string> | AsyncIterable<string> {
   return typeof input === 'string' ? readLines(input) : input;
 }
 
-function emptyImportReport(ws: WorkspaceRow): ImportReport {
+function emptyImportReport(ws: Pick<WorkspaceRow, 'id' | 'slug'>): ImportReport {
   return {
     workspaceId: ws.id,
     workspaceSlug: ws.slug,
@@ -359,20 +368,103 @@ function emptyImportReport(ws: WorkspaceRow): ImportReport {
     rejected: { count: 0, lines: [] },
     collectionsCreated: [],
     jobsOwed: 0,
+    jobRowsOwed: 0,
     normalised: { loneSurrogates: 0, nulsRemoved: 0 },
   };
 }
 
+/**
+ * @throws InputNotFound when there is no file at `path` or it is a folder.
+ * @throws InvalidInput when it cannot be read (permissions).
+ */
 async function assertReadableFile(path: string): Promise<void> {
-  const s = await stat(path);
-  if (!s.isFile()) throw new Error(`${path} is not a file`);
-  await access(path, constants.R_OK);
+  let s;
+  try {
+    s = await stat(path);
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ENOENT' || (err as { code?: string }).code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
+    throw new InvalidInput(`cannot read ${path} (${(err as { code?: string }).code ?? 'error'}); check its permissions`);
+  }
+  if (!s.isFile()) throw new InputNotFound(`${path} is not a file; pass the JSONL file itself`);
+  try {
+    await access(path, constants.R_OK);
+  } catch (err) {
+    throw new InvalidInput(`cannot read ${path} (${(err as { code?: string }).code ?? 'error'}); check its permissions`);
+  }
 }
 
-async function openWorkspace(store: Store, slug: string): Promise<WorkspaceRow> {
+/** The workspace of `slug`, or null. @throws InvalidWrite when it is soft-deleted. */
+async function findWorkspace(store: Store, slug: string): Promise<WorkspaceRow | null> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
-  return ws ?? (await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
+  return ws;
+}
+
+/** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
+async function countRowsOwedSince(store: Store, workspaceId: string, since: number): Promise<number> {
+  const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
+  return rows.filter((j) => j.owedAt >= since).length;
+}
+
+/** The one line for input with no well-formed row (`not beads JSONL: 0 of 182 lines parsed; …`). */
+function notBeadsMessage(linesRead: number, first: RejectedLine | null): string {
+  const where = first ? `; first error at line ${first.line}: ${first.detail ?? REJECT_WORDS[first.reason]}` : '; the input has no lines';
+  return `not beads JSONL: 0 of ${linesRead} lines parsed${where}; nothing was imported (pass a beads export: one JSON object per line, see docs/guide.md)`;
+}
+
+/** Rejection reasons in words, for the one-line message. */
+const REJECT_WORDS: Record<RejectReason, string> = {
+  bad_json: 'not JSON',
+  not_an_object: 'JSON, but not an object',
+  invalid_row: 'not a beads row',
+  duplicate_id: 'an id seen on an earlier line',
+  ref_taken: 'the ref belongs to another item',
+};
+
+/** One line judged on its own: a well-formed row, or why not (never quoting the line). */
+export type ParsedBeadsLine =
+  | { ok: true; row: BeadsRow }
+  | { ok: false; reason: 'bad_json' | 'not_an_object' | 'invalid_row'; detail?: string; id?: string };
+
+/** Parses and validates one non-blank line of beads JSONL (see beadsRowSchema). Never throws. */
+export function parseBeadsLine(text: string): ParsedBeadsLine {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'bad_json', detail: 'not JSON' }; // the parser's message quotes the line: never keep it
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    return { ok: false, reason: 'not_an_object', detail: Array.isArray(json) ? 'a JSON array, not one object per line' : 'JSON, but not an object' };
+  }
+  const rawId = (json as { id?: unknown }).id;
+  const parsed = beadsRowSchema.safeParse(json);
+  if (!parsed.success) return { ok: false, reason: 'invalid_row', detail: describeIssues(parsed.error.issues), id: typeof rawId === 'string' ? rawId : undefined };
+  return { ok: true, row: parsed.data };
+}
+
+/**
+ * Reads a beads JSONL file up to its first well-formed row, without writing anything: the CLI
+ * calls it before it opens (and so creates) a database.
+ * @throws InputNotFound when there is no file at `path`.
+ * @throws InvalidInput (`not beads JSONL: 0 of N lines parsed; first error at line L: …`) when no
+ *   line is a well-formed beads row.
+ */
+export async function assertBeadsFile(path: string): Promise<void> {
+  await assertReadableFile(path);
+  let lineNo = 0;
+  let read = 0;
+  let first: RejectedLine | null = null;
+  for await (const raw of readLines(path)) {
+    lineNo++;
+    const text = (lineNo === 1 ? raw.replace(/^\uFEFF/, '') : raw).trim();
+    if (text === '') continue;
+    read++;
+    const parsed = parseBeadsLine(text);
+    if (parsed.ok) return;
+    first ??= { line: lineNo, reason: parsed.reason, detail: parsed.detail };
+  }
+  throw new InvalidInput(notBeadsMessage(read, first));
 }
 
 async function createCollection(store: Store, ws: WorkspaceRow, slug: string, report: ImportReport): Promise<CollectionRow> {
@@ -395,8 +487,23 @@ async function tombstoneTime(store: Store, row: { deleted_at?: string | null; up
   return store.now();
 }
 
-/** Issue paths and codes (our own messages for custom rules), never the offending values. */
-function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
-  const shown = issues.slice(0, 3).map((i) => `${i.path.length ? i.path.join('.') : '(row)'}: ${i.code === 'custom' ? i.message : i.code}`);
-  return issues.length > 3 ? `${shown.join('; ')}; +${issues.length - 3} more` : shown.join('; ');
+/**
+ * Each issue as `field: what it must hold` (`priority: expected an integer 0–4`, `title: missing`),
+ * never the offending value. Rules come from BEADS_FIELD_RULES, else from the schema's type.
+ */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const shown = issues.slice(0, 3).map((i) => `${i.path.length ? i.path.join('.') : '(row)'}: ${describeIssue(i)}`);
+  return issues.length > 3 ? `${shown.join(', ')}, +${issues.length - 3} more` : shown.join(', ');
+}
+
+function describeIssue(i: z.core.$ZodIssue): string {
+  if (i.code === 'custom') return i.message;
+  // zod's own message names the types only ("expected string, received undefined"), never values.
+  if (i.code === 'invalid_type' && / received undefined$/.test(i.message)) return 'missing';
+  const field = [...i.path].reverse().find((k): k is string => typeof k === 'string');
+  const rule = field !== undefined ? BEADS_FIELD_RULES[field] : undefined;
+  if (rule) return rule;
+  if (i.code === 'invalid_type') return `expected ${i.expected}`;
+  if (i.code === 'invalid_union') return 'expected an integer or a non-empty string';
+  return i.message.toLowerCase();
 }

@@ -83,3 +83,17 @@ export function parseHeartbeats(rows: Array<{ key: string; value: string; update
   }
   return out;
 }
+
+/**
+ * True when a heartbeat is fresh: written within three beats (`beatEveryMs`, default 5 000 ms)
+ * of `now` (epoch ms). Older rows belong to a worker that stopped, crashed or hangs.
+ */
+export function heartbeatAlive(h: Pick<Heartbeat, 'beatEveryMs'> & { updatedAt: number }, now: number): boolean {
+  return now - h.updatedAt <= 3 * (h.beatEveryMs || 5_000);
+}
+
+/** The workers whose heartbeat is fresh (see heartbeatAlive), read from `verdict_meta`. */
+export async function liveWorkers(store: Store): Promise<Array<Heartbeat & { updatedAt: number }>> {
+  const now = await store.now();
+  return parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).filter((h) => heartbeatAlive(h, now));
+}

@@ -9,6 +9,9 @@ import { openSqlite } from '../../src/store/sqlite/open.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
+import { createTestDatabase, TEST_PG_URL } from '../store/conformance-backends.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { Registry } from '../../src/decision/registry.js';
 
 /** `verdict doctor` as a real process, against the fake Anthropic server through ANTHROPIC_BASE_URL. */
 
@@ -83,18 +86,18 @@ describe('verdict doctor', () => {
 describe('doctor database check', () => {
   const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
 
-  it('a migrated file is ok; a missing file is not an error (created at first use)', () => {
-    expect(checkDatabase(cfg(db))).toMatchObject({ ok: true, detail: expect.stringMatching(/queue readable/) });
-    expect(checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({ ok: true, detail: expect.stringMatching(/does not exist yet/) });
+  it('a migrated file is ok; a missing file is not an error (created at first use)', async () => {
+    expect(await checkDatabase(cfg(db))).toMatchObject({ ok: true, detail: expect.stringMatching(/queue readable/) });
+    expect(await checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({ ok: true, detail: expect.stringMatching(/does not exist yet/) });
   });
 
-  it('an unmigrated file and a file that is not a database each fail with a fix', () => {
+  it('an unmigrated file and a file that is not a database each fail with a fix', async () => {
     const bare = join(dir.dir, 'bare.db');
     openSqlite(bare, { migrate: false }).$client.close();
-    expect(checkDatabase(cfg(bare))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/migrations apply at open/) });
+    expect(await checkDatabase(cfg(bare))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/migrations apply at open/) });
     const junk = join(dir.dir, 'junk.db');
     writeFileSync(junk, 'this is not a database file, just text long enough to have a header'.repeat(10));
-    expect(checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
+    expect(await checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
   });
 });
 
@@ -115,5 +118,30 @@ describe('doctor provider check, OpenAI-compatible', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe.skipIf(!TEST_PG_URL)('doctor database check on Postgres (real server)', () => {
+  const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
+  let pgdb: { url: string; drop(): Promise<void> };
+  beforeAll(async () => {
+    pgdb = await createTestDatabase(TEST_PG_URL!);
+  });
+  afterAll(async () => pgdb?.drop());
+
+  it('an unmigrated database fails with the count and a fix; a migrated one reads its queue and workers', async () => {
+    expect(await checkDatabase(cfg(pgdb.url))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/verdict migrate/) });
+    const store = PgStore.connect(pgdb.url, { registry: new Registry([]) });
+    await store.opened();
+    await store.setMeta('worker:w1', JSON.stringify({ workerId: 'w1', provider: 'fake', model: 'm', concurrency: 1, beatEveryMs: 60_000, startedAt: 0, lastLoopAt: 0, providerProblem: null }));
+    await store.close();
+    const c = await checkDatabase(cfg(pgdb.url));
+    expect(c).toMatchObject({ ok: true, detail: expect.stringMatching(/^postgres:\/\/[^@]+: reachable, \d+ migration\(s\) applied, queue readable \(0 owed, 0 parked\), 1 worker\(s\) alive$/) });
+  }, 60_000);
+
+  it('a server that is down fails with the code and a fix, never the password', async () => {
+    const c = await checkDatabase(cfg('postgres://verdict:s3cret@127.0.0.1:1/verdict'));
+    expect(c).toMatchObject({ ok: false, detail: 'cannot reach the database at postgres://127.0.0.1:1/verdict (ECONNREFUSED)', fix: expect.stringMatching(/server is running/) });
+    expect(JSON.stringify(c)).not.toContain('s3cret');
   });
 });

@@ -332,7 +332,7 @@ describe('importBeads: malformed lines', () => {
   });
 
   it('the rejected list is capped, the count is not', async () => {
-    const r = await importBeads(fx.store, Array.from({ length: 7 }, () => 'nope'), { maxRejectedListed: 3 });
+    const r = await importBeads(fx.store, [...Array.from({ length: 7 }, () => 'nope'), line('bd-ok')], { maxRejectedListed: 3 });
     expect(r.rejected.count).toBe(7);
     expect(r.rejected.lines.map((l) => l.line)).toEqual([1, 2, 3]);
   });
@@ -433,7 +433,7 @@ describe('importBeads: owed work and re-import', () => {
   });
 
   it('a missing file fails before anything is written', async () => {
-    await expect(importBeads(fx.store, join(fx.file, '..', 'no-such.jsonl'))).rejects.toThrow(/ENOENT/);
+    await expect(importBeads(fx.store, join(fx.file, '..', 'no-such.jsonl'))).rejects.toMatchObject({ code: 'input_not_found', message: expect.stringMatching(/^no file at .*no-such\.jsonl; check the path$/) });
     expect(await fx.store.getWorkspaceBySlug('beads')).toBeNull();
   });
 
@@ -474,3 +474,38 @@ describe('importBeads: the bundled sample', () => {
     expect(links(r.workspaceId)).toContain('bd-0088 -parent-> bd-44d0');
   });
 });
+
+describe('importBeads: input that is not beads JSONL (issue 11)', () => {
+  it('no well-formed row: one InvalidInput naming the count and the first error, and nothing written (no workspace)', async () => {
+    const readme = ['# Verdict', '', 'Keeps decisions current.', '{"number": 12, "title": "a GitHub issue"}'];
+    const before = sqlAll('SELECT id FROM workspaces').length;
+    await expect(importBeads(fx.store, readme)).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringMatching(/^not beads JSONL: 0 of 3 lines parsed; first error at line 1: not JSON; /),
+    });
+    expect(await fx.store.getWorkspaceBySlug('beads')).toBeNull();
+    expect(sqlAll('SELECT id FROM workspaces')).toHaveLength(before);
+  });
+
+  it("raw GitHub JSON (one array) reads as 'a JSON array', and creates nothing", async () => {
+    await expect(importBeads(fx.store, ['[{"number": 1, "title": "x"}]'])).rejects.toThrow(/^not beads JSONL: 0 of 1 lines parsed; first error at line 1: a JSON array, not one object per line; /);
+    expect(await fx.store.getWorkspaceBySlug('beads')).toBeNull();
+  });
+
+  it('a rejected line names the field and its rule, never a zod code', async () => {
+    const r = await run([line('bd-1', { priority: 9 }), line('bd-2', { priority: 'high' }), line('bd-3', { title: undefined }), line('bd-4', { labels: 'x' }), line('bd-5')]);
+    expect(r.rejected.lines.map((l) => l.detail)).toEqual(['priority: expected an integer 0–4', 'priority: expected an integer 0–4', 'title: missing', 'labels: expected a list of strings']);
+    for (const l of r.rejected.lines) expect(l.detail).not.toMatch(/invalid_type|too_big|too_small/);
+  });
+
+  it('jobRowsOwed counts the distinct job rows owed, not the upserts', async () => {
+    const r = await run([
+      line('bd-1', { comments: [{ id: 1, author: 'a', text: 'one' }, { id: 2, author: 'b', text: 'two' }] }),
+      line('bd-2', { dependencies: [dep('bd-2', 'bd-1', 'blocks')] }),
+    ]);
+    const rows = sqlAll<{ n: number }>('SELECT count(*) AS n FROM decision_jobs')[0].n;
+    expect(r.jobsOwed).toBeGreaterThan(rows); // comments and the link owe rows already owed
+    expect(r.jobRowsOwed).toBe(rows);
+  });
+});
+

@@ -19,6 +19,7 @@ import * as reservations from './spend-reservations.js';
 import * as schema from './schema.js';
 import { collections, itemDecisions, items, workspaces } from './schema.js';
 import * as doors from './write-doors.js';
+import { databaseError, databaseLabel } from '../database-errors.js';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -54,6 +55,7 @@ export class PgStore implements S.Store {
   private constructor(
     private readonly conn: PgConnection,
     opts: PgStoreOptions,
+    label = "the host's Postgres pool",
   ) {
     this.ctx = {
       db: conn.db,
@@ -62,7 +64,8 @@ export class PgStore implements S.Store {
       newToken: () => randomBytes(16).toString('hex'),
       clockOffsetMs: opts.clockOffsetMs ?? 0,
     };
-    this.ready = opts.migrate === false ? Promise.resolve() : conn.migrate();
+    // A server that is down or a wrong password reads `verdict: cannot reach …; <fix>`, not a raw ECONNREFUSED.
+    this.ready = opts.migrate === false ? Promise.resolve() : conn.migrate().catch((err: unknown) => Promise.reject(databaseError(err, label)));
     this.ready.catch(() => undefined); // surfaced by the first call, not as an unhandled rejection
   }
 
@@ -71,7 +74,7 @@ export class PgStore implements S.Store {
    * @param poolSize connections per process. @defaultValue 10
    */
   static connect(url: string, opts: PgStoreOptions & { poolSize?: number }): PgStore {
-    return new PgStore(connectNodePg(url, opts.poolSize), opts);
+    return new PgStore(connectNodePg(url, opts.poolSize), opts, databaseLabel(url));
   }
 
   /**
@@ -89,7 +92,11 @@ export class PgStore implements S.Store {
     return store;
   }
 
-  /** Resolves once migrations are applied. @throws the connection or migration error. */
+  /**
+   * Resolves once migrations are applied.
+   * @throws DatabaseUnavailable (or DatabaseNotFound) naming the database when it cannot be reached
+   *   or migrated; the driver's error is its `cause`.
+   */
   async opened(): Promise<void> {
     await this.ready;
   }

@@ -3,7 +3,7 @@ import { count, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { existsSync, statSync } from 'node:fs';
-import { STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
+import { openSqlite, STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS } from './open.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
 
@@ -51,7 +51,8 @@ export function checkSqliteHealth(path: string): SqliteHealth {
   if (!out.exists || path === ':memory:') return out;
   let client: Database.Database | undefined;
   try {
-    client = new Database(path, { readonly: true, fileMustExist: true });
+    // The reads' own read-only open: works in a folder this user may not write (see open.ts).
+    client = openSqlite(path, { readOnly: true, migrate: false }).$client;
     client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
     const db = drizzle({ client, schema });
     // `verdict_migrations`, or on a file no newer version has opened yet, Verdict's rows of the
@@ -74,7 +75,7 @@ export function checkSqliteHealth(path: string): SqliteHealth {
       out.queue = { owed: rows.find((r) => r.state === 'owed')?.n ?? 0, parked: rows.find((r) => r.state === 'parked')?.n ?? 0 };
     }
   } catch (err) {
-    const e = err as { code?: unknown; name?: unknown };
+    const e = ((err as { cause?: unknown }).cause ?? err) as { code?: unknown; name?: unknown };
     out.error = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'error';
   } finally {
     client?.close();

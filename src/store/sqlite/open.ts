@@ -1,12 +1,14 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
+import { DatabaseNotFound, DatabaseUnavailable } from '../../errors.js';
+import { databaseError } from '../database-errors.js';
 
 export type SqliteDb = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
@@ -70,25 +72,137 @@ export function sqlitePathFromUrl(url: string): string {
   return url;
 }
 
+/** How `openSqlite` treats the file. */
+export interface OpenSqliteOptions {
+  /** Apply pending migrations (see migrateSqlite). @defaultValue true */
+  migrate?: boolean;
+  /** How long a statement waits for another process's write lock, ms. @defaultValue BUSY_TIMEOUT_MS */
+  busyTimeoutMs?: number;
+  /**
+   * Refuse a path with no database instead of creating it (and its folders): a worker or a read
+   * given a mistyped path must not start on a fresh empty file. @defaultValue false
+   */
+  mustExist?: boolean;
+  /**
+   * Open read-only (implies `mustExist`): reads then need no write access to the file or its folder.
+   * Pending migrations are applied first through a short read-write open, since the reads need
+   * the current schema. @defaultValue false
+   */
+  readOnly?: boolean;
+}
+
 /**
  * Opens a SQLite database with WAL, `journal_size_limit`, a busy timeout (`busyTimeoutMs`, default
  * BUSY_TIMEOUT_MS, after STARTUP_BUSY_TIMEOUT_MS while migrating), NORMAL sync and foreign keys, and
- * applies the migrations in `drizzle/` (unless `migrate: false`; see migrateSqlite).
- * @throws when the file cannot be opened or a migration fails.
+ * applies the migrations in `drizzle/` (unless `migrate: false`; see migrateSqlite). See OpenSqliteOptions for
+ * `mustExist` and `readOnly`.
+ * @throws DatabaseNotFound when the file is missing and `mustExist` or `readOnly` is set (nothing is created).
+ * @throws DatabaseUnavailable naming the path and the driver's code when it cannot be opened or migrated.
  */
-export function openSqlite(path: string, opts: { migrate?: boolean; busyTimeoutMs?: number } = {}): SqliteDb {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new Database(path);
-  cacheStatements(sqlite);
-  sqlite.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
-  sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma('foreign_keys = ON');
-  const db = drizzle({ client: sqlite, schema }) as SqliteDb;
-  if (opts.migrate !== false) migrateSqlite(db);
-  sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS}`);
-  return db;
+export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb {
+  const mustExist = opts.mustExist || opts.readOnly;
+  if (path !== ':memory:' && mustExist && !existsSync(path)) {
+    throw new DatabaseNotFound(`no database at ${path}; pass the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)${opts.readOnly ? '' : ', or --create to start a new one'}`);
+  }
+  if (path !== ':memory:' && existsSync(path) && statSync(path).isDirectory()) {
+    throw new DatabaseUnavailable(`${path} is a folder, not a database file; pass the database file itself (--database-url / VERDICT_DATABASE_URL)`);
+  }
+  try {
+    if (opts.readOnly && path !== ':memory:') return openSqliteReadOnly(path, opts);
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const sqlite = new Database(path, { fileMustExist: !!mustExist && path !== ':memory:' });
+    try {
+      cacheStatements(sqlite);
+      sqlite.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
+      sqlite.pragma('journal_mode = WAL');
+      sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
+      sqlite.pragma('synchronous = NORMAL');
+      sqlite.pragma('foreign_keys = ON');
+      const db = drizzle({ client: sqlite, schema }) as SqliteDb;
+      if (opts.migrate !== false) migrateSqlite(db);
+      sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS}`);
+      return db;
+    } catch (err) {
+      sqlite.close();
+      throw err;
+    }
+  } catch (err) {
+    throw databaseError(err, path);
+  }
+}
+
+/**
+ * A read-only connection (no journal mode change, no statement that writes). Migrations still
+ * pending are applied by a read-write open first; a file this user may not write then fails with
+ * a message saying so.
+ */
+function openSqliteReadOnly(path: string, opts: OpenSqliteOptions): SqliteDb {
+  const db = readOnlyOpen(path, opts);
+  if (opts.migrate === false || pendingMigrationsOn(db.$client) === 0) return db;
+  db.$client.close();
+  openSqlite(path, { ...opts, readOnly: false, mustExist: true }).$client.close();
+  return readOnlyOpen(path, opts);
+}
+
+function readOnlyOpen(path: string, opts: OpenSqliteOptions): SqliteDb {
+  try {
+    return readOnlyConnection(path, opts);
+  } catch (err) {
+    // A WAL database whose folder we may not write cannot get its -shm index. With no -wal file
+    // no writer has it open, so it is read as immutable (needs URI filenames: the CLI sets
+    // SQLITE_USE_URI=1 before the driver loads). Without URI support the first error stands.
+    const code = (err as { code?: string }).code;
+    if ((code === 'SQLITE_READONLY_DIRECTORY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY_CANTINIT') && !existsSync(`${path}-wal`)) {
+      try {
+        return readOnlyConnection(`${pathToFileURL(resolve(path)).href}?immutable=1`, opts);
+      } catch {
+        throw err;
+      }
+    }
+    throw err;
+  }
+}
+
+/** A read-only connection on `filename` (a path, or a `file:` URI when URIs are enabled). */
+function readOnlyConnection(filename: string, opts: OpenSqliteOptions): SqliteDb {
+  const sqlite = new Database(filename, { readonly: true, fileMustExist: true });
+  try {
+    cacheStatements(sqlite);
+    sqlite.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS}`);
+    sqlite.pragma('foreign_keys = ON');
+    // A WAL file needs its -shm index: touch the schema now so a folder we may not write fails
+    // here, at open, with the path named, rather than in the middle of a read.
+    sqlite.prepare('SELECT count(*) FROM sqlite_master').get();
+    return drizzle({ client: sqlite, schema }) as SqliteDb;
+  } catch (err) {
+    sqlite.close();
+    throw err;
+  }
+}
+
+/** Committed migrations not yet recorded in the file (a read-only look); 1 when it cannot tell, so the caller migrates under the lock. */
+function pendingMigrations(path: string): number {
+  let client: Database.Database | undefined;
+  try {
+    client = new Database(path, { readonly: true, fileMustExist: true });
+    return pendingMigrationsOn(client);
+  } catch {
+    return 1;
+  } finally {
+    client?.close();
+  }
+}
+
+/** Committed migrations not recorded on this connection's database; 1 when it cannot tell. */
+function pendingMigrationsOn(client: Database.Database): number {
+  try {
+    const has = (name: string) => client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+    if (!has(MIGRATIONS_TABLE)) return 1;
+    const applied = new Set((client.prepare(`SELECT hash FROM ${MIGRATIONS_TABLE}`).all() as Array<{ hash: string }>).map((r) => r.hash));
+    return readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS }).filter((m) => !applied.has(m.hash)).length;
+  } catch {
+    return 1;
+  }
 }
 
 /**
@@ -112,7 +226,9 @@ export function wrapSqlite(sqlite: Database.Database, opts: { migrate?: boolean 
  * are serialised across processes by an exclusive lock on a side file (`<db>.migrate-lock`):
  * drizzle's migrator reads the last applied migration before it begins its transaction, so two
  * workers starting together on a fresh file would otherwise both try to create the tables.
- * Idempotent: with nothing pending it only reads.
+ * With nothing pending it only reads and takes no lock, so no side file appears beside a database
+ * that is up to date; after a run the side file is removed (when it is still the one this process
+ * locked: a process that waited on a removed file finds nothing pending and removes nothing).
  * @throws when a migration fails, or when the connection is inside a transaction.
  */
 export function migrateSqlite(db: SqliteDb): void {
@@ -125,7 +241,10 @@ export function migrateSqlite(db: SqliteDb): void {
     run();
     return;
   }
-  const lock = new Database(`${path}.migrate-lock`);
+  if (pendingMigrations(path) === 0) return;
+  const lockPath = `${path}.migrate-lock`;
+  const lock = new Database(lockPath);
+  const lockedIno = statSync(lockPath).ino;
   lock.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
   try {
     lock.exec('BEGIN EXCLUSIVE');
@@ -134,6 +253,11 @@ export function migrateSqlite(db: SqliteDb): void {
   } finally {
     if (lock.inTransaction) lock.exec('ROLLBACK');
     lock.close();
+    try {
+      if (statSync(lockPath).ino === lockedIno) rmSync(lockPath, { force: true });
+    } catch {
+      /* already removed by the process that held it before us */
+    }
   }
 }
 

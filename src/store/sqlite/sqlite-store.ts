@@ -41,6 +41,10 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
   /** How long a call keeps retrying SQLITE_BUSY (awaited waits), ms. @defaultValue BUSY_DEADLINE_MS (60 000) */
   busyDeadlineMs?: number;
+  /** Refuse a missing file instead of creating it (see OpenSqliteOptions). @defaultValue false */
+  mustExist?: boolean;
+  /** Open read-only; implies `mustExist` (see OpenSqliteOptions). @defaultValue false */
+  readOnly?: boolean;
 }
 
 /**
@@ -65,7 +69,7 @@ export class SqliteStore implements S.Store {
     this.ctx = {
       db: opts.connection
         ? wrapSqlite(opts.connection, { migrate: opts.migrate })
-        : openSqlite(this.path, { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate }),
+        : openSqlite(this.path, { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate, mustExist: opts.mustExist, readOnly: opts.readOnly }),
       clock: opts.clock ?? systemClock,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
