@@ -416,6 +416,11 @@ export class PgStore implements S.Store {
  * cannot be reached; 53100 is a full disk.
  */
 export function pgStorageProblem(err: unknown): string | null {
+  // A failed connect at open reaches calls wrapped as DatabaseUnavailable; judge the driver's error.
+  if (err instanceof Error && err.cause !== undefined) {
+    const inner = pgStorageProblem(err.cause);
+    if (inner) return inner;
+  }
   const e = err as { code?: unknown; message?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   if (code === '53100') return 'disk full';
