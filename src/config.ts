@@ -78,10 +78,6 @@ export interface Config {
 /** Thrown for a bad option value; exit code 2 (usage error). */
 export class ConfigError extends VerdictError {
   readonly code = 'config_error';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
 }
 
 interface OptionSpec {

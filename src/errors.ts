@@ -10,6 +10,12 @@
 export abstract class VerdictError extends Error {
   /** Stable machine-readable code (snake_case). */
   abstract readonly code: string;
+
+  constructor(message?: string, options?: { cause?: unknown }) {
+    super(message, options);
+    // Every subclass is named after itself (`err.name` in logs and stacks), without repeating it.
+    this.name = new.target.name;
+  }
 }
 
 /** True when `err` is one of Verdict's errors (any class). */
@@ -23,10 +29,6 @@ export function isVerdictError(err: unknown): err is VerdictError {
  */
 export class InputNotFound extends VerdictError {
   readonly code = 'input_not_found';
-  constructor(message: string) {
-    super(message);
-    this.name = 'InputNotFound';
-  }
 }
 
 /**
@@ -35,10 +37,6 @@ export class InputNotFound extends VerdictError {
  */
 export class InvalidInput extends VerdictError {
   readonly code = 'invalid_input';
-  constructor(message: string) {
-    super(message);
-    this.name = 'InvalidInput';
-  }
 }
 
 /**
@@ -47,10 +45,6 @@ export class InvalidInput extends VerdictError {
  */
 export class DatabaseNotFound extends VerdictError {
   readonly code = 'database_not_found';
-  constructor(message: string) {
-    super(message);
-    this.name = 'DatabaseNotFound';
-  }
 }
 
 /**
@@ -62,6 +56,5 @@ export class DatabaseUnavailable extends VerdictError {
   readonly code = 'database_unavailable';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
-    this.name = 'DatabaseUnavailable';
   }
 }

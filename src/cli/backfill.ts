@@ -89,10 +89,6 @@ export function formatBackfillReport(r: BackfillReport): string {
 /** `backfill` without `--drain` found no live worker heartbeat: exit 1, nothing owed. */
 export class NoWorkerRunning extends VerdictError {
   readonly code = 'no_worker_running';
-  constructor(message: string) {
-    super(message);
-    this.name = 'NoWorkerRunning';
-  }
 }
 
 export function registerBackfillCommand(program: Command): void {

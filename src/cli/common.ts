@@ -81,10 +81,6 @@ export async function resolveWorkspace(store: Store, slug: string | undefined): 
 /** A usage error: exit code 2. */
 export class UsageError extends VerdictError {
   readonly code = 'usage_error';
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
 }
 
 /** Bytes for humans: `512 B`, `3.2 KiB`, `37.0 MiB`, `1.34 GiB`. */

@@ -70,17 +70,12 @@ export class GraceExceeded extends VerdictError {
   readonly code = 'grace_exceeded';
   constructor(graceMs: number) {
     super(`the worker did not finish within ${graceMs} ms; unrecorded jobs are claimable again when their leases end`);
-    this.name = 'GraceExceeded';
   }
 }
 
 /** Thrown when a worker handle is started twice, or a worker is asked for with provider `none`. */
 export class WorkerStateError extends VerdictError {
   readonly code = 'worker_state';
-  constructor(message: string) {
-    super(message);
-    this.name = 'WorkerStateError';
-  }
 }
 
 /** Events of a VerdictWorker. */

@@ -75,7 +75,6 @@ export class InvalidConfigFile extends VerdictError {
     readonly problem: string,
   ) {
     super(`config file ${file}${setName === null ? '' : `: set ${setName}`}: ${problem}`);
-    this.name = 'InvalidConfigFile';
   }
 }
 

@@ -82,7 +82,6 @@ export class InvalidQuestion extends VerdictError {
   readonly code = 'invalid_question';
   constructor(key: string, detail: string) {
     super(`question "${key}" is invalid: ${detail}`);
-    this.name = 'InvalidQuestion';
   }
 }
 

@@ -88,7 +88,6 @@ export class InvalidQuestionSet extends VerdictError {
   readonly code = 'invalid_question_set';
   constructor(name: string, detail: string) {
     super(`question set "${name}" is invalid: ${detail}`);
-    this.name = 'InvalidQuestionSet';
   }
 }
 

@@ -76,7 +76,6 @@ export class InvalidConventionsFile extends VerdictError {
   readonly code = 'invalid_conventions_file';
   constructor(file: string, problem: string) {
     super(`conventions file ${file}: ${problem}`);
-    this.name = 'InvalidConventionsFile';
   }
 }
 

@@ -20,7 +20,6 @@ export class SchemaTooComplex extends VerdictError {
   readonly code = 'schema_too_complex';
   constructor(readonly status: number, readonly requestId: string | null) {
     super(`HTTP ${status}: answer schema too complex${requestId ? ` (request ${requestId})` : ''}`);
-    this.name = 'SchemaTooComplex';
   }
 }
 
@@ -29,7 +28,6 @@ export class ResponseFormatRejected extends VerdictError {
   readonly code = 'response_format_rejected';
   constructor(readonly status: number) {
     super(`HTTP ${status}: response format rejected`);
-    this.name = 'ResponseFormatRejected';
   }
 }
 
@@ -41,7 +39,6 @@ export class BadEnvelope extends VerdictError {
   readonly code = 'bad_envelope';
   constructor(readonly errorType: string | null, readonly requestId: string | null) {
     super(`HTTP 200 carrying ${errorType ? `error ${errorType}` : 'no message'}${requestId ? ` (request ${requestId})` : ''}`);
-    this.name = 'BadEnvelope';
   }
 }
 
@@ -211,7 +208,6 @@ export class HttpFailure extends VerdictError {
     readonly bodyText: string,
   ) {
     super(`HTTP ${status}`);
-    this.name = 'HttpFailure';
   }
 }
 

@@ -23,7 +23,6 @@ export class ProviderRefusal extends ProviderError {
   readonly status?: number;
   constructor(message: string, opts: { status?: number; overBudget?: boolean } = {}) {
     super(message);
-    this.name = 'ProviderRefusal';
     this.code = opts.overBudget ? 'input_over_budget' : 'provider_refusal';
     this.status = opts.status;
   }
@@ -43,7 +42,6 @@ export class ProviderUnavailable extends ProviderError {
   readonly status?: number;
   constructor(message: string, opts: { retryAfterMs?: number; rateLimited?: boolean; status?: number } = {}) {
     super(message);
-    this.name = 'ProviderUnavailable';
     this.retryAfterMs = opts.retryAfterMs;
     this.rateLimited = opts.rateLimited ?? false;
     this.status = opts.status;
@@ -60,7 +58,6 @@ export class ProviderMisconfigured extends ProviderError {
   readonly status?: number;
   constructor(message: string, opts: { status?: number } = {}) {
     super(message);
-    this.name = 'ProviderMisconfigured';
     this.status = opts.status;
   }
 }
@@ -76,7 +73,6 @@ export class SchemaRejected extends ProviderError {
   readonly status?: number;
   constructor(message: string, opts: { status?: number } = {}) {
     super(message);
-    this.name = 'SchemaRejected';
     this.status = opts.status;
   }
 }
@@ -95,7 +91,6 @@ export class AnswerDefect extends ProviderError {
   readonly usage?: Usage;
   constructor(message: string, opts: { usage?: Usage } = {}) {
     super(message);
-    this.name = 'AnswerDefect';
     this.usage = opts.usage;
   }
 

@@ -128,7 +128,6 @@ export class AttemptTimeout extends VerdictError {
   readonly code = 'attempt_timeout';
   constructor(readonly ms: number) {
     super(`attempt timed out after ${ms} ms`);
-    this.name = 'AttemptTimeout';
   }
 }
 

@@ -85,7 +85,6 @@ export class LivenessLost extends VerdictError {
   readonly code = 'liveness_lost';
   constructor(readonly liveness: Exclude<Liveness, 'live'> | 'questions_changed') {
     super(`liveness lost: ${liveness}`);
-    this.name = 'LivenessLost';
   }
 }
 

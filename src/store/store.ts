@@ -667,7 +667,6 @@ export class NotFound extends VerdictError {
   readonly code = 'not_found';
   constructor(what: string, id: string) {
     super(`${what} ${id} not found`);
-    this.name = 'NotFound';
   }
 }
 
@@ -680,7 +679,6 @@ export class Conflict extends VerdictError {
   readonly code = 'conflict';
   constructor(readonly constraint: string) {
     super(`already exists: ${constraint}`);
-    this.name = 'Conflict';
   }
 }
 
@@ -697,7 +695,6 @@ export class StoreFailure extends VerdictError {
     options?: { cause?: unknown },
   ) {
     super(message, options);
-    this.name = 'StoreFailure';
   }
 }
 
@@ -728,8 +725,4 @@ export function toStoreError(err: unknown): VerdictError {
 /** Thrown by a write door for bad input (fields not an object, unknown collection ...). */
 export class InvalidWrite extends VerdictError {
   readonly code = 'invalid_write';
-  constructor(message: string) {
-    super(message);
-    this.name = 'InvalidWrite';
-  }
 }

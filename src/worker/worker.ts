@@ -79,7 +79,6 @@ export class LeaseTooShort extends VerdictError {
   readonly code = 'lease_too_short';
   constructor(leaseMs: number, worstMs: number) {
     super(`--lease-ms ${leaseMs} is shorter than one provider call's worst case (${worstMs} ms); raise it`);
-    this.name = 'LeaseTooShort';
   }
 }
 

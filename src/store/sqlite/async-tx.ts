@@ -35,7 +35,6 @@ export class TransactionClosed extends VerdictError {
   readonly code = 'transaction_closed';
   constructor() {
     super('this transaction handle was used after its transaction ended; use the store instead');
-    this.name = 'TransactionClosed';
   }
 }
 
@@ -57,7 +56,6 @@ export class TransactionMisuse extends VerdictError {
   readonly code = 'transaction_misuse';
   constructor() {
     super('inside store.transaction(fn), call the doors on fn\'s tx argument, not on the store: the store waits for this transaction to end');
-    this.name = 'TransactionMisuse';
   }
 }
 
