@@ -1,10 +1,7 @@
-import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { seedJobs } from '../../scripts/bench-drain.js';
+import { describe, expect, it } from 'vitest';
 import { jobCounts, probeMaxGap, reoweAll, ROOT, spawnDist } from '../../scripts/fault-support.js';
 import { waitFor } from '../harness/cli-process.js';
-import { tempDir } from '../harness/store-fixture.js';
+import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
  * DESIGN §16.6: a drain never holds the event loop. Real `verdict worker`
@@ -21,23 +18,13 @@ import { tempDir } from '../harness/store-fixture.js';
 const ITEMS = 1_000; // 2,000 jobs: about 1.5 s of drain, far above the 100 ms limit when nothing yields
 const MAX_GAP_MS = 100;
 
-let dir: { dir: string; cleanup: () => void };
-let file: string;
-beforeEach(async () => {
-  dir = tempDir();
-  file = join(dir.dir, 'verdict.db');
-  await seedJobs(file, ITEMS);
-});
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  dir.cleanup();
-});
+const fx = seededWorkerFixture(ITEMS);
+const children = fx.children;
 
-const workerArgs = (extra: string[] = []) => ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', '0', '--tick-ms', '50', '--concurrency', '4', ...extra];
+const workerArgs = (extra: string[] = []) => ['worker', '--database-url', fx.file(), '--provider', 'fake', '--fake-latency-ms', '0', '--tick-ms', '50', '--concurrency', '4', ...extra];
 
 async function drainWithProbe(name: string): Promise<number> {
-  const probeFile = join(dir.dir, `${name}.probe.json`);
+  const probeFile = `${fx.file()}.${name}.probe.json`;
   const w = spawnDist(ROOT, workerArgs(['--until-idle']), { probeFile });
   children.push(w.child);
   const ex = await w.exited;
@@ -49,28 +36,28 @@ async function drainWithProbe(name: string): Promise<number> {
 describe('a drain keeps the event loop live (real worker process)', () => {
   it('fresh jobs at 0 ms, then the same jobs with their answers stored: no timer gap above 100 ms', async () => {
     const fresh = await drainWithProbe('fresh');
-    expect(jobCounts(file).jobs).toBe(0);
+    expect(jobCounts(fx.file()).jobs).toBe(0);
     expect(fresh).toBeLessThanOrEqual(MAX_GAP_MS);
 
-    expect(await reoweAll(file)).toBe(ITEMS * 2);
-    const answersBefore = jobCounts(file).answers;
+    expect(await reoweAll(fx.file())).toBe(ITEMS * 2);
+    const answersBefore = jobCounts(fx.file()).answers;
     const answered = await drainWithProbe('answered');
-    expect(jobCounts(file)).toMatchObject({ jobs: 0, answers: answersBefore }); // no new call, no new answer
+    expect(jobCounts(fx.file())).toMatchObject({ jobs: 0, answers: answersBefore }); // no new call, no new answer
     expect(answered).toBeLessThanOrEqual(MAX_GAP_MS);
   }, 60_000);
 
   it('SIGTERM during a drain of already-answered jobs stops it mid-way; the rest stays owed, none left claimed', async () => {
     await drainWithProbe('first');
-    const total = await reoweAll(file);
+    const total = await reoweAll(fx.file());
     const w = spawnDist(ROOT, workerArgs());
     children.push(w.child);
     await w.started;
     // The drain is under way once some jobs are gone; the signal must be handled before it ends.
-    await waitFor(() => jobCounts(file).jobs < total, 20_000, 5);
+    await waitFor(() => jobCounts(fx.file()).jobs < total, 20_000, 5);
     w.child.kill('SIGTERM');
     const ex = await w.exited;
     expect(ex.code, w.stderr()).toBe(0);
-    const left = jobCounts(file);
+    const left = jobCounts(fx.file());
     expect(left.jobs).toBeGreaterThan(0); // the old code drained every job before it saw the signal
     expect(left.claimed).toBe(0); // in-flight jobs were released, not stranded
     expect(w.stderr()).toContain('"msg":"shutting down"');

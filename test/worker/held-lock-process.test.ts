@@ -1,10 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { checkDrain, seedJobs } from '../../scripts/bench-drain.js';
+import { describe, expect, it } from 'vitest';
+import { checkDrain } from '../../scripts/bench-drain.js';
 import { holdWriteLock, jobCounts, metricsPortOf, probeHealth, ROOT, spawnDist, type HealthProbe } from '../../scripts/fault-support.js';
 import { waitFor } from '../harness/cli-process.js';
-import { tempDir } from '../harness/store-fixture.js';
+import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
  * DESIGN §16.6: another process holds `BEGIN IMMEDIATE` while a real worker
@@ -17,26 +15,16 @@ import { tempDir } from '../harness/store-fixture.js';
 const ITEMS = 100; // 200 jobs at 20 ms each over 4 slots: about 1 s of work, around a 3 s lock
 const LOCK_MS = 3_000;
 
-let dir: { dir: string; cleanup: () => void };
-let file: string;
-const children: ChildProcess[] = [];
-beforeEach(async () => {
-  dir = tempDir();
-  file = join(dir.dir, 'verdict.db');
-  await seedJobs(file, ITEMS);
-});
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  dir.cleanup();
-});
+const fx = seededWorkerFixture(ITEMS);
+const children = fx.children;
 
 describe('a write lock held by another process (real worker process)', () => {
   it('/healthz answers every probe within 1 s: degraded with the reason while locked, then ok; nothing lost', async () => {
-    const w = spawnDist(ROOT, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', '20', '--tick-ms', '100', '--concurrency', '4', '--metrics-port', '0']);
+    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--fake-latency-ms', '20', '--tick-ms', '100', '--concurrency', '4', '--metrics-port', '0']);
     children.push(w.child);
     await w.started;
     const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
-    await waitFor(() => jobCounts(file).jobs < ITEMS * 2 - 10, 20_000, 10); // recording under way
+    await waitFor(() => jobCounts(fx.file()).jobs < ITEMS * 2 - 10, 20_000, 10); // recording under way
 
     const probes: HealthProbe[] = [];
     let probing = true;
@@ -46,7 +34,7 @@ describe('a write lock held by another process (real worker process)', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
-    const lock = holdWriteLock(file);
+    const lock = holdWriteLock(fx.file());
     const lockedAt = Date.now();
     await new Promise((r) => setTimeout(r, LOCK_MS));
     const releasedAt = Date.now();
@@ -54,7 +42,7 @@ describe('a write lock held by another process (real worker process)', () => {
     await waitFor(() => probes.some((p) => p.at > releasedAt && p.status === 'ok'), 15_000);
     probing = false;
     await prober;
-    await waitFor(() => jobCounts(file).jobs === 0, 30_000);
+    await waitFor(() => jobCounts(fx.file()).jobs === 0, 30_000);
     w.child.kill('SIGTERM');
     expect((await w.exited).code, w.stderr()).toBe(0);
 
@@ -66,7 +54,7 @@ describe('a write lock held by another process (real worker process)', () => {
     expect(probes.filter((p) => p.at > releasedAt).at(-1)).toMatchObject({ http: 200, status: 'ok' });
 
     // Nothing lost: every job completed exactly once, no outcome left unrecorded.
-    const check = await checkDrain(file);
+    const check = await checkDrain(fx.file());
     expect(check).toMatchObject({ jobsLeft: 0, duplicateKeys: 0, calls: ITEMS * 2 });
     expect(w.stderr()).not.toMatch(/outcome not recorded|claim failed/);
   }, 90_000);

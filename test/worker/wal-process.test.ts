@@ -1,63 +1,50 @@
-import type { ChildProcess } from 'node:child_process';
 import { truncateSync } from 'node:fs';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { seedJobs } from '../../scripts/bench-drain.js';
+import { describe, expect, it } from 'vitest';
 import { holdReadSnapshot, jobCounts, metricsPortOf, ROOT, runDist, spawnDist, walBytes } from '../../scripts/fault-support.js';
 import { checkDatabase } from '../../src/cli/doctor.js';
 import { loadConfig } from '../../src/config.js';
 import { WAL_WARN_BYTES } from '../../src/worker/wal-upkeep.js';
 import { waitFor } from '../harness/cli-process.js';
 import { parsePromText, sampleValue } from '../harness/prom-text.js';
-import { tempDir } from '../harness/store-fixture.js';
+import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
  * DESIGN §16.7: with an outside reader holding a read transaction, a real worker
  * process (built dist) drains and its write-ahead log grows; once the reader lets go, the worker's
  * `wal_checkpoint(TRUNCATE)` (here every 500 ms via --wal-checkpoint-ms, 60 s by default) brings
- * the file back down. The old code never truncated it: the file kept its peak until the worker
+ * the fx.file() back down. The old code never truncated it: the fx.file() kept its peak until the worker
  * exited. The size is in /metrics, `verdict status` and `verdict doctor`; doctor warns above
  * 256 MiB. Needs `npm run build`.
  */
 
 const ITEMS = 500;
 
-let dir: { dir: string; cleanup: () => void };
-let file: string;
-const children: ChildProcess[] = [];
-beforeEach(async () => {
-  dir = tempDir();
-  file = join(dir.dir, 'verdict.db');
-  await seedJobs(file, ITEMS);
-});
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  dir.cleanup();
-});
+const fx = seededWorkerFixture(ITEMS);
+const children = fx.children;
 
 describe('the write-ahead log stays bounded (real worker process)', () => {
   it('grows behind an outside reader, is truncated once the reader lets go, and is shown in /metrics, status and doctor', async () => {
-    const reader = holdReadSnapshot(file);
-    const w = spawnDist(ROOT, ['worker', '--database-url', file, '--provider', 'fake', '--tick-ms', '100', '--wal-checkpoint-ms', '500', '--metrics-port', '0']);
+    const reader = holdReadSnapshot(fx.file());
+    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--tick-ms', '100', '--wal-checkpoint-ms', '500', '--metrics-port', '0']);
     children.push(w.child);
     await w.started;
     const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
-    await waitFor(() => jobCounts(file).jobs === 0, 60_000);
+    await waitFor(() => jobCounts(fx.file()).jobs === 0, 60_000);
     await new Promise((r) => setTimeout(r, 1_500)); // several checkpoints while the reader still holds its snapshot
-    const peak = walBytes(file);
+    const peak = walBytes(fx.file());
     expect(peak).toBeGreaterThan(4 * 1024 * 1024); // the reader kept every frame of the drain
 
     const scraped = sampleValue(parsePromText(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()), 'verdict_sqlite_wal_bytes');
     expect(scraped).toBeGreaterThan(4 * 1024 * 1024);
-    const status = await runDist(ROOT, ['status', '--database-url', file]);
+    const status = await runDist(ROOT, ['status', '--database-url', fx.file()]);
     expect(status.stdout).toMatch(/^write-ahead log: \d+(\.\d)? MiB$/m);
-    const statusJson = JSON.parse((await runDist(ROOT, ['status', '--json', '--database-url', file])).stdout);
+    const statusJson = JSON.parse((await runDist(ROOT, ['status', '--json', '--database-url', fx.file()])).stdout);
     expect(statusJson.walBytes).toBeGreaterThan(4 * 1024 * 1024);
 
     reader.release();
-    // The worker is idle and checkpoints every 500 ms here: the file goes back to (nearly) nothing.
-    await waitFor(() => walBytes(file) < 1024 * 1024, 10_000, 50);
-    const doctor = await runDist(ROOT, ['doctor', '--database-url', file, '--provider', 'none']);
+    // The worker is idle and checkpoints every 500 ms here: the fx.file() goes back to (nearly) nothing.
+    await waitFor(() => walBytes(fx.file()) < 1024 * 1024, 10_000, 50);
+    const doctor = await runDist(ROOT, ['doctor', '--database-url', fx.file(), '--provider', 'none']);
     expect(doctor.stdout).toMatch(/ok\s+database\s+.*write-ahead log \d+/);
     expect(doctor.stdout).not.toMatch(/WARN/);
 
@@ -66,9 +53,9 @@ describe('the write-ahead log stays bounded (real worker process)', () => {
   }, 120_000);
 
   it('doctor warns when the write-ahead log is above 256 MiB', async () => {
-    const cfg = loadConfig({ databaseUrl: file, provider: 'none' }, {});
+    const cfg = loadConfig({ databaseUrl: fx.file(), provider: 'none' }, {});
     expect((await checkDatabase(cfg)).warning).toBeUndefined();
-    truncateSync(`${file}-wal`, WAL_WARN_BYTES + 4096); // sparse: a WAL of that size without writing it
+    truncateSync(`${fx.file()}-wal`, WAL_WARN_BYTES + 4096); // sparse: a WAL of that size without writing it
     const checked = await checkDatabase(cfg);
     expect(checked, JSON.stringify(checked)).toMatchObject({ ok: true, warning: expect.stringMatching(/write-ahead log is 256 MiB .*above 256 MiB/) });
   });
