@@ -43,15 +43,13 @@ function ruleHolds(rule: EligibilityRule, item: ItemRow, collection: CollectionR
  * idempotency read.
  */
 export function appliesNow(set: QuestionSet, item: ItemRow, collection: CollectionRow): boolean {
-  if (set.collections.length > 0 && !set.collections.includes(collection.slug)) return false;
-  const fields = parseFields(item.fields);
-  return set.eligible.every((r) => ruleHolds(r, item, collection, fields));
+  return whyNotApplies(set, item, collection) === null;
 }
 
 /**
  * Why a set does not apply to the item now, in words for a person (`verdict show`), or null when
- * it applies (exactly when `appliesNow` is true). The first failing condition is named, in the
- * order `appliesNow` checks them (DESIGN §7 step 3): the collection, then each eligibility rule,
+ * it applies (`appliesNow` is this, null or not). The first failing condition is named, in the
+ * order of DESIGN §7 step 3: the collection, then each eligibility rule,
  * e.g. `item is terminal (status: closed)`. Never quotes item text beyond field names and values.
  */
 export function whyNotApplies(set: QuestionSet, item: ItemRow, collection: CollectionRow): string | null {

@@ -5,7 +5,8 @@ import { setTargets } from '../decision/set-states.js';
 import type { BuiltState } from '../decision/state.js';
 import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../providers/errors.js';
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
-import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
+import { maxTokensFor } from '../providers/prompt.js';
+import { estimatePromptTokens } from './estimate.js';
 import { estimateTokens, type Provider, type Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
@@ -75,9 +76,7 @@ export function permitWaitBudgetMs(leaseMs: number): number {
  * ceiling the call sends as `max_tokens`. The daily cap reserves both (DESIGN §16.8).
  */
 export function callEstimate(questions: ReadonlyMap<string, Question>, state: string, explain: boolean): { inputTokens: number; maxOutputTokens: number } {
-  const system = buildSystemPrompt(questions, { explain });
-  const schema = JSON.stringify(buildAnswerSchema(questions, { explain }));
-  return { inputTokens: estimateTokens(system) + estimateTokens(schema) + estimateTokens(state), maxOutputTokens: maxTokensFor(questions, explain) };
+  return { inputTokens: estimatePromptTokens(questions, explain) + estimateTokens(state), maxOutputTokens: maxTokensFor(questions, explain) };
 }
 
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 
@@ -10,8 +11,8 @@ import type { Store } from '../store/store.js';
  * size until the worker exited. On Postgres `Store.checkpoint()` does nothing.
  */
 
-/** Default `everyMs` (DESIGN §16.7: at most every 60 s while busy). */
-export const WAL_CHECKPOINT_EVERY_MS = 60_000;
+/** Default `everyMs`: the config's `--wal-checkpoint-ms` default (DESIGN §16.7: at most every 60 s while busy). */
+export const WAL_CHECKPOINT_EVERY_MS = DEFAULTS.walCheckpointMs;
 
 /** An idle slot checkpoints at most this often (ms): every idle tick of every slot would be wasteful. */
 export const IDLE_CHECKPOINT_MIN_MS = 1_000;

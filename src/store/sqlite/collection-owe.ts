@@ -12,7 +12,7 @@ import {
 } from '../collection-owe.js';
 import { PRIORITY_BACKFILL } from '../store.js';
 import { writeTx, type SqliteContext, type Tx } from './context.js';
-import { setMetaTx } from './operations.js';
+import { getMeta, setMetaTx } from './operations.js';
 import { oweItems } from './owe.js';
 
 /**
@@ -28,7 +28,7 @@ import { oweItems } from './owe.js';
  */
 export function oweCollectionChange(tx: Tx, ctx: SqliteContext, collectionId: string, sets: readonly QuestionSet[]): number {
   const key = continuationKey(collectionId);
-  const prev = parseContinuation(readMeta(tx, key), currentSetNames(tx, ctx, collectionId));
+  const prev = parseContinuation(getMeta(ctx, key), currentSetNames(tx, ctx, collectionId));
   return oweChunk(tx, ctx, collectionId, restartContinuation(prev, sets.map((s) => s.name))).owed;
 }
 
@@ -73,10 +73,6 @@ function oweChunk(tx: Tx, ctx: SqliteContext, collectionId: string, c: Collectio
   if (ids.length < COLLECTION_OWE_CHUNK) tx.run(sql`DELETE FROM verdict_meta WHERE key = ${key}`);
   else setMetaTx(tx, ctx.clock.now(), key, JSON.stringify({ ...c, after: ids[ids.length - 1].id }));
   return { items: ids.length, owed };
-}
-
-function readMeta(tx: Tx, key: string): string | null {
-  return tx.get<{ value: string }>(sql`SELECT value FROM verdict_meta WHERE key = ${key}`)?.value ?? null;
 }
 
 function currentSetNames(tx: Tx, ctx: SqliteContext, collectionId: string): string[] {

@@ -180,19 +180,6 @@ function readOnlyConnection(filename: string, opts: OpenSqliteOptions): SqliteDb
   }
 }
 
-/** Committed migrations not yet recorded in the file (a read-only look); 1 when it cannot tell, so the caller migrates under the lock. */
-function pendingMigrations(path: string): number {
-  let client: Database.Database | undefined;
-  try {
-    client = new Database(path, { readonly: true, fileMustExist: true });
-    return pendingMigrationsOn(client);
-  } catch {
-    return 1;
-  } finally {
-    client?.close();
-  }
-}
-
 /** Committed migrations not recorded on this connection's database; 1 when it cannot tell. */
 function pendingMigrationsOn(client: Database.Database): number {
   try {
@@ -241,7 +228,7 @@ export function migrateSqlite(db: SqliteDb): void {
     run();
     return;
   }
-  if (pendingMigrations(path) === 0) return;
+  if (pendingMigrationsOn(db.$client) === 0) return;
   const lockPath = `${path}.migrate-lock`;
   const lock = new Database(lockPath);
   const lockedIno = statSync(lockPath).ino;
