@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BUILT_MAIN, requireBuiltCli } from '../harness/built-cli.js';
 import { checkProvider } from '../../src/cli/doctor.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
@@ -20,12 +20,12 @@ import { tempDir } from '../harness/store-fixture.js';
  */
 
 const CANARY = 'sk-ant-api03-KEYCANARY-7';
-const CLI = join(ROOT, 'dist/cli/main.js');
+const CLI = BUILT_MAIN;
 let server: FakeAnthropicServer;
 let dir: { dir: string; cleanup: () => void };
 let db: string;
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before the process tests`);
+  requireBuiltCli();
   server = await FakeAnthropicServer.start();
 });
 afterAll(async () => server.close());

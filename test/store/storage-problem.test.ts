@@ -30,7 +30,7 @@ describe('storage problems', () => {
     const store = PgStore.connect('postgres://verdict@127.0.0.1:1/verdict', { registry: new Registry([attentionSet]) });
     try {
       expect(store.storageProblem()).toBeNull();
-      await expect(store.now()).rejects.toBeTruthy();
+      await expect(store.now()).rejects.toMatchObject({ code: 'database_unavailable' });
       expect(store.storageProblem()).toBe('database unreachable');
     } finally {
       await store.close().catch(() => undefined);

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BUILT_MAIN, requireBuiltCli } from '../harness/built-cli.js';
 import { ROOT } from '../harness/cli-process.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
@@ -14,13 +15,13 @@ import { tempDir } from '../harness/store-fixture.js';
  * drain never ended), and `status` lists the sets as failing (it used to say none).
  */
 
-const CLI = join(ROOT, 'dist/cli/main.js');
+const CLI = BUILT_MAIN;
 let server: FakeAnthropicServer;
 let dir: { dir: string; cleanup: () => void };
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` before the process tests`);
+  requireBuiltCli();
   server = await FakeAnthropicServer.start();
 });
 afterAll(async () => server.close());
