@@ -111,6 +111,8 @@ export class Worker {
   lastLoopAt = Date.now();
   /** The collection-change walk in progress in this process, if any (one at a time). */
   private advancing: Promise<void> | null = null;
+  /** Epoch ms a slot last started a collection-change walk (see `slot`). */
+  private lastAdvanceAt = 0;
   /** The provider error code that started the current cooling-off, if any. */
   providerProblem: string | null = null;
   readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
@@ -279,7 +281,11 @@ export class Worker {
     while (!this.stopping) {
       this.lastLoopAt = Date.now();
       // Beside the claims, not before them: a big collection change never holds up live work.
-      if (!this.opts.untilIdle) void this.advanceCollections();
+      // Looked for once a tick per process, not on every pass of every slot (each look is a read).
+      if (!this.opts.untilIdle && Date.now() - this.lastAdvanceAt >= this.opts.tickMs) {
+        this.lastAdvanceAt = Date.now();
+        void this.advanceCollections();
+      }
       const wait = this.cooloffUntil - Date.now();
       if (wait > 0) {
         await this.idle(Math.min(wait, this.opts.tickMs));
