@@ -1,0 +1,62 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { isSql, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
+import type { PgDb } from './open.js';
+import * as schema from './schema.js';
+
+/**
+ * PostgreSQL's side of the one SQL store (see ../sql/steps.ts): each yielded statement is awaited
+ * on the transaction's client; a write is one `db.transaction` (a savepoint when `db` is already a
+ * transaction); "now" is the database clock (DESIGN §2, §13).
+ * @param clock.offsetMs test-only milliseconds added to the database clock, so a test can move
+ *   "now" past a lease or a backoff without sleeping; 0 in production. Read at each statement.
+ */
+export function postgresDialect(clock: { offsetMs: number }): Dialect {
+  const nowExpr = (): SQL => sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.offsetMs)))})`;
+  const drive = async <T>(db: PgDb, steps: Steps<T>): Promise<T> => {
+    const run = async (s: Step): Promise<unknown> => {
+      switch (s.kind) {
+        case 'rows': {
+          if (isSql(s.q)) return ((await db.execute(s.q)) as unknown as { rows: unknown[] }).rows;
+          return await (s.q(db as never) as unknown as Promise<unknown[]>);
+        }
+        case 'changes': {
+          const r = (isSql(s.q) ? await db.execute(s.q) : await (s.q(db as never) as unknown as Promise<unknown>)) as { rowCount?: number | null; affectedRows?: number };
+          // node-postgres reports rowCount, PGlite affectedRows
+          return r.rowCount ?? r.affectedRows ?? 0;
+        }
+        case 'now':
+          return ((await db.execute(sql`SELECT ${nowExpr()} AS now`)) as unknown as { rows: Array<{ now: number }> }).rows[0].now;
+        case 'nowSql':
+          return nowExpr();
+      }
+    };
+    let r = steps.next();
+    while (!r.done) {
+      let value: unknown;
+      try {
+        value = await run(r.value);
+      } catch (err) {
+        r = steps.throw(err);
+        continue;
+      }
+      r = steps.next(value);
+    }
+    return r.value;
+  };
+  return {
+    name: 'postgres',
+    t: schema as unknown as Tables,
+    greatest: (...a) => sql`greatest(${sql.join(a, sql`, `)})`,
+    least: (...a) => sql`least(${sql.join(a, sql`, `)})`,
+    int8: (v) => sql`${v}::bigint`,
+    int4: (v) => sql`${v}::int`,
+    text: (v) => sql`${v}::text`,
+    bool: (v) => (v ? sql`true` : sql`false`),
+    claimOrderIndex: sql``,
+    forUpdate: sql` FOR UPDATE`,
+    skipLocked: sql` FOR UPDATE OF j SKIP LOCKED`,
+    lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,
+    write: (db, steps) => (db as PgDb).transaction((tx) => drive(tx as unknown as PgDb, steps)),
+    read: (db, steps) => drive(db as PgDb, steps),
+  };
+}

@@ -1,0 +1,161 @@
+import { SQL, sql } from 'drizzle-orm';
+import type { RunResult } from 'better-sqlite3';
+import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import type { Registry } from '../../decision/registry.js';
+import type * as schema from '../sqlite/schema.js';
+
+/**
+ * One SQL store for both dialects (issue 12): the statements and rules of every store method are
+ * written once, in `src/store/sql/`, as generators that *yield* statements; a `Dialect` runs them.
+ *
+ * Why generators. better-sqlite3 transactions are synchronous: a transaction callback that awaits
+ * would let other work on the connection (another worker slot's claim, a host request) run inside
+ * the open transaction and commit or roll back with it. Postgres transactions hold one pooled
+ * client and must await every statement. A generator serves both without a connection mutex: on
+ * SQLite the dialect drives it synchronously inside `db.transaction(…).immediate()` (each yielded
+ * statement runs at once and its result is passed back in the same tick); on Postgres it awaits
+ * each statement on the transaction's client. So the SQLite paths keep exactly their old cost and
+ * locking (no await between BEGIN and COMMIT), and the rule between two statements (the fence, the
+ * write rules, the owe rule) exists once. The alternative, async everywhere with an explicit
+ * `BEGIN IMMEDIATE` under a connection mutex (Kysely's SqliteDriver), would put every SQLite call
+ * behind a promise-based mutex and let a slow host transaction stall the worker's claims; it was
+ * not chosen. Measured queue path (`npm run bench -- --only a`) before and after: see the closing
+ * note of issue 12.
+ *
+ * What differs between the dialects is only what a `Dialect` holds (functions, casts, planner
+ * hints, the locking clause, where "now" comes from, result shapes, the transaction runner).
+ *
+ * Statements are either drizzle `sql` templates (raw rows, snake_case columns as written) or
+ * drizzle query builders built on the running connection (`(db) => db.select()…`, camelCase rows
+ * mapped by the table's columns). Builders are typed against the SQLite schema; the Postgres
+ * schema has the same tables, columns and JS types (the schema parity test pins that), so the same
+ * builder code runs on either.
+ */
+
+/** The SQLite schema's tables: the type both dialects' tables are used through. */
+export type Tables = typeof schema;
+
+/** A connection or transaction, as query builders see it (typed as SQLite's; see the file comment). */
+export type Db = BaseSQLiteDatabase<'sync', RunResult, Tables>;
+
+/** A query builder over the running connection: SQLite runs `.all()`/`.run()`, Postgres awaits it. */
+export type Built<R> = (db: Db) => { all(): R[]; run(): unknown };
+
+/** One statement a generator yields, or a request for the transaction's "now". */
+export type Step =
+  | { kind: 'rows'; q: SQL | Built<unknown> }
+  | { kind: 'changes'; q: SQL | Built<unknown> }
+  | { kind: 'now' }
+  | { kind: 'nowSql' };
+
+/** A store operation written once: yields statements, returns `T`. */
+export type Steps<T> = Generator<Step, T, unknown>;
+
+/** The rows of a statement. */
+export function rows<R>(q: SQL): Steps<R[]>;
+export function rows<R>(q: Built<R>): Steps<R[]>;
+export function* rows<R>(q: SQL | Built<R>): Steps<R[]> {
+  return (yield { kind: 'rows', q }) as R[];
+}
+
+/** The first row of a statement, or undefined. */
+export function one<R>(q: SQL): Steps<R | undefined>;
+export function one<R>(q: Built<R>): Steps<R | undefined>;
+export function* one<R>(q: SQL | Built<R>): Steps<R | undefined> {
+  return ((yield { kind: 'rows', q }) as R[])[0];
+}
+
+/** The number of rows a statement changed. */
+export function* changes(q: SQL | Built<unknown>): Steps<number> {
+  return (yield { kind: 'changes', q }) as number;
+}
+
+/** Runs a statement for its effect. */
+export function* exec(q: SQL | Built<unknown>): Steps<void> {
+  yield { kind: 'changes', q };
+}
+
+/**
+ * "Now" of the running operation, epoch milliseconds. SQLite: the store's clock, read once per
+ * operation (every statement of one transaction sees the same instant). Postgres: the database
+ * clock (`SELECT now()`, the transaction's start time), so clock skew between worker machines
+ * cannot expire a live lease (DESIGN §2, §13); that is one round trip, so statements that only
+ * need "now" inside SQL use `nowSql()`.
+ */
+export function* nowMs(): Steps<number> {
+  return (yield { kind: 'now' }) as number;
+}
+
+/** "Now" as an SQL expression of epoch milliseconds: the same instant as `nowMs()`, without a round trip on Postgres. */
+export function* nowSql(): Steps<SQL> {
+  return (yield { kind: 'nowSql' }) as SQL;
+}
+
+/** What really differs between SQLite and PostgreSQL; everything else is in `src/store/sql/`. */
+export interface Dialect {
+  readonly name: 'sqlite' | 'postgres';
+  /** The tables as drizzle objects of this dialect (typed as SQLite's; see the file comment). */
+  readonly t: Tables;
+  /** `max(a, b, …)` on SQLite, `greatest(…)` on Postgres (the scalar forms; NULL handling differs, so callers coalesce). */
+  greatest(...args: SQL[]): SQL;
+  /** `min(a, b, …)` on SQLite, `least(…)` on Postgres. */
+  least(...args: SQL[]): SQL;
+  /** A bigint parameter: `$n::bigint` on Postgres (parameters in `greatest`/`least`/`+` need a type there), bare on SQLite. */
+  int8(v: number | SQL): SQL;
+  /** A 4-byte integer parameter: `$n::int` on Postgres, bare on SQLite. */
+  int4(v: number | SQL): SQL;
+  /** A text parameter: `$n::text` on Postgres, bare on SQLite. */
+  text(v: string | SQL): SQL;
+  /** A boolean literal as the dialect stores it (SQLite 1/0, Postgres true/false). */
+  bool(v: boolean): SQL;
+  /**
+   * The claim walk's planner control, placed after `FROM decision_jobs j`: SQLite `INDEXED BY
+   * decision_jobs_claim_order_idx`; nothing on Postgres, which has no hints (there the statement
+   * itself steers the plan, see sql/jobs.ts `claimCandidateSql`).
+   */
+  readonly claimOrderIndex: SQL;
+  /** Row locks for a read the decision depends on: ` FOR UPDATE` on Postgres; nothing on SQLite, whose IMMEDIATE transaction serialises all writers. */
+  readonly forUpdate: SQL;
+  /** The claim's lock: ` FOR UPDATE OF j SKIP LOCKED` on Postgres (claimers pass over each other's rows); nothing on SQLite. */
+  readonly skipLocked: SQL;
+  /** Locks the rows of a builder select (`.for('update')` on Postgres; unchanged on SQLite). */
+  lock<Q>(q: Q): Q;
+  /** Runs `steps` in one write transaction on `db` (nested in an open one as a savepoint). */
+  write<T>(db: unknown, steps: Steps<T>): Promise<T>;
+  /** Runs `steps` outside an explicit transaction (single statements and reads). */
+  read<T>(db: unknown, steps: Steps<T>): Promise<T>;
+}
+
+/** Everything a store operation needs besides its arguments. */
+export interface SqlContext {
+  readonly d: Dialect;
+  /** The connection, or the transaction a handle is bound to. */
+  readonly db: unknown;
+  /** The process's question sets: the write doors owe jobs for `registry.setsFor(slug)`. */
+  registry: Registry;
+  /** Fresh opaque lower-case id. */
+  readonly newId: () => string;
+  /** Fresh random claim token. */
+  readonly newToken: () => string;
+}
+
+/** Runs `steps` in one write transaction of `c`. */
+export function write<T>(c: SqlContext, steps: Steps<T>): Promise<T> {
+  return c.d.write(c.db, steps);
+}
+
+/** Runs `steps` on `c` without an explicit transaction. */
+export function read<T>(c: SqlContext, steps: Steps<T>): Promise<T> {
+  return c.d.read(c.db, steps);
+}
+
+/** `a IN (…)` over literal values; `FALSE` for none (an empty IN list is a syntax error on Postgres). */
+export function inList(col: SQL, values: readonly unknown[]): SQL {
+  if (values.length === 0) return sql`FALSE`;
+  return sql`${col} IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
+}
+
+/** The driver-neutral part of running one step; the dialect supplies how statements execute. */
+export function isSql(q: SQL | Built<unknown>): q is SQL {
+  return q instanceof SQL;
+}

@@ -1,0 +1,59 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Clock } from '../../clock.js';
+import { isSql, type Db, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
+import { writeTx, type SqliteContext } from './context.js';
+import * as schema from './schema.js';
+
+/**
+ * SQLite's side of the one SQL store (see ../sql/steps.ts): statements run synchronously on the
+ * better-sqlite3 connection, a write inside one IMMEDIATE transaction (`writeTx`, which also
+ * records storage problems for /healthz), so no await ever falls between BEGIN and COMMIT; "now"
+ * is the store's injected clock, read once per operation.
+ */
+export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db'>): Dialect {
+  return {
+    name: 'sqlite',
+    t: schema as Tables,
+    greatest: (...a) => sql`max(${sql.join(a, sql`, `)})`,
+    least: (...a) => sql`min(${sql.join(a, sql`, `)})`,
+    int8: (v) => sql`${v}`,
+    int4: (v) => sql`${v}`,
+    text: (v) => sql`${v}`,
+    bool: (v) => (v ? sql`1` : sql`0`),
+    claimOrderIndex: sql`INDEXED BY decision_jobs_claim_order_idx`,
+    forUpdate: sql``,
+    skipLocked: sql``,
+    lock: (q) => q,
+    write: async (db, steps) => writeTx({ ...ctx, db: db as SqliteContext['db'] } as SqliteContext, (tx) => drive(tx as unknown as Db, ctx.clock, steps)),
+    read: async (db, steps) => drive(db as Db, ctx.clock, steps),
+  };
+}
+
+/** Runs every step of `steps` at once on `db`, passing each result back in the same tick. */
+function drive<T>(db: Db, clock: Clock, steps: Steps<T>): T {
+  let now: number | undefined;
+  const run = (s: Step): unknown => {
+    switch (s.kind) {
+      case 'rows':
+        return isSql(s.q) ? db.all(s.q) : s.q(db).all();
+      case 'changes':
+        return ((isSql(s.q) ? db.run(s.q) : s.q(db).run()) as { changes: number }).changes;
+      case 'now':
+        return (now ??= clock.now());
+      case 'nowSql':
+        return sql`${(now ??= clock.now())}` as SQL;
+    }
+  };
+  let r = steps.next();
+  while (!r.done) {
+    let value: unknown;
+    try {
+      value = run(r.value);
+    } catch (err) {
+      r = steps.throw(err);
+      continue;
+    }
+    r = steps.next(value);
+  }
+  return r.value;
+}
