@@ -129,7 +129,7 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
  */
 export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   if (isPostgresUrl(cfg.databaseUrl)) return checkPostgres(cfg.databaseUrl);
-  const h = checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl));
+  const h = await checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl), HEARTBEAT_PREFIX);
   if (!h.exists) {
     return { name: 'database', ok: true, detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it` };
   }
