@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
 import { VerdictError } from '../../errors.js';
-import { BUSY_DEADLINE_MS, BUSY_RETRY_BASE_MS, BUSY_RETRY_MAX_MS, isBusy, storageProblemOf, type SqliteContext } from './context.js';
+import { retryBusy, type SqliteContext } from './context.js';
 
 /**
  * Async transactions on one better-sqlite3 connection: an explicit BEGIN IMMEDIATE under a
@@ -167,25 +167,13 @@ export async function runAsyncTransaction<S extends object, T>(
 
 /**
  * BEGIN IMMEDIATE, retried on SQLITE_BUSY with awaited waits like every store call (context.ts
- * `retryBusy`: 25 ms doubling to 1 s, until BUSY_DEADLINE_MS), so a held lock never blocks the
- * event loop longer than the busy timeout (DESIGN §16.6). A lock or disk problem is reported in
- * `ctx.storage` (/healthz) and cleared once the lock is taken.
+ * `retryBusy`), so a held lock never blocks the event loop longer than the busy timeout (DESIGN
+ * §16.6); the lock problem is reported in `ctx.storage` (/healthz) and cleared once it is taken.
  * @throws the last SQLITE_BUSY after the deadline, and any other error at once.
  */
-async function beginImmediate(ctx: SqliteContext): Promise<void> {
-  const started = performance.now();
-  for (let attempt = 0; ; attempt++) {
-    try {
-      ctx.db.$client.exec('BEGIN IMMEDIATE');
-      ctx.storage.problem = null;
-      return;
-    } catch (err) {
-      const problem = storageProblemOf(err);
-      if (problem) ctx.storage.problem = problem;
-      if (!isBusy(err)) throw err;
-      const wait = Math.min(BUSY_RETRY_BASE_MS * 2 ** attempt, BUSY_RETRY_MAX_MS);
-      if (performance.now() - started + wait > BUSY_DEADLINE_MS) throw err;
-      await sleep(wait);
-    }
-  }
+function beginImmediate(ctx: SqliteContext): Promise<void> {
+  return retryBusy(ctx, async () => {
+    ctx.db.$client.exec('BEGIN IMMEDIATE');
+    ctx.storage.problem = null;
+  });
 }
