@@ -4,14 +4,20 @@ import type { PgDb } from './open.js';
 import * as schema from './schema.js';
 
 /**
+ * Key of the transaction-scoped advisory lock that serialises spend reservations. An arbitrary
+ * constant, distinct from the migration lock (open.ts `MIGRATION_LOCK_KEY`).
+ */
+export const SPEND_RESERVATION_LOCK_KEY = 0x7665_7273; // "vers"
+
+/**
  * PostgreSQL's side of the one SQL store (see ../sql/steps.ts): each yielded statement is awaited
  * on the transaction's client; a write is one `db.transaction` (a savepoint when `db` is already a
  * transaction); "now" is the database clock (DESIGN §2, §13).
- * @param clock.offsetMs test-only milliseconds added to the database clock, so a test can move
+ * @param clock.clockOffsetMs test-only milliseconds added to the database clock, so a test can move
  *   "now" past a lease or a backoff without sleeping; 0 in production. Read at each statement.
  */
-export function postgresDialect(clock: { offsetMs: number }): Dialect {
-  const nowExpr = (): SQL => sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.offsetMs)))})`;
+export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
+  const nowExpr = (): SQL => sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.clockOffsetMs)))})`;
   const drive = async <T>(db: PgDb, steps: Steps<T>): Promise<T> => {
     const run = async (s: Step): Promise<unknown> => {
       switch (s.kind) {
@@ -51,12 +57,16 @@ export function postgresDialect(clock: { offsetMs: number }): Dialect {
     int8: (v) => sql`${v}::bigint`,
     int4: (v) => sql`${v}::int`,
     text: (v) => sql`${v}::text`,
+    byteOrder: (x) => sql`${x} COLLATE "C"`,
     bool: (v) => (v ? sql`true` : sql`false`),
     claimOrderIndex: sql``,
+    indexedBy: () => sql``,
     forUpdate: sql` FOR UPDATE`,
     skipLocked: sql` FOR UPDATE OF j SKIP LOCKED`,
     lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,
+    serialiseSpend: sql`SELECT pg_advisory_xact_lock(${SPEND_RESERVATION_LOCK_KEY})`,
     write: (db, steps) => (db as PgDb).transaction((tx) => drive(tx as unknown as PgDb, steps)),
+    autocommit: (db, steps) => drive(db as PgDb, steps),
     read: (db, steps) => drive(db as PgDb, steps),
   };
 }

@@ -1,4 +1,4 @@
-import { SQL, sql } from 'drizzle-orm';
+import { SQL, sql, type Column } from 'drizzle-orm';
 import type { RunResult } from 'better-sqlite3';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import type { Registry } from '../../decision/registry.js';
@@ -47,6 +47,9 @@ export type Step =
   | { kind: 'changes'; q: SQL | Built<unknown> }
   | { kind: 'now' }
   | { kind: 'nowSql' };
+
+/** A drizzle column (anything `sql` can interpolate as an identifier). */
+export type AnyColumnLike = Column;
 
 /** A store operation written once: yields statements, returns `T`. */
 export type Steps<T> = Generator<Step, T, unknown>;
@@ -106,6 +109,12 @@ export interface Dialect {
   int4(v: number | SQL): SQL;
   /** A text parameter: `$n::text` on Postgres, bare on SQLite. */
   text(v: string | SQL): SQL;
+  /**
+   * A text expression to sort in byte order, whatever the database's collation: `x COLLATE "C"` on
+   * Postgres (servers are usually created with an ICU or glibc collation); `x` on SQLite, whose
+   * default BINARY collation is byte order (and which has no collation named "C").
+   */
+  byteOrder(x: SQL | AnyColumnLike): SQL;
   /** A boolean literal as the dialect stores it (SQLite 1/0, Postgres true/false). */
   bool(v: boolean): SQL;
   /**
@@ -114,15 +123,33 @@ export interface Dialect {
    * itself steers the plan, see sql/jobs.ts `claimCandidateSql`).
    */
   readonly claimOrderIndex: SQL;
+  /**
+   * A planner hint naming the index a subquery must use, placed after `FROM <table> <alias>`:
+   * `INDEXED BY <index>` on SQLite, nothing on Postgres (the statement steers the plan there).
+   */
+  indexedBy(index: string): SQL;
   /** Row locks for a read the decision depends on: ` FOR UPDATE` on Postgres; nothing on SQLite, whose IMMEDIATE transaction serialises all writers. */
   readonly forUpdate: SQL;
   /** The claim's lock: ` FOR UPDATE OF j SKIP LOCKED` on Postgres (claimers pass over each other's rows); nothing on SQLite. */
   readonly skipLocked: SQL;
+  /**
+   * The statement that serialises spend reservations across processes (DESIGN §16.8), run first in
+   * the reservation's transaction: on Postgres a transaction-scoped advisory lock, since READ
+   * COMMITTED alone would let two machines read the same total and both insert; null on SQLite,
+   * whose IMMEDIATE transaction already holds the database's write lock.
+   */
+  readonly serialiseSpend: SQL | null;
   /** Locks the rows of a builder select (`.for('update')` on Postgres; unchanged on SQLite). */
   lock<Q>(q: Q): Q;
   /** Runs `steps` in one write transaction on `db` (nested in an open one as a savepoint). */
   write<T>(db: unknown, steps: Steps<T>): Promise<T>;
-  /** Runs `steps` outside an explicit transaction (single statements and reads). */
+  /**
+   * Runs writes whose statements may each commit on their own (the claim, a single-statement
+   * outcome): on Postgres without BEGIN/COMMIT, one round trip a statement; on SQLite one IMMEDIATE
+   * transaction, as every SQLite write.
+   */
+  autocommit<T>(db: unknown, steps: Steps<T>): Promise<T>;
+  /** Runs `steps` outside an explicit transaction (reads). */
   read<T>(db: unknown, steps: Steps<T>): Promise<T>;
 }
 
@@ -139,14 +166,24 @@ export interface SqlContext {
   readonly newToken: () => string;
 }
 
-/** Runs `steps` in one write transaction of `c`. */
-export function write<T>(c: SqlContext, steps: Steps<T>): Promise<T> {
-  return c.d.write(c.db, steps);
+/** An operation's steps, or a generator function that makes them (called once, when run). */
+export type Operation<T> = Steps<T> | (() => Steps<T>);
+
+const stepsOf = <T>(op: Operation<T>): Steps<T> => (typeof op === 'function' ? op() : op);
+
+/** Runs `op` in one write transaction of `c`. */
+export function write<T>(c: SqlContext, op: Operation<T>): Promise<T> {
+  return c.d.write(c.db, stepsOf(op));
 }
 
-/** Runs `steps` on `c` without an explicit transaction. */
-export function read<T>(c: SqlContext, steps: Steps<T>): Promise<T> {
-  return c.d.read(c.db, steps);
+/** Runs `op` on `c`, each statement committing on its own where the dialect allows (see Dialect.autocommit). */
+export function autocommit<T>(c: SqlContext, op: Operation<T>): Promise<T> {
+  return c.d.autocommit(c.db, stepsOf(op));
+}
+
+/** Runs `op` on `c` without an explicit transaction. */
+export function read<T>(c: SqlContext, op: Operation<T>): Promise<T> {
+  return c.d.read(c.db, stepsOf(op));
 }
 
 /** `a IN (…)` over literal values; `FALSE` for none (an empty IN list is a syntax error on Postgres). */

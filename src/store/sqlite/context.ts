@@ -1,23 +1,11 @@
-import type { RunResult } from 'better-sqlite3';
-import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import type { Clock } from '../../clock.js';
-import type { Registry } from '../../decision/registry.js';
-import type * as schema from './schema.js';
+import type { Db } from '../sql/steps.js';
 import type { SqliteDb } from './open.js';
 
-/** A connection or a transaction: what every SQLite store function runs its statements on. */
-export type Tx = BaseSQLiteDatabase<'sync', RunResult, typeof schema>;
-
-/** Shared state of one SQLite store. */
+/** The SQLite-only state of one store: its connection, its clock, and its storage health. */
 export interface SqliteContext {
   readonly db: SqliteDb;
   readonly clock: Clock;
-  /** The process's question sets: the write doors owe jobs for `registry.setsFor(slug)`. */
-  registry: Registry;
-  /** Fresh opaque lower-case id. */
-  readonly newId: () => string;
-  /** Fresh random claim token. */
-  readonly newToken: () => string;
   /**
    * Whether writes work now (DESIGN §16.6 /healthz): `problem` is set by a storage error (locked,
    * full) and cleared by the next committed write transaction; `gate` serialises tries while locked.
@@ -67,9 +55,9 @@ export function storageProblemOf(err: unknown): StorageProblem | null {
  * problem, a committed transaction clears it.
  * @throws SQLITE_BUSY when the lock is still held after the busy timeout, and any other error.
  */
-export function writeTx<T>(ctx: SqliteContext, fn: (tx: Tx) => T): T {
+export function writeTx<T>(ctx: SqliteContext, fn: (tx: Db) => T): T {
   try {
-    const r = ctx.db.transaction((tx) => fn(tx as unknown as Tx), { behavior: 'immediate' });
+    const r = ctx.db.transaction((tx) => fn(tx as unknown as Db), { behavior: 'immediate' });
     ctx.storage.problem = null;
     return r;
   } catch (err) {

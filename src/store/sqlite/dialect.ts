@@ -11,6 +11,8 @@ import * as schema from './schema.js';
  * is the store's injected clock, read once per operation.
  */
 export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db'>): Dialect {
+  const write = async <T>(db: unknown, steps: Steps<T>): Promise<T> =>
+    writeTx({ ...ctx, db: db as SqliteContext['db'] } as SqliteContext, (tx) => drive(tx as unknown as Db, ctx.clock, steps));
   return {
     name: 'sqlite',
     t: schema as Tables,
@@ -19,12 +21,16 @@ export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db
     int8: (v) => sql`${v}`,
     int4: (v) => sql`${v}`,
     text: (v) => sql`${v}`,
+    byteOrder: (x) => sql`${x}`,
     bool: (v) => (v ? sql`1` : sql`0`),
     claimOrderIndex: sql`INDEXED BY decision_jobs_claim_order_idx`,
+    indexedBy: (index) => sql.raw(`INDEXED BY ${index}`),
     forUpdate: sql``,
     skipLocked: sql``,
     lock: (q) => q,
-    write: async (db, steps) => writeTx({ ...ctx, db: db as SqliteContext['db'] } as SqliteContext, (tx) => drive(tx as unknown as Db, ctx.clock, steps)),
+    serialiseSpend: null,
+      write,
+    autocommit: write,
     read: async (db, steps) => drive(db as Db, ctx.clock, steps),
   };
 }

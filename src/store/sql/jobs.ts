@@ -1,0 +1,306 @@
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
+import { delayCapSql, latestAnswerSql } from './owe.js';
+import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect, type SqlContext, type Steps } from './steps.js';
+
+/**
+ * The owed-job queue (DESIGN §3, §13): the claim and each outcome, with their SQL and the reason
+ * for it together. Every outcome is fenced by the claim token, under a row lock on Postgres (on
+ * SQLite the IMMEDIATE transaction serialises all writers); when the generation moved since the
+ * claim (a write landed during the evaluation), every outcome only clears the claim and
+ * recomputes not_before, so the newer generation runs. On Postgres every time is the database's,
+ * so a worker whose own clock is fast cannot expire another machine's live lease.
+ */
+
+/**
+ * The claim's sub-select: the key of the first claimable job in claim order (priority, fair_tag,
+ * enqueued_at, key; fair_tag interleaves workspaces, see owe.ts `fairTagSql`). Claimable: owed,
+ * due, no live lease, workspace not soft-deleted, set not cooling off after a rejected schema
+ * (DESIGN §16.4). It walks `decision_jobs_claim_order_idx (state, priority, fair_tag,
+ * enqueued_at, key)` in order and stops at the first claimable row, so a claim reads one index
+ * range and never sorts, whatever the queue's size. SQLite is told so (`INDEXED BY`). Postgres has
+ * no hints, and on a table autovacuum has not yet analysed (a fresh database, a big backfill) its
+ * default estimates make "read every due row and sort" look cheaper: 26 ms a claim at 6,000 rows
+ * (measured), against 0.07 ms for the walk. So the statement makes the walk the plan whatever the
+ * statistics: `state <> 'parked'` (the only other state; estimated to keep nearly every row) with
+ * `ORDER BY state, …` so the whole index order is the sort order, and `not_before + 0` so no index
+ * offers a not_before range. `SKIP LOCKED` lets concurrent claimers on many machines pass over
+ * each other's rows instead of queueing on them. Exported so a test can check its plan.
+ */
+export function claimCandidateSql(d: Dialect, now: SQL, skipSets: readonly string[] = []): SQL {
+  const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
+  return sql`
+    SELECT j.item_id, j.question_set FROM decision_jobs j ${d.claimOrderIndex}
+    WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+      ${skip}
+    ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+    LIMIT 1${d.skipLocked}`;
+}
+
+/**
+ * Claims the first claimable job (see `claimCandidateSql`) in one UPDATE … RETURNING; the sub-select
+ * is scalar (run once), so the UPDATE can never touch a second row. The same statement counts the
+ * attempt, and counts an abandon when the row still carried an expired claim (its claimant died
+ * without recording an outcome). A job found at the abandon limit is parked instead, before any
+ * provider call, under the fresh claim's token (should this process die first, the claim expires
+ * and the next claim parks it), and the next one is tried. On Postgres each statement commits on
+ * its own (one round trip a claim).
+ */
+export function claimNextJob(c: SqlContext, workerId: string, leaseMs: number, abandonLimit: number, skipSets: readonly string[] = []): Promise<Claim | null> {
+  return autocommit(c, function* () {
+    for (;;) {
+      const now = yield* nowSql();
+      const token = c.newToken();
+      const row = yield* one<RawJob>(sql`
+        UPDATE decision_jobs
+        SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${c.d.int8(leaseMs)},
+            attempts = attempts + 1,
+            abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+        WHERE (item_id, question_set) = (${claimCandidateSql(c.d, now, skipSets)})
+        RETURNING *`);
+      if (!row) return null;
+      if (row.abandons < abandonLimit) return toClaim(row);
+      yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
+    }
+  });
+}
+
+const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL`;
+
+function whereKey(k: { itemId: string; questionSet: string }): SQL {
+  return sql`item_id = ${k.itemId} AND question_set = ${k.questionSet}`;
+}
+
+function* park(c: SqlContext, now: SQL, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
+  yield* exec(sql`
+    UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
+           last_error = ${bound(reason)}, last_error_at = ${now}
+    WHERE ${whereKey({ itemId, questionSet })}${token === undefined ? sql`` : sql` AND claim_token = ${token}`}`);
+}
+
+/** Extends the lease when the token still matches; false when the claim was lost. */
+export function renewLease(c: SqlContext, claim: Claim, leaseMs: number): Promise<boolean> {
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    const n = yield* changes(sql`
+      UPDATE decision_jobs SET lease_expires_at = ${now} + ${c.d.int8(leaseMs)}
+      WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken}`);
+    return n === 1;
+  });
+}
+
+/**
+ * Runs one outcome under the fence, in one transaction with the row locked: `lost` when the token
+ * no longer matches; `superseded` when the generation moved (only the claim is cleared and
+ * not_before recomputed from the debounce rule); otherwise `apply` runs and the outcome is
+ * `applied`. `completion` marks the complete and drop outcomes: a job that survives its completion
+ * gets enqueued_at = owed_at, the time of the write the evaluation did not see (DESIGN §16.1), so
+ * its delay cap counts from that write. Other outcomes keep enqueued_at: their owed work is still
+ * the old one.
+ */
+function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: SQL) => Steps<void>, completion = false): Promise<OutcomeResult> {
+  return write(c, function* (): Steps<OutcomeResult> {
+    const row = yield* one<RawJob>(sql`SELECT * FROM decision_jobs WHERE ${whereKey(claim)}${c.d.forUpdate}`);
+    if (!row || row.claim_token !== claim.claimToken) return 'lost';
+    const now = yield* nowSql();
+    if (row.generation !== claim.generation) {
+      const t = setTiming(c.registry, claim.questionSet);
+      const enqueuedAt = completion ? c.d.greatest(sql`enqueued_at`, sql`owed_at`) : sql`enqueued_at`;
+      const latest = latestAnswerSql(c.d, sql`${claim.itemId}`, claim.questionSet);
+      yield* exec(sql`
+        UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
+          not_before = ${c.d.least(
+            c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(t.quietPeriodMs)}`, sql`coalesce(${latest} + ${c.d.int8(t.reaskDebounceMs)}, 0)`),
+            delayCapSql(c.d, enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs),
+          )}
+        WHERE ${whereKey(claim)}`);
+      return 'superseded';
+    }
+    yield* apply(row, now);
+    return 'applied';
+  });
+}
+
+/**
+ * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
+ * common case, token and generation both unchanged, is one DELETE on its own; anything else goes
+ * through the fence to tell `lost` from `superseded`.
+ */
+export async function completeJob(c: SqlContext, claim: Claim): Promise<OutcomeResult> {
+  const done = await autocommit(
+    c,
+    changes(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${c.d.int4(claim.generation)}`),
+  );
+  if (done === 1) return 'applied';
+  return fenced(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
+}
+
+/** The item or its collection is gone, or the set no longer applies: delete the row. */
+export function dropJob(c: SqlContext, claim: Claim): Promise<OutcomeResult> {
+  return completeJob(c, claim);
+}
+
+/** Parks the job with a reason: visible, re-owed by the next write or `jobs retry`. */
+export function parkJob(c: SqlContext, claim: Claim, reason: string): Promise<OutcomeResult> {
+  return fenced(c, claim, (_row, now) => park(c, now, claim.itemId, claim.questionSet, reason));
+}
+
+/**
+ * A permanent refusal: `refusals += 1`, clear the claim, back off; the refusal that brings the
+ * count to `refusalLimit` parks instead (DESIGN §3: the 5th refusal parks).
+ */
+export async function refuseJob(c: SqlContext, claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'> {
+  let parked = false;
+  const r = await fenced(c, claim, function* (row, now) {
+    if (row.refusals + 1 >= o.refusalLimit) {
+      parked = true;
+      yield* exec(sql`UPDATE decision_jobs SET refusals = refusals + 1 WHERE ${whereKey(claim)}`);
+      yield* park(c, now, claim.itemId, claim.questionSet, refusalParkReason(row.refusals + 1, o.error));
+      return;
+    }
+    yield* exec(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1, defers = 0,
+        not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(o.backoffMs)}`)},
+        last_error = ${bound(o.error)}, last_error_at = ${now}
+      WHERE ${whereKey(claim)}`);
+  });
+  return r === 'applied' && parked ? 'parked' : r;
+}
+
+/** A transient failure: clear the claim, back off, reset the defer count. Never dropped. `refusals` is kept. */
+export function failJob(c: SqlContext, claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult> {
+  return fenced(c, claim, (_row, now) => fail(c, claim, now, o.backoffMs, o.error));
+}
+
+function fail(c: SqlContext, claim: Claim, now: SQL, backoffMs: number, error: string): Steps<void> {
+  return exec(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, defers = 0,
+      not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(backoffMs))}`)},
+      last_error = ${bound(error)}, last_error_at = ${now}
+    WHERE ${whereKey(claim)}`);
+}
+
+/**
+ * A rate limit, a Retry-After above the provider's cap, or the limiter or spend cap says wait: no
+ * attempt counted, due at reset time, one more consecutive defer. The defer past `deferLimit` in a
+ * row is recorded as a fail instead (DESIGN §16.3), read and written under the same fence.
+ */
+export async function deferJob(
+  c: SqlContext,
+  claim: Claim,
+  o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number },
+): Promise<OutcomeResult | 'failed'> {
+  let failed = false;
+  const r = await fenced(c, claim, function* (row, now) {
+    if (row.defers >= o.deferLimit) {
+      failed = true;
+      yield* fail(c, claim, now, Math.max(o.failBackoffMs, o.delayMs), deferLimitReason(row.defers, o.reason));
+      return;
+    }
+    yield* exec(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.greatest(sql`attempts - 1`, sql`0`)}, defers = defers + 1,
+        not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(o.delayMs))}`)},
+        last_error = ${bound(o.reason)}, last_error_at = ${now}
+      WHERE ${whereKey(claim)}`);
+  });
+  return r === 'applied' && failed ? 'failed' : r;
+}
+
+/**
+ * Shutdown, provider swap, workspace deleted, a set cooling off: no attempt counted; claimable at
+ * once, or from now + `holdMs`. `defers` is kept (a release is no verdict of the provider's).
+ */
+export function releaseJob(c: SqlContext, claim: Claim, o: { holdMs?: number; error?: string } = {}): Promise<OutcomeResult> {
+  return fenced(c, claim, (_row, now) =>
+    exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.greatest(sql`attempts - 1`, sql`0`)}
+      ${o.holdMs ? sql`, not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(o.holdMs))}`)}` : sql``}
+      ${o.error !== undefined ? sql`, last_error = ${bound(o.error)}, last_error_at = ${now}` : sql``}
+      WHERE ${whereKey(claim)}`),
+  );
+}
+
+// ------------------------------------------------------------------ operator reads and commands
+
+/** The filter's conditions; `errorWithinMs` only when `now` is given (`listJobs` alone reads it). */
+function filterWhere(c: SqlContext, f: JobFilter, now?: SQL): SQL | undefined {
+  const j = c.d.t.decisionJobs;
+  const conds: SQL[] = [];
+  if (f.errorWithinMs !== undefined && now !== undefined) conds.push(sql`${j.lastErrorAt} >= ${now} - ${c.d.int8(Math.trunc(f.errorWithinMs))}`);
+  if (f.questionSet) conds.push(eq(j.questionSet, f.questionSet));
+  if (f.state) conds.push(eq(j.state, f.state));
+  if (f.workspaceId) conds.push(eq(j.workspaceId, f.workspaceId));
+  if (f.itemId) conds.push(eq(j.itemId, f.itemId));
+  return conds.length ? and(...conds) : undefined;
+}
+
+export function getJob(c: SqlContext, itemId: string, questionSet: string): Promise<JobRow | null> {
+  const j = c.d.t.decisionJobs;
+  return read(c, function* () {
+    const r = yield* one((db) => db.select().from(j).where(and(eq(j.itemId, itemId), eq(j.questionSet, questionSet))));
+    return (r as JobRow | undefined) ?? null;
+  });
+}
+
+export function listJobs(c: SqlContext, f: JobFilter): Promise<JobRow[]> {
+  const j = c.d.t.decisionJobs;
+  return read(c, function* () {
+    const where = filterWhere(c, f, yield* nowSql());
+    return (yield* rows((db) =>
+      db.select().from(j).where(where).orderBy(j.priority, j.enqueuedAt, c.d.byteOrder(j.itemId)).limit(f.limit ?? 1000),
+    )) as JobRow[];
+  });
+}
+
+/** `jobs retry` (DESIGN §3): owed, counters 0, not_before = now (the one writer that may lower it). */
+export function retryJobs(c: SqlContext, f: JobFilter): Promise<number> {
+  const w = filterWhere(c, f);
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return yield* changes(sql`
+      UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${now}
+      ${w ? sql`WHERE ${w}` : sql``}`);
+  });
+}
+
+/** `jobs drop`: deletes matching rows that are not under a live lease. */
+export function dropJobs(c: SqlContext, f: JobFilter): Promise<number> {
+  const w = filterWhere(c, f);
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return yield* changes(sql`
+      DELETE FROM decision_jobs
+      WHERE (lease_expires_at IS NULL OR lease_expires_at <= ${now}) ${w ? sql`AND ${w}` : sql``}`);
+  });
+}
+
+/** Queue counts at one instant, and the per-(set, state) counts in byte order of the set name. */
+export function queueStats(c: SqlContext): Promise<QueueStats> {
+  return read(c, function* () {
+    const n = yield* nowSql();
+    const owedFree = sql`state = 'owed' AND (lease_expires_at IS NULL OR lease_expires_at <= ${n})`;
+    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; oldest: number | null; next_due: number | null }>(sql`
+      SELECT ${n} AS now,
+        coalesce(sum(CASE WHEN ${owedFree} AND not_before <= ${n} THEN 1 ELSE 0 END), 0) AS due,
+        coalesce(sum(CASE WHEN ${owedFree} AND not_before > ${n} THEN 1 ELSE 0 END), 0) AS waiting,
+        coalesce(sum(CASE WHEN state = 'owed' AND lease_expires_at > ${n} THEN 1 ELSE 0 END), 0) AS inflight,
+        coalesce(sum(CASE WHEN state = 'parked' THEN 1 ELSE 0 END), 0) AS parked,
+        min(CASE WHEN state = 'owed' THEN enqueued_at END) AS oldest,
+        min(CASE WHEN state = 'owed' AND not_before > ${n} THEN not_before END) AS next_due
+      FROM decision_jobs`))!;
+    const bySet = yield* rows<{ questionSet: string; state: string; count: number }>(sql`
+      SELECT question_set AS "questionSet", state, count(*) AS count FROM decision_jobs
+      GROUP BY question_set, state ORDER BY ${c.d.byteOrder(sql`question_set`)}, ${c.d.byteOrder(sql`state`)}`);
+    return {
+      owedDue: Number(s.due),
+      owedWaiting: Number(s.waiting),
+      inFlight: Number(s.inflight),
+      parked: Number(s.parked),
+      oldestOwedAgeMs: s.oldest === null ? null : Number(s.now) - Number(s.oldest),
+      nextDueAt: s.next_due === null ? null : Number(s.next_due),
+      bySet: bySet.map((b) => ({ ...b, count: Number(b.count) })),
+    };
+  });
+}

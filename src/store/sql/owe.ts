@@ -1,0 +1,191 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { QuestionSet } from '../../decision/registry.js';
+import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
+import { PRIORITY_LIVE, type OweOptions } from '../store.js';
+import { readsLinks } from '../write-rules.js';
+import { setMetaTx } from './operations.js';
+import { changes, nowMs, one, rows, write, type Dialect, type SqlContext, type Steps } from './steps.js';
+
+/**
+ * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3). One statement per set,
+ * `INSERT … SELECT` over the chosen items, so one item and a whole collection go through the same
+ * rule:
+ *
+ *   not_before = max(not_before, now + quietPeriod, latest stored answer + reaskDebounce),
+ *                capped at max(enqueued_at, latest stored answer) + maxDelay   (DESIGN §16.1)
+ *
+ * The cap counts from the latest answer as well as from enqueued_at: a job that survived its
+ * completion keeps an old enqueued_at, and a cap counted from it alone lies in the past, so the
+ * item was re-asked after every evaluation (361 evaluations in the third hour of constant editing,
+ * measured by scripts/fault-delay-cap.ts). With the latest answer in the cap, an item edited
+ * without pause is asked at most once per reaskDebounce.
+ *
+ * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two,
+ * owed_at = now; the claim, enqueued_at and fair_tag are left alone so continuous editing cannot
+ * starve a job. With `insertOnly` an existing row is left alone entirely (backfill never un-parks
+ * or resets). On Postgres the upsert takes the row lock, so a write racing a claim waits for the
+ * claim's transaction and then bumps the generation the runner's outcome is fenced by.
+ *
+ * The debounce anchor is the latest *stored answer*, never a failed attempt. With
+ * `reaskDebounce: false` (drift sweep, `verdict reask`) only the quiet period applies.
+ * @param now the operation's `nowMs()`.
+ * @returns rows inserted or updated.
+ */
+export function* oweItems(
+  c: SqlContext,
+  now: number,
+  items: OweTargets,
+  sets: readonly QuestionSet[],
+  opts: OweOptions & { insertOnly?: boolean } = {},
+): Steps<number> {
+  if (sets.length === 0) return 0;
+  const { d } = c;
+  const priority = opts.priority ?? PRIORITY_LIVE;
+  const where = oweTargetsSql(items);
+  if (where === null) return 0;
+  let changed = 0;
+  for (const set of sets) {
+    const quiet = d.int8(now + (opts.quietPeriod === false ? 0 : set.quietPeriodMs));
+    // Candidate not_before of this write for each item, before the max with the existing value.
+    const candidate =
+      opts.reaskDebounce === false
+        ? quiet
+        : d.greatest(quiet, sql`coalesce(${latestAnswerSql(d, sql`i.id`, set.name)} + ${d.int8(set.reaskDebounceMs)}, 0)`);
+    const onConflict = opts.insertOnly
+      ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
+      : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
+          generation = decision_jobs.generation + 1,
+          attempts = 0, refusals = 0, abandons = 0, defers = 0,
+          state = 'owed',
+          priority = ${d.least(sql`decision_jobs.priority`, sql`excluded.priority`)},
+          workspace_id = excluded.workspace_id,
+          owed_at = excluded.owed_at,
+          not_before = ${d.least(
+            d.greatest(sql`decision_jobs.not_before`, sql`excluded.not_before`),
+            delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs),
+          )}`;
+    // `AND true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
+    changed += yield* changes(sql`
+      INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
+                                 enqueued_at, not_before, state, fair_tag, owed_at)
+      SELECT i.id, ${d.text(set.name)}, i.workspace_id, ${d.int4(priority)}, 1, ${d.int8(now)},
+             ${d.least(candidate, delayCapSql(d, d.int8(now), sql`i.id`, set.name, set.maxDelayMs))}, 'owed',
+             ${fairTagSql(d, priority, now, items.itemIds?.length === 1)}, ${d.int8(now)}
+      FROM items i WHERE ${where} AND true
+      ${onConflict}`);
+  }
+  return changed;
+}
+
+/**
+ * The latest stored answer of (item, set), epoch ms, or NULL: the debounce anchor and, with
+ * enqueued_at, the delay cap's (DESIGN §3, §16.1). An index seek on item_decisions_latest_idx.
+ */
+export function latestAnswerSql(d: Dialect, itemId: SQL, setName: string): SQL {
+  return sql`(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = ${d.text(setName)})`;
+}
+
+/**
+ * The delay cap on a job's not_before (DESIGN §16.1): max(enqueued_at, latest stored answer of
+ * (item, set)) + maxDelay, in ms. Never a time in the past relative to the latest answer, so an
+ * evaluation always buys the item at least maxDelay of quiet under constant editing.
+ */
+export function delayCapSql(d: Dialect, enqueuedAt: SQL, itemId: SQL, setName: string, maxDelayMs: number): SQL {
+  return sql`(${d.greatest(enqueuedAt, sql`coalesce(${latestAnswerSql(d, itemId, setName)}, 0)`)} + ${d.int8(maxDelayMs)})`;
+}
+
+/**
+ * The fair-queuing tag of each row an `INSERT … SELECT FROM items i` owes (start-time fair
+ * queuing, as in packet schedulers): a workspace's new jobs are numbered on from
+ * max(virtual time, that workspace's latest tag), where virtual time is the smallest tag among
+ * the jobs of this priority that are due now. The claim orders by (priority, fair_tag, ...), so a
+ * workspace with 10,000 owed jobs and one with 10 take turns: the second's jobs are tagged 1..10
+ * beside the first's 1..10,000, not behind them. Because virtual time only counts due jobs, a
+ * workspace that arrives late starts level with the others' current position rather than ahead
+ * of their whole backlog. The tag is set once; a later enqueue (which keeps enqueued_at) keeps it.
+ *
+ * Both reads are index seeks: `decision_jobs_ws_fair_idx` for the workspace's latest tag, and the
+ * claim-order index walked to the first due row for virtual time (`not_before + 0` keeps the
+ * Postgres planner off `decision_jobs_claim_idx`, whose not_before range would make it read every
+ * due row and sort them; see jobs.ts `claimCandidateSql`). The walk runs only when a due row
+ * exists (one seek on `decision_jobs_claim_idx`): with none due it would read every owed row of
+ * the priority, which made each 1,000-item chunk of a collection change slower than the last
+ * (336 ms at 100,000 items, scripts/fault-collection-chunks.ts) while its own earlier chunks sat
+ * in their quiet period. A one-item write (the common case) skips the window function, which
+ * makes SQLite materialise the rows first.
+ */
+function fairTagSql(d: Dialect, priority: number, now: number, singleRow: boolean): SQL {
+  const p = d.int4(priority);
+  const t = d.int8(now);
+  return sql`${d.greatest(
+    sql`coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e ${d.indexedBy('decision_jobs_claim_idx')}
+                                   WHERE e.state = 'owed' AND e.priority = ${p} AND e.not_before <= ${t})
+                 THEN (SELECT v.fair_tag FROM decision_jobs v ${d.indexedBy('decision_jobs_claim_order_idx')}
+                       WHERE v.state = 'owed' AND v.priority = ${p} AND v.not_before + 0 <= ${t}
+                       ORDER BY v.fair_tag LIMIT 1) END, 0)`,
+    sql`coalesce((SELECT l.fair_tag FROM decision_jobs l ${d.indexedBy('decision_jobs_ws_fair_idx')}
+                  WHERE l.workspace_id = i.workspace_id AND l.priority = ${p}
+                  ORDER BY l.fair_tag DESC LIMIT 1), 0)`,
+  )} + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
+}
+
+/**
+ * Owes an item's jobs for the sets covering its collection slug that pass `filter`, plus (when
+ * `linkers`) the jobs of the items whose state shows its title, for sets that read links: sources
+ * of `parent`/`blocks` links to it and targets of `blocks` links from it (`blocked_by` on their side).
+ */
+export function* oweForItem(
+  c: SqlContext,
+  now: number,
+  item: { id: string; collectionId: string },
+  opts: OweOptions,
+  filter: (s: QuestionSet) => boolean = () => true,
+  linkers = false,
+): Steps<number> {
+  const slug = yield* collectionSlug(item.collectionId);
+  let n = slug === null ? 0 : yield* oweItems(c, now, { itemIds: [item.id] }, c.registry.setsFor(slug).filter(filter), opts);
+  if (!linkers) return n;
+  const others = yield* rows<{ id: string; slug: string }>(sql`
+    SELECT l.id, col.slug FROM (
+      SELECT source_id AS id FROM item_links WHERE target_id = ${item.id} AND link_type IN ('parent', 'blocks')
+      UNION
+      SELECT target_id AS id FROM item_links WHERE source_id = ${item.id} AND link_type = 'blocks') l
+    JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`);
+  for (const o of others) n += yield* oweItems(c, now, { itemIds: [o.id] }, c.registry.setsFor(o.slug).filter(readsLinks), opts);
+  return n;
+}
+
+/** The slug of a collection, or null when it does not exist. */
+export function* collectionSlug(collectionId: string): Steps<string | null> {
+  return (yield* one<{ slug: string }>(sql`SELECT slug FROM collections WHERE id = ${collectionId}`))?.slug ?? null;
+}
+
+/**
+ * Owes explicit (item, set) pairs without a tracker write (backfill, drift sweep, reask), grouped
+ * per set in one transaction, with `meta` (a cursor) written in that same transaction. Unknown
+ * sets are skipped. @returns rows inserted or updated.
+ */
+export function owePairs(
+  c: SqlContext,
+  pairs: ReadonlyArray<{ itemId: string; questionSet: string }>,
+  opts: OweOptions & { insertOnly?: boolean; meta?: { key: string; value: string } },
+): Promise<number> {
+  const bySet = new Map<string, string[]>();
+  for (const p of pairs) {
+    const list = bySet.get(p.questionSet) ?? [];
+    list.push(p.itemId);
+    bySet.set(p.questionSet, list);
+  }
+  return write(c, function* () {
+    const now = yield* nowMs();
+    let n = 0;
+    for (const [name, ids] of bySet) {
+      const set = c.registry.get(name);
+      if (!set) continue;
+      for (let i = 0; i < ids.length; i += 500) n += yield* oweItems(c, now, { itemIds: ids.slice(i, i + 500) }, [set], opts);
+    }
+    // The backfill cursor commits with the work it records: a crash never leaves it ahead.
+    if (opts.meta) yield* setMetaTx(c, opts.meta.key, opts.meta.value);
+    return n;
+  });
+}

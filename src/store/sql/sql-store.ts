@@ -1,0 +1,132 @@
+import type { Registry } from '../../decision/registry.js';
+import type * as S from '../store.js';
+import { advanceCollectionOwes } from './collection-owe.js';
+import * as decisions from './decisions.js';
+import { scanItemsForDrift } from './drift.js';
+import * as jobs from './jobs.js';
+import * as ops from './operations.js';
+import { owePairs } from './owe.js';
+import * as retention from './retention.js';
+import * as reservations from './spend-reservations.js';
+import { nowMs, read, type SqlContext } from './steps.js';
+import * as reads from './tracker-reads.js';
+import * as doors from './write-doors.js';
+
+/**
+ * The Store on SQL (DESIGN §3, §13), written once for SQLite and PostgreSQL (see steps.ts for
+ * how). `OPERATIONS` maps each Store method to the function of its module (`write-doors`, `jobs`,
+ * `decisions`, `operations`, …) where the statements and their reasons live; the class installs
+ * one async method per entry that runs it through `call` with the store's context. A dialect's
+ * store (`SqliteStore`, `PgStore`) adds only opening, closing, transactions, storage health and
+ * upkeep, and may wrap `call` (Postgres awaits its migrations there) or the installed methods
+ * (SQLite wraps every async method for busy retries and its connection gate).
+ *
+ * Adding a method: write it once as a function of `SqlContext` in its module and add its entry
+ * here; `implements S.Store` checks the signature.
+ */
+const OPERATIONS = {
+  now: (c: SqlContext) => read(c, nowMs()),
+  createWorkspace: doors.createWorkspace,
+  softDeleteWorkspace: (c: SqlContext, id: string) => doors.setWorkspaceDeleted(c, id, true),
+  restoreWorkspace: (c: SqlContext, id: string) => doors.setWorkspaceDeleted(c, id, false),
+  createCollection: doors.createCollection,
+  updateCollection: doors.updateCollection,
+  softDeleteCollection: (c: SqlContext, id: string) => doors.updateCollection(c, id, { deleted: true }),
+  restoreCollection: (c: SqlContext, id: string) => doors.updateCollection(c, id, { deleted: false }),
+  createItem: doors.createItem,
+  updateItem: doors.updateItem,
+  upsertItem: doors.upsertItem,
+  moveItem: doors.moveItem,
+  softDeleteItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, true, opts),
+  restoreItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, false, opts),
+  addComment: doors.addComment,
+  upsertComment: doors.upsertComment,
+  editComment: doors.editComment,
+  deleteComment: doors.deleteComment,
+  addLink: doors.addLink,
+  removeLink: doors.removeLink,
+  getWorkspaceBySlug: reads.getWorkspaceBySlug,
+  listWorkspaces: reads.listWorkspaces,
+  getWorkspace: reads.getWorkspace,
+  listCollections: reads.listCollections,
+  getItem: reads.getItem,
+  getItemByRef: reads.getItemByRef,
+  listItems: reads.listItems,
+  countItems: reads.countItems,
+  oweJobs: owePairs,
+  advanceCollectionOwes,
+  claimNextJob: jobs.claimNextJob,
+  renewLease: jobs.renewLease,
+  completeJob: jobs.completeJob,
+  dropJob: (c: SqlContext, claim: S.Claim, _reason: string) => jobs.dropJob(c, claim),
+  refuseJob: jobs.refuseJob,
+  parkJob: jobs.parkJob,
+  failJob: jobs.failJob,
+  deferJob: jobs.deferJob,
+  releaseJob: jobs.releaseJob,
+  getJob: jobs.getJob,
+  listJobs: jobs.listJobs,
+  retryJobs: jobs.retryJobs,
+  dropJobs: jobs.dropJobs,
+  queueStats: jobs.queueStats,
+  loadItemForEvaluation: decisions.loadItemForEvaluation,
+  checkLiveness: decisions.checkLiveness,
+  answeredKeys: decisions.answeredKeys,
+  insertDecisions: decisions.insertDecisions,
+  listDecisions: decisions.listDecisions,
+  listWorkspaceDecisions: decisions.listWorkspaceDecisions,
+  countDecisions: reads.countDecisions,
+  recordSpend: decisions.recordSpend,
+  spendSince: decisions.spendSince,
+  reserveSpend: reservations.reserveSpend,
+  settleSpendReservation: reservations.settleSpendReservation,
+  spendRowsSince: ops.spendRowsSince,
+  countChunkJobs: ops.countChunkJobs,
+  jobCountsBySet: ops.jobCountsBySet,
+  getMeta: ops.getMeta,
+  setMeta: ops.setMeta,
+  deleteMeta: ops.deleteMeta,
+  listMeta: ops.listMeta,
+  scanItemsForDrift,
+  listSupersededDecisions: retention.listSupersededDecisions,
+  deleteDecisions: retention.deleteDecisions,
+} satisfies Record<string, (c: SqlContext, ...args: never[]) => Promise<unknown>>;
+
+type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;
+type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(typeof OPERATIONS)[K]>>) => ReturnType<(typeof OPERATIONS)[K]> };
+
+// The installed methods (see the class's static block).
+export interface SqlStore extends Operations {}
+
+export abstract class SqlStore implements S.Store {
+  /** The dialect, the connection (or the transaction a handle is bound to) and the question sets. */
+  protected abstract readonly c: SqlContext;
+
+  static {
+    for (const [name, op] of Object.entries(OPERATIONS) as Array<[string, (c: SqlContext, ...args: unknown[]) => Promise<unknown>]>) {
+      Object.defineProperty(SqlStore.prototype, name, {
+        value: async function (this: SqlStore, ...args: unknown[]) {
+          return this.call((c) => op(c, ...args));
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
+  /** Runs one store call. The Postgres store awaits its migrations here and records storage problems. */
+  protected call<T>(fn: (c: SqlContext) => Promise<T>): Promise<T> {
+    return fn(this.c);
+  }
+
+  abstract storageProblem(): string | null;
+  abstract checkpoint(): Promise<number | null>;
+  abstract walBytes(): Promise<number | null>;
+  abstract close(): Promise<void>;
+  abstract transaction<T>(fn: (tx: S.TrackerStore) => Promise<T>): Promise<T>;
+
+  /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
+  setRegistry(registry: Registry): void {
+    this.c.registry = registry;
+  }
+}

@@ -1,0 +1,60 @@
+import { and, asc, count, eq, gt, isNull, type SQL } from 'drizzle-orm';
+import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store.js';
+import { toCollectionRow } from '../write-rules.js';
+import { one, read, rows, type SqlContext } from './steps.js';
+
+/**
+ * The tracker reads. Listings sort text in byte order (`Dialect.byteOrder`: COLLATE "C" on
+ * Postgres, SQLite's BINARY), so both stores list in the same order whatever the database's
+ * collation; id-order scans keep the primary key's order (its index), which callers only page through.
+ */
+
+export async function getWorkspaceBySlug(c: SqlContext, slug: string): Promise<WorkspaceRow | null> {
+  const w = c.d.t.workspaces;
+  return (await read(c, one((db) => db.select().from(w).where(eq(w.slug, slug))))) ?? null;
+}
+
+export function listWorkspaces(c: SqlContext): Promise<WorkspaceRow[]> {
+  const w = c.d.t.workspaces;
+  return read(c, rows((db) => db.select().from(w).orderBy(c.d.byteOrder(w.slug))));
+}
+
+export async function getWorkspace(c: SqlContext, id: string): Promise<WorkspaceRow | null> {
+  const w = c.d.t.workspaces;
+  return (await read(c, one((db) => db.select().from(w).where(eq(w.id, id))))) ?? null;
+}
+
+export async function listCollections(c: SqlContext, workspaceId: string): Promise<CollectionRow[]> {
+  const t = c.d.t.collections;
+  return (await read(c, rows((db) => db.select().from(t).where(eq(t.workspaceId, workspaceId)).orderBy(c.d.byteOrder(t.slug))))).map(toCollectionRow);
+}
+
+export async function getItem(c: SqlContext, id: string): Promise<ItemRow | null> {
+  const t = c.d.t.items;
+  return (await read(c, one((db) => db.select().from(t).where(eq(t.id, id))))) ?? null;
+}
+
+export async function getItemByRef(c: SqlContext, workspaceId: string, ref: string): Promise<ItemRow | null> {
+  const t = c.d.t.items;
+  return (await read(c, one((db) => db.select().from(t).where(and(eq(t.workspaceId, workspaceId), eq(t.ref, ref)))))) ?? null;
+}
+
+export function listItems(c: SqlContext, q: Parameters<Store['listItems']>[0]): Promise<ItemRow[]> {
+  const t = c.d.t.items;
+  const conds: SQL[] = [];
+  if (q.workspaceId) conds.push(eq(t.workspaceId, q.workspaceId));
+  if (q.collectionId) conds.push(eq(t.collectionId, q.collectionId));
+  if (!q.includeDeleted) conds.push(isNull(t.deletedAt));
+  if (q.afterId) conds.push(gt(t.id, q.afterId));
+  return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(asc(t.id)).limit(q.limit ?? 1_000_000)));
+}
+
+export async function countItems(c: SqlContext, workspaceId?: string): Promise<number> {
+  const t = c.d.t.items;
+  const live = isNull(t.deletedAt);
+  return (await read(c, one((db) => db.select({ n: count() }).from(t).where(workspaceId ? and(eq(t.workspaceId, workspaceId), live) : live))))!.n;
+}
+
+export async function countDecisions(c: SqlContext): Promise<number> {
+  return (await read(c, one((db) => db.select({ n: count() }).from(c.d.t.itemDecisions))))!.n;
+}

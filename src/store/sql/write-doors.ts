@@ -1,0 +1,353 @@
+import { and, eq, sql } from 'drizzle-orm';
+import { emptyReport, normaliseText, type NormaliseReport } from '../normalise.js';
+import {
+  InvalidWrite,
+  NotFound,
+  type CollectionRow,
+  type CollectionSchema,
+  type CollectionSettings,
+  type CommentRow,
+  type ItemPatch,
+  type ItemRow,
+  type LinkRow,
+  type NewComment,
+  type NewItem,
+  type NewLink,
+  type OweOptions,
+  type WorkspaceRow,
+  type WriteResult,
+} from '../store.js';
+import {
+  fieldsText,
+  planCollectionPatch,
+  planItemPatch,
+  planItemUpsert,
+  readsComments,
+  readsLinks,
+  setsForSlugChange,
+  toCollectionRow,
+  writeResult as result,
+} from '../write-rules.js';
+import { oweCollectionChange } from './collection-owe.js';
+import { oweForItem } from './owe.js';
+import { exec, nowMs, one, write, type SqlContext, type Steps } from './steps.js';
+
+/**
+ * Tracker write doors (DESIGN §3). Each door changes the tracker rows and owes the affected jobs
+ * in the same transaction; a write that changes no stored value is a no-op (no seq bump, nothing
+ * owed). Text is normalised first (lone surrogates → U+FFFD, NUL removed) and the counts are
+ * reported. What to write is decided by the shared rules in `../write-rules.ts`; this file only
+ * runs the statements. Rows a decision depends on are read with `c.d.lock` (`FOR UPDATE` on
+ * Postgres), so two writers of one item take turns instead of both seeing the old value; on
+ * SQLite the IMMEDIATE transaction serialises all writers. "Now" is read once per door, after the
+ * no-op checks where it can be (on Postgres it is a round trip to the database clock).
+ */
+
+function* lockItem(c: SqlContext, id: string): Steps<ItemRow> {
+  const row = yield* one((db) => c.d.lock(db.select().from(c.d.t.items).where(eq(c.d.t.items.id, id))));
+  if (!row) throw new NotFound('item', id);
+  return row;
+}
+
+function* bumpItem(c: SqlContext, id: string, now: number, set: Partial<ItemRow> = {}): Steps<ItemRow> {
+  const { items } = c.d.t;
+  const row = yield* one((db) => db.update(items).set({ ...set, seq: sql`${items.seq} + 1`, updatedAt: now }).where(eq(items.id, id)).returning());
+  return row!;
+}
+
+function* requireCollection(c: SqlContext, id: string, workspaceId: string): Steps<void> {
+  const col = yield* one((db) => db.select().from(c.d.t.collections).where(eq(c.d.t.collections.id, id)));
+  if (!col) throw new NotFound('collection', id);
+  if (col.workspaceId !== workspaceId) throw new InvalidWrite(`collection ${id} is not in workspace ${workspaceId}`);
+}
+
+// ------------------------------------------------------------------ workspaces and collections
+
+export function createWorkspace(c: SqlContext, w: { id?: string; slug: string }): Promise<WorkspaceRow> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    return (yield* one((db) => db.insert(c.d.t.workspaces).values({ id: w.id ?? c.newId(), slug: w.slug, createdAt: now }).returning()))!;
+  });
+}
+
+/** Soft-deletes or restores a workspace. Its jobs are held by the claim, not re-owed. */
+export function setWorkspaceDeleted(c: SqlContext, id: string, deleted: boolean): Promise<WriteResult<WorkspaceRow>> {
+  const { workspaces } = c.d.t;
+  return write(c, function* () {
+    const w = yield* one((db) => c.d.lock(db.select().from(workspaces).where(eq(workspaces.id, id))));
+    if (!w) throw new NotFound('workspace', id);
+    if ((w.deletedAt !== null) === deleted) return result(w, false, emptyReport());
+    const now = yield* nowMs();
+    const row = yield* one((db) => db.update(workspaces).set({ deletedAt: deleted ? now : null }).where(eq(workspaces.id, id)).returning());
+    return result(row!, true, emptyReport());
+  });
+}
+
+export function createCollection(
+  c: SqlContext,
+  col: { id?: string; workspaceId: string; slug: string; isSystem?: boolean; schema?: CollectionSchema; settings?: CollectionSettings },
+): Promise<CollectionRow> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    const row = yield* one((db) =>
+      db
+        .insert(c.d.t.collections)
+        .values({
+          id: col.id ?? c.newId(),
+          workspaceId: col.workspaceId,
+          slug: col.slug,
+          isSystem: col.isSystem ?? false,
+          schema: JSON.stringify(col.schema ?? { fields: [] }),
+          settings: JSON.stringify(col.settings ?? {}),
+          createdAt: now,
+        })
+        .returning(),
+    );
+    return toCollectionRow(row!);
+  });
+}
+
+/**
+ * Renames a collection or changes its settings, schema or deleted state. Owes every live item of
+ * the collection at backfill priority, for the sets of its old and new slug (DESIGN §3), in
+ * chunks (DESIGN §16.12): this transaction owes the first `COLLECTION_OWE_CHUNK` items and leaves
+ * a continuation for the rest (`advanceCollectionOwes`). `owed` counts the first chunk's rows.
+ */
+export function updateCollection(
+  c: SqlContext,
+  id: string,
+  patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema; deleted?: boolean },
+): Promise<WriteResult<CollectionRow>> {
+  const { collections } = c.d.t;
+  return write(c, function* () {
+    const cur = yield* one((db) => c.d.lock(db.select().from(collections).where(eq(collections.id, id))));
+    if (!cur) throw new NotFound('collection', id);
+    const now = yield* nowMs();
+    const { next, changed } = planCollectionPatch(cur, patch, now);
+    if (!changed) return result(toCollectionRow(cur), false, emptyReport());
+    const row = yield* one((db) => db.update(collections).set(next).where(eq(collections.id, id)).returning());
+    const owed = yield* oweCollectionChange(c, now, id, setsForSlugChange(c.registry, cur.slug, next.slug));
+    return result(toCollectionRow(row!), true, emptyReport(), owed);
+  });
+}
+
+// ------------------------------------------------------------------ items
+
+function* insertItem(c: SqlContext, now: number, item: NewItem, report: NormaliseReport, opts: OweOptions): Steps<WriteResult<ItemRow>> {
+  yield* requireCollection(c, item.collectionId, item.workspaceId);
+  const row = (yield* one((db) =>
+    db
+      .insert(c.d.t.items)
+      .values({
+        id: item.id ?? c.newId(),
+        workspaceId: item.workspaceId,
+        collectionId: item.collectionId,
+        ref: normaliseText(item.ref, report),
+        title: normaliseText(item.title, report),
+        content: normaliseText(item.content ?? '', report),
+        fields: fieldsText(item.fields, report),
+        seq: 1,
+        createdAt: item.createdAt ?? now,
+        updatedAt: now,
+        deletedAt: item.deletedAt ?? null,
+      })
+      .returning(),
+  ))!;
+  return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, true));
+}
+
+/** @throws NotFound (collection), InvalidWrite (fields, workspace mismatch), a unique violation on a duplicate ref. */
+export function createItem(c: SqlContext, item: NewItem, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  return write(c, function* () {
+    return yield* insertItem(c, yield* nowMs(), item, emptyReport(), opts);
+  });
+}
+
+/** Title, content or fields. A title change also owes the items whose state shows this title. */
+export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  const report = emptyReport();
+  return write(c, function* () {
+    const cur = yield* lockItem(c, id);
+    const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
+    if (!changed) return result(cur, false, report);
+    const now = yield* nowMs();
+    const row = yield* bumpItem(c, id, now, next);
+    return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, titleChanged));
+  });
+}
+
+/** The importer's door: create, or set every value (including deleted state and collection), or nothing. */
+export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  const report = emptyReport();
+  const { items } = c.d.t;
+  return write(c, function* () {
+    const now = yield* nowMs();
+    const cur = yield* one((db) => c.d.lock(db.select().from(items).where(eq(items.id, item.id))));
+    if (!cur) return yield* insertItem(c, now, item, report, opts);
+    const { next, changed, linkers } = planItemUpsert(cur, item, report);
+    yield* requireCollection(c, item.collectionId, item.workspaceId);
+    if (!changed) return result(cur, false, report);
+    const row = yield* bumpItem(c, item.id, now, next);
+    return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, linkers));
+  });
+}
+
+/** Moves an item to another collection of its workspace; owes the target collection's sets. */
+export function moveItem(c: SqlContext, id: string, collectionId: string, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  return write(c, function* () {
+    const cur = yield* lockItem(c, id);
+    yield* requireCollection(c, collectionId, cur.workspaceId);
+    if (cur.collectionId === collectionId) return result(cur, false, emptyReport());
+    const now = yield* nowMs();
+    const row = yield* bumpItem(c, id, now, { collectionId });
+    return result(row, true, emptyReport(), yield* oweForItem(c, now, row, opts));
+  });
+}
+
+/** Soft delete or restore; also owes the items whose state shows this item. */
+export function setItemDeleted(c: SqlContext, id: string, deleted: boolean, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  return write(c, function* () {
+    const cur = yield* lockItem(c, id);
+    if ((cur.deletedAt !== null) === deleted) return result(cur, false, emptyReport());
+    const now = yield* nowMs();
+    const row = yield* bumpItem(c, id, now, { deletedAt: deleted ? now : null });
+    return result(row, true, emptyReport(), yield* oweForItem(c, now, row, opts, () => true, true));
+  });
+}
+
+// ------------------------------------------------------------------ comments
+
+function* oweForComment(c: SqlContext, now: number, itemId: string, opts: OweOptions): Steps<number> {
+  return yield* oweForItem(c, now, yield* bumpItem(c, itemId, now), opts, readsComments);
+}
+
+function* lockComment(c: SqlContext, id: string): Steps<CommentRow | undefined> {
+  return yield* one((db) => c.d.lock(db.select().from(c.d.t.comments).where(eq(c.d.t.comments.id, id))));
+}
+
+function* insertComment(c: SqlContext, now: number, cm: NewComment, report: NormaliseReport, opts: OweOptions): Steps<WriteResult<CommentRow>> {
+  yield* lockItem(c, cm.itemId);
+  const row = (yield* one((db) =>
+    db
+      .insert(c.d.t.comments)
+      .values({
+        id: cm.id ?? c.newId(),
+        itemId: cm.itemId,
+        parentCommentId: cm.parentCommentId ?? null,
+        author: normaliseText(cm.author, report),
+        body: normaliseText(cm.body, report),
+        createdAt: cm.createdAt ?? now,
+        updatedAt: now,
+      })
+      .returning(),
+  ))!;
+  return result(row, true, report, yield* oweForComment(c, now, cm.itemId, opts));
+}
+
+/** @throws NotFound when the item does not exist. */
+export function addComment(c: SqlContext, cm: NewComment, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  return write(c, function* () {
+    return yield* insertComment(c, yield* nowMs(), cm, emptyReport(), opts);
+  });
+}
+
+/** The importer's door for comments: create, or set author and body, or nothing. */
+export function upsertComment(c: SqlContext, cm: NewComment & { id: string }, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  const report = emptyReport();
+  const { comments } = c.d.t;
+  return write(c, function* () {
+    const now = yield* nowMs();
+    const cur = yield* lockComment(c, cm.id);
+    if (!cur) return yield* insertComment(c, now, cm, report, opts);
+    const author = normaliseText(cm.author, report);
+    const body = normaliseText(cm.body, report);
+    if (cur.author === author && cur.body === body && cur.deletedAt === null) return result(cur, false, report);
+    const row = yield* one((db) => db.update(comments).set({ author, body, deletedAt: null, updatedAt: now }).where(eq(comments.id, cm.id)).returning());
+    return result(row!, true, report, yield* oweForComment(c, now, cur.itemId, opts));
+  });
+}
+
+/** Owes work only when the body changes. @throws NotFound */
+export function editComment(c: SqlContext, id: string, body: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  const report = emptyReport();
+  const { comments } = c.d.t;
+  return write(c, function* () {
+    const cur = yield* lockComment(c, id);
+    if (!cur || cur.deletedAt !== null) throw new NotFound('comment', id);
+    const next = normaliseText(body, report);
+    if (next === cur.body) return result(cur, false, report);
+    const now = yield* nowMs();
+    const row = yield* one((db) => db.update(comments).set({ body: next, updatedAt: now }).where(eq(comments.id, id)).returning());
+    return result(row!, true, report, yield* oweForComment(c, now, cur.itemId, opts));
+  });
+}
+
+/** A comment with replies becomes a tombstone with a blank body; one without replies is removed. */
+export function deleteComment(c: SqlContext, id: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow | null>> {
+  const { comments } = c.d.t;
+  return write(c, function* () {
+    const cur = yield* lockComment(c, id);
+    if (!cur) throw new NotFound('comment', id);
+    if (cur.deletedAt !== null) return result(cur, false, emptyReport());
+    // The item lock orders this delete after a concurrent reply's insert (which locks the item too).
+    yield* lockItem(c, cur.itemId);
+    const replies = (yield* one<{ n: number }>(sql`SELECT ${c.d.int4(sql`count(*)`)} AS n FROM comments WHERE parent_comment_id = ${id}`))!.n;
+    const now = yield* nowMs();
+    let row: CommentRow | null = null;
+    if (replies > 0) {
+      row = (yield* one((db) => db.update(comments).set({ body: '', deletedAt: now, updatedAt: now }).where(eq(comments.id, id)).returning()))!;
+    } else {
+      yield* exec(sql`DELETE FROM comments WHERE id = ${id}`);
+    }
+    return result(row, true, emptyReport(), yield* oweForComment(c, now, cur.itemId, opts));
+  });
+}
+
+// ------------------------------------------------------------------ links
+
+/** Owes both ends of a link (sets that read links), each bumped. */
+function* oweLinkEnds(c: SqlContext, now: number, sourceId: string, targetId: string, opts: OweOptions): Steps<number> {
+  const src = yield* oweForItem(c, now, yield* bumpItem(c, sourceId, now), opts, readsLinks);
+  return src + (yield* oweForItem(c, now, yield* bumpItem(c, targetId, now), opts, readsLinks));
+}
+
+/** Adds a link, or nothing when one with the same ends and type exists. Owes both ends (sets that read links). */
+export function addLink(c: SqlContext, l: NewLink, opts: OweOptions = {}): Promise<WriteResult<LinkRow>> {
+  const { itemLinks } = c.d.t;
+  return write(c, function* () {
+    // Both ends locked in id order, so two link writes over the same pair cannot deadlock.
+    const [first, second] = [l.sourceId, l.targetId].sort();
+    const a = yield* lockItem(c, first);
+    const b = first === second ? a : yield* lockItem(c, second);
+    const [src, dst] = a.id === l.sourceId ? [a, b] : [b, a];
+    if (src.workspaceId !== l.workspaceId || dst.workspaceId !== l.workspaceId) {
+      throw new InvalidWrite('a link must join two items of its workspace');
+    }
+    if (l.sourceId === l.targetId) throw new InvalidWrite('an item cannot link to itself');
+    const existing = yield* one((db) =>
+      db
+        .select()
+        .from(itemLinks)
+        .where(and(eq(itemLinks.sourceId, l.sourceId), eq(itemLinks.targetId, l.targetId), eq(itemLinks.linkType, l.linkType))),
+    );
+    if (existing) return result(existing, false, emptyReport());
+    const now = yield* nowMs();
+    const row = yield* one((db) =>
+      db
+        .insert(itemLinks)
+        .values({ id: l.id ?? c.newId(), workspaceId: l.workspaceId, sourceId: l.sourceId, targetId: l.targetId, linkType: l.linkType, createdAt: l.createdAt ?? now })
+        .returning(),
+    );
+    return result(row!, true, emptyReport(), yield* oweLinkEnds(c, now, src.id, dst.id, opts));
+  });
+}
+
+export function removeLink(c: SqlContext, id: string, opts: OweOptions = {}): Promise<WriteResult<LinkRow | null>> {
+  const { itemLinks } = c.d.t;
+  return write(c, function* () {
+    const cur = yield* one((db) => db.delete(itemLinks).where(eq(itemLinks.id, id)).returning());
+    if (!cur) return result(null, false, emptyReport());
+    const now = yield* nowMs();
+    return result(null, true, emptyReport(), yield* oweLinkEnds(c, now, cur.sourceId, cur.targetId, opts));
+  });
+}
