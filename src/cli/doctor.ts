@@ -8,6 +8,7 @@ import type { Provider } from '../providers/provider.js';
 import { checkSqliteHealth } from '../store/sqlite/health.js';
 import { databaseError, databaseLabel } from '../store/database-errors.js';
 import { checkPgHealth } from '../store/postgres/health.js';
+import type { DatabaseHealth } from '../store/sql/health.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
@@ -124,8 +125,8 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
 }
 
 /**
- * Opens nothing for writing: reads the database's migrations and queue (store/sqlite/health.ts,
- * store/postgres/health.ts); on Postgres also whether it is reachable and which workers beat.
+ * Opens nothing for writing: reads the database's migrations, queue and worker heartbeats
+ * (store/sql/health.ts, the same on both dialects); on Postgres also whether it is reachable.
  */
 export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   if (isPostgresUrl(cfg.databaseUrl)) return checkPostgres(cfg.databaseUrl);
@@ -147,7 +148,7 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   return {
     name: 'database',
     ok: true,
-    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), write-ahead log ${formatBytes(h.walBytes)}`,
+    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${liveWorkers(h.heartbeats)} worker(s) alive, write-ahead log ${formatBytes(h.walBytes)}`,
     ...(h.walBytes > WAL_WARN_BYTES
       ? {
           warning: `the write-ahead log is ${formatBytes(h.walBytes)} (above ${formatBytes(WAL_WARN_BYTES)}): a process holding a long read transaction keeps it from being checkpointed; end it, and a running worker truncates the log within ${WAL_CHECKPOINT_EVERY_MS / 1000} s`,
@@ -156,7 +157,12 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   };
 }
 
-/** The Postgres twin of the SQLite check: reachable, migrations applied, queue and workers read. */
+/** Workers whose heartbeat is fresh at the database's now. */
+function liveWorkers(h: DatabaseHealth['heartbeats']): number {
+  return h ? parseHeartbeats(h.rows).filter((b) => heartbeatAlive(b, h.now)).length : 0;
+}
+
+/** The check on Postgres: reachable, migrations applied, queue and workers read. */
 async function checkPostgres(url: string): Promise<DoctorCheck> {
   const h = await checkPgHealth(url, HEARTBEAT_PREFIX);
   if (!h.reachable || h.error) {
@@ -172,11 +178,10 @@ async function checkPostgres(url: string): Promise<DoctorCheck> {
       fix: 'run `verdict migrate` against it (or start `verdict worker`: migrations apply at open)',
     };
   }
-  const live = h.heartbeats ? parseHeartbeats(h.heartbeats.rows).filter((b) => heartbeatAlive(b, h.heartbeats!.now)).length : 0;
   return {
     name: 'database',
     ok: true,
-    detail: `${h.label}: reachable, ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${live} worker(s) alive`,
+    detail: `${h.label}: reachable, ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${liveWorkers(h.heartbeats)} worker(s) alive`,
   };
 }
 
