@@ -1,7 +1,10 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { sql, StringChunk, type SQL } from 'drizzle-orm';
 import { isSql, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
 import type { PgDb } from './open.js';
 import * as schema from './schema.js';
+
+/** An empty clause, for a difference this dialect does not have. */
+const NOTHING = new StringChunk('');
 
 /**
  * Key of the transaction-scoped advisory lock that serialises spend reservations. An arbitrary
@@ -52,17 +55,18 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
   return {
     name: 'postgres',
     t: schema as unknown as Tables,
-    greatest: (...a) => sql`greatest(${sql.join(a, sql`, `)})`,
-    least: (...a) => sql`least(${sql.join(a, sql`, `)})`,
+    max: new StringChunk('greatest'),
+    min: new StringChunk('least'),
     int8: (v) => sql`${v}::bigint`,
     int4: (v) => sql`${v}::int`,
     text: (v) => sql`${v}::text`,
     byteOrder: (x) => sql`${x} COLLATE "C"`,
     bool: (v) => (v ? sql`true` : sql`false`),
-    claimOrderIndex: sql``,
-    indexedBy: () => sql``,
-    forUpdate: sql` FOR UPDATE`,
-    skipLocked: sql` FOR UPDATE OF j SKIP LOCKED`,
+    indexedBy: () => NOTHING,
+    unindexed: (column) => new StringChunk(`${column} + 0`),
+    claimStates: { where: new StringChunk("j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },
+    forUpdate: new StringChunk(' FOR UPDATE'),
+    skipLocked: new StringChunk(' FOR UPDATE OF j SKIP LOCKED'),
     lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,
     serialiseSpend: sql`SELECT pg_advisory_xact_lock(${SPEND_RESERVATION_LOCK_KEY})`,
     write: (db, steps) => (db as PgDb).transaction((tx) => drive(tx as unknown as PgDb, steps)),

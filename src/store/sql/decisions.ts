@@ -3,7 +3,7 @@ import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
 import { stateLinksSql } from '../shared-rows.js';
 import { toCollectionRow } from '../write-rules.js';
-import { autocommit, exec, nowSql, one, read, rows, type SqlContext, type Steps } from './steps.js';
+import { autocommit, exec, nowSql, one, read, rows, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /** Evaluation reads, stored answers and spend (DESIGN §2, §7). */
 
@@ -78,7 +78,7 @@ export function insertDecisions(c: SqlContext, list: NewDecision[]): Promise<num
     const inserted = yield* rows((db) =>
       db
         .insert(t)
-        .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, fingerprintContext: r.fingerprintContext ?? null, evaluatedAt: now })))
+        .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, fingerprintContext: r.fingerprintContext ?? null, evaluatedAt: sql`${now}` })))
         .onConflictDoNothing()
         .returning({ id: t.id }),
     );
@@ -111,7 +111,7 @@ export const HOUR_MS = 3_600_000;
  * Start of the hour of `ms` (epoch ms), in SQL. The CAST floors on both dialects: Postgres divides
  * bigints as integers, but better-sqlite3 binds every JS number as REAL, so SQLite's `/` is real.
  */
-function hourOf(ms: SQL): SQL {
+function hourOf(ms: Expr): SQL {
   return sql`(CAST((${ms}) / ${sql.raw(String(HOUR_MS))} AS bigint) * ${sql.raw(String(HOUR_MS))})`;
 }
 
@@ -124,14 +124,14 @@ export function recordSpend(c: SqlContext, r: SpendRecord): Promise<void> {
 
 /**
  * Adds one evaluation's spend to its hour bucket, inside the caller's transaction.
- * @param now epoch ms, or `nowSql()` (no round trip for the database clock on Postgres).
+ * @param now the operation's `nowSql()` (no round trip for the database clock on Postgres).
  */
-export function* recordSpendTx(c: SqlContext, now: number | SQL, r: SpendRecord): Steps<void> {
+export function* recordSpendTx(c: SqlContext, now: Expr, r: SpendRecord): Steps<void> {
   const d = c.d;
   const u = r.usage;
   yield* exec(sql`
     INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-    VALUES (${hourOf(typeof now === 'number' ? d.int8(now) : now)}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome}, ${d.int8(r.calls)},
+    VALUES (${hourOf(now)}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome}, ${d.int8(r.calls)},
             ${d.int8(u.inputTokens)}, ${d.int8(u.outputTokens)}, ${d.int8(u.cacheReadTokens)}, ${d.int8(u.cacheWriteTokens)})
     ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
       calls = decision_spend.calls + excluded.calls,

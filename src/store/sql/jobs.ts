@@ -2,7 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
 import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { delayCapSql, latestAnswerSql } from './owe.js';
-import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect, type SqlContext, type Steps } from './steps.js';
+import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
  * The owed-job queue (DESIGN §3, §13): the claim and each outcome, with their SQL and the reason
@@ -23,20 +23,20 @@ import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect
  * no hints, and on a table autovacuum has not yet analysed (a fresh database, a big backfill) its
  * default estimates make "read every due row and sort" look cheaper: 26 ms a claim at 6,000 rows
  * (measured), against 0.07 ms for the walk. So the statement makes the walk the plan whatever the
- * statistics: `state <> 'parked'` (the only other state; estimated to keep nearly every row) with
+ * statistics (`Dialect.claimStates`, `Dialect.unindexed`): `state <> 'parked'` (the only other state; estimated to keep nearly every row) with
  * `ORDER BY state, …` so the whole index order is the sort order, and `not_before + 0` so no index
  * offers a not_before range. `SKIP LOCKED` lets concurrent claimers on many machines pass over
  * each other's rows instead of queueing on them. Exported so a test can check its plan.
  */
-export function claimCandidateSql(d: Dialect, now: SQL, skipSets: readonly string[] = []): SQL {
+export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly string[] = []): SQL {
   const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
   return sql`
-    SELECT j.item_id, j.question_set FROM decision_jobs j ${d.claimOrderIndex}
-    WHERE j.state <> 'parked' AND j.not_before + 0 <= ${now}
+    SELECT j.item_id, j.question_set FROM decision_jobs j ${d.indexedBy('decision_jobs_claim_order_idx')}
+    WHERE ${d.claimStates.where} AND ${d.unindexed('j.not_before')} <= ${now}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
       ${skip}
-    ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+    ORDER BY ${d.claimStates.orderPrefix}j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1${d.skipLocked}`;
 }
 
@@ -74,7 +74,7 @@ function whereKey(k: { itemId: string; questionSet: string }): SQL {
   return sql`item_id = ${k.itemId} AND question_set = ${k.questionSet}`;
 }
 
-function* park(c: SqlContext, now: SQL, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
+function* park(c: SqlContext, now: Expr, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
   yield* exec(sql`
     UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
            last_error = ${bound(reason)}, last_error_at = ${now}
@@ -101,21 +101,20 @@ export function renewLease(c: SqlContext, claim: Claim, leaseMs: number): Promis
  * its delay cap counts from that write. Other outcomes keep enqueued_at: their owed work is still
  * the old one.
  */
-function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: SQL) => Steps<void>, completion = false): Promise<OutcomeResult> {
+function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => Steps<void>, completion = false): Promise<OutcomeResult> {
   return write(c, function* (): Steps<OutcomeResult> {
     const row = yield* one<RawJob>(sql`SELECT * FROM decision_jobs WHERE ${whereKey(claim)}${c.d.forUpdate}`);
     if (!row || row.claim_token !== claim.claimToken) return 'lost';
     const now = yield* nowSql();
     if (row.generation !== claim.generation) {
       const t = setTiming(c.registry, claim.questionSet);
-      const enqueuedAt = completion ? c.d.greatest(sql`enqueued_at`, sql`owed_at`) : sql`enqueued_at`;
+      const { max, min } = c.d;
+      const enqueuedAt = completion ? sql`${max}(enqueued_at, owed_at)` : sql`enqueued_at`;
       const latest = latestAnswerSql(c.d, sql`${claim.itemId}`, claim.questionSet);
       yield* exec(sql`
         UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
-          not_before = ${c.d.least(
-            c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(t.quietPeriodMs)}`, sql`coalesce(${latest} + ${c.d.int8(t.reaskDebounceMs)}, 0)`),
-            delayCapSql(c.d, enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs),
-          )}
+          not_before = ${min}(${max}(not_before, ${now} + ${c.d.int8(t.quietPeriodMs)}, coalesce(${latest} + ${c.d.int8(t.reaskDebounceMs)}, 0)),
+                             ${delayCapSql(c.d, enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs)})
         WHERE ${whereKey(claim)}`);
       return 'superseded';
     }
@@ -163,7 +162,7 @@ export async function refuseJob(c: SqlContext, claim: Claim, o: { backoffMs: num
     }
     yield* exec(sql`
       UPDATE decision_jobs SET ${CLEAR_CLAIM}, refusals = refusals + 1, defers = 0,
-        not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(o.backoffMs)}`)},
+        not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(o.backoffMs)}),
         last_error = ${bound(o.error)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
   });
@@ -175,10 +174,10 @@ export function failJob(c: SqlContext, claim: Claim, o: { backoffMs: number; err
   return fenced(c, claim, (_row, now) => fail(c, claim, now, o.backoffMs, o.error));
 }
 
-function fail(c: SqlContext, claim: Claim, now: SQL, backoffMs: number, error: string): Steps<void> {
+function fail(c: SqlContext, claim: Claim, now: Expr, backoffMs: number, error: string): Steps<void> {
   return exec(sql`
     UPDATE decision_jobs SET ${CLEAR_CLAIM}, defers = 0,
-      not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(backoffMs))}`)},
+      not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(backoffMs))}),
       last_error = ${bound(error)}, last_error_at = ${now}
     WHERE ${whereKey(claim)}`);
 }
@@ -201,8 +200,8 @@ export async function deferJob(
       return;
     }
     yield* exec(sql`
-      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.greatest(sql`attempts - 1`, sql`0`)}, defers = defers + 1,
-        not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(o.delayMs))}`)},
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.max}(attempts - 1, 0), defers = defers + 1,
+        not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(o.delayMs))}),
         last_error = ${bound(o.reason)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
   });
@@ -215,8 +214,8 @@ export async function deferJob(
  */
 export function releaseJob(c: SqlContext, claim: Claim, o: { holdMs?: number; error?: string } = {}): Promise<OutcomeResult> {
   return fenced(c, claim, (_row, now) =>
-    exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.greatest(sql`attempts - 1`, sql`0`)}
-      ${o.holdMs ? sql`, not_before = ${c.d.greatest(sql`not_before`, sql`${now} + ${c.d.int8(Math.ceil(o.holdMs))}`)}` : sql``}
+    exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.max}(attempts - 1, 0)
+      ${o.holdMs ? sql`, not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(o.holdMs))})` : sql``}
       ${o.error !== undefined ? sql`, last_error = ${bound(o.error)}, last_error_at = ${now}` : sql``}
       WHERE ${whereKey(claim)}`),
   );
@@ -225,7 +224,7 @@ export function releaseJob(c: SqlContext, claim: Claim, o: { holdMs?: number; er
 // ------------------------------------------------------------------ operator reads and commands
 
 /** The filter's conditions; `errorWithinMs` only when `now` is given (`listJobs` alone reads it). */
-function filterWhere(c: SqlContext, f: JobFilter, now?: SQL): SQL | undefined {
+function filterWhere(c: SqlContext, f: JobFilter, now?: Expr): SQL | undefined {
   const j = c.d.t.decisionJobs;
   const conds: SQL[] = [];
   if (f.errorWithinMs !== undefined && now !== undefined) conds.push(sql`${j.lastErrorAt} >= ${now} - ${c.d.int8(Math.trunc(f.errorWithinMs))}`);

@@ -4,7 +4,7 @@ import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
 import { setMetaTx } from './operations.js';
-import { changes, nowMs, one, rows, write, type Dialect, type SqlContext, type Steps } from './steps.js';
+import { changes, nowMs, one, rows, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
  * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3). One statement per set,
@@ -50,26 +50,24 @@ export function* oweItems(
     const candidate =
       opts.reaskDebounce === false
         ? quiet
-        : d.greatest(quiet, sql`coalesce(${latestAnswerSql(d, sql`i.id`, set.name)} + ${d.int8(set.reaskDebounceMs)}, 0)`);
+        : sql`${d.max}(${quiet}, coalesce(${latestAnswerSql(d, sql`i.id`, set.name)} + ${d.int8(set.reaskDebounceMs)}, 0))`;
     const onConflict = opts.insertOnly
       ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
       : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
           generation = decision_jobs.generation + 1,
           attempts = 0, refusals = 0, abandons = 0, defers = 0,
           state = 'owed',
-          priority = ${d.least(sql`decision_jobs.priority`, sql`excluded.priority`)},
+          priority = ${d.min}(decision_jobs.priority, excluded.priority),
           workspace_id = excluded.workspace_id,
           owed_at = excluded.owed_at,
-          not_before = ${d.least(
-            d.greatest(sql`decision_jobs.not_before`, sql`excluded.not_before`),
-            delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs),
-          )}`;
+          not_before = ${d.min}(${d.max}(decision_jobs.not_before, excluded.not_before),
+                                ${delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs)})`;
     // `AND true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
     changed += yield* changes(sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
                                  enqueued_at, not_before, state, fair_tag, owed_at)
       SELECT i.id, ${d.text(set.name)}, i.workspace_id, ${d.int4(priority)}, 1, ${d.int8(now)},
-             ${d.least(candidate, delayCapSql(d, d.int8(now), sql`i.id`, set.name, set.maxDelayMs))}, 'owed',
+             ${d.min}(${candidate}, ${delayCapSql(d, d.int8(now), sql`i.id`, set.name, set.maxDelayMs)}), 'owed',
              ${fairTagSql(d, priority, now, items.itemIds?.length === 1)}, ${d.int8(now)}
       FROM items i WHERE ${where} AND true
       ${onConflict}`);
@@ -90,8 +88,8 @@ export function latestAnswerSql(d: Dialect, itemId: SQL, setName: string): SQL {
  * (item, set)) + maxDelay, in ms. Never a time in the past relative to the latest answer, so an
  * evaluation always buys the item at least maxDelay of quiet under constant editing.
  */
-export function delayCapSql(d: Dialect, enqueuedAt: SQL, itemId: SQL, setName: string, maxDelayMs: number): SQL {
-  return sql`(${d.greatest(enqueuedAt, sql`coalesce(${latestAnswerSql(d, itemId, setName)}, 0)`)} + ${d.int8(maxDelayMs)})`;
+export function delayCapSql(d: Dialect, enqueuedAt: Expr, itemId: SQL, setName: string, maxDelayMs: number): SQL {
+  return sql`(${d.max}(${enqueuedAt}, coalesce(${latestAnswerSql(d, itemId, setName)}, 0)) + ${d.int8(maxDelayMs)})`;
 }
 
 /**
@@ -117,16 +115,15 @@ export function delayCapSql(d: Dialect, enqueuedAt: SQL, itemId: SQL, setName: s
 function fairTagSql(d: Dialect, priority: number, now: number, singleRow: boolean): SQL {
   const p = d.int4(priority);
   const t = d.int8(now);
-  return sql`${d.greatest(
-    sql`coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e ${d.indexedBy('decision_jobs_claim_idx')}
+  return sql`${d.max}(
+    coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e ${d.indexedBy('decision_jobs_claim_idx')}
                                    WHERE e.state = 'owed' AND e.priority = ${p} AND e.not_before <= ${t})
                  THEN (SELECT v.fair_tag FROM decision_jobs v ${d.indexedBy('decision_jobs_claim_order_idx')}
-                       WHERE v.state = 'owed' AND v.priority = ${p} AND v.not_before + 0 <= ${t}
-                       ORDER BY v.fair_tag LIMIT 1) END, 0)`,
-    sql`coalesce((SELECT l.fair_tag FROM decision_jobs l ${d.indexedBy('decision_jobs_ws_fair_idx')}
+                       WHERE v.state = 'owed' AND v.priority = ${p} AND ${d.unindexed('v.not_before')} <= ${t}
+                       ORDER BY v.fair_tag LIMIT 1) END, 0),
+    coalesce((SELECT l.fair_tag FROM decision_jobs l ${d.indexedBy('decision_jobs_ws_fair_idx')}
                   WHERE l.workspace_id = i.workspace_id AND l.priority = ${p}
-                  ORDER BY l.fair_tag DESC LIMIT 1), 0)`,
-  )} + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
+                  ORDER BY l.fair_tag DESC LIMIT 1), 0)) + ${singleRow ? sql`1` : sql`row_number() OVER (PARTITION BY i.workspace_id ORDER BY i.id)`}`;
 }
 
 /**

@@ -1,8 +1,11 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { sql, StringChunk, type SQL } from 'drizzle-orm';
 import type { Clock } from '../../clock.js';
-import { isSql, type Db, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
+import { isSql, type Db, type Expr, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
 import { writeTx, type SqliteContext } from './context.js';
 import * as schema from './schema.js';
+
+/** An empty clause, for a difference this dialect does not have. */
+const NOTHING = new StringChunk('');
 
 /**
  * SQLite's side of the one SQL store (see ../sql/steps.ts): statements run synchronously on the
@@ -16,17 +19,18 @@ export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db
   return {
     name: 'sqlite',
     t: schema as Tables,
-    greatest: (...a) => sql`max(${sql.join(a, sql`, `)})`,
-    least: (...a) => sql`min(${sql.join(a, sql`, `)})`,
-    int8: (v) => sql`${v}`,
-    int4: (v) => sql`${v}`,
-    text: (v) => sql`${v}`,
+    max: new StringChunk('max'),
+    min: new StringChunk('min'),
+    int8: (v) => v,
+    int4: (v) => v,
+    text: (v) => v,
     byteOrder: (x) => sql`${x}`,
     bool: (v) => (v ? sql`1` : sql`0`),
-    claimOrderIndex: sql`INDEXED BY decision_jobs_claim_order_idx`,
-    indexedBy: (index) => sql.raw(`INDEXED BY ${index}`),
-    forUpdate: sql``,
-    skipLocked: sql``,
+    indexedBy: (index) => new StringChunk(`INDEXED BY ${index}`),
+    unindexed: (column) => new StringChunk(column),
+    claimStates: { where: new StringChunk("j.state = 'owed'"), orderPrefix: NOTHING },
+    forUpdate: NOTHING,
+    skipLocked: NOTHING,
     lock: (q) => q,
     serialiseSpend: null,
       write,
@@ -47,7 +51,7 @@ function drive<T>(db: Db, clock: Clock, steps: Steps<T>): T {
       case 'now':
         return (now ??= clock.now());
       case 'nowSql':
-        return sql`${(now ??= clock.now())}` as SQL;
+        return (now ??= clock.now());
     }
   };
   let r = steps.next();
