@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { productionSets } from '../src/decision/production-sets.js';
@@ -16,6 +17,15 @@ import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
  */
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * How a worker process is started: node arguments before the subcommand. From the sources under
+ * tsx by default (the bench runs what is checked out, no build needed); the tests pass
+ * `BUILT_CLI`, the built `dist/cli/main.js` (npm ci builds it), which starts without compiling
+ * the sources in every child.
+ */
+export const SOURCE_CLI: readonly string[] = ['--import', 'tsx', 'src/cli/main.ts'];
+export const BUILT_CLI: readonly string[] = [join(ROOT, 'dist/cli/main.js')];
 
 /** Jobs per item: the production sets (attention and effort) both cover a `task` item. */
 /**
@@ -104,15 +114,20 @@ export interface WorkerRun {
 
 /**
  * Runs `processes` worker processes with `--until-idle` against `url` and waits for all of them.
- * `args` are extra CLI flags (concurrency, fake latency ...).
+ * `args` are extra CLI flags (concurrency, fake latency ...); `cli` how each process starts.
  */
-export async function runWorkerProcesses(url: string, processes: number, args: string[] = []): Promise<{ runs: WorkerRun[]; wallMs: number }> {
+export async function runWorkerProcesses(
+  url: string,
+  processes: number,
+  args: string[] = [],
+  cli: readonly string[] = SOURCE_CLI,
+): Promise<{ runs: WorkerRun[]; wallMs: number }> {
   const started = Date.now();
   const runs = await Promise.all(
     Array.from({ length: processes }, () => {
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', 'src/cli/main.ts', 'worker', '--until-idle', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', ...args],
+        [...cli, 'worker', '--until-idle', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', ...args],
         { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let stdout = '';
@@ -135,9 +150,9 @@ export interface RunningWorkers {
   stop(): Promise<WorkerRun[]>;
 }
 
-export function startWorkers(url: string, processes: number, args: string[] = []): RunningWorkers {
+export function startWorkers(url: string, processes: number, args: string[] = [], cli: readonly string[] = SOURCE_CLI): RunningWorkers {
   const kids = Array.from({ length: processes }, () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'worker', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', '--log-level', 'info', ...args], {
+    const child = spawn(process.execPath, [...cli, 'worker', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', '--log-level', 'info', ...args], {
       cwd: ROOT,
       env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' },
       stdio: ['ignore', 'pipe', 'pipe'],

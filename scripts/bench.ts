@@ -11,6 +11,7 @@ import { PRIORITY_BACKFILL } from '../src/store/store.js';
 import { Worker } from '../src/worker/worker.js';
 import { answerRate, checkDrain, createDatabase, ROOT, seedJobs, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
 import { BenchArgsError, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
+import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, type Seeded } from './bench-evals.js';
 import { benchQueuePath } from './bench-queue.js';
 
 /**
@@ -26,8 +27,15 @@ import { benchQueuePath } from './bench-queue.js';
  *   d. PostgreSQL, 4 worker processes against 1, provider latency 200 ms; target ≥ 3×.
  *   e. fairness: claims until a quiet workspace's 10 jobs are done behind a busy workspace's
  *      10,000, in the old (priority, enqueued_at) order against the fair order.
+ *   f. full evaluations per second: 20,000 jobs, fake provider at 0 ms, one process, the real
+ *      Worker at concurrency 1 and 4; target ≥ 3,000/s, and ≥ 1.0× a naive raw better-sqlite3
+ *      reference run in the same run (scripts/bench-naive.ts).
+ *   g. already-answered jobs per second: the same jobs re-owed with the state unchanged and drained
+ *      again, every one skipped by the idempotency read; target ≥ 10,000/s.
+ *   h. the write door's cost: `updateItem` with the production sets registered against the same
+ *      update with no set, µs per update; target ≤ 1.3×.
  *
- * --quick shrinks every part (c drains 100,000 instead of 1,000,000). Part d needs a server:
+ * --quick shrinks every part (c drains 100,000 instead of 1,000,000; f and g run 2,000 jobs). Part d needs a server:
  * VERDICT_TEST_PG_URL, or it starts one with scripts/pg-test-server.sh and stops it after.
  */
 
@@ -215,7 +223,53 @@ async function partE(): Promise<void> {
   }
 }
 
-const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE };
+// ---------------------------------------------------------------------------------------- f
+/** Part f's drained store (every job answered), handed to part g when both run. */
+let answered: Seeded | undefined;
+
+async function partF(): Promise<void> {
+  const jobs = quick ? 2_000 : 20_000;
+  say(`\n[f] full evaluations: ${jobs.toLocaleString('en')} jobs (production sets attention and effort), fake provider at 0 ms, one process`);
+  const r = await benchFullEvaluations(jobs, [1, 4], only.includes('g') ? (s) => (answered = s) : undefined);
+  for (const c of r.byConcurrency) {
+    say(`    Worker, concurrency ${c.concurrency}: ${fmt(c.perSecond, 0).padStart(6)} evaluations/s (${fmt(c.seconds, 2)} s)`);
+  }
+  say(`    naive raw better-sqlite3 reference:  ${fmt(r.naivePerSecond, 0).padStart(6)} evaluations/s (${fmt(r.naiveSeconds, 2)} s; no provider call, every step its own statement and commit)`);
+  for (const c of r.byConcurrency) {
+    summary.push({ part: 'f', measure: `full evaluations/s, concurrency ${c.concurrency}`, value: fmt(c.perSecond, 0), target: '≥ 3,000/s', met: c.perSecond >= 3_000 });
+  }
+  for (const c of r.byConcurrency) {
+    const ratio = c.perSecond / r.naivePerSecond;
+    summary.push({ part: 'f', measure: `full evaluations, c${c.concurrency} / naive raw SQL`, value: `${fmt(ratio)}×`, target: '≥ 1.0×', met: ratio >= 1 });
+  }
+}
+
+// ---------------------------------------------------------------------------------------- g
+async function partG(): Promise<void> {
+  const jobs = quick ? 2_000 : 20_000;
+  say(`\n[g] already-answered jobs: ${jobs.toLocaleString('en')} jobs answered once, re-owed with the state unchanged, drained again (every job skipped)`);
+  const r = await benchAlreadyAnswered(jobs, [1, 4], answered);
+  answered = undefined;
+  for (const c of r.byConcurrency) {
+    say(`    Worker, concurrency ${c.concurrency}: ${fmt(c.perSecond, 0).padStart(6)} jobs/s (${fmt(c.seconds, 2)} s)`);
+    summary.push({ part: 'g', measure: `already-answered jobs/s, concurrency ${c.concurrency}`, value: fmt(c.perSecond, 0), target: '≥ 10,000/s', met: c.perSecond >= 10_000 });
+  }
+}
+
+// ---------------------------------------------------------------------------------------- h
+async function partH(): Promise<void> {
+  const updates = quick ? 1_000 : 5_000;
+  const rounds = 3;
+  say(`\n[h] write door: ${updates.toLocaleString('en')} updateItem calls (a title edit) with the production sets registered, and with no set; median of ${rounds} rounds`);
+  const r = await benchWriteDoor(updates, rounds);
+  const ratio = r.productionUs / r.noSetUs;
+  say(`    production sets: ${fmt(r.productionUs, 1).padStart(7)} µs per update (${fmt(r.owedPerUpdate, 1)} jobs owed per update)`);
+  say(`    no set:          ${fmt(r.noSetUs, 1).padStart(7)} µs per update`);
+  summary.push({ part: 'h', measure: 'updateItem, production sets / no set', value: `${fmt(ratio)}×`, target: '≤ 1.3×', met: ratio <= 1.3 });
+  summary.push({ part: 'h', measure: 'updateItem µs, production / no set', value: `${fmt(r.productionUs, 0)} / ${fmt(r.noSetUs, 0)}`, target: '(per update)', met: null });
+}
+
+const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH };
 say(`verdict bench${quick ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
 for (const p of only) await parts[p]();
 say('\nsummary');

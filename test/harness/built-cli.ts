@@ -1,10 +1,13 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { ROOT } from './cli-process.js';
 
-/** The built CLI entry point; `npm run build` makes it. */
+/** The repository root (also exported by ./cli-process.ts, which imports this module). */
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The built CLI entry point; `npm run build` makes it (vitest's global setup, test/harness/build-once.ts, when it is stale). */
 export const BUILT_MAIN = join(ROOT, 'dist/cli/main.js');
 
 /** Throws a clear error when the build is missing (call from `beforeAll`). */

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { BUILT_MAIN, requireBuiltCli } from './built-cli.js';
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -13,11 +14,14 @@ export interface Spawned {
 }
 
 /**
- * Starts the real CLI (`src/cli/main.ts` under tsx) as a child process with the given args and
- * environment additions. `preload` adds `--import` modules (test seams such as the poison item).
+ * Starts the real CLI, built (`dist/cli/main.js`, plain node: no tsx compiling the sources in
+ * every child), as a child process with the given args and environment additions. `preload` adds
+ * `--import` modules (test seams such as the poison item); plain node loads JavaScript only, so a
+ * preload is a `.mjs` that patches the built modules (see poison-preload.mjs).
  */
 export function spawnCli(args: string[], env: Record<string, string> = {}, preload: string[] = []): Spawned {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...preload.flatMap((p) => ['--import', p]), 'src/cli/main.ts', ...args], {
+  requireBuiltCli();
+  const child = spawn(process.execPath, [...preload.flatMap((p) => ['--import', p]), BUILT_MAIN, ...args], {
     cwd: ROOT,
     env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

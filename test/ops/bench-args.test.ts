@@ -7,20 +7,22 @@ import { BenchArgsError, parseBenchArgs } from '../../scripts/bench-args.js';
  */
 describe('parseBenchArgs', () => {
   it('--quick alone runs every part, shrunk', () => {
-    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, parts: ['a', 'b', 'c', 'd', 'e'] });
+    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] });
   });
 
   it('no flags run every part at full size', () => {
-    expect(parseBenchArgs([])).toEqual({ quick: false, parts: ['a', 'b', 'c', 'd', 'e'] });
+    expect(parseBenchArgs([])).toEqual({ quick: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] });
   });
 
   it('--only takes its value in either spelling, in run order, without repeats', () => {
     expect(parseBenchArgs(['--only', 'c,a', '--quick'])).toEqual({ quick: true, parts: ['a', 'c'] });
     expect(parseBenchArgs(['--quick', '--only=e,e'])).toEqual({ quick: true, parts: ['e'] });
+    expect(parseBenchArgs(['--only', 'h,f,g'])).toEqual({ quick: false, parts: ['f', 'g', 'h'] });
   });
 
   it.each([
     [['--only', 'x'], /--only: got "x"/],
+    [['--only', 'f,i'], /--only: got "f,i".*a,b,c,d,e,f,g,h/],
     [['--only', 'a,'], /--only: got "a,"/],
     [['--only'], /--only/],
     [['--quik'], /--quik/],

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { checkDrain, JOBS_PER_ITEM, runWorkerProcesses, seedJobs, troubleLines } from '../../scripts/bench-drain.js';
+import { BUILT_CLI, checkDrain, JOBS_PER_ITEM, runWorkerProcesses, seedJobs, troubleLines } from '../../scripts/bench-drain.js';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
@@ -67,7 +67,7 @@ describe.skipIf(!TEST_PG_URL)(`worker processes on PostgreSQL${TEST_PG_URL ? '' 
   it(`four worker processes drain ${SCALE_ITEMS * JOBS_PER_ITEM} jobs, each completed exactly once`, async () => {
     const owed = await seedJobs(db.url, SCALE_ITEMS);
     expect(owed).toBe(SCALE_ITEMS * JOBS_PER_ITEM);
-    const { runs } = await runWorkerProcesses(db.url, 4, ['--concurrency', '4']);
+    const { runs } = await runWorkerProcesses(db.url, 4, ['--concurrency', '4'], BUILT_CLI);
     expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0]);
     expect(runs.every((r) => r.claimed > 0)).toBe(true);
     expect(runs.reduce((a, r) => a + r.claimed, 0)).toBe(owed);

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { checkDrain, JOBS_PER_ITEM, runWorkerProcesses, seedJobs, troubleLines } from '../../scripts/bench-drain.js';
+import { BUILT_CLI, checkDrain, JOBS_PER_ITEM, runWorkerProcesses, seedJobs, troubleLines } from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { SCALE_ITEMS } from './scale-size.js';
 
@@ -23,7 +23,7 @@ describe('four worker processes on one SQLite file', () => {
     const file = join(dir.dir, 'verdict.db');
     const owed = await seedJobs(file, SCALE_ITEMS);
     expect(owed).toBe(SCALE_ITEMS * JOBS_PER_ITEM);
-    const { runs } = await runWorkerProcesses(file, 4, ['--concurrency', '4']);
+    const { runs } = await runWorkerProcesses(file, 4, ['--concurrency', '4'], BUILT_CLI);
     expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0]);
     expect(runs.every((r) => r.claimed > 0)).toBe(true); // all four took part
     expect(runs.reduce((a, r) => a + r.claimed, 0)).toBe(owed);

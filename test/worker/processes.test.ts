@@ -105,7 +105,7 @@ describe('worker processes', () => {
     // A limit of 3 keeps this test short (2 poisoned jobs × 3 deaths); the default of 8 is
     // covered against the store in test/runner/evaluate.test.ts.
     for (let i = 0; i < 12; i++) {
-      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 1_100)], {}, [join(ROOT, 'test/harness/poison-preload.ts')]);
+      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 1_100)], {}, [join(ROOT, 'test/harness/poison-preload.mjs')]);
       const { code } = await w.exited;
       runs.push(code);
       if (code === 0) break;
