@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
@@ -167,6 +167,10 @@ describe('daily spend cap and the worker', () => {
   });
 
   it('a refused reservation at the cap stops claims at once, without waiting for the next spend re-read', async () => {
+    // The limiter counts the wall time since its reading; frozen here so a millisecond passing
+    // between the refusal and the check cannot make the figure 21,599,999 (a flake seen in CI-sized runs).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    onTestFinished(() => void vi.useRealTimers());
     fx.clock.set(Date.UTC(2026, 0, 1, 18));
     const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 3_600_000 });
     expect(await l.claimDelay()).toBeNull(); // read once: nothing billed
