@@ -1,11 +1,30 @@
 import { and, asc, eq, sql, type SQL } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
-import { stateLinksSql } from '../shared-rows.js';
 import { toCollectionRow } from '../write-rules.js';
 import { autocommit, exec, nowSql, one, read, rows, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /** Evaluation reads, stored answers and spend (DESIGN §2, §7). */
+
+/**
+ * The links an item's state shows (DESIGN §5), from its point of view: its parent, the items it
+ * blocks, the items that block it. Links to deleted items, or to items of a deleted collection,
+ * are left out, so their titles are never sent. Columns: relation, ref, title.
+ */
+export function stateLinksSql(itemId: string): SQL {
+  return sql`
+    SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
+      WHERE l.source_id = ${itemId} AND l.link_type = 'parent' AND t.deleted_at IS NULL
+    UNION ALL
+    SELECT 'blocks', t.ref, t.title FROM item_links l JOIN items t ON t.id = l.target_id
+      JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
+      WHERE l.source_id = ${itemId} AND l.link_type = 'blocks' AND t.deleted_at IS NULL
+    UNION ALL
+    SELECT 'blocked_by', s.ref, s.title FROM item_links l JOIN items s ON s.id = l.source_id
+      JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
+      WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`;
+}
 
 /**
  * Reads everything the state builder needs in three statements (the rows, the live comments, the

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { driftScanItems, type RawDriftItem } from '../shared-rows.js';
-import type { DriftScanItem } from '../store.js';
+import { LIMITS, newestComments } from '../../decision/state.js';
+import type { DriftScanItem, ItemRow } from '../store.js';
 import { read, rows, type SqlContext } from './steps.js';
 
 /**
@@ -38,5 +38,65 @@ export function scanItemsForDrift(
           SELECT id, item_id, created_at FROM comments WHERE item_id IN (${ids}) AND deleted_at IS NULL`)
       : [];
     return driftScanItems(items, latest, commentRows);
+  });
+}
+
+/** An item row of the drift scan as both dialects return it (snake_case columns, plus its job state). */
+export interface RawDriftItem {
+  id: string;
+  workspace_id: string;
+  collection_id: string;
+  ref: string;
+  title: string;
+  content: string;
+  fields: string;
+  seq: number;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+  job: 'owed' | 'parked' | null;
+}
+
+/**
+ * Shapes one drift-scan batch: each item with its latest question hash (and state version) per key and the ids of its
+ * newest 10 live comments (the ones a per-comment set asks about).
+ */
+export function driftScanItems(
+  items: readonly RawDriftItem[],
+  latest: ReadonlyArray<{ item_id: string; question_key: string; question_hash: string; state_version: number }>,
+  commentRows: ReadonlyArray<{ id: string; item_id: string; created_at: number }>,
+): DriftScanItem[] {
+  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string; stateVersion: number }>>();
+  for (const r of latest) {
+    const list = byItem.get(r.item_id) ?? [];
+    list.push({ questionKey: r.question_key, questionHash: r.question_hash, stateVersion: Number(r.state_version) });
+    byItem.set(r.item_id, list);
+  }
+  const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();
+  for (const c of commentRows) {
+    const list = comments.get(c.item_id) ?? [];
+    list.push({ id: c.id, author: '', body: '', createdAt: Number(c.created_at) });
+    comments.set(c.item_id, list);
+  }
+  return items.map((i) => {
+    const item: ItemRow = {
+      id: i.id,
+      workspaceId: i.workspace_id,
+      collectionId: i.collection_id,
+      ref: i.ref,
+      title: i.title,
+      content: i.content,
+      fields: i.fields,
+      seq: i.seq,
+      createdAt: i.created_at,
+      updatedAt: i.updated_at,
+      deletedAt: i.deleted_at,
+    };
+    return {
+      item,
+      latest: byItem.get(i.id) ?? [],
+      commentIds: newestComments(comments.get(i.id) ?? [], LIMITS.trailComments).map((c) => c.id),
+      job: i.job,
+    };
   });
 }

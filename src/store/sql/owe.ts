@@ -1,10 +1,36 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { QuestionSet } from '../../decision/registry.js';
-import { oweTargetsSql, type OweTargets } from '../shared-rows.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
 import { setMetaTx } from './operations.js';
 import { changes, nowMs, one, rows, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
+
+/** The items an owe statement covers; see `oweTargetsSql`. */
+export interface OweTargets {
+  itemIds?: readonly string[];
+  collectionId?: string;
+  /** With `collectionId`: only ids in (afterId, throughId], a chunk of a collection change (DESIGN §16.12). */
+  range?: { afterId: string; throughId: string };
+}
+
+/**
+ * The items one owe statement covers (an `INSERT … SELECT … FROM items i WHERE <this>`): the
+ * given ids (deleted ones included, since a delete owes work too), or a collection's live items,
+ * optionally within an id range (a range read on items_collection_idx).
+ * Null when `itemIds` is empty: nothing to owe.
+ * @throws TypeError when neither is given.
+ */
+export function oweTargetsSql(items: OweTargets): SQL | null {
+  if (items.itemIds) {
+    if (items.itemIds.length === 0) return null;
+    return sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
+  }
+  if (items.collectionId) {
+    const range = items.range ? sql` AND i.id > ${items.range.afterId} AND i.id <= ${items.range.throughId}` : sql``;
+    return sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL${range}`;
+  }
+  throw new TypeError('oweItems: give itemIds or collectionId');
+}
 
 /**
  * Marks (item, set) jobs owed inside the caller's transaction (DESIGN §3). One statement per set,
