@@ -307,8 +307,12 @@ export function deleteComment(c: SqlContext, id: string, opts: OweOptions = {}):
 
 /** Owes both ends of a link (sets that read links), each bumped. */
 function* oweLinkEnds(c: SqlContext, now: number, sourceId: string, targetId: string, opts: OweOptions): Steps<number> {
-  const src = yield* oweForItem(c, now, yield* bumpItem(c, sourceId, now), opts, readsLinks);
-  return src + (yield* oweForItem(c, now, yield* bumpItem(c, targetId, now), opts, readsLinks));
+  // In id order, as addLink locks them: two link writes over one pair in opposite directions
+  // otherwise bump (lock) the two items in opposite orders and deadlock on Postgres.
+  const [first, second] = [sourceId, targetId].sort();
+  const a = yield* bumpItem(c, first, now);
+  const b = yield* bumpItem(c, second, now);
+  return (yield* oweForItem(c, now, a, opts, readsLinks)) + (yield* oweForItem(c, now, b, opts, readsLinks));
 }
 
 /** Adds a link, or nothing when one with the same ends and type exists. Owes both ends (sets that read links). */
