@@ -61,7 +61,6 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     int4: (v) => sql`${v}::int`,
     text: (v) => sql`${v}::text`,
     byteOrder: (x) => sql`${x} COLLATE "C"`,
-    bool: (v) => (v ? sql`true` : sql`false`),
     indexedBy: () => NOTHING,
     unindexed: (column) => new StringChunk(`${column} + 0`),
     claimStates: { where: new StringChunk("j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },

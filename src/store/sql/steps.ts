@@ -19,8 +19,8 @@ import type * as schema from '../sqlite/schema.js';
  * write rules, the owe rule) exists once. The alternative, async everywhere with an explicit
  * `BEGIN IMMEDIATE` under a connection mutex (Kysely's SqliteDriver), would put every SQLite call
  * behind a promise-based mutex and let a slow host transaction stall the worker's claims; it was
- * not chosen. Measured queue path (`npm run bench -- --only a`) before and after: see the closing
- * note of issue 12.
+ * not chosen. Queue path (`npm run bench -- --only a`, the twins' tree and this one run
+ * alternately): 2,289 → 2,213 and 1,771 → 2,030 jobs/s, i.e. unchanged within run-to-run noise.
  *
  * What differs between the dialects is only what a `Dialect` holds (functions, casts, planner
  * hints, the locking clause, where "now" comes from, result shapes, the transaction runner).
@@ -55,9 +55,6 @@ export type Step =
  * has; wrappers made the owe statement's enqueue about a third slower (issue 12's closing note).
  */
 export type Expr = SQLWrapper | number | string;
-
-/** A drizzle column (anything `sql` can interpolate as an identifier). */
-export type AnyColumnLike = Column;
 
 /** A store operation written once: yields statements, returns `T`. */
 export type Steps<T> = Generator<Step, T, unknown>;
@@ -104,9 +101,11 @@ export function* nowSql(): Steps<Expr> {
 
 /** What really differs between SQLite and PostgreSQL; everything else is in `src/store/sql/`. */
 export interface Dialect {
+  /** For messages and tests only: shared code never branches on it (a difference belongs in a member here). */
   readonly name: 'sqlite' | 'postgres';
   /** The tables as drizzle objects of this dialect (typed as SQLite's; see the file comment). */
-  readonly t: Tables;  /**
+  readonly t: Tables;
+  /**
    * The scalar greatest-of function's name, to write `${d.max}(a, b, …)` inside a template:
    * `max` on SQLite, `greatest` on Postgres (NULL handling differs, so callers coalesce). Names,
    * not wrapper functions, so a statement stays one flat query object (see `Expr`).
@@ -125,9 +124,7 @@ export interface Dialect {
    * Postgres (servers are usually created with an ICU or glibc collation); `x` on SQLite, whose
    * default BINARY collation is byte order (and which has no collation named "C").
    */
-  byteOrder(x: SQL | AnyColumnLike): SQL;
-  /** A boolean literal as the dialect stores it (SQLite 1/0, Postgres true/false). */
-  bool(v: boolean): SQL;
+  byteOrder(x: SQL | Column): SQL;
   /**
    * A planner hint naming the index a subquery must use, placed after `FROM <table> <alias>`:
    * `INDEXED BY <index>` on SQLite, nothing on Postgres (the statement steers the plan there).

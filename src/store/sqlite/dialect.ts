@@ -25,7 +25,6 @@ export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db
     int4: (v) => v,
     text: (v) => v,
     byteOrder: (x) => sql`${x}`,
-    bool: (v) => (v ? sql`1` : sql`0`),
     indexedBy: (index) => new StringChunk(`INDEXED BY ${index}`),
     unindexed: (column) => new StringChunk(column),
     claimStates: { where: new StringChunk("j.state = 'owed'"), orderPrefix: NOTHING },
