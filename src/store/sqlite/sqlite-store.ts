@@ -40,9 +40,9 @@ export interface SqliteStoreOptions {
 }
 
 /**
- * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed). Every
- * statement runs synchronously inside; methods return promises so the runner sees the same
- * interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
+ * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed): the shared
+ * statements of `../sql/`, each operation driven synchronously inside one IMMEDIATE transaction
+ * (dialect.ts); methods return promises so the runner sees the same interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
  * (DESIGN §16.6): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
  * another process's long write lock delays the call without holding the event loop. A method
  * added here is covered by being `async`.
@@ -132,7 +132,6 @@ export class SqliteStore extends SqlStore {
     if ((this as { [TX_STATE]?: unknown })[TX_STATE]) return fn(this); // already inside one: join it
     return runAsyncTransaction(this, this.ctx, this.mutex, fn);
   }
-
 }
 
 /**
