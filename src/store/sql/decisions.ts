@@ -26,39 +26,34 @@ export function stateLinksSql(itemId: string): SQL {
       WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`;
 }
 
-/**
- * Reads everything the state builder needs in three statements (the rows, the live comments, the
- * links); null when the item, its collection or workspace row is missing. Not one snapshot: a
+/** * Reads everything the state builder needs: the item, its collection and workspace by primary key
+ * (three plain selects measured faster on SQLite than one joined select, whose nested row mapping
+ * costs more than the two lookups), the live comments and the links; null when the item, its
+ * collection or workspace row is missing. Not one snapshot: a
  * write landing between the statements bumps the job's generation, so the outcome of an
  * evaluation that read a torn state is superseded and the job runs again.
  */
 export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<ItemForEvaluation | null> {
   const { items, collections, workspaces } = c.d.t;
-  return read(c, function* () {
-    const r = yield* one((db) =>
-      db
-        .select({ item: items, collection: collections, workspace: workspaces })
-        .from(items)
-        .leftJoin(collections, eq(collections.id, items.collectionId))
-        .leftJoin(workspaces, eq(workspaces.id, items.workspaceId))
-        .where(eq(items.id, itemId)),
-    );
-    if (!r || !r.collection || !r.workspace) return null;
+  return read(c, function* () {    const item = yield* one((db) => db.select().from(items).where(eq(items.id, itemId)));
+    if (!item) return null;
+    const collection = yield* one((db) => db.select().from(collections).where(eq(collections.id, item.collectionId)));
+    const workspace = yield* one((db) => db.select().from(workspaces).where(eq(workspaces.id, item.workspaceId)));
+    if (!collection || !workspace) return null;
     const comments = yield* rows<TrailComment>(sql`
       SELECT id, author, body, created_at AS "createdAt" FROM comments
       WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
     const links = yield* rows<StateLink>(stateLinksSql(itemId));
-    return { item: r.item, collection: toCollectionRow(r.collection), workspace: r.workspace, comments, links };
+    return { item, collection: toCollectionRow(collection), workspace, comments, links };
   });
 }
 
 /** Liveness as the last statement before a send: item and collection live, workspace live, and the claim still held at its generation. */
 export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Promise<Liveness> {
   return read(c, function* (): Steps<Liveness> {
-    const r = yield* one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(sql`
-      SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w, j.claim_token AS token, j.generation AS generation
+    const r = yield* one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(sql`      SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${claim ? sql`, j.claim_token AS token, j.generation AS generation` : sql``}
       FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
-      LEFT JOIN decision_jobs j ON j.item_id = ${claim?.itemId ?? null} AND j.question_set = ${claim?.questionSet ?? null}
+      ${claim ? sql`LEFT JOIN decision_jobs j ON j.item_id = ${claim.itemId} AND j.question_set = ${claim.questionSet}` : sql``}
       WHERE i.id = ${itemId}`);
     if (!r || r.i !== null || r.c !== null) return 'item_gone';
     if (r.w !== null) return 'workspace_gone';
@@ -73,17 +68,18 @@ export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Pro
 /** Which wanted keys already have a stored row at exactly (state hash, question hash, state version); one query for all keys. */
 export function answeredKeys(c: SqlContext, itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>> {
   if (keys.length === 0) return Promise.resolve(new Set());
-  const d = c.d;
-  // A VALUES list, not `IN ((…), …)`: SQLite takes a row value on the left of IN only against a subquery.
+  const d = c.d;  // One exact-key term per key, ORed: each term is a seek on item_decisions_idem_uq on both
+  // dialects (a row-value `IN (VALUES …)` made SQLite build a temporary table: 61 µs against 33
+  // for three keys, measured).
   const wanted = sql.join(
-    keys.map((k) => sql`(${d.text(k.questionKey)}, ${d.text(k.stateHash)}, ${d.text(k.questionHash)}, ${d.int4(k.stateVersion)})`),
-    sql`, `,
+    keys.map((k) => sql`(question_key = ${d.text(k.questionKey)} AND state_hash = ${d.text(k.stateHash)} AND question_hash = ${d.text(k.questionHash)} AND state_version = ${d.int4(k.stateVersion)})`),
+    sql` OR `,
   );
   return read(c, function* () {
     const hits = yield* rows<{ k: string }>(sql`
       SELECT question_key AS k FROM item_decisions
       WHERE item_id = ${itemId} AND question_set = ${questionSet}
-        AND (question_key, state_hash, question_hash, state_version) IN (VALUES ${wanted})`);
+        AND (${wanted})`);
     return new Set(hits.map((h) => h.k));
   });
 }
