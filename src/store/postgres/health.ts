@@ -2,7 +2,6 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import pg from 'pg';
-import { Registry } from '../../decision/registry.js';
 import { databaseLabel } from '../database-errors.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import { readDatabaseHealth, type DatabaseHealth } from '../sql/health.js';
@@ -35,10 +34,8 @@ export async function checkPgHealth(url: string, heartbeatPrefix: string, connec
   client.on('error', () => undefined);
   try {
     await client.connect();
-    out.reachable = true;
-    const c = { d: postgresDialect({ clockOffsetMs: 0 }), db: drizzle({ client, schema }), registry: new Registry([]), newId: () => '', newToken: () => '' };
-    const table = (name: string) => sql`${sql.identifier(PG_MIGRATIONS_SCHEMA)}.${sql.identifier(name)}`;
-    Object.assign(out, await readDatabaseHealth(c, { migrationTables: [table(MIGRATIONS_TABLE), table(LEGACY_MIGRATIONS_TABLE)], known, heartbeatPrefix }));
+    out.reachable = true;const table = (name: string) => sql`${sql.identifier(PG_MIGRATIONS_SCHEMA)}.${sql.identifier(name)}`;
+    Object.assign(out, await readDatabaseHealth(postgresDialect({ clockOffsetMs: 0 }), drizzle({ client, schema }), { migrationTables: [table(MIGRATIONS_TABLE), table(LEGACY_MIGRATIONS_TABLE)], known, heartbeatPrefix }));
   } catch (err) {
     const e = err as { code?: unknown; name?: unknown; errors?: Array<{ code?: unknown }> };
     out.error = typeof e.code === 'string' ? e.code : typeof e.errors?.[0]?.code === 'string' ? (e.errors[0].code as string) : typeof e.name === 'string' ? e.name : 'error';

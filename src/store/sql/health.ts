@@ -1,7 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { MetaRow } from '../store.js';
 import { listMeta } from './operations.js';
-import { nowMs, read, rows, type SqlContext } from './steps.js';
+import { Registry } from '../../decision/registry.js';
+import { nowMs, read, rows, type Dialect, type SqlContext } from './steps.js';
 
 /** What `verdict doctor` reads of a database once connected (ids, counts and timestamps only). */
 export interface DatabaseHealth {
@@ -26,9 +27,12 @@ export interface DatabaseHealth {
  * @throws the driver's error when the database cannot be read.
  */
 export async function readDatabaseHealth(
-  c: SqlContext,
+  d: Dialect,
+  db: unknown,
   o: { migrationTables: readonly SQL[]; known: ReadonlyArray<{ hash: string; folderMillis: number }>; heartbeatPrefix: string },
 ): Promise<DatabaseHealth> {
+  // A read-only check: no door runs, so no question sets, ids or tokens are needed.
+  const c: SqlContext = { d, db, registry: new Registry([]), newId: noId, newToken: noId };
   const out: DatabaseHealth = { migrationsKnown: o.known.length, migrationsApplied: 0, migrationsPending: o.known.length, queue: null, heartbeats: null };
   for (const table of o.migrationTables) {
     let recorded: Array<{ hash: string; created_at: number | string }>;
@@ -54,3 +58,7 @@ export async function readDatabaseHealth(
   out.heartbeats = { now: await read(c, nowMs()), rows: await listMeta(c, o.heartbeatPrefix) };
   return out;
 }
+
+const noId = (): string => {
+  throw new Error('the health check writes nothing');
+};

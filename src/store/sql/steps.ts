@@ -207,7 +207,7 @@ export function inList(col: SQL, values: readonly unknown[]): SQL {
 }
 
 
-/** The driver-neutral part of running one step; the dialect supplies how statements execute. */
+/** Whether a step's statement is a raw `sql` template (else a builder made on the running connection). */
 export function isSql(q: SQL | Built<unknown>): q is SQL {
   return q instanceof SQL;
 }

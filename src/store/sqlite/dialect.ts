@@ -13,9 +13,10 @@ const NOTHING = new StringChunk('');
  * records storage problems for /healthz), so no await ever falls between BEGIN and COMMIT; "now"
  * is the store's injected clock, read once per operation.
  */
-export function sqliteDialect(ctx: Pick<SqliteContext, 'clock' | 'storage' | 'db'>): Dialect {
-  const write = async <T>(db: unknown, steps: Steps<T>): Promise<T> =>
-    writeTx({ ...ctx, db: db as SqliteContext['db'] } as SqliteContext, (tx) => drive(tx as unknown as Db, ctx.clock, steps));
+export function sqliteDialect(ctx: SqliteContext): Dialect {
+  // `db` is always this store's one connection (a transaction handle shares it), so writeTx runs
+  // on `ctx` itself: no context object is built per write.
+  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> => writeTx(ctx, (tx) => drive(tx, ctx.clock, steps));
   return {
     name: 'sqlite',
     t: schema as Tables,

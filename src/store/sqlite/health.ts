@@ -2,7 +2,6 @@ import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { existsSync, statSync } from 'node:fs';
 import { systemClock } from '../../clock.js';
-import { Registry } from '../../decision/registry.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import { readDatabaseHealth, type DatabaseHealth } from '../sql/health.js';
 import { sqliteDialect } from './dialect.js';
@@ -34,9 +33,7 @@ export async function checkSqliteHealth(path: string, heartbeatPrefix: string): 
   try {
     db = openSqlite(path, { readOnly: true, migrate: false });
     db.$client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
-    const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });
-    const c = { d, db, registry: new Registry([]), newId: () => '', newToken: () => '' };
-    Object.assign(out, await readDatabaseHealth(c, { migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`], known, heartbeatPrefix }));
+    const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });    Object.assign(out, await readDatabaseHealth(d, db, { migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`], known, heartbeatPrefix }));
   } catch (err) {
     const e = ((err as { cause?: unknown }).cause ?? err) as { code?: unknown; name?: unknown };
     out.error = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'error';
