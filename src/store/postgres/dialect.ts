@@ -1,5 +1,5 @@
 import { sql, StringChunk, type SQL } from 'drizzle-orm';
-import { isSql, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
+import { builtWithValues, isBound, isSql, type Dialect, type Statement, type Step, type Steps, type Tables } from '../sql/steps.js';
 import type { PgDb } from './open.js';
 import * as schema from './schema.js';
 
@@ -21,15 +21,20 @@ export const SPEND_RESERVATION_LOCK_KEY = 0x7665_7273; // "vers"
  */
 export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
   const nowExpr = (): SQL => sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.clockOffsetMs)))})`;
+  // A bound shape is built per call with its values as parameters (see ../sql/steps.ts `Shape`):
+  // next to a round trip, the build is noise, and SQL expressions can stand for values here.
+  const statement = (q: Statement) => (isBound(q) ? builtWithValues(d, q) : q);
   const drive = async <T>(db: PgDb, steps: Steps<T>): Promise<T> => {
     const run = async (s: Step): Promise<unknown> => {
       switch (s.kind) {
         case 'rows': {
-          if (isSql(s.q)) return ((await db.execute(s.q)) as unknown as { rows: unknown[] }).rows;
-          return await (s.q(db as never) as unknown as Promise<unknown[]>);
+          const q = statement(s.q);
+          if (isSql(q)) return ((await db.execute(q)) as unknown as { rows: unknown[] }).rows;
+          return await (q(db as never) as unknown as Promise<unknown[]>);
         }
         case 'changes': {
-          const r = (isSql(s.q) ? await db.execute(s.q) : await (s.q(db as never) as unknown as Promise<unknown>)) as { rowCount?: number | null; affectedRows?: number };
+          const q = statement(s.q);
+          const r = (isSql(q) ? await db.execute(q) : await (q(db as never) as unknown as Promise<unknown>)) as { rowCount?: number | null; affectedRows?: number };
           // node-postgres reports rowCount, PGlite affectedRows
           return r.rowCount ?? r.affectedRows ?? 0;
         }
@@ -52,7 +57,7 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     }
     return r.value;
   };
-  return {
+  const d: Dialect = {
     name: 'postgres',
     t: schema as unknown as Tables,
     max: new StringChunk('greatest'),
@@ -72,4 +77,5 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     autocommit: (db, steps) => drive(db as PgDb, steps),
     read: (db, steps) => drive(db as PgDb, steps),
   };
+  return d;
 }

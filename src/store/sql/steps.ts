@@ -41,10 +41,62 @@ export type Db = BaseSQLiteDatabase<'sync', RunResult, Tables>;
 /** A query builder over the running connection: SQLite runs `.all()`/`.run()`, Postgres awaits it. */
 export type Built<R> = (db: Db) => { all(): R[]; run(): unknown };
 
+/**
+ * A statement written once with named parameters (issue 13): `build` makes it from the dialect and
+ * one expression per parameter. Where the dialect can keep a prepared statement (SQLite),
+ * `build` runs once per connection with placeholders (`sql.placeholder(name)`) and every later
+ * run only binds values: no drizzle walk and no SQLite compile per call, which the profile showed
+ * was about half of a full evaluation (`scripts/bench.ts` parts f, g, h). Postgres builds it per
+ * call with the values bound as parameters, as a plain statement.
+ *
+ * So the statement's text must depend on `d` and on nothing else: a structural choice (a list's
+ * length, an optional clause) is a separate shape (see `shapeFamily`). Values must be plain (number,
+ * string, null) on SQLite; an SQL expression as a value works on Postgres only (`nowSql()`), which
+ * is the only place one is passed.
+ */
+export interface Shape<P extends string> {
+  /** For messages: which statement this is. */
+  readonly name: string;
+  readonly build: (d: Dialect, p: { readonly [K in P]: Expr }) => SQL | Built<unknown>;
+}
+
+/** Makes a `Shape`; its parameter names are the keys `build` reads from `p`. */
+export function shape<P extends string>(name: string, build: Shape<P>['build']): Shape<P> {
+  return { name, build };
+}
+
+/**
+ * Shapes that differ in one structural choice (the number of keys, of rows, whether a clause is
+ * there), made on first use and kept: `family(variant)` returns the same Shape object for the same
+ * variant, so the dialect's statement cache (keyed by the Shape object) reuses it.
+ */
+export function shapeFamily<V extends string | number, P extends string>(make: (variant: V) => Shape<P>): (variant: V) => Shape<P> {
+  const made = new Map<V, Shape<P>>();
+  return (variant) => {
+    let s = made.get(variant);
+    if (!s) made.set(variant, (s = make(variant)));
+    return s;
+  };
+}
+
+/** A shape with its values: what a generator yields to run a prepared statement. */
+export interface Bound {
+  readonly shape: Shape<string>;
+  readonly values: Readonly<Record<string, unknown>>;
+}
+
+/** Binds `values` to `s` for `rows`, `one`, `changes` or `exec`. */
+export function bind<P extends string>(s: Shape<P>, values: { readonly [K in P]: Expr | null }): Bound {
+  return { shape: s as Shape<string>, values };
+}
+
+/** What a step runs: a `sql` template, a builder on the running connection, or a bound shape. */
+export type Statement = SQL | Built<unknown> | Bound;
+
 /** One statement a generator yields, or a request for the transaction's "now". */
 export type Step =
-  | { kind: 'rows'; q: SQL | Built<unknown> }
-  | { kind: 'changes'; q: SQL | Built<unknown> }
+  | { kind: 'rows'; q: Statement }
+  | { kind: 'changes'; q: Statement }
   | { kind: 'now' }
   | { kind: 'nowSql' };
 
@@ -60,26 +112,26 @@ export type Expr = SQLWrapper | number | string;
 export type Steps<T> = Generator<Step, T, unknown>;
 
 /** The rows of a statement. */
-export function rows<R>(q: SQL): Steps<R[]>;
+export function rows<R>(q: SQL | Bound): Steps<R[]>;
 export function rows<R>(q: Built<R>): Steps<R[]>;
-export function* rows<R>(q: SQL | Built<R>): Steps<R[]> {
+export function* rows<R>(q: Statement): Steps<R[]> {
   return (yield { kind: 'rows', q }) as R[];
 }
 
 /** The first row of a statement, or undefined. */
-export function one<R>(q: SQL): Steps<R | undefined>;
+export function one<R>(q: SQL | Bound): Steps<R | undefined>;
 export function one<R>(q: Built<R>): Steps<R | undefined>;
-export function* one<R>(q: SQL | Built<R>): Steps<R | undefined> {
+export function* one<R>(q: Statement): Steps<R | undefined> {
   return ((yield { kind: 'rows', q }) as R[])[0];
 }
 
 /** The number of rows a statement changed. */
-export function* changes(q: SQL | Built<unknown>): Steps<number> {
+export function* changes(q: Statement): Steps<number> {
   return (yield { kind: 'changes', q }) as number;
 }
 
 /** Runs a statement for its effect. */
-export function* exec(q: SQL | Built<unknown>): Steps<void> {
+export function* exec(q: Statement): Steps<void> {
   yield { kind: 'changes', q };
 }
 
@@ -207,7 +259,20 @@ export function inList(col: SQL, values: readonly unknown[]): SQL {
 }
 
 
-/** Whether a step's statement is a raw `sql` template (else a builder made on the running connection). */
-export function isSql(q: SQL | Built<unknown>): q is SQL {
+/** Whether a step's statement is a raw `sql` template. */
+export function isSql(q: Statement): q is SQL {
   return q instanceof SQL;
+}
+
+/** Whether a step's statement is a bound shape. */
+export function isBound(q: Statement): q is Bound {
+  return typeof q === 'object' && 'shape' in q;
+}
+
+/**
+ * The statement of a bound shape built with its values as parameters, for a dialect that does not
+ * keep prepared statements (Postgres).
+ */
+export function builtWithValues(d: Dialect, b: Bound): SQL | Built<unknown> {
+  return b.shape.build(d, b.values as Record<string, Expr>);
 }

@@ -1,6 +1,8 @@
-import { sql, StringChunk, type SQL } from 'drizzle-orm';
+import { fillPlaceholders, sql, StringChunk, type SQL } from 'drizzle-orm';
+import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
+import Database from 'better-sqlite3';
 import type { Clock } from '../../clock.js';
-import { isSql, type Db, type Expr, type Dialect, type Step, type Steps, type Tables } from '../sql/steps.js';
+import { isBound, isSql, type Bound, type Db, type Dialect, type Expr, type Shape, type Step, type Steps, type Tables } from '../sql/steps.js';
 import { writeTx, type SqliteContext } from './context.js';
 import * as schema from './schema.js';
 
@@ -16,8 +18,9 @@ const NOTHING = new StringChunk('');
 export function sqliteDialect(ctx: SqliteContext): Dialect {
   // `db` is always this store's one connection (a transaction handle shares it), so writeTx runs
   // on `ctx` itself: no context object is built per write.
-  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> => writeTx(ctx, (tx) => drive(tx, ctx.clock, steps));
-  return {
+  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> => writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, steps));
+  const prepared = new PreparedShapes(ctx.db as unknown as Db, () => d);
+  const d: Dialect = {
     name: 'sqlite',
     t: schema as Tables,
     max: new StringChunk('max'),
@@ -33,20 +36,91 @@ export function sqliteDialect(ctx: SqliteContext): Dialect {
     skipLocked: NOTHING,
     lock: (q) => q,
     serialiseSpend: null,
-      write,
+    write,
     autocommit: write,
-    read: async (db, steps) => drive(db as Db, ctx.clock, steps),
+    read: async (db, steps) => drive(db as Db, ctx.clock, prepared, steps),
   };
+  return d;
+}
+
+/** A shape's statement, prepared once on the connection: binds values and runs. */
+interface PreparedShape {
+  all(values: Readonly<Record<string, unknown>>): unknown[];
+  run(values: Readonly<Record<string, unknown>>): { changes: number };
+}
+
+/**
+ * The prepared statements of one connection, one per `Shape` (see ../sql/steps.ts `Shape`), made
+ * on first use: a `sql` template is compiled once by drizzle's SQLite dialect and prepared once
+ * by better-sqlite3; a builder is prepared once by drizzle (`.prepare()`, which keeps its row
+ * mapping). Every later run only fills the placeholders. Statements are finalised when the
+ * connection closes.
+ */
+class PreparedShapes {
+  private readonly byShape = new Map<Shape<string>, PreparedShape>();
+  private readonly compiler = new SQLiteSyncDialect();
+  /** Stands for every parameter at build time: `p.x` is `sql.placeholder('x')`. */
+  private readonly placeholders = new Proxy({} as Record<string, Expr>, { get: (_t, k) => sql.placeholder(String(k)) });
+
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: () => Dialect,
+  ) {}
+
+  get(b: Bound): PreparedShape {
+    let p = this.byShape.get(b.shape);
+    if (!p) this.byShape.set(b.shape, (p = this.prepare(b.shape)));
+    return p;
+  }
+
+  private prepare(s: Shape<string>): PreparedShape {
+    const q = s.build(this.dialect(), this.placeholders);
+    if (isSql(q)) {
+      const query = this.compiler.sqlToQuery(q);
+      // Prepared past the connection's text-keyed cache (open.ts `cacheStatements`): this statement
+      // is this shape's alone, so nothing else can switch it to raw (array) rows.
+      const client = (this.db as unknown as { $client: Database.Database }).$client;
+      const stmt = Database.prototype.prepare.call(client, query.sql) as unknown as BetterStatement;
+      const params = (values: Readonly<Record<string, unknown>>) => fillPlaceholders(query.params, plain(s, values));
+      return {
+        all: (values) => (stmt.reader ? stmt.all(...params(values)) : (stmt.run(...params(values)), [])),
+        run: (values) => stmt.run(...params(values)),
+      };
+    }
+    const built = (q(this.db) as unknown as { prepare(): { all(v: object): unknown[]; run(v: object): { changes: number } } }).prepare();
+    return { all: (values) => built.all(plain(s, values)), run: (values) => built.run(plain(s, values)) };
+  }
+}
+
+interface BetterStatement {
+  readonly reader: boolean;
+  all(...params: unknown[]): unknown[];
+  run(...params: unknown[]): { changes: number };
+}
+
+/**
+ * The values of a bound shape, checked plain: an SQL expression cannot fill a placeholder, and
+ * binding its object would run a different statement than the one written.
+ * @throws TypeError naming the shape and the parameter.
+ */
+function plain(s: Shape<string>, values: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> {
+  for (const k in values) {
+    const v = values[k];
+    if (v !== null && typeof v === 'object') throw new TypeError(`statement ${s.name}: parameter ${k} is an expression; SQLite binds plain values only`);
+  }
+  return values;
 }
 
 /** Runs every step of `steps` at once on `db`, passing each result back in the same tick. */
-function drive<T>(db: Db, clock: Clock, steps: Steps<T>): T {
+function drive<T>(db: Db, clock: Clock, prepared: PreparedShapes, steps: Steps<T>): T {
   let now: number | undefined;
   const run = (s: Step): unknown => {
     switch (s.kind) {
       case 'rows':
+        if (isBound(s.q)) return prepared.get(s.q).all(s.q.values);
         return isSql(s.q) ? db.all(s.q) : s.q(db).all();
       case 'changes':
+        if (isBound(s.q)) return prepared.get(s.q).run(s.q.values).changes;
         return ((isSql(s.q) ? db.run(s.q) : s.q(db).run()) as { changes: number }).changes;
       case 'now':
         return (now ??= clock.now());
