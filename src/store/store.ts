@@ -160,6 +160,38 @@ export interface Claim {
  */
 export type OutcomeResult = 'applied' | 'superseded' | 'lost';
 
+/** What a claim asks for (see `Store.claimNextJob`): the claimant, its lease in milliseconds, the abandon limit, sets to pass over. */
+export interface ClaimRequest {
+  workerId: string;
+  leaseMs: number;
+  abandonLimit: number;
+  /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
+  skipSets?: readonly string[];
+}
+
+/**
+ * What `Store.finishJob` does besides completing the job, in the same transaction (issue 13: one
+ * commit per evaluation in the steady state, where there were five).
+ */
+export interface JobFinish {
+  /**
+   * The answers of the job's last call and that call's spend. They are stored whatever the fence
+   * says (lost, superseded or applied): the call was paid for, and its answers are keyed by the
+   * state they answer, so a newer generation finds them current or asks again (DESIGN §7 step 6).
+   * With `reservationId` the spend settles that daily-cap reservation (DESIGN §16.8).
+   */
+  answers?: { decisions: NewDecision[]; spend: SpendRecord; reservationId: string | null };
+  /** Claims the slot's next job (as `claimNextJob` would) after the completion. */
+  claimNext?: ClaimRequest;
+}
+
+/** What `Store.finishJob` did: the completion's fenced result, the answers inserted, and the next claim (null when none was asked for or none is claimable). */
+export interface FinishedJob {
+  result: OutcomeResult;
+  answersStored: number;
+  next: Claim | null;
+}
+
 export interface JobRow {
   itemId: string;
   questionSet: string;
@@ -557,6 +589,13 @@ export interface Store extends TrackerStore {
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
   renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
   completeJob(claim: Claim): Promise<OutcomeResult>;
+  /**
+   * Completes the job as `completeJob` does, and in the same transaction stores the last call's
+   * answers and spend and claims the slot's next job (see `JobFinish`): the worker's steady state
+   * commits once per evaluation. On any error nothing of it is written (the caller can store the
+   * answers and complete separately).
+   */
+  finishJob(claim: Claim, f: JobFinish): Promise<FinishedJob>;
   dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
   /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
   refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;

@@ -730,6 +730,75 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getJob(it1.id, late.questionSet)).toBeNull();
     });
 
+    describe('finishJob: the completion, the last call\'s answers and spend, and the next claim in one transaction (issue 13)', () => {
+      const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 };
+      const spend = (set: string) => ({ questionSet: set, provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
+      const next = { workerId: 'runner-a', leaseMs: 60_000, abandonLimit: 8 };
+
+      it('applied: the job is gone, its answers and spend are stored, and the next job is claimed for the same claimant', async () => {
+        await reopen([attentionSet]);
+        const a = await item('T-1');
+        const b = await item('T-2');
+        fx.advance(30_000);
+        const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+        const f = await fx.store.finishJob(c, { answers: { decisions: [decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id)], spend: spend('attention'), reservationId: null }, claimNext: next });
+        expect(f).toMatchObject({ result: 'applied', answersStored: 1 });
+        expect(await fx.store.getJob(c.itemId, 'attention')).toBeNull();
+        const other = c.itemId === a.id ? b.id : a.id;
+        expect(f.next).toMatchObject({ itemId: other, questionSet: 'attention', claimedBy: 'runner-a', attempts: 1 });
+        expect((await fx.store.getJob(other, 'attention'))!.claimToken).toBe(f.next!.claimToken);
+        expect(await fx.store.countDecisions()).toBe(1);
+        expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
+        // Nothing left to claim: the next is null, and the completion still applies.
+        expect(await fx.store.finishJob(f.next!, { claimNext: next })).toEqual({ result: 'applied', answersStored: 0, next: null });
+      });
+
+      it('lost or superseded: the answers and spend are still stored (they were paid for), and the job is left to its holder or its newer generation', async () => {
+        await reopen([attentionSet]);
+        const it1 = await item('T-1');
+        fx.advance(30_000);
+        const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+        fx.advance(61_000);
+        const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
+        const answers = { decisions: [decision(it1.id, 'attention', 'blocked', 'h1', fx.ws.id)], spend: spend('attention'), reservationId: null };
+        expect(await fx.store.finishJob(late, { answers, claimNext: next })).toEqual({ result: 'lost', answersStored: 1, next: null });
+        expect((await fx.store.getJob(it1.id, 'attention'))!.claimToken).toBe(taker.claimToken);
+        await fx.store.updateItem(it1.id, { content: 'edited while asking' });
+        const superseded = await fx.store.finishJob(taker, { answers: { ...answers, decisions: [decision(it1.id, 'attention', 'blocked', 'h2', fx.ws.id)] } });
+        expect(superseded).toMatchObject({ result: 'superseded', answersStored: 1 });
+        expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', claimToken: null, generation: 2 });
+        expect(await fx.store.countDecisions()).toBe(2);
+        expect((await fx.store.spendSince(3_600_000)).calls).toBe(2);
+      });
+
+      it('settles the call\'s daily-cap reservation with its spend', async () => {
+        await reopen([attentionSet]);
+        await item('T-1');
+        fx.advance(30_000);
+        const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+        const r = await fx.store.reserveSpend({ tokens: 500, capTokens: 1_000, holder: 'runner-a', ttlMs: 60_000 });
+        expect(r.granted).toBe(true);
+        await fx.store.finishJob(c, { answers: { decisions: [], spend: spend('attention'), reservationId: (r as { id: string }).id } });
+        // The reservation is gone and the real usage (110 tokens) counts: 890 tokens are left.
+        expect(await fx.store.reserveSpend({ tokens: 890, capTokens: 1_000, holder: 'runner-a', ttlMs: 60_000 })).toMatchObject({ granted: true, settledTokens: 110, reservedTokens: 0 });
+      });
+
+      it('a failing write leaves everything as it was: the job still claimed, no answer, no spend, no next claim', async () => {
+        await reopen([attentionSet]);
+        const a = await item('T-1');
+        const b = await item('T-2');
+        fx.advance(30_000);
+        const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+        // An answer with no kind breaks a NOT NULL constraint, after the spend upsert ran.
+        const broken = { decisions: [{ ...decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id), kind: null as unknown as 'noul' }], spend: spend('attention'), reservationId: null };
+        await expect(fx.store.finishJob(c, { answers: broken, claimNext: next })).rejects.toThrow();
+        expect((await fx.store.getJob(c.itemId, 'attention'))!.claimToken).toBe(c.claimToken);
+        expect((await fx.store.getJob(c.itemId === a.id ? b.id : a.id, 'attention'))!.claimToken).toBeNull();
+        expect(await fx.store.countDecisions()).toBe(0);
+        expect((await fx.store.spendSince(3_600_000)).calls).toBe(0);
+      });
+    });
+
     it('liveness with a claim: live, superseded after a write, lost after another claim, item_gone after a delete', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');

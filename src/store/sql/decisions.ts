@@ -1,8 +1,8 @@
-import { and, asc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, Liveness, NewDecision, SpendRecord, SpendTotals } from '../store.js';
+import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, ItemRow, Liveness, NewDecision, SpendRecord, SpendTotals, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
-import { autocommit, exec, nowSql, one, read, rows, type Expr, type SqlContext, type Steps } from './steps.js';
+import { autocommit, bind, exec, nowSql, one, read, rows, shape, shapeFamily, type Expr, type SqlContext, type Steps, type Tables } from './steps.js';
 
 /** Evaluation reads, stored answers and spend (DESIGN §2, §7). */
 
@@ -11,7 +11,7 @@ import { autocommit, exec, nowSql, one, read, rows, type Expr, type SqlContext, 
  * blocks, the items that block it. Links to deleted items, or to items of a deleted collection,
  * are left out, so their titles are never sent. Columns: relation, ref, title.
  */
-export function stateLinksSql(itemId: string): SQL {
+export function stateLinksSql(itemId: Expr): SQL {
   return sql`
     SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
       JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
@@ -34,27 +34,34 @@ export function stateLinksSql(itemId: string): SQL {
  * evaluation that read a torn state is superseded and the job runs again.
  */
 export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<ItemForEvaluation | null> {
-  const { items, collections, workspaces } = c.d.t;
-  return read(c, function* () {    const item = yield* one((db) => db.select().from(items).where(eq(items.id, itemId)));
+  return read(c, function* () {
+    const item = yield* one<ItemRow>(bind(itemByIdShape, { id: itemId }));
     if (!item) return null;
-    const collection = yield* one((db) => db.select().from(collections).where(eq(collections.id, item.collectionId)));
-    const workspace = yield* one((db) => db.select().from(workspaces).where(eq(workspaces.id, item.workspaceId)));
+    const collection = yield* one<CollectionDbRow>(bind(collectionByIdShape, { id: item.collectionId }));
+    const workspace = yield* one<WorkspaceRow>(bind(workspaceByIdShape, { id: item.workspaceId }));
     if (!collection || !workspace) return null;
-    const comments = yield* rows<TrailComment>(sql`
-      SELECT id, author, body, created_at AS "createdAt" FROM comments
-      WHERE item_id = ${itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
-    const links = yield* rows<StateLink>(stateLinksSql(itemId));
+    const comments = yield* rows<TrailComment>(bind(stateCommentsShape, { itemId }));
+    const links = yield* rows<StateLink>(bind(stateLinksShape, { itemId }));
     return { item, collection: toCollectionRow(collection), workspace, comments, links };
   });
 }
 
+/** A row by primary key, as the table's builder maps it (camelCase, JSON columns as text). */
+export const itemByIdShape = shape<'id'>('item by id', (d, p) => (db) => db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper)));
+const collectionByIdShape = shape<'id'>('collection by id', (d, p) => (db) => db.select().from(d.t.collections).where(eq(d.t.collections.id, p.id as SQLWrapper)));
+const workspaceByIdShape = shape<'id'>('workspace by id', (d, p) => (db) => db.select().from(d.t.workspaces).where(eq(d.t.workspaces.id, p.id as SQLWrapper)));
+type CollectionDbRow = Tables['collections']['$inferSelect'];
+const stateCommentsShape = shape<'itemId'>('state comments', (_d, p) => sql`
+  SELECT id, author, body, created_at AS "createdAt" FROM comments
+  WHERE item_id = ${p.itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
+const stateLinksShape = shape<'itemId'>('state links', (_d, p) => stateLinksSql(p.itemId));
+
 /** Liveness as the last statement before a send: item and collection live, workspace live, and the claim still held at its generation. */
 export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Promise<Liveness> {
   return read(c, function* (): Steps<Liveness> {
-    const r = yield* one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(sql`      SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${claim ? sql`, j.claim_token AS token, j.generation AS generation` : sql``}
-      FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
-      ${claim ? sql`LEFT JOIN decision_jobs j ON j.item_id = ${claim.itemId} AND j.question_set = ${claim.questionSet}` : sql``}
-      WHERE i.id = ${itemId}`);
+    const r = yield* one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(
+      claim ? bind(livenessShape(1), { itemId, jobItemId: claim.itemId, questionSet: claim.questionSet }) : bind(livenessShape(0), { itemId }),
+    );
     if (!r || r.i !== null || r.c !== null) return 'item_gone';
     if (r.w !== null) return 'workspace_gone';
     if (claim) {
@@ -65,41 +72,88 @@ export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Pro
   });
 }
 
+/** The liveness read, with (1) or without (0) the claimed job's row. */
+const livenessShape = shapeFamily((withJob: 0 | 1) =>
+  shape('liveness', (_d, p: Record<string, Expr>) => sql`
+    SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${withJob ? sql`, j.claim_token AS token, j.generation AS generation` : sql``}
+    FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+    ${withJob ? sql`LEFT JOIN decision_jobs j ON j.item_id = ${p.jobItemId} AND j.question_set = ${p.questionSet}` : sql``}
+    WHERE i.id = ${p.itemId}`),
+);
+
 /** Which wanted keys already have a stored row at exactly (state hash, question hash, state version); one query for all keys. */
 export function answeredKeys(c: SqlContext, itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>> {
   if (keys.length === 0) return Promise.resolve(new Set());
-  const d = c.d;  // One exact-key term per key, ORed: each term is a seek on item_decisions_idem_uq on both
-  // dialects (a row-value `IN (VALUES …)` made SQLite build a temporary table: 61 µs against 33
-  // for three keys, measured).
-  const wanted = sql.join(
-    keys.map((k) => sql`(question_key = ${d.text(k.questionKey)} AND state_hash = ${d.text(k.stateHash)} AND question_hash = ${d.text(k.questionHash)} AND state_version = ${d.int4(k.stateVersion)})`),
-    sql` OR `,
-  );
+  const values: Record<string, Expr> = { itemId, questionSet };
+  keys.forEach((k, i) => {
+    values[`k${i}`] = k.questionKey;
+    values[`s${i}`] = k.stateHash;
+    values[`q${i}`] = k.questionHash;
+    values[`v${i}`] = k.stateVersion;
+  });
   return read(c, function* () {
-    const hits = yield* rows<{ k: string }>(sql`
-      SELECT question_key AS k FROM item_decisions
-      WHERE item_id = ${itemId} AND question_set = ${questionSet}
-        AND (${wanted})`);
+    const hits = yield* rows<{ k: string }>(bind(answeredShape(keys.length), values));
     return new Set(hits.map((h) => h.k));
   });
 }
+
+/**
+ * The idempotency read for `n` keys: one exact-key term per key, ORed, each a seek on
+ * item_decisions_idem_uq on both dialects (a row-value `IN (VALUES …)` made SQLite build a
+ * temporary table: 61 µs against 33 for three keys, measured). Parameters k0, s0, q0, v0, … are
+ * the key, state hash, question hash and state version of each.
+ */
+const answeredShape = shapeFamily((n: number) =>
+  shape('answered keys', (d, p: Record<string, Expr>) => {
+    const wanted = Array.from(
+      { length: n },
+      (_, i) => sql`(question_key = ${d.text(p[`k${i}`])} AND state_hash = ${d.text(p[`s${i}`])} AND question_hash = ${d.text(p[`q${i}`])} AND state_version = ${d.int4(p[`v${i}`])})`,
+    );
+    return sql`
+      SELECT question_key AS k FROM item_decisions
+      WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet}
+        AND (${sql.join(wanted, sql` OR `)})`;
+  }),
+);
 
 /** Inserts one call's answers in one statement (all or none); a conflict on the idempotency key does nothing. */
 export function insertDecisions(c: SqlContext, list: NewDecision[]): Promise<number> {
   if (list.length === 0) return Promise.resolve(0);
   return autocommit(c, function* () {
-    const now = yield* nowSql();
-    const t = c.d.t.itemDecisions;
-    const inserted = yield* rows((db) =>
-      db
-        .insert(t)
-        .values(list.map((r) => ({ ...r, rationale: r.rationale ?? null, fingerprintContext: r.fingerprintContext ?? null, evaluatedAt: sql`${now}` })))
-        .onConflictDoNothing()
-        .returning({ id: t.id }),
-    );
-    return inserted.length;
+    return yield* insertDecisionsTx(c, yield* nowSql(), list);
   });
 }
+
+/** `insertDecisions` inside the caller's transaction; `now` is the operation's `nowSql()`. @returns rows inserted. */
+export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewDecision[]): Steps<number> {
+  if (list.length === 0) return 0;
+  const values: Record<string, Expr | null> = { now };
+  list.forEach((r, i) => {
+    for (const col of DECISION_COLUMNS) values[`${col}${i}`] = (r[col] ?? null) as Expr | null;
+  });
+  return (yield* rows(bind(insertDecisionsShape(list.length), values))).length;
+}
+
+/** The columns a caller gives for a stored answer (`evaluatedAt` is the statement's "now"). */
+const DECISION_COLUMNS = [
+  'workspaceId', 'itemId', 'questionSet', 'questionKey', 'kind', 'answer', 'confidence', 'provider', 'model', 'stateHash', 'questionHash',
+  'stateVersion', 'stateParts', 'inputTokens', 'outputTokens', 'itemSeq', 'stateTruncated', 'rationale', 'fingerprintContext',
+] as const satisfies ReadonlyArray<keyof NewDecision>;
+
+/**
+ * The insert of `n` answers; parameters `<column><row>` (`answer0`, `itemId1`, …) and `now`. A
+ * builder, so each value binds through its column's encoder (a boolean as 0/1 on SQLite).
+ */
+const insertDecisionsShape = shapeFamily((n: number) =>
+  shape('insert answers', (d, p: Record<string, Expr>) => (db) => {
+    const t = d.t.itemDecisions;
+    const rowsOf = Array.from({ length: n }, (_, i) => ({
+      ...Object.fromEntries(DECISION_COLUMNS.map((col) => [col, p[`${col}${i}`]])),
+      evaluatedAt: sql`${p.now}`,
+    })) as unknown as Array<typeof t.$inferInsert>;
+    return db.insert(t).values(rowsOf).onConflictDoNothing().returning({ id: t.id });
+  }),
+);
 
 export function listDecisions(c: SqlContext, itemId: string): Promise<DecisionRow[]> {
   const t = c.d.t.itemDecisions;
@@ -142,19 +196,36 @@ export function recordSpend(c: SqlContext, r: SpendRecord): Promise<void> {
  * @param now the operation's `nowSql()` (no round trip for the database clock on Postgres).
  */
 export function* recordSpendTx(c: SqlContext, now: Expr, r: SpendRecord): Steps<void> {
-  const d = c.d;
   const u = r.usage;
-  yield* exec(sql`
+  yield* exec(
+    bind(recordSpendShape, {
+      now,
+      questionSet: r.questionSet,
+      provider: r.provider,
+      model: r.model,
+      outcome: r.outcome,
+      calls: r.calls,
+      input: u.inputTokens,
+      output: u.outputTokens,
+      cacheRead: u.cacheReadTokens,
+      cacheWrite: u.cacheWriteTokens,
+    }),
+  );
+}
+
+const recordSpendShape = shape<'now' | 'questionSet' | 'provider' | 'model' | 'outcome' | 'calls' | 'input' | 'output' | 'cacheRead' | 'cacheWrite'>(
+  'record spend',
+  (d, p) => sql`
     INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-    VALUES (${hourOf(now)}, ${r.questionSet}, ${r.provider}, ${r.model}, ${r.outcome}, ${d.int8(r.calls)},
-            ${d.int8(u.inputTokens)}, ${d.int8(u.outputTokens)}, ${d.int8(u.cacheReadTokens)}, ${d.int8(u.cacheWriteTokens)})
+    VALUES (${hourOf(p.now)}, ${p.questionSet}, ${p.provider}, ${p.model}, ${p.outcome}, ${d.int8(p.calls)},
+            ${d.int8(p.input)}, ${d.int8(p.output)}, ${d.int8(p.cacheRead)}, ${d.int8(p.cacheWrite)})
     ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
       calls = decision_spend.calls + excluded.calls,
       input_tokens = decision_spend.input_tokens + excluded.input_tokens,
       output_tokens = decision_spend.output_tokens + excluded.output_tokens,
       cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
-      cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens`);
-}
+      cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens`,
+);
 
 /** Spend in the hour buckets overlapping the last `windowMs`. */
 export function spendSince(c: SqlContext, windowMs: number): Promise<SpendTotals> {

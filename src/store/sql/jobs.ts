@@ -1,8 +1,10 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
-import type { Claim, JobFilter, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import type { Claim, ClaimRequest, FinishedJob, JobFilter, JobFinish, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import { insertDecisionsTx, recordSpendTx } from './decisions.js';
+import { settleReservationTx } from './spend-reservations.js';
 import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { delayCapSql, latestAnswerSql } from './owe.js';
-import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
+import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
  * The owed-job queue (DESIGN §3, §13): the claim and each outcome, with their SQL and the reason
@@ -28,7 +30,7 @@ import { autocommit, changes, exec, nowSql, one, read, rows, write, type Dialect
  * offers a not_before range. `SKIP LOCKED` lets concurrent claimers on many machines pass over
  * each other's rows instead of queueing on them. Exported so a test can check its plan.
  */
-export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly string[] = []): SQL {
+export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = []): SQL {
   const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
   return sql`
     SELECT j.item_id, j.question_set FROM decision_jobs j ${d.indexedBy('decision_jobs_claim_order_idx')}
@@ -50,23 +52,36 @@ export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly stri
  * its own (one round trip a claim).
  */
 export function claimNextJob(c: SqlContext, workerId: string, leaseMs: number, abandonLimit: number, skipSets: readonly string[] = []): Promise<Claim | null> {
-  return autocommit(c, function* () {
-    for (;;) {
-      const now = yield* nowSql();
-      const token = c.newToken();
-      const row = yield* one<RawJob>(sql`
-        UPDATE decision_jobs
-        SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${c.d.int8(leaseMs)},
-            attempts = attempts + 1,
-            abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
-        WHERE (item_id, question_set) = (${claimCandidateSql(c.d, now, skipSets)})
-        RETURNING *`);
-      if (!row) return null;
-      if (row.abandons < abandonLimit) return toClaim(row);
-      yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
-    }
-  });
+  return autocommit(c, claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets }));
 }
+
+function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
+  const skipSets = r.skipSets ?? [];
+  const claimSql = claimShape(skipSets.length);
+  const skip = Object.fromEntries(skipSets.map((s, i) => [`skip${i}`, s]));
+  for (;;) {
+    const now = yield* nowSql();
+    const row = yield* one<RawJob>(bind(claimSql, { ...skip, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
+    if (!row) return null;
+    if (row.abandons < r.abandonLimit) return toClaim(row);
+    yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!);
+  }
+}
+
+/** The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4); parameters `skip0`… name them. */
+const claimShape = shapeFamily((skipped: number) =>
+  shape('claim', (d, p: Record<string, Expr>) => {
+    const now = p.now;
+    const skip = Array.from({ length: skipped }, (_, i) => p[`skip${i}`]);
+    return sql`
+      UPDATE decision_jobs
+      SET claimed_by = ${p.workerId}, claim_token = ${p.token}, lease_expires_at = ${now} + ${d.int8(p.leaseMs)},
+          attempts = attempts + 1,
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip)})
+      RETURNING *`;
+  }),
+);
 
 const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL`;
 
@@ -81,16 +96,21 @@ function* park(c: SqlContext, now: Expr, itemId: string, questionSet: string, re
     WHERE ${whereKey({ itemId, questionSet })}${token === undefined ? sql`` : sql` AND claim_token = ${token}`}`);
 }
 
+const renewShape = shape<'now' | 'leaseMs' | 'itemId' | 'questionSet' | 'token'>('renew lease', (d, p) => sql`
+  UPDATE decision_jobs SET lease_expires_at = ${p.now} + ${d.int8(p.leaseMs)}
+  WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token}`);
+
 /** Extends the lease when the token still matches; false when the claim was lost. */
 export function renewLease(c: SqlContext, claim: Claim, leaseMs: number): Promise<boolean> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
-    const n = yield* changes(sql`
-      UPDATE decision_jobs SET lease_expires_at = ${now} + ${c.d.int8(leaseMs)}
-      WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken}`);
+    const n = yield* changes(bind(renewShape, { now, leaseMs, itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken }));
     return n === 1;
   });
 }
+
+const lockJobShape = shape<'itemId' | 'questionSet'>('lock job', (d, p) => sql`
+  SELECT * FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet}${d.forUpdate}`);
 
 /**
  * Runs one outcome under the fence, in one transaction with the row locked: `lost` when the token
@@ -102,26 +122,31 @@ export function renewLease(c: SqlContext, claim: Claim, leaseMs: number): Promis
  * the old one.
  */
 function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => Steps<void>, completion = false): Promise<OutcomeResult> {
-  return write(c, function* (): Steps<OutcomeResult> {
-    const row = yield* one<RawJob>(sql`SELECT * FROM decision_jobs WHERE ${whereKey(claim)}${c.d.forUpdate}`);
-    if (!row || row.claim_token !== claim.claimToken) return 'lost';
-    const now = yield* nowSql();
-    if (row.generation !== claim.generation) {
-      const t = setTiming(c.registry, claim.questionSet);
-      const { max, min } = c.d;
-      const enqueuedAt = completion ? sql`${max}(enqueued_at, owed_at)` : sql`enqueued_at`;
-      const latest = latestAnswerSql(c.d, sql`${claim.itemId}`, claim.questionSet);
-      yield* exec(sql`
-        UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
-          not_before = ${min}(${max}(not_before, ${now} + ${c.d.int8(t.quietPeriodMs)}, coalesce(${latest} + ${c.d.int8(t.reaskDebounceMs)}, 0)),
-                             ${delayCapSql(c.d, enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs)})
-        WHERE ${whereKey(claim)}`);
-      return 'superseded';
-    }
-    yield* apply(row, now);
-    return 'applied';
-  });
+  return write(c, fencedSteps(c, claim, apply, completion));
 }
+
+function* fencedSteps(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => Steps<void>, completion: boolean): Steps<OutcomeResult> {
+  const row = yield* one<RawJob>(bind(lockJobShape, { itemId: claim.itemId, questionSet: claim.questionSet }));
+  if (!row || row.claim_token !== claim.claimToken) return 'lost';
+  const now = yield* nowSql();
+  if (row.generation !== claim.generation) {
+    const t = setTiming(c.registry, claim.questionSet);
+    const { max, min } = c.d;
+    const enqueuedAt = completion ? sql`${max}(enqueued_at, owed_at)` : sql`enqueued_at`;
+    const latest = latestAnswerSql(c.d, sql`${claim.itemId}`, claim.questionSet);
+    yield* exec(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, enqueued_at = ${enqueuedAt},
+        not_before = ${min}(${max}(not_before, ${now} + ${c.d.int8(t.quietPeriodMs)}, coalesce(${latest} + ${c.d.int8(t.reaskDebounceMs)}, 0)),
+                           ${delayCapSql(c.d, enqueuedAt, sql`${claim.itemId}`, claim.questionSet, t.maxDelayMs)})
+      WHERE ${whereKey(claim)}`);
+    return 'superseded';
+  }
+  yield* apply(row, now);
+  return 'applied';
+}
+
+const completeShape = shape<'itemId' | 'questionSet' | 'token' | 'generation'>('complete job', (d, p) => sql`
+  DELETE FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token} AND generation = ${d.int4(p.generation)}`);
 
 /**
  * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
@@ -129,12 +154,34 @@ function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => 
  * through the fence to tell `lost` from `superseded`.
  */
 export async function completeJob(c: SqlContext, claim: Claim): Promise<OutcomeResult> {
-  const done = await autocommit(
-    c,
-    changes(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)} AND claim_token = ${claim.claimToken} AND generation = ${c.d.int4(claim.generation)}`),
-  );
+  const done = await autocommit(c, changes(bind(completeShape, completeValues(claim))));
   if (done === 1) return 'applied';
   return fenced(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
+}
+
+const completeValues = (claim: Claim) => ({ itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken, generation: claim.generation });
+
+/**
+ * `completeJob` with the last call's answers and spend and the slot's next claim, in one write
+ * transaction (see `JobFinish`): answers and spend first (stored whatever the fence says), then
+ * the completion (one DELETE in the common case, the fence otherwise), then the claim.
+ */
+export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<FinishedJob> {
+  return write(c, function* (): Steps<FinishedJob> {
+    let answersStored = 0;
+    if (f.answers) {
+      const now = yield* nowSql();
+      yield* recordSpendTx(c, now, f.answers.spend);
+      if (f.answers.reservationId !== null) yield* settleReservationTx(f.answers.reservationId);
+      answersStored = yield* insertDecisionsTx(c, now, f.answers.decisions);
+    }
+    let result: OutcomeResult = 'applied';
+    if ((yield* changes(bind(completeShape, completeValues(claim)))) !== 1) {
+      result = yield* fencedSteps(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
+    }
+    const next = f.claimNext ? yield* claimSteps(c, f.claimNext) : null;
+    return { result, answersStored, next };
+  });
 }
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */

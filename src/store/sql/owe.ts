@@ -3,7 +3,7 @@ import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../store.js';
 import { readsLinks } from '../write-rules.js';
 import { setMetaTx } from './operations.js';
-import { changes, nowMs, one, rows, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
+import { bind, builtWithValues, changes, nowMs, one, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /** The items an owe statement covers; see `oweTargetsSql`. */
 export interface OweTargets {
@@ -14,22 +14,28 @@ export interface OweTargets {
 }
 
 /**
- * The items one owe statement covers (an `INSERT … SELECT … FROM items i WHERE <this>`): the
- * given ids (deleted ones included, since a delete owes work too), or a collection's live items,
- * optionally within an id range (a range read on items_collection_idx).
- * Null when `itemIds` is empty: nothing to owe.
- * @throws TypeError when neither is given.
+ * Which items an owe statement covers, as a statement shape sees it: `n` given ids (parameters
+ * id0…), a collection's live items (`collectionId`), or those within an id range (`afterId`,
+ * `throughId`: a range read on items_collection_idx).
  */
-export function oweTargetsSql(items: OweTargets): SQL | null {
-  if (items.itemIds) {
-    if (items.itemIds.length === 0) return null;
-    return sql`i.id IN (${sql.join(items.itemIds.map((id) => sql`${id}`), sql`, `)})`;
-  }
-  if (items.collectionId) {
-    const range = items.range ? sql` AND i.id > ${items.range.afterId} AND i.id <= ${items.range.throughId}` : sql``;
-    return sql`i.collection_id = ${items.collectionId} AND i.deleted_at IS NULL${range}`;
-  }
+type TargetKind = { ids: number } | 'collection' | 'range';
+
+function targetKind(items: OweTargets): TargetKind | null {
+  if (items.itemIds) return items.itemIds.length === 0 ? null : { ids: items.itemIds.length };
+  if (items.collectionId) return items.range ? 'range' : 'collection';
   throw new TypeError('oweItems: give itemIds or collectionId');
+}
+
+function targetValues(items: OweTargets): Record<string, string> {
+  if (items.itemIds) return Object.fromEntries(items.itemIds.map((id, i) => [`id${i}`, id]));
+  return items.range ? { collectionId: items.collectionId!, afterId: items.range.afterId, throughId: items.range.throughId } : { collectionId: items.collectionId! };
+}
+
+/** The `WHERE` of an owe statement's `INSERT … SELECT … FROM items i` (deleted items included for given ids: a delete owes work too). */
+function oweTargetsSql(kind: TargetKind, p: Record<string, Expr>): SQL {
+  if (typeof kind === 'object') return sql`i.id IN (${sql.join(Array.from({ length: kind.ids }, (_, i) => sql`${p[`id${i}`]}`), sql`, `)})`;
+  const range = kind === 'range' ? sql` AND i.id > ${p.afterId} AND i.id <= ${p.throughId}` : sql``;
+  return sql`i.collection_id = ${p.collectionId} AND i.deleted_at IS NULL${range}`;
 }
 
 /**
@@ -65,21 +71,54 @@ export function* oweItems(
   opts: OweOptions & { insertOnly?: boolean } = {},
 ): Steps<number> {
   if (sets.length === 0) return 0;
-  const { d } = c;
+  const kind = targetKind(items);
+  if (kind === null) return 0;
+  const debounce = opts.reaskDebounce !== false;
+  const insertOnly = opts.insertOnly === true;
+  // One item or one collection (every write door, every chunk of a collection change): a prepared
+  // statement per variant. A list of ids (backfill, reask, drift: up to 500 a statement) is built
+  // each time, so the cache does not keep one statement per list length.
+  const shaped = kind === 'collection' || kind === 'range' || kind.ids === 1;
+  const variant = `${typeof kind === 'object' ? `ids${kind.ids}` : kind}|${debounce ? 'debounce' : 'quiet'}|${insertOnly ? 'insert' : 'upsert'}`;
+  const s = shaped ? oweShape(variant) : makeOweShape(variant);
+  const targets = targetValues(items);
   const priority = opts.priority ?? PRIORITY_LIVE;
-  const where = oweTargetsSql(items);
-  if (where === null) return 0;
   let changed = 0;
   for (const set of sets) {
-    const quiet = d.int8(now + (opts.quietPeriod === false ? 0 : set.quietPeriodMs));
+    const values = {
+      ...targets,
+      now,
+      quiet: now + (opts.quietPeriod === false ? 0 : set.quietPeriodMs),
+      debounce: set.reaskDebounceMs,
+      maxDelay: set.maxDelayMs,
+      setName: set.name,
+      priority,
+    };
+    const b = bind(s, values);
+    changed += yield* changes(shaped ? b : builtWithValues(c.d, b));
+  }
+  return changed;
+}
+
+/**
+ * The owe statement of one variant (`<targets>|debounce|quiet>|<insert|upsert>`, see `oweItems`);
+ * parameters `now`, `quiet` (now + the set's quiet period, or now), `debounce` and `maxDelay` (the
+ * set's, ms), `setName`, `priority` and the targets' (see `oweTargetsSql`). `AND true` is
+ * SQLite's required disambiguation for an upsert on INSERT … SELECT.
+ */
+function makeOweShape(variant: string) {
+  const [targets, debounce, mode] = variant.split('|');
+  const kind: TargetKind = targets.startsWith('ids') ? { ids: Number(targets.slice(3)) } : (targets as 'collection' | 'range');
+  return shape('owe', (d, p: Record<string, Expr>) => {
+    const quiet = d.int8(p.quiet);
+    const now = d.int8(p.now);
+    const setName = p.setName;
     // Candidate not_before of this write for each item, before the max with the existing value.
-    const candidate =
-      opts.reaskDebounce === false
-        ? quiet
-        : sql`${d.max}(${quiet}, coalesce(${latestAnswerSql(d, sql`i.id`, set.name)} + ${d.int8(set.reaskDebounceMs)}, 0))`;
-    const onConflict = opts.insertOnly
-      ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
-      : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
+    const candidate = debounce === 'debounce' ? sql`${d.max}(${quiet}, coalesce(${latestAnswerSql(d, sql`i.id`, setName)} + ${d.int8(p.debounce)}, 0))` : quiet;
+    const onConflict =
+      mode === 'insert'
+        ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
+        : sql`ON CONFLICT (item_id, question_set) DO UPDATE SET
           generation = decision_jobs.generation + 1,
           attempts = 0, refusals = 0, abandons = 0, defers = 0,
           state = 'owed',
@@ -87,25 +126,25 @@ export function* oweItems(
           workspace_id = excluded.workspace_id,
           owed_at = excluded.owed_at,
           not_before = ${d.min}(${d.max}(decision_jobs.not_before, excluded.not_before),
-                                ${delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, set.name, set.maxDelayMs)})`;
-    // `AND true` is SQLite's required disambiguation for an upsert on INSERT … SELECT.
-    changed += yield* changes(sql`
+                                ${delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, setName, p.maxDelay)})`;
+    return sql`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
                                  enqueued_at, not_before, state, fair_tag, owed_at)
-      SELECT i.id, ${d.text(set.name)}, i.workspace_id, ${d.int4(priority)}, 1, ${d.int8(now)},
-             ${d.min}(${candidate}, ${delayCapSql(d, d.int8(now), sql`i.id`, set.name, set.maxDelayMs)}), 'owed',
-             ${fairTagSql(d, priority, now, items.itemIds?.length === 1)}, ${d.int8(now)}
-      FROM items i WHERE ${where} AND true
-      ${onConflict}`);
-  }
-  return changed;
+      SELECT i.id, ${d.text(setName)}, i.workspace_id, ${d.int4(p.priority)}, 1, ${now},
+             ${d.min}(${candidate}, ${delayCapSql(d, now, sql`i.id`, setName, p.maxDelay)}), 'owed',
+             ${fairTagSql(d, p.priority, p.now, typeof kind === 'object' && kind.ids === 1)}, ${now}
+      FROM items i WHERE ${oweTargetsSql(kind, p)} AND true
+      ${onConflict}`;
+  });
 }
+
+const oweShape = shapeFamily(makeOweShape);
 
 /**
  * The latest stored answer of (item, set), epoch ms, or NULL: the debounce anchor and, with
  * enqueued_at, the delay cap's (DESIGN §3, §16.1). An index seek on item_decisions_latest_idx.
  */
-export function latestAnswerSql(d: Dialect, itemId: SQL, setName: string): SQL {
+export function latestAnswerSql(d: Dialect, itemId: SQL, setName: Expr): SQL {
   return sql`(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = ${d.text(setName)})`;
 }
 
@@ -114,7 +153,7 @@ export function latestAnswerSql(d: Dialect, itemId: SQL, setName: string): SQL {
  * (item, set)) + maxDelay, in ms. Never a time in the past relative to the latest answer, so an
  * evaluation always buys the item at least maxDelay of quiet under constant editing.
  */
-export function delayCapSql(d: Dialect, enqueuedAt: Expr, itemId: SQL, setName: string, maxDelayMs: number): SQL {
+export function delayCapSql(d: Dialect, enqueuedAt: Expr, itemId: SQL, setName: Expr, maxDelayMs: Expr): SQL {
   return sql`(${d.max}(${enqueuedAt}, coalesce(${latestAnswerSql(d, itemId, setName)}, 0)) + ${d.int8(maxDelayMs)})`;
 }
 
@@ -138,7 +177,7 @@ export function delayCapSql(d: Dialect, enqueuedAt: Expr, itemId: SQL, setName: 
  * in their quiet period. A one-item write (the common case) skips the window function, which
  * makes SQLite materialise the rows first.
  */
-function fairTagSql(d: Dialect, priority: number, now: number, singleRow: boolean): SQL {
+function fairTagSql(d: Dialect, priority: Expr, now: Expr, singleRow: boolean): SQL {
   const p = d.int4(priority);
   const t = d.int8(now);
   return sql`${d.max}(
@@ -167,12 +206,7 @@ export function* oweForItem(
 ): Steps<number> {  const slug = yield* collectionSlug(item.collectionId);
   const own = slug === null ? [] : c.registry.setsFor(slug).filter(filter);
   if (!linkers) return yield* oweItems(c, now, { itemIds: [item.id] }, own, opts);
-  const others = yield* rows<{ id: string; slug: string }>(sql`
-    SELECT l.id, col.slug FROM (
-      SELECT source_id AS id FROM item_links WHERE target_id = ${item.id} AND link_type IN ('parent', 'blocks')
-      UNION
-      SELECT target_id AS id FROM item_links WHERE source_id = ${item.id} AND link_type = 'blocks') l
-    JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`);  // Job rows are upserted (row-locked on Postgres) in item-id order, whichever item the write
+  const others = yield* rows<{ id: string; slug: string }>(bind(linkersShape, { itemId: item.id }));  // Job rows are upserted (row-locked on Postgres) in item-id order, whichever item the write
   // was to: two writes to two linked items otherwise lock each other's jobs in opposite orders
   // and deadlock (40P01 in 30 of 30 concurrent retitles of a blocks pair, measured).
   const targets = [{ id: item.id, sets: own }, ...others.map((o) => ({ id: o.id, sets: c.registry.setsFor(o.slug).filter(readsLinks) }))];
@@ -181,9 +215,19 @@ export function* oweForItem(
   return n;
 }
 
+/** The items whose state shows an item's title (see `oweForItem`), with their collection's slug. */
+const linkersShape = shape<'itemId'>('linkers', (_d, p) => sql`
+  SELECT l.id, col.slug FROM (
+    SELECT source_id AS id FROM item_links WHERE target_id = ${p.itemId} AND link_type IN ('parent', 'blocks')
+    UNION
+    SELECT target_id AS id FROM item_links WHERE source_id = ${p.itemId} AND link_type = 'blocks') l
+  JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`);
+
+const collectionSlugShape = shape<'id'>('collection slug', (_d, p) => sql`SELECT slug FROM collections WHERE id = ${p.id}`);
+
 /** The slug of a collection, or null when it does not exist. */
 export function* collectionSlug(collectionId: string): Steps<string | null> {
-  return (yield* one<{ slug: string }>(sql`SELECT slug FROM collections WHERE id = ${collectionId}`))?.slug ?? null;
+  return (yield* one<{ slug: string }>(bind(collectionSlugShape, { id: collectionId })))?.slug ?? null;
 }
 
 /**

@@ -42,6 +42,11 @@ export function reserveSpend(c: SqlContext, r: SpendReservationRequest): Promise
 export function settleSpendReservation(c: SqlContext, id: string, spend: SpendRecord | null): Promise<boolean> {
   return write(c, function* () {
     if (spend) yield* recordSpendTx(c, yield* nowSql(), spend);
-    return (yield* changes(sql`DELETE FROM decision_spend_reservations WHERE id = ${id}`)) === 1;
+    return yield* settleReservationTx(id);
   });
+}
+
+/** Deletes a reservation inside the caller's transaction (its spend recorded there). @returns whether it still existed. */
+export function* settleReservationTx(id: string): Steps<boolean> {
+  return (yield* changes(sql`DELETE FROM decision_spend_reservations WHERE id = ${id}`)) === 1;
 }

@@ -58,6 +58,7 @@ const OPERATIONS = {
   claimNextJob: jobs.claimNextJob,
   renewLease: jobs.renewLease,
   completeJob: jobs.completeJob,
+  finishJob: jobs.finishJob,
   dropJob: (c: SqlContext, claim: S.Claim, _reason: string) => jobs.dropJob(c, claim),
   refuseJob: jobs.refuseJob,
   parkJob: jobs.parkJob,

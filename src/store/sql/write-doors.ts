@@ -1,4 +1,4 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, sql, type SQLWrapper } from 'drizzle-orm';
 import { emptyReport, normaliseText, type NormaliseReport } from '../normalise.js';
 import {
   InvalidWrite,
@@ -30,7 +30,7 @@ import {
 } from '../write-rules.js';
 import { oweCollectionChange } from './collection-owe.js';
 import { oweForItem } from './owe.js';
-import { exec, nowMs, one, write, type SqlContext, type Steps } from './steps.js';
+import { bind, exec, nowMs, one, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
  * Tracker write doors (DESIGN §3). Each door changes the tracker rows and owes the affected jobs
@@ -43,15 +43,28 @@ import { exec, nowMs, one, write, type SqlContext, type Steps } from './steps.js
  * no-op checks where it can be (on Postgres it is a round trip to the database clock).
  */
 
+const lockItemShape = shape<'id'>('lock item', (d, p) => (db) => d.lock(db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper))));
+
 function* lockItem(c: SqlContext, id: string): Steps<ItemRow> {
-  const row = yield* one((db) => c.d.lock(db.select().from(c.d.t.items).where(eq(c.d.t.items.id, id))));
+  const row = yield* one<ItemRow>(bind(lockItemShape, { id }));
   if (!row) throw new NotFound('item', id);
   return row;
 }
 
+/** The item update that bumps seq and updated_at and sets the given columns (parameters: those columns, `id`, `now`); one shape per set of columns. */
+const bumpItemShape = shapeFamily((columns: string) =>
+  shape('bump item', (d, p: Record<string, Expr>) => (db) => {
+    const { items } = d.t;
+    const set = Object.fromEntries(columns === '' ? [] : columns.split(',').map((k) => [k, p[k]]));
+    return db.update(items).set({ ...set, seq: sql`${items.seq} + 1`, updatedAt: sql`${p.now}` }).where(eq(items.id, p.id as SQLWrapper)).returning();
+  }),
+);
+
 function* bumpItem(c: SqlContext, id: string, now: number, set: Partial<ItemRow> = {}): Steps<ItemRow> {
-  const { items } = c.d.t;
-  const row = yield* one((db) => db.update(items).set({ ...set, seq: sql`${items.seq} + 1`, updatedAt: now }).where(eq(items.id, id)).returning());
+  const columns = Object.keys(set).filter((k) => set[k as keyof ItemRow] !== undefined).sort();
+  const values: Record<string, Expr | null> = { id, now };
+  for (const k of columns) values[k] = set[k as keyof ItemRow] as Expr | null;
+  const row = yield* one<ItemRow>(bind(bumpItemShape(columns.join(',')), values));
   return row!;
 }
 
