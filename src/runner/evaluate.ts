@@ -8,7 +8,7 @@ import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import { maxTokensFor } from '../providers/prompt.js';
 import { estimatePromptTokens } from './estimate.js';
 import { estimateTokens, type Provider, type Usage } from '../providers/provider.js';
-import type { Claim, ItemForEvaluation, Liveness, NewDecision, Store } from '../store/store.js';
+import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
@@ -33,6 +33,22 @@ export interface EvaluateDeps {
   acquirePermit?: (req: PermitRequest) => Promise<Permit>;
   /** Test-only seam: runs immediately before the final liveness check of each call (DESIGN §7b). */
   beforeAsk?: (ctx: { claim: Claim; keys: string[] }) => Promise<void> | void;
+  /**
+   * Hand the last call's answers and spend back (`Evaluation.finish`) instead of storing them, so
+   * the runner stores them in the completion's transaction (`Store.finishJob`). Only the last
+   * call of a job that then completes is handed back; every earlier call's answers are stored at
+   * once, as DESIGN §7 step 6 asks.
+   */
+  finishInCompletion?: boolean;
+}
+
+/** What `evaluate` returns: the outcome to record, the stats, the item's ref, and answers to store with the completion. */
+export interface Evaluation {
+  outcome: EvalOutcome;
+  stats: EvalStats;
+  ref?: string;
+  /** With `finishInCompletion` and a `complete` outcome after a call: the last call's answers and spend, not yet stored. */
+  finish?: JobFinish['answers'];
 }
 
 /** What one call asks the limiter for (DESIGN §10, §16.5, §16.8). Tokens and milliseconds. */
@@ -87,6 +103,11 @@ export class LivenessLost extends VerdictError {
   }
 }
 
+/** Where the last call puts its answers and spend when they are stored with the completion. */
+interface Held {
+  answers?: JobFinish['answers'];
+}
+
 /** One call's worth of work: the state bytes, the questions, and the row template. */
 interface Chunk {
   state: BuiltState;
@@ -102,7 +123,7 @@ interface Chunk {
  * Answers are inserted per call, all-or-nothing, so answers already paid for survive a later
  * failure in the same job.
  */
-export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<{ outcome: EvalOutcome; stats: EvalStats; ref?: string }> {
+export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evaluation> {
   const stats = emptyStats();
   const set = deps.registry.get(claim.questionSet);
   if (!set) return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` }, stats };
@@ -149,11 +170,12 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<{ outc
   }
   if (chunks.length === 0) return { outcome: { kind: 'complete', reason: 'already_answered' }, stats, ref };
 
-  for (const chunk of chunks) {
-    const outcome = await askChunk(chunk, claim, set, loaded, deps, stats);
+  const held: Held = {};
+  for (const [i, chunk] of chunks.entries()) {
+    const outcome = await askChunk(chunk, claim, set, loaded, deps, stats, deps.finishInCompletion === true && i === chunks.length - 1 ? held : null);
     if (outcome) return { outcome, stats, ref };
   }
-  return { outcome: { kind: 'complete', reason: 'answered' }, stats, ref };
+  return { outcome: { kind: 'complete', reason: 'answered' }, stats, ref, finish: held.answers };
 }
 
 /** Builds states and the remaining keys, split into calls of at most `maxPerCall` questions. */
@@ -213,6 +235,7 @@ async function askChunk(
   loaded: ItemForEvaluation,
   deps: EvaluateDeps,
   stats: EvalStats,
+  held: Held | null,
 ): Promise<EvalOutcome | null> {
   let reservationId: string | null = null;
   if (deps.acquirePermit) {
@@ -241,7 +264,7 @@ async function askChunk(
   }
   const spend = new CallSpend(deps, set, reservationId);
   try {
-    return await sendChunk(chunk, claim, set, loaded, deps, stats, spend);
+    return await sendChunk(chunk, claim, set, loaded, deps, stats, spend, held);
   } finally {
     // Every path that did not settle the reservation (no call sent, or a call lost to liveness)
     // releases it now, so a reservation outlives its call only when this process dies.
@@ -258,6 +281,7 @@ async function sendChunk(
   deps: EvaluateDeps,
   stats: EvalStats,
   spend: CallSpend,
+  held: Held | null,
 ): Promise<EvalOutcome | null> {
   const { store, provider } = deps;
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
@@ -312,7 +336,6 @@ async function sendChunk(
   stats.cacheReadTokens += result.usage.cacheReadTokens;
   stats.cacheWriteTokens += result.usage.cacheWriteTokens;
   stats.truncated ||= chunk.state.truncated;
-  await spend.settle('ok', result.usage);
 
   // This row's share of its call's usage: split evenly, the remainder to the first rows.
   const n = chunk.storedKeys.size;
@@ -341,6 +364,11 @@ async function sendChunk(
       fingerprintContext: fingerprintContextText(provider),
     };
   });
+  if (held) {
+    held.answers = { decisions: rows, ...spend.handOver('ok', result.usage) };
+    return null;
+  }
+  await spend.settle('ok', result.usage);
   try {
     stats.answersStored += await store.insertDecisions(rows);
   } catch (err) {
@@ -433,9 +461,21 @@ class CallSpend {
     this.open = reservationId !== null;
   }
 
+  private record(outcome: string, usage: Usage): SpendRecord {
+    const { provider } = this.deps;
+    return { questionSet: this.set.name, provider: provider.name, model: provider.model, outcome, calls: 1, usage };
+  }
+
+  /** The spend record and the open reservation, for the caller to store (`Store.finishJob`); this object then settles nothing. */
+  handOver(outcome: string, usage: Usage): { spend: SpendRecord; reservationId: string | null } {
+    const reservationId = this.open ? this.reservationId : null;
+    this.open = false;
+    return { spend: this.record(outcome, usage), reservationId };
+  }
+
   async settle(outcome: string, usage: Usage): Promise<void> {
-    const { store, provider } = this.deps;
-    const record = { questionSet: this.set.name, provider: provider.name, model: provider.model, outcome, calls: 1, usage };
+    const { store } = this.deps;
+    const record = this.record(outcome, usage);
     try {
       if (this.open) {
         this.open = false;

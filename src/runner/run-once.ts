@@ -1,6 +1,6 @@
 import type { Registry } from '../decision/registry.js';
 import type { Provider } from '../providers/provider.js';
-import type { Claim, OutcomeResult, Store } from '../store/store.js';
+import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
@@ -35,6 +35,12 @@ export interface RunnerOptions {
   deferLimit?: number;
   /** Called once per recorded outcome (metrics). */
   onOutcome?: (e: RunReport) => void;
+  /**
+   * Claim the next job in the transaction that completes this one (`Store.finishJob`) and return
+   * it in `RunReport.next`; the caller passes it to the next `runOnce` or releases it. The worker's
+   * slots do; a caller that runs one job at a time leaves it off. @defaultValue false
+   */
+  claimNext?: boolean;
 }
 
 export const DEFAULT_ABANDON_LIMIT = 8;
@@ -52,6 +58,8 @@ export interface RunReport {
   recorded: OutcomeResult | 'parked' | 'failed' | 'unrecorded' | 'not_recorded';
   stats: EvalStats;
   durationMs: number;
+  /** With `claimNext`: the job claimed in the completion's transaction, held for the next `runOnce`; else null. */
+  next: Claim | null;
 }
 
 /**
@@ -59,14 +67,16 @@ export interface RunReport {
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
  * claiming propagates so the caller can back off.
  */
-export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise<RunReport | null> {
-  if (signal.aborted) return null;
+export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Claim | null = null): Promise<RunReport | null> {
+  if (signal.aborted) {
+    if (held) await releaseHeld(opts, held);
+    return null;
+  }
   const cool = opts.setCooloffs;
-  const skip = cool?.any ? cool.active(await opts.store.now()) : [];
-  const claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip);
+  const claim = held ?? (await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, await skipSets(opts)));
   if (!claim) return null;
   const started = Date.now();
-  const { outcome, stats, ref } = await evaluate(claim, {
+  const evaluation = await evaluate(claim, {
     store: opts.store,
     registry: opts.registry,
     provider: opts.provider,
@@ -75,10 +85,17 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise
     signal,
     acquirePermit: opts.acquirePermit,
     beforeAsk: opts.beforeAsk,
+    finishInCompletion: true,
   });
+  const { stats, ref, finish } = evaluation;
+  let { outcome } = evaluation;
   let recorded: RunReport['recorded'];
+  let next: Claim | null = null;
   try {
-    recorded = await recordOutcome(opts, claim, outcome);
+    if (outcome.kind === 'complete' || outcome.kind === 'drop') {
+      const f = await finishWithAnswers(opts, claim, outcome, finish, stats);
+      ({ outcome, recorded, next } = f);
+    } else recorded = await recordOutcome(opts, claim, outcome);
   } catch (err) {
     // Disk full or locked: the lease still bounds the job, and the idempotency key makes the
     // re-run free when its answers were stored.
@@ -87,10 +104,69 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal): Promise
   }
   // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
   if (cool && outcome.kind === 'complete' && stats.calls > 0) await cool.clear(claim.questionSet);
-  const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started };
+  const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
   logReport(opts.logger, report, ref);
   opts.onOutcome?.(report);
   return report;
+}
+
+/** Sets a claim passes over now: those cooling off after a rejected schema (no I/O when none is). */
+async function skipSets(opts: RunnerOptions): Promise<string[]> {
+  const cool = opts.setCooloffs;
+  return cool?.any ? cool.active(await opts.store.now()) : [];
+}
+
+/**
+ * Gives back a claim taken for a next run that will not happen (shutdown, a cancelled pass, a
+ * spend cap): released without an attempt, so it is claimable at once. A failure is logged; the
+ * lease bounds the job.
+ */
+export async function releaseHeld(opts: RunnerOptions, claim: Claim): Promise<void> {
+  try {
+    await opts.store.releaseJob(claim);
+  } catch (err) {
+    opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'held claim not released');
+  }
+}
+
+/**
+ * Records a complete or drop outcome with the last call's answers and spend and, with
+ * `claimNext`, the next claim, in one transaction (`Store.finishJob`). When that transaction
+ * fails, nothing of it was written, so the answers are stored on their own first (they were paid
+ * for) and the job completed separately; an answer insert that fails then records a transient
+ * fail, as when answers are stored per call.
+ */
+async function finishWithAnswers(
+  opts: RunnerOptions,
+  claim: Claim,
+  outcome: EvalOutcome,
+  answers: JobFinish['answers'],
+  stats: EvalStats,
+): Promise<{ outcome: EvalOutcome; recorded: RunReport['recorded']; next: Claim | null }> {
+  const { store } = opts;
+  try {
+    const claimNext = opts.claimNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts) } : undefined;
+    const f = await store.finishJob(claim, { answers, claimNext });
+    stats.answersStored += f.answersStored;
+    return { outcome, recorded: f.result, next: f.next };
+  } catch (err) {
+    opts.logger.warn({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'completion with answers failed: storing them on their own');
+  }
+  if (answers) {
+    try {
+      if (answers.reservationId !== null) await store.settleSpendReservation(answers.reservationId, answers.spend);
+      else await store.recordSpend(answers.spend);
+    } catch (err) {
+      opts.logger.warn({ set: claim.questionSet, err: errCode(err) }, 'spend record failed');
+    }
+    try {
+      stats.answersStored += await store.insertDecisions(answers.decisions);
+    } catch (err) {
+      const failed: EvalOutcome = { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
+      return { outcome: failed, recorded: await recordOutcome(opts, claim, failed), next: null };
+    }
+  }
+  return { outcome, recorded: await recordOutcome(opts, claim, outcome), next: null };
 }
 
 /** Maps an evaluation outcome to its fenced store outcome. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { RunReport } from '../runner/run-once.js';
-import type { SpendRecord, Store } from '../store/store.js';
+import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
 
 /**
  * Prometheus metrics and the health endpoint of a worker (DESIGN §10 "Observability"), served by
@@ -213,9 +213,10 @@ export class WorkerMetrics {
   }
 
   /**
-   * The same store, with every `recordSpend` also counted here, so the provider counters are the
-   * decision_spend rows the runner writes (one per call, with its outcome), not a second guess.
-   * The call is counted even when writing its spend row fails: the call happened.
+   * The same store, with every `recordSpend` (and the spend a `settleSpendReservation` or a
+   * `finishJob` records) also counted here, so the provider counters are the decision_spend rows
+   * the runner writes (one per call, with its outcome), not a second guess. A `recordSpend` is
+   * counted even when writing its row fails: the call happened.
    */
   countingSpend<S extends Store>(store: S): S {
     return new Proxy(store, {
@@ -224,6 +225,15 @@ export class WorkerMetrics {
           return async (r: SpendRecord) => {
             this.countSpend(r);
             return target.recordSpend(r);
+          };
+        }
+        if (prop === 'finishJob') {
+          // The last call's spend commits with the completion (issue 13). Counted once it did: when
+          // that transaction fails the runner records the spend on its own, through recordSpend.
+          return async (claim: Claim, f: JobFinish) => {
+            const r = await target.finishJob(claim, f);
+            if (f.answers) this.countSpend(f.answers.spend);
+            return r;
           };
         }
         if (prop === 'settleSpendReservation') {

@@ -3,9 +3,9 @@ import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import { runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
-import type { Store } from '../store/store.js';
+import type { Claim, Store } from '../store/store.js';
 import { VerdictError } from '../errors.js';
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
@@ -242,6 +242,7 @@ export class Worker {
       acquirePermit: this.opts.acquirePermit,
       setCooloffs: this.setCooloffs,
       onOutcome: (r) => this.count(r),
+      claimNext: true,
     };
   }
 
@@ -278,61 +279,78 @@ export class Worker {
 
   private async slot(i: number): Promise<void> {
     const ro = () => this.runnerOptions(i);
-    while (!this.stopping) {
-      this.lastLoopAt = Date.now();
-      // Beside the claims, not before them: a big collection change never holds up live work.
-      // Looked for once a tick per process, not on every pass of every slot (each look is a read).
-      if (!this.opts.untilIdle && Date.now() - this.lastAdvanceAt >= this.opts.tickMs) {
-        this.lastAdvanceAt = Date.now();
-        void this.advanceCollections();
-      }
-      const wait = this.cooloffUntil - Date.now();
-      if (wait > 0) {
-        await this.idle(Math.min(wait, this.opts.tickMs));
-        continue;
-      }
-      let ran = 0;
-      let storeError = false;
-      let gated = false;
-      /** False once a claim found nothing: the queue had no claimable job at that moment. */
-      let queueHadWork = true;
-      // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
-      while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
-        let r: RunReport | null;
-        try {
-          const gate = (await this.opts.claimGate?.()) ?? null;
-          if (gate !== null) {
-            gated = true;
-            this.summary.spendCapReached = true;
-            this.logGate(gate);
-            if (this.opts.untilIdle) return;
-            await this.idle(Math.min(gate, this.opts.tickMs));
+    // The job claimed in the transaction that completed the previous one (`Store.finishJob`):
+    // run next, or given back (released, no attempt counted) wherever the slot stops claiming.
+    let held: Claim | null = null;
+    const giveBack = async () => {
+      if (held) await releaseHeld(ro(), held);
+      held = null;
+    };
+    try {
+      while (!this.stopping) {
+        this.lastLoopAt = Date.now();
+        // Beside the claims, not before them: a big collection change never holds up live work.
+        // Looked for once a tick per process, not on every pass of every slot (each look is a read).
+        if (!this.opts.untilIdle && Date.now() - this.lastAdvanceAt >= this.opts.tickMs) {
+          this.lastAdvanceAt = Date.now();
+          void this.advanceCollections();
+        }
+        const wait = this.cooloffUntil - Date.now();
+        if (wait > 0) {
+          await giveBack();
+          await this.idle(Math.min(wait, this.opts.tickMs));
+          continue;
+        }
+        let ran = 0;
+        let storeError = false;
+        let gated = false;
+        /** False once a claim found nothing: the queue had no claimable job at that moment. */
+        let queueHadWork = true;
+        // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
+        while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
+          let r: RunReport | null;
+          try {
+            const gate = (await this.opts.claimGate?.()) ?? null;
+            if (gate !== null) {
+              gated = true;
+              this.summary.spendCapReached = true;
+              this.logGate(gate);
+              await giveBack();
+              if (this.opts.untilIdle) return;
+              await this.idle(Math.min(gate, this.opts.tickMs));
+              break;
+            }
+            const claim = held;
+            held = null;
+            r = await runOnce(ro(), this.passSignal, claim);
+            held = r?.next ?? null;
+          } catch (err) {
+            // An unreadable database: log, wait a tick, try again. Owed work stays owed.
+            storeError = true;
+            this.opts.logger.error({ slot: i, err: (err as { code?: string }).code ?? (err as Error).name }, 'claim failed');
             break;
           }
-          r = await runOnce(ro(), this.passSignal);
-        } catch (err) {
-          // An unreadable database: log, wait a tick, try again. Owed work stays owed.
-          storeError = true;
-          this.opts.logger.error({ slot: i, err: (err as { code?: string }).code ?? (err as Error).name }, 'claim failed');
-          break;
+          this.lastLoopAt = Date.now();
+          if (!r) {
+            queueHadWork = false;
+            break;
+          }
+          ran++;
+          this.busySinceIdle = true;
+          await this.yieldIfDue();
         }
-        this.lastLoopAt = Date.now();
-        if (!r) {
-          queueHadWork = false;
-          break;
+        if (this.stopping || this.cooloffUntil > Date.now()) await giveBack();
+        if (gated) continue;
+        if (!queueHadWork && !storeError && this.busySinceIdle) {
+          this.busySinceIdle = false;
+          this.opts.onIdle?.();
         }
-        ran++;
-        this.busySinceIdle = true;
-        await this.yieldIfDue();
+        if (ran === 0 && !storeError && this.opts.untilIdle) return;
+        if (ran === 0 && !storeError) this.opts.onIdleTick?.();
+        if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
       }
-      if (gated) continue;
-      if (!queueHadWork && !storeError && this.busySinceIdle) {
-        this.busySinceIdle = false;
-        this.opts.onIdle?.();
-      }
-      if (ran === 0 && !storeError && this.opts.untilIdle) return;
-      if (ran === 0 && !storeError) this.opts.onIdleTick?.();
-      if (ran === 0 || storeError) await this.idle(this.opts.tickMs);
+    } finally {
+      await giveBack();
     }
   }
 
