@@ -10,7 +10,7 @@ import type { RunReport } from '../src/runner/run-once.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
 import { Worker, type WorkerSummary } from '../src/worker/worker.js';
-import { drainNaive, type NaiveSet } from './bench-naive.js';
+import { drainNaive, writeDoorNaive, type NaiveSet } from './bench-naive.js';
 
 /**
  * Parts f, g and h of `npm run bench` (scripts/bench.ts): full evaluations per second, the
@@ -151,11 +151,7 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
   const ref = await openSeeded(items, new Registry([...EVAL_SETS]));
   try {
     await ref.store.close(); // the reference has the file to itself
-    const naiveSets: NaiveSet[] = EVAL_SETS.map((set) => ({
-      name: set.name,
-      keys: Object.entries(set.questions ?? {}).map(([key, q]) => ({ key, kind: q.kind })),
-    }));
-    const r = drainNaive(ref.db.file, naiveSets);
+    const r = drainNaive(ref.db.file, naiveSets());
     if (r.jobs !== total) throw new Error(`f: the naive reference ran ${r.jobs} of ${total} jobs`);
     return { jobs: total, byConcurrency, naivePerSecond: total / r.seconds, naiveSeconds: r.seconds };
   } finally {
@@ -163,11 +159,29 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
   }
 }
 
+/** The evaluation sets as the naive reference answers them. */
+function naiveSets(): NaiveSet[] {
+  return EVAL_SETS.map((set) => ({ name: set.name, keys: Object.entries(set.questions ?? {}).map(([key, q]) => ({ key, kind: q.kind })) }));
+}
+
+/** Re-owes every (item, set) of `s`, with no quiet period and no debounce, as `verdict reask` does; @throws when fewer were owed. */
+async function reoweAll(s: Seeded, part: string): Promise<void> {
+  let owed = 0;
+  for (let i = 0; i < s.itemIds.length; i += 500) {
+    const pairs = s.itemIds.slice(i, i + 500).flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
+    owed += await s.store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
+  }
+  const total = s.itemIds.length * EVAL_SETS.length;
+  if (owed !== total) throw new Error(`${part}: re-owed ${owed} of ${total} jobs`);
+}
+
 // ---------------------------------------------------------------------------------------- g
 
 export interface SkipRates {
   jobs: number;
   byConcurrency: Array<{ concurrency: number; perSecond: number; seconds: number }>;
+  /** The naive reference's skip path on its own copy (claim, item read, idempotency read, liveness read, complete; each write its own commit). */
+  naivePerSecond: number;
 }
 
 /**
@@ -186,12 +200,7 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
     const total = s.itemIds.length * EVAL_SETS.length;
     const byConcurrency: SkipRates['byConcurrency'] = [];
     for (const concurrency of concurrencies) {
-      let owed = 0;
-      for (let i = 0; i < s.itemIds.length; i += 500) {
-        const pairs = s.itemIds.slice(i, i + 500).flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
-        owed += await s.store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
-      }
-      if (owed !== total) throw new Error(`g: re-owed ${owed} of ${total} jobs`);
+      await reoweAll(s, 'g');
       const r = await drain(s, concurrency);
       const skipped = r.reasons.get('complete:already_answered') ?? 0;
       if (r.summary.claimed !== total || r.summary.calls !== 0 || skipped !== total) {
@@ -199,9 +208,30 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
       }
       byConcurrency.push({ concurrency, perSecond: total / r.seconds, seconds: r.seconds });
     }
-    return { jobs: total, byConcurrency };
+    return { jobs: total, byConcurrency, naivePerSecond: await naiveSkipRate(s.itemIds.length) };
   } finally {
     await s.close();
+  }
+}
+
+/**
+ * The naive reference's skip path: a fresh copy drained once by the reference (its own answers),
+ * every job re-owed through the store, then drained again by the reference, every job already
+ * answered (no insert): the rate of that second drain.
+ */
+async function naiveSkipRate(items: number): Promise<number> {
+  const ref = await openSeeded(items, new Registry([...EVAL_SETS]));
+  try {
+    await ref.store.close();
+    const first = drainNaive(ref.db.file, naiveSets());
+    const again = new SqliteStore({ url: ref.db.file, registry: ref.registry });
+    await reoweAll({ ...ref, store: again }, 'g');
+    await again.close();
+    const r = drainNaive(ref.db.file, naiveSets());
+    if (r.jobs !== first.jobs || r.inserted !== 0) throw new Error(`g: the naive skip drain ran ${r.jobs} of ${first.jobs} jobs and inserted ${r.inserted} answers`);
+    return r.jobs / r.seconds;
+  } finally {
+    ref.db.done();
   }
 }
 
@@ -214,6 +244,8 @@ export interface WriteDoorCost {
   noSetUs: number;
   /** Jobs the production-set run owed per update (a sanity figure: 0 would mean nothing was measured). */
   owedPerUpdate: number;
+  /** The naive reference (scripts/bench-naive.ts `writeDoorNaive`): µs per update with one job upsert per owed set, and with none. */
+  naive: { owingUs: number; noSetUs: number };
 }
 
 /**
@@ -253,8 +285,18 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     if (owed[1] !== 0) throw new Error(`h: the store with no set owed ${owed[1]} jobs`);
     if (owed[0] === 0) throw new Error('h: the production sets owed nothing: the comparison would measure nothing');
-    return { updates, productionUs: median(us[0]), noSetUs: median(us[1]), owedPerUpdate: owed[0] / (updates * rounds) };
+    const owedPerUpdate = owed[0] / (updates * rounds);
+    // The naive reference on the production store's file (the store closed), owing as many sets
+    // per update as the production run did, then on the no-set store's file owing none.
+    const owingSets = seeded[0].registry.setsFor('task').slice(0, Math.round(owedPerUpdate)).map((set) => set.name);
+    for (const s of seeded) await s.store.close();
+    const naiveUs = (file: string, sets: string[]) => {
+      const xs = Array.from({ length: rounds }, () => writeDoorNaive(file, seeded[0].itemIds.slice(0, items), sets, updates));
+      return median(xs);
+    };
+    const naive = { owingUs: naiveUs(seeded[0].db.file, owingSets), noSetUs: naiveUs(seeded[1].db.file, []) };
+    return { updates, productionUs: median(us[0]), noSetUs: median(us[1]), owedPerUpdate, naive };
   } finally {
-    for (const s of seeded) await s.close();
+    for (const s of seeded) s.db.done();
   }
 }

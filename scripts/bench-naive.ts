@@ -23,9 +23,9 @@ export interface NaiveSet {
 
 /**
  * Drains every owed job of `file` the naive way, one job at a time in one synchronous loop.
- * @returns jobs done and seconds taken (the loop only: opening the file is not counted).
+ * @returns jobs done, seconds taken (the loop only: opening the file is not counted), and answer rows inserted.
  */
-export function drainNaive(file: string, sets: readonly NaiveSet[]): { jobs: number; seconds: number } {
+export function drainNaive(file: string, sets: readonly NaiveSet[]): { jobs: number; seconds: number; inserted: number } {
   const db = new Database(file);
   try {
     db.pragma('journal_mode = WAL');
@@ -60,6 +60,7 @@ export function drainNaive(file: string, sets: readonly NaiveSet[]): { jobs: num
     const complete = db.prepare('DELETE FROM decision_jobs WHERE item_id = ? AND question_set = ? AND claim_token = ?');
 
     let jobs = 0;
+    let inserted = 0;
     const t0 = performance.now();
     for (;;) {
       const now = Date.now();
@@ -82,6 +83,7 @@ export function drainNaive(file: string, sets: readonly NaiveSet[]): { jobs: num
         let stmt = insertAnswers.get(wanted.length);
         if (!stmt) insertAnswers.set(wanted.length, (stmt = db.prepare(answerSql(wanted.length))));
         const evaluatedAt = Date.now();
+        inserted += wanted.length;
         stmt.run(
           wanted.flatMap((k) => [
             job.workspace_id, job.item_id, set.name, k.key, k.kind,
@@ -94,7 +96,39 @@ export function drainNaive(file: string, sets: readonly NaiveSet[]): { jobs: num
       if (complete.run(job.item_id, job.question_set, job.claim_token).changes !== 1) throw new Error('naive reference: complete found no job');
       jobs++;
     }
-    return { jobs, seconds: (performance.now() - t0) / 1000 };
+    return { jobs, seconds: (performance.now() - t0) / 1000, inserted };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The naive reference of part h: the statements a tracker write and its owe need, run through
+ * better-sqlite3 directly in one IMMEDIATE transaction per update: the item's UPDATE, and with
+ * `sets` one plain upsert of its job per set (generation + 1, owed again; no fair tag, debounce or
+ * delay cap). With no sets, the UPDATE alone. The ratio of the two is what the owe's extra rows
+ * cost on this disk, whatever the code around them.
+ * @returns µs per update.
+ */
+export function writeDoorNaive(file: string, itemIds: readonly string[], sets: readonly string[], updates: number): number {
+  const db = new Database(file);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    const update = db.prepare('UPDATE items SET title = ?, seq = seq + 1, updated_at = ? WHERE id = ? RETURNING workspace_id');
+    const owe = db.prepare(`
+      INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation, enqueued_at, not_before, state, fair_tag, owed_at)
+      VALUES (?, ?, ?, 0, 1, ?, ?, 'owed', 0, ?)
+      ON CONFLICT (item_id, question_set) DO UPDATE SET generation = generation + 1, state = 'owed', owed_at = excluded.owed_at,
+        not_before = max(not_before, excluded.not_before)`);
+    const one = db.transaction((id: string, u: number) => {
+      const now = Date.now();
+      const row = update.get(`naive revision ${u}`, now, id) as { workspace_id: string };
+      for (const s of sets) owe.run(id, s, row.workspace_id, now, now + 30_000, now);
+    });
+    const t0 = performance.now();
+    for (let u = 0; u < updates; u++) one.immediate(itemIds[u % itemIds.length], u);
+    return ((performance.now() - t0) * 1000) / updates;
   } finally {
     db.close();
   }

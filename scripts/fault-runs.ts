@@ -230,8 +230,10 @@ export async function runTokenCap(
   const slots = 4;
   try {
     const ws = startWorkers(root, db.file, o.processes, ['--fake-latency-ms', '200', '--daily-token-cap', String(o.cap), '--concurrency', String(slots)]);
-    // Done when no call has been billed for `quietMs` and no lease is live: the cap (or the work
-    // running out) has stopped every slot.
+    // Done when calls have been billed, none for `quietMs`, and no lease is live: the cap (or the
+    // work running out) has stopped every slot. Not before the first call: under load (the test
+    // suite's parallel files) the workers took longer than the quiet window to start, and a run
+    // that had billed nothing yet read as finished.
     const quietMs = 5_000;
     let last = { calls: -1, at: Date.now() };
     const finished = await until(() => {
@@ -243,7 +245,7 @@ export async function runTokenCap(
         now,
       )[0];
       if (r.calls !== last.calls) last = { calls: r.calls, at: now };
-      return r.live === 0 && now - last.at >= quietMs;
+      return r.calls > 0 && r.live === 0 && now - last.at >= quietMs;
     }, o.timeoutMs);
     await stopWorkers(ws);
     return { ...figures(db.file, ws.map((w) => w.output())), finished, cap: o.cap, processes: o.processes, slots };
