@@ -1,6 +1,6 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { Question } from '../decision/questions.js';
-import { BadEnvelope, classifyAnthropicError, safeToken, SchemaTooComplex } from './classify.js';
+import { BadEnvelope, classifyAnthropicError, loadAnthropicSdk, safeToken, SchemaTooComplex } from './classify.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal } from './errors.js';
 import {
   buildAnswerSchema,
@@ -151,7 +151,9 @@ export class AnthropicProvider implements Provider {
   /** Input budget per call (tokens). */
   readonly inputBudgetTokens: number;
   readonly useTool: boolean;
-  readonly #client: Anthropic;
+  /** The SDK client, made on the first request (the SDK loads then: see classify.ts `loadAnthropicSdk`). */
+  #client: Promise<Anthropic> | null = null;
+  readonly #clientOptions: ConstructorParameters<typeof Anthropic>[0];
   readonly #policy: RetryPolicy;
   readonly #log: ProviderLogger;
   readonly #runtime: RetryRuntime;
@@ -202,14 +204,14 @@ export class AnthropicProvider implements Provider {
       info: () => {},
       debug: () => {},
     };
-    this.#client = new Anthropic({
+    this.#clientOptions = {
       apiKey: opts.apiKey,
       ...(opts.baseURL !== undefined ? { baseURL: opts.baseURL } : {}),
       maxRetries: 0,
       timeout: policy.perAttemptTimeoutMs,
       logger: sdkLogger,
       logLevel: 'warn',
-    });
+    };
   }
 
   /**
@@ -270,9 +272,16 @@ export class AnthropicProvider implements Provider {
     return { model: this.model, effort: this.effort, explain, useTool: this.useTool };
   }
 
+  /** The SDK client, loading the SDK on first use. */
+  #sdkClient(): Promise<Anthropic> {
+    this.#client ??= loadAnthropicSdk().then((sdk) => new sdk.default(this.#clientOptions));
+    return this.#client;
+  }
+
   /** One attempt: the SDK call, then the envelope check (an error inside a 200 is retried). */
   async #send(body: CreateParams, signal: AbortSignal): Promise<Anthropic.Message> {
-    const response: unknown = await this.#client.messages.create(body, { signal });
+    const client = await this.#sdkClient();
+    const response: unknown = await client.messages.create(body, { signal });
     const r = response as Partial<Anthropic.Message> & { error?: { type?: unknown }; _request_id?: string | null };
     if (r === null || typeof r !== 'object' || r.type !== 'message' || !Array.isArray(r.content)) {
       const errorType = r && typeof r === 'object' && typeof r.error?.type === 'string' ? r.error.type : null;
@@ -335,7 +344,7 @@ export class AnthropicProvider implements Provider {
   async doctor(opts: { signal?: AbortSignal } = {}): Promise<{ model: string | null; displayName: string | null }> {
     let info: { id?: unknown; display_name?: unknown };
     try {
-      info = await this.#client.models.retrieve(this.model, {}, { signal: opts.signal });
+      info = await (await this.#sdkClient()).models.retrieve(this.model, {}, { signal: opts.signal });
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason;
       throw classifyAnthropicError(err, false).error;

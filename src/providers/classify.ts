@@ -1,9 +1,4 @@
-import {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from '@anthropic-ai/sdk';
+import type * as AnthropicSdk from '@anthropic-ai/sdk';
 import { ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from './errors.js';
 import { parseRetryAfter, type Fault } from './retry.js';
 import { VerdictError } from '../errors.js';
@@ -154,6 +149,22 @@ function isBrokenBody(err: unknown): boolean {
 }
 
 /**
+ * The Anthropic SDK, loaded on the first request (`loadAnthropicSdk`) rather than at import:
+ * importing it cost about 0.35 s of every CLI start (1.0 s for `verdict --version`, measured),
+ * most of them never calling Anthropic. Until it is loaded, no error can be one of its classes.
+ */
+let sdk: typeof AnthropicSdk | null = null;
+
+/** Stands for the SDK's error classes before it is loaded: classes nothing is an instance of. */
+const NO_SDK = { APIUserAbortError: class {}, APIConnectionTimeoutError: class {}, APIConnectionError: class {}, APIError: class {} } as unknown as typeof AnthropicSdk;
+
+/** Loads the Anthropic SDK once; the classifier below then knows its error classes. */
+export async function loadAnthropicSdk(): Promise<typeof AnthropicSdk> {
+  sdk ??= await import('@anthropic-ai/sdk');
+  return sdk;
+}
+
+/**
  * Classifies whatever one Anthropic attempt threw (DESIGN §9): SDK `APIError`s by status, connection
  * errors and timeouts as retryable, a BadEnvelope by its error type. Anything else (a bug) is fatal
  * and passes through unchanged.
@@ -164,6 +175,7 @@ export function classifyAnthropicError(err: unknown, timedOut: boolean): Fault {
   // The attempt's own timeout can fire during the body read too, where fetch rejects with a plain
   // AbortError rather than the SDK's APIUserAbortError.
   if (timedOut) return { retry: true, error: new ProviderUnavailable(`${provider}: attempt timed out`) };
+  const { APIUserAbortError, APIConnectionTimeoutError, APIConnectionError, APIError } = sdk ?? NO_SDK;
   if (err instanceof APIUserAbortError) {
     // The job's own abort is handled before classification; this one is the attempt timeout.
     return { retry: true, error: new ProviderUnavailable(`${provider}: attempt ${timedOut ? 'timed out' : 'aborted'}`) };
