@@ -25,9 +25,11 @@ import type * as schema from '../sqlite/schema.js';
  * What differs between the dialects is only what a `Dialect` holds (functions, casts, planner
  * hints, the locking clause, where "now" comes from, result shapes, the transaction runner).
  *
- * Statements are either drizzle `sql` templates (raw rows, snake_case columns as written) or
- * drizzle query builders built on the running connection (`(db) => db.select()…`, camelCase rows
- * mapped by the table's columns). Builders are typed against the SQLite schema; the Postgres
+ * Statements are drizzle `sql` templates (raw rows, snake_case columns as written), drizzle query
+ * builders built on the running connection (`(db) => db.select()…`, camelCase rows mapped by the
+ * table's columns), or either of those written once as a `Shape` and bound to values (`bind`),
+ * which SQLite prepares once per connection: the hot paths (claim, outcomes, evaluation reads,
+ * answers, spend, the owe statement, the write doors' item reads and writes) are shapes. Builders are typed against the SQLite schema; the Postgres
  * schema has the same tables, columns and JS types (the schema parity test pins that), so the same
  * builder code runs on either.
  */
