@@ -162,8 +162,17 @@ async function finishWithAnswers(
     try {
       stats.answersStored += await store.insertDecisions(answers.decisions);
     } catch (err) {
+      // The outcome is a fail even when recording it fails too (a full disk): the report and the
+      // worker's summary say so, not `complete`.
       const failed: EvalOutcome = { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
-      return { outcome: failed, recorded: await recordOutcome(opts, claim, failed), next: null };
+      let recorded: RunReport['recorded'];
+      try {
+        recorded = await recordOutcome(opts, claim, failed);
+      } catch (recordErr) {
+        recorded = 'unrecorded';
+        opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(recordErr) }, 'outcome not recorded');
+      }
+      return { outcome: failed, recorded, next: null };
     }
   }
   return { outcome, recorded: await recordOutcome(opts, claim, outcome), next: null };

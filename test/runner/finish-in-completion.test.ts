@@ -29,14 +29,14 @@ async function items(n: number) {
   fx.clock.advance(30_000);
 }
 
-/** The store with `finishJob` failing as a full disk would, `times` times. */
-function failingFinish(store: Store, times: number): Store {
-  let left = times;
+/** The store with `finishJob` (and the methods in `also`) failing as a full disk would, `times` times each. */
+function failingFinish(store: Store, times: number, also: readonly string[] = []): Store {
+  const left = new Map(['finishJob', ...also].map((k) => [k, times]));
   return new Proxy(store, {
     get(target, key, receiver) {
-      if (key === 'finishJob' && left > 0) {
+      if (typeof key === 'string' && (left.get(key) ?? 0) > 0) {
         return async () => {
-          left--;
+          left.set(key, left.get(key)! - 1);
           throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
         };
       }
@@ -81,6 +81,15 @@ describe('answers with the completion', () => {
     expect(await fx.store.countDecisions()).toBe(3);
     expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
     expect(await fx.store.getJob(r.claim.itemId, 'attention')).toBeNull();
+  });
+
+  it('a full disk throughout: the outcome reads as an unrecorded fail, not a complete; the lease still bounds the job', async () => {
+    await items(1);
+    const fake = new FakeProvider();
+    const disk = failingFinish(fx.store, 1, ['recordSpend', 'insertDecisions', 'failJob']);
+    const r = (await runOnce({ ...runnerOptions(fx, fake), store: disk, claimNext: true }, signal))!;
+    expect(r).toMatchObject({ outcome: { kind: 'fail', reason: 'answer insert failed: SQLITE_FULL' }, recorded: 'unrecorded', next: null });
+    expect((await fx.store.getJob(r.claim.itemId, 'attention'))!.claimToken).toBe(r.claim.claimToken);
   });
 
   it('a held claim is given back, with no attempt counted, when the pass was cancelled', async () => {

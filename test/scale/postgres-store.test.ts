@@ -54,6 +54,33 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
     }
   });
 
+  // Found by the adversarial pass of issue 13: a server restart or a killed backend crashed every
+  // worker process that held a transaction ("Unhandled 'error' event … Connection terminated
+  // unexpectedly"); the pool listened for idle clients' errors only.
+  it('a backend killed under an open transaction fails that transaction, not the process; the store goes on', async () => {
+    const db = await createTestDatabase(TEST_PG_URL!);
+    const store = PgStore.connect(db.url, { registry: registry(), poolSize: 2 });
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    try {
+      const it1 = await seedOne(store);
+      const tx = store.transaction(async (t) => {
+        await t.updateItem(it1.id, { title: 'renamed in the doomed transaction' });
+        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+        await t.updateItem(it1.id, { title: 'never written' });
+      });
+      await expect(tx).rejects.toThrow();
+      // Let the client's own 'error' event fire: without a listener it is an uncaught exception here.
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await store.getItem(it1.id))!.title).toBe('t');
+      expect((await store.updateItem(it1.id, { title: 'after' })).row.title).toBe('after');
+    } finally {
+      await admin.end();
+      await store.close();
+      await db.drop();
+    }
+  });
+
   // Found by the adversarial pass on the one SQL store (the twins did the same): without a fixed
   // lock order, 30 of 30 concurrent retitles of a blocks pair and 28 of 30 opposite link removals
   // failed with 40P01 deadlock detected.
