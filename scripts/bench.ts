@@ -295,8 +295,17 @@ async function partI(): Promise<void> {
   const seconds = (performance.now() - t0) / 1000;
   const counts = (r.stdout ?? '').split('\n').find((l) => l.startsWith('vitest: ')) ?? '(no counts line)';
   say(`    ${fmt(seconds, 0)} s, exit ${r.status}; ${counts}`);
-  if (r.status !== 0) throw new Error(`i: the tests failed (exit ${r.status}); ${counts}`);
-  summary.push({ part: 'i', measure: quick ? 'npm test, test/store/ only (s)' : 'npm test wall time (s)', value: fmt(seconds, 0), target: quick ? '(subset)' : '≤ 240 s', met: quick ? null : seconds <= 240 });
+  // A red run still gives its time, and names what failed (the summary marks it missed).
+  const failed = (r.stdout ?? '').split('\n').filter((l) => l.includes(' FAIL ')).slice(0, 10);
+  for (const l of failed) say(`    ${l.trim()}`);
+  const green = r.status === 0;
+  summary.push({
+    part: 'i',
+    measure: quick ? 'npm test, test/store/ only (s)' : 'npm test wall time (s)',
+    value: green ? fmt(seconds, 0) : `${fmt(seconds, 0)} (red)`,
+    target: quick ? '(subset, green)' : '≤ 240 s, green',
+    met: green && (quick || seconds <= 240),
+  });
 }
 
 const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH, i: partI };

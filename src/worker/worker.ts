@@ -95,6 +95,8 @@ export class Worker {
   private pass = new AbortController();
   /** What runOnce gets: aborts on shutdown or on a cancelled pass. */
   private passSignal = AbortSignal.any([this.abort.signal, this.pass.signal]);
+  /** Listeners an abort signal may have before Node warns: every in-flight call and permit wait listens (4 a slot). */
+  private readonly maxListeners: number;
   /** Replaced on every `wake()`: aborting it ends the current idle waits early. */
   private nudge = new AbortController();
   private stopping = false;
@@ -123,7 +125,8 @@ export class Worker {
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
     // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
-    setMaxListeners(Math.max(10, opts.concurrency * 4), this.abort.signal);
+    this.maxListeners = Math.max(10, opts.concurrency * 4);
+    setMaxListeners(this.maxListeners, this.abort.signal, this.passSignal);
     this.setCooloffs = new SetCooloffs(opts.store, opts.logger);
   }
 
@@ -151,6 +154,7 @@ export class Worker {
     const old = this.pass;
     this.pass = new AbortController();
     this.passSignal = AbortSignal.any([this.abort.signal, this.pass.signal]);
+    setMaxListeners(this.maxListeners, this.passSignal);
     old.abort(Object.assign(new Error(reason), { code: reason }));
   }
 
