@@ -296,7 +296,7 @@ async function partI(): Promise<void> {
   const counts = (r.stdout ?? '').split('\n').find((l) => l.startsWith('vitest: ')) ?? '(no counts line)';
   say(`    ${fmt(seconds, 0)} s, exit ${r.status}; ${counts}`);
   // A red run still gives its time, and names what failed (the summary marks it missed).
-  const failed = (r.stdout ?? '').split('\n').filter((l) => l.includes(' FAIL ')).slice(0, 10);
+  const failed = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').filter((l) => /^\s*FAIL\s/.test(l)).slice(0, 10);
   for (const l of failed) say(`    ${l.trim()}`);
   const green = r.status === 0;
   summary.push({

@@ -203,10 +203,12 @@ export function* oweForItem(
   opts: OweOptions,
   filter: (s: QuestionSet) => boolean = () => true,
   linkers = false,
-): Steps<number> {  const slug = yield* collectionSlug(item.collectionId);
+): Steps<number> {
+  const slug = yield* collectionSlug(item.collectionId);
   const own = slug === null ? [] : c.registry.setsFor(slug).filter(filter);
   if (!linkers) return yield* oweItems(c, now, { itemIds: [item.id] }, own, opts);
-  const others = yield* rows<{ id: string; slug: string }>(bind(linkersShape, { itemId: item.id }));  // Job rows are upserted (row-locked on Postgres) in item-id order, whichever item the write
+  const others = yield* rows<{ id: string; slug: string }>(bind(linkersShape, { itemId: item.id }));
+  // Job rows are upserted (row-locked on Postgres) in item-id order, whichever item the write
   // was to: two writes to two linked items otherwise lock each other's jobs in opposite orders
   // and deadlock (40P01 in 30 of 30 concurrent retitles of a blocks pair, measured).
   const targets = [{ id: item.id, sets: own }, ...others.map((o) => ({ id: o.id, sets: c.registry.setsFor(o.slug).filter(readsLinks) }))];
