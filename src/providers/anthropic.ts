@@ -233,6 +233,9 @@ export class AnthropicProvider implements Provider {
     const explain = opts.explain ?? false;
     const { system, schema } = buildMessagesRequest(state, questions, this.#requestOptions(explain));
     checkInputBudget('anthropic', { system, schema, state }, this.inputBudgetTokens);
+    // The SDK loads (once) before the first attempt's timeout starts: its import took about 0.3 s,
+    // which a 300 ms attempt budget counted as a timed-out attempt (the fault matrix's 529 case).
+    await this.#sdkClient();
     const ctx: RetryContext = {
       provider: this.name,
       policy: this.#policy,
