@@ -91,17 +91,13 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
   let { outcome } = evaluation;
   let recorded: RunReport['recorded'];
   let next: Claim | null = null;
-  try {
-    if (outcome.kind === 'complete' || outcome.kind === 'drop') {
-      const f = await finishWithAnswers(opts, claim, outcome, finish, stats);
-      ({ outcome, recorded, next } = f);
-    } else recorded = await recordOutcome(opts, claim, outcome);
-  } catch (err) {
-    // Disk full or locked: the lease still bounds the job, and the idempotency key makes the
-    // re-run free when its answers were stored.
-    recorded = 'unrecorded';
-    opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
-  }
+  if (outcome.kind === 'complete' || outcome.kind === 'drop') {
+    try {
+      ({ outcome, recorded, next } = await finishWithAnswers(opts, claim, outcome, finish, stats));
+    } catch (err) {
+      recorded = unrecorded(opts, claim, err);
+    }
+  } else recorded = await recordOrLog(opts, claim, outcome);
   // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
   if (cool && outcome.kind === 'complete' && stats.calls > 0) await cool.clear(claim.questionSet);
   const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
@@ -165,17 +161,28 @@ async function finishWithAnswers(
       // The outcome is a fail even when recording it fails too (a full disk): the report and the
       // worker's summary say so, not `complete`.
       const failed: EvalOutcome = { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
-      let recorded: RunReport['recorded'];
-      try {
-        recorded = await recordOutcome(opts, claim, failed);
-      } catch (recordErr) {
-        recorded = 'unrecorded';
-        opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(recordErr) }, 'outcome not recorded');
-      }
-      return { outcome: failed, recorded, next: null };
+      return { outcome: failed, recorded: await recordOrLog(opts, claim, failed), next: null };
     }
   }
-  return { outcome, recorded: await recordOutcome(opts, claim, outcome), next: null };
+  return { outcome, recorded: await recordOrLog(opts, claim, outcome), next: null };
+}
+
+/**
+ * `recordOutcome`, with a failure to record (disk full or locked) logged and reported as
+ * `unrecorded`: the lease still bounds the job, and the idempotency key makes the re-run free
+ * when its answers were stored.
+ */
+async function recordOrLog(opts: RunnerOptions, claim: Claim, o: EvalOutcome): Promise<RunReport['recorded']> {
+  try {
+    return await recordOutcome(opts, claim, o);
+  } catch (err) {
+    return unrecorded(opts, claim, err);
+  }
+}
+
+function unrecorded(opts: RunnerOptions, claim: Claim, err: unknown): 'unrecorded' {
+  opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
+  return 'unrecorded';
 }
 
 /** Maps an evaluation outcome to its fenced store outcome. */

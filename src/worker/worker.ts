@@ -343,7 +343,6 @@ export class Worker {
           this.busySinceIdle = true;
           await this.yieldIfDue();
         }
-        if (this.stopping || this.cooloffUntil > Date.now()) await giveBack();
         if (gated) continue;
         if (!queueHadWork && !storeError && this.busySinceIdle) {
           this.busySinceIdle = false;
