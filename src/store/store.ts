@@ -3,9 +3,11 @@ import type { StateLink, TrailComment } from '../decision/state.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';
 import type { CollectionOweStep } from './collection-owe.js';
+import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext } from './events.js';
 import { VerdictError } from '../errors.js';
 
 export type { CollectionOweStep };
+export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext };
 
 /**
  * The Store: every SQL statement lives behind this interface (DESIGN §13). The runner, the
@@ -180,7 +182,13 @@ export interface JobFinish {
    * state they answer, so a newer generation finds them current or asks again (DESIGN §7 step 6).
    * With `reservationId` the spend settles that daily-cap reservation (DESIGN §16.8).
    */
-  answers?: { decisions: NewDecision[]; spend: SpendRecord; reservationId: string | null };
+  answers?: {
+    decisions: NewDecision[];
+    spend: SpendRecord;
+    reservationId: string | null;
+    /** The item's ref and the set's threshold: the answers' surfacing events are queued in the same transaction (DESIGN §16.22; see `insertDecisions`). */
+    surfacing?: SurfacingContext;
+  };
   /** Claims the slot's next job (as `claimNextJob` would) after the completion. */
   claimNext?: ClaimRequest;
 }
@@ -406,6 +414,30 @@ export interface MetaRow {
   updatedAt: number;
 }
 
+/** An HTTP API token's role (DESIGN §16.22): `read` < `write` < `admin`; a token may do what its role and every lower role may. */
+export type ApiTokenRole = 'read' | 'write' | 'admin';
+
+/** An API token as stored: never the token, never its hash. Times are epoch ms. */
+export interface ApiTokenRow {
+  id: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  role: ApiTokenRole;
+  /** A label given at creation (`--name`), '' when none. */
+  name: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+/** What `createApiToken` stores: the token's hex SHA-256, never the token. */
+export interface NewApiToken {
+  id: string;
+  workspaceId: string;
+  role: ApiTokenRole;
+  tokenHash: string;
+  name?: string;
+}
+
 /**
  * The tracker-facing part of the Store (public, DESIGN §16.21): the write doors a tracker calls and
  * the tracker reads. Everything else (the queue, answers, operations) is internal to Verdict's
@@ -471,6 +503,10 @@ export interface TrackerStore {
   listCollections(workspaceId: string): Promise<CollectionRow[]>;
   getItem(id: string): Promise<ItemRow | null>;
   getItemByRef(workspaceId: string, ref: string): Promise<ItemRow | null>;
+  /** One comment by id, tombstones included (`deletedAt` set). */
+  getComment(id: string): Promise<CommentRow | null>;
+  /** One link by id. */
+  getLink(id: string): Promise<LinkRow | null>;
   /** Items of a workspace in (created_at, id) order, after the cursor id when given. */
   listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
   countItems(workspaceId?: string): Promise<number>;
@@ -507,6 +543,8 @@ export const TRACKER_STORE_METHODS = [
   'listCollections',
   'getItem',
   'getItemByRef',
+  'getComment',
+  'getLink',
   'listItems',
   'countItems',
 ] as const satisfies ReadonlyArray<keyof TrackerStore>;
@@ -632,8 +670,15 @@ export interface Store extends TrackerStore {
   checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
   /** Which of the wanted keys already have a row at exactly that key. */
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
-  /** Inserts one call's answers in one transaction; conflicts do nothing. @returns rows inserted. */
-  insertDecisions(rows: NewDecision[]): Promise<number>;
+  /**
+   * Inserts one call's answers in one transaction; conflicts do nothing. With `surfacing` (the rows
+   * must then be of one item and set), each inserted noul that starts or stops surfacing against the
+   * latest row of its key before it (p ≥ threshold; no row: not surfaced) queues a
+   * `decision.surfaced` or `decision.cleared` event per enabled target in the same transaction
+   * (DESIGN §16.22); a conflicting row queues nothing. @returns rows inserted.
+   * @throws TypeError when `surfacing` is given for rows of several items or sets.
+   */
+  insertDecisions(rows: NewDecision[], surfacing?: SurfacingContext): Promise<number>;
   /** Every stored answer of an item (all sets), oldest first. */
   listDecisions(itemId: string): Promise<DecisionRow[]>;
   /** Stored answers of a set within a workspace (latest per key and any matching keys are picked by the reader). */
@@ -670,8 +715,8 @@ export interface Store extends TrackerStore {
   spendRowsSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendRow[] }>;
   /** Where the jobs of these (set, item) pairs stand; `itemIds` may be empty. */
   countChunkJobs(questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts>;
-  /** Jobs by set and state, with failing counts and the oldest owed time, by set name. */
-  jobCountsBySet(): Promise<SetJobCounts[]>;
+  /** Jobs by set and state, with failing counts and the oldest owed time, by set name; one workspace's jobs only when `workspaceId` is given. */
+  jobCountsBySet(workspaceId?: string): Promise<SetJobCounts[]>;
   /** One `verdict_meta` value, or null. */
   getMeta(key: string): Promise<string | null>;
   /** Inserts or replaces one `verdict_meta` row (updated_at = now). */
@@ -699,6 +744,51 @@ export interface Store extends TrackerStore {
    * small batches (hundreds) so the write lock stays short. @returns rows deleted.
    */
   deleteDecisions(ids: readonly number[]): Promise<number>;
+  // ------------------------------------------------------------- HTTP API tokens and inbound webhooks (DESIGN §16.22)
+  /** Stores a new token's hash (see src/access/tokens.ts, which makes the token). */
+  createApiToken(t: NewApiToken): Promise<ApiTokenRow>;
+  /** Tokens, newest first, revoked ones included; of one workspace when given. */
+  listApiTokens(workspaceId?: string): Promise<ApiTokenRow[]>;
+  /** @returns false when no unrevoked token has this id. */
+  revokeApiToken(id: string): Promise<boolean>;
+  /** The unrevoked token with this hex SHA-256 whose workspace is live, or null. */
+  findApiToken(tokenHash: string): Promise<ApiTokenRow | null>;
+  /**
+   * Records an inbound delivery id (`X-GitHub-Delivery`); call inside the transaction of the
+   * delivery's writes. @returns true when new, false for a redelivery (apply nothing).
+   */
+  recordWebhookDelivery(d: { source: string; deliveryId: string; event: string }): Promise<boolean>;
+  // ---- outbound decision events (DESIGN §16.22)
+  /**
+   * Makes `urls` exactly the enabled event targets: new ones are inserted, disabled ones re-enabled,
+   * every other enabled target disabled (its queued events wait, undelivered, until it is enabled
+   * again). Events are queued only for targets enabled when their answer is stored. One transaction.
+   * @returns targets enabled now, and how many this call disabled.
+   */
+  syncEventTargets(urls: readonly string[]): Promise<{ enabled: number; disabled: number }>;
+  /**
+   * Claims up to `limit` due deliveries under a lease of `leaseMs` for `owner`, in one statement:
+   * undelivered, `next_attempt_at <= now`, no live lease, target enabled, and the head of its
+   * (target, item) line (no earlier undelivered row of the same target and item), so each item's
+   * events reach a receiver in order. Postgres: SKIP LOCKED. @returns the rows, by id.
+   */
+  claimEventDeliveries(r: EventClaimRequest): Promise<EventDelivery[]>;
+  /** The receiver took it (2xx): delivered. @returns false when `owner` no longer holds the row (nothing changed). */
+  completeEventDelivery(id: number, owner: string): Promise<boolean>;
+  /**
+   * A failed delivery: attempts + 1, due again at now + `backoffMs`, lease released; never given up.
+   * `error` is a class and status, never the receiver's body (bounded to 1 KiB).
+   * @returns false when `owner` no longer holds the row (nothing changed).
+   */
+  failEventDelivery(id: number, owner: string, o: { backoffMs: number; error: string }): Promise<boolean>;
+  /** Releases every undelivered row `owner` holds (a stop), without an attempt. @returns rows released. */
+  releaseEventDeliveries(owner: string): Promise<number>;
+  /** Undelivered events of enabled targets: pending, due now, earliest next attempt (epoch ms). */
+  eventDeliveryStats(): Promise<EventDeliveryStats>;
+  /** Deletes up to `limit` rows delivered more than `olderThanMs` ago (retention); undelivered rows never. @returns rows deleted. */
+  pruneDeliveredEvents(olderThanMs: number, limit: number): Promise<number>;
+  /** Outbox rows in id order, of one target and/or item when given (diagnostics, tests). */
+  listDecisionEvents(f?: { targetUrl?: string; itemId?: string }): Promise<DecisionEventRow[]>;
 }
 
 /** Thrown by a write door when a row it needs does not exist. */

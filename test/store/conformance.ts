@@ -1386,6 +1386,281 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention'))[0].fingerprintContext).toBe(ctx);
     });
   });
+
+  // ---- outbound decision events (DESIGN §16.22, issue 14 part 3)
+  describe(`${backend.name}: HTTP API tokens, webhook deliveries and the reads the API uses (DESIGN §16.22)`, () => {
+    const hash = (s: string) => createHash('sha256').update(s).digest('hex');
+
+    it('a token is found by its hash until revoked, and not once its workspace is soft-deleted; list shows it without the hash', async () => {
+      const row = await fx.store.createApiToken({ id: 'tok-1', workspaceId: fx.ws.id, role: 'write', tokenHash: hash('t1'), name: 'sync' });
+      expect(row).toMatchObject({ id: 'tok-1', workspaceSlug: 'acme', role: 'write', name: 'sync', revokedAt: null });
+      expect(await fx.store.findApiToken(hash('t1'))).toMatchObject({ id: 'tok-1' });
+      expect(await fx.store.findApiToken(hash('t2'))).toBeNull();
+      const other = await fx.store.createWorkspace({ slug: 'globex' });
+      await fx.store.createApiToken({ id: 'tok-2', workspaceId: other.id, role: 'read', tokenHash: hash('t2') });
+      expect((await fx.store.listApiTokens()).map((t) => t.id).sort()).toEqual(['tok-1', 'tok-2']);
+      expect((await fx.store.listApiTokens(fx.ws.id)).map((t) => t.id)).toEqual(['tok-1']);
+      expect(JSON.stringify(await fx.store.listApiTokens())).not.toContain(hash('t1'));
+      await fx.store.softDeleteWorkspace(other.id);
+      expect(await fx.store.findApiToken(hash('t2'))).toBeNull();
+      expect(await fx.store.revokeApiToken('tok-1')).toBe(true);
+      expect(await fx.store.revokeApiToken('tok-1')).toBe(false);
+      expect(await fx.store.findApiToken(hash('t1'))).toBeNull();
+      expect((await fx.store.listApiTokens(fx.ws.id))[0].revokedAt).not.toBeNull();
+      await expect(fx.store.createApiToken({ id: 'tok-3', workspaceId: fx.ws.id, role: 'read', tokenHash: hash('t1') })).rejects.toThrow();
+    });
+
+    it('a delivery id is recorded once; recorded in a transaction that rolls back, it is not recorded, nor are the writes beside it', async () => {
+      const d = { source: 'github', deliveryId: 'd-1', event: 'issues' };
+      await expect(
+        fx.store.transaction(async (tx) => {
+          expect(await (tx as Store).recordWebhookDelivery(d)).toBe(true);
+          await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'HOOK-1', title: 'from a hook' });
+          throw new Error('boom');
+        }),
+      ).rejects.toThrow('boom');
+      expect(await fx.store.getItemByRef(fx.ws.id, 'HOOK-1')).toBeNull();
+      const applied = await fx.store.transaction(async (tx) => {
+        if (!(await (tx as Store).recordWebhookDelivery(d))) return false;
+        await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'HOOK-1', title: 'from a hook' });
+        return true;
+      });
+      expect(applied).toBe(true);
+      expect(await fx.store.recordWebhookDelivery(d)).toBe(false);
+      expect(await fx.store.recordWebhookDelivery({ ...d, source: 'other' })).toBe(true);
+    });
+
+    it('getComment and getLink read one row by id; jobCountsBySet counts one workspace when asked', async () => {
+      const a = await item('API-1');
+      const b = await item('API-2');
+      const cm = (await fx.store.addComment({ itemId: a.id, author: 'ann', body: 'hi' })).row;
+      const ln = (await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).row;
+      expect(await fx.store.getComment(cm.id)).toMatchObject({ id: cm.id, itemId: a.id, deletedAt: null });
+      expect(await fx.store.getLink(ln.id)).toMatchObject({ sourceId: a.id, targetId: b.id, linkType: 'blocks' });
+      expect(await fx.store.getComment('nope')).toBeNull();
+      expect(await fx.store.getLink('nope')).toBeNull();
+      const other = await fx.store.createWorkspace({ slug: 'initech' });
+      const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
+      await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'X-1', title: 't', fields: { status: 'open' } });
+      const total = (rows: Array<{ due: number; waiting: number; inFlight: number }>) => rows.reduce((n, r) => n + r.due + r.waiting + r.inFlight, 0);
+      const all = total(await fx.store.jobCountsBySet());
+      const mine = total(await fx.store.jobCountsBySet(fx.ws.id));
+      const theirs = total(await fx.store.jobCountsBySet(other.id));
+      expect(theirs).toBeGreaterThan(0);
+      expect(mine + theirs).toBe(all);
+    });
+  });
+
+  describe(`${backend.name}: outbound decision events (DESIGN §16.22)`, () => {
+    const T1 = 'http://127.0.0.1:9/one';
+    const T2 = 'http://127.0.0.1:9/two';
+    const surfacing = (ref: string) => ({ ref, threshold: 0.7 });
+    const p = (itemId: string, key: string, hash: string, prob: number) => ({ ...decision(itemId, 'attention', key, hash, fx.ws.id), answer: `{"type":"noul","noul":${prob}}` });
+    const events = async (f: { targetUrl?: string; itemId?: string } = {}) => fx.store.listDecisionEvents(f);
+    const types = async (f: { targetUrl?: string; itemId?: string } = {}) => (await events(f)).map((e) => `${e.type} ${(JSON.parse(e.payload) as { key: string }).key}`);
+
+    it('a noul that crosses the threshold queues surfaced, then cleared; an unchanged side, a conflict, choice and score queue nothing', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.2)], surfacing('T-1'))).toBe(1); // below, no prior row: not surfaced before or after
+      expect(await events()).toEqual([]);
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.9)], surfacing('T-1'))).toBe(1);
+      expect(await types()).toEqual(['decision.surfaced blocked']);
+      // The same state answered again conflicts on the idempotency key: nothing inserted, nothing queued.
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.95)], surfacing('T-1'))).toBe(0);
+      // Still surfaced at a new state (exactly at the threshold counts as surfaced): no event.
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.7)], surfacing('T-1'))).toBe(1);
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.69)], surfacing('T-1'))).toBe(1);
+      expect(await types()).toEqual(['decision.surfaced blocked', 'decision.cleared blocked']);
+      // Choice and score answers never surface; a key listed as unsurfaced neither.
+      const choice = { ...decision(a.id, 'attention', 'kind', 's5', fx.ws.id), kind: 'choice' as const, answer: '{"type":"choice","choice":"x","probabilities":{"x":0.99,"y":0.01}}', confidence: 0.99 };
+      const score = { ...decision(a.id, 'attention', 'size', 's5', fx.ws.id), kind: 'score' as const, answer: '{"type":"score","score":3.9,"probabilities":{"0":0,"1":0,"2":0,"3":0.1,"4":0.9}}', confidence: 0.9 };
+      expect(await fx.store.insertDecisions([choice, score, p(a.id, 'quiet', 's5', 0.99)], { ...surfacing('T-1'), unsurfaced: ['quiet'] })).toBe(3);
+      // Without a surfacing context (an older caller) nothing is compared or queued.
+      expect(await fx.store.insertDecisions([p(a.id, 'waiting_on_external', 's5', 0.99)])).toBe(1);
+      expect(await types()).toEqual(['decision.surfaced blocked', 'decision.cleared blocked']);
+    });
+
+    it('the payload is the exact stored and sent body: ids, ref, set, key, probability, state hash, time; no text', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      await fx.store.insertDecisions([{ ...p(a.id, 'blocked', 'hash-1', 0.83), rationale: 'secret rationale text' }], surfacing('T-1'));
+      const [e] = await events();
+      const stored = (await fx.store.listDecisions(a.id))[0];
+      expect(e).toMatchObject({ targetUrl: T1, workspaceId: fx.ws.id, itemId: a.id, type: 'decision.surfaced', attempts: 0, deliveredAt: null, leaseOwner: null });
+      expect(e.createdAt).toBe(stored.evaluatedAt);
+      expect(e.nextAttemptAt).toBe(e.createdAt);
+      expect(e.payload).toBe(
+        JSON.stringify({
+          id: e.eventId,
+          type: 'decision.surfaced',
+          created_at: new Date(stored.evaluatedAt).toISOString(),
+          workspace_id: fx.ws.id,
+          item: { id: a.id, ref: 'T-1' },
+          set: 'attention',
+          key: 'blocked',
+          probability: 0.83,
+          state_hash: 'hash-1',
+        }),
+      );
+      expect(e.payload).not.toMatch(/title|legal|secret/);
+    });
+
+    it('fans out once per enabled target with one event id; a disabled target gets none; sync re-enables', async () => {
+      expect(await fx.store.syncEventTargets([T1, T2, T1])).toEqual({ enabled: 2, disabled: 0 });
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9), p(a.id, 'waiting_on_external', 's1', 0.8)], surfacing('T-1'));
+      const all = await events();
+      expect(all).toHaveLength(4);
+      for (const key of ['blocked', 'waiting_on_external']) {
+        const of = all.filter((e) => (JSON.parse(e.payload) as { key: string }).key === key);
+        expect(of.map((e) => e.targetUrl).sort()).toEqual([T1, T2]);
+        expect(new Set(of.map((e) => e.eventId)).size).toBe(1);
+        expect(of[0].payload).toBe(of[1].payload);
+      }
+      // T2 leaves the configuration: it gets no new events, and its queued ones are not claimed.
+      expect(await fx.store.syncEventTargets([T1])).toEqual({ enabled: 1, disabled: 1 });
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.1)], surfacing('T-1'));
+      expect(await types({ targetUrl: T1 })).toEqual(['decision.surfaced blocked', 'decision.surfaced waiting_on_external', 'decision.cleared blocked']);
+      expect(await events({ targetUrl: T2 })).toHaveLength(2);
+      const claimed = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
+      expect(claimed.every((d) => d.targetUrl === T1)).toBe(true);
+      expect(await fx.store.eventDeliveryStats()).toMatchObject({ pending: 3 });
+      // With no targets at all nothing is queued.
+      expect(await fx.store.syncEventTargets([])).toEqual({ enabled: 0, disabled: 1 });
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.99)], surfacing('T-1'));
+      expect(await events()).toHaveLength(5);
+      expect(await fx.store.eventDeliveryStats()).toEqual({ pending: 0, due: 0, nextAttemptAt: null });
+      // Enabled again: the queued rows are claimable once more (one at a time: both are of one item).
+      await fx.store.syncEventTargets([T2]);
+      expect((await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.targetUrl)).toEqual([T2]);
+    });
+
+    it('finishJob queues the last call\'s events in its transaction, and a failed finishJob queues none', async () => {
+      await reopen([attentionSet]);
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      fx.advance(30_000);
+      const spend = { questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 } };
+      const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      const broken = { ...p(a.id, 'waiting_on_external', 's1', 0.9), kind: null as unknown as 'noul' };
+      await expect(fx.store.finishJob(c, { answers: { decisions: [p(a.id, 'blocked', 's1', 0.9), broken], spend, reservationId: null, surfacing: surfacing('T-1') } })).rejects.toThrow();
+      expect(await events()).toEqual([]);
+      const f = await fx.store.finishJob(c, { answers: { decisions: [p(a.id, 'blocked', 's1', 0.9)], spend, reservationId: null, surfacing: surfacing('T-1') } });
+      expect(f).toMatchObject({ result: 'applied', answersStored: 1 });
+      expect(await types()).toEqual(['decision.surfaced blocked']);
+    });
+
+    it('the runner passes the set\'s threshold and the ref: the first surfaced answer queues an event', async () => {
+      await reopen([attentionSet]);
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      fx.advance(30_000);
+      const provider = new FakeProvider({ handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: k === 'blocked' ? 0.95 : 0.05 }])) });
+      await drain(runner(provider));
+      const [e] = await events();
+      expect(JSON.parse(e.payload)).toMatchObject({ type: 'decision.surfaced', item: { id: a.id, ref: 'T-1' }, set: 'attention', key: 'blocked', probability: 0.95 });
+      expect(await events()).toHaveLength(1);
+    });
+
+    it('claims only the head of each (target, item) line; a failure backs the line off; completion frees the next', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)], surfacing('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.1)], surfacing('T-1'));
+      await fx.store.insertDecisions([p(b.id, 'blocked', 's1', 0.9)], surfacing('T-2'));
+      const [a1, a2, b1] = await events();
+      const first = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
+      expect(first.map((d) => d.id)).toEqual([a1.id, b1.id]);
+      expect(first[0]).toMatchObject({ eventId: a1.eventId, itemId: a.id, type: 'decision.surfaced', payload: a1.payload, attempts: 0, targetUrl: T1 });
+      // a1 fails: its line waits for the backoff, a2 is not claimable meanwhile.
+      expect(await fx.store.failEventDelivery(a1.id, 'w1', { backoffMs: 30_000, error: 'http 503' })).toBe(true);
+      expect(await fx.store.completeEventDelivery(b1.id, 'w1')).toBe(true);
+      expect(await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).toEqual([]);
+      expect(await fx.store.eventDeliveryStats()).toMatchObject({ pending: 2, due: 1 });
+      const failed = (await events({ itemId: a.id }))[0];
+      expect(failed).toMatchObject({ attempts: 1, lastError: 'http 503', leaseOwner: null, deliveredAt: null });
+      expect(failed.nextAttemptAt - a1.createdAt).toBeGreaterThanOrEqual(30_000);
+      fx.advance(30_000);
+      const again = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
+      expect(again.map((d) => [d.id, d.attempts])).toEqual([[a1.id, 1]]);
+      expect(await fx.store.completeEventDelivery(a1.id, 'w1')).toBe(true);
+      expect((await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.id)).toEqual([a2.id]);
+      expect(await fx.store.completeEventDelivery(a2.id, 'w1')).toBe(true);
+      expect(await fx.store.completeEventDelivery(a2.id, 'w1')).toBe(false);
+      expect(await fx.store.eventDeliveryStats()).toEqual({ pending: 0, due: 0, nextAttemptAt: null });
+    });
+
+    it('a lease is exclusive: another owner neither claims nor settles it until it expires; the old owner then settles nothing', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)], surfacing('T-1'));
+      const [mine] = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
+      expect(await fx.store.claimEventDeliveries({ owner: 'w2', leaseMs: 60_000, limit: 10 })).toEqual([]);
+      expect(await fx.store.completeEventDelivery(mine.id, 'w2')).toBe(false);
+      expect(await fx.store.failEventDelivery(mine.id, 'w2', { backoffMs: 30_000, error: 'x' })).toBe(false);
+      fx.advance(60_000);
+      const [taken] = await fx.store.claimEventDeliveries({ owner: 'w2', leaseMs: 60_000, limit: 10 });
+      expect(taken.id).toBe(mine.id);
+      expect(await fx.store.completeEventDelivery(mine.id, 'w1')).toBe(false);
+      expect(await fx.store.failEventDelivery(mine.id, 'w1', { backoffMs: 30_000, error: 'x' })).toBe(false);
+      // A stop gives the lease back without an attempt.
+      expect(await fx.store.releaseEventDeliveries('w2')).toBe(1);
+      const [back] = await fx.store.claimEventDeliveries({ owner: 'w3', leaseMs: 60_000, limit: 10 });
+      expect(back).toMatchObject({ id: mine.id, attempts: 0 });
+      expect(await fx.store.completeEventDelivery(mine.id, 'w3')).toBe(true);
+    });
+
+    it('concurrent claimers never share a row or a line', async () => {
+      await fx.store.syncEventTargets([T1, T2]);
+      const items = await Promise.all(['T-1', 'T-2', 'T-3', 'T-4', 'T-5'].map((r) => item(r)));
+      for (const [i, it1] of items.entries()) {
+        for (let s = 0; s < 4; s++) await fx.store.insertDecisions([p(it1.id, 'blocked', `s${s}`, s % 2 ? 0.1 : 0.9)], surfacing(`T-${i + 1}`));
+      }
+      expect(await events()).toHaveLength(40);
+      const peers = await Promise.all([1, 2, 3].map(() => fx.opened.peer(fx.registry)));
+      const stores = [fx.store, ...peers];
+      const seen = new Map<number, string>();
+      const delivered: string[] = [];
+      for (let round = 0; round < 12; round++) {
+        const got = await Promise.all(stores.flatMap((s, i) => [0, 1].map((k) => s.claimEventDeliveries({ owner: `w${i}-${k}`, leaseMs: 60_000, limit: 3 }).then((rs) => rs.map((r) => ({ r, owner: `w${i}-${k}`, s }))))));
+        const flat = got.flat();
+        const lines = flat.map(({ r }) => `${r.targetUrl} ${r.itemId}`);
+        expect(new Set(lines).size).toBe(lines.length);
+        for (const { r, owner } of flat) {
+          expect(seen.has(r.id)).toBe(false);
+          seen.set(r.id, owner);
+        }
+        for (const { r, owner, s } of flat) {
+          expect(await s.completeEventDelivery(r.id, owner)).toBe(true);
+          delivered.push(`${r.targetUrl} ${r.itemId} ${r.id}`);
+        }
+      }
+      expect(seen.size).toBe(40);
+      // Per line, delivered in id order.
+      for (const t of [T1, T2]) {
+        for (const it1 of items) {
+          const ids = delivered.filter((d) => d.startsWith(`${t} ${it1.id} `)).map((d) => Number(d.split(' ')[2]));
+          expect(ids).toEqual([...ids].sort((x, y) => x - y));
+          expect(ids).toHaveLength(4);
+        }
+      }
+    });
+
+    it('prunes delivered rows older than the window, never undelivered ones', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)], surfacing('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.1)], surfacing('T-1'));
+      const [d1] = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
+      await fx.store.completeEventDelivery(d1.id, 'w1');
+      expect(await fx.store.pruneDeliveredEvents(3_600_000, 100)).toBe(0);
+      fx.advance(3_600_001);
+      expect(await fx.store.pruneDeliveredEvents(3_600_000, 100)).toBe(1);
+      expect((await events()).map((e) => e.deliveredAt)).toEqual([null]);
+    });
+  });
 }
 
 function decision(itemId: string, questionSet: string, questionKey: string, stateHash: string, workspaceId = 'ws-acme'): NewDecision {

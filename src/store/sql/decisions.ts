@@ -2,7 +2,9 @@ import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, ItemRow, Liveness, NewDecision, SpendRecord, SpendTotals, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
-import { autocommit, bind, exec, nowSql, one, read, rows, shape, shapeFamily, type Expr, type SqlContext, type Steps, type Tables } from './steps.js';
+import type { SurfacingContext } from '../events.js';
+import { queueSurfacingEvents, watchSurfacing } from './events.js';
+import { autocommit, bind, exec, nowSql, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps, type Tables } from './steps.js';
 
 /** Evaluation reads, stored answers and spend (DESIGN §2, §7). */
 
@@ -116,22 +118,36 @@ const answeredShape = shapeFamily((n: number) =>
   }),
 );
 
-/** Inserts one call's answers in one statement (all or none); a conflict on the idempotency key does nothing. */
-export function insertDecisions(c: SqlContext, list: NewDecision[]): Promise<number> {
+/**
+ * Inserts one call's answers in one statement (all or none); a conflict on the idempotency key does
+ * nothing. With `surfacing`, the surfacing events those answers move are queued in the same
+ * transaction (see `insertDecisionsTx`).
+ */
+export function insertDecisions(c: SqlContext, list: NewDecision[], surfacing?: SurfacingContext): Promise<number> {
   if (list.length === 0) return Promise.resolve(0);
-  return autocommit(c, function* () {
-    return yield* insertDecisionsTx(c, yield* nowSql(), list);
+  // With a surfacing context it is several statements (events.ts), so one transaction on Postgres too.
+  return (surfacing ? write : autocommit)(c, function* () {
+    return yield* insertDecisionsTx(c, yield* nowSql(), list, surfacing);
   });
 }
 
-/** `insertDecisions` inside the caller's transaction; `now` is the operation's `nowSql()`. @returns rows inserted. */
-export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewDecision[]): Steps<number> {
+/**
+ * `insertDecisions` inside the caller's transaction; `now` is the operation's `nowSql()`. With
+ * `surfacing`, every inserted noul that starts or stops surfacing against the previous latest row of
+ * its key queues a `decision.surfaced` or `decision.cleared` event for each enabled target, in this
+ * transaction (DESIGN §16.22; events.ts `watchSurfacing`, `queueSurfacingEvents`).
+ * @returns rows inserted.
+ */
+export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewDecision[], surfacing?: SurfacingContext): Steps<number> {
   if (list.length === 0) return 0;
+  const watch = surfacing ? yield* watchSurfacing(c, now, list, surfacing) : null;
   const values: Record<string, Expr | null> = { now };
   list.forEach((r, i) => {
     for (const col of DECISION_COLUMNS) values[`${col}${i}`] = (r[col] ?? null) as Expr | null;
   });
-  return (yield* rows(bind(insertDecisionsShape(list.length), values))).length;
+  const inserted = yield* rows<{ id: number; questionKey: string }>(bind(insertDecisionsShape(list.length), values));
+  if (watch) yield* queueSurfacingEvents(c, watch, new Set(inserted.map((r) => r.questionKey)));
+  return inserted.length;
 }
 
 /** The columns a caller gives for a stored answer (`evaluatedAt` is the statement's "now"). */
@@ -151,7 +167,7 @@ const insertDecisionsShape = shapeFamily((n: number) =>
       ...Object.fromEntries(DECISION_COLUMNS.map((col) => [col, p[`${col}${i}`]])),
       evaluatedAt: sql`${p.now}`,
     })) as unknown as Array<typeof t.$inferInsert>;
-    return db.insert(t).values(rowsOf).onConflictDoNothing().returning({ id: t.id });
+    return db.insert(t).values(rowsOf).onConflictDoNothing().returning({ id: t.id, questionKey: t.questionKey });
   }),
 );
 

@@ -169,7 +169,7 @@ const completeValues = (claim: Claim) => ({ itemId: claim.itemId, questionSet: c
 export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<FinishedJob> {
   return write(c, function* (): Steps<FinishedJob> {
     const now = yield* nowSql();
-    const answersStored = f.answers ? yield* insertDecisionsTx(c, now, f.answers.decisions) : 0;
+    const answersStored = f.answers ? yield* insertDecisionsTx(c, now, f.answers.decisions, f.answers.surfacing) : 0;
     let result: OutcomeResult = 'applied';
     if ((yield* changes(bind(completeShape, completeValues(claim)))) !== 1) {
       result = yield* fencedSteps(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);

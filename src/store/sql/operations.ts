@@ -53,7 +53,7 @@ export function countChunkJobs(c: SqlContext, questionSet: string, itemIds: read
  * `workspaceFlags` rule (src/decision/reads.ts): a last error on a job that is parked or was
  * retried after an attempt or a refusal.
  */
-export function jobCountsBySet(c: SqlContext): Promise<SetJobCounts[]> {
+export function jobCountsBySet(c: SqlContext, workspaceId?: string): Promise<SetJobCounts[]> {
   return read(c, function* () {
     const now = yield* nowSql();
     const n = (filter: SQL) => c.d.int4(sql`count(*) FILTER (WHERE ${filter})`);
@@ -68,7 +68,8 @@ export function jobCountsBySet(c: SqlContext): Promise<SetJobCounts[]> {
         ${n(failing)} AS failing,
         min(enqueued_at) FILTER (WHERE state = 'owed') AS "oldestOwedAt",
         max(last_error_at) FILTER (WHERE ${failing}) AS "lastErrorAt"
-      FROM decision_jobs GROUP BY question_set ORDER BY ${c.d.byteOrder(sql`question_set`)}`);
+      FROM decision_jobs ${workspaceId === undefined ? sql`` : sql`WHERE workspace_id = ${workspaceId}`}
+      GROUP BY question_set ORDER BY ${c.d.byteOrder(sql`question_set`)}`);
   });
 }
 

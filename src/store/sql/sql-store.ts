@@ -1,7 +1,9 @@
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
+import * as access from './api-access.js';
 import { advanceCollectionOwes } from './collection-owe.js';
 import * as decisions from './decisions.js';
+import * as events from './events.js';
 import { scanItemsForDrift } from './drift.js';
 import * as jobs from './jobs.js';
 import * as ops from './operations.js';
@@ -51,6 +53,8 @@ const OPERATIONS = {
   listCollections: reads.listCollections,
   getItem: reads.getItem,
   getItemByRef: reads.getItemByRef,
+  getComment: reads.getComment,
+  getLink: reads.getLink,
   listItems: reads.listItems,
   countItems: reads.countItems,
   oweJobs: owePairs,
@@ -91,6 +95,20 @@ const OPERATIONS = {
   scanItemsForDrift,
   listSupersededDecisions: retention.listSupersededDecisions,
   deleteDecisions: retention.deleteDecisions,
+  createApiToken: access.createApiToken,
+  listApiTokens: access.listApiTokens,
+  revokeApiToken: access.revokeApiToken,
+  findApiToken: access.findApiToken,
+  recordWebhookDelivery: access.recordWebhookDelivery,
+  // outbound decision events (DESIGN §16.22)
+  syncEventTargets: events.syncEventTargets,
+  claimEventDeliveries: events.claimEventDeliveries,
+  completeEventDelivery: events.completeEventDelivery,
+  failEventDelivery: events.failEventDelivery,
+  releaseEventDeliveries: events.releaseEventDeliveries,
+  eventDeliveryStats: events.eventDeliveryStats,
+  pruneDeliveredEvents: events.pruneDeliveredEvents,
+  listDecisionEvents: events.listDecisionEvents,
 } satisfies Record<string, (c: SqlContext, ...args: never[]) => Promise<unknown>>;
 
 type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;

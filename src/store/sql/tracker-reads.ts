@@ -1,5 +1,5 @@
 import { and, asc, count, eq, gt, isNull, type SQL } from 'drizzle-orm';
-import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store.js';
+import type { CollectionRow, CommentRow, ItemRow, LinkRow, Store, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { one, read, rows, type SqlContext } from './steps.js';
 
@@ -37,6 +37,16 @@ export async function getItem(c: SqlContext, id: string): Promise<ItemRow | null
 export async function getItemByRef(c: SqlContext, workspaceId: string, ref: string): Promise<ItemRow | null> {
   const t = c.d.t.items;
   return (await read(c, one((db) => db.select().from(t).where(and(eq(t.workspaceId, workspaceId), eq(t.ref, ref)))))) ?? null;
+}
+
+export async function getComment(c: SqlContext, id: string): Promise<CommentRow | null> {
+  const t = c.d.t.comments;
+  return (await read(c, one((db) => db.select().from(t).where(eq(t.id, id))))) ?? null;
+}
+
+export async function getLink(c: SqlContext, id: string): Promise<LinkRow | null> {
+  const t = c.d.t.itemLinks;
+  return (await read(c, one((db) => db.select().from(t).where(eq(t.id, id))))) ?? null;
 }
 
 export function listItems(c: SqlContext, q: Parameters<Store['listItems']>[0]): Promise<ItemRow[]> {

@@ -235,3 +235,87 @@ export const verdictMeta = sqliteTable('verdict_meta', {
   value: text('value').notNull(),
   updatedAt: integer('updated_at').notNull().default(sql`0`),
 });
+
+/**
+ * HTTP API bearer tokens (DESIGN §16.22): scoped to one workspace and one role. Only the SHA-256
+ * of the token is kept (hex); the token itself is shown once at creation.
+ */
+export const apiTokens = sqliteTable(
+  'api_tokens',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    /** `read`, `write` or `admin`. */
+    role: text('role').notNull(),
+    /** Hex SHA-256 of the whole token. */
+    tokenHash: text('token_hash').notNull(),
+    /** A label for `tokens list`; never the token. */
+    name: text('name').notNull().default(''),
+    createdAt: integer('created_at').notNull(),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [uniqueIndex('api_tokens_hash_uq').on(t.tokenHash), index('api_tokens_ws_idx').on(t.workspaceId)],
+);
+
+/**
+ * Inbound webhook deliveries already applied (DESIGN §16.22), keyed by the sender's delivery id
+ * (`X-GitHub-Delivery`): a redelivery finds its row and is a no-op. Written in the transaction
+ * of the writes the delivery made.
+ */
+export const webhookDeliveries = sqliteTable(
+  'webhook_deliveries',
+  {
+    source: text('source').notNull(),
+    deliveryId: text('delivery_id').notNull(),
+    /** The event name (`issues`, `issue_comment`, ...), for diagnostics. */
+    event: text('event').notNull(),
+    receivedAt: integer('received_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.source, t.deliveryId] }), index('webhook_deliveries_received_idx').on(t.receivedAt)],
+);
+
+/**
+ * Outbound event receivers (DESIGN §16.22): one row per URL the worker is configured to deliver
+ * to (`VERDICT_EVENT_URLS`). An event is queued once per live target when it is written, so a
+ * target only receives events from the time it was configured.
+ */
+export const eventTargets = sqliteTable('event_targets', {
+  url: text('url').primaryKey(),
+  createdAt: integer('created_at').notNull(),
+  /** Set when the URL left the configuration: no new events are queued for it. */
+  disabledAt: integer('disabled_at'),
+});
+
+/**
+ * The outbox of decision events (DESIGN §16.22), one row per (event, target): a noul started or
+ * stopped surfacing for an item. Written in the transaction that stored the answer; delivered in
+ * `id` order per (target, item), each row under a lease, retried with the job backoff until the
+ * receiver answers 2xx.
+ */
+export const decisionEvents = sqliteTable(
+  'decision_events',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    targetUrl: text('target_url').notNull(),
+    /** The event's own id (the same for every target), sent as `X-Verdict-Event` for receivers to de-duplicate. */
+    eventId: text('event_id').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    /** `decision.surfaced` or `decision.cleared`. */
+    type: text('type').notNull(),
+    /** The JSON body sent, exactly (ids, ref, set, key, probability, state hash; never item text). */
+    payload: text('payload').notNull(),
+    createdAt: integer('created_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: integer('lease_expires_at'),
+    deliveredAt: integer('delivered_at'),
+    /** The last failure's class and HTTP status (never the receiver's body). */
+    lastError: text('last_error'),
+  },
+  (t) => [
+    index('decision_events_due_idx').on(t.deliveredAt, t.nextAttemptAt),
+    index('decision_events_target_item_idx').on(t.targetUrl, t.itemId, t.id),
+  ],
+);

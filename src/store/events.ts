@@ -1,0 +1,147 @@
+/**
+ * Outbound decision events (DESIGN §16.22, issue 14 part 3): the types the Store's event methods
+ * take and return, and the two rules written once for both dialects: when an answer starts or stops
+ * surfacing (`surfacingTransition`), and the exact bytes of an event's body (`eventPayload`).
+ *
+ * The outbox: when an answer row is stored, the transaction that stores it also queues one
+ * `decision_events` row per enabled target (`event_targets`, from `VERDICT_EVENT_URLS`) for every
+ * noul that crossed the set's threshold; the worker delivers the rows (src/worker/event-delivery.ts).
+ */
+
+export const EVENT_SURFACED = 'decision.surfaced';
+export const EVENT_CLEARED = 'decision.cleared';
+
+/** `decision.surfaced`: a noul reached the set's threshold; `decision.cleared`: it fell below it. */
+export type DecisionEventType = typeof EVENT_SURFACED | typeof EVENT_CLEARED;
+
+/**
+ * What the store needs, beside the answer rows of one call, to tell which of them start or stop
+ * surfacing (passed by the runner with `insertDecisions` and `JobFinish.answers`). Every row of the
+ * call must then be of one (item, set).
+ */
+export interface SurfacingContext {
+  /** The item's ref (`TASK-12`), sent in the event so a receiver need not look the id up. */
+  ref: string;
+  /** The set's threshold (DESIGN §6): a noul at or above it surfaces. In [0, 1]. */
+  threshold: number;
+  /**
+   * Stored question keys that never surface (the set's `unsurfaced` keys, with their per-comment
+   * suffix where the set is per comment): no event is queued for them.
+   * @defaultValue none
+   */
+  unsurfaced?: readonly string[];
+}
+
+/**
+ * An event's body, as stored and sent (exact bytes: `JSON.stringify` of this object, members in
+ * this order). Ids, ref, set, key, probability and state hash only: never item, question or
+ * rationale text (DESIGN §1 principle 9).
+ */
+export interface DecisionEventPayload {
+  /** The event id, the same for every target; also sent as `X-Verdict-Event`, for receivers to de-duplicate. */
+  id: string;
+  type: DecisionEventType;
+  /** When the answer was stored, ISO-8601 UTC with milliseconds (the store's clock). */
+  created_at: string;
+  workspace_id: string;
+  item: { id: string; ref: string };
+  /** The question set's name. */
+  set: string;
+  /** The stored question key (`<key>@<commentId>` for per-comment sets). */
+  key: string;
+  /** The noul's probability in the answer that crossed the threshold. */
+  probability: number;
+  /** The state hash that answer is keyed to. */
+  state_hash: string;
+}
+
+/** The body of one event, exactly as stored in `decision_events.payload` and sent (see DecisionEventPayload). */
+export function eventPayload(p: DecisionEventPayload): string {
+  const ordered: DecisionEventPayload = {
+    id: p.id,
+    type: p.type,
+    created_at: p.created_at,
+    workspace_id: p.workspace_id,
+    item: { id: p.item.id, ref: p.item.ref },
+    set: p.set,
+    key: p.key,
+    probability: p.probability,
+    state_hash: p.state_hash,
+  };
+  return JSON.stringify(ordered);
+}
+
+/**
+ * The probability of a stored noul answer (`{"type":"noul","noul":p}`), or null for any other kind
+ * or an answer that cannot be read (which never surfaces).
+ */
+export function noulProbability(answerJson: string): number | null {
+  try {
+    const a = JSON.parse(answerJson) as { type?: unknown; noul?: unknown };
+    return a.type === 'noul' && typeof a.noul === 'number' && Number.isFinite(a.noul) ? a.noul : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether a new answer starts or stops surfacing, against the latest row of its (item, set, key)
+ * stored before it (null when none: not surfaced). Surfaced means a noul with p ≥ threshold
+ * (DESIGN §6, §8), the plain threshold the reads use: DESIGN §16.15's hysteresis (stop only below
+ * threshold − 0.05) is not built in the reads yet, and events follow the reads, so a receiver never
+ * hears "surfaced" for a key `flags` does not show. Only answers are compared: staleness (an item
+ * edited, a question reworded) moves no event; the next answer does.
+ * @returns the event type, or null when nothing changed.
+ */
+export function surfacingTransition(previousAnswer: string | null, nextAnswer: string, threshold: number): DecisionEventType | null {
+  const before = previousAnswer === null ? null : noulProbability(previousAnswer);
+  const after = noulProbability(nextAnswer);
+  const was = before !== null && before >= threshold;
+  const is = after !== null && after >= threshold;
+  if (is === was) return null;
+  return is ? EVENT_SURFACED : EVENT_CLEARED;
+}
+
+/** One outbox row (`decision_events`), as `listDecisionEvents` returns it. Times are epoch ms. */
+export interface DecisionEventRow {
+  id: number;
+  targetUrl: string;
+  eventId: string;
+  workspaceId: string;
+  itemId: string;
+  type: DecisionEventType;
+  /** The exact body to send (see DecisionEventPayload). */
+  payload: string;
+  createdAt: number;
+  /** Failed deliveries so far. */
+  attempts: number;
+  nextAttemptAt: number;
+  leaseOwner: string | null;
+  leaseExpiresAt: number | null;
+  deliveredAt: number | null;
+  /** The last failure's class and status (`http 503`, `network ECONNREFUSED`, `timeout`), never the receiver's body. */
+  lastError: string | null;
+}
+
+/** What `claimEventDeliveries` asks for. */
+export interface EventClaimRequest {
+  /** The claimant (`<workerId>/events`); only it may complete or fail what it claimed. */
+  owner: string;
+  /** How long the claim holds, ms; must outlast one delivery's timeout, or a second worker sends it again. */
+  leaseMs: number;
+  /** Most rows to claim. */
+  limit: number;
+}
+
+/** A claimed delivery: one event for one target, under `owner`'s lease. */
+export type EventDelivery = Pick<DecisionEventRow, 'id' | 'targetUrl' | 'eventId' | 'itemId' | 'type' | 'payload' | 'attempts' | 'createdAt'>;
+
+/** Undelivered events of enabled targets (`eventDeliveryStats`). */
+export interface EventDeliveryStats {
+  /** Undelivered rows of enabled targets. */
+  pending: number;
+  /** Of them, due now and not under a live lease (heads of line or not). */
+  due: number;
+  /** Epoch ms of the earliest next attempt among pending rows, or null when none is pending. */
+  nextAttemptAt: number | null;
+}

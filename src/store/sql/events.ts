@@ -1,0 +1,291 @@
+import { sql } from 'drizzle-orm';
+import {
+  eventPayload,
+  noulProbability,
+  surfacingTransition,
+  type DecisionEventRow,
+  type DecisionEventType,
+  type EventClaimRequest,
+  type EventDelivery,
+  type EventDeliveryStats,
+  type SurfacingContext,
+} from '../events.js';
+import type { NewDecision } from '../store.js';
+import { boundError } from '../write-rules.js';
+import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
+
+/**
+ * The outbox of decision events (DESIGN §16.22): targets, the events an answer queues in the
+ * transaction that stores it, and the delivery claim and its outcomes. The rules (when an answer
+ * crosses the threshold, the payload's bytes) are in ../events.ts.
+ *
+ * Queueing. An event is written once per enabled target (`INSERT … SELECT FROM event_targets`), so
+ * every row is its own small queue entry with its own attempts, backoff and lease, and a target
+ * down for an hour holds back no other target. A target only receives events queued while it was
+ * enabled.
+ *
+ * Order. A receiver sees each item's events in the order they were stored: the claim takes only
+ * the head of each (target, item) line, the undelivered row with no earlier undelivered row of the
+ * same target and item, and the queueing transaction holds the item's row lock (Postgres) from the
+ * read of the previous answer to its commit, so two transactions answering one item queue their
+ * events in commit order and ids (identity values taken after the lock) follow it.
+ */
+
+// ------------------------------------------------------------------ targets
+
+/**
+ * Enables exactly `urls`: inserts the new ones, re-enables disabled ones, and disables every other
+ * enabled target (its queued rows stay, undelivered, until it is enabled again). One transaction.
+ * @returns how many targets are enabled now and how many this call disabled.
+ */
+export function syncEventTargets(c: SqlContext, urls: readonly string[]): Promise<{ enabled: number; disabled: number }> {
+  const unique = [...new Set(urls)];
+  return write(c, function* () {
+    const now = yield* nowSql();
+    for (const url of unique) {
+      yield* changes(sql`
+        INSERT INTO event_targets (url, created_at, disabled_at) VALUES (${url}, ${now}, NULL)
+        ON CONFLICT (url) DO UPDATE SET disabled_at = NULL`);
+    }
+    const disabled = yield* changes(sql`
+      UPDATE event_targets SET disabled_at = ${now}
+      WHERE disabled_at IS NULL${unique.length ? sql` AND NOT (${inList(sql`url`, unique)})` : sql``}`);
+    return { enabled: unique.length, disabled };
+  });
+}
+
+// ------------------------------------------------------------------ queueing, in the answers' transaction
+
+/** What `watchSurfacing` read before the answers' insert, for `queueSurfacingEvents` after it. */
+export interface SurfacingWatch {
+  readonly nowMs: number;
+  readonly context: SurfacingContext;
+  readonly workspaceId: string;
+  readonly itemId: string;
+  readonly questionSet: string;
+  /** Watched stored key → the answer JSON of its latest row before the insert (null: none). */
+  readonly previous: ReadonlyMap<string, string | null>;
+  /** Watched stored key → the row being inserted. */
+  readonly next: ReadonlyMap<string, NewDecision>;
+}
+
+const targetsNowShape = shape<'now'>('event targets now', (d, p) => sql`
+  SELECT ${p.now} AS now, ${d.int4(sql`count(*)`)} AS targets FROM event_targets WHERE disabled_at IS NULL`);
+
+const lockItemRowShape = shape<'itemId'>('lock item for events', (d, p) => sql`SELECT id FROM items WHERE id = ${p.itemId}${d.forUpdate}`);
+
+/**
+ * The latest stored row of each of `n` keys of one (item, set): parameters itemId, questionSet, k0….
+ * Each max(id) is a seek on item_decisions_latest_idx (item_id, question_set, question_key, id).
+ */
+const latestAnswersShape = shapeFamily((n: number) =>
+  shape('latest answers', (d, p: Record<string, Expr>) => {
+    const keys = Array.from({ length: n }, (_, i) => d.text(p[`k${i}`]));
+    return sql`
+      SELECT l.question_key AS k, l.answer AS answer FROM item_decisions l
+      WHERE l.id IN (SELECT max(id) FROM item_decisions
+                     WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND question_key IN (${sql.join(keys, sql`, `)})
+                     GROUP BY question_key)`;
+  }),
+);
+
+/**
+ * Before the answers of one call are inserted: which of them could move an event, and the latest
+ * row of each of their keys. Only nouls of keys that may surface are watched, and only while a
+ * target is enabled; otherwise nothing more is read (one statement) and null is returned. With a
+ * target, the item's row is locked (Postgres; SQLite's IMMEDIATE transaction already serialises
+ * writers) before the previous answers are read, so a concurrent answer of the same item is either
+ * seen here or waits for this commit (see the file comment on order).
+ * @param now the operation's `nowSql()`.
+ * @throws TypeError when the rows span more than one (item, set): a context names one item.
+ */
+export function* watchSurfacing(c: SqlContext, now: Expr, list: readonly NewDecision[], s: SurfacingContext): Steps<SurfacingWatch | null> {
+  const first = list[0];
+  if (!first) return null;
+  if (list.some((r) => r.itemId !== first.itemId || r.questionSet !== first.questionSet)) {
+    throw new TypeError('insertDecisions with a surfacing context: every row must be of one item and set');
+  }
+  const skip = new Set(s.unsurfaced ?? []);
+  const next = new Map(list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]));
+  if (next.size === 0) return null;
+  const t = (yield* one<{ now: number | string; targets: number | string }>(bind(targetsNowShape, { now })))!;
+  if (Number(t.targets) === 0) return null;
+  yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
+  const keys = [...next.keys()];
+  const values: Record<string, Expr> = { itemId: first.itemId, questionSet: first.questionSet };
+  keys.forEach((k, i) => (values[`k${i}`] = k));
+  const latest = yield* rows<{ k: string; answer: string }>(bind(latestAnswersShape(keys.length), values));
+  const previous = new Map<string, string | null>(keys.map((k) => [k, null]));
+  for (const r of latest) previous.set(r.k, r.answer);
+  return { nowMs: Number(t.now), context: s, workspaceId: first.workspaceId, itemId: first.itemId, questionSet: first.questionSet, previous, next };
+}
+
+const queueEventShape = shape<'eventId' | 'workspaceId' | 'itemId' | 'type' | 'payload' | 'now'>('queue event', (d, p) => sql`
+  INSERT INTO decision_events (target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
+  SELECT url, ${d.text(p.eventId)}, ${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.type)}, ${d.text(p.payload)}, ${d.int8(p.now)}, 0, ${d.int8(p.now)}
+  FROM event_targets WHERE disabled_at IS NULL ORDER BY url`);
+
+/**
+ * After the insert: one event per watched key whose row was inserted (a conflict on the
+ * idempotency key inserted nothing: the same state answered again moves nothing) and that crossed
+ * the threshold against its previous row, queued once per enabled target, in key order.
+ * @param inserted the stored keys the insert returned.
+ * @returns the event rows queued (events × targets).
+ */
+export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted: ReadonlySet<string>): Steps<number> {
+  let queued = 0;
+  for (const [key, row] of [...w.next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (!inserted.has(key)) continue;
+    const type = surfacingTransition(w.previous.get(key) ?? null, row.answer, w.context.threshold);
+    if (!type) continue;
+    const eventId = c.newId();
+    const payload = eventPayload({
+      id: eventId,
+      type,
+      created_at: new Date(w.nowMs).toISOString(),
+      workspace_id: w.workspaceId,
+      item: { id: w.itemId, ref: w.context.ref },
+      set: w.questionSet,
+      key,
+      probability: noulProbability(row.answer) ?? 0,
+      state_hash: row.stateHash,
+    });
+    queued += yield* changes(bind(queueEventShape, { eventId, workspaceId: w.workspaceId, itemId: w.itemId, type, payload, now: w.nowMs }));
+  }
+  return queued;
+}
+
+// ------------------------------------------------------------------ delivery
+
+/**
+ * The claim: up to `limit` rows that are undelivered, due, free of a live lease, of an enabled
+ * target, and the head of their (target, item) line (no earlier undelivered row of the same target
+ * and item, leased or not), oldest due first; each leased to `owner` in the same statement.
+ * Postgres: `SKIP LOCKED`, so concurrent claimers pass over each other's candidates; a candidate
+ * whose predecessor another claimer is leasing right now is still not a head (that predecessor is
+ * undelivered, visible and committed), so no line ever has two rows in flight.
+ */
+const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit'>('claim events', (d, p) => sql`
+  UPDATE decision_events SET lease_owner = ${p.owner}, lease_expires_at = ${p.now} + ${d.int8(p.leaseMs)}
+  WHERE id IN (
+    SELECT j.id FROM decision_events j
+    WHERE j.delivered_at IS NULL AND j.next_attempt_at <= ${p.now}
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${p.now})
+      AND EXISTS (SELECT 1 FROM event_targets t WHERE t.url = j.target_url AND t.disabled_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM decision_events e
+                      WHERE e.target_url = j.target_url AND e.item_id = j.item_id AND e.id < j.id AND e.delivered_at IS NULL)
+    ORDER BY j.next_attempt_at, j.id
+    LIMIT ${d.int4(p.limit)}${d.skipLocked})
+  RETURNING id, target_url AS "targetUrl", event_id AS "eventId", item_id AS "itemId", type, payload, attempts, created_at AS "createdAt"`);
+
+/** Claims due deliveries under a lease (see `claimEventsShape`), in (next attempt, id) order. */
+export function claimEventDeliveries(c: SqlContext, r: EventClaimRequest): Promise<EventDelivery[]> {
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    const got = yield* rows<EventDelivery & { type: DecisionEventType }>(
+      bind(claimEventsShape, { now, owner: r.owner, leaseMs: Math.ceil(r.leaseMs), limit: Math.max(0, Math.trunc(r.limit)) }),
+    );
+    return got
+      .map((g) => ({ ...g, id: Number(g.id), attempts: Number(g.attempts), createdAt: Number(g.createdAt) }))
+      .sort((a, b) => a.id - b.id);
+  });
+}
+
+const completeEventShape = shape<'now' | 'id' | 'owner'>('complete event', (d, p) => sql`
+  UPDATE decision_events SET delivered_at = ${p.now}, lease_owner = NULL, lease_expires_at = NULL
+  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`);
+
+/**
+ * The receiver answered 2xx: the row is delivered, and the next of its line becomes the head.
+ * Fenced by the owner: a claimant whose lease was taken over records nothing (the new holder sends
+ * it again; receivers de-duplicate on `X-Verdict-Event`).
+ * @returns false when `owner` no longer holds the row.
+ */
+export function completeEventDelivery(c: SqlContext, id: number, owner: string): Promise<boolean> {
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return (yield* changes(bind(completeEventShape, { now, id, owner }))) === 1;
+  });
+}
+
+const failEventShape = shape<'now' | 'id' | 'owner' | 'backoffMs' | 'error'>('fail event', (d, p) => sql`
+  UPDATE decision_events SET attempts = attempts + 1, next_attempt_at = ${p.now} + ${d.int8(p.backoffMs)},
+    lease_owner = NULL, lease_expires_at = NULL, last_error = ${d.text(p.error)}
+  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`);
+
+/**
+ * A failed delivery (non-2xx, network error, timeout): attempts + 1, due again at now + `backoffMs`,
+ * lease released. Never given up on. Fenced by the owner, as `completeEventDelivery`.
+ * @param o.error a class and status (`http 503`), bounded to 1 KiB; never the receiver's body.
+ * @returns false when `owner` no longer holds the row.
+ */
+export function failEventDelivery(c: SqlContext, id: number, owner: string, o: { backoffMs: number; error: string }): Promise<boolean> {
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return (yield* changes(bind(failEventShape, { now, id, owner, backoffMs: Math.max(0, Math.ceil(o.backoffMs)), error: boundError(o.error) }))) === 1;
+  });
+}
+
+/**
+ * Gives back every undelivered row `owner` holds (a stop cut its deliveries short): no attempt
+ * counted, claimable at once. @returns rows released.
+ */
+export function releaseEventDeliveries(c: SqlContext, owner: string): Promise<number> {
+  return autocommit(c, changes(sql`
+    UPDATE decision_events SET lease_owner = NULL, lease_expires_at = NULL
+    WHERE lease_owner = ${owner} AND delivered_at IS NULL`));
+}
+
+/** Undelivered rows of enabled targets: how many, how many due now, and the earliest next attempt. */
+export function eventDeliveryStats(c: SqlContext): Promise<EventDeliveryStats> {
+  return read(c, function* () {
+    const now = yield* nowSql();
+    const r = (yield* one<{ pending: number | string; due: number | string; next: number | string | null }>(sql`
+      SELECT ${c.d.int4(sql`count(*)`)} AS pending,
+        ${c.d.int4(sql`count(*) FILTER (WHERE e.next_attempt_at <= ${now} AND (e.lease_expires_at IS NULL OR e.lease_expires_at <= ${now}))`)} AS due,
+        min(e.next_attempt_at) AS next
+      FROM decision_events e JOIN event_targets t ON t.url = e.target_url AND t.disabled_at IS NULL
+      WHERE e.delivered_at IS NULL`))!;
+    return { pending: Number(r.pending), due: Number(r.due), nextAttemptAt: r.next === null ? null : Number(r.next) };
+  });
+}
+
+/**
+ * Deletes up to `limit` delivered rows delivered more than `olderThanMs` ago (retention's history
+ * window), oldest first; undelivered rows are never deleted. One short statement.
+ * @returns rows deleted.
+ */
+export function pruneDeliveredEvents(c: SqlContext, olderThanMs: number, limit: number): Promise<number> {
+  const d = c.d;
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return yield* changes(sql`
+      DELETE FROM decision_events WHERE id IN (
+        SELECT id FROM decision_events
+        WHERE delivered_at IS NOT NULL AND delivered_at < ${now} - ${d.int8(Math.trunc(olderThanMs))}
+        ORDER BY delivered_at, id LIMIT ${d.int4(Math.trunc(limit))})`);
+  });
+}
+
+/** Outbox rows in id order, of one target and/or item when given (diagnostics and tests). */
+export function listDecisionEvents(c: SqlContext, f: { targetUrl?: string; itemId?: string } = {}): Promise<DecisionEventRow[]> {
+  return read(c, function* () {
+    const got = yield* rows<DecisionEventRow>(sql`
+      SELECT id, target_url AS "targetUrl", event_id AS "eventId", workspace_id AS "workspaceId", item_id AS "itemId", type, payload,
+             created_at AS "createdAt", attempts, next_attempt_at AS "nextAttemptAt", lease_owner AS "leaseOwner",
+             lease_expires_at AS "leaseExpiresAt", delivered_at AS "deliveredAt", last_error AS "lastError"
+      FROM decision_events
+      WHERE TRUE${f.targetUrl !== undefined ? sql` AND target_url = ${f.targetUrl}` : sql``}${f.itemId !== undefined ? sql` AND item_id = ${f.itemId}` : sql``}
+      ORDER BY id`);
+    const num = (v: unknown) => (v === null ? null : Number(v));
+    return got.map((g) => ({
+      ...g,
+      id: Number(g.id),
+      createdAt: Number(g.createdAt),
+      attempts: Number(g.attempts),
+      nextAttemptAt: Number(g.nextAttemptAt),
+      leaseExpiresAt: num(g.leaseExpiresAt),
+      deliveredAt: num(g.deliveredAt),
+    }));
+  });
+}
