@@ -8,7 +8,7 @@ import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import { maxTokensFor } from '../providers/prompt.js';
 import { estimatePromptTokens } from './estimate.js';
 import { estimateTokens, type Provider, type Usage } from '../providers/provider.js';
-import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord, Store } from '../store/store.js';
+import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord, Store, SurfacingContext } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
@@ -364,13 +364,19 @@ async function sendChunk(
       fingerprintContext: fingerprintContextText(provider),
     };
   });
+  // What the store needs to queue the answers' surfacing events with them (DESIGN §16.22).
+  const surfacing: SurfacingContext = {
+    ref: loaded.item.ref,
+    threshold: set.threshold,
+    unsurfaced: [...chunk.storedKeys].filter(([, key]) => set.unsurfaced.includes(key)).map(([storedKey]) => storedKey),
+  };
   if (held) {
-    held.answers = { decisions: rows, ...spend.handOver('ok', result.usage) };
+    held.answers = { decisions: rows, ...spend.handOver('ok', result.usage), surfacing };
     return null;
   }
   await spend.settle('ok', result.usage);
   try {
-    stats.answersStored += await store.insertDecisions(rows);
+    stats.answersStored += await store.insertDecisions(rows, surfacing);
   } catch (err) {
     return { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
   }

@@ -156,7 +156,7 @@ async function finishWithAnswers(
       opts.logger.warn({ set: claim.questionSet, err: errCode(err) }, 'spend record failed');
     }
     try {
-      stats.answersStored += await store.insertDecisions(answers.decisions);
+      stats.answersStored += await store.insertDecisions(answers.decisions, answers.surfacing);
     } catch (err) {
       // The outcome is a fail even when recording it fails too (a full disk): the report and the
       // worker's summary say so, not `complete`.

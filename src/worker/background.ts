@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import { DriftSweeper, runDriftSweepLoop } from './drift-sweep.js';
+import { pruneDeliveredEvents } from './event-delivery.js';
 
 /**
  * The long-running worker's background passes, beside its slots: the drift sweep (every
@@ -67,6 +68,8 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
     const reader = new DecisionReader(o.store, registry, { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort }, o.logger);
     try {
       await pruneDecisions(o.store, reader, { historyMs: o.retentionHistoryMs, maxBatches: WORKER_PRUNE_MAX_BATCHES, logger: o.logger });
+      // Delivered decision events past the same window (DESIGN §16.22); undelivered ones are kept.
+      await pruneDeliveredEvents(o.store, o.retentionHistoryMs, o.logger);
     } catch (err) {
       o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'retention pass failed');
     }

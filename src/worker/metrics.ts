@@ -78,6 +78,8 @@ export class WorkerMetrics {
   private readonly calls: Counter<'set' | 'outcome'>;
   private readonly tokens: Counter<'set' | 'outcome' | 'type'>;
   private readonly latency: Histogram<'set' | 'outcome'>;
+  private readonly eventsDelivered: Counter;
+  private readonly eventFailures: Counter;
 
   private health: (() => Health) | null = null;
 
@@ -148,6 +150,25 @@ export class WorkerMetrics {
         }
       },
     });
+    // Outbound decision events (DESIGN §16.22): no labels (a target URL can hold a token).
+    this.eventsDelivered = new Counter({ name: 'verdict_events_delivered_total', help: 'Decision events delivered (the receiver answered 2xx).', registers });
+    this.eventFailures = new Counter({
+      name: 'verdict_event_delivery_failures_total',
+      help: 'Failed decision event deliveries (non-2xx, network error or timeout); each is retried with backoff.',
+      registers,
+    });
+    const eventsPending = new Gauge({
+      name: 'verdict_events_pending',
+      help: 'Undelivered decision events of enabled targets, read at scrape time.',
+      registers,
+      async collect() {
+        try {
+          eventsPending.set((await self.o.store.eventDeliveryStats()).pending);
+        } catch {
+          /* the gauge keeps its last value */
+        }
+      },
+    });
     const loopAge = new Gauge({
       name: 'verdict_worker_loop_age_seconds',
       help: 'Time since a worker slot last turned its loop, seconds.',
@@ -200,6 +221,11 @@ export class WorkerMetrics {
     this.claimed.inc({ set });
     this.outcomes.inc({ set, outcome });
     this.latency.observe({ set, outcome }, r.durationMs / 1000);
+  }
+
+  /** Counts one recorded event delivery: delivered, or failed (and retried later). */
+  countEventDelivery(ok: boolean): void {
+    (ok ? this.eventsDelivered : this.eventFailures).inc();
   }
 
   /** Counts one provider call's spend record. */
