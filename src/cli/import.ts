@@ -1,7 +1,12 @@
 import type { Command } from 'commander';
 import { assertBeadsFile, importBeads, type ImportReport } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
+import { assertGitHubFiles, importGitHubFiles, importGitHubRepo, type GitHubImportReport } from '../integrations/github/import.js';
+import { REPO_NAME } from '../integrations/github/rest-shapes.js';
 import { buildRegistry, configFrom, loggerFor, openStore, UsageError } from './common.js';
+
+/** Where `import github --repo` sends its REST calls unless VERDICT_GITHUB_API_URL says otherwise. */
+const GITHUB_API_URL = 'https://api.github.com';
 
 /** A short human summary of an import report. */
 export function formatImportReport(r: ImportReport): string {
@@ -19,16 +24,50 @@ export function formatImportReport(r: ImportReport): string {
   return lines.join('\n');
 }
 
+/** A short human summary of a GitHub import report. */
+export function formatGitHubImportReport(r: GitHubImportReport): string {
+  const lines = [
+    `workspace ${r.workspaceSlug}: ${r.repo}, ${r.issuesRead} issue rows read${r.source === 'api' ? ` (${r.requests} requests, ${r.notModified} not modified${r.rateLimitWaits ? `, ${r.rateLimitWaits} rate-limit waits` : ''})` : ''}`,
+    `  items: ${r.items.created} created, ${r.items.updated} updated, ${r.items.unchanged} unchanged`,
+    `  pull requests skipped: ${r.pullRequestsSkipped}`,
+    `  comments: ${r.comments.written} written, ${r.comments.unchanged} unchanged, ${r.comments.skipped} skipped`,
+    `  links: ${r.links.created} created, ${r.links.unchanged} unchanged, ${r.links.dropped} dropped`,
+    `  rows rejected: ${r.rejected.count}${r.rejected.rows.length ? ` (${r.rejected.rows.map((x) => `${x.list} #${x.index}`).join(', ')})` : ''}`,
+    `  jobs owed: ${r.jobRowsOwed} (item, question set) rows`,
+  ];
+  return lines.join('\n');
+}
+
+interface ImportOptions {
+  workspace?: string;
+  json?: boolean;
+  repo?: string;
+  file?: string;
+  comments?: string;
+}
+
 export function registerImportCommand(program: Command): void {
   program
-    .command('import <format> <file>')
-    .description('import a real tracker export (format beads), or a workspace\'s conventions (format conventions: JSON or YAML)')
-    .option('--workspace <slug>', 'workspace to import into', 'beads')
+    .command('import <format> [file]')
+    .description(
+      'import a real tracker export (format beads), a workspace\'s conventions (format conventions: JSON or YAML), ' +
+        'or GitHub issues (format github: --repo OWNER/NAME with GITHUB_TOKEN, or --file issues.json [--comments comments.json] saved with gh api --paginate)',
+    )
+    .option('--workspace <slug>', 'workspace to import into (default: beads; github: github)')
+    .option('--repo <owner/name>', 'github: the repository to read through the REST API (token from GITHUB_TOKEN; API URL from VERDICT_GITHUB_API_URL)')
+    .option('--file <issues.json>', 'github: issues saved with gh api --paginate repos/OWNER/NAME/issues?state=all')
+    .option('--comments <comments.json>', 'github: comments saved with gh api --paginate repos/OWNER/NAME/issues/comments (with --file)')
     .option('--json', 'print the report as JSON')
-    .action(async (format: string, file: string, opts: { workspace: string; json?: boolean }, cmd: Command) => {
-      if (format !== 'beads' && format !== 'conventions') {
-        throw new UsageError(`unknown format "${format}"; known: beads, conventions`);
+    .action(async (format: string, file: string | undefined, opts: ImportOptions, cmd: Command) => {
+      if (format !== 'beads' && format !== 'conventions' && format !== 'github') {
+        throw new UsageError(`unknown format "${format}"; known: beads, conventions, github`);
       }
+      if (format === 'github') return importGitHub(cmd, file, opts);
+      if (opts.repo !== undefined || opts.file !== undefined || opts.comments !== undefined) {
+        throw new UsageError(`--repo, --file and --comments are for import github; import ${format} takes FILE`);
+      }
+      if (file === undefined) throw new UsageError(`import ${format} needs FILE`);
+      const workspace = opts.workspace ?? 'beads';
       const cfg = configFrom(cmd);
       if (format === 'conventions') {
         let doc;
@@ -40,11 +79,11 @@ export function registerImportCommand(program: Command): void {
         }
         const store = openStore(cfg, buildRegistry(cfg));
         try {
-          const r = await importConventions(store, doc, opts.workspace);
+          const r = await importConventions(store, doc, workspace);
           process.stdout.write(
             opts.json
               ? `${JSON.stringify(r, null, 2)}\n`
-              : `workspace ${opts.workspace}: conventions ${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged\n`,
+              : `workspace ${workspace}: conventions ${r.created} created, ${r.updated} updated, ${r.unchanged} unchanged\n`,
           );
         } finally {
           await store.close();
@@ -57,10 +96,50 @@ export function registerImportCommand(program: Command): void {
       await assertBeadsFile(file);
       const store = openStore(cfg, registry);
       try {
-        const report = await importBeads(store, file, { workspaceSlug: opts.workspace, logger });
+        const report = await importBeads(store, file, { workspaceSlug: workspace, logger });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatImportReport(report)}\n`);
       } finally {
         await store.close();
       }
     });
+}
+
+/**
+ * `import github`: `--repo OWNER/NAME` (REST, token from GITHUB_TOKEN, base URL from
+ * VERDICT_GITHUB_API_URL) or `--file issues.json [--comments comments.json]` (or the file as the
+ * positional argument). Inputs are checked before the database is opened, so a typo creates none.
+ * @throws UsageError for a missing or conflicting source, a bad repository name, or no token.
+ */
+async function importGitHub(cmd: Command, positional: string | undefined, opts: ImportOptions): Promise<void> {
+  const issuesFile = opts.file ?? positional;
+  if (opts.file !== undefined && positional !== undefined) throw new UsageError('pass the issues file once: --file issues.json or FILE, not both');
+  if (issuesFile === undefined && opts.repo === undefined) {
+    throw new UsageError('import github needs --repo OWNER/NAME (with GITHUB_TOKEN) or --file issues.json [--comments comments.json]');
+  }
+  if (opts.repo !== undefined && !REPO_NAME.test(opts.repo)) throw new UsageError(`--repo must be OWNER/NAME, got "${opts.repo}"`);
+  if (opts.comments !== undefined && issuesFile === undefined) throw new UsageError('--comments goes with --file issues.json (the REST import reads comments itself)');
+  const cfg = configFrom(cmd);
+  const logger = loggerFor(cfg);
+  const out = (r: GitHubImportReport) => process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatGitHubImportReport(r)}\n`);
+
+  if (issuesFile !== undefined) {
+    await assertGitHubFiles(issuesFile, opts.comments);
+    const store = openStore(cfg, buildRegistry(cfg));
+    try {
+      out(await importGitHubFiles(store, { issuesFile, commentsFile: opts.comments, repo: opts.repo, workspaceSlug: opts.workspace, logger }));
+    } finally {
+      await store.close();
+    }
+    return;
+  }
+  const token = process.env.GITHUB_TOKEN?.trim();
+  if (!token) throw new UsageError('import github --repo needs a token in GITHUB_TOKEN (read access to the repository\'s issues)');
+  const baseUrl = process.env.VERDICT_GITHUB_API_URL?.trim() || GITHUB_API_URL;
+  if (!/^https?:\/\//.test(baseUrl)) throw new UsageError(`VERDICT_GITHUB_API_URL must be an http(s) URL, got "${baseUrl}"`);
+  const store = openStore(cfg, buildRegistry(cfg));
+  try {
+    out(await importGitHubRepo(store, { repo: opts.repo!, workspaceSlug: opts.workspace, token, baseUrl, logger }));
+  } finally {
+    await store.close();
+  }
 }

@@ -76,7 +76,7 @@ const TABLE: Row[] = [
     line: /^verdict: not beads JSONL: 0 of 1 lines parsed; first error at line 1: a JSON array, not one object per line; /,
     creates: () => fresh('github.db'),
   },
-  { name: 'import of an unknown format', args: () => ['import', 'jira', join(t.dir, 'github.json'), '--database-url', db], exit: 2, line: /^verdict: unknown format "jira"; known: beads, conventions$/ },
+  { name: 'import of an unknown format', args: () => ['import', 'jira', join(t.dir, 'github.json'), '--database-url', db], exit: 2, line: /^verdict: unknown format "jira"; known: beads, conventions, github$/ },
   {
     name: 'Postgres down',
     args: () => ['status', '--database-url', `postgres://verdict:s3cret@127.0.0.1:${closedPort}/verdict`],
