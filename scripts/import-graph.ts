@@ -10,11 +10,15 @@
  *
  *   cli                          the command line; the only user of everything below, used by nothing
  *   index, testing               the package's public entries (`verdict`, `verdict/testing`)
+ *   server                       the HTTP API (`verdict serve`): a user of compose's Verdict
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
  *   worker                       the long-running process: runner, reads, store, providers
  *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
  *                                store, providers
+ *   integrations                 GitHub import and webhooks, outbound event signatures: importers,
+ *                                access, decision, store
  *   importers, reads             importing a tracker; reading decisions and retention: decision, store
+ *   access                       HTTP API tokens: store
  *   store                        persistence (SQLite, Postgres): decision; never providers
  *   providers                    model access: decision; config only to name and build providers
  *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
@@ -64,10 +68,13 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  index: ['compose', 'worker', 'runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  index: ['server', 'compose', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  server: ['compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
   testing: ['providers', 'decision', 'errors', 'log'],
-  compose: ['worker', 'runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  worker: ['runner', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  compose: ['worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
+  access: ['store', 'errors', 'log'],
   runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
   importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
   reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],

@@ -54,6 +54,16 @@ export interface Config {
    * also checkpoints when it finds nothing to claim (DESIGN §16.7). @defaultValue 60000
    */
   walCheckpointMs: number;
+  /** Port `verdict serve` listens on; 0 picks a free one (logged). @defaultValue 8080 */
+  httpPort: number;
+  /** Address `verdict serve` binds. @defaultValue 127.0.0.1 (set 0.0.0.0 behind a proxy or in a container) */
+  httpHost: string;
+  /** HTTP API requests per minute per token (per client address without one); over it, 429 with Retry-After. @defaultValue 600 */
+  httpRateLimitPerMinute: number;
+  /** Workspace for GitHub webhook events of a repository never imported. @defaultValue github (the importer's default) */
+  githubWorkspace: string;
+  /** `VERDICT_GITHUB_WEBHOOK_SECRET` (environment only, like the keys): `/hooks/github` is served only when set. */
+  githubWebhookSecret: string | undefined;
   /**
    * An environment file (`KEY=value` lines) read at start and again on every SIGHUP; its values win
    * over the inherited environment, flags win over both. Undefined reads none.
@@ -73,6 +83,14 @@ export interface Config {
   openaiBaseUrl: string | undefined;
   /** Bearer key of the OpenAI-compatible server: environment only, like the Anthropic key. */
   openaiApiKey: string | undefined;
+  /**
+   * Receivers of outbound decision events (DESIGN §16.22), http(s) URLs; the worker makes them the
+   * store's event targets at start and delivers to them. Empty: this worker neither changes the
+   * targets nor delivers. @defaultValue []
+   */
+  eventUrls: readonly string[];
+  /** `VERDICT_EVENT_SECRET` (environment only, like the keys): the HMAC-SHA256 key events are signed with; required with `eventUrls`. */
+  eventSecret: string | undefined;
 }
 
 /** Thrown for a bad option value; exit code 2 (usage error). */
@@ -92,8 +110,11 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
 
 const httpUrl = z.url({ protocol: /^https?$/ });
 
+/** A comma-separated list: entries trimmed, blanks and repeats dropped. */
+const splitList = (s: string) => [...new Set(s.split(',').map((u) => u.trim()).filter((u) => u !== ''))];
+
 /** Every option: its flag, its environment variable, and its validator. Keys are environment-only. */
-export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey'>, OptionSpec> = {
+export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret'>, OptionSpec> = {
   databaseUrl: { flag: '--database-url', env: 'VERDICT_DATABASE_URL', schema: z.string().min(1), expected: 'a file path, file: URL or postgres:// URL' },
   provider: { flag: '--provider', env: 'VERDICT_PROVIDER', schema: z.enum(['anthropic', 'openai', 'fake', 'none']), expected: 'one of anthropic, openai, fake, none' },
   model: { flag: '--model', env: 'VERDICT_MODEL', schema: z.string().min(1), expected: 'a model id' },
@@ -119,7 +140,12 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
   requestsPerMinute: { flag: '--requests-per-minute', env: 'VERDICT_REQUESTS_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000 (unset: no cap)' },
   inputTokensPerMinute: { flag: '--input-tokens-per-minute', env: 'VERDICT_INPUT_TOKENS_PER_MINUTE', schema: int(100, 1_000_000_000), expected: 'tokens per minute from 100 to 1000000000 (unset: no cap)' },
+  httpPort: { flag: '--http-port', env: 'VERDICT_HTTP_PORT', schema: int(0, 65_535), expected: 'a port from 0 to 65535' },
+  httpHost: { flag: '--http-host', env: 'VERDICT_HTTP_HOST', schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/), expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0' },
+  httpRateLimitPerMinute: { flag: '--http-rate-limit-per-minute', env: 'VERDICT_HTTP_RATE_LIMIT_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000' },
+  githubWorkspace: { flag: '--github-workspace', env: 'VERDICT_GITHUB_WORKSPACE', schema: z.string().min(1).max(200), expected: 'a workspace slug' },
   dailyTokenCap: { flag: '--daily-token-cap', env: 'VERDICT_DAILY_TOKEN_CAP', schema: int(1, Number.MAX_SAFE_INTEGER), expected: 'a positive number of tokens per UTC day (unset: no cap)' },
+  eventUrls: { flag: '--event-urls', env: 'VERDICT_EVENT_URLS', schema: z.string().transform(splitList).pipe(z.array(httpUrl).min(1).max(32)), expected: 'comma-separated http(s) URLs (1 to 32), such as https://example.com/hooks/verdict' },
 };
 
 export const DEFAULTS = {
@@ -138,6 +164,11 @@ export const DEFAULTS = {
   retentionHistoryMs: 2_592_000_000,
   pruneIntervalMs: 3_600_000,
   walCheckpointMs: 60_000,
+  eventUrls: [] as readonly string[],
+  httpPort: 8080,
+  httpHost: '127.0.0.1',
+  httpRateLimitPerMinute: 600,
+  githubWorkspace: 'github',
 } as const;
 
 /**
@@ -188,6 +219,10 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   const cfg = out as unknown as Config;
   cfg.anthropicApiKey = blank(env.ANTHROPIC_API_KEY);
   cfg.openaiApiKey = blank(env.VERDICT_OPENAI_API_KEY);
+  cfg.githubWebhookSecret = blank(env.VERDICT_GITHUB_WEBHOOK_SECRET);
+  cfg.eventSecret = blank(env.VERDICT_EVENT_SECRET);
+  const eventProblem = eventSettingsProblem(cfg.eventUrls, cfg.eventSecret);
+  if (eventProblem) throw new ConfigError(`VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.
   if (cfg.provider === undefined && cfg.anthropicApiKey) cfg.provider = 'anthropic';
   // A key that cannot be sent as a header is a configuration error at start (DESIGN §16.4), for
@@ -218,5 +253,19 @@ export function apiKeyProblem(key: string): string | null {
   }
   if (/[^\x20-\x7e]/.test(key)) return 'contains a non-ASCII character, which cannot be sent in an HTTP header';
   if (/\s/.test(key)) return 'contains whitespace, which a key never does (check for spaces around it)';
+  return null;
+}
+
+/**
+ * What is wrong with the outbound-event settings (DESIGN §16.22), without quoting the secret: with
+ * receiver URLs a signing secret is required, and a secret with a control character (a trailing
+ * newline from the file it was read from) would sign with a key the receiver does not have.
+ * @returns null when fine (no URLs, or URLs and a usable secret), else a short description.
+ */
+export function eventSettingsProblem(urls: readonly string[], secret: string | undefined): string | null {
+  if (urls.length === 0) return null;
+  if (secret === undefined || secret === '') return 'must be set: every event delivery is signed with it (X-Verdict-Signature-256)';
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x1f\x7f]/.test(secret)) return 'contains a line break or another control character; set it to the secret alone';
   return null;
 }

@@ -15,8 +15,11 @@ export {
   type VerdictReader,
   type VerdictWorkerOptions,
   type VerdictWorkerEvents,
+  type VerdictTokens,
+  type VerdictGitHub,
   type OutcomeEvent,
 } from './compose/verdict.js';
+export type { WorkerMonitor } from './compose/run-worker.js';
 export type { DatabaseOption } from './compose/open.js';
 
 // ---------------------------------------------------------------- questions and sets (DESIGN §4, §6)
@@ -53,6 +56,14 @@ export type { NormaliseReport } from './store/normalise.js';
 export type { DecisionView, StaleReason, Surfacing } from './reads/reads.js';
 export type { EvalOutcome, EvalStats } from './runner/outcome.js';
 export type { WorkerSummary } from './worker/worker.js';
+
+// ---------------------------------------------------------------- the HTTP API, GitHub and outbound events (DESIGN §16.22)
+export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
+export type { ApiTokenRole, ApiTokenRow } from './store/store.js';
+export type { CreatedApiToken } from './access/tokens.js';
+export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';
+export { GitHubRequestFailed, type GitHubImportReport, type ImportGitHubRepoOptions, type ImportGitHubFilesOptions } from './integrations/github/import.js';
+export { signEventBody, verifyEventSignature } from './integrations/events/signature.js';
 
 // ---------------------------------------------------------------- errors: one base class, stable codes
 export { VerdictError, isVerdictError, InputNotFound, InvalidInput, DatabaseNotFound, DatabaseUnavailable } from './errors.js';

@@ -56,11 +56,19 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
   },
   requestsPerMinute: { meaning: 'provider requests per minute, per worker process', default: 'unset: no cap' },
   inputTokensPerMinute: { meaning: 'estimated input tokens per minute, per worker process', default: 'unset: no cap' },
+  httpPort: { meaning: '`verdict serve`: the HTTP API port; 0 picks a free port and logs it', default: '8080' },
+  httpHost: { meaning: '`verdict serve`: the address the HTTP API binds; 0.0.0.0 behind a proxy or in a container', default: '127.0.0.1' },
+  httpRateLimitPerMinute: { meaning: '`verdict serve`: requests per minute per token (per client address without one); over it 429 with Retry-After', default: '600' },
+  githubWorkspace: { meaning: '`verdict serve`: workspace for GitHub webhook events of a repository never imported', default: 'github' },
   dailyTokenCap: { meaning: 'billed tokens per UTC day across every process on the database; when reached, claims stop until the next day', default: 'unset: no cap' },
+  eventUrls: {
+    meaning: 'receivers of decision.surfaced / decision.cleared events (comma-separated URLs); the worker signs each POST with VERDICT_EVENT_SECRET (environment-only, required with it)',
+    default: 'unset: no events are delivered',
+  },
 };
 
 /** Flags whose value is text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost']);
+const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls']);
 
 /** The `verdict help options` text: every global option once, with its variable, meaning, values and default. */
 export function formatGlobalOptions(): string {

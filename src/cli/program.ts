@@ -22,6 +22,8 @@ import { registerSetsCommand } from './sets.js';
 import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
+import { registerServeCommand } from './serve.js';
+import { registerTokensCommand } from './tokens.js';
 
 /**
  * Codes of the errors that are the caller's to fix (exit 2, DESIGN §12): ConfigError, UsageError,
@@ -61,6 +63,8 @@ export function buildProgram(): Command {
   registerDemoCommand(program);
   registerImportCommand(program);
   registerWorkerCommand(program);
+  registerServeCommand(program);
+  registerTokensCommand(program);
   registerShowCommand(program);
   registerFlagsCommand(program);
   registerStatusCommand(program);

@@ -10,7 +10,9 @@ import { startBackgroundPasses } from '../worker/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
 import { startWalUpkeep } from '../worker/wal-upkeep.js';
-import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type MetricsServer } from '../worker/metrics.js';
+import { EventDeliverer, eventDeliverySettings } from '../worker/event-delivery.js';
+import type { Registry as MetricsRegistry } from 'prom-client';
+import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type Health, type MetricsServer } from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 
 /** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
@@ -33,7 +35,22 @@ export type WorkerSettings = Pick<
   | 'pruneIntervalMs'
   | 'retentionHistoryMs'
   | 'walCheckpointMs'
->;
+> &
+  /**
+   * Outbound decision events (DESIGN §16.22): receiver URLs and the signing secret (required with
+   * URLs). A worker given URLs makes them the database's enabled targets at start (every other
+   * target is disabled, so workers that deliver events should share one list) and delivers to them;
+   * a worker without URLs changes no target and delivers nothing, so it never switches off the
+   * targets of a worker that has them. @defaultValue none
+   */
+  Partial<Pick<Config, 'eventUrls' | 'eventSecret'>>;
+
+/** A running worker's metrics and health, for a server of the host's to expose. */
+export interface WorkerMonitor {
+  registry: MetricsRegistry;
+  /** The /healthz judgement now: in-memory only, answers at once. */
+  health: () => Health;
+}
 
 /** What `runWorker` needs. */
 export interface RunWorkerParams {
@@ -55,6 +72,12 @@ export interface RunWorkerParams {
    * handlers here; `backfill --drain` wakes and stops it; the library handle keeps it).
    */
   onStarted?: (worker: Worker) => void;
+  /**
+   * Called once at start with the worker's metrics registry and health judge (the same ones
+   * `/metrics` and `/healthz` serve), for a host that serves them itself (`verdict serve
+   * --worker`). Given, the metrics exist even without `metricsPort`.
+   */
+  onMetrics?: (m: WorkerMonitor) => void;
   /** Called once per recorded outcome, after the metrics count it. */
   onOutcome?: (r: RunReport) => void;
   /** Called when a slot finds nothing claimable after doing work (see WorkerOptions.onIdle). */
@@ -70,7 +93,8 @@ export interface RunWorkerParams {
  * @throws the store's error when the heartbeat or the pinned provider cannot be written at start.
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
-  const metrics = p.cfg.metricsPort === undefined ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
+  const events = eventDeliverySettings(p.cfg.eventUrls, p.cfg.eventSecret);
+  const metrics = p.cfg.metricsPort === undefined && !p.onMetrics ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
   const store = metrics ? metrics.countingSpend(p.store) : p.store;
   const workerId = p.workerId ?? `${hostname()}:${process.pid}`;
   const limiter = new ProviderLimiter({
@@ -84,6 +108,16 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   // Jobs released because this worker stopped, and of them those whose provider call was cut off.
   let releasedAtStop = 0;
   let abortedCalls = 0;
+  const deliverer = events
+    ? new EventDeliverer({
+        store: p.store,
+        logger: p.logger,
+        owner: `${workerId}/events`,
+        secret: events.secret,
+        pollMs: p.cfg.tickMs,
+        onDelivery: (ok) => metrics?.countEventDelivery(ok),
+      })
+    : null;
   const worker: Worker = new Worker({
     store,
     registry: p.registry,
@@ -102,6 +136,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
         releasedAtStop++;
         if (r.stats.calls > 0) abortedCalls++;
       }
+      // Answers stored may have queued events: deliver now rather than at the next tick.
+      if (r.stats.answersStored > 0) deliverer?.wake();
       p.onOutcome?.(r);
     },
     onIdle: p.onIdle,
@@ -113,8 +149,11 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   let server: MetricsServer | null = null;
   if (metrics) {
     metrics.setHealth(health);
-    server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort!, host: p.cfg.metricsHost, logger: p.logger });
-    p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
+    p.onMetrics?.({ registry: metrics.registry, health });
+    if (p.cfg.metricsPort !== undefined) {
+      server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort, host: p.cfg.metricsHost, logger: p.logger });
+      p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
+    }
   }
   const heartbeat = await startHeartbeat({
     store: p.store,
@@ -125,6 +164,10 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   });
   try {
     await p.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(p.provider));
+    if (events) {
+      const t = await p.store.syncEventTargets(events.urls);
+      p.logger.info({ targets: t.enabled, disabled: t.disabled }, 'event targets set');
+    }
     p.onStarted?.(worker);
   } catch (err) {
     await heartbeat.stop();
@@ -162,9 +205,18 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       });
   const upkeepStop = new AbortController();
   walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
+  // Events: a long-running worker delivers beside the slots until it stops; a drain delivers once
+  // its jobs are done (EventDeliverer.flush: every event due now is tried, a failed one waits for
+  // its backoff and the next run), so undelivered events never hold a drain open.
+  const delivering = deliverer && !p.untilIdle ? deliverer.run(worker.signal) : Promise.resolve();
   let summary: WorkerSummary | null = null;
   try {
     summary = await worker.run();
+    if (deliverer && p.untilIdle) {
+      const done = await deliverer.flush(worker.signal);
+      const left = await p.store.eventDeliveryStats().catch(() => null);
+      p.logger.info({ ...done, pending: left?.pending ?? null, nextAttemptAt: left?.nextAttemptAt ?? null }, 'events delivered until idle');
+    }
     return summary;
   } finally {
     upkeepStop.abort();
@@ -173,6 +225,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     await server?.close();
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw
     await background;
+    await delivering;
     if (summary) {
       // The last line of a worker's log: what it did, and what its stop cut short (DESIGN §10).
       p.logger.info(

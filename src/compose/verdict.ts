@@ -13,8 +13,12 @@ import { toStoreError, TRACKER_STORE_METHODS, type ItemRow, type Store, type Tra
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';
 import { readerOn } from './reader.js';
-import { runWorker, type WorkerSettings } from './run-worker.js';
+import { runWorker, type WorkerMonitor, type WorkerSettings } from './run-worker.js';
 import { databaseLabel } from '../store/database-errors.js';
+import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../access/tokens.js';
+import type { ApiTokenRole, ApiTokenRow, SetJobCounts } from '../store/store.js';
+import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type ImportGitHubFilesOptions, type ImportGitHubRepoOptions } from '../integrations/github/import.js';
+import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */
 export interface VerdictOptions {
@@ -95,9 +99,24 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
   private worker: Worker | null = null;
   private stopRequested = false;
   private running: Promise<WorkerSummary> | null = null;
+  private monitor: WorkerMonitor | null = null;
 
-  constructor(private readonly make: (untilIdle: boolean, hooks: { onStarted: (w: Worker) => void; onOutcome: (r: RunReport) => void; onIdle?: () => void }) => Promise<WorkerSummary>, private readonly logger: Logger) {
+  constructor(
+    private readonly make: (
+      untilIdle: boolean,
+      hooks: { onStarted: (w: Worker) => void; onOutcome: (r: RunReport) => void; onIdle?: () => void; onMetrics: (m: WorkerMonitor) => void },
+    ) => Promise<WorkerSummary>,
+    private readonly logger: Logger,
+  ) {
     super();
+  }
+
+  /**
+   * The running worker's metrics and health (what its `/metrics` and `/healthz` would serve), for
+   * a host's own server; null before `start()` has set up and after the run ends.
+   */
+  get monitoring(): WorkerMonitor | null {
+    return this.monitor;
   }
 
   /**
@@ -171,6 +190,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
         });
       },
       onIdle: untilIdle ? undefined : () => this.safeEmit('idle'),
+      onMetrics: (m) => (this.monitor = m),
     }).then(
       (summary) => summary,
       (err: unknown) => {
@@ -182,6 +202,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
       this.running = null;
       this.stopRequested = false;
       this.worker = null;
+      this.monitor = null;
     });
     running.catch(() => undefined); // the caller of runUntilIdle/start sees it; `error` reports it
     this.running = running;
@@ -221,6 +242,48 @@ export interface VerdictReader {
    * @returns null when the workspace does not exist.
    */
   flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, { ref: string; keys: Record<string, number> }>; failing: boolean } | null>;
+  /**
+   * One workspace's counts: live items, and its jobs by set (due, waiting, in flight, parked,
+   * failing; times in epoch ms). @returns null when the workspace does not exist.
+   */
+  status(opts: { workspace: string }): Promise<{ workspace: string; items: number; jobs: SetJobCounts[] } | null>;
+}
+
+/**
+ * HTTP API tokens (DESIGN §16.22): scoped to a workspace and a role; only their SHA-256 is stored.
+ * See src/access/tokens.ts.
+ */
+export interface VerdictTokens {
+  /**
+   * Makes a token (`vdt_` + 43 base64url characters) for the workspace, creating the workspace
+   * when it does not exist. The token is in the result only: show it once.
+   * @throws InvalidInput for an unknown role or an empty slug.
+   */
+  create(o: { workspace: string; role: ApiTokenRole; name?: string }): Promise<CreatedApiToken>;
+  /** Tokens (never the tokens themselves), newest first; of one workspace when given. */
+  list(opts?: { workspace?: string }): Promise<ApiTokenRow[]>;
+  /** @returns false when no unrevoked token has this id. */
+  revoke(id: string): Promise<boolean>;
+  /** The live token a request presented (its row), or null for unknown, revoked, or a deleted workspace. */
+  authenticate(token: string): Promise<ApiTokenRow | null>;
+}
+
+/** GitHub issues in and out of the store (DESIGN §16.22; src/integrations/github/). */
+export interface VerdictGitHub {
+  /**
+   * Imports a repository's issues and comments over the REST API (@octokit/rest): every page,
+   * pull requests left out, incremental from the last run's high-water mark, ETags, rate limits
+   * waited out. @throws GitHubRequestFailed, InvalidInput, store errors (see importGitHubRepo).
+   */
+  importRepo(o: Omit<ImportGitHubRepoOptions, 'logger'>): Promise<GitHubImportReport>;
+  /** The same mapping from JSON saved with `gh api --paginate`. @throws InputNotFound, InvalidInput (see importGitHubFiles). */
+  importFiles(o: Omit<ImportGitHubFilesOptions, 'logger'>): Promise<GitHubImportReport>;
+  /**
+   * Applies one webhook delivery whose signature the caller has verified (verifyGitHubSignature),
+   * once per delivery id. @throws InvalidInput / InvalidWrite for a repository mapped to a deleted
+   * or another workspace; store errors (nothing written, the delivery id included).
+   */
+  applyWebhook(d: GitHubDelivery): Promise<GitHubDeliveryResult>;
 }
 
 /** What `createVerdict` returns. */
@@ -237,6 +300,8 @@ export interface Verdict {
   /** An in-process worker; nothing runs until `start()` or `runUntilIdle()`. @throws WorkerStateError with provider `none`. */
   worker(opts?: VerdictWorkerOptions): VerdictWorker;
   readonly reader: VerdictReader;
+  readonly tokens: VerdictTokens;
+  readonly github: VerdictGitHub;
   /** The question sets in force. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
@@ -284,7 +349,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
 
   const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
 
-  const readers: { item: VerdictReader['item']; flags: VerdictReader['flags'] } = {
+  const readers: VerdictReader = {
     async item(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -298,11 +363,33 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       return (await readerOn(inner, registry, provider ?? 'none', logger)).workspaceFlags(ws.id, set, opts.threshold);
     },
+    async status(opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      return { workspace: ws.slug, items: await inner.countItems(ws.id), jobs: await inner.jobCountsBySet(ws.id) };
+    },
   };
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
   const reader: VerdictReader = {
     item: (ref, opts) => readers.item(ref, opts).catch((err) => Promise.reject(toStoreError(err))),
     flags: (set, opts) => readers.flags(set, opts).catch((err) => Promise.reject(toStoreError(err))),
+    status: (opts) => readers.status(opts).catch((err) => Promise.reject(toStoreError(err))),
+  };
+  const tokens: VerdictTokens = {
+    create: (o) => createApiToken(inner, o).catch((err) => Promise.reject(toStoreError(err))),
+    list: async (opts = {}) => {
+      if (opts.workspace === undefined) return inner.listApiTokens();
+      const ws = await workspaceId(opts.workspace);
+      return ws ? inner.listApiTokens(ws.id) : [];
+    },
+    revoke: (id) => inner.revokeApiToken(id),
+    authenticate: (token) => authenticateApiToken(inner, token),
+  };
+  const mapped = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
+  const github: VerdictGitHub = {
+    importRepo: mapped((o) => importGitHubRepo(inner, { ...o, logger })),
+    importFiles: mapped((o) => importGitHubFiles(inner, { ...o, logger })),
+    applyWebhook: mapped((d) => applyGitHubWebhook(inner, d)),
   };
 
   return {
@@ -310,6 +397,8 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     registry,
     provider,
     reader,
+    tokens,
+    github,
     worker(opts = {}) {
       if (!provider) throw new WorkerStateError('provider is none: decisions are off, there is nothing for a worker to do');
       const { workerId, ...settings } = opts;

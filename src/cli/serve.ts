@@ -1,0 +1,86 @@
+import type { Command } from 'commander';
+import { createVerdict, type VerdictWorker } from '../compose/verdict.js';
+import { createProvider } from '../providers/create.js';
+import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
+
+/**
+ * `verdict serve [--worker]` (DESIGN §16.22): the HTTP API on `--http-host:--http-port`, with
+ * GitHub webhooks when VERDICT_GITHUB_WEBHOOK_SECRET is set, and with `--worker` an in-process
+ * worker (the same settings as `verdict worker`) whose /healthz and /metrics the server serves.
+ * Built on the public API: createVerdict, createApiServer, verdict.worker().
+ *
+ * SIGTERM/SIGINT: stop accepting requests (in-flight ones finish), stop the worker within
+ * --grace-ms, close the database, exit 0. A second signal exits at once. No SIGHUP reload here
+ * (run `verdict worker` apart for that).
+ */
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('serve the HTTP API (/v1, /hooks/github, /healthz, /metrics); --worker also runs a worker in this process')
+    .option('--worker', 'run a worker in this process too')
+    .action(async (opts: { worker?: boolean }, cmd: Command) => {
+      const cfg = configFrom(cmd);
+      const logger = loggerFor(cfg);
+      // The same provider rules as `verdict worker`: nothing chosen is a ConfigError (exit 2).
+      const provider = createProvider(cfg, logger);
+      const v = await createVerdict({ database: cfg.databaseUrl, configFile: cfg.configFile, provider: provider ?? 'none', logger, poolSize: Math.max(10, cfg.concurrency + 4) });
+      let worker: VerdictWorker | undefined;
+      try {
+        if (opts.worker) {
+          if (!provider) logger.info('provider is none: decisions are off, no worker runs');
+          else {
+            worker = v.worker({
+              concurrency: cfg.concurrency,
+              tickMs: cfg.tickMs,
+              leaseMs: cfg.leaseMs,
+              passLimit: cfg.passLimit,
+              abandonLimit: cfg.abandonLimit,
+              requestsPerMinute: cfg.requestsPerMinute,
+              inputTokensPerMinute: cfg.inputTokensPerMinute,
+              dailyTokenCap: cfg.dailyTokenCap,
+              driftSweepPerMinute: cfg.driftSweepPerMinute,
+              pruneIntervalMs: cfg.pruneIntervalMs,
+              retentionHistoryMs: cfg.retentionHistoryMs,
+              walCheckpointMs: cfg.walCheckpointMs,
+              eventUrls: cfg.eventUrls,
+              eventSecret: cfg.eventSecret,
+            });
+            worker.on('error', (err) => logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error'));
+            await worker.start();
+          }
+        }
+        // Loaded here, so the other commands never pay for fastify's import.
+        const { createApiServer } = await import('../server/api-server.js');
+        const server = await createApiServer(v, {
+          logger,
+          rateLimitPerMinute: cfg.httpRateLimitPerMinute,
+          github: cfg.githubWebhookSecret ? { secret: cfg.githubWebhookSecret, workspace: cfg.githubWorkspace } : undefined,
+          worker,
+        });
+        const address = await server.listen({ port: cfg.httpPort, host: cfg.httpHost });
+        logger.info({ address, worker: !!worker, githubWebhooks: !!cfg.githubWebhookSecret }, 'http listening');
+        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'})\n`);
+
+        let stopping = false;
+        const onSignal = (sig: NodeJS.Signals) => {
+          if (stopping) {
+            logger.warn({ signal: sig }, 'second signal: exiting at once');
+            process.exit(EXIT_FAILURE);
+          }
+          stopping = true;
+          logger.info({ signal: sig, graceMs: cfg.graceMs }, 'shutting down');
+          signalled();
+        };
+        let signalled!: () => void;
+        const stop = new Promise<void>((resolve) => (signalled = resolve));
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+        await stop;
+        await server.close();
+        await worker?.stop({ graceMs: cfg.graceMs });
+      } finally {
+        await v.close();
+        await provider?.close?.();
+      }
+    });
+}

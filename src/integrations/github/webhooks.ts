@@ -1,0 +1,147 @@
+import { verify } from '@octokit/webhooks-methods';
+import type { OweOptions, Store } from '../../store/store.js';
+import {
+  applyGitHubComment,
+  applyGitHubIssue,
+  applyGitHubIssueLinks,
+  deleteGitHubComment,
+  deleteGitHubIssue,
+  findGitHubTarget,
+  githubIssueLinks,
+  resolveGitHubTarget,
+  type GitHubTarget,
+} from './mapping.js';
+import { GITHUB_ISSUE_COMMENT_ACTIONS, GITHUB_ISSUES_ACTIONS, githubIssueCommentEventSchema, githubIssuesEventSchema, isPullRequest } from './rest-shapes.js';
+
+/**
+ * GitHub webhooks as write doors (DESIGN §16.22): `issues` (opened, edited, closed, reopened,
+ * deleted, transferred, labeled, unlabeled) and `issue_comment` (created, edited, deleted). The
+ * mapping is the importer's (mapping.ts), so an issue reads the same whether it came by import or
+ * by webhook. Writes owe at live priority with the quiet period, as a tracker's own edits do.
+ *
+ * Each delivery is applied in ONE transaction with its `X-GitHub-Delivery` id
+ * (`webhook_deliveries`): a redelivery finds the id and writes nothing; a crash leaves neither.
+ * An event for an issue never imported creates its item (and, for a repository never imported,
+ * the workspace and collection, as `import github` would).
+ *
+ * Left alone: deliveries are applied in arrival order. GitHub does not promise order, so an
+ * older `edited` redelivered after a newer one writes the older text until the next event or
+ * import; the payload's `updated_at` is not kept to compare against.
+ */
+
+/** The `source` of GitHub rows in `webhook_deliveries`. */
+export const GITHUB_DELIVERY_SOURCE = 'github';
+
+/** Live writes (DESIGN §3): priority 0 with each set's quiet period. */
+const LIVE: Readonly<OweOptions> = Object.freeze({});
+
+/**
+ * True when `signatureHeader` (`X-Hub-Signature-256`, `sha256=<hex>`) is the HMAC-SHA256 of
+ * exactly `rawBody` under `secret`, compared in constant time (@octokit/webhooks-methods'
+ * `verify`: `crypto.timingSafeEqual`). Anything missing or malformed is false, never a throw.
+ * Bytes that are not UTF-8 fail (the body is verified as the UTF-8 text GitHub sends).
+ */
+export async function verifyGitHubSignature(secret: string, rawBody: Buffer | string, signatureHeader: string | undefined): Promise<boolean> {
+  if (!secret || !signatureHeader || rawBody.length === 0) return false;
+  const text = typeof rawBody === 'string' ? rawBody : rawBody.toString('utf8');
+  if (typeof rawBody !== 'string' && !Buffer.from(text, 'utf8').equals(rawBody)) return false;
+  try {
+    return await verify(secret, text, signatureHeader);
+  } catch {
+    return false;
+  }
+}
+
+/** One delivery, already verified. */
+export interface GitHubDelivery {
+  /** `X-GitHub-Event`. */
+  event: string;
+  /** `X-GitHub-Delivery`. */
+  deliveryId: string;
+  /** The parsed JSON body. */
+  payload: unknown;
+  /** Workspace for a repository never imported. @defaultValue 'github' (the importer's default) */
+  workspace?: string;
+}
+
+/**
+ * What a delivery did: `applied` (written; `owed` job rows), `duplicate` (a redelivery: nothing
+ * written), `ignored` (an event, action or pull request Verdict does not map: nothing written,
+ * `reason` says which), `invalid` (the payload does not have the documented shape; `issues`
+ * names the members).
+ */
+export type GitHubDeliveryResult =
+  | { status: 'applied'; event: string; action: string; ref: string; owed: number }
+  | { status: 'duplicate'; owed: 0 }
+  | { status: 'ignored'; reason: 'event' | 'action' | 'pull_request'; owed: 0 }
+  | { status: 'invalid'; issues: string[]; owed: 0 };
+
+/**
+ * Applies one verified delivery (see the file comment).
+ * @throws InvalidInput / InvalidWrite when the repository maps to a deleted or foreign workspace
+ * (resolveGitHubTarget); store errors (nothing is written then, the delivery id included, so
+ * GitHub's redelivery can apply it later).
+ */
+export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promise<GitHubDeliveryResult> {
+  const action = (d.payload as { action?: unknown } | null)?.action;
+  if (d.event === 'issues') {
+    if (typeof action === 'string' && !(GITHUB_ISSUES_ACTIONS as readonly string[]).includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
+    const p = githubIssuesEventSchema.safeParse(d.payload);
+    if (!p.success) return invalid(p.error.issues);
+    const e = p.data;
+    if (isPullRequest(e.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
+    const target = await targetOf(store, e.repository.full_name, d.workspace);
+    return once(store, d, async (tx) => {
+      const ref = `#${e.issue.number}`;
+      if (e.action === 'deleted' || e.action === 'transferred') {
+        const w = await deleteGitHubIssue(tx, target, e.issue.number, LIVE);
+        return { status: 'applied', event: d.event, action: e.action, ref, owed: w?.owed ?? 0 };
+      }
+      const r = await applyGitHubIssue(tx, target, e.issue, LIVE);
+      let owed = r.outcome === 'ref_taken' ? 0 : r.write.owed;
+      const before = (e.changes?.body as { from?: unknown } | undefined)?.from;
+      const previous = typeof before === 'string' ? githubIssueLinks({ ...e.issue, body: before }) : [];
+      owed += (await applyGitHubIssueLinks(tx, target, githubIssueLinks(e.issue), LIVE, previous)).owed;
+      return { status: 'applied', event: d.event, action: e.action, ref, owed };
+    });
+  }
+  if (d.event === 'issue_comment') {
+    if (typeof action === 'string' && !(GITHUB_ISSUE_COMMENT_ACTIONS as readonly string[]).includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
+    const p = githubIssueCommentEventSchema.safeParse(d.payload);
+    if (!p.success) return invalid(p.error.issues);
+    const e = p.data;
+    if (isPullRequest(e.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
+    const target = await targetOf(store, e.repository.full_name, d.workspace);
+    return once(store, d, async (tx) => {
+      const ref = `#${e.issue.number}`;
+      if (e.action === 'deleted') {
+        const w = await deleteGitHubComment(tx, target, e.comment.id, LIVE);
+        return { status: 'applied', event: d.event, action: e.action, ref, owed: w?.owed ?? 0 };
+      }
+      // The payload carries the whole issue: an issue never imported is created first.
+      const item = await applyGitHubIssue(tx, target, e.issue, LIVE);
+      const c = await applyGitHubComment(tx, target, e.issue.number, e.comment, LIVE);
+      const owed = (item.outcome === 'ref_taken' ? 0 : item.write.owed) + (c.outcome === 'no_issue' ? 0 : c.write.owed);
+      return { status: 'applied', event: d.event, action: e.action, ref, owed };
+    });
+  }
+  return { status: 'ignored', reason: 'event', owed: 0 };
+}
+
+/** The repository's target: its recorded mapping, else resolved (created) in `workspace`. */
+async function targetOf(store: Store, repo: string, workspace: string | undefined): Promise<GitHubTarget> {
+  return (await findGitHubTarget(store, repo)) ?? resolveGitHubTarget(store, { repo, workspaceSlug: workspace ?? 'github' });
+}
+
+/** Runs `apply` in one transaction with the delivery id's row; a redelivery applies nothing. */
+async function once(store: Store, d: GitHubDelivery, apply: (tx: Store) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
+  return store.transaction(async (handle) => {
+    const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
+    if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };
+    return apply(tx);
+  });
+}
+
+function invalid(issues: ReadonlyArray<{ path: PropertyKey[] }>): GitHubDeliveryResult {
+  return { status: 'invalid', issues: [...new Set(issues.map((i) => i.path.map(String).join('.') || '(root)'))].slice(0, 20), owed: 0 };
+}

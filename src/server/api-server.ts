@@ -1,0 +1,185 @@
+import fastifyRateLimit from '@fastify/rate-limit';
+import fastifySwagger from '@fastify/swagger';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { Counter, Registry } from 'prom-client';
+import type { Verdict, VerdictWorker } from '../compose/verdict.js';
+import { InvalidInput, VerdictError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import { sendError } from './error-reply.js';
+import { registerGitHubWebhook, type GitHubWebhookOptions } from './github-webhook-route.js';
+import { SnapshotLocalStore } from './rate-limit-store.js';
+import { registerV1Routes } from './v1-routes.js';
+import { roleAllows } from '../access/tokens.js';
+
+/**
+ * `verdict serve`'s HTTP server (DESIGN §16.22), a thin user of the public API: every route calls
+ * a `Verdict` method. Fastify 5, because it validates and serialises from schemas, which with
+ * fastify-type-provider-zod are the same zod objects the OpenAPI document is generated from
+ * (@fastify/swagger), and because its body limit, content-type parsing and error codes are
+ * already right (413, 400 for bad JSON, 415); @fastify/rate-limit gives the per-token 429.
+ *
+ * - `/v1/...`: the write doors and the reads, scoped to the bearer token's workspace; the same
+ *   routes under `/v1/workspaces/{workspace}/...` name it (another workspace is 403, whether or
+ *   not it exists). `/v1/openapi.json` needs no token.
+ * - `/hooks/github`: signed GitHub webhooks (see github-webhook-route.ts).
+ * - `/healthz`, `/metrics`: the worker's when one runs in this process, else the server's own.
+ *
+ * Logs: one line per request with method, route pattern, status, duration and the token id;
+ * never a token, a body, item text or an answer. CORS: no Access-Control headers are sent, so
+ * browsers on other origins cannot call the API (off by default; nothing turns it on yet).
+ */
+
+/** Request bodies above this are refused with 413 (DESIGN §16.22: 1 MiB). */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** Default per-token rate limit: requests per minute (a fast tracker sync stays well under). */
+export const DEFAULT_RATE_LIMIT_PER_MINUTE = 600;
+
+/** What `createApiServer` takes. */
+export interface ApiServerOptions {
+  /** @defaultValue silent */
+  logger?: Logger;
+  /** Requests per minute per token (per client address without one). @defaultValue 600 */
+  rateLimitPerMinute?: number;
+  /** GitHub webhooks; the route answers 404 without a secret. */
+  github?: GitHubWebhookOptions;
+  /** A worker running in this process: `/healthz` and `/metrics` report it. */
+  worker?: VerdictWorker;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated token of a /v1 request (set by the auth hook). */
+    apiToken: ApiTokenRow | null;
+    /** Why the auth hook refuses this request (answered before the body is read), or null. */
+    refusal: { status: 401 | 403; error: string; message: string } | null;
+  }
+  interface FastifyContextConfig {
+    /** The role a /v1 route needs; routes without one need no token. */
+    role?: ApiTokenRole;
+  }
+}
+
+/**
+ * Builds the server (not listening: call `listen({ port, host })`, or `inject` in tests).
+ * @throws InvalidInput for a rate limit that is not a positive integer.
+ */
+export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Promise<FastifyInstance> {
+  const logger = o.logger ?? silentLogger;
+  const perMinute = o.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
+  if (!Number.isInteger(perMinute) || perMinute < 1) throw new InvalidInput(`rateLimitPerMinute must be a positive integer; got ${perMinute}`);
+
+  const app = Fastify({ bodyLimit: BODY_LIMIT_BYTES, logger: false, return503OnClosing: true, forceCloseConnections: true });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.decorateRequest('apiToken', null);
+  app.decorateRequest('refusal', null);
+
+  const metrics = new Registry();
+  const requests = new Counter({
+    name: 'verdict_http_requests_total',
+    help: 'HTTP API requests by route pattern, method and status code.',
+    labelNames: ['route', 'method', 'status'],
+    registers: [metrics],
+  });
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      info: { title: 'Verdict HTTP API', version: '1', description: 'Write doors and decision reads (DESIGN §16.22). Bearer tokens scoped to a workspace and a role.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+    transform: jsonSchemaTransform,
+  });
+
+  // Hooks, in fastify's order: authenticate (global onRequest), then rate-limit per token id, or
+  // per client address for requests without a valid token (the plugin's route-level onRequest),
+  // then refuse (preParsing: before any body is read or validated, so an unauthenticated request
+  // learns nothing from a 400 and costs no parse).
+  app.addHook('onRequest', async (req) => {
+    const role = req.routeOptions.config.role;
+    if (!role) return;
+    const token = bearer(req);
+    const row = token ? await v.tokens.authenticate(token) : null;
+    if (!row) {
+      req.refusal = { status: 401, error: 'unauthorized', message: 'a valid bearer token is required' };
+      return;
+    }
+    req.apiToken = row;
+    const wanted = (req.params as { workspace?: string }).workspace;
+    if (wanted !== undefined && wanted !== row.workspaceSlug) req.refusal = { status: 403, error: 'forbidden', message: 'this token is not for that workspace' };
+    else if (!roleAllows(row.role, role)) req.refusal = { status: 403, error: 'forbidden', message: `this route needs a token of role ${role} or above; this one is ${row.role}` };
+  });
+  await app.register(fastifyRateLimit, {
+    global: true,
+    store: SnapshotLocalStore as never, // the plugin's store type is a constructor it calls with its params
+    max: perMinute,
+    timeWindow: 60_000,
+    keyGenerator: (req) => (req.apiToken ? `token:${req.apiToken.id}` : `ip:${req.ip}`),
+    errorResponseBuilder: (_req, ctx) => ({ statusCode: 429, error: 'rate_limited', message: `rate limit: ${ctx.max} requests per minute; retry after ${Math.ceil(ctx.ttl / 1000)} s` }),
+  });
+  app.addHook('preParsing', async (req, reply) => {
+    const r = req.refusal;
+    if (!r) return;
+    if (r.status === 401) reply.header('www-authenticate', 'Bearer');
+    return sendError(reply, r.status, r.error, r.message);
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    requests.inc({ route, method: req.method, status: String(reply.statusCode) });
+    logger.info({ method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null }, 'http request');
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const issues = err.validation.map((i) => ({ path: [err.validationContext ?? 'body', ...String(i.instancePath).split('/').filter(Boolean)].join('.'), message: i.message ?? 'invalid' }));
+      return sendError(reply, 400, 'invalid_request', `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`, issues);
+    }
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendError(reply, 413, 'payload_too_large', `bodies are limited to ${BODY_LIMIT_BYTES} bytes`);
+    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) return sendError(reply, 400, 'invalid_json', 'the body is not valid JSON');
+    if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return sendError(reply, 400, 'invalid_json', 'the body is empty');
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return sendError(reply, 415, 'unsupported_media_type', 'send application/json');
+    if (err.statusCode === 429) return reply.code(429).send({ error: 'rate_limited', message: err.message });
+    if (err instanceof VerdictError) {
+      const status = { not_found: 404, invalid_write: 400, invalid_input: 400, conflict: 409 }[err.code as string] ?? 500;
+      if (status < 500) return sendError(reply, status, err.code, err.message);
+      logger.error({ route: req.routeOptions.url, err: err.code }, 'http request failed');
+      return sendError(reply, 503, err.code, 'the store failed; try again');
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, err.statusCode, 'bad_request', err.code ?? 'bad request');
+    logger.error({ route: req.routeOptions.url, err: err.code ?? err.name }, 'http request failed');
+    return sendError(reply, 500, 'internal', 'internal error');
+  });
+  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, 'not_found', 'no such route'));
+
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/healthz', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
+    const h = o.worker?.monitoring?.health();
+    if (!h) return { status: 'ok', worker: o.worker ? 'starting' : 'none' };
+    return reply.code(h.healthy ? 200 : 503).send({ status: h.status, reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs });
+  });
+  app.get('/metrics', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
+    const worker = o.worker?.monitoring?.registry;
+    const merged = worker ? Registry.merge([metrics, worker]) : metrics;
+    return reply.header('content-type', merged.contentType).send(await merged.metrics());
+  });
+
+  await app.register(async (scope) => registerV1Routes(scope, v), { prefix: '/v1' });
+  await app.register(async (scope) => registerV1Routes(scope, v), { prefix: '/v1/workspaces/:workspace' });
+  if (o.github) {
+    const github = o.github;
+    await app.register(async (scope) => registerGitHubWebhook(scope, v, github, logger));
+  }
+  return app;
+}
+
+/** The bearer token of a request, or null. */
+function bearer(req: FastifyRequest): string | null {
+  const h = req.headers.authorization;
+  if (typeof h !== 'string') return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m ? m[1] : null;
+}

@@ -1,0 +1,148 @@
+import { z } from 'zod';
+
+/**
+ * The HTTP API's request and response shapes (DESIGN §16.22), in zod: the routes validate with
+ * them and `/v1/openapi.json` is generated from the same objects, so the document cannot drift
+ * from what the server accepts. Bodies are strict: an unknown member is a 400 naming it (a typo
+ * such as `tilte` must not be dropped silently). Times are epoch milliseconds.
+ */
+
+const slug = z.string().min(1).max(200);
+/** A field value map: the item's `fields` JSON object. */
+const fields = z.record(z.string(), z.unknown());
+
+export const errorBody = z.object({
+  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, invalid_request, invalid_json, payload_too_large, conflict, rate_limited, internal'),
+  message: z.string(),
+  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional().describe('invalid_request only: each bad member, by path'),
+});
+
+export const workspaceParams = z.object({ workspace: slug.optional().describe('Defaults to the token\u2019s workspace on the /v1/... short paths') });
+export const itemParams = workspaceParams.extend({ ref: z.string().min(1).max(500) });
+export const commentParams = itemParams.extend({ commentId: z.string().min(1).max(200) });
+export const linkParams = itemParams.extend({ linkId: z.string().min(1).max(200) });
+export const collectionParams = workspaceParams.extend({ collection: slug });
+export const setParams = workspaceParams.extend({ set: z.string().min(1).max(200) });
+
+const fieldDef = z.object({
+  key: z.string(),
+  type: z.string(),
+  options: z.array(z.string()).optional(),
+  terminal_options: z.array(z.string()).optional(),
+});
+const collectionSchema = z.object({ fields: z.array(fieldDef) }).loose();
+const collectionSettings = z.record(z.string(), z.unknown());
+
+export const newCollectionBody = z.strictObject({
+  slug,
+  schema: collectionSchema.optional().describe('`{fields: [{key, type, options?, terminal_options?}]}`'),
+  settings: collectionSettings.optional().describe('`{tracks_work?: boolean, role?: "conventions"}`'),
+});
+export const collectionPatchBody = z.strictObject({ slug: slug.optional(), schema: collectionSchema.optional(), settings: collectionSettings.optional() });
+
+export const newItemBody = z.strictObject({
+  collection: slug.describe('The collection\u2019s slug'),
+  ref: z.string().min(1).max(500),
+  title: z.string().max(100_000),
+  content: z.string().optional(),
+  fields: fields.optional(),
+});
+export const itemPatchBody = z
+  .strictObject({
+    title: z.string().max(100_000).optional(),
+    content: z.string().optional(),
+    fields: fields.optional().describe('The whole fields object: keys it lacks are removed'),
+    setFields: fields.optional().describe('Only these keys; every other member is kept byte for byte'),
+  })
+  .refine((p) => !(p.fields && p.setFields), { message: 'give fields or setFields, not both', path: ['setFields'] });
+export const moveBody = z.strictObject({ collection: slug });
+
+export const newCommentBody = z.strictObject({ author: z.string().min(1).max(500), body: z.string(), parentCommentId: z.string().optional() });
+export const commentPatchBody = z.strictObject({ body: z.string() });
+export const newLinkBody = z.strictObject({ target: z.string().min(1).max(500).describe('The target item\u2019s ref'), type: z.string().min(1).max(100) });
+
+export const flagsQuery = z.strictObject({ threshold: z.coerce.number().min(0).max(1).optional() });
+export const listItemsQuery = z.strictObject({
+  collection: slug.optional(),
+  after: z.string().optional().describe('An item id: the page after it (ids order the listing)'),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+export const workspaceView = z.object({ id: z.string(), slug: z.string(), createdAt: z.number(), deletedAt: z.number().nullable() });
+export const collectionView = z.object({
+  id: z.string(),
+  slug: z.string(),
+  isSystem: z.boolean(),
+  schema: z.unknown(),
+  settings: z.unknown(),
+  createdAt: z.number(),
+  deletedAt: z.number().nullable(),
+});
+export const itemView = z.object({
+  id: z.string(),
+  ref: z.string(),
+  collectionId: z.string(),
+  title: z.string(),
+  content: z.string(),
+  fields: z.record(z.string(), z.unknown()),
+  seq: z.number(),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+  deletedAt: z.number().nullable(),
+});
+export const commentView = z.object({
+  id: z.string(),
+  itemId: z.string(),
+  parentCommentId: z.string().nullable(),
+  author: z.string(),
+  body: z.string(),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+  deletedAt: z.number().nullable(),
+});
+export const linkView = z.object({ id: z.string(), sourceId: z.string(), targetId: z.string(), linkType: z.string(), createdAt: z.number() });
+export const decisionView = z.object({
+  questionSet: z.string(),
+  questionKey: z.string(),
+  key: z.string(),
+  commentId: z.string().nullable(),
+  kind: z.enum(['noul', 'choice', 'score']),
+  answer: z.unknown().describe('`{type, ...}`: noul `{p}`, choice `{option}`, score `{level}`'),
+  confidence: z.number().nullable(),
+  provider: z.string(),
+  model: z.string(),
+  evaluatedAt: z.number(),
+  current: z.boolean(),
+  staleReason: z.string().nullable(),
+  changedParts: z.array(z.string()),
+  surfacing: z.enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced']),
+  unsurfaced: z.boolean(),
+  threshold: z.number(),
+  rationale: z.string().nullable(),
+  rowId: z.number(),
+});
+
+/** Every write's answer: the row, whether anything changed, and the jobs it owed (DESIGN §3). */
+export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), owed: z.number() });
+
+export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView) });
+export const flagsView = z.object({
+  flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()) })),
+  failing: z.boolean(),
+});
+export const statusView = z.object({
+  workspace: z.string(),
+  items: z.number(),
+  jobs: z.array(
+    z.object({
+      questionSet: z.string(),
+      due: z.number(),
+      waiting: z.number(),
+      inFlight: z.number(),
+      parked: z.number(),
+      failing: z.number(),
+      oldestOwedAt: z.number().nullable(),
+      lastErrorAt: z.number().nullable(),
+    }),
+  ),
+});

@@ -1,0 +1,186 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Verdict } from '../compose/verdict.js';
+import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkRow, type WorkspaceRow, type WriteResult } from '../store/store.js';
+import * as S from './schemas.js';
+
+/**
+ * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
+ * workspace) and under `/v1/workspaces/{workspace}`. Each calls one public-API method; writes owe
+ * at live priority with the quiet period, as a tracker's own writes do (DESIGN §3).
+ *
+ * Roles: `read` for the reads, `write` for items, comments and links, `admin` for collections.
+ * Items are addressed by ref (URL-encode it: `#12` is `%2312`); comments and links by id, checked
+ * to belong to the item in the path.
+ */
+export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
+  const app = scope.withTypeProvider<ZodTypeProvider>();
+  const err = { 400: S.errorBody, 401: S.errorBody, 403: S.errorBody, 404: S.errorBody, 409: S.errorBody, 429: S.errorBody };
+  const read = { role: 'read' as const };
+  const write = { role: 'write' as const };
+  const admin = { role: 'admin' as const };
+
+  /** The request's workspace: the token's (the auth hook has already refused any other). */
+  const workspaceOf = async (req: FastifyRequest): Promise<WorkspaceRow> => {
+    const ws = await v.store.getWorkspaceBySlug(req.apiToken!.workspaceSlug);
+    if (!ws) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
+    return ws;
+  };
+  const itemOf = async (req: FastifyRequest, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> => {
+    const ws = await workspaceOf(req);
+    const item = await v.store.getItemByRef(ws.id, ref);
+    if (!item) throw new NotFound('item', JSON.stringify(ref));
+    return { ws, item };
+  };
+  const collectionOf = async (ws: WorkspaceRow, slug: string): Promise<CollectionRow> => {
+    const c = (await v.store.listCollections(ws.id)).find((x) => x.slug === slug);
+    if (!c) throw new NotFound('collection', JSON.stringify(slug));
+    return c;
+  };
+
+  // ------------------------------------------------------------------ workspace and reads
+  app.get('/status', { config: read, schema: { tags: ['reads'], summary: 'Items and jobs of the workspace', params: S.workspaceParams, response: { 200: S.statusView, ...err } } }, async (req) => {
+    return (await v.reader.status({ workspace: req.apiToken!.workspaceSlug }))!;
+  });
+  app.get(
+    '/flags/:set',
+    { config: read, schema: { tags: ['reads'], summary: 'Surfaced nouls of one set: item id → {ref, key → p}', params: S.setParams, querystring: S.flagsQuery, response: { 200: S.flagsView, ...err } } },
+    async (req) => {
+      const out = await v.reader.flags(req.params.set, { workspace: req.apiToken!.workspaceSlug, threshold: req.query.threshold });
+      if (!out) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
+      return out;
+    },
+  );
+
+  // ------------------------------------------------------------------ collections (admin writes)
+  app.get('/collections', { config: read, schema: { tags: ['collections'], params: S.workspaceParams, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
+    collections: await v.store.listCollections((await workspaceOf(req)).id),
+  }));
+  app.post(
+    '/collections',
+    { config: admin, schema: { tags: ['collections'], params: S.workspaceParams, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
+    async (req, reply) => {
+      const ws = await workspaceOf(req);
+      const row = await v.store.createCollection({ workspaceId: ws.id, slug: req.body.slug, schema: req.body.schema as CollectionRow['schema'], settings: req.body.settings as CollectionRow['settings'] });
+      return reply.code(201).send(row);
+    },
+  );
+  app.patch(
+    '/collections/:collection',
+    { config: admin, schema: { tags: ['collections'], params: S.collectionParams, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
+    async (req) => {
+      const c = await collectionOf(await workspaceOf(req), req.params.collection);
+      return written(await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
+    },
+  );
+  app.delete('/collections/:collection', { config: admin, schema: { tags: ['collections'], params: S.collectionParams, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+    const c = await collectionOf(await workspaceOf(req), req.params.collection);
+    return written(await v.store.softDeleteCollection(c.id));
+  });
+  app.post('/collections/:collection/restore', { config: admin, schema: { tags: ['collections'], params: S.collectionParams, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+    const c = await collectionOf(await workspaceOf(req), req.params.collection);
+    return written(await v.store.restoreCollection(c.id));
+  });
+
+  // ------------------------------------------------------------------ items
+  app.get(
+    '/items',
+    { config: read, schema: { tags: ['items'], summary: 'Live items in id order, a page at a time', params: S.workspaceParams, querystring: S.listItemsQuery, response: { 200: z.object({ items: z.array(S.itemView), next: z.string().nullable() }), ...err } } },
+    async (req) => {
+      const ws = await workspaceOf(req);
+      const collectionId = req.query.collection ? (await collectionOf(ws, req.query.collection)).id : undefined;
+      const list = await v.store.listItems({ workspaceId: ws.id, collectionId, afterId: req.query.after, limit: req.query.limit });
+      return { items: list.map(itemView), next: list.length === req.query.limit ? list[list.length - 1].id : null };
+    },
+  );
+  app.post('/items', { config: write, schema: { tags: ['items'], params: S.workspaceParams, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
+    const ws = await workspaceOf(req);
+    const c = await collectionOf(ws, req.body.collection);
+    const r = await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: req.body.ref, title: req.body.title, content: req.body.content, fields: req.body.fields });
+    return reply.code(201).send(written(r, itemView));
+  });
+  app.get(
+    '/items/:ref',
+    { config: read, schema: { tags: ['items'], summary: 'One item with every stored decision, current or with its stale reason', params: S.itemParams, response: { 200: S.itemWithDecisions, ...err } } },
+    async (req) => {
+      const out = await v.reader.item(req.params.ref, { workspace: req.apiToken!.workspaceSlug });
+      if (!out) throw new NotFound('item', JSON.stringify(req.params.ref));
+      return { item: itemView(out.item), decisions: out.decisions };
+    },
+  );
+  app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: S.itemParams, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    return written(await v.store.updateItem(item.id, req.body), itemView);
+  });
+  app.delete('/items/:ref', { config: write, schema: { tags: ['items'], summary: 'Soft delete: nothing of the item is sent to a provider after this', params: S.itemParams, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    return written(await v.store.softDeleteItem(item.id), itemView);
+  });
+  app.post('/items/:ref/restore', { config: write, schema: { tags: ['items'], params: S.itemParams, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    return written(await v.store.restoreItem(item.id), itemView);
+  });
+  app.post('/items/:ref/move', { config: write, schema: { tags: ['items'], params: S.itemParams, body: S.moveBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { ws, item } = await itemOf(req, req.params.ref);
+    const c = await collectionOf(ws, req.body.collection);
+    return written(await v.store.moveItem(item.id, c.id), itemView);
+  });
+
+  // ------------------------------------------------------------------ comments
+  const commentOf = async (req: FastifyRequest, ref: string, id: string): Promise<CommentRow> => {
+    const { item } = await itemOf(req, ref);
+    const cm = await v.store.getComment(id);
+    if (!cm || cm.itemId !== item.id || cm.deletedAt !== null) throw new NotFound('comment', JSON.stringify(id));
+    return cm;
+  };
+  app.post('/items/:ref/comments', { config: write, schema: { tags: ['comments'], params: S.itemParams, body: S.newCommentBody, response: { 201: S.writeResult(S.commentView), ...err } } }, async (req, reply) => {
+    const { item } = await itemOf(req, req.params.ref);
+    if (req.body.parentCommentId !== undefined) await commentOf(req, req.params.ref, req.body.parentCommentId);
+    const r = await v.store.addComment({ itemId: item.id, author: req.body.author, body: req.body.body, parentCommentId: req.body.parentCommentId ?? null });
+    return reply.code(201).send(written(r));
+  });
+  app.patch('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: S.commentParams, body: S.commentPatchBody, response: { 200: S.writeResult(S.commentView), ...err } } }, async (req) => {
+    const cm = await commentOf(req, req.params.ref, req.params.commentId);
+    return written(await v.store.editComment(cm.id, req.body.body));
+  });
+  app.delete('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: S.commentParams, response: { 200: S.writeResult(S.commentView.nullable()), ...err } } }, async (req) => {
+    const cm = await commentOf(req, req.params.ref, req.params.commentId);
+    return written(await v.store.deleteComment(cm.id));
+  });
+
+  // ------------------------------------------------------------------ links
+  app.post('/items/:ref/links', { config: write, schema: { tags: ['links'], summary: 'A link from this item to another, by ref', params: S.itemParams, body: S.newLinkBody, response: { 201: S.writeResult(S.linkView), ...err } } }, async (req, reply) => {
+    const { ws, item } = await itemOf(req, req.params.ref);
+    const target = await v.store.getItemByRef(ws.id, req.body.target);
+    if (!target) throw new NotFound('item', JSON.stringify(req.body.target));
+    return reply.code(201).send(written(await v.store.addLink({ workspaceId: ws.id, sourceId: item.id, targetId: target.id, linkType: req.body.type }), linkView));
+  });
+  app.delete('/items/:ref/links/:linkId', { config: write, schema: { tags: ['links'], params: S.linkParams, response: { 200: S.writeResult(S.linkView.nullable()), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    const link = await v.store.getLink(req.params.linkId);
+    if (!link || (link.sourceId !== item.id && link.targetId !== item.id)) throw new NotFound('link', JSON.stringify(req.params.linkId));
+    return written(await v.store.removeLink(link.id), (l) => (l ? linkView(l) : null));
+  });
+}
+
+/** A write's answer: `{row, changed, owed}` (the normalisation report stays server-side). */
+function written<T, U = T>(r: WriteResult<T>, view?: (row: T) => U): { row: U; changed: boolean; owed: number } {
+  return { row: view ? view(r.row) : (r.row as unknown as U), changed: r.changed, owed: r.owed };
+}
+
+/** An item as the API shows it: `fields` parsed to an object (numbers beyond 2^53 lose digits here; the stored bytes are untouched). */
+export function itemView(i: ItemRow): z.infer<typeof S.itemView> {
+  let fields: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(i.fields);
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) fields = parsed as Record<string, unknown>;
+  } catch {
+    // stored fields are always an object (the doors refuse anything else); an old row that is not reads as {}
+  }
+  return { id: i.id, ref: i.ref, collectionId: i.collectionId, title: i.title, content: i.content, fields, seq: i.seq, createdAt: i.createdAt, updatedAt: i.updatedAt, deletedAt: i.deletedAt };
+}
+
+function linkView(l: LinkRow): z.infer<typeof S.linkView> {
+  return { id: l.id, sourceId: l.sourceId, targetId: l.targetId, linkType: l.linkType, createdAt: l.createdAt };
+}

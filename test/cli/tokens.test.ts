@@ -1,0 +1,67 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createVerdict } from '../../src/index.js';
+import { runBuiltCli } from '../harness/built-cli.js';
+import { tempDir } from '../harness/store-fixture.js';
+
+/** `verdict tokens create|list|revoke` (DESIGN §16.22), the built CLI on a real SQLite file. */
+
+let t: { dir: string; cleanup: () => void };
+let db: string;
+beforeAll(() => {
+  t = tempDir();
+  db = join(t.dir, 'v.db');
+});
+afterAll(() => t?.cleanup());
+
+const cli = (args: string[]) => runBuiltCli([...args, '--database-url', db]);
+
+describe('verdict tokens', () => {
+  it('create prints the token once; the database keeps only its SHA-256; list never shows it; revoke ends it', async () => {
+    const made = await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'write', '--name', 'tracker sync']);
+    const token = made.stdout.trim();
+    expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
+    expect(made.stderr).toMatch(/write on workspace acme \(workspace created\)\. It is shown this once/);
+
+    const conn = new Database(db, { readonly: true });
+    const rows = conn.prepare('SELECT * FROM api_tokens').all() as Array<Record<string, unknown>>;
+    conn.close();
+    expect(rows).toHaveLength(1);
+    expect(rows[0].token_hash).toBe(createHash('sha256').update(token).digest('hex'));
+    expect(JSON.stringify(rows)).not.toContain(token);
+    expect(readFileSync(db).includes(Buffer.from(token))).toBe(false);
+
+    const listed = await cli(['tokens', 'list', '--json']);
+    const list = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+    expect(list).toEqual([expect.objectContaining({ id: rows[0].id, workspaceSlug: 'acme', role: 'write', name: 'tracker sync', revokedAt: null })]);
+    expect(listed.stdout).not.toContain(token);
+    expect(listed.stdout).not.toContain(String(rows[0].token_hash));
+
+    const v = await createVerdict({ database: db, provider: 'none' });
+    try {
+      expect((await v.tokens.authenticate(token))?.role).toBe('write');
+      expect((await cli(['tokens', 'revoke', String(rows[0].id)])).stdout).toContain('revoked');
+      expect(await v.tokens.authenticate(token)).toBeNull();
+    } finally {
+      await v.close();
+    }
+    const again = await cli(['tokens', 'revoke', String(rows[0].id)]).catch((e: { code: number; stderr: string }) => e);
+    expect(again).toMatchObject({ code: 2 });
+    expect((again as { stderr: string }).stderr).toContain('no live token with id');
+  }, 60_000);
+
+  it('an unknown role is a usage error (exit 2) and creates nothing', async () => {
+    const r = await cli(['tokens', 'create', '--workspace', 'globex', '--role', 'owner']).catch((e: { code: number; stderr: string }) => e);
+    expect(r).toMatchObject({ code: 2 });
+    expect((r as { stderr: string }).stderr).toContain('--role: role must be one of read, write, admin');
+    const v = await createVerdict({ database: db, provider: 'none' });
+    try {
+      expect(await v.store.getWorkspaceBySlug('globex')).toBeNull();
+    } finally {
+      await v.close();
+    }
+  }, 60_000);
+});
