@@ -83,14 +83,10 @@ export type GitHubDeliveryResult =
  * GitHub's redelivery can apply it later).
  */
 export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promise<GitHubDeliveryResult> {
-  const action = (d.payload as { action?: unknown } | null)?.action;
   if (d.event === 'issues') {
-    if (typeof action === 'string' && !(GITHUB_ISSUES_ACTIONS as readonly string[]).includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
-    const p = githubIssuesEventSchema.safeParse(d.payload);
-    if (!p.success) return invalid(p.error.issues);
-    const e = p.data;
-    if (isPullRequest(e.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
-    const target = await targetOf(store, e.repository.full_name, d.workspace);
+    const a = await accept(store, d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
+    if ('status' in a) return a;
+    const { e, target } = a;
     return once(store, d, async (tx) => {
       const ref = `#${e.issue.number}`;
       if (e.action === 'deleted' || e.action === 'transferred') {
@@ -106,12 +102,9 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
     });
   }
   if (d.event === 'issue_comment') {
-    if (typeof action === 'string' && !(GITHUB_ISSUE_COMMENT_ACTIONS as readonly string[]).includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
-    const p = githubIssueCommentEventSchema.safeParse(d.payload);
-    if (!p.success) return invalid(p.error.issues);
-    const e = p.data;
-    if (isPullRequest(e.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
-    const target = await targetOf(store, e.repository.full_name, d.workspace);
+    const a = await accept(store, d, GITHUB_ISSUE_COMMENT_ACTIONS, githubIssueCommentEventSchema);
+    if ('status' in a) return a;
+    const { e, target } = a;
     return once(store, d, async (tx) => {
       const ref = `#${e.issue.number}`;
       if (e.action === 'deleted') {
@@ -126,6 +119,24 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
     });
   }
   return { status: 'ignored', reason: 'event', owed: 0 };
+}
+
+/**
+ * The payload of an event Verdict maps, parsed, with its repository's target; or the answer for
+ * one it does not apply (an action it does not map, a payload of the wrong shape, a pull request).
+ */
+async function accept<E extends { issue: { pull_request?: unknown }; repository: { full_name: string } }>(
+  store: Store,
+  d: GitHubDelivery,
+  actions: readonly string[],
+  schema: { safeParse(v: unknown): { success: true; data: E } | { success: false; error: { issues: ReadonlyArray<{ path: PropertyKey[] }> } } },
+): Promise<{ e: E; target: GitHubTarget } | GitHubDeliveryResult> {
+  const action = (d.payload as { action?: unknown } | null)?.action;
+  if (typeof action === 'string' && !actions.includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
+  const p = schema.safeParse(d.payload);
+  if (!p.success) return invalid(p.error.issues);
+  if (isPullRequest(p.data.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
+  return { e: p.data, target: await targetOf(store, p.data.repository.full_name, d.workspace) };
 }
 
 /** The repository's target: its recorded mapping, else resolved (created) in `workspace`. */
