@@ -9,8 +9,8 @@ import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
  * worker (the same settings as `verdict worker`) whose /healthz and /metrics the server serves.
  * Built on the public API: createVerdict, createApiServer, verdict.worker().
  *
- * SIGTERM/SIGINT: stop accepting requests (in-flight ones finish), stop the worker within
- * --grace-ms, close the database, exit 0. A second signal exits at once. No SIGHUP reload here
+ * SIGTERM/SIGINT: stop accepting requests (in-flight ones finish, for at most --grace-ms), stop
+ * the worker within --grace-ms, close the database, exit 0. A second signal exits at once. No SIGHUP reload here
  * (run `verdict worker` apart for that).
  */
 export function registerServeCommand(program: Command): void {
@@ -76,7 +76,11 @@ export function registerServeCommand(program: Command): void {
         process.on('SIGTERM', onSignal);
         process.on('SIGINT', onSignal);
         await stop;
+        // Requests in flight finish (a body still uploading too), for at most --grace-ms.
+        const cut = setTimeout(() => server.server.closeAllConnections(), cfg.graceMs);
+        cut.unref();
         await server.close();
+        clearTimeout(cut);
         await worker?.stop({ graceMs: cfg.graceMs });
       } finally {
         await v.close();

@@ -23,7 +23,9 @@ import { roleAllows } from '../access/tokens.js';
  * - `/v1/...`: the write doors and the reads, scoped to the bearer token's workspace; the same
  *   routes under `/v1/workspaces/{workspace}/...` name it (another workspace is 403, whether or
  *   not it exists). `/v1/openapi.json` needs no token.
- * - `/hooks/github`: signed GitHub webhooks (see github-webhook-route.ts).
+ * - `/hooks/github`: signed GitHub webhooks (see github-webhook-route.ts). Not rate-limited: its
+ *   deliveries come from GitHub's addresses (or one proxy's), and a limit shared with anonymous
+ *   traffic would refuse, and so lose, signed deliveries; an unsigned one costs one HMAC.
  * - `/healthz`, `/metrics`: the worker's when one runs in this process, else the server's own.
  *
  * Logs: one line per request with method, route pattern, status, duration and the token id;
@@ -33,6 +35,9 @@ import { roleAllows } from '../access/tokens.js';
 
 /** Request bodies above this are refused with 413 (DESIGN §16.22: 1 MiB). */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** Longest path parameter, in URL-encoded bytes: a 500-character ref at 9 bytes a character, rounded up. */
+const MAX_PARAM_LENGTH = 4_608;
 
 /** Default per-token rate limit: requests per minute (a fast tracker sync stays well under). */
 export const DEFAULT_RATE_LIMIT_PER_MINUTE = 600;
@@ -71,9 +76,35 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   const perMinute = o.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
   if (!Number.isInteger(perMinute) || perMinute < 1) throw new InvalidInput(`rateLimitPerMinute must be a positive integer; got ${perMinute}`);
 
-  const app = Fastify({ bodyLimit: BODY_LIMIT_BYTES, logger: false, return503OnClosing: true, forceCloseConnections: true });
+  const app = Fastify({
+    bodyLimit: BODY_LIMIT_BYTES,
+    logger: false,
+    return503OnClosing: true,
+    // At close, idle keep-alive sockets go at once; requests in flight finish (`verdict serve`
+    // bounds the wait by --grace-ms).
+    forceCloseConnections: 'idle',
+    // A path parameter may hold a 500-character ref, URL-encoded (up to 3 bytes a character, 3
+    // characters a byte): fastify's default of 100 made long refs writable but not readable.
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Fastify's own answers for a URL it cannot route (bad percent-encoding) would echo the path.
+    frameworkErrors: (err, _req, reply) => {
+      void sendError(reply, err.statusCode ?? 400, 'bad_request', err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid (bad percent-encoding)' : 'bad request');
+    },
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // A DELETE or restore sent with `content-type: application/json` and no body (many clients send
+  // the header on every request) is no body, not a 400; any body is parsed by fastify's own JSON
+  // parser (it refuses __proto__ and constructor.prototype keys).
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '') {
+      done(null, undefined);
+      return;
+    }
+    json(req, body as string, done);
+  });
   app.decorateRequest('apiToken', null);
   app.decorateRequest('refusal', null);
 
@@ -130,7 +161,8 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     requests.inc({ route, method: req.method, status: String(reply.statusCode) });
-    logger.info({ method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null }, 'http request');
+    // A flood of 429s would write a line per refusal; the counter above still counts them.
+    (reply.statusCode === 429 ? logger.debug : logger.info).call(logger, { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null }, 'http request');
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
@@ -139,7 +171,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       return sendError(reply, 400, 'invalid_request', `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`, issues);
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendError(reply, 413, 'payload_too_large', `bodies are limited to ${BODY_LIMIT_BYTES} bytes`);
-    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) return sendError(reply, 400, 'invalid_json', 'the body is not valid JSON');
+    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) {
+      return sendError(reply, 400, 'invalid_json', 'the body is not valid JSON, or has a __proto__ or constructor.prototype key (refused)');
+    }
     if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return sendError(reply, 400, 'invalid_json', 'the body is empty');
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return sendError(reply, 415, 'unsupported_media_type', 'send application/json');
     if (err.statusCode === 429) return reply.code(429).send({ error: 'rate_limited', message: err.message });
@@ -167,8 +201,8 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     return reply.header('content-type', merged.contentType).send(await merged.metrics());
   });
 
-  await app.register(async (scope) => registerV1Routes(scope, v), { prefix: '/v1' });
-  await app.register(async (scope) => registerV1Routes(scope, v), { prefix: '/v1/workspaces/:workspace' });
+  await app.register(async (scope) => registerV1Routes(scope, v, false), { prefix: '/v1' });
+  await app.register(async (scope) => registerV1Routes(scope, v, true), { prefix: '/v1/workspaces/:workspace' });
   if (o.github) {
     const github = o.github;
     await app.register(async (scope) => registerGitHubWebhook(scope, v, github, logger));

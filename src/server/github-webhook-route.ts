@@ -27,8 +27,9 @@ const MAX_DELIVERY_ID_LENGTH = 100;
  * missing headers, bad JSON or a payload not of the documented shape, 202 an event or action Verdict does not map (nothing written).
  */
 export function registerGitHubWebhook(scope: FastifyInstance, v: Verdict, o: GitHubWebhookOptions, logger: Logger): void {
+  scope.removeContentTypeParser('application/json'); // this scope's own: the raw bytes, for the signature
   scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-  scope.post('/hooks/github', { schema: { hide: true } }, async (req, reply) => {
+  scope.post('/hooks/github', { schema: { hide: true }, config: { rateLimit: false } }, async (req, reply) => {
     const raw = req.body as Buffer;
     const signature = req.headers['x-hub-signature-256'];
     if (typeof signature !== 'string' || !(await verifyGitHubSignature(o.secret, raw, signature))) {

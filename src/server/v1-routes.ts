@@ -7,15 +7,16 @@ import * as S from './schemas.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
- * workspace) and under `/v1/workspaces/{workspace}`. Each calls one public-API method; writes owe
+ * workspace; `withWorkspace` false) and under `/v1/workspaces/{workspace}` (true). Each calls one public-API method; writes owe
  * at live priority with the quiet period, as a tracker's own writes do (DESIGN §3).
  *
  * Roles: `read` for the reads, `write` for items, comments and links, `admin` for collections.
  * Items are addressed by ref (URL-encode it: `#12` is `%2312`); comments and links by id, checked
  * to belong to the item in the path.
  */
-export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
+export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspace: boolean): void {
   const app = scope.withTypeProvider<ZodTypeProvider>();
+  const P = S.pathParams(withWorkspace);
   const err = { 400: S.errorBody, 401: S.errorBody, 403: S.errorBody, 404: S.errorBody, 409: S.errorBody, 429: S.errorBody };
   const read = { role: 'read' as const };
   const write = { role: 'write' as const };
@@ -30,23 +31,29 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
   const itemOf = async (req: FastifyRequest, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> => {
     const ws = await workspaceOf(req);
     const item = await v.store.getItemByRef(ws.id, ref);
-    if (!item) throw new NotFound('item', JSON.stringify(ref));
+    if (!item) throw new NotFound('item', 'of that ref');
     return { ws, item };
+  };
+  /** Items as the API shows them, with their collection's slug (one read of the workspace's collections). */
+  const itemViews = async (ws: WorkspaceRow): Promise<(i: ItemRow) => z.infer<typeof S.itemView>> => {
+    const slugs = new Map((await v.store.listCollections(ws.id)).map((c) => [c.id, c.slug]));
+    return (i) => itemView(i, slugs.get(i.collectionId) ?? '');
   };
   const collectionOf = async (ws: WorkspaceRow, slug: string): Promise<CollectionRow> => {
     const c = (await v.store.listCollections(ws.id)).find((x) => x.slug === slug);
-    if (!c) throw new NotFound('collection', JSON.stringify(slug));
+    if (!c) throw new NotFound('collection', 'of that slug');
     return c;
   };
 
   // ------------------------------------------------------------------ workspace and reads
-  app.get('/status', { config: read, schema: { tags: ['reads'], summary: 'Items and jobs of the workspace', params: S.workspaceParams, response: { 200: S.statusView, ...err } } }, async (req) => {
+  app.get('/status', { config: read, schema: { tags: ['reads'], summary: 'Items and jobs of the workspace', params: P.workspace, response: { 200: S.statusView, ...err } } }, async (req) => {
     return (await v.reader.status({ workspace: req.apiToken!.workspaceSlug }))!;
   });
   app.get(
     '/flags/:set',
-    { config: read, schema: { tags: ['reads'], summary: 'Surfaced nouls of one set: item id → {ref, key → p}', params: S.setParams, querystring: S.flagsQuery, response: { 200: S.flagsView, ...err } } },
+    { config: read, schema: { tags: ['reads'], summary: 'Surfaced nouls of one set: item id → {ref, key → p}', params: P.set, querystring: S.flagsQuery, response: { 200: S.flagsView, ...err } } },
     async (req) => {
+      if (!v.registry.get(req.params.set)) throw new NotFound('question set', 'of that name');
       const out = await v.reader.flags(req.params.set, { workspace: req.apiToken!.workspaceSlug, threshold: req.query.threshold });
       if (!out) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
       return out;
@@ -54,12 +61,12 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
   );
 
   // ------------------------------------------------------------------ collections (admin writes)
-  app.get('/collections', { config: read, schema: { tags: ['collections'], params: S.workspaceParams, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
+  app.get('/collections', { config: read, schema: { tags: ['collections'], params: P.workspace, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
     collections: await v.store.listCollections((await workspaceOf(req)).id),
   }));
   app.post(
     '/collections',
-    { config: admin, schema: { tags: ['collections'], params: S.workspaceParams, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
+    { config: admin, schema: { tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
     async (req, reply) => {
       const ws = await workspaceOf(req);
       const row = await v.store.createCollection({ workspaceId: ws.id, slug: req.body.slug, schema: req.body.schema as CollectionRow['schema'], settings: req.body.settings as CollectionRow['settings'] });
@@ -68,17 +75,17 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
   );
   app.patch(
     '/collections/:collection',
-    { config: admin, schema: { tags: ['collections'], params: S.collectionParams, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
+    { config: admin, schema: { tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
     async (req) => {
       const c = await collectionOf(await workspaceOf(req), req.params.collection);
       return written(await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
     },
   );
-  app.delete('/collections/:collection', { config: admin, schema: { tags: ['collections'], params: S.collectionParams, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+  app.delete('/collections/:collection', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
     const c = await collectionOf(await workspaceOf(req), req.params.collection);
     return written(await v.store.softDeleteCollection(c.id));
   });
-  app.post('/collections/:collection/restore', { config: admin, schema: { tags: ['collections'], params: S.collectionParams, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+  app.post('/collections/:collection/restore', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
     const c = await collectionOf(await workspaceOf(req), req.params.collection);
     return written(await v.store.restoreCollection(c.id));
   });
@@ -86,80 +93,89 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict): void {
   // ------------------------------------------------------------------ items
   app.get(
     '/items',
-    { config: read, schema: { tags: ['items'], summary: 'Live items in id order, a page at a time', params: S.workspaceParams, querystring: S.listItemsQuery, response: { 200: z.object({ items: z.array(S.itemView), next: z.string().nullable() }), ...err } } },
+    { config: read, schema: { tags: ['items'], summary: 'Live items in id order, a page at a time', params: P.workspace, querystring: S.listItemsQuery, response: { 200: z.object({ items: z.array(S.itemView), next: z.string().nullable() }), ...err } } },
     async (req) => {
       const ws = await workspaceOf(req);
       const collectionId = req.query.collection ? (await collectionOf(ws, req.query.collection)).id : undefined;
       const list = await v.store.listItems({ workspaceId: ws.id, collectionId, afterId: req.query.after, limit: req.query.limit });
-      return { items: list.map(itemView), next: list.length === req.query.limit ? list[list.length - 1].id : null };
+      const view = await itemViews(ws);
+      return { items: list.map(view), next: list.length === req.query.limit ? list[list.length - 1].id : null };
     },
   );
-  app.post('/items', { config: write, schema: { tags: ['items'], params: S.workspaceParams, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
+  app.post('/items', { config: write, schema: { tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
     const ws = await workspaceOf(req);
     const c = await collectionOf(ws, req.body.collection);
     const r = await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: req.body.ref, title: req.body.title, content: req.body.content, fields: req.body.fields });
-    return reply.code(201).send(written(r, itemView));
+    return reply.code(201).send(written(r, await itemViews(ws)));
   });
   app.get(
     '/items/:ref',
-    { config: read, schema: { tags: ['items'], summary: 'One item with every stored decision, current or with its stale reason', params: S.itemParams, response: { 200: S.itemWithDecisions, ...err } } },
+    { config: read, schema: { tags: ['items'], summary: 'One item with every stored decision, current or with its stale reason', params: P.item, response: { 200: S.itemWithDecisions, ...err } } },
     async (req) => {
       const out = await v.reader.item(req.params.ref, { workspace: req.apiToken!.workspaceSlug });
-      if (!out) throw new NotFound('item', JSON.stringify(req.params.ref));
-      return { item: itemView(out.item), decisions: out.decisions };
+      if (!out) throw new NotFound('item', 'of that ref');
+      return { item: (await itemViews(await workspaceOf(req)))(out.item), decisions: out.decisions };
     },
   );
-  app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: S.itemParams, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
-    const { item } = await itemOf(req, req.params.ref);
-    return written(await v.store.updateItem(item.id, req.body), itemView);
+  app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { ws, item } = await itemOf(req, req.params.ref);
+    return written(await v.store.updateItem(item.id, req.body), await itemViews(ws));
   });
-  app.delete('/items/:ref', { config: write, schema: { tags: ['items'], summary: 'Soft delete: nothing of the item is sent to a provider after this', params: S.itemParams, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
-    const { item } = await itemOf(req, req.params.ref);
-    return written(await v.store.softDeleteItem(item.id), itemView);
+  app.delete('/items/:ref', { config: write, schema: { tags: ['items'], summary: 'Soft delete: nothing of the item is sent to a provider after this', params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { ws, item } = await itemOf(req, req.params.ref);
+    return written(await v.store.softDeleteItem(item.id), await itemViews(ws));
   });
-  app.post('/items/:ref/restore', { config: write, schema: { tags: ['items'], params: S.itemParams, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
-    const { item } = await itemOf(req, req.params.ref);
-    return written(await v.store.restoreItem(item.id), itemView);
+  app.post('/items/:ref/restore', { config: write, schema: { tags: ['items'], params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+    const { ws, item } = await itemOf(req, req.params.ref);
+    return written(await v.store.restoreItem(item.id), await itemViews(ws));
   });
-  app.post('/items/:ref/move', { config: write, schema: { tags: ['items'], params: S.itemParams, body: S.moveBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+  app.post('/items/:ref/move', { config: write, schema: { tags: ['items'], params: P.item, body: S.moveBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     const c = await collectionOf(ws, req.body.collection);
-    return written(await v.store.moveItem(item.id, c.id), itemView);
+    return written(await v.store.moveItem(item.id, c.id), await itemViews(ws));
   });
 
   // ------------------------------------------------------------------ comments
   const commentOf = async (req: FastifyRequest, ref: string, id: string): Promise<CommentRow> => {
     const { item } = await itemOf(req, ref);
     const cm = await v.store.getComment(id);
-    if (!cm || cm.itemId !== item.id || cm.deletedAt !== null) throw new NotFound('comment', JSON.stringify(id));
+    if (!cm || cm.itemId !== item.id || cm.deletedAt !== null) throw new NotFound('comment', 'of that id on this item');
     return cm;
   };
-  app.post('/items/:ref/comments', { config: write, schema: { tags: ['comments'], params: S.itemParams, body: S.newCommentBody, response: { 201: S.writeResult(S.commentView), ...err } } }, async (req, reply) => {
+  app.get('/items/:ref/comments', { config: read, schema: { tags: ['comments'], summary: 'The item\u2019s comments, oldest first (a deleted comment is gone; imported tombstones carry deletedAt)', params: P.item, response: { 200: z.object({ comments: z.array(S.commentView) }), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    return { comments: await v.store.listComments(item.id) };
+  });
+  app.post('/items/:ref/comments', { config: write, schema: { tags: ['comments'], params: P.item, body: S.newCommentBody, response: { 201: S.writeResult(S.commentView), ...err } } }, async (req, reply) => {
     const { item } = await itemOf(req, req.params.ref);
     if (req.body.parentCommentId !== undefined) await commentOf(req, req.params.ref, req.body.parentCommentId);
     const r = await v.store.addComment({ itemId: item.id, author: req.body.author, body: req.body.body, parentCommentId: req.body.parentCommentId ?? null });
     return reply.code(201).send(written(r));
   });
-  app.patch('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: S.commentParams, body: S.commentPatchBody, response: { 200: S.writeResult(S.commentView), ...err } } }, async (req) => {
+  app.patch('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: P.comment, body: S.commentPatchBody, response: { 200: S.writeResult(S.commentView), ...err } } }, async (req) => {
     const cm = await commentOf(req, req.params.ref, req.params.commentId);
     return written(await v.store.editComment(cm.id, req.body.body));
   });
-  app.delete('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: S.commentParams, response: { 200: S.writeResult(S.commentView.nullable()), ...err } } }, async (req) => {
+  app.delete('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: P.comment, response: { 200: S.writeResult(S.commentView.nullable()), ...err } } }, async (req) => {
     const cm = await commentOf(req, req.params.ref, req.params.commentId);
     return written(await v.store.deleteComment(cm.id));
   });
 
   // ------------------------------------------------------------------ links
-  app.post('/items/:ref/links', { config: write, schema: { tags: ['links'], summary: 'A link from this item to another, by ref', params: S.itemParams, body: S.newLinkBody, response: { 201: S.writeResult(S.linkView), ...err } } }, async (req, reply) => {
+  app.get('/items/:ref/links', { config: read, schema: { tags: ['links'], summary: 'Links with the item at either end, oldest first', params: P.item, response: { 200: z.object({ links: z.array(S.linkView) }), ...err } } }, async (req) => {
+    const { item } = await itemOf(req, req.params.ref);
+    return { links: (await v.store.listLinks(item.id)).map(linkView) };
+  });
+  app.post('/items/:ref/links', { config: write, schema: { tags: ['links'], summary: 'A link from this item to another, by ref', params: P.item, body: S.newLinkBody, response: { 201: S.writeResult(S.linkView), ...err } } }, async (req, reply) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     const target = await v.store.getItemByRef(ws.id, req.body.target);
-    if (!target) throw new NotFound('item', JSON.stringify(req.body.target));
+    if (!target) throw new NotFound('target item', 'of that ref');
     return reply.code(201).send(written(await v.store.addLink({ workspaceId: ws.id, sourceId: item.id, targetId: target.id, linkType: req.body.type }), linkView));
   });
-  app.delete('/items/:ref/links/:linkId', { config: write, schema: { tags: ['links'], params: S.linkParams, response: { 200: S.writeResult(S.linkView.nullable()), ...err } } }, async (req) => {
+  app.delete('/items/:ref/links/:linkId', { config: write, schema: { tags: ['links'], params: P.link, response: { 200: S.writeResult(S.linkView.nullable()), ...err } } }, async (req) => {
     const { item } = await itemOf(req, req.params.ref);
     const link = await v.store.getLink(req.params.linkId);
-    if (!link || (link.sourceId !== item.id && link.targetId !== item.id)) throw new NotFound('link', JSON.stringify(req.params.linkId));
+    if (!link || (link.sourceId !== item.id && link.targetId !== item.id)) throw new NotFound('link', 'of that id on this item');
     return written(await v.store.removeLink(link.id), (l) => (l ? linkView(l) : null));
   });
 }
@@ -169,8 +185,8 @@ function written<T, U = T>(r: WriteResult<T>, view?: (row: T) => U): { row: U; c
   return { row: view ? view(r.row) : (r.row as unknown as U), changed: r.changed, owed: r.owed };
 }
 
-/** An item as the API shows it: `fields` parsed to an object (numbers beyond 2^53 lose digits here; the stored bytes are untouched). */
-export function itemView(i: ItemRow): z.infer<typeof S.itemView> {
+/** An item as the API shows it: `fields` parsed to an object (numbers beyond 2^53 lose digits here and in request bodies). */
+export function itemView(i: ItemRow, collection: string): z.infer<typeof S.itemView> {
   let fields: Record<string, unknown> = {};
   try {
     const parsed: unknown = JSON.parse(i.fields);
@@ -178,7 +194,7 @@ export function itemView(i: ItemRow): z.infer<typeof S.itemView> {
   } catch {
     // stored fields are always an object (the doors refuse anything else); an old row that is not reads as {}
   }
-  return { id: i.id, ref: i.ref, collectionId: i.collectionId, title: i.title, content: i.content, fields, seq: i.seq, createdAt: i.createdAt, updatedAt: i.updatedAt, deletedAt: i.deletedAt };
+  return { id: i.id, ref: i.ref, collectionId: i.collectionId, collection, title: i.title, content: i.content, fields, seq: i.seq, createdAt: i.createdAt, updatedAt: i.updatedAt, deletedAt: i.deletedAt };
 }
 
 function linkView(l: LinkRow): z.infer<typeof S.linkView> {

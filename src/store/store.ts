@@ -507,6 +507,10 @@ export interface TrackerStore {
   getComment(id: string): Promise<CommentRow | null>;
   /** One link by id. */
   getLink(id: string): Promise<LinkRow | null>;
+  /** An item's comments, tombstones included (`deletedAt` set), oldest first. */
+  listComments(itemId: string): Promise<CommentRow[]>;
+  /** The links with the item at either end, oldest first. */
+  listLinks(itemId: string): Promise<LinkRow[]>;
   /** Items of a workspace in (created_at, id) order, after the cursor id when given. */
   listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
   countItems(workspaceId?: string): Promise<number>;
@@ -545,6 +549,8 @@ export const TRACKER_STORE_METHODS = [
   'getItemByRef',
   'getComment',
   'getLink',
+  'listComments',
+  'listLinks',
   'listItems',
   'countItems',
 ] as const satisfies ReadonlyArray<keyof TrackerStore>;
@@ -781,6 +787,8 @@ export interface Store extends TrackerStore {
    * @returns false when `owner` no longer holds the row (nothing changed).
    */
   failEventDelivery(id: number, owner: string, o: { backoffMs: number; error: string }): Promise<boolean>;
+  /** A row not sent (its target is held as unreachable): due again in `delayMs`, lease released, no attempt counted. @returns false when `owner` no longer holds it. */
+  deferEventDelivery(id: number, owner: string, delayMs: number): Promise<boolean>;
   /** Releases every undelivered row `owner` holds (a stop), without an attempt. @returns rows released. */
   releaseEventDeliveries(owner: string): Promise<number>;
   /** Undelivered events of enabled targets: pending, due now, earliest next attempt (epoch ms). */

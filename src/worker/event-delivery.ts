@@ -200,9 +200,19 @@ export class EventDeliverer {
 
   /** POSTs one row and records the outcome. @returns `delivered`, the failure's class, `stopped`, or null when recording failed. */
   private async deliver(row: EventDelivery, signal: AbortSignal): Promise<'delivered' | 'stopped' | string | null> {
-    const skip = (this.unreachable.get(row.targetUrl) ?? 0) > Date.now();
-    const a: Attempt = skip ? { ok: false, error: 'unreachable (not sent)' } : await this.post(row, signal);
-    if (a.ok === false && !skip && !a.error.startsWith('http ')) {
+    const heldUntil = this.unreachable.get(row.targetUrl) ?? 0;
+    if (heldUntil > Date.now()) {
+      // Not tried: wait out the hold without counting an attempt (its backoff must not grow).
+      try {
+        await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - Date.now());
+      } catch (err) {
+        this.o.logger.error({ eventRow: row.id, err: errName(err) }, 'event delivery outcome not recorded');
+        return null;
+      }
+      return 'unreachable (not sent)';
+    }
+    const a: Attempt = await this.post(row, signal);
+    if (a.ok === false && !a.error.startsWith('http ')) {
       this.unreachable.set(row.targetUrl, Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS));
     } else if (a.ok === true) this.unreachable.delete(row.targetUrl);
     if (a.ok === 'stopped') return 'stopped';

@@ -76,12 +76,22 @@ describe('/v1 routes', () => {
     expect((await call('DELETE', `/v1/items/C/links/${l.body.row.id}`)).status).toBe(404); // not C's link
     expect((await call('DELETE', `/v1/items/%2312/links/${l.body.row.id}`)).body.changed).toBe(true); // either end may remove it
 
-    expect((await call('POST', '/v1/items/B/move', { collection: 'bug' })).body.row.collectionId).not.toBe(a.body.row.collectionId);
-    expect((await call('DELETE', '/v1/items/B')).body.row.deletedAt).not.toBeNull();
+    expect((await call('GET', '/v1/items/%2312/links')).body.links).toEqual([]); // removed above
+    await call('POST', '/v1/items/B/links', { target: 'C', type: 'blocks' });
+    expect((await call('GET', '/v1/items/C/links')).body.links.map((x: { linkType: string }) => x.linkType)).toEqual(['blocks']);
+    const moved = await call('POST', '/v1/items/B/move', { collection: 'bug' });
+    expect(moved.body.row).toMatchObject({ collection: 'bug' });
+    expect(moved.body.row.collectionId).not.toBe(a.body.row.collectionId);
+    // A DELETE sent with a JSON content type and no body (many clients do) is no body, not bad JSON.
+    const del = await app.inject({ method: 'DELETE', url: '/v1/items/B', headers: { ...h, 'content-type': 'application/json' } });
+    expect(del.statusCode).toBe(200);
+    expect(del.json().row.deletedAt).not.toBeNull();
     expect((await call('GET', '/v1/items')).body.items.map((i: { ref: string }) => i.ref).sort()).toEqual(['#12', 'C']);
     expect((await call('POST', '/v1/items/B/restore')).body.row.deletedAt).toBeNull();
+    expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toMatchObject([{ id: cid, body: 'second', deletedAt: null }]);
     expect((await call('DELETE', `/v1/items/%2312/comments/${cid}`)).body.changed).toBe(true);
     expect((await call('DELETE', `/v1/items/%2312/comments/${cid}`)).status).toBe(404);
+    expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toEqual([]);
   });
 
   it('items list pages in id order; status and flags read the workspace', async () => {
@@ -96,6 +106,8 @@ describe('/v1 routes', () => {
     const flags = await call('GET', '/v1/flags/attention?threshold=0.5');
     expect(flags).toMatchObject({ status: 200, body: { failing: false } });
     expect((await call('GET', '/v1/flags/attention?threshold=2')).status).toBe(400);
+    expect((await call('GET', '/v1/flags/atention')).status).toBe(404); // a typo is not "nothing flagged"
+    expect((await call('GET', '/v1/items')).body.items.every((i: { collection: string }) => ['task', 'bug'].includes(i.collection))).toBe(true);
   });
 });
 
@@ -134,6 +146,28 @@ describe('/hooks/github answers for what it does not apply', () => {
     const gone = await deliver('issues', { action: 'deleted', issue, repository: { full_name: 'acme/w' } }, 'b3');
     expect(gone.json()).toMatchObject({ status: 'applied' });
     expect((await v.store.getItemByRef(ws.id, '#3'))!.deletedAt).not.toBeNull();
+  });
+
+  it('a deletion of something never imported claims nothing; a second repository is refused; a deleted workspace takes no writes', async () => {
+    const other = { ...issue, number: 5 };
+    const del = await deliver('issues', { action: 'deleted', issue: other, repository: { full_name: 'zeta/never' } }, 'c1');
+    expect([del.statusCode, del.json()]).toEqual([202, { status: 'ignored', reason: 'not_imported', owed: 0 }]);
+    // acme-gh holds acme/w (from the test above): a second repository is refused with its reason, and leaves no mapping.
+    const second = await deliver('issues', { action: 'opened', issue: other, repository: { full_name: 'zeta/never' } }, 'c2');
+    expect(second.statusCode).toBe(400);
+    expect(second.json().message).toContain('already holds acme/w');
+    const ws = (await v.store.getWorkspaceBySlug('acme-gh'))!;
+    await v.store.softDeleteWorkspace(ws.id);
+    const refused = await deliver('issues', { action: 'opened', issue: { ...issue, number: 6 }, repository: { full_name: 'acme/w' } }, 'c3');
+    expect(refused.statusCode).toBe(400);
+    expect(await v.store.getItemByRef(ws.id, '#6')).toBeNull();
+    await v.store.restoreWorkspace(ws.id);
+    // The refused delivery left no delivery row: GitHub's redelivery applies it.
+    const again = await deliver('issues', { action: 'opened', issue: { ...issue, number: 6 }, repository: { full_name: 'acme/w' } }, 'c3');
+    expect(again.json()).toMatchObject({ status: 'applied', ref: '#6' });
+    const milestoned = await deliver('issues', { action: 'milestoned', issue: { ...issue, number: 6, milestone: { title: 'v2' } }, repository: { full_name: 'acme/w' } }, 'c4');
+    expect(milestoned.json()).toMatchObject({ status: 'applied' });
+    expect(JSON.parse((await v.store.getItemByRef(ws.id, '#6'))!.fields)).toMatchObject({ milestone: 'v2' });
   });
 
   it('verifyGitHubSignature: right, wrong secret, altered, empty, not UTF-8', async () => {

@@ -159,6 +159,23 @@ describe('HTTP API refusals', () => {
     for (const secret of [tokens.read, tokens.write, tokens.admin, 'Ship it', 'Webhook issue', 'From GitHub', SECRET]) expect(text).not.toContain(secret);
   });
 
+  it('a long ref is as reachable as a short one; a bad URL gets the API\u2019s error shape without echoing the path; no message quotes a ref', async () => {
+    const ref = 'r'.repeat(400);
+    expect((await app.inject({ method: 'POST', url: '/v1/items', headers: bearer(tokens.write), payload: { collection: 'task', ref, title: 'long' } })).statusCode).toBe(201);
+    expect((await app.inject({ method: 'GET', url: `/v1/items/${ref}`, headers: bearer(tokens.read) })).statusCode).toBe(200);
+    const bad = await app.inject({ method: 'GET', url: '/v1/items/%FF%3Cscript%3E', headers: bearer(tokens.read) });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error).toBe('bad_request');
+    expect(bad.body).not.toContain('script');
+    const missing = await app.inject({ method: 'GET', url: '/v1/items/secret-ref-123', headers: bearer(tokens.read) });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.body).not.toContain('secret-ref-123');
+    const many = Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`k${i}`, i]));
+    const tooMany = await app.inject({ method: 'POST', url: '/v1/items', headers: bearer(tokens.write), payload: { collection: 'task', ref: 'MANY', title: 'x', fields: many } });
+    expect(tooMany.statusCode).toBe(400);
+    expect(tooMany.json().issues[0].path).toBe('body.fields');
+  });
+
   it('CORS is off: a preflight gets no Access-Control headers, nor does a cross-origin request', async () => {
     const pre = await app.inject({ method: 'OPTIONS', url: '/v1/items', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
     expect(pre.headers['access-control-allow-origin']).toBeUndefined();
@@ -174,5 +191,12 @@ describe('HTTP API refusals', () => {
     expect(doc.openapi).toMatch(/^3\./);
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/items', '/v1/items/{ref}', '/v1/items/{ref}/comments', '/v1/flags/{set}', '/v1/workspaces/{workspace}/items/{ref}']));
     expect(doc.paths['/v1/items'].post.requestBody.content['application/json'].schema.required).toEqual(expect.arrayContaining(['collection', 'ref', 'title']));
+    // Every path parameter an operation declares is in its path, and the other way round (OpenAPI 3 requires both).
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { parameters?: Array<{ in: string; name: string }> }>>)) {
+      const inPath = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+      for (const [method, op] of Object.entries(ops)) {
+        expect((op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name).sort(), `${method} ${path}`).toEqual(inPath);
+      }
+    }
   });
 });

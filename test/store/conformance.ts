@@ -1438,6 +1438,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getComment(cm.id)).toMatchObject({ id: cm.id, itemId: a.id, deletedAt: null });
       expect(await fx.store.getLink(ln.id)).toMatchObject({ sourceId: a.id, targetId: b.id, linkType: 'blocks' });
       expect(await fx.store.getComment('nope')).toBeNull();
+      const cm2 = (await fx.store.addComment({ itemId: a.id, author: 'bo', body: 'later' })).row;
+      await fx.store.deleteComment(cm.id);
+      expect((await fx.store.listComments(a.id)).map((x) => x.id)).toEqual([cm2.id]); // a delete removes the row
+      expect((await fx.store.listLinks(a.id)).map((x) => x.id)).toEqual([ln.id]);
+      expect((await fx.store.listLinks(b.id)).map((x) => x.id)).toEqual([ln.id]);
+      expect(await fx.store.listComments(b.id)).toEqual([]);
       expect(await fx.store.getLink('nope')).toBeNull();
       const other = await fx.store.createWorkspace({ slug: 'initech' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });

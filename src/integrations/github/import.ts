@@ -303,7 +303,8 @@ export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions)
         if (status === 304) throw err; // the caller's "not modified"
         const h = e.response?.headers ?? {};
         const ms = status === null ? null : rateLimitWaitMs(status, h, e.message ?? '', now(), attempt);
-        if (ms === null) throw requestFailed(status, o.repo);
+        // Octokit reports a request that got no response (refused, reset, DNS) as status 500 with no `response`.
+        if (ms === null) throw requestFailed(e.response === undefined ? null : status, o.repo);
         await wait(ms, h['retry-after'] === undefined && String(h['x-ratelimit-remaining']) === '0' ? 'primary' : 'secondary', status);
       }
     }
@@ -408,7 +409,7 @@ export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions)
 
 /** The error for a response that is no rate limit: status and what to check, never GitHub's body. */
 function requestFailed(status: number | null, repo: string): GitHubRequestFailed {
-  if (status === null || status === 500) return new GitHubRequestFailed(`could not reach GitHub (${status === null ? 'transport error' : 'status 500'}); check the network and VERDICT_GITHUB_API_URL`, status);
+  if (status === null) return new GitHubRequestFailed('could not reach GitHub (no response); check the network and the API URL (baseUrl; VERDICT_GITHUB_API_URL for the CLI)', status);
   if (status === 401) return new GitHubRequestFailed('GitHub refused the token (401); check GITHUB_TOKEN', status);
   if (status === 403) return new GitHubRequestFailed(`GitHub denied access to ${repo} (403); the token needs read access to its issues`, status);
   if (status === 404) return new GitHubRequestFailed(`GitHub has no repository ${repo} the token can see (404); check the name and the token's access`, status);

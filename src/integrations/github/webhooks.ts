@@ -1,5 +1,5 @@
 import { verify } from '@octokit/webhooks-methods';
-import type { OweOptions, Store } from '../../store/store.js';
+import { InvalidWrite, type OweOptions, type Store } from '../../store/store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,
@@ -66,32 +66,35 @@ export interface GitHubDelivery {
 
 /**
  * What a delivery did: `applied` (written; `owed` job rows), `duplicate` (a redelivery: nothing
- * written), `ignored` (an event, action or pull request Verdict does not map: nothing written,
- * `reason` says which), `invalid` (the payload does not have the documented shape; `issues`
- * names the members).
+ * written), `ignored` (an event, action or pull request Verdict does not map, or a deletion of
+ * something never imported: nothing written, `reason` says which), `invalid` (the payload does not
+ * have the documented shape; `issues` names the members).
  */
 export type GitHubDeliveryResult =
   | { status: 'applied'; event: string; action: string; ref: string; owed: number }
   | { status: 'duplicate'; owed: 0 }
-  | { status: 'ignored'; reason: 'event' | 'action' | 'pull_request'; owed: 0 }
+  | { status: 'ignored'; reason: 'event' | 'action' | 'pull_request' | 'not_imported'; owed: 0 }
   | { status: 'invalid'; issues: string[]; owed: 0 };
 
 /**
  * Applies one verified delivery (see the file comment).
- * @throws InvalidInput / InvalidWrite when the repository maps to a deleted or foreign workspace
- * (resolveGitHubTarget); store errors (nothing is written then, the delivery id included, so
- * GitHub's redelivery can apply it later).
+ * @throws InvalidWrite when the repository's workspace or collection is soft-deleted (restore it,
+ * then redeliver); InvalidInput when a repository never imported would land in a workspace that
+ * already holds another (resolveGitHubTarget); store errors. Nothing is written then, the
+ * delivery id included, so GitHub's redelivery can apply it later.
  */
 export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promise<GitHubDeliveryResult> {
   if (d.event === 'issues') {
-    const a = await accept(store, d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
+    const a = accept(d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
     if ('status' in a) return a;
-    const { e, target } = a;
-    return once(store, d, async (tx) => {
+    const e = a;
+    const leaves = e.action === 'deleted' || e.action === 'transferred';
+    return once(store, d, e.repository.full_name, !leaves, async (tx, target) => {
       const ref = `#${e.issue.number}`;
-      if (e.action === 'deleted' || e.action === 'transferred') {
+      if (leaves) {
         const w = await deleteGitHubIssue(tx, target, e.issue.number, LIVE);
-        return { status: 'applied', event: d.event, action: e.action, ref, owed: w?.owed ?? 0 };
+        if (!w) return NOT_IMPORTED;
+        return { status: 'applied', event: d.event, action: e.action, ref, owed: w.owed };
       }
       const r = await applyGitHubIssue(tx, target, e.issue, LIVE);
       let owed = r.outcome === 'ref_taken' ? 0 : r.write.owed;
@@ -102,14 +105,15 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
     });
   }
   if (d.event === 'issue_comment') {
-    const a = await accept(store, d, GITHUB_ISSUE_COMMENT_ACTIONS, githubIssueCommentEventSchema);
+    const a = accept(d, GITHUB_ISSUE_COMMENT_ACTIONS, githubIssueCommentEventSchema);
     if ('status' in a) return a;
-    const { e, target } = a;
-    return once(store, d, async (tx) => {
+    const e = a;
+    return once(store, d, e.repository.full_name, e.action !== 'deleted', async (tx, target) => {
       const ref = `#${e.issue.number}`;
       if (e.action === 'deleted') {
         const w = await deleteGitHubComment(tx, target, e.comment.id, LIVE);
-        return { status: 'applied', event: d.event, action: e.action, ref, owed: w?.owed ?? 0 };
+        if (!w) return NOT_IMPORTED;
+        return { status: 'applied', event: d.event, action: e.action, ref, owed: w.owed };
       }
       // The payload carries the whole issue: an issue never imported is created first.
       const item = await applyGitHubIssue(tx, target, e.issue, LIVE);
@@ -121,35 +125,48 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
   return { status: 'ignored', reason: 'event', owed: 0 };
 }
 
+const NOT_IMPORTED: GitHubDeliveryResult = { status: 'ignored', reason: 'not_imported', owed: 0 };
+
 /**
- * The payload of an event Verdict maps, parsed, with its repository's target; or the answer for
- * one it does not apply (an action it does not map, a payload of the wrong shape, a pull request).
+ * The payload of an event Verdict maps, parsed; or the answer for one it does not apply (an action
+ * it does not map, a payload of the wrong shape, a pull request).
  */
-async function accept<E extends { issue: { pull_request?: unknown }; repository: { full_name: string } }>(
-  store: Store,
+function accept<E extends { issue: { pull_request?: unknown } }>(
   d: GitHubDelivery,
   actions: readonly string[],
   schema: { safeParse(v: unknown): { success: true; data: E } | { success: false; error: { issues: ReadonlyArray<{ path: PropertyKey[] }> } } },
-): Promise<{ e: E; target: GitHubTarget } | GitHubDeliveryResult> {
+): E | GitHubDeliveryResult {
   const action = (d.payload as { action?: unknown } | null)?.action;
   if (typeof action === 'string' && !actions.includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
   const p = schema.safeParse(d.payload);
   if (!p.success) return invalid(p.error.issues);
   if (isPullRequest(p.data.issue)) return { status: 'ignored', reason: 'pull_request', owed: 0 };
-  return { e: p.data, target: await targetOf(store, p.data.repository.full_name, d.workspace) };
+  return p.data;
 }
 
-/** The repository's target: its recorded mapping, else resolved (created) in `workspace`. */
-async function targetOf(store: Store, repo: string, workspace: string | undefined): Promise<GitHubTarget> {
-  return (await findGitHubTarget(store, repo)) ?? resolveGitHubTarget(store, { repo, workspaceSlug: workspace ?? 'github' });
-}
-
-/** Runs `apply` in one transaction with the delivery id's row; a redelivery applies nothing. */
-async function once(store: Store, d: GitHubDelivery, apply: (tx: Store) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
+/**
+ * Runs `apply` in one transaction with the delivery id's row and the repository's target, so a
+ * redelivery applies nothing and a refused delivery leaves nothing (not even a new mapping):
+ * - a repository already mapped goes to its workspace, refused (InvalidWrite) while the workspace
+ *   or the collection is soft-deleted, as `import github` refuses;
+ * - one never mapped is created in `d.workspace` when `creates` (an event that writes an issue),
+ *   and is `not_imported` otherwise (a deletion of something never imported).
+ */
+async function once(store: Store, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
   return store.transaction(async (handle) => {
     const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
     if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };
-    return apply(tx);
+    const known = await findGitHubTarget(tx, repo);
+    if (known) {
+      const ws = await tx.getWorkspace(known.workspaceId);
+      const col = ws ? (await tx.listCollections(ws.id)).find((c) => c.id === known.collectionId) : undefined;
+      if (!ws || ws.deletedAt !== null || !col || col.deletedAt !== null) {
+        throw new InvalidWrite(`the workspace or collection ${repo} is imported into is deleted; restore it, then redeliver`);
+      }
+      return apply(tx, known);
+    }
+    if (!creates) return NOT_IMPORTED;
+    return apply(tx, await resolveGitHubTarget(tx, { repo, workspaceSlug: d.workspace ?? 'github' }));
   });
 }
 

@@ -227,6 +227,21 @@ export function failEventDelivery(c: SqlContext, id: number, owner: string, o: {
 }
 
 /**
+ * A row not sent because its target is held as unreachable after another row's timeout or refused
+ * connection: due again at now + `delayMs` (the hold's end), lease released, no attempt counted, so
+ * the backoff of rows that were never tried does not grow. Fenced by the owner.
+ * @returns false when `owner` no longer holds the row.
+ */
+export function deferEventDelivery(c: SqlContext, id: number, owner: string, delayMs: number): Promise<boolean> {
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return (yield* changes(sql`
+      UPDATE decision_events SET lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = ${now} + ${c.d.int8(Math.max(0, Math.ceil(delayMs)))}
+      WHERE id = ${id} AND lease_owner = ${owner} AND delivered_at IS NULL`)) === 1;
+  });
+}
+
+/**
  * Gives back every undelivered row `owner` holds (a stop cut its deliveries short): no attempt
  * counted, claimable at once. @returns rows released.
  */

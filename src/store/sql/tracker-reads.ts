@@ -1,4 +1,4 @@
-import { and, asc, count, eq, gt, isNull, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gt, isNull, or, type SQL } from 'drizzle-orm';
 import type { CollectionRow, CommentRow, ItemRow, LinkRow, Store, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { one, read, rows, type SqlContext } from './steps.js';
@@ -47,6 +47,18 @@ export async function getComment(c: SqlContext, id: string): Promise<CommentRow 
 export async function getLink(c: SqlContext, id: string): Promise<LinkRow | null> {
   const t = c.d.t.itemLinks;
   return (await read(c, one((db) => db.select().from(t).where(eq(t.id, id))))) ?? null;
+}
+
+/** An item's comments, tombstones included (`deletedAt` set), oldest first (then by id). */
+export function listComments(c: SqlContext, itemId: string): Promise<CommentRow[]> {
+  const t = c.d.t.comments;
+  return read(c, rows((db) => db.select().from(t).where(eq(t.itemId, itemId)).orderBy(asc(t.createdAt), asc(t.id))));
+}
+
+/** The links with the item at either end, oldest first (then by id). */
+export function listLinks(c: SqlContext, itemId: string): Promise<LinkRow[]> {
+  const t = c.d.t.itemLinks;
+  return read(c, rows((db) => db.select().from(t).where(or(eq(t.sourceId, itemId), eq(t.targetId, itemId))).orderBy(asc(t.createdAt), asc(t.id))));
 }
 
 export function listItems(c: SqlContext, q: Parameters<Store['listItems']>[0]): Promise<ItemRow[]> {
