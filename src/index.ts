@@ -16,6 +16,7 @@ export {
   type VerdictWorkerOptions,
   type VerdictWorkerEvents,
   type VerdictTokens,
+  type ItemSetStatus,
   type VerdictGitHub,
   type OutcomeEvent,
 } from './compose/verdict.js';

@@ -229,13 +229,26 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
   }
 }
 
+/**
+ * Where one question set stands on an item, so a reader can tell "not asked" from "pending":
+ * whether it applies now (and why not, in words: `item is terminal (status: done)`), and its job
+ * if one exists (`owed` with `dueAt`, epoch ms, or `parked`; `lastError` is a class and code,
+ * never provider text).
+ */
+export interface ItemSetStatus {
+  questionSet: string;
+  applies: boolean;
+  reason: string | null;
+  job: { state: 'owed' | 'parked'; dueAt: number; attempts: number; refusals: number; lastError: string | null } | null;
+}
+
 /** Reads of decisions (DESIGN §8), judged against the provider this Verdict was created with. */
 export interface VerdictReader {
   /**
    * One item by ref with every stored decision, each `current` or with its `staleReason`.
    * @returns null when the workspace or the item does not exist.
    */
-  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[] } | null>;
+  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[]; sets: ItemSetStatus[] } | null>;
   /**
    * The surfaced nouls of one set in a workspace: item id → { ref, key → probability }, plus
    * `failing` (a job of the set is parked or failing). @param opts.threshold overrides the set's (0 to 1).
@@ -355,8 +368,14 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
-      const decisions = await (await readerOn(inner, registry, provider ?? 'none', logger)).decisions(item.id);
-      return { item: { ...item, fieldsObject: fieldsForDisplay(item.fields) }, decisions };
+      const r = await readerOn(inner, registry, provider ?? 'none', logger);
+      const decisions = await r.decisions(item.id);
+      const jobs = new Map((await inner.listJobs({ itemId: item.id })).map((j) => [j.questionSet, j]));
+      const sets: ItemSetStatus[] = (await r.setApplicability(item.id)).map((a) => {
+        const j = jobs.get(a.questionSet);
+        return { ...a, job: j ? { state: j.state, dueAt: j.notBefore, attempts: j.attempts, refusals: j.refusals, lastError: j.lastError } : null };
+      });
+      return { item: { ...item, fieldsObject: fieldsForDisplay(item.fields) }, decisions, sets };
     },
     async flags(set, opts) {
       const ws = await workspaceId(opts.workspace);

@@ -145,7 +145,16 @@ export const decisionView = z.object({
 /** Every write's answer: the row, whether anything changed, and the jobs it owed (DESIGN §3). */
 export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), owed: z.number() });
 
-export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView) });
+export const itemSetStatus = z.object({
+  questionSet: z.string(),
+  applies: z.boolean(),
+  reason: z.string().nullable().describe('Why the set does not apply now, in words; null when it applies'),
+  job: z
+    .object({ state: z.enum(['owed', 'parked']), dueAt: z.number().describe('Epoch ms: not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
+    .nullable()
+    .describe('The set\u2019s job on this item, or null when nothing is owed'),
+});
+export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView), sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"') });
 export const flagsView = z.object({
   flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()) })),
   failing: z.boolean(),

@@ -110,11 +110,11 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   });
   app.get(
     '/items/:ref',
-    { config: read, schema: { tags: ['items'], summary: 'One item with every stored decision, current or with its stale reason', params: P.item, response: { 200: S.itemWithDecisions, ...err } } },
+    { config: read, schema: { tags: ['items'], summary: 'One item with every stored decision, current or with its stale reason, and where each set stands (applies or why not; its job and when it is due)', params: P.item, response: { 200: S.itemWithDecisions, ...err } } },
     async (req) => {
       const out = await v.reader.item(req.params.ref, { workspace: req.apiToken!.workspaceSlug });
       if (!out) throw new NotFound('item', 'of that ref');
-      return { item: (await itemViews(await workspaceOf(req)))(out.item), decisions: out.decisions };
+      return { item: (await itemViews(await workspaceOf(req)))(out.item), decisions: out.decisions, sets: out.sets };
     },
   );
   app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {

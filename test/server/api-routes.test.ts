@@ -56,8 +56,16 @@ describe('/v1 routes', () => {
 
     const same = await call('PATCH', '/v1/items/%2312', { title: 'A' });
     expect(same.body).toMatchObject({ changed: false, owed: 0 });
+    // Before the edit the production sets apply and their jobs wait out the quiet period.
+    const pending = (await call('GET', '/v1/items/%2312')).body.sets as Array<{ questionSet: string; applies: boolean; reason: string | null; job: { state: string; dueAt: number } | null }>;
+    const attention = pending.find((x) => x.questionSet === 'attention')!;
+    expect([attention.applies, attention.job?.state]).toEqual([true, 'owed']);
+    expect(attention.job!.dueAt).toBeGreaterThan(a.body.row.updatedAt);
     const edited = await call('PATCH', '/v1/items/%2312', { setFields: { status: 'done' } });
     expect(edited.body).toMatchObject({ changed: true, row: { fields: { status: 'done' } } });
+    // Terminal now: "not asked", with the reason, told apart from "pending".
+    const terminal = (await call('GET', '/v1/items/%2312')).body.sets as Array<{ questionSet: string; applies: boolean; reason: string | null }>;
+    expect(terminal.find((x) => x.questionSet === 'attention')).toMatchObject({ applies: false, reason: expect.stringMatching(/terminal/) });
     expect((await call('PATCH', '/v1/items/%2312', { fields: {}, setFields: { a: 1 } })).status).toBe(400);
 
     const c = await call('POST', '/v1/items/%2312/comments', { author: 'ann', body: 'first' });
