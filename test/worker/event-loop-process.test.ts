@@ -6,7 +6,7 @@ import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 /**
  * DESIGN §16.6: a drain never holds the event loop. Real `verdict worker`
  * processes from the built dist, with the event-loop probe (test/harness/loop-probe.mjs)
- * preloaded: its 20 ms timer must never wait through more than 100 ms of the worker's own work
+ * preloaded: its 20 ms timer must never wait through more than 200 ms of the worker's own work
  * while the worker drains jobs that resolve without a real wait (a 0 ms fake provider; answers
  * already stored). On the old code the timer did not run once during the drain, so the gap was the
  * whole drain (seconds). The gap is counted in the process's CPU time, not wall time, so a loaded
@@ -15,8 +15,11 @@ import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
  * Needs `npm run build`.
  */
 
-const ITEMS = 1_000; // 2,000 jobs: about 1.5 s of drain, far above the 100 ms limit when nothing yields
-const MAX_GAP_MS = 100;
+const ITEMS = 1_000; // 2,000 jobs: about 1.5 s of drain, far above the limit when nothing yields
+// 200 ms: the gaps measured here are 60–90 ms of CPU time, and a clean-clone CI run saw 102 ms
+// (a GC pause on a busy machine) against the old 100 ms limit. A drain that does not yield shows
+// the whole drain, seconds; DESIGN §16.6 asks /healthz to answer within 1 s.
+const MAX_GAP_MS = 200;
 
 const fx = seededWorkerFixture(ITEMS);
 const children = fx.children;
@@ -34,7 +37,7 @@ async function drainWithProbe(name: string): Promise<number> {
 }
 
 describe('a drain keeps the event loop live (real worker process)', () => {
-  it('fresh jobs at 0 ms, then the same jobs with their answers stored: no timer gap above 100 ms', async () => {
+  it('fresh jobs at 0 ms, then the same jobs with their answers stored: no timer gap above 200 ms', async () => {
     const fresh = await drainWithProbe('fresh');
     expect(jobCounts(fx.file()).jobs).toBe(0);
     expect(fresh).toBeLessThanOrEqual(MAX_GAP_MS);
