@@ -29,22 +29,8 @@ export function registerServeCommand(program: Command): void {
         if (opts.worker) {
           if (!provider) logger.info('provider is none: decisions are off, no worker runs');
           else {
-            worker = v.worker({
-              concurrency: cfg.concurrency,
-              tickMs: cfg.tickMs,
-              leaseMs: cfg.leaseMs,
-              passLimit: cfg.passLimit,
-              abandonLimit: cfg.abandonLimit,
-              requestsPerMinute: cfg.requestsPerMinute,
-              inputTokensPerMinute: cfg.inputTokensPerMinute,
-              dailyTokenCap: cfg.dailyTokenCap,
-              driftSweepPerMinute: cfg.driftSweepPerMinute,
-              pruneIntervalMs: cfg.pruneIntervalMs,
-              retentionHistoryMs: cfg.retentionHistoryMs,
-              walCheckpointMs: cfg.walCheckpointMs,
-              eventUrls: cfg.eventUrls,
-              eventSecret: cfg.eventSecret,
-            });
+            // The same worker settings as `verdict worker` (WorkerSettings is a pick of the config).
+            worker = v.worker(cfg);
             worker.on('error', (err) => logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error'));
             await worker.start();
           }

@@ -3,6 +3,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Verdict } from '../compose/verdict.js';
 import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkRow, type WorkspaceRow, type WriteResult } from '../store/store.js';
+
+/** What the routes need of a workspace. */
+type Workspace = Pick<WorkspaceRow, 'id' | 'slug'>;
 import * as S from './schemas.js';
 
 /**
@@ -22,24 +25,23 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   const write = { role: 'write' as const };
   const admin = { role: 'admin' as const };
 
-  /** The request's workspace: the token's (the auth hook has already refused any other). */
-  const workspaceOf = async (req: FastifyRequest): Promise<WorkspaceRow> => {
-    const ws = await v.store.getWorkspaceBySlug(req.apiToken!.workspaceSlug);
-    if (!ws) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
-    return ws;
-  };
-  const itemOf = async (req: FastifyRequest, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> => {
-    const ws = await workspaceOf(req);
+  /**
+   * The request's workspace: the token's (the auth hook has refused any other). No read: the
+   * token's lookup joined its workspace and refused a soft-deleted one.
+   */
+  const workspaceOf = (req: FastifyRequest): Workspace => ({ id: req.apiToken!.workspaceId, slug: req.apiToken!.workspaceSlug });
+  const itemOf = async (req: FastifyRequest, ref: string): Promise<{ ws: Workspace; item: ItemRow }> => {
+    const ws = workspaceOf(req);
     const item = await v.store.getItemByRef(ws.id, ref);
     if (!item) throw new NotFound('item', 'of that ref');
     return { ws, item };
   };
   /** Items as the API shows them, with their collection's slug (one read of the workspace's collections). */
-  const itemViews = async (ws: WorkspaceRow): Promise<(i: ItemRow) => z.infer<typeof S.itemView>> => {
+  const itemViews = async (ws: Workspace): Promise<(i: ItemRow) => z.infer<typeof S.itemView>> => {
     const slugs = new Map((await v.store.listCollections(ws.id)).map((c) => [c.id, c.slug]));
     return (i) => itemView(i, slugs.get(i.collectionId) ?? '');
   };
-  const collectionOf = async (ws: WorkspaceRow, slug: string): Promise<CollectionRow> => {
+  const collectionOf = async (ws: Workspace, slug: string): Promise<CollectionRow> => {
     const c = (await v.store.listCollections(ws.id)).find((x) => x.slug === slug);
     if (!c) throw new NotFound('collection', 'of that slug');
     return c;
@@ -62,13 +64,13 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
 
   // ------------------------------------------------------------------ collections (admin writes)
   app.get('/collections', { config: read, schema: { tags: ['collections'], params: P.workspace, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
-    collections: await v.store.listCollections((await workspaceOf(req)).id),
+    collections: await v.store.listCollections(workspaceOf(req).id),
   }));
   app.post(
     '/collections',
     { config: admin, schema: { tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
     async (req, reply) => {
-      const ws = await workspaceOf(req);
+      const ws = workspaceOf(req);
       const row = await v.store.createCollection({ workspaceId: ws.id, slug: req.body.slug, schema: req.body.schema as CollectionRow['schema'], settings: req.body.settings as CollectionRow['settings'] });
       return reply.code(201).send(row);
     },
@@ -77,16 +79,16 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     '/collections/:collection',
     { config: admin, schema: { tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
     async (req) => {
-      const c = await collectionOf(await workspaceOf(req), req.params.collection);
+      const c = await collectionOf(workspaceOf(req), req.params.collection);
       return written(await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
     },
   );
   app.delete('/collections/:collection', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
-    const c = await collectionOf(await workspaceOf(req), req.params.collection);
+    const c = await collectionOf(workspaceOf(req), req.params.collection);
     return written(await v.store.softDeleteCollection(c.id));
   });
   app.post('/collections/:collection/restore', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
-    const c = await collectionOf(await workspaceOf(req), req.params.collection);
+    const c = await collectionOf(workspaceOf(req), req.params.collection);
     return written(await v.store.restoreCollection(c.id));
   });
 
@@ -95,7 +97,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     '/items',
     { config: read, schema: { tags: ['items'], summary: 'Live items in id order, a page at a time', params: P.workspace, querystring: S.listItemsQuery, response: { 200: z.object({ items: z.array(S.itemView), next: z.string().nullable() }), ...err } } },
     async (req) => {
-      const ws = await workspaceOf(req);
+      const ws = workspaceOf(req);
       const collectionId = req.query.collection ? (await collectionOf(ws, req.query.collection)).id : undefined;
       const list = await v.store.listItems({ workspaceId: ws.id, collectionId, afterId: req.query.after, limit: req.query.limit });
       const view = await itemViews(ws);
@@ -103,7 +105,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     },
   );
   app.post('/items', { config: write, schema: { tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
-    const ws = await workspaceOf(req);
+    const ws = workspaceOf(req);
     const c = await collectionOf(ws, req.body.collection);
     const r = await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: req.body.ref, title: req.body.title, content: req.body.content, fields: req.body.fields });
     return reply.code(201).send(written(r, await itemViews(ws)));
@@ -114,7 +116,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     async (req) => {
       const out = await v.reader.item(req.params.ref, { workspace: req.apiToken!.workspaceSlug });
       if (!out) throw new NotFound('item', 'of that ref');
-      return { item: (await itemViews(await workspaceOf(req)))(out.item), decisions: out.decisions, sets: out.sets };
+      return { item: (await itemViews(workspaceOf(req)))(out.item), decisions: out.decisions, sets: out.sets };
     },
   );
   app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {

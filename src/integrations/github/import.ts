@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Octokit } from '@octokit/rest';
 import type { z } from 'zod';
 import { IMPORT_OWE } from '../../importers/beads.js';
 import { parseRfc3339 } from '../../importers/beads-format.js';
@@ -258,6 +257,8 @@ export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions)
   const sync = parseSyncState(await store.getMeta(syncKey));
   report.since = sync.issues.since;
 
+  // Loaded here: every CLI command and library user imports this module, and @octokit/rest costs about 50 ms to load.
+  const { Octokit } = await import('@octokit/rest');
   const octokit = new Octokit({
     auth: o.token,
     baseUrl: o.baseUrl ?? 'https://api.github.com',

@@ -129,11 +129,7 @@ export async function resolveGitHubTarget(store: GitHubMetaStore, o: { repo: str
       const holder = await store.getWorkspace(known.workspaceId);
       throw new InvalidInput(`${o.repo} is already imported into workspace "${holder?.slug ?? known.workspaceId}"; pass --workspace ${holder?.slug ?? '<slug>'}`);
     }
-    if (ws.deletedAt !== null) throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
-    const col = (await store.listCollections(ws.id)).find((c) => c.id === known.collectionId);
-    if (!col) throw new InvalidInput(`the github collection of workspace "${ws.slug}" is gone; delete verdict_meta ${githubRepoMetaKey(o.repo)} to map it again`);
-    if (col.deletedAt !== null) throw new InvalidWrite(`collection "${col.slug}" of workspace "${ws.slug}" is deleted; restore it before importing into it`);
-    return known;
+    return assertGitHubTargetLive(store, known);
   }
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
   const workspace = ws ?? (await store.createWorkspace({ id: deriveId('workspace', o.workspaceSlug), slug: o.workspaceSlug }));
@@ -155,6 +151,22 @@ export async function resolveGitHubTarget(store: GitHubMetaStore, o: { repo: str
   const target: GitHubTarget = { repo: o.repo, workspaceId: workspace.id, collectionId: collection.id };
   await store.setMeta(githubWorkspaceMetaKey(workspace.id), o.repo);
   await store.setMeta(githubRepoMetaKey(o.repo), JSON.stringify(target));
+  return target;
+}
+
+/**
+ * `target` when its workspace and collection are live: the check every write into a mapped
+ * repository passes (an import, a webhook).
+ * @throws InvalidWrite when the workspace or the collection is soft-deleted (restore it first).
+ * @throws InvalidInput when either is gone (the mapping in `verdict_meta` names rows that no longer exist).
+ */
+export async function assertGitHubTargetLive(store: TrackerStore, target: GitHubTarget): Promise<GitHubTarget> {
+  const ws = await store.getWorkspace(target.workspaceId);
+  if (!ws) throw new InvalidInput(`the workspace ${target.repo} was imported into is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`);
+  if (ws.deletedAt !== null) throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
+  const col = (await store.listCollections(ws.id)).find((c) => c.id === target.collectionId);
+  if (!col) throw new InvalidInput(`the github collection of workspace "${ws.slug}" is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`);
+  if (col.deletedAt !== null) throw new InvalidWrite(`collection "${col.slug}" of workspace "${ws.slug}" is deleted; restore it before importing into it`);
   return target;
 }
 

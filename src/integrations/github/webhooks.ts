@@ -1,9 +1,10 @@
 import { verify } from '@octokit/webhooks-methods';
-import { InvalidWrite, type OweOptions, type Store } from '../../store/store.js';
+import type { OweOptions, Store } from '../../store/store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,
   applyGitHubIssueLinks,
+  assertGitHubTargetLive,
   deleteGitHubComment,
   deleteGitHubIssue,
   findGitHubTarget,
@@ -157,14 +158,7 @@ async function once(store: Store, d: GitHubDelivery, repo: string, creates: bool
     const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
     if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };
     const known = await findGitHubTarget(tx, repo);
-    if (known) {
-      const ws = await tx.getWorkspace(known.workspaceId);
-      const col = ws ? (await tx.listCollections(ws.id)).find((c) => c.id === known.collectionId) : undefined;
-      if (!ws || ws.deletedAt !== null || !col || col.deletedAt !== null) {
-        throw new InvalidWrite(`the workspace or collection ${repo} is imported into is deleted; restore it, then redeliver`);
-      }
-      return apply(tx, known);
-    }
+    if (known) return apply(tx, await assertGitHubTargetLive(tx, known));
     if (!creates) return NOT_IMPORTED;
     return apply(tx, await resolveGitHubTarget(tx, { repo, workspaceSlug: d.workspace ?? 'github' }));
   });
