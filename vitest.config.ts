@@ -16,6 +16,7 @@ const IN_PROCESS = [
   'test/api/public-api.test.ts',
   'test/server/api-*.test.ts',
   'test/integrations/github-import.test.ts',
+  'test/eval/**/*.test.ts',
 ];
 
 export default defineConfig({

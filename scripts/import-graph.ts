@@ -12,6 +12,7 @@
  *   index, testing               the package's public entries (`verdict`, `verdict/testing`)
  *   server                       the HTTP API (`verdict serve`): a user of compose's Verdict
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
+ *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §16.16)
  *   worker                       the long-running process: runner, reads, store, providers
  *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
  *                                store, providers
@@ -68,13 +69,14 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  index: ['server', 'compose', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  index: ['server', 'compose', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   server: ['compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
   testing: ['providers', 'decision', 'errors', 'log'],
-  compose: ['worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  compose: ['eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],
+  eval: ['runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
   importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
   reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],

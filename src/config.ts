@@ -43,7 +43,7 @@ export interface Config {
   abandonLimit: number;
   /** Largest estimated input tokens of one call; above it the job parks. @defaultValue 200000 */
   inputBudgetTokens: number;
-  /** Items the worker's drift sweep re-owes per minute at most; 0 turns the sweep off. @defaultValue 60 */
+  /** Items the worker's drift and expiry sweeps (DESIGN §8, §16.17) re-owe per minute at most, together; 0 turns both off. @defaultValue 60 */
   driftSweepPerMinute: number;
   /** Retention keeps every answer row evaluated within this window (ms). @defaultValue 2592000000 (30 days) */
   retentionHistoryMs: number;

@@ -54,9 +54,17 @@ export type {
   JobRow,
 } from './store/store.js';
 export type { NormaliseReport } from './store/normalise.js';
-export type { DecisionView, StaleReason, Surfacing } from './reads/reads.js';
+export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey } from './reads/reads.js';
+
+// ---------------------------------------------------------------- people in the loop (DESIGN §16.14, §16.15)
+export type { RecordVerdictInput, RecordedVerdict } from './compose/record-verdict.js';
+export type { HumanVerdictRow, VerdictKind } from './store/verdicts.js';
 export type { EvalOutcome, EvalStats } from './runner/outcome.js';
 export type { WorkerSummary } from './worker/worker.js';
+
+// ---------------------------------------------------------------- evaluation (DESIGN §16.16)
+export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
+export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalReport, type EvalColumn } from './eval/run-eval.js';
 
 // ---------------------------------------------------------------- the HTTP API, GitHub and outbound events (DESIGN §16.22)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';

@@ -33,7 +33,7 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
   abandonLimit: { meaning: 'claims that end without an outcome (the worker died) before a job parks', default: '8' },
   inputBudgetTokens: { meaning: 'largest estimated input tokens of one provider call; a bigger request parks its job', default: '200000' },
   driftSweepPerMinute: {
-    meaning: 'items the worker re-owes per minute at most when answers went stale without an item write (a reworded question, a changed convention, another model); 0 turns it off',
+    meaning: 'items the worker re-owes per minute at most when answers went stale without an item write (a reworded question, a changed convention, another model, an answer past its set\'s maxAge); 0 turns it off',
     default: '60',
   },
   walCheckpointMs: {

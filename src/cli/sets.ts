@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type QuestionSet } from '../decision/registry.js';
+import { formatDuration } from '../decision/duration.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
@@ -22,11 +23,16 @@ export function describeSet(set: QuestionSet) {
     perComment: set.perComment,
     maxPerCall: set.maxPerCall,
     threshold: set.threshold,
+    hysteresis: set.hysteresis,
     unsurfaced: set.unsurfaced,
     quietPeriodMs: set.quietPeriodMs,
     reaskDebounceMs: set.reaskDebounceMs,
     maxDelayMs: set.maxDelayMs,
     explain: set.explain,
+    /** DESIGN §16.17: answers older than this read `expired` and are re-asked; null: never. */
+    maxAgeMs: set.maxAgeMs,
+    /** `maxAgeMs` as the config file writes it (`7d`), or null. */
+    maxAge: set.maxAgeMs === null ? null : formatDuration(set.maxAgeMs),
   };
 }
 
@@ -67,7 +73,7 @@ export function registerSetsCommand(program: Command): void {
       const lines = [`${all.length} question sets${cfg.configFile ? ` (config file ${cfg.configFile})` : ''}:`];
       for (const s of all) {
         const asks = s.keys === null ? s.questions : `asks ${s.keys.join(', ')}`;
-        const shape = [s.perComment ? 'per comment' : null, s.withLinks ? 'with links' : null, s.noTrail ? 'no trail' : null].filter(Boolean).join(', ');
+        const shape = [s.perComment ? 'per comment' : null, s.withLinks ? 'with links' : null, s.noTrail ? 'no trail' : null, s.maxAge ? `max age ${s.maxAge}` : null].filter(Boolean).join(', ');
         lines.push(
           `  ${s.name.padEnd(22)} ${asks}; threshold ${s.threshold}, maxPerCall ${s.maxPerCall}${shape ? `, ${shape}` : ''}; ${
             Array.isArray(s.collections) ? `collections ${s.collections.join(', ')}` : s.collections
@@ -127,9 +133,10 @@ export function registerSetsCommand(program: Command): void {
       const lines = [
         `${s.name}  (source ${s.source})`,
         `  collections: ${Array.isArray(s.collections) ? s.collections.join(', ') : s.collections}; eligible: ${JSON.stringify(s.eligible)}`,
-        `  threshold ${s.threshold}, maxPerCall ${s.maxPerCall}, withLinks ${s.withLinks}, noTrail ${s.noTrail}, perComment ${s.perComment}, explain ${s.explain}`,
+        `  threshold ${s.threshold} (hysteresis ${s.hysteresis}), maxPerCall ${s.maxPerCall}, withLinks ${s.withLinks}, noTrail ${s.noTrail}, perComment ${s.perComment}, explain ${s.explain}`,
         `  unsurfaced: ${s.unsurfaced.length ? s.unsurfaced.join(', ') : 'none'}; quiet period ${s.quietPeriodMs} ms, re-ask debounce ${s.reaskDebounceMs} ms, max delay ${s.maxDelayMs} ms`,
       ];
+      if (s.maxAge !== null) lines.push(`  max age ${s.maxAge} (${s.maxAgeMs} ms): older answers read stale: expired and are asked again; the state carries as_of (its UTC date)`);
       if (ctx) lines.push(`  fingerprints under model ${ctx.model}, prompt ${ctx.promptVersion}, effort ${ctx.effort ?? 'none'}`);
       if (workspace) lines.push(`  questions resolved for workspace ${workspace}:`);
       lines.push(described.length ? `questions (${described.length}):` : 'questions: none');

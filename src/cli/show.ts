@@ -31,8 +31,18 @@ const SURFACING_WORDS: Record<DecisionView['surfacing'], string> = {
 export function describeDecision(d: DecisionView): string {
   const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
   const surfacing = SURFACING_WORDS[d.surfacing];
+  const flips = d.flips >= 3 ? `, flapping: ${d.flips} flips in 30 days` : '';
+  const v = d.verdict;
+  if (d.source === 'human' && v) {
+    // A person's value decides (DESIGN §16.14); the model's answer is shown beside it.
+    const when = new Date(v.createdAt).toISOString().slice(0, 10);
+    const stale = v.staleReason ? `; override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}: look again` : '';
+    const model = d.proposed ? `model proposes ${formatAnswer(d.proposed, d.confidence)}` : `model ${formatAnswer(d.modelAnswer, d.confidence)} ${status}`;
+    return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, 1)}  [human: ${v.verdict} by ${v.author}, ${when}${surfacing ? `, ${surfacing}` : ''}${stale}]  ${model}  ${d.provider}:${d.model}`;
+  }
   const tail = surfacing === '' ? '' : d.current ? `, ${surfacing}` : `; ${surfacing} until its re-ask`;
-  return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)}  [${status}${tail}]  ${d.provider}:${d.model}`;
+  const label = v && v.verdict !== 'withdrawn' ? `  (${v.verdict} by ${v.author})` : '';
+  return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)}  [${status}${tail}${flips}]  ${d.provider}:${d.model}${label}`;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import type { BackfillCursor } from '../runner/backfill.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
+import { isEvalSpendOutcome } from '../eval/run-eval.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
@@ -32,9 +33,11 @@ export interface SpendWindow {
   costUsd: number;
   unpriced: string[];
   byModel: Array<{ provider: string; model: string; calls: number; inputTokens: number; outputTokens: number; costUsd: number | null; note: string | null }>;
-  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number; abortedCalls: number }>;
+  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number; abortedCalls: number; evalCalls: number }>;
   /** Calls cut off by a worker's own stop or reload (spend outcome `aborted`), counted apart from failures. */
   abortedCalls: number;
+  /** Calls made by `verdict eval` (spend outcomes `eval` and `eval_failed`): in the totals, never counted as the worker's failures. */
+  evalCalls: number;
 }
 
 /** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
@@ -60,7 +63,7 @@ export interface StatusReport {
 }
 
 function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
-  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0 };
+  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0, evalCalls: 0 };
   const models = new Map<string, SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }>();
   const sets = new Map<string, SpendWindow['bySet'][number]>();
   for (const r of rows) {
@@ -77,13 +80,16 @@ function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
     m.cacheReadTokens += r.cacheReadTokens;
     m.cacheWriteTokens += r.cacheWriteTokens;
     models.set(mk, m);
-    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0 };
+    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0, evalCalls: 0 };
     s.calls += r.calls;
     s.inputTokens += r.inputTokens;
     s.outputTokens += r.outputTokens;
     if (r.outcome === SPEND_ABORTED) {
       s.abortedCalls += r.calls;
       w.abortedCalls += r.calls;
+    } else if (isEvalSpendOutcome(r.outcome)) {
+      s.evalCalls += r.calls;
+      w.evalCalls += r.calls;
     } else if (r.outcome !== 'ok') s.failedCalls += r.calls;
     sets.set(r.questionSet, s);
   }
@@ -168,7 +174,8 @@ function spendLine(label: string, w: SpendWindow): string[] {
   const lines = [
     `spend, ${label} (since ${utcHour(w.sinceHour)}): ${n(w.calls)} calls, ${n(w.inputTokens)} input / ${n(w.outputTokens)} output tokens` +
       `${w.cacheReadTokens || w.cacheWriteTokens ? `, cache ${n(w.cacheReadTokens)} read / ${n(w.cacheWriteTokens)} write` : ''}, estimated cost ${cost}` +
-      `${w.abortedCalls ? ` (${n(w.abortedCalls)} of the calls aborted by a worker stop or reload)` : ''}`,
+      `${w.abortedCalls ? ` (${n(w.abortedCalls)} of the calls aborted by a worker stop or reload)` : ''}` +
+      `${w.evalCalls ? ` (${n(w.evalCalls)} of the calls made by \`verdict eval\`)` : ''}`,
   ];
   for (const m of w.byModel) {
     lines.push(`  ${`${m.provider}:${m.model}`.padEnd(32)} ${n(m.calls).padStart(7)} calls  ${formatUsd(m.costUsd).padStart(9)}${m.note ? `  (${m.note})` : ''}`);

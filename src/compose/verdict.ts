@@ -1,7 +1,9 @@
 import { EventEmitter } from 'node:events';
 import { ConfigError, DEFAULTS, loadConfig, type ProviderName } from '../config.js';
 import { productionSets } from '../decision/production-sets.js';
-import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
+import { fieldsForDisplay, type DecisionView, type FlappingKey, type WorkspaceFlag } from '../reads/reads.js';
+import { recordVerdict, type RecordedVerdict, type RecordVerdictInput } from './record-verdict.js';
+import type { HumanVerdictRow } from '../store/verdicts.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -19,6 +21,7 @@ import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../a
 import type { ApiTokenRole, ApiTokenRow, SetJobCounts } from '../store/store.js';
 import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type ImportGitHubFilesOptions, type ImportGitHubRepoOptions } from '../integrations/github/import.js';
 import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
+import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */
 export interface VerdictOptions {
@@ -250,16 +253,23 @@ export interface VerdictReader {
    */
   item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[]; sets: ItemSetStatus[] } | null>;
   /**
-   * The surfaced nouls of one set in a workspace: item id → { ref, key → probability }, plus
-   * `failing` (a job of the set is parked or failing). @param opts.threshold overrides the set's (0 to 1).
+   * The surfaced nouls of one set in a workspace: item id → { ref, key → probability in force,
+   * `human`: the keys a person's value decides }, plus `failing` (a job of the set is parked or
+   * failing). People's values override the model (DESIGN §16.14); hysteresis holds a surfaced key
+   * down to threshold − hysteresis (§16.15, at the set's own threshold only). @param opts.threshold overrides the set's (0 to 1).
    * @returns null when the workspace does not exist.
    */
-  flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, { ref: string; keys: Record<string, number> }>; failing: boolean } | null>;
+  flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean } | null>;
   /**
    * One workspace's counts: live items, and its jobs by set (due, waiting, in flight, parked,
    * failing; times in epoch ms). @returns null when the workspace does not exist.
    */
   status(opts: { workspace: string }): Promise<{ workspace: string; items: number; jobs: SetJobCounts[] } | null>;
+  /**
+   * Keys of one set whose surfacing the model flipped at least `minFlips` times (default 3) within
+   * `windowMs` (default 30 days) (DESIGN §16.15), most flips first. @returns null when the workspace does not exist.
+   */
+  flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
 }
 
 /**
@@ -304,6 +314,19 @@ export interface Verdict {
   /** The tracker's write doors and reads, and `transaction` (DESIGN §3, §16.21). */
   readonly store: VerdictStore & {
     /**
+     * Records a person's verdict on (item, question key) (DESIGN §16.14; src/compose/record-verdict.ts):
+     * `agree`, `disagree`, a `value` of the question's kind, or `withdrawn`. A verdict with a value
+     * overrides the model for reads and `flags` (`source: 'human'`) until a later one withdraws it;
+     * the model's later answers that disagree read as `proposed`. Never pruned.
+     * @throws NotFound (workspace, item), InvalidInput (key, set, value, author, note; see recordVerdict).
+     */
+    recordVerdict(input: RecordVerdictInput): Promise<RecordedVerdict>;
+    /**
+     * People's verdicts in a workspace, oldest first, every one kept (the latest of a key is in
+     * force); of one set, or one item by ref, when given. [] for an unknown workspace or ref.
+     */
+    listVerdicts(q: { workspace: string; set?: string; ref?: string }): Promise<HumanVerdictRow[]>;
+    /**
      * Postgres only: the tracker part bound to a host's open transaction (a drizzle transaction or
      * a node-postgres client after BEGIN), so the doors commit or roll back with the host's writes.
      * @throws ConfigError on SQLite (use `transaction`, or write inside a transaction the host opened on the same connection).
@@ -315,6 +338,13 @@ export interface Verdict {
   readonly reader: VerdictReader;
   readonly tokens: VerdictTokens;
   readonly github: VerdictGitHub;
+  /**
+   * Measures decision quality on a gold set (DESIGN §16.16; src/eval/run-eval.ts): the stored answers
+   * (`stored: true`, no calls) or this Verdict's provider asked now, and with `compare` a second model
+   * side by side. Asked answers are never stored; their spend is (outcome `eval`).
+   * @throws EvalCostNotConfirmed before any call when a priced model's estimate passes `maxCostUsd` (or none is given).
+   */
+  eval(opts: EvalOptions): Promise<EvalReport>;
   /** The question sets in force. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
@@ -387,12 +417,40 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       return { workspace: ws.slug, items: await inner.countItems(ws.id), jobs: await inner.jobCountsBySet(ws.id) };
     },
+    async flapping(set, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      return (await readerOn(inner, registry, provider ?? 'none', logger)).flapping(ws.id, set, opts);
+    },
   };
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
   const reader: VerdictReader = {
     item: (ref, opts) => readers.item(ref, opts).catch((err) => Promise.reject(toStoreError(err))),
     flags: (set, opts) => readers.flags(set, opts).catch((err) => Promise.reject(toStoreError(err))),
     status: (opts) => readers.status(opts).catch((err) => Promise.reject(toStoreError(err))),
+    flapping: (set, opts) => readers.flapping(set, opts).catch((err) => Promise.reject(toStoreError(err))),
+  };
+  facade.recordVerdict = async (input: RecordVerdictInput) => {
+    try {
+      return await recordVerdict(inner, await readerOn(inner, registry, provider ?? 'none', logger), input);
+    } catch (err) {
+      throw toStoreError(err);
+    }
+  };
+  facade.listVerdicts = async (q: { workspace: string; set?: string; ref?: string }) => {
+    try {
+      const ws = await workspaceId(q.workspace);
+      if (!ws) return [];
+      let itemId: string | undefined;
+      if (q.ref !== undefined) {
+        const item = await inner.getItemByRef(ws.id, q.ref);
+        if (!item) return [];
+        itemId = item.id;
+      }
+      return await inner.listVerdicts({ workspaceId: ws.id, questionSet: q.set, itemId });
+    } catch (err) {
+      throw toStoreError(err);
+    }
   };
   const tokens: VerdictTokens = {
     create: (o) => createApiToken(inner, o).catch((err) => Promise.reject(toStoreError(err))),
@@ -418,6 +476,18 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     reader,
     tokens,
     github,
+    eval: (opts) =>
+      evalWorkspace(
+        {
+          store: inner,
+          registry,
+          provider,
+          logger,
+          reader: () => readerOn(inner, registry, provider ?? 'none', logger),
+          makeProvider: (model) => (provider && ['fake', 'anthropic', 'openai'].includes(provider.name) ? createProvider(loadConfig({ provider: provider.name, model }, (options.env ?? process.env) as NodeJS.ProcessEnv), logger) : null),
+        },
+        opts,
+      ).catch((err) => Promise.reject(toStoreError(err))),
     worker(opts = {}) {
       if (!provider) throw new WorkerStateError('provider is none: decisions are off, there is nothing for a worker to do');
       const { workerId, ...settings } = opts;

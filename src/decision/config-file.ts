@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { InvalidQuestion } from './questions.js';
 import { defineQuestionSet, InvalidQuestionSet, validateQuestions, type QuestionSet } from './registry.js';
 import { VerdictError } from '../errors.js';
+import { DURATION_EXPECTED, parseDuration } from './duration.js';
+import { MIN_MAX_AGE_MS } from './as-of.js';
 
 /**
  * User-defined question sets from a config file (DESIGN §6: "Sets come from code and from a user
@@ -18,10 +20,13 @@ import { VerdictError } from '../errors.js';
  *     collections: [task, feature]  # optional; empty or absent covers every non-system collection
  *     eligible: [notSystem, tracksWork, notTerminal, {field: status, in: [open]}]
  *     threshold: 0.8                # optional, 0 to 1
+ *     hysteresis: 0.05              # optional: a surfaced noul clears only below threshold − this
  *     maxPerCall: 8                 # optional
  *     unsurfaced: []                # optional: keys asked and stored but never surfaced
  *     withLinks: false              # optional; also noTrail, perComment, explain (booleans)
  *     quietPeriodMs: 30000          # optional; also reaskDebounceMs, maxDelayMs
+ *     maxAge: 7d                    # optional: answers older than this read `expired` and are re-asked
+ *                                   # (DESIGN §16.17); a duration (7d, 36h, 2w) or milliseconds; at least 1d
  *     questions:
  *       has_acceptance_criteria:
  *         kind: noul                # noul | choice (options) | score (levels)
@@ -43,6 +48,24 @@ const eligibilityRule = z.union([
 
 const ms = z.number().int().min(0);
 
+/**
+ * `maxAge` (DESIGN §16.17): a duration string (`7d`, `36h`, `2w`; see decision/duration.ts) or a
+ * whole number of milliseconds, read as milliseconds; at least one day (`MIN_MAX_AGE_MS`, the
+ * registry's rule, said here in the file's own terms).
+ */
+const maxAge = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  const parsed = typeof v === 'number' ? (Number.isSafeInteger(v) && v > 0 ? v : null) : parseDuration(v);
+  if (parsed === null) {
+    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not a duration: expected ${DURATION_EXPECTED}` });
+    return z.NEVER;
+  }
+  if (parsed < MIN_MAX_AGE_MS) {
+    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §16.17)` });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
 /** zod schema of one set in a config file. Questions are checked by the registry's own validator, for its messages. */
 export const configSetSchema = z
   .object({
@@ -55,11 +78,13 @@ export const configSetSchema = z
     perComment: z.boolean().optional(),
     maxPerCall: z.number().int().min(1).max(64).optional(),
     threshold: z.number().min(0).max(1).optional(),
+    hysteresis: z.number().min(0).max(1).optional(),
     unsurfaced: z.array(z.string()).optional(),
     quietPeriodMs: ms.optional(),
     reaskDebounceMs: ms.optional(),
     maxDelayMs: ms.optional(),
     explain: z.boolean().optional(),
+    maxAge: maxAge.optional(),
   })
   .strict();
 
@@ -111,7 +136,8 @@ export function parseQuestionSetConfig(text: string, file: string, reserved: rea
     }
     seen.add(s.name);
     try {
-      out.push(defineQuestionSet({ ...s, questions: validateQuestions(s.questions), source: file }));
+      const { maxAge: maxAgeMs, ...settings } = s;
+      out.push(defineQuestionSet({ ...settings, maxAgeMs, questions: validateQuestions(s.questions), source: file }));
     } catch (err) {
       if (err instanceof InvalidQuestion || err instanceof InvalidQuestionSet) throw new InvalidConfigFile(file, label, err.message);
       throw err;

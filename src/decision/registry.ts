@@ -3,6 +3,7 @@ import type { CollectionRow, ItemRow } from './rows.js';
 import type { Question } from './questions.js';
 import { InvalidQuestion, validateQuestion } from './questions.js';
 import { VerdictError } from '../errors.js';
+import { MIN_MAX_AGE_MS } from './as-of.js';
 
 /**
  * Question sets and the registry (DESIGN §6). The registry is pure: `setsFor(slug)` reads no
@@ -58,6 +59,12 @@ export interface QuestionSet {
   readonly maxPerCall: number;
   /** A noul at or above this surfaces; 0 surfaces every noul. */
   readonly threshold: number;
+  /**
+   * A surfaced noul stops surfacing only below `threshold − hysteresis` (DESIGN §16.15), so an
+   * answer wobbling around the threshold across edits does not flip the flag. In [0, threshold].
+   * @defaultValue 0.05 (DESIGN §16.15), or the threshold when it is lower
+   */
+  readonly hysteresis: number;
   /** Keys asked and stored but never shown by a surfacing read. */
   readonly unsurfaced: readonly string[];
   /** Trailing wait after the latest write. @defaultValue 30 000 ms */
@@ -68,6 +75,15 @@ export interface QuestionSet {
   readonly maxDelayMs: number;
   /** Ask for a one-sentence rationale. */
   readonly explain: boolean;
+  /**
+   * Time-dependent questions (DESIGN §16.17): an answer older than this many milliseconds (from
+   * its `evaluated_at`) reads `stale: expired`, and the worker's expiry sweep owes its job again,
+   * even at an unchanged state. The set's states then carry `as_of` (the UTC date), so the re-ask
+   * is keyed to a new state hash (decision/as-of.ts has the rule). At least `MIN_MAX_AGE_MS`
+   * (one day: as_of has day precision). Null: answers never expire.
+   * @defaultValue null
+   */
+  readonly maxAgeMs: number | null;
   /** Where the set was defined: `built-in`, or the config file's path. @defaultValue 'built-in' */
   readonly source: string;
 }
@@ -81,6 +97,8 @@ export const SET_DEFAULTS = {
   reaskDebounceMs: 3_600_000,
   perCommentReaskDebounceMs: 0,
   maxDelayMs: 7_200_000,
+  /** DESIGN §16.15's default margin. */
+  hysteresis: 0.05,
 } as const;
 
 /** Thrown when a set cannot be registered. The message names the set and the rule. */
@@ -114,18 +132,27 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
     perComment,
     maxPerCall: input.maxPerCall ?? SET_DEFAULTS.maxPerCall,
     threshold: input.threshold ?? 0.5,
+    hysteresis: input.hysteresis ?? Math.min(SET_DEFAULTS.hysteresis, input.threshold ?? 0.5),
     unsurfaced: input.unsurfaced ?? [],
     quietPeriodMs: input.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs,
     reaskDebounceMs:
       input.reaskDebounceMs ?? (perComment ? SET_DEFAULTS.perCommentReaskDebounceMs : SET_DEFAULTS.reaskDebounceMs),
     maxDelayMs: input.maxDelayMs ?? SET_DEFAULTS.maxDelayMs,
     explain: input.explain ?? false,
+    maxAgeMs: input.maxAgeMs ?? null,
     source: input.source ?? 'built-in',
   };
   if (!Number.isInteger(set.maxPerCall) || set.maxPerCall < 1) throw new InvalidQuestionSet(name, 'maxPerCall must be a positive integer');
   if (!(set.threshold >= 0 && set.threshold <= 1)) throw new InvalidQuestionSet(name, 'threshold must be in [0, 1]');
+  if (!(set.hysteresis >= 0 && set.hysteresis <= set.threshold)) throw new InvalidQuestionSet(name, `hysteresis must be in [0, threshold (${set.threshold})]`);
   for (const [k, v] of [['quietPeriodMs', set.quietPeriodMs], ['reaskDebounceMs', set.reaskDebounceMs], ['maxDelayMs', set.maxDelayMs]] as const) {
     if (!Number.isFinite(v) || v < 0) throw new InvalidQuestionSet(name, `${k} must be a non-negative number of milliseconds`);
+  }
+  if (set.maxAgeMs !== null && !(Number.isSafeInteger(set.maxAgeMs) && set.maxAgeMs >= MIN_MAX_AGE_MS)) {
+    throw new InvalidQuestionSet(
+      name,
+      `maxAgeMs must be a whole number of milliseconds of at least ${MIN_MAX_AGE_MS} (1 day: as_of has day precision, DESIGN §16.17), got ${String(set.maxAgeMs)}`,
+    );
   }
   if (set.questions) {
     const unknown = set.unsurfaced.filter((k) => !(k in set.questions!));

@@ -144,7 +144,10 @@ export interface StateClips {
 export interface BuiltState {
   readonly bytes: string;
   readonly hash: string;
-  /** Part name → hex sha256 of that member's canonical bytes; explains staleness. */
+  /**
+   * Part name → hex sha256 of that member's canonical bytes; explains staleness. A dated state
+   * (`withAsOf`) also holds `as_of` → the date itself.
+   */
   readonly parts: Readonly<Record<string, string>>;
   /** Some clip or drop happened: true exactly when `clips` records one. */
   readonly truncated: boolean;
@@ -361,6 +364,22 @@ export function buildCommentState(src: CommentStateSource): BuiltState {
   ];
   if (cut) clips.commentsCut = 1;
   return finish(members, clips, COMMENT_STATE_VERSION);
+}
+
+/**
+ * The state `base` dated `asOf` (DESIGN §16.17, decision/as-of.ts): the same members plus `as_of`
+ * (a `YYYY-MM-DD` UTC date) as the last member, hashed anew. Its `parts` gain `as_of` holding the
+ * date itself, not a hash: a reader rebuilds the state an answer was keyed to from it. Only sets
+ * that declare `maxAgeMs` are dated, so every other state keeps its bytes (no version bump: an
+ * answer of a set that gains `maxAge` is still compared, undated, until it expires).
+ * @throws TypeError when `base` is already dated.
+ */
+export function withAsOf(base: BuiltState, asOf: string): BuiltState {
+  if ('as_of' in base.parts) throw new TypeError('withAsOf: the state is already dated');
+  // orderedJson writes `{m1,m2,…}` with no whitespace, and a state always has members, so this is
+  // exactly orderedJson(members + [['as_of', asOf]]): the bytes sent are the bytes hashed.
+  const bytes = `${base.bytes.slice(0, -1)},${canonicalJson('as_of')}:${canonicalJson(asOf)}}`;
+  return { ...base, bytes, hash: sha256(bytes), parts: { ...base.parts, as_of: asOf } };
 }
 
 /** Names of the parts whose hashes differ between two `state_parts` maps (sorted). */

@@ -10,11 +10,13 @@ import {
 import type { QuestionMap, QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
-import { changedParts, isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
+import { isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
+import { currentAnswer, movedParts, onlyExpired } from '../decision/as-of.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
 import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
+import { answersAgree, FLAPPING_MIN_FLIPS, FLAPPING_WINDOW_MS, overrideValue, surfacesWithHysteresis, type HumanVerdictRow, type SurfacingChangeRow, type VerdictKind } from '../store/verdicts.js';
 
 /**
  * Reads: which answers are current, and which are worth showing (DESIGN §8).
@@ -42,11 +44,16 @@ export type StaleReason =
   /** Not compared: the row has another state version, or the current state or questions could not be read. Never "unchanged". */
   | 'not_compared'
   /** The comment a per-comment answer is about was deleted. */
-  | 'comment_gone';
+  | 'comment_gone'
+  /**
+   * The set declares `maxAgeMs` and the answer, asked about the state as it still is, is older than
+   * that (from its `evaluated_at`; DESIGN §16.17). The worker's expiry sweep owes it again.
+   */
+  | 'expired';
 
 /**
  * How a surfacing read classes a row:
- * - `surfaced`: a noul at or above the threshold that is current, or `state_changed` with its job owed;
+ * - `surfaced`: a noul at or above the threshold that is current, or `state_changed` or `expired` with its job owed;
  * - `below_threshold`: the same, below the threshold;
  * - `stale`: any other non-current noul;
  * - `not_surfaced`: never surfaces (a choice or score answer, or a key the set lists as unsurfaced).
@@ -81,6 +88,50 @@ export interface DecisionView {
   threshold: number;
   rationale: string | null;
   rowId: number;
+  /**
+   * Who decides what this read shows (DESIGN §16.14): `human` when a person's value is in force
+   * (then `answer` is the person's value, `surfacing` follows it, and the model's own answer is in
+   * `modelAnswer`), else `model`.
+   */
+  source: 'model' | 'human';
+  /** The model's answer of the row shown, whatever a person said. Evaluation scores this one. */
+  modelAnswer: Answer;
+  /**
+   * With a person's value in force: the model's current answer when it was asked after the verdict
+   * and disagrees with it (another side of the threshold, choice or score level). Shown beside the
+   * override, never applied. Null otherwise.
+   */
+  proposed: Answer | null;
+  /** The latest verdict a person recorded on this key, or null. */
+  verdict: VerdictView | null;
+  /**
+   * Times the key's surfacing moved because of the model's answers in the last 30 days (DESIGN
+   * §16.15; a person's verdicts are not counted). `flags --flapping` lists keys with 3 or more.
+   */
+  flips: number;
+}
+
+/** A person's latest verdict on one key, as reads show it (DESIGN §16.14). Times are epoch ms. */
+export interface VerdictView {
+  id: number;
+  verdict: VerdictKind;
+  /** The value it stands for, or null (withdrawn; a disagree on a choice or score). */
+  value: Answer | null;
+  /** The value overrides the model (every verdict with a value, until a later one withdraws it). */
+  inForce: boolean;
+  author: string;
+  note: string | null;
+  createdAt: number;
+  /** The state hash the person judged. */
+  stateHash: string;
+  /**
+   * `override_stale` when the item (or comment) changed since the person judged it, or its state
+   * cannot be read now: the override stays in force and wants a person to look again. Null when
+   * the state is the one judged.
+   */
+  staleReason: 'override_stale' | null;
+  /** For `override_stale`: the parts that moved since the verdict, sorted. */
+  changedParts: string[];
 }
 
 /**
@@ -94,10 +145,13 @@ export function splitCommentKey(storedKey: string): { key: string; commentId: st
 }
 
 /**
- * The one surfacing rule (DESIGN §8), shared by every read: only nouls surface; a current noul
- * surfaces at or above the threshold; a `state_changed` noul whose job is owed (not parked) still
- * surfaces, marked not current, so a flag does not blink off during the debounce after an edit;
- * every other stale row does not.
+ * The one surfacing rule of the reads (DESIGN §8, §16.14, §16.15): only nouls surface; a person's
+ * value in force surfaces at or above the threshold; a current noul surfaces at or above the
+ * threshold, or down to `threshold − hysteresis` when the key surfaced at its previous state; a
+ * `state_changed` or `expired` noul whose job is owed (not parked) still surfaces, marked not
+ * current, so a flag does not blink off during the debounce after an edit or until an expired
+ * answer's re-ask (DESIGN §16.17); every other stale row does not. The
+ * store's write paths apply the same rule (store/verdicts.ts `surfacingNow`).
  */
 export function surfacingOf(r: {
   answer: Answer;
@@ -106,10 +160,17 @@ export function surfacingOf(r: {
   jobOwed: boolean;
   threshold: number;
   unsurfacedKey: boolean;
+  /** The key surfaced at its previous state (its latest surfacing change, DESIGN §16.15). @defaultValue false */
+  wasSurfaced?: boolean;
+  /** The band a surfaced key keeps surfacing in below the threshold. @defaultValue 0 */
+  hysteresis?: number;
+  /** A person's value is in force (DESIGN §16.14): it surfaces at the threshold, whatever the row's currency. */
+  human?: boolean;
 }): Surfacing {
   if (r.unsurfacedKey || r.answer.type !== 'noul') return 'not_surfaced';
-  if (!r.current && !(r.staleReason === 'state_changed' && r.jobOwed)) return 'stale';
-  return r.answer.noul >= r.threshold ? 'surfaced' : 'below_threshold';
+  if (r.human) return r.answer.noul >= r.threshold ? 'surfaced' : 'below_threshold';
+  if (!r.current && !((r.staleReason === 'state_changed' || r.staleReason === 'expired') && r.jobOwed)) return 'stale';
+  return surfacesWithHysteresis(r.answer.noul, r.wasSurfaced ?? false, r.threshold, r.hysteresis ?? 0) ? 'surfaced' : 'below_threshold';
 }
 
 /** What one (set, item) looks like now, as far as currency is concerned. */
@@ -120,10 +181,19 @@ export interface SetNow {
   applies: boolean;
   /** The set's questions in the item's workspace; null when they could not be read. */
   questions: QuestionMap | null;
-  /** The item state as this set sees it (item-level sets); null when not built or unreadable. */
+  /**
+   * The item state as this set sees it (item-level sets), without `as_of` (a set with `maxAgeMs`
+   * dates it per answer, decision/as-of.ts); null when not built or unreadable.
+   */
   state: BuiltState | null;
-  /** Per-comment sets: comment id → its state, for every live comment. */
+  /** Per-comment sets: comment id → its state (without `as_of`), for every live comment. */
   commentStates: ReadonlyMap<string, BuiltState>;
+  /**
+   * The store's now (epoch ms), read only for a set with `maxAgeMs`: an answer's age decides its
+   * currency (DESIGN §16.17). Absent or null otherwise; a set with `maxAgeMs` judged without it
+   * reads `not_compared` (unknown is not "unchanged").
+   */
+  nowMs?: number | null;
 }
 
 /** The verdict on one (set, key): which row to show, and why it is not current. */
@@ -143,6 +213,11 @@ export interface Judgement {
  * the question moved (question_changed, which wins when both moved) or only the model, template
  * or effort did (model_changed). Rows stored before that column existed fall back to comparing
  * provider names.
+ *
+ * Time-dependent sets (`maxAgeMs`, DESIGN §16.17): a row is current when it matches the state
+ * dated with the row's own as_of and is not older than `maxAgeMs` at `now.nowMs` (the rule is
+ * decision/as-of.ts `answerIsCurrent`, the same one the runner skips answered keys by). A row that
+ * matches all but its age reads `expired`; `changedParts` never lists as_of of a dated row.
  */
 export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: FingerprintContext & { name: string }): Judgement {
   const latest = rows[rows.length - 1];
@@ -164,13 +239,14 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
   const q: Question | undefined = Object.prototype.hasOwnProperty.call(now.questions, key) ? now.questions[key] : undefined;
   if (!q) return stale('question_removed');
   if (!state) return stale('not_compared');
+  const set = now.set;
+  if (set.maxAgeMs !== null && (now.nowMs ?? null) === null) return stale('not_compared');
+  const nowMs = now.nowMs ?? 0; // read by the as_of rule only for a set with maxAgeMs
   const fp = questionFingerprint(q, ctx);
-  for (let i = rows.length - 1; i >= 0; i--) {
-    const r = rows[i];
-    if (r.stateHash === state.hash && r.questionHash === fp && r.stateVersion === state.version) {
-      return { row: r, current: true, staleReason: null, changedParts: [] };
-    }
-  }
+  // The one currency rule of the runner and the reads (decision/as-of.ts): the exact match of
+  // DESIGN §8, and for a set with maxAgeMs the state dated with each answer's own as_of, unexpired.
+  const match = currentAnswer(rows, state, fp, set, nowMs);
+  if (match) return { row: match, current: true, staleReason: null, changedParts: [] };
   // A row of another shape version cannot answer the comparison (DESIGN §5, §16.11): the item
   // state is version 2 since omitted_comments, the per-comment state still version 1.
   if (latest.stateVersion !== state.version) return stale('not_compared');
@@ -179,7 +255,10 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
     if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
     return stale(latest.provider === ctx.name ? 'question_changed' : 'model_changed');
   }
-  return stale('state_changed', changedParts(parseParts(latest.stateParts), state.parts));
+  // Asked about the state as it still is, only older than maxAge (DESIGN §16.17); an item edit
+  // still reads state_changed, and as_of is never listed as a moved part of a dated answer.
+  if (onlyExpired(latest, state, set, nowMs)) return stale('expired');
+  return stale('state_changed', movedParts(parseParts(latest.stateParts), state.parts, set));
 }
 
 function parseParts(text: string): Record<string, string> {
@@ -223,13 +302,14 @@ export class DecisionReader {
     const jobs = await this.store.listJobs({ itemId, limit: 1_000 });
     const owed = new Set(jobs.filter((j) => j.state === 'owed').map((j) => j.questionSet));
     if (loaded) for (const s of await this.pendingCollectionSets(loaded.item.collectionId)) owed.add(s);
+    const people = await this.peopleOf({ itemId, workspaceId: rows[0].workspaceId });
     const bySet = groupBy(rows, (r) => r.questionSet);
     const out: DecisionView[] = [];
     for (const [setName, setRows] of bySet) {
       const set = this.registry.get(setName) ?? null;
       const now = await this.setNow(set, loaded);
       for (const keyRows of groupBy(setRows, (r) => r.questionKey).values()) {
-        out.push(this.view(judgeRows(keyRows, now, this.ctx), set, owed.has(setName), set?.threshold ?? 1));
+        out.push(this.view(judgeRows(keyRows, now, this.ctx), set, owed.has(setName), set?.threshold ?? 1, people.of(itemId, setName, keyRows[0].questionKey, now)));
       }
     }
     return out.sort((a, b) => cmp(a.questionSet, b.questionSet) || cmp(a.questionKey, b.questionKey));
@@ -366,34 +446,40 @@ export class DecisionReader {
     workspaceId: string,
     setName: string,
     threshold?: number,
-  ): Promise<{ flags: Record<string, { ref: string; keys: Record<string, number> }>; failing: boolean }> {
-    const flags: Record<string, { ref: string; keys: Record<string, number> }> = {};
+  ): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean }> {
+    const flags: Record<string, WorkspaceFlag> = {};
     if (!this.ctx) return { flags, failing: false };
     const set = this.registry.get(setName);
     const failing = await this.failing(workspaceId, setName);
     if (!set) return { flags, failing };
     const cut = threshold ?? set.threshold;
+    // The hysteresis' memory is kept at the set's own threshold; a read at another one uses the plain cut.
+    const band = cut === set.threshold ? set.hysteresis : 0;
     const rows = await this.store.listWorkspaceDecisions(workspaceId, setName);
+    const people = await this.peopleOf({ workspaceId, questionSet: setName });
     const byItem = groupBy(rows, (r) => r.itemId);
     let questions: QuestionMap | null | undefined;
     for (const itemId of [...byItem.keys()].sort()) {
       const itemRows = byItem.get(itemId)!;
-      const candidate = itemRows.some((r) => {
-        if (r.kind !== 'noul') return false;
-        const base = set.perComment ? (splitCommentKey(r.questionKey)?.key ?? r.questionKey) : r.questionKey;
-        return !set.unsurfaced.includes(base) && (JSON.parse(r.answer) as { noul: number }).noul >= cut;
-      });
+      const candidate =
+        people.hasValueInForce(itemId) ||
+        itemRows.some((r) => {
+          if (r.kind !== 'noul') return false;
+          const base = set.perComment ? (splitCommentKey(r.questionKey)?.key ?? r.questionKey) : r.questionKey;
+          return !set.unsurfaced.includes(base) && (JSON.parse(r.answer) as { noul: number }).noul >= cut - band;
+        });
       if (!candidate) continue;
       if (questions === undefined) questions = await this.questions(set, workspaceId);
       const loaded = await this.store.loadItemForEvaluation(itemId);
-      const now = this.setNowWith(set, loaded, questions);
+      const now = this.setNowWith(set, loaded, questions, await this.clockFor(set));
       const job = await this.store.getJob(itemId, setName);
       const owed = job?.state === 'owed' || (loaded !== null && (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName));
       for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {
-        const v = this.view(judgeRows(keyRows, now, this.ctx), set, owed, cut);
+        const v = this.view(judgeRows(keyRows, now, this.ctx), set, owed, cut, people.of(itemId, setName, keyRows[0].questionKey, now));
         if (v.surfacing !== 'surfaced' || v.answer.type !== 'noul') continue;
         flags[itemId] ??= { ref: loaded?.item.ref ?? itemId, keys: {} };
         flags[itemId].keys[v.questionKey] = v.answer.noul;
+        if (v.source === 'human') (flags[itemId].human ??= []).push(v.questionKey);
       }
     }
     return { flags, failing };
@@ -427,10 +513,16 @@ export class DecisionReader {
   private async setNow(set: QuestionSet | null, loaded: ItemForEvaluation | null): Promise<SetNow> {
     if (!set) return { set: null, applies: false, questions: null, state: null, commentStates: new Map() };
     const questions = loaded ? await this.questions(set, loaded.item.workspaceId) : null;
-    return this.setNowWith(set, loaded, questions);
+    return this.setNowWith(set, loaded, questions, await this.clockFor(set));
   }
 
-  private setNowWith(set: QuestionSet, loaded: ItemForEvaluation | null, questions: QuestionMap | null): SetNow {
+  /** The store's now (ms) when the set's currency depends on time (`maxAgeMs`, DESIGN §16.17), else null: no read. */
+  private async clockFor(set: QuestionSet): Promise<number | null> {
+    return set.maxAgeMs === null ? null : this.store.now();
+  }
+
+  /** @param nowMs the store's now for a set with `maxAgeMs` (`clockFor`), else null. */
+  private setNowWith(set: QuestionSet, loaded: ItemForEvaluation | null, questions: QuestionMap | null, nowMs: number | null): SetNow {
     const live = loaded !== null && loaded.item.deletedAt === null && loaded.collection.deletedAt === null;
     const applies = live && appliesNow(set, loaded.item, loaded.collection);
     const commentStates = new Map<string, BuiltState>();
@@ -447,15 +539,104 @@ export class DecisionReader {
         state = null; // an unreadable state is not compared, never "unchanged"
       }
     }
-    return { set, applies, questions, state, commentStates };
+    return { set, applies, questions, state, commentStates, nowMs };
   }
 
-  private view(j: Judgement, set: QuestionSet | null, jobOwed: boolean, threshold: number): DecisionView {
+  /**
+   * Where one stored key of an item stands now, for recording a person's verdict on it
+   * (compose/record-verdict.ts): whether its set applies, its question in the item's workspace, the
+   * state the key is about (its comment's for a per-comment set), and the key's decision view (null
+   * when the model never answered it). Null when decisions are off, the set is not registered, or
+   * the item does not exist.
+   */
+  async keyNow(itemId: string, setName: string, questionKey: string): Promise<{ set: QuestionSet; applies: boolean; question: Question | null; target: BuiltState | null; view: DecisionView | null } | null> {
+    const set = this.registry.get(setName);
+    if (!this.ctx || !set) return null;
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded) return null;
+    const now = await this.setNow(set, loaded);
+    const base = set.perComment ? (splitCommentKey(questionKey)?.key ?? null) : questionKey;
+    const question = base !== null && now.questions && Object.prototype.hasOwnProperty.call(now.questions, base) ? now.questions[base] : null;
+    const view = (await this.decisions(itemId)).find((d) => d.questionSet === setName && d.questionKey === questionKey) ?? null;
+    return { set, applies: now.applies, question, target: targetState(now, questionKey), view };
+  }
+
+  /** The registered sets of the item's collection that ask `key` (a set's question key, before any `@`) in its workspace, sorted. */
+  async setsAsking(itemId: string, key: string): Promise<string[]> {
+    if (!this.ctx) return [];
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded) return [];
+    const out: string[] = [];
+    for (const set of this.registry.setsFor(loaded.collection.slug)) {
+      const qs = await this.questions(set, loaded.item.workspaceId);
+      if (qs && Object.prototype.hasOwnProperty.call(qs, key)) out.push(set.name);
+    }
+    return out.sort();
+  }
+
+  /**
+   * Flapping keys of one set in a workspace (DESIGN §16.15): every (item, key) whose surfacing the
+   * model's answers moved at least `minFlips` times within `windowMs` before now, most flips first
+   * (then ref, key). A person's verdicts are not counted. [] when decisions are off.
+   * @param opts.minFlips @defaultValue 3 @param opts.windowMs @defaultValue 30 days (ms)
+   */
+  async flapping(workspaceId: string, setName: string, opts: { minFlips?: number; windowMs?: number } = {}): Promise<FlappingKey[]> {
+    if (!this.ctx) return [];
+    const minFlips = opts.minFlips ?? FLAPPING_MIN_FLIPS;
+    const since = (await this.store.now()) - (opts.windowMs ?? FLAPPING_WINDOW_MS);
+    const changes = (await this.store.listSurfacingChanges({ workspaceId, questionSet: setName, sinceMs: since })).filter((c) => c.cause === 'model');
+    const out: FlappingKey[] = [];
+    for (const keyChanges of groupBy(changes, (c) => `${c.itemId}\u0000${c.questionKey}`).values()) {
+      if (keyChanges.length < minFlips) continue;
+      const last = keyChanges[keyChanges.length - 1];
+      const item = await this.store.getItem(last.itemId);
+      out.push({ itemId: last.itemId, ref: item?.ref ?? last.itemId, questionSet: setName, questionKey: last.questionKey, flips: keyChanges.length, lastFlipAt: last.changedAt, surfaced: last.surfaced });
+    }
+    return out.sort((a, b) => b.flips - a.flips || cmp(a.ref, b.ref) || cmp(a.questionKey, b.questionKey));
+  }
+
+  /**
+   * What people and the surfacing memory say about the keys of one item (every set) or one
+   * (workspace, set): the latest verdict of each key, its latest surfacing change, and its flips in
+   * the last 30 days. Two reads (verdicts, changes) and the store's clock.
+   */
+  private async peopleOf(q: { itemId: string; workspaceId: string } | { workspaceId: string; questionSet: string }): Promise<PeopleIndex> {
+    const verdicts = await this.store.listVerdicts(q);
+    const changes = await this.store.listSurfacingChanges('itemId' in q ? { itemId: q.itemId } : q);
+    const since = changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0;
+    const k = (itemId: string, set: string, key: string) => `${itemId}\u0000${set}\u0000${key}`;
+    const latestVerdict = new Map<string, HumanVerdictRow>();
+    const inForce = new Set<string>();
+    for (const v of verdicts) latestVerdict.set(k(v.itemId, v.questionSet, v.questionKey), v); // oldest first: the last one wins
+    for (const v of latestVerdict.values()) if (overrideValue(v) !== null) inForce.add(v.itemId);
+    const latestChange = new Map<string, SurfacingChangeRow>();
+    const flips = new Map<string, number>();
+    for (const c of changes) {
+      const key = k(c.itemId, c.questionSet, c.questionKey);
+      latestChange.set(key, c);
+      if (c.cause === 'model' && c.changedAt >= since) flips.set(key, (flips.get(key) ?? 0) + 1);
+    }
+    return {
+      hasValueInForce: (itemId) => inForce.has(itemId),
+      of: (itemId, set, questionKey, now) => {
+        const key = k(itemId, set, questionKey);
+        return { verdict: latestVerdict.get(key) ?? null, wasSurfaced: latestChange.get(key)?.surfaced ?? null, flips: flips.get(key) ?? 0, target: targetState(now, questionKey) };
+      },
+    };
+  }
+
+  private view(j: Judgement, set: QuestionSet | null, jobOwed: boolean, threshold: number, people: KeyPeople = NO_PEOPLE): DecisionView {
     const r = j.row;
-    const answer = JSON.parse(r.answer) as Answer;
+    const modelAnswer = JSON.parse(r.answer) as Answer;
     const split = set?.perComment ? splitCommentKey(r.questionKey) : null;
     const key = split?.key ?? r.questionKey;
     const unsurfacedKey = set?.unsurfaced.includes(key) ?? false;
+    const verdict = people.verdict ? verdictView(people.verdict, people.target, set) : null;
+    const human = verdict?.inForce === true && verdict.value !== null;
+    const answer = human ? verdict.value! : modelAnswer;
+    const proposed = human && j.current && r.evaluatedAt > verdict.createdAt && !answersAgree(modelAnswer, answer, threshold) ? modelAnswer : null;
+    // The hysteresis' memory is kept at the set's own threshold; a read at another one uses the plain cut.
+    const atSetThreshold = set !== null && threshold === set.threshold;
     return {
       questionSet: r.questionSet,
       questionKey: r.questionKey,
@@ -470,13 +651,107 @@ export class DecisionReader {
       current: j.current,
       staleReason: j.staleReason,
       changedParts: j.changedParts,
-      surfacing: surfacingOf({ answer, current: j.current, staleReason: j.staleReason, jobOwed, threshold, unsurfacedKey }),
+      surfacing: surfacingOf({
+        answer,
+        current: j.current,
+        staleReason: j.staleReason,
+        jobOwed,
+        threshold,
+        unsurfacedKey,
+        human,
+        wasSurfaced: atSetThreshold ? (people.wasSurfaced ?? false) : false,
+        hysteresis: atSetThreshold ? set.hysteresis : 0,
+      }),
       unsurfaced: unsurfacedKey,
       threshold,
       rationale: r.rationale ?? null,
       rowId: r.id,
+      source: human ? 'human' : 'model',
+      modelAnswer,
+      proposed,
+      verdict,
+      flips: people.flips,
     };
   }
+}
+
+/** One item's surfaced keys in a `workspaceFlags` read: key → probability in force. */
+export interface WorkspaceFlag {
+  ref: string;
+  keys: Record<string, number>;
+  /** The keys whose probability is a person's value (DESIGN §16.14); absent when none is. */
+  human?: string[];
+}
+
+/** A key whose surfacing flips (`flapping`). `lastFlipAt` is epoch ms; `surfaced` is its side since then. */
+export interface FlappingKey {
+  itemId: string;
+  ref: string;
+  questionSet: string;
+  questionKey: string;
+  flips: number;
+  lastFlipAt: number;
+  surfaced: boolean;
+}
+
+/** What `peopleOf` knows of one key. */
+interface KeyPeople {
+  verdict: HumanVerdictRow | null;
+  /** Its latest surfacing change's side, or null when it has none. */
+  wasSurfaced: boolean | null;
+  flips: number;
+  /** The state the key is about now (the item's, or its comment's), or null when not built. */
+  target: BuiltState | null;
+}
+
+interface PeopleIndex {
+  /** Some key of the item has a person's value in force. */
+  hasValueInForce(itemId: string): boolean;
+  of(itemId: string, set: string, questionKey: string, now: SetNow): KeyPeople;
+}
+
+const NO_PEOPLE: KeyPeople = { verdict: null, wasSurfaced: null, flips: 0, target: null };
+
+/** The state a stored key is about now: its comment's for a per-comment set, else the item's. */
+function targetState(now: SetNow, questionKey: string): BuiltState | null {
+  if (!now.set || !now.applies) return null;
+  if (!now.set.perComment) return now.state;
+  const split = splitCommentKey(questionKey);
+  return split ? (now.commentStates.get(split.commentId) ?? null) : null;
+}
+
+/**
+ * A verdict as reads show it. Its state is compared by parts (`movedParts`, which never counts
+ * `as_of`, DESIGN §16.17): judged at a state whose parts all equal the current ones, it is not
+ * stale; a state that cannot be built now reads `override_stale` with no parts (unknown is not
+ * "unchanged").
+ */
+function verdictView(v: HumanVerdictRow, target: BuiltState | null, set: QuestionSet | null): VerdictView {
+  let staleReason: VerdictView['staleReason'] = null;
+  let parts: string[] = [];
+  if (!target || !set) staleReason = 'override_stale';
+  else if (v.stateHash !== target.hash) {
+    parts = movedParts(parseParts(v.stateParts), target.parts, set);
+    if (parts.length > 0 || v.stateVersion !== target.version) staleReason = 'override_stale';
+  }
+  let value: Answer | null = null;
+  try {
+    value = v.value === null ? null : (JSON.parse(v.value) as Answer);
+  } catch {
+    value = null;
+  }
+  return {
+    id: v.id,
+    verdict: v.verdict,
+    value,
+    inForce: overrideValue(v) !== null && value !== null,
+    author: v.author,
+    note: v.note,
+    createdAt: v.createdAt,
+    stateHash: v.stateHash,
+    staleReason,
+    changedParts: parts,
+  };
 }
 
 /** A job that failed within this window (milliseconds) makes `failing` true: one hour, so a fixed outage clears the flag. */

@@ -1,6 +1,7 @@
 import { questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
+import { answeredNow } from './answered.js';
 import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
 import { FakeProvider } from '../providers/fake.js';
 import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
@@ -145,9 +146,11 @@ export async function estimateSet(
     const fps = new Map(keys.map((k) => [k, questionFingerprint(questions![k], target.fingerprint)]));
     let itemAll = false;
     let itemOwed = false;
-    for (const t of targets) {
+    // The runner's own rule for what is answered (DESIGN §7 step 5, §16.17 as_of), so the estimate
+    // counts exactly the keys a drain would ask.
+    for (const { target: t, askState, done } of await answeredNow(store, set, item.id, targets, keys, fps)) {
       if (t.state.truncated) truncated++;
-      const stateTokens = estimateTokens(t.state.bytes);
+      const stateTokens = estimateTokens(askState.bytes);
       const add = (w: WorkEstimate, part: string[]) => {
         for (let i = 0; i < part.length; i += set.maxPerCall) {
           const chunk = new Map(part.slice(i, i + set.maxPerCall).map((k) => [k, questions![k]] as const));
@@ -160,12 +163,7 @@ export async function estimateSet(
       };
       add(all, keys);
       itemAll = true;
-      const done = await store.answeredKeys(
-        item.id,
-        set.name,
-        keys.map((k) => ({ questionKey: k + t.keySuffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version })),
-      );
-      const remaining = keys.filter((k) => !done.has(k + t.keySuffix));
+      const remaining = keys.filter((k) => !done.has(k));
       if (remaining.length) {
         add(unanswered, remaining);
         itemOwed = true;

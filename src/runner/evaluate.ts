@@ -2,6 +2,7 @@ import { fingerprintContextText, questionFingerprint, type Question } from '../d
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
+import { answeredNow } from './answered.js';
 import type { BuiltState } from '../decision/state.js';
 import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../providers/errors.js';
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
@@ -178,7 +179,7 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evalua
   return { outcome: { kind: 'complete', reason: 'answered' }, stats, ref, finish: held.answers };
 }
 
-/** Builds states and the remaining keys, split into calls of at most `maxPerCall` questions. */
+/** Builds states and the remaining keys (DESIGN §7 step 5, §16.17), split into calls of at most `maxPerCall` questions. */
 async function plan(
   set: QuestionSet,
   loaded: ItemForEvaluation,
@@ -191,14 +192,14 @@ async function plan(
   // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
   const targets = setTargets(set, loaded);
   const chunks: Chunk[] = [];
-  for (const t of targets) {
-    const wanted = keys.map((k) => ({ questionKey: k + t.keySuffix, stateHash: t.state.hash, questionHash: fps.get(k)!, stateVersion: t.state.version }));
-    const done = await deps.store.answeredKeys(claim.itemId, set.name, wanted);
-    const remaining = keys.filter((k) => !done.has(k + t.keySuffix));
+  // DESIGN §16.17: for a set with maxAgeMs, a key is done while an unexpired answer of it matches
+  // the state dated with that answer's own as_of; the rest are asked at the state dated today.
+  for (const { target: t, askState, done } of await answeredNow(deps.store, set, claim.itemId, targets, keys, fps)) {
+    const remaining = keys.filter((k) => !done.has(k));
     for (let i = 0; i < remaining.length; i += set.maxPerCall) {
       const part = remaining.slice(i, i + set.maxPerCall);
       chunks.push({
-        state: t.state,
+        state: askState,
         questions: new Map(part.map((k) => [k, questions[k]])),
         storedKeys: new Map(part.map((k) => [k + t.keySuffix, k])),
         fingerprints: fps,
@@ -368,6 +369,7 @@ async function sendChunk(
   const surfacing: SurfacingContext = {
     ref: loaded.item.ref,
     threshold: set.threshold,
+    hysteresis: set.hysteresis,
     unsurfaced: [...chunk.storedKeys].filter(([, key]) => set.unsurfaced.includes(key)).map(([storedKey]) => storedKey),
   };
   if (held) {

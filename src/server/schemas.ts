@@ -121,6 +121,38 @@ export const commentView = z.object({
   deletedAt: z.number().nullable(),
 });
 export const linkView = z.object({ id: z.string(), sourceId: z.string(), targetId: z.string(), linkType: z.string(), createdAt: z.number() });
+export const verdictView = z.object({
+  id: z.number(),
+  verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
+  value: z.unknown().nullable(),
+  inForce: z.boolean(),
+  author: z.string(),
+  note: z.string().nullable(),
+  createdAt: z.number(),
+  stateHash: z.string(),
+  staleReason: z.enum(['override_stale']).nullable().describe('`override_stale`: the item changed since the person judged it; the value stays in force'),
+  changedParts: z.array(z.string()),
+});
+export const newVerdictBody = z
+  .object({
+    key: z.string().min(1).max(600).describe('The set\u2019s question key, or `<key>@<commentId>` for a per-comment set'),
+    set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
+    verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
+    value: z.union([z.boolean(), z.number(), z.string()]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level name or index (score)'),
+    note: z.string().max(8_000).optional(),
+  })
+  .strict();
+export const verdictRowView = z.object({
+  id: z.number(),
+  questionSet: z.string(),
+  questionKey: z.string(),
+  verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
+  value: z.unknown().nullable(),
+  stateHash: z.string(),
+  author: z.string(),
+  note: z.string().nullable(),
+  createdAt: z.number(),
+});
 export const decisionView = z.object({
   questionSet: z.string(),
   questionKey: z.string(),
@@ -140,6 +172,11 @@ export const decisionView = z.object({
   threshold: z.number(),
   rationale: z.string().nullable(),
   rowId: z.number(),
+  source: z.enum(['model', 'human']).describe('`human` when a person\u2019s value is in force: `answer` is theirs, `modelAnswer` the model\u2019s'),
+  modelAnswer: z.unknown(),
+  proposed: z.unknown().nullable().describe('The model\u2019s later, disagreeing answer under a person\u2019s value: shown, never applied'),
+  verdict: verdictView.nullable(),
+  flips: z.number().describe('Surfacing flips the model\u2019s answers made in the last 30 days'),
 });
 
 /** Every write's answer: the row, whether anything changed, and the jobs it owed (DESIGN §3). */
@@ -156,7 +193,7 @@ export const itemSetStatus = z.object({
 });
 export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView), sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"') });
 export const flagsView = z.object({
-  flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()) })),
+  flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()), human: z.array(z.string()).optional().describe('Keys whose probability is a person\u2019s value') })),
   failing: z.boolean(),
 });
 export const statusView = z.object({

@@ -7,6 +7,7 @@ import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkR
 /** What the routes need of a workspace. */
 type Workspace = Pick<WorkspaceRow, 'id' | 'slug'>;
 import * as S from './schemas.js';
+import type { HumanVerdictRow } from '../store/verdicts.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
@@ -119,6 +120,34 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       return { item: (await itemViews(workspaceOf(req)))(out.item), decisions: out.decisions, sets: out.sets };
     },
   );
+  app.get(
+    '/items/:ref/verdicts',
+    { config: read, schema: { tags: ['verdicts'], summary: 'People\u2019s verdicts on the item, oldest first (the latest of a key is in force)', params: P.item, response: { 200: z.object({ verdicts: z.array(S.verdictRowView) }), ...err } } },
+    async (req) => {
+      const { ws, item } = await itemOf(req, req.params.ref);
+      const rows = await v.store.listVerdicts({ workspace: ws.slug, ref: item.ref });
+      return { verdicts: rows.map(verdictRow) };
+    },
+  );
+  app.post(
+    '/items/:ref/verdicts',
+    {
+      config: write,
+      schema: {
+        tags: ['verdicts'],
+        summary: 'Record a person\u2019s verdict (DESIGN §16.14): agree, disagree, a value that overrides the model, or withdrawn; the author is the token',
+        params: P.item,
+        body: S.newVerdictBody,
+        response: { 201: z.object({ verdict: S.verdictRowView, inForce: z.boolean() }), ...err },
+      },
+    },
+    async (req, reply) => {
+      const { ws, item } = await itemOf(req, req.params.ref);
+      const t = req.apiToken!;
+      const out = await v.store.recordVerdict({ workspace: ws.slug, ref: item.ref, key: req.body.key, set: req.body.set, verdict: req.body.verdict, value: req.body.value, note: req.body.note, author: t.name ? `token:${t.id} (${t.name})` : `token:${t.id}` });
+      return reply.code(201).send({ verdict: verdictRow(out.row), inForce: out.inForce });
+    },
+  );
   app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     return written(await v.store.updateItem(item.id, req.body), await itemViews(ws));
@@ -201,4 +230,9 @@ export function itemView(i: ItemRow, collection: string): z.infer<typeof S.itemV
 
 function linkView(l: LinkRow): z.infer<typeof S.linkView> {
   return { id: l.id, sourceId: l.sourceId, targetId: l.targetId, linkType: l.linkType, createdAt: l.createdAt };
+}
+
+/** A verdict row as the API shows it: its value parsed. */
+function verdictRow(r: HumanVerdictRow): z.infer<typeof S.verdictRowView> {
+  return { id: r.id, questionSet: r.questionSet, questionKey: r.questionKey, verdict: r.verdict, value: r.value === null ? null : (JSON.parse(r.value) as unknown), stateHash: r.stateHash, author: r.author, note: r.note, createdAt: r.createdAt };
 }

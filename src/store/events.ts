@@ -1,17 +1,22 @@
 /**
  * Outbound decision events (DESIGN §16.22, issue 14 part 3): the types the Store's event methods
- * take and return, and the two rules written once for both dialects: when an answer starts or stops
- * surfacing (`surfacingTransition`), and the exact bytes of an event's body (`eventPayload`).
+ * take and return, and the exact bytes of an event's body (`eventPayload`), written once for both
+ * dialects.
  *
- * The outbox: when an answer row is stored, the transaction that stores it also queues one
- * `decision_events` row per enabled target (`event_targets`, from `VERDICT_EVENT_URLS`) for every
- * noul that crossed the set's threshold; the worker delivers the rows (src/worker/event-delivery.ts).
+ * The outbox: when an answer row (or a person's verdict) moves a key's surfacing, the transaction
+ * that stores it appends the `surfacing_changes` row and queues one `decision_events` row per
+ * enabled target (`event_targets`, from `VERDICT_EVENT_URLS`); the worker delivers the rows
+ * (src/worker/event-delivery.ts). When a key surfaces is decided once, in ./verdicts.ts.
  */
 
 export const EVENT_SURFACED = 'decision.surfaced';
 export const EVENT_CLEARED = 'decision.cleared';
 
-/** `decision.surfaced`: a noul reached the set's threshold; `decision.cleared`: it fell below it. */
+/**
+ * `decision.surfaced`: a key started surfacing (a noul reached the set's threshold, or a person's
+ * value put it there); `decision.cleared`: it stopped (below `threshold − hysteresis`, DESIGN
+ * §16.15, or a person's value). The same moves as `surfacing_changes` rows (sql/surfacing.ts).
+ */
 export type DecisionEventType = typeof EVENT_SURFACED | typeof EVENT_CLEARED;
 
 /**
@@ -24,6 +29,12 @@ export interface SurfacingContext {
   ref: string;
   /** The set's threshold (DESIGN §6): a noul at or above it surfaces. In [0, 1]. */
   threshold: number;
+  /**
+   * The set's hysteresis (DESIGN §16.15): a key that surfaced at its previous state keeps
+   * surfacing down to `threshold − hysteresis`. In [0, threshold].
+   * @defaultValue 0.05, or the threshold when it is lower
+   */
+  hysteresis?: number;
   /**
    * Stored question keys that never surface (the set's `unsurfaced` keys, with their per-comment
    * suffix where the set is per comment): no event is queued for them.
@@ -51,8 +62,10 @@ export interface DecisionEventPayload {
   key: string;
   /** The noul's probability in the answer that crossed the threshold. */
   probability: number;
-  /** The state hash that answer is keyed to. */
+  /** The state hash that answer is keyed to (for a person's verdict: the state they judged). */
   state_hash: string;
+  /** `model` (an answer moved the surfacing) or `human` (a person's verdict did, DESIGN §16.14). */
+  source: 'model' | 'human';
 }
 
 /** The body of one event, exactly as stored in `decision_events.payload` and sent (see DecisionEventPayload). */
@@ -67,6 +80,7 @@ export function eventPayload(p: DecisionEventPayload): string {
     key: p.key,
     probability: p.probability,
     state_hash: p.state_hash,
+    source: p.source,
   };
   return JSON.stringify(ordered);
 }
@@ -82,24 +96,6 @@ export function noulProbability(answerJson: string): number | null {
   } catch {
     return null;
   }
-}
-
-/**
- * Whether a new answer starts or stops surfacing, against the latest row of its (item, set, key)
- * stored before it (null when none: not surfaced). Surfaced means a noul with p ≥ threshold
- * (DESIGN §6, §8), the plain threshold the reads use: DESIGN §16.15's hysteresis (stop only below
- * threshold − 0.05) is not built in the reads yet, and events follow the reads, so a receiver never
- * hears "surfaced" for a key `flags` does not show. Only answers are compared: staleness (an item
- * edited, a question reworded) moves no event; the next answer does.
- * @returns the event type, or null when nothing changed.
- */
-export function surfacingTransition(previousAnswer: string | null, nextAnswer: string, threshold: number): DecisionEventType | null {
-  const before = previousAnswer === null ? null : noulProbability(previousAnswer);
-  const after = noulProbability(nextAnswer);
-  const was = before !== null && before >= threshold;
-  const is = after !== null && after >= threshold;
-  if (is === was) return null;
-  return is ? EVENT_SURFACED : EVENT_CLEARED;
 }
 
 /** One outbox row (`decision_events`), as `listDecisionEvents` returns it. Times are epoch ms. */

@@ -4,10 +4,12 @@ import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, Ite
 import type { Usage } from '../decision/usage.js';
 import type { CollectionOweStep } from './collection-owe.js';
 import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext } from './events.js';
+import type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing } from './verdicts.js';
 import { VerdictError } from '../errors.js';
 
 export type { CollectionOweStep };
 export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext };
+export type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing };
 
 /**
  * The Store: every SQL statement lives behind this interface (DESIGN §13). The runner, the
@@ -292,8 +294,11 @@ export interface DecisionRow extends NewDecision {
 /** One item as the drift sweep reads it (`scanItemsForDrift`). */
 export interface DriftScanItem {
   item: ItemRow;
-  /** The latest stored row per question key of the set (per-comment keys included): its question hash and state version. */
-  latest: Array<{ questionKey: string; questionHash: string; stateVersion: number }>;
+  /**
+   * The latest stored row per question key of the set (per-comment keys included): its question
+   * hash, state version, and when it was stored (epoch ms; the expiry sweep, DESIGN §16.17).
+   */
+  latest: Array<{ questionKey: string; questionHash: string; stateVersion: number; evaluatedAt: number }>;
   /** Ids of the newest 10 live comments, oldest first; [] unless `withComments`. */
   commentIds: string[];
   /** The item's job of this set, if one exists. */
@@ -678,15 +683,16 @@ export interface Store extends TrackerStore {
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
   /**
    * Inserts one call's answers in one transaction; conflicts do nothing. With `surfacing` (the rows
-   * must then be of one item and set), each inserted noul that starts or stops surfacing against the
-   * latest row of its key before it (p ≥ threshold; no row: not surfaced) queues a
+   * must then be of one item and set), each inserted noul whose surfacing moves (DESIGN §16.15:
+   * p ≥ threshold, a key that surfaced keeps surfacing down to threshold − hysteresis; a person's
+   * value in force decides alone, §16.14) appends a `surfacing_changes` row and queues a
    * `decision.surfaced` or `decision.cleared` event per enabled target in the same transaction
-   * (DESIGN §16.22); a conflicting row queues nothing. @returns rows inserted.
+   * (DESIGN §16.22); a conflicting row moves nothing. @returns rows inserted.
    * @throws TypeError when `surfacing` is given for rows of several items or sets.
    */
   insertDecisions(rows: NewDecision[], surfacing?: SurfacingContext): Promise<number>;
-  /** Every stored answer of an item (all sets), oldest first. */
-  listDecisions(itemId: string): Promise<DecisionRow[]>;
+  /** Every stored answer of an item (all sets, or only `questionSet`'s), oldest first. */
+  listDecisions(itemId: string, questionSet?: string): Promise<DecisionRow[]>;
   /** Stored answers of a set within a workspace (latest per key and any matching keys are picked by the reader). */
   listWorkspaceDecisions(workspaceId: string, questionSet: string): Promise<DecisionRow[]>;
   countDecisions(): Promise<number>;
@@ -797,6 +803,19 @@ export interface Store extends TrackerStore {
   pruneDeliveredEvents(olderThanMs: number, limit: number): Promise<number>;
   /** Outbox rows in id order, of one target and/or item when given (diagnostics, tests). */
   listDecisionEvents(f?: { targetUrl?: string; itemId?: string }): Promise<DecisionEventRow[]>;
+
+  // people in the loop (DESIGN §16.14, §16.15; sql/surfacing.ts)
+  /**
+   * Appends a person's verdict. With `surfacing` (the key is a noul that may surface), a verdict
+   * that changes what is in force moves the key's surfacing (change row and events) in the same
+   * transaction. Validation (the key exists, the value fits the question) is the caller's
+   * (src/compose/verdicts.ts). @returns the stored row.
+   */
+  insertVerdict(v: NewVerdict, surfacing: VerdictSurfacing): Promise<HumanVerdictRow>;
+  /** Verdicts of a workspace (one set, one item when given), oldest first; never pruned. */
+  listVerdicts(q: { workspaceId: string; questionSet?: string; itemId?: string }): Promise<HumanVerdictRow[]>;
+  /** Surfacing changes of an item (every set) or of a (workspace, set), oldest first, since `sinceMs` (epoch ms) when given. */
+  listSurfacingChanges(q: { itemId: string; sinceMs?: number } | { workspaceId: string; questionSet: string; sinceMs?: number }): Promise<SurfacingChangeRow[]>;
 }
 
 /** Thrown by a write door when a row it needs does not exist. */

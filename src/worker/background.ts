@@ -5,13 +5,15 @@ import { pruneDecisions } from '../reads/retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
-import { DriftSweeper, runDriftSweepLoop } from './drift-sweep.js';
+import { DriftSweeper, runSweepLoop } from './drift-sweep.js';
+import { ExpirySweeper } from './expiry-sweep.js';
+import { OweBucket } from './owe-bucket.js';
 import { pruneDeliveredEvents } from './event-delivery.js';
 
 /**
- * The long-running worker's background passes, beside its slots: the drift sweep (every
- * `sweepIntervalMs`) and retention (every `pruneIntervalMs`). Both stop when `signal` aborts;
- * the returned promise resolves once they have.
+ * The long-running worker's background passes, beside its slots: the drift and expiry sweeps
+ * (every `sweepIntervalMs`, one loop, one rate) and retention (every `pruneIntervalMs`). All stop
+ * when `signal` aborts; the returned promise resolves once they have.
  */
 export interface BackgroundOptions {
   store: Store;
@@ -23,7 +25,7 @@ export interface BackgroundOptions {
   runtime: () => { registry: Registry; provider: Provider };
   logger: Logger;
   signal: AbortSignal;
-  /** Items re-owed per minute by the drift sweep; 0 turns it off. */
+  /** Items re-owed per minute by the drift and expiry sweeps together; 0 turns both off. */
   driftSweepPerMinute: number;
   /** Interval between drift-sweep passes (ms). */
   sweepIntervalMs: number;
@@ -40,17 +42,27 @@ export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
   const loops: Promise<void>[] = [];
   if (o.driftSweepPerMinute > 0) {
     const { registry, provider } = o.runtime();
-    const sweeper = new DriftSweeper({ store: o.store, registry, ctx: provider, logger: o.logger, perMinute: o.driftSweepPerMinute });
+    // One bucket: the drift and expiry sweeps together owe at most driftSweepPerMinute (DESIGN §16.17).
+    const bucket = new OweBucket(o.store, o.driftSweepPerMinute);
+    const drift = new DriftSweeper({ store: o.store, registry, ctx: provider, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
+    const expiry = new ExpirySweeper({ store: o.store, registry, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
     loops.push(
-      runDriftSweepLoop(sweeper, {
-        intervalMs: o.sweepIntervalMs,
-        signal: o.signal,
-        logger: o.logger,
-        beforePass: () => {
-          const now = o.runtime();
-          sweeper.swap(now.registry, now.provider);
+      runSweepLoop(
+        [
+          { name: 'drift sweep', sweepOnce: () => drift.sweepOnce() },
+          { name: 'expiry sweep', sweepOnce: () => expiry.sweepOnce() },
+        ],
+        {
+          intervalMs: o.sweepIntervalMs,
+          signal: o.signal,
+          logger: o.logger,
+          beforePass: () => {
+            const now = o.runtime();
+            drift.swap(now.registry, now.provider);
+            expiry.swap(now.registry);
+          },
         },
-      }),
+      ),
     );
   }
   if (o.pruneIntervalMs > 0) loops.push(runPruneLoop(o));

@@ -4,6 +4,7 @@ import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { CollectionRow, Store } from '../store/store.js';
+import { OweBucket } from './owe-bucket.js';
 
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
@@ -18,9 +19,10 @@ import type { CollectionRow, Store } from '../store/store.js';
  * walk, the walk restarts from the first item, since items already passed may have drifted anew.
  * A (set, workspace) that has never been swept is walked once.
  *
- * Rate: at most `perMinute` items owed per minute (a token bucket on the store's clock), and at
- * most `scanPerPass` items read per pass. Spend stays under the worker's limits as well: the
- * owed jobs are claimed and asked like any other.
+ * Rate: at most `perMinute` items owed per minute (a token bucket on the store's clock, shared
+ * with the expiry sweep: worker/owe-bucket.ts), and at most `scanPerPass` items read per pass.
+ * Spend stays under the worker's limits as well: the owed jobs are claimed and asked like any
+ * other.
  */
 
 export interface DriftSweepOptions {
@@ -35,6 +37,11 @@ export interface DriftSweepOptions {
   scanPerPass?: number;
   /** Items read per store call. @defaultValue 200 */
   batchSize?: number;
+  /**
+   * The token bucket to owe from; the worker gives the drift and expiry sweeps one bucket, so
+   * together they owe at most `perMinute` (DESIGN §16.17). @defaultValue a bucket of its own
+   */
+  bucket?: OweBucket;
 }
 
 /** What one pass did. */
@@ -57,11 +64,10 @@ export const DRIFT_BATCH_SIZE = 200;
 
 /** The sweep itself: `sweepOnce` is one pass; `runDriftSweepLoop` runs passes on an interval. */
 export class DriftSweeper {
-  private tokens: number;
-  private lastRefill: number | null = null;
+  private readonly bucket: OweBucket;
 
   constructor(private opts: DriftSweepOptions) {
-    this.tokens = opts.perMinute;
+    this.bucket = opts.bucket ?? new OweBucket(opts.store, opts.perMinute);
   }
 
   /** Installs a new registry and fingerprint context (a reload); markers make the next pass find what changed. */
@@ -77,7 +83,7 @@ export class DriftSweeper {
     const { store, registry, ctx, logger } = this.opts;
     const report: DriftPassReport = { scanned: 0, owed: 0, completed: [], unreadable: [] };
     if (this.opts.perMinute <= 0) return report;
-    await this.refill();
+    await this.bucket.refill();
     let scanBudget = this.opts.scanPerPass ?? DRIFT_SCAN_PER_PASS;
     const batchSize = this.opts.batchSize ?? DRIFT_BATCH_SIZE;
     const workspaces = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
@@ -99,7 +105,7 @@ export class DriftSweeper {
         let collections: Map<string, CollectionRow> | null = null;
         let finished = false;
         while (scanBudget > 0 && !finished) {
-          if (this.tokens < 1) break;
+          if (this.bucket.tokens < 1) break;
           collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
           const batch = await scanDriftBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget));
           // Owe the batch's drifted items while tokens last; the cursor stops at the last item handled.
@@ -108,13 +114,12 @@ export class DriftSweeper {
           let cutShort = false;
           for (const c of batch.candidates) {
             if (c.job !== null) continue;
-            if (this.tokens < 1) {
+            if (!this.bucket.take()) {
               handledUpTo = previousId(batch, c.itemId, next.cursor);
               cutShort = true;
               break;
             }
             toOwe.push(c.itemId);
-            this.tokens -= 1;
           }
           if (toOwe.length) report.owed += await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: set.name })), DRIFT_OWE);
           report.scanned += batch.scanned;
@@ -138,21 +143,18 @@ export class DriftSweeper {
     }
     return report;
   }
-
-  /** Token bucket on the store's clock: `perMinute` tokens a minute, holding at most `perMinute`. */
-  private async refill(): Promise<void> {
-    const now = await this.opts.store.now();
-    if (this.lastRefill !== null && now > this.lastRefill) {
-      this.tokens = Math.min(this.opts.perMinute, this.tokens + ((now - this.lastRefill) * this.opts.perMinute) / 60_000);
-    }
-    this.lastRefill = now;
-  }
 }
 
 /** The id read just before `itemId` in this batch, or the batch's starting cursor: the next walk starts at `itemId`. */
-function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
+export function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
   const at = batch.itemIds.indexOf(itemId);
   return at > 0 ? batch.itemIds[at - 1] : start;
+}
+
+/** One sweep a sweep loop runs each interval: its name (for the failure log line) and one pass. */
+export interface SweepPass {
+  readonly name: string;
+  sweepOnce(): Promise<unknown>;
 }
 
 /**
@@ -164,12 +166,32 @@ export async function runDriftSweepLoop(
   sweeper: DriftSweeper,
   o: { intervalMs: number; signal: AbortSignal; logger: Logger; beforePass?: () => void },
 ): Promise<void> {
+  return runSweepLoop([{ name: 'drift sweep', sweepOnce: () => sweeper.sweepOnce() }], o);
+}
+
+/**
+ * Runs each sweep's pass in turn every `intervalMs` until `signal` aborts, calling `beforePass`
+ * first. A failed pass is logged (`<name> pass failed`, error code only) and does not stop the
+ * sweeps after it; each is tried again at the next interval. The worker runs the drift sweep and
+ * the expiry sweep (DESIGN §16.17) in one loop, so they share its interval and their bucket.
+ */
+export async function runSweepLoop(
+  sweeps: readonly SweepPass[],
+  o: { intervalMs: number; signal: AbortSignal; logger: Logger; beforePass?: () => void },
+): Promise<void> {
   while (!o.signal.aborted) {
     try {
       o.beforePass?.();
-      await sweeper.sweepOnce();
     } catch (err) {
-      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'drift sweep pass failed');
+      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'sweep set-up failed');
+    }
+    for (const sweep of sweeps) {
+      if (o.signal.aborted) return;
+      try {
+        await sweep.sweepOnce();
+      } catch (err) {
+        o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, `${sweep.name} pass failed`);
+      }
     }
     try {
       await sleep(o.intervalMs, undefined, { signal: o.signal });

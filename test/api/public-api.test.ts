@@ -58,7 +58,7 @@ describe('public API', () => {
     const api = (await import('../../src/index.js')) as Record<string, unknown>;
     const Base = api.VerdictError as abstract new () => Error;
     const errors = Object.entries(api).filter(([name, v]) => typeof v === 'function' && (v as { prototype?: unknown }).prototype instanceof Error && name !== 'VerdictError');
-    expect(errors.length).toBe(24);
+    expect(errors.length).toBe(27);
     for (const [name, cls] of errors) expect((cls as { prototype: unknown }).prototype instanceof Base, name).toBe(true);
   });
 });

@@ -81,6 +81,23 @@ describe('verdict sets', () => {
     expect(resolved.stdout).toContain('Body CONV-2, edited.');
   }, 30_000);
 
+  it('the time-dependent example loads: sets show prints its maxAge (DESIGN §16.17), and a bad maxAge is refused at start', async () => {
+    const example = join(ROOT, 'examples/time-dependent.yaml');
+    const bad = join(dir.dir, 'bad-max-age.yaml');
+    writeFileSync(bad, 'sets:\n  - name: mine\n    maxAge: 12h\n    questions:\n      q: {kind: noul, instructions: x}\n');
+    const [text, json, refused] = await Promise.all([
+      run(['sets', 'show', 'staleness', '--config', example, '--provider', 'fake']),
+      run(['sets', 'show', 'staleness', '--config', example, '--json']),
+      run(['sets', 'list', '--config', bad]),
+    ]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain('max age 7d (604800000 ms): older answers read stale: expired and are asked again');
+    expect(text.stdout).toMatch(/no_progress_14d {2}\[noul\] {2}fingerprint [0-9a-f]{64}/);
+    expect(JSON.parse(json.stdout).set).toMatchObject({ name: 'staleness', maxAgeMs: 604_800_000, maxAge: '7d', source: example });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`config file ${bad}: set "mine": maxAge: "12h" is shorter than 1d`);
+  }, 30_000);
+
   it('a config file that fails validation is refused at start, naming the file, the set and the problem', async () => {
     const bad = join(dir.dir, 'bad.yaml');
     writeFileSync(bad, 'sets:\n  - name: mine\n    questions:\n      q: {kind: noul, instructions: "   "}\n');

@@ -492,6 +492,44 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention')).toHaveLength(3);
     });
 
+    it('listDecisions with a set lists that set\'s rows only, oldest first (the runner\'s read for a set with maxAge)', async () => {
+      const [a, b] = [await item('T-1'), await item('T-2')];
+      await fx.store.insertDecisions([decision(a.id, 'attention', 'k', 'h1', fx.ws.id), decision(a.id, 'effort', 'k', 'h1', fx.ws.id)]);
+      await fx.store.insertDecisions([decision(a.id, 'attention', 'k', 'h2', fx.ws.id), decision(b.id, 'attention', 'k', 'h1', fx.ws.id)]);
+      const all = await fx.store.listDecisions(a.id);
+      expect(all.map((r) => [r.questionSet, r.stateHash])).toEqual([['attention', 'h1'], ['effort', 'h1'], ['attention', 'h2']]);
+      const only = await fx.store.listDecisions(a.id, 'attention');
+      expect(only.map((r) => [r.questionSet, r.stateHash])).toEqual([['attention', 'h1'], ['attention', 'h2']]);
+      expect(only).toEqual(all.filter((r) => r.questionSet === 'attention'));
+      expect(await fx.store.listDecisions(a.id, 'nope')).toEqual([]);
+    });
+
+    it('a set with maxAge on the store\'s clock: unexpired answers are skipped across days; past maxAge the re-ask is a new state hash beside the old row (DESIGN §16.17)', async () => {
+      const aging = defineQuestionSet({ name: 'aging', questions: { stale: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000 });
+      await reopen([aging]);
+      const it1 = await item('T-1');
+      const fake = new FakeProvider();
+      fx.advance(3_600_001);
+      await drain(runner(fake));
+      expect(fake.requests).toHaveLength(1);
+      const owe = () => fx.store.oweJobs([{ itemId: it1.id, questionSet: 'aging' }], { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
+      fx.advance(6 * 86_400_000);
+      await owe();
+      expect((await drain(runner(fake))).map((r) => r.outcome.kind)).toEqual(['complete']);
+      expect(fake.requests).toHaveLength(1); // 6 days old, another date: still answered
+      fx.advance(2 * 86_400_000);
+      await owe();
+      await drain(runner(fake));
+      expect(fake.requests).toHaveLength(2);
+      const rows = await fx.store.listDecisions(it1.id, 'aging');
+      expect(rows).toHaveLength(2);
+      const asOf = rows.map((r) => (JSON.parse(r.stateParts) as { as_of: string }).as_of);
+      expect(asOf[0]).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+      expect(asOf[1] > asOf[0]).toBe(true);
+      expect(rows[1].stateHash).not.toBe(rows[0].stateHash);
+      expect(JSON.parse(fake.requests[1].state).as_of).toBe(asOf[1]);
+    });
+
     it('spend adds up per hour bucket and is read back over a window', async () => {
       const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 };
       await fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
@@ -1292,11 +1330,14 @@ export function runStoreConformance(backend: StoreBackend): void {
       const all = await scan(null, 10);
       expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
       expect(all[0].item).toEqual(await fx.store.getItem(a.id));
+      // evaluatedAt is the latest row's own (the expiry sweep's input, DESIGN §16.17).
+      const storedAt = new Map((await fx.store.listDecisions(a.id, 'attention')).map((r) => [r.questionKey, r.evaluatedAt]));
       expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
-        { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2 },
-        { questionKey: 'mentions@cm-1', questionHash: 'q-c', stateVersion: 1 },
-        { questionKey: 'waiting_on_external', questionHash: 'q-w', stateVersion: 1 },
+        { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2, evaluatedAt: storedAt.get('blocked') },
+        { questionKey: 'mentions@cm-1', questionHash: 'q-c', stateVersion: 1, evaluatedAt: storedAt.get('mentions@cm-1') },
+        { questionKey: 'waiting_on_external', questionHash: 'q-w', stateVersion: 1, evaluatedAt: storedAt.get('waiting_on_external') },
       ]);
+      for (const l of all[0].latest) expect(typeof l.evaluatedAt).toBe('number');
       expect(all[0].commentIds).toEqual(commentIds.slice(1, 11));
       expect(all[1]).toMatchObject({ latest: [], commentIds: [] });
       const page1 = await scan(null, 2, false);
@@ -1457,6 +1498,95 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
+  describe(`${backend.name}: people in the loop: verdicts and surfacing memory (DESIGN §16.14, §16.15)`, () => {
+    const T1 = 'http://127.0.0.1:9/one';
+    const ctx = (ref: string) => ({ ref, threshold: 0.7, hysteresis: 0.05 });
+    const p = (itemId: string, key: string, hash: string, prob: number) => ({ ...decision(itemId, 'attention', key, hash, fx.ws.id), answer: `{"type":"noul","noul":${prob}}` });
+    const verdict = (itemId: string, verdict: 'agree' | 'disagree' | 'value' | 'withdrawn', value: string | null, extra: Record<string, unknown> = {}) => ({
+      workspaceId: fx.ws.id,
+      itemId,
+      questionSet: 'attention',
+      questionKey: 'blocked',
+      verdict,
+      value,
+      stateHash: 's1',
+      stateVersion: 2,
+      stateParts: '{"title":"t1"}',
+      decisionId: null,
+      author: 'ana',
+      note: null,
+      ...extra,
+    });
+    const moves = async (itemId: string) => (await fx.store.listSurfacingChanges({ itemId })).map((c) => `${c.surfaced ? 'surfaced' : 'cleared'} ${c.cause} ${c.probability}`);
+
+    it('answers keep a surfacing memory without any event target: the band holds a surfaced key, flips are rows', async () => {
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.71)], ctx('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.67)], ctx('T-1')); // inside the band: held
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.6)], ctx('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.68)], ctx('T-1')); // not surfaced before: 0.68 is below 0.7
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's5', 0.7)], ctx('T-1'));
+      expect(await moves(a.id)).toEqual(['surfaced model 0.71', 'cleared model 0.6', 'surfaced model 0.7']);
+      expect(await fx.store.listDecisionEvents()).toEqual([]); // no target: no outbox rows
+      const rows = await fx.store.listSurfacingChanges({ workspaceId: fx.ws.id, questionSet: 'attention' });
+      expect(rows.map((r) => [r.itemId, r.questionKey, r.stateHash])).toEqual([[a.id, 'blocked', 's1'], [a.id, 'blocked', 's3'], [a.id, 'blocked', 's5']]);
+      const later = rows[1].changedAt;
+      expect((await fx.store.listSurfacingChanges({ itemId: a.id, sinceMs: later })).length).toBeGreaterThanOrEqual(2);
+      expect(await fx.store.listSurfacingChanges({ workspaceId: fx.ws.id, questionSet: 'other' })).toEqual([]);
+    });
+
+    it('a key answered before the memory existed is judged by its latest answer (the plain rule)', async () => {
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)]); // no context: no memory written
+      expect(await moves(a.id)).toEqual([]);
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.6)], ctx('T-1'));
+      expect(await moves(a.id)).toEqual(['cleared model 0.6']);
+    });
+
+    it('a value verdict moves the surfacing (cause human, event source human); model answers under it move nothing; withdrawn hands back', async () => {
+      await fx.store.syncEventTargets([T1]);
+      const a = await item('T-1');
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)], ctx('T-1'));
+      const v = await fx.store.insertVerdict(verdict(a.id, 'value', '{"type":"noul","noul":0}', { note: 'not blocked: the API landed' }), ctx('T-1'));
+      expect(v).toMatchObject({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', verdict: 'value', value: '{"type":"noul","noul":0}', stateHash: 's1', stateVersion: 2, author: 'ana', note: 'not blocked: the API landed', decisionId: null });
+      expect(typeof v.id).toBe('number');
+      expect(typeof v.createdAt).toBe('number');
+      expect(await moves(a.id)).toEqual(['surfaced model 0.9', 'cleared human 0']);
+      const evs = await fx.store.listDecisionEvents();
+      expect(evs.map((e) => `${e.type} ${(JSON.parse(e.payload) as { source: string }).source}`)).toEqual(['decision.surfaced model', 'decision.cleared human']);
+      // The model keeps answering 0.95 at new states: the person's value is in force, nothing moves.
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.95)], ctx('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.97)], ctx('T-1'));
+      expect(await moves(a.id)).toEqual(['surfaced model 0.9', 'cleared human 0']);
+      // An agree that resolves to the same value changes nothing either.
+      await fx.store.insertVerdict(verdict(a.id, 'agree', '{"type":"noul","noul":0}'), ctx('T-1'));
+      expect(await moves(a.id)).toEqual(['surfaced model 0.9', 'cleared human 0']);
+      // Withdrawn: the model's latest answer (0.97) is in force again.
+      await fx.store.insertVerdict(verdict(a.id, 'withdrawn', null), ctx('T-1'));
+      expect(await moves(a.id)).toEqual(['surfaced model 0.9', 'cleared human 0', 'surfaced human 0.97']);
+      // A label-only disagree (no value) is not an override: the model's answers move it again.
+      await fx.store.insertVerdict(verdict(a.id, 'disagree', null), ctx('T-1'));
+      await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.1)], ctx('T-1'));
+      expect((await moves(a.id)).at(-1)).toBe('cleared model 0.1');
+      const list = await fx.store.listVerdicts({ workspaceId: fx.ws.id });
+      expect(list.map((r) => r.verdict)).toEqual(['value', 'agree', 'withdrawn', 'disagree']);
+      expect(list.map((r) => r.id)).toEqual([...list.map((r) => r.id)].sort((x, y) => x - y));
+    });
+
+    it('verdicts list by workspace, set and item; a key that never surfaces records the verdict and moves nothing', async () => {
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.insertVerdict(verdict(a.id, 'value', '{"type":"choice","choice":"x","probabilities":{"x":1}}', { questionKey: 'kind' }), null);
+      await fx.store.insertVerdict(verdict(b.id, 'value', '{"type":"noul","noul":1}', { questionSet: 'effort', questionKey: 'size' }), null);
+      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id })).map((r) => r.questionKey)).toEqual(['kind', 'size']);
+      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id, questionSet: 'effort' })).map((r) => r.itemId)).toEqual([b.id]);
+      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id, itemId: a.id })).map((r) => r.questionKey)).toEqual(['kind']);
+      expect(await fx.store.listVerdicts({ workspaceId: 'nope' })).toEqual([]);
+      expect(await moves(a.id)).toEqual([]);
+      expect(await moves(b.id)).toEqual([]);
+    });
+  });
+
   describe(`${backend.name}: outbound decision events (DESIGN §16.22)`, () => {
     const T1 = 'http://127.0.0.1:9/one';
     const T2 = 'http://127.0.0.1:9/two';
@@ -1476,8 +1606,13 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.95)], surfacing('T-1'))).toBe(0);
       // Still surfaced at a new state (exactly at the threshold counts as surfaced): no event.
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.7)], surfacing('T-1'))).toBe(1);
-      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.69)], surfacing('T-1'))).toBe(1);
+      // Below the threshold but inside the hysteresis band (0.7 − 0.05): still surfaced (DESIGN §16.15).
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4a', 0.66)], surfacing('T-1'))).toBe(1);
+      expect(await types()).toEqual(['decision.surfaced blocked']);
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.64)], surfacing('T-1'))).toBe(1);
       expect(await types()).toEqual(['decision.surfaced blocked', 'decision.cleared blocked']);
+      // Cleared, the band no longer holds it: 0.69 is below the threshold and stays cleared.
+      expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4b', 0.69)], surfacing('T-1'))).toBe(1);
       // Choice and score answers never surface; a key listed as unsurfaced neither.
       const choice = { ...decision(a.id, 'attention', 'kind', 's5', fx.ws.id), kind: 'choice' as const, answer: '{"type":"choice","choice":"x","probabilities":{"x":0.99,"y":0.01}}', confidence: 0.99 };
       const score = { ...decision(a.id, 'attention', 'size', 's5', fx.ws.id), kind: 'score' as const, answer: '{"type":"score","score":3.9,"probabilities":{"0":0,"1":0,"2":0,"3":0.1,"4":0.9}}', confidence: 0.9 };
@@ -1507,6 +1642,7 @@ export function runStoreConformance(backend: StoreBackend): void {
           key: 'blocked',
           probability: 0.83,
           state_hash: 'hash-1',
+          source: 'model',
         }),
       );
       expect(e.payload).not.toMatch(/title|legal|secret/);

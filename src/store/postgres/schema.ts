@@ -306,3 +306,49 @@ export const decisionEvents = pgTable(
     index('decision_events_target_item_idx').on(t.targetUrl, t.itemId, t.id),
   ],
 );
+
+/** People's verdicts (DESIGN §16.14); see ../sqlite/schema.ts. */
+export const humanVerdicts = pgTable(
+  'human_verdicts',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    questionKey: text('question_key').notNull(),
+    verdict: text('verdict').notNull(),
+    value: text('value'),
+    stateHash: text('state_hash').notNull(),
+    stateVersion: integer('state_version').notNull(),
+    stateParts: text('state_parts').notNull(),
+    decisionId: bigint('decision_id', { mode: 'number' }),
+    author: text('author').notNull(),
+    note: text('note'),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [
+    index('human_verdicts_key_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('human_verdicts_ws_idx').on(t.workspaceId, t.questionSet, t.id),
+  ],
+);
+
+/** Surfacing changes (DESIGN §16.15); see ../sqlite/schema.ts. */
+export const surfacingChanges = pgTable(
+  'surfacing_changes',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    questionKey: text('question_key').notNull(),
+    surfaced: boolean('surfaced').notNull(),
+    probability: doublePrecision('probability').notNull(),
+    cause: text('cause').notNull(),
+    stateHash: text('state_hash').notNull(),
+    changedAt: ms('changed_at').notNull(),
+  },
+  (t) => [
+    index('surfacing_changes_key_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('surfacing_changes_ws_idx').on(t.workspaceId, t.questionSet, t.changedAt),
+  ],
+);

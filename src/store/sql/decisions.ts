@@ -171,9 +171,15 @@ const insertDecisionsShape = shapeFamily((n: number) =>
   }),
 );
 
-export function listDecisions(c: SqlContext, itemId: string): Promise<DecisionRow[]> {
+/**
+ * An item's stored answers, oldest first; with `questionSet`, that set's only (the runner's
+ * "already answered" read for a set with `maxAgeMs`, DESIGN §16.17: a range of
+ * item_decisions_latest_idx on (item_id, question_set)).
+ */
+export function listDecisions(c: SqlContext, itemId: string, questionSet?: string): Promise<DecisionRow[]> {
   const t = c.d.t.itemDecisions;
-  return read(c, rows((db) => db.select().from(t).where(eq(t.itemId, itemId)).orderBy(asc(t.id)))) as Promise<DecisionRow[]>;
+  const where = questionSet === undefined ? eq(t.itemId, itemId) : and(eq(t.itemId, itemId), eq(t.questionSet, questionSet));
+  return read(c, rows((db) => db.select().from(t).where(where).orderBy(asc(t.id)))) as Promise<DecisionRow[]>;
 }
 
 export function listWorkspaceDecisions(c: SqlContext, workspaceId: string, questionSet: string): Promise<DecisionRow[]> {

@@ -4,11 +4,11 @@ import type { DriftScanItem, ItemRow } from '../store.js';
 import { read, rows, type SqlContext } from './steps.js';
 
 /**
- * The drift sweep's read (DESIGN §8 "Drift sweep"): one batch of live items in id order with, per
- * item, the question hash of its latest row per key, its job state, and its newest live comment
- * ids. Reads only, three statements outside any transaction: the sweep holds no lock between (or
- * within) batches, and a write landing between the statements only makes the sweep owe a job it
- * would owe on the next pass anyway.
+ * The drift and expiry sweeps' read (DESIGN §8 "Drift sweep", §16.17): one batch of live items in
+ * id order with, per item, the question hash, state version and `evaluated_at` of its latest row
+ * per key, its job state, and its newest live comment ids. Reads only, three statements outside
+ * any transaction: the sweep holds no lock between (or within) batches, and a write landing
+ * between the statements only makes the sweep owe a job it would owe on the next pass anyway.
  *
  * Id order is the database collation's, the order of the `items` primary key that the range scan
  * walks (byte order on SQLite and on a C-collated Postgres database); the cursor `id > afterItemId`
@@ -28,8 +28,8 @@ export function scanItemsForDrift(
     if (items.length === 0) return [];
     const ids = sql.join(items.map((i) => sql`${i.id}`), sql`, `);
     // The latest row per (item, set, key): one probe of item_decisions_latest_idx per row.
-    const latest = yield* rows<{ item_id: string; question_key: string; question_hash: string; state_version: number }>(sql`
-      SELECT d.item_id, d.question_key, d.question_hash, d.state_version FROM item_decisions d
+    const latest = yield* rows<LatestRow>(sql`
+      SELECT d.item_id, d.question_key, d.question_hash, d.state_version, d.evaluated_at FROM item_decisions d
       WHERE d.item_id IN (${ids}) AND d.question_set = ${q.questionSet}
         AND d.id = (SELECT max(m.id) FROM item_decisions m
                     WHERE m.item_id = d.item_id AND m.question_set = d.question_set AND m.question_key = d.question_key)`);
@@ -57,19 +57,28 @@ export interface RawDriftItem {
   job: 'owed' | 'parked' | null;
 }
 
+/** The latest row of one (item, key), as both dialects return it (Postgres may give a bigint as a string). */
+export interface LatestRow {
+  item_id: string;
+  question_key: string;
+  question_hash: string;
+  state_version: number | string;
+  evaluated_at: number | string;
+}
+
 /**
- * Shapes one drift-scan batch: each item with its latest question hash (and state version) per key and the ids of its
- * newest 10 live comments (the ones a per-comment set asks about).
+ * Shapes one drift-scan batch: each item with its latest question hash, state version and time
+ * stored per key, and the ids of its newest 10 live comments (the ones a per-comment set asks about).
  */
 export function driftScanItems(
   items: readonly RawDriftItem[],
-  latest: ReadonlyArray<{ item_id: string; question_key: string; question_hash: string; state_version: number }>,
+  latest: ReadonlyArray<LatestRow>,
   commentRows: ReadonlyArray<{ id: string; item_id: string; created_at: number }>,
 ): DriftScanItem[] {
-  const byItem = new Map<string, Array<{ questionKey: string; questionHash: string; stateVersion: number }>>();
+  const byItem = new Map<string, DriftScanItem['latest']>();
   for (const r of latest) {
     const list = byItem.get(r.item_id) ?? [];
-    list.push({ questionKey: r.question_key, questionHash: r.question_hash, stateVersion: Number(r.state_version) });
+    list.push({ questionKey: r.question_key, questionHash: r.question_hash, stateVersion: Number(r.state_version), evaluatedAt: Number(r.evaluated_at) });
     byItem.set(r.item_id, list);
   }
   const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();

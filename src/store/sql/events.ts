@@ -1,8 +1,5 @@
 import { sql } from 'drizzle-orm';
 import {
-  eventPayload,
-  noulProbability,
-  surfacingTransition,
   type DecisionEventRow,
   type DecisionEventType,
   type EventClaimRequest,
@@ -11,6 +8,8 @@ import {
   type SurfacingContext,
 } from '../events.js';
 import type { NewDecision } from '../store.js';
+import { overrideValue, surfacingNow } from '../verdicts.js';
+import { hysteresisOf, lockItemRowShape, readMemory, recordMove, targetsAndNow, wasSurfaced, type KeyMemory } from './surfacing.js';
 import { boundError } from '../write-rules.js';
 import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
@@ -63,39 +62,20 @@ export interface SurfacingWatch {
   readonly workspaceId: string;
   readonly itemId: string;
   readonly questionSet: string;
-  /** Watched stored key → the answer JSON of its latest row before the insert (null: none). */
-  readonly previous: ReadonlyMap<string, string | null>;
+  /** Enabled event targets. */
+  readonly targets: number;
+  /** Watched stored key → its memory before the insert (latest answer, latest change, verdict). */
+  readonly memory: ReadonlyMap<string, KeyMemory>;
   /** Watched stored key → the row being inserted. */
   readonly next: ReadonlyMap<string, NewDecision>;
 }
 
-const targetsNowShape = shape<'now'>('event targets now', (d, p) => sql`
-  SELECT ${p.now} AS now, ${d.int4(sql`count(*)`)} AS targets FROM event_targets WHERE disabled_at IS NULL`);
-
-const lockItemRowShape = shape<'itemId'>('lock item for events', (d, p) => sql`SELECT id FROM items WHERE id = ${p.itemId}${d.forUpdate}`);
-
 /**
- * The latest stored row of each of `n` keys of one (item, set): parameters itemId, questionSet, k0….
- * Each max(id) is a seek on item_decisions_latest_idx (item_id, question_set, question_key, id).
- */
-const latestAnswersShape = shapeFamily((n: number) =>
-  shape('latest answers', (d, p: Record<string, Expr>) => {
-    const keys = Array.from({ length: n }, (_, i) => d.text(p[`k${i}`]));
-    return sql`
-      SELECT l.question_key AS k, l.answer AS answer FROM item_decisions l
-      WHERE l.id IN (SELECT max(id) FROM item_decisions
-                     WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND question_key IN (${sql.join(keys, sql`, `)})
-                     GROUP BY question_key)`;
-  }),
-);
-
-/**
- * Before the answers of one call are inserted: which of them could move an event, and the latest
- * row of each of their keys. Only nouls of keys that may surface are watched, and only while a
- * target is enabled; otherwise nothing more is read (one statement) and null is returned. With a
- * target, the item's row is locked (Postgres; SQLite's IMMEDIATE transaction already serialises
- * writers) before the previous answers are read, so a concurrent answer of the same item is either
- * seen here or waits for this commit (see the file comment on order).
+ * Before the answers of one call are inserted: which of them could move a key's surfacing (nouls
+ * of keys that may surface), and each one's memory (sql/surfacing.ts). With an event target
+ * enabled, the item's row is locked first (Postgres; SQLite's IMMEDIATE transaction already
+ * serialises writers), so a concurrent answer of the same item is either seen here or waits for
+ * this commit (see the file comment on order). Null when no row is watched.
  * @param now the operation's `nowSql()`.
  * @throws TypeError when the rows span more than one (item, set): a context names one item.
  */
@@ -108,27 +88,17 @@ export function* watchSurfacing(c: SqlContext, now: Expr, list: readonly NewDeci
   const skip = new Set(s.unsurfaced ?? []);
   const next = new Map(list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]));
   if (next.size === 0) return null;
-  const t = (yield* one<{ now: number | string; targets: number | string }>(bind(targetsNowShape, { now })))!;
-  if (Number(t.targets) === 0) return null;
-  yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
-  const keys = [...next.keys()];
-  const values: Record<string, Expr> = { itemId: first.itemId, questionSet: first.questionSet };
-  keys.forEach((k, i) => (values[`k${i}`] = k));
-  const latest = yield* rows<{ k: string; answer: string }>(bind(latestAnswersShape(keys.length), values));
-  const previous = new Map<string, string | null>(keys.map((k) => [k, null]));
-  for (const r of latest) previous.set(r.k, r.answer);
-  return { nowMs: Number(t.now), context: s, workspaceId: first.workspaceId, itemId: first.itemId, questionSet: first.questionSet, previous, next };
+  const { nowMs, targets } = yield* targetsAndNow(now);
+  if (targets > 0) yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
+  const memory = yield* readMemory(first.itemId, first.questionSet, [...next.keys()]);
+  return { nowMs, context: s, workspaceId: first.workspaceId, itemId: first.itemId, questionSet: first.questionSet, targets, memory, next };
 }
 
-const queueEventShape = shape<'eventId' | 'workspaceId' | 'itemId' | 'type' | 'payload' | 'now'>('queue event', (d, p) => sql`
-  INSERT INTO decision_events (target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
-  SELECT url, ${d.text(p.eventId)}, ${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.type)}, ${d.text(p.payload)}, ${d.int8(p.now)}, 0, ${d.int8(p.now)}
-  FROM event_targets WHERE disabled_at IS NULL ORDER BY url`);
-
 /**
- * After the insert: one event per watched key whose row was inserted (a conflict on the
- * idempotency key inserted nothing: the same state answered again moves nothing) and that crossed
- * the threshold against its previous row, queued once per enabled target, in key order.
+ * After the insert: for each watched key whose row was inserted (a conflict on the idempotency key
+ * inserted nothing: the same state answered again moves nothing) and whose surfacing moved
+ * (../verdicts.ts `surfacingNow`: the hysteresis, a person's value in force), one change row and
+ * its event per enabled target, in key order.
  * @param inserted the stored keys the insert returned.
  * @returns the event rows queued (events × targets).
  */
@@ -136,21 +106,22 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
   let queued = 0;
   for (const [key, row] of [...w.next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (!inserted.has(key)) continue;
-    const type = surfacingTransition(w.previous.get(key) ?? null, row.answer, w.context.threshold);
-    if (!type) continue;
-    const eventId = c.newId();
-    const payload = eventPayload({
-      id: eventId,
-      type,
-      created_at: new Date(w.nowMs).toISOString(),
-      workspace_id: w.workspaceId,
-      item: { id: w.itemId, ref: w.context.ref },
-      set: w.questionSet,
-      key,
-      probability: noulProbability(row.answer) ?? 0,
-      state_hash: row.stateHash,
+    const m = w.memory.get(key)!;
+    const was = wasSurfaced(m, w.context.threshold);
+    const now = surfacingNow({
+      wasSurfaced: was,
+      override: overrideValue(m.verdict),
+      modelAnswer: row.answer,
+      threshold: w.context.threshold,
+      hysteresis: hysteresisOf(w.context),
     });
-    queued += yield* changes(bind(queueEventShape, { eventId, workspaceId: w.workspaceId, itemId: w.itemId, type, payload, now: w.nowMs }));
+    if (now.surfaced === was) continue;
+    queued += yield* recordMove(
+      c,
+      w.nowMs,
+      { workspaceId: w.workspaceId, itemId: w.itemId, ref: w.context.ref, questionSet: w.questionSet, questionKey: key, surfaced: now.surfaced, probability: now.probability, cause: now.cause, stateHash: row.stateHash },
+      w.targets,
+    );
   }
   return queued;
 }

@@ -9,6 +9,7 @@ import * as jobs from './jobs.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
+import * as surfacing from './surfacing.js';
 import * as reservations from './spend-reservations.js';
 import { nowMs, read, type SqlContext } from './steps.js';
 import * as reads from './tracker-reads.js';
@@ -112,6 +113,10 @@ const OPERATIONS = {
   eventDeliveryStats: events.eventDeliveryStats,
   pruneDeliveredEvents: events.pruneDeliveredEvents,
   listDecisionEvents: events.listDecisionEvents,
+  // people in the loop (DESIGN §16.14, §16.15)
+  insertVerdict: surfacing.insertVerdict,
+  listVerdicts: surfacing.listVerdicts,
+  listSurfacingChanges: surfacing.listSurfacingChanges,
 } satisfies Record<string, (c: SqlContext, ...args: never[]) => Promise<unknown>>;
 
 type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;

@@ -319,3 +319,65 @@ export const decisionEvents = sqliteTable(
     index('decision_events_target_item_idx').on(t.targetUrl, t.itemId, t.id),
   ],
 );
+
+/**
+ * People's verdicts on (item, set, question key) (DESIGN §16.14), append-only: the latest row of a
+ * key is the verdict in force. Never pruned by retention: they are the labels evaluation scores
+ * against (§16.16).
+ */
+export const humanVerdicts = sqliteTable(
+  'human_verdicts',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    /** The stored key (`<key>@<commentId>` for per-comment sets). */
+    questionKey: text('question_key').notNull(),
+    /** `agree`, `disagree`, `value` or `withdrawn` (ends the override in force). */
+    verdict: text('verdict').notNull(),
+    /** JSON answer the verdict stands for (`{type, ...}` as item_decisions.answer); null when it has none (withdrawn; disagree on a choice or score). */
+    value: text('value'),
+    /** The state the person judged: its hash, version and parts (JSON part → hash), for `override_stale` and its changed parts. */
+    stateHash: text('state_hash').notNull(),
+    stateVersion: integer('state_version').notNull(),
+    stateParts: text('state_parts').notNull(),
+    /** The model answer row the person saw (agree/disagree resolve against it); null when none was current. */
+    decisionId: integer('decision_id'),
+    author: text('author').notNull(),
+    note: text('note'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [
+    index('human_verdicts_key_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('human_verdicts_ws_idx').on(t.workspaceId, t.questionSet, t.id),
+  ],
+);
+
+/**
+ * Where each (item, set, key) starts or stops surfacing (DESIGN §16.15), one row per change: the
+ * latest row is the surfacing the next answer is judged against (the hysteresis' memory), and the
+ * rows of the last 30 days are its flips. Written in the transaction that stored the answer or the
+ * verdict that moved it.
+ */
+export const surfacingChanges = sqliteTable(
+  'surfacing_changes',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    questionKey: text('question_key').notNull(),
+    surfaced: integer('surfaced', { mode: 'boolean' }).notNull(),
+    /** The probability in force after the change (the model's, or the person's value). */
+    probability: real('probability').notNull(),
+    /** `model` (an answer moved it) or `human` (a verdict did). */
+    cause: text('cause').notNull(),
+    stateHash: text('state_hash').notNull(),
+    changedAt: integer('changed_at').notNull(),
+  },
+  (t) => [
+    index('surfacing_changes_key_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
+    index('surfacing_changes_ws_idx').on(t.workspaceId, t.questionSet, t.changedAt),
+  ],
+);

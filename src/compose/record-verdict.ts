@@ -1,0 +1,165 @@
+import type { Answer, Question } from '../decision/questions.js';
+import { InvalidInput } from '../errors.js';
+import type { DecisionReader } from '../reads/reads.js';
+import { splitCommentKey } from '../reads/reads.js';
+import { NotFound, type Store } from '../store/store.js';
+import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/verdicts.js';
+
+/**
+ * Recording a person's verdict (DESIGN §16.14): `store.recordVerdict` of the public API, and the
+ * CLI's `verdict review` and the HTTP API's `POST …/verdicts` through it.
+ *
+ * What each verdict stores as its value (the value is what overrides the model, and the label
+ * evaluation scores against, §16.16):
+ * - `value`: the given value, checked against the question's kind: a noul takes true/false (1/0)
+ *   or a probability in [0, 1]; a choice one of its options; a score one of its levels (by name or
+ *   index);
+ * - `agree`: the model's current answer as the person read it: for a noul its side of the
+ *   threshold (1 or 0), for a choice its option, for a score its level (the rounded score);
+ * - `disagree`: for a noul the other side (0 or 1); for a choice or a score no value (the person
+ *   said "wrong" without saying what is right: a label, not an override);
+ * - `withdrawn`: no value; the model's answer is in force again.
+ * `agree` and `disagree` need the model's answer to be current (a person judges what is in front
+ * of them); every verdict needs the key to have been answered at least once, and its set to apply.
+ */
+
+/** What `recordVerdict` takes. */
+export interface RecordVerdictInput {
+  /** The workspace slug. */
+  workspace: string;
+  /** The item's ref (`TASK-12`). */
+  ref: string;
+  /** The set's question key, or the stored key `<key>@<commentId>` of a per-comment set. */
+  key: string;
+  /** The set; needed only when several sets of the item ask `key`. */
+  set?: string;
+  verdict: VerdictKind;
+  /** With `verdict: 'value'` only: true/false or a probability (noul), an option (choice), a level name or index (score). */
+  value?: boolean | number | string;
+  /** Who: a user name, or `token:<id>` for the HTTP API. */
+  author: string;
+  /** Why, in the person's words; stored, never logged. At most 2,000 code points. */
+  note?: string;
+}
+
+/** What `recordVerdict` returns. */
+export interface RecordedVerdict {
+  row: HumanVerdictRow;
+  /** The value the verdict stands for, or null (withdrawn; disagree on a choice or score). */
+  value: Answer | null;
+  /** The value now overrides the model for reads and `flags`. */
+  inForce: boolean;
+}
+
+/** Longest note, code points. Our choice: a sentence or two of why, not a document. */
+export const VERDICT_NOTE_MAX = 2_000;
+
+/**
+ * Records a verdict (see the file comment for what it stores).
+ * @throws NotFound for an unknown workspace or item; InvalidInput for an unknown or ambiguous key,
+ * a set that does not apply to the item, a key never answered, an agree/disagree on an answer
+ * that is not current, a value that does not fit the question, a blank author, a long note, or
+ * decisions off (provider `none`).
+ */
+export async function recordVerdict(store: Store, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
+  if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
+  if (!VERDICT_KINDS.includes(input.verdict)) throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
+  if ((input.verdict === 'value') !== (input.value !== undefined)) {
+    throw new InvalidInput(input.verdict === 'value' ? 'a value verdict needs a value' : `a ${input.verdict} verdict takes no value`);
+  }
+  const author = input.author?.trim() ?? '';
+  if (author === '') throw new InvalidInput('a verdict needs an author (who said it)');
+  const note = input.note === undefined || input.note === '' ? null : input.note;
+  if (note !== null && [...note].length > VERDICT_NOTE_MAX) throw new InvalidInput(`a note is at most ${VERDICT_NOTE_MAX} code points`);
+
+  const ws = await store.getWorkspaceBySlug(input.workspace);
+  if (!ws || ws.deletedAt !== null) throw new NotFound('workspace', input.workspace);
+  const item = await store.getItemByRef(ws.id, input.ref);
+  if (!item) throw new NotFound('item', input.ref);
+
+  const base = input.key.includes('@') ? splitCommentKey(input.key)?.key : input.key;
+  if (!base) throw new InvalidInput(`key ${JSON.stringify(input.key)} is malformed: a per-comment key is <key>@<commentId>`);
+  let setName = input.set;
+  if (setName === undefined) {
+    const asking = await reader.setsAsking(item.id, base);
+    if (asking.length === 0) throw new InvalidInput(`no question set of ${input.ref} asks "${base}"`);
+    if (asking.length > 1) throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
+    setName = asking[0];
+  }
+  const at = await reader.keyNow(item.id, setName, input.key);
+  if (!at) throw new InvalidInput(`question set "${setName}" is not registered here`);
+  if (at.set.perComment !== input.key.includes('@')) {
+    throw new InvalidInput(at.set.perComment ? `set "${setName}" asks per comment: give the key as ${base}@<commentId>` : `set "${setName}" does not ask per comment: give the key without "@"`);
+  }
+  if (!at.question) throw new InvalidInput(`set "${setName}" does not ask "${base}" of ${input.ref}`);
+  if (!at.applies || !at.target) throw new InvalidInput(`set "${setName}" does not apply to ${input.ref} now (or the comment is gone): there is nothing to override`);
+  if (!at.view) throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no answer yet: a verdict is given on an answered key`);
+  if ((input.verdict === 'agree' || input.verdict === 'disagree') && !at.view.current) {
+    throw new InvalidInput(`${input.ref} ${setName}/${input.key}: the model's answer is not current (${at.view.staleReason}); give a value instead, or wait for the re-ask`);
+  }
+
+  const value = verdictValue(input, at.question, at.view.modelAnswer, at.set.threshold);
+  const surfaceable = at.question.kind === 'noul' && !at.set.unsurfaced.includes(base);
+  const row = await store.insertVerdict(
+    {
+      workspaceId: ws.id,
+      itemId: item.id,
+      questionSet: setName,
+      questionKey: input.key,
+      verdict: input.verdict,
+      value: value === null ? null : JSON.stringify(value),
+      stateHash: at.target.hash,
+      stateVersion: at.target.version,
+      stateParts: JSON.stringify(at.target.parts),
+      decisionId: at.view.rowId,
+      author,
+      note,
+    },
+    surfaceable ? { ref: item.ref, threshold: at.set.threshold, hysteresis: at.set.hysteresis } : null,
+  );
+  return { row, value, inForce: value !== null };
+}
+
+/** The value a verdict stands for (see the file comment). @throws InvalidInput for a value that does not fit the question. */
+export function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number): Answer | null {
+  switch (input.verdict) {
+    case 'withdrawn':
+      return null;
+    case 'value':
+      return parseValue(input.value!, q);
+    case 'agree':
+      if (model.type === 'noul') return { type: 'noul', noul: model.noul >= threshold ? 1 : 0 };
+      if (model.type === 'choice') return parseValue(model.choice, q);
+      return parseValue(Math.round(model.score), q);
+    case 'disagree':
+      if (model.type === 'noul') return { type: 'noul', noul: model.noul >= threshold ? 0 : 1 };
+      return null;
+  }
+}
+
+/** The value as an answer of the question's kind. Messages never quote the value (the HTTP API's rule for request bodies). */
+function parseValue(v: boolean | number | string, q: Question): Answer {
+  if (q.kind === 'noul') {
+    const text = typeof v === 'string' ? v.trim().toLowerCase() : v;
+    const p = text === true || text === 'true' || text === 'yes' ? 1 : text === false || text === 'false' || text === 'no' ? 0 : typeof text === 'number' ? text : text === '' ? NaN : Number(text);
+    if (!(p >= 0 && p <= 1)) throw new InvalidInput(`a noul takes true, false or a probability in [0, 1]`);
+    return { type: 'noul', noul: p };
+  }
+  if (q.kind === 'choice') {
+    const options = Object.keys(q.options).sort();
+    if (typeof v !== 'string' || !options.includes(v)) throw new InvalidInput(`a choice takes one of its options (${options.join(', ')})`);
+    return { type: 'choice', choice: v, probabilities: Object.fromEntries(options.map((o) => [o, o === v ? 1 : 0])) };
+  }
+  const levels = q.levels;
+  const byName = typeof v === 'string' ? levels.indexOf(v) : -1;
+  const index = byName >= 0 ? byName : typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : NaN;
+  if (!Number.isInteger(index) || index < 0 || index >= levels.length) {
+    throw new InvalidInput(`a score takes one of its levels by name or index 0..${levels.length - 1} (${levels.join(', ')})`);
+  }
+  return {
+    type: 'score',
+    score: index,
+    probabilities: Object.fromEntries(levels.map((_, i) => [String(i), i === index ? 1 : 0])),
+    legend: Object.fromEntries(levels.map((l, i) => [String(i), l])),
+  };
+}
