@@ -22,6 +22,7 @@ CREATE TABLE "surfacing_changes" (
 	"question_set" text NOT NULL,
 	"question_key" text NOT NULL,
 	"surfaced" boolean NOT NULL,
+	"flip" boolean NOT NULL,
 	"probability" double precision NOT NULL,
 	"cause" text NOT NULL,
 	"state_hash" text NOT NULL,

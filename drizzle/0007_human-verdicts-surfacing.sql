@@ -24,6 +24,7 @@ CREATE TABLE `surfacing_changes` (
 	`question_set` text NOT NULL,
 	`question_key` text NOT NULL,
 	`surfaced` integer NOT NULL,
+	`flip` integer NOT NULL,
 	`probability` real NOT NULL,
 	`cause` text NOT NULL,
 	`state_hash` text NOT NULL,

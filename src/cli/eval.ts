@@ -68,7 +68,8 @@ export function registerEvalCommand(program: Command): void {
 
 function parseMaxCost(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
-  const v = text.trim() === '' ? NaN : Number(text);
+  // Decimal only: Number() would also read 0x10 as 16.
+  const v = /^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/.test(text) ? Number(text) : NaN;
   if (!(Number.isFinite(v) && v >= 0)) throw new UsageError(`--max-cost: got "${text}"; expected US dollars, a number of 0 or more (e.g. 0.50)`);
   return v;
 }

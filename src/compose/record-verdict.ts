@@ -1,4 +1,4 @@
-import type { Answer, Question } from '../decision/questions.js';
+import { pickedLevel, type Answer, type Question } from '../decision/questions.js';
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import { splitCommentKey } from '../reads/reads.js';
@@ -14,13 +14,15 @@ import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/
  * - `value`: the given value, checked against the question's kind: a noul takes true/false (1/0)
  *   or a probability in [0, 1]; a choice one of its options; a score one of its levels (by name or
  *   index);
- * - `agree`: the model's current answer as the person read it: for a noul its side of the
- *   threshold (1 or 0), for a choice its option, for a score its level (the rounded score);
+ * - `agree`: the model's current answer as the person read it: for a noul the side the read
+ *   showed (1 or 0; a noul held by the hysteresis band reads surfaced), for a choice its option,
+ *   for a score its picked level (the argmax, as `show` prints it);
  * - `disagree`: for a noul the other side (0 or 1); for a choice or a score no value (the person
  *   said "wrong" without saying what is right: a label, not an override);
  * - `withdrawn`: no value; the model's answer is in force again.
  * `agree` and `disagree` need the model's answer to be current (a person judges what is in front
- * of them); every verdict needs the key to have been answered at least once, and its set to apply.
+ * of them); every verdict needs the key to have been answered at least once, and its set to apply,
+ * except `withdrawn` on a key a person gave a verdict on, which is always taken.
  */
 
 /** What `recordVerdict` takes. */
@@ -71,6 +73,8 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
   if (author === '') throw new InvalidInput('a verdict needs an author (who said it)');
   const note = input.note === undefined || input.note === '' ? null : input.note;
   if (note !== null && [...note].length > VERDICT_NOTE_MAX) throw new InvalidInput(`a note is at most ${VERDICT_NOTE_MAX} code points`);
+  // PostgreSQL text cannot hold NUL; refused on every store so a verdict reads the same everywhere.
+  if (author.includes('\u0000') || note?.includes('\u0000')) throw new InvalidInput('an author or note must not contain a NUL character');
 
   const ws = await store.getWorkspaceBySlug(input.workspace);
   if (!ws || ws.deletedAt !== null) throw new NotFound('workspace', input.workspace);
@@ -79,14 +83,29 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
 
   const base = input.key.includes('@') ? splitCommentKey(input.key)?.key : input.key;
   if (!base) throw new InvalidInput(`key ${JSON.stringify(input.key)} is malformed: a per-comment key is <key>@<commentId>`);
+  const withdrawing = input.verdict === 'withdrawn';
+  // A withdrawal is always taken for a key a person gave a verdict on, even when the item, its
+  // comment, the question or the set's applicability is gone since (nothing else could end it).
+  const given = withdrawing ? (await store.listVerdicts({ workspaceId: ws.id, itemId: item.id })).filter((v) => v.questionKey === input.key && (input.set === undefined || v.questionSet === input.set)) : [];
   let setName = input.set;
   if (setName === undefined) {
-    const asking = await reader.setsAsking(item.id, base);
+    const asking = withdrawing && given.length > 0 ? [...new Set(given.map((v) => v.questionSet))].sort() : await reader.setsAsking(item.id, base);
     if (asking.length === 0) throw new InvalidInput(`no question set of ${input.ref} asks "${base}"`);
     if (asking.length > 1) throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
     setName = asking[0];
   }
   const at = await reader.keyNow(item.id, setName, input.key);
+  if (withdrawing && given.some((v) => v.questionSet === setName)) {
+    const last = given.filter((v) => v.questionSet === setName).at(-1)!;
+    const state = at?.applies && at.target ? at.target : { hash: last.stateHash, version: last.stateVersion, parts: JSON.parse(last.stateParts) as Record<string, string> };
+    // Surfacing moves only while the set applies; for a gone key reads surface nothing anyway.
+    const surfaceable = at?.applies && at.question?.kind === 'noul' && !at.set.unsurfaced.includes(base);
+    const row = await store.insertVerdict(
+      { workspaceId: ws.id, itemId: item.id, questionSet: setName, questionKey: input.key, verdict: 'withdrawn', value: null, stateHash: state.hash, stateVersion: state.version, stateParts: JSON.stringify(state.parts), decisionId: at?.view?.rowId ?? null, author, note },
+      surfaceable ? { ref: item.ref, threshold: at!.set.threshold, hysteresis: at!.set.hysteresis } : null,
+    );
+    return { row, value: null, inForce: false };
+  }
   if (!at) throw new InvalidInput(`question set "${setName}" is not registered here`);
   if (at.set.perComment !== input.key.includes('@')) {
     throw new InvalidInput(at.set.perComment ? `set "${setName}" asks per comment: give the key as ${base}@<commentId>` : `set "${setName}" does not ask per comment: give the key without "@"`);
@@ -98,7 +117,11 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
     throw new InvalidInput(`${input.ref} ${setName}/${input.key}: the model's answer is not current (${at.view.staleReason}); give a value instead, or wait for the re-ask`);
   }
 
-  const value = verdictValue(input, at.question, at.view.modelAnswer, at.set.threshold);
+  // agree/disagree resolve against what the person saw: the read's side, hysteresis included
+  // (a noul held in the band reads surfaced); under another person's value, the model's own side.
+  const v = at.view;
+  const seenSurfaced = v.source === 'model' && (v.surfacing === 'surfaced' || v.surfacing === 'below_threshold') ? v.surfacing === 'surfaced' : undefined;
+  const value = verdictValue(input, at.question, v.modelAnswer, at.set.threshold, seenSurfaced);
   const surfaceable = at.question.kind === 'noul' && !at.set.unsurfaced.includes(base);
   const row = await store.insertVerdict(
     {
@@ -120,28 +143,37 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
   return { row, value, inForce: value !== null };
 }
 
-/** The value a verdict stands for (see the file comment). @throws InvalidInput for a value that does not fit the question. */
-export function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number): Answer | null {
+/**
+ * The value a verdict stands for (see the file comment).
+ * @param seenSurfaced for a noul, the side the read showed (hysteresis included); the plain
+ * threshold when undefined. A score's level is the picked one (argmax), as `show` prints it.
+ * @throws InvalidInput for a value that does not fit the question.
+ */
+export function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number, seenSurfaced?: boolean): Answer | null {
+  const side = model.type === 'noul' ? (seenSurfaced ?? model.noul >= threshold) : false;
   switch (input.verdict) {
     case 'withdrawn':
       return null;
     case 'value':
       return parseValue(input.value!, q);
     case 'agree':
-      if (model.type === 'noul') return { type: 'noul', noul: model.noul >= threshold ? 1 : 0 };
+      if (model.type === 'noul') return { type: 'noul', noul: side ? 1 : 0 };
       if (model.type === 'choice') return parseValue(model.choice, q);
-      return parseValue(Math.round(model.score), q);
+      return parseValue(pickedLevel(model), q);
     case 'disagree':
-      if (model.type === 'noul') return { type: 'noul', noul: model.noul >= threshold ? 0 : 1 };
+      if (model.type === 'noul') return { type: 'noul', noul: side ? 0 : 1 };
       return null;
   }
 }
+
+/** A plain decimal number (`0.35`, `1`, `.5`, `2e-1`): not hex, binary or octal literals, which `Number` also reads. */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 /** The value as an answer of the question's kind. Messages never quote the value (the HTTP API's rule for request bodies). */
 function parseValue(v: boolean | number | string, q: Question): Answer {
   if (q.kind === 'noul') {
     const text = typeof v === 'string' ? v.trim().toLowerCase() : v;
-    const p = text === true || text === 'true' || text === 'yes' ? 1 : text === false || text === 'false' || text === 'no' ? 0 : typeof text === 'number' ? text : text === '' ? NaN : Number(text);
+    const p = text === true || text === 'true' || text === 'yes' ? 1 : text === false || text === 'false' || text === 'no' ? 0 : typeof text === 'number' ? text : DECIMAL.test(text) ? Number(text) : NaN;
     if (!(p >= 0 && p <= 1)) throw new InvalidInput(`a noul takes true, false or a probability in [0, 1]`);
     return { type: 'noul', noul: p };
   }

@@ -89,7 +89,8 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 export function parseGoldSet(text: string, source: string): GoldRow[] {
   const rows: GoldRow[] = [];
   const seen = new Map<string, number>();
-  const lines = text.split(/\r?\n/);
+  // A byte-order mark (an editor's UTF-8 BOM) is not part of the first line.
+  const lines = (text.startsWith('\uFEFF') ? text.slice(1) : text).split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const line = i + 1;
     const raw = lines[i];

@@ -11,6 +11,8 @@ import type { Provider, Usage } from '../providers/provider.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import { splitCommentKey } from '../reads/reads.js';
 import { callEstimate, classify, LivenessLost } from '../runner/evaluate.js';
+import { stateToAsk } from '../decision/as-of.js';
+import { InvalidInput } from '../errors.js';
 import { estimateOutputTokens, estimateSet, estimateTarget, type WorkEstimate } from '../runner/estimate.js';
 import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
 import type { GoldRow } from './gold-set.js';
@@ -246,8 +248,13 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
   const logger = o.logger ?? silentLogger;
   const { resolved, unresolved, unresolvedByReason } = await resolveGold(o.store, o.registry, o.workspace.id, o.gold.rows, logger);
 
+  if (o.maxCostUsd !== undefined && !(Number.isFinite(o.maxCostUsd) && o.maxCostUsd >= 0)) {
+    throw new InvalidInput('maxCostUsd must be a finite number of US dollars, 0 or more');
+  }
   const asked = [o.a, o.b].filter((c): c is Extract<ColumnSource, { kind: 'asked' }> => c?.kind === 'asked');
-  const plans = asked.map((c) => planCalls(resolved, c.provider));
+  // A set with maxAge is asked at its state dated today, as the worker asks it (DESIGN §16.17).
+  const nowMs = asked.length > 0 ? await o.store.now() : 0;
+  const plans = asked.map((c) => planCalls(resolved, c.provider, nowMs));
   guardCost(plans, asked, o);
 
   const budget = { spentUsd: 0, limitUsd: o.maxCostUsd, stopped: false };
@@ -449,6 +456,8 @@ interface PlannedCall {
   state: BuiltState;
   questions: Map<string, Question>;
   estimate: { inputTokens: number; outputTokens: number; costUsd: number | null };
+  /** The call's price with its whole output ceiling (`max_tokens`): what the in-run max-cost check counts. */
+  worstCostUsd: number | null;
 }
 
 interface CallPlan {
@@ -460,7 +469,7 @@ interface CallPlan {
 }
 
 /** Groups the askable rows by (item, set, state) and splits each group as the runner does: sorted keys, `maxPerCall`. */
-function planCalls(resolved: readonly Resolved[], provider: Provider): CallPlan {
+function planCalls(resolved: readonly Resolved[], provider: Provider, nowMs: number): CallPlan {
   const pricing = pricingFor(provider.name, provider.model);
   const skipped = new Map<number, UnansweredReason>();
   const groups = new Map<string, number[]>();
@@ -476,14 +485,22 @@ function planCalls(resolved: readonly Resolved[], provider: Provider): CallPlan 
   const items = new Set<string>();
   for (const idx of groups.values()) {
     const first = resolved[idx[0]];
-    const state = (first.target as { state: BuiltState }).state;
+    const state = stateToAsk((first.target as { state: BuiltState }).state, first.set, nowMs);
     const sorted = [...idx].sort((x, y) => (resolved[x].key < resolved[y].key ? -1 : resolved[x].key > resolved[y].key ? 1 : 0));
     for (let i = 0; i < sorted.length; i += first.set.maxPerCall) {
       const part = sorted.slice(i, i + first.set.maxPerCall);
       const questions = new Map(part.map((j) => [resolved[j].key, resolved[j].question] as const));
-      const { inputTokens } = callEstimate(questions, state.bytes, first.set.explain);
+      const { inputTokens, maxOutputTokens } = callEstimate(questions, state.bytes, first.set.explain);
       const outputTokens = estimateOutputTokens(questions, first.set.explain);
-      calls.push({ rows: part, set: first.set, item: first.item, state, questions, estimate: { inputTokens, outputTokens, costUsd: costOf(pricing, { inputTokens, outputTokens }) } });
+      calls.push({
+        rows: part,
+        set: first.set,
+        item: first.item,
+        state,
+        questions,
+        estimate: { inputTokens, outputTokens, costUsd: costOf(pricing, { inputTokens, outputTokens }) },
+        worstCostUsd: costOf(pricing, { inputTokens, outputTokens: maxOutputTokens }),
+      });
       items.add(first.item.id);
     }
   }
@@ -558,7 +575,9 @@ async function askColumn(
       unasked('aborted');
       continue;
     }
-    if (budget.stopped || (budget.limitUsd !== undefined && budget.spentUsd + (call.estimate.costUsd ?? 0) > budget.limitUsd)) {
+    // The bound counts the call's whole output ceiling, so an answer longer than the typical one
+    // cannot carry the spend past max-cost (input is the estimate: the provider's count may differ).
+    if (budget.stopped || (budget.limitUsd !== undefined && budget.spentUsd + (call.worstCostUsd ?? 0) > budget.limitUsd)) {
       budget.stopped = true;
       stoppedAtMaxCost = true;
       unasked('max_cost');
@@ -736,15 +755,18 @@ async function reaskEstimate(store: Store, resolved: readonly Resolved[], provid
 
 // ------------------------------------------------------------------ labels from human verdicts
 
-/** The label a verdict's value gives: noul → `noul ≥ 0.5`; choice → its option; score → its picked level index. Null when unreadable. */
-export function labelOfValue(value: string): boolean | string | number | null {
+/**
+ * The label a verdict's value gives: noul → `noul ≥ threshold` (the set's: what the value surfaces
+ * as); choice → its option; score → its picked level index. Null when unreadable.
+ */
+export function labelOfValue(value: string, threshold: number): boolean | string | number | null {
   let a: Answer;
   try {
     a = JSON.parse(value) as Answer;
   } catch {
     return null;
   }
-  if (a?.type === 'noul' && typeof a.noul === 'number') return a.noul >= 0.5;
+  if (a?.type === 'noul' && typeof a.noul === 'number') return a.noul >= threshold;
   if (a?.type === 'choice' && typeof a.choice === 'string') return a.choice;
   if (a?.type === 'score' && a.probabilities && a.legend) {
     const n = Object.keys(a.legend).length;
@@ -766,12 +788,12 @@ export async function goldFromVerdicts(store: Store, registry: Registry, workspa
   const loaded = new Map<string, ItemForEvaluation | null>();
   for (const v of latest.values()) {
     if (v.verdict === 'withdrawn' || v.value === null) continue;
-    const label = labelOfValue(v.value);
+    const set = registry.get(v.questionSet);
+    const label = labelOfValue(v.value, set?.threshold ?? 0.5);
     if (label === null) continue;
     if (!loaded.has(v.itemId)) loaded.set(v.itemId, await store.loadItemForEvaluation(v.itemId));
     const l = loaded.get(v.itemId)!;
     if (!l) continue;
-    const set = registry.get(v.questionSet);
     if (set) {
       const split = set.perComment ? splitCommentKey(v.questionKey) : null;
       const t = targetOf(set, l, split?.commentId ?? null);

@@ -53,7 +53,7 @@ export type StaleReason =
 
 /**
  * How a surfacing read classes a row:
- * - `surfaced`: a noul at or above the threshold that is current, or `state_changed` or `expired` with its job owed;
+ * - `surfaced`: a noul at or above the threshold that is current, `expired`, or `state_changed` with its job owed;
  * - `below_threshold`: the same, below the threshold;
  * - `stale`: any other non-current noul;
  * - `not_surfaced`: never surfaces (a choice or score answer, or a key the set lists as unsurfaced).
@@ -105,8 +105,9 @@ export interface DecisionView {
   /** The latest verdict a person recorded on this key, or null. */
   verdict: VerdictView | null;
   /**
-   * Times the key's surfacing moved because of the model's answers in the last 30 days (DESIGN
-   * §16.15; a person's verdicts are not counted). `flags --flapping` lists keys with 3 or more.
+   * Times the model's answers flipped the key's surfacing in the last 30 days (DESIGN §16.15): a
+   * key's first answer sets its side and is not a flip, and a person's verdicts are not counted.
+   * `flags --flapping` lists keys with 3 or more.
    */
   flips: number;
 }
@@ -148,9 +149,11 @@ export function splitCommentKey(storedKey: string): { key: string; commentId: st
  * The one surfacing rule of the reads (DESIGN §8, §16.14, §16.15): only nouls surface; a person's
  * value in force surfaces at or above the threshold; a current noul surfaces at or above the
  * threshold, or down to `threshold − hysteresis` when the key surfaced at its previous state; a
- * `state_changed` or `expired` noul whose job is owed (not parked) still surfaces, marked not
- * current, so a flag does not blink off during the debounce after an edit or until an expired
- * answer's re-ask (DESIGN §16.17); every other stale row does not. The
+ * `state_changed` noul whose job is owed (not parked) still surfaces, marked not current, so a flag
+ * does not blink off during the debounce after an edit; an `expired` one (the state it answered is
+ * the state now, only older than maxAge, DESIGN §16.17) surfaces until its re-ask; every other
+ * stale row does not, a person's value included when the key is gone (not applicable, comment or
+ * question gone, set unknown). The
  * store's write paths apply the same rule (store/verdicts.ts `surfacingNow`).
  */
 export function surfacingOf(r: {
@@ -168,10 +171,16 @@ export function surfacingOf(r: {
   human?: boolean;
 }): Surfacing {
   if (r.unsurfacedKey || r.answer.type !== 'noul') return 'not_surfaced';
+  // A person's value outlives edits and re-asks, not the key itself: an item deleted or out of the
+  // set, a comment or question gone, a set unknown here surface nothing, whoever decided.
+  if (r.staleReason !== null && GONE.has(r.staleReason)) return 'stale';
   if (r.human) return r.answer.noul >= r.threshold ? 'surfaced' : 'below_threshold';
-  if (!r.current && !((r.staleReason === 'state_changed' || r.staleReason === 'expired') && r.jobOwed)) return 'stale';
+  if (!r.current && !(r.staleReason === 'expired' || (r.staleReason === 'state_changed' && r.jobOwed))) return 'stale';
   return surfacesWithHysteresis(r.answer.noul, r.wasSurfaced ?? false, r.threshold, r.hysteresis ?? 0) ? 'surfaced' : 'below_threshold';
 }
+
+/** Stale reasons that mean the key itself is gone for now: nothing of it surfaces. */
+const GONE: ReadonlySet<StaleReason> = new Set<StaleReason>(['not_applicable', 'comment_gone', 'question_removed', 'set_unknown']);
 
 /** What one (set, item) looks like now, as far as currency is concerned. */
 export interface SetNow {
@@ -576,15 +585,15 @@ export class DecisionReader {
 
   /**
    * Flapping keys of one set in a workspace (DESIGN §16.15): every (item, key) whose surfacing the
-   * model's answers moved at least `minFlips` times within `windowMs` before now, most flips first
-   * (then ref, key). A person's verdicts are not counted. [] when decisions are off.
+   * model's answers flipped at least `minFlips` times within `windowMs` before now, most flips first
+   * (then ref, key). A key's first answer is not a flip, nor is a person's verdict. [] when decisions are off.
    * @param opts.minFlips @defaultValue 3 @param opts.windowMs @defaultValue 30 days (ms)
    */
   async flapping(workspaceId: string, setName: string, opts: { minFlips?: number; windowMs?: number } = {}): Promise<FlappingKey[]> {
     if (!this.ctx) return [];
     const minFlips = opts.minFlips ?? FLAPPING_MIN_FLIPS;
     const since = (await this.store.now()) - (opts.windowMs ?? FLAPPING_WINDOW_MS);
-    const changes = (await this.store.listSurfacingChanges({ workspaceId, questionSet: setName, sinceMs: since })).filter((c) => c.cause === 'model');
+    const changes = (await this.store.listSurfacingChanges({ workspaceId, questionSet: setName, sinceMs: since })).filter((c) => c.cause === 'model' && c.flip);
     const out: FlappingKey[] = [];
     for (const keyChanges of groupBy(changes, (c) => `${c.itemId}\u0000${c.questionKey}`).values()) {
       if (keyChanges.length < minFlips) continue;
@@ -614,7 +623,7 @@ export class DecisionReader {
     for (const c of changes) {
       const key = k(c.itemId, c.questionSet, c.questionKey);
       latestChange.set(key, c);
-      if (c.cause === 'model' && c.changedAt >= since) flips.set(key, (flips.get(key) ?? 0) + 1);
+      if (c.cause === 'model' && c.flip && c.changedAt >= since) flips.set(key, (flips.get(key) ?? 0) + 1);
     }
     return {
       hasValueInForce: (itemId) => inForce.has(itemId),

@@ -1,4 +1,4 @@
-import type { Answer } from '../decision/questions.js';
+import { pickedLevel, type Answer } from '../decision/questions.js';
 import { noulProbability, type SurfacingContext } from './events.js';
 
 /**
@@ -61,6 +61,8 @@ export interface SurfacingChangeRow {
   questionSet: string;
   questionKey: string;
   surfaced: boolean;
+  /** The key had a side before this move (an earlier answer or change); false for a key's first answer. */
+  flip: boolean;
   /** The probability in force after the change (the model's, or the person's value). */
   probability: number;
   cause: SurfacingCause;
@@ -114,11 +116,12 @@ export function surfacingNow(o: {
 
 /**
  * Whether two answers of one question say the same thing, as a reader acts on them: nouls on the
- * same side of the threshold, the same choice, the same score level (the rounded score).
+ * same side of the threshold, the same choice, the same score level (the picked level: the argmax,
+ * as `show` and `eval` read it, never the rounded mean).
  */
 export function answersAgree(a: Answer, b: Answer, threshold: number): boolean {
   if (a.type === 'noul' && b.type === 'noul') return a.noul >= threshold === b.noul >= threshold;
   if (a.type === 'choice' && b.type === 'choice') return a.choice === b.choice;
-  if (a.type === 'score' && b.type === 'score') return Math.round(a.score) === Math.round(b.score);
+  if (a.type === 'score' && b.type === 'score') return pickedLevel(a) === pickedLevel(b);
   return false;
 }

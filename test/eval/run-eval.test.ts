@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { parseGoldSet } from '../../src/eval/gold-set.js';
-import { EvalCostNotConfirmed, goldFromVerdicts, runEval, type EvalColumn, type EvalReport, type RunEvalOptions } from '../../src/eval/run-eval.js';
+import { EvalCostNotConfirmed, goldFromVerdicts, labelOfValue, runEval, type EvalColumn, type EvalReport, type RunEvalOptions } from '../../src/eval/run-eval.js';
 import { FakeProvider, type FakeRequest } from '../../src/providers/fake.js';
 import type { AskOptions, AskResult, Provider } from '../../src/providers/provider.js';
 import type { Question } from '../../src/decision/questions.js';
@@ -246,6 +246,8 @@ describe('cost guard', () => {
     expect(low).toBeInstanceOf(EvalCostNotConfirmed);
     expect((low as Error).message).toMatch(/above --max-cost \$0\.0000; nothing was asked/);
     expect((low as EvalCostNotConfirmed).estimate.calls).toBe(5);
+    // A library caller's NaN or negative limit is refused, not read as "no limit".
+    for (const bad of [NaN, -1, Infinity]) await expect(runEval(base({ a: { kind: 'asked', provider: p }, maxCostUsd: bad }))).rejects.toThrow(/finite number of US dollars/);
     expect(p.asked).toBe(0);
     const spend = (await fx.store.spendRowsSince(86_400_000)).rows.filter((s) => s.outcome.startsWith('eval'));
     expect(spend).toEqual([]);
@@ -257,6 +259,20 @@ describe('cost guard', () => {
     const r = await runEval(base({ a: { kind: 'asked', provider: p }, confirmUnpriced: true }));
     expect(r.a.overall.costUsd).toBeNull();
     expect(r.a.overall.calls).toBe(5);
+  });
+
+  it('sends a call only while its whole output ceiling still fits under max-cost', async () => {
+    const p = pricedProvider(new FakeProvider({ handler: scripted(P_A) }));
+    // One row, one call: a limit of exactly its typical estimate passes the check before the run,
+    // but the call's max_tokens would not fit under it, so it is not sent.
+    const one = { rows: parseGoldSet('{"ref":"T-1","set":"triage","key":"blocked","label":true}\n', 'one.jsonl'), source: 'one.jsonl' };
+    const est = await runEval(base({ gold: one, a: { kind: 'asked', provider: p }, maxCostUsd: 1 })).then((r) => r.a.estimate!);
+    expect(est.calls).toBe(1);
+    const before = p.asked;
+    const r = await runEval(base({ gold: one, a: { kind: 'asked', provider: p }, maxCostUsd: est.costUsd! }));
+    expect(p.asked - before).toBe(0);
+    expect(r.a.stoppedAtMaxCost).toBe(true);
+    expect(r.a.unanswered.byReason).toEqual({ max_cost: 1 });
   });
 
   it('stops before the call that would pass max-cost when real usage runs above the estimate', async () => {
@@ -313,6 +329,8 @@ describe('labels from human verdicts', () => {
       ['T-3', 'urgent', false],
     ]);
     expect(g.labelsAtOlderState).toBe(1);
+    // A noul value's label is its side of the set's threshold, as it surfaces: 0.6 is false at 0.7.
+    expect([labelOfValue('{"type":"noul","noul":0.6}', 0.7), labelOfValue('{"type":"noul","noul":0.6}', 0.5)]).toEqual([false, true]);
     const r = await runEval(base({ gold: { ...g, source: 'verdicts' } }));
     expect(r.a.overall).toMatchObject({ n: 2, answered: 2, correct: 2 });
   });

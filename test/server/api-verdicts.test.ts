@@ -70,7 +70,7 @@ describe('verdicts over HTTP', () => {
     expect((await call(reader, 'GET', '/v1/items/T-2/verdicts')).body.verdicts).toHaveLength(1);
     expect((await call(reader, 'GET', '/v1/flags/triage')).body.flags).toEqual({});
     const item = (await call(reader, 'GET', '/v1/items/T-2')).body;
-    expect(item.decisions[0]).toMatchObject({ source: 'human', verdict: { inForce: true, staleReason: null }, proposed: null, flips: 1 });
+    expect(item.decisions[0]).toMatchObject({ source: 'human', verdict: { inForce: true, staleReason: null }, proposed: null, flips: 0 });
 
     expect((await call(reader, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'agree' })).status).toBe(403);
     const bad = await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'value', value: 2 });

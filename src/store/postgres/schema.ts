@@ -342,6 +342,7 @@ export const surfacingChanges = pgTable(
     questionSet: text('question_set').notNull(),
     questionKey: text('question_key').notNull(),
     surfaced: boolean('surfaced').notNull(),
+    flip: boolean('flip').notNull(),
     probability: doublePrecision('probability').notNull(),
     cause: text('cause').notNull(),
     stateHash: text('state_hash').notNull(),

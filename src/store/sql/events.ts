@@ -72,10 +72,10 @@ export interface SurfacingWatch {
 
 /**
  * Before the answers of one call are inserted: which of them could move a key's surfacing (nouls
- * of keys that may surface), and each one's memory (sql/surfacing.ts). With an event target
- * enabled, the item's row is locked first (Postgres; SQLite's IMMEDIATE transaction already
- * serialises writers), so a concurrent answer of the same item is either seen here or waits for
- * this commit (see the file comment on order). Null when no row is watched.
+ * of keys that may surface), and each one's memory (sql/surfacing.ts). On Postgres the item's row
+ * is locked first (SQLite's IMMEDIATE transaction already serialises writers), so a concurrent
+ * answer or verdict of the same item is either seen here or waits for this commit (see the file
+ * comment on order). Null when no row is watched.
  * @param now the operation's `nowSql()`.
  * @throws TypeError when the rows span more than one (item, set): a context names one item.
  */
@@ -89,7 +89,9 @@ export function* watchSurfacing(c: SqlContext, now: Expr, list: readonly NewDeci
   const next = new Map(list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]));
   if (next.size === 0) return null;
   const { nowMs, targets } = yield* targetsAndNow(now);
-  if (targets > 0) yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
+  // Postgres: always, so a verdict and an answer of one item judge the memory in commit order
+  // (insertVerdict takes the same lock); with a target, events are queued in that order too.
+  if (targets > 0 || c.d.name === 'postgres') yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
   const memory = yield* readMemory(first.itemId, first.questionSet, [...next.keys()]);
   return { nowMs, context: s, workspaceId: first.workspaceId, itemId: first.itemId, questionSet: first.questionSet, targets, memory, next };
 }
@@ -119,7 +121,19 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
     queued += yield* recordMove(
       c,
       w.nowMs,
-      { workspaceId: w.workspaceId, itemId: w.itemId, ref: w.context.ref, questionSet: w.questionSet, questionKey: key, surfaced: now.surfaced, probability: now.probability, cause: now.cause, stateHash: row.stateHash },
+      {
+        workspaceId: w.workspaceId,
+        itemId: w.itemId,
+        ref: w.context.ref,
+        questionSet: w.questionSet,
+        questionKey: key,
+        surfaced: now.surfaced,
+        // A key's first answer sets its side; it does not flip it (DESIGN §16.15's count).
+        flip: m.answer !== null || m.surfaced !== null,
+        probability: now.probability,
+        cause: now.cause,
+        stateHash: row.stateHash,
+      },
       w.targets,
     );
   }

@@ -74,11 +74,16 @@ export function hysteresisOf(s: SurfacingContext): number {
   return s.hysteresis ?? Math.min(0.05, s.threshold);
 }
 
-/** The change row's insert; the side is part of the statement (`TRUE`/`FALSE`: SQLite reads them as 1/0), so no boolean is bound. */
-const insertChangeShape = shapeFamily((surfaced: 0 | 1) =>
+const bool = (b: boolean) => sql.raw(b ? 'TRUE' : 'FALSE');
+
+/**
+ * The change row's insert; the side and the flip mark are part of the statement (`TRUE`/`FALSE`:
+ * SQLite reads them as 1/0), so no boolean is bound. Variants: `<surfaced><flip>` as 0/1 digits.
+ */
+const insertChangeShape = shapeFamily((variant: '00' | '01' | '10' | '11') =>
   shape<'workspaceId' | 'itemId' | 'questionSet' | 'questionKey' | 'probability' | 'cause' | 'stateHash' | 'now'>('insert surfacing change', (d, p) => sql`
-    INSERT INTO surfacing_changes (workspace_id, item_id, question_set, question_key, surfaced, probability, cause, state_hash, changed_at)
-    VALUES (${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.questionSet)}, ${d.text(p.questionKey)}, ${sql.raw(surfaced ? 'TRUE' : 'FALSE')},
+    INSERT INTO surfacing_changes (workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at)
+    VALUES (${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.questionSet)}, ${d.text(p.questionKey)}, ${bool(variant[0] === '1')}, ${bool(variant[1] === '1')},
             ${p.probability}, ${d.text(p.cause)}, ${d.text(p.stateHash)}, ${d.int8(p.now)})`),
 );
 
@@ -95,6 +100,8 @@ export interface SurfacingMove {
   questionSet: string;
   questionKey: string;
   surfaced: boolean;
+  /** The key had a side before (an earlier answer or change): this move is a flip. */
+  flip: boolean;
   probability: number;
   cause: SurfacingCause;
   stateHash: string;
@@ -107,7 +114,7 @@ export interface SurfacingMove {
  */
 export function* recordMove(c: SqlContext, nowMs: number, m: SurfacingMove, targets: number): Steps<number> {
   yield* changes(
-    bind(insertChangeShape(m.surfaced ? 1 : 0), {
+    bind(insertChangeShape(`${m.surfaced ? 1 : 0}${m.flip ? 1 : 0}` as '00'), {
       workspaceId: m.workspaceId,
       itemId: m.itemId,
       questionSet: m.questionSet,
@@ -219,7 +226,7 @@ export function insertVerdict(c: SqlContext, v: NewVerdict, surfacing: VerdictSu
         hysteresis: hysteresisOf(surfacing),
       });
       if (after.surfaced !== before.was) {
-        yield* recordMove(c, now, { ...v, ref: surfacing.ref, surfaced: after.surfaced, probability: after.probability, cause: 'human' }, targets);
+        yield* recordMove(c, now, { ...v, ref: surfacing.ref, surfaced: after.surfaced, flip: true, probability: after.probability, cause: 'human' }, targets);
       }
     }
     return toVerdictRow(inserted!);
@@ -245,6 +252,7 @@ interface ChangeDbRow {
   question_set: string;
   question_key: string;
   surfaced: boolean | number;
+  flip: boolean | number;
   probability: number | string;
   cause: string;
   state_hash: string;
@@ -262,7 +270,7 @@ export function listSurfacingChanges(
   return read(c, function* () {
     const where = 'itemId' in q ? sql`item_id = ${q.itemId}` : sql`workspace_id = ${q.workspaceId} AND question_set = ${q.questionSet}`;
     const list = yield* rows<ChangeDbRow>(sql`
-      SELECT id, workspace_id, item_id, question_set, question_key, surfaced, probability, cause, state_hash, changed_at
+      SELECT id, workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at
       FROM surfacing_changes WHERE ${where}${q.sinceMs === undefined ? sql`` : sql` AND changed_at >= ${c.d.int8(q.sinceMs)}`}
       ORDER BY id`);
     return list.map((r) => ({
@@ -272,6 +280,7 @@ export function listSurfacingChanges(
       questionSet: r.question_set,
       questionKey: r.question_key,
       surfaced: r.surfaced === true || Number(r.surfaced) === 1,
+      flip: r.flip === true || Number(r.flip) === 1,
       probability: Number(r.probability),
       cause: r.cause as SurfacingCause,
       stateHash: r.state_hash,

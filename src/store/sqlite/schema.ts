@@ -369,6 +369,11 @@ export const surfacingChanges = sqliteTable(
     questionSet: text('question_set').notNull(),
     questionKey: text('question_key').notNull(),
     surfaced: integer('surfaced', { mode: 'boolean' }).notNull(),
+    /**
+     * The change moved a side the key already had (an earlier answer or change): a flip. False
+     * for a key's first answer surfacing it, which `flags --flapping` does not count.
+     */
+    flip: integer('flip', { mode: 'boolean' }).notNull(),
     /** The probability in force after the change (the model's, or the person's value). */
     probability: real('probability').notNull(),
     /** `model` (an answer moved it) or `human` (a verdict did). */
