@@ -35,7 +35,7 @@ export function registerFlagsCommand(program: Command): void {
             process.stdout.write(`${JSON.stringify({ workspace: ws.slug, set: opts.set, flapping: keys }, null, 2)}\n`);
             return;
           }
-          const lines = [`${keys.length} keys of ${opts.set} in ${ws.slug} flipped 3 or more times in 30 days${keys.length > limit ? `; showing ${limit} (--limit)` : ''}`];
+          const lines = [`${keys.length} ${keys.length === 1 ? 'key' : 'keys'} of ${opts.set} in ${ws.slug} flipped 3 or more times in 30 days${keys.length > limit ? `; showing ${limit} (--limit)` : ''}`];
           for (const k of keys.slice(0, limit)) {
             lines.push(`  ${k.ref.padEnd(12)} ${k.questionKey}  ${k.flips} flips, now ${k.surfaced ? 'surfaced' : 'cleared'} since ${new Date(k.lastFlipAt).toISOString()}`);
           }

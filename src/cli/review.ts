@@ -33,7 +33,7 @@ function describeInForce(d: DecisionView): string {
   const when = new Date(v.createdAt).toISOString().slice(0, 10);
   const stale = v.staleReason ? `  override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}` : '';
   const proposed = d.proposed ? `  model proposes ${formatAnswer(d.proposed, d.confidence)}` : '';
-  return `${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, d.confidence)} (${v.verdict} by ${v.author}, ${when})${stale}${proposed}`;
+  return `${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, 1)} (${v.verdict} by ${v.author}, ${when})${stale}${proposed}`;
 }
 
 export function registerReviewCommands(program: Command): void {
@@ -131,7 +131,12 @@ Use --value to give a value that reads like a verdict word (a choice option name
           return;
         }
         const stale = rows.filter((r) => r.view.verdict?.staleReason).length;
-        const lines = [`${rows.length} verdicts in force in ${ws.slug}${stale ? `; ${stale} made at an older state (override_stale): look again` : ''}`];
+        const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+        const lines = [
+          opts.stale
+            ? `${plural(rows.length, 'verdict', 'verdicts')} in force in ${ws.slug} made at an older state (override_stale)${rows.length ? ': look again' : ''}`
+            : `${plural(rows.length, 'verdict', 'verdicts')} in force in ${ws.slug}${stale ? `; ${stale} made at an older state (override_stale): look again` : ''}`,
+        ];
         for (const r of rows) lines.push(`  ${r.ref.padEnd(12)} ${describeInForce(r.view)}`);
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {

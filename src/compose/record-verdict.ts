@@ -67,7 +67,7 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
   if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
   if (!VERDICT_KINDS.includes(input.verdict)) throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
   if ((input.verdict === 'value') !== (input.value !== undefined)) {
-    throw new InvalidInput(input.verdict === 'value' ? 'a value verdict needs a value' : `a ${input.verdict} verdict takes no value`);
+    throw new InvalidInput(input.verdict === 'value' ? 'a value verdict needs a value' : `${input.verdict === 'agree' ? 'an' : 'a'} ${input.verdict} verdict takes no value`);
   }
   const author = input.author?.trim() ?? '';
   if (author === '') throw new InvalidInput('a verdict needs an author (who said it)');
@@ -89,14 +89,17 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
   const given = withdrawing ? (await store.listVerdicts({ workspaceId: ws.id, itemId: item.id })).filter((v) => v.questionKey === input.key && (input.set === undefined || v.questionSet === input.set)) : [];
   let setName = input.set;
   if (setName === undefined) {
-    const asking = withdrawing && given.length > 0 ? [...new Set(given.map((v) => v.questionSet))].sort() : await reader.setsAsking(item.id, base);
+    let asking = withdrawing && given.length > 0 ? [...new Set(given.map((v) => v.questionSet))].sort() : await reader.setsAsking(item.id, base);
+    // A `<key>@<commentId>` key names a per-comment set, a plain key an item-level one.
+    asking = asking.filter((name) => reader.isPerComment(name) === input.key.includes('@'));
     if (asking.length === 0) throw new InvalidInput(`no question set of ${input.ref} asks "${base}"`);
     if (asking.length > 1) throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
     setName = asking[0];
   }
   const at = await reader.keyNow(item.id, setName, input.key);
-  if (withdrawing && given.some((v) => v.questionSet === setName)) {
-    const last = given.filter((v) => v.questionSet === setName).at(-1)!;
+  if (withdrawing) {
+    const last = given.filter((v) => v.questionSet === setName).at(-1);
+    if (!last || last.verdict === 'withdrawn') throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no verdict to withdraw`);
     const state = at?.applies && at.target ? at.target : { hash: last.stateHash, version: last.stateVersion, parts: JSON.parse(last.stateParts) as Record<string, string> };
     // Surfacing moves only while the set applies; for a gone key reads surface nothing anyway.
     const surfaceable = at?.applies && at.question?.kind === 'noul' && !at.set.unsurfaced.includes(base);
@@ -111,7 +114,10 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
     throw new InvalidInput(at.set.perComment ? `set "${setName}" asks per comment: give the key as ${base}@<commentId>` : `set "${setName}" does not ask per comment: give the key without "@"`);
   }
   if (!at.question) throw new InvalidInput(`set "${setName}" does not ask "${base}" of ${input.ref}`);
-  if (!at.applies || !at.target) throw new InvalidInput(`set "${setName}" does not apply to ${input.ref} now (or the comment is gone): there is nothing to override`);
+  if (!at.applies) throw new InvalidInput(`set "${setName}" does not apply to ${input.ref} now: there is nothing to override`);
+  if (!at.target) {
+    throw new InvalidInput(at.set.perComment ? `${input.ref} has no live comment ${splitCommentKey(input.key)?.commentId ?? ''} for set "${setName}"` : `the state of ${input.ref} cannot be read for set "${setName}"`);
+  }
   if (!at.view) throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no answer yet: a verdict is given on an answered key`);
   if ((input.verdict === 'agree' || input.verdict === 'disagree') && !at.view.current) {
     throw new InvalidInput(`${input.ref} ${setName}/${input.key}: the model's answer is not current (${at.view.staleReason}); give a value instead, or wait for the re-ask`);

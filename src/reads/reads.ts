@@ -570,6 +570,11 @@ export class DecisionReader {
     return { set, applies: now.applies, question, target: targetState(now, questionKey), view };
   }
 
+  /** Whether the registered set of that name asks per comment (false for an unknown set). */
+  isPerComment(setName: string): boolean {
+    return this.registry.get(setName)?.perComment ?? false;
+  }
+
   /** The registered sets of the item's collection that ask `key` (a set's question key, before any `@`) in its workspace, sorted. */
   async setsAsking(itemId: string, key: string): Promise<string[]> {
     if (!this.ctx) return [];

@@ -19,7 +19,7 @@ export const MAX_FIELD_KEYS = 1_000;
 const fields = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length <= MAX_FIELD_KEYS, { message: `at most ${MAX_FIELD_KEYS} keys` });
 
 export const errorBody = z.object({
-  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, invalid_request, invalid_json, payload_too_large, conflict, rate_limited, internal'),
+  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, invalid_request, invalid_input, invalid_write, invalid_json, payload_too_large, unsupported_media_type, conflict, rate_limited, internal'),
   message: z.string(),
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional().describe('invalid_request only: each bad member, by path'),
 });
@@ -139,7 +139,8 @@ export const newVerdictBody = z
     set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
     verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
     value: z.union([z.boolean(), z.number(), z.string()]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level name or index (score)'),
-    note: z.string().max(8_000).optional(),
+    note: z.string().max(8_000).optional().describe('Why, at most 2,000 code points'),
+    author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
 export const verdictRowView = z.object({

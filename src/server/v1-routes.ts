@@ -144,7 +144,10 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     async (req, reply) => {
       const { ws, item } = await itemOf(req, req.params.ref);
       const t = req.apiToken!;
-      const out = await v.store.recordVerdict({ workspace: ws.slug, ref: item.ref, key: req.body.key, set: req.body.set, verdict: req.body.verdict, value: req.body.value, note: req.body.note, author: t.name ? `token:${t.id} (${t.name})` : `token:${t.id}` });
+      // The token always answers for the verdict; a tracker serving many people names the person.
+      const token = t.name ? `token:${t.id} (${t.name})` : `token:${t.id}`;
+      const author = req.body.author?.trim() ? `${req.body.author.trim()} (${token})` : token;
+      const out = await v.store.recordVerdict({ workspace: ws.slug, ref: item.ref, key: req.body.key, set: req.body.set, verdict: req.body.verdict, value: req.body.value, note: req.body.note, author });
       return reply.code(201).send({ verdict: verdictRow(out.row), inForce: out.inForce });
     },
   );

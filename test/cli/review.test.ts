@@ -48,14 +48,16 @@ describe('verdict review', () => {
 
     const listed = JSON.parse((await cli(['reviews', '--json'])).stdout) as { overrides: Array<{ ref: string; questionKey: string; source: string; verdict: { note: string } }> };
     expect(listed.overrides).toEqual([expect.objectContaining({ ref: top.ref, questionKey: key, source: 'human', verdict: expect.objectContaining({ note: 'checked with the owner' }) })]);
-    expect((await cli(['reviews', '--stale'])).stdout).toMatch(/^0 verdicts in force/); // made at the state as it is
+    expect((await cli(['reviews', '--stale'])).stdout).toMatch(/^0 verdicts in force in \S+ made at an older state \(override_stale\)\n$/); // made at the state as it is
 
     // An edit: the override stays in force, and reads override_stale until a person looks again.
     await cli(['edit', top.ref, '--append', 'Update from the owner.']);
-    expect((await cli(['reviews', '--stale'])).stdout).toMatch(new RegExp(`1 made at an older state \\(override_stale\\)[^\\n]*\\n  ${top.ref}\\s+attention/${key}  p=0\\.00 \\(value by ana, \\d{4}-\\d\\d-\\d\\d\\)  override_stale \\(body\\)`));
+    expect((await cli(['reviews', '--stale'])).stdout).toMatch(new RegExp(`^1 verdict in force in \\S+ made at an older state \\(override_stale\\): look again\\n  ${top.ref}\\s+attention/${key}  p=0\\.00 \\(value by ana, \\d{4}-\\d\\d-\\d\\d\\)  override_stale \\(body\\)`));
 
     expect((await cli(['review', top.ref, key, 'withdraw'])).stdout).toContain('withdrawn: the model decides again');
     expect((await cli(['reviews'])).stdout).toMatch(/^0 verdicts in force/);
+    const again = await cli(['review', top.ref, key, 'withdraw']).catch((e: { code: number; stderr: string }) => e);
+    expect(again).toMatchObject({ code: 1, stderr: expect.stringContaining('has no verdict to withdraw') });
   });
 
   it('refuses a value that does not fit, an unknown key, with exit 1 and the reason; flags --flapping lists none on a fresh demo', async () => {

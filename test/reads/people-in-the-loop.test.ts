@@ -129,6 +129,8 @@ describe('a person’s value overrides the model (DESIGN §16.14)', () => {
     await refused({ ref: 'T-1', key: 'nope', verdict: 'agree' }, /no question set of T-1 asks "nope"/);
     await refused({ ref: 'T-9', verdict: 'agree' }, /item T-9 not found/);
     await refused({ ref: 'T-1', verdict: 'value' }, /needs a value/);
+    expect((await record({ ref: 'T-1', key: 'size', verdict: 'withdrawn' })).inForce).toBe(false);
+    await refused({ ref: 'T-1', key: 'size', verdict: 'withdrawn' }, /has no verdict to withdraw/); // the latest is already withdrawn
     await refused({ ref: 'T-1', verdict: 'agree', value: 'true' }, /takes no value/);
     await refused({ ref: 'T-1', verdict: 'agree', author: '  ' }, /needs an author/);
     await refused({ ref: 'T-1', verdict: 'agree', note: 'x'.repeat(2_001) }, /at most 2000 code points/);

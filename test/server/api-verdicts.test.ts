@@ -63,10 +63,12 @@ describe('verdicts in the library', () => {
 
 describe('verdicts over HTTP', () => {
   it('POST records with the token as author; GET lists; flags follow; a read token is refused; a bad value is a 400', async () => {
-    const posted = await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'value', value: false, note: 'a person checked' });
+    const posted = await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'value', value: false, note: 'a person checked', author: 'ana' });
     expect(posted.status).toBe(201);
     expect(posted.body).toMatchObject({ inForce: true, verdict: { questionSet: 'triage', questionKey: 'blocked', verdict: 'value', value: { type: 'noul', noul: 0 }, note: 'a person checked' } });
-    expect(posted.body.verdict.author).toMatch(/^token:.+ \(triage-bot\)$/);
+    expect(posted.body.verdict.author).toMatch(/^ana \(token:.+ \(triage-bot\)\)$/); // the person, and the token that answers for them
+    const anon = await call(writer, 'POST', '/v1/items/T-1/verdicts', { key: 'blocked', verdict: 'value', value: false });
+    expect(anon.body.verdict.author).toMatch(/^token:.+ \(triage-bot\)$/);
     expect((await call(reader, 'GET', '/v1/items/T-2/verdicts')).body.verdicts).toHaveLength(1);
     expect((await call(reader, 'GET', '/v1/flags/triage')).body.flags).toEqual({});
     const item = (await call(reader, 'GET', '/v1/items/T-2')).body;
