@@ -6,7 +6,7 @@ import { DEFAULT_ANTHROPIC_MODEL } from '../providers/anthropic.js';
 import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
 import { PRICES_CHECKED } from '../providers/pricing.js';
-import { estimateSet, estimateTarget, formatWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
+import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
 import type { Store } from '../store/store.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 
@@ -60,19 +60,6 @@ export async function estimateSets(
   return out;
 }
 
-function sum(parts: WorkEstimate[]): WorkEstimate {
-  const t: WorkEstimate = { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
-  for (const p of parts) {
-    t.items += p.items;
-    t.calls += p.calls;
-    t.questions += p.questions;
-    t.inputTokens += p.inputTokens;
-    t.outputTokens += p.outputTokens;
-    t.costUsd = t.costUsd === null || p.costUsd === null ? null : t.costUsd + p.costUsd;
-  }
-  return t;
-}
-
 /** The estimates as text for humans. */
 export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]): string {
   const lines = [
@@ -85,8 +72,8 @@ export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]
   }
   if (estimates.length > 1) {
     lines.push(`total:`);
-    lines.push(`  ${formatWork('unanswered now', sum(estimates.map((e) => e.unanswered)), 'jobs')}`);
-    lines.push(`  ${formatWork('re-ask every item', sum(estimates.map((e) => e.all)), 'jobs')}`);
+    lines.push(`  ${formatWork('unanswered now', sumWork(estimates.map((e) => e.unanswered)), 'jobs')}`);
+    lines.push(`  ${formatWork('re-ask every item', sumWork(estimates.map((e) => e.all)), 'jobs')}`);
   }
   return lines.join('\n');
 }

@@ -13,7 +13,7 @@ import { splitCommentKey } from '../reads/reads.js';
 import { callEstimate, classify, LivenessLost } from '../runner/evaluate.js';
 import { stateToAsk } from '../decision/as-of.js';
 import { InvalidInput } from '../errors.js';
-import { estimateOutputTokens, estimateSet, estimateTarget, type WorkEstimate } from '../runner/estimate.js';
+import { estimateOutputTokens, estimateSet, estimateTarget, sumWork, type WorkEstimate } from '../runner/estimate.js';
 import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type KeyMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
@@ -514,20 +514,6 @@ function planCalls(resolved: readonly Resolved[], provider: Provider, nowMs: num
   };
   estimate.costUsd = costOf(pricing, estimate);
   return { calls, skipped, estimate, pricing };
-}
-
-/** The sum of the asked columns' estimates. */
-export function sumWork(parts: readonly WorkEstimate[]): WorkEstimate {
-  const t: WorkEstimate = { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
-  for (const p of parts) {
-    t.items += p.items;
-    t.calls += p.calls;
-    t.questions += p.questions;
-    t.inputTokens += p.inputTokens;
-    t.outputTokens += p.outputTokens;
-    t.costUsd = t.costUsd === null || p.costUsd === null ? null : t.costUsd + p.costUsd;
-  }
-  return t;
 }
 
 /** Refuses, before any call, what is not confirmed: a priced model beyond `maxCostUsd`, an unpriced one without `confirmUnpriced`. */

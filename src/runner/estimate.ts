@@ -195,3 +195,17 @@ export function formatWork(label: string, w: WorkEstimate, noun = 'items'): stri
   const cost = w.costUsd === null ? 'cost unknown' : formatUsd(w.costUsd);
   return `${label}: ${n(w.items)} ${noun}, ${n(w.calls)} calls, ~${n(w.inputTokens)} input / ~${n(w.outputTokens)} output tokens, ${cost}`;
 }
+
+/** The sum of several estimates; the cost is null when any part's is (a model with no price). */
+export function sumWork(parts: readonly WorkEstimate[]): WorkEstimate {
+  const t: WorkEstimate = { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
+  for (const p of parts) {
+    t.items += p.items;
+    t.calls += p.calls;
+    t.questions += p.questions;
+    t.inputTokens += p.inputTokens;
+    t.outputTokens += p.outputTokens;
+    t.costUsd = t.costUsd === null || p.costUsd === null ? null : t.costUsd + p.costUsd;
+  }
+  return t;
+}

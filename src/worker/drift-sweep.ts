@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DRIFT_OWE, planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../runner/drift.js';
+import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../runner/drift.js';
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { CollectionRow, Store } from '../store/store.js';
-import { OweBucket } from './owe-bucket.js';
+import { oweBatch, OweBucket } from './owe-bucket.js';
 
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
@@ -108,20 +108,9 @@ export class DriftSweeper {
           if (this.bucket.tokens < 1) break;
           collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
           const batch = await scanDriftBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget));
-          // Owe the batch's drifted items while tokens last; the cursor stops at the last item handled.
-          const toOwe: string[] = [];
-          let handledUpTo = batch.lastItemId;
-          let cutShort = false;
-          for (const c of batch.candidates) {
-            if (c.job !== null) continue;
-            if (!this.bucket.take()) {
-              handledUpTo = previousId(batch, c.itemId, next.cursor);
-              cutShort = true;
-              break;
-            }
-            toOwe.push(c.itemId);
-          }
-          if (toOwe.length) report.owed += await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: set.name })), DRIFT_OWE);
+          // Owe the batch's candidates while tokens last; the cursor stops at the last item handled.
+          const { owed, handledUpTo, cutShort } = await oweBatch(store, this.bucket, set.name, batch, next.cursor);
+          report.owed += owed;
           report.scanned += batch.scanned;
           scanBudget -= batch.scanned;
           next.cursor = handledUpTo;
@@ -143,12 +132,6 @@ export class DriftSweeper {
     }
     return report;
   }
-}
-
-/** The id read just before `itemId` in this batch, or the batch's starting cursor: the next walk starts at `itemId`. */
-export function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
-  const at = batch.itemIds.indexOf(itemId);
-  return at > 0 ? batch.itemIds[at - 1] : start;
 }
 
 /** One sweep a sweep loop runs each interval: its name (for the failure log line) and one pass. */

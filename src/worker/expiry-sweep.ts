@@ -1,10 +1,9 @@
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { DRIFT_OWE } from '../runner/drift.js';
 import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
 import type { CollectionRow, Store } from '../store/store.js';
-import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, previousId } from './drift-sweep.js';
-import { OweBucket } from './owe-bucket.js';
+import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift-sweep.js';
+import { oweBatch, OweBucket } from './owe-bucket.js';
 
 /**
  * The worker's expiry sweep (DESIGN §16.17): re-owes, at backfill priority and a bounded rate, the
@@ -40,15 +39,8 @@ export interface ExpirySweepOptions {
   bucket?: OweBucket;
 }
 
-/** What one pass did. */
-export interface ExpiryPassReport {
-  scanned: number;
-  owed: number;
-  /** (set, workspace) pairs whose walk reached the end in this pass. */
-  completed: Array<{ set: string; workspaceId: string }>;
-  /** (set, workspace) pairs whose questions could not be read this pass (resolve failed). */
-  unreadable: Array<{ set: string; workspaceId: string }>;
-}
+/** What one pass did: the drift sweep's report (scanned, owed, completed and unreadable pairs). */
+export type ExpiryPassReport = DriftPassReport;
 
 /**
  * Wait between complete walks of one (set, workspace), ms: one hour. Our choice, not DESIGN's: at
@@ -106,20 +98,9 @@ export class ExpirySweeper {
         while (scanBudget > 0 && !finished && this.bucket.tokens >= 1) {
           collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
           const batch = await scanExpiryBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget), nowMs);
-          // Owe the batch's expired items while tokens last; the cursor stops at the last item handled.
-          const toOwe: string[] = [];
-          let handledUpTo = batch.lastItemId;
-          let cutShort = false;
-          for (const c of batch.candidates) {
-            if (c.job !== null) continue; // owed already, or parked on purpose
-            if (!this.bucket.take()) {
-              handledUpTo = previousId(batch, c.itemId, next.cursor);
-              cutShort = true;
-              break;
-            }
-            toOwe.push(c.itemId);
-          }
-          if (toOwe.length) report.owed += await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: set.name })), DRIFT_OWE);
+          // Owe the batch's candidates while tokens last; the cursor stops at the last item handled.
+          const { owed, handledUpTo, cutShort } = await oweBatch(store, this.bucket, set.name, batch, next.cursor);
+          report.owed += owed;
           report.scanned += batch.scanned;
           scanBudget -= batch.scanned;
           next.cursor = handledUpTo;

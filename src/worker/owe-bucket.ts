@@ -1,3 +1,4 @@
+import { DRIFT_OWE } from '../runner/drift.js';
 import type { Store } from '../store/store.js';
 
 /**
@@ -38,4 +39,40 @@ export class OweBucket {
     this.available -= 1;
     return true;
   }
+}
+
+/** A scanned batch of a sweep: its item ids in order, the last one, and the candidates to re-owe (`job` null: none owed or parked). */
+export interface SweepBatch {
+  itemIds: readonly string[];
+  lastItemId: string | null;
+  candidates: ReadonlyArray<{ itemId: string; job: unknown }>;
+}
+
+/**
+ * Owes a batch's candidates of one set at backfill priority while the bucket has tokens (the one
+ * step both sweeps share): a candidate with a job owed or parked is left alone; when the tokens
+ * run out, the cursor stops before the first candidate not owed, so the next pass starts there.
+ * @param cursor the walk's cursor before the batch. @returns jobs owed, where the walk got to, and whether tokens cut it short.
+ */
+export async function oweBatch(store: Pick<Store, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
+  const toOwe: string[] = [];
+  let handledUpTo = batch.lastItemId;
+  let cutShort = false;
+  for (const c of batch.candidates) {
+    if (c.job !== null) continue; // owed already, or parked on purpose
+    if (!bucket.take()) {
+      handledUpTo = previousId(batch, c.itemId, cursor);
+      cutShort = true;
+      break;
+    }
+    toOwe.push(c.itemId);
+  }
+  const owed = toOwe.length ? await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: setName })), DRIFT_OWE) : 0;
+  return { owed, handledUpTo, cutShort };
+}
+
+/** The id read just before `itemId` in this batch, or the batch's starting cursor: the next walk starts at `itemId`. */
+function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
+  const at = batch.itemIds.indexOf(itemId);
+  return at > 0 ? batch.itemIds[at - 1] : start;
 }

@@ -92,20 +92,8 @@ const queueEventShape = shape<'eventId' | 'workspaceId' | 'itemId' | 'type' | 'p
   SELECT url, ${d.text(p.eventId)}, ${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.type)}, ${d.text(p.payload)}, ${d.int8(p.now)}, 0, ${d.int8(p.now)}
   FROM event_targets WHERE disabled_at IS NULL ORDER BY url`);
 
-/** One move of a key's surfacing, to record. */
-export interface SurfacingMove {
-  workspaceId: string;
-  itemId: string;
-  ref: string;
-  questionSet: string;
-  questionKey: string;
-  surfaced: boolean;
-  /** The key had a side before (an earlier answer or change): this move is a flip. */
-  flip: boolean;
-  probability: number;
-  cause: SurfacingCause;
-  stateHash: string;
-}
+/** One move of a key's surfacing, to record: a change row without its id and time, and the item's ref for the event. */
+export type SurfacingMove = Omit<SurfacingChangeRow, 'id' | 'changedAt'> & { ref: string };
 
 /**
  * Appends the change row and, when `targets > 0`, queues its `decision.surfaced` /
