@@ -136,7 +136,7 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     const svgPath = resolve(o.svg);
     const series = [{ name: seriesName('A', report.a), bins: report.a.overall.bins }];
     if (report.b) series.push({ name: seriesName('B', report.b), bins: report.b.overall.bins });
-    const svg = await reliabilityDiagramSvg(series, { title: `Reliability: ${gold.source}` });
+    const svg = await reliabilityDiagramSvg(series, { title: `Reliability, every gold row pooled: ${gold.source}` });
     writeFileSync(svgPath, svg);
     if (o.json) process.stdout.write(`${JSON.stringify({ ...report, svg: svgPath }, null, 2)}\n`);
     else process.stdout.write(`${formatEvalReport(report, o.svg)}\n`);

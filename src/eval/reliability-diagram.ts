@@ -93,7 +93,7 @@ export function reliabilityDiagramSpec(series: readonly ReliabilitySeries[], opt
       { orient: 'left', scale: 'y', title: options.yTitle ?? 'observed fraction positive', tickCount: 10, grid: true },
     ],
     legends: [
-      { fill: 'color', stroke: 'color', title: 'model', symbolType: 'circle' },
+      { fill: 'color', stroke: 'color', title: 'model', symbolType: 'circle', labelLimit: 320 },
       { size: 'size', title: 'rows in bin', symbolType: 'circle', symbolFillColor: '#888', format: 'd', values: [...new Set([1, Math.ceil(maxCount / 2), maxCount])] },
     ],
     marks: [
