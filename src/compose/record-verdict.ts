@@ -60,8 +60,8 @@ export const VERDICT_NOTE_MAX = 2_000;
  * Records a verdict (see the file comment for what it stores).
  * @throws NotFound for an unknown workspace or item; InvalidInput for an unknown or ambiguous key,
  * a set that does not apply to the item, a key never answered, an agree/disagree on an answer
- * that is not current, a value that does not fit the question, a blank author, a long note, or
- * decisions off (provider `none`).
+ * that is not current, a value that does not fit the question, a withdrawal with no verdict to
+ * withdraw, a blank author, a long note, a NUL in the author or note, or decisions off (provider `none`).
  */
 export async function recordVerdict(store: Store, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
   if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
