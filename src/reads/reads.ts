@@ -468,6 +468,8 @@ export class DecisionReader {
     const people = await this.peopleOf({ workspaceId, questionSet: setName });
     const byItem = groupBy(rows, (r) => r.itemId);
     let questions: QuestionMap | null | undefined;
+    // The store's clock, read once for the whole read (only a set with maxAge needs it).
+    let clock: number | null | undefined;
     for (const itemId of [...byItem.keys()].sort()) {
       const itemRows = byItem.get(itemId)!;
       const candidate =
@@ -480,7 +482,8 @@ export class DecisionReader {
       if (!candidate) continue;
       if (questions === undefined) questions = await this.questions(set, workspaceId);
       const loaded = await this.store.loadItemForEvaluation(itemId);
-      const now = this.setNowWith(set, loaded, questions, await this.clockFor(set));
+      if (clock === undefined) clock = await this.clockFor(set);
+      const now = this.setNowWith(set, loaded, questions, clock);
       const job = await this.store.getJob(itemId, setName);
       const owed = job?.state === 'owed' || (loaded !== null && (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName));
       for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {

@@ -3,8 +3,8 @@ import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type Drif
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import type { CollectionRow, Store } from '../store/store.js';
-import { oweBatch, OweBucket } from './owe-bucket.js';
+import type { Store } from '../store/store.js';
+import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
@@ -102,24 +102,14 @@ export class DriftSweeper {
         if (marker.swept === plan.signature) continue;
         const next: DriftMarker =
           marker.target === plan.signature ? { ...marker } : { swept: marker.swept, target: plan.signature, cursor: null };
-        let collections: Map<string, CollectionRow> | null = null;
-        let finished = false;
-        while (scanBudget > 0 && !finished) {
-          if (this.bucket.tokens < 1) break;
-          collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
-          const batch = await scanDriftBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget));
-          // Owe the batch's candidates while tokens last; the cursor stops at the last item handled.
-          const { owed, handledUpTo, cutShort } = await oweBatch(store, this.bucket, set.name, batch, next.cursor);
-          report.owed += owed;
-          report.scanned += batch.scanned;
-          scanBudget -= batch.scanned;
-          next.cursor = handledUpTo;
-          finished = batch.exhausted && !cutShort;
-          // A batch is synchronous reads on SQLite; a pass's batches back to back held the loop 160 ms
-          // beside a drain of 100,000 jobs (before items_ws_id_idx). DESIGN §16.6: let timers and I/O run between.
-          await new Promise<void>((resolve) => setImmediate(resolve));
-        }
-        if (finished) {
+        const walked = await walkSweep(store, this.bucket, { setName: set.name, workspaceId: ws.id, cursor: next.cursor, scanBudget, batchSize }, (collections, cursor, limit) =>
+          scanDriftBatch(store, plan, collections, cursor, limit),
+        );
+        report.owed += walked.owed;
+        report.scanned += walked.scanned;
+        scanBudget -= walked.scanned;
+        next.cursor = walked.cursor;
+        if (walked.finished) {
           await writeDriftMarker(store, set.name, ws.id, { swept: plan.signature, target: null, cursor: null });
           report.completed.push({ set: set.name, workspaceId: ws.id });
         } else {

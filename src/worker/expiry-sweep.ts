@@ -1,9 +1,9 @@
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
-import type { CollectionRow, Store } from '../store/store.js';
+import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
+import type { Store } from '../store/store.js';
 import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift-sweep.js';
-import { oweBatch, OweBucket } from './owe-bucket.js';
+import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**
  * The worker's expiry sweep (DESIGN §16.17): re-owes, at backfill priority and a bounded rate, the
@@ -92,27 +92,17 @@ export class ExpirySweeper {
           logger.warn({ set: set.name, workspaceId: ws.id, err: (err as { code?: string }).code ?? (err as Error).name }, 'expiry sweep: questions could not be read');
           continue;
         }
-        const next: ExpiryMarker = { ...marker };
-        let collections: Map<string, CollectionRow> | null = null;
-        let finished = false;
-        while (scanBudget > 0 && !finished && this.bucket.tokens >= 1) {
-          collections ??= new Map((await store.listCollections(ws.id)).map((c) => [c.id, c]));
-          const batch = await scanExpiryBatch(store, plan, collections, next.cursor, Math.min(batchSize, scanBudget), nowMs);
-          // Owe the batch's candidates while tokens last; the cursor stops at the last item handled.
-          const { owed, handledUpTo, cutShort } = await oweBatch(store, this.bucket, set.name, batch, next.cursor);
-          report.owed += owed;
-          report.scanned += batch.scanned;
-          scanBudget -= batch.scanned;
-          next.cursor = handledUpTo;
-          finished = batch.exhausted && !cutShort;
-          // DESIGN §16.6: the batch's reads are synchronous on SQLite; let timers and I/O run between.
-          await new Promise<void>((resolve) => setImmediate(resolve));
-        }
-        if (finished) {
+        const walked = await walkSweep(store, this.bucket, { setName: set.name, workspaceId: ws.id, cursor: marker.cursor, scanBudget, batchSize }, (collections, cursor, limit) =>
+          scanExpiryBatch(store, plan, collections, cursor, limit, nowMs),
+        );
+        report.owed += walked.owed;
+        report.scanned += walked.scanned;
+        scanBudget -= walked.scanned;
+        if (walked.finished) {
           await writeExpiryMarker(store, set.name, ws.id, { cursor: null, walkedAt: nowMs });
           report.completed.push({ set: set.name, workspaceId: ws.id });
         } else {
-          await writeExpiryMarker(store, set.name, ws.id, next);
+          await writeExpiryMarker(store, set.name, ws.id, { ...marker, cursor: walked.cursor });
         }
       }
     }

@@ -336,6 +336,25 @@ describe('labels from human verdicts', () => {
   });
 });
 
+describe('time-dependent sets (DESIGN §16.17)', () => {
+  it('asks a set with maxAge at the state dated today, as the worker asks it', async () => {
+    const aged = defineQuestionSet({ name: 'aged', questions: { stalled: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000, eligible: ['notTerminal'] });
+    const own = await makeFixture([aged]);
+    try {
+      await own.store.createItem({ workspaceId: own.ws.id, collectionId: own.tasks.id, ref: 'A-1', title: 'Item A-1', fields: { status: 'open' } });
+      const fake = new FakeProvider({ handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: 0.9 }])) });
+      const today = new Date(await own.store.now()).toISOString().slice(0, 10);
+      const rows = parseGoldSet('{"ref":"A-1","set":"aged","key":"stalled","label":true}\n', 'aged.jsonl');
+      const r = await runEval({ store: own.store, registry: own.registry, workspace: own.ws, gold: { rows, source: 'aged.jsonl' }, a: { kind: 'asked', provider: fake } });
+      expect(r.a.overall).toMatchObject({ n: 1, answered: 1 });
+      expect(fake.requests).toHaveLength(1);
+      expect(fake.requests[0].state).toContain(`"as_of":"${today}"`);
+    } finally {
+      await own.cleanup();
+    }
+  });
+});
+
 describe('verdict.eval (the library door)', () => {
   it('scores the stored answers of a workspace by slug, and compares with a model named by id', async () => {
     const { createVerdict } = await import('../../src/compose/verdict.js');
