@@ -66,7 +66,7 @@ export function registerEvalCommand(program: Command): void {
     });
 }
 
-function parseMaxCost(text: string | undefined): number | undefined {
+export function parseMaxCost(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   // Decimal only: Number() would also read 0x10 as 16.
   const v = /^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/.test(text) ? Number(text) : NaN;

@@ -78,6 +78,13 @@ describe('parseGoldSet', () => {
   });
 });
 
+describe('a byte-order mark', () => {
+  it('is not part of the first line: a file an editor saved with a UTF-8 BOM reads the same', () => {
+    const line = '{"ref":"T-1","set":"attention","key":"blocked","label":true}';
+    expect(parseGoldSet(`\uFEFF${line}\n`, 'bom.jsonl')).toEqual(parseGoldSet(`${line}\n`, 'plain.jsonl'));
+  });
+});
+
 describe('readGoldSet', () => {
   it('reads a file and names it in errors', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'verdict-gold-'));

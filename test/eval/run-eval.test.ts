@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { parseGoldSet } from '../../src/eval/gold-set.js';
+import { parseMaxCost } from '../../src/cli/eval.js';
 import { EvalCostNotConfirmed, goldFromVerdicts, labelOfValue, runEval, type EvalColumn, type EvalReport, type RunEvalOptions } from '../../src/eval/run-eval.js';
 import { FakeProvider, type FakeRequest } from '../../src/providers/fake.js';
 import type { AskOptions, AskResult, Provider } from '../../src/providers/provider.js';
@@ -333,6 +334,13 @@ describe('labels from human verdicts', () => {
     expect([labelOfValue('{"type":"noul","noul":0.6}', 0.7), labelOfValue('{"type":"noul","noul":0.6}', 0.5)]).toEqual([false, true]);
     const r = await runEval(base({ gold: { ...g, source: 'verdicts' } }));
     expect(r.a.overall).toMatchObject({ n: 2, answered: 2, correct: 2 });
+  });
+});
+
+describe('--max-cost parsing (src/cli/eval.ts)', () => {
+  it('takes decimal dollars only: 0x10 is not 16, blank, negative and NaN are usage errors', () => {
+    expect([parseMaxCost('0.05'), parseMaxCost(' 2 '), parseMaxCost('1e-2'), parseMaxCost(undefined)]).toEqual([0.05, 2, 0.01, undefined]);
+    for (const bad of ['0x10', '0b1', '', '-1', 'NaN', 'Infinity']) expect(() => parseMaxCost(bad)).toThrow(/--max-cost: got/);
   });
 });
 
