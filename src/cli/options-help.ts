@@ -15,6 +15,11 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
   model: { meaning: 'pinned model id; a -latest alias is refused', default: 'claude-haiku-5-5 (anthropic)' },
   logLevel: { meaning: 'fatal, error, warn, info, debug, trace or silent; JSON lines, pretty only on a TTY', default: 'info' },
   concurrency: { meaning: 'worker slots, each evaluating one job at a time', default: '4' },
+  coAsk: { meaning: "on or off: one provider call asks every owed question set of an item whose state is byte-identical (DESIGN §16.18); spend is split by keys", default: 'on' },
+  batch: {
+    meaning: 'auto or off: auto sends backfill-priority work (backfill, reask, collection changes) through the provider\'s batch API at half price, results within 24 h (anthropic only)',
+    default: 'auto',
+  },
   tickMs: { meaning: 'idle wait (ms) when nothing is claimable', default: '5000' },
   leaseMs: { meaning: "claim lease (ms); must cover one provider call's worst case (anthropic: 330000)", default: '600000' },
   passLimit: { meaning: 'jobs one slot runs before it re-checks shutdown and cooling-off', default: '20' },
@@ -68,7 +73,7 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
 };
 
 /** Flags whose value is text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls']);
+const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls', 'coAsk', 'batch']);
 
 /** The `verdict help options` text: every global option once, with its variable, meaning, values and default. */
 export function formatGlobalOptions(): string {

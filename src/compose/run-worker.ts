@@ -43,7 +43,9 @@ export type WorkerSettings = Pick<
    * a worker without URLs changes no target and delivers nothing, so it never switches off the
    * targets of a worker that has them. @defaultValue none
    */
-  Partial<Pick<Config, 'eventUrls' | 'eventSecret'>>;
+  Partial<Pick<Config, 'eventUrls' | 'eventSecret'>> &
+  /** Co-asking (DESIGN §16.18) and Message Batches (§16.19). @defaultValue `on` and `auto` */
+  Partial<Pick<Config, 'coAsk' | 'batch'>>;
 
 /** A running worker's metrics and health, for a server of the host's to expose. */
 export interface WorkerMonitor {
@@ -102,6 +104,9 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     requestsPerMinute: p.cfg.requestsPerMinute,
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
+    // DESIGN §16.20: the server's rate-limit headers slow the slots before a 429. Read from the
+    // provider in force at each call (a SIGHUP reload swaps it); only a provider that reads them.
+    ...(p.provider.rateLimitState ? { rateLimitState: () => worker.runtime.provider.rateLimitState?.() ?? null } : {}),
   });
   // Started just before the slots run (below), so a failed start-up leaves no timer behind.
   let walUpkeep: ReturnType<typeof startWalUpkeep> | null = null;
@@ -130,6 +135,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     passLimit: p.cfg.passLimit,
     abandonLimit: p.cfg.abandonLimit,
     untilIdle: p.untilIdle,
+    coAsk: p.cfg.coAsk !== 'off',
     onOutcome: (r) => {
       metrics?.observe(r);
       if (worker.signal.aborted && r.outcome.kind === 'release') {
@@ -181,6 +187,8 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       provider: p.provider.name,
       model: p.provider.model,
       concurrency: p.cfg.concurrency,
+      coAsk: p.cfg.coAsk ?? 'on',
+      batch: p.cfg.batch ?? 'auto',
       tickMs: p.cfg.tickMs,
       leaseMs: p.cfg.leaseMs,
       untilIdle: p.untilIdle,

@@ -104,13 +104,8 @@ export class LivenessLost extends VerdictError {
   }
 }
 
-/** Where the last call puts its answers and spend when they are stored with the completion. */
-interface Held {
-  answers?: JobFinish['answers'];
-}
-
-/** One call's worth of work: the state bytes, the questions, and the row template. */
-interface Chunk {
+/** One call's worth of one set's work: the state bytes, the questions, and the row template. */
+export interface Chunk {
   state: BuiltState;
   questions: Map<string, Question>;
   /** Stored key → the set's question key (differs for per-comment keys). */
@@ -118,46 +113,144 @@ interface Chunk {
   fingerprints: Map<string, string>;
 }
 
+/** One claim's share of a call: its set and the chunk of its keys. */
+export interface CallPart {
+  /** Index of the claim in the group. */
+  readonly claim: number;
+  readonly set: QuestionSet;
+  readonly chunk: Chunk;
+}
+
 /**
- * Evaluates one claimed job (DESIGN §7) and says what outcome to record. Never throws for a
- * provider or database fault: every failure maps to an outcome, so owed work is never lost.
- * Answers are inserted per call, all-or-nothing, so answers already paid for survive a later
- * failure in the same job.
+ * One provider call: a state and the chunks of one or more sets asked about it (co-asking, DESIGN
+ * §16.18). Every part's state bytes are the call's; question keys are distinct across parts.
+ */
+export interface PlannedCall {
+  readonly state: BuiltState;
+  readonly explain: boolean;
+  readonly parts: CallPart[];
+}
+
+/** The claims of one item, with an outcome for each claim that ended before any call, and the calls for the rest. */
+export interface GroupPlan {
+  /** The item, when it loaded and is live. */
+  readonly loaded: ItemForEvaluation | null;
+  readonly ref?: string;
+  /** Claim index → outcome reached without a call (gone, not applicable, nothing or already answered). */
+  readonly ended: Map<number, EvalOutcome>;
+  /** Claim index → its set, for every claim still to be asked. */
+  readonly sets: Map<number, QuestionSet>;
+  readonly calls: PlannedCall[];
+}
+
+/**
+ * Evaluates one claimed job (DESIGN §7) and says what outcome to record: `evaluateGroup` with a
+ * group of one.
  */
 export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evaluation> {
-  const stats = emptyStats();
-  const set = deps.registry.get(claim.questionSet);
-  if (!set) return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` }, stats };
+  return (await evaluateGroup([claim], deps))[0];
+}
 
+/**
+ * Evaluates claimed jobs of one item together (DESIGN §7, §16.18): the item is loaded once, each
+ * job's set is judged and planned as `evaluate` would, and chunks of different sets whose state
+ * bytes are identical are asked in one call (`planGroup`). Each job gets its own outcome; a call
+ * that fails gives its outcome to every job in it, and a job's later calls are not made once one
+ * of its calls failed. Never throws for a provider or database fault: every failure maps to an
+ * outcome, so owed work is never lost. Answers are inserted per call (per set, all-or-nothing), so
+ * answers already paid for survive a later failure.
+ * @param claims claims of one item (the same `itemId`), the first being the job the slot claimed.
+ * @returns one Evaluation per claim, in the order given.
+ */
+export async function evaluateGroup(claims: readonly Claim[], deps: EvaluateDeps): Promise<Evaluation[]> {
+  const stats = claims.map(() => emptyStats());
+  const plan = await planGroup(claims, deps);
+  const outcomes = new Map(plan.ended);
+  const lastCall = new Map<number, number>();
+  plan.calls.forEach((call, i) => call.parts.forEach((p) => lastCall.set(p.claim, i)));
+  const held = new Map<number, JobFinish['answers']>();
+  for (const [i, call] of plan.calls.entries()) {
+    const parts = call.parts.filter((p) => !outcomes.has(p.claim));
+    if (parts.length === 0) continue;
+    const holdFor = new Set(deps.finishInCompletion === true ? parts.filter((p) => lastCall.get(p.claim) === i).map((p) => p.claim) : []);
+    const after = { holdFor, held, failed: outcomes };
+    const outcome = await askCall({ ...call, parts }, claims, plan.loaded!, deps, stats, after);
+    if (outcome?.kind === 'schema_rejected' && parts.length > 1) {
+      // The joint schema was refused: which set's part is at fault is unknown, so each part is
+      // asked on its own and only a set whose own schema is refused cools off (DESIGN §16.4).
+      for (const p of parts) {
+        const alone = await askCall({ ...call, parts: [p] }, claims, plan.loaded!, deps, stats, after);
+        if (alone) outcomes.set(p.claim, alone);
+      }
+      continue;
+    }
+    if (outcome) for (const p of parts) outcomes.set(p.claim, outcome);
+  }
+  return claims.map((_, i) => {
+    const outcome = outcomes.get(i) ?? { kind: 'complete', reason: 'answered' };
+    const finish = held.get(i);
+    return { outcome, stats: stats[i], ...(plan.ref !== undefined ? { ref: plan.ref } : {}), ...(finish && outcome.kind === 'complete' ? { finish } : {}) };
+  });
+}
+
+/**
+ * Loads the item once and plans every claim of the group (DESIGN §7 steps 1–5): an outcome for
+ * each claim that needs no call, and the calls for the rest, co-asked where states are
+ * byte-identical (`coAskCalls`). The batch assembler plans with it too, so a batched request asks
+ * what a call would.
+ */
+export async function planGroup(claims: readonly Claim[], deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>): Promise<GroupPlan> {
+  const ended = new Map<number, EvalOutcome>();
+  const all = (outcome: EvalOutcome, ref?: string): GroupPlan => {
+    claims.forEach((_, i) => ended.set(i, outcome));
+    return { loaded: null, ...(ref !== undefined ? { ref } : {}), ended, sets: new Map(), calls: [] };
+  };
   let loaded: ItemForEvaluation | null;
   try {
-    loaded = await deps.store.loadItemForEvaluation(claim.itemId);
+    loaded = await deps.store.loadItemForEvaluation(claims[0].itemId);
   } catch (err) {
-    return { outcome: { kind: 'fail', reason: `item read failed: ${errCode(err)}` }, stats };
+    return all({ kind: 'fail', reason: `item read failed: ${errCode(err)}` });
   }
-  if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) {
-    return { outcome: { kind: 'drop', reason: 'item or collection gone' }, stats };
-  }
-  if (loaded.workspace.deletedAt !== null) return { outcome: { kind: 'release', reason: 'workspace deleted' }, stats };
+  if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) return all({ kind: 'drop', reason: 'item or collection gone' });
+  if (loaded.workspace.deletedAt !== null) return all({ kind: 'release', reason: 'workspace deleted' });
   const ref = loaded.item.ref;
+  const sets = new Map<number, QuestionSet>();
+  const chunksOf: Array<{ claim: number; set: QuestionSet; chunks: Chunk[] }> = [];
+  for (const [i, claim] of claims.entries()) {
+    const r = await planClaim(claim, loaded, deps);
+    if ('outcome' in r) ended.set(i, r.outcome);
+    else {
+      sets.set(i, r.set);
+      chunksOf.push({ claim: i, set: r.set, chunks: r.chunks });
+    }
+  }
+  return { loaded, ref, ended, sets, calls: coAskCalls(chunksOf) };
+}
+
+/** One claim's set judged and planned: an outcome without a call, or its chunks. */
+async function planClaim(
+  claim: Claim,
+  loaded: ItemForEvaluation,
+  deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
+): Promise<{ outcome: EvalOutcome } | { set: QuestionSet; chunks: Chunk[] }> {
+  const set = deps.registry.get(claim.questionSet);
+  if (!set) return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` } };
   let applies: boolean;
   try {
     applies = appliesNow(set, loaded.item, loaded.collection);
   } catch (err) {
     // A row the rules cannot read (fields or collection schema): park it, visibly, rather than
     // let the error escape the runner and leave the job to the abandon limit.
-    return { outcome: { kind: 'park', reason: `eligibility cannot be judged: ${errCode(err)}` }, stats, ref };
+    return { outcome: { kind: 'park', reason: `eligibility cannot be judged: ${errCode(err)}` } };
   }
-  if (!applies) return { outcome: { kind: 'drop', reason: 'set no longer applies' }, stats, ref };
-
+  if (!applies) return { outcome: { kind: 'drop', reason: 'set no longer applies' } };
   let questions: Record<string, Question>;
   try {
     questions = { ...(await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger })) };
   } catch (err) {
-    return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` }, stats, ref };
+    return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` } };
   }
-  if (Object.keys(questions).length === 0) return { outcome: { kind: 'complete', reason: 'nothing_to_ask' }, stats, ref };
-
+  if (Object.keys(questions).length === 0) return { outcome: { kind: 'complete', reason: 'nothing_to_ask' } };
   let chunks: Chunk[];
   try {
     chunks = await plan(set, loaded, questions, deps, claim);
@@ -165,18 +258,37 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evalua
     // Write doors validate fields, so this is a row the builder cannot read: park it, visibly.
     // RangeError: fields nested too deep for the parser's stack; it will fail the same way every time.
     if (err instanceof SyntaxError || err instanceof TypeError || err instanceof RangeError) {
-      return { outcome: { kind: 'park', reason: `state cannot be built: ${err.name}` }, stats, ref };
+      return { outcome: { kind: 'park', reason: `state cannot be built: ${err.name}` } };
     }
-    return { outcome: { kind: 'fail', reason: `idempotency read failed: ${errCode(err)}` }, stats, ref };
+    return { outcome: { kind: 'fail', reason: `idempotency read failed: ${errCode(err)}` } };
   }
-  if (chunks.length === 0) return { outcome: { kind: 'complete', reason: 'already_answered' }, stats, ref };
+  if (chunks.length === 0) return { outcome: { kind: 'complete', reason: 'already_answered' } };
+  return { set, chunks };
+}
 
-  const held: Held = {};
-  for (const [i, chunk] of chunks.entries()) {
-    const outcome = await askChunk(chunk, claim, set, loaded, deps, stats, deps.finishInCompletion === true && i === chunks.length - 1 ? held : null);
-    if (outcome) return { outcome, stats, ref };
+/**
+ * Packs chunks into calls (DESIGN §16.18): a chunk joins an earlier call when the call's state
+ * bytes are identical, its sets agree on `explain`, no question key is in both (a key names one
+ * question in the prompt), the call holds no other chunk of the same claim, and the keys together
+ * stay within every joined set's `maxPerCall`. Otherwise it starts a call. Claims are taken in
+ * the group's order, chunks in plan order, so the plan is deterministic.
+ */
+export function coAskCalls(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly Chunk[] }>): PlannedCall[] {
+  const calls: PlannedCall[] = [];
+  for (const { claim, set, chunks } of chunksOf) {
+    for (const chunk of chunks) {
+      const fits = (c: PlannedCall) => {
+        if (c.state.bytes !== chunk.state.bytes || c.explain !== set.explain) return false;
+        if (c.parts.some((p) => p.claim === claim || [...chunk.questions.keys()].some((k) => p.chunk.questions.has(k)))) return false;
+        const keys = c.parts.reduce((n, p) => n + p.chunk.questions.size, 0) + chunk.questions.size;
+        return keys <= Math.min(set.maxPerCall, ...c.parts.map((p) => p.set.maxPerCall));
+      };
+      const call = calls.find(fits);
+      if (call) call.parts.push({ claim, set, chunk });
+      else calls.push({ state: chunk.state, explain: set.explain, parts: [{ claim, set, chunk }] });
+    }
   }
-  return { outcome: { kind: 'complete', reason: 'answered' }, stats, ref, finish: held.answers };
+  return calls;
 }
 
 /** Builds states and the remaining keys (DESIGN §7 step 5, §16.17), split into calls of at most `maxPerCall` questions. */
@@ -184,7 +296,7 @@ async function plan(
   set: QuestionSet,
   loaded: ItemForEvaluation,
   questions: Record<string, Question>,
-  deps: EvaluateDeps,
+  deps: Pick<EvaluateDeps, 'store' | 'provider'>,
   claim: Claim,
 ): Promise<Chunk[]> {
   const keys = Object.keys(questions).sort();
@@ -209,46 +321,56 @@ async function plan(
   return chunks;
 }
 
-/** Renews the lease (fenced by the claim token). Returns an outcome to stop, or null when the lease holds. */
-async function renew(claim: Claim, deps: EvaluateDeps): Promise<EvalOutcome | null> {
-  try {
-    if (!(await deps.store.renewLease(claim, deps.leaseMs))) return { kind: 'lost', reason: 'lease lost before a call' };
-  } catch (err) {
-    return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
+/** The questions of a call: every part's, keys distinct (`coAskCalls`), sorted as the prompt orders them. */
+export function callQuestions(call: Pick<PlannedCall, 'parts'>): Map<string, Question> {
+  const out = new Map<string, Question>();
+  for (const p of call.parts) for (const [k, q] of p.chunk.questions) out.set(k, q);
+  return out;
+}
+
+/** Renews every part's lease (fenced by its claim token). Returns an outcome to stop, or null when all hold. */
+async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<EvalOutcome | null> {
+  for (const claim of claims) {
+    try {
+      if (!(await deps.store.renewLease(claim, deps.leaseMs))) return { kind: 'lost', reason: 'lease lost before a call' };
+    } catch (err) {
+      return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
+    }
   }
   return null;
 }
 
 /**
- * Takes permits, renews the lease, checks liveness last, asks, settles spend and inserts (DESIGN
- * §7 step 6, §16.5). Returns an outcome to stop, or null to go on.
+ * Takes permits, renews the leases, checks liveness last, asks, settles spend and inserts (DESIGN
+ * §7 step 6, §16.5). Returns an outcome (for every part's job) to stop, or null to go on.
  *
- * Lease order (DESIGN §16.5): with a limiter, the lease is renewed before the permit wait, the
- * wait is bounded by half that lease (`permitWaitBudgetMs`), and the lease is renewed again once
+ * Lease order (DESIGN §16.5): with a limiter, the leases are renewed before the permit wait, the
+ * wait is bounded by half that lease (`permitWaitBudgetMs`), and the leases are renewed again once
  * the permits are granted, immediately before the final liveness check, so the call starts with a
  * whole lease however long the wait was. Without a limiter there is no wait: one renewal, just
  * before the liveness check.
  */
-async function askChunk(
-  chunk: Chunk,
-  claim: Claim,
-  set: QuestionSet,
+async function askCall(
+  call: PlannedCall,
+  claims: readonly Claim[],
   loaded: ItemForEvaluation,
   deps: EvaluateDeps,
-  stats: EvalStats,
-  held: Held | null,
+  stats: EvalStats[],
+  after: AfterCall,
 ): Promise<EvalOutcome | null> {
+  const partClaims = call.parts.map((p) => claims[p.claim]);
+  const questions = callQuestions(call);
   let reservationId: string | null = null;
   if (deps.acquirePermit) {
-    const lost = await renew(claim, deps);
+    const lost = await renew(partClaims, deps);
     if (lost) return lost;
     let permit: Permit;
     try {
       permit = await deps.acquirePermit({
-        ...callEstimate(chunk.questions, chunk.state.bytes, set.explain),
+        ...callEstimate(questions, call.state.bytes, call.explain),
         maxWaitMs: permitWaitBudgetMs(deps.leaseMs),
         reservationTtlMs: deps.leaseMs,
-        holder: claim.claimedBy,
+        holder: partClaims[0].claimedBy,
         signal: deps.signal,
       });
     } catch (err) {
@@ -263,9 +385,9 @@ async function askChunk(
     }
     reservationId = permit.reservationId;
   }
-  const spend = new CallSpend(deps, set, reservationId);
+  const spend = new CallSpend(deps, call.parts, reservationId);
   try {
-    return await sendChunk(chunk, claim, set, loaded, deps, stats, spend, held);
+    return await sendCall(call, questions, partClaims, loaded, deps, stats, spend, after);
   } finally {
     // Every path that did not settle the reservation (no call sent, or a call lost to liveness)
     // releases it now, so a reservation outlives its call only when this process dies.
@@ -273,116 +395,171 @@ async function askChunk(
   }
 }
 
-/** The permitted part of `askChunk`: renewal, liveness, the call, spend and answers. */
-async function sendChunk(
-  chunk: Chunk,
-  claim: Claim,
-  set: QuestionSet,
+/** The permitted part of `askCall`: renewals, liveness, the call, spend and answers. */
+async function sendCall(
+  call: PlannedCall,
+  questions: ReadonlyMap<string, Question>,
+  partClaims: readonly Claim[],
   loaded: ItemForEvaluation,
   deps: EvaluateDeps,
-  stats: EvalStats,
+  stats: EvalStats[],
   spend: CallSpend,
-  held: Held | null,
+  after: AfterCall,
 ): Promise<EvalOutcome | null> {
   const { store, provider } = deps;
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
-  const lost = await renew(claim, deps);
+  const lost = await renew(partClaims, deps);
   if (lost) return lost;
-  const keys = [...chunk.questions.keys()];
-  // The claim's generation is part of liveness: any write that owed this job since the claim (an
-  // edit, a deleted comment or link) may have changed what the state holds, so the state built
-  // for this evaluation is not sent; the newer generation rebuilds it. A resolved set's questions
-  // are re-read too, so a deleted or edited convention's text is not sent as a question.
+  const keys = [...questions.keys()];
+  const lead = stats[call.parts[0].claim];
+  // Each claim's generation is part of liveness: any write that owed one of these jobs since its
+  // claim (an edit, a deleted comment or link) may have changed what the state holds, so the
+  // state built for this evaluation is not sent; the newer generation rebuilds it. A resolved
+  // set's questions are re-read too, so a deleted or edited convention's text is not sent.
   const liveness = async () => {
-    const l = await store.checkLiveness(claim.itemId, claim);
-    if (l !== 'live') throw new LivenessLost(l);
-    if (set.resolve) {
-      const now = await questionsOf(set, { workspaceId: claim.workspaceId, store, logger: deps.logger });
-      for (const [key, q] of chunk.questions) {
-        const cur = now[key];
-        if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider)) throw new LivenessLost('questions_changed');
+    for (const [i, p] of call.parts.entries()) {
+      const l = await store.checkLiveness(partClaims[i].itemId, partClaims[i]);
+      if (l !== 'live') throw new LivenessLost(l);
+      if (p.set.resolve) {
+        const now = await questionsOf(p.set, { workspaceId: partClaims[i].workspaceId, store, logger: deps.logger });
+        for (const [key, q] of p.chunk.questions) {
+          const cur = now[key];
+          if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider)) throw new LivenessLost('questions_changed');
+        }
       }
     }
   };
   let result;
   try {
-    if (deps.beforeAsk) await deps.beforeAsk({ claim, keys });
+    if (deps.beforeAsk) await deps.beforeAsk({ claim: partClaims[0], keys });
     await liveness(); // the last statement before the send (principle 8)
-    stats.calls++;
-    stats.questions += keys.length;
-    result = await provider.ask(chunk.state.bytes, chunk.questions, { signal: deps.signal, beforeSend: liveness, explain: set.explain });
+    lead.calls++;
+    for (const p of call.parts) stats[p.claim].questions += p.chunk.questions.size;
+    result = await provider.ask(call.state.bytes, questions, { signal: deps.signal, beforeSend: liveness, explain: call.explain });
   } catch (err) {
     const outcome = classify(err, deps.signal, provider.retryAfterCapMs);
     if (err instanceof ProviderRefusal && err.code === 'input_over_budget') {
       // Refused before any request (DESIGN §9): no call was made, so none is counted or billed.
-      stats.calls--;
-      stats.questions -= keys.length;
+      lead.calls--;
+      for (const p of call.parts) stats[p.claim].questions -= p.chunk.questions.size;
       return outcome;
     }
-    if (stats.calls > 0 && !(err instanceof LivenessLost)) {
+    if (lead.calls > 0 && !(err instanceof LivenessLost)) {
       // A defective reply was still billed: its usage counts as spend (outcome `defect`).
-      const usage = err instanceof AnswerDefect && err.usage ? err.usage : { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
-      stats.inputTokens += usage.inputTokens;
-      stats.outputTokens += usage.outputTokens;
-      stats.cacheReadTokens += usage.cacheReadTokens;
-      stats.cacheWriteTokens += usage.cacheWriteTokens;
+      const usage = err instanceof AnswerDefect && err.usage ? err.usage : zeroUsage();
+      addUsage(call, stats, usage);
       // A call cut off by our own stop (SIGTERM, reload) is spend of its own kind, `aborted`:
       // neither a provider failure nor a billed answer (DESIGN §10 shutdown).
       await spend.settle(err instanceof AnswerDefect ? 'defect' : deps.signal.aborted && outcome.kind === 'release' ? SPEND_ABORTED : outcomeLabel(outcome), usage);
     }
     return outcome;
   }
-  stats.inputTokens += result.usage.inputTokens;
-  stats.outputTokens += result.usage.outputTokens;
-  stats.cacheReadTokens += result.usage.cacheReadTokens;
-  stats.cacheWriteTokens += result.usage.cacheWriteTokens;
-  stats.truncated ||= chunk.state.truncated;
-
-  // This row's share of its call's usage: split evenly, the remainder to the first rows.
-  const n = chunk.storedKeys.size;
-  const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
-  const rows: NewDecision[] = [...chunk.storedKeys].map(([storedKey, key], i) => {
-    const a = result.answers.get(key)!;
-    return {
-      workspaceId: claim.workspaceId,
-      itemId: claim.itemId,
-      questionSet: set.name,
-      questionKey: storedKey,
-      kind: a.answer.type,
-      answer: JSON.stringify(a.answer),
-      confidence: a.confidence,
-      provider: provider.name,
-      model: result.responseModel,
-      stateHash: chunk.state.hash,
-      questionHash: chunk.fingerprints.get(key)!,
-      stateVersion: chunk.state.version,
-      stateParts: JSON.stringify(chunk.state.parts),
-      inputTokens: share(result.usage.inputTokens, i),
-      outputTokens: share(result.usage.outputTokens, i),
-      itemSeq: loaded.item.seq,
-      stateTruncated: chunk.state.truncated,
-      rationale: set.explain ? (result.rationales?.get(key) ?? null) : null,
-      fingerprintContext: fingerprintContextText(provider),
+  addUsage(call, stats, result.usage);
+  const shares = partUsages(call, result.usage);
+  let offset = 0;
+  const inserts: Array<{ rows: NewDecision[]; surfacing: SurfacingContext; part: number }> = [];
+  for (const [pi, p] of call.parts.entries()) {
+    const claim = partClaims[pi];
+    stats[p.claim].truncated ||= p.chunk.state.truncated;
+    // This row's share of its call's usage: split evenly over every row of the call (so a set's
+    // share is in proportion to its keys, DESIGN §16.18), the remainder to the first rows.
+    const n = keys.length;
+    const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
+    const rows: NewDecision[] = [...p.chunk.storedKeys].map(([storedKey, key], j) => {
+      const a = result.answers.get(key)!;
+      const i = offset + j;
+      return {
+        workspaceId: claim.workspaceId,
+        itemId: claim.itemId,
+        questionSet: p.set.name,
+        questionKey: storedKey,
+        kind: a.answer.type,
+        answer: JSON.stringify(a.answer),
+        confidence: a.confidence,
+        provider: provider.name,
+        model: result.responseModel,
+        stateHash: p.chunk.state.hash,
+        questionHash: p.chunk.fingerprints.get(key)!,
+        stateVersion: p.chunk.state.version,
+        stateParts: JSON.stringify(p.chunk.state.parts),
+        inputTokens: share(result.usage.inputTokens, i),
+        outputTokens: share(result.usage.outputTokens, i),
+        itemSeq: loaded.item.seq,
+        stateTruncated: p.chunk.state.truncated,
+        rationale: p.set.explain ? (result.rationales?.get(key) ?? null) : null,
+        fingerprintContext: fingerprintContextText(provider),
+      };
+    });
+    offset += rows.length;
+    // What the store needs to queue the answers' surfacing events with them (DESIGN §16.22).
+    const surfacing: SurfacingContext = {
+      ref: loaded.item.ref,
+      threshold: p.set.threshold,
+      hysteresis: p.set.hysteresis,
+      unsurfaced: [...p.chunk.storedKeys].filter(([, key]) => p.set.unsurfaced.includes(key)).map(([storedKey]) => storedKey),
     };
-  });
-  // What the store needs to queue the answers' surfacing events with them (DESIGN §16.22).
-  const surfacing: SurfacingContext = {
-    ref: loaded.item.ref,
-    threshold: set.threshold,
-    hysteresis: set.hysteresis,
-    unsurfaced: [...chunk.storedKeys].filter(([, key]) => set.unsurfaced.includes(key)).map(([storedKey]) => storedKey),
-  };
-  if (held) {
-    held.answers = { decisions: rows, ...spend.handOver('ok', result.usage), surfacing };
-    return null;
+    if (after.holdFor.has(p.claim)) after.held.set(p.claim, { decisions: rows, ...spend.handOver(pi, 'ok', shares[pi]), surfacing });
+    else inserts.push({ rows, surfacing, part: pi });
   }
   await spend.settle('ok', result.usage);
-  try {
-    stats.answersStored += await store.insertDecisions(rows, surfacing);
-  } catch (err) {
-    return { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
+  for (const { rows, surfacing, part } of inserts) {
+    const claim = call.parts[part].claim;
+    try {
+      stats[claim].answersStored += await store.insertDecisions(rows, surfacing);
+    } catch (err) {
+      // Only this part's job fails: the others' answers are stored (or held) and stand.
+      after.failed.set(claim, { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` });
+    }
   }
   return null;
+}
+
+/** What a call does with its answers: the claims whose answers are held for their completion, where to hold them, and the per-claim outcomes of parts whose insert failed. */
+interface AfterCall {
+  readonly holdFor: ReadonlySet<number>;
+  readonly held: Map<number, JobFinish['answers']>;
+  readonly failed: Map<number, EvalOutcome>;
+}
+
+function zeroUsage(): Usage {
+  return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+}
+
+/**
+ * A call's usage split over its parts in proportion to their keys (DESIGN §16.18): the split of
+ * the answer rows (even per key, the remainder to the first keys), summed per part, so the parts'
+ * shares add up to the call's usage exactly.
+ */
+export function partUsages(call: { readonly parts: readonly CallPart[] }, usage: Usage): Usage[] {
+  const n = call.parts.reduce((s, p) => s + p.chunk.questions.size, 0);
+  const sum = (total: number, from: number, count: number) => {
+    let s = 0;
+    for (let i = from; i < from + count; i++) s += Math.floor(total / n) + (i < total % n ? 1 : 0);
+    return s;
+  };
+  let from = 0;
+  return call.parts.map((p) => {
+    const count = p.chunk.questions.size;
+    const u: Usage = {
+      inputTokens: sum(usage.inputTokens, from, count),
+      outputTokens: sum(usage.outputTokens, from, count),
+      cacheReadTokens: sum(usage.cacheReadTokens, from, count),
+      cacheWriteTokens: sum(usage.cacheWriteTokens, from, count),
+    };
+    from += count;
+    return u;
+  });
+}
+
+/** Adds each part's share of a call's usage to its claim's stats. */
+function addUsage(call: PlannedCall, stats: EvalStats[], usage: Usage): void {
+  for (const [i, u] of partUsages(call, usage).entries()) {
+    const s = stats[call.parts[i].claim];
+    s.inputTokens += u.inputTokens;
+    s.outputTokens += u.outputTokens;
+    s.cacheReadTokens += u.cacheReadTokens;
+    s.cacheWriteTokens += u.cacheWriteTokens;
+  }
 }
 
 /** Default deferral for a 429 that named no reset time, in milliseconds. */
@@ -454,43 +631,57 @@ function outcomeLabel(o: EvalOutcome): string {
 }
 
 /**
- * The spend of one call: recorded as it was billed, settling the call's daily-cap reservation in
+ * The spend of one call: recorded as it was billed, one record per part (set) with its share in
+ * proportion to its keys (DESIGN §16.18), the first settling the call's daily-cap reservation in
  * the same transaction when it holds one (DESIGN §16.8), or releasing the reservation when no
  * call was billed. A store failure is logged, never thrown: the answers matter more, and an
  * unsettled reservation expires with the lease.
  */
 class CallSpend {
   private open: boolean;
+  /** Parts whose spend record was handed over to be stored with their job's completion. */
+  private readonly handed = new Set<number>();
   constructor(
     private readonly deps: EvaluateDeps,
-    private readonly set: QuestionSet,
+    private readonly parts: readonly CallPart[],
     private readonly reservationId: string | null,
   ) {
     this.open = reservationId !== null;
   }
 
-  private record(outcome: string, usage: Usage): SpendRecord {
+  /** Part `i`'s spend: its set, its share of the usage; the call itself is counted once, on the first part. */
+  private record(i: number, outcome: string, usage: Usage): SpendRecord {
     const { provider } = this.deps;
-    return { questionSet: this.set.name, provider: provider.name, model: provider.model, outcome, calls: 1, usage };
+    return { questionSet: this.parts[i].set.name, provider: provider.name, model: provider.model, outcome, calls: i === 0 ? 1 : 0, usage };
   }
 
-  /** The spend record and the open reservation, for the caller to store (`Store.finishJob`); this object then settles nothing. */
-  handOver(outcome: string, usage: Usage): { spend: SpendRecord; reservationId: string | null } {
+  /**
+   * Part `i`'s spend record (with `usage`, its share) and the open reservation, for the caller to
+   * store (`Store.finishJob`); `settle` then leaves that part out.
+   */
+  handOver(i: number, outcome: string, usage: Usage): { spend: SpendRecord; reservationId: string | null } {
     const reservationId = this.open ? this.reservationId : null;
     this.open = false;
-    return { spend: this.record(outcome, usage), reservationId };
+    this.handed.add(i);
+    return { spend: this.record(i, outcome, usage), reservationId };
   }
 
+  /** Records the call's spend (`usage`, the whole call's) for every part not handed over, the first settling the reservation. */
   async settle(outcome: string, usage: Usage): Promise<void> {
     const { store } = this.deps;
-    const record = this.record(outcome, usage);
-    try {
-      if (this.open) {
-        this.open = false;
-        await store.settleSpendReservation(this.reservationId!, record);
-      } else await store.recordSpend(record);
-    } catch (err) {
-      this.deps.logger.warn({ set: this.set.name, err: errCode(err) }, 'spend record failed');
+    const shares = partUsages({ parts: this.parts }, usage);
+    for (const [i, share] of shares.entries()) {
+      if (this.handed.has(i)) continue;
+      this.handed.add(i);
+      const record = this.record(i, outcome, share);
+      try {
+        if (this.open) {
+          this.open = false;
+          await store.settleSpendReservation(this.reservationId!, record);
+        } else await store.recordSpend(record);
+      } catch (err) {
+        this.deps.logger.warn({ set: record.questionSet, err: errCode(err) }, 'spend record failed');
+      }
     }
   }
 
@@ -500,7 +691,7 @@ class CallSpend {
     try {
       await this.deps.store.settleSpendReservation(this.reservationId!, null);
     } catch (err) {
-      this.deps.logger.warn({ set: this.set.name, err: errCode(err) }, 'spend reservation release failed');
+      this.deps.logger.warn({ set: this.parts[0].set.name, err: errCode(err) }, 'spend reservation release failed');
     }
   }
 }

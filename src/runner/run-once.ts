@@ -4,7 +4,8 @@ import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
-import { errCode, evaluate, type EvaluateDeps } from './evaluate.js';
+import { errCode, evaluateGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
+import type { QuestionSet } from '../decision/registry.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
 import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
@@ -41,6 +42,12 @@ export interface RunnerOptions {
    * slots do; a caller that runs one job at a time leaves it off. @defaultValue false
    */
   claimNext?: boolean;
+  /**
+   * Co-asking (DESIGN §16.18): with the claimed job, claim the item's other owed jobs that are due
+   * now and whose sets may read the same state (`coAskPartners`), and ask sets whose state bytes
+   * are identical in one call. @defaultValue true
+   */
+  coAsk?: boolean;
 }
 
 export const DEFAULT_ABANDON_LIMIT = 8;
@@ -76,7 +83,9 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
   const claim = held ?? (await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, await skipSets(opts)));
   if (!claim) return null;
   const started = Date.now();
-  const evaluation = await evaluate(claim, {
+  const siblings = await claimSiblings(opts, claim);
+  const claims = [claim, ...siblings];
+  const evaluations = await evaluateGroup(claims, {
     store: opts.store,
     registry: opts.registry,
     provider: opts.provider,
@@ -87,19 +96,63 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     beforeAsk: opts.beforeAsk,
     finishInCompletion: true,
   });
+  // The co-asked siblings first, each recorded on its own; then the slot's job, whose completion
+  // claims the slot's next job in the same transaction.
+  for (const [i, sibling] of siblings.entries()) await record(opts, sibling, evaluations[i + 1], started, false);
+  return record(opts, claim, evaluations[0], started, opts.claimNext === true);
+}
+
+/**
+ * The item's other jobs to co-ask with `claim` (DESIGN §16.18), claimed now; none when co-asking
+ * is off or no other registered set can read the same state. A failure to claim them is logged
+ * and the job runs alone: co-asking saves money, it must not cost a job.
+ */
+async function claimSiblings(opts: RunnerOptions, claim: Claim): Promise<Claim[]> {
+  if (opts.coAsk === false) return [];
+  const set = opts.registry.get(claim.questionSet);
+  if (!set) return [];
+  const partners = coAskPartners(set, opts.registry.all());
+  if (partners.length === 0) return [];
+  const cool = opts.setCooloffs;
+  const skip = new Set(cool?.any ? cool.active(await opts.store.now()) : []);
+  const sets = partners.filter((s) => !skip.has(s));
+  if (sets.length === 0) return [];
+  try {
+    return await opts.store.claimSiblingJobs(claim, sets, { leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT });
+  } catch (err) {
+    opts.logger.warn({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'co-asked jobs not claimed');
+    return [];
+  }
+}
+
+/**
+ * The sets whose state of an item can be byte-identical to `set`'s, so their jobs may share a
+ * call (DESIGN §16.18): the same state recipe (item or per-comment state, links, trail) and both
+ * dated or both undated (§16.17's `as_of`). Whether the bytes really are identical is decided per
+ * call (`coAskCalls`); this only spares the claim query when no set could match.
+ */
+export function coAskPartners(set: QuestionSet, all: readonly QuestionSet[]): string[] {
+  return all
+    .filter((s) => s.name !== set.name && s.perComment === set.perComment && s.withLinks === set.withLinks && s.noTrail === set.noTrail && (s.maxAgeMs === null) === (set.maxAgeMs === null))
+    .map((s) => s.name);
+}
+
+/** Records one job's evaluation (with its answers, and with `claimNext` the slot's next claim), logs it and reports it. */
+async function record(opts: RunnerOptions, claim: Claim, evaluation: Evaluation, started: number, claimNext: boolean): Promise<RunReport> {
+  const cool = opts.setCooloffs;
   const { stats, ref, finish } = evaluation;
   let { outcome } = evaluation;
   let recorded: RunReport['recorded'];
   let next: Claim | null = null;
   if (outcome.kind === 'complete' || outcome.kind === 'drop') {
     try {
-      ({ outcome, recorded, next } = await finishWithAnswers(opts, claim, outcome, finish, stats));
+      ({ outcome, recorded, next } = await finishWithAnswers(opts, claim, outcome, finish, stats, claimNext));
     } catch (err) {
       recorded = unrecorded(opts, claim, err);
     }
   } else recorded = await recordOrLog(opts, claim, outcome);
   // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
-  if (cool && outcome.kind === 'complete' && stats.calls > 0) await cool.clear(claim.questionSet);
+  if (cool && outcome.kind === 'complete' && stats.questions > 0) await cool.clear(claim.questionSet);
   const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
   logReport(opts.logger, report, ref);
   opts.onOutcome?.(report);
@@ -138,10 +191,11 @@ async function finishWithAnswers(
   outcome: EvalOutcome,
   answers: JobFinish['answers'],
   stats: EvalStats,
+  withNext: boolean,
 ): Promise<{ outcome: EvalOutcome; recorded: RunReport['recorded']; next: Claim | null }> {
   const { store } = opts;
   try {
-    const claimNext = opts.claimNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts) } : undefined;
+    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts) } : undefined;
     const f = await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };

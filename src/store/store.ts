@@ -635,6 +635,13 @@ export interface Store extends TrackerStore {
     /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
     skipSets?: readonly string[],
   ): Promise<Claim | null>;
+  /**
+   * Claims the other owed jobs of `claim`'s item in `sets` that are claimable now, under the same
+   * lease (milliseconds), counting their attempts, so one call can ask their keys with the
+   * claimed job's (co-asking, DESIGN §16.18). Rows held by another claimant, not due, or at the
+   * abandon limit are left alone. @returns the sibling claims in set-name order.
+   */
+  claimSiblingJobs(claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]>;
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
   renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
   completeJob(claim: Claim): Promise<OutcomeResult>;

@@ -25,6 +25,8 @@ export interface WorkerOptions {
   abandonLimit: number;
   /** Drain every job claimable now, then return. */
   untilIdle?: boolean;
+  /** Ask the item's sets whose states are byte-identical in one call (DESIGN §16.18; `RunnerOptions.coAsk`). @defaultValue true */
+  coAsk?: boolean;
   acquirePermit?: RunnerOptions['acquirePermit'];
   /**
    * Asked before each claim: null to claim, or milliseconds to stop claiming for (the daily spend
@@ -247,6 +249,7 @@ export class Worker {
       setCooloffs: this.setCooloffs,
       onOutcome: (r) => this.count(r),
       claimNext: true,
+      coAsk: this.opts.coAsk ?? true,
     };
   }
 

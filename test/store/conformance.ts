@@ -647,6 +647,33 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(held!.workspaceId).toBe(other.id);
     });
 
+    it('claims an item\'s due siblings for co-asking under the same lease, and only those that are claimable', async () => {
+      const a = await item('T-1');
+      const b = await item('T-2');
+      fx.advance(30_000);
+      const first = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(first.itemId).toBe(a.id);
+      // A sibling claimed once is under a live lease: a second sibling claim passes over it.
+      const held = (await fx.store.claimSiblingJobs(first, ['effort'], { leaseMs: 60_000, abandonLimit: 8 }))[0];
+      expect(held).toMatchObject({ itemId: a.id, questionSet: 'effort', attempts: 1 });
+      const sets = (await fx.store.listJobs({})).filter((j) => j.itemId === a.id).map((j) => j.questionSet).filter((s) => s !== first.questionSet);
+      const again = await fx.store.claimSiblingJobs(first, sets, { leaseMs: 60_000, abandonLimit: 8 });
+      expect(again.map((c) => c.questionSet)).toEqual(sets.filter((s) => s !== 'effort').sort());
+      for (const c of again) {
+        expect(c).toMatchObject({ itemId: a.id, claimedBy: first.claimedBy, attempts: 1 });
+        expect(await fx.store.completeJob(c)).toBe('applied');
+      }
+      // Another item's jobs are never touched; a sibling not yet due is not taken.
+      expect((await fx.store.listJobs({})).filter((j) => j.itemId === b.id).every((j) => j.claimToken === null)).toBe(true);
+      const c = await item('T-3');
+      const cFirst = (await fx.store.claimNextJob('w', 60_000, 8))!;
+      expect(cFirst.itemId).toBe(b.id);
+      await fx.store.oweJobs([{ itemId: c.id, questionSet: 'effort' }], { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      const cJob = (await fx.store.listJobs({})).find((j) => j.itemId === c.id && j.questionSet === 'attention')!;
+      expect(await fx.store.claimSiblingJobs({ ...cFirst, itemId: c.id, questionSet: 'effort' }, [cJob.questionSet], { leaseMs: 60_000, abandonLimit: 8 })).toEqual([]);
+      expect(await fx.store.renewLease(held, 60_000)).toBe(true);
+    });
+
     it('interleaves workspaces: a busy workspace\'s backlog does not starve a quiet one (fair claim order)', async () => {
       await reopen([attentionSet]);
       const other = await fx.store.createWorkspace({ slug: 'quiet' });

@@ -41,13 +41,29 @@ afterEach(async () => {
   await fx.cleanup();
 });
 
-function worker(): Worker {
+/** A worker asking each set on its own (`coAsk: false`) unless told otherwise. */
+function worker(coAsk = false): Worker {
   const provider = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
   return new Worker({
     store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w',
-    concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true,
+    concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, coAsk,
   });
 }
+
+describe('a rejected schema in a co-asked call (DESIGN §16.18)', () => {
+  it('re-asks set by set: only the set whose own schema is refused cools off, the other is answered', async () => {
+    const id = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't1', content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row.id;
+    server.setFallback(rejectAlpha);
+    const summary = await worker(true).run();
+    expect(summary.schemaRejected).toEqual({ alpha: 'schema_rejected 400' });
+    // The joint call (both sets), then alpha alone (refused), then beta alone (answered).
+    const bodies = server.messages.map((r) => [isAlpha(r), r.rawBody.includes('Beta: the item is blocked')]);
+    expect(bodies).toEqual([[true, true], [true, false], [false, true]]);
+    expect(await fx.store.getJob(id, 'beta')).toBeNull();
+    expect(await fx.store.getJob(id, 'alpha')).toMatchObject({ state: 'owed', attempts: 0, lastError: 'schema_rejected 400' });
+    expect((await fx.store.listDecisions(id)).map((d) => d.questionSet)).toEqual(['beta']);
+  });
+});
 
 describe('a rejected schema cools off its set only', () => {
   it('one request for the rejected set, its jobs held without an attempt; the other set answered; status says why', async () => {

@@ -83,6 +83,46 @@ const claimShape = shapeFamily((skipped: number) =>
   }),
 );
 
+/**
+ * Claims the other owed jobs of a claimed job's item in `sets` that are claimable now (owed, due,
+ * no live lease, below the abandon limit), under the same lease and counting their attempt as any
+ * claim does, so one call can ask all their keys (co-asking, DESIGN §16.18). One UPDATE …
+ * RETURNING on the item's rows of the primary key; a row another claimant holds (or, on Postgres,
+ * is locking) is simply not claimed. A sibling found at the abandon limit is left for the normal
+ * claim, which parks it. The claims share one fresh token: each outcome is still fenced per row.
+ * @returns the sibling claims, in set-name order (empty when none is claimable).
+ */
+export function claimSiblingJobs(c: SqlContext, claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]> {
+  const wanted = [...new Set(sets)].filter((s) => s !== claim.questionSet).sort();
+  if (wanted.length === 0) return Promise.resolve([]);
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    const named = Object.fromEntries(wanted.map((s, i) => [`set${i}`, s]));
+    const got = yield* rows<RawJob>(
+      bind(siblingShape(wanted.length), { ...named, itemId: claim.itemId, workerId: claim.claimedBy, token: c.newToken(), now, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit }),
+    );
+    return got.map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+  });
+}
+
+/** The sibling claim, one shape per number of sets; parameters `set0`… name them. */
+const siblingShape = shapeFamily((n: number) =>
+  shape('claim siblings', (d, p: Record<string, Expr>) => {
+    const now = p.now;
+    const sets = Array.from({ length: n }, (_, i) => p[`set${i}`]);
+    return sql`
+      UPDATE decision_jobs
+      SET claimed_by = ${p.workerId}, claim_token = ${p.token}, lease_expires_at = ${now} + ${d.int8(p.leaseMs)},
+          attempts = attempts + 1,
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      WHERE item_id = ${p.itemId} AND question_set IN (${sql.join(sets.map((s) => sql`${s}`), sql`, `)})
+        AND state = 'owed' AND not_before <= ${now}
+        AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})
+        AND abandons < ${p.abandonLimit}
+      RETURNING *`;
+  }),
+);
+
 const CLEAR_CLAIM = sql`claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL`;
 
 function whereKey(k: { itemId: string; questionSet: string }): SQL {

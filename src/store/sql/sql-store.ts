@@ -63,6 +63,7 @@ const OPERATIONS = {
   oweJobs: owePairs,
   advanceCollectionOwes,
   claimNextJob: jobs.claimNextJob,
+  claimSiblingJobs: jobs.claimSiblingJobs,
   renewLease: jobs.renewLease,
   completeJob: jobs.completeJob,
   finishJob: jobs.finishJob,
