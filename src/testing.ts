@@ -8,6 +8,8 @@ import { FakeAnthropicServer } from './testing/fake-anthropic-server.js';
 import { FakeOpenAIServer } from './testing/fake-openai-server.js';
 
 export { FakeProvider, type FakeFault, type FakeProviderOptions, type FakeRequest } from './providers/fake.js';
+export type { FakeBatchFault } from './providers/fake-batches.js';
+export type { FakeServerBatchFault } from './testing/fake-anthropic-batches.js';
 export { FakeAnthropicServer, type MessageOptions } from './testing/fake-anthropic-server.js';
 export { FakeOpenAIServer, type CompletionOptions } from './testing/fake-openai-server.js';
 export type { RecordedRequest, Reply, Handler } from './testing/fake-server-core.js';

@@ -7,7 +7,7 @@ import { Backfill, loadBackfillCursor, type BackfillProgress, type BackfillRepor
 import type { SetEstimate } from '../runner/estimate.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
-import { estimateSets, estimateTargetFor, formatEstimates } from './estimate.js';
+import { EXACT_OPTION_HELP, estimateSets, estimateTargetFor, exactCounterFor, formatEstimates } from './estimate.js';
 import { runWorker } from './worker.js';
 import { VerdictError } from '../errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
@@ -17,7 +17,9 @@ import { liveWorkers } from '../worker/heartbeat.js';
  * Owes the set for every eligible item in chunks at backfill priority, waits for each chunk to
  * drain, and resumes from its stored cursor when rerun.
  *
- * - `--dry-run` prints the items, calls, estimated tokens and cost of what is left, and owes nothing.
+ * - `--dry-run` prints the items, calls, estimated tokens and cost of what is left, and owes nothing;
+ *   with `--exact` the input tokens are corrected by the provider's own count of a sample (as
+ *   `verdict estimate --exact`). `--exact` without `--dry-run` is a usage error.
  * - `--drain` runs a runner (a worker, with the configured concurrency) in this process instead
  *   of waiting for a separate one.
  * - With a provider that costs money (any but `fake`), it prints the estimate and owes nothing
@@ -36,6 +38,7 @@ interface BackfillFlags {
   yes?: boolean;
   restart?: boolean;
   json?: boolean;
+  exact?: boolean;
 }
 
 /** The chunk size: `--backfill-chunk`, else the per-pass limit (DESIGN §11: 20 by default). */
@@ -101,6 +104,7 @@ export function registerBackfillCommand(program: Command): void {
     .option('--drain', 'run a runner in this process instead of waiting for a separate worker')
     .option('--yes', 'with a provider that costs money: go ahead after the printed estimate')
     .option('--restart', 'forget the stored cursor and start from the first item')
+    .option('--exact', `with --dry-run: ${EXACT_OPTION_HELP}`)
     .option('--json', 'print the estimate or the report as JSON')
     .action(async (o: BackfillFlags, cmd: Command) => {
       const cfg = configFrom(cmd);
@@ -108,7 +112,9 @@ export function registerBackfillCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const set = registry.get(o.set);
       if (!set) throw new UsageError(`--set: no question set "${o.set}" (known: ${registry.all().map((s) => s.name).join(', ')})`);
-      const target = estimateTargetFor(cfg, logger);
+      if (o.exact && !o.dryRun) throw new UsageError('--exact corrects the estimate of --dry-run: add --dry-run (nothing was owed)');
+      const exact = o.exact ? exactCounterFor(cfg, logger) : undefined;
+      const target = exact?.target ?? estimateTargetFor(cfg, logger);
       const store = openStore(cfg, registry, { access: 'existing' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
@@ -117,7 +123,7 @@ export function registerBackfillCommand(program: Command): void {
         const needsYes = target.pricing.kind !== 'free' && !o.yes;
         let estimates: SetEstimate[] | null = null;
         if (o.dryRun || needsYes) {
-          estimates = await estimateSets(store, registry, target, { setName: set.name, workspaceId, afterId: cursor?.afterId ?? null });
+          estimates = await estimateSets(store, registry, target, { setName: set.name, workspaceId, afterId: cursor?.afterId ?? null, exact });
           if (o.json) out(JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, cursor, estimate: estimates[0] }, null, 2));
           else {
             if (cursor) out(`a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`);
@@ -138,6 +144,7 @@ export function registerBackfillCommand(program: Command): void {
         await runBackfill({ cfg, logger, store: store, registry, setName: set.name, workspaceId, o, out });
       } finally {
         await store.close();
+        await exact?.counter.close?.();
       }
     });
 }

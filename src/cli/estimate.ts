@@ -7,15 +7,19 @@ import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
 import { PRICES_CHECKED } from '../providers/pricing.js';
 import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
+import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
+import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 
 /**
- * `verdict estimate [--set NAME] [--workspace SLUG] [--provider P --model X]` (DESIGN §9 "Model
- * changes", §1 principle 10): what asking a set, or switching the model, would cost before anyone
- * does it. It prices the configured provider and model; pass `--model` (and `--provider`) to
- * price a switch: answers stored under another model are not current for the new one, so every
- * key counts as unanswered.
+ * `verdict estimate [--set NAME] [--workspace SLUG] [--provider P --model X] [--exact]` (DESIGN §9
+ * "Model changes", §1 principle 10): what asking a set, or switching the model, would cost before
+ * anyone does it. It prices the configured provider and model; pass `--model` (and `--provider`)
+ * to price a switch: answers stored under another model are not current for the new one, so every
+ * key counts as unanswered. `--exact` corrects the heuristic's input tokens by the provider's own
+ * count of every item up to 50, else of 50 items spread evenly (src/runner/exact-estimate.ts); a
+ * provider that cannot count (openai) is a usage error, never a silent fallback.
  */
 
 /**
@@ -42,12 +46,32 @@ export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
   return estimateTarget(name, model);
 }
 
-/** Estimates each set, or every registered set. @throws UsageError for an unknown set. */
+/**
+ * The provider that counts for `--exact`, built for real (it needs its key), and the target it
+ * prices. @throws UsageError for `none` or a provider without `countTokens` (ExactCountUnavailable's
+ * message); ConfigError without the provider's key or URL.
+ */
+export function exactCounterFor(cfg: Config, logger: Logger): { target: EstimateTarget; counter: Provider } {
+  const name = cfg.provider ?? 'anthropic';
+  if (name === 'none') throw new UsageError('provider is none: decisions are off, nothing would be asked');
+  const p = createProvider({ ...cfg, provider: name }, logger);
+  if (!p) throw new UsageError('provider is none: decisions are off, nothing would be asked');
+  if (!p.countTokens) {
+    void p.close?.();
+    throw new UsageError(new ExactCountUnavailable(p.name).message);
+  }
+  return { target: estimateTarget(p.name, p.model, { model: p.model, promptVersion: p.promptVersion, effort: p.effort }), counter: p };
+}
+
+/**
+ * Estimates each set, or every registered set; with `exact`, corrected by `exact.counter`'s count
+ * (ExactSetEstimate). @throws UsageError for an unknown set.
+ */
 export async function estimateSets(
   store: Store,
   registry: Registry,
   target: EstimateTarget,
-  o: { setName?: string; workspaceId?: string; afterId?: string | null },
+  o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider } },
 ): Promise<SetEstimate[]> {
   let sets: readonly QuestionSet[];
   if (o.setName) {
@@ -56,17 +80,20 @@ export async function estimateSets(
     sets = [s];
   } else sets = registry.all();
   const out: SetEstimate[] = [];
-  for (const s of sets) out.push(await estimateSet(store, s, target, { workspaceId: o.workspaceId, afterId: o.afterId }));
+  const scope = { workspaceId: o.workspaceId, afterId: o.afterId };
+  for (const s of sets) out.push(o.exact ? await exactEstimateSet(store, s, target, o.exact.counter, scope) : await estimateSet(store, s, target, scope));
   return out;
 }
 
 /** The estimates as text for humans. */
 export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]): string {
+  const exact = estimates.some(isExactEstimate) ? 'input tokens corrected by an exact count, output tokens estimated; ' : '';
   const lines = [
-    `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}` : target.pricing.reason}); tokens are estimates, not a bill`,
+    `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}` : target.pricing.reason}); ${exact}tokens are estimates, not a bill`,
   ];
   for (const e of estimates) {
     lines.push(`${e.set}: ${e.eligibleItems.toLocaleString('en-US')} eligible items${e.truncatedStates ? ` (${e.truncatedStates} states clipped)` : ''}`);
+    if (isExactEstimate(e)) lines.push(`  ${formatSample(e.sample)}`);
     lines.push(`  ${formatWork('unanswered now (what a backfill or reask sends)', e.unanswered)}`);
     lines.push(`  ${formatWork('re-ask every item (a reworded question or another model)', e.all)}`);
   }
@@ -78,22 +105,27 @@ export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]
   return lines.join('\n');
 }
 
+/** Help of `--exact`, shared by `estimate` and `backfill`. */
+export const EXACT_OPTION_HELP = `correct the input tokens by the provider's own count (anthropic: the free, rate-limited count_tokens endpoint) of every item up to ${EXACT_SAMPLE_ITEMS}, else of ${EXACT_SAMPLE_ITEMS} items spread evenly; prints the sample and how far the heuristic was off (a provider that cannot count: exit 2)`;
+
 export function registerEstimateCommand(program: Command): void {
   program
     .command('estimate')
     .description('what asking a set (or every set), or switching the model with --model, would cost before anyone does it')
     .option('--set <name>', 'one question set (default: every set)')
     .option('--workspace <slug>', 'one workspace (default: all)')
+    .option('--exact', EXACT_OPTION_HELP)
     .option('--json', 'print JSON')
-    .action(async (o: { set?: string; workspace?: string; json?: boolean }, cmd: Command) => {
+    .action(async (o: { set?: string; workspace?: string; json?: boolean; exact?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
-      const target = estimateTargetFor(cfg, logger);
+      const exact = o.exact ? exactCounterFor(cfg, logger) : undefined;
+      const target = exact?.target ?? estimateTargetFor(cfg, logger);
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
-        const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId });
+        const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId, exact });
         process.stdout.write(
           o.json
             ? `${JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, estimates }, null, 2)}\n`
@@ -101,6 +133,7 @@ export function registerEstimateCommand(program: Command): void {
         );
       } finally {
         await store.close();
+        await exact?.counter.close?.();
       }
     });
 }

@@ -18,7 +18,11 @@ import {
   type JsonSchema,
 } from './prompt.js';
 import { apiKeyProblem } from '../config.js';
-import { tokenCount, type AskOptions, type AskResult, type Provider } from './provider.js';
+import { AnthropicBatches } from './anthropic-batches.js';
+import { ANTHROPIC_BATCH_MAX_BODY_BYTES, ANTHROPIC_BATCH_MAX_REQUESTS } from './batch.js';
+import { minCacheablePrefixTokens } from './pricing.js';
+import { parseRateLimitHeaders } from './rate-limit-headers.js';
+import { estimateTokens, tokenCount, type RateLimitSnapshot, type AskOptions, type AskResult, type CountTokensOptions, type Provider } from './provider.js';
 import {
   checkRetryPolicy,
   DEFAULT_RETRY_POLICY,
@@ -83,26 +87,72 @@ export interface AnthropicProviderOptions {
   readonly logger?: ProviderLogger;
   /** Time and randomness seams for tests. @defaultValue real timers, performance.now, Math.random */
   readonly runtime?: Partial<RetryRuntime>;
+  /**
+   * Limits of one Message Batch, at most the API's (tests lower them).
+   * @defaultValue `{ maxRequests: 100000, maxBodyBytes: 256000000 }` (batch.ts)
+   */
+  readonly batchLimits?: { readonly maxRequests?: number; readonly maxBodyBytes?: number };
 }
 
 type CreateParams = Anthropic.MessageCreateParamsNonStreaming;
 
 /**
- * Builds the Messages request of one chunk: rules and questions in one cached system block, the
- * state bytes unchanged as the only user message, thinking disabled, no sampling parameters, and
- * either `output_config.format` (structured output) or a forced tool with the same schema.
+ * TTL of the cache breakpoint (`cache_control.ttl`): `5m`, the API's default (sent without a
+ * `ttl`), for ordinary calls; `1h` for requests of a Message Batch, whose requests run in any order
+ * over up to 24 h and hit one cache entry only at the longer TTL (STACK.md §3: "For cache hits
+ * across a batch, use ttl: '1h'"). A 1-hour write costs 2× the input price instead of 1.25×
+ * (pricing.ts `cacheWrite1hPerMTok`).
+ */
+export type AnthropicCacheTtl = '5m' | '1h';
+
+/**
+ * The cached prefix of a Messages request as the API orders it (tools, then system), estimated
+ * with `estimateTokens` (1 token per 3 UTF-16 units, each part rounded up), in tokens: the tool
+ * definitions when there are any, every system block, and the `output_config.format` schema. The
+ * schema is counted because the API compiles it into the prompt ahead of the messages (changing it
+ * invalidates the cache), and it is as stable as the questions it is built from; if it is not in
+ * the cached prefix after all, the estimate is high by the schema's size, which only places a
+ * breakpoint that writes nothing (free). The user message (the state) is never counted: it comes
+ * after the breakpoint.
+ */
+export function cachedPrefixTokens(body: Pick<CreateParams, 'system' | 'tools' | 'output_config'>): number {
+  let n = 0;
+  if (body.tools && body.tools.length > 0) n += estimateTokens(JSON.stringify(body.tools));
+  const system = typeof body.system === 'string' ? [{ text: body.system }] : (body.system ?? []);
+  for (const b of system) n += estimateTokens(b.text);
+  const format = body.output_config?.format;
+  if (format) n += estimateTokens(JSON.stringify(format.schema));
+  return n;
+}
+
+/**
+ * Builds the Messages request of one chunk: rules and questions in one system block, the state
+ * bytes unchanged as the only user message, thinking disabled, no sampling parameters, and either
+ * `output_config.format` (structured output) or a forced tool with the same schema.
+ *
+ * The system block carries a cache breakpoint only when the estimated cached prefix
+ * (`cachedPrefixTokens`) reaches the model's minimum cacheable length (pricing.ts
+ * `minCacheablePrefixTokens`, DESIGN §16.20); a model without a known minimum gets none. Below the
+ * minimum the API caches nothing anyway, silently. The estimate over-counts (about 4 characters
+ * make a token of English text on the older tokenizers), so a breakpoint may go out slightly below
+ * the real minimum, which costs nothing: nothing is written then. The prefix holds only the rules
+ * and the questions (keys sorted, `buildSystemPrompt`), never item text, so it is byte-identical
+ * across items asked the same questions, whichever sets they come from.
+ * @param opts.cacheTtl the breakpoint's TTL. @defaultValue '5m'
+ * @returns the body, the system prompt and the answer schema, and the prefix estimate (tokens).
  */
 export function buildMessagesRequest(
   state: string,
   questions: ReadonlyMap<string, Question>,
-  opts: { model: string; effort: AnthropicEffort | null; explain: boolean; useTool: boolean },
-): { body: CreateParams; system: string; schema: JsonSchema } {
+  opts: { model: string; effort: AnthropicEffort | null; explain: boolean; useTool: boolean; cacheTtl?: AnthropicCacheTtl },
+): { body: CreateParams; system: string; schema: JsonSchema; prefixTokens: number } {
   const schema = buildAnswerSchema(questions, { explain: opts.explain });
   const system = buildSystemPrompt(questions, { explain: opts.explain });
+  const systemBlock: Anthropic.TextBlockParam = { type: 'text', text: system };
   const body: CreateParams = {
     model: opts.model,
     max_tokens: maxTokensFor(questions, opts.explain),
-    system: [{ type: 'text', text: system, cache_control: { type: 'ephemeral' } }],
+    system: [systemBlock],
     messages: [{ role: 'user', content: state }],
     // Forced tools give a 400 while thinking is on, and answers are probabilities, not reasoning.
     thinking: { type: 'disabled' },
@@ -127,7 +177,44 @@ export function buildMessagesRequest(
       ...(opts.effort !== null ? { effort: opts.effort } : {}),
     };
   }
-  return { body, system, schema };
+  const prefixTokens = cachedPrefixTokens(body);
+  const minimum = minCacheablePrefixTokens('anthropic', opts.model);
+  if (minimum !== null && prefixTokens >= minimum) {
+    systemBlock.cache_control = opts.cacheTtl === '1h' ? { type: 'ephemeral', ttl: '1h' } : { type: 'ephemeral' };
+  }
+  return { body, system, schema, prefixTokens };
+}
+
+/**
+ * The count_tokens request (POST /v1/messages/count_tokens) of a Messages request: the same model,
+ * system blocks, messages, thinking, tools, tool choice and `output_config` (format and effort), so
+ * the count covers exactly what `ask` sends. Only `max_tokens` is left out: the endpoint takes no
+ * output settings and refuses a field it does not know with a 400 ("Extra inputs are not
+ * permitted"). Fields are picked one by one rather than copied, so a field added to the Messages
+ * request later cannot turn every count into a 400; test/providers/anthropic.count-tokens.test.ts
+ * fails until it is picked here too.
+ */
+export function countTokensRequest(body: CreateParams): Anthropic.MessageCountTokensParams {
+  return {
+    model: body.model,
+    messages: body.messages,
+    ...(body.system !== undefined ? { system: body.system } : {}),
+    ...(body.thinking !== undefined ? { thinking: body.thinking } : {}),
+    ...(body.tools !== undefined ? { tools: body.tools } : {}),
+    ...(body.tool_choice !== undefined ? { tool_choice: body.tool_choice } : {}),
+    ...(body.output_config !== undefined ? { output_config: body.output_config } : {}),
+  };
+}
+
+/** The billed usage of a message, in tokens (a broken usage block counts 0: `tokenCount`). */
+function messageUsage(message: Anthropic.Message) {
+  const u = message.usage;
+  return {
+    inputTokens: tokenCount(u?.input_tokens),
+    outputTokens: tokenCount(u?.output_tokens),
+    cacheReadTokens: tokenCount(u?.cache_read_input_tokens),
+    cacheWriteTokens: tokenCount(u?.cache_creation_input_tokens),
+  };
 }
 
 /** Stop reasons after which the reply is complete. */
@@ -151,8 +238,12 @@ export class AnthropicProvider implements Provider {
   /** Input budget per call (tokens). */
   readonly inputBudgetTokens: number;
   readonly useTool: boolean;
+  /** Message Batches (DESIGN §16.19): the same requests and parser as `ask`, at half price. */
+  readonly batch: AnthropicBatches;
   /** The SDK client, made on the first request (the SDK loads then: see classify.ts `loadAnthropicSdk`). */
   #client: Promise<Anthropic> | null = null;
+  /** The latest rate-limit reading (`rateLimitState`). */
+  #rateLimits: RateLimitSnapshot | null = null;
   readonly #clientOptions: ConstructorParameters<typeof Anthropic>[0];
   readonly #policy: RetryPolicy;
   readonly #log: ProviderLogger;
@@ -212,6 +303,31 @@ export class AnthropicProvider implements Provider {
       logger: sdkLogger,
       logLevel: 'warn',
     };
+    const limit = (name: string, v: number | undefined, max: number) => {
+      if (v === undefined) return max;
+      if (!Number.isInteger(v) || v < 1 || v > max) throw new TypeError(`batchLimits.${name} must be an integer in [1, ${max}], got ${String(v)}`);
+      return v;
+    };
+    this.batch = new AnthropicBatches({
+      client: () => this.#sdkClient(),
+      params: (r) => this.#batchParams(r),
+      read: (message, questions, explain) => this.#read(message, questions, explain),
+      usage: (message) => messageUsage(message),
+      context: (signal) => ({
+        provider: this.name,
+        policy: this.#policy,
+        runtime: this.#runtime,
+        log: this.#log,
+        signal,
+        // Liveness is checked when the batch is assembled, not per batch call.
+        beforeSend: () => {},
+        deadline: this.#runtime.now() + this.worstCaseCallMs,
+      }),
+      log: this.#log,
+      idleTimeoutMs: policy.perAttemptTimeoutMs,
+      maxRequests: limit('maxRequests', opts.batchLimits?.maxRequests, ANTHROPIC_BATCH_MAX_REQUESTS),
+      maxBodyBytes: limit('maxBodyBytes', opts.batchLimits?.maxBodyBytes, ANTHROPIC_BATCH_MAX_BODY_BYTES),
+    });
   }
 
   /**
@@ -271,6 +387,17 @@ export class AnthropicProvider implements Provider {
     return this.#read(message, questions, explain);
   }
 
+  /**
+   * The params of one batch request: the body `ask` sends for the same chunk, after the same checks
+   * before any request, with the 1-hour cache TTL (a batch's requests run over hours, STACK §3).
+   */
+  #batchParams(r: { state: string; questions: ReadonlyMap<string, Question>; explain: boolean }): CreateParams {
+    checkQuestions(r.questions);
+    const { body, system, schema } = buildMessagesRequest(r.state, r.questions, { ...this.#requestOptions(r.explain), cacheTtl: '1h' });
+    checkInputBudget('anthropic', { system, schema, state: r.state }, this.inputBudgetTokens);
+    return body;
+  }
+
   #requestOptions(explain: boolean) {
     return { model: this.model, effort: this.effort, explain, useTool: this.useTool };
   }
@@ -281,10 +408,35 @@ export class AnthropicProvider implements Provider {
     return this.#client;
   }
 
+  /**
+   * The rate limits the last Messages response reported (DESIGN §16.20; `Provider.rateLimitState`):
+   * its `anthropic-ratelimit-*` headers, parsed by `parseRateLimitHeaders`. A response without a
+   * usable header keeps the previous reading (it expires at its own reset). count_tokens responses
+   * are not read: that endpoint has limits of its own.
+   */
+  rateLimitState(): RateLimitSnapshot | null {
+    return this.#rateLimits;
+  }
+
+  #noteRateLimits(headers: unknown): void {
+    // Wall clock, not runtime.now(): resets are wall-clock times.
+    const s = parseRateLimitHeaders(headers, Date.now());
+    if (s) this.#rateLimits = s;
+  }
+
   /** One attempt: the SDK call, then the envelope check (an error inside a 200 is retried). */
   async #send(body: CreateParams, signal: AbortSignal): Promise<Anthropic.Message> {
     const client = await this.#sdkClient();
-    const response: unknown = await client.messages.create(body, { signal });
+    let sent: { data: unknown; response: Response };
+    try {
+      sent = await client.messages.create(body, { signal }).withResponse();
+    } catch (err) {
+      // An API error (a 429 above all) carries the same rate-limit headers as a success.
+      this.#noteRateLimits((err as { headers?: unknown } | null)?.headers);
+      throw err;
+    }
+    this.#noteRateLimits(sent.response.headers);
+    const response = sent.data;
     const r = response as Partial<Anthropic.Message> & { error?: { type?: unknown }; _request_id?: string | null };
     if (r === null || typeof r !== 'object' || r.type !== 'message' || !Array.isArray(r.content)) {
       const errorType = r && typeof r === 'object' && typeof r.error?.type === 'string' ? r.error.type : null;
@@ -299,13 +451,7 @@ export class AnthropicProvider implements Provider {
    * defect carries the message's usage: a truncated or malformed reply is still billed.
    */
   #read(message: Anthropic.Message, questions: ReadonlyMap<string, Question>, explain: boolean): AskResult {
-    const u = message.usage;
-    const usage = {
-      inputTokens: tokenCount(u?.input_tokens),
-      outputTokens: tokenCount(u?.output_tokens),
-      cacheReadTokens: tokenCount(u?.cache_read_input_tokens),
-      cacheWriteTokens: tokenCount(u?.cache_creation_input_tokens),
-    };
+    const usage = messageUsage(message);
     let parsed;
     try {
       parsed = this.#parse(message, questions, explain);
@@ -334,6 +480,60 @@ export class AnthropicProvider implements Provider {
     const texts = message.content.filter((b) => b.type === 'text');
     if (texts.length === 0) throw new AnswerDefect('anthropic: no text block in the reply');
     return parseReplyText(texts.map((b) => b.text).join(''), questions, explain);
+  }
+
+  /**
+   * Counts the input tokens of the Messages request `ask(state, questions, {explain})` would send
+   * (`buildMessagesRequest`, then `countTokensRequest`) with the official endpoint, POST
+   * /v1/messages/count_tokens (`client.messages.countTokens`), for `verdict estimate --exact`. The
+   * endpoint is free, so nothing is recorded as spend; it is rate-limited, so the call runs under
+   * the shared retry policy (429 and 5xx retried, Retry-After honoured up to the cap), one attempt
+   * at a time, with the same error classification as `ask`. The input budget is not applied:
+   * counting an over-budget request is how one learns its size. A schema the API finds too complex
+   * is not split as `ask` splits it (a count has no answers to merge): it is a ProviderRefusal.
+   * @returns the count the API reports, tokens (a non-negative integer); 0, without a request, for
+   *   an empty `questions`.
+   * @throws ProviderRefusal (400/422, a schema too complex, an invalid question);
+   *   ProviderMisconfigured (401/403/404, billing); SchemaRejected; ProviderUnavailable (transient
+   *   faults after the retries, a Retry-After above the cap, or a 200 without a usable
+   *   `input_tokens` after the retries); `opts.signal.reason` on abort.
+   */
+  async countTokens(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number> {
+    opts.signal.throwIfAborted();
+    checkQuestions(questions);
+    if (questions.size === 0) return 0;
+    const { body } = buildMessagesRequest(state, questions, this.#requestOptions(opts.explain ?? false));
+    const params = countTokensRequest(body);
+    await this.#sdkClient();
+    const ctx: RetryContext = {
+      provider: this.name,
+      policy: this.#policy,
+      runtime: this.#runtime,
+      log: this.#log,
+      signal: opts.signal,
+      beforeSend: () => {},
+      deadline: this.#runtime.now() + this.worstCaseCallMs,
+    };
+    try {
+      return await withRetries(ctx, (signal) => this.#sendCount(params, signal), classifyAnthropicError);
+    } catch (err) {
+      if (err instanceof SchemaTooComplex) throw new ProviderRefusal(`anthropic: ${err.message} (counting tokens)`, { status: err.status });
+      throw err;
+    }
+  }
+
+  /** One count attempt; a 200 without a non-negative integer `input_tokens` is a BadEnvelope (retried). */
+  async #sendCount(params: Anthropic.MessageCountTokensParams, signal: AbortSignal): Promise<number> {
+    const client = await this.#sdkClient();
+    const response: unknown = await client.messages.countTokens(params, { signal });
+    const r = response as { input_tokens?: unknown; error?: { type?: unknown }; _request_id?: string | null } | null;
+    const n = r !== null && typeof r === 'object' ? r.input_tokens : undefined;
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
+      const errorType = r && typeof r === 'object' && typeof r.error?.type === 'string' ? r.error.type : null;
+      const requestId = r && typeof r === 'object' ? (r._request_id ?? null) : null;
+      throw new BadEnvelope(errorType, requestId);
+    }
+    return n;
   }
 
   /**

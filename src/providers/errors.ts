@@ -102,6 +102,18 @@ export class AnswerDefect extends ProviderError {
   }
 }
 
+/**
+ * The provider does not know this batch id (HTTP 404 on a batch endpoint): deleted, from another
+ * workspace or key, or archived. Not provider-wide like ProviderMisconfigured: only the jobs of
+ * that batch are affected, and no result of it will ever come (DESIGN §16.19).
+ */
+export class BatchNotFound extends ProviderError {
+  readonly code = 'batch_not_found';
+  constructor(readonly batchId: string) {
+    super(`batch ${batchId} not found`);
+  }
+}
+
 /** True when `err` is a provider error of any class. */
 export function isProviderError(err: unknown): err is ProviderError {
   return err instanceof ProviderError;

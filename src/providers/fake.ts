@@ -3,7 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { questionFingerprint, type Question } from '../decision/questions.js';
 import { deriveAnswers } from './answers.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
-import { estimateTokens, type AskOptions, type AskResult, type Provider } from './provider.js';
+import { buildAnswerSchema, buildSystemPrompt, questionAliases } from './prompt.js';
+import { estimateTokens, type AskOptions, type AskResult, type BatchRequest, type CountTokensOptions, type Provider } from './provider.js';
+import { FakeBatches, type FakeBatchFault } from './fake-batches.js';
 
 /**
  * The fake provider (DESIGN §9): deterministic answers derived from (state hash, question
@@ -38,7 +40,32 @@ export interface FakeProviderOptions {
   handler?: (req: FakeRequest) => Record<string, unknown> | Promise<Record<string, unknown>>;
   /** Refuse requests whose estimated input tokens exceed this. @defaultValue 200 000 */
   inputBudgetTokens?: number;
+  /** How the fake counts a call's tokens (see FakeUsageMode). @defaultValue 'questions' */
+  usage?: FakeUsageMode;
+  /** Clock of the batch API (creation times, latency) and of `FakeRequest.at`. @defaultValue Date.now */
+  now?: () => number;
+  /** false: the fake has no batch API (`batch` is undefined), like a provider without one. @defaultValue true */
+  batch?: boolean;
+  /** A batch ends at the first retrieve once this much clock time has passed since its submit (ms). @defaultValue 0 */
+  batchLatencyMs?: number;
+  /** Batch faults consumed one per submit (see FakeBatchFault). */
+  batchFaults?: FakeBatchFault[];
+  /** Requests per batch. @defaultValue 100000 */
+  batchMaxRequests?: number;
+  /** Bound on the sum of `requestBytes` of one batch. @defaultValue 256000000 */
+  batchMaxBytes?: number;
 }
+
+/**
+ * How the fake counts the tokens of a call (its `usage`, its `countTokens` and its input budget):
+ * - `questions`: input = the questions' JSON + the state, output = 12 per question. Small numbers
+ *   that many tests pin; not what a real request carries.
+ * - `prompt`: what the Anthropic request of the same chunk would carry, as `checkInputBudget` and
+ *   `callEstimate` count it: input = system prompt + answer schema + state; output = the reply JSON
+ *   under the aliases `q1`…`qN`, probabilities at 3 decimals. All through `estimateTokens` (1 token
+ *   per 3 UTF-16 code units). For benchmarks that price the fake's usage (scripts/bench-cost.ts).
+ */
+export type FakeUsageMode = 'questions' | 'prompt';
 
 function bytesOf(seed: string): Buffer {
   return createHash('sha256').update(seed).digest();
@@ -56,6 +83,22 @@ export function fakeRawAnswer(stateHash: string, fingerprint: string, q: Questio
   return { probabilities };
 }
 
+/** Input tokens the fake reports for a request (see FakeUsageMode), through `estimateTokens`. */
+function fakeInputTokens(state: string, questions: ReadonlyMap<string, Question>, mode: FakeUsageMode = 'questions', explain = false): number {
+  if (mode === 'prompt') {
+    return estimateTokens(buildSystemPrompt(questions, { explain })) + estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain }))) + estimateTokens(state);
+  }
+  const promptText = [...questions.values()].map((q) => JSON.stringify(q)).join('\n');
+  return estimateTokens(promptText) + estimateTokens(state);
+}
+
+/** Output tokens the fake reports for a reply of raw answers `raw` (see FakeUsageMode). */
+function fakeOutputTokens(questions: ReadonlyMap<string, Question>, raw: Record<string, unknown>, mode: FakeUsageMode): number {
+  if (mode === 'questions') return 12 * questions.size;
+  const reply = Object.fromEntries(questionAliases(questions).map(([alias, key]) => [alias, raw[key]]));
+  return estimateTokens(JSON.stringify(reply, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v)));
+}
+
 export class FakeProvider implements Provider {
   readonly name = 'fake';
   readonly model: string;
@@ -64,10 +107,20 @@ export class FakeProvider implements Provider {
   readonly worstCaseCallMs: number;
   /** Every request received, in order (including ones that then failed). */
   readonly requests: FakeRequest[] = [];
+  /** Every `countTokens` request, in order. */
+  readonly countRequests: FakeRequest[] = [];
   latencyMs: number;
   faults: FakeFault[];
   handler?: FakeProviderOptions['handler'];
   private readonly inputBudgetTokens: number;
+  /** How calls are counted (FakeProviderOptions.usage). */
+  readonly usageMode: FakeUsageMode;
+  /**
+   * The in-memory batch API (DESIGN §16.19): each succeeded answer and its usage exactly what `ask`
+   * returns for the same request. `batch.submitted` records every batch. Undefined with `batch: false`.
+   */
+  readonly batch?: FakeBatches;
+  readonly #now: () => number;
 
   constructor(opts: FakeProviderOptions = {}) {
     this.model = opts.model ?? 'fake-model-1';
@@ -75,26 +128,77 @@ export class FakeProvider implements Provider {
     this.faults = [...(opts.faults ?? [])];
     this.handler = opts.handler;
     this.inputBudgetTokens = opts.inputBudgetTokens ?? 200_000;
+    this.usageMode = opts.usage ?? 'questions';
     this.worstCaseCallMs = this.latencyMs + 1_000;
+    this.#now = opts.now ?? Date.now;
+    if (opts.batch !== false) {
+      this.batch = new FakeBatches(
+        {
+          now: this.#now,
+          check: (r) => void this.#checkBudget(r.state, r.questions, r.explain),
+          answer: (r) => this.#batchAnswer(r),
+          statusError: fakeStatusError,
+        },
+        { latencyMs: opts.batchLatencyMs, faults: opts.batchFaults, maxRequests: opts.batchMaxRequests, maxBytes: opts.batchMaxBytes },
+      );
+    }
   }
 
-  async ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult> {
-    const promptText = [...questions.values()].map((q) => JSON.stringify(q)).join('\n');
-    const inputTokens = estimateTokens(promptText) + estimateTokens(state);
+  /** @returns the input tokens of the request. @throws ProviderRefusal (`input_over_budget`) above the budget, as `ask` before any request. */
+  #checkBudget(state: string, questions: ReadonlyMap<string, Question>, explain: boolean | undefined): number {
+    const inputTokens = fakeInputTokens(state, questions, this.usageMode, explain);
     if (inputTokens > this.inputBudgetTokens) {
       throw new ProviderRefusal(`estimated ${inputTokens} input tokens exceed the budget of ${this.inputBudgetTokens}`, { overBudget: true });
     }
+    return inputTokens;
+  }
+
+  /** The raw answers of a request: the handler's, or the deterministic ones of (state hash, fingerprint). */
+  async #rawAnswers(req: FakeRequest): Promise<Record<string, unknown>> {
+    if (this.handler) return this.handler(req);
+    const stateHash = createHash('sha256').update(req.state, 'utf8').digest('hex');
+    const raw: Record<string, unknown> = {};
+    for (const [k, q] of req.questions) raw[k] = fakeRawAnswer(stateHash, questionFingerprint(q, this), q);
+    return raw;
+  }
+
+  /** What `ask` returns for raw answers: the derived answers and the usage. @throws AnswerDefect */
+  #askResult(questions: ReadonlyMap<string, Question>, raw: Record<string, unknown>, inputTokens: number): AskResult {
+    const answers = deriveAnswers(questions, raw);
+    return {
+      answers,
+      usage: { inputTokens, outputTokens: fakeOutputTokens(questions, raw, this.usageMode), cacheReadTokens: 0, cacheWriteTokens: 0 },
+      responseModel: this.model,
+    };
+  }
+
+  /** One batch request answered as `ask` answers it (no latency, faults or beforeSend; not in `requests`). */
+  async #batchAnswer(r: BatchRequest): Promise<AskResult> {
+    const inputTokens = this.#checkBudget(r.state, r.questions, r.explain);
+    const raw = await this.#rawAnswers({ state: r.state, keys: [...r.questions.keys()], questions: r.questions, at: this.#now() });
+    return this.#askResult(r.questions, raw, inputTokens);
+  }
+
+  /**
+   * The fake's own exact count: the input tokens its `ask` reports for the same request (as its
+   * `usage` mode counts them, FakeUsageMode), so `estimate --exact` runs offline. Records the request in `countRequests`; no latency, no faults, no budget check.
+   */
+  async countTokens(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number> {
+    opts.signal.throwIfAborted();
+    this.countRequests.push({ state, keys: [...questions.keys()], questions, at: Date.now() });
+    return questions.size === 0 ? 0 : fakeInputTokens(state, questions, this.usageMode, opts.explain);
+  }
+
+  async ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult> {
+    const inputTokens = this.#checkBudget(state, questions, opts.explain);
     opts.signal.throwIfAborted();
     await opts.beforeSend();
-    const req: FakeRequest = { state, keys: [...questions.keys()], questions, at: Date.now() };
+    const req: FakeRequest = { state, keys: [...questions.keys()], questions, at: this.#now() };
     this.requests.push(req);
     if (this.latencyMs > 0) await sleep(this.latencyMs, undefined, { signal: opts.signal });
     opts.signal.throwIfAborted();
     const fault = this.faults.shift();
-    const stateHash = createHash('sha256').update(state, 'utf8').digest('hex');
-    let raw: Record<string, unknown> = {};
-    if (this.handler) raw = await this.handler(req);
-    else for (const [k, q] of questions) raw[k] = fakeRawAnswer(stateHash, questionFingerprint(q, this), q);
+    const raw = await this.#rawAnswers(req);
     if (fault !== undefined) {
       if (fault === 'timeout') throw new ProviderUnavailable('fake: request timed out');
       if (fault === 'malformed') throw new AnswerDefect('fake: response is not valid JSON');
@@ -105,12 +209,7 @@ export class FakeProvider implements Provider {
       }
       if (typeof fault === 'object') throw fakeStatusError(fault.status, fault.retryAfterMs);
     }
-    const answers = deriveAnswers(questions, raw);
-    return {
-      answers,
-      usage: { inputTokens, outputTokens: 12 * questions.size, cacheReadTokens: 0, cacheWriteTokens: 0 },
-      responseModel: this.model,
-    };
+    return this.#askResult(questions, raw, inputTokens);
   }
 }
 

@@ -18,6 +18,14 @@ export interface AskOptions {
   readonly explain?: boolean;
 }
 
+/** Options of one `countTokens`. */
+export interface CountTokensOptions {
+  /** Cancels every wait and every request of this call. */
+  readonly signal: AbortSignal;
+  /** Count the request with a rationale per answer (the set's `explain`), as `ask` would send it. */
+  readonly explain?: boolean;
+}
+
 /** What one `ask` returns: every answer asked for, or a thrown error (all or none). */
 export interface AskResult {
   /** key → derived answer and its confidence (null for nouls). */
@@ -47,8 +55,140 @@ export interface Provider extends FingerprintContext {
    */
   readonly retryAfterCapMs?: number;
   ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult>;
+  /**
+   * Input tokens, counted by the provider, of exactly the request `ask(state, questions,
+   * {explain})` would send (system prompt, answer schema or tool, state), for `verdict estimate
+   * --exact`. Counting asks no question and records no spend. Absent when the provider cannot count
+   * exactly (then only the heuristic `estimateTokens` is available).
+   * @returns a non-negative integer, tokens; 0 without a request for an empty `questions`.
+   * @throws the typed errors of `ask` (never AnswerDefect); `opts.signal.reason` on abort.
+   */
+  countTokens?(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number>;
+  /**
+   * The provider's batch API (DESIGN §16.19): half price, results within 24 h. Absent when the
+   * provider has none; batching is then off.
+   */
+  readonly batch?: BatchApi;
+  /**
+   * What the provider last learned of its server's rate limits (DESIGN §16.20), from the
+   * `anthropic-ratelimit-*` headers every response carries, errors included: the worker's limiter
+   * reads it before each call and waits for the reset when a window is spent, so the worker slows
+   * before a 429 instead of after it. null before any response, or while no response has carried
+   * a usable header. Absent when the provider's server sends no such headers.
+   */
+  rateLimitState?(): RateLimitSnapshot | null;
   /** Releases sockets and timers. */
   close?(): Promise<void>;
+}
+
+/** One request of a batch: one chunk, as `ask` would send it. */
+export interface BatchRequest {
+  /** Matches `^[a-zA-Z0-9_-]{1,64}$` and is unique within the batch (the API's rule, checked before any request). */
+  readonly customId: string;
+  readonly state: string;
+  readonly questions: ReadonlyMap<string, Question>;
+  readonly explain: boolean;
+}
+
+/** Requests of a batch by outcome; all but `processing` stay 0 until the batch has ended. */
+export interface BatchCounts {
+  processing: number;
+  succeeded: number;
+  errored: number;
+  canceled: number;
+  expired: number;
+}
+
+/** A batch as the provider reports it. Times are the provider's clock, epoch milliseconds. */
+export interface BatchInfo {
+  readonly id: string;
+  readonly status: 'in_progress' | 'canceling' | 'ended';
+  readonly createdAt: number;
+  /** When the provider stops processing it (Anthropic: 24 h after creation); what is left then expires. */
+  readonly expiresAt: number;
+  readonly counts: BatchCounts;
+}
+
+/**
+ * The outcome of one request of an ended batch. A succeeded result carries what `ask` would have
+ * returned for the same request (its usage is the billed tokens, undiscounted: the batch discount
+ * is in the price, `pricing.ts` `batchCostOf`). An errored one carries the typed error `ask` would
+ * have thrown (ProviderRefusal, ProviderUnavailable, ProviderMisconfigured, SchemaRejected,
+ * AnswerDefect with its usage when the reply was billed).
+ */
+export type BatchResult = { readonly customId: string } & (
+  | { readonly type: 'succeeded'; readonly result: AskResult }
+  | { readonly type: 'errored'; readonly error: Error }
+  | { readonly type: 'canceled' }
+  | { readonly type: 'expired' }
+);
+
+/**
+ * A provider's batch endpoints (DESIGN §16.19). Every call is cancelled by its signal; calls are
+ * retried under the provider's retry policy without any `beforeSend` (liveness is checked when the
+ * batch is assembled). Errors are the typed classes of `./errors.ts`; a batch id the provider does
+ * not know is `BatchNotFound`; a request that breaks the rules of a batch (custom id, limits, no
+ * question) is a TypeError before any request.
+ */
+export interface BatchApi {
+  /** Provider limits per batch: Anthropic 100 000 requests; `maxBytes` bounds the sum of `requestBytes`. */
+  readonly maxRequests: number;
+  readonly maxBytes: number;
+  /**
+   * Bytes one request adds to the batch body (for the assembler to respect maxBytes).
+   * @throws what `ask` throws before any request for this request (ProviderRefusal
+   *   `input_over_budget`, an invalid question), so the assembler can leave it out of the batch.
+   */
+  requestBytes(r: BatchRequest): number;
+  /**
+   * Creates a batch. When it throws after sending (a timeout, a dropped connection, an abort), the
+   * batch may exist anyway: `list` finds it.
+   */
+  submit(requests: readonly BatchRequest[], opts: { signal: AbortSignal }): Promise<BatchInfo>;
+  retrieve(id: string, opts: { signal: AbortSignal }): Promise<BatchInfo>;
+  /** Lists batches created at or after `since` (epoch ms, the provider's clock), newest first — used after a crash between submit and recording the id. */
+  list(opts: { signal: AbortSignal; since: number }): Promise<BatchInfo[]>;
+  /**
+   * Results of an ended batch, in the provider's order (not the submission order), each custom id
+   * at most once. `lookup` gives the questions and explain flag of a custom id (null: unknown id,
+   * reported as errored). A stream that breaks part way throws (ProviderUnavailable); iterating
+   * again starts from the first result.
+   * @throws TypeError for a batch that has not ended.
+   */
+  results(
+    id: string,
+    lookup: (customId: string) => { questions: ReadonlyMap<string, Question>; explain: boolean } | null,
+    opts: { signal: AbortSignal },
+  ): AsyncIterable<BatchResult>;
+  /** Asks the provider to cancel a batch: `canceling`, then `ended` with the unfinished requests canceled. An ended batch is returned unchanged. */
+  cancel(id: string, opts: { signal: AbortSignal }): Promise<BatchInfo>;
+}
+
+/**
+ * One rate-limit window as a response reported it (`anthropic-ratelimit-<name>-limit/-remaining/
+ * -reset`). Counts are requests or tokens; `resetAt` is wall-clock epoch milliseconds (the server's
+ * clock), the time the window is fully replenished, never more than `RATE_LIMIT_RESET_CAP_MS`
+ * (60 s) after the response was read (providers/rate-limit-headers.ts).
+ */
+export interface RateLimitWindow {
+  /** The window's size; null when the header is absent or malformed. */
+  readonly limit: number | null;
+  readonly remaining: number;
+  readonly resetAt: number;
+}
+
+/**
+ * The rate limits one response reported (DESIGN §16.20); a window is absent when its headers were
+ * absent or malformed. Anthropic: `tokens` is the most restrictive token limit in effect,
+ * `inputTokens` and `outputTokens` the per-minute input and output limits.
+ */
+export interface RateLimitSnapshot {
+  /** When the response was read, wall-clock epoch ms. */
+  readonly observedAt: number;
+  readonly requests?: RateLimitWindow;
+  readonly tokens?: RateLimitWindow;
+  readonly inputTokens?: RateLimitWindow;
+  readonly outputTokens?: RateLimitWindow;
 }
 
 /**

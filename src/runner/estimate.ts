@@ -100,20 +100,41 @@ export function estimatePromptTokens(questions: ReadonlyMap<string, Question>, e
   return estimateTokens(buildSystemPrompt(questions, { explain })) + estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })));
 }
 
+/** One call an estimate priced: what `ask` would get, and the heuristic's input tokens for it. */
+export interface EstimatedCall {
+  /** The state bytes the call sends, exactly as hashed. */
+  state: string;
+  /** The call's questions (one chunk of `maxPerCall` keys, sorted). */
+  questions: ReadonlyMap<string, Question>;
+  /** The set's `explain`. */
+  explain: boolean;
+  /** The heuristic's input tokens of the call: system prompt + schema + state, through `estimateTokens`. */
+  inputTokens: number;
+}
+
+/** The calls of one item when every key is asked (the `all` part), for `estimateSet`'s `onItemCalls`. */
+export interface EstimatedItemCalls {
+  /** 0-based position of the item among the eligible items, in scan order (item id). */
+  index: number;
+  itemId: string;
+  calls: EstimatedCall[];
+}
+
 function emptyWork(): WorkEstimate {
   return { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
 }
 
 /**
  * Estimates asking `set` about every item it applies to now (one workspace or all; after the
- * backfill cursor `afterId` when given), for `target`.
+ * backfill cursor `afterId` when given), for `target`. `onItemCalls`, when given, gets each item's
+ * calls of the `all` part as they are priced (src/runner/exact-estimate.ts samples them).
  * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
  */
 export async function estimateSet(
   store: Store,
   set: QuestionSet,
   target: EstimateTarget,
-  opts: { workspaceId?: string; afterId?: string | null } = {},
+  opts: { workspaceId?: string; afterId?: string | null; onItemCalls?: (c: EstimatedItemCalls) => void } = {},
 ): Promise<SetEstimate> {
   const all = emptyWork();
   const unanswered = emptyWork();
@@ -146,12 +167,13 @@ export async function estimateSet(
     const fps = new Map(keys.map((k) => [k, questionFingerprint(questions![k], target.fingerprint)]));
     let itemAll = false;
     let itemOwed = false;
+    const itemCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
     // The runner's own rule for what is answered (DESIGN §7 step 5, §16.17 as_of), so the estimate
     // counts exactly the keys a drain would ask.
     for (const { target: t, askState, done } of await answeredNow(store, set, item.id, targets, keys, fps)) {
       if (t.state.truncated) truncated++;
       const stateTokens = estimateTokens(askState.bytes);
-      const add = (w: WorkEstimate, part: string[]) => {
+      const add = (w: WorkEstimate, part: string[], calls?: EstimatedCall[]) => {
         for (let i = 0; i < part.length; i += set.maxPerCall) {
           const chunk = new Map(part.slice(i, i + set.maxPerCall).map((k) => [k, questions![k]] as const));
           const c = callCost(chunk);
@@ -159,9 +181,10 @@ export async function estimateSet(
           w.questions += chunk.size;
           w.inputTokens += c.prompt + stateTokens;
           w.outputTokens += c.output;
+          calls?.push({ state: askState.bytes, questions: chunk, explain: set.explain, inputTokens: c.prompt + stateTokens });
         }
       };
-      add(all, keys);
+      add(all, keys, itemCalls);
       itemAll = true;
       const remaining = keys.filter((k) => !done.has(k));
       if (remaining.length) {
@@ -171,6 +194,7 @@ export async function estimateSet(
     }
     if (itemAll) all.items++;
     if (itemOwed) unanswered.items++;
+    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls });
   }
   all.costUsd = costOf(target.pricing, all);
   unanswered.costUsd = costOf(target.pricing, unanswered);

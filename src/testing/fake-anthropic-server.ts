@@ -1,8 +1,12 @@
 import { autoAnswers, FakeHttpServer, type Handler, type RecordedRequest, type Reply } from './fake-server-core.js';
+import { COUNT_TOKENS_PATH, countTokensReply } from './fake-anthropic-count-tokens.js';
+import { FakeAnthropicUsage, type FakeAnthropicUsageOptions } from './fake-anthropic-usage.js';
+import { FakeAnthropicBatches } from './fake-anthropic-batches.js';
 
 /**
  * A fake Anthropic API speaking the Messages wire format (DESIGN §14): POST /v1/messages, plus
- * GET /v1/models and /v1/models/{id} for a doctor check. Point the real SDK at `server.url` as its
+ * GET /v1/models and /v1/models/{id} for a doctor check, and the Message Batches endpoints
+ * (`server.batches`, fake-anthropic-batches.ts). Point the real SDK at `server.url` as its
  * baseURL. Each request is answered by the next scripted reply, or else by the fallback, which
  * answers every question of the request's schema validly (as structured output, or as a tool_use
  * block when the request forces a tool).
@@ -81,14 +85,33 @@ export class FakeAnthropicServer extends FakeHttpServer {
   /** Models the doctor check can find. */
   models = ['claude-haiku-5-5', 'claude-haiku-4-5'];
 
-  constructor() {
+  /**
+   * Realistic usage (fake-anthropic-usage.ts): token counts estimated from each request and a
+   * prompt cache with the API's minimums and TTLs, in place of the usage of every message reply.
+   * null (the default) keeps the fixed usage 100 / 20. `reset()` leaves its cache alone.
+   */
+  usageModel: FakeAnthropicUsage | null;
+
+  /** Message Batches (fake-anthropic-batches.ts): the batches created, their faults, their answers. `reset()` leaves them alone. */
+  readonly batches = new FakeAnthropicBatches({
+    url: () => this.url,
+    answer: (req) => FakeAnthropicServer.autoReply(req, {}),
+    check: toolPropertyKeyError,
+    finish: (req, reply) => this.finish(req, reply),
+  });
+
+  /** @param opts.realisticUsage turn on `usageModel` (with its clock). @defaultValue off */
+  constructor(opts: { realisticUsage?: boolean | FakeAnthropicUsageOptions } = {}) {
     super((req) => this.defaultReply(req));
-    this.validate = toolPropertyKeyError;
+    this.validate = (req) => toolPropertyKeyError(req) ?? this.batches.validate(req);
+    const u = opts.realisticUsage;
+    this.usageModel = u ? new FakeAnthropicUsage(u === true ? {} : u) : null;
+    this.finish = (req, reply) => (this.usageModel ? this.usageModel.applyTo(req, reply) : reply);
   }
 
   /** Starts a fake server on 127.0.0.1:0. */
-  static async start(): Promise<FakeAnthropicServer> {
-    return new FakeAnthropicServer().listen();
+  static async start(opts: { realisticUsage?: boolean | FakeAnthropicUsageOptions } = {}): Promise<FakeAnthropicServer> {
+    return new FakeAnthropicServer(opts).listen();
   }
 
   /** Requests to POST /v1/messages, in arrival order. */
@@ -112,6 +135,9 @@ export class FakeAnthropicServer extends FakeHttpServer {
       return json({ id, type: 'model', display_name: `Fake ${id}`, created_at: '2026-10-07T00:00:00Z' });
     }
     if (req.method === 'POST' && req.path === '/v1/messages') return FakeAnthropicServer.autoReply(req, {});
+    if (req.method === 'POST' && req.path === COUNT_TOKENS_PATH) return countTokensReply(req);
+    const batchReply = this.batches.route(req);
+    if (batchReply) return batchReply;
     return FakeAnthropicServer.errorReply(404, 'not_found_error', 'no such route');
   }
 

@@ -12,6 +12,8 @@ export interface RecordedRequest {
   readonly index: number;
   readonly method: string;
   readonly path: string;
+  /** The query string's parameters (the batch list's `after_id`, `limit`); absent on a request built by hand. */
+  readonly query?: URLSearchParams;
   readonly headers: IncomingHttpHeaders;
   readonly rawBody: string;
   /** The JSON-parsed body, or undefined when it is not JSON. */
@@ -50,6 +52,8 @@ export class FakeHttpServer {
    * request before answering it: a reply here answers the request and leaves the script untouched.
    */
   protected validate: (req: RecordedRequest) => Reply | undefined = () => undefined;
+  /** Rewrites every scripted or fallback reply just before it is sent (the fake Anthropic server's realistic usage). */
+  protected finish: (req: RecordedRequest, reply: Reply) => Reply = (_req, reply) => reply;
   #url = '';
   #timers = new Set<NodeJS.Timeout>();
 
@@ -118,6 +122,7 @@ export class FakeHttpServer {
       index: this.requests.length,
       method: req.method ?? 'GET',
       path: (req.url ?? '/').split('?')[0],
+      query: new URLSearchParams((req.url ?? '').split('?')[1] ?? ''),
       headers: req.headers,
       rawBody,
       body,
@@ -134,7 +139,7 @@ export class FakeHttpServer {
     if (invalid) return this.#respond(invalid, req, res);
     const next = this.#queue.shift() ?? this.#fallback;
     const reply = typeof next === 'function' ? await next(rec) : next;
-    this.#respond(reply, req, res);
+    this.#respond(this.finish(rec, reply), req, res);
   }
 
   #later(ms: number | undefined, res: ServerResponse, fn: () => void): void {

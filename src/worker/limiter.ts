@@ -1,4 +1,6 @@
 import { TokenBucket } from 'limiter';
+import type { RateLimitSnapshot, RateLimitWindow } from '../providers/provider.js';
+import { RATE_LIMIT_RESET_CAP_MS } from '../providers/rate-limit-headers.js';
 import type { Permit, PermitRequest } from '../runner/evaluate.js';
 import { reservationFits, SPEND_DAY_MS } from '../store/spend-rules.js';
 import type { Store } from '../store/store.js';
@@ -24,6 +26,16 @@ import type { Store } from '../store/store.js';
  * next UTC day when the billed tokens alone leave no room for it, or `SETTLE_RETRY_MS` when the
  * calls in flight may settle below their reservations. The worker stops claiming while the day's
  * billed tokens are at the cap (`claimDelay`, re-read at most every `spendRefreshMs`).
+ *
+ * The provider's own rate-limit headers (DESIGN §16.20) are a third bucket, the server's: given
+ * `rateLimitState`, a call waits, like any bucket wait, until the reset of a window the last
+ * response reported spent: no request left, or fewer input tokens (or tokens) left than the call's
+ * estimate (a call larger than the whole window goes once it is full, as with our bucket), or no
+ * output tokens left. So the worker slows before a 429 instead of after it. Each grant debits the
+ * reading locally (one request, the estimate in tokens) until a newer response replaces it, so
+ * slots granted between two responses do not all spend the same last request. A reading whose
+ * reset has passed is ignored; resets lie at most 60 s ahead (`RATE_LIMIT_RESET_CAP_MS`), so a
+ * header can never hold the worker for longer.
  */
 export interface ProviderLimiterOptions {
   /** Reads "now" and the recorded spend, and holds the daily-cap reservations. */
@@ -42,6 +54,11 @@ export interface ProviderLimiterOptions {
   maxWaitMs?: number;
   /** How long a spend reading is reused, in milliseconds. @defaultValue 5 000 */
   spendRefreshMs?: number;
+  /**
+   * The provider's latest rate-limit reading (`Provider.rateLimitState`), read before each grant;
+   * undefined: the server's limits are not consulted. @defaultValue undefined
+   */
+  rateLimitState?: () => RateLimitSnapshot | null;
 }
 
 export const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
@@ -56,6 +73,10 @@ export const SETTLE_RETRY_MS = 1_000;
 export const DAY_MS = SPEND_DAY_MS;
 
 const MINUTE_MS = 60_000;
+
+/** The windows of a rate-limit reading the limiter consults. */
+type WindowName = 'requests' | 'tokens' | 'inputTokens' | 'outputTokens';
+const WINDOW_NAMES: readonly WindowName[] = ['requests', 'tokens', 'inputTokens', 'outputTokens'];
 
 /**
  * Waits `ms` on the global timer (which tests can fake, like the buckets' `performance.now`).
@@ -91,6 +112,8 @@ export class ProviderLimiter {
   private queue: Promise<unknown> = Promise.resolve();
   /** The last reading of the daily cap: ms left until claims may resume (null: not capped), as of `readAt` (wall ms). */
   private spend: { readAt: number; leftMs: number | null } | null = null;
+  /** The server's last rate-limit reading, and what is left of each window after the grants made since. */
+  private server: { source: RateLimitSnapshot; left: Partial<Record<WindowName, number>> } | null = null;
 
   /** @throws RangeError when a cap is not a positive number. */
   constructor(private readonly opts: ProviderLimiterOptions) {
@@ -106,7 +129,7 @@ export class ProviderLimiter {
 
   /** True when any cap is configured. */
   get active(): boolean {
-    return this.requests !== null || this.tokens !== null || this.opts.dailyTokenCap !== undefined;
+    return this.requests !== null || this.tokens !== null || this.opts.dailyTokenCap !== undefined || this.opts.rateLimitState !== undefined;
   }
 
   /**
@@ -123,7 +146,7 @@ export class ProviderLimiter {
     const budgetMs = Math.max(0, Math.min(this.maxWaitMs, req.maxWaitMs));
     const capped = await this.spendCapDelay();
     if (capped !== null) return { granted: false, delayMs: capped };
-    if (this.requests || this.tokens) {
+    if (this.requests || this.tokens || this.opts.rateLimitState) {
       const tokens = Math.max(0, Math.ceil(req.inputTokens));
       const turn = this.queue.then(() => this.take(tokens, askedAt, budgetMs, req.signal));
       this.queue = turn.catch(() => undefined);
@@ -148,17 +171,57 @@ export class ProviderLimiter {
     // A request larger than the bucket takes the whole bucket once it is full (DESIGN §10).
     const want = this.tokens ? Math.min(tokens, this.tokens.bucketSize) : 0;
     for (;;) {
-      const wait = Math.max(this.requests?.getWaitTime(1) ?? 0, want > 0 ? this.tokens!.getWaitTime(want) : 0);
+      const wait = Math.max(this.requests?.getWaitTime(1) ?? 0, want > 0 ? this.tokens!.getWaitTime(want) : 0, this.serverWait(tokens));
       if (wait === 0) {
         // No await between the check above and these debits, so no other slot can interleave.
         this.requests?.tryRemoveTokens(1);
         if (want > 0) this.tokens!.tryRemoveTokens(want);
+        this.debitServer(tokens);
         return null;
       }
       const waited = Date.now() - askedAt;
       if (waited + wait > budgetMs || signal?.aborted) return wait;
       if (!(await pause(wait, signal))) return wait; // aborted: the runner releases the job itself
     }
+  }
+
+  /**
+   * Milliseconds until the server's reading lets a call of `tokens` estimated input tokens through
+   * (0: now), adopting a newer reading first.
+   */
+  private serverWait(tokens: number): number {
+    const source = this.opts.rateLimitState?.() ?? null;
+    if (source && source !== this.server?.source) {
+      const left: Partial<Record<WindowName, number>> = {};
+      for (const k of WINDOW_NAMES) if (source[k]) left[k] = source[k]!.remaining;
+      this.server = { source, left };
+    }
+    if (!this.server) return 0;
+    const { source: s, left } = this.server;
+    const now = Date.now();
+    let wait = 0;
+    const need = (name: WindowName, w: RateLimitWindow | undefined, n: number) => {
+      const l = left[name];
+      if (!w || l === undefined || w.resetAt <= now) return;
+      // Capped again here: a reading from any provider holds a call for a minute at most.
+      if (l < n) wait = Math.max(wait, Math.min(w.resetAt - now, RATE_LIMIT_RESET_CAP_MS));
+    };
+    // A call larger than a whole token window goes once the window is full, so none waits for ever.
+    const fits = (w: RateLimitWindow | undefined) => Math.max(1, Math.min(tokens, w?.limit ?? tokens));
+    need('requests', s.requests, 1);
+    need('inputTokens', s.inputTokens, fits(s.inputTokens));
+    need('tokens', s.tokens, fits(s.tokens));
+    need('outputTokens', s.outputTokens, 1);
+    return Math.ceil(wait);
+  }
+
+  /** Spends one request and the estimate from the server's reading (what a newer response would report). */
+  private debitServer(tokens: number): void {
+    const left = this.server?.left;
+    if (!left) return;
+    if (left.requests !== undefined) left.requests -= 1;
+    if (left.inputTokens !== undefined) left.inputTokens -= tokens;
+    if (left.tokens !== undefined) left.tokens -= tokens;
   }
 
   /** Reserves the call's estimate against the daily cap (DESIGN §16.8). */
