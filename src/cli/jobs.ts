@@ -32,7 +32,7 @@ export async function jobFilterFrom(store: Store, o: JobsOptions, defaults: Part
   const f: JobFilter = { ...defaults };
   if (o.set) f.questionSet = o.set;
   if (o.state !== undefined) {
-    if (o.state !== 'owed' && o.state !== 'parked') throw new UsageError(`--state: got ${JSON.stringify(o.state)}, expected owed or parked`);
+    if (o.state !== 'owed' && o.state !== 'parked' && o.state !== 'batched') throw new UsageError(`--state: got ${JSON.stringify(o.state)}, expected owed, parked or batched`);
     f.state = o.state;
   }
   if (o.workspace) f.workspaceId = (await resolveWorkspace(store, o.workspace)).id;
@@ -76,7 +76,7 @@ export function formatJobs(jobs: JobView[]): string {
   const head = `${'ref'.padEnd(14)} ${'set'.padEnd(20)} ${'state'.padEnd(9)} prio ${'att'.padStart(3)} ${'ref.'.padStart(4)} ${'abd'.padStart(3)}  ${'due'.padEnd(10)} last error`;
   const rows = jobs.map((j) => {
     const state = j.inFlight ? 'in flight' : j.state;
-    const due = j.state === 'parked' ? '-' : j.dueInMs === 0 ? 'now' : `in ${formatDuration(j.dueInMs)}`;
+    const due = j.state !== 'owed' ? '-' : j.dueInMs === 0 ? 'now' : `in ${formatDuration(j.dueInMs)}`;
     return `${(j.ref ?? j.itemId).padEnd(14)} ${j.questionSet.padEnd(20)} ${state.padEnd(9)} ${String(j.priority).padStart(4)} ${String(j.attempts).padStart(3)} ${String(j.refusals).padStart(4)} ${String(j.abandons).padStart(3)}  ${due.padEnd(10)} ${j.lastError ?? ''}`;
   });
   return [head, ...rows].join('\n');
@@ -85,7 +85,7 @@ export function formatJobs(jobs: JobView[]): string {
 function filterOptions(cmd: Command): Command {
   return cmd
     .option('--set <name>', 'only jobs of this question set')
-    .option('--state <state>', 'owed or parked')
+    .option('--state <state>', 'owed, parked or batched (in a provider batch)')
     .option('--workspace <slug>', 'only jobs of this workspace')
     .option('--item <ref>', 'only jobs of this item (its ref; --workspace when there are several)')
     .option('--json', 'print JSON');

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
+import { batchCostOf, costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
+import { SPEND_BATCH } from '../worker/batches.js';
 import type { BackfillCursor } from '../runner/backfill.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import { isEvalSpendOutcome } from '../eval/run-eval.js';
@@ -58,6 +59,12 @@ export interface StatusReport {
   backfills: Array<{ set: string; workspace: string; owedItems: number; chunks: number; pending: number; lastStepAgoMs: number }>;
   spend: { lastHour: SpendWindow; last24h: SpendWindow };
   answersStored: number;
+  /**
+   * Provider batches not yet done (DESIGN §16.19): how many, their requests, the jobs still batched
+   * in them, and how long ago the oldest was created (ms); `unconfirmed` counts those whose submit
+   * was not confirmed (the sweep looks for them in the provider's list).
+   */
+  batches: { inFlight: number; requests: number; jobs: number; unconfirmed: number; oldestAgeMs: number | null };
   /** Size of the SQLite write-ahead log, bytes (DESIGN §16.7); null on Postgres. */
   walBytes: number | null;
 }
@@ -79,6 +86,9 @@ function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
     m.outputTokens += r.outputTokens;
     m.cacheReadTokens += r.cacheReadTokens;
     m.cacheWriteTokens += r.cacheWriteTokens;
+    // Priced per row: a batch result's tokens at the batch discount (DESIGN §16.19).
+    const cost = (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
+    m.costUsd = m.costUsd === null || cost === null ? null : m.costUsd + cost;
     models.set(mk, m);
     const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0, evalCalls: 0 };
     s.calls += r.calls;
@@ -90,12 +100,11 @@ function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
     } else if (isEvalSpendOutcome(r.outcome)) {
       s.evalCalls += r.calls;
       w.evalCalls += r.calls;
-    } else if (r.outcome !== 'ok') s.failedCalls += r.calls;
+    } else if (r.outcome !== 'ok' && r.outcome !== SPEND_BATCH) s.failedCalls += r.calls;
     sets.set(r.questionSet, s);
   }
   for (const [mk, m] of models) {
     const pricing = pricingFor(m.provider, m.model);
-    m.costUsd = costOf(pricing, m);
     m.note = pricing.kind === 'priced' ? null : pricing.reason;
     if (m.costUsd === null) w.unpriced.push(mk);
     else w.costUsd += m.costUsd;
@@ -150,7 +159,21 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     backfills,
     spend: { lastHour: priceWindow(hour.sinceHour, hour.rows), last24h: priceWindow(day.sinceHour, day.rows) },
     answersStored: await store.countDecisions(),
+    batches: await batchesInFlight(store, now),
     walBytes: await store.walBytes(),
+  };
+}
+
+async function batchesInFlight(store: Store, now: number): Promise<StatusReport['batches']> {
+  const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
+  let jobs = 0;
+  for (const b of open) jobs += await store.countBatchedJobs(b.id);
+  return {
+    inFlight: open.length,
+    requests: open.reduce((n, b) => n + b.requestCount, 0),
+    jobs,
+    unconfirmed: open.filter((b) => b.status === 'submitting').length,
+    oldestAgeMs: open.length ? now - Math.min(...open.map((b) => b.createdAt)) : null,
   };
 }
 
@@ -226,6 +249,12 @@ export function formatStatus(s: StatusReport): string {
   for (const b of s.backfills) {
     lines.push(`backfill ${b.set} (${b.workspace}): ${n(b.owedItems)} items owed in ${b.chunks} chunk${b.chunks === 1 ? '' : 's'}, last chunk ${b.pending} item${b.pending === 1 ? '' : 's'}; last step ${formatDuration(Math.max(0, b.lastStepAgoMs))} ago (rerun \`verdict backfill --set ${b.set}\` to resume if it stopped)`);
   }
+  if (s.batches.inFlight > 0) {
+    const b = s.batches;
+    lines.push(
+      `batches in flight: ${n(b.inFlight)} (${n(b.requests)} requests, ${n(b.jobs)} jobs batched; oldest created ${age(b.oldestAgeMs)} ago${b.unconfirmed ? `; ${n(b.unconfirmed)} submit not confirmed, being looked for` : ''}); results within 24 h`,
+    );
+  } else lines.push('batches in flight: none');
   lines.push(`answers stored: ${n(s.answersStored)}`);
   if (s.walBytes !== null) {
     lines.push(`write-ahead log: ${formatBytes(s.walBytes)}${s.walBytes > WAL_WARN_BYTES ? ` (above ${formatBytes(WAL_WARN_BYTES)}: a long reader may be holding it; see \`verdict doctor\`)` : ''}`);

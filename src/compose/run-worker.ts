@@ -136,6 +136,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     abandonLimit: p.cfg.abandonLimit,
     untilIdle: p.untilIdle,
     coAsk: p.cfg.coAsk !== 'off',
+    batch: p.cfg.batch ?? 'auto',
     onOutcome: (r) => {
       metrics?.observe(r);
       if (worker.signal.aborted && r.outcome.kind === 'release') {

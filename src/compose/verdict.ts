@@ -242,7 +242,7 @@ export interface ItemSetStatus {
   questionSet: string;
   applies: boolean;
   reason: string | null;
-  job: { state: 'owed' | 'parked'; dueAt: number; attempts: number; refusals: number; lastError: string | null } | null;
+  job: { state: 'owed' | 'parked' | 'batched'; dueAt: number; attempts: number; refusals: number; lastError: string | null } | null;
 }
 
 /** Reads of decisions (DESIGN §8), judged against the provider this Verdict was created with. */

@@ -531,15 +531,22 @@ function zeroUsage(): Usage {
  * shares add up to the call's usage exactly.
  */
 export function partUsages(call: { readonly parts: readonly CallPart[] }, usage: Usage): Usage[] {
-  const n = call.parts.reduce((s, p) => s + p.chunk.questions.size, 0);
+  return splitUsage(usage, call.parts.map((p) => p.chunk.questions.size));
+}
+
+/**
+ * Usage split over shares of `counts` keys each (DESIGN §16.18): even per key, the remainder to
+ * the first keys, summed per share, so the shares add up to `usage` exactly.
+ */
+export function splitUsage(usage: Usage, counts: readonly number[]): Usage[] {
+  const n = counts.reduce((s, c) => s + c, 0);
   const sum = (total: number, from: number, count: number) => {
     let s = 0;
     for (let i = from; i < from + count; i++) s += Math.floor(total / n) + (i < total % n ? 1 : 0);
     return s;
   };
   let from = 0;
-  return call.parts.map((p) => {
-    const count = p.chunk.questions.size;
+  return counts.map((count) => {
     const u: Usage = {
       inputTokens: sum(usage.inputTokens, from, count),
       outputTokens: sum(usage.outputTokens, from, count),

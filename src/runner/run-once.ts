@@ -48,6 +48,8 @@ export interface RunnerOptions {
    * are identical in one call. @defaultValue true
    */
   coAsk?: boolean;
+  /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §16.19). @defaultValue false */
+  liveOnly?: boolean;
 }
 
 export const DEFAULT_ABANDON_LIMIT = 8;
@@ -80,10 +82,10 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     return null;
   }
   const cool = opts.setCooloffs;
-  const claim = held ?? (await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, await skipSets(opts)));
+  const claim = held ?? (await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, await skipSets(opts), await claimOptions(opts)));
   if (!claim) return null;
   const started = Date.now();
-  const siblings = await claimSiblings(opts, claim);
+  const siblings = claim.coAsked ?? [];
   const claims = [claim, ...siblings];
   const evaluations = await evaluateGroup(claims, {
     store: opts.store,
@@ -103,26 +105,21 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
 }
 
 /**
- * The item's other jobs to co-ask with `claim` (DESIGN §16.18), claimed now; none when co-asking
- * is off or no other registered set can read the same state. A failure to claim them is logged
- * and the job runs alone: co-asking saves money, it must not cost a job.
+ * What a claim takes besides its job (DESIGN §16.18, §16.19): with co-asking on, each set's
+ * partners (`coAskPartners`) less the sets cooling off, claimed with the job when due; with
+ * `liveOnly`, live work only.
  */
-async function claimSiblings(opts: RunnerOptions, claim: Claim): Promise<Claim[]> {
-  if (opts.coAsk === false) return [];
-  const set = opts.registry.get(claim.questionSet);
-  if (!set) return [];
-  const partners = coAskPartners(set, opts.registry.all());
-  if (partners.length === 0) return [];
-  const cool = opts.setCooloffs;
-  const skip = new Set(cool?.any ? cool.active(await opts.store.now()) : []);
-  const sets = partners.filter((s) => !skip.has(s));
-  if (sets.length === 0) return [];
-  try {
-    return await opts.store.claimSiblingJobs(claim, sets, { leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT });
-  } catch (err) {
-    opts.logger.warn({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'co-asked jobs not claimed');
-    return [];
+async function claimOptions(opts: RunnerOptions): Promise<{ liveOnly: boolean; coAsk?: Record<string, string[]> }> {
+  const liveOnly = opts.liveOnly === true;
+  if (opts.coAsk === false) return { liveOnly };
+  const all = opts.registry.all();
+  const skip = new Set(await skipSets(opts));
+  const coAsk: Record<string, string[]> = {};
+  for (const set of all) {
+    const partners = coAskPartners(set, all).filter((s) => !skip.has(s));
+    if (partners.length) coAsk[set.name] = partners;
   }
+  return Object.keys(coAsk).length ? { liveOnly, coAsk } : { liveOnly };
 }
 
 /**
@@ -167,14 +164,16 @@ async function skipSets(opts: RunnerOptions): Promise<string[]> {
 
 /**
  * Gives back a claim taken for a next run that will not happen (shutdown, a cancelled pass, a
- * spend cap): released without an attempt, so it is claimable at once. A failure is logged; the
- * lease bounds the job.
+ * spend cap): released without an attempt, so it is claimable at once, with the jobs claimed with
+ * it for co-asking. A failure is logged; the lease bounds the job.
  */
 export async function releaseHeld(opts: RunnerOptions, claim: Claim): Promise<void> {
-  try {
-    await opts.store.releaseJob(claim);
-  } catch (err) {
-    opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'held claim not released');
+  for (const c of [claim, ...(claim.coAsked ?? [])]) {
+    try {
+      await opts.store.releaseJob(c);
+    } catch (err) {
+      opts.logger.error({ set: c.questionSet, itemId: c.itemId, err: errCode(err) }, 'held claim not released');
+    }
   }
 }
 
@@ -195,7 +194,7 @@ async function finishWithAnswers(
 ): Promise<{ outcome: EvalOutcome; recorded: RunReport['recorded']; next: Claim | null }> {
   const { store } = opts;
   try {
-    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts) } : undefined;
+    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts), ...(await claimOptions(opts)) } : undefined;
     const f = await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };

@@ -188,7 +188,7 @@ export const itemSetStatus = z.object({
   applies: z.boolean(),
   reason: z.string().nullable().describe('Why the set does not apply now, in words; null when it applies'),
   job: z
-    .object({ state: z.enum(['owed', 'parked']), dueAt: z.number().describe('Epoch ms: not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
+    .object({ state: z.enum(['owed', 'parked', 'batched']), dueAt: z.number().describe('Epoch ms: not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
     .nullable()
     .describe('The set\u2019s job on this item, or null when nothing is owed'),
 });

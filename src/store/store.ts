@@ -6,6 +6,7 @@ import type { CollectionOweStep } from './collection-owe.js';
 import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext } from './events.js';
 import type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing } from './verdicts.js';
 import { VerdictError } from '../errors.js';
+import type { Question } from '../decision/questions.js';
 
 export type { CollectionOweStep };
 export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext };
@@ -152,6 +153,8 @@ export interface Claim {
   defers: number;
   priority: number;
   enqueuedAt: number;
+  /** Jobs of the same item claimed with this one for co-asking (DESIGN §16.18; `ClaimRequest.coAsk`), under the same lease. */
+  coAsked?: Claim[];
 }
 
 /**
@@ -171,6 +174,13 @@ export interface ClaimRequest {
   abandonLimit: number;
   /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
   skipSets?: readonly string[];
+  /** Live work only (priority 0): backfill-priority jobs are left to a provider batch (DESIGN §16.19). */
+  liveOnly?: boolean;
+  /**
+   * Co-asking (DESIGN §16.18): set → the sets whose jobs of the same item are claimed with it when
+   * due (`Claim.coAsked`), in the claim's own statements, so another slot cannot take them between.
+   */
+  coAsk?: Readonly<Record<string, readonly string[]>>;
 }
 
 /**
@@ -193,6 +203,100 @@ export interface JobFinish {
   };
   /** Claims the slot's next job (as `claimNextJob` would) after the completion. */
   claimNext?: ClaimRequest;
+}
+
+// ------------------------------------------------------------- provider batches (DESIGN §16.19)
+
+/** A provider batch as this database records it (`provider_batches`). Times are epoch ms. */
+export interface ProviderBatchRow {
+  /** Ours; every custom id of the batch starts with it. */
+  id: string;
+  provider: string;
+  model: string;
+  /** The provider's id; null while `submitting` (the submit has not returned, or the process died before recording it). */
+  providerBatchId: string | null;
+  status: 'submitting' | 'in_progress' | 'ended' | 'done';
+  requestCount: number;
+  createdAt: number;
+  submittedAt: number | null;
+  expiresAt: number | null;
+  endedAt: number | null;
+  polledAt: number | null;
+  /** How it ended for us (`results`, `expired`, `canceled`, `not_submitted`, `lost`), once `done`. */
+  outcome: string | null;
+}
+
+/** A batch about to be submitted: its id (see `ProviderBatchRow.id`), provider and model. */
+export interface NewProviderBatch {
+  id: string;
+  provider: string;
+  model: string;
+}
+
+/** Fields of a batch row to change. */
+export type ProviderBatchPatch = Partial<Pick<ProviderBatchRow, 'providerBatchId' | 'status' | 'submittedAt' | 'expiresAt' | 'endedAt' | 'polledAt' | 'outcome'>>;
+
+/**
+ * What one batch request asked, kept until its result is stored (DESIGN §16.19): the state (hash,
+ * version, parts) and, per job co-asked in it, the set's stored keys, fingerprints, questions,
+ * surfacing settings and the job's generation at assembly.
+ */
+export interface BatchPlan {
+  stateHash: string;
+  stateVersion: number;
+  stateParts: Readonly<Record<string, string>>;
+  stateTruncated: boolean;
+  explain: boolean;
+  itemSeq: number;
+  ref: string;
+  /** Estimated input tokens and the output ceiling of the request, as a call's permit would take them. */
+  estimate: { inputTokens: number; maxOutputTokens: number };
+  parts: Array<{
+    questionSet: string;
+    generation: number;
+    /** [stored key, question key] pairs. */
+    storedKeys: Array<[string, string]>;
+    fingerprints: Record<string, string>;
+    questions: Record<string, Question>;
+    threshold: number;
+    hysteresis: number;
+    unsurfaced: string[];
+  }>;
+}
+
+/** One request of a batch to record with it. */
+export interface NewBatchRequest {
+  customId: string;
+  workspaceId: string;
+  itemId: string;
+  plan: BatchPlan;
+}
+
+/** A recorded request whose result is not stored yet. */
+export interface BatchRequestRow extends NewBatchRequest {
+  batchId: string;
+}
+
+/**
+ * What a batch result does to one of its jobs, applied only while the job is still batched in
+ * that batch: `complete`/`drop` delete it; `fail` re-owes it after `backoffMs` (the attempt was
+ * counted at assembly); `refuse` counts a refusal and parks at `refusalLimit`; `release` re-owes
+ * it at once, the attempt given back.
+ */
+export interface BatchJobOutcome {
+  itemId: string;
+  questionSet: string;
+  outcome: 'complete' | 'drop' | 'fail' | 'refuse' | 'release';
+  backoffMs?: number;
+  error?: string;
+  refusalLimit?: number;
+}
+
+/** One request's result to store (`Store.storeBatchResult`). */
+export interface BatchResultWrite {
+  answers: Array<{ decisions: NewDecision[]; surfacing: SurfacingContext }>;
+  spend: SpendRecord[];
+  jobs: BatchJobOutcome[];
 }
 
 /** What `Store.finishJob` did: the completion's fenced result, the answers inserted, and the next claim (null when none was asked for or none is claimable). */
@@ -218,7 +322,10 @@ export interface JobRow {
   abandons: number;
   /** Consecutive defers since the last enqueue or other recorded outcome (DESIGN §16.3). */
   defers: number;
-  state: 'owed' | 'parked';
+  /** `batched`: in a provider batch (DESIGN §16.19), not claimable until its result is stored or the batch re-owes it. */
+  state: 'owed' | 'parked' | 'batched';
+  /** The provider batch (`provider_batches.id`) a batched job is in; may outlive it on a job a write re-owed. */
+  batchId: string | null;
   lastError: string | null;
   lastErrorAt: number | null;
   /** Fair-queuing tag: the claim order across workspaces after priority (set once, at insert). */
@@ -229,7 +336,7 @@ export interface JobRow {
 
 export interface JobFilter {
   questionSet?: string;
-  state?: 'owed' | 'parked';
+  state?: 'owed' | 'parked' | 'batched';
   workspaceId?: string;
   itemId?: string;
   /** `listJobs` only: jobs whose last error was recorded within this many milliseconds. */
@@ -634,6 +741,8 @@ export interface Store extends TrackerStore {
     abandonLimit: number,
     /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
     skipSets?: readonly string[],
+    /** Live work only, and the co-asking partners to claim with the job (see `ClaimRequest`). */
+    opts?: Pick<ClaimRequest, 'liveOnly' | 'coAsk'>,
   ): Promise<Claim | null>;
   /**
    * Claims the other owed jobs of `claim`'s item in `sets` that are claimable now, under the same
@@ -642,6 +751,35 @@ export interface Store extends TrackerStore {
    * abandon limit are left alone. @returns the sibling claims in set-name order.
    */
   claimSiblingJobs(claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]>;
+  /**
+   * Claims up to `limit` due owed jobs at backfill priority (≥ 1) for a provider batch (DESIGN
+   * §16.19), under a lease of `leaseMs` while it is assembled, counting their attempts; jobs at
+   * the abandon limit are parked instead. @returns the claims, by item then set.
+   */
+  claimBatchJobs(workerId: string, o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] }): Promise<Claim[]>;
+  /**
+   * Records a batch before its submit: the batch row (`submitting`), its requests, and its claimed
+   * jobs moved to `batched`, in one transaction.
+   * @throws BatchClaimLost (store/sql/batches.ts) when a claim was lost; nothing is written then.
+   */
+  recordBatch(b: NewProviderBatch, requests: readonly NewBatchRequest[], claims: readonly Claim[]): Promise<void>;
+  updateProviderBatch(id: string, p: ProviderBatchPatch): Promise<void>;
+  /** Batch rows, oldest first; only those in `statuses` when given. */
+  listProviderBatches(statuses?: readonly ProviderBatchRow['status'][]): Promise<ProviderBatchRow[]>;
+  /** A batch's requests whose results are not stored yet. */
+  listBatchRequests(batchId: string): Promise<BatchRequestRow[]>;
+  /** Jobs still batched in `batchId`. */
+  countBatchedJobs(batchId: string): Promise<number>;
+  /**
+   * Stores one request's result (answers, spend, its jobs' outcomes) and deletes the request, in
+   * one transaction; a request already stored does nothing. @returns answers inserted.
+   */
+  storeBatchResult(batchId: string, customId: string, r: BatchResultWrite): Promise<number>;
+  /**
+   * Ends a batch: every job still batched in it re-owed at once without counting the attempt,
+   * its remaining requests deleted, the row `done` with `outcome`. @returns jobs re-owed.
+   */
+  closeBatch(batchId: string, outcome: string, error?: string): Promise<number>;
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
   renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
   completeJob(claim: Claim): Promise<OutcomeResult>;

@@ -301,7 +301,7 @@ export interface RawJob {
   refusals: number;
   abandons: number;
   defers: number;
-  state: 'owed' | 'parked';
+  state: 'owed' | 'parked' | 'batched';
   last_error: string | null;
   last_error_at: number | null;
   fair_tag: number;

@@ -7,6 +7,10 @@ import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../run
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
 import { VerdictError } from '../errors.js';
+import { BatchPipeline, batchingActive } from './batches.js';
+
+/** Default interval between polls of the batches in flight, ms (DESIGN §16.19: results within 24 h; most within an hour). */
+export const BATCH_POLL_MS = 60_000;
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
@@ -27,6 +31,17 @@ export interface WorkerOptions {
   untilIdle?: boolean;
   /** Ask the item's sets whose states are byte-identical in one call (DESIGN §16.18; `RunnerOptions.coAsk`). @defaultValue true */
   coAsk?: boolean;
+  /**
+   * Provider batches for backfill-priority work (DESIGN §16.19; see `batchingActive`): when
+   * active, the slots claim live work only, and the worker assembles batches, submits them and
+   * stores their results (every tick; batches polled every `batchPollMs`). A drain assembles
+   * every due backfill job into batches before its slots run, and collects the batches that ended
+   * by the time it returns; batches still in flight are collected by a later worker.
+   * @defaultValue 'off' (`verdict worker` passes its `--batch`, default auto)
+   */
+  batch?: 'auto' | 'on' | 'off';
+  /** Interval between polls of the batches in flight, ms. @defaultValue 60 000 */
+  batchPollMs?: number;
   acquirePermit?: RunnerOptions['acquirePermit'];
   /**
    * Asked before each claim: null to claim, or milliseconds to stop claiming for (the daily spend
@@ -70,6 +85,10 @@ export interface WorkerSummary {
   spendCapReached?: boolean;
   /** Sets whose answer schema the provider rejected in this run, with the reason (DESIGN §16.4). */
   schemaRejected?: Record<string, string>;
+  /** Jobs sent to provider batches in this run (DESIGN §16.19). */
+  batched?: number;
+  /** Batch results stored in this run. */
+  batchResults?: number;
 }
 
 /**
@@ -113,6 +132,8 @@ export class Worker {
   private yielding: Promise<void> | null = null;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
+  /** The batch pipeline and the provider and registry it was made for (`batches`). */
+  private pipeline: { provider: Provider; registry: Registry; pipeline: BatchPipeline } | null = null;
   /** The collection-change walk in progress in this process, if any (one at a time). */
   private advancing: Promise<void> | null = null;
   /** Epoch ms a slot last started a collection-change walk (see `slot`). */
@@ -197,6 +218,9 @@ export class Worker {
     }
     // A drain owes every pending collection change first, so "claimable now" includes its items.
     if (this.opts.untilIdle) await this.advanceCollections();
+    // ... and sends every due backfill-priority job to a batch before the slots take live work.
+    if (this.opts.untilIdle) await this.batchPass({ sweep: true, assemble: 'all' });
+    const batching = this.opts.untilIdle ? Promise.resolve() : this.batchLoop();
     // Start the slots on a fresh turn of the loop, so the start-up's synchronous work and the
     // drain's first jobs do not add up to one long hold.
     await new Promise<void>((resolve) => setImmediate(resolve));
@@ -204,8 +228,73 @@ export class Worker {
     const slots = Array.from({ length: this.opts.concurrency }, (_, i) => this.slot(i));
     await Promise.all(slots);
     await this.advancing;
+    if (this.opts.untilIdle) await this.batchPass({ sweep: true, assemble: 'none' });
+    await batching;
     return this.summary;
   }
+
+  /** The batch pipeline over the provider and registry in force, or null when batching is not active (DESIGN §16.19). */
+  batches(): BatchPipeline | null {
+    const { provider, registry } = this.runtime;
+    if (!batchingActive(provider, this.opts.batch ?? 'off')) return null;
+    if (this.pipeline?.provider !== provider || this.pipeline.registry !== registry) {
+      this.pipeline = {
+        provider,
+        registry,
+        pipeline: new BatchPipeline({
+          store: this.opts.store,
+          registry,
+          provider,
+          logger: this.opts.logger,
+          workerId: `${this.opts.workerId}/batch`,
+          leaseMs: this.opts.leaseMs,
+          abandonLimit: this.opts.abandonLimit,
+          skipSets: () => (this.setCooloffs.any ? this.setCooloffs.active(Date.now()) : []),
+        }),
+      };
+    }
+    return this.pipeline.pipeline;
+  }
+
+  /**
+   * One batch pass: with `sweep`, stores the results of batches that ended; then sends due
+   * backfill-priority jobs to batches, a batch of up to BATCH_MAX_JOBS jobs at a time: `all` until
+   * none is due, `once` one assembly. Not while the daily spend cap is reached. A store or provider
+   * failure is logged; the jobs stay owed or batched and the next pass tries again.
+   */
+  async batchPass(o: { sweep: boolean; assemble: 'all' | 'once' | 'none' }): Promise<void> {
+    const pipeline = this.batches();
+    if (!pipeline) return;
+    try {
+      if (o.sweep) {
+        const swept = await pipeline.sweep(this.abort.signal);
+        this.summary.batchResults = (this.summary.batchResults ?? 0) + swept.results;
+        if (swept.results > 0 || swept.reowed > 0) this.wake();
+      }
+      for (let n = 0; o.assemble !== 'none' && !this.stopping; n++) {
+        if (o.assemble === 'once' && n > 0) break;
+        if ((await this.opts.claimGate?.()) != null) break;
+        const r = await pipeline.assemble(this.abort.signal);
+        this.summary.batched = (this.summary.batched ?? 0) + r.jobs;
+        if (r.jobs + r.settled === 0) break;
+        await yieldLoop();
+      }
+    } catch (err) {
+      this.opts.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch pass failed; trying again next pass');
+    }
+  }
+
+  /** The long-running worker's batch loop: assembles every tick, sweeps every `batchPollMs`, until stop. */
+  private async batchLoop(): Promise<void> {
+    let lastSweep = 0;
+    while (!this.stopping) {
+      const sweep = Date.now() - lastSweep >= (this.opts.batchPollMs ?? BATCH_POLL_MS);
+      if (sweep) lastSweep = Date.now();
+      await this.batchPass({ sweep, assemble: 'once' });
+      await this.idle(this.opts.tickMs);
+    }
+  }
+
 
   /**
    * Owes the pending collection changes (DESIGN §16.12) one chunk of 1,000 items per transaction,
@@ -250,6 +339,7 @@ export class Worker {
       onOutcome: (r) => this.count(r),
       claimNext: true,
       coAsk: this.opts.coAsk ?? true,
+      liveOnly: this.batches() !== null,
     };
   }
 

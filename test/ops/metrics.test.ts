@@ -46,6 +46,9 @@ function worker(provider: FakeProvider, metrics: WorkerMetrics) {
     passLimit: 20,
     abandonLimit: 8,
     untilIdle: true,
+    // Each set asked on its own, so every count below is per job; co-asked calls are counted in
+    // test/runner/co-ask.test.ts and the spend split in test/ops/status.test.ts.
+    coAsk: false,
     onOutcome: (r) => metrics.observe(r),
   });
 }

@@ -90,7 +90,12 @@ describe('status', () => {
     await drainNow(runnerOptions(fx, new FakeProvider()));
     const s = await statusReport(fx.store);
     expect(s.answersStored).toBe(4);
-    expect(s.spend.lastHour).toMatchObject({ calls: 2, costUsd: 0 });
+    expect(s.spend.lastHour).toMatchObject({ calls: 1, costUsd: 0 }); // attention and effort co-asked (DESIGN §16.18)
+    expect(s.spend.lastHour.bySet.map((b) => [b.set, b.calls, b.inputTokens > 0]).sort()).toEqual([
+      ['attention', 1, true],
+      ['effort', 0, true],
+    ]);
+    expect(s.batches).toEqual({ inFlight: 0, requests: 0, jobs: 0, unconfirmed: 0, oldestAgeMs: null });
     const perCall = await fx.store.listDecisions((await fx.store.listItems({}))[0].id);
     expect(s.spend.lastHour.inputTokens).toBe(perCall.reduce((a, d) => a + d.inputTokens, 0));
 

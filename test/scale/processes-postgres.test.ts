@@ -72,6 +72,10 @@ describe.skipIf(!TEST_PG_URL)(`worker processes on PostgreSQL${TEST_PG_URL ? '' 
     expect(runs.every((r) => r.claimed > 0)).toBe(true);
     expect(runs.reduce((a, r) => a + r.claimed, 0)).toBe(owed);
     expect(troubleLines(runs)).toEqual([]);
-    expect(await checkDrain(db.url)).toEqual({ jobsLeft: 0, answers: SCALE_ITEMS * 4, duplicateKeys: 0, calls: owed });
+    // Co-asked items take one call, others two (see processes-sqlite.test.ts).
+    const check = await checkDrain(db.url);
+    expect(check).toMatchObject({ jobsLeft: 0, answers: SCALE_ITEMS * 4, duplicateKeys: 0 });
+    expect(check.calls).toBeGreaterThanOrEqual(SCALE_ITEMS);
+    expect(check.calls).toBeLessThanOrEqual(owed);
   }, 240_000);
 });

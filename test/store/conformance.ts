@@ -1067,7 +1067,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(30_000);
       const fake = new FakeProvider();
       const reports = await drain(runner(fake));
-      expect(reports.map((r) => r.outcome.kind)).toEqual(['complete', 'complete']);
+      // attention and effort read the same state: one co-asked call (DESIGN §16.18), two jobs done.
+      expect(reports.map((r) => [r.outcome.kind, r.claim.coAsked?.map((c) => c.questionSet)])).toEqual([['complete', ['effort']]]);
+      expect(fake.requests.map((q) => q.keys.sort())).toEqual([['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']]);
+      expect(await fx.store.listJobs({ itemId: it1.id })).toEqual([]);
       const rows = await fx.store.listDecisions(it1.id);
       expect(rows.map((r) => `${r.questionSet}:${r.questionKey}`).sort()).toEqual([
         'attention:blocked',
@@ -1082,8 +1085,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(3_600_000);
       const again = await drain(runner(fake));
       expect(again.map((r) => r.outcome)).toEqual([{ kind: 'complete', reason: 'already_answered' }]);
-      expect(fake.requests).toHaveLength(2);
-      expect((await fx.store.spendSince(86_400_000)).calls).toBe(2);
+      expect(fake.requests).toHaveLength(1);
+      expect((await fx.store.spendSince(86_400_000)).calls).toBe(1);
     });
   });
 

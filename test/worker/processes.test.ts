@@ -93,10 +93,14 @@ describe('worker processes', () => {
     expect(q<{ outcome: string; calls: number }>('SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome')).toEqual([{ outcome: 'aborted', calls: 1 }]);
     // The last log line says what the stop cut short.
     const lines = a.stderr().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines[lines.length - 1]).toMatchObject({ msg: 'worker stopped', claimed: 1, calls: 1, answersStored: 0, releasedAtStop: 1, abortedCalls: 1 });
+    // attention and effort were co-asked in the one call (DESIGN §16.18): two jobs, one call.
+    expect(lines[lines.length - 1]).toMatchObject({ msg: 'worker stopped', claimed: 2, calls: 1, answersStored: 0, releasedAtStop: 2, abortedCalls: 1 });
     const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as { spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } } };
     expect(status.spend.last24h.abortedCalls).toBe(1);
-    expect(status.spend.last24h.bySet.map((s) => [s.failedCalls, s.abortedCalls])).toEqual([[0, 1]]);
+    expect(status.spend.last24h.bySet.map((s) => [s.failedCalls, s.abortedCalls])).toEqual([
+      [0, 1],
+      [0, 0],
+    ]);
   }, 60_000);
 
   it('a poison item that kills the worker every time parks after the abandon limit; every other job completes', async () => {

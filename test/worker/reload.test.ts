@@ -37,19 +37,22 @@ describe('Worker.cancelPass', () => {
       });
       const running = worker.run();
       await waitFor(() => a.requests.length === 1, 5_000, 5);
-      const inFlight = (await fx.store.listJobs({ itemId: item.row.id })).find((j) => j.claimToken !== null)!;
-      expect(inFlight.attempts).toBe(1);
+      // attention and effort are co-asked in that one call (DESIGN §16.18): both jobs are in flight.
+      const inFlight = (await fx.store.listJobs({ itemId: item.row.id })).filter((j) => j.claimToken !== null);
+      expect(inFlight.map((j) => [j.questionSet, j.attempts])).toEqual([
+        ['attention', 1],
+        ['effort', 1],
+      ]);
       worker.swap(b, fx.registry);
       worker.cancelPass('reload');
       await waitFor(async () => (await fx.store.listJobs({ itemId: item.row.id })).length === 0, 5_000, 5);
       worker.stop();
       await running;
-      expect(outcomes[0].outcome).toEqual({ kind: 'release', reason: 'reload' });
-      expect(outcomes[0].claim.questionSet).toBe(inFlight.questionSet);
-      // The released job's next claim is attempt 1 again: the cancelled one was not counted.
-      const again = outcomes.slice(1).find((r) => r.claim.questionSet === inFlight.questionSet)!;
-      expect(again.claim.attempts).toBe(1);
-      expect(outcomes.slice(1).every((r) => r.outcome.kind === 'complete')).toBe(true);
+      const released = outcomes.slice(0, 2);
+      expect(released.map((r) => [r.claim.questionSet, r.outcome]).sort()).toEqual(inFlight.map((j) => [j.questionSet, { kind: 'release', reason: 'reload' }]));
+      // The released jobs' next claims are attempt 1 again: the cancelled one was not counted.
+      for (const j of inFlight) expect(outcomes.slice(2).find((r) => r.claim.questionSet === j.questionSet)!.claim.attempts).toBe(1);
+      expect(outcomes.slice(2).every((r) => r.outcome.kind === 'complete')).toBe(true);
       expect(a.requests).toHaveLength(1); // the old provider got nothing after the cancel
       const models = new Set((await fx.store.listDecisions(item.row.id)).map((d) => d.model));
       expect([...models]).toEqual(['fake-B']);
@@ -84,7 +87,7 @@ describe('Worker.cancelPass', () => {
       worker.stop();
       await running;
       expect(worker.providerProblem).toBeNull();
-      expect(b.requests.length).toBe(2);
+      expect(b.requests.length).toBe(1); // attention and effort, co-asked (DESIGN §16.18)
     } finally {
       await fx.cleanup();
     }

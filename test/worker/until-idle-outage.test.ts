@@ -64,7 +64,7 @@ function cli(args: string[], timeoutMs: number): Promise<{ code: number | null; 
 }
 
 describe('worker --until-idle during a 529 outage with retry-after: 1', () => {
-  it('exits once nothing is due: each job failed once (4 requests) and backs off; status lists the failing sets', async () => {
+  it('exits once nothing is due: the co-asked call failed once (4 requests), both jobs back off; status lists the failing sets', async () => {
     const row = readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8')
       .split('\n')
       .filter(Boolean)
@@ -76,11 +76,13 @@ describe('worker --until-idle during a 529 outage with retry-after: 1', () => {
     writeFileSync(file, `${row}\n`);
     expect((await cli(['import', 'beads', file], 30_000)).code).toBe(0);
 
-    const drain = await cli(['worker', '--until-idle'], 40_000);
+    // Call by call: this is the outage of the Messages endpoint (batches: test/worker/batches.test.ts).
+    const drain = await cli(['worker', '--until-idle', '--batch', 'off'], 40_000);
     expect(drain.killed).toBe(false);
     expect(drain.code).toBe(0);
-    // attention and effort ask (conventions has no conventions to ask about): 4 requests each.
-    expect(server.messages).toHaveLength(8);
+    // attention and effort ask (conventions has no conventions to ask about), co-asked in one
+    // call (DESIGN §16.18): 4 requests for the two jobs, each of which fails once.
+    expect(server.messages).toHaveLength(4);
     expect(drain.out).toMatch(/^left: 0 due, 2 waiting \(backoff or debounce\), 0 parked; next due in (2[7-9]|3[0-3])s$/m);
 
     const status = await cli(['status'], 30_000);

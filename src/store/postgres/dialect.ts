@@ -68,7 +68,7 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     byteOrder: (x) => sql`${x} COLLATE "C"`,
     indexedBy: () => NOTHING,
     unindexed: (column) => new StringChunk(`${column} + 0`),
-    claimStates: { where: new StringChunk("j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },
+    claimStates: { where: new StringChunk("j.state > 'batched' AND j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },
     forUpdate: new StringChunk(' FOR UPDATE'),
     skipLocked: new StringChunk(' FOR UPDATE OF j SKIP LOCKED'),
     lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,

@@ -30,14 +30,15 @@ import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeF
  * offers a not_before range. `SKIP LOCKED` lets concurrent claimers on many machines pass over
  * each other's rows instead of queueing on them. Exported so a test can check its plan.
  */
-export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = []): SQL {
+export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = [], liveOnly = false): SQL {
   const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
+  const live = liveOnly ? sql`AND j.priority = 0` : sql``;
   return sql`
     SELECT j.item_id, j.question_set FROM decision_jobs j ${d.indexedBy('decision_jobs_claim_order_idx')}
     WHERE ${d.claimStates.where} AND ${d.unindexed('j.not_before')} <= ${now}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-      ${skip}
+      ${skip} ${live}
     ORDER BY ${d.claimStates.orderPrefix}j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1${d.skipLocked}`;
 }
@@ -51,34 +52,50 @@ export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr
  * and the next claim parks it), and the next one is tried. On Postgres each statement commits on
  * its own (one round trip a claim).
  */
-export function claimNextJob(c: SqlContext, workerId: string, leaseMs: number, abandonLimit: number, skipSets: readonly string[] = []): Promise<Claim | null> {
-  return autocommit(c, claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets }));
+export function claimNextJob(
+  c: SqlContext,
+  workerId: string,
+  leaseMs: number,
+  abandonLimit: number,
+  skipSets: readonly string[] = [],
+  opts: Pick<ClaimRequest, 'liveOnly' | 'coAsk'> = {},
+): Promise<Claim | null> {
+  return autocommit(c, claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
 }
 
 function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
   const skipSets = r.skipSets ?? [];
-  const claimSql = claimShape(skipSets.length);
+  const claimSql = claimShape(`${skipSets.length}${r.liveOnly ? ':live' : ''}`);
   const skip = Object.fromEntries(skipSets.map((s, i) => [`skip${i}`, s]));
   for (;;) {
     const now = yield* nowSql();
     const row = yield* one<RawJob>(bind(claimSql, { ...skip, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
     if (!row) return null;
-    if (row.abandons < r.abandonLimit) return toClaim(row);
+    if (row.abandons < r.abandonLimit) {
+      const claim = toClaim(row);
+      const partners = r.coAsk?.[claim.questionSet] ?? [];
+      if (partners.length === 0) return claim;
+      // In the claim's own statements: on SQLite nothing else runs between them.
+      const coAsked = yield* siblingSteps(c, claim, partners, { leaseMs: r.leaseMs, abandonLimit: r.abandonLimit });
+      return coAsked.length ? { ...claim, coAsked } : claim;
+    }
     yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!);
   }
 }
 
-/** The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4); parameters `skip0`… name them. */
-const claimShape = shapeFamily((skipped: number) =>
+/** The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4) and per `liveOnly` (variant `<n>` or `<n>:live`); parameters `skip0`… name them. */
+const claimShape = shapeFamily((variant: string) =>
   shape('claim', (d, p: Record<string, Expr>) => {
     const now = p.now;
+    const skipped = Number.parseInt(variant, 10);
+    const liveOnly = variant.endsWith(':live');
     const skip = Array.from({ length: skipped }, (_, i) => p[`skip${i}`]);
     return sql`
       UPDATE decision_jobs
       SET claimed_by = ${p.workerId}, claim_token = ${p.token}, lease_expires_at = ${now} + ${d.int8(p.leaseMs)},
           attempts = attempts + 1,
           abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
-      WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip)})
+      WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip, liveOnly)})
       RETURNING *`;
   }),
 );
@@ -93,16 +110,18 @@ const claimShape = shapeFamily((skipped: number) =>
  * @returns the sibling claims, in set-name order (empty when none is claimable).
  */
 export function claimSiblingJobs(c: SqlContext, claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]> {
+  return autocommit(c, siblingSteps(c, claim, sets, o));
+}
+
+function* siblingSteps(c: SqlContext, claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Steps<Claim[]> {
   const wanted = [...new Set(sets)].filter((s) => s !== claim.questionSet).sort();
-  if (wanted.length === 0) return Promise.resolve([]);
-  return autocommit(c, function* () {
-    const now = yield* nowSql();
-    const named = Object.fromEntries(wanted.map((s, i) => [`set${i}`, s]));
-    const got = yield* rows<RawJob>(
-      bind(siblingShape(wanted.length), { ...named, itemId: claim.itemId, workerId: claim.claimedBy, token: c.newToken(), now, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit }),
-    );
-    return got.map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
-  });
+  if (wanted.length === 0) return [];
+  const now = yield* nowSql();
+  const named = Object.fromEntries(wanted.map((s, i) => [`set${i}`, s]));
+  const got = yield* rows<RawJob>(
+    bind(siblingShape(wanted.length), { ...named, itemId: claim.itemId, workerId: claim.claimedBy, token: c.newToken(), now, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit }),
+  );
+  return got.map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
 }
 
 /** The sibling claim, one shape per number of sets; parameters `set0`… name them. */

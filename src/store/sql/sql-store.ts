@@ -6,6 +6,7 @@ import * as decisions from './decisions.js';
 import * as events from './events.js';
 import { scanItemsForDrift } from './drift.js';
 import * as jobs from './jobs.js';
+import * as batches from './batches.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
@@ -64,6 +65,14 @@ const OPERATIONS = {
   advanceCollectionOwes,
   claimNextJob: jobs.claimNextJob,
   claimSiblingJobs: jobs.claimSiblingJobs,
+  claimBatchJobs: batches.claimBatchJobs,
+  recordBatch: batches.recordBatch,
+  updateProviderBatch: batches.updateProviderBatch,
+  listProviderBatches: batches.listProviderBatches,
+  listBatchRequests: batches.listBatchRequests,
+  countBatchedJobs: batches.countBatchedJobs,
+  storeBatchResult: batches.storeBatchResult,
+  closeBatch: batches.closeBatch,
   renewLease: jobs.renewLease,
   completeJob: jobs.completeJob,
   finishJob: jobs.finishJob,

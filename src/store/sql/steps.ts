@@ -193,8 +193,10 @@ export interface Dialect {
   unindexed(column: string): StringChunk;
   /**
    * How the claim walk names the rows it wants: SQLite `j.state = 'owed'` (an equality seek on the
-   * forced index); Postgres `j.state <> 'parked'` with `j.state` leading the ORDER BY, so the whole
-   * index order is the sort order whatever the statistics (sql/jobs.ts `claimCandidateSql`).
+   * forced index); Postgres `j.state > 'batched' AND j.state <> 'parked'` with `j.state` leading
+   * the ORDER BY, so the whole index order is the sort order whatever the statistics (sql/jobs.ts
+   * `claimCandidateSql`), and the walk starts past every batched row (DESIGN §16.19: 'batched' sorts
+   * before 'owed') instead of filtering them one by one.
    */
   readonly claimStates: { where: StringChunk; orderPrefix: StringChunk };
   /** Row locks for a read the decision depends on: ` FOR UPDATE` on Postgres; nothing on SQLite, whose IMMEDIATE transaction serialises all writers. */

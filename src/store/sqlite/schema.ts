@@ -116,7 +116,10 @@ export const decisionJobs = sqliteTable(
      * other recorded outcome; past DEFER_LIMIT in a row the next defer is recorded as a fail.
      */
     defers: integer('defers').notNull().default(0),
-    state: text('state', { enum: ['owed', 'parked'] }).notNull().default('owed'),
+    /** `owed`, `parked`, or `batched`: in a provider batch (DESIGN §16.19), not claimable until its result is stored or the batch re-owes it. */
+    state: text('state', { enum: ['owed', 'parked', 'batched'] }).notNull().default('owed'),
+    /** The `provider_batches` row a batched job is in; null otherwise (a write that re-owes the job leaves it, and the batch then leaves the job alone). */
+    batchId: text('batch_id'),
     lastError: text('last_error'),
     lastErrorAt: integer('last_error_at'),
     /**
@@ -144,6 +147,8 @@ export const decisionJobs = sqliteTable(
     index('decision_jobs_ws_idx').on(t.workspaceId, t.questionSet),
     // A workspace's latest tag, read by every enqueue.
     index('decision_jobs_ws_fair_idx').on(t.workspaceId, t.priority, t.fairTag),
+    // The jobs of one provider batch (a sweep re-owes or completes them together).
+    index('decision_jobs_batch_idx').on(t.batchId),
   ],
 );
 
@@ -385,4 +390,53 @@ export const surfacingChanges = sqliteTable(
     index('surfacing_changes_key_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
     index('surfacing_changes_ws_idx').on(t.workspaceId, t.questionSet, t.changedAt),
   ],
+);
+
+/**
+ * Provider batches (DESIGN §16.19), one row per batch this database submitted. The row is written
+ * with its requests and the batched jobs *before* the submit (status `submitting`), so a crash
+ * between the submit and recording the provider's id finds the batch again (by time and size in
+ * the provider's list) instead of submitting it twice.
+ */
+export const providerBatches = sqliteTable(
+  'provider_batches',
+  {
+    /** Ours (`vb` + 12 base-36 characters); every custom id of the batch starts with it. */
+    id: text('id').primaryKey(),
+    provider: text('provider').notNull(),
+    model: text('model').notNull(),
+    /** The provider's batch id; null until the submit returned. */
+    providerBatchId: text('provider_batch_id'),
+    /** `submitting`, `in_progress`, `ended` (results being stored) or `done`. */
+    status: text('status', { enum: ['submitting', 'in_progress', 'ended', 'done'] }).notNull(),
+    requestCount: integer('request_count').notNull(),
+    createdAt: integer('created_at').notNull(),
+    submittedAt: integer('submitted_at'),
+    /** The provider's expiry (24 h after creation for Anthropic). */
+    expiresAt: integer('expires_at'),
+    endedAt: integer('ended_at'),
+    /** Last time the sweep asked the provider about it. */
+    polledAt: integer('polled_at'),
+    /** How the batch ended for us: `results`, `expired`, `canceled`, `not_submitted`, `lost`. */
+    outcome: text('outcome'),
+  },
+  (t) => [index('provider_batches_status_idx').on(t.status, t.createdAt)],
+);
+
+/**
+ * One request of a provider batch: what was asked (the state's hash, version and parts; each
+ * set's keys, fingerprints and questions; each job's generation at assembly), so its result is
+ * stored for the state it was asked about. Deleted once its result is stored.
+ */
+export const batchRequests = sqliteTable(
+  'batch_requests',
+  {
+    batchId: text('batch_id').notNull(),
+    customId: text('custom_id').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    itemId: text('item_id').notNull(),
+    /** JSON `BatchPlan` (see store/sql/batches.ts). */
+    plan: text('plan').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.batchId, t.customId] })],
 );

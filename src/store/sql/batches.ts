@@ -1,0 +1,247 @@
+import { sql } from 'drizzle-orm';
+import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, NewProviderBatch, ProviderBatchPatch, ProviderBatchRow } from '../store.js';
+import { VerdictError } from '../../errors.js';
+import { insertDecisionsTx, recordSpendTx } from './decisions.js';
+import { boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
+import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
+
+/**
+ * Provider batches on the job queue (DESIGN §16.19). A batched job is `state = 'batched'` with
+ * `batch_id`, no claim and no lease: no claim takes it, and nothing but its batch's result (or
+ * the batch re-owing it) moves it, except a write, whose owe sets it `owed` as for any job (live
+ * work never waits a day for a batch). A result then finds the job no longer batched in its batch
+ * and leaves it alone; its answers are stored for the state they were asked about.
+ */
+
+/** Thrown by `recordBatch` when a job's claim was lost before the batch was recorded: nothing was written. */
+export class BatchClaimLost extends VerdictError {
+  readonly code = 'batch_claim_lost';
+  constructor(readonly itemId: string, readonly questionSet: string) {
+    super(`claim lost before batching: job (${itemId}, ${questionSet})`);
+  }
+}
+
+/**
+ * Claims up to `limit` due owed jobs at backfill priority (priority ≥ 1) in claim order, under a
+ * lease of `leaseMs` while the batch is assembled, counting their attempts. Jobs found at the
+ * abandon limit are parked, as `claimNextJob` parks them, and not returned.
+ */
+export function claimBatchJobs(
+  c: SqlContext,
+  workerId: string,
+  o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] },
+): Promise<Claim[]> {
+  const skip = (o.skipSets ?? []).length ? sql`AND j.question_set NOT IN (${sql.join((o.skipSets ?? []).map((s) => sql`${s}`), sql`, `)})` : sql``;
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    const token = c.newToken();
+    const got = yield* rows<RawJob>(sql`
+      UPDATE decision_jobs
+      SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${c.d.int8(o.leaseMs)},
+          attempts = attempts + 1,
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      WHERE (item_id, question_set) IN (
+        SELECT j.item_id, j.question_set FROM decision_jobs j
+        WHERE j.state = 'owed' AND j.priority >= 1 AND j.not_before <= ${now}
+          AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+          AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+          ${skip}
+        ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+        LIMIT ${c.d.int8(o.limit)}${c.d.skipLocked})
+      RETURNING *`);
+    const out: Claim[] = [];
+    for (const row of got) {
+      if (row.abandons < o.abandonLimit) out.push(toClaim(row));
+      else {
+        yield* exec(sql`
+          UPDATE decision_jobs SET state = 'parked', claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, defers = 0,
+                 last_error = ${bound(`abandon limit: ${row.abandons} claims ended without an outcome`)}, last_error_at = ${now}
+          WHERE item_id = ${row.item_id} AND question_set = ${row.question_set} AND claim_token = ${token}`);
+      }
+    }
+    return out.sort((a, b) => (a.itemId === b.itemId ? (a.questionSet < b.questionSet ? -1 : 1) : a.itemId < b.itemId ? -1 : 1));
+  });
+}
+
+/**
+ * Records a batch before it is submitted, in one transaction: the `provider_batches` row
+ * (`submitting`), its requests, and every claimed job moved to `batched` (claim and lease cleared),
+ * fenced by its claim token. A job whose claim was lost aborts the whole transaction.
+ * @throws BatchClaimLost when a claim no longer holds (nothing was written).
+ */
+export function recordBatch(c: SqlContext, b: NewProviderBatch, requests: readonly NewBatchRequest[], claims: readonly Claim[]): Promise<void> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    yield* exec(sql`
+      INSERT INTO provider_batches (id, provider, model, provider_batch_id, status, request_count, created_at)
+      VALUES (${b.id}, ${b.provider}, ${b.model}, NULL, 'submitting', ${requests.length}, ${c.d.int8(now)})`);
+    for (const r of requests) {
+      yield* exec(sql`
+        INSERT INTO batch_requests (batch_id, custom_id, workspace_id, item_id, plan)
+        VALUES (${b.id}, ${r.customId}, ${r.workspaceId}, ${r.itemId}, ${JSON.stringify(r.plan)})`);
+    }
+    for (const claim of claims) {
+      const n = yield* changes(sql`
+        UPDATE decision_jobs SET state = 'batched', batch_id = ${b.id}, claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL
+        WHERE item_id = ${claim.itemId} AND question_set = ${claim.questionSet} AND claim_token = ${claim.claimToken}`);
+      if (n !== 1) throw new BatchClaimLost(claim.itemId, claim.questionSet);
+    }
+  });
+}
+
+/** Changes a batch row: its provider id and times, status, outcome (only the fields given). */
+export function updateProviderBatch(c: SqlContext, id: string, p: ProviderBatchPatch): Promise<void> {
+  const sets: ReturnType<typeof sql>[] = [];
+  const ms = (v: number | null) => (v === null ? sql`NULL` : c.d.int8(v));
+  if (p.providerBatchId !== undefined) sets.push(sql`provider_batch_id = ${p.providerBatchId}`);
+  if (p.status !== undefined) sets.push(sql`status = ${p.status}`);
+  if (p.submittedAt !== undefined) sets.push(sql`submitted_at = ${ms(p.submittedAt)}`);
+  if (p.expiresAt !== undefined) sets.push(sql`expires_at = ${ms(p.expiresAt)}`);
+  if (p.endedAt !== undefined) sets.push(sql`ended_at = ${ms(p.endedAt)}`);
+  if (p.polledAt !== undefined) sets.push(sql`polled_at = ${ms(p.polledAt)}`);
+  if (p.outcome !== undefined) sets.push(sql`outcome = ${p.outcome}`);
+  if (sets.length === 0) return Promise.resolve();
+  return write(c, function* () {
+    yield* exec(sql`UPDATE provider_batches SET ${sql.join(sets, sql`, `)} WHERE id = ${id}`);
+  });
+}
+
+interface RawBatch {
+  id: string;
+  provider: string;
+  model: string;
+  provider_batch_id: string | null;
+  status: ProviderBatchRow['status'];
+  request_count: number;
+  created_at: number;
+  submitted_at: number | null;
+  expires_at: number | null;
+  ended_at: number | null;
+  polled_at: number | null;
+  outcome: string | null;
+}
+
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+
+function toBatch(r: RawBatch): ProviderBatchRow {
+  return {
+    id: r.id,
+    provider: r.provider,
+    model: r.model,
+    providerBatchId: r.provider_batch_id,
+    status: r.status,
+    requestCount: Number(r.request_count),
+    createdAt: Number(r.created_at),
+    submittedAt: num(r.submitted_at),
+    expiresAt: num(r.expires_at),
+    endedAt: num(r.ended_at),
+    polledAt: num(r.polled_at),
+    outcome: r.outcome,
+  };
+}
+
+/** Batch rows, oldest first; only those in `statuses` when given. */
+export function listProviderBatches(c: SqlContext, statuses?: readonly ProviderBatchRow['status'][]): Promise<ProviderBatchRow[]> {
+  const where = statuses && statuses.length ? sql`WHERE status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})` : sql``;
+  return read(c, function* () {
+    return (yield* rows<RawBatch>(sql`SELECT * FROM provider_batches ${where} ORDER BY created_at, id`)).map(toBatch);
+  });
+}
+
+/** The requests of a batch whose results are not stored yet. */
+export function listBatchRequests(c: SqlContext, batchId: string): Promise<BatchRequestRow[]> {
+  return read(c, function* () {
+    const got = yield* rows<{ batch_id: string; custom_id: string; workspace_id: string; item_id: string; plan: string }>(
+      sql`SELECT * FROM batch_requests WHERE batch_id = ${batchId} ORDER BY custom_id`,
+    );
+    return got.map((r) => ({ batchId: r.batch_id, customId: r.custom_id, workspaceId: r.workspace_id, itemId: r.item_id, plan: JSON.parse(r.plan) }));
+  });
+}
+
+/** Batched jobs of a batch still in it, by state. */
+export function countBatchedJobs(c: SqlContext, batchId: string): Promise<number> {
+  return read(c, function* () {
+    const r = yield* one<{ n: number }>(sql`SELECT count(*) AS n FROM decision_jobs WHERE batch_id = ${batchId} AND state = 'batched'`);
+    return Number(r?.n ?? 0);
+  });
+}
+
+/**
+ * Stores one request's result in one transaction (DESIGN §16.19): its answers (whatever happens to
+ * the jobs: they were paid for, and are keyed by the state asked), its spend, each job's outcome
+ * (only while the job is still batched in this batch), and the request row deleted, so a sweep
+ * that stops halfway stores each result once.
+ * @returns answers inserted (conflicts, already stored, do nothing).
+ */
+export function storeBatchResult(c: SqlContext, batchId: string, customId: string, r: BatchResultWrite): Promise<number> {
+  return write(c, function* () {
+    const now = yield* nowSql();
+    const gone = yield* changes(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId} AND custom_id = ${customId}`);
+    if (gone !== 1) return 0; // stored already (a sweep that stopped after its commit)
+    let stored = 0;
+    for (const a of r.answers) stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
+    for (const j of r.jobs) yield* batchJobOutcome(c, now, batchId, j);
+    for (const s of r.spend) yield* recordSpendTx(c, now, s);
+    return stored;
+  });
+}
+
+function* batchJobOutcome(c: SqlContext, now: Expr, batchId: string, j: BatchJobOutcome): Steps<void> {
+  const where = sql`item_id = ${j.itemId} AND question_set = ${j.questionSet} AND state = 'batched' AND batch_id = ${batchId}`;
+  const owed = sql`state = 'owed', batch_id = NULL`;
+  switch (j.outcome) {
+    case 'complete':
+    case 'drop':
+      yield* exec(sql`DELETE FROM decision_jobs WHERE ${where}`);
+      return;
+    case 'fail':
+      yield* exec(sql`
+        UPDATE decision_jobs SET ${owed}, defers = 0, not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(j.backoffMs ?? 0))}),
+               last_error = ${bound(j.error ?? 'batch: failed')}, last_error_at = ${now}
+        WHERE ${where}`);
+      return;
+    case 'refuse': {
+      const row = yield* one<{ refusals: number }>(sql`SELECT refusals FROM decision_jobs WHERE ${where}`);
+      if (!row) return;
+      const limit = j.refusalLimit ?? 5;
+      if (row.refusals + 1 >= limit) {
+        yield* exec(sql`
+          UPDATE decision_jobs SET state = 'parked', batch_id = NULL, refusals = refusals + 1, defers = 0,
+                 last_error = ${bound(refusalParkReason(row.refusals + 1, j.error ?? 'batch: refused'))}, last_error_at = ${now}
+          WHERE ${where}`);
+        return;
+      }
+      yield* exec(sql`
+        UPDATE decision_jobs SET ${owed}, refusals = refusals + 1, defers = 0,
+               not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(j.backoffMs ?? 0))}),
+               last_error = ${bound(j.error ?? 'batch: refused')}, last_error_at = ${now}
+        WHERE ${where}`);
+      return;
+    }
+    case 'release':
+      yield* exec(sql`
+        UPDATE decision_jobs SET ${owed}, attempts = ${c.d.max}(attempts - 1, 0), not_before = ${now},
+               last_error = ${j.error === undefined ? sql`last_error` : bound(j.error)}, last_error_at = ${j.error === undefined ? sql`last_error_at` : now}
+        WHERE ${where}`);
+      return;
+  }
+}
+
+/**
+ * Re-owes every job still batched in `batchId` without counting the attempt (the batch expired,
+ * was canceled, was never submitted, or returned no result for them), deletes its remaining
+ * requests and marks the batch `done` with `outcome`, in one transaction.
+ * @returns the jobs re-owed.
+ */
+export function closeBatch(c: SqlContext, batchId: string, outcome: string, error?: string): Promise<number> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    const n = yield* changes(sql`
+      UPDATE decision_jobs SET state = 'owed', batch_id = NULL, attempts = ${c.d.max}(attempts - 1, 0), not_before = ${c.d.int8(now)},
+             last_error = ${error === undefined ? sql`last_error` : bound(error)}, last_error_at = ${error === undefined ? sql`last_error_at` : c.d.int8(now)}
+      WHERE batch_id = ${batchId} AND state = 'batched'`);
+    yield* exec(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId}`);
+    yield* exec(sql`UPDATE provider_batches SET status = 'done', outcome = ${outcome}, ended_at = coalesce(ended_at, ${c.d.int8(now)}) WHERE id = ${batchId}`);
+    return n;
+  });
+}
