@@ -11,6 +11,29 @@ import { EXACT_OPTION_HELP, estimateSets, estimateTargetFor, exactCounterFor, fo
 import { runWorker } from './worker.js';
 import { VerdictError } from '../errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
+import { batchingActive } from '../worker/batches.js';
+import { batchCostOf, formatUsd } from '../providers/pricing.js';
+import type { EstimateTarget } from '../runner/estimate.js';
+import { ConfigError } from '../config.js';
+
+/**
+ * What the unanswered work of a backfill costs through Message Batches (DESIGN §16.19), when a
+ * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
+ * API); null otherwise, or when the provider cannot be built here (no key).
+ */
+export function batchedBackfillCost(cfg: Config, logger: Logger, target: EstimateTarget, e: SetEstimate | undefined): number | null {
+  if (!e || target.pricing.kind !== 'priced') return null;
+  let provider;
+  try {
+    provider = createProvider(cfg, logger);
+  } catch (err) {
+    if (err instanceof ConfigError) return null;
+    throw err;
+  }
+  void provider?.close?.();
+  if (!provider || !batchingActive(provider, cfg.batch)) return null;
+  return batchCostOf(target.pricing, e.unanswered);
+}
 
 /**
  * `verdict backfill --set NAME [--workspace SLUG]` (DESIGN §11; the logic is src/runner/backfill.ts).
@@ -128,6 +151,8 @@ export function registerBackfillCommand(program: Command): void {
           else {
             if (cursor) out(`a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`);
             out(formatEstimates(target, estimates));
+            const batched = batchedBackfillCost(cfg, logger, target, estimates[0]);
+            if (batched !== null) out(`  with --batch auto (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`);
           }
           if (o.dryRun) return;
           throw new UsageError(

@@ -44,7 +44,7 @@ export interface SpendWindow {
 /** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
 export interface StatusReport {
   now: number;
-  queue: { due: number; waiting: number; inFlight: number; parked: number };
+  queue: { due: number; waiting: number; inFlight: number; parked: number; batched: number };
   oldestOwedAgeMs: number | null;
   nextDueAt: number | null;
   bySet: Array<SetJobCounts & { oldestOwedAgeMs: number | null }>;
@@ -149,7 +149,7 @@ export async function statusReport(store: Store): Promise<StatusReport> {
   const day = await store.spendRowsSince(86_400_000);
   return {
     now,
-    queue: { due: q.owedDue, waiting: q.owedWaiting, inFlight: q.inFlight, parked: q.parked },
+    queue: { due: q.owedDue, waiting: q.owedWaiting, inFlight: q.inFlight, parked: q.parked, batched: q.batched },
     oldestOwedAgeMs: q.oldestOwedAgeMs,
     nextDueAt: q.nextDueAt,
     bySet,
@@ -210,7 +210,7 @@ function spendLine(label: string, w: SpendWindow): string[] {
 export function formatStatus(s: StatusReport): string {
   const age = (ms: number | null) => (ms === null ? '-' : formatDuration(ms));
   const lines = [
-    `jobs: ${n(s.queue.due)} due, ${n(s.queue.waiting)} waiting (backoff, debounce or deferral), ${n(s.queue.inFlight)} in flight, ${n(s.queue.parked)} parked`,
+    `jobs: ${n(s.queue.due)} due, ${n(s.queue.waiting)} waiting (backoff, debounce or deferral), ${n(s.queue.inFlight)} in flight, ${n(s.queue.parked)} parked${s.queue.batched ? `, ${n(s.queue.batched)} batched` : ''}`,
     `oldest owed: ${s.oldestOwedAgeMs === null ? 'none' : formatDuration(s.oldestOwedAgeMs)}${s.nextDueAt !== null ? `; next waiting job due in ${formatDuration(Math.max(0, s.nextDueAt - s.now))}` : ''}`,
   ];
   if (s.bySet.length) {

@@ -88,7 +88,8 @@ export async function printLeftover(store: Store, out: (s: string) => void): Pro
   const q = await store.queueStats();
   const now = await store.now();
   const next = q.nextDueAt === null ? 'none' : `in ${formatDuration(q.nextDueAt - now)}`;
-  out(`left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked; next due ${next}`);
+  const batched = q.batched > 0 ? `, ${q.batched} batched (in provider batches; a worker stores their results within 24 h)` : '';
+  out(`left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked${batched}; next due ${next}`);
 }
 
 export function registerWorkerCommand(program: Command): void {

@@ -137,6 +137,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     untilIdle: p.untilIdle,
     coAsk: p.cfg.coAsk !== 'off',
     batch: p.cfg.batch ?? 'auto',
+    ...(p.cfg.dailyTokenCap !== undefined ? { dailyTokenCap: p.cfg.dailyTokenCap } : {}),
     onOutcome: (r) => {
       metrics?.observe(r);
       if (worker.signal.aborted && r.outcome.kind === 'release') {
@@ -190,6 +191,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
       concurrency: p.cfg.concurrency,
       coAsk: p.cfg.coAsk ?? 'on',
       batch: p.cfg.batch ?? 'auto',
+      batching: worker.batching(),
       tickMs: p.cfg.tickMs,
       leaseMs: p.cfg.leaseMs,
       untilIdle: p.untilIdle,

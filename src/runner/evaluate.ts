@@ -1,4 +1,4 @@
-import { fingerprintContextText, questionFingerprint, type Question } from '../decision/questions.js';
+import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
@@ -8,7 +8,7 @@ import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, Pr
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import { maxTokensFor } from '../providers/prompt.js';
 import { estimatePromptTokens } from './estimate.js';
-import { estimateTokens, type Provider, type Usage } from '../providers/provider.js';
+import { estimateTokens, type AskResult, type Provider, type Usage } from '../providers/provider.js';
 import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord, Store, SurfacingContext } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
@@ -456,41 +456,19 @@ async function sendCall(
   }
   addUsage(call, stats, result.usage);
   const shares = partUsages(call, result.usage);
-  let offset = 0;
+  const partRows = answerRows({
+    workspaceId: partClaims[0].workspaceId,
+    itemId: partClaims[0].itemId,
+    itemSeq: loaded.item.seq,
+    state: call.state,
+    parts: call.parts.map((p) => ({ questionSet: p.set.name, storedKeys: [...p.chunk.storedKeys], fingerprints: p.chunk.fingerprints, explain: p.set.explain })),
+    result,
+    provider,
+  });
   const inserts: Array<{ rows: NewDecision[]; surfacing: SurfacingContext; part: number }> = [];
   for (const [pi, p] of call.parts.entries()) {
-    const claim = partClaims[pi];
     stats[p.claim].truncated ||= p.chunk.state.truncated;
-    // This row's share of its call's usage: split evenly over every row of the call (so a set's
-    // share is in proportion to its keys, DESIGN §16.18), the remainder to the first rows.
-    const n = keys.length;
-    const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
-    const rows: NewDecision[] = [...p.chunk.storedKeys].map(([storedKey, key], j) => {
-      const a = result.answers.get(key)!;
-      const i = offset + j;
-      return {
-        workspaceId: claim.workspaceId,
-        itemId: claim.itemId,
-        questionSet: p.set.name,
-        questionKey: storedKey,
-        kind: a.answer.type,
-        answer: JSON.stringify(a.answer),
-        confidence: a.confidence,
-        provider: provider.name,
-        model: result.responseModel,
-        stateHash: p.chunk.state.hash,
-        questionHash: p.chunk.fingerprints.get(key)!,
-        stateVersion: p.chunk.state.version,
-        stateParts: JSON.stringify(p.chunk.state.parts),
-        inputTokens: share(result.usage.inputTokens, i),
-        outputTokens: share(result.usage.outputTokens, i),
-        itemSeq: loaded.item.seq,
-        stateTruncated: p.chunk.state.truncated,
-        rationale: p.set.explain ? (result.rationales?.get(key) ?? null) : null,
-        fingerprintContext: fingerprintContextText(provider),
-      };
-    });
-    offset += rows.length;
+    const rows = partRows[pi];
     // What the store needs to queue the answers' surfacing events with them (DESIGN §16.22).
     const surfacing: SurfacingContext = {
       ref: loaded.item.ref,
@@ -519,6 +497,66 @@ interface AfterCall {
   readonly holdFor: ReadonlySet<number>;
   readonly held: Map<number, JobFinish['answers']>;
   readonly failed: Map<number, EvalOutcome>;
+}
+
+/** One part of an answered call, as `answerRows` needs it. */
+export interface AnsweredPart {
+  readonly questionSet: string;
+  /** [stored key, question key] pairs, in the call's order. */
+  readonly storedKeys: ReadonlyArray<readonly [string, string]>;
+  readonly fingerprints: ReadonlyMap<string, string> | Readonly<Record<string, string>>;
+  readonly explain: boolean;
+}
+
+/**
+ * The answer rows of one answered call (a call, or a batch result), per part, for the state it
+ * asked about. Each row's share of the call's usage is even over every key of the call, the
+ * remainder to the first keys, so a set's share is in proportion to its keys (DESIGN §16.18) and
+ * the rows add up to the call's usage.
+ */
+export function answerRows(o: {
+  workspaceId: string;
+  itemId: string;
+  itemSeq: number;
+  state: Pick<BuiltState, 'hash' | 'version' | 'parts' | 'truncated'>;
+  parts: readonly AnsweredPart[];
+  result: AskResult;
+  provider: FingerprintContext & { readonly name: string };
+}): NewDecision[][] {
+  const n = o.parts.reduce((s, p) => s + p.storedKeys.length, 0);
+  const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
+  const fingerprintOf = (p: AnsweredPart, key: string) => (p.fingerprints instanceof Map ? p.fingerprints.get(key) : (p.fingerprints as Record<string, string>)[key])!;
+  let offset = 0;
+  return o.parts.map((p) => {
+    const rows = p.storedKeys.map(([storedKey, key], j): NewDecision => {
+      const a = o.result.answers.get(key);
+      if (!a) throw new AnswerDefect(`answer "${key}" missing from the reply`);
+      const i = offset + j;
+      return {
+        workspaceId: o.workspaceId,
+        itemId: o.itemId,
+        questionSet: p.questionSet,
+        questionKey: storedKey,
+        kind: a.answer.type,
+        answer: JSON.stringify(a.answer),
+        confidence: a.confidence,
+        provider: o.provider.name,
+        model: o.result.responseModel,
+        stateHash: o.state.hash,
+        questionHash: fingerprintOf(p, key),
+        stateVersion: o.state.version,
+        stateParts: JSON.stringify(o.state.parts),
+        inputTokens: share(o.result.usage.inputTokens, i),
+        outputTokens: share(o.result.usage.outputTokens, i),
+        itemSeq: o.itemSeq,
+        stateTruncated: o.state.truncated,
+        rationale: p.explain ? (o.result.rationales?.get(key) ?? null) : null,
+        fingerprintContext: fingerprintContextText(o.provider),
+      };
+    });
+    offset += rows.length;
+    return rows;
+  });
 }
 
 function zeroUsage(): Usage {

@@ -251,6 +251,8 @@ export interface BatchPlan {
   ref: string;
   /** Estimated input tokens and the output ceiling of the request, as a call's permit would take them. */
   estimate: { inputTokens: number; maxOutputTokens: number };
+  /** The request's reservation against the daily token cap (DESIGN §16.8), when one is set; its result or the batch's close settles it. */
+  reservationId?: string | null;
   parts: Array<{
     questionSet: string;
     generation: number;
@@ -292,9 +294,16 @@ export interface BatchJobOutcome {
   refusalLimit?: number;
 }
 
-/** One request's result to store (`Store.storeBatchResult`). */
+/**
+ * One request's result to store (`Store.storeBatchResult`). With answers, the item's liveness is
+ * checked in the storing transaction: an item (or collection) deleted since keeps none of them and
+ * its jobs drop; a deleted workspace's jobs are released.
+ */
 export interface BatchResultWrite {
+  itemId: string;
   answers: Array<{ decisions: NewDecision[]; surfacing: SurfacingContext }>;
+  /** The request's daily-cap reservation (`BatchPlan.reservationId`), settled by this spend. */
+  reservationId?: string | null;
   spend: SpendRecord[];
   jobs: BatchJobOutcome[];
 }
@@ -475,6 +484,8 @@ export interface QueueStats {
   owedWaiting: number;
   inFlight: number;
   parked: number;
+  /** In a provider batch (DESIGN §16.19): neither due nor in flight here; their results come from the batch. */
+  batched: number;
   /** Age in ms of the oldest owed job (now − enqueued_at), or null. */
   oldestOwedAgeMs: number | null;
   /** Epoch ms when the next waiting job becomes due, or null. */
@@ -776,10 +787,11 @@ export interface Store extends TrackerStore {
    */
   storeBatchResult(batchId: string, customId: string, r: BatchResultWrite): Promise<number>;
   /**
-   * Ends a batch: every job still batched in it re-owed at once without counting the attempt,
+   * Ends a batch: every job still batched in it re-owed (claimable from now + `holdMs`, ms; default
+   * at once) without counting the attempt,
    * its remaining requests deleted, the row `done` with `outcome`. @returns jobs re-owed.
    */
-  closeBatch(batchId: string, outcome: string, error?: string): Promise<number>;
+  closeBatch(batchId: string, outcome: string, error?: string, holdMs?: number): Promise<number>;
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
   renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
   completeJob(claim: Claim): Promise<OutcomeResult>;

@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { fingerprintContextText, type Question } from '../decision/questions.js';
+import type { Question } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { AnswerDefect, BatchNotFound, ProviderMisconfigured, ProviderRefusal, SchemaRejected } from '../providers/errors.js';
 import { pricingFor } from '../providers/pricing.js';
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult, Provider, Usage } from '../providers/provider.js';
 import { backoffMs } from '../runner/backoff.js';
-import { callEstimate, callQuestions, errCode, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
+import { answerRows, callEstimate, callQuestions, errCode, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
-import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, NewDecision, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
+import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
 
 /**
  * Message Batches on the job queue (DESIGN §16.19): jobs at backfill priority (backfill, reask,
@@ -52,6 +52,12 @@ export const CLOCK_SLACK_MS = 5 * 60_000;
  */
 export const BATCH_GIVE_UP_AFTER_EXPIRY_MS = 6 * 3_600_000;
 
+/** How long a batch request's daily-cap reservation holds, ms: the API's 24 h plus an hour for the sweep to store its result. */
+export const BATCH_RESERVATION_TTL_MS = 25 * 3_600_000;
+
+/** How long the jobs of a batch the provider refused as a whole wait before they are claimable again, ms. */
+export const BATCH_REFUSED_HOLD_MS = 5 * 60_000;
+
 /** The spend outcome of a batch result that was billed (priced at the batch discount, `pricing.ts` batchCostOf). */
 export const SPEND_BATCH = 'batch';
 
@@ -82,6 +88,13 @@ export interface BatchPipelineOptions {
   maxJobs?: number;
   /** Sets passed over (cooling off after a rejected schema). */
   skipSets?: () => readonly string[];
+  /**
+   * The daily token cap (DESIGN §16.8), tokens per UTC day across every process: each request
+   * reserves its estimate (input + output ceiling) before the batch is recorded, held until its
+   * result or the batch's end; an item whose requests do not fit ends the assembly (its jobs and
+   * the rest stay owed). @defaultValue none
+   */
+  dailyTokenCap?: number;
   random?: () => number;
 }
 
@@ -137,6 +150,12 @@ export class BatchPipeline {
     let pending: Pending = newPending();
     const flush = async () => {
       if (pending.requests.length === 0) return;
+      if (signal.aborted) {
+        // Stopping: nothing is recorded or sent; the claims go back at once.
+        for (const c of pending.claims) await this.record(c, { kind: 'release', reason: 'shutdown' });
+        pending = newPending();
+        return;
+      }
       const sent = await this.submit(pending, signal);
       if (sent) {
         report.batches++;
@@ -145,14 +164,25 @@ export class BatchPipeline {
       }
       pending = newPending();
     };
+    let capReached = false;
     for (const group of byItem.values()) {
-      if (signal.aborted) {
+      if (signal.aborted || capReached) {
+        if (capReached) {
+          for (const c of group) await this.record(c, { kind: 'release', reason: 'daily token cap' });
+          continue;
+        }
         for (const c of group) await this.record(c, { kind: 'release', reason: 'shutdown' });
         continue;
       }
       const item = await this.planItem(group);
       report.settled += item.settled;
       if (item.requests.length === 0) continue;
+      if (o.dailyTokenCap !== undefined && !(await this.reserve(item.requests))) {
+        // The daily cap is reached: this item and the rest wait for tomorrow's room, owed.
+        capReached = true;
+        for (const c of item.claims) await this.record(c, { kind: 'release', reason: 'daily token cap' });
+        continue;
+      }
       const bytes = item.requests.reduce((n, r) => n + r.bytes, 0);
       if (pending.requests.length > 0 && (pending.requests.length + item.requests.length > api.maxRequests || pending.bytes + bytes > api.maxBytes)) await flush();
       pending.requests.push(...item.requests);
@@ -222,6 +252,31 @@ export class BatchPipeline {
     return { requests: kept.map((r) => ({ ...r, itemId: group[0].itemId, workspaceId: group[0].workspaceId })), claims, settled };
   }
 
+  /**
+   * Reserves each request's estimate against the daily cap (all or none for one item's requests),
+   * storing the reservation ids in their plans. @returns false when they do not all fit.
+   */
+  private async reserve(requests: PendingRequest[]): Promise<boolean> {
+    const o = this.opts;
+    const taken: string[] = [];
+    for (const r of requests) {
+      const got = await o.store.reserveSpend({
+        tokens: r.plan.estimate.inputTokens + r.plan.estimate.maxOutputTokens,
+        capTokens: o.dailyTokenCap!,
+        holder: o.workerId,
+        ttlMs: BATCH_RESERVATION_TTL_MS,
+      });
+      if (!got.granted) {
+        for (const id of taken) await o.store.settleSpendReservation(id, null).catch(() => undefined);
+        for (const q of requests) q.plan.reservationId = null;
+        return false;
+      }
+      taken.push(got.id);
+      r.plan.reservationId = got.id;
+    }
+    return true;
+  }
+
   /** Records the batch (jobs → `batched`), then submits it. @returns whether it was recorded. */
   private async submit(p: Pending, signal: AbortSignal): Promise<boolean> {
     const o = this.opts;
@@ -232,6 +287,7 @@ export class BatchPipeline {
     } catch (err) {
       // A lost claim (or a failed write): nothing was recorded; give every claim back.
       o.logger.warn({ batch: id, jobs: p.claims.length, err: errCode(err) }, 'batch not recorded; jobs released');
+      for (const r of p.requests) if (r.plan.reservationId) await o.store.settleSpendReservation(r.plan.reservationId, null).catch(() => undefined);
       for (const c of p.claims) await this.record(c, { kind: 'release', reason: 'batch not recorded' });
       return false;
     }
@@ -245,8 +301,9 @@ export class BatchPipeline {
       o.logger.info({ batch: id, providerBatch: info.id, requests: rows.length, jobs: p.claims.length }, 'batch submitted');
     } catch (err) {
       if (err instanceof ProviderRefusal || err instanceof ProviderMisconfigured || err instanceof SchemaRejected || err instanceof TypeError) {
-        // Refused as a whole before it was created: nothing was submitted.
-        const n = await o.store.closeBatch(id, 'not_submitted', `batch refused: ${errCode(err)}`);
+        // Refused as a whole before it was created: nothing was submitted. The jobs wait
+        // BATCH_REFUSED_HOLD_MS, so a provider that refuses every batch is not asked every tick.
+        const n = await o.store.closeBatch(id, 'not_submitted', `batch refused: ${errCode(err)}`, BATCH_REFUSED_HOLD_MS);
         o.logger.warn({ batch: id, jobs: n, err: errCode(err) }, 'batch refused; jobs re-owed');
       } else {
         // It may exist (a timeout after sending): the sweep looks for it in the provider's list.
@@ -267,12 +324,19 @@ export class BatchPipeline {
     const o = this.opts;
     const report: SweepReport = { finished: 0, results: 0, answersStored: 0, reowed: 0, inFlight: 0 };
     const rows = await o.store.listProviderBatches(['submitting', 'in_progress', 'ended']);
-    const known = new Set((await o.store.listProviderBatches()).map((b) => b.providerBatchId).filter((x): x is string => x !== null));
+    // Provider ids already recorded, so a `submitting` row never adopts another row's batch: read
+    // only when such a row exists (the table keeps a row per batch ever sent).
+    const known = rows.some((r) => r.status === 'submitting')
+      ? new Set((await o.store.listProviderBatches()).map((b) => b.providerBatchId).filter((x): x is string => x !== null))
+      : new Set<string>();
     for (const row of rows) {
       if (signal.aborted) break;
       if (row.provider !== o.provider.name) {
-        report.inFlight++;
-        continue; // another provider's batch: a worker configured for it collects it
+        // Another provider's batch: a worker configured for it collects it; one never collected
+        // is given up after its expiry (`closeStrandedBatches`).
+        if (await closeIfStranded(o.store, row, await o.store.now())) report.finished++;
+        else report.inFlight++;
+        continue;
       }
       try {
         const done = await this.sweepOne(row, known, signal, report);
@@ -341,7 +405,7 @@ export class BatchPipeline {
     for await (const result of o.provider.batch.results(row.providerBatchId!, lookup, { signal })) {
       const request = requests.get(result.customId);
       if (!request) continue; // another batch's id, or stored already
-      const write = await this.resultWrite(row, request, result);
+      const write = this.resultWrite(row, request, result);
       report.answersStored += await o.store.storeBatchResult(row.id, request.customId, write);
       report.results++;
       requests.delete(result.customId);
@@ -349,10 +413,10 @@ export class BatchPipeline {
   }
 
   /** What one result does: answers (unless the item is gone), spend, and each job's outcome. */
-  private async resultWrite(row: ProviderBatchRow, request: BatchRequestRow, result: BatchResult): Promise<BatchResultWrite> {
+  private resultWrite(row: ProviderBatchRow, request: BatchRequestRow, result: BatchResult): BatchResultWrite {
     const o = this.opts;
     const plan = request.plan;
-    const keys = plan.parts.reduce((n, p) => n + p.storedKeys.length, 0);
+    const base = { itemId: request.itemId, reservationId: plan.reservationId ?? null };
     const jobs = (outcome: BatchJobOutcome['outcome'], error?: string): BatchJobOutcome[] =>
       plan.parts.map((p) => ({
         itemId: request.itemId,
@@ -373,30 +437,32 @@ export class BatchPipeline {
     switch (result.type) {
       case 'canceled':
       case 'expired':
-        return { answers: [], spend: [], jobs: jobs('release', `batch request ${result.type}`) };
+        return { ...base, answers: [], spend: [], jobs: jobs('release', `batch request ${result.type}`) };
       case 'errored': {
         const err = result.error;
         const spend = err instanceof AnswerDefect && err.usage ? spendOf('defect', err.usage) : [];
         if (err instanceof ProviderRefusal || err instanceof AnswerDefect || err instanceof SchemaRejected || err instanceof ProviderMisconfigured) {
-          return { answers: [], spend, jobs: jobs('refuse', `batch: ${errCode(err)}`) };
+          return { ...base, answers: [], spend, jobs: jobs('refuse', `batch: ${errCode(err)}`) };
         }
-        return { answers: [], spend, jobs: jobs('fail', `batch: ${errCode(err)}`) };
+        return { ...base, answers: [], spend, jobs: jobs('fail', `batch: ${errCode(err)}`) };
       }
       case 'succeeded': {
         const spend = spendOf(SPEND_BATCH, result.result.usage);
-        let live;
+        let answers;
         try {
-          live = await o.store.checkLiveness(request.itemId);
-        } catch {
-          live = 'live'; // the answers are keyed by their state: storing them is safe; a read judges them
+          answers = answersOf(plan, request, result.result, o.provider);
+        } catch (err) {
+          // A result missing a key it was asked (a provider that broke its own contract): billed,
+          // refused like a defective reply, never allowed to stop the rest of the batch.
+          return { ...base, answers: [], spend: spendOf('defect', result.result.usage), jobs: jobs('refuse', `batch: result unreadable (${errCode(err)})`) };
         }
-        // An item deleted since (or its workspace): its text's answers are not kept (DESIGN §16.19).
-        if (live === 'item_gone') return { answers: [], spend, jobs: jobs('drop') };
-        if (live === 'workspace_gone') return { answers: [], spend, jobs: jobs('release', 'workspace deleted') };
-        return { answers: answersOf(plan, request, result.result, keys, o.provider), spend, jobs: jobs('complete') };
+        // The store checks liveness in the transaction that stores them (DESIGN §16.19): an item
+        // deleted since keeps none of them and its jobs drop.
+        return { ...base, answers, spend, jobs: jobs('complete') };
       }
     }
   }
+
 
   /** Records a job's outcome as the runner would (fenced by its claim). */
   private async record(claim: Claim, outcome: EvalOutcome): Promise<void> {
@@ -406,6 +472,32 @@ export class BatchPipeline {
       this.opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
     }
   }
+}
+
+/**
+ * Closes a batch no worker can collect once it is past its expiry by BATCH_GIVE_UP_AFTER_EXPIRY_MS
+ * (a `submitting` row: 24 h after its creation): its jobs re-owed. @returns whether it was closed.
+ */
+async function closeIfStranded(store: Store, row: ProviderBatchRow, now: number): Promise<boolean> {
+  const expires = row.expiresAt ?? row.createdAt + 24 * 3_600_000;
+  if (now <= expires + BATCH_GIVE_UP_AFTER_EXPIRY_MS) return false;
+  await store.closeBatch(row.id, 'lost', `batch of ${row.provider} not collected by its expiry`);
+  return true;
+}
+
+/**
+ * For a worker whose provider has no batch API, or one of another name (`--provider` changed,
+ * DESIGN §16.19): the open batches it cannot collect, each given up (jobs re-owed) once past its
+ * expiry. @returns the batches still open, by provider, for the worker to say so.
+ */
+export async function closeStrandedBatches(store: Store, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
+  const now = await store.now();
+  const open: Record<string, number> = {};
+  for (const row of await store.listProviderBatches(['submitting', 'in_progress', 'ended'])) {
+    if (canCollect && row.provider === providerName) continue;
+    if (!(await closeIfStranded(store, row, now))) open[row.provider] = (open[row.provider] ?? 0) + 1;
+  }
+  return open;
 }
 
 interface PendingRequest {
@@ -468,37 +560,16 @@ function questionsOfPlan(plan: BatchPlan): Map<string, Question> {
   return new Map([...out].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-/** The answer rows of a succeeded result, per part, for the state the request asked about. */
-function answersOf(plan: BatchPlan, request: BatchRequestRow, result: AskResult, keys: number, provider: Provider): BatchResultWrite['answers'] {
-  const share = (total: number, i: number) => Math.floor(total / keys) + (i < total % keys ? 1 : 0);
-  let offset = 0;
-  return plan.parts.map((p) => {
-    const decisions: NewDecision[] = p.storedKeys.map(([storedKey, key], j) => {
-      const a = result.answers.get(key)!;
-      const i = offset + j;
-      return {
-        workspaceId: request.workspaceId,
-        itemId: request.itemId,
-        questionSet: p.questionSet,
-        questionKey: storedKey,
-        kind: a.answer.type,
-        answer: JSON.stringify(a.answer),
-        confidence: a.confidence,
-        provider: provider.name,
-        model: result.responseModel,
-        stateHash: plan.stateHash,
-        questionHash: p.fingerprints[key],
-        stateVersion: plan.stateVersion,
-        stateParts: JSON.stringify(plan.stateParts),
-        inputTokens: share(result.usage.inputTokens, i),
-        outputTokens: share(result.usage.outputTokens, i),
-        itemSeq: plan.itemSeq,
-        stateTruncated: plan.stateTruncated,
-        rationale: plan.explain ? (result.rationales?.get(key) ?? null) : null,
-        fingerprintContext: fingerprintContextText(provider),
-      };
-    });
-    offset += decisions.length;
-    return { decisions, surfacing: { ref: plan.ref, threshold: p.threshold, hysteresis: p.hysteresis, unsurfaced: p.unsurfaced } };
+/** The answer rows of a succeeded result, per part, for the state the request asked about (`answerRows`). */
+function answersOf(plan: BatchPlan, request: BatchRequestRow, result: AskResult, provider: Provider): BatchResultWrite['answers'] {
+  const rows = answerRows({
+    workspaceId: request.workspaceId,
+    itemId: request.itemId,
+    itemSeq: plan.itemSeq,
+    state: { hash: plan.stateHash, version: plan.stateVersion, parts: plan.stateParts, truncated: plan.stateTruncated },
+    parts: plan.parts.map((p) => ({ questionSet: p.questionSet, storedKeys: p.storedKeys, fingerprints: p.fingerprints, explain: plan.explain })),
+    result,
+    provider,
   });
+  return plan.parts.map((p, i) => ({ decisions: rows[i], surfacing: { ref: plan.ref, threshold: p.threshold, hysteresis: p.hysteresis, unsurfaced: p.unsurfaced } }));
 }

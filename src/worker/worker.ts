@@ -2,12 +2,12 @@ import { setMaxListeners } from 'node:events';
 import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import type { Provider } from '../providers/provider.js';
+import type { BatchApi, Provider } from '../providers/provider.js';
 import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
 import { VerdictError } from '../errors.js';
-import { BatchPipeline, batchingActive } from './batches.js';
+import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.js';
 
 /** Default interval between polls of the batches in flight, ms (DESIGN §16.19: results within 24 h; most within an hour). */
 export const BATCH_POLL_MS = 60_000;
@@ -42,6 +42,8 @@ export interface WorkerOptions {
   batch?: 'auto' | 'on' | 'off';
   /** Interval between polls of the batches in flight, ms. @defaultValue 60 000 */
   batchPollMs?: number;
+  /** The daily token cap (DESIGN §16.8): batch requests reserve against it too (`BatchPipelineOptions.dailyTokenCap`). @defaultValue none */
+  dailyTokenCap?: number;
   acquirePermit?: RunnerOptions['acquirePermit'];
   /**
    * Asked before each claim: null to claim, or milliseconds to stop claiming for (the daily spend
@@ -132,6 +134,8 @@ export class Worker {
   private yielding: Promise<void> | null = null;
   /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
   lastLoopAt = Date.now();
+  /** The stranded-batches warning was logged in this run. */
+  private strandedLogged = false;
   /** The batch pipeline and the provider and registry it was made for (`batches`). */
   private pipeline: { provider: Provider; registry: Registry; pipeline: BatchPipeline } | null = null;
   /** The collection-change walk in progress in this process, if any (one at a time). */
@@ -233,10 +237,19 @@ export class Worker {
     return this.summary;
   }
 
-  /** The batch pipeline over the provider and registry in force, or null when batching is not active (DESIGN §16.19). */
+  /** Whether this worker sends backfill-priority work to provider batches now (`batchingActive` of the provider in force). */
+  batching(): boolean {
+    return batchingActive(this.runtime.provider, this.opts.batch ?? 'off');
+  }
+
+  /**
+   * The batch pipeline over the provider and registry in force (DESIGN §16.19), or null when the
+   * provider has no batch API. It collects the provider's batches in flight even when this worker
+   * does not batch (`--batch off` after a run that did); it assembles only when `batching()`.
+   */
   batches(): BatchPipeline | null {
     const { provider, registry } = this.runtime;
-    if (!batchingActive(provider, this.opts.batch ?? 'off')) return null;
+    if (!provider.batch) return null;
     if (this.pipeline?.provider !== provider || this.pipeline.registry !== registry) {
       this.pipeline = {
         provider,
@@ -244,12 +257,13 @@ export class Worker {
         pipeline: new BatchPipeline({
           store: this.opts.store,
           registry,
-          provider,
+          provider: provider as Provider & { batch: BatchApi },
           logger: this.opts.logger,
           workerId: `${this.opts.workerId}/batch`,
           leaseMs: this.opts.leaseMs,
           abandonLimit: this.opts.abandonLimit,
           skipSets: () => (this.setCooloffs.any ? this.setCooloffs.active(Date.now()) : []),
+          ...(this.opts.dailyTokenCap !== undefined ? { dailyTokenCap: this.opts.dailyTokenCap } : {}),
         }),
       };
     }
@@ -264,13 +278,22 @@ export class Worker {
    */
   async batchPass(o: { sweep: boolean; assemble: 'all' | 'once' | 'none' }): Promise<void> {
     const pipeline = this.batches();
-    if (!pipeline) return;
     try {
       if (o.sweep) {
-        const swept = await pipeline.sweep(this.abort.signal);
-        this.summary.batchResults = (this.summary.batchResults ?? 0) + swept.results;
-        if (swept.results > 0 || swept.reowed > 0) this.wake();
+        if (pipeline) {
+          const swept = await pipeline.sweep(this.abort.signal);
+          this.summary.batchResults = (this.summary.batchResults ?? 0) + swept.results;
+          if (swept.results > 0 || swept.reowed > 0) this.wake();
+        }
+        // Batches this provider cannot collect (another provider's, or none has a batch API):
+        // said once a run, and given up past their expiry, their jobs re-owed.
+        const stranded = await closeStrandedBatches(this.opts.store, this.runtime.provider.name, pipeline !== null);
+        if (Object.keys(stranded).length && !this.strandedLogged) {
+          this.strandedLogged = true;
+          this.opts.logger.warn({ batches: stranded }, 'provider batches in flight that this provider cannot collect: a worker with that provider collects them; past their expiry they are given up and their jobs re-owed');
+        }
       }
+      if (!pipeline || !this.batching()) return;
       for (let n = 0; o.assemble !== 'none' && !this.stopping; n++) {
         if (o.assemble === 'once' && n > 0) break;
         if ((await this.opts.claimGate?.()) != null) break;
@@ -339,7 +362,7 @@ export class Worker {
       onOutcome: (r) => this.count(r),
       claimNext: true,
       coAsk: this.opts.coAsk ?? true,
-      liveOnly: this.batches() !== null,
+      liveOnly: this.batching(),
     };
   }
 

@@ -38,7 +38,7 @@ describe('status', () => {
     expect(c3).toMatchObject({ itemId: b.id, questionSet: 'attention' });
 
     const s = await statusReport(fx.store);
-    expect(s.queue).toEqual({ due: 3, waiting: 1, inFlight: 1, parked: 1 });
+    expect(s.queue).toEqual({ due: 3, waiting: 1, inFlight: 1, parked: 1, batched: 0 });
     expect(s.oldestOwedAgeMs).toBe(90_000);
     expect(s.bySet).toEqual([
       expect.objectContaining({ questionSet: 'attention', due: 1, waiting: 0, inFlight: 1, parked: 1, failing: 1, oldestOwedAgeMs: 90_000 }),

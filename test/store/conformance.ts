@@ -674,6 +674,57 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.renewLease(held, 60_000)).toBe(true);
     });
 
+    it('provider batches (DESIGN §16.19): backfill jobs claimed in bulk, batched, not claimable, then stored or re-owed', async () => {
+      await reopen([attentionSet, effortSet]);
+      const items = [];
+      for (let i = 1; i <= 3; i++) items.push(await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false }));
+      const live = await item('L-1');
+      fx.advance(30_000);
+      const claims = await fx.store.claimBatchJobs('w', { leaseMs: 60_000, limit: 4, abandonLimit: 8 });
+      expect(claims.map((c) => [c.priority, c.attempts])).toEqual(Array(4).fill([PRIORITY_BACKFILL, 1]));
+      expect(claims.every((c) => c.itemId !== live.id)).toBe(true); // live work is the slots'
+      const plan = { stateHash: 'h', stateVersion: 2, stateParts: {}, stateTruncated: false, explain: false, itemSeq: 1, ref: 'B-1', estimate: { inputTokens: 1, maxOutputTokens: 1 }, parts: [] };
+      const requests = claims.map((c, i) => ({ customId: `vbtest-${i}`, workspaceId: fx.ws.id, itemId: c.itemId, plan }));
+      await fx.store.recordBatch({ id: 'vbtest', provider: 'fake', model: 'm' }, requests, claims);
+      expect((await fx.store.listJobs({ state: 'batched' })).map((j) => [j.batchId, j.claimToken])).toEqual(Array(4).fill(['vbtest', null]));
+      // Batched jobs are passed over by every claim; live work is still claimed.
+      const next = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true });
+      expect(next!.itemId).toBe(live.id);
+      expect(await fx.store.listProviderBatches(['submitting'])).toMatchObject([{ id: 'vbtest', status: 'submitting', requestCount: 4, providerBatchId: null }]);
+      await fx.store.updateProviderBatch('vbtest', { providerBatchId: 'msgbatch_1', status: 'in_progress', expiresAt: 123 });
+      expect((await fx.store.listBatchRequests('vbtest')).map((r) => r.customId)).toEqual(['vbtest-0', 'vbtest-1', 'vbtest-2', 'vbtest-3']);
+      // One result completes its job; storing it again does nothing.
+      const done = { itemId: claims[0].itemId, answers: [], spend: [{ questionSet: claims[0].questionSet, provider: 'fake', model: 'm', outcome: 'batch', calls: 1, usage: { inputTokens: 10, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0 } }], jobs: [{ itemId: claims[0].itemId, questionSet: claims[0].questionSet, outcome: 'complete' as const }] };
+      await fx.store.storeBatchResult('vbtest', 'vbtest-0', done);
+      await fx.store.storeBatchResult('vbtest', 'vbtest-0', done);
+      expect(await fx.store.getJob(claims[0].itemId, claims[0].questionSet)).toBeNull();
+      expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
+      // A write re-owes a batched job: its result then leaves it alone.
+      await fx.store.updateItem(claims[1].itemId, { title: 'written' });
+      await fx.store.storeBatchResult('vbtest', 'vbtest-1', { itemId: claims[1].itemId, answers: [], spend: [], jobs: [{ itemId: claims[1].itemId, questionSet: claims[1].questionSet, outcome: 'complete' }] });
+      expect(await fx.store.getJob(claims[1].itemId, claims[1].questionSet)).toMatchObject({ state: 'owed' });
+      expect(await fx.store.countBatchedJobs('vbtest')).toBe(2);
+      // Closing re-owes the rest without the attempt, after the hold.
+      const before = await fx.store.now();
+      expect(await fx.store.closeBatch('vbtest', 'expired', 'batch expired', 5_000)).toBe(2);
+      const after = await fx.store.now();
+      for (const c of claims.slice(2)) {
+        const j = (await fx.store.getJob(c.itemId, c.questionSet))!;
+        expect(j).toMatchObject({ state: 'owed', attempts: 0, batchId: null, lastError: 'batch expired' });
+        expect(j.notBefore).toBeGreaterThanOrEqual(before + 5_000);
+        expect(j.notBefore).toBeLessThanOrEqual(after + 5_000);
+      }
+      expect(await fx.store.listBatchRequests('vbtest')).toEqual([]);
+      expect((await fx.store.listProviderBatches())[0]).toMatchObject({ status: 'done', outcome: 'expired' });
+      // A lost claim aborts the whole record: nothing written.
+      fx.advance(10_000);
+      const again = await fx.store.claimBatchJobs('w', { leaseMs: 60_000, limit: 10, abandonLimit: 8 });
+      expect(again.length).toBeGreaterThan(0);
+      await expect(fx.store.recordBatch({ id: 'vblost', provider: 'fake', model: 'm' }, [], [...again, { ...again[0], claimToken: 'stale' }])).rejects.toMatchObject({ code: 'batch_claim_lost' });
+      expect(await fx.store.listProviderBatches(['submitting'])).toEqual([]);
+      expect(await fx.store.listJobs({ state: 'batched' })).toEqual([]);
+    });
+
     it('interleaves workspaces: a busy workspace\'s backlog does not starve a quiet one (fair claim order)', async () => {
       await reopen([attentionSet]);
       const other = await fx.store.createWorkspace({ slug: 'quiet' });

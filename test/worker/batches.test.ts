@@ -6,8 +6,12 @@ import { FakeProvider } from '../../src/providers/fake.js';
 import type { BatchApi, Provider } from '../../src/providers/provider.js';
 import { PRIORITY_BACKFILL, type Store } from '../../src/store/store.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
-import { BatchPipeline, batchingActive, SPEND_BATCH, SUBMIT_LOST_AFTER_MS } from '../../src/worker/batches.js';
+import { BATCH_GIVE_UP_AFTER_EXPIRY_MS, BatchPipeline, batchingActive, closeStrandedBatches, SPEND_BATCH, SUBMIT_LOST_AFTER_MS } from '../../src/worker/batches.js';
 import { Worker } from '../../src/worker/worker.js';
+import { batchedBackfillCost } from '../../src/cli/backfill.js';
+import { loadConfig } from '../../src/config.js';
+import { estimateTarget } from '../../src/runner/estimate.js';
+import { costOf } from '../../src/providers/pricing.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
@@ -43,8 +47,8 @@ async function backfillItems(fx: Fixture, n: number): Promise<string[]> {
   return ids;
 }
 
-function pipeline(fx: Fixture, provider: Provider & { batch: BatchApi }, store: Store = fx.store): BatchPipeline {
-  return new BatchPipeline({ store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', leaseMs: 600_000, abandonLimit: 8, random: () => 0.5 });
+function pipeline(fx: Fixture, provider: Provider & { batch: BatchApi }, store: Store = fx.store, dailyTokenCap?: number): BatchPipeline {
+  return new BatchPipeline({ store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', leaseMs: 600_000, abandonLimit: 8, random: () => 0.5, ...(dailyTokenCap ? { dailyTokenCap } : {}) });
 }
 
 const signal = new AbortController().signal;
@@ -66,6 +70,18 @@ describe('batches with the fake provider', () => {
     expect(batchingActive(new FakeProvider({ batch: false }), 'on')).toBe(false);
     const anthropic = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: 'http://127.0.0.1:9' });
     expect(batchingActive(anthropic, 'auto')).toBe(true);
+  });
+
+  it('backfill --dry-run prices the batched path at half when a worker would batch it, and only then', () => {
+    const work = { set: 'effort', eligibleItems: 10, unanswered: { items: 10, calls: 10, questions: 10, inputTokens: 100_000, outputTokens: 10_000, costUsd: 0 } } as never;
+    const anthropic = estimateTarget('anthropic', 'claude-haiku-5-5');
+    const full = costOf(anthropic.pricing, { inputTokens: 100_000, outputTokens: 10_000 })!;
+    const cfg = (batch: string) => loadConfig({ provider: 'anthropic', batch }, { ANTHROPIC_API_KEY: 'sk-ant-test' });
+    expect(batchedBackfillCost(cfg('auto'), silentLogger, anthropic, work)).toBeCloseTo(full / 2, 12);
+    expect(batchedBackfillCost(cfg('off'), silentLogger, anthropic, work)).toBeNull();
+    expect(batchedBackfillCost(loadConfig({ provider: 'fake' }, {}), silentLogger, estimateTarget('fake', 'fake-model-1'), work)).toBeNull();
+    // No key here: the line is left out rather than guessed.
+    expect(batchedBackfillCost(loadConfig({ provider: 'anthropic' }, {}), silentLogger, anthropic, work)).toBeNull();
   });
 
   it('one batch asks every backfill job, co-asked per item; answers byte-identical to calls; spend marked batch', async () => {
@@ -183,6 +199,98 @@ describe('batches with the fake provider', () => {
     expect(r.batches).toBe(0);
     expect(fake.batch!.submitted).toHaveLength(0);
     expect((await fx.store.listJobs({})).map((j) => [j.state, j.claimToken, j.attempts])).toEqual(Array(4).fill(['owed', null, 0]));
+  });
+
+  it('the daily token cap holds for batches: requests reserve their estimate; what does not fit stays owed; results settle', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 6);
+    const fake = new FakeProvider({ now: () => fx.clock.now(), usage: 'prompt' });
+    // Find one item's reservation size, then allow room for two items only.
+    const probe = await fixture();
+    await backfillItems(probe, 1);
+    await pipeline(probe, new FakeProvider({ now: () => probe.clock.now(), usage: 'prompt' }) as never, probe.store, 1_000_000).assemble(signal);
+    const perItem = (await probe.store.listBatchRequests((await probe.store.listProviderBatches())[0].id))[0].plan.estimate;
+    const cap = 2 * (perItem.inputTokens + perItem.maxOutputTokens) + 1;
+    const p = pipeline(fx, fake as never, fx.store, cap);
+    const a = await p.assemble(signal);
+    expect(a).toMatchObject({ batches: 1, requests: 2, jobs: 4 });
+    const jobs = await fx.store.listJobs({});
+    expect(jobs.filter((j) => j.state === 'batched')).toHaveLength(4);
+    expect(jobs.filter((j) => j.state === 'owed').map((j) => [j.attempts, j.claimToken])).toEqual(Array(8).fill([0, null]));
+    // A second assembly finds no room either (the reservations hold), so nothing more is sent.
+    expect((await p.assemble(signal)).batches).toBe(0);
+    await p.sweep(signal);
+    // The results settled the reservations with their real usage: billed tokens are within the cap.
+    const spent = await fx.store.spendSince(86_400_000);
+    expect(spent.inputTokens + spent.outputTokens).toBeLessThanOrEqual(cap);
+    expect(fake.batch!.submitted).toHaveLength(1);
+  });
+
+  it('jobs retry and jobs drop leave batched jobs alone: their batch is already paid for', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 2);
+    const fake = new FakeProvider({ now: () => fx.clock.now() });
+    await pipeline(fx, fake as never).assemble(signal);
+    expect(await fx.store.retryJobs({ state: 'batched' })).toBe(0);
+    expect(await fx.store.retryJobs({})).toBe(0);
+    expect(await fx.store.dropJobs({})).toBe(0);
+    expect((await fx.store.listJobs({})).every((j) => j.state === 'batched')).toBe(true);
+  });
+
+  it('a result that lacks a key it asked is refused on its own; the rest of the batch is stored', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 3);
+    const fake = new FakeProvider({ now: () => fx.clock.now() });
+    const p = pipeline(fx, fake as never);
+    await p.assemble(signal);
+    const results = fake.batch!.results.bind(fake.batch!);
+    let first = true;
+    fake.batch!.results = async function* (...args: Parameters<typeof results>) {
+      for await (const r of results(...args)) {
+        if (first && r.type === 'succeeded') {
+          first = false;
+          const answers = new Map(r.result.answers);
+          answers.delete([...answers.keys()][0]);
+          yield { ...r, result: { ...r.result, answers } };
+        } else yield r;
+      }
+    } as never;
+    const s = await p.sweep(signal);
+    expect(s).toMatchObject({ finished: 1, results: 3, answersStored: 8 });
+    const jobs = await fx.store.listJobs({});
+    expect(jobs.map((j) => [j.state, j.refusals, j.lastError?.startsWith('batch: result unreadable')])).toEqual([
+      ['owed', 1, true],
+      ['owed', 1, true],
+    ]);
+    expect((await fx.store.spendRowsSince(3_600_000)).rows.some((r) => r.outcome === 'defect')).toBe(true);
+  });
+
+  it('batches no worker can collect (another provider, or none with a batch API) are given up past their expiry, jobs re-owed', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 1);
+    const fake = new FakeProvider({ now: () => fx.clock.now() });
+    await pipeline(fx, fake as never).assemble(signal);
+    expect(await closeStrandedBatches(fx.store, 'anthropic', true)).toEqual({ fake: 1 });
+    expect(await closeStrandedBatches(fx.store, 'fake', true)).toEqual({}); // its own provider collects it
+    fx.clock.advance(24 * 3_600_000 + BATCH_GIVE_UP_AFTER_EXPIRY_MS + 1);
+    expect(await closeStrandedBatches(fx.store, 'anthropic', true)).toEqual({});
+    expect((await fx.store.listJobs({})).map((j) => [j.state, j.attempts])).toEqual([
+      ['owed', 0],
+      ['owed', 0],
+    ]);
+    expect((await fx.store.listProviderBatches())[0]).toMatchObject({ status: 'done', outcome: 'lost' });
+  });
+
+  it('a worker with --batch off still collects the batches in flight of its provider', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 2);
+    const fake = new FakeProvider({ now: () => fx.clock.now() });
+    await pipeline(fx, fake as never).assemble(signal);
+    const w = new Worker({ store: fx.store, registry: fx.registry, provider: fake, logger: silentLogger, workerId: 'w', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'off' });
+    const summary = await w.run();
+    expect(summary.batchResults).toBe(2);
+    expect(await fx.store.listJobs({})).toEqual([]);
+    expect(fake.requests).toHaveLength(0);
   });
 
   it('a worker drain sends backfill work to a batch and live work to calls', async () => {

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, NewProviderBatch, ProviderBatchPatch, ProviderBatchRow } from '../store.js';
 import { VerdictError } from '../../errors.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
+import { settleReservationTx } from './spend-reservations.js';
 import { boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
 import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
@@ -179,11 +180,31 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
     const gone = yield* changes(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId} AND custom_id = ${customId}`);
     if (gone !== 1) return 0; // stored already (a sweep that stopped after its commit)
     let stored = 0;
-    for (const a of r.answers) stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
-    for (const j of r.jobs) yield* batchJobOutcome(c, now, batchId, j);
+    let jobs = r.jobs;
+    if (r.answers.length) {
+      // Liveness in the transaction that stores (the item row locked on Postgres): an item
+      // deleted since, even a moment ago, keeps no answer about its text (DESIGN §16.19).
+      const live = yield* itemLivenessTx(c, r.itemId);
+      if (live === 'live') for (const a of r.answers) stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
+      else jobs = jobs.map((j) => ({ ...j, outcome: live === 'item_gone' ? 'drop' : 'release', error: live === 'item_gone' ? undefined : 'workspace deleted' }));
+    }
+    for (const j of jobs) yield* batchJobOutcome(c, now, batchId, j);
+    if (r.reservationId) yield* settleReservationTx(r.reservationId);
     for (const s of r.spend) yield* recordSpendTx(c, now, s);
     return stored;
   });
+}
+
+/** The item's liveness, its row locked (Postgres) until the transaction ends. */
+function* itemLivenessTx(c: SqlContext, itemId: string): Steps<'live' | 'item_gone' | 'workspace_gone'> {
+  const item = yield* one<{ deleted_at: number | null; collection_id: string; workspace_id: string }>(
+    sql`SELECT deleted_at, collection_id, workspace_id FROM items WHERE id = ${itemId}${c.d.forUpdate}`,
+  );
+  if (!item || item.deleted_at !== null) return 'item_gone';
+  const r = yield* one<{ c: number | null; w: number | null }>(sql`
+    SELECT (SELECT deleted_at FROM collections WHERE id = ${item.collection_id}) AS c, (SELECT deleted_at FROM workspaces WHERE id = ${item.workspace_id}) AS w`);
+  if (r?.c !== null && r?.c !== undefined) return 'item_gone';
+  return r?.w !== null && r?.w !== undefined ? 'workspace_gone' : 'live';
 }
 
 function* batchJobOutcome(c: SqlContext, now: Expr, batchId: string, j: BatchJobOutcome): Steps<void> {
@@ -229,17 +250,24 @@ function* batchJobOutcome(c: SqlContext, now: Expr, batchId: string, j: BatchJob
 
 /**
  * Re-owes every job still batched in `batchId` without counting the attempt (the batch expired,
- * was canceled, was never submitted, or returned no result for them), deletes its remaining
- * requests and marks the batch `done` with `outcome`, in one transaction.
+ * was canceled, was never submitted, or returned no result for them), claimable from now +
+ * `holdMs`, deletes its remaining requests and marks the batch `done` with `outcome`, in one
+ * transaction.
  * @returns the jobs re-owed.
  */
-export function closeBatch(c: SqlContext, batchId: string, outcome: string, error?: string): Promise<number> {
+export function closeBatch(c: SqlContext, batchId: string, outcome: string, error?: string, holdMs = 0): Promise<number> {
   return write(c, function* () {
     const now = yield* nowMs();
     const n = yield* changes(sql`
-      UPDATE decision_jobs SET state = 'owed', batch_id = NULL, attempts = ${c.d.max}(attempts - 1, 0), not_before = ${c.d.int8(now)},
+      UPDATE decision_jobs SET state = 'owed', batch_id = NULL, attempts = ${c.d.max}(attempts - 1, 0), not_before = ${c.d.int8(now + holdMs)},
              last_error = ${error === undefined ? sql`last_error` : bound(error)}, last_error_at = ${error === undefined ? sql`last_error_at` : c.d.int8(now)}
       WHERE batch_id = ${batchId} AND state = 'batched'`);
+    // The daily-cap reservations of the requests that never got a result end with the batch.
+    const left = yield* rows<{ plan: string }>(sql`SELECT plan FROM batch_requests WHERE batch_id = ${batchId}`);
+    for (const r of left) {
+      const id = (JSON.parse(r.plan) as { reservationId?: string | null }).reservationId;
+      if (id) yield* settleReservationTx(id);
+    }
     yield* exec(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId}`);
     yield* exec(sql`UPDATE provider_batches SET status = 'done', outcome = ${outcome}, ended_at = coalesce(ended_at, ${c.d.int8(now)}) WHERE id = ${batchId}`);
     return n;

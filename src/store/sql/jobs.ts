@@ -362,25 +362,29 @@ export function listJobs(c: SqlContext, f: JobFilter): Promise<JobRow[]> {
   });
 }
 
-/** `jobs retry` (DESIGN §3): owed, counters 0, not_before = now (the one writer that may lower it). */
+/**
+ * `jobs retry` (DESIGN §3): owed, counters 0, not_before = now (the one writer that may lower it).
+ * Batched jobs are left alone: their batch is still paid for at the provider (DESIGN §16.19), and
+ * asking them again would pay twice.
+ */
 export function retryJobs(c: SqlContext, f: JobFilter): Promise<number> {
   const w = filterWhere(c, f);
   return autocommit(c, function* () {
     const now = yield* nowSql();
     return yield* changes(sql`
       UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${now}
-      ${w ? sql`WHERE ${w}` : sql``}`);
+      WHERE state <> 'batched' ${w ? sql`AND ${w}` : sql``}`);
   });
 }
 
-/** `jobs drop`: deletes matching rows that are not under a live lease. */
+/** `jobs drop`: deletes matching rows that are not under a live lease and not in a provider batch (both are in flight). */
 export function dropJobs(c: SqlContext, f: JobFilter): Promise<number> {
   const w = filterWhere(c, f);
   return autocommit(c, function* () {
     const now = yield* nowSql();
     return yield* changes(sql`
       DELETE FROM decision_jobs
-      WHERE (lease_expires_at IS NULL OR lease_expires_at <= ${now}) ${w ? sql`AND ${w}` : sql``}`);
+      WHERE (lease_expires_at IS NULL OR lease_expires_at <= ${now}) AND state <> 'batched' ${w ? sql`AND ${w}` : sql``}`);
   });
 }
 
@@ -389,12 +393,13 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
   return read(c, function* () {
     const n = yield* nowSql();
     const owedFree = sql`state = 'owed' AND (lease_expires_at IS NULL OR lease_expires_at <= ${n})`;
-    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; oldest: number | null; next_due: number | null }>(sql`
+    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; batched: number; oldest: number | null; next_due: number | null }>(sql`
       SELECT ${n} AS now,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before <= ${n} THEN 1 ELSE 0 END), 0) AS due,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before > ${n} THEN 1 ELSE 0 END), 0) AS waiting,
         coalesce(sum(CASE WHEN state = 'owed' AND lease_expires_at > ${n} THEN 1 ELSE 0 END), 0) AS inflight,
         coalesce(sum(CASE WHEN state = 'parked' THEN 1 ELSE 0 END), 0) AS parked,
+        coalesce(sum(CASE WHEN state = 'batched' THEN 1 ELSE 0 END), 0) AS batched,
         min(CASE WHEN state = 'owed' THEN enqueued_at END) AS oldest,
         min(CASE WHEN state = 'owed' AND not_before > ${n} THEN not_before END) AS next_due
       FROM decision_jobs`))!;
@@ -406,6 +411,7 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
       owedWaiting: Number(s.waiting),
       inFlight: Number(s.inflight),
       parked: Number(s.parked),
+      batched: Number(s.batched),
       oldestOwedAgeMs: s.oldest === null ? null : Number(s.now) - Number(s.oldest),
       nextDueAt: s.next_due === null ? null : Number(s.next_due),
       bySet: bySet.map((b) => ({ ...b, count: Number(b.count) })),
