@@ -60,8 +60,9 @@ describe.skipIf(!TEST_PG_URL)(`worker processes on PostgreSQL${TEST_PG_URL ? '' 
     );
     expect(rows).toHaveLength(4); // three attention keys and one effort key
     expect(rows.every((r) => r.n === 1)).toBe(true);
-    // One recorded call per job: the killed worker's call never completed, the survivor's did.
-    expect(await q<{ n: number }>('SELECT sum(calls)::int AS n FROM decision_spend')).toEqual([{ n: 2 }]);
+    // One recorded call: the killed worker's call never completed; the survivor asked attention
+    // and effort together (co-asking, DESIGN §16.18).
+    expect(await q<{ n: number }>('SELECT sum(calls)::int AS n FROM decision_spend')).toEqual([{ n: 1 }]);
   }, 90_000);
 
   it(`four worker processes drain ${SCALE_ITEMS * JOBS_PER_ITEM} jobs, each completed exactly once`, async () => {
