@@ -313,16 +313,8 @@ export class AnthropicProvider implements Provider {
       params: (r) => this.#batchParams(r),
       read: (message, questions, explain) => this.#read(message, questions, explain),
       usage: (message) => messageUsage(message),
-      context: (signal) => ({
-        provider: this.name,
-        policy: this.#policy,
-        runtime: this.#runtime,
-        log: this.#log,
-        signal,
-        // Liveness is checked when the batch is assembled, not per batch call.
-        beforeSend: () => {},
-        deadline: this.#runtime.now() + this.worstCaseCallMs,
-      }),
+      // Liveness is checked when the batch is assembled, not per batch call.
+      context: (signal) => this.#retryContext(signal, () => {}),
       log: this.#log,
       idleTimeoutMs: policy.perAttemptTimeoutMs,
       maxRequests: limit('maxRequests', opts.batchLimits?.maxRequests, ANTHROPIC_BATCH_MAX_REQUESTS),
@@ -352,15 +344,7 @@ export class AnthropicProvider implements Provider {
     // The SDK loads (once) before the first attempt's timeout starts: its import took about 0.3 s,
     // which a 300 ms attempt budget counted as a timed-out attempt (the fault matrix's 529 case).
     await this.#sdkClient();
-    const ctx: RetryContext = {
-      provider: this.name,
-      policy: this.#policy,
-      runtime: this.#runtime,
-      log: this.#log,
-      signal: opts.signal,
-      beforeSend: opts.beforeSend,
-      deadline: this.#runtime.now() + this.worstCaseCallMs,
-    };
+    const ctx = this.#retryContext(opts.signal, opts.beforeSend);
     return this.#askChunk(state, questions, explain, ctx);
   }
 
@@ -396,6 +380,11 @@ export class AnthropicProvider implements Provider {
     const { body, system, schema } = buildMessagesRequest(r.state, r.questions, { ...this.#requestOptions(r.explain), cacheTtl: '1h' });
     checkInputBudget('anthropic', { system, schema, state: r.state }, this.inputBudgetTokens);
     return body;
+  }
+
+  /** The shared retry policy's context for one call of ours (a message, a count, a batch endpoint), its deadline the worst case from now. */
+  #retryContext(signal: AbortSignal, beforeSend: RetryContext['beforeSend']): RetryContext {
+    return { provider: this.name, policy: this.#policy, runtime: this.#runtime, log: this.#log, signal, beforeSend, deadline: this.#runtime.now() + this.worstCaseCallMs };
   }
 
   #requestOptions(explain: boolean) {
@@ -505,15 +494,7 @@ export class AnthropicProvider implements Provider {
     const { body } = buildMessagesRequest(state, questions, this.#requestOptions(opts.explain ?? false));
     const params = countTokensRequest(body);
     await this.#sdkClient();
-    const ctx: RetryContext = {
-      provider: this.name,
-      policy: this.#policy,
-      runtime: this.#runtime,
-      log: this.#log,
-      signal: opts.signal,
-      beforeSend: () => {},
-      deadline: this.#runtime.now() + this.worstCaseCallMs,
-    };
+    const ctx = this.#retryContext(opts.signal, () => {}); // an estimate holds no claim: there is no liveness to re-check
     try {
       return await withRetries(ctx, (signal) => this.#sendCount(params, signal), classifyAnthropicError);
     } catch (err) {

@@ -1,11 +1,10 @@
-import type { Registry } from '../decision/registry.js';
+import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { Provider } from '../providers/provider.js';
 import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
 import { errCode, evaluateGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
-import type { QuestionSet } from '../decision/registry.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
 import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
@@ -82,7 +81,11 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     return null;
   }
   const cool = opts.setCooloffs;
-  const claim = held ?? (await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, await skipSets(opts), await claimOptions(opts)));
+  let claim = held;
+  if (!claim) {
+    const skip = await skipSets(opts);
+    claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip, claimOptions(opts, skip));
+  }
   if (!claim) return null;
   const started = Date.now();
   const siblings = claim.coAsked ?? [];
@@ -109,17 +112,30 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
  * partners (`coAskPartners`) less the sets cooling off, claimed with the job when due; with
  * `liveOnly`, live work only.
  */
-async function claimOptions(opts: RunnerOptions): Promise<{ liveOnly: boolean; coAsk?: Record<string, string[]> }> {
+function claimOptions(opts: RunnerOptions, skip: readonly string[]): { liveOnly: boolean; coAsk?: Record<string, string[]> } {
   const liveOnly = opts.liveOnly === true;
   if (opts.coAsk === false) return { liveOnly };
-  const all = opts.registry.all();
-  const skip = new Set(await skipSets(opts));
-  const coAsk: Record<string, string[]> = {};
-  for (const set of all) {
-    const partners = coAskPartners(set, all).filter((s) => !skip.has(s));
-    if (partners.length) coAsk[set.name] = partners;
+  let coAsk = partnersOf(opts.registry);
+  if (skip.length) {
+    const skipped = new Set(skip);
+    coAsk = Object.fromEntries(Object.entries(coAsk).map(([set, p]) => [set, p.filter((s) => !skipped.has(s))]).filter(([, p]) => p.length > 0));
   }
   return Object.keys(coAsk).length ? { liveOnly, coAsk } : { liveOnly };
+}
+
+/** Each set's co-asking partners, worked out once per registry (a reload installs a new one), not on every claim. */
+const partnersByRegistry = new WeakMap<Registry, Record<string, string[]>>();
+function partnersOf(registry: Registry): Record<string, string[]> {
+  const known = partnersByRegistry.get(registry);
+  if (known) return known;
+  const all = registry.all();
+  const m: Record<string, string[]> = {};
+  for (const set of all) {
+    const p = coAskPartners(set, all);
+    if (p.length) m[set.name] = p;
+  }
+  partnersByRegistry.set(registry, m);
+  return m;
 }
 
 /**
@@ -194,7 +210,8 @@ async function finishWithAnswers(
 ): Promise<{ outcome: EvalOutcome; recorded: RunReport['recorded']; next: Claim | null }> {
   const { store } = opts;
   try {
-    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: await skipSets(opts), ...(await claimOptions(opts)) } : undefined;
+    const skip = withNext ? await skipSets(opts) : [];
+    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: skip, ...claimOptions(opts, skip) } : undefined;
     const f = await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };

@@ -118,6 +118,8 @@ export interface SweepReport {
   reowed: number;
   /** Batches still in flight after the sweep. */
   inFlight: number;
+  /** Of those, the ones of another provider, which this one cannot collect, by provider name. */
+  elsewhere: Record<string, number>;
 }
 
 /** Assembles, submits and collects provider batches (see the file comment). */
@@ -322,7 +324,7 @@ export class BatchPipeline {
    */
   async sweep(signal: AbortSignal): Promise<SweepReport> {
     const o = this.opts;
-    const report: SweepReport = { finished: 0, results: 0, answersStored: 0, reowed: 0, inFlight: 0 };
+    const report: SweepReport = { finished: 0, results: 0, answersStored: 0, reowed: 0, inFlight: 0, elsewhere: {} };
     const rows = await o.store.listProviderBatches(['submitting', 'in_progress', 'ended']);
     // Provider ids already recorded, so a `submitting` row never adopts another row's batch: read
     // only when such a row exists (the table keeps a row per batch ever sent).
@@ -335,7 +337,10 @@ export class BatchPipeline {
         // Another provider's batch: a worker configured for it collects it; one never collected
         // is given up after its expiry (`closeStrandedBatches`).
         if (await closeIfStranded(o.store, row, await o.store.now())) report.finished++;
-        else report.inFlight++;
+        else {
+          report.inFlight++;
+          report.elsewhere[row.provider] = (report.elsewhere[row.provider] ?? 0) + 1;
+        }
         continue;
       }
       try {

@@ -280,14 +280,16 @@ export class Worker {
     const pipeline = this.batches();
     try {
       if (o.sweep) {
+        // Batches this provider cannot collect (another provider's, or this one has no batch
+        // API) are said once a run and given up past their expiry, their jobs re-owed: by the
+        // pipeline's sweep, or without one by closeStrandedBatches.
+        let stranded: Record<string, number>;
         if (pipeline) {
           const swept = await pipeline.sweep(this.abort.signal);
           this.summary.batchResults = (this.summary.batchResults ?? 0) + swept.results;
           if (swept.results > 0 || swept.reowed > 0) this.wake();
-        }
-        // Batches this provider cannot collect (another provider's, or none has a batch API):
-        // said once a run, and given up past their expiry, their jobs re-owed.
-        const stranded = await closeStrandedBatches(this.opts.store, this.runtime.provider.name, pipeline !== null);
+          stranded = swept.elsewhere;
+        } else stranded = await closeStrandedBatches(this.opts.store, this.runtime.provider.name, false);
         if (Object.keys(stranded).length && !this.strandedLogged) {
           this.strandedLogged = true;
           this.opts.logger.warn({ batches: stranded }, 'provider batches in flight that this provider cannot collect: a worker with that provider collects them; past their expiry they are given up and their jobs re-owed');

@@ -687,9 +687,19 @@ export function runStoreConformance(backend: StoreBackend): void {
       const requests = claims.map((c, i) => ({ customId: `vbtest-${i}`, workspaceId: fx.ws.id, itemId: c.itemId, plan }));
       await fx.store.recordBatch({ id: 'vbtest', provider: 'fake', model: 'm' }, requests, claims);
       expect((await fx.store.listJobs({ state: 'batched' })).map((j) => [j.batchId, j.claimToken])).toEqual(Array(4).fill(['vbtest', null]));
-      // Batched jobs are passed over by every claim; live work is still claimed.
-      const next = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true });
-      expect(next!.itemId).toBe(live.id);
+      // Batched jobs are passed over by every claim: live-only claims take the live jobs and stop;
+      // a plain claim then takes only the backfill jobs left owed, never a batched one.
+      const liveClaims = [];
+      for (let c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true }); c; c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true })) liveClaims.push(c);
+      expect(liveClaims.map((c) => [c.itemId, c.priority])).toEqual([
+        [live.id, 0],
+        [live.id, 0],
+      ]);
+      const batchedKeys = new Set(claims.map((c) => `${c.itemId}/${c.questionSet}`));
+      const rest = [];
+      for (let c = await fx.store.claimNextJob('w3', 60_000, 8); c; c = await fx.store.claimNextJob('w3', 60_000, 8)) rest.push(c);
+      expect(rest).toHaveLength(2);
+      expect(rest.some((c) => batchedKeys.has(`${c.itemId}/${c.questionSet}`))).toBe(false);
       expect(await fx.store.listProviderBatches(['submitting'])).toMatchObject([{ id: 'vbtest', status: 'submitting', requestCount: 4, providerBatchId: null }]);
       await fx.store.updateProviderBatch('vbtest', { providerBatchId: 'msgbatch_1', status: 'in_progress', expiresAt: 123 });
       expect((await fx.store.listBatchRequests('vbtest')).map((r) => r.customId)).toEqual(['vbtest-0', 'vbtest-1', 'vbtest-2', 'vbtest-3']);

@@ -11,7 +11,8 @@ import { Worker } from '../../src/worker/worker.js';
 import { batchedBackfillCost } from '../../src/cli/backfill.js';
 import { loadConfig } from '../../src/config.js';
 import { estimateTarget } from '../../src/runner/estimate.js';
-import { costOf } from '../../src/providers/pricing.js';
+import { batchCostOf, costOf, pricingFor } from '../../src/providers/pricing.js';
+import { formatStatus, statusReport } from '../../src/cli/status.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
@@ -224,6 +225,28 @@ describe('batches with the fake provider', () => {
     const spent = await fx.store.spendSince(86_400_000);
     expect(spent.inputTokens + spent.outputTokens).toBeLessThanOrEqual(cap);
     expect(fake.batch!.submitted).toHaveLength(1);
+  });
+
+  it('status counts the batches in flight and their jobs, and prices batch spend at the batch rate', async () => {
+    const fx = await fixture();
+    await backfillItems(fx, 3);
+    const fake = new FakeProvider({ now: () => fx.clock.now() });
+    await pipeline(fx, fake as never).assemble(signal);
+    fx.clock.advance(120_000);
+    const s = await statusReport(fx.store);
+    expect(s.batches).toEqual({ inFlight: 1, requests: 3, jobs: 6, unconfirmed: 0, oldestAgeMs: 120_000 });
+    expect(s.queue.batched).toBe(6);
+    const text = formatStatus(s);
+    expect(text).toContain('batches in flight: 1 (3 requests, 6 jobs batched; oldest created 2m 00s ago); results within 24 h');
+    expect(text).toMatch(/^jobs: 0 due, .* 0 parked, 6 batched$/m);
+    // The same tokens cost half under outcome `batch` as under `ok`.
+    const usage = { inputTokens: 1_000_000, outputTokens: 100_000, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    await fx.store.recordSpend({ questionSet: 'attention', provider: 'anthropic', model: 'claude-haiku-5-5', outcome: SPEND_BATCH, calls: 1, usage });
+    const priced = (await statusReport(fx.store)).spend.lastHour;
+    const pricing = pricingFor('anthropic', 'claude-haiku-5-5');
+    expect(priced.costUsd).toBeCloseTo(batchCostOf(pricing, usage)!, 12);
+    expect(priced.costUsd).toBeCloseTo(costOf(pricing, usage)! / 2, 12);
+    expect(priced.bySet.find((b) => b.set === 'attention')!.failedCalls).toBe(0); // a batch result is no failure
   });
 
   it('jobs retry and jobs drop leave batched jobs alone: their batch is already paid for', async () => {

@@ -3,7 +3,8 @@ import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, Claim, NewBatc
 import { VerdictError } from '../../errors.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
-import { boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
+import { abandonReason, boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
+import { claimSet, park } from './jobs.js';
 import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
@@ -38,9 +39,7 @@ export function claimBatchJobs(
     const token = c.newToken();
     const got = yield* rows<RawJob>(sql`
       UPDATE decision_jobs
-      SET claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${c.d.int8(o.leaseMs)},
-          attempts = attempts + 1,
-          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      SET ${claimSet(c.d, workerId, token, now, o.leaseMs)}
       WHERE (item_id, question_set) IN (
         SELECT j.item_id, j.question_set FROM decision_jobs j
         WHERE j.state = 'owed' AND j.priority >= 1 AND j.not_before <= ${now}
@@ -53,12 +52,7 @@ export function claimBatchJobs(
     const out: Claim[] = [];
     for (const row of got) {
       if (row.abandons < o.abandonLimit) out.push(toClaim(row));
-      else {
-        yield* exec(sql`
-          UPDATE decision_jobs SET state = 'parked', claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, defers = 0,
-                 last_error = ${bound(`abandon limit: ${row.abandons} claims ended without an outcome`)}, last_error_at = ${now}
-          WHERE item_id = ${row.item_id} AND question_set = ${row.question_set} AND claim_token = ${token}`);
-      }
+      else yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
     }
     return out.sort((a, b) => (a.itemId === b.itemId ? (a.questionSet < b.questionSet ? -1 : 1) : a.itemId < b.itemId ? -1 : 1));
   });

@@ -83,6 +83,17 @@ function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
   }
 }
 
+/**
+ * What every claim writes (the next job, its co-asked siblings, a batch's jobs): the claimant, a
+ * fresh token, the lease, the attempt counted, and an abandon counted when the row still carried
+ * an expired claim (its claimant died without recording an outcome).
+ */
+export function claimSet(d: Dialect, workerId: Expr, token: Expr, now: Expr, leaseMs: Expr): SQL {
+  return sql`claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${d.int8(leaseMs)},
+          attempts = attempts + 1,
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+}
+
 /** The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4) and per `liveOnly` (variant `<n>` or `<n>:live`); parameters `skip0`… name them. */
 const claimShape = shapeFamily((variant: string) =>
   shape('claim', (d, p: Record<string, Expr>) => {
@@ -92,9 +103,7 @@ const claimShape = shapeFamily((variant: string) =>
     const skip = Array.from({ length: skipped }, (_, i) => p[`skip${i}`]);
     return sql`
       UPDATE decision_jobs
-      SET claimed_by = ${p.workerId}, claim_token = ${p.token}, lease_expires_at = ${now} + ${d.int8(p.leaseMs)},
-          attempts = attempts + 1,
-          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
       WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip, liveOnly)})
       RETURNING *`;
   }),
@@ -131,9 +140,7 @@ const siblingShape = shapeFamily((n: number) =>
     const sets = Array.from({ length: n }, (_, i) => p[`set${i}`]);
     return sql`
       UPDATE decision_jobs
-      SET claimed_by = ${p.workerId}, claim_token = ${p.token}, lease_expires_at = ${now} + ${d.int8(p.leaseMs)},
-          attempts = attempts + 1,
-          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)
+      SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
       WHERE item_id = ${p.itemId} AND question_set IN (${sql.join(sets.map((s) => sql`${s}`), sql`, `)})
         AND state = 'owed' AND not_before <= ${now}
         AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})
@@ -148,7 +155,7 @@ function whereKey(k: { itemId: string; questionSet: string }): SQL {
   return sql`item_id = ${k.itemId} AND question_set = ${k.questionSet}`;
 }
 
-function* park(c: SqlContext, now: Expr, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
+export function* park(c: SqlContext, now: Expr, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
   yield* exec(sql`
     UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
            last_error = ${bound(reason)}, last_error_at = ${now}
