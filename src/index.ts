@@ -21,6 +21,10 @@ export {
   type OutcomeEvent,
 } from './compose/verdict.js';
 export type { WorkerMonitor } from './compose/run-worker.js';
+export type { SurfacedQuery, SurfacedPage, SurfacedRow, ItemHistory, VerdictJobs, JobQuery, JobView } from './compose/operations-reads.js';
+export type { QueueView, WorkerView, BatchesView, FailingSet, ParkedJobView } from './reads/queue-view.js';
+export type { SpendSeries, SpendSeriesOptions, SpendPoint, SpendWindow, DailyCapView } from './reads/spend-view.js';
+export type { EvalResult, EvalResultColumn } from './eval/eval-results.js';
 export type { DatabaseOption } from './compose/open.js';
 
 // ---------------------------------------------------------------- questions and sets (DESIGN §4, §6)
@@ -54,7 +58,7 @@ export type {
   JobRow,
 } from './store/store.js';
 export type { NormaliseReport } from './store/normalise.js';
-export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey } from './reads/reads.js';
+export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey, HistoryEntry } from './reads/reads.js';
 
 // ---------------------------------------------------------------- people in the loop (DESIGN §16.14, §16.15)
 export type { RecordVerdictInput, RecordedVerdict } from './compose/record-verdict.js';

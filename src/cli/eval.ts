@@ -91,8 +91,8 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
   if (cfg.provider === 'none') throw new UsageError('provider is none: decisions are off, there is nothing to evaluate');
   // Read the gold file before opening anything: a bad line fails fast, naming the line.
   const fileRows: GoldRow[] | null = o.gold ? await readGoldSet(o.gold) : null;
-  const asks = !o.stored || o.compare !== undefined;
-  const store = openStore(cfg, registry, { access: asks ? 'existing' : 'read' });
+  // Even a --stored run writes: its figures become the set's latest eval result (eval/eval-results.ts).
+  const store = openStore(cfg, registry, { access: 'existing' });
   const providers: Provider[] = [];
   const stop = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {

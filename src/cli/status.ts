@@ -1,12 +1,9 @@
 import type { Command } from 'commander';
-import { batchCostOf, costOf, formatUsd, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
-import { SPEND_BATCH } from '../worker/batches.js';
+import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
+import { priceSpend, type SpendWindow } from '../reads/spend-view.js';
 import type { BackfillCursor } from '../runner/backfill.js';
-import { SPEND_ABORTED } from '../runner/evaluate.js';
-import { isEvalSpendOutcome } from '../eval/run-eval.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
-import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
-import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
+import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../reads/queue-view.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } from './common.js';
 
@@ -21,26 +18,6 @@ import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } fro
 /** Parked jobs listed one by one; the rest are counted. */
 export const PARKED_SHOWN = 20;
 
-/** Spend of one window, priced per model with the pricing table. */
-export interface SpendWindow {
-  /** Start of the oldest hour bucket read (epoch ms); spend is kept per hour. */
-  sinceHour: number;
-  calls: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  /** Dollars for the priced and free models; models without a price are listed in `unpriced`. */
-  costUsd: number;
-  unpriced: string[];
-  byModel: Array<{ provider: string; model: string; calls: number; inputTokens: number; outputTokens: number; costUsd: number | null; note: string | null }>;
-  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number; abortedCalls: number; evalCalls: number }>;
-  /** Calls cut off by a worker's own stop or reload (spend outcome `aborted`), counted apart from failures. */
-  abortedCalls: number;
-  /** Calls made by `verdict eval` (spend outcomes `eval` and `eval_failed`): in the totals, never counted as the worker's failures. */
-  evalCalls: number;
-}
-
 /** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
 export interface StatusReport {
   now: number;
@@ -48,14 +25,14 @@ export interface StatusReport {
   oldestOwedAgeMs: number | null;
   nextDueAt: number | null;
   bySet: Array<SetJobCounts & { oldestOwedAgeMs: number | null }>;
-  parked: { count: number; reasons: Array<{ reason: string; count: number }>; jobs: Array<{ ref: string | null; itemId: string; set: string; reason: string | null; at: number | null }> };
+  parked: { count: number; reasons: Array<{ reason: string; count: number }>; jobs: ParkedJobView[] };
   /**
    * Sets with failing jobs (parked, or failed after an attempt or refusal: a provider outage
    * counts), and sets cooling off after a rejected answer schema (DESIGN §16.4) with the reason and,
    * while the period runs, its end (epoch ms).
    */
-  failingSets: Array<{ set: string; jobs: number; lastErrorAt: number | null; schemaRejected?: { reason: string; at: number; coolingOffUntil: number | null } }>;
-  workers: Array<{ workerId: string; provider: string; model: string; lastSeenAgoMs: number; alive: boolean; providerProblem: string | null }>;
+  failingSets: FailingSet[];
+  workers: WorkerView[];
   backfills: Array<{ set: string; workspace: string; owedItems: number; chunks: number; pending: number; lastStepAgoMs: number }>;
   spend: { lastHour: SpendWindow; last24h: SpendWindow };
   answersStored: number;
@@ -64,54 +41,9 @@ export interface StatusReport {
    * in them, and how long ago the oldest was created (ms); `unconfirmed` counts those whose submit
    * was not confirmed (the sweep looks for them in the provider's list).
    */
-  batches: { inFlight: number; requests: number; jobs: number; unconfirmed: number; oldestAgeMs: number | null };
+  batches: BatchesView;
   /** Size of the SQLite write-ahead log, bytes (DESIGN §16.7); null on Postgres. */
   walBytes: number | null;
-}
-
-function priceWindow(sinceHour: number, rows: SpendRow[]): SpendWindow {
-  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0, evalCalls: 0 };
-  const models = new Map<string, SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }>();
-  const sets = new Map<string, SpendWindow['bySet'][number]>();
-  for (const r of rows) {
-    w.calls += r.calls;
-    w.inputTokens += r.inputTokens;
-    w.outputTokens += r.outputTokens;
-    w.cacheReadTokens += r.cacheReadTokens;
-    w.cacheWriteTokens += r.cacheWriteTokens;
-    const mk = `${r.provider}:${r.model}`;
-    const m = models.get(mk) ?? { provider: r.provider, model: r.model, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, note: null };
-    m.calls += r.calls;
-    m.inputTokens += r.inputTokens;
-    m.outputTokens += r.outputTokens;
-    m.cacheReadTokens += r.cacheReadTokens;
-    m.cacheWriteTokens += r.cacheWriteTokens;
-    // Priced per row: a batch result's tokens at the batch discount (DESIGN §16.19).
-    const cost = (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
-    m.costUsd = m.costUsd === null || cost === null ? null : m.costUsd + cost;
-    models.set(mk, m);
-    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0, evalCalls: 0 };
-    s.calls += r.calls;
-    s.inputTokens += r.inputTokens;
-    s.outputTokens += r.outputTokens;
-    if (r.outcome === SPEND_ABORTED) {
-      s.abortedCalls += r.calls;
-      w.abortedCalls += r.calls;
-    } else if (isEvalSpendOutcome(r.outcome)) {
-      s.evalCalls += r.calls;
-      w.evalCalls += r.calls;
-    } else if (r.outcome !== 'ok' && r.outcome !== SPEND_BATCH) s.failedCalls += r.calls;
-    sets.set(r.questionSet, s);
-  }
-  for (const [mk, m] of models) {
-    const pricing = pricingFor(m.provider, m.model);
-    m.note = pricing.kind === 'priced' ? null : pricing.reason;
-    if (m.costUsd === null) w.unpriced.push(mk);
-    else w.costUsd += m.costUsd;
-    w.byModel.push({ provider: m.provider, model: m.model, calls: m.calls, inputTokens: m.inputTokens, outputTokens: m.outputTokens, costUsd: m.costUsd, note: m.note });
-  }
-  w.bySet = [...sets.values()];
-  return w;
 }
 
 /** Builds the status document from the store. */
@@ -119,22 +51,7 @@ export async function statusReport(store: Store): Promise<StatusReport> {
   const now = await store.now();
   const q = await store.queueStats();
   const bySet = (await store.jobCountsBySet()).map((s) => ({ ...s, oldestOwedAgeMs: s.oldestOwedAt === null ? null : now - s.oldestOwedAt }));
-  const parkedRows = await store.listJobs({ state: 'parked', limit: 10_000 });
-  const reasons = new Map<string, number>();
-  for (const j of parkedRows) reasons.set(j.lastError ?? 'no reason recorded', (reasons.get(j.lastError ?? 'no reason recorded') ?? 0) + 1);
-  const shown = [];
-  for (const j of parkedRows.slice(0, PARKED_SHOWN)) {
-    const item = await store.getItem(j.itemId);
-    shown.push({ ref: item?.ref ?? null, itemId: j.itemId, set: j.questionSet, reason: j.lastError, at: j.lastErrorAt });
-  }
-  const workers = parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).map((h) => ({
-    workerId: h.workerId,
-    provider: h.provider,
-    model: h.model,
-    lastSeenAgoMs: now - h.updatedAt,
-    alive: heartbeatAlive(h, now),
-    providerProblem: h.providerProblem,
-  }));
+  const parkedRows = await store.listJobs({ state: 'parked', limit: PARKED_READ_LIMIT });
   const backfills = [];
   for (const row of await store.listMeta('backfill:')) {
     try {
@@ -153,40 +70,15 @@ export async function statusReport(store: Store): Promise<StatusReport> {
     oldestOwedAgeMs: q.oldestOwedAgeMs,
     nextDueAt: q.nextDueAt,
     bySet,
-    parked: { count: parkedRows.length, reasons: [...reasons].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count || (a.reason < b.reason ? -1 : 1)), jobs: shown },
-    failingSets: failingSets(bySet, parseSetCooloffs(await store.listMeta(SET_COOLOFF_META_PREFIX)), now),
-    workers,
+    parked: { count: parkedRows.length, reasons: parkedReasons(parkedRows), jobs: await parkedJobViews(store, parkedRows, PARKED_SHOWN) },
+    failingSets: await failingSets(store, bySet, now),
+    workers: await workerViews(store, now),
     backfills,
-    spend: { lastHour: priceWindow(hour.sinceHour, hour.rows), last24h: priceWindow(day.sinceHour, day.rows) },
+    spend: { lastHour: priceSpend(hour.sinceHour, hour.rows), last24h: priceSpend(day.sinceHour, day.rows) },
     answersStored: await store.countDecisions(),
     batches: await batchesInFlight(store, now),
     walBytes: await store.walBytes(),
   };
-}
-
-async function batchesInFlight(store: Store, now: number): Promise<StatusReport['batches']> {
-  const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
-  let jobs = 0;
-  for (const b of open) jobs += await store.countBatchedJobs(b.id);
-  return {
-    inFlight: open.length,
-    requests: open.reduce((n, b) => n + b.requestCount, 0),
-    jobs,
-    unconfirmed: open.filter((b) => b.status === 'submitting').length,
-    oldestAgeMs: open.length ? now - Math.min(...open.map((b) => b.createdAt)) : null,
-  };
-}
-
-/** Failing sets: those with failing jobs, merged with those whose schema was rejected (one entry per set, by name). */
-function failingSets(bySet: SetJobCounts[], cooloffs: ReturnType<typeof parseSetCooloffs>, now: number): StatusReport['failingSets'] {
-  const out = new Map<string, StatusReport['failingSets'][number]>();
-  for (const s of bySet) if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
-  for (const c of cooloffs) {
-    const e = out.get(c.set) ?? { set: c.set, jobs: 0, lastErrorAt: null };
-    e.schemaRejected = { reason: c.reason, at: c.since, coolingOffUntil: c.until > now ? c.until : null };
-    out.set(c.set, e);
-  }
-  return [...out.values()].sort((a, b) => (a.set < b.set ? -1 : a.set > b.set ? 1 : 0));
 }
 
 const n = (x: number) => x.toLocaleString('en-US');

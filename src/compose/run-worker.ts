@@ -166,7 +166,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   const heartbeat = await startHeartbeat({
     store: p.store,
     source: worker,
-    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency },
+    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, dailyTokenCap: p.cfg.dailyTokenCap ?? null },
     everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
     logger: p.logger,
   });

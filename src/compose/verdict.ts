@@ -22,6 +22,10 @@ import type { ApiTokenRole, ApiTokenRow, SetJobCounts } from '../store/store.js'
 import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type ImportGitHubFilesOptions, type ImportGitHubRepoOptions } from '../integrations/github/import.js';
 import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
+import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
+import { queueView, type QueueView } from '../reads/queue-view.js';
+import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from '../reads/spend-view.js';
+import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */
 export interface VerdictOptions {
@@ -270,6 +274,38 @@ export interface VerdictReader {
    * `windowMs` (default 30 days) (DESIGN §16.15), most flips first. @returns null when the workspace does not exist.
    */
   flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
+  /**
+   * The surfaced keys of one set as a list: each with its item's ref, title and collection, the
+   * probability in force, currency (a surfaced key may be stale while its re-ask is owed) and who
+   * decided, sorted highest first, filtered by collection, key and currency and paged (see
+   * compose/operations-reads.ts `SurfacedQuery`). @returns null when the workspace or the set does not exist.
+   * @throws InvalidInput for a bad offset, limit (1 to 500), threshold or currency.
+   */
+  surfaced(set: string, opts: SurfacedQuery): Promise<SurfacedPage | null>;
+  /**
+   * One item's answers over time, newest first: per evaluation the state hash, the model, when, the
+   * answers and the state parts that moved since the previous one (`HistoryEntry`).
+   * @returns null when the workspace or the item does not exist.
+   */
+  history(ref: string, opts: { workspace: string }): Promise<ItemHistory | null>;
+  /**
+   * One workspace's queue: jobs by set with the oldest owed age, parked jobs with their reasons
+   * (the first `parkedShown`, default 50), failing sets, and the server's workers (last heartbeat)
+   * and provider batches in flight (`QueueView`). @returns null when the workspace does not exist.
+   */
+  queue(opts: { workspace: string; parkedShown?: number }): Promise<QueueView | null>;
+  /**
+   * Provider calls, tokens and cost per bucket (`hour` or `day`, UTC) and per model over a window
+   * (default 24 h, at most 90 days), with the daily token cap of the live workers and today's use
+   * of it (`SpendSeries`, `DailyCapView`). Spend is kept for the whole database, not per workspace.
+   */
+  spend(opts?: SpendSeriesOptions): Promise<SpendSeries & { dailyCap: DailyCapView }>;
+  /**
+   * Decision quality per set of a workspace: the latest `eval` result of each set (recorded by
+   * every eval run, `EvalResult`, with the calibration bins a reliability diagram draws) and the
+   * keys flipping surfacing (`flapping`, 3 or more flips in 30 days). @returns null when the workspace does not exist.
+   */
+  quality(opts: { workspace: string }): Promise<{ sets: Array<{ set: string; eval: EvalResult | null; flapping: FlappingKey[] }> } | null>;
 }
 
 /**
@@ -336,6 +372,8 @@ export interface Verdict {
   /** An in-process worker; nothing runs until `start()` or `runUntilIdle()`. @throws WorkerStateError with provider `none`. */
   worker(opts?: VerdictWorkerOptions): VerdictWorker;
   readonly reader: VerdictReader;
+  /** One workspace's owed-job queue: list, retry, drop (compose/operations-reads.ts `VerdictJobs`). */
+  readonly jobs: VerdictJobs;
   readonly tokens: VerdictTokens;
   readonly github: VerdictGitHub;
   /**
@@ -422,14 +460,51 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       return (await readerOn(inner, registry, provider ?? 'none', logger)).flapping(ws.id, set, opts);
     },
+    async surfaced(set, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws || !registry.get(set)) return null;
+      return surfacedPage(inner, await readerOn(inner, registry, provider ?? 'none', logger), ws, set, opts);
+    },
+    async history(ref, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      const item = await inner.getItemByRef(ws.id, ref);
+      if (!item) return null;
+      return { itemId: item.id, ref: item.ref, entries: await (await readerOn(inner, registry, provider ?? 'none', logger)).history(item.id) };
+    },
+    async queue(opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      return queueView(inner, ws.id, opts.parkedShown ?? 50);
+    },
+    async spend(opts = {}) {
+      return { ...(await spendSeries(inner, opts)), dailyCap: await dailyCapView(inner) };
+    },
+    async quality(opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      const results = new Map((await latestEvalResults(inner, ws.id)).map((r) => [r.set, r]));
+      const r = await readerOn(inner, registry, provider ?? 'none', logger);
+      const sets = [];
+      for (const set of registry.all()) sets.push({ set: set.name, eval: results.get(set.name) ?? null, flapping: await r.flapping(ws.id, set.name) });
+      return { sets };
+    },
   };
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
+  const mappedRead = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   const reader: VerdictReader = {
-    item: (ref, opts) => readers.item(ref, opts).catch((err) => Promise.reject(toStoreError(err))),
-    flags: (set, opts) => readers.flags(set, opts).catch((err) => Promise.reject(toStoreError(err))),
-    status: (opts) => readers.status(opts).catch((err) => Promise.reject(toStoreError(err))),
-    flapping: (set, opts) => readers.flapping(set, opts).catch((err) => Promise.reject(toStoreError(err))),
+    item: mappedRead(readers.item),
+    flags: mappedRead(readers.flags),
+    status: mappedRead(readers.status),
+    flapping: mappedRead(readers.flapping),
+    surfaced: mappedRead(readers.surfaced),
+    history: mappedRead(readers.history),
+    queue: mappedRead(readers.queue),
+    spend: mappedRead(readers.spend),
+    quality: mappedRead(readers.quality),
   };
+  const rawJobs = jobsOn(inner);
+  const jobs: VerdictJobs = { list: mappedRead(rawJobs.list), retry: mappedRead(rawJobs.retry), drop: mappedRead(rawJobs.drop) };
   facade.recordVerdict = async (input: RecordVerdictInput) => {
     try {
       return await recordVerdict(inner, await readerOn(inner, registry, provider ?? 'none', logger), input);
@@ -462,11 +537,10 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     revoke: (id) => inner.revokeApiToken(id),
     authenticate: (token) => authenticateApiToken(inner, token),
   };
-  const mapped = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   const github: VerdictGitHub = {
-    importRepo: mapped((o) => importGitHubRepo(inner, { ...o, logger })),
-    importFiles: mapped((o) => importGitHubFiles(inner, { ...o, logger })),
-    applyWebhook: mapped((d) => applyGitHubWebhook(inner, d)),
+    importRepo: mappedRead((o) => importGitHubRepo(inner, { ...o, logger })),
+    importFiles: mappedRead((o) => importGitHubFiles(inner, { ...o, logger })),
+    applyWebhook: mappedRead((d) => applyGitHubWebhook(inner, d)),
   };
 
   return {
@@ -474,6 +548,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     registry,
     provider,
     reader,
+    jobs,
     tokens,
     github,
     eval: (opts) =>

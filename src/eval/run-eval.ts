@@ -1,3 +1,4 @@
+import { recordEvalResults } from './eval-results.js';
 import { argmax, questionFingerprint, type Answer, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type QuestionSet, type Registry } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
@@ -295,7 +296,7 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
   }
   let reask: ReaskEstimate | null = null;
   if (o.b?.kind === 'asked' && o.reaskEstimate !== false) reask = await reaskEstimate(o.store, resolved, o.b.provider);
-  return {
+  const report: EvalReport = {
     workspace: o.workspace.slug,
     gold: {
       source: o.gold.source,
@@ -312,6 +313,14 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
     reask,
     answersStored: false,
   };
+  // The dashboard's quality page reads the latest figures per set (eval/eval-results.ts). A failed
+  // write costs the page its latest figures, never the report the caller waits for.
+  try {
+    await recordEvalResults(o.store, o.workspace.id, report);
+  } catch (err) {
+    logger.warn({ workspace: o.workspace.slug, err: (err as { code?: string }).code ?? (err as Error).name }, 'eval: result not recorded');
+  }
+  return report;
 }
 
 // ------------------------------------------------------------------ resolving

@@ -13,7 +13,7 @@ import { setTargets } from '../decision/set-states.js';
 import { isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
 import { currentAnswer, movedParts, onlyExpired } from '../decision/as-of.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
-import type { DecisionRow, ItemForEvaluation, Store } from '../store/store.js';
+import type { DecisionRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 import { answersAgree, FLAPPING_MIN_FLIPS, FLAPPING_WINDOW_MS, overrideValue, surfacesWithHysteresis, type HumanVerdictRow, type SurfacingChangeRow, type VerdictKind } from '../store/verdicts.js';
@@ -457,10 +457,30 @@ export class DecisionReader {
     threshold?: number,
   ): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean }> {
     const flags: Record<string, WorkspaceFlag> = {};
-    if (!this.ctx) return { flags, failing: false };
+    const read = await this.surfacedViews(workspaceId, setName, threshold);
+    for (const s of read.items) {
+      for (const v of s.views) {
+        if (v.answer.type !== 'noul') continue;
+        flags[s.item.id] ??= { ref: s.item.ref, keys: {} };
+        flags[s.item.id].keys[v.questionKey] = v.answer.noul;
+        if (v.source === 'human') (flags[s.item.id].human ??= []).push(v.questionKey);
+      }
+    }
+    return { flags, failing: read.failing };
+  }
+
+  /**
+   * The surfaced keys of one set in a workspace with their whole decision views (current or
+   * stale, a person's value or the model's), item by item in id order; `failing` as in
+   * `workspaceFlags`, which is this read reduced to probabilities. Items deleted since their answer
+   * surface nothing (their views read `not_applicable`).
+   */
+  async surfacedViews(workspaceId: string, setName: string, threshold?: number): Promise<{ items: Array<{ item: ItemRow; views: DecisionView[] }>; failing: boolean }> {
+    const items: Array<{ item: ItemRow; views: DecisionView[] }> = [];
+    if (!this.ctx) return { items, failing: false };
     const set = this.registry.get(setName);
     const failing = await this.failing(workspaceId, setName);
-    if (!set) return { flags, failing };
+    if (!set) return { items, failing };
     const cut = threshold ?? set.threshold;
     // The hysteresis' memory is kept at the set's own threshold; a read at another one uses the plain cut.
     const band = cut === set.threshold ? set.hysteresis : 0;
@@ -482,19 +502,64 @@ export class DecisionReader {
       if (!candidate) continue;
       if (questions === undefined) questions = await this.questions(set, workspaceId);
       const loaded = await this.store.loadItemForEvaluation(itemId);
+      if (!loaded) continue;
       if (clock === undefined) clock = await this.clockFor(set);
       const now = this.setNowWith(set, loaded, questions, clock);
       const job = await this.store.getJob(itemId, setName);
-      const owed = job?.state === 'owed' || (loaded !== null && (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName));
+      const owed = job?.state === 'owed' || (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName);
+      const views: DecisionView[] = [];
       for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {
         const v = this.view(judgeRows(keyRows, now, this.ctx), set, owed, cut, people.of(itemId, setName, keyRows[0].questionKey, now));
-        if (v.surfacing !== 'surfaced' || v.answer.type !== 'noul') continue;
-        flags[itemId] ??= { ref: loaded?.item.ref ?? itemId, keys: {} };
-        flags[itemId].keys[v.questionKey] = v.answer.noul;
-        if (v.source === 'human') (flags[itemId].human ??= []).push(v.questionKey);
+        if (v.surfacing === 'surfaced' && v.answer.type === 'noul') views.push(v);
       }
+      if (views.length) items.push({ item: loaded.item, views });
     }
-    return { flags, failing };
+    return { items, failing };
+  }
+
+  /**
+   * The item's answers over time, newest first (`VerdictReader.history`): one entry per evaluation,
+   * i.e. consecutive stored rows of one set at one state from one model, with the parts of the
+   * state that moved since the set's previous entry about the same target (the item, or the
+   * comment of a per-comment key). Reads every row the store still keeps: retention prunes
+   * superseded rows after its window (DESIGN §2). Empty when decisions are off.
+   */
+  async history(itemId: string): Promise<HistoryEntry[]> {
+    if (!this.ctx) return [];
+    const rows = [...(await this.store.listDecisions(itemId))].sort((a, b) => a.evaluatedAt - b.evaluatedAt || a.id - b.id);
+    const entries: HistoryEntry[] = [];
+    const open = new Map<string, { entry: HistoryEntry; parts: Record<string, string> }>();
+    const lastOfTarget = new Map<string, Record<string, string>>();
+    for (const r of rows) {
+      const set = this.registry.get(r.questionSet) ?? null;
+      const commentId = set?.perComment ? (splitCommentKey(r.questionKey)?.commentId ?? null) : null;
+      const target = `${r.questionSet}\u0000${commentId ?? ''}`;
+      const cur = open.get(target);
+      const answer = { questionKey: r.questionKey, kind: r.kind, answer: JSON.parse(r.answer) as Answer, confidence: r.confidence, rationale: r.rationale ?? null };
+      if (cur && cur.entry.stateHash === r.stateHash && cur.entry.provider === r.provider && cur.entry.model === r.model) {
+        cur.entry.answers.push(answer);
+        continue;
+      }
+      const parts = parseParts(r.stateParts);
+      const before = cur?.parts ?? lastOfTarget.get(target) ?? null;
+      const entry: HistoryEntry = {
+        questionSet: r.questionSet,
+        commentId,
+        stateHash: r.stateHash,
+        stateVersion: r.stateVersion,
+        stateTruncated: r.stateTruncated,
+        provider: r.provider,
+        model: r.model,
+        evaluatedAt: r.evaluatedAt,
+        changedParts: before === null ? null : [...new Set([...Object.keys(before), ...Object.keys(parts)])].filter((n) => before[n] !== parts[n]).sort(),
+        answers: [answer],
+      };
+      entries.push(entry);
+      open.set(target, { entry, parts });
+      lastOfTarget.set(target, parts);
+    }
+    for (const e of entries) e.answers.sort((a, b) => cmp(a.questionKey, b.questionKey));
+    return entries.reverse();
   }
 
   /**
@@ -690,6 +755,27 @@ export class DecisionReader {
       flips: people.flips,
     };
   }
+}
+
+/**
+ * One evaluation in an item's history (`DecisionReader.history`): the answers one model gave one
+ * set about one state. `evaluatedAt` is epoch ms.
+ */
+export interface HistoryEntry {
+  questionSet: string;
+  /** Per-comment sets: the comment asked about; null otherwise. */
+  commentId: string | null;
+  stateHash: string;
+  stateVersion: number;
+  /** The state was clipped to its budget when asked (DESIGN §16.11). */
+  stateTruncated: boolean;
+  provider: string;
+  model: string;
+  evaluatedAt: number;
+  /** State parts whose hash moved since the previous entry about the same target, sorted; [] when only the model or question moved; null for the first entry. */
+  changedParts: string[] | null;
+  /** The stored answers, by key. `confidence` is null for nouls. */
+  answers: Array<{ questionKey: string; kind: DecisionRow['kind']; answer: Answer; confidence: number | null; rationale: string | null }>;
 }
 
 /** One item's surfaced keys in a `workspaceFlags` read: key → probability in force. */

@@ -529,6 +529,12 @@ export interface SpendRow extends SpendTotals {
   outcome: string;
 }
 
+/** Spend of one (hour, provider, model, set, outcome). */
+export interface SpendHourRow extends SpendRow {
+  /** Start of the hour bucket, epoch ms. */
+  hour: number;
+}
+
 /** A `verdict_meta` row: cursors (backfill) and process markers (worker heartbeats). */
 export interface MetaRow {
   key: string;
@@ -882,6 +888,8 @@ export interface Store extends TrackerStore {
    * @returns `sinceHour`, the start (epoch ms) of the oldest bucket read, and the rows.
    */
   spendRowsSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendRow[] }>;
+  /** The same rows kept apart per hour bucket (`hour`, epoch ms at the start of the UTC hour), oldest first: the dashboard's spend charts. */
+  spendByHourSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendHourRow[] }>;
   /** Where the jobs of these (set, item) pairs stand; `itemIds` may be empty. */
   countChunkJobs(questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts>;
   /** Jobs by set and state, with failing counts and the oldest owed time, by set name; one workspace's jobs only when `workspaceId` is given. */

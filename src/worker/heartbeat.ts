@@ -22,6 +22,8 @@ export interface Heartbeat {
   lastLoopAt: number;
   /** The provider-wide error code of the current cooling-off period, or null. */
   providerProblem: string | null;
+  /** The daily token cap the worker runs under (DESIGN §16.8), or null for none; absent in beats of older workers. */
+  dailyTokenCap?: number | null;
 }
 
 /** Heartbeats older than this are deleted when a worker starts (crashed workers leave theirs). @defaultValue one day */

@@ -47,7 +47,7 @@ describe('status', () => {
     expect(s.parked).toEqual({
       count: 1,
       reasons: [{ reason: 'refused 5 times: provider_refusal 400', count: 1 }],
-      jobs: [{ ref: 'T-1', itemId: a.id, set: 'attention', reason: 'refused 5 times: provider_refusal 400', at: await fx.store.now() }],
+      jobs: [{ ref: 'T-1', itemId: a.id, set: 'attention', reason: 'refused 5 times: provider_refusal 400', at: await fx.store.now(), attempts: 1, refusals: 0 }],
     });
     expect(s.failingSets.map((f) => [f.set, f.jobs])).toEqual([
       ['attention', 1],

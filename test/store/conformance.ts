@@ -1391,6 +1391,19 @@ export function runStoreConformance(backend: StoreBackend): void {
         { provider: 'fake', model: 'm', questionSet: 'effort', outcome: 'ok', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
         { provider: 'fake', model: 'm2', questionSet: 'attention', outcome: 'error', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
       ]);
+      // The same rows kept apart per hour, oldest first, the hour a number (the dashboard's series).
+      const hours = await fx.store.spendByHourSince(4 * 3_600_000);
+      expect(hours.sinceHour).toBe(all.sinceHour);
+      const first = hours.rows[0].hour;
+      expect(first % 3_600_000).toBe(0);
+      expect(hours.rows.map((r) => [r.hour - first, r.provider, r.model, r.questionSet, r.outcome, r.calls, r.inputTokens])).toEqual([
+        [0, 'Other', 'm', 'attention', 'ok', 3, 100],
+        [0, 'fake', 'm', 'attention', 'ok', 2, 300],
+        [0, 'fake', 'm', 'effort', 'ok', 1, 100],
+        [0, 'fake', 'm2', 'attention', 'error', 1, 100],
+        [2 * 3_600_000, 'fake', 'm', 'attention', 'ok', 1, 500],
+      ]);
+      expect(typeof hours.rows[0].hour).toBe('number');
     });
   });
 

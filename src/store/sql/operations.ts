@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { ChunkJobCounts, MetaRow, SetJobCounts, SpendRow } from '../store.js';
+import type { ChunkJobCounts, MetaRow, SetJobCounts, SpendHourRow, SpendRow } from '../store.js';
 import { HOUR_MS } from './decisions.js';
 import { autocommit, exec, inList, nowMs, nowSql, one, read, rows, write, type SqlContext, type Steps } from './steps.js';
 
@@ -87,6 +87,23 @@ export function spendRowsSince(c: SqlContext, windowMs: number): Promise<{ since
       GROUP BY provider, model, question_set, outcome
       ORDER BY ${o('provider')}, ${o('model')}, ${o('question_set')}, ${o('outcome')}`);
     return { sinceHour, rows: out };
+  });
+}
+
+/** Spend by (hour, provider, model, set, outcome) over the hour buckets overlapping the last `windowMs`, oldest hour first. */
+export function spendByHourSince(c: SqlContext, windowMs: number): Promise<{ sinceHour: number; rows: SpendHourRow[] }> {
+  return read(c, function* () {
+    const sinceHour = Math.floor(((yield* nowMs()) - windowMs) / HOUR_MS) * HOUR_MS;
+    const sum = (col: string) => c.d.int8(sql`sum(${sql.raw(col)})`);
+    const o = (col: string) => c.d.byteOrder(sql.raw(col));
+    const out = yield* rows<SpendHourRow>(sql`
+      SELECT ${c.d.int8(sql`hour`)} AS hour, provider, model, question_set AS "questionSet", outcome,
+             ${sum('calls')} AS calls, ${sum('input_tokens')} AS "inputTokens", ${sum('output_tokens')} AS "outputTokens",
+             ${sum('cache_read_tokens')} AS "cacheReadTokens", ${sum('cache_write_tokens')} AS "cacheWriteTokens"
+      FROM decision_spend WHERE hour >= ${c.d.int8(sinceHour)}
+      GROUP BY hour, provider, model, question_set, outcome
+      ORDER BY hour, ${o('provider')}, ${o('model')}, ${o('question_set')}, ${o('outcome')}`);
+    return { sinceHour, rows: out.map((r) => ({ ...r, hour: Number(r.hour) })) };
   });
 }
 

@@ -99,6 +99,7 @@ const OPERATIONS = {
   reserveSpend: reservations.reserveSpend,
   settleSpendReservation: reservations.settleSpendReservation,
   spendRowsSince: ops.spendRowsSince,
+  spendByHourSince: ops.spendByHourSince,
   countChunkJobs: ops.countChunkJobs,
   jobCountsBySet: ops.jobCountsBySet,
   getMeta: ops.getMeta,
