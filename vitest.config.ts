@@ -15,6 +15,7 @@ const IN_PROCESS = [
   'test/importers/**/*.test.ts',
   'test/api/public-api.test.ts',
   'test/server/api-*.test.ts',
+  'test/server/dashboard-reads.test.ts',
   'test/integrations/github-import.test.ts',
   'test/eval/**/*.test.ts',
 ];

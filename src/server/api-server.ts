@@ -27,6 +27,7 @@ import { roleAllows } from '../access/tokens.js';
  *   deliveries come from GitHub's addresses (or one proxy's), and a limit shared with anonymous
  *   traffic would refuse, and so lose, signed deliveries; an unsigned one costs one HMAC.
  * - `/healthz`, `/metrics`: the worker's when one runs in this process, else the server's own.
+ * - `/ui/...`: the web dashboard (src/dashboard/), a session cookie over the same tokens.
  *
  * Logs: one line per request with method, route pattern, status, duration and the token id;
  * never a token, a body, item text or an answer. CORS: no Access-Control headers are sent, so
@@ -52,6 +53,8 @@ export interface ApiServerOptions {
   github?: GitHubWebhookOptions;
   /** A worker running in this process: `/healthz` and `/metrics` report it. */
   worker?: VerdictWorker;
+  /** The web dashboard under `/ui` (src/dashboard/dashboard-routes.ts), logged into with the same tokens. @defaultValue true */
+  dashboard?: boolean;
 }
 
 declare module 'fastify' {
@@ -203,6 +206,10 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
 
   await app.register(async (scope) => registerV1Routes(scope, v, false), { prefix: '/v1' });
   await app.register(async (scope) => registerV1Routes(scope, v, true), { prefix: '/v1/workspaces/:workspace' });
+  if (o.dashboard !== false) {
+    const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
+    await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });
+  }
   if (o.github) {
     const github = o.github;
     await app.register(async (scope) => registerGitHubWebhook(scope, v, github, logger));

@@ -1,0 +1,251 @@
+import fastifyCookie from '@fastify/cookie';
+import fastifyCsrf from '@fastify/csrf-protection';
+import fastifyFormbody from '@fastify/formbody';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { roleAllows } from '../access/tokens.js';
+import type { Verdict } from '../compose/verdict.js';
+import { VerdictError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import { FLAGS_PAGE_SIZE, flagsBody, itemHref, type FlagsQuery } from './flags-page.js';
+import { html } from './html.js';
+import { itemBody } from './item-page.js';
+import { page, type NavId, type Viewer } from './layout.js';
+import { qualityBody } from './quality-page.js';
+import { queueBody } from './queue-page.js';
+import { spendBody, spendRefused } from './spend-page.js';
+import { DASHBOARD_CSS } from './styles.js';
+
+/**
+ * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
+ * the public API like the `/v1` routes. Server-rendered because each page answers one question
+ * from one or two reads, so HTML from the server is the least code and the fastest first render:
+ * no client bundle, no build step, no JavaScript at all (every control is a link or a form), and
+ * charts arrive as SVG drawn by Vega on the server (charts.ts).
+ *
+ * Sessions: the login form takes a workspace token (`verdict tokens create`, the API's); the
+ * session cookie holds that token (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h),
+ * and every request authenticates it again, so a revoked token or a deleted workspace ends its
+ * sessions at once. Every form carries a CSRF token (@fastify/csrf-protection, the secret in its
+ * own HttpOnly SameSite=Strict cookie); a POST without a valid one is refused with 403 before
+ * anything is read. Roles as in the API: `read` sees, `write` records verdicts, `admin` retries
+ * and drops jobs and sees spend (the server's, across workspaces). Every read names the token's
+ * workspace, so a page never shows another workspace's items.
+ *
+ * No item text goes in a URL (items are addressed by ref) or a log (the server's request log has
+ * the route pattern, status and token id). Pages send a strict Content-Security-Policy: no script
+ * runs, nothing loads from another origin.
+ */
+
+/** Name of the session cookie. */
+export const SESSION_COOKIE = 'verdict_session';
+/** Name of the CSRF secret cookie. */
+export const CSRF_COOKIE = 'verdict_csrf';
+/** How long a session lasts, seconds: a working day. */
+export const SESSION_MAX_AGE_S = 12 * 3600;
+/** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
+export const FORM_BODY_LIMIT_BYTES = 64 * 1024;
+
+const CSP = "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The dashboard session's viewer (set by the /ui auth hook), or null. */
+    viewer: Viewer | null;
+  }
+}
+
+type Form = Record<string, string | string[] | undefined>;
+const field = (body: unknown, name: string): string | undefined => {
+  const v = (body as Form | undefined)?.[name];
+  return typeof v === 'string' ? v : undefined;
+};
+
+/** Registers the dashboard routes in their own scope (the form parser and cookies stay out of /v1). */
+export async function registerDashboard(scope: FastifyInstance, v: Verdict, logger: Logger): Promise<void> {
+  await scope.register(fastifyCookie);
+  await scope.register(fastifyFormbody, { bodyLimit: FORM_BODY_LIMIT_BYTES });
+  await scope.register(fastifyCsrf, {
+    cookieKey: CSRF_COOKIE,
+    cookieOpts: { path: '/ui', httpOnly: true, sameSite: 'strict', secure: 'auto' },
+    getToken: (req) => field(req.body, '_csrf'),
+  });
+  scope.decorateRequest('viewer', null);
+
+  const secure = (req: FastifyRequest) => req.protocol === 'https';
+
+  scope.addHook('onRequest', async (req) => {
+    const token = req.cookies[SESSION_COOKIE];
+    if (!token) return;
+    const row = await v.tokens.authenticate(token);
+    if (!row) return;
+    req.apiToken = row; // the request log and the per-token rate limit name it
+    req.viewer = { token: row, csrf: '' };
+  });
+  scope.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('content-security-policy', CSP);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'no-referrer');
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
+
+  const send = (reply: FastifyReply, status: number, title: string, nav: NavId, viewer: Viewer | null, body: ReturnType<typeof html>) =>
+    reply.code(status).type('text/html; charset=utf-8').send(page({ title, nav, viewer, body }));
+
+  /** The viewer with a fresh CSRF token for the page's forms; null (and a redirect to the login page) without a session. */
+  const viewerOf = (req: FastifyRequest, reply: FastifyReply): Viewer | null => {
+    if (!req.viewer) return null;
+    return { token: req.viewer.token, csrf: reply.generateCsrf({ path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req) }) };
+  };
+  const needLogin = (reply: FastifyReply) => reply.code(303).header('location', '/ui/login').send();
+  const refuse = (reply: FastifyReply, viewer: Viewer, role: ApiTokenRole) =>
+    send(reply, 403, 'Not allowed', 'login', viewer, html`<h1>Not allowed</h1><p>This needs a token of role ${role} or above; yours is ${viewer.token.role}.</p>`);
+  /** A POST's session and role, or the refusal already sent (the CSRF check ran before). */
+  const poster = (req: FastifyRequest, reply: FastifyReply, role: ApiTokenRole): ApiTokenRow | null => {
+    if (!req.viewer) {
+      void send(reply, 401, 'Log in', 'login', null, html`<h1>Log in first</h1><p><a href="/ui/login">Log in</a> with a workspace token.</p>`);
+      return null;
+    }
+    if (!roleAllows(req.viewer.token.role, role)) {
+      void refuse(reply, { token: req.viewer.token, csrf: '' }, role);
+      return null;
+    }
+    return req.viewer.token;
+  };
+  const csrf = { preHandler: scope.csrfProtection };
+
+  scope.setErrorHandler((err: FastifyError, req, reply) => {
+    const viewer = req.viewer ? { token: req.viewer.token, csrf: '' } : null;
+    if (err.code === 'FST_CSRF_INVALID_TOKEN' || err.code === 'FST_CSRF_MISSING_SECRET') {
+      return send(reply, 403, 'Form refused', 'login', viewer, html`<h1>Form refused</h1><p>The form did not carry a valid CSRF token (it expired, or did not come from this dashboard). Go back, reload the page and try again.</p>`);
+    }
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return send(reply, 413, 'Too large', 'login', viewer, html`<h1>Too large</h1><p>Forms are limited to ${FORM_BODY_LIMIT_BYTES} bytes.</p>`);
+    if (err instanceof VerdictError && ['invalid_input', 'invalid_write', 'not_found'].includes(err.code)) {
+      return send(reply, err.code === 'not_found' ? 404 : 400, 'Refused', 'login', viewer, html`<h1>Refused</h1><p>${err.message}</p>`);
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return send(reply, err.statusCode, 'Bad request', 'login', viewer, html`<h1>Bad request</h1>`);
+    logger.error({ route: req.routeOptions.url, err: err.code ?? err.name }, 'dashboard request failed');
+    return send(reply, 500, 'Error', 'login', viewer, html`<h1>Something failed</h1><p>The error is in the server's log (by code). Try again.</p>`);
+  });
+  scope.setNotFoundHandler((req, reply) => send(reply, 404, 'Not found', 'login', req.viewer ? { token: req.viewer.token, csrf: '' } : null, html`<h1>Not found</h1><p><a href="/ui/flags">Flags</a></p>`));
+
+  // ------------------------------------------------------------------ login, logout, assets
+  scope.get('/assets/dashboard.css', async (_req, reply) => reply.header('cache-control', 'public, max-age=3600').type('text/css; charset=utf-8').send(DASHBOARD_CSS));
+  scope.get('/', async (_req, reply) => reply.code(303).header('location', '/ui/flags').send());
+
+  const loginPage = (req: FastifyRequest, reply: FastifyReply, status: number, refused: boolean) => {
+    const csrfToken = reply.generateCsrf({ path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req) });
+    return send(
+      reply,
+      status,
+      'Log in',
+      'login',
+      null,
+      html`<div class="login"><h1>Log in</h1>${refused ? html`<p class="notice error" role="alert">That token is not valid: it is unknown, revoked, or its workspace is deleted.</p>` : ''}
+<form method="post" action="/ui/login"><input type="hidden" name="_csrf" value="${csrfToken}">
+<label>Workspace token<input type="password" name="token" autocomplete="off" required autofocus spellcheck="false"></label>
+<p class="muted">A token from <code>verdict tokens create --workspace SLUG --role read|write|admin</code>. It is kept in an HttpOnly cookie for 12 hours.</p>
+<button type="submit">Log in</button></form></div>`,
+    );
+  };
+  scope.get('/login', async (req, reply) => loginPage(req, reply, 200, false));
+  scope.post('/login', csrf, async (req, reply) => {
+    const token = field(req.body, 'token')?.trim() ?? '';
+    const row = token ? await v.tokens.authenticate(token) : null;
+    if (!row) return loginPage(req, reply, 401, true);
+    reply.setCookie(SESSION_COOKIE, token, { path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req), maxAge: SESSION_MAX_AGE_S });
+    return reply.code(303).header('location', '/ui/flags').send();
+  });
+  scope.post('/logout', csrf, async (req, reply) => {
+    reply.clearCookie(SESSION_COOKIE, { path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req) });
+    return reply.code(303).header('location', '/ui/login').send();
+  });
+
+  // ------------------------------------------------------------------ pages
+  scope.get('/flags', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const qs = req.query as Form;
+    const sets = v.registry.all().map((s) => s.name);
+    const str = (k: string) => (typeof qs[k] === 'string' ? (qs[k] as string) : '');
+    const set = sets.includes(str('set')) ? str('set') : (sets[0] ?? '');
+    const currency = (['current', 'stale'] as const).find((c) => c === str('currency')) ?? 'all';
+    const pageNo = Math.max(1, Math.min(1_000_000, Number.parseInt(str('page') || '1', 10) || 1));
+    const q: FlagsQuery = { set, collection: str('collection'), key: str('key'), currency, page: pageNo };
+    const data = set
+      ? await v.reader.surfaced(set, { workspace: viewer.token.workspaceSlug, collection: q.collection || undefined, key: q.key || undefined, currency, offset: (pageNo - 1) * FLAGS_PAGE_SIZE, limit: FLAGS_PAGE_SIZE })
+      : null;
+    return send(reply, 200, 'Flags', 'flags', viewer, flagsBody({ sets, q, data: data ?? { rows: [], total: 0, failing: false, keys: [], collections: [] }, notice: qs.notice }));
+  });
+
+  scope.get('/items/:ref', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const { ref } = req.params as { ref: string };
+    const workspace = viewer.token.workspaceSlug;
+    const read = await v.reader.item(ref, { workspace });
+    if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/flags">Flags</a></p>`);
+    const history = (await v.reader.history(ref, { workspace }))!;
+    const verdicts = await v.store.listVerdicts({ workspace, ref });
+    const collection = (await v.store.listCollections(viewer.token.workspaceId)).find((c) => c.id === read.item.collectionId)?.slug ?? '';
+    const body = await itemBody(viewer, { item: read.item, collection, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, (req.query as Form).notice);
+    return send(reply, 200, read.item.ref, 'item', viewer, body);
+  });
+
+  scope.post('/items/:ref/verdicts', csrf, async (req, reply) => {
+    const t = poster(req, reply, 'write');
+    if (!t) return reply;
+    const { ref } = req.params as { ref: string };
+    const kind = field(req.body, 'verdict');
+    if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+    const raw = field(req.body, 'value');
+    const value = kind !== 'value' ? undefined : raw === 'true' ? true : raw === 'false' ? false : raw;
+    const author = t.name ? `token:${t.id} (${t.name})` : `token:${t.id}`;
+    try {
+      await v.store.recordVerdict({ workspace: t.workspaceSlug, ref, key: field(req.body, 'key') ?? '', set: field(req.body, 'set') || undefined, verdict: kind, value, author, note: field(req.body, 'note') || undefined });
+    } catch (err) {
+      if (err instanceof VerdictError && (err.code === 'invalid_input' || err.code === 'not_found')) return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+      throw err;
+    }
+    return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-recorded`).send();
+  });
+
+  const jobAction = (action: 'retry' | 'drop') =>
+    scope.post(`/jobs/${action}`, csrf, async (req, reply) => {
+      const t = poster(req, reply, 'admin');
+      if (!t) return reply;
+      const ref = field(req.body, 'ref');
+      const set = field(req.body, 'set');
+      if (!ref || !set) return send(reply, 400, 'Refused', 'queue', { token: t, csrf: '' }, html`<h1>Refused</h1><p>Name the job: its item and set.</p>`);
+      const changed = await v.jobs[action]({ workspace: t.workspaceSlug, ref, set, state: 'parked' });
+      const code = changed === 0 ? 'jobs-none' : action === 'retry' ? 'jobs-retried' : 'jobs-dropped';
+      const back = field(req.body, 'back') === 'item' ? itemHref(ref) : '/ui/queue';
+      return reply.code(303).header('location', `${back}?notice=${code}`).send();
+    });
+  jobAction('retry');
+  jobAction('drop');
+
+  scope.get('/queue', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const q = (await v.reader.queue({ workspace: viewer.token.workspaceSlug }))!;
+    return send(reply, 200, 'Queue', 'queue', viewer, queueBody(viewer, q, (req.query as Form).notice));
+  });
+
+  scope.get('/spend', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    if (!roleAllows(viewer.token.role, 'admin')) return send(reply, 200, 'Spend', 'spend', viewer, spendRefused());
+    const day = await v.reader.spend({ windowMs: 24 * 3_600_000, bucket: 'hour' });
+    const month = await v.reader.spend({ windowMs: 30 * 86_400_000, bucket: 'day' });
+    return send(reply, 200, 'Spend', 'spend', viewer, await spendBody({ day, month, cap: day.dailyCap }));
+  });
+
+  scope.get('/quality', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const q = (await v.reader.quality({ workspace: viewer.token.workspaceSlug }))!;
+    return send(reply, 200, 'Quality', 'quality', viewer, await qualityBody(q.sets));
+  });
+}

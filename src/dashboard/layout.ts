@@ -1,0 +1,98 @@
+import type { ApiTokenRow } from '../store/store.js';
+import { html, type Html } from './html.js';
+
+/**
+ * The page shell and small shared pieces of the dashboard's pages: the header with its nav and
+ * logout form, the probability bar, and formatting of numbers, times and durations.
+ */
+
+/** Who is looking, and the CSRF token their forms carry. */
+export interface Viewer {
+  token: ApiTokenRow;
+  csrf: string;
+}
+
+/** The pages of the nav, in order. */
+export const NAV = [
+  { id: 'flags', href: '/ui/flags', label: 'Flags' },
+  { id: 'queue', href: '/ui/queue', label: 'Queue' },
+  { id: 'spend', href: '/ui/spend', label: 'Spend' },
+  { id: 'quality', href: '/ui/quality', label: 'Quality' },
+] as const;
+
+export type NavId = (typeof NAV)[number]['id'] | 'item' | 'login';
+
+/** A whole HTML document. `viewer` null: the login page (no nav). */
+export function page(o: { title: string; nav: NavId; viewer: Viewer | null; body: Html }): string {
+  const v = o.viewer;
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${o.title} · Verdict</title><link rel="stylesheet" href="/ui/assets/dashboard.css"><link rel="icon" href="data:,"></head>
+<body><a class="skip" href="#main">Skip to content</a>
+<header><span class="brand">Verdict</span>${
+    v
+      ? html`<nav aria-label="Pages">${NAV.map((n) => html`<a href="${n.href}"${n.id === o.nav ? html` aria-current="page"` : ''}>${n.label}</a>`)}</nav>
+<div class="who"><span>${v.token.workspaceSlug} · ${v.token.role}${v.token.name ? html` · ${v.token.name}` : ''}</span><form method="post" action="/ui/logout" class="inline"><input type="hidden" name="_csrf" value="${v.csrf}"><button type="submit">Log out</button></form></div>`
+      : ''
+  }</header>
+<main id="main">${o.body}</main></body></html>`.text;
+}
+
+/** A hidden CSRF field for a form. */
+export function csrfField(v: Viewer): Html {
+  return html`<input type="hidden" name="_csrf" value="${v.csrf}">`;
+}
+
+/** A probability bar with the threshold marked; the number is printed beside it for readers of text. */
+export function pbar(p: number, threshold: number | null): Html {
+  const pct = Math.round(p * 1000) / 10;
+  return html`<span class="pbar" role="img" aria-label="${`probability ${pct}%${threshold !== null ? `, threshold ${Math.round(threshold * 100)}%` : ''}`}"><span style="width:${pct}%"></span>${
+    threshold !== null ? html`<i style="left:${Math.round(threshold * 1000) / 10}%"></i>` : ''
+  }</span> <span class="num">${pct.toFixed(1)}%</span>`;
+}
+
+/** 1,234 */
+export const n = (x: number): string => x.toLocaleString('en-US');
+
+/** US dollars, 4 decimals under a dollar; '—' for null (no price). */
+export function usd(x: number | null): string {
+  if (x === null) return '—';
+  return x < 1 ? `$${x.toFixed(4)}` : `$${x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
+/** A UTC time, minutes precision. */
+export function utc(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
+/** A duration: 850ms, 42s, 3m 05s, 2h 10m, 3d 4h. */
+export function duration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+  return `${Math.floor(h / 24)}d ${h % 24}h`;
+}
+
+/** A ratio as a percentage with one decimal, or '—'. */
+export function pct(x: number | null): string {
+  return x === null ? '—' : `${(x * 100).toFixed(1)}%`;
+}
+
+/** A notice after a form's redirect: fixed texts by code, so no request text is ever echoed. */
+export const NOTICES: Record<string, { text: string; error?: boolean }> = {
+  'verdict-recorded': { text: 'Verdict recorded.' },
+  'verdict-refused': { text: 'That verdict was refused: check the value against the question\u2019s kind.', error: true },
+  'jobs-retried': { text: 'Job re-owed: the worker takes it at its next claim.' },
+  'jobs-none': { text: 'No job matched (it may have been retried or finished already).', error: true },
+  'jobs-dropped': { text: 'Job dropped: the next write to the item owes it again.' },
+};
+
+/** The notice of a `?notice=` code, or nothing. */
+export function notice(code: unknown): Html {
+  const m = typeof code === 'string' ? NOTICES[code] : undefined;
+  return m ? html`<p class="notice${m.error ? ' error' : ''}" role="status">${m.text}</p>` : html``;
+}

@@ -1,0 +1,220 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createVerdict, defineQuestionSet, noul, type Verdict } from '../../src/index.js';
+import { createApiServer } from '../../src/server/api-server.js';
+import { FakeProvider } from '../../src/testing.js';
+import { html, trusted } from '../../src/dashboard/html.js';
+import { captureLog } from '../harness/log-capture.js';
+
+/**
+ * Issue 17's library reads (`reader.surfaced`, `history`, `queue`, `spend`, `quality`, `jobs`) and
+ * the dashboard's refusals over `inject`, fast and in process; the browser test
+ * (test/dashboard/dashboard-browser.test.ts) drives the same pages in Chromium.
+ */
+
+const HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>';
+const triage = defineQuestionSet({ name: 'triage', questions: { blocked: noul('The work is blocked by something outside the team.'), urgent: noul('The item is urgent.') }, threshold: 0.5, quietPeriodMs: 0, reaskDebounceMs: 0 });
+const P: Record<string, number> = { 'T-1': 0.95, 'T-2': 0.8, 'T-3': 0.6, 'T-4': 0.1, 'B-1': 0.99 };
+let dir: string;
+let v: Verdict;
+let app: FastifyInstance;
+const logs = captureLog('info');
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'verdict-dash-'));
+  v = await createVerdict({
+    database: join(dir, 'v.db'),
+    sets: [triage],
+    // Each item's title starts with its ref; the fake answers by ref.
+    provider: new FakeProvider({
+      handler: (req) => {
+        const p = P[Object.keys(P).find((k) => req.state.includes(k)) ?? ''] ?? 0.5;
+        return { blocked: { probability: p }, urgent: { probability: 1 - p } };
+      },
+    }),
+  });
+  const acme = (await v.store.createWorkspace({ slug: 'acme' }));
+  const task = await v.store.createCollection({ workspaceId: acme.id, slug: 'task' });
+  const bug = await v.store.createCollection({ workspaceId: acme.id, slug: 'bug' });
+  await v.store.createItem({ workspaceId: acme.id, collectionId: task.id, ref: 'T-1', title: 'T-1 first' });
+  await v.store.createItem({ workspaceId: acme.id, collectionId: task.id, ref: 'T-2', title: 'T-2 second' });
+  await v.store.createItem({ workspaceId: acme.id, collectionId: bug.id, ref: 'T-3', title: 'T-3 third' });
+  await v.store.createItem({ workspaceId: acme.id, collectionId: bug.id, ref: 'T-4', title: `T-4 ${HOSTILE}` });
+  const beta = await v.store.createWorkspace({ slug: 'beta' });
+  const bt = await v.store.createCollection({ workspaceId: beta.id, slug: 'task' });
+  await v.store.createItem({ workspaceId: beta.id, collectionId: bt.id, ref: 'B-1', title: 'B-1 beta secret' });
+  await v.worker({ concurrency: 1 }).runUntilIdle();
+  app = await createApiServer(v, { logger: logs.logger });
+});
+afterAll(async () => {
+  await app?.close();
+  await v?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('reader.surfaced', () => {
+  it('sorts highest first, filters by collection, key and currency, pages, and counts the total', async () => {
+    const all = (await v.reader.surfaced('triage', { workspace: 'acme' }))!;
+    expect(all.rows.map((r) => [r.ref, r.key, r.p])).toEqual([
+      ['T-1', 'blocked', 0.95],
+      ['T-4', 'urgent', 0.9],
+      ['T-2', 'blocked', 0.8],
+      ['T-3', 'blocked', 0.6],
+    ]);
+    expect(all).toMatchObject({ total: 4, keys: ['blocked', 'urgent'], collections: ['bug', 'task'], failing: false });
+    expect(all.rows[0]).toMatchObject({ title: 'T-1 first', collection: 'task', current: true, staleReason: null, source: 'model', threshold: 0.5 });
+    expect(all.rows[1].title).toBe(`T-4 ${HOSTILE}`);
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug' }))!.rows.map((r) => r.ref)).toEqual(['T-4', 'T-3']);
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', key: 'urgent' }))!.rows.map((r) => r.ref)).toEqual(['T-4']);
+    const page2 = (await v.reader.surfaced('triage', { workspace: 'acme', offset: 2, limit: 1 }))!;
+    expect(page2).toMatchObject({ total: 4, rows: [{ ref: 'T-2' }] });
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', currency: 'stale' }))!.total).toBe(0);
+    await expect(v.reader.surfaced('triage', { workspace: 'acme', limit: 0 })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(v.reader.surfaced('triage', { workspace: 'acme', offset: -1 })).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(await v.reader.surfaced('triage', { workspace: 'nope' })).toBeNull();
+    expect(await v.reader.surfaced('nope', { workspace: 'acme' })).toBeNull();
+  });
+
+  it('marks a stale key while its re-ask is owed, and a person\u2019s value as human', async () => {
+    const ws = (await v.store.getWorkspaceBySlug('acme'))!;
+    const t2 = (await v.store.getItemByRef(ws.id, 'T-2'))!;
+    await v.store.updateItem(t2.id, { title: 'T-2 second, edited' });
+    const stale = (await v.reader.surfaced('triage', { workspace: 'acme', currency: 'stale' }))!;
+    expect(stale.rows).toEqual([expect.objectContaining({ ref: 'T-2', current: false, staleReason: 'state_changed', changedParts: ['title'] })]);
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', currency: 'current' }))!.rows.map((r) => r.ref)).not.toContain('T-2');
+    await v.store.recordVerdict({ workspace: 'acme', ref: 'T-3', key: 'blocked', verdict: 'value', value: 0.7, author: 'ana' });
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug', key: 'blocked' }))!.rows).toEqual([expect.objectContaining({ ref: 'T-3', p: 0.7, source: 'human' })]);
+    await v.worker({ concurrency: 1 }).runUntilIdle();
+  });
+});
+
+describe('reader.history', () => {
+  it('lists evaluations newest first with the parts that moved since the previous one', async () => {
+    const h = (await v.reader.history('T-2', { workspace: 'acme' }))!;
+    expect(h.entries).toHaveLength(2);
+    expect(h.entries[0]).toMatchObject({ questionSet: 'triage', changedParts: ['title'], provider: 'fake' });
+    expect(h.entries[1]).toMatchObject({ changedParts: null });
+    expect(h.entries[0].answers.map((a) => a.questionKey)).toEqual(['blocked', 'urgent']);
+    expect(h.entries[0].stateHash).not.toBe(h.entries[1].stateHash);
+    expect(await v.reader.history('B-1', { workspace: 'acme' })).toBeNull(); // another workspace's ref
+  });
+});
+
+describe('jobs, queue and spend', () => {
+  it('retries and drops one workspace\u2019s jobs only; refuses a batched retry and an unfiltered drop', async () => {
+    const ws = (await v.store.getWorkspaceBySlug('acme'))!;
+    const t1 = (await v.store.getItemByRef(ws.id, 'T-1'))!;
+    await v.store.updateItem(t1.id, { title: 'T-1 edited' });
+    const beta = (await v.store.getWorkspaceBySlug('beta'))!;
+    const b1 = (await v.store.getItemByRef(beta.id, 'B-1'))!;
+    await v.store.updateItem(b1.id, { title: 'B-1 edited' });
+    expect((await v.jobs.list({ workspace: 'acme' })).map((j) => j.ref)).toEqual(['T-1']);
+    expect(await v.jobs.retry({ workspace: 'acme', state: 'owed' })).toBe(1);
+    await expect(v.jobs.retry({ workspace: 'acme', state: 'batched' })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(v.jobs.drop({ workspace: 'acme' })).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(await v.jobs.drop({ workspace: 'acme', ref: 'B-1' })).toBe(0); // not this workspace's ref
+    expect(await v.jobs.drop({ workspace: 'acme', set: 'triage' })).toBe(1);
+    expect(await v.jobs.list({ workspace: 'acme' })).toEqual([]);
+    expect((await v.jobs.list({ workspace: 'beta' })).map((j) => j.ref)).toEqual(['B-1']); // untouched
+    const q = (await v.reader.queue({ workspace: 'beta' }))!;
+    expect(q.bySet).toEqual([expect.objectContaining({ questionSet: 'triage', due: 1, batched: 0 })]);
+    expect((await v.reader.queue({ workspace: 'acme' }))!.bySet).toEqual([]);
+    expect(await v.reader.queue({ workspace: 'nope' })).toBeNull();
+  });
+
+  it('reads spend per hour and model with totals, and the smallest daily cap of the live workers', async () => {
+    const s = await v.reader.spend({ windowMs: 3 * 3_600_000 });
+    expect(s.bucket).toBe('hour');
+    expect(s.buckets.length).toBeGreaterThanOrEqual(3);
+    const calls = s.points.reduce((a, p) => a + p.calls, 0);
+    expect(calls).toBe(s.totals.calls);
+    expect(calls).toBeGreaterThan(0);
+    expect(s.points.every((p) => p.model.startsWith('fake:'))).toBe(true);
+    expect(s.dailyCap.capTokens).toBeNull();
+    // A running worker's heartbeat carries its cap.
+    const w = v.worker({ concurrency: 1, dailyTokenCap: 5_000_000 });
+    await w.start();
+    try {
+      const capped = await v.reader.spend({ bucket: 'day', windowMs: 86_400_000 });
+      expect(capped.dailyCap.capTokens).toBe(5_000_000);
+      expect(capped.dailyCap.usedTokens).toBeGreaterThan(0);
+      expect(capped.bucket).toBe('day');
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('records every eval as the set\u2019s latest result, read by quality', async () => {
+    expect((await v.reader.quality({ workspace: 'acme' }))!.sets).toEqual([{ set: 'triage', eval: null, flapping: [] }]);
+    await v.eval({ workspace: 'acme', gold: 'verdicts', stored: true });
+    const q = (await v.reader.quality({ workspace: 'acme' }))!;
+    expect(q.sets[0].eval).toMatchObject({ set: 'triage', goldSource: 'verdicts in acme', columns: [{ mode: 'stored', provider: 'fake', set: { set: 'triage', n: 1 } }] });
+    expect(q.sets[0].eval!.columns[0].set.bins).toHaveLength(10);
+    expect((await v.reader.quality({ workspace: 'beta' }))!.sets[0].eval).toBeNull(); // per workspace
+  });
+});
+
+describe('the dashboard over HTTP', () => {
+  let cookie = '';
+  let csrf = '';
+  const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
+  const post = (url: string, body: Record<string, string>, c = cookie) => app.inject({ method: 'POST', url, headers: { cookie: c, 'content-type': 'application/x-www-form-urlencoded' }, payload: form(body) });
+
+  beforeAll(async () => {
+    const login = await app.inject({ method: 'GET', url: '/ui/login' });
+    const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
+    csrf = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+    const r = await post('/ui/login', { _csrf: csrf, token }, `verdict_csrf=${secret.value}`);
+    expect(r.statusCode).toBe(303);
+    const session = r.cookies.find((c) => c.name === 'verdict_session')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/ui', maxAge: 43_200 });
+    cookie = `verdict_csrf=${secret.value}; verdict_session=${session.value}`;
+  });
+
+  it('escapes tracker text, sends a script-free CSP, and shows only the token\u2019s workspace', async () => {
+    const flags = await app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie } });
+    expect(flags.statusCode).toBe(200);
+    expect(flags.body).toContain('T-4 &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
+    const item = await app.inject({ method: 'GET', url: '/ui/items/T-4', headers: { cookie } });
+    expect(item.body).toContain('&lt;script&gt;alert(1)');
+    expect(item.statusCode).toBe(200);
+    expect(flags.headers['content-security-policy']).toContain("default-src 'none'");
+    expect(flags.headers['content-security-policy']).not.toContain('script-src');
+    expect((await app.inject({ method: 'GET', url: '/ui/items/B-1', headers: { cookie } })).statusCode).toBe(404);
+    expect(flags.body).not.toContain('B-1');
+    for (const b of [flags.body, item.body]) expect(b).not.toMatch(/<script>|<img src=x/);
+  });
+
+  it('the html template escapes every value and inserts only trusted markup as is', () => {
+    expect(html`<p title="${HOSTILE}">${HOSTILE}</p>`.text).toBe(
+      '<p title="&lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;">&lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;</p>',
+    );
+    expect(html`${trusted('<svg></svg>')}${[1, null, false, 'a&b']}`.text).toBe('<svg></svg>1a&amp;b');
+  });
+
+  it('refuses a POST without the CSRF token, a read token\u2019s verdict, and anonymous pages', async () => {
+    expect((await post('/ui/items/T-1/verdicts', { key: 'blocked', verdict: 'agree' })).statusCode).toBe(403);
+    const refused = await post('/ui/items/T-1/verdicts', { _csrf: csrf, key: 'blocked', verdict: 'agree' });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.body).toContain('role write');
+    expect((await v.store.listVerdicts({ workspace: 'acme', ref: 'T-1' })).length).toBe(0);
+    const anon = await app.inject({ method: 'GET', url: '/ui/queue' });
+    expect(anon).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
+    // The /v1 API still takes JSON only: the form parser lives in the dashboard's scope.
+    const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: 'Bearer x', 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
+    expect(v1.statusCode).toBe(401);
+  });
+
+  it('logs no item text, token or form field', () => {
+    const text = logs.lines.join('\n');
+    expect(text).toContain('/ui/flags');
+    expect(text).not.toContain('T-4 ');
+    expect(text).not.toContain('alert(');
+    expect(text).not.toContain('vdt_');
+    expect(text).not.toContain(csrf);
+  });
+});
