@@ -71,6 +71,8 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     getToken: (req) => field(req.body, '_csrf'),
   });
   scope.decorateRequest('viewer', null);
+  // Vega takes about half a second to import: load it now, not on the first page with a chart.
+  void import('vega').catch(() => undefined);
 
   const secure = (req: FastifyRequest) => req.protocol === 'https';
 
