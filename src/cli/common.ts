@@ -96,13 +96,5 @@ export function formatBytes(bytes: number): string {
   return `${v.toFixed(v >= 100 ? 0 : 1)} ${units[u]}`;
 }
 
-/** Formats milliseconds as a short human duration (`1h 02m`, `45s`, `320ms`). */
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
-  const h = Math.floor(m / 60);
-  return `${h}h ${String(m % 60).padStart(2, '0')}m`;
-}
+/** Formats milliseconds as a short human duration (`1h 02m`, `45s`, `320ms`); shared with the dashboard. */
+export { formatElapsed as formatDuration } from '../decision/duration.js';

@@ -1,3 +1,4 @@
+import { formatElapsed } from '../decision/duration.js';
 import type { ApiTokenRow } from '../store/store.js';
 import { html, type Html } from './html.js';
 
@@ -65,17 +66,8 @@ export function utc(ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 }
 
-/** A duration: 850ms, 42s, 3m 05s, 2h 10m, 3d 4h. */
-export function duration(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
-  const h = Math.floor(m / 60);
-  if (h < 48) return `${h}h ${String(m % 60).padStart(2, '0')}m`;
-  return `${Math.floor(h / 24)}d ${h % 24}h`;
-}
+/** A duration: 850ms, 42s, 3m 05s, 2h 10m (decision/duration.ts `formatElapsed`). */
+export const duration = formatElapsed;
 
 /** A ratio as a percentage with one decimal, or '—'. */
 export function pct(x: number | null): string {

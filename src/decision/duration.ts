@@ -28,3 +28,14 @@ export function formatDuration(ms: number): string {
   }
   return `${ms}ms`;
 }
+
+/** Milliseconds as a short human duration for readers (`1h 02m`, `3m 05s`, `45s`, `320ms`): `verdict status` and the dashboard. */
+export function formatElapsed(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+}
