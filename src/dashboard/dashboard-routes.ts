@@ -74,7 +74,13 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
   // Vega takes about half a second to import: load it now, not on the first page with a chart.
   void import('vega').catch(() => undefined);
 
-  const secure = (req: FastifyRequest) => req.protocol === 'https';
+  // Behind a TLS-terminating proxy the socket is http: the proxy's X-Forwarded-Proto marks cookies
+  // Secure too. Trusting it is safe either way: a Secure cookie is only ever more restricted.
+  const secure = (req: FastifyRequest) => req.protocol === 'https' || String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim().toLowerCase() === 'https';
+  // The dashboard is not part of the JSON API's OpenAPI document.
+  scope.addHook('onRoute', (route) => {
+    route.schema = { ...(route.schema ?? {}), hide: true };
+  });
 
   scope.addHook('onRequest', async (req) => {
     const token = req.cookies[SESSION_COOKIE];
@@ -126,6 +132,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     if (err instanceof VerdictError && ['invalid_input', 'invalid_write', 'not_found'].includes(err.code)) {
       return send(reply, err.code === 'not_found' ? 404 : 400, 'Refused', 'login', viewer, html`<h1>Refused</h1><p>${err.message}</p>`);
     }
+    if (err.statusCode === 429) return send(reply, 429, 'Too many requests', 'login', viewer, html`<h1>Too many requests</h1><p>This token (or address) is over the server's rate limit. Wait a minute and reload.</p>`);
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return send(reply, err.statusCode, 'Bad request', 'login', viewer, html`<h1>Bad request</h1>`);
     logger.error({ route: req.routeOptions.url, err: err.code ?? err.name }, 'dashboard request failed');
     return send(reply, 500, 'Error', 'login', viewer, html`<h1>Something failed</h1><p>The error is in the server's log (by code). Try again.</p>`);
@@ -175,9 +182,15 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     const currency = (['current', 'stale'] as const).find((c) => c === str('currency')) ?? 'all';
     const pageNo = Math.max(1, Math.min(1_000_000, Number.parseInt(str('page') || '1', 10) || 1));
     const q: FlagsQuery = { set, collection: str('collection'), key: str('key'), currency, page: pageNo };
-    const data = set
-      ? await v.reader.surfaced(set, { workspace: viewer.token.workspaceSlug, collection: q.collection || undefined, key: q.key || undefined, currency, offset: (pageNo - 1) * FLAGS_PAGE_SIZE, limit: FLAGS_PAGE_SIZE })
-      : null;
+    const read = (page: number) =>
+      set ? v.reader.surfaced(set, { workspace: viewer.token.workspaceSlug, collection: q.collection || undefined, key: q.key || undefined, currency, offset: (page - 1) * FLAGS_PAGE_SIZE, limit: FLAGS_PAGE_SIZE }) : Promise.resolve(null);
+    let data = await read(pageNo);
+    // A page past the end shows the last one.
+    const last = Math.max(1, Math.ceil((data?.total ?? 0) / FLAGS_PAGE_SIZE));
+    if (data && pageNo > last) {
+      q.page = last;
+      data = await read(last);
+    }
     return send(reply, 200, 'Flags', 'flags', viewer, flagsBody({ sets, q, data: data ?? { rows: [], total: 0, failing: false, keys: [], collections: [] }, notice: qs.notice }));
   });
 

@@ -16,7 +16,9 @@ export interface FlagsQuery {
 
 /** Links to an item page: the ref URL-encoded, never any item text. */
 export function itemHref(ref: string): string {
-  return `/ui/items/${encodeURIComponent(ref)}`;
+  // `.` and `..` would be resolved away as path segments by the browser: their dots are escaped too.
+  const seg = ref === '.' || ref === '..' ? ref.replace(/\./g, '%2E') : encodeURIComponent(ref);
+  return `/ui/items/${seg}`;
 }
 
 function flagsHref(q: FlagsQuery, page: number): string {
@@ -53,7 +55,7 @@ ${
   data.rows.length
     ? html`<div class="table-wrap"><table><thead><tr><th class="num">#</th><th>Item</th><th>Title</th><th class="wide">Collection</th><th>Key</th><th>Probability</th><th>Marks</th><th class="wide">Asked</th></tr></thead><tbody>
 ${data.rows.map(
-  (r, i) => html`<tr><td class="num">${first + i + 1}</td><td><a href="${itemHref(r.ref)}">${r.ref}</a></td><td class="title">${r.title}</td><td class="wide">${r.collection}</td><td><code>${r.questionKey}</code></td><td>${pbar(r.p, r.threshold)}</td><td>${
+  (r, i) => html`<tr><td class="num">${first + i + 1}</td><td><a href="${itemHref(r.ref)}"><bdi>${r.ref}</bdi></a></td><td class="title"><bdi>${r.title}</bdi></td><td class="wide">${r.collection}</td><td><code>${r.questionKey}</code></td><td>${pbar(r.p, r.threshold)}</td><td>${
     r.current ? '' : html`<span class="badge stale" title="${r.changedParts.length ? `changed: ${r.changedParts.join(', ')}` : ''}">stale: ${r.staleReason ?? ''}</span>`
   }${r.source === 'human' ? html`<span class="badge human">overridden by a person</span>` : ''}${r.proposed !== null ? html`<span class="badge">model proposes ${(r.proposed * 100).toFixed(0)}%</span>` : ''}</td><td class="muted wide">${r.model}<br>${utc(r.evaluatedAt)}</td></tr>`,
 )}

@@ -54,11 +54,13 @@ function verdictForm(v: Viewer, ref: string, d: DecisionView): Html {
 <input type="hidden" name="set" value="${d.questionSet}"><input type="hidden" name="key" value="${d.questionKey}">
 <button type="submit" name="verdict" value="agree">Agree</button><button type="submit" name="verdict" value="disagree" class="secondary">Disagree</button>
 ${valueControl(d)}<button type="submit" name="verdict" value="value" class="secondary">Set value</button>
+<label>Note (optional)<input type="text" name="note" maxlength="2000" autocomplete="off"></label>
 ${d.verdict?.inForce ? html`<button type="submit" name="verdict" value="withdrawn" class="danger">Withdraw override</button>` : ''}</form>`;
 }
 
-async function decisionCard(v: Viewer, ref: string, d: DecisionView): Promise<Html> {
-  const canWrite = roleAllows(v.token.role, 'write');
+async function decisionCard(v: Viewer, ref: string, d: DecisionView, deleted: boolean): Promise<Html> {
+  // A deleted item's keys apply to nothing: a verdict on them would only be refused.
+  const canWrite = roleAllows(v.token.role, 'write') && !deleted;
   const vv = d.verdict;
   return html`<section class="card" aria-label="${`${d.questionSet} ${d.questionKey}`}"><h3><code>${d.questionKey}</code> <span class="muted">${d.kind}</span></h3>
 ${await answerGraphic(d.answer, d.threshold)}
@@ -114,11 +116,11 @@ export async function itemBody(v: Viewer, d: ItemPageData, noticeCode?: unknown)
   const sections: Html[] = [];
   for (const [set, list] of bySet) {
     const cards: Html[] = [];
-    for (const x of list) cards.push(await decisionCard(v, d.item.ref, x));
+    for (const x of list) cards.push(await decisionCard(v, d.item.ref, x, d.item.deletedAt !== null));
     sections.push(html`<h2>${set}</h2><div class="cards">${cards}</div>`);
   }
   const fields = Object.entries(d.item.fieldsObject);
-  return html`<p><a href="/ui/flags">← Flags</a></p><h1>${d.item.ref}: ${d.item.title}</h1>${notice(noticeCode)}
+  return html`<p><a href="/ui/flags">← Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${notice(noticeCode)}
 ${d.item.deletedAt !== null ? html`<p class="notice error">This item is deleted: nothing of it is sent to a provider.</p>` : ''}
 <dl class="fields"><dt>collection</dt><dd>${d.collection}</dd>${fields.map(([k, val]) => html`<dt>${k}</dt><dd>${fieldText(val)}</dd>`)}</dl>
 <h2>Question sets</h2><div class="table-wrap"><table><thead><tr><th>Set</th><th>Applies</th><th>Job</th></tr></thead><tbody>${d.sets.map((s) => setStatusRow(v, d.item.ref, s, d.now))}</tbody></table></div>

@@ -77,7 +77,7 @@ export function pct(x: number | null): string {
 /** A notice after a form's redirect: fixed texts by code, so no request text is ever echoed. */
 export const NOTICES: Record<string, { text: string; error?: boolean }> = {
   'verdict-recorded': { text: 'Verdict recorded.' },
-  'verdict-refused': { text: 'That verdict was refused: check the value against the question\u2019s kind.', error: true },
+  'verdict-refused': { text: 'That verdict was refused: a value that does not fit the question, a note over 2,000 characters, or a key that no longer applies to the item.', error: true },
   'jobs-retried': { text: 'Job re-owed: the worker takes it at its next claim.' },
   'jobs-none': { text: 'No job matched (it may have been retried or finished already).', error: true },
   'jobs-dropped': { text: 'Job dropped: the next write to the item owes it again.' },
@@ -85,6 +85,6 @@ export const NOTICES: Record<string, { text: string; error?: boolean }> = {
 
 /** The notice of a `?notice=` code, or nothing. */
 export function notice(code: unknown): Html {
-  const m = typeof code === 'string' ? NOTICES[code] : undefined;
+  const m = typeof code === 'string' && Object.hasOwn(NOTICES, code) ? NOTICES[code] : undefined;
   return m ? html`<p class="notice${m.error ? ' error' : ''}" role="status">${m.text}</p>` : html``;
 }

@@ -20,7 +20,7 @@ header a[aria-current=page]{border-bottom:2px solid #f0b400}
 header .who{margin-left:auto;font-size:.85em;opacity:.85;display:flex;gap:.6em;align-items:center}
 header .who button{background:none;border:1px solid #fff6;color:#fff;border-radius:4px;padding:.15em .6em;cursor:pointer}
 main{padding:1em;max-width:72em;margin:0 auto}
-h1{font-size:1.35em;margin:.2em 0 .6em}
+h1{font-size:1.35em;margin:.2em 0 .6em;overflow-wrap:anywhere}
 h2{font-size:1.1em;margin:1.4em 0 .5em;border-bottom:1px solid var(--line);padding-bottom:.2em}
 h3{font-size:1em;margin:1em 0 .3em}
 .muted{color:var(--muted)}
@@ -28,6 +28,7 @@ h3{font-size:1em;margin:1em 0 .3em}
 table{border-collapse:collapse;width:100%;font-size:.92em}
 th,td{text-align:left;padding:.4em .6em;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:var(--soft);font-weight:600;white-space:nowrap}
+td.title{overflow-wrap:anywhere;max-width:32em}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr:last-child td{border-bottom:0}
 form.filters{display:flex;flex-wrap:wrap;gap:.5em 1em;align-items:end;margin:0 0 1em;padding:.6em;background:var(--soft);border-radius:6px}

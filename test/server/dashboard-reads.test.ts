@@ -209,6 +209,26 @@ describe('the dashboard over HTTP', () => {
     expect(v1.statusCode).toBe(401);
   });
 
+  it('marks the session cookie Secure behind an https proxy, clamps pages, and shows only known notices', async () => {
+    const login = await app.inject({ method: 'GET', url: '/ui/login' });
+    const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+    const r = await app.inject({
+      method: 'POST',
+      url: '/ui/login',
+      headers: { cookie: `verdict_csrf=${secret.value}`, 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-proto': 'https' },
+      payload: form({ _csrf: /name="_csrf" value="([^"]+)"/.exec(login.body)![1], token }),
+    });
+    expect(r.cookies.find((c) => c.name === 'verdict_session')).toMatchObject({ secure: true, httpOnly: true });
+    const far = await app.inject({ method: 'GET', url: '/ui/flags?page=999', headers: { cookie } });
+    expect(far.body).toContain('page 1 of 1');
+    expect(far.body).toContain('<td class="num">1</td>');
+    for (const code of ['constructor', '__proto__', 'toString']) expect((await app.inject({ method: 'GET', url: `/ui/flags?notice=${code}`, headers: { cookie } })).body).not.toContain('class="notice');
+    expect((await app.inject({ method: 'GET', url: '/ui/flags?notice=jobs-retried', headers: { cookie } })).body).toContain('class="notice"');
+    const doc = (await app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths).some((p) => p.startsWith('/ui'))).toBe(false);
+  });
+
   it('logs no item text, token or form field', () => {
     const text = logs.lines.join('\n');
     expect(text).toContain('/ui/flags');
