@@ -38,7 +38,17 @@ export interface StackedDatum {
  * A stacked bar chart over ordered buckets (spend per hour or day, stacked by model).
  * @param buckets every x label, in order (empty buckets keep their place).
  */
-export function stackedBarsSpec(o: { title: string; yTitle: string; buckets: readonly string[]; data: readonly StackedDatum[]; width?: number; height?: number; format?: string }): Spec {
+export function stackedBarsSpec(o: {
+  title: string;
+  yTitle: string;
+  buckets: readonly string[];
+  data: readonly StackedDatum[];
+  width?: number;
+  height?: number;
+  format?: string;
+  /** `hour`: x values are `MM-DD HHh` and the axis prints the `HHh` part. @defaultValue 'as is' */
+  xLabel?: 'hour' | 'as is';
+}): Spec {
   const series = [...new Set(o.data.map((d) => d.series))].sort();
   return {
     $schema: 'https://vega.github.io/schema/vega/v6.json',
@@ -57,7 +67,7 @@ export function stackedBarsSpec(o: { title: string; yTitle: string; buckets: rea
       { name: 'color', type: 'ordinal', range: PALETTE, domain: series.length ? series : ['none'] },
     ],
     axes: [
-      { orient: 'bottom', scale: 'x', labelOverlap: true, labelAngle: 0, labelFontSize: 9 },
+      { orient: 'bottom', scale: 'x', labelOverlap: true, labelAngle: 0, labelFontSize: 9, ...(o.xLabel === 'hour' ? { encode: { labels: { update: { text: { signal: 'slice(datum.value, 6)' } } } } } : {}) },
       { orient: 'left', scale: 'y', title: o.yTitle, format: o.format ?? '~s', tickCount: 4, grid: true },
     ],
     legends: series.length ? [{ fill: 'color', title: 'model', orient: 'bottom', direction: 'vertical', labelLimit: 320 }] : [],

@@ -3,19 +3,23 @@ import { renderSvg, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';
 
-function label(at: number, bucket: 'hour' | 'day'): string {
+/**
+ * A bucket's x value: `MM-DD HHh` for hours (a 24-hour window spans two days, so the hour alone
+ * would put today's 23h on yesterday's), `MM-DD` for days. The hour axis shows the hour only.
+ */
+export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
   const iso = new Date(at).toISOString();
-  return bucket === 'hour' ? iso.slice(11, 13) + 'h' : iso.slice(5, 10);
+  return bucket === 'hour' ? `${iso.slice(5, 10)} ${iso.slice(11, 13)}h` : iso.slice(5, 10);
 }
 
 async function charts(s: SpendSeries, heading: string): Promise<Html> {
-  const buckets = s.buckets.map((b) => label(b, s.bucket));
-  const calls = s.points.map((p) => ({ x: label(p.at, s.bucket), series: p.model, value: p.calls }));
-  const tokens = s.points.map((p) => ({ x: label(p.at, s.bucket), series: p.model, value: p.inputTokens + p.outputTokens }));
-  const cost = s.points.filter((p) => p.costUsd !== null).map((p) => ({ x: label(p.at, s.bucket), series: p.model, value: p.costUsd as number }));
+  const buckets = s.buckets.map((b) => bucketLabel(b, s.bucket));
+  const calls = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.calls }));
+  const tokens = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.inputTokens + p.outputTokens }));
+  const cost = s.points.filter((p) => p.costUsd !== null).map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.costUsd as number }));
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
-    html`<figure class="chart">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format })))}</figure>`;
+    html`<figure class="chart">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
   const t = s.totals;
   return html`<h2>${heading}</h2>
 <div class="stats"><div><span class="muted">calls</span><b>${n(t.calls)}</b></div><div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div><div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div><div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div></div>

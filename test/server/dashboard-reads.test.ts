@@ -7,6 +7,7 @@ import { createVerdict, defineQuestionSet, noul, type Verdict } from '../../src/
 import { createApiServer } from '../../src/server/api-server.js';
 import { FakeProvider } from '../../src/testing.js';
 import { html, trusted } from '../../src/dashboard/html.js';
+import { bucketLabel } from '../../src/dashboard/spend-page.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**
@@ -126,6 +127,10 @@ describe('jobs, queue and spend', () => {
   });
 
   it('reads spend per hour and model with totals, and the smallest daily cap of the live workers', async () => {
+    // A day's hourly buckets span two dates: each needs its own label, or today's hour is drawn on yesterday's.
+    const day = await v.reader.spend({ windowMs: 86_400_000 });
+    expect(new Set(day.buckets.map((b) => bucketLabel(b, 'hour'))).size).toBe(day.buckets.length);
+    expect(bucketLabel(day.buckets[day.buckets.length - 1], 'hour')).toBe(bucketLabel(day.points[day.points.length - 1].at, 'hour'));
     const s = await v.reader.spend({ windowMs: 3 * 3_600_000 });
     expect(s.bucket).toBe('hour');
     expect(s.buckets.length).toBeGreaterThanOrEqual(3);
