@@ -11,6 +11,7 @@
  *   cli                          the command line; the only user of everything below, used by nothing
  *   index, testing               the package's public entries (`verdict`, `verdict/testing`)
  *   server                       the HTTP API (`verdict serve`): a user of compose's Verdict
+ *   dashboard                    the web dashboard under /ui of `verdict serve`: pages over compose's reads
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
  *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §16.16)
  *   worker                       the long-running process: runner, reads, store, providers
@@ -70,7 +71,8 @@ export interface ImportGraphReport {
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
   index: ['server', 'compose', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  server: ['compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  server: ['dashboard', 'compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  dashboard: ['compose', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
   testing: ['providers', 'decision', 'errors', 'log'],
   compose: ['eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],

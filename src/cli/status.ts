@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
-import { priceSpend, type SpendWindow } from '../reads/spend-view.js';
+import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
 import type { BackfillCursor } from '../runner/backfill.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
-import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../reads/queue-view.js';
+import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../compose/queue-view.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } from './common.js';
 

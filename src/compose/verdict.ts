@@ -23,8 +23,8 @@ import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type Impo
 import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
-import { queueView, type QueueView } from '../reads/queue-view.js';
-import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from '../reads/spend-view.js';
+import { queueView, type QueueView } from './queue-view.js';
+import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */

@@ -1,5 +1,5 @@
 import { roleAllows } from '../access/tokens.js';
-import type { QueueView } from '../reads/queue-view.js';
+import type { QueueView } from '../compose/queue-view.js';
 import { html, type Html } from './html.js';
 import { csrfField, duration, n, notice, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';

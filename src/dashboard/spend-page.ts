@@ -1,4 +1,4 @@
-import type { DailyCapView, SpendSeries } from '../reads/spend-view.js';
+import type { DailyCapView, SpendSeries } from '../compose/spend-view.js';
 import { renderSvg, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';

@@ -1,5 +1,34 @@
 import type { Store } from '../store/store.js';
-import type { EvalColumn, EvalReport, KeyReport, SetReport } from './run-eval.js';
+import type { KeyMetrics, SetMetrics } from './metrics.js';
+
+/** Calls, tokens and cost of a key's or set's rows (`runEval` reports them). Tokens; US dollars. */
+export interface SpendFigures {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** US dollars; 0 for the fake provider (it calls no model) and for stored answers; null when the model has no price. */
+  costUsd: number | null;
+}
+
+export type KeyReport = KeyMetrics & SpendFigures;
+export type SetReport = SetMetrics & SpendFigures;
+
+/** What `recordEvalResults` reads of an eval report (run-eval.ts `EvalReport` has it all). */
+export interface EvalReportFigures {
+  gold: { source: string; rows: number };
+  a: EvalColumnFigures;
+  b: EvalColumnFigures | null;
+}
+interface EvalColumnFigures {
+  mode: 'stored' | 'asked';
+  provider: string;
+  model: string;
+  bySet: SetReport[];
+  byKey: KeyReport[];
+  stoppedAtMaxCost: boolean;
+}
 
 /**
  * The latest `eval` results, kept per (workspace, set) in `verdict_meta` (key
@@ -14,7 +43,7 @@ export const EVAL_RESULT_META_PREFIX = 'eval:';
 
 /** One column's figures for one set. */
 export interface EvalResultColumn {
-  mode: EvalColumn['mode'];
+  mode: 'stored' | 'asked';
   provider: string;
   model: string;
   /** The set pooled: n, accuracy, precision, recall, F1, Brier, ECE and the 10 calibration bins; calls, tokens and cost. */
@@ -37,7 +66,7 @@ export interface EvalResult {
 }
 
 /** Records the report's figures for every set it scored (replacing that set's previous entry). */
-export async function recordEvalResults(store: Store, workspaceId: string, report: EvalReport): Promise<void> {
+export async function recordEvalResults(store: Store, workspaceId: string, report: EvalReportFigures): Promise<void> {
   const at = await store.now();
   const columns = [report.a, ...(report.b ? [report.b] : [])];
   const sets = new Set(columns.flatMap((c) => c.bySet.map((s) => s.set)));

@@ -1,4 +1,4 @@
-import { recordEvalResults } from './eval-results.js';
+import { recordEvalResults, type KeyReport, type SetReport, type SpendFigures } from './eval-results.js';
 import { argmax, questionFingerprint, type Answer, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type QuestionSet, type Registry } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
@@ -90,18 +90,7 @@ export interface UnresolvedRow {
 export type UnansweredReason = string;
 
 /** Calls, tokens and cost of a column, a key or a set. A call that asked several keys counts once for each key it asked. */
-export interface SpendFigures {
-  calls: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  /** US dollars; 0 for the fake provider (it calls no model) and for stored answers; null when the model has no price. */
-  costUsd: number | null;
-}
-
-export type KeyReport = KeyMetrics & SpendFigures;
-export type SetReport = SetMetrics & SpendFigures;
+export type { SpendFigures, KeyReport, SetReport } from './eval-results.js';
 
 /** One column of the report: the predictions of one source and their figures. */
 export interface EvalColumn {
