@@ -1,5 +1,8 @@
 import type { Command } from 'commander';
-import type { JobFilter, JobRow, Store } from '../store/store.js';
+import { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView } from '../compose/operations-reads.js';
+
+export { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView };
+import type { JobFilter, Store } from '../store/store.js';
 import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace, UsageError } from './common.js';
 
 /**
@@ -20,9 +23,6 @@ interface JobsOptions {
   json?: boolean;
   all?: boolean;
 }
-
-/** Jobs listed by default. */
-export const JOBS_LIST_DEFAULT_LIMIT = 50;
 
 /**
  * Turns the command's filter flags into a store filter.
@@ -48,26 +48,6 @@ export async function jobFilterFrom(store: Store, o: JobsOptions, defaults: Part
     f.limit = n;
   }
   return f;
-}
-
-/** A job as `list` shows it: the row plus the item's ref and derived timing. Times are epoch ms. */
-export interface JobView extends JobRow {
-  ref: string | null;
-  /** The job is under a live lease. */
-  inFlight: boolean;
-  /** Milliseconds until the job is due (0 when due). */
-  dueInMs: number;
-}
-
-/** Lists jobs with their item refs. */
-export async function listJobViews(store: Store, f: JobFilter): Promise<JobView[]> {
-  const now = await store.now();
-  const out: JobView[] = [];
-  for (const j of await store.listJobs({ ...f, limit: f.limit ?? JOBS_LIST_DEFAULT_LIMIT })) {
-    const item = await store.getItem(j.itemId);
-    out.push({ ...j, ref: item?.ref ?? null, inFlight: j.leaseExpiresAt !== null && j.leaseExpiresAt > now, dueInMs: Math.max(0, j.notBefore - now) });
-  }
-  return out;
 }
 
 /** One line per job, for humans. */

@@ -1,6 +1,6 @@
 import type { DecisionReader, DecisionView, HistoryEntry, StaleReason } from '../reads/reads.js';
 import { InvalidInput } from '../errors.js';
-import type { ItemRow, JobRow, Store, WorkspaceRow } from '../store/store.js';
+import type { ItemRow, JobFilter, JobRow, Store, WorkspaceRow } from '../store/store.js';
 
 /**
  * The reads and job controls behind `VerdictReader.surfaced` and `Verdict.jobs` (DESIGN §3, §8,
@@ -147,6 +147,17 @@ export interface JobView extends JobRow {
   dueInMs: number;
 }
 
+/** Jobs matching a store filter (at most `f.limit`, default 50) with their item refs and timing: `Verdict.jobs.list` and `verdict jobs list`. */
+export async function listJobViews(store: Store, f: JobFilter): Promise<JobView[]> {
+  const now = await store.now();
+  const out: JobView[] = [];
+  for (const j of await store.listJobs({ ...f, limit: f.limit ?? JOBS_LIST_DEFAULT_LIMIT })) {
+    const item = await store.getItem(j.itemId);
+    out.push({ ...j, ref: item?.ref ?? null, inFlight: j.leaseExpiresAt !== null && j.leaseExpiresAt > now, dueInMs: Math.max(0, j.notBefore - now) });
+  }
+  return out;
+}
+
 /** Jobs `list` returns by default, and at most. */
 export const JOBS_LIST_DEFAULT_LIMIT = 50;
 export const JOBS_LIST_MAX_LIMIT = 10_000;
@@ -195,14 +206,7 @@ export function jobsOn(store: Store): VerdictJobs {
       const limit = q.limit ?? JOBS_LIST_DEFAULT_LIMIT;
       if (!Number.isInteger(limit) || limit < 1 || limit > JOBS_LIST_MAX_LIMIT) throw new InvalidInput(`limit must be a whole number from 1 to ${JOBS_LIST_MAX_LIMIT}; got ${limit}`);
       const f = await filterOf(q);
-      if (!f) return [];
-      const now = await store.now();
-      const out: JobView[] = [];
-      for (const j of await store.listJobs({ ...f, limit })) {
-        const item = await store.getItem(j.itemId);
-        out.push({ ...j, ref: item?.ref ?? null, inFlight: j.leaseExpiresAt !== null && j.leaseExpiresAt > now, dueInMs: Math.max(0, j.notBefore - now) });
-      }
-      return out;
+      return f ? listJobViews(store, { ...f, limit }) : [];
     },
     async retry(q) {
       if (q.state === 'batched') throw new InvalidInput('batched jobs are in a provider batch already paid for; asking them again would pay twice (their results come within 24 h)');

@@ -174,7 +174,7 @@ export async function dailyCapView(store: Store): Promise<DailyCapView> {
   const dayStart = spendDayStart(now);
   const { rows } = await store.spendByHourSince(now - dayStart);
   let used = 0;
-  for (const r of rows as SpendHourRow[]) if (r.hour >= dayStart) used += r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens;
+  for (const r of rows) if (r.hour >= dayStart) used += r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens;
   const caps = (await workerViews(store, now)).filter((w) => w.alive && w.dailyTokenCap !== null).map((w) => w.dailyTokenCap as number);
   return { capTokens: caps.length ? Math.min(...caps) : null, usedTokens: used, dayStart, resetsInMs: dayStart + SPEND_DAY_MS - now };
 }

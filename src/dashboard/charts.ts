@@ -1,5 +1,5 @@
 import type { Spec } from 'vega';
-import { InvalidInput } from '../errors.js';
+import { renderVegaSvg } from '../eval/reliability-diagram.js';
 
 /**
  * The dashboard's charts, drawn by Vega (declarative specs rendered headless to SVG with
@@ -9,20 +9,8 @@ import { InvalidInput } from '../errors.js';
  * releases need Node 22 (checked 2026-12-01), and Verdict runs on Node 20.
  */
 
-/** Renders a Vega spec to an SVG document string. @throws InvalidInput if the spec asks for an external resource. */
-export async function renderSvg(spec: Spec): Promise<string> {
-  const vega = await import('vega');
-  const loader = vega.loader();
-  loader.sanitize = async (uri: string) => {
-    throw new InvalidInput(`dashboard charts load no external resource; asked for ${uri}`);
-  };
-  const view = new vega.View(vega.parse(spec), { renderer: 'none', loader });
-  try {
-    return await view.toSVG();
-  } finally {
-    view.finalize();
-  }
-}
+/** Renders a Vega spec to SVG (eval/reliability-diagram.ts `renderVegaSvg`). */
+export const renderSvg = renderVegaSvg;
 
 /** Colours of series, in order (Vega's category10, the first six); colour-blind readers get the legend's labels too. */
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];

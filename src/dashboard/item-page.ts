@@ -1,7 +1,7 @@
 import { stringify as losslessStringify } from 'lossless-json';
 import type { ItemHistory } from '../compose/operations-reads.js';
 import type { ItemSetStatus } from '../compose/verdict.js';
-import type { Answer } from '../decision/questions.js';
+import { pickedLevel, type Answer } from '../decision/questions.js';
 import type { DecisionView } from '../reads/reads.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import { roleAllows } from '../access/tokens.js';
@@ -25,19 +25,16 @@ function answerText(a: Answer | null): string {
   if (!a) return '—';
   if (a.type === 'noul') return `${(a.noul * 100).toFixed(1)}%`;
   if (a.type === 'choice') return a.choice;
-  const level = Object.entries(a.probabilities).sort((x, y) => y[1] - x[1])[0]?.[0];
-  return `${a.legend[level ?? '0'] ?? level} (score ${a.score.toFixed(2)})`;
+  return `${pickedLevel(a)} (score ${a.score.toFixed(2)})`;
 }
 
 /** The kind-specific rendering: a noul's bar with its threshold, a choice's or score's option bars (Vega). */
 async function answerGraphic(a: Answer, threshold: number): Promise<Html> {
   if (a.type === 'noul') return pbar(a.noul, threshold);
-  const entries = Object.entries(a.probabilities);
-  const picked = a.type === 'choice' ? a.choice : entries.sort((x, y) => y[1] - x[1] || Number(x[0]) - Number(y[0]))[0]?.[0];
   const bars =
     a.type === 'choice'
-      ? Object.entries(a.probabilities).sort((x, y) => (x[0] < y[0] ? -1 : 1)).map(([label, p]) => ({ label, p, picked: label === picked }))
-      : Object.entries(a.probabilities).sort((x, y) => Number(x[0]) - Number(y[0])).map(([i, p]) => ({ label: `${i} ${a.legend[i] ?? ''}`.trim(), p, picked: i === picked }));
+      ? Object.entries(a.probabilities).sort((x, y) => (x[0] < y[0] ? -1 : 1)).map(([label, p]) => ({ label, p, picked: label === a.choice }))
+      : Object.entries(a.probabilities).sort((x, y) => Number(x[0]) - Number(y[0])).map(([i, p]) => ({ label: `${i} ${a.legend[i] ?? ''}`.trim(), p, picked: a.legend[i] === pickedLevel(a) }));
   const alt = bars.map((b) => `${b.label} ${(b.p * 100).toFixed(0)}%`).join(', ');
   return html`<figure class="chart" role="img" aria-label="${alt}">${trusted(await renderSvg(probabilityBarsSpec({ bars })))}</figure>`;
 }

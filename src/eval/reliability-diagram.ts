@@ -179,12 +179,19 @@ export async function reliabilityDiagramSvg(
   series: readonly ReliabilitySeries[],
   options: ReliabilityDiagramOptions = {},
 ): Promise<string> {
-  const spec = reliabilityDiagramSpec(series, options);
+  return renderVegaSvg(reliabilityDiagramSpec(series, options));
+}
+
+/**
+ * Renders a Vega spec headless to a standalone SVG document (the reliability diagram's renderer,
+ * and the dashboard's). Every datum is inline: a spec that asks for a URL or file is a bug, never a
+ * fetch. @throws InvalidInput when the spec asks for an external resource.
+ */
+export async function renderVegaSvg(spec: Spec): Promise<string> {
   const vega = await import('vega');
   const loader = vega.loader();
-  // Every datum is inline; a spec that asked for a URL or file would be a bug, never a fetch.
   loader.sanitize = async (uri: string) => {
-    throw new InvalidInput(`the reliability diagram loads no external resource; asked for ${uri}`);
+    throw new InvalidInput(`charts load no external resource; asked for ${uri}`);
   };
   const view = new vega.View(vega.parse(spec), { renderer: 'none', loader });
   try {

@@ -210,8 +210,9 @@ describe('the dashboard over HTTP', () => {
     const anon = await app.inject({ method: 'GET', url: '/ui/queue' });
     expect(anon).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
     // The /v1 API still takes JSON only: the form parser lives in the dashboard's scope.
-    const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: 'Bearer x', 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
-    expect(v1.statusCode).toBe(401);
+    const writer = (await v.tokens.create({ workspace: 'acme', role: 'write' })).token;
+    const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
+    expect(v1.statusCode).toBe(415);
   });
 
   it('marks the session cookie Secure behind an https proxy, clamps pages, and shows only known notices', async () => {
