@@ -1,4 +1,6 @@
+import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Test files that run in this process only (no child processes, no provider attempt bounded by a
@@ -20,6 +22,29 @@ const IN_PROCESS = [
   'test/eval/**/*.test.ts',
 ];
 
+/**
+ * Files that start first in their group. Without a results cache (a clean clone: CI) vitest starts
+ * the largest files first, and the Postgres conformance suite is a 10-line file that runs the whole
+ * store suite (about 45 s): started last, it ran alone on one core while the other sat idle. Started
+ * first, the rest of the in-process group runs beside it. Only the order changes, never what runs.
+ */
+const START_FIRST = ['test/store/conformance.postgres.test.ts'];
+
+class LongFilesFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const path = (f: TestSpecification) => relative(f.project.config.root, f.moduleId).split('\\').join('/');
+    // Each project keeps the base order and its place; within a project the named files move to
+    // its front, in START_FIRST order.
+    const byProject = new Map<string, TestSpecification[]>();
+    for (const f of sorted) byProject.set(f.project.name, [...(byProject.get(f.project.name) ?? []), f]);
+    return [...byProject.values()].flatMap((group) => [
+      ...START_FIRST.flatMap((p) => group.filter((f) => path(f) === p)),
+      ...group.filter((f) => !START_FIRST.includes(path(f))),
+    ]);
+  }
+}
+
 export default defineConfig({
   test: {
     environment: 'node',
@@ -27,6 +52,7 @@ export default defineConfig({
     pool: 'forks',
     // The process tests spawn the built CLI (dist/cli/main.js) instead of tsx: build it once, first, when stale.
     globalSetup: ['./test/harness/build-once.ts'],
+    sequence: { sequencer: LongFilesFirst },
     testTimeout: 30_000,
     hookTimeout: 30_000,
     // Reporters run in array order, so the counts line closes the log (CI reads it).

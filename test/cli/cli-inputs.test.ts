@@ -92,11 +92,14 @@ describe('reads open read-only', () => {
     try {
       // As root every folder is writable: run as `nobody` then, which may read but not write.
       const asUser = process.getuid?.() === 0 ? ['runuser', '-u', 'nobody', '--', process.execPath] : [process.execPath];
-      for (const args of [['status'], ['show', 'bd-1'], ['flags', '--set', 'attention'], ['jobs', 'list']]) {
-        const [cmd, ...pre] = asUser;
-        const r = await promisify(execFile)(cmd, [...pre, BUILT_MAIN, ...args, '--database-url', file, '--provider', 'fake'], { cwd: ROOT, env: { ...process.env, CI: '1', NO_COLOR: '1' } });
-        expect(r.stderr).toBe('');
-      }
+      // Four readers side by side (each a process of its own): any of them writing would fail the same.
+      const [cmd, ...pre] = asUser;
+      const runs = await Promise.all(
+        [['status'], ['show', 'bd-1'], ['flags', '--set', 'attention'], ['jobs', 'list']].map((args) =>
+          promisify(execFile)(cmd, [...pre, BUILT_MAIN, ...args, '--database-url', file, '--provider', 'fake'], { cwd: ROOT, env: { ...process.env, CI: '1', NO_COLOR: '1' } }),
+        ),
+      );
+      for (const r of runs) expect(r.stderr).toBe('');
       expect(readdirSync(dir)).toEqual(['verdict.db']);
     } finally {
       chmodSync(dir, 0o755);
@@ -106,8 +109,9 @@ describe('reads open read-only', () => {
 
 describe('help lists the global options once', () => {
   it('a command\'s help shows its own options and points at `verdict help options`', async () => {
-    for (const cmd of ['show', 'worker', 'import', 'jobs list']) {
-      const { stdout } = await runBuiltCli([...cmd.split(' '), '--help']);
+    const cmds = ['show', 'worker', 'import', 'jobs list'];
+    const outs = await Promise.all(cmds.map((cmd) => runBuiltCli([...cmd.split(' '), '--help'])));
+    for (const { stdout } of outs) {
       expect(stdout).not.toContain('--database-url <value>');
       expect(stdout).toContain('`verdict help options`');
     }

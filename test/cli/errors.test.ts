@@ -113,7 +113,10 @@ const TABLE: Row[] = [
   { name: 'flags with a bad --limit', args: () => ['flags', '--set', 'attention', '--limit', '0', '--database-url', db], exit: 2, line: /^verdict: --limit: got "0"; expected a whole number/ },
 ];
 
-describe('the CLI has one error voice (built CLI)', () => {
+// The rows are independent processes (each reads the shared database or writes only its own
+// fresh path, and asserts on its own exit and stderr), so they run a few at a time: the spawns are
+// most of this file's time, and the machine's cores take them side by side.
+describe.concurrent('the CLI has one error voice (built CLI)', () => {
   it.each(TABLE)('$name: exit $exit, one line `verdict: <what>; <how to fix>`', async (row) => {
     const r = await run(row.args());
     expect(r.code).toBe(row.exit);

@@ -139,12 +139,15 @@ describe('verdict import github --repo (against the fake GitHub REST server)', (
       [['--file', join(dir.dir, 'missing.json')], {}, /^verdict: no file at .*missing\.json; check the path$/m],
       [['--comments', COMMENTS, '--repo', 'a/b'], { GITHUB_TOKEN: 'x' }, /^verdict: --comments goes with --file/],
     ];
-    for (const [args, env, line] of cases) {
-      const r = await cli(['import', 'github', ...args, '--database-url', db], env);
+    // Independent processes, none of which may create the database: run side by side, then each
+    // checked on its own output; the file is looked for once all have exited.
+    const results = await Promise.all(cases.map(([args, env]) => cli(['import', 'github', ...args, '--database-url', db], env)));
+    cases.forEach(([args, , line], i) => {
+      const r = results[i];
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(line);
       expect(r.stdout).toBe('');
-    }
+    });
     expect(() => readFileSync(db)).toThrow(/ENOENT/);
   }, 60_000);
 });

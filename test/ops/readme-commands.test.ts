@@ -42,7 +42,11 @@ describe('README commands', () => {
   });
 
   it('`npx verdict status --json` prints JSON and nothing else on stdout', async () => {
-    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], { cwd: ROOT, env });
+    // npx runs the project's own bin by linking the checkout into its cache, once per checkout path;
+    // that link runs `prepare` (a full `npm run build`, 20-30 s in a clean clone) again, though npm ci
+    // built dist/ just before (the README's order). Without lifecycle scripts the link is the same and
+    // the same bin (dist/cli/main.js) runs with the same stdout; only that second build is skipped.
+    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], { cwd: ROOT, env: { ...env, npm_config_ignore_scripts: 'true' } });
     expect(JSON.parse(stdout)).toMatchObject({ queue: { due: 0 } });
   }, 60_000);
 
