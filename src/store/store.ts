@@ -640,9 +640,35 @@ export interface TrackerStore {
   listComments(itemId: string): Promise<CommentRow[]>;
   /** The links with the item at either end, oldest first. */
   listLinks(itemId: string): Promise<LinkRow[]>;
-  /** Items of a workspace in (created_at, id) order, after the cursor id when given. */
-  listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
+  /**
+   * Items in id order (ids are time-ordered), after the cursor id when given, live ones unless
+   * `includeDeleted`; narrowed by workspace, collection, ref prefix and field equality (ItemQuery).
+   */
+  listItems(q: ItemQuery): Promise<ItemRow[]>;
   countItems(workspaceId?: string): Promise<number>;
+}
+
+/** A JSON scalar a field is compared with (`ItemQuery.fieldsEqual`). */
+export type FieldScalar = string | number | boolean | null;
+
+/** What `listItems` filters on; every filter given must hold. */
+export interface ItemQuery {
+  workspaceId?: string;
+  collectionId?: string;
+  /** Soft-deleted items too. @defaultValue false */
+  includeDeleted?: boolean;
+  /** Refs that start with this, compared code point by code point (case matters; `''` is no filter). */
+  refPrefix?: string;
+  /**
+   * Top-level fields equal to these JSON scalars: a string equals a JSON string, a number a JSON
+   * number (`1` equals `1.0`), a boolean a boolean, `null` a field present and null. A field that
+   * holds an array or object never equals a scalar; a missing field equals nothing.
+   */
+  fieldsEqual?: Readonly<Record<string, FieldScalar>>;
+  /** Items with an id after this one (the previous page's last id). */
+  afterId?: string;
+  /** At most this many. @defaultValue no limit */
+  limit?: number;
 }
 
 /**

@@ -473,6 +473,46 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
+  describe(`${backend.name}: item search (listItems filters)`, () => {
+    it('narrows by ref prefix code point by code point, case kept, and pages in id order', async () => {
+      for (const ref of ['bd-1', 'bd-12', 'BD-3', 'bd_4', 'b%-5', 'é-6', 'éa-7']) await item(ref);
+      const refs = async (q: Record<string, unknown>) => (await fx.store.listItems({ workspaceId: fx.ws.id, ...q })).map((i) => i.ref);
+      expect(await refs({ refPrefix: 'bd-1' })).toEqual(['bd-1', 'bd-12']);
+      expect(await refs({ refPrefix: 'bd' })).toEqual(['bd-1', 'bd-12', 'bd_4']); // not BD-3: case matters
+      expect(await refs({ refPrefix: 'b%' })).toEqual(['b%-5']); // no LIKE wildcards
+      expect(await refs({ refPrefix: 'é' })).toEqual(['é-6', 'éa-7']);
+      expect(await refs({ refPrefix: '' })).toHaveLength(7);
+      const first = await fx.store.listItems({ workspaceId: fx.ws.id, refPrefix: 'bd', limit: 2 });
+      expect(first.map((i) => i.ref)).toEqual(['bd-1', 'bd-12']);
+      expect(await refs({ refPrefix: 'bd', afterId: first[1].id })).toEqual(['bd_4']);
+    });
+
+    it('narrows by top-level field equality, by JSON type, and leaves out deleted items', async () => {
+      await item('S-1', { fields: { status: 'open', priority: 1, flag: true, owner: null, tags: ['open'] } });
+      await item('S-2', { fields: { status: 'open', priority: 2.0, flag: false, 'we"ird key': 'x' } });
+      await item('S-3', { fields: { status: 'closed', priority: '1' } });
+      await item('S-5', { fields: { status: 'later', priority: true } });
+      const gone = await item('S-4', { fields: { status: 'open', priority: 1 } });
+      await fx.store.softDeleteItem(gone.id);
+      const refs = async (f: Record<string, string | number | boolean | null>, extra: Record<string, unknown> = {}) => (await fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: f, ...extra })).map((i) => i.ref);
+      expect(await refs({ status: 'open' })).toEqual(['S-1', 'S-2']);
+      expect(await refs({ status: 'open' }, { includeDeleted: true })).toEqual(['S-1', 'S-2', 'S-4']);
+      expect(await refs({ priority: 1 })).toEqual(['S-1']); // not the string "1" of S-3, nor the true of S-5
+      expect(await refs({ priority: true })).toEqual(['S-5']);
+      expect(await refs({ priority: '1' })).toEqual(['S-3']);
+      expect(await refs({ priority: 2 })).toEqual(['S-2']); // 2 equals 2.0
+      expect(await refs({ flag: true })).toEqual(['S-1']);
+      expect(await refs({ flag: false })).toEqual(['S-2']);
+      expect(await refs({ owner: null })).toEqual(['S-1']); // present and null; a missing field is not null
+      expect(await refs({ tags: 'open' })).toEqual([]); // an array never equals a scalar
+      expect(await refs({ 'we"ird key': 'x' })).toEqual(['S-2']);
+      expect(await refs({ status: 'open', priority: 2 })).toEqual(['S-2']);
+      expect(await refs({ status: 'open' }, { refPrefix: 'S-2' })).toEqual(['S-2']);
+      await expect(fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: Number.NaN } })).rejects.toThrow(/finite number/);
+      await expect(fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: [1] as never } })).rejects.toThrow(/compare with a string/);
+    });
+  });
+
   describe(`${backend.name}: answers and spend`, () => {
     it('an answer insert that conflicts on the idempotency key does nothing; answeredKeys sees exact keys only', async () => {
       const it1 = await item('T-1');

@@ -66,6 +66,8 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     int4: (v) => sql`${v}::int`,
     text: (v) => sql`${v}::text`,
     byteOrder: (x) => sql`${x} COLLATE "C"`,
+    // jsonb equality is by value: 1 = 1.0, "a" <> 1; a missing key is NULL, so never equal.
+    jsonFieldEquals: (column, key, value) => sql`((${column})::jsonb -> ${key}::text) = ${JSON.stringify(value)}::jsonb`,
     indexedBy: () => NOTHING,
     unindexed: (column) => new StringChunk(`${column} + 0`),
     claimStates: { where: new StringChunk("j.state > 'batched' AND j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },

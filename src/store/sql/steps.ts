@@ -181,6 +181,12 @@ export interface Dialect {
    */
   byteOrder(x: SQL | Column): SQL;
   /**
+   * Whether a JSON-object text column holds `value` at its top-level `key` (store.ts
+   * `ItemQuery.fieldsEqual` says what equals what): SQLite walks the object with `json_each`
+   * (any key, no path quoting), Postgres compares `column::jsonb -> key` with the value as jsonb.
+   */
+  jsonFieldEquals(column: Column, key: string, value: string | number | boolean | null): SQL;
+  /**
    * A planner hint naming the index a subquery must use, placed after `FROM <table> <alias>`:
    * `INDEXED BY <index>` on SQLite, nothing on Postgres (the statement steers the plan there).
    */

@@ -1,5 +1,6 @@
-import { and, asc, count, eq, gt, isNull, or, type SQL } from 'drizzle-orm';
-import type { CollectionRow, CommentRow, ItemRow, LinkRow, Store, WorkspaceRow } from '../store.js';
+import { and, asc, count, eq, gt, isNull, or, sql, type SQL } from 'drizzle-orm';
+import { InvalidInput } from '../../errors.js';
+import type { CollectionRow, CommentRow, ItemQuery, ItemRow, LinkRow, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { one, read, rows, type SqlContext } from './steps.js';
 
@@ -61,12 +62,22 @@ export function listLinks(c: SqlContext, itemId: string): Promise<LinkRow[]> {
   return read(c, rows((db) => db.select().from(t).where(or(eq(t.sourceId, itemId), eq(t.targetId, itemId))).orderBy(asc(t.createdAt), asc(t.id))));
 }
 
-export function listItems(c: SqlContext, q: Parameters<Store['listItems']>[0]): Promise<ItemRow[]> {
+/** See Store.listItems and ItemQuery. @throws InvalidInput for a field value that is not a finite number, a string, a boolean or null. */
+export async function listItems(c: SqlContext, q: ItemQuery): Promise<ItemRow[]> {
   const t = c.d.t.items;
   const conds: SQL[] = [];
   if (q.workspaceId) conds.push(eq(t.workspaceId, q.workspaceId));
   if (q.collectionId) conds.push(eq(t.collectionId, q.collectionId));
   if (!q.includeDeleted) conds.push(isNull(t.deletedAt));
+  if (q.refPrefix) {
+    // substr counts code points on both databases, as [...prefix] does.
+    conds.push(sql`substr(${t.ref}, 1, ${c.d.int4([...q.refPrefix].length)}) = ${c.d.text(q.refPrefix)}`);
+  }
+  for (const [key, value] of Object.entries(q.fieldsEqual ?? {})) {
+    const scalar = value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+    if (!scalar) throw new InvalidInput(`field ${JSON.stringify(key)}: compare with a string, a finite number, a boolean or null`);
+    conds.push(c.d.jsonFieldEquals(t.fields, key, value));
+  }
   if (q.afterId) conds.push(gt(t.id, q.afterId));
   return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(asc(t.id)).limit(q.limit ?? 1_000_000)));
 }

@@ -29,6 +29,16 @@ export function sqliteDialect(ctx: SqliteContext): Dialect {
     int4: (v) => v,
     text: (v) => v,
     byteOrder: (x) => sql`${x}`,
+    jsonFieldEquals: (column, key, value) => {
+      // `atom` holds true as 1: the type tells a boolean from a number. A string atom never equals a
+      // number (no affinity on json_each's columns), so a string needs no type test.
+      const matches =
+        value === null ? sql`je.type = 'null'`
+        : typeof value === 'boolean' ? sql`je.type = ${value ? 'true' : 'false'}`
+        : typeof value === 'number' ? sql`je.type IN ('integer', 'real') AND je.atom = ${value}`
+        : sql`je.atom = ${value}`;
+      return sql`EXISTS (SELECT 1 FROM json_each(${column}) je WHERE je.key = ${key} AND ${matches})`;
+    },
     indexedBy: (index) => new StringChunk(`INDEXED BY ${index}`),
     unindexed: (column) => new StringChunk(column),
     claimStates: { where: new StringChunk("j.state = 'owed'"), orderPrefix: NOTHING },
