@@ -12,6 +12,7 @@
  *   index, testing               the package's public entries (`verdict`, `verdict/testing`)
  *   server                       the HTTP API (`verdict serve`): a user of compose's Verdict
  *   dashboard                    the web dashboard under /ui of `verdict serve`: pages over compose's reads
+ *   mcp                          the MCP server (`verdict mcp`, /mcp of `verdict serve`): tools over compose's reads
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
  *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §16.16)
  *   worker                       the long-running process: runner, reads, store, providers
@@ -25,7 +26,8 @@
  *   providers                    model access: decision; config only to name and build providers
  *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
  *                                nothing of ours but clock and log
- *   clock, config, errors, log   root utilities: nothing of ours (config names errors' base class)
+ *   clock, config, errors, log,  root utilities: nothing of ours (config names errors' base class)
+ *   version
  *
  * The check fails on a cycle, on an arrow between two folders of this list that the list does not
  * allow, and on an import of cli/ from outside it. A folder the list does not name (a new one) is
@@ -70,9 +72,10 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  index: ['server', 'compose', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  server: ['dashboard', 'compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  index: ['server', 'mcp', 'compose', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  server: ['dashboard', 'mcp', 'compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
   dashboard: ['compose', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  mcp: ['compose', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
   testing: ['providers', 'decision', 'errors', 'log'],
   compose: ['eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
@@ -89,6 +92,7 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   config: ['errors'],
   errors: [],
   log: [],
+  version: [],
 };
 
 /** Recursively lists the `.ts` files under `dir` (skipping `.d.ts`). */

@@ -99,6 +99,8 @@ export interface Config {
   eventUrls: readonly string[];
   /** `VERDICT_EVENT_SECRET` (environment only, like the keys): the HMAC-SHA256 key events are signed with; required with `eventUrls`. */
   eventSecret: string | undefined;
+  /** `VERDICT_MCP_TOKEN` (environment only, like the keys): the workspace token `verdict mcp` acts as. */
+  mcpToken: string | undefined;
 }
 
 /** Thrown for a bad option value; exit code 2 (usage error). */
@@ -122,7 +124,7 @@ const httpUrl = z.url({ protocol: /^https?$/ });
 const splitList = (s: string) => [...new Set(s.split(',').map((u) => u.trim()).filter((u) => u !== ''))];
 
 /** Every option: its flag, its environment variable, and its validator. Keys are environment-only. */
-export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret'>, OptionSpec> = {
+export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret' | 'mcpToken'>, OptionSpec> = {
   databaseUrl: { flag: '--database-url', env: 'VERDICT_DATABASE_URL', schema: z.string().min(1), expected: 'a file path, file: URL or postgres:// URL' },
   provider: { flag: '--provider', env: 'VERDICT_PROVIDER', schema: z.enum(['anthropic', 'openai', 'fake', 'none']), expected: 'one of anthropic, openai, fake, none' },
   model: { flag: '--model', env: 'VERDICT_MODEL', schema: z.string().min(1), expected: 'a model id' },
@@ -233,6 +235,7 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   cfg.openaiApiKey = blank(env.VERDICT_OPENAI_API_KEY);
   cfg.githubWebhookSecret = blank(env.VERDICT_GITHUB_WEBHOOK_SECRET);
   cfg.eventSecret = blank(env.VERDICT_EVENT_SECRET);
+  cfg.mcpToken = blank(env.VERDICT_MCP_TOKEN);
   const eventProblem = eventSettingsProblem(cfg.eventUrls, cfg.eventSecret);
   if (eventProblem) throw new ConfigError(`VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.

@@ -56,6 +56,8 @@ export type {
   WriteResult,
   DecisionRow,
   JobRow,
+  ItemQuery,
+  FieldScalar,
 } from './store/store.js';
 export type { NormaliseReport } from './store/normalise.js';
 export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey, HistoryEntry } from './reads/reads.js';
@@ -70,8 +72,9 @@ export type { WorkerSummary } from './worker/worker.js';
 export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
 export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalReport, type EvalColumn } from './eval/run-eval.js';
 
-// ---------------------------------------------------------------- the HTTP API, GitHub and outbound events (DESIGN §16.22)
+// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, issue 18)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
+export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
 export type { ApiTokenRole, ApiTokenRow } from './store/store.js';
 export type { CreatedApiToken } from './access/tokens.js';
 export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';

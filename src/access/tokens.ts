@@ -19,6 +19,15 @@ export function hashApiToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
+/**
+ * How a verdict names the token that recorded it: `token:<id>`, or `token:<id> (<name>)` for a
+ * named token. The HTTP API, the dashboard and the MCP server store this (beside the person or
+ * agent they were told of), so every verdict traces back to a revocable credential.
+ */
+export function tokenAuthor(t: Pick<ApiTokenRow, 'id' | 'name'>): string {
+  return t.name ? `token:${t.id} (${t.name})` : `token:${t.id}`;
+}
+
 /** True when `role` covers `needed` (admin ⊇ write ⊇ read). */
 export function roleAllows(role: ApiTokenRole, needed: ApiTokenRole): boolean {
   return API_TOKEN_ROLES.indexOf(role) >= API_TOKEN_ROLES.indexOf(needed);

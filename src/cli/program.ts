@@ -1,8 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { VERSION } from '../version.js';
 import { Command, CommanderError } from 'commander';
-
-/** The package version, read from package.json beside src/ and dist/. */
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 import { InputNotFound, VerdictError } from '../errors.js';
 import { databaseError } from '../store/database-errors.js';
 import { EXIT_FAILURE, EXIT_USAGE } from './common.js';
@@ -25,6 +22,7 @@ import { registerShowCommand } from './show.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
 import { registerServeCommand } from './serve.js';
+import { registerMcpCommand } from './mcp.js';
 import { registerTokensCommand } from './tokens.js';
 
 /**
@@ -66,6 +64,7 @@ export function buildProgram(): Command {
   registerImportCommand(program);
   registerWorkerCommand(program);
   registerServeCommand(program);
+  registerMcpCommand(program);
   registerTokensCommand(program);
   registerShowCommand(program);
   registerFlagsCommand(program);

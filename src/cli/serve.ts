@@ -5,7 +5,7 @@ import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
 
 /**
  * `verdict serve [--worker] [--no-dashboard]` (DESIGN §16.22): the HTTP API on `--http-host:--http-port`
- * and the web dashboard under /ui (src/dashboard/), with
+ * the MCP server at /mcp (src/mcp/) and the web dashboard under /ui (src/dashboard/), with
  * GitHub webhooks when VERDICT_GITHUB_WEBHOOK_SECRET is set, and with `--worker` an in-process
  * worker (the same settings as `verdict worker`) whose /healthz and /metrics the server serves.
  * Built on the public API: createVerdict, createApiServer, verdict.worker().
@@ -17,7 +17,7 @@ import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
 export function registerServeCommand(program: Command): void {
   program
     .command('serve')
-    .description('serve the HTTP API (/v1, /hooks/github, /healthz, /metrics) and the web dashboard (/ui); --worker also runs a worker in this process')
+    .description('serve the HTTP API (/v1, /hooks/github, /healthz, /metrics), the MCP server (/mcp) and the web dashboard (/ui); --worker also runs a worker in this process')
     .option('--worker', 'run a worker in this process too')
     .option('--no-dashboard', 'do not serve the web dashboard under /ui')
     .action(async (opts: { worker?: boolean; dashboard?: boolean }, cmd: Command) => {
@@ -48,7 +48,7 @@ export function registerServeCommand(program: Command): void {
         });
         const address = await server.listen({ port: cfg.httpPort, host: cfg.httpHost });
         logger.info({ address, worker: !!worker, githubWebhooks: !!cfg.githubWebhookSecret }, 'http listening');
-        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'})\n`);
+        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'}, MCP ${address}/mcp)\n`);
 
         let stopping = false;
         const onSignal = (sig: NodeJS.Signals) => {

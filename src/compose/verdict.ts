@@ -39,9 +39,12 @@ export interface VerdictOptions {
    * Who answers: `'fake'` (offline, deterministic), `'anthropic'` (reads ANTHROPIC_API_KEY and the
    * other VERDICT_* provider variables from the environment, as the CLI does), `'openai'`
    * (VERDICT_OPENAI_BASE_URL and VERDICT_MODEL), `'none'` (decisions off: nothing is owed, reads
-   * are empty, DESIGN §9), or a Provider object. @defaultValue 'none'
+   * are empty, DESIGN §9), `'pinned'` (a process that only reads and records verdicts beside
+   * workers elsewhere: writes owe as usual, and "current" is judged against the provider and model
+   * the workers last pinned, as `verdict show` does with no provider configured; no worker, no
+   * provider eval, no API key needed), or a Provider object. @defaultValue 'none'
    */
-  provider?: ProviderName | Provider;
+  provider?: ProviderName | 'pinned' | Provider;
   /**
    * Where `'anthropic'` and `'openai'` read their settings (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
    * VERDICT_MODEL, VERDICT_OPENAI_BASE_URL, ...), instead of the process environment; a test points
@@ -369,7 +372,7 @@ export interface Verdict {
      */
     joinTransaction(host: unknown): TrackerStore;
   };
-  /** An in-process worker; nothing runs until `start()` or `runUntilIdle()`. @throws WorkerStateError with provider `none`. */
+  /** An in-process worker; nothing runs until `start()` or `runUntilIdle()`. @throws WorkerStateError with provider `none` or `'pinned'`. */
   worker(opts?: VerdictWorkerOptions): VerdictWorker;
   readonly reader: VerdictReader;
   /** One workspace's owed-job queue: list, retry, drop (compose/operations-reads.ts `VerdictJobs`). */
@@ -393,7 +396,7 @@ export interface Verdict {
 
 /** Resolves the `provider` option. @throws ConfigError / ProviderMisconfigured as the CLI would. */
 function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: VerdictOptions['env'] = process.env): Provider | null {
-  if (p === undefined || p === 'none') return null;
+  if (p === undefined || p === 'none' || p === 'pinned') return null;
   if (typeof p === 'object') return p;
   return createProvider(loadConfig({ provider: p }, env as NodeJS.ProcessEnv), logger);
 }
@@ -409,8 +412,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const logger = options.logger ?? silentLogger;
   const registry = buildRegistry(options.configFile, options.sets ?? productionSets());
   const provider = resolveProvider(options.provider, logger, options.env);
-  // With no provider the doors owe nothing (DESIGN §9 "none"); any provider owes the registry's sets.
-  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
+  const pinned = options.provider === 'pinned';
+  /** What reads judge "current" against: the provider, the workers' pinned one (undefined), or 'none'. */
+  const readsAgainst: Provider | 'none' | undefined = provider ?? (pinned ? undefined : 'none');
+  // With no provider the doors owe nothing (DESIGN §9 "none"); any provider, or workers elsewhere ('pinned'), owes the registry's sets.
+  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider || pinned ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
   try {
     await inner.now(); // Postgres: connect and migrate now, so a bad URL fails here
   } catch (err) {
@@ -436,7 +442,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
-      const r = await readerOn(inner, registry, provider ?? 'none', logger);
+      const r = await readerOn(inner, registry, readsAgainst, logger);
       const decisions = await r.decisions(item.id);
       const jobs = new Map((await inner.listJobs({ itemId: item.id })).map((j) => [j.questionSet, j]));
       const sets: ItemSetStatus[] = (await r.setApplicability(item.id)).map((a) => {
@@ -448,7 +454,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     async flags(set, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
-      return (await readerOn(inner, registry, provider ?? 'none', logger)).workspaceFlags(ws.id, set, opts.threshold);
+      return (await readerOn(inner, registry, readsAgainst, logger)).workspaceFlags(ws.id, set, opts.threshold);
     },
     async status(opts) {
       const ws = await workspaceId(opts.workspace);
@@ -458,19 +464,19 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     async flapping(set, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
-      return (await readerOn(inner, registry, provider ?? 'none', logger)).flapping(ws.id, set, opts);
+      return (await readerOn(inner, registry, readsAgainst, logger)).flapping(ws.id, set, opts);
     },
     async surfaced(set, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws || !registry.get(set)) return null;
-      return surfacedPage(inner, await readerOn(inner, registry, provider ?? 'none', logger), ws, set, opts);
+      return surfacedPage(inner, await readerOn(inner, registry, readsAgainst, logger), ws, set, opts);
     },
     async history(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
-      return { itemId: item.id, ref: item.ref, entries: await (await readerOn(inner, registry, provider ?? 'none', logger)).history(item.id) };
+      return { itemId: item.id, ref: item.ref, entries: await (await readerOn(inner, registry, readsAgainst, logger)).history(item.id) };
     },
     async queue(opts) {
       const ws = await workspaceId(opts.workspace);
@@ -484,7 +490,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
       const results = new Map((await latestEvalResults(inner, ws.id)).map((r) => [r.set, r]));
-      const r = await readerOn(inner, registry, provider ?? 'none', logger);
+      const r = await readerOn(inner, registry, readsAgainst, logger);
       const sets = [];
       for (const set of registry.all()) sets.push({ set: set.name, eval: results.get(set.name) ?? null, flapping: await r.flapping(ws.id, set.name) });
       return { sets };
@@ -507,7 +513,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const jobs: VerdictJobs = { list: mappedRead(rawJobs.list), retry: mappedRead(rawJobs.retry), drop: mappedRead(rawJobs.drop) };
   facade.recordVerdict = async (input: RecordVerdictInput) => {
     try {
-      return await recordVerdict(inner, await readerOn(inner, registry, provider ?? 'none', logger), input);
+      return await recordVerdict(inner, await readerOn(inner, registry, readsAgainst, logger), input);
     } catch (err) {
       throw toStoreError(err);
     }
@@ -558,13 +564,13 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
           registry,
           provider,
           logger,
-          reader: () => readerOn(inner, registry, provider ?? 'none', logger),
+          reader: () => readerOn(inner, registry, readsAgainst, logger),
           makeProvider: (model) => (provider && ['fake', 'anthropic', 'openai'].includes(provider.name) ? createProvider(loadConfig({ provider: provider.name, model }, (options.env ?? process.env) as NodeJS.ProcessEnv), logger) : null),
         },
         opts,
       ).catch((err) => Promise.reject(toStoreError(err))),
     worker(opts = {}) {
-      if (!provider) throw new WorkerStateError('provider is none: decisions are off, there is nothing for a worker to do');
+      if (!provider) throw new WorkerStateError(pinned ? "provider is 'pinned': this Verdict reads beside workers elsewhere and runs none" : 'provider is none: decisions are off, there is nothing for a worker to do');
       const { workerId, ...settings } = opts;
       const cfg: WorkerSettings = {
         concurrency: DEFAULTS.concurrency,

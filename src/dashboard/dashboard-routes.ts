@@ -2,7 +2,7 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { roleAllows } from '../access/tokens.js';
+import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -216,7 +216,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
     const raw = field(req.body, 'value');
     const value = kind !== 'value' ? undefined : raw === 'true' ? true : raw === 'false' ? false : raw;
-    const author = t.name ? `token:${t.id} (${t.name})` : `token:${t.id}`;
+    const author = tokenAuthor(t);
     try {
       await v.store.recordVerdict({ workspace: t.workspaceSlug, ref, key: field(req.body, 'key') ?? '', set: field(req.body, 'set') || undefined, verdict: kind, value, author, note: field(req.body, 'note') || undefined });
     } catch (err) {

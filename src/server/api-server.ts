@@ -12,6 +12,7 @@ import { registerGitHubWebhook, type GitHubWebhookOptions } from './github-webho
 import { SnapshotLocalStore } from './rate-limit-store.js';
 import { registerV1Routes } from './v1-routes.js';
 import { roleAllows } from '../access/tokens.js';
+import type { McpHttpOptions } from '../mcp/mcp-http.js';
 
 /**
  * `verdict serve`'s HTTP server (DESIGN §16.22), a thin user of the public API: every route calls
@@ -28,6 +29,7 @@ import { roleAllows } from '../access/tokens.js';
  *   traffic would refuse, and so lose, signed deliveries; an unsigned one costs one HMAC.
  * - `/healthz`, `/metrics`: the worker's when one runs in this process, else the server's own.
  * - `/ui/...`: the web dashboard (src/dashboard/), a session cookie over the same tokens.
+ * - `/mcp`: the MCP server over Streamable HTTP (src/mcp/mcp-http.ts), bearer tokens as `/v1`.
  *
  * Logs: one line per request with method, route pattern, status, duration and the token id;
  * never a token, a body, item text or an answer. CORS: no Access-Control headers are sent, so
@@ -55,6 +57,8 @@ export interface ApiServerOptions {
   worker?: VerdictWorker;
   /** The web dashboard under `/ui` (src/dashboard/dashboard-routes.ts), logged into with the same tokens. @defaultValue true */
   dashboard?: boolean;
+  /** The MCP server over Streamable HTTP at `/mcp` (src/mcp/mcp-http.ts), under the same tokens; an object sets its session limits. @defaultValue true */
+  mcp?: boolean | McpHttpOptions;
 }
 
 declare module 'fastify' {
@@ -209,6 +213,11 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   if (o.dashboard !== false) {
     const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
     await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });
+  }
+  if (o.mcp !== false) {
+    const { registerMcpRoute } = await import('../mcp/mcp-http.js');
+    const limits = typeof o.mcp === 'object' ? o.mcp : {};
+    await app.register(async (scope) => registerMcpRoute(scope, v, logger, limits));
   }
   if (o.github) {
     const github = o.github;

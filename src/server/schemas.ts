@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import { decisionView, itemSetStatus, itemView, statusView, verdictRowView, verdictView } from '../compose/read-schemas.js';
+
+// The reads' shapes are shared with the MCP server (src/mcp/); they live beside the reads.
+export { decisionView, itemSetStatus, itemView, statusView, verdictRowView, verdictView };
 
 /**
  * The HTTP API's request and response shapes (DESIGN §16.22), in zod: the routes validate with
@@ -97,19 +101,6 @@ export const collectionView = z.object({
   createdAt: z.number(),
   deletedAt: z.number().nullable(),
 });
-export const itemView = z.object({
-  id: z.string(),
-  ref: z.string(),
-  collectionId: z.string(),
-  collection: z.string().describe('The collection\u2019s slug, as writes name it'),
-  title: z.string(),
-  content: z.string(),
-  fields: z.record(z.string(), z.unknown()),
-  seq: z.number(),
-  createdAt: z.number(),
-  updatedAt: z.number(),
-  deletedAt: z.number().nullable(),
-});
 export const commentView = z.object({
   id: z.string(),
   itemId: z.string(),
@@ -121,18 +112,6 @@ export const commentView = z.object({
   deletedAt: z.number().nullable(),
 });
 export const linkView = z.object({ id: z.string(), sourceId: z.string(), targetId: z.string(), linkType: z.string(), createdAt: z.number() });
-export const verdictView = z.object({
-  id: z.number(),
-  verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
-  value: z.unknown().nullable(),
-  inForce: z.boolean(),
-  author: z.string(),
-  note: z.string().nullable(),
-  createdAt: z.number(),
-  stateHash: z.string(),
-  staleReason: z.enum(['override_stale']).nullable().describe('`override_stale`: the item changed since the person judged it; the value stays in force'),
-  changedParts: z.array(z.string()),
-});
 export const newVerdictBody = z
   .object({
     key: z.string().min(1).max(600).describe('The set\u2019s question key, or `<key>@<commentId>` for a per-comment set'),
@@ -143,73 +122,11 @@ export const newVerdictBody = z
     author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
-export const verdictRowView = z.object({
-  id: z.number(),
-  questionSet: z.string(),
-  questionKey: z.string(),
-  verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
-  value: z.unknown().nullable(),
-  stateHash: z.string(),
-  author: z.string(),
-  note: z.string().nullable(),
-  createdAt: z.number(),
-});
-export const decisionView = z.object({
-  questionSet: z.string(),
-  questionKey: z.string(),
-  key: z.string(),
-  commentId: z.string().nullable(),
-  kind: z.enum(['noul', 'choice', 'score']),
-  answer: z.unknown().describe('`{"type":"noul","noul":p}`, `{"type":"choice","choice":option,"probabilities":{...}}` or `{"type":"score","score":x,"probabilities":{...},"legend":{...}}`'),
-  confidence: z.number().nullable(),
-  provider: z.string(),
-  model: z.string(),
-  evaluatedAt: z.number(),
-  current: z.boolean(),
-  staleReason: z.string().nullable(),
-  changedParts: z.array(z.string()),
-  surfacing: z.enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced']),
-  unsurfaced: z.boolean(),
-  threshold: z.number(),
-  rationale: z.string().nullable(),
-  rowId: z.number(),
-  source: z.enum(['model', 'human']).describe('`human` when a person\u2019s value is in force: `answer` is theirs, `modelAnswer` the model\u2019s'),
-  modelAnswer: z.unknown(),
-  proposed: z.unknown().nullable().describe('The model\u2019s later, disagreeing answer under a person\u2019s value: shown, never applied'),
-  verdict: verdictView.nullable(),
-  flips: z.number().describe('Surfacing flips the model\u2019s answers made in the last 30 days'),
-});
-
 /** Every write's answer: the row, whether anything changed, and the jobs it owed (DESIGN §3). */
 export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), owed: z.number() });
 
-export const itemSetStatus = z.object({
-  questionSet: z.string(),
-  applies: z.boolean(),
-  reason: z.string().nullable().describe('Why the set does not apply now, in words; null when it applies'),
-  job: z
-    .object({ state: z.enum(['owed', 'parked', 'batched']), dueAt: z.number().describe('Epoch ms: not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
-    .nullable()
-    .describe('The set\u2019s job on this item, or null when nothing is owed'),
-});
 export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView), sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"') });
 export const flagsView = z.object({
   flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()), human: z.array(z.string()).optional().describe('Keys whose probability is a person\u2019s value') })),
   failing: z.boolean(),
-});
-export const statusView = z.object({
-  workspace: z.string(),
-  items: z.number(),
-  jobs: z.array(
-    z.object({
-      questionSet: z.string(),
-      due: z.number(),
-      waiting: z.number(),
-      inFlight: z.number(),
-      parked: z.number(),
-      failing: z.number(),
-      oldestOwedAt: z.number().nullable(),
-      lastErrorAt: z.number().nullable(),
-    }),
-  ),
 });

@@ -7,7 +7,8 @@ import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkR
 /** What the routes need of a workspace. */
 type Workspace = Pick<WorkspaceRow, 'id' | 'slug'>;
 import * as S from './schemas.js';
-import type { HumanVerdictRow } from '../store/verdicts.js';
+import { itemJson, verdictRowJson } from '../compose/read-schemas.js';
+import { tokenAuthor } from '../access/tokens.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
@@ -40,7 +41,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   /** Items as the API shows them, with their collection's slug (one read of the workspace's collections). */
   const itemViews = async (ws: Workspace): Promise<(i: ItemRow) => z.infer<typeof S.itemView>> => {
     const slugs = new Map((await v.store.listCollections(ws.id)).map((c) => [c.id, c.slug]));
-    return (i) => itemView(i, slugs.get(i.collectionId) ?? '');
+    return (i) => itemJson(i, slugs.get(i.collectionId) ?? '');
   };
   const collectionOf = async (ws: Workspace, slug: string): Promise<CollectionRow> => {
     const c = (await v.store.listCollections(ws.id)).find((x) => x.slug === slug);
@@ -126,7 +127,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     async (req) => {
       const { ws, item } = await itemOf(req, req.params.ref);
       const rows = await v.store.listVerdicts({ workspace: ws.slug, ref: item.ref });
-      return { verdicts: rows.map(verdictRow) };
+      return { verdicts: rows.map(verdictRowJson) };
     },
   );
   app.post(
@@ -145,10 +146,10 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       const { ws, item } = await itemOf(req, req.params.ref);
       const t = req.apiToken!;
       // The token always answers for the verdict; a tracker serving many people names the person.
-      const token = t.name ? `token:${t.id} (${t.name})` : `token:${t.id}`;
+      const token = tokenAuthor(t);
       const author = req.body.author?.trim() ? `${req.body.author.trim()} (${token})` : token;
       const out = await v.store.recordVerdict({ workspace: ws.slug, ref: item.ref, key: req.body.key, set: req.body.set, verdict: req.body.verdict, value: req.body.value, note: req.body.note, author });
-      return reply.code(201).send({ verdict: verdictRow(out.row), inForce: out.inForce });
+      return reply.code(201).send({ verdict: verdictRowJson(out.row), inForce: out.inForce });
     },
   );
   app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
@@ -219,23 +220,6 @@ function written<T, U = T>(r: WriteResult<T>, view?: (row: T) => U): { row: U; c
   return { row: view ? view(r.row) : (r.row as unknown as U), changed: r.changed, owed: r.owed };
 }
 
-/** An item as the API shows it: `fields` parsed to an object (numbers beyond 2^53 lose digits here and in request bodies). */
-export function itemView(i: ItemRow, collection: string): z.infer<typeof S.itemView> {
-  let fields: Record<string, unknown> = {};
-  try {
-    const parsed: unknown = JSON.parse(i.fields);
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) fields = parsed as Record<string, unknown>;
-  } catch {
-    // stored fields are always an object (the doors refuse anything else); an old row that is not reads as {}
-  }
-  return { id: i.id, ref: i.ref, collectionId: i.collectionId, collection, title: i.title, content: i.content, fields, seq: i.seq, createdAt: i.createdAt, updatedAt: i.updatedAt, deletedAt: i.deletedAt };
-}
-
 function linkView(l: LinkRow): z.infer<typeof S.linkView> {
   return { id: l.id, sourceId: l.sourceId, targetId: l.targetId, linkType: l.linkType, createdAt: l.createdAt };
-}
-
-/** A verdict row as the API shows it: its value parsed. */
-function verdictRow(r: HumanVerdictRow): z.infer<typeof S.verdictRowView> {
-  return { id: r.id, questionSet: r.questionSet, questionKey: r.questionKey, verdict: r.verdict, value: r.value === null ? null : (JSON.parse(r.value) as unknown), stateHash: r.stateHash, author: r.author, note: r.note, createdAt: r.createdAt };
 }

@@ -1,0 +1,150 @@
+import { randomUUID } from 'node:crypto';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Verdict } from '../compose/verdict.js';
+import type { Logger } from '../log.js';
+import type { ApiTokenRow } from '../store/store.js';
+import { createMcpServer } from './mcp-server.js';
+
+/**
+ * The MCP server over Streamable HTTP at `/mcp` of `verdict serve` (MCP 2025-06-18 transport),
+ * under the same bearer tokens as `/v1`: the server's auth hook authenticates every request
+ * (401 without a valid token, before the body is read) and its rate limit counts them per token.
+ *
+ * Sessions: an `initialize` POST without `Mcp-Session-Id` opens one (a server of its own, so the
+ * client's name from the handshake is its verdicts' author); the id it answers with is bound to
+ * the token that opened it, and any other token presenting it is told "Session not found" (404),
+ * as is an unknown or expired id. A session idle for `MCP_SESSION_IDLE_MS` is closed; a token holds
+ * at most `MCP_SESSIONS_PER_TOKEN` (opening one more closes its least recently used), the server
+ * `MCP_SESSIONS_MAX` (then 503). `DELETE` ends a session. `GET` is 405: this server sends nothing
+ * unasked, so it offers no standalone SSE stream (the transport allows 405 there). Answers are
+ * JSON, not SSE (no tool streams).
+ *
+ * Origin: a request carrying an `Origin` header whose host is not the request's `Host` is 403
+ * (the transport's rule against DNS rebinding; agent hosts send no Origin).
+ */
+
+/** A session idle this long is closed, ms. Our choice: an agent's working session, with room for a pause. */
+export const MCP_SESSION_IDLE_MS = 30 * 60_000;
+/** Sessions one token may hold; one more closes its least recently used. */
+export const MCP_SESSIONS_PER_TOKEN = 16;
+/** Sessions the server holds in all; beyond it `initialize` is 503. */
+export const MCP_SESSIONS_MAX = 1_000;
+
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  tokenId: string;
+  /** The row the auth hook read for the latest request: what this session's tools act as. */
+  token: ApiTokenRow;
+  lastUsedAt: number;
+}
+
+/** A JSON-RPC error answer with no id (the transport's own shape for transport-level refusals). */
+function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply.code(status).header('content-type', 'application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+/** Session limits of `/mcp`; each defaults to the constant of its name. Tests shorten them. */
+export interface McpHttpOptions {
+  /** @defaultValue MCP_SESSION_IDLE_MS */
+  sessionIdleMs?: number;
+  /** @defaultValue MCP_SESSIONS_PER_TOKEN */
+  sessionsPerToken?: number;
+  /** @defaultValue MCP_SESSIONS_MAX */
+  sessionsMax?: number;
+  /** How often idle sessions are looked for, ms. @defaultValue 60 000 */
+  sweepMs?: number;
+}
+
+/**
+ * Registers `POST|GET|DELETE /mcp` on `app`, whose auth hook sets `req.apiToken` for routes with a
+ * `role` (see server/api-server.ts). Sessions are closed when `app` closes.
+ */
+export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logger, o: McpHttpOptions = {}): void {
+  const idleMs = o.sessionIdleMs ?? MCP_SESSION_IDLE_MS;
+  const perToken = o.sessionsPerToken ?? MCP_SESSIONS_PER_TOKEN;
+  const max = o.sessionsMax ?? MCP_SESSIONS_MAX;
+  const sessions = new Map<string, Session>();
+  const close = (id: string, why: string) => {
+    const s = sessions.get(id);
+    if (!s) return;
+    sessions.delete(id);
+    logger.info({ token: s.tokenId, why, sessions: sessions.size }, 'mcp session closed');
+    void s.transport.close().catch(() => undefined);
+  };
+  const sweep = setInterval(() => {
+    const cutoff = Date.now() - idleMs;
+    for (const [id, s] of sessions) if (s.lastUsedAt < cutoff) close(id, 'idle');
+  }, o.sweepMs ?? 60_000);
+  sweep.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(sweep);
+    for (const id of [...sessions.keys()]) close(id, 'server closing');
+  });
+
+  /** Hands the request to the session's transport; the reply is the transport's from here. */
+  const serve = async (req: FastifyRequest, reply: FastifyReply, s: Session): Promise<void> => {
+    s.lastUsedAt = Date.now();
+    s.token = req.apiToken!;
+    reply.hijack();
+    await s.transport.handleRequest(req.raw, reply.raw, req.body);
+  };
+
+  const sameOrigin = (req: FastifyRequest): boolean => {
+    const origin = req.headers.origin;
+    if (origin === undefined) return true;
+    try {
+      return new URL(origin).host === req.headers.host;
+    } catch {
+      return false;
+    }
+  };
+
+  const handler = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!sameOrigin(req)) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
+    const token = req.apiToken!;
+    const sid = req.headers['mcp-session-id'];
+    if (typeof sid === 'string') {
+      const s = sessions.get(sid);
+      // Another token's session reads as unknown: an id proves nothing about who holds it.
+      if (!s || s.tokenId !== token.id) return rpcError(reply, 404, -32001, 'Session not found');
+      await serve(req, reply, s);
+      if (req.method === 'DELETE') close(sid, 'deleted');
+      return reply;
+    }
+    if (req.method !== 'POST' || !isInitializeRequest(req.body)) return rpcError(reply, 400, -32000, 'Bad Request: send initialize first, or the Mcp-Session-Id it answered with');
+    const mine = [...sessions].filter(([, s]) => s.tokenId === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
+    if (mine.length >= perToken) close(mine[0][0], 'the token opened one more');
+    if (sessions.size >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
+
+    let session: Session | null = null;
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      enableJsonResponse: true,
+      onsessioninitialized: (id) => {
+        sessions.set(id, session!);
+        logger.info({ token: token.id, sessions: sessions.size }, 'mcp session opened');
+      },
+    });
+    session = { transport, tokenId: token.id, token, lastUsedAt: Date.now() };
+    const opened = session;
+    const server = createMcpServer(v, { principal: async () => opened.token, logger });
+    transport.onclose = () => {
+      if (transport.sessionId && sessions.get(transport.sessionId) === opened) sessions.delete(transport.sessionId);
+      void server.close().catch(() => undefined);
+    };
+    await server.connect(transport);
+    await serve(req, reply, opened);
+    return reply;
+  };
+
+  const config = { role: 'read' as const };
+  const schema = { hide: true };
+  app.post('/mcp', { config, schema }, handler);
+  app.delete('/mcp', { config, schema }, handler);
+  app.get('/mcp', { config, schema }, async (req, reply) => {
+    if (!sameOrigin(req)) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
+    return rpcError(reply.header('allow', 'POST, DELETE'), 405, -32000, 'Method not allowed: this server offers no SSE stream');
+  });
+}

@@ -1,0 +1,388 @@
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { roleAllows, tokenAuthor } from '../access/tokens.js';
+import { decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
+import type { Verdict } from '../compose/verdict.js';
+import { VerdictError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { VERSION } from '../version.js';
+import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
+
+/**
+ * Verdict's Model Context Protocol server (issue 18): the decisions a coding agent needs ("what
+ * needs a human here, and is that judgement current?") as tools and a resource, over the public
+ * API only. `verdict mcp` serves it over stdio (src/cli/mcp.ts) and `verdict serve` over
+ * Streamable HTTP at `/mcp` (./mcp-http.ts), both under one workspace token.
+ *
+ * Tools (zod input schemas, strict: an unknown argument is refused; every result is structured
+ * and also given as JSON text for clients that read only text):
+ * - `item_get {ref}`: the item, every decision (current, or its stale reason), where each set
+ *   stands, and people's verdicts (`v.reader.item`, `v.store.listVerdicts`);
+ * - `flags_list {set?, collection?, key?, currency?, limit?, offset?}`: surfaced keys per set,
+ *   highest probability first, paged (`v.reader.surfaced`);
+ * - `item_search {refPrefix?, collection?, fields?, limit?, after?}`: live items by ref prefix,
+ *   collection and field equality, in id order, paged by cursor (`v.store.listItems`);
+ * - `status_get {}`: the workspace's queue, and for admin tokens the server's spend (spend is kept
+ *   for the whole database, so a read or write token does not see it, as on the dashboard);
+ * - `verdict_record {ref, key, set?, verdict, value?, note}`: write role and above; `agree`,
+ *   `disagree` or a `value`, with a note (required: an agent says why); the author is the MCP
+ *   client's name and the token (`claude-code (MCP; token:<id>)`).
+ * Resource: `verdict://items/{ref}` (the ref URL-encoded) reads as `item_get`.
+ *
+ * Access: every call and read first asks `principal()` for the token's row: null (revoked, or its
+ * workspace deleted) refuses the call. The token's workspace is the only one any tool reads: no
+ * tool takes a workspace. A soft-deleted item reads as not found: its owner deleted its text, and
+ * an agent is a model's context window.
+ *
+ * Logs: one line per call with the tool, the token id, the outcome and the milliseconds; never
+ * arguments, item text or answers.
+ */
+
+/** The tools, in the order they are listed. */
+export const MCP_TOOL_NAMES = ['item_get', 'flags_list', 'item_search', 'status_get', 'verdict_record'] as const;
+
+/** Most rows a `flags_list` or `item_search` page returns (an agent's context is the budget). */
+export const MCP_PAGE_MAX = 100;
+
+/** Most field filters an `item_search` takes. */
+export const MCP_FIELD_FILTERS_MAX = 20;
+
+/** Longest client name kept in a verdict's author, code points (the client chooses it). */
+const CLIENT_NAME_MAX = 100;
+
+/** What `createMcpServer` takes. */
+export interface McpServerOptions {
+  /**
+   * The caller's token row, asked before every tool call and resource read; null when the token is
+   * no longer valid (revoked, or its workspace deleted): the call is refused. `verdict mcp`
+   * authenticates its token each time; the HTTP route hands over the row its auth hook just read.
+   */
+  principal: () => Promise<ApiTokenRow | null>;
+  /** @defaultValue silent */
+  logger?: Logger;
+}
+
+/** A tool's refusal: its message goes to the agent as the tool's error result. */
+class ToolRefusal extends Error {}
+
+const ref = z.string().min(1).max(500).describe('The item\u2019s ref, as the tracker shows it (`bd-7h7`, `#12`)');
+const limit = z.number().int().min(1).max(MCP_PAGE_MAX).default(20).describe(`Rows per page, 1 to ${MCP_PAGE_MAX}`);
+
+const itemGetInput = z.strictObject({ ref });
+const itemGetOutput = z.object({
+  item: itemView,
+  decisions: z.array(decisionView).describe('Every stored decision; `current` false comes with `staleReason` (and `changedParts`)'),
+  sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: applies or why not, and its owed job'),
+  verdicts: z.array(verdictRowView).describe('People\u2019s (and agents\u2019) verdicts, oldest first: the latest of a key is in force'),
+});
+
+const flagsListInput = z.strictObject({
+  set: z.string().min(1).max(200).optional().describe('One question set; every set when left out (one page each)'),
+  collection: z.string().min(1).max(200).optional().describe('Only items of this collection (slug)'),
+  key: z.string().min(1).max(600).optional().describe('Only this question key'),
+  currency: z.enum(['current', 'stale', 'all']).default('all').describe('`current`: asked about the item as it is now; `stale`: still surfacing while a re-ask is owed'),
+  limit,
+  offset: z.number().int().min(0).default(0).describe('Rows skipped, per set'),
+});
+const surfacedRow = z.object({
+  itemId: z.string(),
+  ref: z.string(),
+  title: z.string(),
+  collection: z.string(),
+  questionKey: z.string(),
+  key: z.string(),
+  p: z.number().describe('The probability in force (a person\u2019s value when `source` is `human`)'),
+  threshold: z.number(),
+  current: z.boolean(),
+  staleReason: z.string().nullable(),
+  changedParts: z.array(z.string()),
+  source: z.enum(['model', 'human']),
+  proposed: z.number().nullable(),
+  provider: z.string(),
+  model: z.string(),
+  evaluatedAt: z.number(),
+});
+const flagsListOutput = z.object({
+  sets: z.array(
+    z.object({
+      set: z.string(),
+      total: z.number().describe('Rows matching the filters, over every page'),
+      offset: z.number(),
+      nextOffset: z.number().nullable().describe('The next page\u2019s offset, or null on the last page'),
+      failing: z.boolean().describe('A job of the set is parked or failing: its flags may be missing items'),
+      rows: z.array(surfacedRow),
+    }),
+  ),
+});
+
+const fieldScalar = z.union([z.string().max(1_000), z.number(), z.boolean(), z.null()]);
+const itemSearchInput = z.strictObject({
+  refPrefix: z.string().min(1).max(500).optional().describe('Refs starting with this (case matters)'),
+  collection: z.string().min(1).max(200).optional().describe('Only items of this collection (slug)'),
+  fields: z
+    .record(z.string().min(1).max(200), fieldScalar)
+    .refine((f) => Object.keys(f).length <= MCP_FIELD_FILTERS_MAX, { message: `at most ${MCP_FIELD_FILTERS_MAX} fields` })
+    .optional()
+    .describe('Top-level fields equal to these JSON scalars (`{"status":"open","priority":1}`); an array field never equals a scalar'),
+  limit,
+  after: z.string().min(1).max(200).optional().describe('The previous page\u2019s `next`'),
+});
+const itemSearchOutput = z.object({
+  items: z.array(z.object({ id: z.string(), ref: z.string(), title: z.string(), collection: z.string(), fields: z.record(z.string(), z.unknown()), updatedAt: z.number() })),
+  next: z.string().nullable().describe('Pass as `after` for the next page; null on the last page'),
+});
+
+const statusGetInput = z.strictObject({});
+const statusGetOutput = statusView.extend({
+  queue: z.object({
+    oldestOwedAgeMs: z.number().nullable().describe('Age of the oldest owed job, ms'),
+    parked: z.object({ count: z.number(), reasons: z.array(z.object({ reason: z.string(), count: z.number() })) }).describe('Jobs parked after their refusal limit: a person must look'),
+    failingSets: z.array(z.object({ set: z.string(), jobs: z.number(), lastErrorAt: z.number().nullable() })),
+    workersAlive: z.number().describe('Workers whose heartbeat is fresh'),
+  }),
+  spend: z
+    .object({
+      last24h: z.object({ calls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), unpriced: z.array(z.string()) }),
+      dailyCap: z.object({ capTokens: z.number().nullable(), usedTokens: z.number(), resetsInMs: z.number() }),
+    })
+    .nullable()
+    .describe('The whole server\u2019s provider spend: admin tokens only (null otherwise)'),
+});
+
+const verdictRecordInput = z.strictObject({
+  ref,
+  key: z.string().min(1).max(600).describe('The question key (`<key>@<commentId>` for a per-comment set)'),
+  set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
+  verdict: z.enum(['agree', 'disagree', 'value']).describe('`agree`/`disagree` with the model\u2019s current answer, or `value` to override it'),
+  value: z.union([z.boolean(), z.number(), z.string().max(200)]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level (score)'),
+  note: z.string().min(1).max(8_000).describe('Why, in a sentence or two (at most 2,000 code points): people read it beside the verdict'),
+});
+const verdictRecordOutput = z.object({ verdict: verdictRowView, inForce: z.boolean().describe('The value now overrides the model for reads and flags') });
+
+/**
+ * Builds the MCP server for one caller (not connected: `connect(transport)`). One server serves
+ * one client: the stdio process, or one HTTP session.
+ */
+export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
+  const logger = o.logger ?? silentLogger;
+  const server = new McpServer(
+    { name: 'verdict', version: VERSION },
+    {
+      instructions:
+        'Verdict keeps typed, LLM-evaluated decisions about this workspace\u2019s tracker items. flags_list answers "what needs a human here"; item_get says whether each judgement is current (or why it is stale) and what people said; verdict_record adds your agreement, disagreement or value, with a note.',
+    },
+  );
+
+  /** The caller's token, checked for `role`. @throws ToolRefusal */
+  const caller = async (role: ApiTokenRole): Promise<ApiTokenRow> => {
+    const t = await o.principal();
+    if (!t) throw new ToolRefusal('the token is not valid any more (revoked, or its workspace was deleted)');
+    if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
+    return t;
+  };
+
+  /** Runs a tool body: logs the outcome, turns refusals and Verdict's input errors into tool errors, hides anything else. */
+  const run = async <T extends Record<string, unknown>>(tool: string, body: () => Promise<{ token: ApiTokenRow; out: T }>): Promise<CallToolResult> => {
+    const t0 = performance.now();
+    let token: string | null = null;
+    try {
+      const r = await body();
+      token = r.token.id;
+      logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
+      return { structuredContent: r.out, content: [{ type: 'text', text: JSON.stringify(r.out) }] };
+    } catch (err) {
+      const known = err instanceof ToolRefusal || (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code));
+      const code = err instanceof VerdictError ? err.code : err instanceof ToolRefusal ? 'refused' : ((err as { code?: string }).code ?? (err as Error).name);
+      (known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
+      return { isError: true, content: [{ type: 'text', text: known ? (err as Error).message : 'the store failed; try again' }] };
+    }
+  };
+
+  /** `item_get`'s result, or a refusal for an unknown or deleted item. */
+  const itemRead = async (token: ApiTokenRow, itemRef: string): Promise<z.infer<typeof itemGetOutput>> => {
+    const out = await v.reader.item(itemRef, { workspace: token.workspaceSlug });
+    if (!out || out.item.deletedAt !== null) throw new ToolRefusal(`no live item of ref ${JSON.stringify(itemRef)} in this workspace`);
+    const collection = (await v.store.listCollections(token.workspaceId)).find((c) => c.id === out.item.collectionId)?.slug ?? '';
+    const verdicts = await v.store.listVerdicts({ workspace: token.workspaceSlug, ref: out.item.ref });
+    return { item: itemJson(out.item, collection), decisions: out.decisions, sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
+  };
+
+  server.registerTool(
+    'item_get',
+    {
+      title: 'One item\u2019s decisions',
+      description: 'An item by ref with every stored decision (current, or why it is stale), where each question set stands (applies or why not, its owed job), and people\u2019s verdicts.',
+      inputSchema: itemGetInput,
+      outputSchema: itemGetOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (args) =>
+      run('item_get', async () => {
+        const token = await caller('read');
+        return { token, out: await itemRead(token, args.ref) };
+      }),
+  );
+
+  server.registerTool(
+    'flags_list',
+    {
+      title: 'What needs a human',
+      description: 'Surfaced decisions (a noul at or above its threshold) per question set, highest probability first, with whether each is current; paged per set.',
+      inputSchema: flagsListInput,
+      outputSchema: flagsListOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (args) =>
+      run('flags_list', async () => {
+        const token = await caller('read');
+        const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
+        const sets: z.infer<typeof flagsListOutput>['sets'] = [];
+        for (const set of names) {
+          const page = await v.reader.surfaced(set, { workspace: token.workspaceSlug, collection: args.collection, key: args.key, currency: args.currency, limit: args.limit, offset: args.offset });
+          if (!page) throw new ToolRefusal(`no question set ${JSON.stringify(set)} here; sets: ${v.registry.all().map((s) => s.name).join(', ')}`);
+          const nextOffset = args.offset + page.rows.length < page.total ? args.offset + page.rows.length : null;
+          sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows });
+        }
+        return { token, out: { sets } };
+      }),
+  );
+
+  server.registerTool(
+    'item_search',
+    {
+      title: 'Find items',
+      description: 'Live items of this workspace by ref prefix, collection and field equality, in id order, a page at a time (no item text beyond the title).',
+      inputSchema: itemSearchInput,
+      outputSchema: itemSearchOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (args) =>
+      run('item_search', async () => {
+        const token = await caller('read');
+        const collections = await v.store.listCollections(token.workspaceId);
+        let collectionId: string | undefined;
+        if (args.collection !== undefined) {
+          const c = collections.find((x) => x.slug === args.collection && x.deletedAt === null);
+          if (!c) throw new ToolRefusal(`no collection ${JSON.stringify(args.collection)} here; collections: ${collections.filter((x) => x.deletedAt === null).map((x) => x.slug).join(', ')}`);
+          collectionId = c.id;
+        }
+        const slugs = new Map(collections.map((c) => [c.id, c.slug]));
+        const rows = await v.store.listItems({ workspaceId: token.workspaceId, collectionId, refPrefix: args.refPrefix, fieldsEqual: args.fields as Record<string, FieldScalar> | undefined, afterId: args.after, limit: args.limit });
+        const items = rows.map((i) => {
+          const { id, ref: r, title, fields, updatedAt } = itemJson(i, '');
+          return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
+        });
+        return { token, out: { items, next: rows.length === args.limit ? rows[rows.length - 1].id : null } };
+      }),
+  );
+
+  server.registerTool(
+    'status_get',
+    {
+      title: 'Queue and spend',
+      description: 'The workspace\u2019s items and owed jobs by set (due, waiting, in flight, parked, failing), parked reasons, failing sets and live workers; for an admin token also the server\u2019s provider spend over 24 hours and the daily token cap.',
+      inputSchema: statusGetInput,
+      outputSchema: statusGetOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    () =>
+      run('status_get', async () => {
+        const token = await caller('read');
+        const status = await v.reader.status({ workspace: token.workspaceSlug });
+        const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
+        if (!status || !queue) throw new ToolRefusal('the token\u2019s workspace is gone');
+        let spend: z.infer<typeof statusGetOutput>['spend'] = null;
+        if (roleAllows(token.role, 'admin')) {
+          const s = await v.reader.spend({ windowMs: 24 * 3_600_000 });
+          const t = s.totals;
+          spend = {
+            last24h: { calls: t.calls, inputTokens: t.inputTokens, outputTokens: t.outputTokens, costUsd: t.costUsd, unpriced: t.unpriced },
+            dailyCap: { capTokens: s.dailyCap.capTokens, usedTokens: s.dailyCap.usedTokens, resetsInMs: s.dailyCap.resetsInMs },
+          };
+        }
+        const out = {
+          ...status,
+          queue: {
+            oldestOwedAgeMs: queue.oldestOwedAgeMs,
+            parked: { count: queue.parked.count, reasons: queue.parked.reasons },
+            failingSets: queue.failingSets.map((f) => ({ set: f.set, jobs: f.jobs, lastErrorAt: f.lastErrorAt })),
+            workersAlive: queue.workers.filter((w) => w.alive).length,
+          },
+          spend,
+        };
+        return { token, out };
+      }),
+  );
+
+  server.registerTool(
+    'verdict_record',
+    {
+      title: 'Record a verdict',
+      description:
+        'Agree or disagree with the model\u2019s current answer on one key of an item, or give a value that overrides it, with a note saying why. Needs a write token. The author is recorded as this MCP client and the token.',
+      inputSchema: verdictRecordInput,
+      outputSchema: verdictRecordOutput,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    },
+    (args) =>
+      run('verdict_record', async () => {
+        const token = await caller('write');
+        const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
+        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict: args.verdict, value: args.value, note: args.note, author });
+        return { token, out: { verdict: verdictRowJson(out.row), inForce: out.inForce } };
+      }),
+  );
+
+  server.registerResource(
+    'item',
+    new ResourceTemplate('verdict://items/{ref}', {
+      list: undefined,
+      complete: {
+        // Refs that start with what the client typed, so a host can offer them.
+        ref: async (typed) => {
+          const t = await o.principal();
+          if (!t) return [];
+          const rows = await v.store.listItems({ workspaceId: t.workspaceId, refPrefix: typed || undefined, limit: 20 });
+          return rows.map((i) => i.ref);
+        },
+      },
+    }),
+    { title: 'An item\u2019s decisions', description: 'The same read as item_get, as JSON. The ref is URL-encoded (`%2312` for `#12`).', mimeType: 'application/json' },
+    async (uri, vars): Promise<ReadResourceResult> => {
+      const t0 = performance.now();
+      const token = await o.principal();
+      try {
+        if (!token) throw new ToolRefusal('the token is not valid any more (revoked, or its workspace was deleted)');
+        let itemRef: string;
+        try {
+          itemRef = decodeURIComponent(String(vars.ref));
+        } catch {
+          throw new ToolRefusal('the ref in the URI is not valid percent-encoding');
+        }
+        const out = await itemRead(token, itemRef);
+        logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
+        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(out) }] };
+      } catch (err) {
+        logger.info({ resource: 'item', token: token?.id ?? null, outcome: 'error', err: err instanceof VerdictError ? err.code : (err as Error).name }, 'mcp resource read');
+        throw err instanceof ToolRefusal || err instanceof VerdictError ? err : new Error('the store failed; try again');
+      }
+    },
+  );
+  return server;
+}
+
+/** The URI of an item's resource: `verdict://items/<ref, URL-encoded>`. */
+export function itemResourceUri(itemRef: string): string {
+  return `verdict://items/${encodeURIComponent(itemRef)}`;
+}
+
+/**
+ * The client's name as a verdict's author shows it: its `clientInfo.name` from the handshake
+ * without control characters, at most 100 code points; `mcp-client` when it gave none.
+ */
+export function clientName(name: string | undefined): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = [...(name ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '').trim()].slice(0, CLIENT_NAME_MAX).join('');
+  return clean === '' ? 'mcp-client' : clean;
+}

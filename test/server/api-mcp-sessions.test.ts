@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiServer, createVerdict, type Verdict } from '../../src/index.js';
+
+/**
+ * `/mcp` session limits (src/mcp/mcp-http.ts), in process with short limits: a token's sessions
+ * past its cap close the least recently used, the server's cap answers 503, an idle session is
+ * closed by the sweep. Each opened with a raw `initialize` POST, as any client sends it.
+ */
+
+let dir: string;
+let v: Verdict;
+let app: FastifyInstance;
+let base: string;
+const tok: string[] = [];
+
+const headers = (token: string, sid?: string) => ({
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  authorization: `Bearer ${token}`,
+  'mcp-protocol-version': '2025-06-18',
+  ...(sid ? { 'mcp-session-id': sid } : {}),
+});
+async function open(token: string): Promise<Response> {
+  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } };
+  return fetch(`${base}/mcp`, { method: 'POST', headers: headers(token), body: JSON.stringify(init) });
+}
+async function sessionOf(token: string): Promise<string> {
+  const r = await open(token);
+  expect(r.status).toBe(200);
+  return r.headers.get('mcp-session-id')!;
+}
+async function ping(token: string, sid: string): Promise<number> {
+  const r = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(token, sid), body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+  await r.text();
+  return r.status;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-sessions-'));
+  v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
+  for (const ws of ['a', 'b', 'c']) tok.push((await v.tokens.create({ workspace: ws, role: 'read' })).token);
+  app = await createApiServer(v, { dashboard: false, mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, sweepMs: 50 } });
+  base = await app.listen({ port: 0, host: '127.0.0.1' });
+});
+
+afterAll(async () => {
+  await app?.close();
+  await v?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('/mcp sessions', () => {
+  it('a token past its cap loses its least recently used session; the server past its cap answers 503', async () => {
+    const first = await sessionOf(tok[0]);
+    const second = await sessionOf(tok[0]);
+    expect(await ping(tok[0], first)).toBe(200); // now `second` is the least recently used
+    const third = await sessionOf(tok[0]);
+    expect(await ping(tok[0], second)).toBe(404);
+    expect(await ping(tok[0], first)).toBe(200);
+    expect(await ping(tok[0], third)).toBe(200);
+    await sessionOf(tok[1]); // three sessions in all: the server's cap
+    const full = await open(tok[2]);
+    expect(full.status).toBe(503);
+    expect(full.headers.get('retry-after')).toBe('60');
+    // A token at its own cap still opens one: its oldest makes the room.
+    expect((await open(tok[0])).status).toBe(200);
+  });
+
+  it('closes a session left idle past the idle limit, and keeps one in use', async () => {
+    await new Promise((r) => setTimeout(r, 400)); // the sessions above go idle and are swept
+    const idle = await sessionOf(tok[1]);
+    const busy = await sessionOf(tok[2]);
+    // `busy` is used every 100 ms for twice the idle limit; `idle` is left alone (a ping would refresh it).
+    for (const until = Date.now() + 700; Date.now() < until; ) {
+      expect(await ping(tok[2], busy)).toBe(200);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await ping(tok[1], idle)).toBe(404);
+    expect(await ping(tok[2], busy)).toBe(200);
+  });
+});
