@@ -7,8 +7,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * few hundred ms): they run two at a time. Everything else runs one file at a time: with 3 or 4
  * files at once the suite took 303–345 s instead of 444 s, but the process tests that bound a
  * provider attempt by a few hundred ms, or four workers' startup, failed now and then under that
- * load (issue 13's closing note), and a red CI does not land. The two groups run one after the
- * other (`sequence.groupOrder`), so the serial group never shares the cores.
+ * load (issue 13's closing note), and a red CI does not land. The groups run one after the
+ * other (`sequence.groupOrder`: in-process, CLI_PAIRS, serial), so the serial group never shares the cores.
  */
 const IN_PROCESS = [
   'test/store/**/*.test.ts',
@@ -20,6 +20,28 @@ const IN_PROCESS = [
   'test/server/dashboard-reads.test.ts',
   'test/integrations/github-import.test.ts',
   'test/eval/**/*.test.ts',
+];
+
+/**
+ * Process tests that run short CLI commands (and `worker --until-idle` on the fake provider) with
+ * nothing bounded by a few hundred ms: they run two files at a time, after the in-process group
+ * and before the serial one. Each file uses its own temp databases, so two share nothing but the
+ * cores (issue 18's closing note has the CI figures before and after).
+ */
+const CLI_PAIRS = [
+  'test/cli/outputs.test.ts',
+  'test/cli/review.test.ts',
+  'test/cli/errors.test.ts',
+  'test/cli/cli-inputs.test.ts',
+  'test/cli/eval.test.ts',
+  'test/cli/tokens.test.ts',
+  'test/cli/show-clips.test.ts',
+  'test/cli/edit-fields.test.ts',
+  'test/cli/sets-reask.test.ts',
+  'test/integrations/github-cli.test.ts',
+  'test/ops/readme-commands.test.ts',
+  'test/mcp/**/*.test.ts',
+  'test/docs.test.ts',
 ];
 
 /**
@@ -59,7 +81,8 @@ export default defineConfig({
     reporters: ['default', './test/harness/counts-reporter.ts'],
     projects: [
       { extends: true, test: { name: 'in-process', include: IN_PROCESS, maxWorkers: 2, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: IN_PROCESS, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'cli-pairs', include: CLI_PAIRS, maxWorkers: 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: [...IN_PROCESS, ...CLI_PAIRS], maxWorkers: 1, sequence: { groupOrder: 2 } } },
     ],
   },
 });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { choice, createVerdict, defineQuestionSet, noul, VerdictError, type OutcomeEvent, type Verdict } from '../../src/index.js';
 import { FakeProvider, startFakeAnthropicServer } from '../../src/testing.js';
@@ -104,6 +107,34 @@ describe('createVerdict', () => {
     const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
     expect((await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'x' })).owed).toBe(0);
     expect(() => v!.worker()).toThrow(VerdictError);
+  });
+
+  it("provider 'pinned': reads judge currency by the workers' pinned model, writes owe, no worker runs", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'verdict-pinned-'));
+    const file = join(dir, 'v.db');
+    try {
+      v = await createVerdict({ database: file, sets: [triage], provider: 'fake' });
+      await seed(v);
+      await v.worker().runUntilIdle(); // the worker pins fake's model
+      await v.close();
+      v = await createVerdict({ database: file, sets: [triage], provider: 'pinned' });
+      const read = await v.reader.item('T-1', { workspace: 'acme' });
+      expect(read?.decisions.map((d) => [d.questionKey, d.current])).toEqual([
+        ['blocked', true],
+        ['kind', true],
+      ]);
+      const ws = (await v.store.getWorkspaceBySlug('acme'))!;
+      const col = (await v.store.listCollections(ws.id))[0];
+      expect((await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-2', title: 'next' })).owed).toBe(1);
+      expect(() => v!.worker()).toThrow(/pinned/);
+      // A person's verdict is taken: the reads are live, not off.
+      const rec = await v.store.recordVerdict({ workspace: 'acme', ref: 'T-1', key: 'blocked', verdict: 'agree', author: 'ann' });
+      expect(rec.row.verdict).toBe('agree');
+    } finally {
+      await v?.close();
+      v = undefined;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('bad input is a VerdictError with a stable code', async () => {

@@ -40,8 +40,8 @@ async function cliJson(args: string[]): Promise<any> {
 }
 
 /** A client over stdio to a fresh `verdict mcp` acting as `token`; stderr is kept for the log checks. */
-async function stdioClient(token: string, name = 'verdict-test-agent'): Promise<{ client: Client; stderr: () => string }> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [BUILT_MAIN, 'mcp'], cwd: ROOT, env: { ...(process.env as Record<string, string>), ...env(), VERDICT_MCP_TOKEN: token, VERDICT_LOG_LEVEL: 'info' }, stderr: 'pipe' });
+async function stdioClient(token: string, name = 'verdict-test-agent', extraEnv: Record<string, string> = {}): Promise<{ client: Client; stderr: () => string }> {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [BUILT_MAIN, 'mcp'], cwd: ROOT, env: { ...(process.env as Record<string, string>), ...env(), VERDICT_MCP_TOKEN: token, VERDICT_LOG_LEVEL: 'info', ...extraEnv }, stderr: 'pipe' });
   let err = '';
   const client = new Client({ name, version: '1.0.0' });
   await client.connect(transport);
@@ -127,6 +127,18 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(got.item).toMatchObject({ id: show.item.id, ref: show.item.ref, title: show.item.title, seq: show.item.seq, fields: show.item.fields, deletedAt: null });
     expect(got.sets.map((s: { questionSet: string; applies: boolean; reason: string | null }) => ({ questionSet: s.questionSet, applies: s.applies, reason: s.reason }))).toEqual(show.sets);
     expect(got.verdicts).toEqual([]);
+  });
+
+  it('with no provider configured, judges currency by the model the workers pinned (no key needed), as show does', async () => {
+    const pinned = await stdioClient(tokens.read.token, 'verdict-test-agent', { VERDICT_PROVIDER: '' });
+    try {
+      const got = structured(await call(pinned.client, 'item_get', { ref: flagged.ref }));
+      const { stdout } = await exec(process.execPath, [BUILT_MAIN, 'show', flagged.ref, '--json', '--workspace', 'beads'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_PROVIDER: '' } });
+      expect(got.decisions).toEqual(JSON.parse(stdout).decisions);
+      expect(got.decisions.filter((d: { current: boolean }) => d.current).length).toBeGreaterThan(0);
+    } finally {
+      await pinned.client.close();
+    }
   });
 
   it('the resource verdict://items/{ref} reads as item_get', async () => {
