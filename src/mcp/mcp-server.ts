@@ -339,12 +339,18 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     new ResourceTemplate('verdict://items/{ref}', {
       list: undefined,
       complete: {
-        // Refs that start with what the client typed, so a host can offer them.
+        // Live refs that start with what the client typed (URL-encoded, as the URI holds them), so a
+        // host can offer them; nothing on a bad token, a bad encoding or a failed read.
         ref: async (typed) => {
-          const t = await o.principal();
-          if (!t) return [];
-          const rows = await v.store.listItems({ workspaceId: t.workspaceId, refPrefix: typed || undefined, limit: 20 });
-          return rows.map((i) => i.ref);
+          try {
+            const t = await o.principal();
+            if (!t) return [];
+            const rows = await v.store.listItems({ workspaceId: t.workspaceId, refPrefix: decodeURIComponent(typed) || undefined, limit: 20 });
+            return rows.map((i) => encodeURIComponent(i.ref));
+          } catch (err) {
+            logger.info({ resource: 'item', outcome: 'error', err: err instanceof VerdictError ? err.code : (err as Error).name }, 'mcp completion');
+            return [];
+          }
         },
       },
     }),

@@ -147,6 +147,14 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(res.contents[0].mimeType).toBe('application/json');
     expect(JSON.parse((res.contents[0] as { text: string }).text)).toEqual(tool);
     await expect(read.client.readResource({ uri: 'verdict://items/OTHER-1' })).rejects.toThrow(/no live item/);
+    await expect(read.client.readResource({ uri: 'verdict://items/%E0%A4' })).rejects.toThrow(/not valid percent-encoding/);
+    // Completion offers the workspace's refs that start with what was typed, never another workspace's.
+    const prefix = flagged.ref.slice(0, 5);
+    const done = await read.client.complete({ ref: { type: 'ref/resource', uri: 'verdict://items/{ref}' }, argument: { name: 'ref', value: prefix } });
+    expect(done.completion.values.length).toBeGreaterThan(0);
+    expect(done.completion.values.every((r) => decodeURIComponent(r).startsWith(prefix))).toBe(true);
+    const none = await read.client.complete({ ref: { type: 'ref/resource', uri: 'verdict://items/{ref}' }, argument: { name: 'ref', value: 'OTHER' } });
+    expect(none.completion.values).toEqual([]);
   });
 
   it('flags_list pages the surfaced keys per set, highest first, each p the one in force in item_get', async () => {
