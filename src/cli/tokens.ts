@@ -41,7 +41,7 @@ export function registerTokensCommand(program: Command): void {
           process.stdout.write(`${r.token}\n`);
           process.stderr.write(
             `token ${r.row.id}: ${r.row.role} on workspace ${r.row.workspaceSlug}${r.workspaceCreated ? ' (workspace created)' : ''}. ` +
-              'It is shown this once; only its SHA-256 is kept. Send it as `Authorization: Bearer <token>`.\n',
+              'It is shown this once; only its SHA-256 is kept. Send it as `Authorization: Bearer <token>` (or as VERDICT_MCP_TOKEN for `verdict mcp`).\n',
           );
         }
       } finally {

@@ -56,6 +56,12 @@ export interface VerdictOptions {
   logger?: Logger;
   /** Apply migrations at open; false leaves them to `verdict migrate`. @defaultValue true */
   migrate?: boolean;
+  /**
+   * `existing`: a SQLite path with no file is DatabaseNotFound and nothing is created (a process
+   * that serves an existing tracker, such as `verdict mcp`, must not start an empty one on a
+   * typo). @defaultValue 'create'
+   */
+  access?: 'create' | 'existing';
   /** Connections of a Postgres pool Verdict opens itself from a URL. @defaultValue 10 */
   poolSize?: number;
 }
@@ -405,7 +411,7 @@ function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: Ver
  * Opens Verdict in this process (DESIGN §16.21): the store (migrated unless `migrate: false`), the
  * registry, the provider, and factories for workers and reads.
  * @throws ConfigError for a bad option or provider setting; InvalidQuestionSet for clashing sets;
- * the database's error when SQLite cannot be opened or migrated, or (Postgres) when the first
+ * DatabaseNotFound for a missing SQLite file with `access: 'existing'`; the database's error when SQLite cannot be opened or migrated, or (Postgres) when the first
  * read here fails.
  */
 export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
@@ -416,7 +422,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   /** What reads judge "current" against: the provider, the workers' pinned one (undefined), or 'none'. */
   const readsAgainst: Provider | 'none' | undefined = provider ?? (pinned ? undefined : 'none');
   // With no provider the doors owe nothing (DESIGN §9 "none"); any provider, or workers elsewhere ('pinned'), owes the registry's sets.
-  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider || pinned ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize });
+  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider || pinned ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize, access: options.access });
   try {
     await inner.now(); // Postgres: connect and migrate now, so a bad URL fails here
   } catch (err) {

@@ -17,13 +17,17 @@ import { createMcpServer } from './mcp-server.js';
  * the token that opened it, and any other token presenting it is told "Session not found" (404),
  * as is an unknown or expired id. A session idle for `MCP_SESSION_IDLE_MS` is closed; a token holds
  * at most `MCP_SESSIONS_PER_TOKEN` (opening one more closes its least recently used), the server
- * `MCP_SESSIONS_MAX` (then 503). `DELETE` ends a session. `GET` is 405: this server sends nothing
+ * `MCP_SESSIONS_MAX` (then 503). `DELETE` ends a session. A JSON-RPC batch (an array body) is 400:
+ * the protocol version served (2025-06-18) has none, and each call must count against the rate limit. `GET` is 405: this server sends nothing
  * unasked, so it offers no standalone SSE stream (the transport allows 405 there). Answers are
  * JSON, not SSE (no tool streams).
  *
  * Origin: a request carrying an `Origin` header whose host is not the request's `Host` is 403
  * (the transport's rule against DNS rebinding; agent hosts send no Origin).
  */
+
+/** Longest `clientInfo` of an `initialize`, characters of JSON: a name, a version, a title. */
+export const CLIENT_INFO_MAX_CHARS = 4_096;
 
 /** A session idle this long is closed, ms. Our choice: an agent's working session, with room for a pause. */
 export const MCP_SESSION_IDLE_MS = 30 * 60_000;
@@ -104,6 +108,9 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
     if (!sameOrigin(req)) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
     const token = req.apiToken!;
+    // One HTTP request, one message: MCP 2025-06-18 has no JSON-RPC batches, and a batch would run
+    // up to 100 calls as one request of the per-token rate limit.
+    if (Array.isArray(req.body)) return rpcError(reply, 400, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
     const sid = req.headers['mcp-session-id'];
     if (typeof sid === 'string') {
       const s = sessions.get(sid);
@@ -114,15 +121,20 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       return reply;
     }
     if (req.method !== 'POST' || !isInitializeRequest(req.body)) return rpcError(reply, 400, -32000, 'Bad Request: send initialize first, or the Mcp-Session-Id it answered with');
-    const mine = [...sessions].filter(([, s]) => s.tokenId === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
-    if (mine.length >= perToken) close(mine[0][0], 'the token opened one more');
-    if (sessions.size >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
+    // The session keeps the handshake's clientInfo for its life: a name is a name, not a megabyte.
+    if (JSON.stringify(req.body.params.clientInfo).length > CLIENT_INFO_MAX_CHARS) return rpcError(reply, 400, -32602, `clientInfo is limited to ${CLIENT_INFO_MAX_CHARS} characters of JSON`);
+    // A token at its own cap makes room when its new session is open (below), so it is not counted here.
+    const others = [...sessions.values()].filter((s) => s.tokenId !== token.id).length;
+    if (others + Math.min(perToken - 1, [...sessions.values()].filter((s) => s.tokenId === token.id).length) >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
 
     let session: Session | null = null;
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
+        // Only an initialize the transport accepted costs the token its least recently used session.
+        const mine = [...sessions].filter(([, s]) => s.tokenId === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
+        for (const [old] of mine.slice(0, Math.max(0, mine.length - perToken + 1))) close(old, 'the token opened one more');
         sessions.set(id, session!);
         logger.info({ token: token.id, sessions: sessions.size }, 'mcp session opened');
       },

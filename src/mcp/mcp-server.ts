@@ -1,5 +1,5 @@
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import { decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
@@ -66,7 +66,15 @@ export interface McpServerOptions {
 /** A tool's refusal: its message goes to the agent as the tool's error result. */
 class ToolRefusal extends Error {}
 
-const ref = z.string().min(1).max(500).describe('The item\u2019s ref, as the tracker shows it (`bd-7h7`, `#12`)');
+const TOKEN_GONE = 'the token is not valid any more (revoked, or its workspace was deleted)';
+
+/** The MCP specification's JSON-RPC error code for a resource that does not exist (server/resources, "Error Handling"). */
+const RESOURCE_NOT_FOUND = -32002;
+
+/** Longest ref, code points: the HTTP API's limit (server/schemas.ts `pathParams`). */
+const REF_MAX = 500;
+
+const ref = z.string().min(1).max(REF_MAX).describe('The item\u2019s ref, as the tracker shows it (`bd-7h7`, `#12`)');
 const limit = z.number().int().min(1).max(MCP_PAGE_MAX).default(20).describe(`Rows per page, 1 to ${MCP_PAGE_MAX}`);
 
 const itemGetInput = z.strictObject({ ref });
@@ -117,14 +125,27 @@ const flagsListOutput = z.object({
 });
 
 const fieldScalar = z.union([z.string().max(1_000), z.number(), z.boolean(), z.null()]);
+/**
+ * A field filter object. A `"__proto__"` member (JSON can carry one) is refused before zod's record
+ * parse, which drops it silently: dropped, the filter would widen the search without saying so.
+ */
+const fieldFilters = z.preprocess(
+  (raw, ctx) => {
+    if (raw !== null && typeof raw === 'object' && Object.prototype.hasOwnProperty.call(raw, '__proto__')) {
+      ctx.addIssue({ code: 'custom', message: '"__proto__" is not a field name Verdict stores' });
+      return z.NEVER;
+    }
+    return raw;
+  },
+  z
+    .record(z.string().min(1).max(200), fieldScalar)
+    .refine((f) => Object.keys(f).length <= MCP_FIELD_FILTERS_MAX, { message: `at most ${MCP_FIELD_FILTERS_MAX} fields` })
+    .describe('Top-level fields equal to these JSON scalars (`{"status":"open","priority":1}`); an array field never equals a scalar'),
+);
 const itemSearchInput = z.strictObject({
   refPrefix: z.string().min(1).max(500).optional().describe('Refs starting with this (case matters)'),
   collection: z.string().min(1).max(200).optional().describe('Only items of this collection (slug)'),
-  fields: z
-    .record(z.string().min(1).max(200), fieldScalar)
-    .refine((f) => Object.keys(f).length <= MCP_FIELD_FILTERS_MAX, { message: `at most ${MCP_FIELD_FILTERS_MAX} fields` })
-    .optional()
-    .describe('Top-level fields equal to these JSON scalars (`{"status":"open","priority":1}`); an array field never equals a scalar'),
+  fields: fieldFilters.optional(),
   limit,
   after: z.string().min(1).max(200).optional().describe('The previous page\u2019s `next`'),
 });
@@ -174,23 +195,21 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     },
   );
 
-  /** The caller's token, checked for `role`. @throws ToolRefusal */
-  const caller = async (role: ApiTokenRole): Promise<ApiTokenRow> => {
-    const t = await o.principal();
-    if (!t) throw new ToolRefusal('the token is not valid any more (revoked, or its workspace was deleted)');
-    if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
-    return t;
-  };
-
-  /** Runs a tool body: logs the outcome, turns refusals and Verdict's input errors into tool errors, hides anything else. */
-  const run = async <T extends Record<string, unknown>>(tool: string, body: () => Promise<{ token: ApiTokenRow; out: T }>): Promise<CallToolResult> => {
+  /**
+   * Runs a tool body as the caller, once its token is live and of `role`: logs the outcome with the
+   * token id (refusals too), turns refusals and Verdict's input errors into tool errors, hides anything else.
+   */
+  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>): Promise<CallToolResult> => {
     const t0 = performance.now();
     let token: string | null = null;
     try {
-      const r = await body();
-      token = r.token.id;
+      const t = await o.principal();
+      if (!t) throw new ToolRefusal(TOKEN_GONE);
+      token = t.id;
+      if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
+      const out = await body(t);
       logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
-      return { structuredContent: r.out, content: [{ type: 'text', text: JSON.stringify(r.out) }] };
+      return { structuredContent: out, content: [{ type: 'text', text: JSON.stringify(out) }] };
     } catch (err) {
       const known = err instanceof ToolRefusal || (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code));
       const code = err instanceof VerdictError ? err.code : err instanceof ToolRefusal ? 'refused' : ((err as { code?: string }).code ?? (err as Error).name);
@@ -218,9 +237,8 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('item_get', async () => {
-        const token = await caller('read');
-        return { token, out: await itemRead(token, args.ref) };
+      run('item_get', 'read', async (token) => {
+        return itemRead(token, args.ref);
       }),
   );
 
@@ -234,8 +252,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('flags_list', async () => {
-        const token = await caller('read');
+      run('flags_list', 'read', async (token) => {
         const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
         const sets: z.infer<typeof flagsListOutput>['sets'] = [];
         for (const set of names) {
@@ -244,7 +261,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           const nextOffset = args.offset + page.rows.length < page.total ? args.offset + page.rows.length : null;
           sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows });
         }
-        return { token, out: { sets } };
+        return { sets };
       }),
   );
 
@@ -258,8 +275,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('item_search', async () => {
-        const token = await caller('read');
+      run('item_search', 'read', async (token) => {
         const collections = await v.store.listCollections(token.workspaceId);
         let collectionId: string | undefined;
         if (args.collection !== undefined) {
@@ -273,7 +289,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           const { id, ref: r, title, fields, updatedAt } = itemJson(i, '');
           return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
         });
-        return { token, out: { items, next: rows.length === args.limit ? rows[rows.length - 1].id : null } };
+        return { items, next: rows.length === args.limit ? rows[rows.length - 1].id : null };
       }),
   );
 
@@ -287,8 +303,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     () =>
-      run('status_get', async () => {
-        const token = await caller('read');
+      run('status_get', 'read', async (token) => {
         const status = await v.reader.status({ workspace: token.workspaceSlug });
         const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
         if (!status || !queue) throw new ToolRefusal('the token\u2019s workspace is gone');
@@ -301,7 +316,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
             dailyCap: { capTokens: s.dailyCap.capTokens, usedTokens: s.dailyCap.usedTokens, resetsInMs: s.dailyCap.resetsInMs },
           };
         }
-        const out = {
+        return {
           ...status,
           queue: {
             oldestOwedAgeMs: queue.oldestOwedAgeMs,
@@ -311,7 +326,6 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           },
           spend,
         };
-        return { token, out };
       }),
   );
 
@@ -326,11 +340,10 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     (args) =>
-      run('verdict_record', async () => {
-        const token = await caller('write');
+      run('verdict_record', 'write', async (token) => {
         const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
         const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict: args.verdict, value: args.value, note: args.note, author });
-        return { token, out: { verdict: verdictRowJson(out.row), inForce: out.inForce } };
+        return { verdict: verdictRowJson(out.row), inForce: out.inForce };
       }),
   );
 
@@ -357,21 +370,26 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     { title: 'An item\u2019s decisions', description: 'The same read as item_get, as JSON. The ref is URL-encoded (`%2312` for `#12`).', mimeType: 'application/json' },
     async (uri, vars): Promise<ReadResourceResult> => {
       const t0 = performance.now();
-      const token = await o.principal();
+      let token: ApiTokenRow | null = null;
       try {
-        if (!token) throw new ToolRefusal('the token is not valid any more (revoked, or its workspace was deleted)');
+        token = await o.principal();
+        if (!token) throw new ToolRefusal(TOKEN_GONE);
         let itemRef: string;
         try {
           itemRef = decodeURIComponent(String(vars.ref));
         } catch {
           throw new ToolRefusal('the ref in the URI is not valid percent-encoding');
         }
+        if ([...itemRef].length > REF_MAX) throw new ToolRefusal(`a ref is at most ${REF_MAX} characters`);
         const out = await itemRead(token, itemRef);
         logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
         return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(out) }] };
       } catch (err) {
-        logger.info({ resource: 'item', token: token?.id ?? null, outcome: 'error', err: err instanceof VerdictError ? err.code : (err as Error).name }, 'mcp resource read');
-        throw err instanceof ToolRefusal || err instanceof VerdictError ? err : new Error('the store failed; try again');
+        const known = err instanceof ToolRefusal || (err instanceof VerdictError && ['not_found', 'invalid_input'].includes(err.code));
+        const code = err instanceof VerdictError ? err.code : err instanceof ToolRefusal ? 'refused' : ((err as { code?: string }).code ?? (err as Error).name);
+        (known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');
+        // MCP's code for a resource that is not there (-32002); anything else is the store's.
+        throw known ? new McpError(RESOURCE_NOT_FOUND, (err as Error).message) : new McpError(ErrorCode.InternalError, 'the store failed; try again');
       }
     },
   );
@@ -384,11 +402,12 @@ export function itemResourceUri(itemRef: string): string {
 }
 
 /**
- * The client's name as a verdict's author shows it: its `clientInfo.name` from the handshake
- * without control characters, at most 100 code points; `mcp-client` when it gave none.
+ * The client's name as a verdict's author shows it: its `clientInfo.name` from the handshake with
+ * runs of white space as one space, without control, format and separator characters (Unicode Cc, Cf, Zl, Zp: bidi controls,
+ * zero-width characters, tags) and without parentheses, so a name cannot draw a token attribution
+ * of its own (`alice (MCP; token:…)`); at most 100 code points; `mcp-client` when nothing is left.
  */
 export function clientName(name: string | undefined): string {
-  // eslint-disable-next-line no-control-regex
-  const clean = [...(name ?? '').replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '').trim()].slice(0, CLIENT_NAME_MAX).join('');
+  const clean = [...(name ?? '').replace(/\s+/gu, ' ').replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}()]/gu, '').trim()].slice(0, CLIENT_NAME_MAX).join('').trim();
   return clean === '' ? 'mcp-client' : clean;
 }

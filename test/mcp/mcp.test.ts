@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -146,7 +146,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const res = await read.client.readResource({ uri: `verdict://items/${encodeURIComponent(flagged.ref)}` });
     expect(res.contents[0].mimeType).toBe('application/json');
     expect(JSON.parse((res.contents[0] as { text: string }).text)).toEqual(tool);
-    await expect(read.client.readResource({ uri: 'verdict://items/OTHER-1' })).rejects.toThrow(/no live item/);
+    await expect(read.client.readResource({ uri: 'verdict://items/OTHER-1' })).rejects.toMatchObject({ code: -32002, message: expect.stringMatching(/no live item/) });
     await expect(read.client.readResource({ uri: 'verdict://items/%E0%A4' })).rejects.toThrow(/not valid percent-encoding/);
     // Completion offers the workspace's refs that start with what was typed, never another workspace's.
     const prefix = flagged.ref.slice(0, 5);
@@ -275,6 +275,8 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(log).not.toContain(title);
     expect(log).not.toContain('the blocker was resolved yesterday');
     expect(log).not.toContain(tokens.read.token);
+    // A refusal is logged with the token that was refused.
+    expect(read.stderr()).toMatch(new RegExp(`"tool":"verdict_record","token":"${tokens.read.id}","outcome":"error","err":"refused"`));
   });
 
   it('a soft-deleted item reads as not found: its owner deleted its text', async () => {
@@ -303,16 +305,31 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     }
   });
 
+  it('shuts down cleanly (exit 0, no stack) when the host closes its end of stdout mid-session', async () => {
+    const child = spawn(process.execPath, [BUILT_MAIN, 'mcp'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_MCP_TOKEN: tokens.read.token }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const send = (m: unknown) => child.stdin.write(`${JSON.stringify(m)}\n`);
+    const first = new Promise((resolve) => child.stdout.once('data', resolve));
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'gone', version: '1' } } });
+    await first;
+    child.stdout.destroy();
+    for (let i = 2; i < 8; i++) send({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'flags_list', arguments: { limit: 100 } } });
+    expect(await exited).toBe(0);
+    expect(err).not.toMatch(/EPIPE|Unhandled/);
+  }, 30_000);
+
   it("the README's mcpServers entry, run as an agent host would (npx), serves the tools", async () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
     const block = /\*\*Coding agents \(MCP\)\.\*\*[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)![1];
     const entry = (JSON.parse(block) as { mcpServers: { verdict: { command: string; args: string[]; env: Record<string, string> } } }).mcpServers.verdict;
     expect(entry.command).toBe('npx');
-    expect(entry.args.slice(0, 2)).toEqual(['verdict', 'mcp']);
+    expect(entry.args.slice(0, 3)).toEqual(['--no', 'verdict', 'mcp']);
     expect(Object.keys(entry.env)).toEqual(['VERDICT_MCP_TOKEN']);
     const args = entry.args.map((a) => (a === '/path/to/verdict.db' ? db : a));
     // npx links this checkout once per path; without lifecycle scripts it skips a second build of dist/ (npm ci made it).
-    const transport = new StdioClientTransport({ command: 'npx', args: ['--no', '--', ...args], cwd: ROOT, env: { ...(process.env as Record<string, string>), VERDICT_PROVIDER: 'fake', VERDICT_MCP_TOKEN: tokens.read.token, npm_config_ignore_scripts: 'true' }, stderr: 'pipe' });
+    const transport = new StdioClientTransport({ command: 'npx', args, cwd: ROOT, env: { ...(process.env as Record<string, string>), VERDICT_PROVIDER: 'fake', VERDICT_MCP_TOKEN: tokens.read.token, npm_config_ignore_scripts: 'true' }, stderr: 'pipe' });
     const client = new Client({ name: 'readme-host', version: '1' });
     await client.connect(transport);
     try {
@@ -323,12 +340,14 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     }
   }, 60_000);
 
-  it('refuses to start without a token, or with one the database does not know (exit 2, stdout empty)', async () => {
-    for (const [token, line] of [
-      ['', /^verdict: verdict mcp needs VERDICT_MCP_TOKEN/m],
-      ['vdt_notatoken', /^verdict: VERDICT_MCP_TOKEN is not a live token of /m],
+  it('refuses to start without a token, with one the database does not know, or on a missing database (exit 2, stdout empty)', async () => {
+    const typo = join(dir, 'typo.db');
+    for (const [token, line, database] of [
+      ['', /^verdict: verdict mcp needs VERDICT_MCP_TOKEN/m, db],
+      ['vdt_notatoken', /^verdict: VERDICT_MCP_TOKEN is not a live token of /m, db],
+      [tokens.read.token, /^verdict: no database at .*typo\.db; give the path/m, typo],
     ] as const) {
-      const r = await exec(process.execPath, [BUILT_MAIN, 'mcp'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_MCP_TOKEN: token } }).then(
+      const r = await exec(process.execPath, [BUILT_MAIN, 'mcp'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_DATABASE_URL: database, VERDICT_MCP_TOKEN: token } }).then(
         () => ({ code: 0, stdout: '', stderr: '' }),
         (e: { code: number; stdout: string; stderr: string }) => e,
       );
@@ -336,6 +355,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
       expect(r.stderr).toMatch(line);
       expect(r.stdout).toBe('');
     }
+    expect(existsSync(typo)).toBe(false); // a mistyped path starts no empty tracker
   });
 });
 

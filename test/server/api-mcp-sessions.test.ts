@@ -82,4 +82,22 @@ describe('/mcp sessions', () => {
     expect(await ping(tok[1], idle)).toBe(404);
     expect(await ping(tok[2], busy)).toBe(200);
   });
+
+  it('refuses JSON-RPC batches, an oversize clientInfo, and costs a token no session for an initialize the transport refuses', async () => {
+    const sid = await sessionOf(tok[1]);
+    const batch = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(tok[1], sid), body: JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }]) });
+    expect(batch.status).toBe(400);
+    expect(await batch.text()).toMatch(/batches are not accepted/);
+    const big = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x'.repeat(5_000), version: '1' } } };
+    const refused = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(tok[1]), body: JSON.stringify(big) });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toMatch(/clientInfo is limited/);
+    // (after the idle sweep above) tok[1] holds `sid` and one more (cap 2): an initialize without the Accept the transport needs is a 406 and closes neither.
+    const second = await sessionOf(tok[1]);
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } };
+    const noAccept = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...headers(tok[1]), accept: 'text/html' }, body: JSON.stringify(init) });
+    expect(noAccept.status).toBe(406);
+    expect(await ping(tok[1], sid)).toBe(200);
+    expect(await ping(tok[1], second)).toBe(200);
+  });
 });
