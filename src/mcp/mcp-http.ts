@@ -148,6 +148,8 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     };
     await server.connect(transport);
     await serve(req, reply, opened);
+    // An initialize the transport refused (a bad Accept, a bad protocol version) opened nothing.
+    if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) void transport.close().catch(() => undefined);
     return reply;
   };
 
