@@ -4,7 +4,7 @@ import { createProvider } from '../providers/create.js';
 import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
 
 /**
- * `verdict serve [--worker] [--no-dashboard]` (DESIGN §16.22): the HTTP API on `--http-host:--http-port`
+ * `verdict serve [--worker] [--no-dashboard] [--no-mcp]` (DESIGN §16.22): the HTTP API on `--http-host:--http-port`
  * the MCP server at /mcp (src/mcp/) and the web dashboard under /ui (src/dashboard/), with
  * GitHub webhooks when VERDICT_GITHUB_WEBHOOK_SECRET is set, and with `--worker` an in-process
  * worker (the same settings as `verdict worker`) whose /healthz and /metrics the server serves.
@@ -20,7 +20,8 @@ export function registerServeCommand(program: Command): void {
     .description('serve the HTTP API (/v1, /hooks/github, /healthz, /metrics), the MCP server (/mcp) and the web dashboard (/ui); --worker also runs a worker in this process')
     .option('--worker', 'run a worker in this process too')
     .option('--no-dashboard', 'do not serve the web dashboard under /ui')
-    .action(async (opts: { worker?: boolean; dashboard?: boolean }, cmd: Command) => {
+    .option('--no-mcp', 'do not serve the MCP server at /mcp')
+    .action(async (opts: { worker?: boolean; dashboard?: boolean; mcp?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       // The same provider rules as `verdict worker`: nothing chosen is a ConfigError (exit 2).
@@ -45,10 +46,11 @@ export function registerServeCommand(program: Command): void {
           github: cfg.githubWebhookSecret ? { secret: cfg.githubWebhookSecret, workspace: cfg.githubWorkspace } : undefined,
           worker,
           dashboard: opts.dashboard !== false,
+          mcp: opts.mcp !== false,
         });
         const address = await server.listen({ port: cfg.httpPort, host: cfg.httpHost });
         logger.info({ address, worker: !!worker, githubWebhooks: !!cfg.githubWebhookSecret }, 'http listening');
-        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'}, MCP ${address}/mcp)\n`);
+        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'}, MCP ${opts.mcp !== false ? `${address}/mcp` : 'off'})\n`);
 
         let stopping = false;
         const onSignal = (sig: NodeJS.Signals) => {

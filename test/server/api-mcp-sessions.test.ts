@@ -83,6 +83,16 @@ describe('/mcp sessions', () => {
     expect(await ping(tok[2], busy)).toBe(200);
   });
 
+  it('is not served with `mcp: false` (serve --no-mcp)', async () => {
+    const off = await createApiServer(v, { dashboard: false, mcp: false });
+    try {
+      const r = await off.inject({ method: 'POST', url: '/mcp', headers: headers(tok[0]), payload: {} });
+      expect(r.statusCode).toBe(404);
+    } finally {
+      await off.close();
+    }
+  });
+
   it('refuses JSON-RPC batches, an oversize clientInfo, and costs a token no session for an initialize the transport refuses', async () => {
     const sid = await sessionOf(tok[1]);
     const batch = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(tok[1], sid), body: JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }]) });
