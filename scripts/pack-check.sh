@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The package installs and works as a library (DESIGN §16.21): build (CI reuses npm ci's fresh
+# The package installs and works as a library (DESIGN §16.21): build (CI reuses its fresh
 # build, VERDICT_PACK_CHECK_BUILT=1), `npm pack`, install the tarball into a fresh project in a temp
 # directory outside the repo (it sees only the tarball, never src/), then there: examples/embed.ts
 # type-checked and compiled by tsc with moduleResolution nodenext, run as an ESM script end to end
@@ -17,11 +17,11 @@ export NO_COLOR=1 npm_config_fund=false npm_config_audit=false npm_config_update
 step() { echo "pack-check: $1 ($(( $(date +%s) - T0 )) s)"; }
 T0=$(date +%s)
 
-# CI's `npm ci` has just built dist/ in `prepare` and says so (VERDICT_PACK_CHECK_BUILT=1): that build
+# CI has just built dist/ and says so (VERDICT_PACK_CHECK_BUILT=1): that build
 # is packed as it is, unless something it is built from is newer (the rule of test/harness/build-once.ts).
 if [ "${VERDICT_PACK_CHECK_BUILT:-0}" = 1 ] && [ -f dist/cli/main.js ] \
   && [ -z "$(find src tsconfig.build.json tsconfig.json package.json -newer dist/cli/main.js -print -quit)" ]; then
-  step "dist/ already built from these sources (npm ci's prepare)"
+  step "dist/ already built from these sources (CI's build)"
 else
   npm run build --silent
   step "built dist/"

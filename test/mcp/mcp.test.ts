@@ -342,19 +342,25 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
 
   it('refuses to start without a token, with one the database does not know, or on a missing database (exit 2, stdout empty)', async () => {
     const typo = join(dir, 'typo.db');
-    for (const [token, line, database] of [
+    const cases = [
       ['', /^verdict: verdict mcp needs VERDICT_MCP_TOKEN/m, db],
       ['vdt_notatoken', /^verdict: VERDICT_MCP_TOKEN is not a live token of /m, db],
       [tokens.read.token, /^verdict: no database at .*typo\.db; give the path/m, typo],
-    ] as const) {
-      const r = await exec(process.execPath, [BUILT_MAIN, 'mcp'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_DATABASE_URL: database, VERDICT_MCP_TOKEN: token } }).then(
-        () => ({ code: 0, stdout: '', stderr: '' }),
-        (e: { code: number; stdout: string; stderr: string }) => e,
-      );
-      expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(line);
-      expect(r.stdout).toBe('');
-    }
+    ] as const;
+    // Three processes side by side; each checked on its own exit and output.
+    const runs = await Promise.all(
+      cases.map(([token, , database]) =>
+        exec(process.execPath, [BUILT_MAIN, 'mcp'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_DATABASE_URL: database, VERDICT_MCP_TOKEN: token } }).then(
+          () => ({ code: 0, stdout: '', stderr: '' }),
+          (e: { code: number; stdout: string; stderr: string }) => e,
+        ),
+      ),
+    );
+    cases.forEach(([, line], i) => {
+      expect(runs[i].code).toBe(2);
+      expect(runs[i].stderr).toMatch(line);
+      expect(runs[i].stdout).toBe('');
+    });
     expect(existsSync(typo)).toBe(false); // a mistyped path starts no empty tracker
   });
 });
