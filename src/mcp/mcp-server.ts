@@ -236,10 +236,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       outputSchema: itemGetOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    (args) =>
-      run('item_get', 'read', async (token) => {
-        return itemRead(token, args.ref);
-      }),
+    (args) => run('item_get', 'read', (token) => itemRead(token, args.ref)),
   );
 
   server.registerTool(

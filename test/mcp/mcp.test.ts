@@ -397,7 +397,7 @@ describe('the same over Streamable HTTP at /mcp of verdict serve', () => {
     await expect(client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`)))).rejects.toThrow(/a valid bearer token is required/);
   });
 
-  it('lists the tools and answers item_get as stdio does, with a token', async () => {
+  it('lists the tools and answers every one as stdio does, with a token; the resource too', async () => {
     const { client } = await httpClient(tokens.read.token);
     try {
       expect((await client.listTools()).tools.map((t) => t.name)).toEqual([...MCP_TOOL_NAMES]);
@@ -409,6 +409,8 @@ describe('the same over Streamable HTTP at /mcp of verdict serve', () => {
       expect(structured(await call(client, 'status_get')).spend).toBeNull();
       expect(errorText(await call(client, 'verdict_record', { ref: flagged.ref, key: flagged.key, set: 'attention', verdict: 'agree', note: 'x' }))).toMatch(/role write or above; this one is read/);
       expect(errorText(await call(client, 'item_get', { ref: 'OTHER-1' }))).toMatch(/no live item/);
+      const res = await client.readResource({ uri: `verdict://items/${encodeURIComponent(flagged.ref)}` });
+      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(show.decisions);
     } finally {
       await client.close();
     }
