@@ -281,12 +281,14 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           collectionId = c.id;
         }
         const slugs = new Map(collections.map((c) => [c.id, c.slug]));
-        const rows = await v.store.listItems({ workspaceId: token.workspaceId, collectionId, refPrefix: args.refPrefix, fieldsEqual: args.fields as Record<string, FieldScalar> | undefined, afterId: args.after, limit: args.limit });
+        // One row more than the page tells whether another page follows, so `next` is null on the last one.
+        const found = await v.store.listItems({ workspaceId: token.workspaceId, collectionId, refPrefix: args.refPrefix, fieldsEqual: args.fields as Record<string, FieldScalar> | undefined, afterId: args.after, limit: args.limit + 1 });
+        const rows = found.slice(0, args.limit);
         const items = rows.map((i) => {
           const { id, ref: r, title, fields, updatedAt } = itemJson(i, '');
           return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
         });
-        return { items, next: rows.length === args.limit ? rows[rows.length - 1].id : null };
+        return { items, next: found.length > args.limit ? rows[rows.length - 1].id : null };
       }),
   );
 

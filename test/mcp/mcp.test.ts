@@ -194,6 +194,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     let after: string | null | undefined;
     do {
       const p = structured(await call(read.client, 'item_search', { collection: 'bug', fields: { status: 'open' }, limit: 3, ...(after ? { after } : {}) }));
+      expect(p.items.length).toBeGreaterThan(0); // `next` is null on the last page: no empty page follows
       seen.push(...p.items.map((i: { ref: string }) => i.ref));
       after = p.next;
     } while (after);
@@ -201,6 +202,10 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(show.item.fields.status).toBe('open');
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen.length).toBe(structured(await call(read.client, 'item_search', { collection: 'bug', fields: { status: 'open' }, limit: 100 })).items.length);
+    // A page that holds exactly the last matches says so.
+    const exact = structured(await call(read.client, 'item_search', { collection: 'bug', fields: { status: 'open' }, limit: seen.length }));
+    expect(exact.items).toHaveLength(seen.length);
+    expect(exact.next).toBeNull();
     expect(errorText(await call(read.client, 'item_search', { collection: 'nope' }))).toMatch(/no collection "nope"/);
     // Unknown arguments are refused, not ignored (a typo must not widen a search).
     expect(errorText(await call(read.client, 'item_search', { refprefix: 'bd' }))).toMatch(/Input validation error/);
