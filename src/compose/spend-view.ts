@@ -35,6 +35,16 @@ export interface SpendWindow {
 }
 
 
+/** One spend row's dollars from the pricing table, a batch result at the batch discount (DESIGN §16.19); null for a model without a price. */
+function rowCostUsd(r: SpendRow): number | null {
+  return (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
+}
+
+/** A running total of dollars: null once any part has no price. */
+function addCost(total: number | null, part: number | null): number | null {
+  return total === null || part === null ? null : total + part;
+}
+
 /** Prices spend rows per model and per set with the pricing table (a batch result at the batch discount). */
 export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
   const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0, evalCalls: 0 };
@@ -53,9 +63,8 @@ export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
     m.outputTokens += r.outputTokens;
     m.cacheReadTokens += r.cacheReadTokens;
     m.cacheWriteTokens += r.cacheWriteTokens;
-    // Priced per row: a batch result's tokens at the batch discount (DESIGN §16.19).
-    const cost = (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
-    m.costUsd = m.costUsd === null || cost === null ? null : m.costUsd + cost;
+    // Priced per row: a batch result's tokens at the batch discount.
+    m.costUsd = addCost(m.costUsd, rowCostUsd(r));
     models.set(mk, m);
     const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0, evalCalls: 0 };
     s.calls += r.calls;
@@ -139,8 +148,7 @@ export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Pro
     p.calls += r.calls;
     p.inputTokens += r.inputTokens;
     p.outputTokens += r.outputTokens;
-    const cost = (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
-    p.costUsd = p.costUsd === null || cost === null ? null : p.costUsd + cost;
+    p.costUsd = addCost(p.costUsd, rowCostUsd(r));
     points.set(k, p);
   }
   return {

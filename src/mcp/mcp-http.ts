@@ -38,8 +38,7 @@ export const MCP_SESSIONS_MAX = 1_000;
 
 interface Session {
   transport: StreamableHTTPServerTransport;
-  tokenId: string;
-  /** The row the auth hook read for the latest request: what this session's tools act as. */
+  /** The row the auth hook read for the latest request (always the opening token's id): what this session's tools act as. */
   token: ApiTokenRow;
   lastUsedAt: number;
 }
@@ -74,7 +73,7 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     const s = sessions.get(id);
     if (!s) return;
     sessions.delete(id);
-    logger.info({ token: s.tokenId, why, sessions: sessions.size }, 'mcp session closed');
+    logger.info({ token: s.token.id, why, sessions: sessions.size }, 'mcp session closed');
     void s.transport.close().catch(() => undefined);
   };
   const sweep = setInterval(() => {
@@ -95,18 +94,20 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     await s.transport.handleRequest(req.raw, reply.raw, req.body);
   };
 
-  const sameOrigin = (req: FastifyRequest): boolean => {
+  // Every /mcp route of this scope: an Origin that is not this server is refused before the route runs.
+  app.addHook('preHandler', async (req, reply) => {
     const origin = req.headers.origin;
-    if (origin === undefined) return true;
+    if (origin === undefined) return;
+    let same = false;
     try {
-      return new URL(origin).host === req.headers.host;
+      same = new URL(origin).host === req.headers.host;
     } catch {
-      return false;
+      // not a URL: not this server
     }
-  };
+    if (!same) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
+  });
 
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!sameOrigin(req)) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
     const token = req.apiToken!;
     // One HTTP request, one message: MCP 2025-06-18 has no JSON-RPC batches, and a batch would run
     // up to 100 calls as one request of the per-token rate limit.
@@ -115,7 +116,7 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     if (typeof sid === 'string') {
       const s = sessions.get(sid);
       // Another token's session reads as unknown: an id proves nothing about who holds it.
-      if (!s || s.tokenId !== token.id) return rpcError(reply, 404, -32001, 'Session not found');
+      if (!s || s.token.id !== token.id) return rpcError(reply, 404, -32001, 'Session not found');
       await serve(req, reply, s);
       if (req.method === 'DELETE') close(sid, 'deleted');
       return reply;
@@ -124,8 +125,8 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     // The session keeps the handshake's clientInfo for its life: a name is a name, not a megabyte.
     if (JSON.stringify(req.body.params.clientInfo).length > CLIENT_INFO_MAX_CHARS) return rpcError(reply, 400, -32602, `clientInfo is limited to ${CLIENT_INFO_MAX_CHARS} characters of JSON`);
     // A token at its own cap makes room when its new session is open (below), so it is not counted here.
-    const others = [...sessions.values()].filter((s) => s.tokenId !== token.id).length;
-    if (others + Math.min(perToken - 1, [...sessions.values()].filter((s) => s.tokenId === token.id).length) >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
+    const others = [...sessions.values()].filter((s) => s.token.id !== token.id).length;
+    if (others + Math.min(perToken - 1, [...sessions.values()].filter((s) => s.token.id === token.id).length) >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
 
     let session: Session | null = null;
     const transport = new StreamableHTTPServerTransport({
@@ -133,13 +134,13 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         // Only an initialize the transport accepted costs the token its least recently used session.
-        const mine = [...sessions].filter(([, s]) => s.tokenId === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
+        const mine = [...sessions].filter(([, s]) => s.token.id === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
         for (const [old] of mine.slice(0, Math.max(0, mine.length - perToken + 1))) close(old, 'the token opened one more');
         sessions.set(id, session!);
         logger.info({ token: token.id, sessions: sessions.size }, 'mcp session opened');
       },
     });
-    session = { transport, tokenId: token.id, token, lastUsedAt: Date.now() };
+    session = { transport, token, lastUsedAt: Date.now() };
     const opened = session;
     const server = createMcpServer(v, { principal: async () => opened.token, logger });
     transport.onclose = () => {
@@ -157,8 +158,7 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
   const schema = { hide: true };
   app.post('/mcp', { config, schema }, handler);
   app.delete('/mcp', { config, schema }, handler);
-  app.get('/mcp', { config, schema }, async (req, reply) => {
-    if (!sameOrigin(req)) return rpcError(reply, 403, -32000, 'Forbidden: the Origin is not this server');
+  app.get('/mcp', { config, schema }, async (_req, reply) => {
     return rpcError(reply.header('allow', 'POST, DELETE'), 405, -32000, 'Method not allowed: this server offers no SSE stream');
   });
 }

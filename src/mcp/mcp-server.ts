@@ -66,6 +66,18 @@ export interface McpServerOptions {
 /** A tool's refusal: its message goes to the agent as the tool's error result. */
 class ToolRefusal extends Error {}
 
+/**
+ * How a failed call reads: `known` for a refusal or Verdict's own input error (its message goes to
+ * the agent: it names refs and keys, never provider text), else the store's (a fixed message; the
+ * log has the code). `code` is for the log.
+ */
+function failureOf(err: unknown): { known: boolean; code: string; message: string } {
+  if (err instanceof ToolRefusal) return { known: true, code: 'refused', message: err.message };
+  if (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code)) return { known: true, code: err.code, message: err.message };
+  const code = err instanceof VerdictError ? err.code : ((err as { code?: string }).code ?? (err as Error).name);
+  return { known: false, code, message: 'the store failed; try again' };
+}
+
 const TOKEN_GONE = 'the token is not valid any more (revoked, or its workspace was deleted)';
 
 /** The MCP specification's JSON-RPC error code for a resource that does not exist (server/resources, "Error Handling"). */
@@ -211,10 +223,9 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
       return { structuredContent: out, content: [{ type: 'text', text: JSON.stringify(out) }] };
     } catch (err) {
-      const known = err instanceof ToolRefusal || (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code));
-      const code = err instanceof VerdictError ? err.code : err instanceof ToolRefusal ? 'refused' : ((err as { code?: string }).code ?? (err as Error).name);
-      (known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
-      return { isError: true, content: [{ type: 'text', text: known ? (err as Error).message : 'the store failed; try again' }] };
+      const f = failureOf(err);
+      (f.known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
+      return { isError: true, content: [{ type: 'text', text: f.message }] };
     }
   };
 
@@ -303,9 +314,10 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     },
     () =>
       run('status_get', 'read', async (token) => {
-        const status = await v.reader.status({ workspace: token.workspaceSlug });
+        // The queue read holds the job counts by set already: no second read of them for `jobs`.
         const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
-        if (!status || !queue) throw new ToolRefusal('the token\u2019s workspace is gone');
+        if (!queue) throw new ToolRefusal('the token\u2019s workspace is gone');
+        const jobs = queue.bySet.map(({ questionSet, due, waiting, inFlight, parked, failing, oldestOwedAt, lastErrorAt }) => ({ questionSet, due, waiting, inFlight, parked, failing, oldestOwedAt, lastErrorAt }));
         let spend: z.infer<typeof statusGetOutput>['spend'] = null;
         if (roleAllows(token.role, 'admin')) {
           const s = await v.reader.spend({ windowMs: 24 * 3_600_000 });
@@ -316,7 +328,9 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           };
         }
         return {
-          ...status,
+          workspace: token.workspaceSlug,
+          items: await v.store.countItems(token.workspaceId),
+          jobs,
           queue: {
             oldestOwedAgeMs: queue.oldestOwedAgeMs,
             parked: { count: queue.parked.count, reasons: queue.parked.reasons },
@@ -384,11 +398,10 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
         logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
         return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(out) }] };
       } catch (err) {
-        const known = err instanceof ToolRefusal || (err instanceof VerdictError && ['not_found', 'invalid_input'].includes(err.code));
-        const code = err instanceof VerdictError ? err.code : err instanceof ToolRefusal ? 'refused' : ((err as { code?: string }).code ?? (err as Error).name);
-        (known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');
+        const f = failureOf(err);
+        (f.known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');
         // MCP's code for a resource that is not there (-32002); anything else is the store's.
-        throw known ? new McpError(RESOURCE_NOT_FOUND, (err as Error).message) : new McpError(ErrorCode.InternalError, 'the store failed; try again');
+        throw new McpError(f.known ? RESOURCE_NOT_FOUND : ErrorCode.InternalError, f.message);
       }
     },
   );
