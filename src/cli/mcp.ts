@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createVerdict, type VerdictOptions } from '../compose/verdict.js';
-import { createMcpServer } from '../mcp/mcp-server.js';
 import { createProvider } from '../providers/create.js';
 import { DatabaseNotFound } from '../errors.js';
 import { databaseLabel } from '../store/database-errors.js';
@@ -38,6 +36,8 @@ export function registerMcpCommand(program: Command): void {
       try {
         const first = await v.tokens.authenticate(secret);
         if (!first) throw new UsageError(`VERDICT_MCP_TOKEN is not a live token of ${databaseLabel(cfg.databaseUrl)} (unknown, revoked, or its workspace deleted); check it and --database-url`);
+        // Loaded here, so the other commands never pay for the MCP SDK's import (as serve does for fastify's).
+        const [{ createMcpServer }, { StdioServerTransport }] = await Promise.all([import('../mcp/mcp-server.js'), import('@modelcontextprotocol/sdk/server/stdio.js')]);
         const server = createMcpServer(v, { principal: () => v.tokens.authenticate(secret), logger });
         const transport = new StdioServerTransport();
         const closed = new Promise<void>((resolve) => {
