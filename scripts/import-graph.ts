@@ -72,12 +72,13 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  index: ['server', 'mcp', 'compose', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  server: ['dashboard', 'mcp', 'compose', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
-  dashboard: ['compose', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
-  mcp: ['compose', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
+  index: ['server', 'mcp', 'compose', 'actions', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  server: ['dashboard', 'mcp', 'compose', 'actions', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  dashboard: ['compose', 'actions', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  mcp: ['compose', 'actions', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
   testing: ['providers', 'decision', 'errors', 'log'],
-  compose: ['eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  compose: ['actions', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  actions: ['eval', 'worker', 'runner', 'integrations', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],

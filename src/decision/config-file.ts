@@ -33,6 +33,9 @@ import { MIN_MAX_AGE_MS } from './as-of.js';
  *         instructions: The item states how to tell that it is done.
  * ```
  *
+ * An `actions:` section (labels in GitHub behind a calibration gate, DESIGN §17) may stand beside
+ * `sets:`; src/actions/config.ts validates it against the registry.
+ *
  * Config sets have fixed questions only: `resolve` needs code. Every rule of the registry holds
  * (names, keys, question kinds); a name already used by a built-in set or by an earlier set of
  * the file is refused.
@@ -88,8 +91,11 @@ export const configSetSchema = z
   })
   .strict();
 
-/** zod schema of the whole file. */
-export const configFileSchema = z.object({ sets: z.array(z.unknown()) }).strict();
+/**
+ * zod schema of the whole file: `sets`, and `actions` (DESIGN §17; validated by
+ * src/actions/config.ts against the registry, since it names sets of code and of the file alike).
+ */
+export const configFileSchema = z.object({ sets: z.array(z.unknown()).default([]), actions: z.unknown().optional() }).strict();
 
 /** Thrown when the config file cannot be used. The message names the file, the set (when one is at fault) and the problem. */
 export class InvalidConfigFile extends VerdictError {
@@ -114,18 +120,10 @@ function describeZod(err: z.ZodError): string {
  * @throws InvalidConfigFile naming the file, the set and the problem.
  */
 export function parseQuestionSetConfig(text: string, file: string, reserved: readonly string[] = []): QuestionSet[] {
-  let doc: unknown;
-  try {
-    doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
-  } catch (err) {
-    // The parser's position is useful and quotes no more than the file's own text.
-    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
-  }
-  const top = configFileSchema.safeParse(doc ?? {});
-  if (!top.success) throw new InvalidConfigFile(file, null, describeZod(top.error));
+  const top = parseConfigDocument(text, file);
   const seen = new Set(reserved);
   const out: QuestionSet[] = [];
-  top.data.sets.forEach((raw, i) => {
+  top.sets.forEach((raw, i) => {
     const rawName = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : null;
     const label = rawName === null ? `#${i + 1}` : JSON.stringify(rawName);
     const parsed = configSetSchema.safeParse(raw);
@@ -147,15 +145,38 @@ export function parseQuestionSetConfig(text: string, file: string, reserved: rea
 }
 
 /**
+ * The file's top level, parsed and checked (`sets`, `actions`); members are validated by their readers.
+ * @throws InvalidConfigFile when the text is not JSON/YAML or the top level has another shape.
+ */
+export function parseConfigDocument(text: string, file: string): { sets: unknown[]; actions?: unknown } {
+  let doc: unknown;
+  try {
+    doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
+  } catch (err) {
+    // The parser's position is useful and quotes no more than the file's own text.
+    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const top = configFileSchema.safeParse(doc ?? {});
+  if (!top.success) throw new InvalidConfigFile(file, null, describeZod(top.error));
+  return top.data;
+}
+
+/**
+ * Reads a config file's text.
+ * @throws InvalidConfigFile when it cannot be read.
+ */
+export function readConfigText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new InvalidConfigFile(file, null, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name})`);
+  }
+}
+
+/**
  * Reads and validates a config file (see the file comment for its shape).
  * @throws InvalidConfigFile when the file cannot be read or fails validation.
  */
 export function loadQuestionSetConfig(file: string, reserved: readonly string[] = []): QuestionSet[] {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new InvalidConfigFile(file, null, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name})`);
-  }
-  return parseQuestionSetConfig(text, file, reserved);
+  return parseQuestionSetConfig(readConfigText(file), file, reserved);
 }

@@ -98,15 +98,25 @@ export function noulProbability(answerJson: string): number | null {
   }
 }
 
+/**
+ * The kinds of outbox rows (DESIGN §16.22, §17): `webhook`, a decision event POSTed to a receiver;
+ * `github`, a label change on an issue (src/actions/). Each kind has its own deliverer.
+ */
+export type OutboxKind = 'webhook' | 'github';
+
+/** The `type` of a `github` outbox row: set the labels of one key's group on an issue. */
+export const ACTION_LABELS_SET = 'labels.set';
+
 /** One outbox row (`decision_events`), as `listDecisionEvents` returns it. Times are epoch ms. */
 export interface DecisionEventRow {
   id: number;
+  kind: OutboxKind;
   targetUrl: string;
   eventId: string;
   workspaceId: string;
   itemId: string;
-  type: DecisionEventType;
-  /** The exact body to send (see DecisionEventPayload). */
+  type: DecisionEventType | typeof ACTION_LABELS_SET;
+  /** The exact body to send (see DecisionEventPayload), or a `github` row's change (src/actions/outbox.ts). */
   payload: string;
   createdAt: number;
   /** Failed deliveries so far. */
@@ -127,12 +137,14 @@ export interface EventClaimRequest {
   leaseMs: number;
   /** Most rows to claim. */
   limit: number;
+  /** Which rows. @defaultValue 'webhook' */
+  kind?: OutboxKind;
 }
 
 /** A claimed delivery: one event for one target, under `owner`'s lease. */
 export type EventDelivery = Pick<DecisionEventRow, 'id' | 'targetUrl' | 'eventId' | 'itemId' | 'type' | 'payload' | 'attempts' | 'createdAt'>;
 
-/** Undelivered events of enabled targets (`eventDeliveryStats`). */
+/** Undelivered webhook events of enabled targets (`eventDeliveryStats`). */
 export interface EventDeliveryStats {
   /** Undelivered rows of enabled targets. */
   pending: number;

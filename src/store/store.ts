@@ -3,13 +3,14 @@ import type { StateLink, TrailComment } from '../decision/state.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';
 import type { CollectionOweStep } from './collection-owe.js';
-import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext } from './events.js';
+import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, OutboxKind, SurfacingContext } from './events.js';
 import type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing } from './verdicts.js';
+import type { ActionStore } from './actions.js';
 import { VerdictError } from '../errors.js';
 import type { Question } from '../decision/questions.js';
 
 export type { CollectionOweStep };
-export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, SurfacingContext };
+export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, OutboxKind, SurfacingContext };
 export type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing };
 
 /**
@@ -726,7 +727,7 @@ export interface VerdictStore extends TrackerStore {
  * The whole Store (internal): the tracker part plus the owed-job queue (DESIGN §3), the
  * evaluation reads and answers (§7), and the operations reads and passes (§10–12).
  */
-export interface Store extends TrackerStore {
+export interface Store extends TrackerStore, ActionStore {
   close(): Promise<void>;
   /**
    * Why the database cannot take writes now, for /healthz (DESIGN §16.6): `database locked`,
@@ -993,7 +994,7 @@ export interface Store extends TrackerStore {
   /** Deletes up to `limit` rows delivered more than `olderThanMs` ago (retention); undelivered rows never. @returns rows deleted. */
   pruneDeliveredEvents(olderThanMs: number, limit: number): Promise<number>;
   /** Outbox rows in id order, of one target and/or item when given (diagnostics, tests). */
-  listDecisionEvents(f?: { targetUrl?: string; itemId?: string }): Promise<DecisionEventRow[]>;
+  listDecisionEvents(f?: { targetUrl?: string; itemId?: string; kind?: OutboxKind }): Promise<DecisionEventRow[]>;
 
   // people in the loop (DESIGN §16.14, §16.15; sql/surfacing.ts)
   /**

@@ -15,6 +15,7 @@ import {
   resolveGitHubTarget,
   type GitHubTarget,
 } from './mapping.js';
+import type { LabelRule } from './managed-labels.js';
 import { commentIssueNumber, githubCommentSchema, githubIssueSchema, isPullRequest, REPO_NAME, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
 /**
@@ -209,6 +210,8 @@ export interface ImportGitHubRepoOptions {
   maxWaitMs?: number;
   /** Issues per page (GitHub's maximum is 100). @defaultValue 100 */
   perPage?: number;
+  /** Verdict-managed labels, left out of the items' fields (DESIGN §17). @defaultValue the `verdict:` prefix */
+  labelRule?: LabelRule;
 }
 
 /** Listings per list and run: the full or incremental one, then re-listings from the advanced mark until one is stable. */
@@ -378,7 +381,7 @@ export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions)
       }
       // A re-listing from the advanced mark returns the issues at the mark again: applied already.
       if (applied.get(issue.number)?.updated_at === issue.updated_at) continue;
-      if (await applyIssue(store, target, issue, report, log, offset + i, tally)) applied.set(issue.number, issue);
+      if (await applyIssue(store, target, issue, report, log, offset + i, tally, o.labelRule)) applied.set(issue.number, issue);
     }
     return top;
   });
@@ -431,6 +434,8 @@ export interface ImportGitHubFilesOptions {
   workspaceSlug?: string;
   /** @defaultValue silent */
   logger?: Logger;
+  /** Verdict-managed labels, left out of the items' fields (DESIGN §17). @defaultValue the `verdict:` prefix */
+  labelRule?: LabelRule;
 }
 
 /**
@@ -468,7 +473,7 @@ export async function importGitHubFiles(store: Store, o: ImportGitHubFilesOption
   }
   const applied = new Map<number, GitHubIssue>();
   for (const { issue, index } of latest.values()) {
-    if (await applyIssue(store, target, issue, report, log, index, tally)) applied.set(issue.number, issue);
+    if (await applyIssue(store, target, issue, report, log, index, tally, o.labelRule)) applied.set(issue.number, issue);
   }
   const commentsByIssue = new Map<number, string[]>();
   for (const [i, raw] of commentRows.entries()) {
@@ -637,8 +642,9 @@ async function applyIssue(
   log: Logger,
   index: number,
   tally: (owed: number) => void,
+  labelRule: LabelRule | undefined,
 ): Promise<boolean> {
-  const r = await applyGitHubIssue(store, target, issue, IMPORT_OWE);
+  const r = await applyGitHubIssue(store, target, issue, IMPORT_OWE, labelRule);
   if (r.outcome === 'ref_taken') {
     reject(report, log, { list: 'issues', index, reason: 'ref_taken', detail: `#${issue.number} belongs to another item` });
     return false;

@@ -13,6 +13,7 @@ import {
   type TrackerStore,
   type WriteResult,
 } from '../../store/store.js';
+import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from './managed-labels.js';
 import { commentIssueNumber, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
 /**
@@ -197,18 +198,24 @@ export const GITHUB_FIELD_KEYS = ['status', 'state_reason', 'labels', 'author', 
  * - `status`: `open` or `closed` (always);
  * - `state_reason`: `completed`, `not_planned`, `duplicate`, `reopened` (absent when null);
  * - `labels`: label names, sorted (code-unit order) and de-duplicated, so a reorder on GitHub
- *   changes nothing (absent when none);
+ *   changes nothing (absent when none); Verdict-managed labels (`rule`, DESIGN §17) are left out,
+ *   so Verdict's own label writes change no stored value and no state;
  * - `author`: `user.login` (absent for a deleted account);
  * - `milestone`: the milestone's title (absent when none).
  */
-export function githubIssueFields(issue: Pick<GitHubIssue, 'state' | 'state_reason' | 'labels' | 'user' | 'milestone'>): Record<string, unknown> {
+export function githubIssueFields(issue: Pick<GitHubIssue, 'state' | 'state_reason' | 'labels' | 'user' | 'milestone'>, rule: LabelRule = DEFAULT_LABEL_RULE): Record<string, unknown> {
   const out: Record<string, unknown> = { status: issue.state };
   if (issue.state_reason) out.state_reason = issue.state_reason;
-  const labels = [...new Set((issue.labels ?? []).map((l) => (typeof l === 'string' ? l : l.name)))].sort();
+  const labels = [...new Set(githubLabelNames(issue).filter((l) => !isManagedLabel(rule, l)))].sort();
   if (labels.length) out.labels = labels;
   if (issue.user?.login) out.author = issue.user.login;
   if (issue.milestone?.title) out.milestone = issue.milestone.title;
   return out;
+}
+
+/** The label names of an issue, in GitHub's order (REST lists give objects, some payloads plain names). */
+export function githubLabelNames(issue: Pick<GitHubIssue, 'labels'>): string[] {
+  return (issue.labels ?? []).map((l) => (typeof l === 'string' ? l : l.name));
 }
 
 // ------------------------------------------------------------------ issues
@@ -219,12 +226,13 @@ export type ApplyIssueResult =
   | { outcome: 'ref_taken'; itemId: string };
 
 /**
- * Upserts the item of `issue` (see the file comment and `githubIssueFields`), live. Links are
+ * Upserts the item of `issue` (see the file comment and `githubIssueFields`; `rule` names the
+ * Verdict-managed labels left out of its fields), live. Links are
  * not written here: call `applyGitHubIssueLinks` once the issues they point at are in. Pull
  * requests must be left out by the caller (`isPullRequest`).
  * @throws InvalidWrite (pull request given, or a write the store refuses), store errors.
  */
-export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget, issue: GitHubIssue, owe: OweOptions): Promise<ApplyIssueResult> {
+export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget, issue: GitHubIssue, owe: OweOptions, rule: LabelRule = DEFAULT_LABEL_RULE): Promise<ApplyIssueResult> {
   if (issue.pull_request !== undefined && issue.pull_request !== null) throw new InvalidWrite(`#${issue.number} is a pull request; only issues are imported`);
   const itemId = githubItemId(target, issue.number);
   const ref = `#${issue.number}`;
@@ -238,7 +246,7 @@ export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget
       ref,
       title: issue.title,
       content: issue.body ?? '',
-      fields: githubIssueFields(issue),
+      fields: githubIssueFields(issue, rule),
       createdAt: parseRfc3339(issue.created_at)!,
       deletedAt: null,
     },

@@ -79,9 +79,13 @@ export const GITHUB_ISSUES_ACTIONS = ['opened', 'edited', 'closed', 'reopened', 
 /** `issue_comment` event actions. */
 export const GITHUB_ISSUE_COMMENT_ACTIONS = ['created', 'edited', 'deleted'] as const;
 
+/** Who caused a webhook event (`sender`): the login, and `type` (`User`, `Bot`, `Organization`). */
+export const githubSenderSchema = z.object({ login: z.string().min(1), type: z.string().optional() });
+
 /**
  * The webhook payload of an `issues` event (`X-GitHub-Event: issues`):
- * `{action, issue, repository: {full_name}, changes?}`. `changes` (on `edited` and `transferred`)
+ * `{action, issue, repository: {full_name}, changes?, label?, sender?}`; `label` (`{name, …}`) is
+ * the label added or removed by `labeled` / `unlabeled`. `changes` (on `edited` and `transferred`)
  * is kept as an opaque object. A `deleted` or `transferred` issue leaves the repository: the
  * route soft-deletes its item (see `deleteGitHubIssue`).
  */
@@ -90,6 +94,8 @@ export const githubIssuesEventSchema = z.object({
   issue: githubIssueSchema,
   repository: githubRepositoryRefSchema,
   changes: z.record(z.string(), z.unknown()).optional(),
+  label: z.object({ name: z.string().min(1) }).optional(),
+  sender: githubSenderSchema.optional(),
 });
 export type GitHubIssuesEvent = z.infer<typeof githubIssuesEventSchema>;
 
@@ -104,6 +110,7 @@ export const githubIssueCommentEventSchema = z.object({
   comment: githubCommentSchema,
   repository: githubRepositoryRefSchema,
   changes: z.record(z.string(), z.unknown()).optional(),
+  sender: githubSenderSchema.optional(),
 });
 export type GitHubIssueCommentEvent = z.infer<typeof githubIssueCommentEventSchema>;
 

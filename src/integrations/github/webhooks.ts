@@ -12,7 +12,16 @@ import {
   resolveGitHubTarget,
   type GitHubTarget,
 } from './mapping.js';
-import { GITHUB_ISSUE_COMMENT_ACTIONS, GITHUB_ISSUES_ACTIONS, githubIssueCommentEventSchema, githubIssuesEventSchema, isPullRequest } from './rest-shapes.js';
+import type { LabelRule } from './managed-labels.js';
+import {
+  GITHUB_ISSUE_COMMENT_ACTIONS,
+  GITHUB_ISSUES_ACTIONS,
+  githubIssueCommentEventSchema,
+  githubIssuesEventSchema,
+  isPullRequest,
+  type GitHubIssueCommentEvent,
+  type GitHubIssuesEvent,
+} from './rest-shapes.js';
 
 /**
  * GitHub webhooks as write doors (DESIGN §16.22): `issues` (opened, edited, closed, reopened,
@@ -78,13 +87,25 @@ export type GitHubDeliveryResult =
   | { status: 'invalid'; issues: string[]; owed: 0 };
 
 /**
+ * What a caller adds to a delivery (DESIGN §17): the Verdict-managed labels left out of the item's
+ * fields, and a step run in the delivery's transaction once the issue's item is written (the
+ * actions read people's label changes there, so a redelivery records nothing twice).
+ */
+export interface ApplyWebhookOptions {
+  /** @defaultValue the `verdict:` prefix */
+  labelRule?: LabelRule;
+  /** Runs after the item of an `issues` (not deleted or transferred) or `issue_comment` (not deleted) event is written, on the transaction's store. */
+  afterIssue?: (tx: Store, target: GitHubTarget, e: GitHubIssuesEvent | GitHubIssueCommentEvent, itemId: string) => Promise<void>;
+}
+
+/**
  * Applies one verified delivery (see the file comment).
  * @throws InvalidWrite when the repository's workspace or collection is soft-deleted (restore it,
  * then redeliver); InvalidInput when a repository never imported would land in a workspace that
  * already holds another (resolveGitHubTarget); store errors. Nothing is written then, the
  * delivery id included, so GitHub's redelivery can apply it later.
  */
-export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promise<GitHubDeliveryResult> {
+export async function applyGitHubWebhook(store: Store, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
   if (d.event === 'issues') {
     const a = accept(d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
     if ('status' in a) return a;
@@ -97,11 +118,12 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
         if (!w) return NOT_IMPORTED;
         return { status: 'applied', event: d.event, action: e.action, ref, owed: w.owed };
       }
-      const r = await applyGitHubIssue(tx, target, e.issue, LIVE);
+      const r = await applyGitHubIssue(tx, target, e.issue, LIVE, o.labelRule);
       let owed = r.outcome === 'ref_taken' ? 0 : r.write.owed;
       const before = (e.changes?.body as { from?: unknown } | undefined)?.from;
       const previous = typeof before === 'string' ? githubIssueLinks({ ...e.issue, body: before }) : [];
       owed += (await applyGitHubIssueLinks(tx, target, githubIssueLinks(e.issue), LIVE, previous)).owed;
+      if (r.outcome !== 'ref_taken') await o.afterIssue?.(tx, target, e, r.itemId);
       return { status: 'applied', event: d.event, action: e.action, ref, owed };
     });
   }
@@ -117,8 +139,9 @@ export async function applyGitHubWebhook(store: Store, d: GitHubDelivery): Promi
         return { status: 'applied', event: d.event, action: e.action, ref, owed: w.owed };
       }
       // The payload carries the whole issue: an issue never imported is created first.
-      const item = await applyGitHubIssue(tx, target, e.issue, LIVE);
+      const item = await applyGitHubIssue(tx, target, e.issue, LIVE, o.labelRule);
       const c = await applyGitHubComment(tx, target, e.issue.number, e.comment, LIVE);
+      if (item.outcome !== 'ref_taken') await o.afterIssue?.(tx, target, e, item.itemId);
       const owed = (item.outcome === 'ref_taken' ? 0 : item.write.owed) + (c.outcome === 'no_issue' ? 0 : c.write.owed);
       return { status: 'applied', event: d.event, action: e.action, ref, owed };
     });

@@ -143,32 +143,32 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
 // ------------------------------------------------------------------ delivery
 
 /**
- * The claim: up to `limit` rows that are undelivered, due, free of a live lease, of an enabled
- * target, and the head of their (target, item) line (no earlier undelivered row of the same target
+ * The claim: up to `limit` rows of one kind that are undelivered, due, free of a live lease, of an
+ * enabled target (webhook rows; a `github` row's target is its repository), and the head of their (target, item) line (no earlier undelivered row of the same target
  * and item, leased or not), oldest due first; each leased to `owner` in the same statement.
  * Postgres: `SKIP LOCKED`, so concurrent claimers pass over each other's candidates; a candidate
  * whose predecessor another claimer is leasing right now is still not a head (that predecessor is
  * undelivered, visible and committed), so no line ever has two rows in flight.
  */
-const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit'>('claim events', (d, p) => sql`
+const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit' | 'kind'>('claim events', (d, p) => sql`
   UPDATE decision_events SET lease_owner = ${p.owner}, lease_expires_at = ${p.now} + ${d.int8(p.leaseMs)}
   WHERE id IN (
     SELECT j.id FROM decision_events j
-    WHERE j.delivered_at IS NULL AND j.next_attempt_at <= ${p.now}
+    WHERE j.delivered_at IS NULL AND j.next_attempt_at <= ${p.now} AND j.kind = ${d.text(p.kind)}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${p.now})
-      AND EXISTS (SELECT 1 FROM event_targets t WHERE t.url = j.target_url AND t.disabled_at IS NULL)
+      AND (j.kind <> 'webhook' OR EXISTS (SELECT 1 FROM event_targets t WHERE t.url = j.target_url AND t.disabled_at IS NULL))
       AND NOT EXISTS (SELECT 1 FROM decision_events e
                       WHERE e.target_url = j.target_url AND e.item_id = j.item_id AND e.id < j.id AND e.delivered_at IS NULL)
     ORDER BY j.next_attempt_at, j.id
     LIMIT ${d.int4(p.limit)}${d.skipLocked})
   RETURNING id, target_url AS "targetUrl", event_id AS "eventId", item_id AS "itemId", type, payload, attempts, created_at AS "createdAt"`);
 
-/** Claims due deliveries under a lease (see `claimEventsShape`), in (next attempt, id) order. */
+/** Claims due deliveries of one kind under a lease (see `claimEventsShape`), in (next attempt, id) order. */
 export function claimEventDeliveries(c: SqlContext, r: EventClaimRequest): Promise<EventDelivery[]> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
     const got = yield* rows<EventDelivery & { type: DecisionEventType }>(
-      bind(claimEventsShape, { now, owner: r.owner, leaseMs: Math.ceil(r.leaseMs), limit: Math.max(0, Math.trunc(r.limit)) }),
+      bind(claimEventsShape, { now, owner: r.owner, leaseMs: Math.ceil(r.leaseMs), limit: Math.max(0, Math.trunc(r.limit)), kind: r.kind ?? 'webhook' }),
     );
     return got
       .map((g) => ({ ...g, id: Number(g.id), attempts: Number(g.attempts), createdAt: Number(g.createdAt) }))
@@ -245,7 +245,7 @@ export function eventDeliveryStats(c: SqlContext): Promise<EventDeliveryStats> {
         ${c.d.int4(sql`count(*) FILTER (WHERE e.next_attempt_at <= ${now} AND (e.lease_expires_at IS NULL OR e.lease_expires_at <= ${now}))`)} AS due,
         min(e.next_attempt_at) AS next
       FROM decision_events e JOIN event_targets t ON t.url = e.target_url AND t.disabled_at IS NULL
-      WHERE e.delivered_at IS NULL`))!;
+      WHERE e.delivered_at IS NULL AND e.kind = 'webhook'`))!;
     return { pending: Number(r.pending), due: Number(r.due), nextAttemptAt: r.next === null ? null : Number(r.next) };
   });
 }
@@ -268,14 +268,14 @@ export function pruneDeliveredEvents(c: SqlContext, olderThanMs: number, limit: 
 }
 
 /** Outbox rows in id order, of one target and/or item when given (diagnostics and tests). */
-export function listDecisionEvents(c: SqlContext, f: { targetUrl?: string; itemId?: string } = {}): Promise<DecisionEventRow[]> {
+export function listDecisionEvents(c: SqlContext, f: { targetUrl?: string; itemId?: string; kind?: string } = {}): Promise<DecisionEventRow[]> {
   return read(c, function* () {
     const got = yield* rows<DecisionEventRow>(sql`
-      SELECT id, target_url AS "targetUrl", event_id AS "eventId", workspace_id AS "workspaceId", item_id AS "itemId", type, payload,
+      SELECT id, kind, target_url AS "targetUrl", event_id AS "eventId", workspace_id AS "workspaceId", item_id AS "itemId", type, payload,
              created_at AS "createdAt", attempts, next_attempt_at AS "nextAttemptAt", lease_owner AS "leaseOwner",
              lease_expires_at AS "leaseExpiresAt", delivered_at AS "deliveredAt", last_error AS "lastError"
       FROM decision_events
-      WHERE TRUE${f.targetUrl !== undefined ? sql` AND target_url = ${f.targetUrl}` : sql``}${f.itemId !== undefined ? sql` AND item_id = ${f.itemId}` : sql``}
+      WHERE TRUE${f.kind !== undefined ? sql` AND kind = ${f.kind}` : sql``}${f.targetUrl !== undefined ? sql` AND target_url = ${f.targetUrl}` : sql``}${f.itemId !== undefined ? sql` AND item_id = ${f.itemId}` : sql``}
       ORDER BY id`);
     const num = (v: unknown) => (v === null ? null : Number(v));
     return got.map((g) => ({

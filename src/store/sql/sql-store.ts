@@ -1,6 +1,7 @@
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
 import * as access from './api-access.js';
+import * as actions from './actions.js';
 import { advanceCollectionOwes } from './collection-owe.js';
 import * as decisions from './decisions.js';
 import * as events from './events.js';
@@ -128,6 +129,17 @@ const OPERATIONS = {
   insertVerdict: surfacing.insertVerdict,
   listVerdicts: surfacing.listVerdicts,
   listSurfacingChanges: surfacing.listSurfacingChanges,
+  // actions in GitHub (DESIGN §17)
+  listItemActions: actions.listItemActions,
+  listWorkspaceActions: actions.listWorkspaceActions,
+  saveItemAction: actions.saveItemAction,
+  recordActionDelivery: actions.recordActionDelivery,
+  observeActionLabels: actions.observeActionLabels,
+  actionItemsSince: actions.actionItemsSince,
+  actionItemsOfSet: actions.actionItemsOfSet,
+  labelledAnswers: actions.labelledAnswers,
+  pendingActionWrites: actions.pendingActionWrites,
+  countDeliveredActionWrites: actions.countDeliveredActionWrites,
 } satisfies Record<string, (c: SqlContext, ...args: never[]) => Promise<unknown>>;
 
 type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;

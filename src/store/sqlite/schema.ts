@@ -306,7 +306,13 @@ export const decisionEvents = sqliteTable(
     eventId: text('event_id').notNull(),
     workspaceId: text('workspace_id').notNull(),
     itemId: text('item_id').notNull(),
-    /** `decision.surfaced` or `decision.cleared`. */
+    /**
+     * What the row delivers and to whom (DESIGN §17): `webhook` (a decision event POSTed to
+     * `target_url`) or `github` (a label change on an issue, `target_url` = `github:<owner/name>`).
+     * Each kind has its own deliverer, which claims only its rows.
+     */
+    kind: text('kind').notNull().default('webhook'),
+    /** `decision.surfaced` or `decision.cleared`; `labels.set` for a `github` row. */
     type: text('type').notNull(),
     /** The JSON body sent, exactly (ids, ref, set, key, probability, state hash; never item text). */
     payload: text('payload').notNull(),
@@ -439,4 +445,42 @@ export const batchRequests = sqliteTable(
     plan: text('plan').notNull(),
   },
   (t) => [primaryKey({ columns: [t.batchId, t.customId] })],
+);
+
+/**
+ * Actions in GitHub (DESIGN §17): one row per (item, set, key) that acts, holding what Verdict
+ * writes for it, what it proposes instead, what it handed to the outbox and what it last saw on the
+ * issue. Label lists are JSON arrays of names, sorted.
+ */
+export const itemActions = sqliteTable(
+  'item_actions',
+  {
+    itemId: text('item_id').notNull(),
+    questionSet: text('question_set').notNull(),
+    questionKey: text('question_key').notNull(),
+    workspaceId: text('workspace_id').notNull(),
+    /** The labels of the key's group Verdict writes now; null leaves the group alone (nothing to act on). */
+    want: text('want'),
+    /** `model` (past the gate) or `human` (a person's verdict in force) for `want`. */
+    source: text('source'),
+    /** The answer row `want` stands for (null for a person's value without one). */
+    decisionId: integer('decision_id'),
+    /** The labels the model's answer asks for that the gate holds back: the proposal; null when none. */
+    proposal: text('proposal'),
+    /** Why it is held back: `gate` (not calibrated), `mode` (actions on propose) or `person` (a person's verdict holds the key). */
+    proposalReason: text('proposal_reason'),
+    /** The answer row the proposal stands for: applying it is an `agree` on this row, dismissing it a `disagree`. */
+    proposalDecisionId: integer('proposal_decision_id'),
+    /** The `want` last handed to the outbox; null when none is pending (never queued, or its write was skipped). */
+    queued: text('queued'),
+    /** The group's labels on the issue as Verdict last saw them (a delivery, a webhook); null when unknown. */
+    applied: text('applied'),
+    /** When the one comment of this (item, key) was posted; null when none was. */
+    commentedAt: integer('commented_at'),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.itemId, t.questionSet, t.questionKey] }),
+    index('item_actions_ws_idx').on(t.workspaceId, t.questionSet, t.questionKey),
+  ],
 );

@@ -1,0 +1,199 @@
+import { sql } from 'drizzle-orm';
+import type { ActionOutboxRow, ItemActionRow, LabelledAnswer, PendingActionWrite, PlannedAction, ProposalReason } from '../actions.js';
+import { ACTION_LABELS_SET } from '../events.js';
+import { changes, inList, nowMs, one, read, rows, write, type SqlContext } from './steps.js';
+
+/**
+ * Actions in GitHub (DESIGN §17), on both dialects: the `item_actions` rows and the `github` rows
+ * of the outbox (`decision_events`, kind `github`). Off the job path: the planner and the deliverer
+ * run beside the slots, so none of this is prepared as a shape.
+ */
+
+interface ActionDbRow {
+  workspace_id: string;
+  item_id: string;
+  question_set: string;
+  question_key: string;
+  want: string | null;
+  source: string | null;
+  decision_id: number | string | null;
+  proposal: string | null;
+  proposal_reason: string | null;
+  proposal_decision_id: number | string | null;
+  queued: string | null;
+  applied: string | null;
+  commented_at: number | string | null;
+  updated_at: number | string;
+}
+
+const COLUMNS = sql`workspace_id, item_id, question_set, question_key, want, source, decision_id, proposal, proposal_reason, proposal_decision_id, queued, applied, commented_at, updated_at`;
+
+const list = (text: string | null): string[] | null => (text === null ? null : (JSON.parse(text) as string[]));
+const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
+/** A label list as stored: sorted, JSON. */
+const stored = (labels: readonly string[] | null): string | null => (labels === null ? null : JSON.stringify([...labels].sort()));
+
+function toRow(r: ActionDbRow): ItemActionRow {
+  return {
+    workspaceId: r.workspace_id,
+    itemId: r.item_id,
+    questionSet: r.question_set,
+    questionKey: r.question_key,
+    want: list(r.want),
+    source: r.source as ItemActionRow['source'],
+    decisionId: num(r.decision_id),
+    proposal: list(r.proposal),
+    proposalReason: r.proposal_reason as ProposalReason | null,
+    proposalDecisionId: num(r.proposal_decision_id),
+    queued: list(r.queued),
+    applied: list(r.applied),
+    commentedAt: num(r.commented_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+export function listItemActions(c: SqlContext, itemId: string): Promise<ItemActionRow[]> {
+  return read(c, function* () {
+    const got = yield* rows<ActionDbRow>(sql`SELECT ${COLUMNS} FROM item_actions WHERE item_id = ${itemId} ORDER BY question_set, question_key`);
+    return got.map(toRow);
+  });
+}
+
+export function listWorkspaceActions(
+  c: SqlContext,
+  q: { workspaceId: string; questionSet?: string; proposalsOnly?: boolean; afterItemId?: string; limit?: number },
+): Promise<ItemActionRow[]> {
+  return read(c, function* () {
+    const got = yield* rows<ActionDbRow>(sql`
+      SELECT ${COLUMNS} FROM item_actions WHERE workspace_id = ${q.workspaceId}
+      ${q.questionSet === undefined ? sql`` : sql`AND question_set = ${q.questionSet}`}
+      ${q.proposalsOnly ? sql`AND proposal IS NOT NULL` : sql``}
+      ${q.afterItemId === undefined ? sql`` : sql`AND item_id > ${q.afterItemId}`}
+      ORDER BY item_id, question_set, question_key
+      ${q.limit === undefined ? sql`` : sql`LIMIT ${c.d.int4(Math.max(0, Math.trunc(q.limit)))}`}`);
+    return got.map(toRow);
+  });
+}
+
+/** Inserts the (item, set, key) row when missing, then locks it (Postgres; SQLite's write transaction is IMMEDIATE). */
+function* lockRow(c: SqlContext, workspaceId: string, itemId: string, set: string, key: string, now: number) {
+  yield* changes(sql`
+    INSERT INTO item_actions (workspace_id, item_id, question_set, question_key, updated_at)
+    VALUES (${workspaceId}, ${itemId}, ${set}, ${key}, ${c.d.int8(now)})
+    ON CONFLICT (item_id, question_set, question_key) DO NOTHING`);
+  return (yield* one<ActionDbRow>(sql`
+    SELECT ${COLUMNS} FROM item_actions WHERE item_id = ${itemId} AND question_set = ${set} AND question_key = ${key}${c.d.forUpdate}`))!;
+}
+
+export function saveItemAction(c: SqlContext, p: PlannedAction, queue: ActionOutboxRow | null): Promise<boolean> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    const row = yield* lockRow(c, p.workspaceId, p.itemId, p.questionSet, p.questionKey, now);
+    const want = stored(p.want);
+    const queues = queue !== null && want !== null && want !== row.queued;
+    yield* changes(sql`
+      UPDATE item_actions SET want = ${want}, source = ${p.source}, decision_id = ${p.decisionId === null ? null : c.d.int8(p.decisionId)},
+        proposal = ${stored(p.proposal)}, proposal_reason = ${p.proposalReason},
+        proposal_decision_id = ${p.proposalDecisionId === null ? null : c.d.int8(p.proposalDecisionId)},
+        queued = ${queues ? want : row.queued}, updated_at = ${c.d.int8(now)}
+      WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND question_key = ${p.questionKey}`);
+    if (queues) {
+      yield* changes(sql`
+        INSERT INTO decision_events (kind, target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
+        VALUES ('github', ${queue.targetUrl}, ${queue.eventId}, ${p.workspaceId}, ${p.itemId}, ${ACTION_LABELS_SET}, ${queue.payload}, ${c.d.int8(now)}, 0, ${c.d.int8(now)})`);
+    }
+    return queues;
+  });
+}
+
+export function recordActionDelivery(
+  c: SqlContext,
+  r: { itemId: string; questionSet: string; questionKey: string; applied: string[] | null; skipped: boolean; commented: boolean },
+): Promise<void> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    yield* changes(sql`
+      UPDATE item_actions SET
+        applied = ${r.applied === null ? sql`applied` : stored(r.applied)},
+        queued = ${r.skipped ? null : sql`queued`},
+        commented_at = ${r.commented ? c.d.int8(now) : sql`commented_at`},
+        updated_at = ${c.d.int8(now)}
+      WHERE item_id = ${r.itemId} AND question_set = ${r.questionSet} AND question_key = ${r.questionKey}`);
+  });
+}
+
+export function observeActionLabels(
+  c: SqlContext,
+  workspaceId: string,
+  itemId: string,
+  seen: ReadonlyArray<{ questionSet: string; questionKey: string; applied: string[] }>,
+): Promise<void> {
+  return write(c, function* () {
+    const now = yield* nowMs();
+    for (const s of seen) {
+      yield* changes(sql`
+        INSERT INTO item_actions (workspace_id, item_id, question_set, question_key, applied, updated_at)
+        VALUES (${workspaceId}, ${itemId}, ${s.questionSet}, ${s.questionKey}, ${stored(s.applied)}, ${c.d.int8(now)})
+        ON CONFLICT (item_id, question_set, question_key) DO UPDATE SET applied = excluded.applied, updated_at = excluded.updated_at`);
+    }
+  });
+}
+
+export function actionItemsSince(
+  c: SqlContext,
+  q: { sets: readonly string[]; decisionsAfter: number; verdictsAfter: number; limit: number },
+): Promise<{ itemIds: string[]; decisionsTo: number; verdictsTo: number }> {
+  return read(c, function* () {
+    if (q.sets.length === 0) return { itemIds: [], decisionsTo: q.decisionsAfter, verdictsTo: q.verdictsAfter };
+    const limit = c.d.int4(Math.max(1, Math.trunc(q.limit)));
+    // The first `limit` rows in id order of each table, so the cursor moves past exactly what was read.
+    const d = yield* rows<{ id: number | string; item_id: string }>(sql`
+      SELECT id, item_id FROM item_decisions WHERE id > ${c.d.int8(q.decisionsAfter)} AND ${inList(sql`question_set`, q.sets)} ORDER BY id LIMIT ${limit}`);
+    const v = yield* rows<{ id: number | string; item_id: string }>(sql`
+      SELECT id, item_id FROM human_verdicts WHERE id > ${c.d.int8(q.verdictsAfter)} AND ${inList(sql`question_set`, q.sets)} ORDER BY id LIMIT ${limit}`);
+    const itemIds = [...new Set([...d, ...v].map((r) => r.item_id))].sort();
+    return {
+      itemIds,
+      decisionsTo: d.length ? Number(d[d.length - 1].id) : q.decisionsAfter,
+      verdictsTo: v.length ? Number(v[v.length - 1].id) : q.verdictsAfter,
+    };
+  });
+}
+
+export function actionItemsOfSet(c: SqlContext, q: { workspaceId: string; questionSet: string; afterItemId?: string; limit: number }): Promise<string[]> {
+  return read(c, function* () {
+    const got = yield* rows<{ item_id: string }>(sql`
+      SELECT DISTINCT item_id FROM item_decisions WHERE workspace_id = ${q.workspaceId} AND question_set = ${q.questionSet}
+      ${q.afterItemId === undefined ? sql`` : sql`AND item_id > ${q.afterItemId}`}
+      ORDER BY item_id LIMIT ${c.d.int4(Math.max(1, Math.trunc(q.limit)))}`);
+    return got.map((r) => r.item_id);
+  });
+}
+
+export function labelledAnswers(c: SqlContext, workspaceId: string, questionSet: string): Promise<LabelledAnswer[]> {
+  return read(c, function* () {
+    const got = yield* rows<{ item_id: string; question_key: string; verdict: string; value: string | null; answer: string | null }>(sql`
+      SELECT v.item_id, v.question_key, v.verdict, v.value, d.answer
+      FROM human_verdicts v LEFT JOIN item_decisions d ON d.id = v.decision_id
+      WHERE v.id IN (SELECT max(id) FROM human_verdicts WHERE workspace_id = ${workspaceId} AND question_set = ${questionSet} GROUP BY item_id, question_key)
+      ORDER BY v.item_id, v.question_key`);
+    return got.map((r) => ({ itemId: r.item_id, questionKey: r.question_key, verdict: r.verdict, value: r.value, answer: r.answer }));
+  });
+}
+
+export function pendingActionWrites(c: SqlContext, workspaceId: string): Promise<PendingActionWrite[]> {
+  return read(c, function* () {
+    const got = yield* rows<{ id: number | string; item_id: string; payload: string; attempts: number | string; last_error: string | null }>(sql`
+      SELECT id, item_id, payload, attempts, last_error FROM decision_events
+      WHERE kind = 'github' AND workspace_id = ${workspaceId} AND delivered_at IS NULL ORDER BY id`);
+    return got.map((r) => ({ id: Number(r.id), itemId: r.item_id, payload: r.payload, attempts: Number(r.attempts), lastError: r.last_error }));
+  });
+}
+
+export function countDeliveredActionWrites(c: SqlContext, workspaceId: string): Promise<number> {
+  return read(c, function* () {
+    const r = yield* one<{ n: number | string }>(sql`
+      SELECT ${c.d.int4(sql`count(*)`)} AS n FROM decision_events WHERE kind = 'github' AND workspace_id = ${workspaceId} AND delivered_at IS NOT NULL`);
+    return Number(r?.n ?? 0);
+  });
+}
