@@ -101,6 +101,16 @@ export interface Config {
   eventSecret: string | undefined;
   /** `VERDICT_MCP_TOKEN` (environment only, like the keys): the workspace token `verdict mcp` acts as. */
   mcpToken: string | undefined;
+  /**
+   * Actions in GitHub (DESIGN §17) for this worker: `off` plans and writes nothing; `propose` plans,
+   * lists proposals and writes only what a person decided; `apply` also writes the changes of keys
+   * past the gate in sets whose mode is `apply`. It caps each set's mode. @defaultValue propose
+   */
+  actions: 'off' | 'propose' | 'apply';
+  /** `VERDICT_GITHUB_TOKEN`, else `GITHUB_TOKEN` (environment only): a token or a GitHub App installation token with Issues write; labels are written only with it. */
+  githubToken: string | undefined;
+  /** The GitHub REST API's base URL. @defaultValue https://api.github.com */
+  githubApiUrl: string | undefined;
 }
 
 /** Thrown for a bad option value; exit code 2 (usage error). */
@@ -124,7 +134,7 @@ const httpUrl = z.url({ protocol: /^https?$/ });
 const splitList = (s: string) => [...new Set(s.split(',').map((u) => u.trim()).filter((u) => u !== ''))];
 
 /** Every option: its flag, its environment variable, and its validator. Keys are environment-only. */
-export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret' | 'mcpToken'>, OptionSpec> = {
+export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret' | 'mcpToken' | 'githubToken'>, OptionSpec> = {
   databaseUrl: { flag: '--database-url', env: 'VERDICT_DATABASE_URL', schema: z.string().min(1), expected: 'a file path, file: URL or postgres:// URL' },
   provider: { flag: '--provider', env: 'VERDICT_PROVIDER', schema: z.enum(['anthropic', 'openai', 'fake', 'none']), expected: 'one of anthropic, openai, fake, none' },
   model: { flag: '--model', env: 'VERDICT_MODEL', schema: z.string().min(1), expected: 'a model id' },
@@ -157,6 +167,8 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   httpRateLimitPerMinute: { flag: '--http-rate-limit-per-minute', env: 'VERDICT_HTTP_RATE_LIMIT_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000' },
   githubWorkspace: { flag: '--github-workspace', env: 'VERDICT_GITHUB_WORKSPACE', schema: z.string().min(1).max(200), expected: 'a workspace slug' },
   dailyTokenCap: { flag: '--daily-token-cap', env: 'VERDICT_DAILY_TOKEN_CAP', schema: int(1, Number.MAX_SAFE_INTEGER), expected: 'a positive number of tokens per UTC day (unset: no cap)' },
+  actions: { flag: '--actions', env: 'VERDICT_ACTIONS', schema: z.enum(['off', 'propose', 'apply']), expected: 'one of off, propose, apply' },
+  githubApiUrl: { flag: '--github-api-url', env: 'VERDICT_GITHUB_API_URL', schema: httpUrl, expected: 'an http(s) URL (for example https://api.github.com)' },
   eventUrls: { flag: '--event-urls', env: 'VERDICT_EVENT_URLS', schema: z.string().transform(splitList).pipe(z.array(httpUrl).min(1).max(32)), expected: 'comma-separated http(s) URLs (1 to 32), such as https://example.com/hooks/verdict' },
 };
 
@@ -183,6 +195,7 @@ export const DEFAULTS = {
   httpHost: '127.0.0.1',
   httpRateLimitPerMinute: 600,
   githubWorkspace: 'github',
+  actions: 'propose',
 } as const;
 
 /**
@@ -236,6 +249,9 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   cfg.githubWebhookSecret = blank(env.VERDICT_GITHUB_WEBHOOK_SECRET);
   cfg.eventSecret = blank(env.VERDICT_EVENT_SECRET);
   cfg.mcpToken = blank(env.VERDICT_MCP_TOKEN);
+  cfg.githubToken = blank(env.VERDICT_GITHUB_TOKEN) ?? blank(env.GITHUB_TOKEN);
+  const tokenProblem = cfg.githubToken === undefined ? null : apiKeyProblem(cfg.githubToken);
+  if (tokenProblem) throw new ConfigError(`${blank(env.VERDICT_GITHUB_TOKEN) ? 'VERDICT_GITHUB_TOKEN' : 'GITHUB_TOKEN'} ${tokenProblem}; set it to the token alone`);
   const eventProblem = eventSettingsProblem(cfg.eventUrls, cfg.eventSecret);
   if (eventProblem) throw new ConfigError(`VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { assertBeadsFile, importBeads, type ImportReport } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
+import { loadActionsConfig } from '../actions/config.js';
 import { assertGitHubFiles, importGitHubFiles, importGitHubRepo, type GitHubImportReport } from '../integrations/github/import.js';
 import { REPO_NAME } from '../integrations/github/rest-shapes.js';
 import { buildRegistry, configFrom, loggerFor, openStore, UsageError } from './common.js';
@@ -124,9 +125,11 @@ async function importGitHub(cmd: Command, positional: string | undefined, opts: 
 
   if (issuesFile !== undefined) {
     await assertGitHubFiles(issuesFile, opts.comments);
-    const store = openStore(cfg, buildRegistry(cfg));
+    const registry = buildRegistry(cfg);
+    const labelRule = loadActionsConfig(cfg.configFile, registry).labels;
+    const store = openStore(cfg, registry);
     try {
-      out(await importGitHubFiles(store, { issuesFile, commentsFile: opts.comments, repo: opts.repo, workspaceSlug: opts.workspace, logger }));
+      out(await importGitHubFiles(store, { issuesFile, commentsFile: opts.comments, repo: opts.repo, workspaceSlug: opts.workspace, logger, labelRule }));
     } finally {
       await store.close();
     }
@@ -136,9 +139,11 @@ async function importGitHub(cmd: Command, positional: string | undefined, opts: 
   if (!token) throw new UsageError('import github --repo needs a token in GITHUB_TOKEN (read access to the repository\'s issues)');
   const baseUrl = process.env.VERDICT_GITHUB_API_URL?.trim() || GITHUB_API_URL;
   if (!/^https?:\/\//.test(baseUrl)) throw new UsageError(`VERDICT_GITHUB_API_URL must be an http(s) URL, got "${baseUrl}"`);
-  const store = openStore(cfg, buildRegistry(cfg));
+  const registry = buildRegistry(cfg);
+  const labelRule = loadActionsConfig(cfg.configFile, registry).labels;
+  const store = openStore(cfg, registry);
   try {
-    out(await importGitHubRepo(store, { repo: opts.repo!, workspaceSlug: opts.workspace, token, baseUrl, logger }));
+    out(await importGitHubRepo(store, { repo: opts.repo!, workspaceSlug: opts.workspace, token, baseUrl, logger, labelRule }));
   } finally {
     await store.close();
   }

@@ -66,6 +66,11 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
   httpRateLimitPerMinute: { meaning: '`verdict serve`: requests per minute per token (per client address without one); over it 429 with Retry-After', default: '600' },
   githubWorkspace: { meaning: '`verdict serve`: workspace for GitHub webhook events of a repository never imported', default: 'github' },
   dailyTokenCap: { meaning: 'billed tokens per UTC day across every process on the database; when reached, claims stop until the next day', default: 'unset: no cap' },
+  actions: {
+    meaning: 'labels in GitHub (DESIGN §17): off, propose (proposals only; what a person decided is written) or apply (also changes of keys past the calibration gate, in sets whose mode is apply); caps each set\'s mode',
+    default: 'propose',
+  },
+  githubApiUrl: { meaning: 'GitHub REST API base URL for `import github --repo` and label writes (the token, VERDICT_GITHUB_TOKEN or GITHUB_TOKEN, is environment-only)', default: 'https://api.github.com' },
   eventUrls: {
     meaning: 'receivers of decision.surfaced / decision.cleared events (comma-separated URLs); the worker signs each POST with VERDICT_EVENT_SECRET (environment-only, required with it)',
     default: 'unset: no events are delivered',
@@ -73,7 +78,7 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
 };
 
 /** Flags whose value is text rather than a number. */
-const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls', 'coAsk', 'batch']);
+const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls', 'coAsk', 'batch', 'actions', 'githubApiUrl']);
 
 /** The `verdict help options` text: every global option once, with its variable, meaning, values and default. */
 export function formatGlobalOptions(): string {

@@ -26,7 +26,7 @@ export function registerServeCommand(program: Command): void {
       const logger = loggerFor(cfg);
       // The same provider rules as `verdict worker`: nothing chosen is a ConfigError (exit 2).
       const provider = createProvider(cfg, logger);
-      const v = await createVerdict({ database: cfg.databaseUrl, configFile: cfg.configFile, provider: provider ?? 'none', logger, poolSize: Math.max(10, cfg.concurrency + 4) });
+      const v = await createVerdict({ database: cfg.databaseUrl, configFile: cfg.configFile, provider: provider ?? 'none', logger, poolSize: Math.max(10, cfg.concurrency + 4), actions: cfg.actions });
       let worker: VerdictWorker | undefined;
       try {
         if (opts.worker) {

@@ -1,12 +1,13 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Store } from '../store/store.js';
-import { runWorker as runLibraryWorker, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
+import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
+import { loadActionsConfig } from '../actions/config.js';
 
 export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
 
@@ -130,6 +131,8 @@ export function registerWorkerCommand(program: Command): void {
             reload,
             onOutcome: progress?.tick,
             database: databaseLabel(cfg.databaseUrl),
+            // Read at start (a SIGHUP reload keeps it): the labels left out of GitHub items must not change mid-run.
+            actionsConfig: loadActionsConfig(cfg.configFile, current.registry),
           });
         } finally {
           progress?.stop();
@@ -138,6 +141,13 @@ export function registerWorkerCommand(program: Command): void {
           process.stdout.write(
             `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,
           );
+          const a = (summary as RunSummary).actions;
+          if (a) {
+            const gh = a.github;
+            process.stdout.write(
+              `actions: ${a.planned} items planned, ${a.queued} label writes queued, ${a.delivered} delivered, ${a.failed} failed or waiting${gh ? ` (GitHub: ${gh.labelsAdded} labels added, ${gh.labelsRemoved} removed, ${gh.comments} comments, ${gh.skipped} skipped as closed or gone, ${gh.rateLimited} rate limits waited)` : ' (no GitHub token: nothing written)'}\n`,
+            );
+          }
           if (summary.spendCapReached) process.stdout.write('stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n');
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }

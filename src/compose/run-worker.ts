@@ -14,6 +14,10 @@ import { EventDeliverer, eventDeliverySettings } from '../worker/event-delivery.
 import type { Registry as MetricsRegistry } from 'prom-client';
 import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type Health, type MetricsServer } from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
+import { Actions } from '../actions/actions.js';
+import { ActionsWorker, type ActionsDrainReport } from '../actions/actions-worker.js';
+import type { ActionsConfig } from '../actions/config.js';
+import { readerOn } from './reader.js';
 
 /** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
 export const HEARTBEAT_MIN_MS = 2_000;
@@ -45,7 +49,13 @@ export type WorkerSettings = Pick<
    */
   Partial<Pick<Config, 'eventUrls' | 'eventSecret'>> &
   /** Co-asking (DESIGN §16.18) and Message Batches (§16.19). @defaultValue `on` and `auto` */
-  Partial<Pick<Config, 'coAsk' | 'batch'>>;
+  Partial<Pick<Config, 'coAsk' | 'batch'>> &
+  /**
+   * Actions in GitHub (DESIGN §17): this worker's cap on every set's mode, and the token and API
+   * URL label writes use (without a token proposals are made, nothing is written).
+   * @defaultValue `propose`, no token, https://api.github.com
+   */
+  Partial<Pick<Config, 'actions' | 'githubToken' | 'githubApiUrl'>>;
 
 /** A running worker's metrics and health, for a server of the host's to expose. */
 export interface WorkerMonitor {
@@ -84,7 +94,12 @@ export interface RunWorkerParams {
   onOutcome?: (r: RunReport) => void;
   /** Called when a slot finds nothing claimable after doing work (see WorkerOptions.onIdle). */
   onIdle?: () => void;
+  /** The config file's actions section (DESIGN §17); none acts without it. */
+  actionsConfig?: ActionsConfig;
 }
+
+/** What a run did: the slots' summary, and for a drain with acting keys what the actions did. */
+export type RunSummary = WorkerSummary & { actions?: ActionsDrainReport };
 
 /**
  * Runs a worker until `worker.stop()` (or, with `untilIdle`, until nothing is claimable now), with
@@ -94,7 +109,7 @@ export interface RunWorkerParams {
  * @throws LeaseTooShort when the lease cannot cover the provider's worst-case call.
  * @throws the store's error when the heartbeat or the pinned provider cannot be written at start.
  */
-export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
+export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   const events = eventDeliverySettings(p.cfg.eventUrls, p.cfg.eventSecret);
   const metrics = p.cfg.metricsPort === undefined && !p.onMetrics ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
   const store = metrics ? metrics.countingSpend(p.store) : p.store;
@@ -144,14 +159,30 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
         releasedAtStop++;
         if (r.stats.calls > 0) abortedCalls++;
       }
-      // Answers stored may have queued events: deliver now rather than at the next tick.
-      if (r.stats.answersStored > 0) deliverer?.wake();
+      // Answers stored may have queued events and moved labels: deliver and plan now rather than at the next tick.
+      if (r.stats.answersStored > 0) {
+        deliverer?.wake();
+        acting?.wake();
+      }
       p.onOutcome?.(r);
     },
     onIdle: p.onIdle,
     onIdleTick: () => walUpkeep?.idle(),
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
+  const acting = p.actionsConfig
+    ? await ActionsWorker.create({
+        store: p.store,
+        actions: new Actions({ store: p.store, registry: p.registry, config: p.actionsConfig, reader: () => readerOn(p.store, worker.runtime.registry, worker.runtime.provider, p.logger), logger: p.logger }),
+        config: p.actionsConfig,
+        cap: p.cfg.actions ?? 'propose',
+        logger: p.logger,
+        workerId,
+        tickMs: p.cfg.tickMs,
+        token: p.cfg.githubToken,
+        baseUrl: p.cfg.githubApiUrl,
+      })
+    : null;
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
   const health = () => judgeHealth(worker, stallAfterMs, Date.now(), p.store.storageProblem());
   let server: MetricsServer | null = null;
@@ -220,9 +251,15 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   // its jobs are done (EventDeliverer.flush: every event due now is tried, a failed one waits for
   // its backoff and the next run), so undelivered events never hold a drain open.
   const delivering = deliverer && !p.untilIdle ? deliverer.run(worker.signal) : Promise.resolve();
-  let summary: WorkerSummary | null = null;
+  const actingRun = acting && !p.untilIdle ? acting.run(worker.signal) : Promise.resolve();
+  let summary: RunSummary | null = null;
   try {
     summary = await worker.run();
+    if (acting && p.untilIdle) {
+      const a = await acting.drain(worker.signal);
+      summary = { ...summary, actions: a };
+      p.logger.info({ planned: a.planned, queued: a.queued, delivered: a.delivered, failed: a.failed }, 'actions planned and delivered until idle');
+    }
     if (deliverer && p.untilIdle) {
       const done = await deliverer.flush(worker.signal);
       const left = await p.store.eventDeliveryStats().catch(() => null);
@@ -237,6 +274,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (!p.untilIdle) worker.stop('worker finished'); // a no-op after stop(); stops the passes if run() threw
     await background;
     await delivering;
+    await actingRun;
     if (summary) {
       // The last line of a worker's log: what it did, and what its stop cut short (DESIGN §10).
       p.logger.info(

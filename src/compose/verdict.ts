@@ -26,6 +26,8 @@ import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
+import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
+import { loadActionsConfig, type ActionMode } from '../actions/config.js';
 
 /** What `createVerdict` takes (DESIGN §16.21). */
 export interface VerdictOptions {
@@ -64,6 +66,12 @@ export interface VerdictOptions {
   access?: 'create' | 'existing';
   /** Connections of a Postgres pool Verdict opens itself from a URL. @defaultValue 10 */
   poolSize?: number;
+  /**
+   * Actions in GitHub (DESIGN §17; the `actions` section of `configFile`): this process's cap on the
+   * sets' modes when it plans (a decided proposal); a worker takes its own (`worker({ actions })`).
+   * @defaultValue 'propose'
+   */
+  actions?: ActionMode;
 }
 
 /** Worker settings for `v.worker()`; every one defaults as the CLI's (DESIGN §12). Durations in ms. */
@@ -385,6 +393,8 @@ export interface Verdict {
   readonly jobs: VerdictJobs;
   readonly tokens: VerdictTokens;
   readonly github: VerdictGitHub;
+  /** Labels in GitHub behind a calibration gate: the plan, proposals, the gate, delivery (DESIGN §17; compose/actions-api.ts). */
+  readonly actions: VerdictActions;
   /**
    * Measures decision quality on a gold set (DESIGN §16.16; src/eval/run-eval.ts): the stored answers
    * (`stored: true`, no calls) or this Verdict's provider asked now, and with `compare` a second model
@@ -417,6 +427,7 @@ function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: Ver
 export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const logger = options.logger ?? silentLogger;
   const registry = buildRegistry(options.configFile, options.sets ?? productionSets());
+  const actionsConfig = loadActionsConfig(options.configFile, registry);
   const provider = resolveProvider(options.provider, logger, options.env);
   const pinned = options.provider === 'pinned';
   /** What reads judge "current" against: the provider, the workers' pinned one (undefined), or 'none'. */
@@ -549,10 +560,12 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     revoke: (id) => inner.revokeApiToken(id),
     authenticate: (token) => authenticateApiToken(inner, token),
   };
+  const actionDeps = { store: inner, registry, config: actionsConfig, readsAgainst, logger, cap: options.actions };
+  const webhookOptions = webhookActionOptions(actionDeps);
   const github: VerdictGitHub = {
-    importRepo: mappedRead((o) => importGitHubRepo(inner, { ...o, logger })),
-    importFiles: mappedRead((o) => importGitHubFiles(inner, { ...o, logger })),
-    applyWebhook: mappedRead((d) => applyGitHubWebhook(inner, d)),
+    importRepo: mappedRead((o) => importGitHubRepo(inner, { labelRule: actionsConfig.labels, ...o, logger })),
+    importFiles: mappedRead((o) => importGitHubFiles(inner, { labelRule: actionsConfig.labels, ...o, logger })),
+    applyWebhook: mappedRead((d) => applyGitHubWebhook(inner, d, webhookOptions)),
   };
 
   return {
@@ -563,6 +576,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     jobs,
     tokens,
     github,
+    actions: actionsApi(actionDeps),
     eval: (opts) =>
       evalWorkspace(
         {
@@ -596,7 +610,8 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
         ...settings,
       };
       const w = new VerdictWorker(
-        (untilIdle, hooks) => runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, database: describeDatabaseOption(options.database), ...hooks }),
+        (untilIdle, hooks) =>
+          runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, database: describeDatabaseOption(options.database), actionsConfig, ...hooks }),
         logger,
       );
       workers.add(w);

@@ -3,7 +3,7 @@ import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
 import { parseRetryAfter } from '../providers/retry.js';
 import { BACKOFF_CAP_MS, backoffMs } from '../runner/backoff.js';
-import type { EventDelivery, Store } from '../store/store.js';
+import type { EventDelivery, OutboxKind, Store } from '../store/store.js';
 
 /**
  * Delivery of outbound decision events (DESIGN §16.22): the worker POSTs the rows the answers'
@@ -69,8 +69,15 @@ export interface EventDeliveryOptions {
   logger: Logger;
   /** The lease owner, unique per process (`<workerId>/events`). */
   owner: string;
-  /** The HMAC-SHA256 key (`VERDICT_EVENT_SECRET`); non-empty. */
+  /** The HMAC-SHA256 key (`VERDICT_EVENT_SECRET`); non-empty for webhook rows (the default `send` signs with it). */
   secret: string;
+  /** Which outbox rows this deliverer claims. @defaultValue 'webhook' */
+  kind?: OutboxKind;
+  /**
+   * Sends one claimed row; the deliverer records its outcome. @defaultValue the webhook POST (signed
+   * with `secret`); the actions pass their GitHub sender (src/actions/github-delivery.ts).
+   */
+  send?: (row: EventDelivery, signal: AbortSignal) => Promise<DeliveryAttempt>;
   /** Wait between rounds when nothing was due (the worker's tick). */
   pollMs: number;
   /** Per-request timeout. @defaultValue EVENT_TIMEOUT_MS (10 000) */
@@ -91,8 +98,17 @@ export interface DeliveryCounts {
   failed: number;
 }
 
-/** One attempt's result: delivered, failed (with why and how long the receiver asked us to wait), or cut short by a stop. */
-type Attempt = { ok: true; status: number } | { ok: false; error: string; retryAfterMs?: number } | { ok: 'stopped' };
+/**
+ * One attempt's result: delivered, failed (with why and how long the receiver asked us to wait;
+ * the attempt counts and backs off), deferred (a rate limit: due again after `delayMs`, no attempt
+ * counted, so the backoff does not grow while a limit is waited out), or cut short by a stop.
+ */
+export type DeliveryAttempt =
+  | { ok: true; status: number }
+  | { ok: false; error: string; retryAfterMs?: number }
+  | { ok: 'defer'; error: string; delayMs: number }
+  | { ok: 'stopped' };
+type Attempt = DeliveryAttempt;
 
 /**
  * Delivers the store's due events (see the file comment): `run` loops until its signal aborts;
@@ -113,7 +129,7 @@ export class EventDeliverer {
 
   /** @throws TypeError when the secret is empty (config.ts `eventSettingsProblem` refuses it at start). */
   constructor(private readonly o: EventDeliveryOptions) {
-    if (!o.secret) throw new TypeError('event delivery needs a non-empty secret');
+    if (!o.send && !o.secret) throw new TypeError('event delivery needs a non-empty secret');
     this.timeoutMs = o.timeoutMs ?? EVENT_TIMEOUT_MS;
     this.batchSize = o.batchSize ?? EVENT_BATCH;
     this.leaseMs = o.leaseMs ?? Math.max(60_000, 3 * this.timeoutMs);
@@ -178,7 +194,7 @@ export class EventDeliverer {
 
   /** One claim and its deliveries. @returns rows claimed. */
   private async round(signal: AbortSignal, total: DeliveryCounts): Promise<number> {
-    const rows = await this.o.store.claimEventDeliveries({ owner: this.o.owner, leaseMs: this.leaseMs, limit: this.batchSize });
+    const rows = await this.o.store.claimEventDeliveries({ owner: this.o.owner, leaseMs: this.leaseMs, limit: this.batchSize, kind: this.o.kind ?? 'webhook' });
     if (rows.length === 0) return 0;
     const results = await Promise.all(rows.map((r) => this.deliver(r, signal)));
     let delivered = 0;
@@ -211,7 +227,16 @@ export class EventDeliverer {
       }
       return 'unreachable (not sent)';
     }
-    const a: Attempt = await this.post(row, signal);
+    const a: Attempt = this.o.send ? await this.o.send(row, signal) : await this.post(row, signal);
+    if (a.ok === 'defer') {
+      try {
+        await this.o.store.deferEventDelivery(row.id, this.o.owner, a.delayMs);
+      } catch (err) {
+        this.o.logger.error({ eventRow: row.id, err: errName(err) }, 'event delivery outcome not recorded');
+        return null;
+      }
+      return a.error;
+    }
     if (a.ok === false && !a.error.startsWith('http ')) {
       this.unreachable.set(row.targetUrl, Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS));
     } else if (a.ok === true) this.unreachable.delete(row.targetUrl);

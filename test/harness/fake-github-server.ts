@@ -4,13 +4,19 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A fake GitHub REST server of our own: a real `node:http` server on 127.0.0.1:0 that speaks the
- * two list endpoints the importer reads, the way api.github.com does (API version 2022-11-28):
+ * endpoints the importer and the actions use, the way api.github.com does (API version 2022-11-28):
  *
  * - `GET /repos/:owner/:repo/issues` with `state` (open, closed, all; default open), `since`
  *   (updated at or after; inclusive), `sort` (created, updated; default created), `direction`
  *   (asc, desc; default desc), `per_page` (default 30, at most 100) and `page`;
  * - `GET /repos/:owner/:repo/issues/comments` with `since`, `sort` (created, updated; default
- *   created), `direction` (default asc), `per_page`, `page`.
+ *   created), `direction` (default asc), `per_page`, `page`;
+ * - the actions' endpoints: `GET /user` (the token's login), `GET /repos/:o/:r/issues/:n` (404 for
+ *   an issue not served, 410 for one in `deleted`), `POST …/issues/:n/labels` (`{labels}`: adds,
+ *   answers the issue's labels), `DELETE …/issues/:n/labels/:name` (404 when the issue lacks it),
+ *   `POST …/issues/:n/comments` (`{body}`). Every label change also appends the `issues.labeled` /
+ *   `unlabeled` webhook payload GitHub would send (`hooks`, sender = the token's login), so a test can
+ *   deliver Verdict's own changes back to it.
  *
  * Pagination by `Link` headers (`rel="next"`, `rel="last"`, and `prev`/`first` past page 1),
  * a weak ETag over the body and 304 on a matching `If-None-Match`, `x-ratelimit-*` headers,
@@ -59,6 +65,14 @@ export interface FakeGitHub {
   extraHeaders: Record<string, string>;
   /** Called with each request before it is answered (a test may edit `issues` here: a repository changing under the importer). */
   onRequest: ((r: FakeGitHubRequest) => void) | null;
+  /** The token's login, answered by `GET /user`. @defaultValue 'verdict-bot' */
+  login: string;
+  /** Issue numbers deleted on GitHub: `GET` answers 410. */
+  deleted: Set<number>;
+  /** Webhook payloads (`issues` event) of every label change made through the API, in order. */
+  hooks: Array<{ event: 'issues'; payload: Record<string, unknown> }>;
+  /** Requests that wrote (POST, DELETE, PATCH, PUT) and were answered 2xx. */
+  writes(): FakeGitHubRequest[];
   close(): Promise<void>;
 }
 
@@ -79,9 +93,17 @@ export async function startFakeGitHub(o: { repo: string; issues?: Array<Record<s
     faults: [],
     extraHeaders: {},
     onRequest: null,
+    login: 'verdict-bot',
+    deleted: new Set(),
+    hooks: [],
+    writes: () => fake.requests.filter((r) => r.method !== 'GET' && r.status >= 200 && r.status < 300),
     close: async () => {},
   };
-  const server = createServer((req, res) => handle(fake, o.token, req, res));
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => handle(fake, o.token, req, res, Buffer.concat(chunks).toString('utf8')));
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   fake.url = `http://127.0.0.1:${port}`;
@@ -89,7 +111,7 @@ export async function startFakeGitHub(o: { repo: string; issues?: Array<Record<s
   return fake;
 }
 
-function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessage, res: ServerResponse): void {
+function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessage, res: ServerResponse, rawBody: string): void {
   const u = new URL(req.url ?? '/', fake.url);
   const query = Object.fromEntries(u.searchParams);
   const entry: FakeGitHubRequest = {
@@ -138,6 +160,45 @@ function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessag
       });
     }
     return error(fault.status, fault.status === 404 ? 'Not Found' : 'Server Error');
+  }
+
+  const limits = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600), 'x-ratelimit-resource': 'core', ...fake.extraHeaders };
+  if (req.method === 'GET' && u.pathname === '/user') return send(200, { login: fake.login, type: 'User' }, limits);
+  const one = /^\/repos\/([^/]+)\/([^/]+)\/issues\/(\d+)(\/labels(?:\/([^/]+))?|\/comments)?$/.exec(u.pathname);
+  if (one) {
+    if (`${one[1]}/${one[2]}`.toLowerCase() !== fake.repo.toLowerCase()) return error(404, 'Not Found');
+    const number = Number(one[3]);
+    if (fake.deleted.has(number)) return error(410, 'This issue was deleted');
+    const issue = fake.issues.find((i) => i.number === number);
+    if (!issue) return error(404, 'Not Found');
+    const labels = () => (issue.labels as Array<{ name: string }> | undefined) ?? [];
+    const hook = (action: 'labeled' | 'unlabeled', name: string) =>
+      fake.hooks.push({ event: 'issues', payload: { action, issue: structuredClone(issue), label: { name }, repository: { full_name: fake.repo }, sender: { login: fake.login, type: 'Bot' } } });
+    const body = rawBody ? (JSON.parse(rawBody) as Record<string, unknown>) : {};
+    if (req.method === 'GET' && one[4] === undefined) return send(200, issue, limits);
+    if (req.method === 'POST' && one[4] === '/labels') {
+      for (const name of (body.labels as string[]) ?? []) {
+        if (labels().some((l) => l.name.toLowerCase() === name.toLowerCase())) continue;
+        issue.labels = [...labels(), { name }];
+        hook('labeled', name);
+      }
+      return send(200, labels(), limits);
+    }
+    if (req.method === 'DELETE' && one[5] !== undefined) {
+      const name = decodeURIComponent(one[5]);
+      if (!labels().some((l) => l.name.toLowerCase() === name.toLowerCase())) return error(404, 'Label does not exist');
+      issue.labels = labels().filter((l) => l.name.toLowerCase() !== name.toLowerCase());
+      hook('unlabeled', name);
+      return send(200, labels(), limits);
+    }
+    if (req.method === 'POST' && one[4] === '/comments') {
+      const id = 100_000 + fake.comments.length + 1;
+      const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      const comment = { id, body: body.body, user: { login: fake.login, type: 'Bot' }, created_at: at, updated_at: at, issue_url: `${fake.url}/repos/${fake.repo}/issues/${number}` };
+      fake.comments.push(comment);
+      return send(201, comment, limits);
+    }
+    return error(404, 'Not Found');
   }
 
   const m = /^\/repos\/([^/]+)\/([^/]+)\/issues(\/comments)?$/.exec(u.pathname);
