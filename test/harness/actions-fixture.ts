@@ -27,7 +27,7 @@ export const TOKEN = 'ghp_test_token';
 export const LABEL = 'verdict:blocked';
 
 /** The config: one set, `triage`, asking `blocked` of every issue at once (no quiet period, no debounce). */
-export function actionsConfigText(mode: ActionMode, extra = ''): string {
+export function actionsConfigText(mode: ActionMode): string {
   return `sets:
   - name: triage
     threshold: 0.7
@@ -42,7 +42,7 @@ actions:
       mode: ${mode}
       keys:
         blocked: { label: "${LABEL}", comment: true }
-${extra}`;
+`;
 }
 
 /** p(blocked) of a state: high when the issue's text says BLOCKED. */
@@ -66,16 +66,20 @@ export interface ActionsFixture {
   cleanup(): Promise<void>;
 }
 
-export async function makeActionsFixture(o: { mode?: ActionMode; configExtra?: string } = {}): Promise<ActionsFixture> {
+/**
+ * @param o.configText the config file's text. @defaultValue `actionsConfigText(mode)`
+ * @param o.provider `blocked` (p from the text, `blockedProvider`) or `hashed` (the fake's deterministic answers). @defaultValue 'blocked'
+ */
+export async function makeActionsFixture(o: { mode?: ActionMode; configText?: string; provider?: 'blocked' | 'hashed' } = {}): Promise<ActionsFixture> {
   const t = tempDir('verdict-actions-');
   const configFile = join(t.dir, 'verdict.config.yaml');
-  writeFileSync(configFile, actionsConfigText(o.mode ?? 'apply', o.configExtra));
+  writeFileSync(configFile, o.configText ?? actionsConfigText(o.mode ?? 'apply'));
   const clock = new ManualClock(Date.UTC(2026, 0, 5));
   const registry = buildRegistry(configFile, []);
   const config = loadActionsConfig(configFile, registry);
   const store = new SqliteStore({ url: join(t.dir, 'verdict.db'), registry, clock });
   const github = await startFakeGitHub({ repo: REPO, token: TOKEN });
-  const provider = blockedProvider(clock);
+  const provider = o.provider === 'hashed' ? new FakeProvider({ now: () => clock.now() }) : blockedProvider(clock);
   const deps: ActionsApiDeps = { store, registry, config, readsAgainst: provider, logger: silentLogger, cap: 'apply' };
   const hookOptions = webhookActionOptions(deps);
   const iso = () => new Date(clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
