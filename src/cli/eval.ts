@@ -14,6 +14,7 @@ import { EvalCostNotConfirmed, goldFromVerdicts, runEval, type ColumnSource, typ
 import type { GroupMetrics } from '../eval/metrics.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 import { readerContext, readerFor } from './reader.js';
+import { actionGates, formatGate } from './actions.js';
 
 /**
  * `verdict eval [--gold FILE | --from-verdicts] [--stored] [--compare MODEL] [--max-cost USD]
@@ -138,8 +139,10 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     if (report.b) series.push({ name: seriesName('B', report.b), bins: report.b.overall.bins });
     const svg = await reliabilityDiagramSvg(series, { title: `Reliability, every gold row pooled: ${gold.source}` });
     writeFileSync(svgPath, svg);
-    if (o.json) process.stdout.write(`${JSON.stringify({ ...report, svg: svgPath }, null, 2)}\n`);
-    else process.stdout.write(`${formatEvalReport(report, o.svg)}\n`);
+    // The calibration gate of each key that acts in GitHub (DESIGN §17), after this run's figures were recorded.
+    const gates = await actionGates(cfg, store, registry, ws.id, logger);
+    if (o.json) process.stdout.write(`${JSON.stringify({ ...report, svg: svgPath, ...(gates.length ? { gates } : {}) }, null, 2)}\n`);
+    else process.stdout.write(`${[formatEvalReport(report, o.svg), ...gates.map((g) => `actions gate ${g.set}/${g.key}: ${formatGate(g)}`)].join('\n')}\n`);
     const early = report.a.stoppedAtMaxCost || report.b?.stoppedAtMaxCost || stop.signal.aborted;
     return early ? EXIT_FAILURE : EXIT_OK;
   } finally {

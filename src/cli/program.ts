@@ -24,6 +24,7 @@ import { registerWorkerCommand } from './worker.js';
 import { registerServeCommand } from './serve.js';
 import { registerMcpCommand } from './mcp.js';
 import { registerTokensCommand } from './tokens.js';
+import { registerActionsCommand } from './actions.js';
 
 /**
  * Codes of the errors that are the caller's to fix (exit 2, DESIGN §12): ConfigError, UsageError,
@@ -75,6 +76,7 @@ export function buildProgram(): Command {
   registerJobsCommand(program);
   registerEstimateCommand(program);
   registerEvalCommand(program);
+  registerActionsCommand(program);
   registerSetsCommand(program);
   registerReaskCommand(program);
   registerPruneCommand(program);

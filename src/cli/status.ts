@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
+import { actionStatusLines } from './actions.js';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
 import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
 import type { BackfillCursor } from '../runner/backfill.js';
 import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
 import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../compose/queue-view.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
-import { buildRegistry, configFrom, formatBytes, formatDuration, openStore } from './common.js';
+import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, openStore } from './common.js';
 
 /**
  * `verdict status` (DESIGN §10–12): jobs by state and by set, the oldest owed age, parked jobs with
@@ -167,7 +168,8 @@ export function registerStatusCommand(program: Command): void {
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const s = await statusReport(store);
-        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
+        const a = await actionStatusLines(cfg, store, registry, loggerFor(cfg));
+        process.stdout.write(opts.json ? `${JSON.stringify(a.json.length ? { ...s, actions: a.json } : s, null, 2)}\n` : `${[formatStatus(s), ...a.lines].join('\n')}\n`);
       } finally {
         await store.close();
       }

@@ -15,6 +15,7 @@ import { qualityBody } from './quality-page.js';
 import { queueBody } from './queue-page.js';
 import { spendBody, spendRefused } from './spend-page.js';
 import { DASHBOARD_CSS } from './styles.js';
+import { registerProposalsPage } from './proposals-page.js';
 
 /**
  * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
@@ -256,6 +257,8 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     const month = await v.reader.spend({ windowMs: 30 * 86_400_000, bucket: 'day' });
     return send(reply, 200, 'Spend', 'spend', viewer, await spendBody({ day, month, cap: day.dailyCap }));
   });
+
+  registerProposalsPage(scope, v, { send, viewerOf, needLogin, poster, csrf }); // DESIGN §17
 
   scope.get('/quality', async (req, reply) => {
     const viewer = viewerOf(req, reply);

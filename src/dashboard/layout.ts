@@ -19,6 +19,7 @@ export const NAV = [
   { id: 'queue', href: '/ui/queue', label: 'Queue' },
   { id: 'spend', href: '/ui/spend', label: 'Spend' },
   { id: 'quality', href: '/ui/quality', label: 'Quality' },
+  { id: 'proposals', href: '/ui/proposals', label: 'Proposals' },
 ] as const;
 
 export type NavId = (typeof NAV)[number]['id'] | 'item' | 'login';

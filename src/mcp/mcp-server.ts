@@ -7,6 +7,7 @@ import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
+import { registerProposalTools } from './proposal-tools.js';
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
 
 /**
@@ -228,6 +229,8 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       return { isError: true, content: [{ type: 'text', text: f.message }] };
     }
   };
+
+  registerProposalTools(server, v, run); // DESIGN §17
 
   /** `item_get`'s result, or a refusal for an unknown or deleted item. */
   const itemRead = async (token: ApiTokenRow, itemRef: string): Promise<z.infer<typeof itemGetOutput>> => {

@@ -9,6 +9,7 @@ type Workspace = Pick<WorkspaceRow, 'id' | 'slug'>;
 import * as S from './schemas.js';
 import { itemJson, verdictRowJson } from '../compose/read-schemas.js';
 import { tokenAuthor } from '../access/tokens.js';
+import { registerProposalRoutes } from './proposal-routes.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
@@ -43,6 +44,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     const slugs = new Map((await v.store.listCollections(ws.id)).map((c) => [c.id, c.slug]));
     return (i) => itemJson(i, slugs.get(i.collectionId) ?? '');
   };
+  registerProposalRoutes(scope, v, withWorkspace); // DESIGN §17: /proposals, /actions
   const collectionOf = async (ws: Workspace, slug: string): Promise<CollectionRow> => {
     const c = (await v.store.listCollections(ws.id)).find((x) => x.slug === slug);
     if (!c) throw new NotFound('collection', 'of that slug');

@@ -1,0 +1,62 @@
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { tokenAuthor } from '../access/tokens.js';
+import { verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
+import type { Verdict } from '../compose/verdict.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+
+/**
+ * The MCP tools of actions in GitHub (DESIGN §17): `proposals_list` (the label changes waiting for
+ * a person) and `proposal_decide` (apply = an `agree` verdict, dismiss = a `disagree`). Registered
+ * by mcp-server.ts with its `run` (the token check, the log line and the error mapping).
+ */
+
+/** mcp-server.ts's tool runner. */
+export type ToolRunner = <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>) => Promise<CallToolResult>;
+
+const proposal = z.object({
+  ref: z.string(),
+  title: z.string(),
+  set: z.string(),
+  key: z.string(),
+  labels: z.array(z.string()).describe('The labels the model asks for on the issue (the key\u2019s other labels go)'),
+  current: z.array(z.string()).nullable().describe('The key\u2019s labels last seen on the issue; null when unknown'),
+  reason: z.enum(['gate', 'mode', 'person']).describe('gate: not calibrated yet; mode: actions on propose; person: a person holds the key'),
+  decision: z.string(),
+});
+
+export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRunner): void {
+  server.registerTool(
+    'proposals_list',
+    {
+      title: 'Label changes waiting for a person',
+      description: 'GitHub label changes the model asks for that Verdict will not make on its own (the key is under its calibration gate, actions are on propose, or a person holds the key).',
+      inputSchema: z.strictObject({ limit: z.number().int().min(1).max(500).default(100) }),
+      outputSchema: z.object({ proposals: z.array(proposal) }),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (args) => run('proposals_list', 'read', async (token) => ({ proposals: (await v.actions.proposals({ workspace: token.workspaceSlug, limit: args.limit })) ?? [] })),
+  );
+  server.registerTool(
+    'proposal_decide',
+    {
+      title: 'Apply or dismiss a proposal',
+      description: 'Apply (an agree verdict: the label is written at the next delivery) or dismiss (a disagree verdict) one proposal. Needs a write token.',
+      inputSchema: z.strictObject({
+        ref: z.string().min(1).max(500),
+        set: z.string().min(1).max(200),
+        key: z.string().min(1).max(200),
+        decision: z.enum(['apply', 'dismiss']),
+        note: z.string().max(2_000).optional().describe('Why, in your words'),
+      }),
+      outputSchema: z.object({ verdict: verdictRowView, queued: z.number().int() }),
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    },
+    (args) =>
+      run('proposal_decide', 'write', async (token) => {
+        const out = await v.actions.decide({ workspace: token.workspaceSlug, ...args, author: `MCP (${tokenAuthor(token)})` });
+        return { verdict: verdictRowJson(out.verdict.row), queued: out.queued };
+      }),
+  );
+}
