@@ -29,19 +29,11 @@ export interface ItemActionRow {
   updatedAt: number;
 }
 
-/** What the planner decided for one (item, set, key) (`saveItemAction`). */
-export interface PlannedAction {
-  workspaceId: string;
-  itemId: string;
-  questionSet: string;
-  questionKey: string;
-  want: string[] | null;
-  source: 'model' | 'human' | null;
-  decisionId: number | null;
-  proposal: string[] | null;
-  proposalReason: ProposalReason | null;
-  proposalDecisionId: number | null;
-}
+/** What the planner decided for one (item, set, key) (`saveItemAction`): the row without what deliveries record. */
+export type PlannedAction = Pick<
+  ItemActionRow,
+  'workspaceId' | 'itemId' | 'questionSet' | 'questionKey' | 'want' | 'source' | 'decisionId' | 'proposal' | 'proposalReason' | 'proposalDecisionId'
+>;
 
 /** The outbox row to queue with a plan whose `want` is not yet handed over (see `saveItemAction`). */
 export interface ActionOutboxRow {

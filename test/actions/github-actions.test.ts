@@ -99,17 +99,19 @@ describe('actions in GitHub', () => {
     expect(p).toMatchObject({ reason: 'person', labels: [LABEL] });
   });
 
-  it('a deleted item gets no write, in Verdict or on GitHub', async () => {
+  it('a deleted or closed item gets no write, in Verdict or on GitHub', async () => {
     await fx.open(41, BLOCKED);
     await fx.open(42, BLOCKED);
+    await fx.open(44, BLOCKED);
     await fx.drain({ token: false }); // planned and queued, nothing written without a token
     expect(ghLabels(fx, 41)).toEqual([]);
     await fx.deliver('issues', { action: 'deleted', issue: structuredClone(ghIssue(fx, 41)), sender: { login: 'dave', type: 'User' } });
     fx.github.deleted.add(42); // gone on GitHub only: it answers 410
+    ghIssue(fx, 44).state = 'closed'; // closed on GitHub before its webhook arrived
     const writes = fx.github.writes().length;
     const r = await fx.drain();
     expect(fx.github.writes()).toHaveLength(writes);
-    expect(r.actions?.github?.skipped).toBe(2);
+    expect(r.actions?.github?.skipped).toBe(3);
     expect(ghLabels(fx, 41)).toEqual([]);
   });
 
@@ -143,5 +145,27 @@ describe('actions in GitHub', () => {
     const [s] = (await fx.actions.status({ workspace: 'github' }))!;
     expect(s).toMatchObject({ set: 'triage', key: 'blocked', mode: 'apply', applied: 34, proposed: 1, pending: 0, failed: 0 });
     expect(s.gate.passes).toBe(true);
+  });
+});
+
+describe('the allowlist at delivery', () => {
+  it('a planned label outside the label rule is never written, whatever the row says', async () => {
+    const fx = await makeActionsFixture({ mode: 'apply' });
+    try {
+      await fx.open(1, BLOCKED);
+      const ws = (await fx.store.getWorkspaceBySlug('github'))!;
+      const itemId = githubItemId({ repo: REPO, workspaceId: ws.id, collectionId: '' }, 1);
+      // A row that asks for `bug` (a hand-edited database, or a bug of ours): the sender refuses it.
+      const change = { repo: REPO, number: 1, set: 'triage', key: 'blocked', group: [LABEL, 'bug'], want: ['bug'], comment: null };
+      await fx.store.saveItemAction(
+        { workspaceId: ws.id, itemId, questionSet: 'triage', questionKey: 'blocked', want: ['bug'], source: 'human', decisionId: null, proposal: null, proposalReason: null, proposalDecisionId: null },
+        { targetUrl: `github:${REPO}`, eventId: 'e1', payload: JSON.stringify(change) },
+      );
+      await fx.actions.apply({ token: 'ghp_test_token', baseUrl: fx.github.url, mode: 'propose' });
+      expect(fx.github.writes()).toEqual([]);
+      expect((await fx.store.pendingActionWrites(ws.id))[0]).toMatchObject({ attempts: 1, lastError: 'labels outside the allowlist' });
+    } finally {
+      await fx.cleanup();
+    }
   });
 });
