@@ -41,7 +41,7 @@ import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
  */
 
 /** The tools, in the order they are listed. */
-export const MCP_TOOL_NAMES = ['item_get', 'flags_list', 'item_search', 'status_get', 'verdict_record'] as const;
+export const MCP_TOOL_NAMES = ['item_get', 'flags_list', 'item_search', 'status_get', 'verdict_record', 'proposals_list', 'proposal_decide'] as const;
 
 /** Most rows a `flags_list` or `item_search` page returns (an agent's context is the budget). */
 export const MCP_PAGE_MAX = 100;
@@ -230,8 +230,6 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     }
   };
 
-  registerProposalTools(server, v, run); // DESIGN §17
-
   /** `item_get`'s result, or a refusal for an unknown or deleted item. */
   const itemRead = async (token: ApiTokenRow, itemRef: string): Promise<z.infer<typeof itemGetOutput>> => {
     const out = await v.reader.item(itemRef, { workspace: token.workspaceSlug });
@@ -408,6 +406,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       }
     },
   );
+  registerProposalTools(server, v, run); // DESIGN §17
   return server;
 }
 

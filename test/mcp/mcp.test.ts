@@ -104,7 +104,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     await write?.client.close();
   });
 
-  it('lists the five tools, each with an input and an output schema, and the item resource template', async () => {
+  it('lists the seven tools, each with an input and an output schema, and the item resource template', async () => {
     const { tools } = await read.client.listTools();
     expect(tools.map((t) => t.name)).toEqual([...MCP_TOOL_NAMES]);
     for (const t of tools) {
