@@ -92,7 +92,10 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
     let asking = withdrawing && given.length > 0 ? [...new Set(given.map((v) => v.questionSet))].sort() : await reader.setsAsking(item.id, base);
     // A `<key>@<commentId>` key names a per-comment set, a plain key an item-level one.
     asking = asking.filter((name) => reader.isPerComment(name) === input.key.includes('@'));
-    if (asking.length === 0) throw new InvalidInput(`no question set of ${input.ref} asks "${base}"`);
+    if (asking.length === 0) {
+      const keys = await reader.keysAsked(item.id);
+      throw new InvalidInput(`no question set of ${input.ref} asks "${base}"${keys.length > 0 ? `; the keys asked of it: ${keys.join(', ')}` : ''}`);
+    }
     if (asking.length > 1) throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
     setName = asking[0];
   }

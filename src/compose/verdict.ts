@@ -300,6 +300,12 @@ export interface VerdictReader {
    */
   surfaced(set: string, opts: SurfacedQuery): Promise<SurfacedPage | null>;
   /**
+   * The question keys a set asks in a workspace (a conventions set's, one per convention), sorted:
+   * what a key filter or a verdict may name. Per-comment sets' keys are given without `@<commentId>`.
+   * @returns null when the workspace or the set does not exist, or its questions cannot be read now.
+   */
+  keys(set: string, opts: { workspace: string }): Promise<string[] | null>;
+  /**
    * One item's answers over time, newest first: per evaluation the state hash, the model, when, the
    * answers and the state parts that moved since the previous one (`HistoryEntry`).
    * @returns null when the workspace or the item does not exist.
@@ -488,6 +494,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws || !registry.get(set)) return null;
       return surfacedPage(inner, await readerOn(inner, registry, readsAgainst, logger), ws, set, opts);
     },
+    async keys(set, opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws) return null;
+      return (await readerOn(inner, registry, readsAgainst, logger)).setKeys(set, ws.id);
+    },
     async history(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -521,6 +532,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     status: mappedRead(readers.status),
     flapping: mappedRead(readers.flapping),
     surfaced: mappedRead(readers.surfaced),
+    keys: mappedRead(readers.keys),
     history: mappedRead(readers.history),
     queue: mappedRead(readers.queue),
     spend: mappedRead(readers.spend),

@@ -7,7 +7,9 @@ import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
+import { isoTimesSchema, withIsoTimes } from './iso-times.js';
 import { registerProposalTools } from './proposal-tools.js';
+import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, verdictRecordSummary } from './summaries.js';
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
 
 /**
@@ -16,19 +18,23 @@ import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
  * API only. `verdict mcp` serves it over stdio (src/cli/mcp.ts) and `verdict serve` over
  * Streamable HTTP at `/mcp` (./mcp-http.ts), both under one workspace token.
  *
- * Tools (zod input schemas, strict: an unknown argument is refused; every result is structured
- * and also given as JSON text for clients that read only text):
+ * Tools (zod input schemas, strict: an unknown argument is refused). A result's data is its
+ * `structuredContent` (times as ISO 8601, ./iso-times.ts); its text content is a short summary
+ * of it in words, not a second copy of the JSON (an agent's context is the budget):
  * - `item_get {ref}`: the item, every decision (current, or its stale reason), where each set
  *   stands, and people's verdicts (`v.reader.item`, `v.store.listVerdicts`);
  * - `flags_list {set?, collection?, key?, currency?, limit?, offset?}`: surfaced keys per set,
  *   highest probability first, paged (`v.reader.surfaced`);
  * - `item_search {refPrefix?, collection?, fields?, limit?, after?}`: live items by ref prefix,
- *   collection and field equality, in id order, paged by cursor (`v.store.listItems`);
+ *   collection and field equality, in id order, paged by cursor (`v.store.listItems`); a cursor
+ *   that is no item of the workspace is refused, not read as the start;
  * - `status_get {}`: the workspace's queue, and for admin tokens the server's spend (spend is kept
  *   for the whole database, so a read or write token does not see it, as on the dashboard);
  * - `verdict_record {ref, key, set?, verdict, value?, note}`: write role and above; `agree`,
- *   `disagree` or a `value`, with a note (required: an agent says why); the author is the MCP
- *   client's name and the token (`claude-code (MCP; token:<id>)`).
+ *   `disagree` or a `value`, with a note (required: an agent says why), or `withdraw` of the
+ *   verdict in force on the key when this client and token gave it (a person's verdict is the
+ *   person's to end); the author is the MCP client's name and the token (`claude-code (MCP; token:<id>)`).
+ * An unknown key (`flags_list`'s filter, `verdict_record`) is refused with the keys that are asked.
  * Resource: `verdict://items/{ref}` (the ref URL-encoded) reads as `item_get`.
  *
  * Access: every call and read first asks `principal()` for the token's row: null (revoked, or its
@@ -78,6 +84,9 @@ function failureOf(err: unknown): { known: boolean; code: string; message: strin
   const code = err instanceof VerdictError ? err.code : ((err as { code?: string }).code ?? (err as Error).name);
   return { known: false, code, message: 'the store failed; try again' };
 }
+
+/** The line closing every summary: where the data is. */
+export const FULL_RESULT = 'the full result is the structured content';
 
 const TOKEN_GONE = 'the token is not valid any more (revoked, or its workspace was deleted)';
 
@@ -188,7 +197,9 @@ const verdictRecordInput = z.strictObject({
   ref,
   key: z.string().min(1).max(600).describe('The question key (`<key>@<commentId>` for a per-comment set)'),
   set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
-  verdict: z.enum(['agree', 'disagree', 'value']).describe('`agree`/`disagree` with the model\u2019s current answer, or `value` to override it'),
+  verdict: z
+    .enum(['agree', 'disagree', 'value', 'withdraw'])
+    .describe('`agree`/`disagree` with the model\u2019s current answer, `value` to override it, or `withdraw` the verdict this client and token gave on the key (the model\u2019s answer is in force again)'),
   value: z.union([z.boolean(), z.number(), z.string().max(200)]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level (score)'),
   note: z.string().min(1).max(8_000).describe('Why, in a sentence or two (at most 2,000 code points): people read it beside the verdict'),
 });
@@ -212,7 +223,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
    * Runs a tool body as the caller, once its token is live and of `role`: logs the outcome with the
    * token id (refusals too), turns refusals and Verdict's input errors into tool errors, hides anything else.
    */
-  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>): Promise<CallToolResult> => {
+  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string): Promise<CallToolResult> => {
     const t0 = performance.now();
     let token: string | null = null;
     try {
@@ -222,7 +233,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
       const out = await body(t);
       logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
-      return { structuredContent: out, content: [{ type: 'text', text: JSON.stringify(out) }] };
+      return { structuredContent: withIsoTimes(out), content: [{ type: 'text', text: `${summary(out)}\n(${FULL_RESULT})` }] };
     } catch (err) {
       const f = failureOf(err);
       (f.known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
@@ -239,16 +250,38 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     return { item: itemJson(out.item, collection), decisions: out.decisions, sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
   };
 
+  /** Refuses a `flags_list` key filter no set of `names` asks in the workspace, naming the keys they ask. */
+  const knownKey = async (token: ApiTokenRow, names: string[], key: string): Promise<void> => {
+    const asked = new Set<string>();
+    for (const name of names) for (const k of (await v.reader.keys(name, { workspace: token.workspaceSlug })) ?? []) asked.add(k);
+    const base = key.includes('@') ? key.slice(0, key.indexOf('@')) : key;
+    if (!asked.has(base)) throw new ToolRefusal(`no question set${names.length === 1 ? ` ${JSON.stringify(names[0])}` : ''} asks key ${JSON.stringify(key)}; the keys asked: ${[...asked].sort().join(', ') || 'none'}`);
+  };
+
+  /**
+   * Refuses a withdrawal unless the verdict in force on the key (of `set`, or of the one set that
+   * holds verdicts on it) was given by this client and token: an agent ends its own verdicts only.
+   */
+  const ownVerdict = async (token: ApiTokenRow, itemRef: string, key: string, set: string | undefined, author: string): Promise<void> => {
+    const given = (await v.store.listVerdicts({ workspace: token.workspaceSlug, ref: itemRef })).filter((r) => r.questionKey === key && (set === undefined || r.questionSet === set));
+    const sets = [...new Set(given.map((r) => r.questionSet))];
+    if (sets.length !== 1) return; // none, or several sets to name: recordVerdict says which
+    const last = given.at(-1)!;
+    if (last.verdict !== 'withdrawn' && last.author !== author) {
+      throw new ToolRefusal(`the verdict in force on ${itemRef} ${last.questionSet}/${key} was given by someone else (${last.author}); an agent withdraws only its own`);
+    }
+  };
+
   server.registerTool(
     'item_get',
     {
       title: 'One item\u2019s decisions',
       description: 'An item by ref with every stored decision (current, or why it is stale), where each question set stands (applies or why not, its owed job), and people\u2019s verdicts.',
       inputSchema: itemGetInput,
-      outputSchema: itemGetOutput,
+      outputSchema: isoTimesSchema(itemGetOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    (args) => run('item_get', 'read', (token) => itemRead(token, args.ref)),
+    (args) => run('item_get', 'read', (token: ApiTokenRow) => itemRead(token, args.ref), itemGetSummary),
   );
 
   server.registerTool(
@@ -257,13 +290,14 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       title: 'What needs a human',
       description: 'Surfaced decisions (a noul at or above its threshold) per question set, highest probability first, with whether each is current; paged per set.',
       inputSchema: flagsListInput,
-      outputSchema: flagsListOutput,
+      outputSchema: isoTimesSchema(flagsListOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('flags_list', 'read', async (token) => {
+      run('flags_list', 'read', async (token: ApiTokenRow) => {
         const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
         const sets: z.infer<typeof flagsListOutput>['sets'] = [];
+        if (args.key !== undefined) await knownKey(token, names, args.key);
         for (const set of names) {
           const page = await v.reader.surfaced(set, { workspace: token.workspaceSlug, collection: args.collection, key: args.key, currency: args.currency, limit: args.limit, offset: args.offset });
           if (!page) throw new ToolRefusal(`no question set ${JSON.stringify(set)} here; sets: ${v.registry.all().map((s) => s.name).join(', ')}`);
@@ -271,7 +305,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows });
         }
         return { sets };
-      }),
+      }, flagsListSummary),
   );
 
   server.registerTool(
@@ -280,11 +314,11 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       title: 'Find items',
       description: 'Live items of this workspace by ref prefix, collection and field equality, in id order, a page at a time (no item text beyond the title).',
       inputSchema: itemSearchInput,
-      outputSchema: itemSearchOutput,
+      outputSchema: isoTimesSchema(itemSearchOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('item_search', 'read', async (token) => {
+      run('item_search', 'read', async (token: ApiTokenRow) => {
         const collections = await v.store.listCollections(token.workspaceId);
         let collectionId: string | undefined;
         if (args.collection !== undefined) {
@@ -293,6 +327,9 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           collectionId = c.id;
         }
         const slugs = new Map(collections.map((c) => [c.id, c.slug]));
+        if (args.after !== undefined && (await v.store.getItem(args.after))?.workspaceId !== token.workspaceId) {
+          throw new ToolRefusal(`after ${JSON.stringify(args.after)} is not a cursor of this search: pass the previous page\u2019s \`next\`, or leave it out for the first page`);
+        }
         // One row more than the page tells whether another page follows, so `next` is null on the last one.
         const found = await v.store.listItems({ workspaceId: token.workspaceId, collectionId, refPrefix: args.refPrefix, fieldsEqual: args.fields as Record<string, FieldScalar> | undefined, afterId: args.after, limit: args.limit + 1 });
         const rows = found.slice(0, args.limit);
@@ -301,7 +338,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
         });
         return { items, next: found.length > args.limit ? rows[rows.length - 1].id : null };
-      }),
+      }, itemSearchSummary),
   );
 
   server.registerTool(
@@ -310,11 +347,11 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       title: 'Queue and spend',
       description: 'The workspace\u2019s items and owed jobs by set (due, waiting, in flight, parked, failing), parked reasons, failing sets and live workers; for an admin token also the server\u2019s provider spend over 24 hours and the daily token cap.',
       inputSchema: statusGetInput,
-      outputSchema: statusGetOutput,
+      outputSchema: isoTimesSchema(statusGetOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     () =>
-      run('status_get', 'read', async (token) => {
+      run('status_get', 'read', async (token: ApiTokenRow) => {
         // The queue read holds the job counts by set already: no second read of them for `jobs`.
         const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
         if (!queue) throw new ToolRefusal('the token\u2019s workspace is gone');
@@ -340,7 +377,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           },
           spend,
         };
-      }),
+      }, statusGetSummary),
   );
 
   server.registerTool(
@@ -350,15 +387,17 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       description:
         'Agree or disagree with the model\u2019s current answer on one key of an item, or give a value that overrides it, with a note saying why. Needs a write token. The author is recorded as this MCP client and the token.',
       inputSchema: verdictRecordInput,
-      outputSchema: verdictRecordOutput,
+      outputSchema: isoTimesSchema(verdictRecordOutput),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     (args) =>
       run('verdict_record', 'write', async (token) => {
         const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
-        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict: args.verdict, value: args.value, note: args.note, author });
+        if (args.verdict === 'withdraw') await ownVerdict(token, args.ref, args.key, args.set, author);
+        const verdict = args.verdict === 'withdraw' ? 'withdrawn' : args.verdict;
+        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict, value: args.value, note: args.note, author });
         return { verdict: verdictRowJson(out.row), inForce: out.inForce };
-      }),
+      }, (out) => verdictRecordSummary(out, args.ref)),
   );
 
   server.registerResource(
@@ -397,7 +436,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
         if ([...itemRef].length > REF_MAX) throw new ToolRefusal(`a ref is at most ${REF_MAX} characters`);
         const out = await itemRead(token, itemRef);
         logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
-        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(out) }] };
+        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(withIsoTimes(out)) }] };
       } catch (err) {
         const f = failureOf(err);
         (f.known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');

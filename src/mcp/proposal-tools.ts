@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { tokenAuthor } from '../access/tokens.js';
 import { verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
+import { isoTimesSchema } from './iso-times.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
 
 /**
@@ -13,7 +14,7 @@ import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
  */
 
 /** mcp-server.ts's tool runner. */
-export type ToolRunner = <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>) => Promise<CallToolResult>;
+export type ToolRunner = <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string) => Promise<CallToolResult>;
 
 const proposal = z.object({
   ref: z.string(),
@@ -36,7 +37,13 @@ export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRu
       outputSchema: z.object({ proposals: z.array(proposal) }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    (args) => run('proposals_list', 'read', async (token) => ({ proposals: (await v.actions.proposals({ workspace: token.workspaceSlug, limit: args.limit })) ?? [] })),
+    (args) =>
+      run(
+        'proposals_list',
+        'read',
+        async (token) => ({ proposals: (await v.actions.proposals({ workspace: token.workspaceSlug, limit: args.limit })) ?? [] }),
+        (o) => `${o.proposals.length} proposal${o.proposals.length === 1 ? '' : 's'}${o.proposals.length > 0 ? ': ' : ''}${o.proposals.slice(0, 5).map((p) => `${p.ref} ${p.set}/${p.key} \u2192 [${p.labels.join(', ')}] (${p.reason})`).join('; ')}${o.proposals.length > 5 ? `; and ${o.proposals.length - 5} more` : ''}`,
+      ),
   );
   server.registerTool(
     'proposal_decide',
@@ -50,13 +57,13 @@ export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRu
         decision: z.enum(['apply', 'dismiss']),
         note: z.string().max(2_000).optional().describe('Why, in your words'),
       }),
-      outputSchema: z.object({ verdict: verdictRowView, queued: z.number().int() }),
+      outputSchema: isoTimesSchema(z.object({ verdict: verdictRowView, queued: z.number().int() })),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     (args) =>
       run('proposal_decide', 'write', async (token) => {
         const out = await v.actions.decide({ workspace: token.workspaceSlug, ...args, author: `MCP (${tokenAuthor(token)})` });
         return { verdict: verdictRowJson(out.verdict.row), queued: out.queued };
-      }),
+      }, (o) => `${args.decision === 'apply' ? 'applied' : 'dismissed'}: verdict ${o.verdict.id} (${o.verdict.verdict}) on ${args.ref} ${args.set}/${args.key}; ${o.queued} label change${o.queued === 1 ? '' : 's'} queued`),
   );
 }

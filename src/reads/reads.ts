@@ -657,6 +657,30 @@ export class DecisionReader {
   }
 
   /**
+   * The question keys the registered sets of the item's collection ask of it, as a verdict names
+   * them (`<key>@<commentId>` written `<key>@…` for a per-comment set), sorted and without
+   * repeats; for the error that lists the valid keys. [] when decisions are off or the item is unknown.
+   */
+  async keysAsked(itemId: string): Promise<string[]> {
+    if (!this.ctx) return [];
+    const loaded = await this.store.loadItemForEvaluation(itemId);
+    if (!loaded) return [];
+    const out = new Set<string>();
+    for (const set of this.registry.setsFor(loaded.collection.slug)) {
+      for (const key of Object.keys((await this.questions(set, loaded.item.workspaceId)) ?? {})) out.add(set.perComment ? `${key}@…` : key);
+    }
+    return [...out].sort();
+  }
+
+  /** The question keys a registered set asks in a workspace (its conventions included), sorted; null for an unknown set or unreadable questions. */
+  async setKeys(setName: string, workspaceId: string): Promise<string[] | null> {
+    const set = this.registry.get(setName);
+    if (!set) return null;
+    const qs = await this.questions(set, workspaceId);
+    return qs ? Object.keys(qs).sort() : null;
+  }
+
+  /**
    * Flapping keys of one set in a workspace (DESIGN §16.15): every (item, key) whose surfacing the
    * model's answers flipped at least `minFlips` times within `windowMs` before now, most flips first
    * (then ref, key). A key's first answer is not a flip, nor is a person's verdict. [] when decisions are off.

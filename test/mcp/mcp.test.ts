@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_MAIN, runBuiltCli } from '../harness/built-cli.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
-import { MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
+import { FULL_RESULT, MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
+import { withIsoTimes } from '../../src/mcp/iso-times.js';
 
 /**
  * Issue 18: the MCP server, driven by the SDK's own client (@modelcontextprotocol/sdk `Client`).
@@ -50,10 +51,24 @@ async function stdioClient(token: string, name = 'verdict-test-agent', extraEnv:
 }
 
 const call = async (c: Client, name: string, args: Record<string, unknown> = {}) => (await c.callTool({ name, arguments: args })) as CallToolResult;
+/** Longest text content of a result, bytes: a summary, never the data again (`flags_list {}` on the demo was 7.5 KB of JSON twice). */
+const SUMMARY_MAX = 1_500;
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+/** Every `…At` member at any depth of a result is ISO 8601 (or null). */
+const timesOf = (x: unknown, out: unknown[] = []): unknown[] => {
+  if (Array.isArray(x)) x.forEach((e) => timesOf(e, out));
+  else if (x !== null && typeof x === 'object') for (const [k, v] of Object.entries(x)) k.endsWith('At') ? out.push(v) : timesOf(v, out);
+  return out;
+};
 const structured = (r: CallToolResult): any => {
   expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
-  // The same result as text, for clients that read only text.
-  expect(JSON.parse((r.content[0] as { text: string }).text)).toEqual(r.structuredContent);
+  // The text is a short summary in words that points at the structured content, not a second copy of it.
+  const text = (r.content[0] as { text: string }).text;
+  expect(r.content).toHaveLength(1);
+  expect(() => JSON.parse(text)).toThrow();
+  expect(Buffer.byteLength(text)).toBeLessThan(SUMMARY_MAX);
+  expect(text.endsWith(`(${FULL_RESULT})`)).toBe(true);
+  for (const t of timesOf(r.structuredContent)) if (t !== null) expect(t).toMatch(ISO);
   return r.structuredContent;
 };
 const errorText = (r: CallToolResult): string => {
@@ -119,10 +134,20 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
   });
 
   it('item_get is `verdict show --json` of the same item: every decision, current or stale, each set, and the verdicts', async () => {
-    const got = structured(await call(read.client, 'item_get', { ref: flagged.ref }));
+    const r = await call(read.client, 'item_get', { ref: flagged.ref });
+    const got = structured(r);
     const show = await cliJson(['show', flagged.ref]);
-    expect(got.decisions).toEqual(show.decisions);
+    expect(got.decisions).toEqual(withIsoTimes(show.decisions));
     expect(got.decisions.length).toBeGreaterThan(0);
+    // Times are ISO 8601: the same instants as the CLI's epoch milliseconds.
+    expect(got.item.createdAt).toBe(new Date(show.item.createdAt).toISOString());
+    expect(got.decisions[0].evaluatedAt).toBe(new Date(show.decisions[0].evaluatedAt).toISOString());
+    // The text names the item and each decision with its answer and currency.
+    const text = (r.content[0] as { text: string }).text;
+    expect(text).toContain(`${flagged.ref} (`);
+    expect(text).toContain(`${got.decisions.length} decision`);
+    for (const d of got.decisions) expect(text).toContain(`${d.questionSet}/${d.questionKey} `);
+    expect(text).not.toContain(got.item.content.slice(0, 40));
     expect(got.decisions.some((d: { surfacing: string }) => d.surfacing === 'surfaced')).toBe(true);
     expect(got.item).toMatchObject({ id: show.item.id, ref: show.item.ref, title: show.item.title, seq: show.item.seq, fields: show.item.fields, deletedAt: null });
     expect(got.sets.map((s: { questionSet: string; applies: boolean; reason: string | null }) => ({ questionSet: s.questionSet, applies: s.applies, reason: s.reason }))).toEqual(show.sets);
@@ -134,7 +159,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     try {
       const got = structured(await call(pinned.client, 'item_get', { ref: flagged.ref }));
       const { stdout } = await exec(process.execPath, [BUILT_MAIN, 'show', flagged.ref, '--json', '--workspace', 'beads'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_PROVIDER: '' } });
-      expect(got.decisions).toEqual(JSON.parse(stdout).decisions);
+      expect(got.decisions).toEqual(withIsoTimes(JSON.parse(stdout).decisions));
       expect(got.decisions.filter((d: { current: boolean }) => d.current).length).toBeGreaterThan(0);
     } finally {
       await pinned.client.close();
@@ -179,6 +204,18 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const all = structured(await call(read.client, 'flags_list', { limit: 1 }));
     expect(all.sets.map((x: { set: string }) => x.set)).toContain('attention');
     expect(errorText(await call(read.client, 'flags_list', { set: 'nope' }))).toMatch(/no question set "nope"/);
+    // An unknown key is an error naming the keys that are asked, not an empty page.
+    expect(errorText(await call(read.client, 'flags_list', { set: 'attention', key: 'blockd' }))).toMatch(/no question set "attention" asks key "blockd"; the keys asked: .*blocked.*needs_human_decision/);
+    expect(structured(await call(read.client, 'flags_list', { set: 'attention', key: 'blocked', limit: 3 })).sets[0].rows.every((r: { questionKey: string }) => r.questionKey === 'blocked')).toBe(true);
+  });
+
+  it('flags_list {} and item_get answer in a summary beside the data (sizes before: 16,180 and 6,836 bytes on the demo)', async () => {
+    for (const [name, args] of [['flags_list', {}], ['item_get', { ref: flagged.ref }]] as const) {
+      const r = await call(read.client, name, args);
+      const text = (r.content[0] as { text: string }).text;
+      const data = JSON.stringify(r.structuredContent);
+      expect(Buffer.byteLength(text), name).toBeLessThan(Buffer.byteLength(data) / 4);
+    }
   });
 
   it('item_search finds live items by ref prefix, collection and field equality, a page at a time', async () => {
@@ -207,6 +244,10 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(exact.items).toHaveLength(seen.length);
     expect(exact.next).toBeNull();
     expect(errorText(await call(read.client, 'item_search', { collection: 'nope' }))).toMatch(/no collection "nope"/);
+    // A cursor that is no item of this workspace is an error, not the first page again.
+    expect(errorText(await call(read.client, 'item_search', { after: 'not-a-cursor' }))).toMatch(/not a cursor of this search/);
+    const otherItem = (await v.store.listItems({ workspaceId: (await v.store.getWorkspaceBySlug('other'))!.id, limit: 1 }))[0];
+    expect(errorText(await call(read.client, 'item_search', { after: otherItem.id }))).toMatch(/not a cursor of this search/);
     // Unknown arguments are refused, not ignored (a typo must not widen a search).
     expect(errorText(await call(read.client, 'item_search', { refprefix: 'bd' }))).toMatch(/Input validation error/);
   });
@@ -219,7 +260,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     // The parked job of beads (the only one of the database), with its reason; beads' jobs by set as the library counts them.
     expect(got.queue.parked).toEqual({ count: 1, reasons: status.parked.reasons });
     expect(status.parked.count).toBe(1);
-    expect(got.jobs).toEqual((await v.reader.status({ workspace: 'beads' }))!.jobs);
+    expect(got.jobs).toEqual(withIsoTimes((await v.reader.status({ workspace: 'beads' }))!.jobs));
     expect(got.jobs.find((j: { questionSet: string }) => j.questionSet === 'attention').parked).toBe(1);
     expect(got.spend).toBeNull();
     const admin = await stdioClient(tokens.admin.token);
@@ -255,6 +296,28 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     // A note is required, and a bad value is refused with the library's message.
     expect(errorText(await call(write.client, 'verdict_record', { ref: other.ref, key: other.key, verdict: 'agree' }))).toMatch(/Input validation error/);
     expect(errorText(await call(write.client, 'verdict_record', { ref: other.ref, key: other.key, set: 'attention', verdict: 'value', value: 'maybe', note: 'x' }))).toMatch(/noul/);
+    // An unknown key is refused with the keys asked of the item.
+    expect(errorText(await call(write.client, 'verdict_record', { ref: other.ref, key: 'blockd', verdict: 'agree', note: 'x' }))).toMatch(/asks "blockd"; the keys asked of it: .*blocked.*needs_human_decision/);
+  });
+
+  it('verdict_record withdraws the agent\u2019s own verdict, and refuses to withdraw another\u2019s', async () => {
+    const mine = structured(await call(write.client, 'verdict_record', { ref: flagged.ref, key: flagged.key, set: 'attention', verdict: 'value', value: true, note: 'the reporter confirmed it' }));
+    expect(mine.inForce).toBe(true);
+    // Another client on the same token is another author: it may not end this one's verdict.
+    const stranger = await stdioClient(tokens.write.token, 'other-agent');
+    try {
+      expect(errorText(await call(stranger.client, 'verdict_record', { ref: flagged.ref, key: flagged.key, verdict: 'withdraw', note: 'not mine' }))).toMatch(/given by someone else \(claude-code \(MCP; token:/);
+    } finally {
+      await stranger.client.close();
+    }
+    const before = (await v.store.listVerdicts({ workspace: 'beads', ref: flagged.ref })).length;
+    const w = structured(await call(write.client, 'verdict_record', { ref: flagged.ref, key: flagged.key, verdict: 'withdraw', note: 'I misread the thread' }));
+    expect(w.verdict).toMatchObject({ verdict: 'withdrawn', value: null, questionSet: 'attention', questionKey: flagged.key });
+    expect(w.inForce).toBe(false);
+    expect(await v.store.listVerdicts({ workspace: 'beads', ref: flagged.ref })).toHaveLength(before + 1);
+    const d = structured(await call(read.client, 'item_get', { ref: flagged.ref })).decisions.find((x: { questionSet: string; questionKey: string }) => x.questionSet === 'attention' && x.questionKey === flagged.key);
+    expect(d.source).toBe('model');
+    expect(errorText(await call(write.client, 'verdict_record', { ref: flagged.ref, key: flagged.key, verdict: 'withdraw', note: 'again' }))).toMatch(/no verdict to withdraw/);
   });
 
   it('reads nothing of another workspace', async () => {
@@ -333,7 +396,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(entry.args.slice(0, 3)).toEqual(['--no', 'verdict', 'mcp']);
     expect(Object.keys(entry.env)).toEqual(['VERDICT_MCP_TOKEN']);
     const args = entry.args.map((a) => (a === '/path/to/verdict.db' ? db : a));
-    // npx links this checkout once per path; without lifecycle scripts it skips a second build of dist/ (npm ci made it).
+    // npx links this checkout once per path (the package has no `prepare`, so nothing is built or deleted).
     const transport = new StdioClientTransport({ command: 'npx', args, cwd: ROOT, env: { ...(process.env as Record<string, string>), VERDICT_PROVIDER: 'fake', VERDICT_MCP_TOKEN: tokens.read.token, npm_config_ignore_scripts: 'true' }, stderr: 'pipe' });
     const client = new Client({ name: 'readme-host', version: '1' });
     await client.connect(transport);
@@ -408,14 +471,14 @@ describe('the same over Streamable HTTP at /mcp of verdict serve', () => {
       expect((await client.listTools()).tools.map((t) => t.name)).toEqual([...MCP_TOOL_NAMES]);
       const got = structured(await call(client, 'item_get', { ref: flagged.ref }));
       const show = await cliJson(['show', flagged.ref]);
-      expect(got.decisions).toEqual(show.decisions);
+      expect(got.decisions).toEqual(withIsoTimes(show.decisions));
       expect(structured(await call(client, 'flags_list', { set: 'attention', limit: 2 })).sets[0].rows).toHaveLength(2);
       expect(structured(await call(client, 'item_search', { refPrefix: flagged.ref })).items.map((i: { ref: string }) => i.ref)).toContain(flagged.ref);
       expect(structured(await call(client, 'status_get')).spend).toBeNull();
       expect(errorText(await call(client, 'verdict_record', { ref: flagged.ref, key: flagged.key, set: 'attention', verdict: 'agree', note: 'x' }))).toMatch(/role write or above; this one is read/);
       expect(errorText(await call(client, 'item_get', { ref: 'OTHER-1' }))).toMatch(/no live item/);
       const res = await client.readResource({ uri: `verdict://items/${encodeURIComponent(flagged.ref)}` });
-      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(show.decisions);
+      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(withIsoTimes(show.decisions));
     } finally {
       await client.close();
     }

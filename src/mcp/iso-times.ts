@@ -1,0 +1,68 @@
+import { z } from 'zod';
+
+/**
+ * MCP results give times as ISO 8601 strings (`2026-12-02T14:05:00.000Z`, UTC), not epoch
+ * milliseconds: an agent reads them without arithmetic. A time is a member whose name ends in `At`
+ * (`createdAt`, `evaluatedAt`, `dueAt`, `lastErrorAt`, ...); durations end in `Ms` and stay numbers.
+ * The reads the tools wrap (src/compose/read-schemas.ts) are shared with other doors, so the
+ * conversion happens here, on the way out, for the value and its output schema alike.
+ */
+
+const isTimeName = (name: string): boolean => name.endsWith('At');
+
+/** ISO 8601 (UTC) of epoch milliseconds. */
+export function isoTime(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** `value` with every numeric `…At` member, at any depth, as ISO 8601; anything else as it is. */
+export function withIsoTimes<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(withIsoTimes) as T;
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = isTimeName(k) && typeof v === 'number' ? isoTime(v) : withIsoTimes(v);
+  return out as T;
+}
+
+const isoString = z.iso.datetime().describe('ISO 8601, UTC');
+
+/**
+ * The output schema matching `withIsoTimes`: every `…At` member declared as a number (nullable or
+ * not) becomes an ISO 8601 string, in objects at any depth (through arrays and nullables).
+ */
+export function isoTimesSchema<S extends z.ZodType>(schema: S): S {
+  return convert(schema) as S;
+}
+
+function convert(s: z.ZodType): z.ZodType {
+  if (s instanceof z.ZodObject) {
+    const overrides: Record<string, z.ZodType> = {};
+    for (const [k, member] of Object.entries(s.shape as Record<string, z.ZodType>)) {
+      if (isTimeName(k) && member instanceof z.ZodNumber) overrides[k] = isoString;
+      else if (isTimeName(k) && member instanceof z.ZodNullable && member.unwrap() instanceof z.ZodNumber) overrides[k] = isoString.nullable();
+      else {
+        const c = convert(member);
+        if (c !== member) overrides[k] = c;
+      }
+    }
+    return Object.keys(overrides).length === 0 ? s : s.extend(overrides);
+  }
+  if (s instanceof z.ZodArray) {
+    const c = convert(s.element as z.ZodType);
+    return c === s.element ? s : described(z.array(c), s);
+  }
+  if (s instanceof z.ZodNullable) {
+    const c = convert(s.unwrap() as z.ZodType);
+    return c === s.unwrap() ? s : described(c.nullable(), s);
+  }
+  if (s instanceof z.ZodOptional) {
+    const c = convert(s.unwrap() as z.ZodType);
+    return c === s.unwrap() ? s : described(c.optional(), s);
+  }
+  return s;
+}
+
+/** `next` with the description of the schema it replaces (the tools' listed schemas keep their words). */
+function described(next: z.ZodType, was: z.ZodType): z.ZodType {
+  return was.description === undefined ? next : next.describe(was.description);
+}
