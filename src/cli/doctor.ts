@@ -148,7 +148,7 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   return {
     name: 'database',
     ok: true,
-    detail: `${h.path}: ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${liveWorkers(h.heartbeats)} worker(s) alive, write-ahead log ${formatBytes(h.walBytes)}`,
+    detail: `${h.path}: ${plural(h.migrationsApplied, 'migration')} applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${plural(liveWorkers(h.heartbeats), 'worker')} alive, write-ahead log ${formatBytes(h.walBytes)}`,
     ...(h.walBytes > WAL_WARN_BYTES
       ? {
           warning: `the write-ahead log is ${formatBytes(h.walBytes)} (above ${formatBytes(WAL_WARN_BYTES)}): a process holding a long read transaction keeps it from being checkpointed; end it, and a running worker truncates the log within ${WAL_CHECKPOINT_EVERY_MS / 1000} s`,
@@ -181,7 +181,7 @@ async function checkPostgres(url: string): Promise<DoctorCheck> {
   return {
     name: 'database',
     ok: true,
-    detail: `${h.label}: reachable, ${h.migrationsApplied} migration(s) applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${liveWorkers(h.heartbeats)} worker(s) alive`,
+    detail: `${h.label}: reachable, ${plural(h.migrationsApplied, 'migration')} applied, queue readable (${h.queue!.owed} owed, ${h.queue!.parked} parked), ${plural(liveWorkers(h.heartbeats), 'worker')} alive`,
   };
 }
 
@@ -259,4 +259,9 @@ export function registerDoctorCommand(program: Command): void {
       process.stdout.write(opts.json ? `${JSON.stringify({ ok, checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
       process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;
     });
+}
+
+/** `1 migration`, `10 migrations`. */
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
 }

@@ -89,7 +89,7 @@ export async function estimateSets(
 export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]): string {
   const exact = estimates.some(isExactEstimate) ? 'input tokens corrected by an exact count, output tokens estimated; ' : '';
   const lines = [
-    `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}` : target.pricing.reason}); ${exact}tokens are estimates, not a bill`,
+    `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from Verdict's price table, checked ${PRICES_CHECKED}` : target.pricing.reason}); ${exact}tokens are estimates, not a bill`,
   ];
   for (const e of estimates) {
     lines.push(`${e.set}: ${e.eligibleItems.toLocaleString('en-US')} eligible items${e.truncatedStates ? ` (${e.truncatedStates} states clipped)` : ''}`);

@@ -153,7 +153,7 @@ export function formatStatus(s: StatusReport): string {
     lines.push(`write-ahead log: ${formatBytes(s.walBytes)}${s.walBytes > WAL_WARN_BYTES ? ` (above ${formatBytes(WAL_WARN_BYTES)}: a long reader may be holding it; see \`verdict doctor\`)` : ''}`);
   }
   lines.push(...spendLine('last hour', s.spend.lastHour), ...spendLine('last 24 h', s.spend.last24h));
-  lines.push(`  (prices from src/providers/pricing.ts, checked ${PRICES_CHECKED}; spend is kept per hour, so a window starts on the hour)`);
+  lines.push(`  (prices from Verdict's price table, checked ${PRICES_CHECKED}; spend is kept per hour, so a window starts on the hour)`);
   return lines.join('\n');
 }
 

@@ -274,7 +274,7 @@ export interface VerdictReader {
    */
   item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[]; sets: ItemSetStatus[] } | null>;
   /**
-   * The surfaced nouls of one set in a workspace: item id → { ref, key → probability in force,
+   * The surfaced nouls of one set in a workspace, keyed by the item's ref: ref → { ref, key → probability in force,
    * `human`: the keys a person's value decides }, plus `failing` (a job of the set is parked or
    * failing). People's values override the model (DESIGN §16.14); hysteresis holds a surfaced key
    * down to threshold − hysteresis (§16.15, at the set's own threshold only). @param opts.threshold overrides the set's (0 to 1).
@@ -477,7 +477,9 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     async flags(set, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
-      return (await readerOn(inner, registry, readsAgainst, logger)).workspaceFlags(ws.id, set, opts.threshold);
+      const out = await (await readerOn(inner, registry, readsAgainst, logger)).workspaceFlags(ws.id, set, opts.threshold);
+      // A host knows its items by ref; the internal id is Verdict's own (refs are unique in a workspace).
+      return { flags: Object.fromEntries(Object.values(out.flags).map((f) => [f.ref, f])), failing: out.failing };
     },
     async status(opts) {
       const ws = await workspaceId(opts.workspace);

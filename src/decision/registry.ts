@@ -57,7 +57,12 @@ export interface QuestionSet {
   readonly perComment: boolean;
   /** At most this many questions per provider call. @defaultValue 8 */
   readonly maxPerCall: number;
-  /** A noul at or above this surfaces; 0 surfaces every noul. */
+  /**
+   * A noul at or above this surfaces; 0 surfaces every noul. The default surfaces what the model
+   * holds more likely than not; the production sets ask for more confidence (0.7), and a team's
+   * set usually should too: give it.
+   * @defaultValue 0.5 (`SET_DEFAULTS.threshold`)
+   */
   readonly threshold: number;
   /**
    * A surfaced noul stops surfacing only below `threshold − hysteresis` (DESIGN §16.15), so an
@@ -97,6 +102,8 @@ export const SET_DEFAULTS = {
   reaskDebounceMs: 3_600_000,
   perCommentReaskDebounceMs: 0,
   maxDelayMs: 7_200_000,
+  /** More likely than not; the production sets use 0.7 (src/decision/production-sets.ts). */
+  threshold: 0.5,
   /** DESIGN §16.15's default margin. */
   hysteresis: 0.05,
 } as const;
@@ -131,8 +138,8 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
     noTrail: input.noTrail ?? false,
     perComment,
     maxPerCall: input.maxPerCall ?? SET_DEFAULTS.maxPerCall,
-    threshold: input.threshold ?? 0.5,
-    hysteresis: input.hysteresis ?? Math.min(SET_DEFAULTS.hysteresis, input.threshold ?? 0.5),
+    threshold: input.threshold ?? SET_DEFAULTS.threshold,
+    hysteresis: input.hysteresis ?? Math.min(SET_DEFAULTS.hysteresis, input.threshold ?? SET_DEFAULTS.threshold),
     unsurfaced: input.unsurfaced ?? [],
     quietPeriodMs: input.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs,
     reaskDebounceMs:

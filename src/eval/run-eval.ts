@@ -523,7 +523,7 @@ function guardCost(plans: readonly CallPlan[], asked: ReadonlyArray<{ provider: 
   const unpriced = plans.map((p, i) => (p.pricing.kind === 'unknown' ? `${asked[i].provider.name}:${asked[i].provider.model}` : null)).filter((x): x is string => x !== null);
   if (unpriced.length && !o.confirmUnpriced) {
     throw new EvalCostNotConfirmed(
-      `eval would send ${line}; ${unpriced.join(', ')} has no price in src/providers/pricing.ts, so the cost cannot be estimated or bounded; rerun with --yes to ask anyway`,
+      `eval would send ${line}; ${unpriced.join(', ')} has no price in Verdict's price table, so the cost cannot be estimated or bounded; rerun with --yes to ask anyway`,
       total,
     );
   }

@@ -75,7 +75,7 @@ export function pricingFor(provider: string, model: string): Pricing {
     const base = Object.keys(ANTHROPIC_PRICES).find((id) => model.startsWith(`${id}-`) && /^\d{8}$/.test(model.slice(id.length + 1)));
     if (base) return { kind: 'priced', price: ANTHROPIC_PRICES[base], model: base };
   }
-  return { kind: 'unknown', reason: `no price for ${provider}:${model} in src/providers/pricing.ts` };
+  return { kind: 'unknown', reason: `no price for ${provider}:${model} in Verdict's price table` };
 }
 
 /**

@@ -57,7 +57,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   });
   app.get(
     '/flags/:set',
-    { config: read, schema: { tags: ['reads'], summary: 'Surfaced nouls of one set: item id → {ref, key → p}', params: P.set, querystring: S.flagsQuery, response: { 200: S.flagsView, ...err } } },
+    { config: read, schema: { tags: ['reads'], summary: 'Surfaced nouls of one set: ref → {ref, key → p}', params: P.set, querystring: S.flagsQuery, response: { 200: S.flagsView, ...err } } },
     async (req) => {
       if (!v.registry.get(req.params.set)) throw new NotFound('question set', 'of that name');
       const out = await v.reader.flags(req.params.set, { workspace: req.apiToken!.workspaceSlug, threshold: req.query.threshold });

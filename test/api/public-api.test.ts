@@ -5,15 +5,15 @@ import { describe, expect, it } from 'vitest';
 /**
  * The public surface is what the docs say (DESIGN §16.21): the names exported from `verdict`
  * (src/index.ts) and `verdict/testing` (src/testing.ts), values and types, sorted, equal the lists
- * in README "Embedding Verdict". Adding or removing an export fails here until the README says so.
+ * in the guide's "Embedding Verdict in your tracker". Adding or removing an export fails here until the guide says so.
  */
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const GUIDE = readFileSync(new URL('../../docs/guide.md', import.meta.url), 'utf8');
 
 function documented(entry: string): string[] {
-  const at = README.indexOf(`<!-- public-api:${entry} -->`);
-  expect(at, `README has no <!-- public-api:${entry} --> block`).toBeGreaterThan(-1);
-  const block = README.slice(at).split('```')[1];
+  const at = GUIDE.indexOf(`<!-- public-api:${entry} -->`);
+  expect(at, `docs/guide.md has no <!-- public-api:${entry} --> block`).toBeGreaterThan(-1);
+  const block = GUIDE.slice(at).split('```')[1];
   return block
     .split(',')
     .map((s) => s.trim())
@@ -46,7 +46,7 @@ describe('public API', () => {
   it.each([
     ['verdict', 'src/index.ts', '../../src/index.js'],
     ['verdict/testing', 'src/testing.ts', '../../src/testing.js'],
-  ])('%s exports exactly the names README documents', async (entry, file, specifier) => {
+  ])('%s exports exactly the names the guide documents', async (entry, file, specifier) => {
     const names = exported(file);
     expect(names).toEqual(documented(entry));
     // And at run time, the value exports are exactly the non-type names.

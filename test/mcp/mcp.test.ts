@@ -390,7 +390,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
 
   it("the README's mcpServers entry, run as an agent host would (npx), serves the tools", async () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    const block = /\*\*Coding agents \(MCP\)\.\*\*[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)![1];
+    const block = /```json\n(\{\s*"mcpServers"[\s\S]*?)```/.exec(readme)![1];
     const entry = (JSON.parse(block) as { mcpServers: { verdict: { command: string; args: string[]; env: Record<string, string> } } }).mcpServers.verdict;
     expect(entry.command).toBe('npx');
     expect(entry.args.slice(0, 3)).toEqual(['--no', 'verdict', 'mcp']);

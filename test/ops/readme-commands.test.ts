@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,9 +9,9 @@ import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * The README's commands are true (issue 11): they use `npx verdict` (the package's own `bin`,
- * built by `prepare` at `npm ci`) or `npm run -s`, whose stdout carries no npm banner, so
- * `--json` pipes to `jq`; and every `npx verdict SUBCOMMAND` names a real subcommand.
+ * The README's commands are true: they use `npx verdict` (the package's own `bin`, built by
+ * `npm run build`) or `npm run -s`, whose stdout carries no npm banner, so `--json` pipes to `jq`;
+ * every `npx verdict SUBCOMMAND` names a real subcommand; and running the CLI never builds.
  */
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -41,13 +41,15 @@ describe('README commands', () => {
     expect(used.filter((u) => !known.has(u))).toEqual([]);
   });
 
-  it('`npx verdict status --json` prints JSON and nothing else on stdout', async () => {
-    // npx runs the project's own bin by linking the checkout into its cache, once per checkout path;
-    // that link runs `prepare` (a full `npm run build`, 20-30 s in a clean clone) again, though npm ci
-    // built dist/ just before (the README's order). Without lifecycle scripts the link is the same and
-    // the same bin (dist/cli/main.js) runs with the same stdout; only that second build is skipped.
-    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], { cwd: ROOT, env: { ...env, npm_config_ignore_scripts: 'true' } });
+  it('`npx verdict status --json` prints JSON and nothing else on stdout, and builds nothing: dist/ is the same files after', async () => {
+    // npx runs the project's own bin by linking the checkout into its cache; a `prepare` script would
+    // run there and rebuild dist/ (deleting it first), breaking every other process running from it.
+    const main = join(ROOT, 'dist/cli/main.js');
+    const before = statSync(main);
+    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], { cwd: ROOT, env });
     expect(JSON.parse(stdout)).toMatchObject({ queue: { due: 0 } });
+    const after = statSync(main);
+    expect({ ino: after.ino, mtimeMs: after.mtimeMs }).toEqual({ ino: before.ino, mtimeMs: before.mtimeMs });
   }, 60_000);
 
   it('`npm run -s verdict -- status --json` prints JSON and nothing else on stdout', async () => {

@@ -49,6 +49,7 @@ describe('verdicts in the library', () => {
     expect(out).toMatchObject({ inForce: true, value: { type: 'noul', noul: 0 }, row: { verdict: 'disagree', author: 'ana' } });
     const flags = (await v.reader.flags('triage', { workspace: 'acme' }))!.flags;
     expect(Object.values(flags).map((f) => f.ref)).toEqual(['T-2']);
+    expect(Object.keys(flags)).toEqual(['T-2']); // keyed by the ref a host knows, not Verdict's internal id
     const item = (await v.reader.item('T-1', { workspace: 'acme' }))!;
     expect(item.decisions[0]).toMatchObject({ source: 'human', answer: { noul: 0 }, modelAnswer: { noul: 0.9 }, verdict: { verdict: 'disagree', note: 'unblocked yesterday', staleReason: null } });
     expect((await v.store.listVerdicts({ workspace: 'acme' })).map((r) => r.itemId)).toEqual([item.item.id]);
