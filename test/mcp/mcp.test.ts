@@ -140,7 +140,8 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(got.decisions).toEqual(withIsoTimes(show.decisions));
     expect(got.decisions.length).toBeGreaterThan(0);
     // Times are ISO 8601: the same instants as the CLI's epoch milliseconds.
-    expect(got.item.createdAt).toBe(new Date(show.item.createdAt).toISOString());
+    const row = (await v.store.getItemByRef((await v.store.getWorkspaceBySlug('beads'))!.id, flagged.ref))!;
+    expect(got.item.createdAt).toBe(new Date(row.createdAt).toISOString());
     expect(got.decisions[0].evaluatedAt).toBe(new Date(show.decisions[0].evaluatedAt).toISOString());
     // The text names the item and each decision with its answer and currency.
     const text = (r.content[0] as { text: string }).text;
