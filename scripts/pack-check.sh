@@ -41,10 +41,10 @@ cat > package.json <<'JSON'
 JSON
 BSQ_REPO=$(node -p "require('$ROOT/node_modules/better-sqlite3/package.json').version")
 if [ "${VERDICT_PACK_CHECK_COMPILE:-0}" = 1 ]; then
-  npm install --prefer-offline --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >/dev/null
+  npm install --prefer-offline --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
   step "installed the tarball (install scripts run: better-sqlite3 built or fetched)"
 else
-  npm install --prefer-offline --ignore-scripts --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >/dev/null
+  npm install --prefer-offline --ignore-scripts --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
   BSQ_HERE=$(node -p "require('./node_modules/better-sqlite3/package.json').version")
   if [ "$BSQ_HERE" = "$BSQ_REPO" ] && [ -f "$ROOT/node_modules/better-sqlite3/build/Release/better_sqlite3.node" ]; then
     mkdir -p node_modules/better-sqlite3/build/Release
@@ -56,6 +56,12 @@ else
   fi
 fi
 test ! -e node_modules/verdict/src || { echo "pack-check: the package ships src/" >&2; exit 1; }
+# A consumer's install sees no engine warning (overrides do not reach it: the dependencies are chosen
+# so), the manifest runs nothing at install, and `verdict demo` finds its sample in the package.
+! grep -n 'EBADENGINE' install.log || { echo "pack-check: the install warned EBADENGINE (above)" >&2; exit 1; }
+node -e "const s = require('./node_modules/verdict/package.json').scripts ?? {}; for (const k of ['prepare', 'preinstall', 'install', 'postinstall']) if (s[k]) { console.error('pack-check: the packed manifest has a ' + k + ' script'); process.exit(1); }"
+test -f node_modules/verdict/sample/beads-issues.jsonl || { echo "pack-check: the package does not ship sample/ (verdict demo needs it)" >&2; exit 1; }
+step "no EBADENGINE, no install-time script, sample/ shipped"
 
 cp "$ROOT/examples/embed.ts" embed.ts
 cat > tsconfig.json <<'JSON'
