@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { silentLogger, type Logger } from '../log.js';
-import type { NormaliseReport } from '../store/normalise.js';
+import type { NormaliseReport } from '../store/input-rules.js';
 import {
   InvalidWrite,
   PRIORITY_BACKFILL,
