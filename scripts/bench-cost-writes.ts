@@ -162,7 +162,7 @@ export function parseReplayLine(text: string): ReplayRow | null {
 export async function readReplayRows(path: string): Promise<{ rows: ReplayRow[]; rejected: number }> {
   const rows: ReplayRow[] = [];
   let rejected = 0;
-  for await (const raw of readLines(path)) {
+  for await (const { text: raw } of readLines(path)) {
     const text = raw.replace(/^\uFEFF/, '').trim();
     if (text === '') continue;
     const row = parseReplayLine(text);

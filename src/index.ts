@@ -59,7 +59,7 @@ export type {
   ItemQuery,
   FieldScalar,
 } from './store/store.js';
-export type { NormaliseReport } from './store/normalise.js';
+export type { NormaliseReport } from './store/input-rules.js';
 export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey, HistoryEntry } from './reads/reads.js';
 
 // ---------------------------------------------------------------- people in the loop (DESIGN §16.14, §16.15)

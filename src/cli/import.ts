@@ -4,7 +4,7 @@ import { importConventions, InvalidConventionsFile, readConventionsFile } from '
 import { loadActionsConfig } from '../actions/config.js';
 import { assertGitHubFiles, importGitHubFiles, importGitHubRepo, type GitHubImportReport } from '../integrations/github/import.js';
 import { REPO_NAME } from '../integrations/github/rest-shapes.js';
-import { buildRegistry, configFrom, loggerFor, openStore, UsageError } from './common.js';
+import { buildRegistry, configFrom, EXIT_FAILURE, loggerFor, openStore, UsageError } from './common.js';
 
 /** Where `import github --repo` sends its REST calls unless VERDICT_GITHUB_API_URL says otherwise. */
 const GITHUB_API_URL = 'https://api.github.com';
@@ -20,9 +20,31 @@ export function formatImportReport(r: ImportReport): string {
     `  comments: ${r.comments.written} written, ${r.comments.unchanged} unchanged`,
     `  links: ${r.links.created} created, ${r.links.unchanged} unchanged; dropped: ${dropped}`,
     `  lines rejected: ${r.rejected.count}${r.rejected.lines.length ? ` (lines ${r.rejected.lines.map((l) => l.line).join(', ')})` : ''}`,
+    `  normalised: ${formatRepairs(r.repairedLines)}`,
     `  jobs owed: ${r.jobRowsOwed} (item, question set) rows`,
   ];
   return lines.join('\n');
+}
+
+/** `0 lines`, or `2 lines (invalid UTF-8 replaced 1, NUL removed 1; lines 3, 7)`. */
+function formatRepairs(r: ImportReport['repairedLines']): string {
+  if (r.count === 0) return '0 lines';
+  const what = [
+    r.invalidUtf8 ? `invalid UTF-8 replaced ${r.invalidUtf8}` : '',
+    r.loneSurrogates ? `lone surrogates replaced ${r.loneSurrogates}` : '',
+    r.nulsRemoved ? `NUL removed ${r.nulsRemoved}` : '',
+  ].filter(Boolean);
+  return `${r.count} line${r.count === 1 ? '' : 's'} (${what.join(', ')}; line${r.lines.length === 1 ? '' : 's'} ${r.lines.join(', ')})`;
+}
+
+/**
+ * A run that rejected input exits 1 unless the caller said rejects are expected (DESIGN §16.23):
+ * a script must not take a partial import for a whole one. The report is printed either way.
+ */
+function exitOnRejects(rejected: number, allowRejects: boolean | undefined): void {
+  if (rejected === 0 || allowRejects) return;
+  process.stderr.write(`${rejected} input ${rejected === 1 ? 'entry was' : 'entries were'} rejected (see the report); pass --allow-rejects to exit 0 anyway\n`);
+  process.exitCode = EXIT_FAILURE;
 }
 
 /** A short human summary of a GitHub import report. */
@@ -45,6 +67,7 @@ interface ImportOptions {
   repo?: string;
   file?: string;
   comments?: string;
+  allowRejects?: boolean;
 }
 
 export function registerImportCommand(program: Command): void {
@@ -59,6 +82,7 @@ export function registerImportCommand(program: Command): void {
     .option('--file <issues.json>', 'github: issues saved with gh api --paginate repos/OWNER/NAME/issues?state=all')
     .option('--comments <comments.json>', 'github: comments saved with gh api --paginate repos/OWNER/NAME/issues/comments (with --file)')
     .option('--json', 'print the report as JSON')
+    .option('--allow-rejects', 'exit 0 even when lines (beads) or rows (github) were rejected; they are still reported')
     .action(async (format: string, file: string | undefined, opts: ImportOptions, cmd: Command) => {
       if (format !== 'beads' && format !== 'conventions' && format !== 'github') {
         throw new UsageError(`unknown format "${format}"; known: beads, conventions, github`);
@@ -99,6 +123,7 @@ export function registerImportCommand(program: Command): void {
       try {
         const report = await importBeads(store, file, { workspaceSlug: workspace, logger });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatImportReport(report)}\n`);
+        exitOnRejects(report.rejected.count, opts.allowRejects);
       } finally {
         await store.close();
       }
@@ -121,7 +146,10 @@ async function importGitHub(cmd: Command, positional: string | undefined, opts: 
   if (opts.comments !== undefined && issuesFile === undefined) throw new UsageError('--comments goes with --file issues.json (the REST import reads comments itself)');
   const cfg = configFrom(cmd);
   const logger = loggerFor(cfg);
-  const out = (r: GitHubImportReport) => process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatGitHubImportReport(r)}\n`);
+  const out = (r: GitHubImportReport) => {
+    process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatGitHubImportReport(r)}\n`);
+    exitOnRejects(r.rejected.count, opts.allowRejects);
+  };
 
   if (issuesFile !== undefined) {
     await assertGitHubFiles(issuesFile, opts.comments);

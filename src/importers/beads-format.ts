@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { refProblem } from '../store/input-rules.js';
 import type { CollectionSchema, CollectionSettings } from '../store/store.js';
 
 /**
@@ -121,6 +122,9 @@ export const beadsRowSchema = z
     comments: z.array(beadsCommentSchema).nullish(),
   })
   .superRefine((row, ctx) => {
+    // The id is the item's ref: refused, never altered, by the rule of every door (DESIGN §16.23).
+    const idProblem = refProblem(row.id);
+    if (idProblem) ctx.addIssue({ code: 'custom', path: ['id'], message: idProblem });
     row.dependencies?.forEach((d, i) => {
       if (d.issue_id !== row.id) ctx.addIssue({ code: 'custom', path: ['dependencies', i, 'issue_id'], message: 'not the row id' });
     });

@@ -1,10 +1,9 @@
 import { constants, createReadStream } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { silentLogger, type Logger } from '../log.js';
-import type { NormaliseReport } from '../store/normalise.js';
+import { repairCount, type NormaliseReport } from '../store/input-rules.js';
 import {
   InvalidWrite,
   PRIORITY_BACKFILL,
@@ -118,6 +117,13 @@ export interface ImportReport {
   jobRowsOwed: number;
   /** Text normalised by the write doors (lone surrogates, NULs), summed. */
   normalised: NormaliseReport;
+  /**
+   * Lines whose text was repaired before it was stored (DESIGN §16.23): `count` lines in all, and
+   * by repair (a line may count under several): bytes that were not UTF-8 (each sequence read as
+   * U+FFFD), lone surrogates replaced by U+FFFD, NULs removed. `lines` lists the first
+   * `maxRejectedListed` line numbers.
+   */
+  repairedLines: { count: number; invalidUtf8: number; loneSurrogates: number; nulsRemoved: number; lines: number[] };
 }
 
 /** Options of `importBeads`. */
@@ -188,9 +194,22 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
     return r;
   };
 
+  const repaired = (line: number, invalidUtf8: boolean, before: NormaliseReport) => {
+    const r = report.normalised;
+    if (!invalidUtf8 && repairCount(r) === repairCount(before)) return;
+    const rl = report.repairedLines;
+    rl.count++;
+    if (invalidUtf8) rl.invalidUtf8++;
+    if (r.loneSurrogates > before.loneSurrogates) rl.loneSurrogates++;
+    if (r.nulsRemoved > before.nulsRemoved) rl.nulsRemoved++;
+    if (rl.lines.length < maxListed) rl.lines.push(line);
+    if (rl.count <= maxListed) log.warn({ workspace: slug, line, invalidUtf8 }, 'beads line repaired');
+  };
+
   let lineNo = 0;
-  for await (const raw of lines(input)) {
+  for await (const source of lines(input)) {
     lineNo++;
+    const raw = source.text;
     const text = (lineNo === 1 ? raw.replace(/^\uFEFF/, '') : raw).trim();
     if (text === '') continue;
     report.rowsRead++;
@@ -232,6 +251,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
 
     const createdAt = row.created_at ? parseRfc3339(row.created_at)! : undefined;
     const deletedAt = cls.tombstone ? await tombstoneTime(store, row) : null;
+    const repairsBefore = { ...report.normalised };
     const r = tally(
       await store.upsertItem(
         {
@@ -270,6 +290,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
       if (cr.changed) report.comments.written++;
       else report.comments.unchanged++;
     }
+    repaired(lineNo, source.invalidUtf8, repairsBefore);
     pending.push(...(row.dependencies ?? []));
   }
 
@@ -315,6 +336,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
       comments: report.comments,
       links: report.links,
       rejected: report.rejected.count,
+      repairedLines: report.repairedLines.count,
       jobsOwed: report.jobsOwed,
       jobRowsOwed: report.jobRowsOwed,
     },
@@ -332,23 +354,53 @@ export function bundledSamplePath(): string {
   return fileURLToPath(new URL('../../sample/beads-issues.jsonl', import.meta.url));
 }
 
+/** One line of input: its text, and whether its bytes were not all UTF-8 (each bad sequence is then U+FFFD in `text`). */
+export interface SourceLine {
+  text: string;
+  invalidUtf8: boolean;
+}
+
+// ignoreBOM keeps a U+FEFF that starts a line (only line 1's is a byte-order mark, stripped by the caller).
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /**
- * The lines of a UTF-8 file, without their line endings (`\n` or `\r\n`), streamed.
+ * The lines of a UTF-8 file, without their line endings (`\n` or `\r\n`), streamed. A line whose
+ * bytes are not UTF-8 is decoded with U+FFFD for each bad sequence and flagged, so the repair is
+ * counted (DESIGN §16.23) instead of made silently.
  * @throws the read error (ENOENT, EISDIR …) on first iteration.
  */
-export async function* readLines(path: string): AsyncGenerator<string> {
-  const rl = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+export async function* readLines(path: string): AsyncGenerator<SourceLine> {
+  let pending: Buffer[] = [];
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    let start = 0;
+    for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, start)) {
+      pending.push(chunk.subarray(start, nl));
+      yield decodeLine(Buffer.concat(pending));
+      pending = [];
+      start = nl + 1;
+    }
+    if (start < chunk.length) pending.push(chunk.subarray(start));
+  }
+  if (pending.length) yield decodeLine(Buffer.concat(pending));
+}
+
+function decodeLine(bytes: Buffer): SourceLine {
+  const line = bytes.length > 0 && bytes[bytes.length - 1] === 13 ? bytes.subarray(0, -1) : bytes;
   try {
-    yield* rl;
-  } finally {
-    rl.close();
+    return { text: STRICT_UTF8.decode(line), invalidUtf8: false };
+  } catch {
+    return { text: line.toString('utf8'), invalidUtf8: true };
   }
 }
 
 // ------------------------------------------------------------------ helpers
 
-function lines(input: BeadsInput): Iterable<string> | AsyncIterable<string> {
-  return typeof input === 'string' ? readLines(input) : input;
+async function* lines(input: BeadsInput): AsyncGenerator<SourceLine> {
+  if (typeof input === 'string') {
+    yield* readLines(input);
+    return;
+  }
+  for await (const text of input) yield { text, invalidUtf8: false };
 }
 
 function emptyImportReport(ws: Pick<WorkspaceRow, 'id' | 'slug'>): ImportReport {
@@ -370,6 +422,7 @@ function emptyImportReport(ws: Pick<WorkspaceRow, 'id' | 'slug'>): ImportReport 
     jobsOwed: 0,
     jobRowsOwed: 0,
     normalised: { loneSurrogates: 0, nulsRemoved: 0 },
+    repairedLines: { count: 0, invalidUtf8: 0, loneSurrogates: 0, nulsRemoved: 0, lines: [] },
   };
 }
 
@@ -455,7 +508,7 @@ export async function assertBeadsFile(path: string): Promise<void> {
   let lineNo = 0;
   let read = 0;
   let first: RejectedLine | null = null;
-  for await (const raw of readLines(path)) {
+  for await (const { text: raw } of readLines(path)) {
     lineNo++;
     const text = (lineNo === 1 ? raw.replace(/^\uFEFF/, '') : raw).trim();
     if (text === '') continue;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { refString } from '../store/input-rules.js';
 import { decisionView, itemSetStatus, itemView, statusView, verdictRowView, verdictView } from '../compose/read-schemas.js';
 
 // The reads' shapes are shared with the MCP server (src/mcp/); they live beside the reads.
@@ -65,7 +66,7 @@ export const collectionPatchBody = z.strictObject({ slug: slug.optional(), schem
 
 export const newItemBody = z.strictObject({
   collection: slug.describe('The collection\u2019s slug'),
-  ref: z.string().min(1).max(500),
+  ref: refString.describe('At most 500 characters, in NFC, without control characters; refused (never altered) otherwise'),
   title: z.string().max(100_000),
   content: z.string().optional(),
   fields: fields.optional(),
@@ -82,7 +83,7 @@ export const moveBody = z.strictObject({ collection: slug });
 
 export const newCommentBody = z.strictObject({ author: z.string().min(1).max(500), body: z.string(), parentCommentId: z.string().optional() });
 export const commentPatchBody = z.strictObject({ body: z.string() });
-export const newLinkBody = z.strictObject({ target: z.string().min(1).max(500).describe('The target item\u2019s ref'), type: z.string().min(1).max(100) });
+export const newLinkBody = z.strictObject({ target: refString.describe('The target item\u2019s ref'), type: z.string().min(1).max(100) });
 
 export const flagsQuery = z.strictObject({ threshold: z.coerce.number().min(0).max(1).optional() });
 export const listItemsQuery = z.strictObject({
@@ -122,8 +123,13 @@ export const newVerdictBody = z
     author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
-/** Every write's answer: the row, whether anything changed, and the jobs it owed (DESIGN §3). */
-export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), owed: z.number() });
+/** What a write repaired in its text (DESIGN §16.23): never zero silently, always reported. */
+export const normalisedView = z.object({
+  loneSurrogates: z.number().describe('Lone UTF-16 surrogates replaced by U+FFFD'),
+  nulsRemoved: z.number().describe('NUL characters removed'),
+});
+/** Every write's answer: the row, whether anything changed, what its text repairs were, and the jobs it owed (DESIGN §3). */
+export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), normalised: normalisedView, owed: z.number() });
 
 export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView), sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"') });
 export const flagsView = z.object({

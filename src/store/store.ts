@@ -1,4 +1,4 @@
-import type { NormaliseReport } from './normalise.js';
+import type { NormaliseReport } from './input-rules.js';
 import type { StateLink, TrailComment } from '../decision/state.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
 import type { Usage } from '../decision/usage.js';

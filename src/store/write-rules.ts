@@ -2,7 +2,7 @@ import { isLosslessNumber, stringify as losslessStringify } from 'lossless-json'
 import { canonicalJson, parseLossless, type LosslessValue } from '../decision/canonical-json.js';
 import { SET_DEFAULTS, type QuestionSet, type Registry } from '../decision/registry.js';
 import { fieldValueText, sameJsonValue, spliceMembers } from './fields-patch.js';
-import { normaliseText, type NormaliseReport } from './normalise.js';
+import { normaliseText, type NormaliseReport } from './input-rules.js';
 import {
   InvalidWrite,
   type Claim,
@@ -35,15 +35,25 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
     text = normaliseText(fields, report);
   } else {
     if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) throw new InvalidWrite('fields must be a JSON object');
+    checkDepth(fields, 'fields');
     text = normaliseText(valueText(fields, 'fields'), report);
   }
   const parsed = checkedFieldsObject(text);
-  // Strings inside the JSON (escaped as \u0000 or \ud800 in the text, so the pass above cannot
-  // see them) get the same normalisation; the text is rewritten only when one changed, so number
-  // literals and bytes otherwise survive (lossless-json keeps the literals either way).
-  const before = report.loneSurrogates + report.nulsRemoved;
-  const normalised = normaliseJsonStrings(parsed, report);
-  return report.loneSurrogates + report.nulsRemoved === before ? text : losslessStringify(normalised)!;
+  // Strings inside the JSON (escaped as \u0000, \ud800, \r\n or a decomposed \u0301 in the
+  // text, so the pass above cannot see them) get the same normalisation; the text is rewritten
+  // only when one changed, so number literals and bytes otherwise survive (lossless-json keeps the
+  // literals either way).
+  const seen = { changed: false };
+  const normalised = normaliseJsonStrings(parsed, report, seen);
+  return seen.changed ? losslessStringify(normalised)! : text;
+}
+
+/**
+ * @throws InvalidWrite when `v` nests deeper than `MAX_FIELDS_DEPTH`, checked without recursion
+ *   before anything walks it recursively (serialising a 5,000-deep object overflows the stack).
+ */
+function checkDepth(v: unknown, what: string): void {
+  if (nestingDepth(v) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`${what} nest deeper than ${MAX_FIELDS_DEPTH} levels`);
 }
 
 /**
@@ -97,6 +107,7 @@ export function patchFieldsText(
   if (next === null || typeof next !== 'object' || Array.isArray(next)) {
     throw new InvalidWrite(`${patch.fields !== undefined ? 'fields' : 'setFields'} must be a JSON object`);
   }
+  checkDepth(next, patch.fields !== undefined ? 'fields' : 'setFields');
   let stored: Record<string, LosslessValue>;
   try {
     stored = checkedFieldsObject(cur);
@@ -111,7 +122,7 @@ export function patchFieldsText(
   for (const [rawKey, rawValue] of Object.entries(next)) {
     if (rawValue === undefined) continue;
     const key = normaliseText(rawKey, report);
-    const value = normaliseJsonStrings(rawValue, report);
+    const value = normaliseJsonStrings(rawValue, report, { changed: false });
     wanted.add(key);
     const has = Object.prototype.hasOwnProperty.call(stored, key);
     if (has && sameJsonValue(stored[key], value)) continue;
@@ -124,12 +135,18 @@ export function patchFieldsText(
   return text;
 }
 
-function normaliseJsonStrings(v: unknown, report: NormaliseReport): unknown {
-  if (typeof v === 'string') return normaliseText(v, report);
+/** `v` with every string and key in its stored form (`normaliseText`); `seen.changed` says whether any differed. */
+function normaliseJsonStrings(v: unknown, report: NormaliseReport, seen: { changed: boolean }): unknown {
+  const text = (s: string) => {
+    const n = normaliseText(s, report);
+    if (n !== s) seen.changed = true;
+    return n;
+  };
+  if (typeof v === 'string') return text(v);
   if (v === null || typeof v !== 'object' || isLosslessNumber(v) || v instanceof Date) return v;
-  if (Array.isArray(v)) return v.map((x) => normaliseJsonStrings(x, report));
+  if (Array.isArray(v)) return v.map((x) => normaliseJsonStrings(x, report, seen));
   const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[normaliseText(k, report)] = normaliseJsonStrings(x, report);
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[text(k)] = normaliseJsonStrings(x, report, seen);
   return out;
 }
 

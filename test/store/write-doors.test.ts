@@ -55,7 +55,7 @@ describe('write doors owe jobs in the same transaction', () => {
 
 describe('normalisation order', () => {
   it('repairs lone surrogates before removing NUL, so no pair is made up', async () => {
-    const { normaliseText, emptyReport } = await import('../../src/store/normalise.js');
+    const { normaliseText, emptyReport } = await import('../../src/store/input-rules.js');
     const report = emptyReport();
     expect(normaliseText('\uD800\u0000\uDC00', report)).toBe('\uFFFD\uFFFD');
     expect(report).toEqual({ loneSurrogates: 2, nulsRemoved: 1 });

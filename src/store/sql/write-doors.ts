@@ -1,5 +1,5 @@
 import { and, eq, sql, type SQLWrapper } from 'drizzle-orm';
-import { emptyReport, normaliseText, type NormaliseReport } from '../normalise.js';
+import { checkDoorInput, DOOR_INPUT as IN, emptyReport, normaliseText, type NormaliseReport } from '../input-rules.js';
 import {
   InvalidWrite,
   NotFound,
@@ -35,8 +35,9 @@ import { bind, exec, nowMs, one, shape, shapeFamily, write, type Expr, type SqlC
 /**
  * Tracker write doors (DESIGN §3). Each door changes the tracker rows and owes the affected jobs
  * in the same transaction; a write that changes no stored value is a no-op (no seq bump, nothing
- * owed). Text is normalised first (lone surrogates → U+FFFD, NUL removed) and the counts are
- * reported. What to write is decided by the shared rules in `../write-rules.ts`; this file only
+ * owed). Each door checks its arguments first (`checkDoorInput`: InvalidInput naming the member,
+ * before any statement); text is then put in its stored form (`normaliseText`: NFC, LF line ends,
+ * lone surrogates → U+FFFD and NUL removed, the repairs counted and reported). What to write is decided by the shared rules in `../write-rules.ts`; this file only
  * runs the statements. Rows a decision depends on are read with `c.d.lock` (`FOR UPDATE` on
  * Postgres), so two writers of one item take turns instead of both seeing the old value; on
  * SQLite the IMMEDIATE transaction serialises all writers. "Now" is read once per door, after the
@@ -77,6 +78,7 @@ function* requireCollection(c: SqlContext, id: string, workspaceId: string): Ste
 // ------------------------------------------------------------------ workspaces and collections
 
 export function createWorkspace(c: SqlContext, w: { id?: string; slug: string }): Promise<WorkspaceRow> {
+  checkDoorInput('createWorkspace', 'workspace', IN.createWorkspace, w);
   return write(c, function* () {
     const now = yield* nowMs();
     return (yield* one((db) => db.insert(c.d.t.workspaces).values({ id: w.id ?? c.newId(), slug: w.slug, createdAt: now }).returning()))!;
@@ -85,6 +87,7 @@ export function createWorkspace(c: SqlContext, w: { id?: string; slug: string })
 
 /** Soft-deletes or restores a workspace. Its jobs are held by the claim, not re-owed. */
 export function setWorkspaceDeleted(c: SqlContext, id: string, deleted: boolean): Promise<WriteResult<WorkspaceRow>> {
+  checkDoorInput(deleted ? 'softDeleteWorkspace' : 'restoreWorkspace', 'id', IN.id, id);
   const { workspaces } = c.d.t;
   return write(c, function* () {
     const w = yield* one((db) => c.d.lock(db.select().from(workspaces).where(eq(workspaces.id, id))));
@@ -100,6 +103,7 @@ export function createCollection(
   c: SqlContext,
   col: { id?: string; workspaceId: string; slug: string; isSystem?: boolean; schema?: CollectionSchema; settings?: CollectionSettings },
 ): Promise<CollectionRow> {
+  checkDoorInput('createCollection', 'collection', IN.createCollection, col);
   return write(c, function* () {
     const now = yield* nowMs();
     const row = yield* one((db) =>
@@ -131,6 +135,8 @@ export function updateCollection(
   id: string,
   patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema; deleted?: boolean },
 ): Promise<WriteResult<CollectionRow>> {
+  checkDoorInput('updateCollection', 'id', IN.id, id);
+  checkDoorInput('updateCollection', 'patch', IN.updateCollection, patch);
   const { collections } = c.d.t;
   return write(c, function* () {
     const cur = yield* one((db) => c.d.lock(db.select().from(collections).where(eq(collections.id, id))));
@@ -171,6 +177,8 @@ function* insertItem(c: SqlContext, now: number, item: NewItem, report: Normalis
 
 /** @throws NotFound (collection), InvalidWrite (fields, workspace mismatch), a unique violation on a duplicate ref. */
 export function createItem(c: SqlContext, item: NewItem, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  checkDoorInput('createItem', 'item', IN.newItem, item);
+  checkDoorInput('createItem', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
     return yield* insertItem(c, yield* nowMs(), item, emptyReport(), opts);
   });
@@ -178,6 +186,9 @@ export function createItem(c: SqlContext, item: NewItem, opts: OweOptions = {}):
 
 /** Title, content or fields. A title change also owes the items whose state shows this title. */
 export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  checkDoorInput('updateItem', 'id', IN.id, id);
+  checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
+  checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
   const report = emptyReport();
   return write(c, function* () {
     const cur = yield* lockItem(c, id);
@@ -191,6 +202,9 @@ export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: Ow
 
 /** The importer's door: create, or set every value (including deleted state and collection), or nothing. */
 export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  checkDoorInput('upsertItem', 'item', IN.newItem, item);
+  checkDoorInput('upsertItem', 'item', IN.upsertItem, item);
+  checkDoorInput('upsertItem', 'opts', IN.oweOptions, opts);
   const report = emptyReport();
   const { items } = c.d.t;
   return write(c, function* () {
@@ -207,6 +221,9 @@ export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: 
 
 /** Moves an item to another collection of its workspace; owes the target collection's sets. */
 export function moveItem(c: SqlContext, id: string, collectionId: string, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  checkDoorInput('moveItem', 'id', IN.id, id);
+  checkDoorInput('moveItem', 'collectionId', IN.id, collectionId);
+  checkDoorInput('moveItem', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
     const cur = yield* lockItem(c, id);
     yield* requireCollection(c, collectionId, cur.workspaceId);
@@ -219,6 +236,8 @@ export function moveItem(c: SqlContext, id: string, collectionId: string, opts: 
 
 /** Soft delete or restore; also owes the items whose state shows this item. */
 export function setItemDeleted(c: SqlContext, id: string, deleted: boolean, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+  checkDoorInput(deleted ? 'softDeleteItem' : 'restoreItem', 'id', IN.id, id);
+  checkDoorInput(deleted ? 'softDeleteItem' : 'restoreItem', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
     const cur = yield* lockItem(c, id);
     if ((cur.deletedAt !== null) === deleted) return result(cur, false, emptyReport());
@@ -259,6 +278,8 @@ function* insertComment(c: SqlContext, now: number, cm: NewComment, report: Norm
 
 /** @throws NotFound when the item does not exist. */
 export function addComment(c: SqlContext, cm: NewComment, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  checkDoorInput('addComment', 'comment', IN.newComment, cm);
+  checkDoorInput('addComment', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
     return yield* insertComment(c, yield* nowMs(), cm, emptyReport(), opts);
   });
@@ -266,6 +287,9 @@ export function addComment(c: SqlContext, cm: NewComment, opts: OweOptions = {})
 
 /** The importer's door for comments: create, or set author and body, or nothing. */
 export function upsertComment(c: SqlContext, cm: NewComment & { id: string }, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  checkDoorInput('upsertComment', 'comment', IN.newComment, cm);
+  checkDoorInput('upsertComment', 'comment', IN.upsertComment, cm);
+  checkDoorInput('upsertComment', 'opts', IN.oweOptions, opts);
   const report = emptyReport();
   const { comments } = c.d.t;
   return write(c, function* () {
@@ -282,6 +306,9 @@ export function upsertComment(c: SqlContext, cm: NewComment & { id: string }, op
 
 /** Owes work only when the body changes. @throws NotFound */
 export function editComment(c: SqlContext, id: string, body: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+  checkDoorInput('editComment', 'id', IN.id, id);
+  checkDoorInput('editComment', 'body', IN.commentBody, body);
+  checkDoorInput('editComment', 'opts', IN.oweOptions, opts);
   const report = emptyReport();
   const { comments } = c.d.t;
   return write(c, function* () {
@@ -297,6 +324,8 @@ export function editComment(c: SqlContext, id: string, body: string, opts: OweOp
 
 /** A comment with replies becomes a tombstone with a blank body; one without replies is removed. */
 export function deleteComment(c: SqlContext, id: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow | null>> {
+  checkDoorInput('deleteComment', 'id', IN.id, id);
+  checkDoorInput('deleteComment', 'opts', IN.oweOptions, opts);
   const { comments } = c.d.t;
   return write(c, function* () {
     const cur = yield* lockComment(c, id);
@@ -330,6 +359,8 @@ function* oweLinkEnds(c: SqlContext, now: number, sourceId: string, targetId: st
 
 /** Adds a link, or nothing when one with the same ends and type exists. Owes both ends (sets that read links). */
 export function addLink(c: SqlContext, l: NewLink, opts: OweOptions = {}): Promise<WriteResult<LinkRow>> {
+  checkDoorInput('addLink', 'link', IN.newLink, l);
+  checkDoorInput('addLink', 'opts', IN.oweOptions, opts);
   const { itemLinks } = c.d.t;
   return write(c, function* () {
     // Both ends locked in id order, so two link writes over the same pair cannot deadlock.
@@ -360,6 +391,8 @@ export function addLink(c: SqlContext, l: NewLink, opts: OweOptions = {}): Promi
 }
 
 export function removeLink(c: SqlContext, id: string, opts: OweOptions = {}): Promise<WriteResult<LinkRow | null>> {
+  checkDoorInput('removeLink', 'id', IN.id, id);
+  checkDoorInput('removeLink', 'opts', IN.oweOptions, opts);
   const { itemLinks } = c.d.t;
   return write(c, function* () {
     const cur = yield* one((db) => db.delete(itemLinks).where(eq(itemLinks.id, id)).returning());
