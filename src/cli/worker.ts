@@ -139,8 +139,9 @@ export function registerWorkerCommand(program: Command): void {
         }
         if (opts.untilIdle) {
           process.stdout.write(
-            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,
+            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored\n`,
           );
+          if (summary.batchUnavailableAt) process.stdout.write(`batching unavailable at ${summary.batchUnavailableAt}: asked directly\n`);
           const a = (summary as RunSummary).actions;
           if (a) {
             const gh = a.github;
