@@ -24,11 +24,12 @@ export interface Config {
   /** Co-asking (DESIGN §16.18): one call asks every owed set of an item whose state bytes are identical. `off` asks each set alone. @defaultValue on */
   coAsk: 'on' | 'off';
   /**
-   * Message Batches (DESIGN §16.19): `auto` sends backfill-priority work (backfill, reask,
+   * Message Batches (DESIGN §16.19, §16.23): `auto` sends backfill-priority work (backfill, reask,
    * collection changes) through the provider's batch API at half price when the provider has one
-   * and is paid; `off` asks it call by call. @defaultValue auto
+   * and is paid, in a long-running worker only (a one-shot drain asks directly); `on` batches in a
+   * drain too, which then waits for its batches; `off` asks it call by call. @defaultValue auto
    */
-  batch: 'auto' | 'off';
+  batch: 'auto' | 'on' | 'off';
   /** Idle wait between claim attempts when nothing is claimable (ms). @defaultValue 5000 */
   tickMs: number;
   /** Claim lease (ms); must cover one provider call's worst case. @defaultValue 600000 */
@@ -141,7 +142,7 @@ export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiAp
   logLevel: { flag: '--log-level', env: 'VERDICT_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), expected: 'one of fatal, error, warn, info, debug, trace, silent' },
   concurrency: { flag: '--concurrency', env: 'VERDICT_CONCURRENCY', schema: int(1, 256), expected: 'an integer from 1 to 256' },
   coAsk: { flag: '--co-ask', env: 'VERDICT_CO_ASK', schema: z.enum(['on', 'off']), expected: 'on or off' },
-  batch: { flag: '--batch', env: 'VERDICT_BATCH', schema: z.enum(['auto', 'off']), expected: 'auto or off' },
+  batch: { flag: '--batch', env: 'VERDICT_BATCH', schema: z.enum(['auto', 'on', 'off']), expected: 'auto, on or off' },
   tickMs: { flag: '--tick-ms', env: 'VERDICT_TICK_MS', schema: int(10, 3_600_000), expected: 'milliseconds from 10 to 3600000' },
   leaseMs: { flag: '--lease-ms', env: 'VERDICT_LEASE_MS', schema: int(100, 86_400_000), expected: 'milliseconds from 100 to 86400000' },
   passLimit: { flag: '--pass-limit', env: 'VERDICT_PASS_LIMIT', schema: int(1, 100_000), expected: 'an integer from 1 to 100000' },

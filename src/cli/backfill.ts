@@ -151,8 +151,9 @@ export function registerBackfillCommand(program: Command): void {
           else {
             if (cursor) out(`a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`);
             out(formatEstimates(target, estimates));
-            const batched = batchedBackfillCost(cfg, logger, target, estimates[0]);
-            if (batched !== null) out(`  with --batch auto (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`);
+            // A drain asks directly unless given --batch on (DESIGN §16.23).
+            const batched = o.drain ? (cfg.batch === 'on' ? batchedBackfillCost(cfg, logger, target, estimates[0]) : null) : batchedBackfillCost(cfg, logger, target, estimates[0]);
+            if (batched !== null) out(`  with --batch ${cfg.batch} (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`);
           }
           if (o.dryRun) return;
           throw new UsageError(
@@ -224,7 +225,9 @@ async function runBackfill(p: {
       let started!: () => void;
       const ready = new Promise<void>((r) => (started = r));
       workerRun = runWorker({
-        cfg,
+        // A one-shot drain asks directly unless given --batch on (DESIGN §16.23): its batches'
+        // results could come after it has stopped.
+        cfg: { ...cfg, batch: cfg.batch === 'on' ? 'on' : 'off' },
         store,
         registry,
         provider,
@@ -248,7 +251,7 @@ async function runBackfill(p: {
     if (o.json) p.out(JSON.stringify({ ...report, runner: summary }, null, 2));
     else {
       p.out(formatBackfillReport(report));
-      if (summary) p.out(`  runner in this process: ${summary.claimed} jobs run, ${summary.calls} provider calls (${provider!.name}), ${summary.answersStored} answers stored`);
+      if (summary) p.out(`  runner in this process: ${summary.claimed} jobs run, ${summary.calls} provider calls (${provider!.name}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored`);
     }
     process.exitCode = report.finished ? EXIT_OK : EXIT_FAILURE;
   } finally {

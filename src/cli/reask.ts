@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../runner/drift.js';
+import { surveyExpiry, type ExpirySurvey } from '../runner/expiry.js';
+import { questionsOf } from '../decision/registry.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
 import { readerContext } from './reader.js';
 
@@ -47,14 +49,21 @@ export function registerReaskCommand(program: Command): void {
       const provider = ctx;
       try {
         const workspaces = opts.workspace ? [await resolveWorkspace(store, opts.workspace)] : (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
-        const surveys: Array<{ slug: string; survey: DriftSurvey }> = [];
+        const surveys: Array<{ slug: string; survey: DriftSurvey; expired: ExpirySurvey | null; expiredToOwe: ExpirySurvey['toOwe'] }> = [];
+        const nowMs = await store.now();
         for (const ws of workspaces) {
           const plan = await planDrift(store, set, ws.id, provider, logger);
-          surveys.push({ slug: ws.slug, survey: await surveyDrift(store, plan) });
+          const survey = await surveyDrift(store, plan);
+          // A set with maxAge: answers older than it are stale too (DESIGN §16.17), owed as drift is.
+          const maxAgeMs = set.maxAgeMs;
+          const expired =
+            maxAgeMs === null ? null : await surveyExpiry(store, { set: { ...set, maxAgeMs }, workspaceId: ws.id, keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort() }, nowMs);
+          const drifted = new Set(survey.toOwe.map((c) => c.itemId));
+          surveys.push({ slug: ws.slug, survey, expired, expiredToOwe: (expired?.toOwe ?? []).filter((c) => !drifted.has(c.itemId)) });
         }
         const total = {
-          items: surveys.reduce((n, s) => n + s.survey.toOwe.length, 0),
-          calls: surveys.reduce((n, s) => n + s.survey.calls, 0),
+          items: surveys.reduce((n, s) => n + s.survey.toOwe.length + s.expiredToOwe.length, 0),
+          calls: surveys.reduce((n, s) => n + s.survey.calls + s.expiredToOwe.reduce((m, c) => m + c.calls, 0), 0),
           alreadyOwed: surveys.reduce((n, s) => n + s.survey.alreadyOwed, 0),
           parked: surveys.reduce((n, s) => n + s.survey.parked, 0),
         };
@@ -62,8 +71,8 @@ export function registerReaskCommand(program: Command): void {
         const willOwe = !opts.dryRun && (!paid || !!opts.yes);
         let owed = 0;
         if (willOwe) {
-          for (const { survey } of surveys) {
-            const ids = survey.toOwe.map((c) => c.itemId);
+          for (const { survey, expiredToOwe } of surveys) {
+            const ids = [...survey.toOwe.map((c) => c.itemId), ...expiredToOwe.map((c) => c.itemId)];
             for (let i = 0; i < ids.length; i += REASK_OWE_CHUNK) {
               owed += await store.oweJobs(ids.slice(i, i + REASK_OWE_CHUNK).map((itemId) => ({ itemId, questionSet: set.name })), DRIFT_OWE);
             }
@@ -79,7 +88,7 @@ export function registerReaskCommand(program: Command): void {
                 provider: provider.name,
                 model: provider.model,
                 dryRun: !!opts.dryRun,
-                workspaces: surveys.map(({ slug, survey: s }) => ({ workspace: slug, scanned: s.scanned, items: s.toOwe.length, calls: s.calls, alreadyOwed: s.alreadyOwed, parked: s.parked, keys: s.plan.fingerprints.size })),
+                workspaces: surveys.map(({ slug, survey: s, expired, expiredToOwe }) => ({ workspace: slug, scanned: s.scanned, items: s.toOwe.length, calls: s.calls, alreadyOwed: s.alreadyOwed, parked: s.parked, keys: s.plan.fingerprints.size, ...(expired ? { expired: expiredToOwe.length, expiredAlreadyOwed: expired.alreadyOwed } : {}) })),
                 total,
                 owed,
               },
@@ -89,10 +98,11 @@ export function registerReaskCommand(program: Command): void {
           );
         } else {
           const out: string[] = [];
-          for (const { slug, survey: s } of surveys) {
+          for (const { slug, survey: s, expired, expiredToOwe } of surveys) {
             out.push(
               `${set.name} in ${slug}: ${s.scanned} items scanned, ${s.plan.fingerprints.size} keys asked now; ${s.toOwe.length} items drifted to re-ask, estimated ${s.calls} calls (maxPerCall ${set.maxPerCall}); ${s.alreadyOwed} already owed, ${s.parked} parked (left parked)`,
             );
+            if (expired) out.push(`  ${expiredToOwe.length} items expired (answers older than maxAge) to re-ask besides; ${expired.alreadyOwed} already owed, ${expired.parked} parked`);
           }
           out.push(`total: ${total.items} items, estimated ${total.calls} provider calls to ${provider.name}:${provider.model}`);
           if (opts.dryRun) out.push('dry run: nothing owed');

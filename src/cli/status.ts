@@ -148,6 +148,7 @@ export function formatStatus(s: StatusReport): string {
       `batches in flight: ${n(b.inFlight)} (${n(b.requests)} requests, ${n(b.jobs)} jobs batched; oldest created ${age(b.oldestAgeMs)} ago${b.unconfirmed ? `; ${n(b.unconfirmed)} submit not confirmed, being looked for` : ''}); results within 24 h`,
     );
   } else lines.push('batches in flight: none');
+  for (const u of s.batches.unavailable) lines.push(`batching unavailable at ${u.host}: asking directly (${u.provider}'s batch route answered HTTP ${u.status}; \`--batch on\` tries it again)`);
   lines.push(`answers stored: ${n(s.answersStored)}`);
   if (s.walBytes !== null) {
     lines.push(`write-ahead log: ${formatBytes(s.walBytes)}${s.walBytes > WAL_WARN_BYTES ? ` (above ${formatBytes(WAL_WARN_BYTES)}: a long reader may be holding it; see \`verdict doctor\`)` : ''}`);

@@ -4,6 +4,7 @@ import type { Store } from '../store/store.js';
 import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
+import { liveWorkers } from '../worker/heartbeat.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
 import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
@@ -84,13 +85,23 @@ async function claimableNow(store: Store): Promise<number> {
   return q.owedDue + q.inFlight;
 }
 
-/** Prints what is left after `--until-idle`: jobs waiting (backoff, debounce), parked, and the next due time. */
+/**
+ * Prints what is left after `--until-idle`: jobs due, waiting (backoff, debounce), parked, batched,
+ * held under other workers' leases (this drain has given back its own: a lease still live is
+ * another process's, alive or dead) with when the last lease ends, and the next due time.
+ */
 export async function printLeftover(store: Store, out: (s: string) => void): Promise<void> {
   const q = await store.queueStats();
   const now = await store.now();
   const next = q.nextDueAt === null ? 'none' : `in ${formatDuration(q.nextDueAt - now)}`;
-  const batched = q.batched > 0 ? `, ${q.batched} batched (in provider batches; a worker stores their results within 24 h)` : '';
-  out(`left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked${batched}; next due ${next}`);
+  const batched = q.batched > 0 ? `, ${q.batched} batched (in provider batches; a running worker stores their results within 24 h)` : '';
+  let held = '';
+  if (q.inFlight > 0) {
+    const alive = (await liveWorkers(store)).length;
+    const ends = q.leasesEndAt === null ? '' : `; the last lease ends in ${formatDuration(Math.max(0, q.leasesEndAt - now))}`;
+    held = `, ${q.inFlight} held under other workers' leases (${alive === 0 ? 'no worker is alive: a dead worker\'s, claimable once the lease ends' : `${alive} live worker${alive === 1 ? '' : 's'}`}${ends})`;
+  }
+  out(`left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked${held}${batched}; next due ${next}`);
 }
 
 export function registerWorkerCommand(program: Command): void {
@@ -139,8 +150,9 @@ export function registerWorkerCommand(program: Command): void {
         }
         if (opts.untilIdle) {
           process.stdout.write(
-            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.answersStored} answers stored\n`,
+            `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored\n`,
           );
+          if (summary.batchUnavailableAt) process.stdout.write(`batching unavailable at ${summary.batchUnavailableAt}: asked directly\n`);
           const a = (summary as RunSummary).actions;
           if (a) {
             const gh = a.github;

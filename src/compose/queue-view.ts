@@ -1,4 +1,5 @@
 import type { Heartbeat } from '../worker/heartbeat.js';
+import { listBatchUnavailable } from '../worker/batch-availability.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import type { JobRow, SetJobCounts, Store } from '../store/store.js';
@@ -33,6 +34,8 @@ export interface BatchesView {
   /** Batches whose submit was not confirmed (the sweep looks for them in the provider's list). */
   unconfirmed: number;
   oldestAgeMs: number | null;
+  /** Endpoints found to have no batch API (DESIGN §16.23): workers ask their jobs directly. */
+  unavailable: Array<{ provider: string; host: string; status: number }>;
 }
 
 /**
@@ -71,6 +74,7 @@ export async function batchesInFlight(store: Store, now: number): Promise<Batche
     jobs,
     unconfirmed: open.filter((b) => b.status === 'submitting').length,
     oldestAgeMs: open.length ? now - Math.min(...open.map((b) => b.createdAt)) : null,
+    unavailable: (await listBatchUnavailable(store)).map((u) => ({ provider: u.provider, host: u.host, status: u.status })),
   };
 }
 

@@ -6,7 +6,7 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/run-once.js';
 import type { Store } from '../store/store.js';
-import { startBackgroundPasses } from '../worker/background.js';
+import { startBackgroundPasses, sweepUntilDone } from '../worker/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
 import { startWalUpkeep } from '../worker/wal-upkeep.js';
@@ -254,6 +254,15 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   const actingRun = acting && !p.untilIdle ? acting.run(worker.signal) : Promise.resolve();
   let summary: RunSummary | null = null;
   try {
+    if (p.untilIdle) {
+      // A drain runs the sweeps to their end first (DESIGN §16.23), so what drifted or expired
+      // is owed and asked in this run, not left for a long-running worker's passes.
+      try {
+        await sweepUntilDone({ store: p.store, registry: p.registry, provider: p.provider, logger: p.logger, signal: worker.signal, driftSweepPerMinute: p.cfg.driftSweepPerMinute });
+      } catch (err) {
+        p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'sweeps before the drain failed; the drain goes on');
+      }
+    }
     summary = await worker.run();
     if (acting && p.untilIdle) {
       const a = await acting.drain(worker.signal);

@@ -3,7 +3,7 @@ import type { Question } from '../decision/questions.js';
 import type { Usage } from '../decision/usage.js';
 import { checkBatchId, checkBatchRequests, checkCustomId } from './batch.js';
 import { BadEnvelope, classifyAnthropicError, classifyHttpStatus, safeToken, SchemaTooComplex } from './classify.js';
-import { AnswerDefect, BatchNotFound, ProviderRefusal, ProviderUnavailable } from './errors.js';
+import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
 import type { AskResult, BatchApi, BatchCounts, BatchInfo, BatchRequest, BatchResult } from './provider.js';
 import { AttemptTimeout, withRetries, type Fault, type ProviderLogger, type RetryContext } from './retry.js';
 
@@ -35,6 +35,8 @@ export interface AnthropicBatchesDeps {
   readonly idleTimeoutMs: number;
   readonly maxRequests: number;
   readonly maxBodyBytes: number;
+  /** The API base URL the batches go to (`BatchApi.endpoint`). */
+  readonly endpoint: string;
 }
 
 /** Bytes of the body around its requests: `{"requests":[` and `]}`, less the comma the last request does not need. */
@@ -66,10 +68,12 @@ export class AnthropicBatches implements BatchApi {
   readonly maxRequests: number;
   /** Bound on the sum of `requestBytes` of one batch: the API's body limit less the body's envelope. */
   readonly maxBytes: number;
+  readonly endpoint: string;
   readonly #d: AnthropicBatchesDeps;
 
   constructor(deps: AnthropicBatchesDeps) {
     this.#d = deps;
+    this.endpoint = deps.endpoint;
     this.maxRequests = deps.maxRequests;
     this.maxBytes = deps.maxBodyBytes - ENVELOPE_BYTES;
   }
@@ -90,6 +94,7 @@ export class AnthropicBatches implements BatchApi {
    * every request twice, so the call ends with ProviderUnavailable and `list` tells.
    * @throws TypeError (empty, too many requests or bytes, a bad or repeated custom id, a request
    *   without questions) and what `ask` throws before any request, both before any request.
+   * @throws BatchUnsupported when the endpoint has no batch API (`unsupportedBatchRoute`).
    */
   async submit(requests: readonly BatchRequest[], opts: { signal: AbortSignal }): Promise<BatchInfo> {
     opts.signal.throwIfAborted();
@@ -119,6 +124,7 @@ export class AnthropicBatches implements BatchApi {
     );
   }
 
+  /** @throws BatchUnsupported when the endpoint has no batch API (`unsupportedBatchRoute`). */
   async list(opts: { signal: AbortSignal; since: number }): Promise<BatchInfo[]> {
     if (typeof opts.since !== 'number' || !Number.isFinite(opts.since)) throw new TypeError(`since must be epoch milliseconds, got ${String(opts.since)}`);
     opts.signal.throwIfAborted();
@@ -134,7 +140,7 @@ export class AnthropicBatches implements BatchApi {
           const p = await client.messages.batches.list({ limit: LIST_PAGE, ...(cursor !== null ? { after_id: cursor } : {}) }, { signal });
           return { infos: p.data.map(toInfo), more: p.has_more === true ? p.last_id : null };
         },
-        classifyAnthropicError,
+        (err, timedOut) => unsupportedBatchRoute(err, timedOut) ?? classifyAnthropicError(err, timedOut),
       );
       // Newest first: the first batch older than `since` ends the walk.
       const older = page.infos.findIndex((b) => b.createdAt < opts.since);
@@ -300,6 +306,8 @@ function toInfo(value: unknown): BatchInfo {
  * the batch may have been created.
  */
 function classifyCreate(err: unknown, timedOut: boolean): Fault {
+  const unsupported = unsupportedBatchRoute(err, timedOut);
+  if (unsupported) return unsupported;
   const f = classifyAnthropicError(err, timedOut);
   if (!f.retry) return f;
   if (f.error.rateLimited || f.error.status === 529) return f;
@@ -310,6 +318,25 @@ function classifyCreate(err: unknown, timedOut: boolean): Fault {
       retryAfterMs: f.error.retryAfterMs,
     }),
   };
+}
+
+/**
+ * A batch route that does not exist at this endpoint (DESIGN §16.23): a 404 or 405, a 400 that is
+ * not about billing (every rule of a batch create is checked before it is sent, so a 400 is the
+ * route, not the batch), or a 200 whose body is not a batch object and carries no error type (a
+ * gateway's page; an error object in a 200, seen in incidents, stays retryable). null for
+ * anything else. Only for the collection routes (create, list): a 404 about one batch is
+ * BatchNotFound.
+ */
+function unsupportedBatchRoute(err: unknown, timedOut: boolean): Fault | null {
+  if (timedOut) return null;
+  if (err instanceof BadEnvelope) return err.errorType === null ? { retry: false, error: new BatchUnsupported(200) } : null;
+  const status = (err as { status?: unknown } | null)?.status;
+  if (status !== 404 && status !== 405 && status !== 400) return null;
+  // Billing and account faults stay provider-wide (ProviderMisconfigured).
+  const f = classifyAnthropicError(err, timedOut);
+  if (status === 400 && f.error instanceof ProviderMisconfigured) return null;
+  return { retry: false, error: new BatchUnsupported(status) };
 }
 
 /** Classifies a failed call about one batch: a 404 is BatchNotFound, the rest as `ask`'s calls. */

@@ -45,6 +45,8 @@ import {
 export const ANTHROPIC_PROMPT_VERSION = `anthropic-v${PROMPT_TEMPLATE_VERSION}`;
 /** The pinned default model (DESIGN §9). */
 export const DEFAULT_ANTHROPIC_MODEL = 'claude-haiku-5-5';
+/** The SDK's default base URL, named for the batch availability mark (DESIGN §16.23). */
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
 /** Name of the forced tool of the fallback path. */
 export const ANSWER_TOOL_NAME = 'record_answers';
 
@@ -319,6 +321,7 @@ export class AnthropicProvider implements Provider {
       idleTimeoutMs: policy.perAttemptTimeoutMs,
       maxRequests: limit('maxRequests', opts.batchLimits?.maxRequests, ANTHROPIC_BATCH_MAX_REQUESTS),
       maxBodyBytes: limit('maxBodyBytes', opts.batchLimits?.maxBodyBytes, ANTHROPIC_BATCH_MAX_BODY_BYTES),
+      endpoint: opts.baseURL ?? ANTHROPIC_DEFAULT_BASE_URL,
     });
   }
 

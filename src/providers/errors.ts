@@ -114,6 +114,19 @@ export class BatchNotFound extends ProviderError {
   }
 }
 
+/**
+ * The endpoint has no Message Batches API: its batch route answered 404, 405 or 400, or a 200
+ * whose body is not a batch object (many gateways and proxies in front of the Messages API).
+ * Nothing was created, so the batch's jobs go back to owed at once and the worker asks them
+ * directly (DESIGN §16.23). `status` is the HTTP status seen (200 for a body that is not a batch).
+ */
+export class BatchUnsupported extends ProviderError {
+  readonly code = 'batch_unsupported';
+  constructor(readonly status: number) {
+    super(`batch API unavailable (HTTP ${status})`);
+  }
+}
+
 /** True when `err` is a provider error of any class. */
 export function isProviderError(err: unknown): err is ProviderError {
   return err instanceof ProviderError;

@@ -77,6 +77,8 @@ export const BATCH_EXPIRY_MS = 24 * 60 * 60 * 1000;
 export class FakeBatches implements BatchApi {
   readonly maxRequests: number;
   readonly maxBytes: number;
+  /** The fake has no host: `fake` names it in the batch availability mark. */
+  readonly endpoint = 'fake';
   latencyMs: number;
   faults: FakeBatchFault[];
   /** Every batch created, in submit order (a `lost` one included). */

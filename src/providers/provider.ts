@@ -135,6 +135,11 @@ export interface BatchApi {
   readonly maxRequests: number;
   readonly maxBytes: number;
   /**
+   * Where the batches go (a base URL, or `fake`): a worker that finds no batch API there marks
+   * this endpoint and asks its jobs directly (DESIGN §16.23).
+   */
+  readonly endpoint: string;
+  /**
    * Bytes one request adds to the batch body (for the assembler to respect maxBytes).
    * @throws what `ask` throws before any request for this request (ProviderRefusal
    *   `input_over_budget`, an invalid question), so the assembler can leave it out of the batch.
@@ -142,7 +147,8 @@ export interface BatchApi {
   requestBytes(r: BatchRequest): number;
   /**
    * Creates a batch. When it throws after sending (a timeout, a dropped connection, an abort), the
-   * batch may exist anyway: `list` finds it.
+   * batch may exist anyway: `list` finds it. BatchUnsupported: the endpoint has no batch API and
+   * nothing was created.
    */
   submit(requests: readonly BatchRequest[], opts: { signal: AbortSignal }): Promise<BatchInfo>;
   retrieve(id: string, opts: { signal: AbortSignal }): Promise<BatchInfo>;

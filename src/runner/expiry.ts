@@ -83,6 +83,33 @@ export async function scanExpiryBatch(
   return { candidates, scanned: rows.length, itemIds: rows.map((r) => r.item.id), lastItemId: rows.length ? rows[rows.length - 1].item.id : afterItemId, exhausted: rows.length < limit };
 }
 
+/** What a whole-workspace expiry scan found (`verdict reask`): expired items by what their job is. */
+export interface ExpirySurvey {
+  scanned: number;
+  /** Expired items without a job (these get owed), each with its estimated calls: ceil(expired keys / maxPerCall). */
+  toOwe: Array<{ itemId: string; calls: number }>;
+  alreadyOwed: number;
+  parked: number;
+}
+
+/** Scans every live item of one workspace for answers of `plan.set` expired at `nowMs` (no writes). */
+export async function surveyExpiry(store: Pick<Store, 'scanItemsForDrift' | 'listCollections'>, plan: ExpiryPlan, nowMs: number, batchSize = 500): Promise<ExpirySurvey> {
+  const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
+  const survey: ExpirySurvey = { scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0 };
+  let cursor: string | null = null;
+  for (;;) {
+    const b = await scanExpiryBatch(store, plan, collections, cursor, batchSize, nowMs);
+    survey.scanned += b.scanned;
+    for (const c of b.candidates) {
+      if (c.job === 'owed') survey.alreadyOwed++;
+      else if (c.job === 'parked') survey.parked++;
+      else survey.toOwe.push({ itemId: c.itemId, calls: Math.ceil(c.expired / plan.set.maxPerCall) });
+    }
+    cursor = b.lastItemId;
+    if (b.exhausted) return survey;
+  }
+}
+
 /** The expiry sweep's progress for one (set, workspace), in `verdict_meta`. */
 export interface ExpiryMarker {
   /** The last item id the walk in progress has handled; null between walks. */

@@ -491,6 +491,8 @@ export interface QueueStats {
   oldestOwedAgeMs: number | null;
   /** Epoch ms when the next waiting job becomes due, or null. */
   nextDueAt: number | null;
+  /** Epoch ms when the last live lease of the jobs in flight ends, or null when none is in flight. */
+  leasesEndAt: number | null;
   bySet: Array<{ questionSet: string; state: string; count: number }>;
 }
 

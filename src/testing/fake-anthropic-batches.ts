@@ -18,6 +18,13 @@ import type { RecordedRequest, Reply } from './fake-server-core.js';
  */
 export type FakeServerBatchFault = 'expired' | 'partial' | 'canceled' | null;
 
+/**
+ * How an endpoint without a batch API answers the batch routes (DESIGN §16.23), as gateways and
+ * proxies in front of the Messages API do: `404` and `405` with a body of their own, `400` with a
+ * body that is no Anthropic error, `not_a_batch` a 200 whose JSON body is no batch object.
+ */
+export type FakeServerBatchRoute = 'batches' | 404 | 405 | 400 | 'not_a_batch';
+
 /** One request of a batch as it was sent. */
 export interface FakeServerBatchRequest {
   readonly custom_id: string;
@@ -90,6 +97,8 @@ export class FakeAnthropicBatches {
   endAfterRetrieves = 1;
   /** Server clock (created_at, expires_at, ended_at). */
   now: () => number = Date.now;
+  /** How every batch route answers: `batches` (the default) as the API does, or as an endpoint without one. */
+  routeMode: FakeServerBatchRoute = 'batches';
   /**
    * Answers one request of a batch, given a request shaped like a POST /v1/messages with its params
    * as the body. A JSON 200 message reply succeeds; a JSON error reply (`errorReply`) becomes an
@@ -123,6 +132,7 @@ export class FakeAnthropicBatches {
   /** The 400 or 413 the API sends for a create it refuses as a whole; undefined for any other request. */
   validate(req: RecordedRequest): Reply | undefined {
     if (req.method !== 'POST' || req.path !== BATCHES) return undefined;
+    if (this.routeMode !== 'batches') return this.#withoutBatches();
     if (Buffer.byteLength(req.rawBody) > this.maxBodyBytes) return apiError(413, 'request_too_large', `Request exceeds the maximum allowed number of bytes (${this.maxBodyBytes})`);
     const requests: unknown = req.body?.requests;
     if (!Array.isArray(requests)) return apiError(400, 'invalid_request_error', 'requests: Field required');
@@ -143,6 +153,7 @@ export class FakeAnthropicBatches {
 
   /** The reply of a batch endpoint; undefined when `req` is not for one. */
   route(req: RecordedRequest): Reply | undefined {
+    if (this.routeMode !== 'batches' && (req.path === BATCHES || req.path.startsWith(`${BATCHES}/`))) return this.#withoutBatches();
     if (req.path === BATCHES) {
       if (req.method === 'POST') return this.#create(req);
       if (req.method === 'GET') return this.#list(req);
@@ -165,6 +176,20 @@ export class FakeAnthropicBatches {
     batch.retrieves++;
     if (batch.status === 'canceling' || (batch.status === 'in_progress' && batch.retrieves >= batch.endAfterRetrieves)) this.#end(batch);
     return json(this.#object(batch));
+  }
+
+  /** A gateway's answer to a route it does not have (`routeMode`). */
+  #withoutBatches(): Reply {
+    switch (this.routeMode) {
+      case 404:
+        return { kind: 'json', status: 404, body: { detail: 'Not Found' } };
+      case 405:
+        return { kind: 'json', status: 405, body: { detail: 'Method Not Allowed' }, headers: { allow: 'POST' } };
+      case 400:
+        return { kind: 'json', status: 400, body: { error: { message: 'unsupported path', code: 'bad_request' } } };
+      default:
+        return { kind: 'json', status: 200, body: { status: 'ok', service: 'llm-gateway' } };
+    }
   }
 
   #create(req: RecordedRequest): Reply {

@@ -69,6 +69,40 @@ export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
   return Promise.all(loops).then(() => undefined);
 }
 
+/** What `sweepUntilDone` did: passes run and jobs the drift and expiry sweeps owed. */
+export interface SweepsDoneReport {
+  passes: number;
+  driftOwed: number;
+  expiryOwed: number;
+}
+
+/**
+ * The sweeps of a one-shot drain (DESIGN §16.23): the drift sweep (question, convention, model
+ * drift) and the expiry sweep (§16.17) run pass after pass until a pass reads nothing (every walk
+ * has reached its end), so the drain that follows asks what they owe before it calls itself idle.
+ * No per-minute rate: a drain is run on purpose and ends; the daily spend cap still holds at the
+ * claims. `driftSweepPerMinute` 0 keeps both sweeps off, as in a long-running worker.
+ * @throws when the store fails (the drain reports it; what was owed stays owed).
+ */
+export async function sweepUntilDone(o: Pick<BackgroundOptions, 'store' | 'logger' | 'driftSweepPerMinute'> & { registry: Registry; provider: Provider; signal: AbortSignal }): Promise<SweepsDoneReport> {
+  const report: SweepsDoneReport = { passes: 0, driftOwed: 0, expiryOwed: 0 };
+  if (o.driftSweepPerMinute <= 0) return report;
+  // Infinity tokens: the bucket never cuts a walk short (OweBucket keeps Infinity as it is).
+  const bucket = new OweBucket(o.store, Number.POSITIVE_INFINITY);
+  const drift = new DriftSweeper({ store: o.store, registry: o.registry, ctx: o.provider, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
+  const expiry = new ExpirySweeper({ store: o.store, registry: o.registry, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
+  while (!o.signal.aborted) {
+    const d = await drift.sweepOnce();
+    const e = await expiry.sweepOnce();
+    report.passes++;
+    report.driftOwed += d.owed;
+    report.expiryOwed += e.owed;
+    if (d.scanned === 0 && e.scanned === 0) break;
+  }
+  if (report.driftOwed + report.expiryOwed > 0) o.logger.info(report, 'sweeps run to the end before the drain');
+  return report;
+}
+
 async function runPruneLoop(o: BackgroundOptions): Promise<void> {
   while (!o.signal.aborted) {
     try {

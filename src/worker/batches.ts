@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Question } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { AnswerDefect, BatchNotFound, ProviderMisconfigured, ProviderRefusal, SchemaRejected } from '../providers/errors.js';
+import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, ProviderRefusal, SchemaRejected } from '../providers/errors.js';
 import { pricingFor } from '../providers/pricing.js';
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult, Provider, Usage } from '../providers/provider.js';
 import { backoffMs } from '../runner/backoff.js';
@@ -96,6 +96,16 @@ export interface BatchPipelineOptions {
    */
   dailyTokenCap?: number;
   random?: () => number;
+  /**
+   * Called when the endpoint turns out to have no batch API (BatchUnsupported, DESIGN §16.23), with
+   * the HTTP status seen, after the batch's jobs went back to owed; the pipeline then submits
+   * nothing more. The worker marks the endpoint and asks directly.
+   */
+  onUnsupported?: (status: number) => Promise<void>;
+  /** Called after a batch was created at the provider (the worker clears an availability mark). */
+  onSubmitted?: () => Promise<void>;
+  /** Called with a batch's id once it is recorded (its jobs `batched`), before its submit. */
+  onRecorded?: (id: string) => void;
 }
 
 /** What one `assemble` did. */
@@ -126,12 +136,19 @@ export interface SweepReport {
 export class BatchPipeline {
   /** Batches this process is submitting right now: the sweep leaves their `submitting` rows alone. */
   readonly #submitting = new Set<string>();
+  /** The endpoint has no batch API (BatchUnsupported seen): nothing more is submitted. */
+  #unsupported = false;
 
   constructor(private readonly opts: BatchPipelineOptions) {}
 
   private runner(): RunnerOptions {
     const o = this.opts;
     return { store: o.store, registry: o.registry, provider: o.provider, logger: o.logger, workerId: o.workerId, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit, random: o.random };
+  }
+
+  /** True once the endpoint answered that it has no batch API (see `onUnsupported`). */
+  get unsupported(): boolean {
+    return this.#unsupported;
   }
 
   /**
@@ -144,6 +161,7 @@ export class BatchPipeline {
   async assemble(signal: AbortSignal): Promise<AssembleReport> {
     const o = this.opts;
     const report: AssembleReport = { batches: 0, requests: 0, jobs: 0, settled: 0 };
+    if (this.#unsupported) return report;
     const claims = await o.store.claimBatchJobs(o.workerId, { leaseMs: o.leaseMs, limit: o.maxJobs ?? BATCH_MAX_JOBS, abandonLimit: o.abandonLimit, skipSets: o.skipSets?.() ?? [] });
     if (claims.length === 0) return report;
     const byItem = new Map<string, Claim[]>();
@@ -152,9 +170,9 @@ export class BatchPipeline {
     let pending: Pending = newPending();
     const flush = async () => {
       if (pending.requests.length === 0) return;
-      if (signal.aborted) {
-        // Stopping: nothing is recorded or sent; the claims go back at once.
-        for (const c of pending.claims) await this.record(c, { kind: 'release', reason: 'shutdown' });
+      if (signal.aborted || this.#unsupported) {
+        // Stopping, or no batch API here: nothing is recorded or sent; the claims go back at once.
+        for (const c of pending.claims) await this.record(c, { kind: 'release', reason: signal.aborted ? 'shutdown' : 'batching unavailable' });
         pending = newPending();
         return;
       }
@@ -168,9 +186,9 @@ export class BatchPipeline {
     };
     let capReached = false;
     for (const group of byItem.values()) {
-      if (signal.aborted || capReached) {
-        if (capReached) {
-          for (const c of group) await this.record(c, { kind: 'release', reason: 'daily token cap' });
+      if (signal.aborted || capReached || this.#unsupported) {
+        if (capReached || this.#unsupported) {
+          for (const c of group) await this.record(c, { kind: 'release', reason: capReached ? 'daily token cap' : 'batching unavailable' });
           continue;
         }
         for (const c of group) await this.record(c, { kind: 'release', reason: 'shutdown' });
@@ -294,6 +312,7 @@ export class BatchPipeline {
       return false;
     }
     this.#submitting.add(id);
+    o.onRecorded?.(id);
     try {
       const info = await o.provider.batch.submit(
         p.requests.map((r, n) => ({ customId: rows[n].customId, state: r.call.state.bytes, questions: r.questions, explain: r.call.explain })),
@@ -301,7 +320,15 @@ export class BatchPipeline {
       );
       await o.store.updateProviderBatch(id, { providerBatchId: info.id, status: 'in_progress', submittedAt: await o.store.now(), expiresAt: info.expiresAt });
       o.logger.info({ batch: id, providerBatch: info.id, requests: rows.length, jobs: p.claims.length }, 'batch submitted');
+      await o.onSubmitted?.();
     } catch (err) {
+      if (err instanceof BatchUnsupported) {
+        // Nothing was created: the jobs are owed again at once, their attempt not counted, and
+        // asked directly (DESIGN §16.23).
+        await o.store.closeBatch(id, 'not_submitted', 'batching unavailable: asking directly');
+        await this.#markUnsupported(err);
+        return false;
+      }
       if (err instanceof ProviderRefusal || err instanceof ProviderMisconfigured || err instanceof SchemaRejected || err instanceof TypeError) {
         // Refused as a whole before it was created: nothing was submitted. The jobs wait
         // BATCH_REFUSED_HOLD_MS, so a provider that refuses every batch is not asked every tick.
@@ -315,6 +342,12 @@ export class BatchPipeline {
       this.#submitting.delete(id);
     }
     return true;
+  }
+
+  async #markUnsupported(err: BatchUnsupported): Promise<void> {
+    const first = !this.#unsupported;
+    this.#unsupported = true;
+    if (first) await this.opts.onUnsupported?.(err.status);
   }
 
   /**
@@ -362,7 +395,16 @@ export class BatchPipeline {
     const now = await o.store.now();
     if (row.status === 'submitting') {
       if (this.#submitting.has(row.id)) return false;
-      const listed = await api.list({ signal, since: row.createdAt - CLOCK_SLACK_MS });
+      let listed: BatchInfo[];
+      try {
+        listed = await api.list({ signal, since: row.createdAt - CLOCK_SLACK_MS });
+      } catch (err) {
+        if (!(err instanceof BatchUnsupported)) throw err;
+        // No batch API here, so no batch was ever created: its jobs are owed again at once.
+        report.reowed += await o.store.closeBatch(row.id, 'not_submitted', 'batching unavailable: asking directly');
+        await this.#markUnsupported(err);
+        return true;
+      }
       const match = listed.find((b) => !known.has(b.id) && totalOf(b) === row.requestCount && b.createdAt >= row.createdAt - CLOCK_SLACK_MS);
       if (match) {
         known.add(match.id);

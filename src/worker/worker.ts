@@ -8,6 +8,7 @@ import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
 import { VerdictError } from '../errors.js';
 import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.js';
+import { clearBatchUnavailable, endpointHost, isBatchUnavailable, markBatchUnavailable } from './batch-availability.js';
 
 /** Default interval between polls of the batches in flight, ms (DESIGN §16.19: results within 24 h; most within an hour). */
 export const BATCH_POLL_MS = 60_000;
@@ -34,9 +35,11 @@ export interface WorkerOptions {
   /**
    * Provider batches for backfill-priority work (DESIGN §16.19; see `batchingActive`): when
    * active, the slots claim live work only, and the worker assembles batches, submits them and
-   * stores their results (every tick; batches polled every `batchPollMs`). A drain assembles
-   * every due backfill job into batches before its slots run, and collects the batches that ended
-   * by the time it returns; batches still in flight are collected by a later worker.
+   * stores their results (every tick; batches polled every `batchPollMs`). A one-shot drain
+   * (`untilIdle`, DESIGN §16.23) cannot collect results that come hours later, so it asks directly
+   * unless given `on`: then it assembles every due backfill job into batches before its slots run
+   * and waits for the batches it submitted (polled every `batchPollMs`); `stop()` leaves them for
+   * a later worker. `auto` skips an endpoint marked as having no batch API (batch-availability.ts).
    * @defaultValue 'off' (`verdict worker` passes its `--batch`, default auto)
    */
   batch?: 'auto' | 'on' | 'off';
@@ -89,8 +92,10 @@ export interface WorkerSummary {
   schemaRejected?: Record<string, string>;
   /** Jobs sent to provider batches in this run (DESIGN §16.19). */
   batched?: number;
-  /** Batch results stored in this run. */
+  /** Batch results stored in this run (their answers count in `answersStored`). */
   batchResults?: number;
+  /** Set when the endpoint turned out to have no batch API in this run: its host (DESIGN §16.23). */
+  batchUnavailableAt?: string;
 }
 
 /**
@@ -138,6 +143,13 @@ export class Worker {
   private strandedLogged = false;
   /** The batch pipeline and the provider and registry it was made for (`batches`). */
   private pipeline: { provider: Provider; registry: Registry; pipeline: BatchPipeline } | null = null;
+  /**
+   * Batching is off for the provider in force: its endpoint has no batch API (marked, or found in
+   * this run). Reset by a reload, which may bring another endpoint.
+   */
+  private batchOff = false;
+  /** Batches this run submitted (a drain with `batch: 'on'` waits for them). */
+  private readonly submittedBatches = new Set<string>();
   /** The collection-change walk in progress in this process, if any (one at a time). */
   private advancing: Promise<void> | null = null;
   /** Epoch ms a slot last started a collection-change walk (see `slot`). */
@@ -169,6 +181,7 @@ export class Worker {
     this.cooloffUntil = 0;
     this.cooloffMs = 0;
     this.providerProblem = null;
+    this.batchOff = false;
     this.setCooloffs.reset();
   }
 
@@ -220,6 +233,7 @@ export class Worker {
       // Only status's rows of earlier runs are at stake; they are deleted by the next success.
       this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off rows not read');
     }
+    await this.loadBatchAvailability();
     // A drain owes every pending collection change first, so "claimable now" includes its items.
     if (this.opts.untilIdle) await this.advanceCollections();
     // ... and sends every due backfill-priority job to a batch before the slots take live work.
@@ -233,13 +247,72 @@ export class Worker {
     await Promise.all(slots);
     await this.advancing;
     if (this.opts.untilIdle) await this.batchPass({ sweep: true, assemble: 'none' });
+    if (this.opts.untilIdle && this.submittedBatches.size > 0) await this.awaitSubmittedBatches();
     await batching;
     return this.summary;
   }
 
+  /**
+   * The batch setting in force: a one-shot drain turns `auto` into `off` (DESIGN §16.23: it could
+   * not collect its own results); `on` is kept.
+   */
+  private batchSetting(): 'auto' | 'on' | 'off' {
+    const b = this.opts.batch ?? 'off';
+    return this.opts.untilIdle && b === 'auto' ? 'off' : b;
+  }
+
   /** Whether this worker sends backfill-priority work to provider batches now (`batchingActive` of the provider in force). */
   batching(): boolean {
-    return batchingActive(this.runtime.provider, this.opts.batch ?? 'off');
+    return !this.batchOff && batchingActive(this.runtime.provider, this.batchSetting());
+  }
+
+  /** With `auto`, an endpoint marked as having no batch API is not tried (batch-availability.ts). */
+  private async loadBatchAvailability(): Promise<void> {
+    const { provider } = this.runtime;
+    if (this.batchSetting() !== 'auto' || !provider.batch) return;
+    try {
+      if (await isBatchUnavailable(this.opts.store, provider.name, provider.batch.endpoint)) {
+        this.batchOff = true;
+        this.opts.logger.info({ provider: provider.name, host: endpointHost(provider.batch.endpoint) }, 'batching unavailable at this endpoint: asking directly');
+      }
+    } catch (err) {
+      // Unread, the mark only costs one refused create, which marks it again.
+      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch availability not read');
+    }
+  }
+
+  /** The endpoint answered that it has no batch API: marked, said once, and every job asked directly from now on. */
+  private async batchUnsupported(provider: Provider, status: number): Promise<void> {
+    if (provider !== this.runtime.provider || !provider.batch) return;
+    this.batchOff = true;
+    const host = endpointHost(provider.batch.endpoint);
+    this.summary.batchUnavailableAt = host;
+    this.opts.logger.warn({ provider: provider.name, host, status }, 'batching unavailable at this endpoint: asking directly');
+    try {
+      await markBatchUnavailable(this.opts.store, provider.name, provider.batch.endpoint, status);
+    } catch (err) {
+      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch availability not recorded');
+    }
+    this.wake();
+  }
+
+  /**
+   * A drain with `batch: 'on'` waits for the batches it submitted (DESIGN §16.23), sweeping every
+   * `batchPollMs` with a progress line, until each is done or the worker stops (those left are a
+   * later worker's to collect).
+   */
+  private async awaitSubmittedBatches(): Promise<void> {
+    const pollMs = this.opts.batchPollMs ?? BATCH_POLL_MS;
+    while (!this.stopping) {
+      const open = (await this.opts.store.listProviderBatches(['submitting', 'in_progress', 'ended'])).filter((b) => this.submittedBatches.has(b.id));
+      if (open.length === 0) return;
+      let jobs = 0;
+      for (const b of open) jobs += await this.opts.store.countBatchedJobs(b.id);
+      this.opts.logger.info({ batches: open.length, jobs, pollMs }, 'waiting for the provider batches this drain submitted (a stop leaves them for a later worker)');
+      await this.idle(pollMs);
+      if (this.stopping) return;
+      await this.batchPass({ sweep: true, assemble: 'none' });
+    }
   }
 
   /**
@@ -264,6 +337,11 @@ export class Worker {
           abandonLimit: this.opts.abandonLimit,
           skipSets: () => (this.setCooloffs.any ? this.setCooloffs.active(Date.now()) : []),
           ...(this.opts.dailyTokenCap !== undefined ? { dailyTokenCap: this.opts.dailyTokenCap } : {}),
+          onUnsupported: (status) => this.batchUnsupported(provider, status),
+          onSubmitted: async () => {
+            if (this.batchSetting() === 'on') await clearBatchUnavailable(this.opts.store, provider.name, provider.batch!.endpoint).catch(() => undefined);
+          },
+          onRecorded: (id) => this.submittedBatches.add(id),
         }),
       };
     }
@@ -287,6 +365,7 @@ export class Worker {
         if (pipeline) {
           const swept = await pipeline.sweep(this.abort.signal);
           this.summary.batchResults = (this.summary.batchResults ?? 0) + swept.results;
+          this.summary.answersStored += swept.answersStored;
           if (swept.results > 0 || swept.reowed > 0) this.wake();
           stranded = swept.elsewhere;
         } else stranded = await closeStrandedBatches(this.opts.store, this.runtime.provider.name, false);

@@ -64,7 +64,7 @@ describe('worker --until-idle output', () => {
   it('not on a TTY: no bar on stdout, only the summary; no per-job lines at info', async () => {
     const db = await seeded();
     const { stdout, stderr } = await runBuiltCli(['worker', '--until-idle', '--provider', 'fake', '--log-level', 'info', '--database-url', db]);
-    expect(stdout).toMatch(/^drained: \d+ jobs claimed, \d+ provider calls \(fake\), \d+ answers stored\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none\n$/);
+    expect(stdout).toMatch(/^drained: \d+ jobs claimed, \d+ provider calls \(fake\), 0 batch results, \d+ answers stored\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none\n$/);
     const msgs = stderr.trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
     expect(msgs[0]).toBe('worker started');
     expect(msgs).not.toContain('job outcome');

@@ -7,6 +7,7 @@ import { ANTHROPIC_BATCH_MAX_BODY_BYTES, ANTHROPIC_BATCH_MAX_REQUESTS } from '..
 import {
   AnswerDefect,
   BatchNotFound,
+  BatchUnsupported,
   ProviderMisconfigured,
   ProviderRefusal,
   ProviderUnavailable,
@@ -395,7 +396,6 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
   it.each([
     ['a 500', () => FakeAnthropicServer.errorReply(500, 'api_error')],
     ['a dropped connection', () => FakeAnthropicServer.drop()],
-    ['a malformed 200', () => ({ kind: 'json', body: { type: 'something' } }) as Reply],
   ])('does not retry a create after %s (the batch may exist): ProviderUnavailable, list tells', async (_, reply) => {
     server.script(reply());
     const err = await provider().batch.submit([req('a')], sig()).catch((e: unknown) => e);
@@ -411,10 +411,24 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
     expect(createRequests()).toHaveLength(1);
   });
 
-  it('a create refused as a whole is a ProviderRefusal, not retried', async () => {
-    server.script(FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'requests: bad'));
-    await expect(provider().batch.submit([req('a')], sig())).rejects.toBeInstanceOf(ProviderRefusal);
+  // DESIGN §16.23: every rule of a create is checked before it is sent, so a 400, 404 or 405, or a
+  // 200 that is no batch object and names no error, says the endpoint has no batch API.
+  it.each([
+    ['a 400', () => FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'requests: bad'), 400],
+    ['a 404', () => FakeAnthropicServer.errorReply(404, 'not_found_error', 'no such route'), 404],
+    ['a 405', () => ({ kind: 'json', status: 405, body: { detail: 'Method Not Allowed' } }) as Reply, 405],
+    ['a 200 that is no batch', () => ({ kind: 'json', body: { type: 'something' } }) as Reply, 200],
+  ])('a create answered with %s is BatchUnsupported, not retried', async (_, reply, status) => {
+    server.script(reply());
+    const err = await provider().batch.submit([req('a')], sig()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BatchUnsupported);
+    expect(err).toMatchObject({ status, code: 'batch_unsupported' });
     expect(createRequests()).toHaveLength(1);
+  });
+
+  it('a create answered with a billing 400 stays provider-wide (ProviderMisconfigured)', async () => {
+    server.script(FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'Your credit balance is too low'));
+    await expect(provider().batch.submit([req('a')], sig())).rejects.toBeInstanceOf(ProviderMisconfigured);
   });
 
   it('retries retrieve, list and cancel on transient faults', async () => {

@@ -234,7 +234,7 @@ describe('batches with the fake provider', () => {
     await pipeline(fx, fake as never).assemble(signal);
     fx.clock.advance(120_000);
     const s = await statusReport(fx.store);
-    expect(s.batches).toEqual({ inFlight: 1, requests: 3, jobs: 6, unconfirmed: 0, oldestAgeMs: 120_000 });
+    expect(s.batches).toEqual({ inFlight: 1, requests: 3, jobs: 6, unconfirmed: 0, oldestAgeMs: 120_000, unavailable: [] });
     expect(s.queue.batched).toBe(6);
     const text = formatStatus(s);
     expect(text).toContain('batches in flight: 1 (3 requests, 6 jobs batched; oldest created 2m 00s ago); results within 24 h');

@@ -400,7 +400,7 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
   return read(c, function* () {
     const n = yield* nowSql();
     const owedFree = sql`state = 'owed' AND (lease_expires_at IS NULL OR lease_expires_at <= ${n})`;
-    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; batched: number; oldest: number | null; next_due: number | null }>(sql`
+    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; batched: number; oldest: number | null; next_due: number | null; leases_end: number | null }>(sql`
       SELECT ${n} AS now,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before <= ${n} THEN 1 ELSE 0 END), 0) AS due,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before > ${n} THEN 1 ELSE 0 END), 0) AS waiting,
@@ -408,7 +408,8 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
         coalesce(sum(CASE WHEN state = 'parked' THEN 1 ELSE 0 END), 0) AS parked,
         coalesce(sum(CASE WHEN state = 'batched' THEN 1 ELSE 0 END), 0) AS batched,
         min(CASE WHEN state = 'owed' THEN enqueued_at END) AS oldest,
-        min(CASE WHEN state = 'owed' AND not_before > ${n} THEN not_before END) AS next_due
+        min(CASE WHEN state = 'owed' AND not_before > ${n} THEN not_before END) AS next_due,
+        max(CASE WHEN state = 'owed' AND lease_expires_at > ${n} THEN lease_expires_at END) AS leases_end
       FROM decision_jobs`))!;
     const bySet = yield* rows<{ questionSet: string; state: string; count: number }>(sql`
       SELECT question_set AS "questionSet", state, count(*) AS count FROM decision_jobs
@@ -421,6 +422,7 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
       batched: Number(s.batched),
       oldestOwedAgeMs: s.oldest === null ? null : Number(s.now) - Number(s.oldest),
       nextDueAt: s.next_due === null ? null : Number(s.next_due),
+      leasesEndAt: s.leases_end === null ? null : Number(s.leases_end),
       bySet: bySet.map((b) => ({ ...b, count: Number(b.count) })),
     };
   });
