@@ -6,7 +6,8 @@ import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
-import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
+import { buildRuntime, reloadActions, reloadWorker, type Runtime } from './reload.js';
+import type { ActionsWorker } from '../actions/actions-worker.js';
 import { loadActionsConfig } from '../actions/config.js';
 
 export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
@@ -20,7 +21,7 @@ export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'o
    * Called on SIGHUP (with `handleSignals`) to reload the config into the running worker; without
    * it SIGHUP is left to its default.
    */
-  reload?: (worker: Worker) => void;
+  reload?: (worker: Worker, actions: ActionsWorker | null) => void;
   /** Called with the worker before it runs (`backfill --drain` wakes and stops it). */
   onStarted?: (worker: Worker) => void;
 }
@@ -33,6 +34,7 @@ export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'o
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   let worker: Worker | null = null;
+  let acting: ActionsWorker | null = null;
   const onSignal = (sig: NodeJS.Signals) => {
     if (!worker) return;
     if (worker.signal.aborted) {
@@ -50,7 +52,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (!worker || worker.signal.aborted) return; // shutting down: nothing to reload into
     p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
     try {
-      p.reload?.(worker);
+      p.reload?.(worker, acting);
     } catch (err) {
       // Never crash the worker on a reload: the old config stays in force.
       p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
@@ -59,8 +61,9 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   try {
     return await runLibraryWorker({
       ...p,
-      onStarted: (w) => {
+      onStarted: (w, a) => {
         worker = w;
+        acting = a;
         p.onStarted?.(w);
         if (p.handleSignals) {
           process.on('SIGTERM', onSignal);
@@ -111,8 +114,10 @@ export function registerWorkerCommand(program: Command): void {
       }
       // A mistyped path must not start a worker on a fresh empty database that nothing ever fills.
       const store = openStore(cfg, current.registry, { access: opts.create ? 'create' : 'existing' });
-      const reload = (worker: Worker) => {
-        current = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger }).runtime;
+      const reload = (worker: Worker, actions: ActionsWorker | null) => {
+        const r = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger });
+        current = r.runtime;
+        if (r.result.status === 'applied') reloadActions({ actions, runtime: current, logger });
       };
       try {
         await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
@@ -131,7 +136,8 @@ export function registerWorkerCommand(program: Command): void {
             reload,
             onOutcome: progress?.tick,
             database: databaseLabel(cfg.databaseUrl),
-            // Read at start (a SIGHUP reload keeps it): the labels left out of GitHub items must not change mid-run.
+            // A SIGHUP reload re-reads it (reloadActions); this worker writes no GitHub item, so the
+            // labels left out of items' fields are the rule of whichever process takes webhooks.
             actionsConfig: loadActionsConfig(cfg.configFile, current.registry),
           });
         } finally {
