@@ -242,6 +242,8 @@ export class Actions {
       if (!g) gatesByWs.set(ws, (g = await this.gates(ws)));
       return g;
     };
+    // Items planned in this pass (each once).
+    const planned = new Set<string>();
     // Keys whose gate, mode or labels moved (a gate met or lost, a reloaded config): every item of
     // the key's set in that workspace is planned again.
     for (const row of await s.listMeta('github:workspace:')) {
@@ -255,8 +257,12 @@ export class Actions {
       for (const set of moved) {
         for (let after: string | undefined; ; ) {
           const ids = await s.actionItemsOfSet({ workspaceId: ws, questionSet: set, afterItemId: after, limit: PLAN_BATCH });
-          for (const id of ids) queued += (await this.planItem(id, cap, { save: true, gates })).queued;
-          items += ids.length;
+          for (const id of ids) {
+            if (planned.has(id)) continue;
+            planned.add(id);
+            queued += (await this.planItem(id, cap, { save: true, gates })).queued;
+            items++;
+          }
           if (ids.length < PLAN_BATCH || signal?.aborted) break;
           after = ids[ids.length - 1];
         }
@@ -266,7 +272,6 @@ export class Actions {
     // Answers and verdicts stored since the last pass, by the cursor (see PlanCursor).
     const cursor = parseCursor(await s.getMeta(ACTIONS_CURSOR_META_KEY));
     const settled = cursor.mark === null || (await s.actionWritersEnded(cursor.mark));
-    const planned = new Set<string>();
     const planAll = async (ids: Iterable<string>) => {
       for (const id of ids) {
         if (planned.has(id)) continue;

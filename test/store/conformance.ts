@@ -2085,15 +2085,18 @@ export function runStoreConformance(backend: StoreBackend): void {
         inserted();
         await held;
       });
-      await taken;
-      await fx.store.insertDecisions([decision(early.id, 'attention', 'blocked', 'early', fx.ws.id)]);
-      expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #2 only: #1's row is not visible
-      const cursor = JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!) as { decisions: { to: number; gaps: number[] }; mark: number };
-      expect(cursor.decisions.gaps).toHaveLength(1);
-      expect(await fx.store.actionWritersEnded(cursor.mark)).toBe(false); // the late writer is still open
-      expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 }); // still open: the gap stays
-      release();
-      await lateTx;
+      try {
+        await taken;
+        await fx.store.insertDecisions([decision(early.id, 'attention', 'blocked', 'early', fx.ws.id)]);
+        expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #2 only: #1's row is not visible
+        const cursor = JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!) as { decisions: { to: number; gaps: number[] }; mark: number };
+        expect(cursor.decisions.gaps).toHaveLength(1);
+        expect(await fx.store.actionWritersEnded(cursor.mark)).toBe(false); // the late writer is still open
+        expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 }); // still open: the gap stays
+      } finally {
+        release();
+        await lateTx;
+      }
       expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #1, read through its gap
       expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 });
       expect(JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!)).toMatchObject({ decisions: { gaps: [] }, mark: null });
