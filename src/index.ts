@@ -81,6 +81,14 @@ export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult }
 export { GitHubRequestFailed, type GitHubImportReport, type ImportGitHubRepoOptions, type ImportGitHubFilesOptions } from './integrations/github/import.js';
 export { signEventBody, verifyEventSignature } from './integrations/events/signature.js';
 
+// ---------------------------------------------------------------- actions in GitHub (DESIGN §17)
+export type { VerdictActions } from './compose/actions-api.js';
+export { InvalidActionsConfig, type ActionMode, type ActionsConfig, type KeyAction, type GateRule, type LabelRule } from './actions/config.js';
+export type { GateStatus } from './actions/gate.js';
+export type { PlanEntry, Proposal, KeyActionStatus } from './actions/actions.js';
+export type { ActionsDrainReport } from './actions/actions-worker.js';
+export type { GitHubWriteCounts } from './actions/github-delivery.js';
+
 // ---------------------------------------------------------------- errors: one base class, stable codes
 export { VerdictError, isVerdictError, InputNotFound, InvalidInput, DatabaseNotFound, DatabaseUnavailable } from './errors.js';
 export { ConfigError } from './config.js';

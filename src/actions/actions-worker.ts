@@ -47,7 +47,7 @@ export class ActionsWorker {
   private sender: GitHubSender | null = null;
   private deliverer: EventDeliverer | null = null;
 
-  private constructor(private readonly o: ActionsWorkerOptions) {}
+  private constructor(private o: ActionsWorkerOptions) {}
 
   /**
    * Sets up the sender when a token is given, and learns Verdict's GitHub login from it when the
@@ -59,7 +59,7 @@ export class ActionsWorker {
     if (o.token) {
       const octokit = await createActionsOctokit({ token: o.token, baseUrl: o.baseUrl });
       await learnIdentity({ store: o.store, config: o.config, octokit, logger: o.logger });
-      w.sender = new GitHubSender({ store: o.store, config: o.config, octokit, logger: o.logger });
+      w.sender = new GitHubSender({ store: o.store, config: o.config, cap: o.cap, octokit, logger: o.logger });
       w.deliverer = new EventDeliverer({ store: o.store, logger: o.logger, owner: `${o.workerId}/actions`, secret: '', kind: 'github', send: w.sender.send, pollMs: o.tickMs });
     } else o.logger.info('actions: no GitHub token (VERDICT_GITHUB_TOKEN or GITHUB_TOKEN): proposals are made, nothing is written to GitHub');
     return w;
@@ -68,6 +68,18 @@ export class ActionsWorker {
   /** GitHub requests so far, or null without a token. */
   get github(): GitHubWriteCounts | null {
     return this.sender?.counts ?? null;
+  }
+
+  /**
+   * Puts a reloaded actions config and cap in force (a worker's SIGHUP) and plans at once: a key
+   * whose mode, gate or labels changed has its items planned again, and writes of a key no longer
+   * acting are not sent (GitHubSender). Verdict's GitHub login learnt at start is kept.
+   */
+  reload(config: ActionsConfig, cap: ActionMode): void {
+    this.o = { ...this.o, config, cap };
+    this.o.actions.setConfig(config);
+    this.sender?.setConfig(config, cap);
+    this.wake();
   }
 
   /** Plans at once (answers were stored) instead of at the next tick. */

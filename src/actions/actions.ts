@@ -47,9 +47,9 @@ export interface LabelChange {
   comment: string | null;
 }
 
-/** `verdict_meta`: the outbox position the planning pass has read to (`{"decisions": id, "verdicts": id}`). */
+/** `verdict_meta`: where the planning pass has read `item_decisions` and `human_verdicts` to (PlanCursor, in this file). */
 export const ACTIONS_CURSOR_META_KEY = 'actions:cursor';
-/** `verdict_meta`: per workspace, the keys past the gate at the last pass (a change re-plans the key's items). */
+/** `verdict_meta`: per workspace, each acting key's mode, gate and labels at the last pass (a change re-plans the key's items). */
 export const actionsGateMetaKey = (workspaceId: string) => `actions:gate:${workspaceId}`;
 /** `verdict_meta`: Verdict's own GitHub login, learnt from the token when the config names none. */
 export const ACTIONS_IDENTITY_META_KEY = 'actions:github:identity';
@@ -119,13 +119,10 @@ export function shortDecision(view: DecisionView | undefined): string {
 
 /** The comment text (DESIGN §17): the template with ids and the decision; `{link}` from the config's link. */
 export function renderComment(cfg: ActionsConfig, o: { set: string; key: string; ref: string; workspace: string; decision: string }): string {
-  const link = cfg.link ? cfg.link.replace('{ref}', encodeURIComponent(o.ref)).replace('{workspace}', encodeURIComponent(o.workspace)) : '';
-  return cfg.commentTemplate
-    .replace('{set}', o.set)
-    .replace('{key}', o.key)
-    .replace('{ref}', o.ref)
-    .replace('{decision}', o.decision)
-    .replace('{link}', link)
+  // Every occurrence, and replaced by a function: a value's `$&` or `$1` is text, not a pattern.
+  const fill = (text: string, values: Record<string, string>) => text.replace(/\{(\w+)\}/g, (m, name: string) => (Object.hasOwn(values, name) ? values[name] : m));
+  const link = cfg.link ? fill(cfg.link, { ref: encodeURIComponent(o.ref), workspace: encodeURIComponent(o.workspace) }) : '';
+  return fill(cfg.commentTemplate, { set: o.set, key: o.key, ref: o.ref, decision: o.decision, link })
     .replace(/\s+/g, ' ')
     .trim();
 }
@@ -137,7 +134,12 @@ export async function repoOfWorkspace(store: Pick<Store, 'getMeta'>, workspaceId
 
 /** Planning, proposals, gate and status (see the file comment). */
 export class Actions {
-  constructor(private readonly d: ActionsDeps) {}
+  constructor(private d: ActionsDeps) {}
+
+  /** Puts a reloaded actions config in force (a worker's SIGHUP): the next planning pass plans by it. */
+  setConfig(config: ActionsConfig): void {
+    this.d = { ...this.d, config };
+  }
 
   /** The sets that act. */
   get sets(): string[] {
@@ -225,8 +227,8 @@ export class Actions {
 
   /**
    * The planning pass of a worker: plans the items with answers or verdicts stored since the last
-   * pass (a cursor in `verdict_meta`), and every item of a key whose gate changed since. Cheap when
-   * nothing changed: two indexed reads and one per GitHub workspace.
+   * pass (PlanCursor: safe where ids commit out of order), and every item of a key whose gate
+   * changed since. Cheap when nothing changed: two indexed reads and one per GitHub workspace.
    * @returns items planned and writes queued.
    */
   async planPass(cap: ActionMode, signal?: AbortSignal): Promise<{ items: number; queued: number }> {
@@ -240,39 +242,77 @@ export class Actions {
       if (!g) gatesByWs.set(ws, (g = await this.gates(ws)));
       return g;
     };
-    // Keys whose gate moved: every item of the key's set in that workspace is planned again.
+    // Items planned in this pass (each once).
+    const planned = new Set<string>();
+    // Keys whose gate, mode or labels moved (a gate met or lost, a reloaded config): every item of
+    // the key's set in that workspace is planned again.
     for (const row of await s.listMeta('github:workspace:')) {
       const ws = row.key.slice('github:workspace:'.length);
       const gates = await gatesOf(ws);
-      const passing = [...gates.values()].filter((g) => g.passes).map((g) => `${g.set}/${g.key}`).sort();
+      const now = this.d.config.keys.map((k) => `${k.set}/${k.key} ${this.modeOf(k.set, cap)} ${gates.get(`${k.set}/${k.key}`)?.passes ? 'passes' : 'held'} ${k.group.join(',')}`).sort();
       const was = parseKeys(await s.getMeta(actionsGateMetaKey(ws)));
-      const movedKeys = [...passing.filter((k) => !was.includes(k)), ...was.filter((k) => !passing.includes(k))];
+      const movedKeys = [...now.filter((k) => !was.includes(k)), ...was.filter((k) => !now.includes(k))];
       if (movedKeys.length === 0) continue;
-      const moved = new Set(movedKeys.map((k) => k.slice(0, k.indexOf('/'))));
+      const moved = new Set(movedKeys.map((k) => k.slice(0, k.indexOf('/'))).filter((set) => this.sets.includes(set)));
       for (const set of moved) {
         for (let after: string | undefined; ; ) {
           const ids = await s.actionItemsOfSet({ workspaceId: ws, questionSet: set, afterItemId: after, limit: PLAN_BATCH });
-          for (const id of ids) queued += (await this.planItem(id, cap, { save: true, gates })).queued;
-          items += ids.length;
+          for (const id of ids) {
+            if (planned.has(id)) continue;
+            planned.add(id);
+            queued += (await this.planItem(id, cap, { save: true, gates })).queued;
+            items++;
+          }
           if (ids.length < PLAN_BATCH || signal?.aborted) break;
           after = ids[ids.length - 1];
         }
       }
-      await s.setMeta(actionsGateMetaKey(ws), JSON.stringify(passing));
+      await s.setMeta(actionsGateMetaKey(ws), JSON.stringify(now));
     }
+    // Answers and verdicts stored since the last pass, by the cursor (see PlanCursor).
     const cursor = parseCursor(await s.getMeta(ACTIONS_CURSOR_META_KEY));
-    for (;;) {
-      if (signal?.aborted) break;
-      const got = await s.actionItemsSince({ sets: this.sets, decisionsAfter: cursor.decisions, verdictsAfter: cursor.verdicts, limit: PLAN_BATCH });
-      if (got.itemIds.length === 0) break;
-      for (const id of got.itemIds) {
+    const settled = cursor.mark === null || (await s.actionWritersEnded(cursor.mark));
+    const planAll = async (ids: Iterable<string>) => {
+      for (const id of ids) {
+        if (planned.has(id)) continue;
+        planned.add(id);
         const item = await s.getItem(id);
         queued += (await this.planItem(id, cap, { save: true, gates: item ? await gatesOf(item.workspaceId) : undefined })).queued;
+        items++;
       }
-      items += got.itemIds.length;
-      cursor.decisions = got.decisionsTo;
-      cursor.verdicts = got.verdictsTo;
-      await s.setMeta(ACTIONS_CURSOR_META_KEY, JSON.stringify(cursor));
+    };
+    const save = () => s.setMeta(ACTIONS_CURSOR_META_KEY, JSON.stringify(cursor));
+    for (const table of ['decisions', 'verdicts'] as const) {
+      const side = cursor[table];
+      if (side.gaps.length > 0) {
+        const got = await s.actionRows({ table, sets: this.sets, ids: side.gaps, limit: side.gaps.length });
+        await planAll(got.rows.filter((r) => r.acts).map((r) => r.itemId));
+        const found = new Set(got.rows.map((r) => r.id));
+        // Once every writer open at the mark has ended, a gap still missing never commits (rolled back, or an insert that met a conflict).
+        side.gaps = settled ? [] : side.gaps.filter((g) => !found.has(g));
+        cursor.mark = got.mark ?? cursor.mark;
+        await save();
+      }
+      for (;;) {
+        if (signal?.aborted) break;
+        const got = await s.actionRows({ table, sets: this.sets, after: side.to, limit: PLAN_BATCH });
+        if (got.rows.length === 0) break;
+        await planAll(got.rows.filter((r) => r.acts).map((r) => r.itemId));
+        if (got.mark !== null) {
+          let next = side.to + 1;
+          for (const r of got.rows) {
+            for (; next < r.id && side.gaps.length < MAX_CURSOR_GAPS; next++) side.gaps.push(next);
+            next = r.id + 1;
+          }
+          cursor.mark = got.mark;
+        }
+        side.to = got.rows[got.rows.length - 1].id;
+        await save();
+      }
+    }
+    if (cursor.decisions.gaps.length === 0 && cursor.verdicts.gaps.length === 0 && cursor.mark !== null) {
+      cursor.mark = null;
+      await save();
     }
     if (items > 0) this.d.logger.info({ items, queued }, 'actions planned');
     return { items, queued };
@@ -372,12 +412,39 @@ function parseKeys(text: string | null): string[] {
   }
 }
 
-function parseCursor(text: string | null): { decisions: number; verdicts: number } {
+/**
+ * The planning pass's place in `item_decisions` and `human_verdicts` (`verdict_meta`
+ * ACTIONS_CURSOR_META_KEY, JSON). Per table, `to` is the largest id read, and `gaps` the ids
+ * below it the read did not see. On Postgres an id is taken at insert and seen at commit, so a
+ * smaller id may commit after a larger one was read: each pass reads its gaps again (a row found
+ * is planned), and drops them once every transaction open at `mark` (the database clock after the
+ * last read, µs) has ended (Store `actionWritersEnded`): a gap still missing then never commits.
+ * On SQLite ids commit in order: no gaps, `mark` null.
+ */
+interface PlanCursor {
+  decisions: { to: number; gaps: number[] };
+  verdicts: { to: number; gaps: number[] };
+  mark: number | null;
+}
+
+/**
+ * Gaps kept per table: ids missing in a burst (inserts that met a conflict take ids too) beyond it
+ * are not re-read; the burst's rows that commit late are planned at the item's next answer or verdict.
+ */
+const MAX_CURSOR_GAPS = 10_000;
+
+function parseCursor(text: string | null): PlanCursor {
+  const side = (v: unknown): { to: number; gaps: number[] } => {
+    // A bare number: a cursor stored before gaps were kept.
+    if (typeof v === 'number' || typeof v === 'string') return { to: Number(v) || 0, gaps: [] };
+    const o = (v ?? {}) as { to?: unknown; gaps?: unknown };
+    return { to: Number(o.to) || 0, gaps: Array.isArray(o.gaps) ? o.gaps.map(Number).filter(Number.isSafeInteger) : [] };
+  };
   try {
-    const v = text === null ? null : (JSON.parse(text) as { decisions?: unknown; verdicts?: unknown });
-    return { decisions: Number(v?.decisions) || 0, verdicts: Number(v?.verdicts) || 0 };
+    const v = text === null ? null : (JSON.parse(text) as { decisions?: unknown; verdicts?: unknown; mark?: unknown });
+    return { decisions: side(v?.decisions), verdicts: side(v?.verdicts), mark: typeof v?.mark === 'number' ? v.mark : null };
   } catch {
-    return { decisions: 0, verdicts: 0 };
+    return { decisions: side(0), verdicts: side(0), mark: null };
   }
 }
 

@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import type { EventDelivery, Store } from '../store/store.js';
 import type { DeliveryAttempt } from '../worker/event-delivery.js';
 import { ACTIONS_IDENTITY_META_KEY, parseChange, type LabelChange } from './actions.js';
-import { isManagedLabel, type ActionsConfig } from './config.js';
+import { isManagedLabel, keyAction, stricterMode, type ActionMode, type ActionsConfig } from './config.js';
 
 /**
  * Delivery of label changes to GitHub (DESIGN §17): the sender the outbox's deliverer
@@ -37,6 +37,8 @@ import { isManagedLabel, type ActionsConfig } from './config.js';
 export interface GitHubSenderOptions {
   store: Store;
   config: ActionsConfig;
+  /** The worker's `--actions`: a write of a set whose mode it caps to `off` is not sent. @defaultValue 'apply' */
+  cap?: ActionMode;
   octokit: Octokit;
   logger: Logger;
 }
@@ -102,7 +104,12 @@ export class GitHubSender {
   /** Consecutive secondary limits without a reset time (each waits twice as long). */
   private secondaryInARow = 0;
 
-  constructor(private readonly o: GitHubSenderOptions) {}
+  constructor(private o: GitHubSenderOptions) {}
+
+  /** Puts a reloaded config and cap in force (a worker's SIGHUP): writes of a key no longer acting are not sent. */
+  setConfig(config: ActionsConfig, cap: ActionMode): void {
+    this.o = { ...this.o, config, cap };
+  }
 
   /** Sends one row (see the file comment); never throws. */
   readonly send = async (row: EventDelivery, signal: AbortSignal): Promise<DeliveryAttempt> => {
@@ -127,6 +134,8 @@ export class GitHubSender {
     // A newer plan is the one written; a plan that wants nothing now writes nothing.
     const want = current?.want ?? null;
     if (!loaded || loaded.item.deletedAt !== null || want === null) return this.skip(key, 'item gone or nothing wanted');
+    // Queued before a reload that stopped the key acting: not written (a later plan queues again if it acts again).
+    if (!keyAction(this.o.config, change.set, change.key) || stricterMode(this.o.config.modes[change.set] ?? 'off', this.o.cap ?? 'apply') === 'off') return this.skip(key, 'key not acting');
     const group = change.group.filter((g) => isManagedLabel(this.o.config.labels, g));
     const unsafe = want.filter((l) => !group.some((g) => g.toLowerCase() === l.toLowerCase()));
     if (unsafe.length) return { ok: false, error: 'labels outside the allowlist' }; // never written; the row waits for a fixed config

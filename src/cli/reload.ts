@@ -7,6 +7,8 @@ import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import { LeaseTooShort, type Worker } from '../worker/worker.js';
 import { buildRegistry } from './common.js';
+import type { ActionsWorker } from '../actions/actions-worker.js';
+import { loadActionsConfig } from '../actions/config.js';
 
 /**
  * SIGHUP reload (DESIGN §10): re-read the config; if it is invalid keep the old one and log why;
@@ -126,4 +128,32 @@ export function reloadWorker(p: {
   logger.info({ provider: result.provider, model: result.model, restartNeeded }, 'config reloaded');
   if (restartNeeded.length) logger.warn({ restartNeeded }, 'reload: these options change only at a restart');
   return { result, runtime: next };
+}
+
+/**
+ * The actions part of a SIGHUP reload (DESIGN §17), after `reloadWorker` applied the new config:
+ * re-reads the config file's `actions` section against the new registry and puts it, with the new
+ * `--actions` cap, in force in the running worker's actions. An invalid section is refused (logged
+ * with its reason; the old one stays in force). A worker that started with no acting key, or with
+ * `--actions off`, has no actions to reload into: a section that now acts needs a restart.
+ * @returns what it did: `applied`, `refused` (with the reason) or `restart`.
+ */
+export function reloadActions(p: { actions: ActionsWorker | null; runtime: { cfg: Pick<Config, 'configFile' | 'actions'>; registry: Registry }; logger: Logger }): { status: 'applied' | 'restart' } | { status: 'refused'; reason: string } {
+  const { runtime, logger } = p;
+  let config;
+  try {
+    config = loadActionsConfig(runtime.cfg.configFile, runtime.registry);
+  } catch (err) {
+    const reason = err instanceof Error && err.name === 'InvalidActionsConfig' ? err.message : refusalReason(err);
+    logger.error({ reason }, 'actions reload refused: the new actions section is invalid; keeping the old one');
+    return { status: 'refused', reason };
+  }
+  const cap = runtime.cfg.actions ?? 'propose';
+  if (!p.actions) {
+    if (config.keys.length > 0 && cap !== 'off') logger.warn({ restartNeeded: ['actions'] }, 'reload: actions start acting only at a restart');
+    return { status: 'restart' };
+  }
+  p.actions.reload(config, cap);
+  logger.info({ keys: config.keys.length, cap }, 'actions config reloaded');
+  return { status: 'applied' };
 }

@@ -7,7 +7,8 @@ import { databaseLabel } from '../store/database-errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
-import { buildRuntime, reloadWorker, type Runtime } from './reload.js';
+import { buildRuntime, reloadActions, reloadWorker, type Runtime } from './reload.js';
+import type { ActionsWorker } from '../actions/actions-worker.js';
 import { loadActionsConfig } from '../actions/config.js';
 
 export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
@@ -21,7 +22,7 @@ export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'o
    * Called on SIGHUP (with `handleSignals`) to reload the config into the running worker; without
    * it SIGHUP is left to its default.
    */
-  reload?: (worker: Worker) => void;
+  reload?: (worker: Worker, actions: ActionsWorker | null) => void;
   /** Called with the worker before it runs (`backfill --drain` wakes and stops it). */
   onStarted?: (worker: Worker) => void;
 }
@@ -34,6 +35,7 @@ export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'o
  */
 export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   let worker: Worker | null = null;
+  let acting: ActionsWorker | null = null;
   const onSignal = (sig: NodeJS.Signals) => {
     if (!worker) return;
     if (worker.signal.aborted) {
@@ -51,7 +53,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
     if (!worker || worker.signal.aborted) return; // shutting down: nothing to reload into
     p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
     try {
-      p.reload?.(worker);
+      p.reload?.(worker, acting);
     } catch (err) {
       // Never crash the worker on a reload: the old config stays in force.
       p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
@@ -60,8 +62,9 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   try {
     return await runLibraryWorker({
       ...p,
-      onStarted: (w) => {
+      onStarted: (w, a) => {
         worker = w;
+        acting = a;
         p.onStarted?.(w);
         if (p.handleSignals) {
           process.on('SIGTERM', onSignal);
@@ -122,8 +125,10 @@ export function registerWorkerCommand(program: Command): void {
       }
       // A mistyped path must not start a worker on a fresh empty database that nothing ever fills.
       const store = openStore(cfg, current.registry, { access: opts.create ? 'create' : 'existing' });
-      const reload = (worker: Worker) => {
-        current = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger }).runtime;
+      const reload = (worker: Worker, actions: ActionsWorker | null) => {
+        const r = reloadWorker({ worker, store, current, read: () => configFrom(cmd), logger });
+        current = r.runtime;
+        if (r.result.status === 'applied') reloadActions({ actions, runtime: current, logger });
       };
       try {
         await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
@@ -142,7 +147,8 @@ export function registerWorkerCommand(program: Command): void {
             reload,
             onOutcome: progress?.tick,
             database: databaseLabel(cfg.databaseUrl),
-            // Read at start (a SIGHUP reload keeps it): the labels left out of GitHub items must not change mid-run.
+            // A SIGHUP reload re-reads it (reloadActions); this worker writes no GitHub item, so the
+            // labels left out of items' fields are the rule of whichever process takes webhooks.
             actionsConfig: loadActionsConfig(cfg.configFile, current.registry),
           });
         } finally {

@@ -81,9 +81,10 @@ export interface RunWorkerParams {
   database?: string;
   /**
    * Called with the worker once it is set up, before it claims (the CLI installs its signal
-   * handlers here; `backfill --drain` wakes and stops it; the library handle keeps it).
+   * handlers here; `backfill --drain` wakes and stops it; the library handle keeps it), and its
+   * actions beside the slots (null when no key acts or `--actions off`), which a SIGHUP reloads.
    */
-  onStarted?: (worker: Worker) => void;
+  onStarted?: (worker: Worker, actions: ActionsWorker | null) => void;
   /**
    * Called once at start with the worker's metrics registry and health judge (the same ones
    * `/metrics` and `/healthz` serve), for a host that serves them itself (`verdict serve
@@ -207,7 +208,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       const t = await p.store.syncEventTargets(events.urls);
       p.logger.info({ targets: t.enabled, disabled: t.disabled }, 'event targets set');
     }
-    p.onStarted?.(worker);
+    p.onStarted?.(worker, acting);
   } catch (err) {
     await heartbeat.stop();
     await server?.close();

@@ -55,6 +55,17 @@ export interface LabelledAnswer {
   answer: string | null;
 }
 
+/** The tables the planning cursor reads: answers and people's verdicts. */
+export type ActionRowTable = 'decisions' | 'verdicts';
+
+/** A row the planning cursor read (`actionRows`). */
+export interface ActionRowRef {
+  id: number;
+  itemId: string;
+  /** The row's set is one that acts. */
+  acts: boolean;
+}
+
 /** An undelivered `github` outbox row (for counts of failed and pending writes). */
 export interface PendingActionWrite {
   id: number;
@@ -89,10 +100,20 @@ export interface ActionStore {
   /** The group labels seen on an issue (a webhook's payload), per (set, key) of the item: sets `applied`, inserting rows as needed. */
   observeActionLabels(workspaceId: string, itemId: string, seen: ReadonlyArray<{ questionSet: string; questionKey: string; applied: string[] }>): Promise<void>;
   /**
-   * Items with an answer of one of `sets` stored after `decisionsAfter`, or a verdict recorded after
-   * `verdictsAfter` (ids), at most `limit` items; and the largest ids read, for the next call.
+   * Rows of `item_decisions` (`decisions`) or `human_verdicts` (`verdicts`) by id: those after
+   * `after`, or those among `ids`; at most `limit`, every set's (`acts`: the row's set is one of
+   * `sets`), so a missing id is a row not (yet) committed, not one of another set.
+   * @returns the rows, and `mark`: on Postgres the database clock after the read (µs since the
+   *   epoch) for `actionWritersEnded`; null on SQLite, whose single writer commits ids in order.
    */
-  actionItemsSince(q: { sets: readonly string[]; decisionsAfter: number; verdictsAfter: number; limit: number }): Promise<{ itemIds: string[]; decisionsTo: number; verdictsTo: number }>;
+  actionRows(q: { table: ActionRowTable; sets: readonly string[]; after?: number; ids?: readonly number[]; limit: number }): Promise<{ rows: ActionRowRef[]; mark: number | null }>;
+  /**
+   * Whether every transaction open at `mark` (an `actionRows` mark) has ended, so an id missing
+   * from that read is either visible now or never will be. Postgres: no client session of the
+   * database is in a transaction begun at or before `mark` (pg_stat_activity; sessions of other
+   * roles are not seen). Always true on SQLite.
+   */
+  actionWritersEnded(mark: number): Promise<boolean>;
   /** Item ids of a workspace with an answer of `set` (every item a key of the set may act on), by id. */
   actionItemsOfSet(q: { workspaceId: string; questionSet: string; afterItemId?: string; limit: number }): Promise<string[]>;
   /** The latest verdict per (item, key) of one set in a workspace, with the answer the person judged. */

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { renderComment } from '../../src/actions/actions.js';
 import { InvalidActionsConfig, isManagedLabel, parseActionsConfig, stricterMode } from '../../src/actions/config.js';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
@@ -44,5 +45,14 @@ describe('actions config', () => {
     expect(isManagedLabel(rule, 'bug')).toBe(false);
     expect(stricterMode('apply', 'propose')).toBe('propose');
     expect(stricterMode('off', 'apply')).toBe('off');
+  });
+
+  it('the comment fills every placeholder, each occurrence, and takes `$` in a value as text', () => {
+    const cfg = parse(`sets: { attention: { keys: { blocked: { label: "verdict:blocked" } } } }
+comment: "{set}/{key} {decision} {decision} {unknown} {link}"
+link: "https://v.example.com/$&/{workspace}/{ref}?again={ref}"`);
+    expect(renderComment(cfg, { set: 'attention', key: 'blocked', ref: '#7', workspace: 'github', decision: 'yes (p=0.91)' })).toBe(
+      'attention/blocked yes (p=0.91) yes (p=0.91) {unknown} https://v.example.com/$&/github/%237?again=%237',
+    );
   });
 });

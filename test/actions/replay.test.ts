@@ -70,6 +70,7 @@ describe('replay of GitHub-shaped history with actions', () => {
     expect(writes).toHaveLength(surfaced.length);
     for (const ref of surfaced) expect(ghLabels(fx, Number(ref.slice(1)))).toContain(LABEL);
     await fx.drain({ mode: 'apply' });
+    console.log(`replay second drain: ${fx.github.writes().length - writes.length} GitHub writes`);
     expect(fx.github.writes()).toHaveLength(writes.length);
     // GitHub's echoes of those writes, delivered back: nothing owed, no verdict, no write.
     const verdicts = (await fx.store.listVerdicts({ workspaceId: wsId })).length;

@@ -54,6 +54,8 @@ export interface ActionsFixture {
   clock: ManualClock;
   registry: Registry;
   config: ActionsConfig;
+  /** The config file (a reload test rewrites it). */
+  configFile: string;
   github: FakeGitHub;
   actions: VerdictActions;
   deps: ActionsApiDeps;
@@ -88,6 +90,7 @@ export async function makeActionsFixture(o: { mode?: ActionMode; configText?: st
     clock,
     registry,
     config,
+    configFile,
     github,
     actions: actionsApi(deps),
     deps,

@@ -10,6 +10,11 @@ import type { Provider } from '../../src/providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type Store, type WorkspaceRow } from '../../src/store/store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import { Actions, ACTIONS_CURSOR_META_KEY } from '../../src/actions/actions.js';
+import { parseActionsConfig } from '../../src/actions/config.js';
+import { readerOn } from '../../src/compose/reader.js';
+import { githubWorkspaceMetaKey } from '../../src/integrations/github/mapping.js';
+import type { ItemActionRow, PlannedAction } from '../../src/store/actions.js';
 import type { OpenedStore, StoreBackend, TestStore } from './conformance-backends.js';
 
 /**
@@ -1945,6 +1950,156 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(3_600_001);
       expect(await fx.store.pruneDeliveredEvents(3_600_000, 100)).toBe(1);
       expect((await events()).map((e) => e.deliveredAt)).toEqual([null]);
+    });
+  });
+
+  describe(`${backend.name}: actions in GitHub (DESIGN §17)`, () => {
+    const plan = (itemId: string, over: Partial<PlannedAction> = {}): PlannedAction => ({
+      workspaceId: fx.ws.id,
+      itemId,
+      questionSet: 'attention',
+      questionKey: 'blocked',
+      want: null,
+      source: null,
+      decisionId: null,
+      proposal: null,
+      proposalReason: null,
+      proposalDecisionId: null,
+      ...over,
+    });
+    const outbox = (n: number) => ({ targetUrl: 'github:acme/widgets', eventId: `ev-${n}`, payload: `{"n":${n}}` });
+    const github = () => fx.store.listDecisionEvents({ kind: 'github' });
+
+    it('saveItemAction stores the plan and queues one github outbox row per want not yet handed over', async () => {
+      const a = await item('#1');
+      expect(await fx.store.saveItemAction(plan(a.id, { proposal: ['verdict:blocked', 'verdict:a'], proposalReason: 'gate', proposalDecisionId: 7 }), outbox(1))).toBe(false); // no want: nothing queued
+      expect(await github()).toEqual([]);
+      const [row] = await fx.store.listItemActions(a.id);
+      expect(row).toMatchObject({ workspaceId: fx.ws.id, questionSet: 'attention', questionKey: 'blocked', want: null, proposal: ['verdict:a', 'verdict:blocked'], proposalReason: 'gate', proposalDecisionId: 7, queued: null, applied: null, commentedAt: null });
+      expect(typeof row.updatedAt).toBe('number');
+      const wants = plan(a.id, { want: ['verdict:blocked'], source: 'model', decisionId: 8 });
+      expect(await fx.store.saveItemAction(wants, outbox(2))).toBe(true);
+      expect(await fx.store.saveItemAction(wants, outbox(3))).toBe(false); // the same want again: already queued
+      expect(await fx.store.saveItemAction(plan(a.id, { want: [], source: 'model', decisionId: 9 }), outbox(4))).toBe(true);
+      expect((await github()).map((e) => [e.eventId, e.itemId, e.payload, e.deliveredAt])).toEqual([
+        ['ev-2', a.id, '{"n":2}', null],
+        ['ev-4', a.id, '{"n":4}', null],
+      ]);
+      expect(await fx.store.listItemActions(a.id)).toMatchObject([{ want: [], source: 'model', decisionId: 9, queued: [], proposal: null }]);
+      expect((await fx.store.pendingActionWrites(fx.ws.id)).map((w) => [w.itemId, w.payload, w.attempts, w.lastError])).toEqual([
+        [a.id, '{"n":2}', 0, null],
+        [a.id, '{"n":4}', 0, null],
+      ]);
+      expect(await fx.store.countDeliveredActionWrites(fx.ws.id)).toBe(0);
+    });
+
+    it('recordActionDelivery records what GitHub shows; skipped clears queued so a later plan queues again; observeActionLabels inserts or updates applied', async () => {
+      const a = await item('#1');
+      const wants = plan(a.id, { want: ['verdict:blocked'], source: 'model', decisionId: 8 });
+      await fx.store.saveItemAction(wants, outbox(1));
+      await fx.store.recordActionDelivery({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', applied: ['verdict:blocked'], skipped: false, commented: true });
+      const [done] = await fx.store.listItemActions(a.id);
+      expect(done).toMatchObject({ applied: ['verdict:blocked'], queued: ['verdict:blocked'] });
+      expect(done.commentedAt).toBe(done.updatedAt);
+      await fx.store.recordActionDelivery({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', applied: null, skipped: true, commented: false });
+      expect(await fx.store.listItemActions(a.id)).toMatchObject([{ applied: ['verdict:blocked'], queued: null, commentedAt: done.commentedAt }]);
+      expect(await fx.store.saveItemAction(wants, outbox(2))).toBe(true); // handed over again
+      const b = await item('#2');
+      await fx.store.observeActionLabels(fx.ws.id, b.id, [{ questionSet: 'attention', questionKey: 'blocked', applied: ['verdict:z', 'verdict:blocked'] }]);
+      expect(await fx.store.listItemActions(b.id)).toMatchObject([{ workspaceId: fx.ws.id, applied: ['verdict:blocked', 'verdict:z'], want: null, queued: null }]);
+      await fx.store.observeActionLabels(fx.ws.id, b.id, [{ questionSet: 'attention', questionKey: 'blocked', applied: [] }]);
+      expect(await fx.store.listItemActions(b.id)).toMatchObject([{ applied: [] }]);
+    });
+
+    it('listWorkspaceActions narrows and pages by item; actionItemsOfSet lists answered items by id; labelledAnswers takes the latest verdict per key with the answer judged', async () => {
+      const [a, b, c] = [await item('#1'), await item('#2'), await item('#3')];
+      await fx.store.saveItemAction(plan(a.id, { proposal: ['verdict:blocked'], proposalReason: 'mode', proposalDecisionId: 1 }), null);
+      await fx.store.saveItemAction(plan(b.id), null);
+      await fx.store.saveItemAction(plan(c.id, { questionSet: 'effort', questionKey: 'size', proposal: ['verdict:l'], proposalReason: 'gate', proposalDecisionId: 2 }), null);
+      const ids = (rows: ItemActionRow[]) => rows.map((r) => `${r.itemId} ${r.questionSet}`);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id }))).toEqual([`${a.id} attention`, `${b.id} attention`, `${c.id} effort`]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, proposalsOnly: true }))).toEqual([`${a.id} attention`, `${c.id} effort`]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId: a.id }))).toEqual([`${b.id} attention`]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, limit: 1 }))).toEqual([`${a.id} attention`]);
+      expect(await fx.store.listWorkspaceActions({ workspaceId: 'ws-other' })).toEqual([]);
+
+      await fx.store.insertDecisions([decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(c.id, 'effort', 'size', 'h1', fx.ws.id)]);
+      await fx.store.insertDecisions([decision(a.id, 'attention', 'blocked', 'h2', fx.ws.id)]);
+      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 10 })).toEqual([a.id, b.id]);
+      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId: a.id, limit: 10 })).toEqual([b.id]);
+      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 1 })).toEqual([a.id]);
+
+      const [judged] = (await fx.store.listDecisions(a.id)).filter((d) => d.stateHash === 'h2');
+      const v = (itemId: string, verdict: 'agree' | 'disagree', decisionId: number | null) => ({
+        workspaceId: fx.ws.id, itemId, questionSet: 'attention', questionKey: 'blocked', verdict, value: null,
+        stateHash: 'h2', stateVersion: 1, stateParts: '{}', decisionId, author: 'ana', note: null,
+      });
+      await fx.store.insertVerdict(v(a.id, 'disagree', null), null);
+      await fx.store.insertVerdict(v(a.id, 'agree', judged.id), null); // the latest of (item, key) counts
+      await fx.store.insertVerdict(v(b.id, 'disagree', null), null);
+      const labelled = await fx.store.labelledAnswers(fx.ws.id, 'attention');
+      expect(labelled.map((l) => [l.itemId, l.questionKey, l.verdict, l.value, l.answer])).toEqual(
+        [
+          [a.id, 'blocked', 'agree', null, judged.answer],
+          [b.id, 'blocked', 'disagree', null, null],
+        ].sort((x, y) => (x[0]! < y[0]! ? -1 : 1)),
+      );
+      expect(await fx.store.labelledAnswers(fx.ws.id, 'effort')).toEqual([]);
+    });
+
+    it('actionRows reads every set\'s rows by id (after an id, or among ids) and says which act; the mark is the database clock on Postgres only', async () => {
+      const [a, b] = [await item('#1'), await item('#2')];
+      await fx.store.insertDecisions([decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(b.id, 'effort', 'size', 'h1', fx.ws.id), decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id)]);
+      const all = await fx.store.actionRows({ table: 'decisions', sets: ['attention'], after: 0, limit: 10 });
+      expect(all.rows.map((r) => [r.itemId, r.acts])).toEqual([[a.id, true], [b.id, false], [b.id, true]]);
+      expect(all.rows.map((r) => r.id)).toEqual([...all.rows.map((r) => r.id)].sort((x, y) => x - y));
+      const [first, second, third] = all.rows.map((r) => r.id);
+      expect((await fx.store.actionRows({ table: 'decisions', sets: ['attention'], after: first, limit: 1 })).rows.map((r) => r.id)).toEqual([second]);
+      expect((await fx.store.actionRows({ table: 'decisions', sets: ['attention'], ids: [third, first, third + 100], limit: 10 })).rows.map((r) => r.id)).toEqual([first, third]);
+      expect((await fx.store.actionRows({ table: 'decisions', sets: [], after: 0, limit: 10 })).rows.every((r) => !r.acts)).toBe(true);
+      await fx.store.insertVerdict({ workspaceId: fx.ws.id, itemId: b.id, questionSet: 'attention', questionKey: 'blocked', verdict: 'disagree', value: null, stateHash: 'h1', stateVersion: 1, stateParts: '{}', decisionId: null, author: 'ana', note: null }, null);
+      const verdicts = await fx.store.actionRows({ table: 'verdicts', sets: ['attention'], after: 0, limit: 10 });
+      expect(verdicts.rows.map((r) => [r.itemId, r.acts])).toEqual([[b.id, true]]);
+      if (backend.name === 'sqlite') expect(all.mark).toBeNull();
+      else {
+        expect(Number.isSafeInteger(all.mark)).toBe(true);
+        expect(verdicts.mark!).toBeGreaterThanOrEqual(all.mark!);
+      }
+      // Nothing is open now: every writer of the read has ended.
+      expect(await fx.store.actionWritersEnded(verdicts.mark ?? 0)).toBe(true);
+    });
+
+    it.runIf(backend.concurrentConnections)('an answer whose id commits after a larger one was read is planned at a later pass: the cursor keeps the gap until its writer ends', async () => {
+      const registry = fx.registry;
+      const config = parseActionsConfig({ sets: { attention: { mode: 'propose', keys: { blocked: { label: 'verdict:blocked' } } } } }, registry);
+      const actions = new Actions({ store: fx.store, registry, config, reader: () => readerOn(fx.store, registry, 'none', silentLogger), logger: silentLogger });
+      await fx.store.setMeta(githubWorkspaceMetaKey(fx.ws.id), 'acme/widgets');
+      const [late, early] = [await item('#1'), await item('#2')];
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let inserted!: () => void;
+      const taken = new Promise<void>((r) => (inserted = r));
+      // The late writer takes its id first and commits last.
+      const lateTx = fx.store.transaction(async (tx) => {
+        await (tx as Store).insertDecisions([decision(late.id, 'attention', 'blocked', 'late', fx.ws.id)]);
+        inserted();
+        await held;
+      });
+      try {
+        await taken;
+        await fx.store.insertDecisions([decision(early.id, 'attention', 'blocked', 'early', fx.ws.id)]);
+        expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #2 only: #1's row is not visible
+        const cursor = JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!) as { decisions: { to: number; gaps: number[] }; mark: number };
+        expect(cursor.decisions.gaps).toHaveLength(1);
+        expect(await fx.store.actionWritersEnded(cursor.mark)).toBe(false); // the late writer is still open
+        expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 }); // still open: the gap stays
+      } finally {
+        release();
+        await lateTx;
+      }
+      expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #1, read through its gap
+      expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 });
+      expect(JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!)).toMatchObject({ decisions: { gaps: [] }, mark: null });
     });
   });
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { ActionOutboxRow, ItemActionRow, LabelledAnswer, PendingActionWrite, PlannedAction, ProposalReason } from '../actions.js';
+import type { ActionOutboxRow, ActionRowRef, ActionRowTable, ItemActionRow, LabelledAnswer, PendingActionWrite, PlannedAction, ProposalReason } from '../actions.js';
 import { ACTION_LABELS_SET } from '../events.js';
 import { changes, inList, nowMs, one, read, rows, write, type SqlContext } from './steps.js';
 
@@ -139,24 +139,42 @@ export function observeActionLabels(
   });
 }
 
-export function actionItemsSince(
+export function actionRows(
   c: SqlContext,
-  q: { sets: readonly string[]; decisionsAfter: number; verdictsAfter: number; limit: number },
-): Promise<{ itemIds: string[]; decisionsTo: number; verdictsTo: number }> {
+  q: { table: ActionRowTable; sets: readonly string[]; after?: number; ids?: readonly number[]; limit: number },
+): Promise<{ rows: ActionRowRef[]; mark: number | null }> {
   return read(c, function* () {
-    if (q.sets.length === 0) return { itemIds: [], decisionsTo: q.decisionsAfter, verdictsTo: q.verdictsAfter };
-    const limit = c.d.int4(Math.max(1, Math.trunc(q.limit)));
-    // The first `limit` rows in id order of each table, so the cursor moves past exactly what was read.
-    const d = yield* rows<{ id: number | string; item_id: string }>(sql`
-      SELECT id, item_id FROM item_decisions WHERE id > ${c.d.int8(q.decisionsAfter)} AND ${inList(sql`question_set`, q.sets)} ORDER BY id LIMIT ${limit}`);
-    const v = yield* rows<{ id: number | string; item_id: string }>(sql`
-      SELECT id, item_id FROM human_verdicts WHERE id > ${c.d.int8(q.verdictsAfter)} AND ${inList(sql`question_set`, q.sets)} ORDER BY id LIMIT ${limit}`);
-    const itemIds = [...new Set([...d, ...v].map((r) => r.item_id))].sort();
-    return {
-      itemIds,
-      decisionsTo: d.length ? Number(d[d.length - 1].id) : q.decisionsAfter,
-      verdictsTo: v.length ? Number(v[v.length - 1].id) : q.verdictsAfter,
-    };
+    const table = q.table === 'decisions' ? sql`item_decisions` : sql`human_verdicts`;
+    const which =
+      q.ids !== undefined ? inList(sql`id`, q.ids.map((id) => c.d.int8(id))) : sql`id > ${c.d.int8(q.after ?? 0)}`;
+    // Every row, not only the acting sets' ones: the caller tells a gap in the ids (a row not yet
+    // committed) from a row of another set.
+    const got = yield* rows<{ id: number | string; item_id: string; acts: number | string }>(sql`
+      SELECT id, item_id, CASE WHEN ${inList(sql`question_set`, q.sets)} THEN 1 ELSE 0 END AS acts
+      FROM ${table} WHERE ${which} ORDER BY id LIMIT ${c.d.int4(Math.max(1, Math.trunc(q.limit)))}`);
+    // Postgres hands out ids before commit, so a later id may commit first: the database clock after
+    // the read tells which transactions could still hold a smaller one (actionWritersEnded).
+    // SQLite's single writer commits ids in order: nothing can appear below a read id.
+    const mark =
+      c.d.name === 'postgres'
+        ? Number((yield* one<{ mark: number | string }>(sql`SELECT (extract(epoch from clock_timestamp()) * 1000000)::int8 AS mark`))!.mark)
+        : null;
+    return { rows: got.map((r) => ({ id: Number(r.id), itemId: r.item_id, acts: Number(r.acts) === 1 })), mark };
+  });
+}
+
+export function actionWritersEnded(c: SqlContext, mark: number): Promise<boolean> {
+  if (c.d.name !== 'postgres') return Promise.resolve(true);
+  return read(c, function* () {
+    // Client sessions of this database in a transaction begun at or before `mark` (µs since the
+    // epoch, the database clock): one of them may hold an id it took before a read at `mark`.
+    const r = yield* one<{ ended: boolean }>(sql`
+      SELECT NOT EXISTS (
+        SELECT 1 FROM pg_stat_activity
+        WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'
+          AND xact_start IS NOT NULL AND (extract(epoch from xact_start) * 1000000)::int8 <= ${c.d.int8(mark)}
+      ) AS ended`);
+    return r?.ended === true;
   });
 }
 
