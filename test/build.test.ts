@@ -43,7 +43,7 @@ describe('npm run build (scripts/build.mjs)', () => {
     expect(statSync(join(out, 'cli/main.js')).mode & 0o111).toBe(0o111);
     expect(existsSync(join(out, 'stale.js'))).toBe(false);
     expect(readdirSync(join(t.dir, 'ok')).sort()).toEqual(['dist', 'src', 'tsconfig.json']);
-  });
+  }, 120_000);
 
   it('a failed compile leaves the old dist/ as it was and removes its own folder', async () => {
     const out = join(t.dir, 'bad/dist');
@@ -57,7 +57,7 @@ describe('npm run build (scripts/build.mjs)', () => {
     expect(failed?.stderr).toMatch(/build: failed; .* is left as it was/);
     expect(readFileSync(join(out, 'cli/main.js'), 'utf8')).toBe('old build');
     expect(readdirSync(join(t.dir, 'bad')).sort()).toEqual(['dist', 'src', 'tsconfig.json']);
-  });
+  }, 120_000);
 
   it('no lifecycle script of the package builds on install (no prepare, install or postinstall)', () => {
     const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;

@@ -44,7 +44,7 @@ describe('verdict doctor', () => {
     const r = await doctor();
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/ok\s+config\s+provider anthropic, model claude-haiku-5-5/);
-    expect(r.out).toMatch(/ok\s+database\s+.*migration\(s\) applied, queue readable \(0 owed, 0 parked\)/);
+    expect(r.out).toMatch(/ok\s+database\s+.*\d+ migrations applied, queue readable \(0 owed, 0 parked\)/);
     expect(r.out).toMatch(/ok\s+provider\s+anthropic reachable; model claude-haiku-5-5/);
     expect(server.requests.map((q) => `${q.method} ${q.path}`)).toEqual(['GET /v1/models/claude-haiku-5-5']);
     expect(r.out + r.err).not.toContain('DOCTORCANARY');
@@ -136,7 +136,7 @@ describe.skipIf(!TEST_PG_URL)('doctor database check on Postgres (real server)',
     await store.setMeta('worker:w1', JSON.stringify({ workerId: 'w1', provider: 'fake', model: 'm', concurrency: 1, beatEveryMs: 60_000, startedAt: 0, lastLoopAt: 0, providerProblem: null }));
     await store.close();
     const c = await checkDatabase(cfg(pgdb.url));
-    expect(c).toMatchObject({ ok: true, detail: expect.stringMatching(/^postgres:\/\/[^@]+: reachable, \d+ migration\(s\) applied, queue readable \(0 owed, 0 parked\), 1 worker\(s\) alive$/) });
+    expect(c).toMatchObject({ ok: true, detail: expect.stringMatching(/^postgres:\/\/[^@]+: reachable, \d+ migrations applied, queue readable \(0 owed, 0 parked\), 1 worker alive$/) });
   }, 60_000);
 
   it('a server that is down fails with the code and a fix, never the password', async () => {
