@@ -26,6 +26,7 @@ import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
+import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
 import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
 import { loadActionsConfig, type ActionMode } from '../actions/config.js';
 
@@ -292,6 +293,15 @@ export interface VerdictReader {
    */
   flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
   /**
+   * A workspace's live items as a list people can use: sorted by `updated` (default, newest
+   * first), `created` or `ref`, filtered by collection, field values (`{status: 'open'}`), update
+   * time, title text and surfacing in a set, paged by an opaque cursor (`hasMore`, `nextCursor`),
+   * without their full text unless `includeContent` (compose/item-list.ts `ItemListQuery`).
+   * @returns null when the workspace does not exist.
+   * @throws InvalidInput with `param` naming the member for a bad sort, order, limit (1 to 500), cursor, collection or set.
+   */
+  items(q: ItemListQuery): Promise<ItemListPage | null>;
+  /**
    * The surfaced keys of one set as a list: each with its item's ref, title and collection, the
    * probability in force, currency (a surfaced key may be stale while its re-ask is owed) and who
    * decided, sorted highest first, filtered by collection, key and currency and paged (see
@@ -454,6 +464,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
 
   const readers: VerdictReader = {
+    async items(q) {
+      const ws = await workspaceId(q.workspace);
+      if (!ws || ws.deletedAt !== null) return null;
+      return itemListPage(inner, registry, () => readerOn(inner, registry, readsAgainst, logger), ws, q);
+    },
     async item(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -516,6 +531,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
   const mappedRead = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   const reader: VerdictReader = {
+    items: mappedRead(readers.items),
     item: mappedRead(readers.item),
     flags: mappedRead(readers.flags),
     status: mappedRead(readers.status),
