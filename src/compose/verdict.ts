@@ -27,6 +27,8 @@ import { queueView, type QueueView } from './queue-view.js';
 import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
+import { explainItem, type ExplainReport } from '../reads/explain.js';
+import { InvalidInput } from '../errors.js';
 import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
 import { loadActionsConfig, type ActionMode } from '../actions/config.js';
 
@@ -412,6 +414,16 @@ export interface Verdict {
    * @throws EvalCostNotConfirmed before any call when a priced model's estimate passes `maxCostUsd` (or none is given).
    */
   eval(opts: EvalOptions): Promise<EvalReport>;
+  /**
+   * "Why did it say that" (src/reads/explain.ts): for each set of the item's collection (or only
+   * `set`), the exact system prompt and user message Verdict would send for the item's current
+   * state, the state hash, and the stored answers with whether each was asked about that state and
+   * their rationale when the set asks for one. Item and question text: return it to the one who
+   * asked, never log it (Verdict logs none of it).
+   * @returns null when the workspace or the item does not exist.
+   * @throws InvalidInput (param `set`) for a set not registered for the item's collection.
+   */
+  explain(ref: string, opts: { workspace: string; set?: string }): Promise<ExplainReport | null>;
   /** The question sets in force. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
@@ -593,6 +605,17 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     tokens,
     github,
     actions: actionsApi(actionDeps),
+    explain: mappedRead(async (ref: string, opts: { workspace: string; set?: string }) => {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws || ws.deletedAt !== null) return null;
+      const item = await inner.getItemByRef(ws.id, ref);
+      if (!item) return null;
+      if (opts.set !== undefined) {
+        const collection = (await inner.listCollections(ws.id)).find((c) => c.id === item.collectionId);
+        if (!registry.setsFor(collection?.slug ?? '').some((s) => s.name === opts.set)) throw new InvalidInput(`set: no question set ${JSON.stringify(opts.set)} reads this item's collection`, { param: 'set' });
+      }
+      return explainItem(inner, registry, await readerOn(inner, registry, readsAgainst, logger), item.id, opts.set);
+    }),
     eval: (opts) =>
       evalWorkspace(
         {
