@@ -11,10 +11,17 @@ export abstract class VerdictError extends Error {
   /** Stable machine-readable code (snake_case). */
   abstract readonly code: string;
 
-  constructor(message?: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /**
+   * The input member at fault when one is (`cursor`, `limit`, `fields.status`): the HTTP API
+   * answers it as `param`, the CLI names it. Absent when the error is not about one input.
+   */
+  readonly param?: string;
+
+  constructor(message?: string, options?: { cause?: unknown; param?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     // Every subclass is named after itself (`err.name` in logs and stacks), without repeating it.
     this.name = new.target.name;
+    if (options?.param !== undefined) this.param = options.param;
   }
 }
 

@@ -19,6 +19,7 @@ import { registerReaskCommand } from './reask.js';
 import { registerReviewCommands } from './review.js';
 import { registerSetsCommand } from './sets.js';
 import { registerShowCommand } from './show.js';
+import { registerExplainCommand } from './explain.js';
 import { registerStatusCommand } from './status.js';
 import { registerWorkerCommand } from './worker.js';
 import { registerServeCommand } from './serve.js';
@@ -68,6 +69,7 @@ export function buildProgram(): Command {
   registerMcpCommand(program);
   registerTokensCommand(program);
   registerShowCommand(program);
+  registerExplainCommand(program);
   registerFlagsCommand(program);
   registerReviewCommands(program);
   registerStatusCommand(program);

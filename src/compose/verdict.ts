@@ -26,6 +26,9 @@ import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
+import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
+import { explainItem, type ExplainReport } from '../reads/explain.js';
+import { InvalidInput } from '../errors.js';
 import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
 import { loadActionsConfig, type ActionMode } from '../actions/config.js';
 
@@ -292,6 +295,15 @@ export interface VerdictReader {
    */
   flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
   /**
+   * A workspace's live items as a list people can use: sorted by `updated` (default, newest
+   * first), `created` or `ref`, filtered by collection, field values (`{status: 'open'}`), update
+   * time, title text and surfacing in a set, paged by an opaque cursor (`hasMore`, `nextCursor`),
+   * without their full text unless `includeContent` (compose/item-list.ts `ItemListQuery`).
+   * @returns null when the workspace does not exist.
+   * @throws InvalidInput with `param` naming the member for a bad sort, order, limit (1 to 500), cursor, collection or set.
+   */
+  items(q: ItemListQuery): Promise<ItemListPage | null>;
+  /**
    * The surfaced keys of one set as a list: each with its item's ref, title and collection, the
    * probability in force, currency (a surfaced key may be stale while its re-ask is owed) and who
    * decided, sorted highest first, filtered by collection, key and currency and paged (see
@@ -408,6 +420,16 @@ export interface Verdict {
    * @throws EvalCostNotConfirmed before any call when a priced model's estimate passes `maxCostUsd` (or none is given).
    */
   eval(opts: EvalOptions): Promise<EvalReport>;
+  /**
+   * "Why did it say that" (src/reads/explain.ts): for each set of the item's collection (or only
+   * `set`), the exact system prompt and user message Verdict would send for the item's current
+   * state, the state hash, and the stored answers with whether each was asked about that state and
+   * their rationale when the set asks for one. Item and question text: return it to the one who
+   * asked, never log it (Verdict logs none of it).
+   * @returns null when the workspace or the item does not exist.
+   * @throws InvalidInput (param `set`) for a set not registered for the item's collection.
+   */
+  explain(ref: string, opts: { workspace: string; set?: string }): Promise<ExplainReport | null>;
   /** The question sets in force. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
@@ -460,6 +482,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
 
   const readers: VerdictReader = {
+    async items(q) {
+      const ws = await workspaceId(q.workspace);
+      if (!ws || ws.deletedAt !== null) return null;
+      return itemListPage(inner, registry, () => readerOn(inner, registry, readsAgainst, logger), ws, q);
+    },
     async item(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -529,6 +556,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
   const mappedRead = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   const reader: VerdictReader = {
+    items: mappedRead(readers.items),
     item: mappedRead(readers.item),
     flags: mappedRead(readers.flags),
     status: mappedRead(readers.status),
@@ -591,6 +619,17 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     tokens,
     github,
     actions: actionsApi(actionDeps),
+    explain: mappedRead(async (ref: string, opts: { workspace: string; set?: string }) => {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws || ws.deletedAt !== null) return null;
+      const item = await inner.getItemByRef(ws.id, ref);
+      if (!item) return null;
+      if (opts.set !== undefined) {
+        const collection = (await inner.listCollections(ws.id)).find((c) => c.id === item.collectionId);
+        if (!registry.setsFor(collection?.slug ?? '').some((s) => s.name === opts.set)) throw new InvalidInput(`set: no question set ${JSON.stringify(opts.set)} reads this item's collection`, { param: 'set' });
+      }
+      return explainItem(inner, registry, await readerOn(inner, registry, readsAgainst, logger), item.id, opts.set);
+    }),
     eval: (opts) =>
       evalWorkspace(
         {

@@ -136,3 +136,42 @@ export const flagsView = z.object({
   flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()), human: z.array(z.string()).optional().describe('Keys whose probability is a person\u2019s value') })),
   failing: z.boolean(),
 });
+
+export const explainQuery = z.strictObject({ set: z.string().min(1).max(200).optional().describe('Only this question set') });
+export const explainView = z.object({
+  itemId: z.string(),
+  ref: z.string(),
+  sets: z.array(
+    z.object({
+      questionSet: z.string(),
+      applies: z.boolean(),
+      reason: z.string().nullable(),
+      rationale: z.boolean().describe('The set asks the model for a one-sentence reason per answer'),
+      maxPerCall: z.number(),
+      targets: z.array(
+        z.object({
+          commentId: z.string().nullable(),
+          stateHash: z.string(),
+          system: z.string().describe('The system prompt, exactly as sent'),
+          user: z.string().describe('The user message: the state bytes, exactly as hashed and sent'),
+          questionKeys: z.array(z.string()),
+          stored: z.array(
+            z.object({
+              questionKey: z.string(),
+              answer: z.unknown(),
+              confidence: z.number().nullable(),
+              rationale: z.string().nullable(),
+              stateHash: z.string(),
+              matchesState: z.boolean(),
+              current: z.boolean(),
+              staleReason: z.string().nullable(),
+              provider: z.string(),
+              model: z.string(),
+              evaluatedAt: z.number(),
+            }),
+          ),
+        }),
+      ),
+    }),
+  ),
+});

@@ -124,6 +124,25 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     },
   );
   app.get(
+    '/items/:ref/explain',
+    {
+      config: admin,
+      schema: {
+        tags: ['items'],
+        summary: 'Why did it say that: the exact prompt per set for the item now, and the stored answers',
+        description: 'For each set reading the item (or only `set`): the system prompt and user message Verdict would send for the item\u2019s current state, its state hash, and the stored answers, each saying whether it was asked about that state, with its rationale when the set asks for one. Item and question text: admin tokens only, never logged.',
+        params: P.item,
+        querystring: S.explainQuery,
+        response: { 200: S.explainView, ...err },
+      },
+    },
+    async (req) => {
+      const out = await v.explain(req.params.ref, { workspace: req.apiToken!.workspaceSlug, set: req.query.set });
+      if (!out) throw new NotFound('item', 'of that ref');
+      return out;
+    },
+  );
+  app.get(
     '/items/:ref/verdicts',
     { config: read, schema: { tags: ['verdicts'], summary: 'People\u2019s verdicts on the item, oldest first (the latest of a key is in force)', params: P.item, response: { 200: z.object({ verdicts: z.array(S.verdictRowView) }), ...err } } },
     async (req) => {

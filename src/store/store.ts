@@ -668,11 +668,38 @@ export interface ItemQuery {
    * holds an array or object never equals a scalar; a missing field equals nothing.
    */
   fieldsEqual?: Readonly<Record<string, FieldScalar>>;
-  /** Items with an id after this one (the previous page's last id). */
+  /** Items with an id after this one (the previous page's last id). Only with the id order. */
   afterId?: string;
+  /** Items updated at or after this time (epoch ms). */
+  updatedSince?: number;
+  /**
+   * Titles holding this text, ignoring case (`lower()` on both databases: ASCII letters on SQLite,
+   * every letter on Postgres); `%` and `_` match themselves.
+   */
+  titleContains?: string;
+  /** Only these item ids (at most `ITEM_IDS_FILTER_MAX`). */
+  ids?: readonly string[];
+  /**
+   * The order: `id` (time-ordered ids, the primary key's index), `updated` (`updatedAt`), `created`
+   * (`createdAt`) or `ref` (byte order); ties broken by id. @defaultValue 'id'
+   */
+  orderBy?: 'id' | 'updated' | 'created' | 'ref';
+  /** Reverse the order (ties too). @defaultValue false */
+  descending?: boolean;
+  /**
+   * Keyset paging for `orderBy` other than `id`: only rows strictly after this one in the order
+   * (its sort value, a number for times and a string for `ref`, and its id).
+   */
+  after?: { value: number | string; id: string };
   /** At most this many. @defaultValue no limit */
   limit?: number;
 }
+
+/**
+ * Most ids `ItemQuery.ids` takes: each is one bound parameter, and SQLite allows 32,766 a
+ * statement; well below, so the other filters keep their parameters.
+ */
+export const ITEM_IDS_FILTER_MAX = 20_000;
 
 /**
  * The names of the TrackerStore methods, for facades that must expose exactly the public part

@@ -1,6 +1,6 @@
-import { and, asc, count, eq, gt, isNull, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, isNull, or, sql, type SQL } from 'drizzle-orm';
 import { InvalidInput } from '../../errors.js';
-import type { CollectionRow, CommentRow, ItemQuery, ItemRow, LinkRow, WorkspaceRow } from '../store.js';
+import { ITEM_IDS_FILTER_MAX, type CollectionRow, type CommentRow, type ItemQuery, type ItemRow, type LinkRow, type WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { one, read, rows, type SqlContext } from './steps.js';
 
@@ -79,7 +79,29 @@ export async function listItems(c: SqlContext, q: ItemQuery): Promise<ItemRow[]>
     conds.push(c.d.jsonFieldEquals(t.fields, key, value));
   }
   if (q.afterId) conds.push(gt(t.id, q.afterId));
-  return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(asc(t.id)).limit(q.limit ?? 1_000_000)));
+  if (q.updatedSince !== undefined) conds.push(sql`${t.updatedAt} >= ${c.d.int8(q.updatedSince)}`);
+  if (q.titleContains) {
+    const pattern = `%${q.titleContains.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+    conds.push(sql`lower(${t.title}) LIKE lower(${c.d.text(pattern)}) ESCAPE '\\'`);
+  }
+  if (q.ids) {
+    if (q.ids.length > ITEM_IDS_FILTER_MAX) throw new InvalidInput(`ids: at most ${ITEM_IDS_FILTER_MAX}; got ${q.ids.length}`);
+    conds.push(q.ids.length ? inArray(t.id, [...q.ids]) : sql`1 = 0`);
+  }
+  const by = q.orderBy ?? 'id';
+  if (by === 'id') {
+    return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(q.descending ? desc(t.id) : asc(t.id)).limit(q.limit ?? 1_000_000)));
+  }
+  const col = by === 'updated' ? t.updatedAt : by === 'created' ? t.createdAt : c.d.byteOrder(t.ref);
+  const id = c.d.byteOrder(t.id);
+  const dir = sql.raw(q.descending ? 'DESC' : 'ASC');
+  if (q.after) {
+    // One row-value comparison: both databases plan it as a range on the order's columns.
+    const v = typeof q.after.value === 'number' ? c.d.int8(q.after.value) : c.d.text(q.after.value);
+    conds.push(sql`(${col}, ${id}) ${sql.raw(q.descending ? '<' : '>')} (${v}, ${c.d.text(q.after.id)})`);
+  }
+  const order = [sql`${col} ${dir}`, sql`${id} ${dir}`];
+  return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(...order).limit(q.limit ?? 1_000_000)));
 }
 
 export async function countItems(c: SqlContext, workspaceId?: string): Promise<number> {
