@@ -123,7 +123,7 @@ export const newVerdictBody = z
     author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
-/** What a write repaired in its text (DESIGN §16.23): never zero silently, always reported. */
+/** What a write repaired in its text (DESIGN §16.25): never zero silently, always reported. */
 export const normalisedView = z.object({
   loneSurrogates: z.number().describe('Lone UTF-16 surrogates replaced by U+FFFD'),
   nulsRemoved: z.number().describe('NUL characters removed'),

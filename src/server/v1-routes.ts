@@ -236,7 +236,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   });
 }
 
-/** A write's answer: `{row, changed, normalised, owed}`; `normalised` counts the text repairs the door made (DESIGN §16.23). */
+/** A write's answer: `{row, changed, normalised, owed}`; `normalised` counts the text repairs the door made (DESIGN §16.25). */
 function written<T, U = T>(r: WriteResult<T>, view?: (row: T) => U): { row: U; changed: boolean; normalised: WriteResult<T>['normalised']; owed: number } {
   return { row: view ? view(r.row) : (r.row as unknown as U), changed: r.changed, normalised: r.normalised, owed: r.owed };
 }

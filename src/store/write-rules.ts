@@ -78,7 +78,8 @@ function valueText(v: unknown, what: string): string {
   try {
     return fieldValueText(v);
   } catch (err) {
-    throw new InvalidWrite(`${what}: ${(err as Error).message}`);
+    // Our own TypeErrors say what is wrong; any other error's text (a RangeError) never reaches a client.
+    throw new InvalidWrite(`${what}: ${err instanceof TypeError ? err.message : 'has no JSON form'}`);
   }
 }
 

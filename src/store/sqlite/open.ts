@@ -117,7 +117,7 @@ export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb
       sqlite.pragma('journal_mode = WAL');
       sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
       // FULL: a commit is fsynced before it returns, so a write acknowledged (an HTTP 201, a stored
-      // answer) survives a power cut (DESIGN §16.24; the cost, measured, is there too).
+      // answer) survives a power cut (DESIGN §16.26; the cost, measured, is there too).
       sqlite.pragma('synchronous = FULL');
       sqlite.pragma('foreign_keys = ON');
       const db = drizzle({ client: sqlite, schema }) as SqliteDb;
