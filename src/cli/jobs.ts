@@ -9,7 +9,8 @@ import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace,
  * `verdict jobs list|retry|drop` (DESIGN §3, §12): the owed-job queue without SQL.
  * - `list` shows jobs, filtered by set, state, workspace and item.
  * - `retry` re-owes jobs (DESIGN §3: state owed, attempts, refusals and abandons 0, not_before
- *   now). It takes parked jobs unless `--state owed` is given (then it makes waiting jobs due now).
+ *   now). It takes parked jobs unless `--state owed` is given (then it makes waiting jobs due now);
+ *   `--state batched` takes jobs out of their provider batch (DESIGN §16.23).
  * - `drop` deletes jobs that are not in flight. It needs a filter or `--all`, because dropped work
  *   is not evaluated until the next write owes it again.
  */
@@ -97,7 +98,6 @@ export function registerJobsCommand(program: Command): void {
     .action(async (o: JobsOptions, cmd: Command) =>
       withStore(cmd, async (store) => {
         const f = await jobFilterFrom(store, o, { state: 'parked' });
-        if (f.state === 'batched') throw new UsageError('--state batched: those jobs are in a provider batch already paid for; asking them again would pay twice. Their results come within 24 h (`verdict status` shows the batches in flight)');
         const changed = await store.retryJobs({ ...f, limit: undefined });
         process.stdout.write(o.json ? `${JSON.stringify({ retried: changed, filter: f })}\n` : `retried ${changed} job${changed === 1 ? '' : 's'}: owed now, attempts, refusals and abandons reset\n`);
       }),
@@ -110,7 +110,7 @@ export function registerJobsCommand(program: Command): void {
         if (!o.all && !o.set && !o.state && !o.workspace && !o.item) throw new UsageError('jobs drop needs --set, --state, --workspace or --item (or --all to drop every job)');
         const f = await jobFilterFrom(store, o);
         const dropped = await store.dropJobs({ ...f, limit: undefined });
-        process.stdout.write(o.json ? `${JSON.stringify({ dropped, filter: f })}\n` : `dropped ${dropped} job${dropped === 1 ? '' : 's'} (jobs in flight or in a provider batch are kept; the next write owes an item again)\n`);
+        process.stdout.write(o.json ? `${JSON.stringify({ dropped, filter: f })}\n` : `dropped ${dropped} job${dropped === 1 ? '' : 's'} (jobs in flight are kept; a batch result that comes later for a dropped job is discarded; the next write owes an item again)\n`);
       }),
     );
 }

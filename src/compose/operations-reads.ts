@@ -171,13 +171,15 @@ export interface VerdictJobs {
   list(q: JobQuery & { limit?: number }): Promise<JobView[]>;
   /**
    * Re-owes jobs now (attempts, refusals, abandons and defers reset): the parked ones unless
-   * `state: 'owed'` is given (then waiting jobs become due now). Batched jobs are refused: they are
-   * paid for already (DESIGN §16.19). @returns how many changed (0 for an unknown workspace or ref).
-   * @throws InvalidInput for state `batched` or an unknown state.
+   * `state: 'owed'` is given (then waiting jobs become due now); `state: 'batched'` takes jobs out
+   * of their provider batch and owes them now (DESIGN §16.23: a result that comes later for them is
+   * discarded). @returns how many changed (0 for an unknown workspace or ref).
+   * @throws InvalidInput for an unknown state.
    */
   retry(q: JobQuery): Promise<number>;
   /**
-   * Deletes jobs not in flight and not batched; the next write owes the item again. Needs `set`,
+   * Deletes jobs not in flight (batched ones too: a result that comes later for them is discarded);
+   * the next write owes the item again. Needs `set`,
    * `state` or `ref`: a whole workspace's queue is dropped only by naming a state.
    * @returns how many were dropped. @throws InvalidInput with no narrowing filter or a bad state.
    */
@@ -209,7 +211,6 @@ export function jobsOn(store: Store): VerdictJobs {
       return f ? listJobViews(store, { ...f, limit }) : [];
     },
     async retry(q) {
-      if (q.state === 'batched') throw new InvalidInput('batched jobs are in a provider batch already paid for; asking them again would pay twice (their results come within 24 h)');
       const f = await filterOf(q, 'parked');
       return f ? store.retryJobs(f) : 0;
     },

@@ -95,7 +95,7 @@ describe('status', () => {
       ['attention', 1, true],
       ['effort', 0, true],
     ]);
-    expect(s.batches).toEqual({ inFlight: 0, requests: 0, jobs: 0, unconfirmed: 0, oldestAgeMs: null });
+    expect(s.batches).toEqual({ inFlight: 0, requests: 0, jobs: 0, unconfirmed: 0, oldestAgeMs: null, unavailable: [] });
     const perCall = await fx.store.listDecisions((await fx.store.listItems({}))[0].id);
     expect(s.spend.lastHour.inputTokens).toBe(perCall.reduce((a, d) => a + d.inputTokens, 0));
 

@@ -105,7 +105,7 @@ describe('reader.history', () => {
 });
 
 describe('jobs, queue and spend', () => {
-  it('retries and drops one workspace\u2019s jobs only; refuses a batched retry and an unfiltered drop', async () => {
+  it('retries and drops one workspace\u2019s jobs only; a batched retry finds none here; refuses an unfiltered drop', async () => {
     const ws = (await v.store.getWorkspaceBySlug('acme'))!;
     const t1 = (await v.store.getItemByRef(ws.id, 'T-1'))!;
     await v.store.updateItem(t1.id, { title: 'T-1 edited' });
@@ -114,7 +114,8 @@ describe('jobs, queue and spend', () => {
     await v.store.updateItem(b1.id, { title: 'B-1 edited' });
     expect((await v.jobs.list({ workspace: 'acme' })).map((j) => j.ref)).toEqual(['T-1']);
     expect(await v.jobs.retry({ workspace: 'acme', state: 'owed' })).toBe(1);
-    await expect(v.jobs.retry({ workspace: 'acme', state: 'batched' })).rejects.toMatchObject({ code: 'invalid_input' });
+    // DESIGN §16.23: batched jobs can be retried (taken out of their batch); none is batched here.
+    expect(await v.jobs.retry({ workspace: 'acme', state: 'batched' })).toBe(0);
     await expect(v.jobs.drop({ workspace: 'acme' })).rejects.toMatchObject({ code: 'invalid_input' });
     expect(await v.jobs.drop({ workspace: 'acme', ref: 'B-1' })).toBe(0); // not this workspace's ref
     expect(await v.jobs.drop({ workspace: 'acme', set: 'triage' })).toBe(1);

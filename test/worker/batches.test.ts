@@ -249,15 +249,40 @@ describe('batches with the fake provider', () => {
     expect(priced.bySet.find((b) => b.set === 'attention')!.failedCalls).toBe(0); // a batch result is no failure
   });
 
-  it('jobs retry and jobs drop leave batched jobs alone: their batch is already paid for', async () => {
+  it('jobs retry and jobs drop work on batched jobs; the result that comes later stores nothing for them, once', async () => {
     const fx = await fixture();
-    await backfillItems(fx, 2);
-    const fake = new FakeProvider({ now: () => fx.clock.now() });
-    await pipeline(fx, fake as never).assemble(signal);
-    expect(await fx.store.retryJobs({ state: 'batched' })).toBe(0);
-    expect(await fx.store.retryJobs({})).toBe(0);
-    expect(await fx.store.dropJobs({})).toBe(0);
-    expect((await fx.store.listJobs({})).every((j) => j.state === 'batched')).toBe(true);
+    const [a, b] = await backfillItems(fx, 3);
+    const fake = new FakeProvider({ now: () => fx.clock.now(), batchLatencyMs: 60_000 });
+    const p = pipeline(fx, fake as never);
+    await p.assemble(signal);
+    // Only --state batched (or a filter that names no state, for drop) reaches them.
+    expect(await fx.store.retryJobs({ state: 'parked' })).toBe(0);
+    expect(await fx.store.retryJobs({ state: 'batched', itemId: a })).toBe(2);
+    expect(await fx.store.dropJobs({ itemId: b })).toBe(2);
+    expect((await fx.store.listJobs({})).map((j) => [j.itemId === a ? 'a' : 'c', j.state, j.batchId === null]).sort()).toEqual([
+      ['a', 'owed', true],
+      ['a', 'owed', true],
+      ['c', 'batched', false],
+      ['c', 'batched', false],
+    ]);
+    // The retried item is asked directly; then the batch ends and its results come.
+    await drainNow(runnerOptions(fx, fake));
+    const direct = await answersOf(fx);
+    const spendBefore = (await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === SPEND_BATCH).reduce((n, r) => n + r.calls, 0);
+    expect(spendBefore).toBe(0);
+    fx.clock.advance(60_000);
+    expect(await p.sweep(signal)).toMatchObject({ finished: 1, results: 3 });
+    const after = await answersOf(fx);
+    // Item a keeps its direct answers only, item b (dropped) has none, item c got the batch's.
+    expect(after.filter((x) => x.startsWith('T-1|'))).toEqual(direct.filter((x) => x.startsWith('T-1|')));
+    expect(after.filter((x) => x.startsWith('T-2|'))).toEqual([]);
+    expect(after.filter((x) => x.startsWith('T-3|')).length).toBeGreaterThan(0);
+    // The three results were billed once each: spend counts each batch request once.
+    expect((await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === SPEND_BATCH).reduce((n, r) => n + r.calls, 0)).toBe(3);
+    // A second sweep stores nothing again.
+    expect(await p.sweep(signal)).toMatchObject({ finished: 0, results: 0 });
+    expect(await answersOf(fx)).toEqual(after);
+    expect(await fx.store.listJobs({})).toEqual([]);
   });
 
   it('a result that lacks a key it asked is refused on its own; the rest of the batch is stored', async () => {

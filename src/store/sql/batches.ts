@@ -179,7 +179,15 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
       // Liveness in the transaction that stores (the item row locked on Postgres): an item
       // deleted since, even a moment ago, keeps no answer about its text (DESIGN §16.19).
       const live = yield* itemLivenessTx(c, r.itemId);
-      if (live === 'live') for (const a of r.answers) stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
+      if (live === 'live') {
+        for (const [i, a] of r.answers.entries()) {
+          // A job taken out of this batch (`jobs retry` or `jobs drop`, DESIGN §16.23) gets
+          // nothing from it: its part is discarded. A job a write re-owed keeps its batch id.
+          const part = r.jobs[i];
+          if (part && !(yield* inBatchTx(c, batchId, part.itemId, part.questionSet))) continue;
+          stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
+        }
+      }
       else jobs = jobs.map((j) => ({ ...j, outcome: live === 'item_gone' ? 'drop' : 'release', error: live === 'item_gone' ? undefined : 'workspace deleted' }));
     }
     for (const j of jobs) yield* batchJobOutcome(c, now, batchId, j);
@@ -187,6 +195,11 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
     for (const s of r.spend) yield* recordSpendTx(c, now, s);
     return stored;
   });
+}
+
+/** Whether the job of (item, set) still names this batch (batched, or re-owed by a write since). */
+function* inBatchTx(c: SqlContext, batchId: string, itemId: string, questionSet: string): Steps<boolean> {
+  return (yield* one<{ n: number }>(sql`SELECT 1 AS n FROM decision_jobs WHERE item_id = ${itemId} AND question_set = ${questionSet} AND batch_id = ${batchId}`)) !== undefined;
 }
 
 /** The item's liveness, its row locked (Postgres) until the transaction ends. */

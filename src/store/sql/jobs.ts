@@ -371,27 +371,30 @@ export function listJobs(c: SqlContext, f: JobFilter): Promise<JobRow[]> {
 
 /**
  * `jobs retry` (DESIGN §3): owed, counters 0, not_before = now (the one writer that may lower it).
- * Batched jobs are left alone: their batch is still paid for at the provider (DESIGN §16.19), and
- * asking them again would pay twice.
+ * A batched job leaves its batch (`batch_id` cleared, DESIGN §16.23): the result that comes later
+ * finds it no longer in the batch and stores nothing for it (batches.ts `storeBatchResult`).
  */
 export function retryJobs(c: SqlContext, f: JobFilter): Promise<number> {
   const w = filterWhere(c, f);
   return autocommit(c, function* () {
     const now = yield* nowSql();
     return yield* changes(sql`
-      UPDATE decision_jobs SET state = 'owed', attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${now}
-      WHERE state <> 'batched' ${w ? sql`AND ${w}` : sql``}`);
+      UPDATE decision_jobs SET state = 'owed', batch_id = NULL, attempts = 0, refusals = 0, abandons = 0, defers = 0, not_before = ${now}
+      ${w ? sql`WHERE ${w}` : sql``}`);
   });
 }
 
-/** `jobs drop`: deletes matching rows that are not under a live lease and not in a provider batch (both are in flight). */
+/**
+ * `jobs drop`: deletes matching rows that are not under a live lease. A batched job has no lease
+ * and is dropped too: its batch's result stores nothing for it (DESIGN §16.23).
+ */
 export function dropJobs(c: SqlContext, f: JobFilter): Promise<number> {
   const w = filterWhere(c, f);
   return autocommit(c, function* () {
     const now = yield* nowSql();
     return yield* changes(sql`
       DELETE FROM decision_jobs
-      WHERE (lease_expires_at IS NULL OR lease_expires_at <= ${now}) AND state <> 'batched' ${w ? sql`AND ${w}` : sql``}`);
+      WHERE (lease_expires_at IS NULL OR lease_expires_at <= ${now}) ${w ? sql`AND ${w}` : sql``}`);
   });
 }
 
