@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { noul } from '../src/decision/questions.js';
@@ -9,13 +9,13 @@ import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL } from '../src/store/store.js';
 import { Worker } from '../src/worker/worker.js';
-import { answerRate, checkDrain, createDatabase, ROOT, seedJobs, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
-import { BenchArgsError, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
+import { answerRate, BUILT_CLI, checkDrain, createDatabase, ROOT, seedJobs, SOURCE_CLI, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
+import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, type Seeded } from './bench-evals.js';
 import { benchQueuePath } from './bench-queue.js';
 
 /**
- * `npm run bench [-- --quick] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
+ * `npm run bench [-- --quick | --smoke] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
  * each a ratio measured in one run on this machine. Never part of the test suite.
  *
  *   a. queue path (enqueue, claim, complete of no-op jobs): Verdict against plainjob and liteque;
@@ -40,7 +40,10 @@ import { benchQueuePath } from './bench-queue.js';
  *      --quick only the store conformance files. The Postgres files skip without
  *      VERDICT_TEST_PG_URL; the line says whether it was set.
  *
- * --quick shrinks every part (c drains 100,000 instead of 1,000,000; f and g run 2,000 jobs). Part d needs a server:
+ * --quick shrinks every part (c drains 100,000 instead of 1,000,000; f and g run 2,000 jobs).
+ * --smoke runs every part at its smallest sizes (f and g 200 jobs, d one round from the built CLI
+ * when dist/ is there), seconds each, and judges no figure: test/ops/bench-smoke.test.ts runs it in
+ * CI so a part that throws cannot land. Part d needs a server:
  * VERDICT_TEST_PG_URL, or it starts one with scripts/pg-test-server.sh and stops it after.
  */
 
@@ -52,7 +55,10 @@ try {
   process.stderr.write(`bench: ${err.message}\n`);
   process.exit(2);
 }
-const { quick, parts: only } = parsed;
+const { smoke, parts: only } = parsed;
+const size = benchSize(parsed);
+/** A part's size: its full, `--quick` and `--smoke` value. */
+const sized = <T>(full: T, quickly: T, smallest: T): T => (size === 'smoke' ? smallest : size === 'quick' ? quickly : full);
 
 interface Line {
   part: string;
@@ -72,9 +78,10 @@ function tempDb(): { file: string; done: () => void } {
 
 // ---------------------------------------------------------------------------------------- a
 async function partA(): Promise<void> {
-  const jobs = quick ? 2_000 : 10_000;
-  say(`\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of 3 rounds`);
-  const rs = await benchQueuePath(jobs, 3);
+  const jobs = sized(10_000, 2_000, 100);
+  const rounds = sized(3, 3, 1);
+  say(`\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of ${rounds} round${rounds > 1 ? 's' : ''}`);
+  const rs = await benchQueuePath(jobs, rounds);
   for (const r of rs) {
     say(`    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`);
   }
@@ -88,7 +95,7 @@ async function partA(): Promise<void> {
 // ---------------------------------------------------------------------------------------- b
 async function partB(): Promise<void> {
   const latency = 200;
-  const rounds = quick ? 5 : 12;
+  const rounds = sized(12, 5, 1);
   say(`\n[b] provider-bound: fake provider ${latency} ms per call, one SQLite file, ${rounds} calls per slot`);
   const set = defineQuestionSet({ name: 'bench', questions: { q: noul('bench question') }, quietPeriodMs: 0 });
   for (const concurrency of [1, 8, 32]) {
@@ -131,18 +138,20 @@ function runClaimChild(jobs: number, sample: number, drain: boolean): Record<str
 }
 
 async function partC(): Promise<void> {
-  const big = quick ? 100_000 : 1_000_000;
-  const sample = 2_000;
-  say(`\n[c] claim time, 10,000 owed against ${big.toLocaleString('en')} owed (${sample} claims each, in child processes); RSS while draining the ${quick ? '100,000' : 'million'}`);
-  const small = runClaimChild(10_000, sample, false);
+  const big = sized(1_000_000, 100_000, 2_000);
+  const base = sized(10_000, 10_000, 500);
+  const sample = sized(2_000, 2_000, 100);
+  const bigName = big.toLocaleString('en');
+  say(`\n[c] claim time, ${base.toLocaleString('en')} owed against ${bigName} owed (${sample} claims each, in child processes); RSS while draining the ${bigName}`);
+  const small = runClaimChild(base, sample, false);
   const large = runClaimChild(big, sample, true);
   for (const r of [small, large]) {
     say(`    ${r.jobs.toLocaleString('en').padStart(9)} owed: claim median ${r.claimMedianUs} µs, mean ${r.claimMeanUs} µs, p99 ${r.claimP99Us} µs (seeded in ${r.seedMs} ms)`);
   }
   say(`    drained ${large.drained.toLocaleString('en')} in ${fmt(large.drainMs / 1000, 1)} s; peak RSS while draining ${large.peakRssMb} MB (process max ${large.maxRssMb} MB)`);
   const ratio = large.claimMedianUs / small.claimMedianUs;
-  summary.push({ part: 'c', measure: `claim median, ${quick ? '100k' : '1M'} / 10k owed`, value: `${fmt(ratio)}×`, target: '≤ 1.5×', met: ratio <= 1.5 });
-  summary.push({ part: 'c', measure: `peak RSS draining ${quick ? '100k' : '1M'}`, value: `${large.peakRssMb} MB`, target: '≤ 200 MB', met: large.peakRssMb <= 200 });
+  summary.push({ part: 'c', measure: `claim median, ${bigName} / ${base.toLocaleString('en')} owed`, value: `${fmt(ratio)}×`, target: '≤ 1.5×', met: ratio <= 1.5 });
+  summary.push({ part: 'c', measure: `peak RSS draining ${bigName}`, value: `${large.peakRssMb} MB`, target: '≤ 200 MB', met: large.peakRssMb <= 200 });
 }
 
 // ---------------------------------------------------------------------------------------- d
@@ -155,7 +164,10 @@ async function partD(): Promise<void> {
     serverDir = /VERDICT_TEST_PG_DIR=(\S+)/.exec(out)![1];
   }
   const perProcess = 8;
-  const rounds = quick ? 10 : 25;
+  // The smoke starts the built CLI when there is one: tsx compiling the sources in five processes
+  // on a small machine takes longer than the smoke's whole drain.
+  const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
+  const rounds = sized(25, 10, 1);
   say(`\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call`);
   try {
     const rates: number[] = [];
@@ -165,7 +177,7 @@ async function partD(): Promise<void> {
         const items = Math.ceil((processes * perProcess * rounds) / 2); // two jobs per item
         // The workers start first and idle; the jobs are owed once all of them are up, so
         // process start-up (tsx compiling the sources) is not in the measurement.
-        const workers = startWorkers(db.url, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200']);
+        const workers = startWorkers(db.url, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200'], cli);
         await workers.ready;
         const t0 = performance.now();
         const owed = await seedJobs(db.url, items);
@@ -173,7 +185,9 @@ async function partD(): Promise<void> {
         const wallMs = performance.now() - t0;
         const runs = await workers.stop();
         const check = await checkDrain(db.url);
-        if (runs.some((r) => r.code !== 0) || check.calls !== owed || check.duplicateKeys !== 0 || troubleLines(runs).length > 0) {
+        // Co-asking (on by default, DESIGN §16.18) answers an item's two sets in one call when both
+        // are due together: between one call per item and one per job, never more, no key twice.
+        if (runs.some((r) => r.code !== 0) || check.calls < items || check.calls > owed || check.duplicateKeys !== 0 || troubleLines(runs).length > 0) {
           throw new Error(`d: drain with ${processes} processes went wrong: ${JSON.stringify({ codes: runs.map((r) => r.code), check })}`);
         }
         const rate = await answerRate(db.url);
@@ -192,7 +206,7 @@ async function partD(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------- e
 async function partE(): Promise<void> {
-  const busy = quick ? 2_000 : 10_000;
+  const busy = sized(10_000, 2_000, 200);
   say(`\n[e] fairness: workspace A owes ${busy.toLocaleString('en')} jobs, then workspace B owes 10`);
   const t = tempDb();
   const set = defineQuestionSet({ name: 'fair', questions: { q: noul('fairness') } });
@@ -233,7 +247,7 @@ async function partE(): Promise<void> {
 let answered: Seeded | undefined;
 
 async function partF(): Promise<void> {
-  const jobs = quick ? 2_000 : 20_000;
+  const jobs = sized(20_000, 2_000, 200);
   say(`\n[f] full evaluations: ${jobs.toLocaleString('en')} jobs (production sets attention and effort), fake provider at 0 ms, one process`);
   const r = await benchFullEvaluations(jobs, [1, 4], only.includes('g') ? (s) => (answered = s) : undefined);
   for (const c of r.byConcurrency) {
@@ -251,7 +265,7 @@ async function partF(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------- g
 async function partG(): Promise<void> {
-  const jobs = quick ? 2_000 : 20_000;
+  const jobs = sized(20_000, 2_000, 200);
   say(`\n[g] already-answered jobs: ${jobs.toLocaleString('en')} jobs answered once, re-owed with the state unchanged, drained again (every job skipped)`);
   const r = await benchAlreadyAnswered(jobs, [1, 4], answered);
   answered = undefined;
@@ -270,8 +284,8 @@ async function partG(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------- h
 async function partH(): Promise<void> {
-  const updates = quick ? 1_000 : 5_000;
-  const rounds = 3;
+  const updates = sized(5_000, 1_000, 100);
+  const rounds = sized(3, 3, 1);
   say(`\n[h] write door: ${updates.toLocaleString('en')} updateItem calls (a title edit) with the production sets registered, and with no set; median of ${rounds} rounds`);
   const r = await benchWriteDoor(updates, rounds);
   const ratio = r.productionUs / r.noSetUs;
@@ -287,9 +301,11 @@ async function partH(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------- i
 async function partI(): Promise<void> {
-  const files = quick ? ['test/store/'] : [];
+  // The smoke runs one small file: it checks the part runs, not the suite (CI runs that anyway).
+  const files = sized<string[]>([], ['test/store/'], ['test/ops/bench-args.test.ts']);
+  const which = sized('the whole suite', 'test/store/ only', 'test/ops/bench-args.test.ts only');
   const pg = process.env.VERDICT_TEST_PG_URL ? 'VERDICT_TEST_PG_URL set' : 'VERDICT_TEST_PG_URL not set: the Postgres files skip';
-  say(`\n[i] npm test: ${quick ? 'test/store/ only' : 'the whole suite'} in a child process (${pg})`);
+  say(`\n[i] npm test: ${which} in a child process (${pg})`);
   const t0 = performance.now();
   const r = spawnSync('npx', ['vitest', 'run', ...files], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 });
   const seconds = (performance.now() - t0) / 1000;
@@ -301,15 +317,23 @@ async function partI(): Promise<void> {
   const green = r.status === 0;
   summary.push({
     part: 'i',
-    measure: quick ? 'npm test, test/store/ only (s)' : 'npm test wall time (s)',
+    measure: size === 'full' ? 'npm test wall time (s)' : `npm test, ${which} (s)`,
     value: green ? fmt(seconds, 0) : `${fmt(seconds, 0)} (red)`,
-    target: quick ? '(subset, green)' : '≤ 240 s, green',
-    met: green && (quick || seconds <= 240),
+    target: size === 'full' ? '≤ 240 s, green' : '(subset, green)',
+    met: green && (size !== 'full' || seconds <= 240),
   });
 }
 
 const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH, i: partI };
-say(`verdict bench${quick ? ' --quick' : ''}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
-for (const p of only) await parts[p]();
+say(`verdict bench${size === 'full' ? '' : ` --${size}`}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
+for (const p of only) {
+  const t0 = performance.now();
+  await parts[p]();
+  say(`    (part ${p}: ${fmt((performance.now() - t0) / 1000, 1)} s)`);
+}
 say('\nsummary');
-for (const l of summary) say(`  ${l.part}  ${l.measure.padEnd(40)} ${l.value.padStart(14)}   target ${l.target.padEnd(13)} ${l.met === null ? '' : l.met ? 'met' : 'MISSED'}`);
+// A smoke run's sizes are too small for its figures to mean anything: they are printed, not judged.
+const verdictOf = (l: Line) => (smoke || l.met === null ? '' : l.met ? 'met' : 'MISSED');
+for (const l of summary) say(`  ${l.part}  ${l.measure.padEnd(40)} ${l.value.padStart(14)}   target ${l.target.padEnd(13)} ${verdictOf(l)}`);
+// A part that threw has already ended the run with a non-zero exit; this line says every part ran.
+say(`bench: parts ${only.join(',')} ran`);

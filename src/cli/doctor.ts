@@ -134,6 +134,11 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   if (!h.exists) {
     return { name: 'database', ok: true, detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it` };
   }
+  if (h.driverProblem) {
+    // The file was never reached: restoring it from a backup would not help.
+    const cut = h.driverProblem.lastIndexOf('; ');
+    return { name: 'database', ok: false, detail: h.driverProblem.slice(0, cut), fix: h.driverProblem.slice(cut + 2) };
+  }
   if (h.error) {
     return { name: 'database', ok: false, detail: `${h.path} cannot be read (${h.error})`, fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup' };
   }

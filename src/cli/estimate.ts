@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import { DEFAULT_ANTHROPIC_MODEL } from '../providers/anthropic.js';
 import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
-import { PRICES_CHECKED } from '../providers/pricing.js';
+import { PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
 import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
 import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
 import type { Provider } from '../providers/provider.js';
@@ -32,6 +32,7 @@ import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, Usag
 export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
   const name = cfg.provider ?? 'anthropic';
   if (name === 'none') throw new UsageError('provider is none: decisions are off, nothing would be asked');
+
   try {
     const p = createProvider({ ...cfg, provider: name }, logger);
     if (p) {
@@ -44,6 +45,24 @@ export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
   const model = cfg.model ?? (name === 'anthropic' ? DEFAULT_ANTHROPIC_MODEL : name === 'fake' ? new FakeProvider().model : undefined);
   if (!model) throw new UsageError(`--provider ${name} needs --model to estimate`);
   return estimateTarget(name, model);
+}
+
+/**
+ * What `verdict estimate` prices: `estimateTargetFor`, except that the fake provider with a
+ * `--model` other than its own names a real model, and the fake's $0 would say nothing about it:
+ * that model is priced as Anthropic bills it (`anthropic:MODEL`, the one price table), or the
+ * estimate is refused with the reason. (A backfill or a demo run on the fake stays free: it really
+ * calls no model.)
+ * @throws UsageError as estimateTargetFor, and for the fake provider with a `--model` no price is known for.
+ */
+export function estimateCommandTarget(cfg: Config, logger: Logger): EstimateTarget {
+  if (cfg.provider === 'fake' && cfg.model !== undefined && cfg.model !== new FakeProvider().model) {
+    if (pricingFor('anthropic', cfg.model).kind === 'priced') return estimateTarget('anthropic', cfg.model);
+    throw new UsageError(
+      `--model ${cfg.model} with --provider fake: the fake provider calls no model and would price it at $0, and src/providers/pricing.ts has no price for ${cfg.model}; name the model's provider with --provider (anthropic or openai) to estimate it`,
+    );
+  }
+  return estimateTargetFor(cfg, logger);
 }
 
 /**
@@ -121,7 +140,7 @@ export function registerEstimateCommand(program: Command): void {
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
       const exact = o.exact ? exactCounterFor(cfg, logger) : undefined;
-      const target = exact?.target ?? estimateTargetFor(cfg, logger);
+      const target = exact?.target ?? estimateCommandTarget(cfg, logger);
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;

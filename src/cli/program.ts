@@ -1,5 +1,6 @@
 import { VERSION } from '../version.js';
 import { Command, CommanderError } from 'commander';
+import { closest, distance } from 'fastest-levenshtein';
 import { InputNotFound, VerdictError } from '../errors.js';
 import { databaseError } from '../store/database-errors.js';
 import { EXIT_FAILURE, EXIT_USAGE } from './common.js';
@@ -55,13 +56,43 @@ export function cliError(err: unknown): VerdictError | Error {
   if (typeof e?.code === 'string' && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(e.code)) return databaseError(err, 'the database (--database-url)');
   return err instanceof Error ? err : new Error(String(err));
 }
+/**
+ * A commander parse error (`error: unknown option '--databse-url'`, then `(Did you mean X?)` when
+ * commander found a near name) in the CLI's one form: `verdict: unknown option '--databse-url';
+ * did you mean --database-url?`. Commander matches a command's own options only: the global ones
+ * are hidden from each command's help (listed once by `verdict help options`), so an unknown
+ * option with no near name of its command is matched here against `globalFlags` (`--database-url`
+ * ...), nearest by edit distance, within 40 % of the flag's length (commander's own bound).
+ * Without a near name, the fix says where the commands and options are listed.
+ */
+export function formatParseError(text: string, globalFlags: readonly string[]): string {
+  const lines = text.replace(/^error: /, '').split('\n').map((l) => l.trim()).filter(Boolean);
+  const what = lines[0]?.replace(/[.;]$/, '') ?? 'the command line could not be read';
+  let near = lines.map((l) => /^\(Did you mean (.+)\?\)$/.exec(l)?.[1]).find(Boolean);
+  const unknownFlag = /^unknown option '(--[^'=]+)/.exec(what)?.[1];
+  if (!near && unknownFlag && globalFlags.length > 0) {
+    const best = closest(unknownFlag, [...globalFlags]);
+    if (distance(unknownFlag, best) <= Math.floor(unknownFlag.length * 0.4)) near = best;
+  }
+  const fix = near
+    ? `did you mean ${near}?`
+    : unknownFlag
+      ? 'run with --help for the command\'s options, and `verdict help options` for the global ones'
+      : /^unknown command/.test(what)
+        ? '`verdict --help` lists the commands'
+        : 'run with --help for usage';
+  return `verdict: ${what}; ${fix}\n`;
+}
+
 /** Builds the `verdict` program: the CLI only wires things; the work is in the layers below it. */
 export function buildProgram(): Command {
   const program = addGlobalOptions(new Command('verdict'))
     .description('keeps LLM-evaluated, typed decisions about tracker items current, cheap and trustworthy')
     .version(VERSION)
-    .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
+  const globalFlags = program.options.map((o) => o.long).filter((f): f is string => !!f);
+  // Set before the commands are added: each command copies it.
+  program.configureOutput({ outputError: (text, write) => write(formatParseError(text, globalFlags)) });
   registerDemoCommand(program);
   registerImportCommand(program);
   registerWorkerCommand(program);

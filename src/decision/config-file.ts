@@ -145,6 +145,14 @@ export function parseQuestionSetConfig(text: string, file: string, reserved: rea
 }
 
 /**
+ * A JSON or YAML parser's error as one clause: its first line, without the colon that introduces
+ * the yaml package's code frame on the lines after it (`... at line 2, column 1:`).
+ */
+export function parserProblem(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0].trim().replace(/:$/, '');
+}
+
+/**
  * The file's top level, parsed and checked (`sets`, `actions`); members are validated by their readers.
  * @throws InvalidConfigFile when the text is not JSON/YAML or the top level has another shape.
  */
@@ -154,7 +162,7 @@ export function parseConfigDocument(text: string, file: string): { sets: unknown
     doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
   } catch (err) {
     // The parser's position is useful and quotes no more than the file's own text.
-    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`);
   }
   const top = configFileSchema.safeParse(doc ?? {});
   if (!top.success) throw new InvalidConfigFile(file, null, describeZod(top.error));

@@ -3,6 +3,7 @@ import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { CONVENTIONS_ROLE } from '../decision/conventions.js';
+import { parserProblem } from '../decision/config-file.js';
 import { InvalidWrite, PRIORITY_BACKFILL, type CollectionRow, type CollectionSchema, type CollectionSettings, type Store, type WorkspaceRow } from '../store/store.js';
 import { deriveId } from './beads-format.js';
 import { VerdictError } from '../errors.js';
@@ -74,8 +75,9 @@ export type ConventionsFile = z.infer<typeof conventionsFileSchema>;
 /** Thrown for a conventions file that cannot be read or fails validation; names the file and the problem. */
 export class InvalidConventionsFile extends VerdictError {
   readonly code = 'invalid_conventions_file';
+  /** `problem` says what is wrong; the message adds where the file's shape is shown. */
   constructor(file: string, problem: string) {
-    super(`conventions file ${file}: ${problem}`);
+    super(`conventions file ${file}: ${problem}; a conventions file is JSON or YAML with a \`conventions:\` list, as examples/beads-conventions.yaml shows`);
   }
 }
 
@@ -88,13 +90,13 @@ export function readConventionsFile(file: string): ConventionsFile {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new InvalidConventionsFile(file, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name})`);
+    throw new InvalidConventionsFile(file, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name}), check the path`);
   }
   let doc: unknown;
   try {
     doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
   } catch (err) {
-    throw new InvalidConventionsFile(file, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+    throw new InvalidConventionsFile(file, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`);
   }
   const r = conventionsFileSchema.safeParse(doc);
   if (!r.success) {

@@ -213,6 +213,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   if (o.dashboard !== false) {
     const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
     await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });
+    // A person typing the server's address lands on the dashboard; the redirect itself reveals
+    // nothing, and /ui asks for the token as before.
+    app.get('/', { schema: { hide: true } }, async (_req, reply) => reply.redirect('/ui', 302));
   }
   if (o.mcp !== false) {
     const { registerMcpRoute } = await import('../mcp/mcp-http.js');

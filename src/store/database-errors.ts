@@ -24,6 +24,32 @@ function codeOf(err: unknown): string {
   return typeof e?.name === 'string' ? e.name : 'error';
 }
 
+/** The fix for a better-sqlite3 addon that does not load: rebuild it for the Node.js that runs verdict. */
+export const SQLITE_ADDON_FIX = 'run `npm rebuild better-sqlite3` in the folder verdict is installed in, with the Node.js that runs verdict';
+
+/**
+ * better-sqlite3's native addon failing to load (it loads at the first database open), which says
+ * nothing about the database: the addon was built for another Node.js version (`ERR_DLOPEN_FAILED`,
+ * "compiled against ... NODE_MODULE_VERSION 115. This version of Node.js requires
+ * NODE_MODULE_VERSION 127"), for another platform, or is missing (the `bindings` package's "Could
+ * not locate the bindings file"). Only the two ABI numbers are taken from the loader's message.
+ * @returns DatabaseUnavailable naming the cause and SQLITE_ADDON_FIX, or null for any other error.
+ */
+export function sqliteAddonError(err: unknown): DatabaseUnavailable | null {
+  const e = err as { code?: unknown; message?: unknown };
+  const message = typeof e?.message === 'string' ? e.message : '';
+  const dlopen = e?.code === 'ERR_DLOPEN_FAILED';
+  if (!dlopen && !/better_sqlite3\.node|Could not locate the bindings file/.test(message)) return null;
+  const abi = [...message.matchAll(/NODE_MODULE_VERSION (\d+)/g)].map((m) => m[1]);
+  const why =
+    abi.length === 2
+      ? `it was built for another Node.js version (NODE_MODULE_VERSION ${abi[0]}, this Node.js ${process.version} needs ${abi[1]})`
+      : dlopen
+        ? 'it was built for another Node.js version or platform'
+        : 'it was never built (its install script did not run)';
+  return new DatabaseUnavailable(`better-sqlite3's native addon does not load, so no SQLite database can be opened: ${why} (${dlopen ? 'ERR_DLOPEN_FAILED' : 'no addon'}); ${SQLITE_ADDON_FIX}`, { cause: err });
+}
+
 /**
  * Turns a driver error met while opening or first reaching a database into a Verdict error whose
  * message reads `<what>; <how to fix>` and names the database by `label` (see databaseLabel) and
@@ -34,6 +60,8 @@ function codeOf(err: unknown): string {
  */
 export function databaseError(err: unknown, label: string): Error {
   if (err instanceof DatabaseNotFound || err instanceof DatabaseUnavailable) return err;
+  const addon = sqliteAddonError(err);
+  if (addon) return addon;
   const code = codeOf(err);
   const unavailable = (what: string, fix: string) => new DatabaseUnavailable(`${what} (${code}); ${fix}`, { cause: err });
   switch (code) {

@@ -7,17 +7,22 @@ import { BenchArgsError, parseBenchArgs } from '../../scripts/bench-args.js';
  */
 describe('parseBenchArgs', () => {
   it('--quick alone runs every part, shrunk', () => {
-    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] });
+    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, smoke: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] });
   });
 
   it('no flags run every part at full size', () => {
-    expect(parseBenchArgs([])).toEqual({ quick: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] });
+    expect(parseBenchArgs([])).toEqual({ quick: false, smoke: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] });
   });
 
   it('--only takes its value in either spelling, in run order, without repeats', () => {
-    expect(parseBenchArgs(['--only', 'c,a', '--quick'])).toEqual({ quick: true, parts: ['a', 'c'] });
-    expect(parseBenchArgs(['--quick', '--only=e,e'])).toEqual({ quick: true, parts: ['e'] });
-    expect(parseBenchArgs(['--only', 'h,f,g'])).toEqual({ quick: false, parts: ['f', 'g', 'h'] });
+    expect(parseBenchArgs(['--only', 'c,a', '--quick'])).toEqual({ quick: true, smoke: false, parts: ['a', 'c'] });
+    expect(parseBenchArgs(['--quick', '--only=e,e'])).toEqual({ quick: true, smoke: false, parts: ['e'] });
+    expect(parseBenchArgs(['--only', 'h,f,g'])).toEqual({ quick: false, smoke: false, parts: ['f', 'g', 'h'] });
+  });
+
+  it('--smoke runs every part at its smallest sizes; with --quick it is an error', () => {
+    expect(parseBenchArgs(['--smoke', '--only', 'f'])).toEqual({ quick: false, smoke: true, parts: ['f'] });
+    expect(() => parseBenchArgs(['--smoke', '--quick'])).toThrow(/--quick and --smoke/);
   });
 
   it.each([

@@ -245,3 +245,17 @@ describe('the dashboard over HTTP', () => {
     expect(text).not.toContain(csrf);
   });
 });
+
+describe('GET / with the dashboard on', () => {
+  it('redirects to /ui; with the dashboard off it stays a 404', async () => {
+    const r = await app.inject({ method: 'GET', url: '/' });
+    expect(r.statusCode).toBe(302);
+    expect(r.headers.location).toBe('/ui');
+    const off = await createApiServer(v, { logger: logs.logger, dashboard: false });
+    try {
+      expect((await off.inject({ method: 'GET', url: '/' })).statusCode).toBe(404);
+    } finally {
+      await off.close();
+    }
+  });
+});

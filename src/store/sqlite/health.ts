@@ -4,6 +4,7 @@ import { existsSync, statSync } from 'node:fs';
 import { systemClock } from '../../clock.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import { readDatabaseHealth, type DatabaseHealth } from '../sql/health.js';
+import { sqliteAddonError } from '../database-errors.js';
 import { sqliteDialect } from './dialect.js';
 import { openSqlite, STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS, type SqliteDb } from './open.js';
 
@@ -16,6 +17,11 @@ export interface SqliteHealth extends DatabaseHealth {
   walBytes: number;
   /** Why the file could not be opened or read (an error code or class name, never row data). */
   error: string | null;
+  /**
+   * When the cause is not the file but the SQLite driver itself (its native addon does not load:
+   * `sqliteAddonError`), that error's message, `<what>; <how to fix>`; null otherwise.
+   */
+  driverProblem: string | null;
 }
 
 /**
@@ -27,7 +33,7 @@ export interface SqliteHealth extends DatabaseHealth {
 export async function checkSqliteHealth(path: string, heartbeatPrefix: string): Promise<SqliteHealth> {
   const known = readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS });
   const exists = path === ':memory:' || existsSync(path);
-  const out: SqliteHealth = { path, exists, migrationsKnown: known.length, migrationsApplied: 0, migrationsPending: known.length, queue: null, heartbeats: null, walBytes: walFileBytes(path), error: null };
+  const out: SqliteHealth = { path, exists, migrationsKnown: known.length, migrationsApplied: 0, migrationsPending: known.length, queue: null, heartbeats: null, walBytes: walFileBytes(path), error: null, driverProblem: null };
   if (!exists || path === ':memory:') return out;
   let db: SqliteDb | undefined;
   try {
@@ -37,6 +43,7 @@ export async function checkSqliteHealth(path: string, heartbeatPrefix: string): 
   } catch (err) {
     const e = ((err as { cause?: unknown }).cause ?? err) as { code?: unknown; name?: unknown };
     out.error = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'error';
+    out.driverProblem = sqliteAddonError(e)?.message ?? null;
   } finally {
     db?.$client.close();
   }

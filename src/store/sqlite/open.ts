@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
-import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { dirname, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
@@ -72,6 +72,30 @@ export function sqlitePathFromUrl(url: string): string {
   return url;
 }
 
+/** File names a SQLite database is usually given (the demo writes `demo.db`, the default is `verdict.db`). */
+const DATABASE_FILE = /\.(db|sqlite3?)$/i;
+/** At most this many names are listed beside a missing database (a folder of many files is not printed whole). */
+const DATABASES_LISTED = 5;
+
+/**
+ * The databases in the folder of a missing `path`, as a clause for its DatabaseNotFound: the
+ * mistake is usually the name (`verdict.db` given, `demo.db` written), so the message says which
+ * are there: ` (./data holds demo.db)`, ` (./data holds no database file)`, or nothing when the
+ * folder cannot be listed. File names only, never their contents.
+ */
+function databasesBeside(path: string): string {
+  const dir = dirname(path);
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => DATABASE_FILE.test(n)).sort();
+  } catch {
+    return '';
+  }
+  if (names.length === 0) return ` (${dir} holds no database file)`;
+  const more = names.length > DATABASES_LISTED ? ` and ${names.length - DATABASES_LISTED} more` : '';
+  return ` (${dir} holds ${names.slice(0, DATABASES_LISTED).map((n) => (dir.endsWith(sep) ? dir + n : `${dir}${sep}${n}`)).join(', ')}${more})`;
+}
+
 /** How `openSqlite` treats the file. */
 export interface OpenSqliteOptions {
   /** Apply pending migrations (see migrateSqlite). @defaultValue true */
@@ -102,7 +126,7 @@ export interface OpenSqliteOptions {
 export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb {
   const mustExist = opts.mustExist || opts.readOnly;
   if (path !== ':memory:' && mustExist && !existsSync(path)) {
-    throw new DatabaseNotFound(`no database at ${path}; pass the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)${opts.readOnly ? '' : ', or --create to start a new one'}`);
+    throw new DatabaseNotFound(`no database at ${path}${databasesBeside(path)}; pass the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)${opts.readOnly ? '' : ', or --create to start a new one'}`);
   }
   if (path !== ':memory:' && existsSync(path) && statSync(path).isDirectory()) {
     throw new DatabaseUnavailable(`${path} is a folder, not a database file; pass the database file itself (--database-url / VERDICT_DATABASE_URL)`);
