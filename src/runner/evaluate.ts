@@ -1,4 +1,5 @@
 import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
+import type { SpendBacklog } from './spend-backlog.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
@@ -41,6 +42,8 @@ export interface EvaluateDeps {
    * once, as DESIGN §7 step 6 asks.
    */
   finishInCompletion?: boolean;
+  /** Where the spend of a call goes when its write fails, to be written later (`SpendBacklog`); without it the failure is only logged. */
+  spendBacklog?: SpendBacklog;
 }
 
 /** What `evaluate` returns: the outcome to record, the stats, the item's ref, and answers to store with the completion. */
@@ -725,7 +728,8 @@ class CallSpend {
           await store.settleSpendReservation(this.reservationId!, record);
         } else await store.recordSpend(record);
       } catch (err) {
-        this.deps.logger.warn({ set: record.questionSet, err: errCode(err) }, 'spend record failed');
+        if (this.deps.spendBacklog) this.deps.spendBacklog.keep(record, err);
+        else this.deps.logger.warn({ set: record.questionSet, err: errCode(err) }, 'spend record failed');
       }
     }
   }
