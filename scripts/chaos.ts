@@ -18,8 +18,8 @@ import { createDatabase } from './bench-drain.js';
  *    figure the chaos run must bill exactly;
  * 2. the chaos run: another fresh database with the same import; `--workers` slots (default 4)
  *    each run `node dist/cli/main.js worker` (the node process itself) with the fake provider at
- *    `--latency-ms` (default 20) per call; each slot waits until its worker has logged its start,
- *    then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
+ *    `--latency-ms` (default 20) per call; each slot waits until its worker has recorded its
+ *    first outcome (at most 20 s), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
  *    `--lease-ms` default 4,000) and starts the next, until it has killed `--kills` workers
  *    (default 20);
  * 3. wait out the last leases, then `worker --until-idle` to the end;
@@ -172,15 +172,15 @@ async function main(): Promise<void> {
         const started = new Promise<void>((res) => (draining = res));
         const onData = (d: Buffer) => {
           logs += d;
-          if (logs.includes('"worker started"')) draining();
+          if (logs.includes('"job outcome"')) draining();
         };
         child.stdout!.on('data', onData);
         child.stderr!.on('data', onData);
         const exited = new Promise<NodeJS.Signals | null>((res) => child.on('close', (_c, sig) => res(sig)));
-        // The kill lands at a random moment of the worker's life: 100–1,500 ms after it logged its
-        // start (start-up and migrations take seconds on a busy machine; a kill in them tests
-        // nothing new). Early kills land mid-drain; once the queue is drained they land on idle
-        // workers, as a deploy's would.
+        // The kill lands during the drain: a random moment after the worker recorded its first
+        // outcome (start-up and migrations take seconds on a busy machine; a kill after its
+        // start log alone landed before any claim). Once the queue is drained a life ends at the
+        // 20 s wait, and the kill lands on an idle worker.
         await Promise.race([started, sleep(20_000)]);
         await sleep(Math.round(100 + random() * 1_400));
         child.kill('SIGKILL');
