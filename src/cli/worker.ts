@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
@@ -24,61 +25,89 @@ export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'o
    */
   reload?: (worker: Worker, actions: ActionsWorker | null) => void;
   /** Called with the worker before it runs (`backfill --drain` wakes and stops it). */
-  onStarted?: (worker: Worker) => void;
+  onStarted?: (worker: Worker, actions: ActionsWorker | null) => void;
+}
+
+/** What a command's shutdown signals are wired to (`shutdownSignals`). */
+export interface ShutdownSignals {
+  /** The worker the first signal stops; a signal that came before it started stops it at once. */
+  attach(worker: Worker, actions?: ActionsWorker | null): void;
+  /** Removes the handlers (after the store is closed, the last thing the command does). */
+  dispose(): void;
 }
 
 /**
- * Runs a worker (compose/run-worker.ts) with the CLI's signal handling.
- * Shutdown on SIGTERM/SIGINT (DESIGN §10): stop claiming, abort in-flight calls and release their
- * jobs without an attempt, finish bookkeeping, close the database, exit 0 within the grace
- * period; a second signal exits at once. SIGHUP calls `reload`.
+ * SIGTERM/SIGINT handling for a whole command (DESIGN §10), installed before anything is opened
+ * and removed after the database is closed, so every signal in the command's life is seen: the
+ * first stops the worker (or, before it started, stops it as it starts) and arms the grace period
+ * (`graceMs`; at its end the process exits 1, leases bound the unrecorded work); a second signal,
+ * whenever it comes, logs "second signal" and exits 1 at once. SIGHUP calls `reload` while a
+ * worker runs and is not stopping.
  */
-export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
+export function shutdownSignals(logger: Logger, graceMs: number, reload?: (worker: Worker, actions: ActionsWorker | null) => void): ShutdownSignals {
   let worker: Worker | null = null;
   let acting: ActionsWorker | null = null;
+  let stopping: NodeJS.Signals | null = null;
   const onSignal = (sig: NodeJS.Signals) => {
-    if (!worker) return;
-    if (worker.signal.aborted) {
-      p.logger.warn({ signal: sig }, 'second signal: exiting at once');
+    if (stopping) {
+      logger.warn({ signal: sig, first: stopping }, 'second signal: exiting at once');
       process.exit(EXIT_FAILURE);
     }
-    p.logger.info({ signal: sig, graceMs: p.cfg.graceMs }, 'shutting down');
-    worker.stop(sig);
+    stopping = sig;
+    logger.info({ signal: sig, graceMs, started: worker !== null }, 'shutting down');
+    worker?.stop(sig);
     setTimeout(() => {
-      p.logger.error({ graceMs: p.cfg.graceMs }, 'grace period over: exiting with work unrecorded (leases bound it)');
+      logger.error({ graceMs }, 'grace period over: exiting with work unrecorded (leases bound it)');
       process.exit(EXIT_FAILURE);
-    }, p.cfg.graceMs).unref();
+    }, graceMs).unref();
   };
   const onHup = () => {
-    if (!worker || worker.signal.aborted) return; // shutting down: nothing to reload into
-    p.logger.info({ signal: 'SIGHUP' }, 'reloading the config');
+    if (!worker || stopping) return; // not running, or shutting down: nothing to reload into
+    logger.info({ signal: 'SIGHUP' }, 'reloading the config');
     try {
-      p.reload?.(worker, acting);
+      reload?.(worker, acting);
     } catch (err) {
       // Never crash the worker on a reload: the old config stays in force.
-      p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
+      logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
     }
   };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  if (reload) process.on('SIGHUP', onHup);
+  return {
+    attach(w, a) {
+      worker = w;
+      acting = a ?? null;
+      if (stopping) w.stop(stopping);
+    },
+    dispose() {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      process.off('SIGHUP', onHup);
+    },
+  };
+}
+
+/**
+ * Runs a worker (compose/run-worker.ts) with the CLI's signal handling (`shutdownSignals`).
+ * Shutdown on SIGTERM/SIGINT (DESIGN §10): stop claiming, abort in-flight calls and release their
+ * jobs without an attempt, finish bookkeeping, close the database, exit 0 within the grace
+ * period; a second signal exits 1 at once. SIGHUP calls `reload`. With `handleSignals` the
+ * handlers live as long as this call; a command that opens and closes more than the worker passes
+ * `handleSignals: false` and its own `shutdownSignals` through `onStarted`.
+ */
+export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
+  const signals = p.handleSignals ? shutdownSignals(p.logger, p.cfg.graceMs, p.reload) : null;
   try {
     return await runLibraryWorker({
       ...p,
       onStarted: (w, a) => {
-        worker = w;
-        acting = a;
-        p.onStarted?.(w);
-        if (p.handleSignals) {
-          process.on('SIGTERM', onSignal);
-          process.on('SIGINT', onSignal);
-          if (p.reload) process.on('SIGHUP', onHup);
-        }
+        signals?.attach(w, a);
+        p.onStarted?.(w, a);
       },
     });
   } finally {
-    if (p.handleSignals) {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      process.off('SIGHUP', onHup);
-    }
+    signals?.dispose();
   }
 }
 
@@ -130,6 +159,9 @@ export function registerWorkerCommand(program: Command): void {
         current = r.runtime;
         if (r.result.status === 'applied') reloadActions({ actions, runtime: current, logger });
       };
+      // From before the database is first reached until it is closed: a signal while it connects,
+      // migrates or closes is handled like one mid-drain.
+      const signals = shutdownSignals(logger, cfg.graceMs, reload);
       try {
         await store.now(); // fail at start, not in the claim loop, when the database is unreachable or unmigratable
         // A drain on a terminal draws a progress bar on stdout; its summary below is printed last.
@@ -143,8 +175,8 @@ export function registerWorkerCommand(program: Command): void {
             provider,
             logger,
             untilIdle: !!opts.untilIdle,
-            handleSignals: true,
-            reload,
+            handleSignals: false,
+            onStarted: signals.attach,
             onOutcome: progress?.tick,
             database: databaseLabel(cfg.databaseUrl),
             // A SIGHUP reload re-reads it (reloadActions); this worker writes no GitHub item, so the
@@ -181,6 +213,7 @@ export function registerWorkerCommand(program: Command): void {
         await current.provider?.close?.();
         if (current.provider !== provider) await provider.close?.();
         await store.close();
+        signals.dispose();
       }
     });
 }

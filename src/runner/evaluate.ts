@@ -1,4 +1,5 @@
 import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
+import type { SpendBacklog } from './spend-backlog.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
@@ -41,6 +42,8 @@ export interface EvaluateDeps {
    * once, as DESIGN §7 step 6 asks.
    */
   finishInCompletion?: boolean;
+  /** Where the spend of a call goes when its write fails, to be written later (`SpendBacklog`); without it the failure is only logged. */
+  spendBacklog?: SpendBacklog;
 }
 
 /** What `evaluate` returns: the outcome to record, the stats, the item's ref, and answers to store with the completion. */
@@ -725,7 +728,8 @@ class CallSpend {
           await store.settleSpendReservation(this.reservationId!, record);
         } else await store.recordSpend(record);
       } catch (err) {
-        this.deps.logger.warn({ set: record.questionSet, err: errCode(err) }, 'spend record failed');
+        if (this.deps.spendBacklog) this.deps.spendBacklog.keep(record, err);
+        else this.deps.logger.warn({ set: record.questionSet, err: errCode(err) }, 'spend record failed');
       }
     }
   }
@@ -751,12 +755,20 @@ export function abortCode(signal: AbortSignal): string {
   return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }
 
-/** A loggable name for an error: its code or class, never its message (it may carry provider text). */
+/**
+ * A loggable name for an error: its code or class, never its message (it may carry provider text).
+ * The driver's code is looked for along the `cause` chain first (up to 5 deep), since the ORM wraps
+ * a failed statement in an error of its own without one (drizzle's `DrizzleQueryError`, with the
+ * driver's error as `cause`): `40P01` (Postgres deadlock), `SQLITE_FULL`, `ECONNRESET`. Without any
+ * code, the first class name along the chain that says more than `Error`.
+ */
 export function errCode(err: unknown): string {
-  if (err && typeof err === 'object') {
-    const e = err as { code?: unknown; name?: unknown };
-    if (typeof e.code === 'string') return e.code;
-    if (typeof e.name === 'string') return e.name;
+  const chain: object[] = [];
+  for (let e: unknown = err; e && typeof e === 'object' && chain.length < 5 && !chain.includes(e); e = (e as { cause?: unknown }).cause) chain.push(e);
+  for (const e of chain) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && code) return code;
   }
-  return typeof err;
+  const names = chain.map((e) => (e as { name?: unknown }).name).filter((n): n is string => typeof n === 'string' && n !== '');
+  return names.find((n) => n !== 'Error') ?? names[0] ?? typeof err;
 }

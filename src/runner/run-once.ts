@@ -1,4 +1,5 @@
 import type { QuestionSet, Registry } from '../decision/registry.js';
+import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
 import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
@@ -26,6 +27,8 @@ export interface RunnerOptions {
   random?: () => number;
   acquirePermit?: EvaluateDeps['acquirePermit'];
   beforeAsk?: EvaluateDeps['beforeAsk'];
+  /** Spend whose write failed is kept here and written at the start of a later run (`SpendBacklog`). */
+  spendBacklog?: SpendBacklog;
   /**
    * Sets cooling off after a rejected schema (DESIGN §16.4), shared by a worker's slots. Without
    * it, a rejected job is still held for SET_COOLOFF_BASE_MS, but other jobs of its set are claimed.
@@ -80,6 +83,8 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     if (held) await releaseHeld(opts, held);
     return null;
   }
+  // Spend kept from an earlier failed write goes first: the disk may have room again.
+  if (opts.spendBacklog?.size) await opts.spendBacklog.flush(opts.store);
   const cool = opts.setCooloffs;
   let claim = held;
   if (!claim) {
@@ -100,6 +105,7 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     acquirePermit: opts.acquirePermit,
     beforeAsk: opts.beforeAsk,
     finishInCompletion: true,
+    spendBacklog: opts.spendBacklog,
   });
   // The co-asked siblings first, each recorded on its own; then the slot's job, whose completion
   // claims the slot's next job in the same transaction.
@@ -223,7 +229,8 @@ async function finishWithAnswers(
       if (answers.reservationId !== null) await store.settleSpendReservation(answers.reservationId, answers.spend);
       else await store.recordSpend(answers.spend);
     } catch (err) {
-      opts.logger.warn({ set: claim.questionSet, err: errCode(err) }, 'spend record failed');
+      if (opts.spendBacklog) opts.spendBacklog.keep(answers.spend, err);
+      else opts.logger.warn({ set: claim.questionSet, err: errCode(err) }, 'spend record failed');
     }
     try {
       stats.answersStored += await store.insertDecisions(answers.decisions, answers.surfacing);

@@ -4,6 +4,7 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
 import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
 import { VerdictError } from '../errors.js';
@@ -118,6 +119,8 @@ export class LeaseTooShort extends VerdictError {
  */
 export class Worker {
   private readonly abort = new AbortController();
+  /** Spend of this worker's paid calls whose write failed, written by a later run or at stop. */
+  private readonly spendBacklog: SpendBacklog;
   private readonly idleWake = new AbortController();
   /** Aborted by `cancelPass` (reload), distinct from shutdown; replaced by a fresh one each time. */
   private pass = new AbortController();
@@ -163,6 +166,7 @@ export class Worker {
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
+    this.spendBacklog = new SpendBacklog(opts.logger);
     // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
     this.maxListeners = Math.max(10, opts.concurrency * 4);
     setMaxListeners(this.maxListeners, this.abort.signal, this.passSignal);
@@ -249,6 +253,8 @@ export class Worker {
     if (this.opts.untilIdle) await this.batchPass({ sweep: true, assemble: 'none' });
     if (this.opts.untilIdle && this.submittedBatches.size > 0) await this.awaitSubmittedBatches();
     await batching;
+    await this.spendBacklog.flush(this.opts.store);
+    if (this.spendBacklog.size > 0) this.opts.logger.error({ kept: this.spendBacklog.size }, 'spend still not written at stop: lost with this process');
     return this.summary;
   }
 
@@ -444,6 +450,7 @@ export class Worker {
       claimNext: true,
       coAsk: this.opts.coAsk ?? true,
       liveOnly: this.batching(),
+      spendBacklog: this.spendBacklog,
     };
   }
 

@@ -1,11 +1,14 @@
+import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { runOnce } from '../../src/runner/run-once.js';
+import { SpendBacklog } from '../../src/runner/spend-backlog.js';
 import type { Store } from '../../src/store/store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { runnerOptions } from '../harness/runner-fixture.js';
+import { captureLog } from '../harness/log-capture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
@@ -90,6 +93,28 @@ describe('answers with the completion', () => {
     const r = (await runOnce({ ...runnerOptions(fx, fake), store: disk, claimNext: true }, signal))!;
     expect(r).toMatchObject({ outcome: { kind: 'fail', reason: 'answer insert failed: SQLITE_FULL' }, recorded: 'unrecorded', next: null });
     expect((await fx.store.getJob(r.claim.itemId, 'attention'))!.claimToken).toBe(r.claim.claimToken);
+  });
+
+  it("a paid call's spend that cannot be written is kept, and written before the next claim once it can be", async () => {
+    await items(2);
+    // The real store on a database that refuses every spend row, as a full disk would.
+    const raw = new Database(fx.file);
+    raw.exec(`CREATE TRIGGER refuse_spend BEFORE INSERT ON decision_spend BEGIN SELECT RAISE(ABORT, 'full'); END`);
+    const log = captureLog('info');
+    const backlog = new SpendBacklog(log.logger);
+    const opts = { ...runnerOptions(fx, new FakeProvider()), logger: log.logger, spendBacklog: backlog };
+    const first = (await runOnce(opts, signal))!;
+    expect(first).toMatchObject({ outcome: { kind: 'complete', reason: 'answered' }, recorded: 'applied' });
+    expect((await fx.store.spendSince(3_600_000)).calls).toBe(0);
+    expect(backlog.size).toBe(1);
+    expect(log.records().find((l) => l.msg === 'spend record failed: kept until it can be written')).toMatchObject({ err: 'SQLITE_CONSTRAINT_TRIGGER', kept: 1, set: 'attention' });
+    // Room again: the next run writes the kept record before it claims, then its own.
+    raw.exec('DROP TRIGGER refuse_spend');
+    raw.close();
+    expect(await runOnce(opts, signal)).toMatchObject({ outcome: { kind: 'complete', reason: 'answered' } });
+    expect(backlog.size).toBe(0);
+    expect((await fx.store.spendSince(3_600_000)).calls).toBe(2);
+    expect(log.records().find((l) => l.msg === 'kept spend written')).toMatchObject({ written: 1, kept: 0 });
   });
 
   it('a held claim is given back, with no attempt counted, when the pass was cancelled', async () => {

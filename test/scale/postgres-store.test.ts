@@ -148,6 +148,11 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       expect(ours.map((n) => n['Node Type'])).not.toContain('Sort');
       expect(ours.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
       expect(ours.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
+      // With co-asking, the first-of-group rule adds a lookup per candidate, not a sort.
+      const grouped = await plan(claimCandidateSql(postgresDialect(store.ctx), now, [], false, [['effort', 'attention']]));
+      expect(grouped.map((n) => n['Node Type'])).not.toContain('Sort');
+      expect(grouped.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
+      expect(grouped.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
       // control: the plain spelling of the same query reads every due row and sorts them here
       const plain = await plan(sql`
         SELECT j.item_id, j.question_set FROM decision_jobs j

@@ -28,17 +28,27 @@ import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeF
  * statistics (`Dialect.claimStates`, `Dialect.unindexed`): `state <> 'parked'` (the only other state; estimated to keep nearly every row) with
  * `ORDER BY state, …` so the whole index order is the sort order, and `not_before + 0` so no index
  * offers a not_before range. `SKIP LOCKED` lets concurrent claimers on many machines pass over
- * each other's rows instead of queueing on them. Exported so a test can check its plan.
+ * each other's rows instead of queueing on them. With co-asking, `firstOfGroup` pairs (set, partner)
+ * where the partner sorts first: a job is not a candidate while such a partner of its item is
+ * claimable, since the claim of that partner takes it too (`siblingSteps`). So a co-asked group is
+ * only ever claimed from its first set, by one claimer: on Postgres two claimers starting on the
+ * same item from two ends each took one row and then waited on the other's (a deadlock), or, with
+ * the siblings skipped, asked the item twice. Exported so a test can check its plan.
  */
-export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = [], liveOnly = false): SQL {
+export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = [], liveOnly = false, firstOfGroup: ReadonlyArray<readonly [Expr, Expr]> = []): SQL {
   const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
   const live = liveOnly ? sql`AND j.priority = 0` : sql``;
+  const group = firstOfGroup.length
+    ? sql`AND NOT EXISTS (SELECT 1 FROM decision_jobs p
+        WHERE p.item_id = j.item_id AND (${sql.join(firstOfGroup.map(([set, partner]) => sql`(j.question_set = ${set} AND p.question_set = ${partner})`), sql` OR `)})
+          AND p.state = 'owed' AND p.not_before <= ${now} AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${now})${liveOnly ? sql` AND p.priority = 0` : sql``})`
+    : sql``;
   return sql`
     SELECT j.item_id, j.question_set FROM decision_jobs j ${d.indexedBy('decision_jobs_claim_order_idx')}
     WHERE ${d.claimStates.where} AND ${d.unindexed('j.not_before')} <= ${now}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
       AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-      ${skip} ${live}
+      ${skip} ${live} ${group}
     ORDER BY ${d.claimStates.orderPrefix}j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1${d.skipLocked}`;
 }
@@ -60,16 +70,23 @@ export function claimNextJob(
   skipSets: readonly string[] = [],
   opts: Pick<ClaimRequest, 'liveOnly' | 'coAsk'> = {},
 ): Promise<Claim | null> {
-  return autocommit(c, claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
+  // With co-asking partners the claim and its siblings' claim are one transaction: on Postgres,
+  // with the claimed row committed alone, another claimer could take a sibling between the two.
+  const steps = claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets, ...opts });
+  return Object.keys(opts.coAsk ?? {}).length ? write(c, steps) : autocommit(c, steps);
 }
 
 function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
   const skipSets = r.skipSets ?? [];
-  const claimSql = claimShape(`${skipSets.length}${r.liveOnly ? ':live' : ''}`);
-  const skip = Object.fromEntries(skipSets.map((s, i) => [`skip${i}`, s]));
+  const pairs = firstOfGroupPairs(r.coAsk);
+  const claimSql = claimShape(`${skipSets.length}:${pairs.length}${r.liveOnly ? ':live' : ''}`);
+  const named = Object.fromEntries([
+    ...skipSets.map((s, i) => [`skip${i}`, s]),
+    ...pairs.flatMap(([set, partner], i) => [[`groupSet${i}`, set], [`groupFirst${i}`, partner]]),
+  ]);
   for (;;) {
     const now = yield* nowSql();
-    const row = yield* one<RawJob>(bind(claimSql, { ...skip, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
+    const row = yield* one<RawJob>(bind(claimSql, { ...named, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
     if (!row) return null;
     if (row.abandons < r.abandonLimit) {
       const claim = toClaim(row);
@@ -94,17 +111,35 @@ export function claimSet(d: Dialect, workerId: Expr, token: Expr, now: Expr, lea
           abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
 }
 
-/** The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4) and per `liveOnly` (variant `<n>` or `<n>:live`); parameters `skip0`… name them. */
+/**
+ * The (set, partner) pairs of `claimCandidateSql`'s `firstOfGroup`: each set with every co-asking
+ * partner that sorts before it (byte order, as the sets are stored), in a stable order.
+ */
+export function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>> | undefined): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (const set of Object.keys(coAsk ?? {}).sort()) {
+    for (const partner of [...new Set(coAsk![set])].sort()) if (partner < set) pairs.push([set, partner]);
+  }
+  return pairs;
+}
+
+/**
+ * The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4), per
+ * number of first-of-group pairs and per `liveOnly` (variant `<skipped>:<pairs>` or
+ * `<skipped>:<pairs>:live`); parameters `skip0`… name the skipped sets, `groupSet0`/`groupFirst0`…
+ * the pairs.
+ */
 const claimShape = shapeFamily((variant: string) =>
   shape('claim', (d, p: Record<string, Expr>) => {
     const now = p.now;
-    const skipped = Number.parseInt(variant, 10);
+    const [skipped, paired] = variant.split(':').map((n) => Number.parseInt(n, 10));
     const liveOnly = variant.endsWith(':live');
     const skip = Array.from({ length: skipped }, (_, i) => p[`skip${i}`]);
+    const pairs = Array.from({ length: paired }, (_, i) => [p[`groupSet${i}`], p[`groupFirst${i}`]] as const);
     return sql`
       UPDATE decision_jobs
       SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
-      WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip, liveOnly)})
+      WHERE (item_id, question_set) = (${claimCandidateSql(d, now, skip, liveOnly, pairs)})
       RETURNING *`;
   }),
 );
@@ -113,8 +148,9 @@ const claimShape = shapeFamily((variant: string) =>
  * Claims the other owed jobs of a claimed job's item in `sets` that are claimable now (owed, due,
  * no live lease, below the abandon limit), under the same lease and counting their attempt as any
  * claim does, so one call can ask all their keys (co-asking, DESIGN §16.18). One UPDATE …
- * RETURNING on the item's rows of the primary key; a row another claimant holds (or, on Postgres,
- * is locking) is simply not claimed. A sibling found at the abandon limit is left for the normal
+ * RETURNING on the item's rows of the primary key; a row another claimant holds is simply not
+ * claimed, and on Postgres one another transaction is locking is passed over (`SKIP LOCKED`), never
+ * waited on: a claim waits on no row, so two claims cannot deadlock. A sibling found at the abandon limit is left for the normal
  * claim, which parks it. The claims share one fresh token: each outcome is still fenced per row.
  * @returns the sibling claims, in set-name order (empty when none is claimable).
  */
@@ -141,10 +177,13 @@ const siblingShape = shapeFamily((n: number) =>
     return sql`
       UPDATE decision_jobs
       SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
-      WHERE item_id = ${p.itemId} AND question_set IN (${sql.join(sets.map((s) => sql`${s}`), sql`, `)})
-        AND state = 'owed' AND not_before <= ${now}
-        AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})
-        AND abandons < ${p.abandonLimit}
+      WHERE (item_id, question_set) IN (
+        SELECT j.item_id, j.question_set FROM decision_jobs j
+        WHERE j.item_id = ${p.itemId} AND j.question_set IN (${sql.join(sets.map((s) => sql`${s}`), sql`, `)})
+          AND j.state = 'owed' AND j.not_before <= ${now}
+          AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
+          AND j.abandons < ${p.abandonLimit}
+        ORDER BY j.question_set${d.skipLocked})
       RETURNING *`;
   }),
 );
