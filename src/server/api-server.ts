@@ -1,12 +1,13 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import fastifySwagger from '@fastify/swagger';
+import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { Counter, Registry } from 'prom-client';
 import type { Verdict, VerdictWorker } from '../compose/verdict.js';
 import { InvalidInput, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
-import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import { Conflict, type ApiTokenRole, type ApiTokenRow } from '../store/store.js';
 import { sendError } from './error-reply.js';
 import { registerGitHubWebhook, type GitHubWebhookOptions } from './github-webhook-route.js';
 import { SnapshotLocalStore } from './rate-limit-store.js';
@@ -87,6 +88,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     bodyLimit: BODY_LIMIT_BYTES,
     logger: false,
     return503OnClosing: true,
+    // Our own id per request, never the client's: it goes into the log line, and a client-chosen
+    // one could forge or flood it. Answered in `x-request-id` (Stripe's request id, DESIGN §16.22).
+    genReqId: () => randomUUID(),
     // At close, idle keep-alive sockets go at once; requests in flight finish (`verdict serve`
     // bounds the wait by --grace-ms).
     forceCloseConnections: 'idle',
@@ -165,17 +169,22 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     return sendError(reply, r.status, r.error, r.message);
   });
 
+  app.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched';
     requests.inc({ route, method: req.method, status: String(reply.statusCode) });
     // A flood of 429s would write a line per refusal; the counter above still counts them.
-    (reply.statusCode === 429 ? logger.debug : logger.info).call(logger, { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null }, 'http request');
+    (reply.statusCode === 429 ? logger.debug : logger.info).call(logger, { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null, requestId: req.id }, 'http request');
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
-      const issues = err.validation.map((i) => ({ path: [err.validationContext ?? 'body', ...String(i.instancePath).split('/').filter(Boolean)].join('.'), message: i.message ?? 'invalid' }));
-      return sendError(reply, 400, 'invalid_request', `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`, issues);
+      const members = err.validation.map((i) => String(i.instancePath).split('/').filter(Boolean).join('.'));
+      const issues = err.validation.map((i, n) => ({ path: [err.validationContext ?? 'body', ...(members[n] ? [members[n]] : [])].join('.'), message: i.message ?? 'invalid' }));
+      const param = members.find(Boolean);
+      return sendError(reply, 400, 'invalid_request', `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`, { param, issues });
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendError(reply, 413, 'payload_too_large', `bodies are limited to ${BODY_LIMIT_BYTES} bytes`);
     if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) {
@@ -186,7 +195,8 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     if (err.statusCode === 429) return reply.code(429).send({ error: 'rate_limited', message: err.message });
     if (err instanceof VerdictError) {
       const status = { not_found: 404, invalid_write: 400, invalid_input: 400, conflict: 409 }[err.code as string] ?? 500;
-      if (status < 500) return sendError(reply, status, err.code, err.message);
+      if (err instanceof Conflict) return sendError(reply, 409, err.code, ...conflictWords(err.constraint));
+      if (status < 500) return sendError(reply, status, err.code, err.message, { param: (err as VerdictError).param });
       logger.error({ route: req.routeOptions.url, err: err.code }, 'http request failed');
       return sendError(reply, 503, err.code, 'the store failed; try again');
     }
@@ -194,7 +204,25 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     logger.error({ route: req.routeOptions.url, err: err.code ?? err.name }, 'http request failed');
     return sendError(reply, 500, 'internal', 'internal error');
   });
-  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, 'not_found', 'no such route'));
+  // A path that exists under other methods is 405 with `Allow` (RFC 9110 §15.5.6), not 404.
+  const routes: Array<{ pattern: RegExp; method: string }> = [];
+  app.addHook('onRoute', (r) => {
+    // A stable operationId for every documented operation that names none: the method and the
+    // path's words (`GET /v1/items/:ref` is `getItemsByRef`), so client generators get names.
+    if (r.schema && !(r.schema as { hide?: boolean }).hide && !(r.schema as { operationId?: string }).operationId) {
+      const words = r.url.split('/').filter((w) => w && w !== 'v1').map((w) => (w.startsWith(':') ? `by-${w.slice(1)}` : w));
+      const id = [[r.method].flat()[0].toLowerCase(), ...words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1))].join('');
+      (r.schema as { operationId?: string }).operationId = id;
+    }
+    const pattern = new RegExp(`^${r.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}/?$`);
+    for (const m of [r.method].flat()) if (m !== 'HEAD') routes.push({ pattern, method: m });
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0];
+    const allowed = [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))].sort();
+    if (allowed.length > 0) return sendError(reply.header('allow', allowed.join(', ')), 405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${allowed.join(', ')}`);
+    return sendError(reply, 404, 'not_found', 'no such route');
+  });
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/healthz', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
@@ -235,4 +263,15 @@ function bearer(req: FastifyRequest): string | null {
   if (typeof h !== 'string') return null;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
   return m ? m[1] : null;
+}
+
+/**
+ * A uniqueness conflict in the API's words: the member that clashes and what it clashes with,
+ * never the store's table and column names (`Conflict.constraint` keeps those for logs).
+ */
+function conflictWords(constraint: string): [string, { param?: string }] {
+  if (/items\.ref/.test(constraint)) return ['an item of that ref already exists in this workspace', { param: 'ref' }];
+  if (/collections\.slug/.test(constraint)) return ['a collection of that slug already exists in this workspace', { param: 'slug' }];
+  if (/workspaces\.slug/.test(constraint)) return ['a workspace of that slug already exists', { param: 'slug' }];
+  return ['it already exists', {}];
 }

@@ -24,8 +24,9 @@ export const MAX_FIELD_KEYS = 1_000;
 const fields = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length <= MAX_FIELD_KEYS, { message: `at most ${MAX_FIELD_KEYS} keys` });
 
 export const errorBody = z.object({
-  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, invalid_request, invalid_input, invalid_write, invalid_json, payload_too_large, unsupported_media_type, conflict, rate_limited, internal'),
+  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, method_not_allowed, invalid_request, invalid_input, invalid_write, invalid_json, payload_too_large, unsupported_media_type, conflict, rate_limited, internal'),
   message: z.string(),
+  param: z.string().optional().describe('The request member at fault, when one is: `cursor`, `limit`, `ref`, `fields.status`'),
   issues: z.array(z.object({ path: z.string(), message: z.string() })).optional().describe('invalid_request only: each bad member, by path'),
 });
 
@@ -75,7 +76,7 @@ export const itemPatchBody = z
   .strictObject({
     title: z.string().max(100_000).optional(),
     content: z.string().optional(),
-    fields: fields.optional().describe('The whole fields object: keys it lacks are removed'),
+    fields: fields.optional().describe('A JSON Merge Patch (RFC 7396) of the fields object: a key set to null is removed, an object value merges into the stored object, anything else replaces; keys not named are kept byte for byte'),
     setFields: fields.optional().describe('Only these keys; every other member is kept byte for byte'),
   })
   .refine((p) => !(p.fields && p.setFields), { message: 'give fields or setFields, not both', path: ['setFields'] });
@@ -87,10 +88,28 @@ export const newLinkBody = z.strictObject({ target: refString.describe('The targ
 
 export const flagsQuery = z.strictObject({ threshold: z.coerce.number().min(0).max(1).optional() });
 export const listItemsQuery = z.strictObject({
-  collection: slug.optional(),
-  after: z.string().optional().describe('An item id: the page after it (ids order the listing)'),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  collection: slug.optional().describe('Only items of this collection (slug)'),
+  status: z.string().max(200).optional().describe('Only items whose `status` field is this value'),
+  updated_since: z.iso.datetime({ offset: true }).optional().describe('Only items updated at or after this time (ISO 8601)'),
+  q: z.string().min(1).max(200).optional().describe('Only items whose title holds this text, ignoring case'),
+  surfaced: z.string().min(1).max(200).optional().describe('Only items with a key surfaced in this question set'),
+  sort: z.enum(['updated', 'created', 'ref']).default('updated').describe('Newest first for times, ascending for ref, unless `order`'),
+  order: z.enum(['asc', 'desc']).optional(),
+  cursor: z.string().max(2000).optional().describe('The `next_cursor` of the previous page, unchanged (opaque)'),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  include: z.enum(['content']).optional().describe('`content`: each item with its full text (left out by default)'),
 });
+export const itemListEntry = z.object({
+  id: z.string(),
+  ref: z.string(),
+  collection: z.string(),
+  title: z.string(),
+  fields: z.record(z.string(), z.unknown()),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+  content: z.string().optional().describe('Only with `include=content`'),
+});
+export const itemListPage = z.object({ items: z.array(itemListEntry), has_more: z.boolean(), next_cursor: z.string().nullable() });
 
 export const workspaceView = z.object({ id: z.string(), slug: z.string(), createdAt: z.number(), deletedAt: z.number().nullable() });
 export const collectionView = z.object({

@@ -10,6 +10,8 @@ import * as S from './schemas.js';
 import { itemJson, verdictRowJson } from '../compose/read-schemas.js';
 import { tokenAuthor } from '../access/tokens.js';
 import { registerProposalRoutes } from './proposal-routes.js';
+import { fieldsForDisplay } from '../reads/reads.js';
+import { mergePatch } from './merge-patch.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
@@ -67,12 +69,12 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   );
 
   // ------------------------------------------------------------------ collections (admin writes)
-  app.get('/collections', { config: read, schema: { tags: ['collections'], params: P.workspace, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
+  app.get('/collections', { config: read, schema: { summary: 'The workspace\u2019s collections', tags: ['collections'], params: P.workspace, response: { 200: z.object({ collections: z.array(S.collectionView) }), ...err } } }, async (req) => ({
     collections: await v.store.listCollections(workspaceOf(req).id),
   }));
   app.post(
     '/collections',
-    { config: admin, schema: { tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
+    { config: admin, schema: { summary: 'Create a collection (admin)', tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.collectionView, ...err } } },
     async (req, reply) => {
       const ws = workspaceOf(req);
       const row = await v.store.createCollection({ workspaceId: ws.id, slug: req.body.slug, schema: req.body.schema as CollectionRow['schema'], settings: req.body.settings as CollectionRow['settings'] });
@@ -81,17 +83,17 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   );
   app.patch(
     '/collections/:collection',
-    { config: admin, schema: { tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
+    { config: admin, schema: { summary: 'Change a collection\u2019s slug, schema or settings (admin)', tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.writeResult(S.collectionView), ...err } } },
     async (req) => {
       const c = await collectionOf(workspaceOf(req), req.params.collection);
       return written(await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
     },
   );
-  app.delete('/collections/:collection', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+  app.delete('/collections/:collection', { config: admin, schema: { summary: 'Soft delete a collection (admin)', tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
     const c = await collectionOf(workspaceOf(req), req.params.collection);
     return written(await v.store.softDeleteCollection(c.id));
   });
-  app.post('/collections/:collection/restore', { config: admin, schema: { tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
+  app.post('/collections/:collection/restore', { config: admin, schema: { summary: 'Restore a soft-deleted collection (admin)', tags: ['collections'], params: P.collection, response: { 200: S.writeResult(S.collectionView), ...err } } }, async (req) => {
     const c = await collectionOf(workspaceOf(req), req.params.collection);
     return written(await v.store.restoreCollection(c.id));
   });
@@ -99,16 +101,42 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   // ------------------------------------------------------------------ items
   app.get(
     '/items',
-    { config: read, schema: { tags: ['items'], summary: 'Live items in id order, a page at a time', params: P.workspace, querystring: S.listItemsQuery, response: { 200: z.object({ items: z.array(S.itemView), next: z.string().nullable() }), ...err } } },
-    async (req) => {
-      const ws = workspaceOf(req);
-      const collectionId = req.query.collection ? (await collectionOf(ws, req.query.collection)).id : undefined;
-      const list = await v.store.listItems({ workspaceId: ws.id, collectionId, afterId: req.query.after, limit: req.query.limit });
-      const view = await itemViews(ws);
-      return { items: list.map(view), next: list.length === req.query.limit ? list[list.length - 1].id : null };
+    {
+      config: read,
+      schema: {
+        tags: ['items'],
+        summary: 'Live items, sorted, filtered and paged by cursor',
+        description: 'Sorted by `updated` (default, newest first), `created` or `ref`; filtered by collection, status, `updated_since`, title text (`q`) and surfacing in a set; a page at a time: `has_more`, `next_cursor` and a `Link: <...>; rel="next"` header. Items come without their full text unless `include=content`. A cursor this list did not make, or one made for another sort, is a 400 with `param: cursor`.',
+        params: P.workspace,
+        querystring: S.listItemsQuery,
+        response: { 200: S.itemListPage, ...err },
+      },
+    },
+    async (req, reply) => {
+      const q = req.query;
+      const page = await v.reader.items({
+        workspace: req.apiToken!.workspaceSlug,
+        collection: q.collection,
+        fields: q.status === undefined ? undefined : { status: q.status },
+        updatedSince: q.updated_since === undefined ? undefined : Date.parse(q.updated_since),
+        search: q.q,
+        surfaced: q.surfaced,
+        sort: q.sort,
+        order: q.order,
+        cursor: q.cursor,
+        limit: q.limit,
+        includeContent: q.include === 'content',
+      });
+      if (!page) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
+      if (page.nextCursor) {
+        const next = new URLSearchParams(Object.entries(q).filter(([k, val]) => k !== 'cursor' && val !== undefined).map(([k, val]): [string, string] => [k, String(val)]));
+        next.set('cursor', page.nextCursor);
+        reply.header('link', `<${req.url.split('?')[0]}?${next.toString()}>; rel="next"`);
+      }
+      return { items: page.items, has_more: page.hasMore, next_cursor: page.nextCursor };
     },
   );
-  app.post('/items', { config: write, schema: { tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
+  app.post('/items', { config: write, schema: { summary: 'Create an item', tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.writeResult(S.itemView), ...err } } }, async (req, reply) => {
     const ws = workspaceOf(req);
     const c = await collectionOf(ws, req.body.collection);
     const r = await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: req.body.ref, title: req.body.title, content: req.body.content, fields: req.body.fields });
@@ -173,19 +201,22 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       return reply.code(201).send({ verdict: verdictRowJson(out.row), inForce: out.inForce });
     },
   );
-  app.patch('/items/:ref', { config: write, schema: { tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+  app.patch('/items/:ref', { config: write, schema: { summary: 'Change an item: title, content, and fields as a JSON Merge Patch (RFC 7396)', tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
-    return written(await v.store.updateItem(item.id, req.body), await itemViews(ws));
+    const { fields: patch, ...rest } = req.body;
+    // RFC 7396 on the stored object, read losslessly so members the patch does not name keep their number literals.
+    const fields = patch === undefined ? undefined : (mergePatch(fieldsForDisplay(item.fields), patch) as Record<string, unknown>);
+    return written(await v.store.updateItem(item.id, fields === undefined ? rest : { ...rest, fields }), await itemViews(ws));
   });
   app.delete('/items/:ref', { config: write, schema: { tags: ['items'], summary: 'Soft delete: nothing of the item is sent to a provider after this', params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     return written(await v.store.softDeleteItem(item.id), await itemViews(ws));
   });
-  app.post('/items/:ref/restore', { config: write, schema: { tags: ['items'], params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+  app.post('/items/:ref/restore', { config: write, schema: { summary: 'Restore a soft-deleted item', tags: ['items'], params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     return written(await v.store.restoreItem(item.id), await itemViews(ws));
   });
-  app.post('/items/:ref/move', { config: write, schema: { tags: ['items'], params: P.item, body: S.moveBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
+  app.post('/items/:ref/move', { config: write, schema: { summary: 'Move an item to another collection', tags: ['items'], params: P.item, body: S.moveBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     const c = await collectionOf(ws, req.body.collection);
     return written(await v.store.moveItem(item.id, c.id), await itemViews(ws));
@@ -202,17 +233,17 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     const { item } = await itemOf(req, req.params.ref);
     return { comments: await v.store.listComments(item.id) };
   });
-  app.post('/items/:ref/comments', { config: write, schema: { tags: ['comments'], params: P.item, body: S.newCommentBody, response: { 201: S.writeResult(S.commentView), ...err } } }, async (req, reply) => {
+  app.post('/items/:ref/comments', { config: write, schema: { summary: 'Add a comment to the item', tags: ['comments'], params: P.item, body: S.newCommentBody, response: { 201: S.writeResult(S.commentView), ...err } } }, async (req, reply) => {
     const { item } = await itemOf(req, req.params.ref);
     if (req.body.parentCommentId !== undefined) await commentOf(req, req.params.ref, req.body.parentCommentId);
     const r = await v.store.addComment({ itemId: item.id, author: req.body.author, body: req.body.body, parentCommentId: req.body.parentCommentId ?? null });
     return reply.code(201).send(written(r));
   });
-  app.patch('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: P.comment, body: S.commentPatchBody, response: { 200: S.writeResult(S.commentView), ...err } } }, async (req) => {
+  app.patch('/items/:ref/comments/:commentId', { config: write, schema: { summary: 'Edit a comment', tags: ['comments'], params: P.comment, body: S.commentPatchBody, response: { 200: S.writeResult(S.commentView), ...err } } }, async (req) => {
     const cm = await commentOf(req, req.params.ref, req.params.commentId);
     return written(await v.store.editComment(cm.id, req.body.body));
   });
-  app.delete('/items/:ref/comments/:commentId', { config: write, schema: { tags: ['comments'], params: P.comment, response: { 200: S.writeResult(S.commentView.nullable()), ...err } } }, async (req) => {
+  app.delete('/items/:ref/comments/:commentId', { config: write, schema: { summary: 'Delete a comment (a tombstone is kept)', tags: ['comments'], params: P.comment, response: { 200: S.writeResult(S.commentView.nullable()), ...err } } }, async (req) => {
     const cm = await commentOf(req, req.params.ref, req.params.commentId);
     return written(await v.store.deleteComment(cm.id));
   });
@@ -228,7 +259,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     if (!target) throw new NotFound('target item', 'of that ref');
     return reply.code(201).send(written(await v.store.addLink({ workspaceId: ws.id, sourceId: item.id, targetId: target.id, linkType: req.body.type }), linkView));
   });
-  app.delete('/items/:ref/links/:linkId', { config: write, schema: { tags: ['links'], params: P.link, response: { 200: S.writeResult(S.linkView.nullable()), ...err } } }, async (req) => {
+  app.delete('/items/:ref/links/:linkId', { config: write, schema: { summary: 'Remove a link', tags: ['links'], params: P.link, response: { 200: S.writeResult(S.linkView.nullable()), ...err } } }, async (req) => {
     const { item } = await itemOf(req, req.params.ref);
     const link = await v.store.getLink(req.params.linkId);
     if (!link || (link.sourceId !== item.id && link.targetId !== item.id)) throw new NotFound('link', 'of that id on this item');

@@ -102,11 +102,13 @@ describe('/v1 routes', () => {
     expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toEqual([]);
   });
 
-  it('items list pages in id order; status and flags read the workspace', async () => {
-    const p1 = await call('GET', '/v1/items?limit=2');
-    expect(p1.body.items).toHaveLength(2);
-    const p2 = await call('GET', `/v1/items?limit=2&after=${p1.body.next}`);
-    expect([...p1.body.items, ...p2.body.items].map((i: { id: string }) => i.id)).toEqual([...p1.body.items, ...p2.body.items].map((i: { id: string }) => i.id).sort());
+  it('items list pages by cursor; status and flags read the workspace', async () => {
+    const p1 = await call('GET', '/v1/items?limit=2&sort=ref');
+    expect(p1.body).toMatchObject({ has_more: true });
+    const p2 = await call('GET', `/v1/items?limit=2&sort=ref&cursor=${p1.body.next_cursor}`);
+    const refs = [...p1.body.items, ...p2.body.items].map((i: { ref: string }) => i.ref);
+    expect(refs).toEqual([...refs].sort());
+    expect(new Set(refs).size).toBe(refs.length);
     expect((await call('GET', '/v1/items?limit=0')).status).toBe(400);
     const st = await call('GET', '/v1/status');
     expect(st.body).toMatchObject({ workspace: 'acme', items: 3 });
