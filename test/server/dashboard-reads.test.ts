@@ -180,7 +180,7 @@ describe('the dashboard over HTTP', () => {
     cookie = `verdict_csrf=${secret.value}; verdict_session=${session.value}`;
   });
 
-  it('escapes tracker text, sends a script-free CSP, and shows only the token\u2019s workspace', async () => {
+  it('escapes tracker text, sends a CSP that runs only the dashboard\u2019s own script file, and shows only the token\u2019s workspace', async () => {
     const flags = await app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie } });
     expect(flags.statusCode).toBe(200);
     expect(flags.body).toContain('T-4 &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
@@ -188,7 +188,10 @@ describe('the dashboard over HTTP', () => {
     expect(item.body).toContain('&lt;script&gt;alert(1)');
     expect(item.statusCode).toBe(200);
     expect(flags.headers['content-security-policy']).toContain("default-src 'none'");
-    expect(flags.headers['content-security-policy']).not.toContain('script-src');
+    // Scripts only from the dashboard itself: no inline script, no other origin.
+    expect(flags.headers['content-security-policy']).toContain("script-src 'self';");
+    expect(flags.headers['content-security-policy']).not.toMatch(/unsafe-inline[^;]*;[^;]*$|script-src[^;]*(unsafe|http|\*)/);
+    expect(flags.body).toContain('<script src="/ui/assets/live.js" defer></script>');
     expect((await app.inject({ method: 'GET', url: '/ui/items/B-1', headers: { cookie } })).statusCode).toBe(404);
     expect(flags.body).not.toContain('B-1');
     for (const b of [flags.body, item.body]) expect(b).not.toMatch(/<script>|<img src=x/);
