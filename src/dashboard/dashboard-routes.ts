@@ -224,13 +224,11 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     return send(reply, 200, 'Items', 'items', viewer, itemsBody({ q, collections, data }));
   });
 
-  scope.get('/items/:ref', async (req, reply) => {
-    const viewer = viewerOf(req, reply);
-    if (!viewer) return needLogin(reply);
-    const { ref } = req.params as { ref: string };
+  /** The item page; `shown` is the `?notice=` code, or a refusal's own words (the form's POST answers with the page itself). */
+  const itemPage = async (reply: FastifyReply, viewer: Viewer, ref: string, status: number, shown: unknown) => {
     const workspace = viewer.token.workspaceSlug;
     const read = await v.reader.item(ref, { workspace });
-    if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/flags">Flags</a></p>`);
+    if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/items">Items</a></p>`);
     const history = (await v.reader.history(ref, { workspace }))!;
     const verdicts = await v.store.listVerdicts({ workspace, ref });
     const collection = (await v.store.listCollections(viewer.token.workspaceId)).find((c) => c.id === read.item.collectionId)?.slug ?? '';
@@ -243,9 +241,15 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       const readable = other !== null && other.workspaceId === viewer.token.workspaceId;
       links.push({ linkType: l.linkType, direction, ref: readable ? other.ref : null, title: readable ? other.title : null });
     }
-    const body = await itemBody(viewer, { item: read.item, collection, comments, links, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, (req.query as Form).notice);
+    const body = await itemBody(viewer, { item: read.item, collection, comments, links, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, shown);
     // Live while a job of the item is owed or batched: its answers are about to change.
-    return send(reply, 200, read.item.ref, 'item', viewer, body, read.sets.some((x) => x.job !== null && x.job.state !== 'parked'));
+    return send(reply, status, read.item.ref, 'item', viewer, body, read.sets.some((x) => x.job !== null && x.job.state !== 'parked'));
+  };
+
+  scope.get('/items/:ref', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    return itemPage(reply, viewer, (req.params as { ref: string }).ref, 200, (req.query as Form).notice);
   });
 
   scope.post('/items/:ref/verdicts', csrf, async (req, reply) => {
@@ -253,14 +257,19 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     if (!t) return reply;
     const { ref } = req.params as { ref: string };
     const kind = field(req.body, 'verdict');
-    if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+    if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') {
+      return itemPage(reply, viewerOf(req, reply)!, ref, 400, html`<p class="notice error" role="alert">That verdict was refused: verdict must be agree, disagree, value or withdrawn.</p>`);
+    }
     const raw = field(req.body, 'value');
     const value = kind !== 'value' ? undefined : raw === 'true' ? true : raw === 'false' ? false : raw;
     const author = tokenAuthor(t);
     try {
       await v.store.recordVerdict({ workspace: t.workspaceSlug, ref, key: field(req.body, 'key') ?? '', set: field(req.body, 'set') || undefined, verdict: kind, value, author, note: field(req.body, 'note') || undefined });
     } catch (err) {
-      if (err instanceof VerdictError && (err.code === 'invalid_input' || err.code === 'not_found')) return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+      // The library's own reason, as the API and MCP give it (it names the field; shown escaped, never logged).
+      if (err instanceof VerdictError && (err.code === 'invalid_input' || err.code === 'not_found')) {
+        return itemPage(reply, viewerOf(req, reply)!, ref, err.code === 'not_found' ? 404 : 400, html`<p class="notice error" role="alert">That verdict was refused: ${err.message}</p>`);
+      }
       throw err;
     }
     return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-recorded`).send();

@@ -7,7 +7,7 @@ import type { CommentRow } from '../store/store.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import { roleAllows } from '../access/tokens.js';
 import { probabilityBarsSpec, renderSvg } from './charts.js';
-import { html, trusted, type Html } from './html.js';
+import { Html, html, trusted } from './html.js';
 import { authorName, chips, csrfField, duration, notice, pbar, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';
 
@@ -155,8 +155,8 @@ function itemText(d: ItemPageData): Html {
   }</section>`;
 }
 
-/** The item page body. */
-export async function itemBody(v: Viewer, d: ItemPageData, noticeCode?: unknown): Promise<Html> {
+/** The item page body. `shown`: a `?notice=` code, or an `Html` notice (a refusal in its own words). */
+export async function itemBody(v: Viewer, d: ItemPageData, shown?: unknown): Promise<Html> {
   const bySet = new Map<string, DecisionView[]>();
   for (const x of d.decisions) bySet.set(x.questionSet, [...(bySet.get(x.questionSet) ?? []), x]);
   const sections: Html[] = [];
@@ -166,7 +166,7 @@ export async function itemBody(v: Viewer, d: ItemPageData, noticeCode?: unknown)
     sections.push(html`<h2>${set}</h2><div class="cards">${cards}</div>`);
   }
   const fields = Object.entries(d.item.fieldsObject);
-  return html`<p><a href="/ui/items">← Items</a> · <a href="/ui/flags">Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${notice(noticeCode)}
+  return html`<p><a href="/ui/items">← Items</a> · <a href="/ui/flags">Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${shown instanceof Html ? shown : notice(shown)}
 ${d.item.deletedAt !== null ? html`<p class="notice error">This item is deleted: nothing of it is sent to a provider.</p>` : ''}
 <div class="item-layout">${itemText(d)}<div class="item-decisions" id="item-decisions" data-live>
 <dl class="fields"><dt>collection</dt><dd>${d.collection}</dd>${fields.map(([k, val]) => html`<dt>${k}</dt><dd>${fieldText(val)}</dd>`)}</dl>

@@ -98,7 +98,6 @@ export function pct(x: number | null): string {
 /** A notice after a form's redirect: fixed texts by code, so no request text is ever echoed. */
 export const NOTICES: Record<string, { text: string; error?: boolean }> = {
   'verdict-recorded': { text: 'Verdict recorded.' },
-  'verdict-refused': { text: 'That verdict was refused: a value that does not fit the question, a note over 2,000 characters, or a key that no longer applies to the item.', error: true },
   'jobs-retried': { text: 'Parked jobs re-owed: the worker takes them at its next claim.' },
   'jobs-due': { text: 'Waiting jobs made due now: the worker takes them at its next claim.' },
   'jobs-none': { text: 'No job changed: a retry takes parked jobs, make-due-now waiting ones, and a drop leaves jobs in flight or batched (or they finished already).', error: true },
