@@ -25,8 +25,10 @@ import { registerProposalsPage } from './proposals-page.js';
  * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
  * the public API like the `/v1` routes. Server-rendered because each page answers one question
  * from one or two reads, so HTML from the server is the least code and the fastest first render:
- * no client bundle, no build step, no JavaScript at all (every control is a link or a form), and
- * charts arrive as SVG drawn by Vega on the server (charts.ts).
+ * no client bundle, no build step, every control a link or a form, and charts as SVG drawn by
+ * Vega on the server (charts.ts). Every page reads without JavaScript; pages that change while
+ * open load one small script of ours that refreshes their regions in place (live-script.ts,
+ * DESIGN §16.23).
  *
  * Sessions: the login form takes a workspace token (`verdict tokens create`, the API's); the
  * session cookie holds that token (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h),
@@ -38,8 +40,8 @@ import { registerProposalsPage } from './proposals-page.js';
  * workspace, so a page never shows another workspace's items.
  *
  * No item text goes in a URL (items are addressed by ref) or a log (the server's request log has
- * the route pattern, status and token id). Pages send a strict Content-Security-Policy: no script
- * runs, nothing loads from another origin.
+ * the route pattern, status and token id). Pages send a strict Content-Security-Policy: only
+ * the dashboard's own script file runs (no inline script), nothing loads from another origin.
  */
 
 /** Name of the session cookie. */
