@@ -332,7 +332,7 @@ describe('the dashboard in Chromium', () => {
       await v.close();
     }
     // Polls every 5 s (LIVE_REFRESH_MS): a wait for the row, not a timing.
-    await page.locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`).waitFor({ timeout: 60_000 });
+    await page.locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`).first().waitFor({ timeout: 60_000 });
     expect(await page.locator('#queue-jobs tbody tr td:first-child a').count()).toBeGreaterThan(target);
     expect(await page.evaluate('window.__same === true')).toBe(true);
     // Not back at the top (Chromium's scroll anchoring may move it down by the rows added above).
