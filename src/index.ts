@@ -22,6 +22,7 @@ export {
 } from './compose/verdict.js';
 export type { WorkerMonitor } from './compose/run-worker.js';
 export type { SurfacedQuery, SurfacedPage, SurfacedRow, ItemHistory, VerdictJobs, JobQuery, JobView } from './compose/operations-reads.js';
+export type { ItemSearchQuery, ItemSearchPage, ItemSearchRow } from './compose/item-search.js';
 export type { QueueView, WorkerView, BatchesView, FailingSet, ParkedJobView } from './compose/queue-view.js';
 export type { SpendSeries, SpendSeriesOptions, SpendPoint, SpendWindow, DailyCapView } from './compose/spend-view.js';
 export type { EvalResult, EvalResultColumn } from './eval/eval-results.js';

@@ -25,6 +25,7 @@ import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-ev
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
+import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
 import { explainItem, type ExplainReport } from '../reads/explain.js';
@@ -318,6 +319,13 @@ export interface VerdictReader {
    */
   keys(set: string, opts: { workspace: string }): Promise<string[] | null>;
   /**
+   * One workspace's items whose ref or title contains `text`, filtered by collection and deleted
+   * state, newest write first, one page at a time, with the total matching (compose/item-search.ts
+   * `ItemSearchQuery`). @returns null when the workspace does not exist.
+   * @throws InvalidInput for a text over 200 characters, a bad `deleted`, offset or limit (1 to 200).
+   */
+  searchItems(opts: ItemSearchQuery): Promise<ItemSearchPage | null>;
+  /**
    * One item's answers over time, newest first: per evaluation the state hash, the model, when, the
    * answers and the state parts that moved since the previous one (`HistoryEntry`).
    * @returns null when the workspace or the item does not exist.
@@ -528,6 +536,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       return (await readerOn(inner, registry, readsAgainst, logger)).setKeys(set, ws.id);
     },
+    async searchItems(opts) {
+      const ws = await workspaceId(opts.workspace);
+      if (!ws || ws.deletedAt !== null) return null;
+      return searchItemsPage(inner, ws, opts);
+    },
     async history(ref, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
@@ -563,6 +576,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     flapping: mappedRead(readers.flapping),
     surfaced: mappedRead(readers.surfaced),
     keys: mappedRead(readers.keys),
+    searchItems: mappedRead(readers.searchItems),
     history: mappedRead(readers.history),
     queue: mappedRead(readers.queue),
     spend: mappedRead(readers.spend),

@@ -9,11 +9,15 @@ import type { Logger } from '../log.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
 import { FLAGS_PAGE_SIZE, flagsBody, itemHref, type FlagsQuery } from './flags-page.js';
 import { html } from './html.js';
-import { itemBody } from './item-page.js';
+import { itemBody, type ItemPageLink } from './item-page.js';
+import { ITEMS_PAGE_SIZE, itemsBody, type ItemsQuery } from './items-page.js';
+import { ITEM_SEARCH_MAX_TEXT } from '../compose/item-search.js';
 import { page, type NavId, type Viewer } from './layout.js';
 import { qualityBody } from './quality-page.js';
-import { queueBody } from './queue-page.js';
+import { dropConfirmBody, jobDetailBody } from './job-page.js';
+import { jobHref, parseJobKey, QUEUE_JOBS_SHOWN, queueBody } from './queue-page.js';
 import { spendBody, spendRefused } from './spend-page.js';
+import { LIVE_SCRIPT } from './live-script.js';
 import { DASHBOARD_CSS } from './styles.js';
 import { registerProposalsPage } from './proposals-page.js';
 
@@ -21,8 +25,10 @@ import { registerProposalsPage } from './proposals-page.js';
  * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
  * the public API like the `/v1` routes. Server-rendered because each page answers one question
  * from one or two reads, so HTML from the server is the least code and the fastest first render:
- * no client bundle, no build step, no JavaScript at all (every control is a link or a form), and
- * charts arrive as SVG drawn by Vega on the server (charts.ts).
+ * no client bundle, no build step, every control a link or a form, and charts as SVG drawn by
+ * Vega on the server (charts.ts). Every page reads without JavaScript; pages that change while
+ * open load one small script of ours that refreshes their regions in place (live-script.ts,
+ * DESIGN §16.30).
  *
  * Sessions: the login form takes a workspace token (`verdict tokens create`, the API's); the
  * session cookie holds that token (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h),
@@ -34,8 +40,8 @@ import { registerProposalsPage } from './proposals-page.js';
  * workspace, so a page never shows another workspace's items.
  *
  * No item text goes in a URL (items are addressed by ref) or a log (the server's request log has
- * the route pattern, status and token id). Pages send a strict Content-Security-Policy: no script
- * runs, nothing loads from another origin.
+ * the route pattern, status and token id). Pages send a strict Content-Security-Policy: only
+ * the dashboard's own script file runs (no inline script), nothing loads from another origin.
  */
 
 /** Name of the session cookie. */
@@ -47,7 +53,7 @@ export const SESSION_MAX_AGE_S = 12 * 3600;
 /** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
 export const FORM_BODY_LIMIT_BYTES = 64 * 1024;
 
-const CSP = "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -99,8 +105,8 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     return payload;
   });
 
-  const send = (reply: FastifyReply, status: number, title: string, nav: NavId, viewer: Viewer | null, body: ReturnType<typeof html>) =>
-    reply.code(status).type('text/html; charset=utf-8').send(page({ title, nav, viewer, body }));
+  const send = (reply: FastifyReply, status: number, title: string, nav: NavId, viewer: Viewer | null, body: ReturnType<typeof html>, live = false) =>
+    reply.code(status).type('text/html; charset=utf-8').send(page({ title, nav, viewer, body, live }));
 
   /** The viewer with a fresh CSRF token for the page's forms; null (and a redirect to the login page) without a session. */
   const viewerOf = (req: FastifyRequest, reply: FastifyReply): Viewer | null => {
@@ -141,6 +147,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
   scope.setNotFoundHandler((req, reply) => send(reply, 404, 'Not found', 'login', req.viewer ? { token: req.viewer.token, csrf: '' } : null, html`<h1>Not found</h1><p><a href="/ui/flags">Flags</a></p>`));
 
   // ------------------------------------------------------------------ login, logout, assets
+  scope.get('/assets/live.js', async (_req, reply) => reply.header('cache-control', 'public, max-age=3600').type('text/javascript; charset=utf-8').send(LIVE_SCRIPT));
   scope.get('/assets/dashboard.css', async (_req, reply) => reply.header('cache-control', 'public, max-age=3600').type('text/css; charset=utf-8').send(DASHBOARD_CSS));
   scope.get('/', async (_req, reply) => reply.code(303).header('location', '/ui/flags').send());
 
@@ -192,21 +199,59 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       q.page = last;
       data = await read(last);
     }
-    return send(reply, 200, 'Flags', 'flags', viewer, flagsBody({ sets, q, data: data ?? { rows: [], total: 0, failing: false, keys: [], collections: [] }, notice: qs.notice }));
+    return send(reply, 200, 'Flags', 'flags', viewer, flagsBody({ sets, q, data: data ?? { rows: [], total: 0, failing: false, keys: [], collections: [] }, notice: qs.notice }), true);
   });
+
+  scope.get('/items', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const qs = req.query as Form;
+    const str = (k: string) => (typeof qs[k] === 'string' ? (qs[k] as string) : '');
+    const workspace = viewer.token.workspaceSlug;
+    const collections = (await v.store.listCollections(viewer.token.workspaceId)).filter((c) => c.deletedAt === null).map((c) => c.slug);
+    // Out-of-range input falls back to the default view rather than a refusal: these are a link's filters, not a write.
+    const q: ItemsQuery = {
+      text: [...str('q')].slice(0, ITEM_SEARCH_MAX_TEXT).join(''),
+      collection: collections.includes(str('collection')) ? str('collection') : '',
+      deleted: (['deleted', 'all'] as const).find((d) => d === str('deleted')) ?? 'live',
+      page: Math.max(1, Math.min(1_000_000, Number.parseInt(str('page') || '1', 10) || 1)),
+    };
+    const read = async (page: number) => (await v.reader.searchItems({ workspace, text: q.text, collection: q.collection || undefined, deleted: q.deleted, offset: (page - 1) * ITEMS_PAGE_SIZE, limit: ITEMS_PAGE_SIZE })) ?? { rows: [], total: 0 };
+    let data = await read(q.page);
+    const last = Math.max(1, Math.ceil(data.total / ITEMS_PAGE_SIZE));
+    if (q.page > last) {
+      q.page = last;
+      data = await read(last);
+    }
+    return send(reply, 200, 'Items', 'items', viewer, itemsBody({ q, collections, data }));
+  });
+
+  /** The item page; `shown` is the `?notice=` code, or a refusal's own words (the form's POST answers with the page itself). */
+  const itemPage = async (reply: FastifyReply, viewer: Viewer, ref: string, status: number, shown: unknown) => {
+    const workspace = viewer.token.workspaceSlug;
+    const read = await v.reader.item(ref, { workspace });
+    if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/items">Items</a></p>`);
+    const history = (await v.reader.history(ref, { workspace }))!;
+    const verdicts = await v.store.listVerdicts({ workspace, ref });
+    const collection = (await v.store.listCollections(viewer.token.workspaceId)).find((c) => c.id === read.item.collectionId)?.slug ?? '';
+    const comments = await v.store.listComments(read.item.id);
+    const links: ItemPageLink[] = [];
+    for (const l of await v.store.listLinks(read.item.id)) {
+      const direction = l.sourceId === read.item.id ? 'out' : 'in';
+      const other = await v.store.getItem(direction === 'out' ? l.targetId : l.sourceId);
+      // Links stay inside a workspace (DESIGN §2); the check keeps it so if a row ever says otherwise.
+      const readable = other !== null && other.workspaceId === viewer.token.workspaceId;
+      links.push({ linkType: l.linkType, direction, ref: readable ? other.ref : null, title: readable ? other.title : null });
+    }
+    const body = await itemBody(viewer, { item: read.item, collection, comments, links, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, shown);
+    // Live while a job of the item is owed or batched: its answers are about to change.
+    return send(reply, status, read.item.ref, 'item', viewer, body, read.sets.some((x) => x.job !== null && x.job.state !== 'parked'));
+  };
 
   scope.get('/items/:ref', async (req, reply) => {
     const viewer = viewerOf(req, reply);
     if (!viewer) return needLogin(reply);
-    const { ref } = req.params as { ref: string };
-    const workspace = viewer.token.workspaceSlug;
-    const read = await v.reader.item(ref, { workspace });
-    if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/flags">Flags</a></p>`);
-    const history = (await v.reader.history(ref, { workspace }))!;
-    const verdicts = await v.store.listVerdicts({ workspace, ref });
-    const collection = (await v.store.listCollections(viewer.token.workspaceId)).find((c) => c.id === read.item.collectionId)?.slug ?? '';
-    const body = await itemBody(viewer, { item: read.item, collection, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, (req.query as Form).notice);
-    return send(reply, 200, read.item.ref, 'item', viewer, body);
+    return itemPage(reply, viewer, (req.params as { ref: string }).ref, 200, (req.query as Form).notice);
   });
 
   scope.post('/items/:ref/verdicts', csrf, async (req, reply) => {
@@ -214,39 +259,106 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     if (!t) return reply;
     const { ref } = req.params as { ref: string };
     const kind = field(req.body, 'verdict');
-    if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+    if (kind !== 'agree' && kind !== 'disagree' && kind !== 'value' && kind !== 'withdrawn') {
+      return itemPage(reply, viewerOf(req, reply)!, ref, 400, html`<p class="notice error" role="alert">That verdict was refused: verdict must be agree, disagree, value or withdrawn.</p>`);
+    }
     const raw = field(req.body, 'value');
     const value = kind !== 'value' ? undefined : raw === 'true' ? true : raw === 'false' ? false : raw;
     const author = tokenAuthor(t);
     try {
       await v.store.recordVerdict({ workspace: t.workspaceSlug, ref, key: field(req.body, 'key') ?? '', set: field(req.body, 'set') || undefined, verdict: kind, value, author, note: field(req.body, 'note') || undefined });
     } catch (err) {
-      if (err instanceof VerdictError && (err.code === 'invalid_input' || err.code === 'not_found')) return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-refused`).send();
+      // The library's own reason, as the API and MCP give it (it names the field; shown escaped, never logged).
+      if (err instanceof VerdictError && (err.code === 'invalid_input' || err.code === 'not_found')) {
+        return itemPage(reply, viewerOf(req, reply)!, ref, err.code === 'not_found' ? 404 : 400, html`<p class="notice error" role="alert">That verdict was refused: ${err.message}</p>`);
+      }
       throw err;
     }
     return reply.code(303).header('location', `${itemHref(ref)}?notice=verdict-recorded`).send();
   });
 
-  const jobAction = (action: 'retry' | 'drop') =>
-    scope.post(`/jobs/${action}`, csrf, async (req, reply) => {
+  /** The jobs a job form names: its `only` button's job, else its checked `job` boxes, else its `ref` and `set` fields (the item page's Retry). */
+  const formJobs = (body: unknown): Array<{ ref: string; set: string }> | null => {
+    const only = field(body, 'only');
+    if (only !== undefined) {
+      const one = parseJobKey(only);
+      return one ? [one] : null;
+    }
+    const raw = (body as Form | undefined)?.job;
+    const keys = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+    if (keys.length) {
+      const parsed = keys.map(parseJobKey);
+      return parsed.every((j) => j !== null) ? (parsed as Array<{ ref: string; set: string }>) : null;
+    }
+    const ref = field(body, 'ref');
+    const set = field(body, 'set');
+    return ref && set ? [{ ref, set }] : [];
+  };
+  /** The refusal of a form that names no job or a malformed one, already sent; null when the jobs are fine. */
+  const namedJobs = (reply: FastifyReply, t: ApiTokenRow, jobs: Array<{ ref: string; set: string }> | null) => {
+    if (jobs === null) return send(reply, 400, 'Refused', 'queue', { token: t, csrf: '' }, html`<h1>Refused</h1><p>The form named a job that is not one (its <code>job</code> value is not an item ref and a set). Go back and reload the queue.</p>`);
+    if (!jobs.length) return send(reply, 400, 'Refused', 'queue', { token: t, csrf: '' }, html`<h1>Refused</h1><p>No job was selected: tick the jobs first, or use a row's own button.</p>`);
+    return null;
+  };
+  const backTo = (body: unknown, jobs: Array<{ ref: string; set: string }>) => {
+    const back = field(body, 'back');
+    if (back === 'item' && jobs.length === 1) return itemHref(jobs[0].ref);
+    if (back === 'job' && jobs.length === 1) return jobHref(jobs[0].ref, jobs[0].set);
+    return '/ui/queue';
+  };
+
+  // Retry re-owes parked jobs; make-due-now sets waiting owed jobs due now (the library's retry with state owed).
+  for (const [path, state, done] of [['retry', 'parked', 'jobs-retried'], ['due', 'owed', 'jobs-due']] as const) {
+    scope.post(`/jobs/${path}`, csrf, async (req, reply) => {
       const t = poster(req, reply, 'admin');
       if (!t) return reply;
-      const ref = field(req.body, 'ref');
-      const set = field(req.body, 'set');
-      if (!ref || !set) return send(reply, 400, 'Refused', 'queue', { token: t, csrf: '' }, html`<h1>Refused</h1><p>Name the job: its item and set.</p>`);
-      const changed = await v.jobs[action]({ workspace: t.workspaceSlug, ref, set, state: 'parked' });
-      const code = changed === 0 ? 'jobs-none' : action === 'retry' ? 'jobs-retried' : 'jobs-dropped';
-      const back = field(req.body, 'back') === 'item' ? itemHref(ref) : '/ui/queue';
-      return reply.code(303).header('location', `${back}?notice=${code}`).send();
+      const jobs = formJobs(req.body);
+      const refused = namedJobs(reply, t, jobs);
+      if (refused) return refused;
+      let changed = 0;
+      for (const j of jobs!) changed += await v.jobs.retry({ workspace: t.workspaceSlug, ref: j.ref, set: j.set, state });
+      return reply.code(303).header('location', `${backTo(req.body, jobs!)}?notice=${changed === 0 ? 'jobs-none' : done}`).send();
     });
-  jobAction('retry');
-  jobAction('drop');
+  }
+
+  // Dropping asks first: the first POST shows what would go, the confirming POST (confirm=yes) drops.
+  scope.post('/jobs/drop', csrf, async (req, reply) => {
+    const t = poster(req, reply, 'admin');
+    if (!t) return reply;
+    const jobs = formJobs(req.body);
+    const refused = namedJobs(reply, t, jobs);
+    if (refused) return refused;
+    if (field(req.body, 'confirm') !== 'yes') {
+      const viewer = viewerOf(req, reply)!;
+      return send(reply, 200, 'Drop jobs?', 'queue', viewer, dropConfirmBody(viewer, jobs!, field(req.body, 'back')));
+    }
+    let changed = 0;
+    for (const j of jobs!) changed += await v.jobs.drop({ workspace: t.workspaceSlug, ref: j.ref, set: j.set });
+    // A dropped job has no detail page left to go back to.
+    const back = field(req.body, 'back') === 'item' && jobs!.length === 1 ? itemHref(jobs![0].ref) : '/ui/queue';
+    return reply.code(303).header('location', `${back}?notice=${changed === 0 ? 'jobs-none' : 'jobs-dropped'}`).send();
+  });
+
+  scope.get('/items/:ref/jobs/:set', async (req, reply) => {
+    const viewer = viewerOf(req, reply);
+    if (!viewer) return needLogin(reply);
+    const { ref, set } = req.params as { ref: string; set: string };
+    const [job] = await v.jobs.list({ workspace: viewer.token.workspaceSlug, ref, set, limit: 1 });
+    if (!job || job.ref === null) return send(reply, 404, 'No such job', 'queue', viewer, html`<h1>No such job</h1><p>No job of set ${set} is owed for <bdi>${ref}</bdi> in workspace ${viewer.token.workspaceSlug}: it may have finished or been dropped. <a href="/ui/queue">Queue</a></p>`);
+    return send(reply, 200, `${ref} ${set} job`, 'queue', viewer, jobDetailBody(viewer, { ...job, ref: job.ref }, Date.now(), (req.query as Form).notice));
+  });
 
   scope.get('/queue', async (req, reply) => {
     const viewer = viewerOf(req, reply);
     if (!viewer) return needLogin(reply);
-    const q = (await v.reader.queue({ workspace: viewer.token.workspaceSlug }))!;
-    return send(reply, 200, 'Queue', 'queue', viewer, queueBody(viewer, q, (req.query as Form).notice));
+    const qs = req.query as Form;
+    const workspace = viewer.token.workspaceSlug;
+    const sets = v.registry.all().map((s) => s.name);
+    const state = (['owed', 'parked', 'batched'] as const).find((x) => x === qs.state) ?? 'all';
+    const set = typeof qs.set === 'string' && sets.includes(qs.set) ? qs.set : '';
+    const q = (await v.reader.queue({ workspace }))!;
+    const jobs = await v.jobs.list({ workspace, state: state === 'all' ? undefined : state, set: set || undefined, limit: QUEUE_JOBS_SHOWN });
+    return send(reply, 200, 'Queue', 'queue', viewer, queueBody(viewer, q, { q: { state, set }, sets, jobs }, qs.notice), true);
   });
 
   scope.get('/spend', async (req, reply) => {

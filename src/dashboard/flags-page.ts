@@ -49,7 +49,7 @@ ${select('currency', 'Currency', q.currency, [
   { value: 'stale', label: 'stale only' },
 ])}
 <button type="submit">Filter</button></form>
-${data.failing ? html`<p class="notice error">Some jobs of this set are parked or failing: see <a href="/ui/queue">the queue</a>.</p>` : ''}
+<div id="flags-live" data-live>${data.failing ? html`<p class="notice error">Some jobs of this set are parked or failing: see <a href="/ui/queue">the queue</a>.</p>` : ''}
 <p class="muted">${data.total === 0 ? 'Nothing surfaces with these filters.' : `${data.total} surfaced key${data.total === 1 ? '' : 's'}, highest probability first; ${first + 1}–${first + data.rows.length} shown.`}</p>
 ${
   data.rows.length
@@ -64,5 +64,5 @@ ${data.rows.map(
 }
 <nav class="pager" aria-label="Pages of flags">${q.page > 1 ? html`<a href="${flagsHref(q, q.page - 1)}" rel="prev">← Previous</a>` : ''}<span class="muted">page ${q.page} of ${pages}</span>${
     q.page < pages ? html`<a href="${flagsHref(q, q.page + 1)}" rel="next">Next →</a>` : ''
-  }</nav>`;
+  }</nav></div>`;
 }

@@ -3,17 +3,30 @@ import type { ItemHistory } from '../compose/operations-reads.js';
 import type { ItemSetStatus } from '../compose/verdict.js';
 import { pickedLevel, type Answer } from '../decision/questions.js';
 import type { DecisionView } from '../reads/reads.js';
+import type { CommentRow } from '../store/store.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import { roleAllows } from '../access/tokens.js';
 import { probabilityBarsSpec, renderSvg } from './charts.js';
-import { html, trusted, type Html } from './html.js';
-import { csrfField, duration, notice, pbar, utc, type Viewer } from './layout.js';
+import { Html, html, trusted } from './html.js';
+import { authorName, chips, csrfField, duration, notice, pbar, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';
+
+/** A link of the item as the page shows it: its type, the direction, and the other end's ref and title (null: not readable). */
+export interface ItemPageLink {
+  linkType: string;
+  /** `out`: this item is the link's source ("this item's parent is …"); `in`: its target. */
+  direction: 'out' | 'in';
+  ref: string | null;
+  title: string | null;
+}
 
 /** What the item page shows, read through the public API. */
 export interface ItemPageData {
-  item: { ref: string; title: string; fieldsObject: Record<string, unknown>; deletedAt: number | null };
+  item: { ref: string; title: string; content: string; fieldsObject: Record<string, unknown>; deletedAt: number | null };
   collection: string;
+  /** The item's comments, tombstones included, oldest first (TrackerStore.listComments). */
+  comments: CommentRow[];
+  links: ItemPageLink[];
   decisions: DecisionView[];
   sets: ItemSetStatus[];
   history: ItemHistory;
@@ -67,7 +80,7 @@ ${d.proposed ? html`<span class="badge">model proposes ${answerText(d.proposed)}
 ${d.flips >= 3 ? html`<span class="badge bad">flapping: ${d.flips} flips in 30 days</span>` : ''}</p>
 <p class="muted">${d.provider}:${d.model} · ${utc(d.evaluatedAt)}${d.surfacing === 'surfaced' ? ' · surfaced' : ''}</p>
 ${d.rationale ? html`<details><summary>Rationale</summary><p>${d.rationale}</p></details>` : ''}
-${vv ? html`<p>Latest verdict: <b>${vv.verdict}</b>${vv.value ? ` (${answerText(vv.value)})` : ''} by ${vv.author}, ${utc(vv.createdAt)}${vv.inForce ? ' · in force' : ''}${vv.staleReason ? html` <span class="badge stale">override stale${vv.changedParts.length ? `: ${vv.changedParts.join(', ')}` : ''}</span>` : ''}</p>` : ''}
+${vv ? html`<p>Latest verdict: <b>${vv.verdict}</b>${vv.value ? ` (${answerText(vv.value)})` : ''} by ${authorName(vv.author)}, ${utc(vv.createdAt)}${vv.inForce ? ' · in force' : ''}${vv.staleReason ? html` <span class="badge stale">override stale${vv.changedParts.length ? `: ${vv.changedParts.join(', ')}` : ''}</span>` : ''}</p>` : ''}
 ${canWrite ? verdictForm(v, ref, d) : ''}</section>`;
 }
 
@@ -97,17 +110,53 @@ function timeline(h: ItemHistory): Html {
   )}</ol>`;
 }
 
-function fieldText(v: unknown): string {
-  if (typeof v === 'string') return v;
+function fieldText(v: unknown): Html {
+  // A list of strings (labels, assignees) reads as chips; anything else as its JSON text.
+  if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v.length ? chips(v) : html`<span class="muted">none</span>`;
+  if (typeof v === 'string') return html`<bdi>${v}</bdi>`;
   try {
-    return losslessStringify(v) ?? '';
+    return html`<bdi>${losslessStringify(v) ?? ''}</bdi>`;
   } catch {
-    return String(v);
+    return html`<bdi>${String(v)}</bdi>`;
   }
 }
 
-/** The item page body. */
-export async function itemBody(v: Viewer, d: ItemPageData, noticeCode?: unknown): Promise<Html> {
+/** The link's relation read from this item's side, in DESIGN §2's words. */
+function linkPhrase(l: ItemPageLink): string {
+  if (l.linkType === 'parent') return l.direction === 'out' ? 'parent' : 'child';
+  if (l.linkType === 'blocks') return l.direction === 'out' ? 'blocks' : 'blocked by';
+  return l.direction === 'out' ? l.linkType : `${l.linkType} (from)`;
+}
+
+/**
+ * What the questions are about: the item's text, its comments and its links, each in its own
+ * direction-isolated block (`dir="auto"`), so right-to-left text in a title or comment cannot
+ * reorder the page around it. Every value is escaped by `html`.
+ */
+function itemText(d: ItemPageData): Html {
+  const live = d.comments.filter((c) => c.deletedAt === null);
+  const gone = d.comments.length - live.length;
+  return html`<section class="item-text" aria-label="Item text"><h2>Description</h2>${
+    d.item.content.trim() ? html`<div class="text" dir="auto">${d.item.content}</div>` : html`<p class="muted">No description.</p>`
+  }
+<h2>Comments (${live.length})</h2>${
+    live.length
+      ? html`<ol class="comments">${live.map(
+          (c) => html`<li id="${`comment-${c.id}`}"><p class="meta"><b><bdi>${authorName(c.author)}</bdi></b> · ${utc(c.createdAt)}${c.updatedAt !== c.createdAt ? html` · edited ${utc(c.updatedAt)}` : ''}${c.parentCommentId ? html` · reply` : ''}</p><div class="text" dir="auto">${c.body}</div></li>`,
+        )}</ol>`
+      : html`<p class="muted">No comments.</p>`
+  }${gone ? html`<p class="muted">${gone} deleted comment${gone === 1 ? '' : 's'} kept as ${gone === 1 ? 'a tombstone' : 'tombstones'} (replies hang on ${gone === 1 ? 'it' : 'them'}).</p>` : ''}
+<h2>Links (${d.links.length})</h2>${
+    d.links.length
+      ? html`<ul class="links">${d.links.map(
+          (l) => html`<li><span class="badge">${linkPhrase(l)}</span> ${l.ref !== null ? html`<a href="${itemHref(l.ref)}"><bdi>${l.ref}</bdi></a> <bdi>${l.title ?? ''}</bdi>` : html`<span class="muted">an item of another collection or deleted</span>`}</li>`,
+        )}</ul>`
+      : html`<p class="muted">No links.</p>`
+  }</section>`;
+}
+
+/** The item page body. `shown`: a `?notice=` code, or an `Html` notice (a refusal in its own words). */
+export async function itemBody(v: Viewer, d: ItemPageData, shown?: unknown): Promise<Html> {
   const bySet = new Map<string, DecisionView[]>();
   for (const x of d.decisions) bySet.set(x.questionSet, [...(bySet.get(x.questionSet) ?? []), x]);
   const sections: Html[] = [];
@@ -117,16 +166,17 @@ export async function itemBody(v: Viewer, d: ItemPageData, noticeCode?: unknown)
     sections.push(html`<h2>${set}</h2><div class="cards">${cards}</div>`);
   }
   const fields = Object.entries(d.item.fieldsObject);
-  return html`<p><a href="/ui/flags">← Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${notice(noticeCode)}
+  return html`<p><a href="/ui/items">← Items</a> · <a href="/ui/flags">Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${shown instanceof Html ? shown : notice(shown)}
 ${d.item.deletedAt !== null ? html`<p class="notice error">This item is deleted: nothing of it is sent to a provider.</p>` : ''}
+<div class="item-layout">${itemText(d)}<div class="item-decisions" id="item-decisions" data-live>
 <dl class="fields"><dt>collection</dt><dd>${d.collection}</dd>${fields.map(([k, val]) => html`<dt>${k}</dt><dd>${fieldText(val)}</dd>`)}</dl>
 <h2>Question sets</h2><div class="table-wrap"><table><thead><tr><th>Set</th><th>Applies</th><th>Job</th></tr></thead><tbody>${d.sets.map((s) => setStatusRow(v, d.item.ref, s, d.now))}</tbody></table></div>
-${sections.length ? sections : html`<h2>Decisions</h2><p class="muted">No decisions stored for this item.</p>`}
-<h2>History</h2>${timeline(d.history)}
+${sections.length ? sections : html`<h2>Decisions</h2><p class="muted">No decisions stored for this item.</p>`}</div></div>
+<h2>History</h2><div id="item-history" data-live>${timeline(d.history)}</div>
 <h2>People\u2019s verdicts</h2>${
     d.verdicts.length
       ? html`<div class="table-wrap"><table><thead><tr><th>When</th><th>Key</th><th>Verdict</th><th>Value</th><th>Who</th><th>Note</th></tr></thead><tbody>${[...d.verdicts].reverse().map(
-          (r) => html`<tr><td>${utc(r.createdAt)}</td><td><code>${r.questionKey}</code></td><td>${r.verdict}</td><td>${r.value === null ? '—' : answerText(JSON.parse(r.value) as Answer)}</td><td>${r.author}</td><td>${r.note ?? ''}</td></tr>`,
+          (r) => html`<tr><td>${utc(r.createdAt)}</td><td><code>${r.questionKey}</code></td><td>${r.verdict}</td><td>${r.value === null ? '—' : answerText(JSON.parse(r.value) as Answer)}</td><td>${authorName(r.author)}</td><td><bdi>${r.note ?? ''}</bdi></td></tr>`,
         )}</tbody></table></div>`
       : html`<p class="muted">No verdicts yet.</p>`
   }`;

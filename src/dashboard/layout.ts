@@ -1,6 +1,7 @@
 import { formatElapsed } from '../decision/duration.js';
 import type { ApiTokenRow } from '../store/store.js';
 import { html, type Html } from './html.js';
+import { LIVE_REFRESH_MS } from './live-script.js';
 
 /**
  * The page shell and small shared pieces of the dashboard's pages: the header with its nav and
@@ -16,6 +17,7 @@ export interface Viewer {
 /** The pages of the nav, in order. */
 export const NAV = [
   { id: 'flags', href: '/ui/flags', label: 'Flags' },
+  { id: 'items', href: '/ui/items', label: 'Items' },
   { id: 'queue', href: '/ui/queue', label: 'Queue' },
   { id: 'spend', href: '/ui/spend', label: 'Spend' },
   { id: 'quality', href: '/ui/quality', label: 'Quality' },
@@ -24,12 +26,15 @@ export const NAV = [
 
 export type NavId = (typeof NAV)[number]['id'] | 'item' | 'login';
 
-/** A whole HTML document. `viewer` null: the login page (no nav). */
-export function page(o: { title: string; nav: NavId; viewer: Viewer | null; body: Html }): string {
+/**
+ * A whole HTML document. `viewer` null: the login page (no nav). `live`: the page changes while
+ * open, so it loads the refresh script (live-script.ts), which swaps its `data-live` regions in place.
+ */
+export function page(o: { title: string; nav: NavId; viewer: Viewer | null; body: Html; live?: boolean }): string {
   const v = o.viewer;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${o.title} · Verdict</title><link rel="stylesheet" href="/ui/assets/dashboard.css"><link rel="icon" href="data:,"></head>
+<title>${o.title} · Verdict</title><link rel="stylesheet" href="/ui/assets/dashboard.css"><link rel="icon" href="data:,">${o.live && v ? html`<script src="/ui/assets/live.js" defer></script>` : ''}</head>
 <body><a class="skip" href="#main">Skip to content</a>
 <header><span class="brand">Verdict</span>${
     v
@@ -37,7 +42,22 @@ export function page(o: { title: string; nav: NavId; viewer: Viewer | null; body
 <div class="who"><span>${v.token.workspaceSlug} · ${v.token.role}${v.token.name ? html` · ${v.token.name}` : ''}</span><form method="post" action="/ui/logout" class="inline"><input type="hidden" name="_csrf" value="${v.csrf}"><button type="submit">Log out</button></form></div>`
       : ''
   }</header>
-<main id="main">${o.body}</main></body></html>`.text;
+<main id="main"${o.live && v ? html` data-live-ms="${LIVE_REFRESH_MS}"` : ''}>${o.body}</main></body></html>`.text;
+}
+
+/** Strings (labels, assignees) as chips, each direction-isolated. */
+export function chips(values: readonly string[]): Html {
+  return html`<span class="chips">${values.map((x) => html`<span class="chip"><bdi>${x}</bdi></span>`)}</span>`;
+}
+
+/**
+ * An author as a person reads it: a token's author string (`token:<id> (<name>)`, access/tokens.ts
+ * `tokenAuthor`) shows its name, or "a token without a name"; any other author shows as stored.
+ */
+export function authorName(author: string): string {
+  const m = /^token:\S+(?: \((.*)\))?$/s.exec(author);
+  if (!m) return author;
+  return m[1] ?? 'a token without a name';
 }
 
 /** A hidden CSRF field for a form. */
@@ -78,10 +98,10 @@ export function pct(x: number | null): string {
 /** A notice after a form's redirect: fixed texts by code, so no request text is ever echoed. */
 export const NOTICES: Record<string, { text: string; error?: boolean }> = {
   'verdict-recorded': { text: 'Verdict recorded.' },
-  'verdict-refused': { text: 'That verdict was refused: a value that does not fit the question, a note over 2,000 characters, or a key that no longer applies to the item.', error: true },
-  'jobs-retried': { text: 'Job re-owed: the worker takes it at its next claim.' },
-  'jobs-none': { text: 'No job matched (it may have been retried or finished already).', error: true },
-  'jobs-dropped': { text: 'Job dropped: the next write to the item owes it again.' },
+  'jobs-retried': { text: 'Parked jobs re-owed: the worker takes them at its next claim.' },
+  'jobs-due': { text: 'Waiting jobs made due now: the worker takes them at its next claim.' },
+  'jobs-none': { text: 'No job changed: a retry takes parked jobs, make-due-now waiting ones, and a drop leaves jobs in flight or batched (or they finished already).', error: true },
+  'jobs-dropped': { text: 'Jobs dropped: the next write to each item owes them again.' },
 };
 
 /** The notice of a `?notice=` code, or nothing. */

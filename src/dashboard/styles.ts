@@ -66,6 +66,19 @@ ol.timeline li::before{content:"";position:absolute;left:-6px;top:.7em;width:10p
 .stats{display:flex;flex-wrap:wrap;gap:.6em 1.6em;margin:.3em 0 .8em}
 .stats div{display:flex;flex-direction:column}
 .stats b{font-size:1.25em;font-variant-numeric:tabular-nums}
+.bulk{display:flex;flex-wrap:wrap;gap:.4em;align-items:center;margin:0 0 .6em}
+td.actions{white-space:nowrap}
+td.actions button{margin:0 .2em .2em 0;padding:.25em .6em}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+.chips{display:inline-flex;flex-wrap:wrap;gap:.25em}
+.chip{display:inline-block;font-size:.82em;padding:.05em .55em;border-radius:9px;background:#e8eef6;color:#1f3b63}
+.text{white-space:pre-wrap;overflow-wrap:anywhere;background:var(--soft);border-radius:6px;padding:.6em .8em;max-height:40em;overflow-y:auto}
+ol.comments{list-style:none;padding:0;margin:0;display:grid;gap:.7em}
+ol.comments .meta{margin:0 0 .2em;font-size:.88em}
+ul.links{padding-left:1.2em}
+.item-layout{display:grid;grid-template-columns:minmax(0,1fr);gap:0 1.6em}
+.item-layout>*{min-width:0}
 @media (max-width:47.99em){th.wide,td.wide{display:none}td.title{min-width:9em}.pbar{width:4.5em}}
-@media (min-width:48em){.cards{grid-template-columns:1fr 1fr}main{padding:1.2em 1.6em}}
+@media (min-width:48em){main{padding:1.2em 1.6em}}
+@media (min-width:64em){.item-layout{grid-template-columns:minmax(0,1fr) minmax(0,1fr)}}
 `;

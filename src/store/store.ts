@@ -695,6 +695,22 @@ export interface ItemQuery {
   limit?: number;
 }
 
+/** What `searchItems` filters and pages by. */
+export interface ItemSearch {
+  workspaceId: string;
+  /**
+   * Items whose ref or title contains this (surrounding spaces ignored; `''` matches all). `%`,
+   * `_` and `\` are literal. Case is ignored for ASCII letters on both databases; other letters
+   * are folded by the database's `lower()` (PostgreSQL folds them, SQLite does not).
+   */
+  text?: string;
+  collectionId?: string;
+  /** @defaultValue 'live' */
+  deleted?: 'live' | 'deleted' | 'all';
+  offset: number;
+  limit: number;
+}
+
 /**
  * Most ids `ItemQuery.ids` takes: each is one bound parameter, and SQLite allows 32,766 a
  * statement; well below, so the other filters keep their parameters.
@@ -948,6 +964,11 @@ export interface Store extends TrackerStore, ActionStore {
   spendByHourSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendHourRow[] }>;
   /** Where the jobs of these (set, item) pairs stand; `itemIds` may be empty. */
   countChunkJobs(questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts>;
+  /**
+   * One workspace's items whose ref or title contains `text` (ItemSearch), newest write first
+   * (then by id), one page at a time, with how many match in all: the dashboard's items page.
+   */
+  searchItems(q: ItemSearch): Promise<{ rows: ItemRow[]; total: number }>;
   /** Jobs by set and state, with failing counts and the oldest owed time, by set name; one workspace's jobs only when `workspaceId` is given. */
   jobCountsBySet(workspaceId?: string): Promise<SetJobCounts[]>;
   /** One `verdict_meta` value, or null. */

@@ -35,6 +35,11 @@ let browser: Browser;
 const tokens: Record<'admin' | 'write' | 'read' | 'other', string> = { admin: '', write: '', read: '', other: '' };
 let parkedRef = '';
 let otherRef = '';
+/** Parked jobs the bulk retry takes, and an item with a description, comments and links (with a hostile comment added). */
+let bulkRefs: string[] = [];
+let textRef = '';
+let textTitle = '';
+const HOSTILE_COMMENT = '<script>alert(1)</script>\u202Egnp.exe said: blocked on legal';
 const metrics: Array<{ page: string; url: string; transferredBytes: number; requests: number; firstContentfulPaintMs: number | null; domContentLoadedMs: number | null }> = [];
 
 beforeAll(async () => {
@@ -56,22 +61,43 @@ beforeAll(async () => {
     for (const r of flags.rows.slice(3, 6)) await v.store.recordVerdict({ workspace: 'beads', ref: r.ref, key: r.questionKey, set: 'attention', ...(r.p > 0.95 ? { verdict: 'agree' as const } : { verdict: 'value' as const, value: false }), author: 'fixture' });
     await v.eval({ workspace: 'beads', gold: 'verdicts', stored: true });
     // A parked job: an edit owes the item's jobs, then the job is left as a worker parks it.
-    const item = (await v.store.getItemByRef((await v.store.getWorkspaceBySlug('beads'))!.id, flags.rows[8].ref))!;
+    const beads = (await v.store.getWorkspaceBySlug('beads'))!;
+    const item = (await v.store.getItemByRef(beads.id, flags.rows[8].ref))!;
     parkedRef = item.ref;
     await v.store.updateItem(item.id, { title: `${item.title} (edited)` });
+    // Two more parked jobs of other items, for the bulk retry.
+    for (const r of flags.rows.slice(12, 14)) {
+      const it = (await v.store.getItemByRef(beads.id, r.ref))!;
+      await v.store.updateItem(it.id, { title: `${it.title} (edited)` });
+      bulkRefs.push(it.ref);
+    }
   } finally {
     await v.close();
   }
   const sql = new Database(db);
-  const parked = sql.prepare(`UPDATE decision_jobs SET state = 'parked', last_error = 'AnswerDefect: answer_schema', last_error_at = ?, attempts = 3 WHERE item_id = (SELECT id FROM items WHERE ref = ?) AND question_set = 'attention'`).run(Date.now(), parkedRef);
+  const park = sql.prepare(`UPDATE decision_jobs SET state = 'parked', last_error = 'AnswerDefect: answer_schema', last_error_at = ?, attempts = 3 WHERE item_id = (SELECT id FROM items WHERE ref = ?) AND question_set = 'attention'`);
+  for (const ref of [parkedRef, ...bulkRefs]) expect(park.run(Date.now(), ref).changes).toBe(1);
+  // An item of the sample with a description, a comment and a link, as imported from the real tracker.
+  const withText = sql
+    .prepare(`SELECT i.ref AS ref, i.title AS title FROM items i WHERE i.content <> '' AND EXISTS (SELECT 1 FROM comments c WHERE c.item_id = i.id AND c.deleted_at IS NULL) AND EXISTS (SELECT 1 FROM item_links l WHERE l.source_id = i.id OR l.target_id = i.id) ORDER BY i.ref LIMIT 1`)
+    .get() as { ref: string; title: string };
   sql.close();
-  expect(parked.changes).toBe(1);
+  textRef = withText.ref;
+  textTitle = withText.title;
+  const w = await createVerdict({ database: db, provider: 'fake' });
+  try {
+    const it = (await w.store.getItemByRef((await w.store.getWorkspaceBySlug('beads'))!.id, textRef))!;
+    await w.store.addComment({ itemId: it.id, author: 'mallory', body: HOSTILE_COMMENT });
+  } finally {
+    await w.close();
+  }
   serve = spawnCli(['serve'], { VERDICT_DATABASE_URL: db, VERDICT_PROVIDER: 'fake', VERDICT_HTTP_PORT: '0' });
-  base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 30_000))!;
+  base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 120_000))!;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   rmSync(ARTIFACTS, { recursive: true, force: true });
   mkdirSync(ARTIFACTS, { recursive: true });
-}, 120_000);
+  // Generous: the demo drains a real tracker's sample, on a machine that may be shared.
+}, 600_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -168,7 +194,9 @@ describe('the dashboard in Chromium', () => {
     await expect(page.getByRole('status').textContent()).resolves.toContain('Verdict recorded');
     const after = page.locator('section.card', { has: page.locator('h3 code', { hasText: firstKey }) }).first();
     await expect(after.textContent()).resolves.toContain('a person\u2019s value');
-    await expect(page.locator('main').textContent()).resolves.toContain('token:');
+    // The author by the token's name, not its id.
+    await expect(page.locator('main').textContent()).resolves.toContain('by triage');
+    await expect(page.locator('main').textContent()).resolves.not.toContain('token:');
     // Reflected in the flags: the key overridden to false no longer surfaces for that item.
     await page.goto('/ui/flags');
     const still = await page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(firstRef)}"]`) }).locator('code').allTextContents();
@@ -178,17 +206,139 @@ describe('the dashboard in Chromium', () => {
 
   it('retries a parked job from the queue (admin)', async () => {
     const { context, page } = await loggedIn(tokens.admin);
-    await page.goto('/ui/queue');
-    const row = page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) });
+    await page.goto('/ui/queue?state=parked');
+    const row = page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) });
     await expect(row.textContent()).resolves.toContain('AnswerDefect');
+    await expect(row.textContent()).resolves.toContain('not until retried');
     await row.getByRole('button', { name: 'Retry' }).click();
     await page.waitForURL('**notice=jobs-retried');
-    expect(await page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) }).count()).toBe(0);
+    await page.goto('/ui/queue?state=parked');
+    expect(await page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) }).count()).toBe(0);
     await page.goto(itemUrl(parkedRef));
     const setRow = page.locator('main table tbody tr', { hasText: 'attention' });
     await expect(setRow.textContent()).resolves.toMatch(/owed, due/);
     await context.close();
   });
+
+  it('lists the queue\u2019s jobs with state, next due and last error, and retries the ticked ones in bulk; a drop asks first', async () => {
+    const { context, page } = await loggedIn(tokens.admin);
+    await page.goto('/ui/queue');
+    const header = (await page.locator('#queue-jobs thead th').allTextContents()).map((t) => t.trim());
+    expect(header).toEqual(expect.arrayContaining(['Item', 'Set', 'State', 'Next due', 'Tries', 'Last error', 'Action']));
+    const rowOf = (ref: string) => page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(ref)}"]`) });
+    for (const ref of bulkRefs) {
+      await expect(rowOf(ref).textContent()).resolves.toContain('parked');
+      await expect(rowOf(ref).textContent()).resolves.toContain('AnswerDefect: answer_schema');
+    }
+    // The job page: every column in words, reached from its row.
+    await rowOf(bulkRefs[0]).getByRole('link', { name: 'job' }).click();
+    await page.waitForURL(`**${itemUrl(bulkRefs[0])}/jobs/attention`);
+    await expect(page.locator('dl.fields').textContent()).resolves.toMatch(/Attempts\s*3/);
+    await expect(page.locator('dl.fields').textContent()).resolves.toContain('AnswerDefect: answer_schema');
+    await page.goto('/ui/queue?state=parked');
+    // Tick both, press the bulk button: both are re-owed, and nothing else changed.
+    for (const ref of bulkRefs) await rowOf(ref).getByRole('checkbox').check();
+    await page.getByRole('button', { name: 'Retry selected' }).click();
+    await page.waitForURL('**notice=jobs-retried');
+    await expect(page.getByRole('status').textContent()).resolves.toContain('re-owed');
+    await page.goto('/ui/queue?state=owed');
+    for (const ref of bulkRefs) await expect(rowOf(ref).textContent()).resolves.toContain('due now');
+    // Drop: the first press only asks; Cancel keeps the job, the confirming button drops it.
+    await rowOf(bulkRefs[0]).getByRole('checkbox').check();
+    await page.getByRole('button', { name: 'Drop selected…' }).click();
+    await expect(page.locator('h1').textContent()).resolves.toBe('Drop 1 job?');
+    await page.getByRole('link', { name: /Cancel/ }).click();
+    await page.waitForURL('**/ui/queue');
+    await expect(rowOf(bulkRefs[0]).count()).resolves.toBe(1);
+    await rowOf(bulkRefs[0]).getByRole('button', { name: 'Drop' }).click();
+    await page.getByRole('button', { name: 'Drop 1 job' }).click();
+    await page.waitForURL('**notice=jobs-dropped');
+    await expect(rowOf(bulkRefs[0]).count()).resolves.toBe(0);
+    await expect(rowOf(bulkRefs[1]).count()).resolves.toBe(1);
+    await context.close();
+  }, 180_000);
+
+  it('shows the item\u2019s description, comments and links beside its decisions, tracker text escaped and isolated', async () => {
+    const { context, page } = await loggedIn(tokens.read);
+    await page.goto(itemUrl(textRef));
+    const text = page.locator('section.item-text');
+    await expect(text.locator('.text').first().textContent()).resolves.not.toBe('');
+    const comments = text.locator('ol.comments > li');
+    expect(await comments.count()).toBeGreaterThanOrEqual(2);
+    // The hostile comment reads as its text: no element was made of it, and its block isolates its direction.
+    const hostile = comments.filter({ hasText: 'blocked on legal' });
+    await expect(hostile.locator('.text').textContent()).resolves.toBe(HOSTILE_COMMENT);
+    await expect(hostile.locator('.text').getAttribute('dir')).resolves.toBe('auto');
+    await expect(hostile.locator('.meta').textContent()).resolves.toContain('mallory');
+    expect(await page.locator('main script').count()).toBe(0);
+    const links = text.locator('ul.links > li');
+    expect(await links.count()).toBeGreaterThan(0);
+    // A link's other end is an item page of this workspace.
+    const other = (await links.first().locator('a').getAttribute('href'))!;
+    expect(other).toMatch(/^\/ui\/items\//);
+    // Beside the decisions: side by side at desktop width, the text first.
+    const [a, b] = [await text.boundingBox(), await page.locator('#item-decisions').boundingBox()];
+    expect(a!.x + a!.width).toBeLessThanOrEqual(b!.x + 1);
+    expect(await page.locator('#item-decisions table').count()).toBeGreaterThan(0);
+    await context.close();
+  }, 180_000);
+
+  it('searches items by title and by ref, and pages the results', async () => {
+    const { context, page } = await loggedIn(tokens.read);
+    await page.getByRole('link', { name: 'Items' }).click();
+    await page.waitForURL('**/ui/items');
+    await expect(page.locator('main p.muted').first().textContent()).resolves.toMatch(/^\d+ items, most recently changed first; 1–50 shown\.$/);
+    await expect(page.getByRole('link', { name: 'Next →' }).count()).resolves.toBe(1);
+    // A word of the title, in other case: the item is found.
+    const word = textTitle.split(/\s+/).filter((x) => x.length >= 5).sort((x, y) => y.length - x.length)[0];
+    await page.getByRole('searchbox').fill(word.toUpperCase());
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL('**/ui/items?q=*');
+    const refs = await page.locator('main table tbody tr td:first-child a').allTextContents();
+    expect(refs).toContain(textRef);
+    for (const t of await page.locator('main table tbody tr td.title').allTextContents()) expect(t.toLowerCase()).toContain(word.toLowerCase());
+    // By ref: exactly that item among the matches, and the search box keeps the text.
+    await page.getByRole('searchbox').fill(textRef);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL(`**/ui/items?q=${encodeURIComponent(textRef)}`);
+    expect(await page.locator('main table tbody tr td:first-child a').allTextContents()).toContain(textRef);
+    await expect(page.getByRole('searchbox').inputValue()).resolves.toBe(textRef);
+    await page.getByRole('searchbox').fill('no item has this text anywhere 0xdeadbeef');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForURL('**/ui/items?q=*');
+    await expect(page.locator('main').textContent()).resolves.toContain('No item matches.');
+    await context.close();
+  }, 180_000);
+
+  it('refreshes the open queue in place when a job is owed, keeping the scroll position', async () => {
+    const { context, page } = await loggedIn(tokens.admin, PHONE);
+    await page.goto('/ui/queue');
+    const target = (await page.locator('#queue-jobs tbody tr td:first-child a').allTextContents()).length;
+    // Mark the page: a full reload would lose the mark.
+    await page.evaluate('window.__same = true; window.scrollTo(0, 300)');
+    // The live region is read by the script: no element of it is busy, so it is swapped when it changes.
+    const scrolled = (await page.evaluate('window.scrollY')) as number;
+    expect(scrolled).toBeGreaterThan(0);
+    // A write to an item through the library owes its jobs: the page must show them without a reload.
+    const v = await createVerdict({ database: join(dir, 'demo.db'), provider: 'fake' });
+    let freshRef = '';
+    try {
+      const ws = (await v.store.getWorkspaceBySlug('beads'))!;
+      const listed = new Set(await page.locator('#queue-jobs tbody tr td:first-child a').allTextContents());
+      const it = (await v.store.listItems({ workspaceId: ws.id, limit: 200 })).find((i) => !listed.has(i.ref) && i.ref !== textRef)!;
+      freshRef = it.ref;
+      await v.store.updateItem(it.id, { title: `${it.title} (edited while the queue was open)` });
+    } finally {
+      await v.close();
+    }
+    // Polls every 5 s (LIVE_REFRESH_MS): a wait for the row, not a timing.
+    await page.locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`).first().waitFor({ timeout: 60_000 });
+    expect(await page.locator('#queue-jobs tbody tr td:first-child a').count()).toBeGreaterThan(target);
+    expect(await page.evaluate('window.__same === true')).toBe(true);
+    // Not back at the top (Chromium's scroll anchoring may move it down by the rows added above).
+    expect(await page.evaluate('window.scrollY')).toBeGreaterThanOrEqual(scrolled);
+    await context.close();
+  }, 180_000);
 
   it('shows a read token no verdict or job controls, and refuses its POSTs', async () => {
     const { context, page } = await loggedIn(tokens.read);
@@ -240,8 +390,12 @@ describe('the dashboard in Chromium', () => {
   it('writes screenshots of every page at desktop and phone width, with each page\u2019s weight and first render', async () => {
     const pages: Array<[string, string]> = [
       ['flags', '/ui/flags'],
-      ['item', itemUrl(parkedRef)],
+      ['items', '/ui/items'],
+      ['items-search', `/ui/items?q=${encodeURIComponent(textTitle.split(/\s+/)[0])}`],
+      ['item', itemUrl(textRef)],
+      ['item-parked', itemUrl(parkedRef)],
       ['queue', '/ui/queue'],
+      ['job', `${itemUrl(bulkRefs[1])}/jobs/attention`],
       ['spend', '/ui/spend'],
       ['quality', '/ui/quality'],
     ];

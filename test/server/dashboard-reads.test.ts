@@ -181,7 +181,7 @@ describe('the dashboard over HTTP', () => {
     cookie = `verdict_csrf=${secret.value}; verdict_session=${session.value}`;
   });
 
-  it('escapes tracker text, sends a script-free CSP, and shows only the token\u2019s workspace', async () => {
+  it('escapes tracker text, sends a CSP that runs only the dashboard\u2019s own script file, and shows only the token\u2019s workspace', async () => {
     const flags = await app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie } });
     expect(flags.statusCode).toBe(200);
     expect(flags.body).toContain('T-4 &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
@@ -189,7 +189,10 @@ describe('the dashboard over HTTP', () => {
     expect(item.body).toContain('&lt;script&gt;alert(1)');
     expect(item.statusCode).toBe(200);
     expect(flags.headers['content-security-policy']).toContain("default-src 'none'");
-    expect(flags.headers['content-security-policy']).not.toContain('script-src');
+    // Scripts only from the dashboard itself: no inline script, no other origin.
+    expect(flags.headers['content-security-policy']).toContain("script-src 'self';");
+    expect(flags.headers['content-security-policy']).not.toMatch(/unsafe-inline[^;]*;[^;]*$|script-src[^;]*(unsafe|http|\*)/);
+    expect(flags.body).toContain('<script src="/ui/assets/live.js" defer></script>');
     expect((await app.inject({ method: 'GET', url: '/ui/items/B-1', headers: { cookie } })).statusCode).toBe(404);
     expect(flags.body).not.toContain('B-1');
     for (const b of [flags.body, item.body]) expect(b).not.toMatch(/<script>|<img src=x/);
@@ -214,6 +217,28 @@ describe('the dashboard over HTTP', () => {
     const writer = (await v.tokens.create({ workspace: 'acme', role: 'write' })).token;
     const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
     expect(v1.statusCode).toBe(415);
+  });
+
+  it('answers a refused verdict with the library\u2019s reason on the item page, and records nothing', async () => {
+    const login = await app.inject({ method: 'GET', url: '/ui/login' });
+    const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
+    const c0 = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage' })).token;
+    const r = await post('/ui/login', { _csrf: c0, token }, `verdict_csrf=${secret.value}`);
+    const writer = `verdict_csrf=${secret.value}; verdict_session=${r.cookies.find((c) => c.name === 'verdict_session')!.value}`;
+    const before = (await v.store.listVerdicts({ workspace: 'acme', ref: 'T-2' })).length;
+    const bad = await post('/ui/items/T-2/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'value', value: 'perhaps' }, writer);
+    expect(bad.statusCode).toBe(400);
+    const reason = /That verdict was refused: ([^<]*)</.exec(bad.body)?.[1] ?? '';
+    // The library's own words for this value, not a list of possible causes.
+    const lib = String(await v.store.recordVerdict({ workspace: 'acme', ref: 'T-2', set: 'triage', key: 'blocked', verdict: 'value', value: 'perhaps', author: 'x' }).catch((e: Error) => e.message));
+    expect(reason).not.toBe('');
+    expect(reason).toBe(lib.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'));
+    expect(bad.body).toContain('<h1><bdi>T-2</bdi>');
+    const kind = await post('/ui/items/T-2/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'shrug' }, writer);
+    expect(kind.statusCode).toBe(400);
+    expect(kind.body).toContain('verdict must be agree, disagree, value or withdrawn');
+    expect((await v.store.listVerdicts({ workspace: 'acme', ref: 'T-2' })).length).toBe(before);
   });
 
   it('marks the session cookie Secure behind an https proxy, clamps pages, and shows only known notices', async () => {

@@ -518,6 +518,33 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
+  describe(`${backend.name}: searchItems (the dashboard's items page)`, () => {
+    it('finds by text in the ref or the title, ASCII case ignored, LIKE wildcards literal, and pages with the total', async () => {
+      await item('bd-1', { title: 'Login page BLOCKED by auth' });
+      await item('bd-2', { title: 'Search results' });
+      await item('BD-3', { title: '100% done_soon' });
+      await item('x-4', { title: 'Nothing to see' });
+      const gone = await item('bd-5', { title: 'blocked, then deleted' });
+      await fx.store.softDeleteItem(gone.id);
+      const found = async (text: string, extra: Record<string, unknown> = {}) =>
+        (await fx.store.searchItems({ workspaceId: fx.ws.id, text, offset: 0, limit: 50, ...extra })).rows.map((i) => i.ref).sort();
+      expect(await found('blocked')).toEqual(['bd-1']); // title, case ignored; the deleted one left out
+      expect(await found('blocked', { deleted: 'deleted' })).toEqual(['bd-5']);
+      expect(await found('blocked', { deleted: 'all' })).toEqual(['bd-1', 'bd-5']);
+      expect(await found('bd-')).toEqual(['BD-3', 'bd-1', 'bd-2']); // ref, case ignored
+      expect(await found('%')).toEqual(['BD-3']); // a literal percent sign, not "anything"
+      expect(await found('_')).toEqual(['BD-3']);
+      expect(await found('  search ')).toEqual(['bd-2']);
+      expect(await found('')).toHaveLength(4);
+      const page = await fx.store.searchItems({ workspaceId: fx.ws.id, text: 'bd', offset: 1, limit: 1 });
+      expect(page.total).toBe(3);
+      expect(page.rows).toHaveLength(1);
+      const other = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'elsewhere' });
+      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: other.id, ref: 'bd-9', title: 'in another collection' });
+      expect(await found('bd', { collectionId: other.id })).toEqual(['bd-9']);
+    });
+  });
+
   describe(`${backend.name}: answers and spend`, () => {
     it('an answer insert that conflicts on the idempotency key does nothing; answeredKeys sees exact keys only', async () => {
       const it1 = await item('T-1');

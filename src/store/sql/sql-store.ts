@@ -62,6 +62,7 @@ const OPERATIONS = {
   listLinks: reads.listLinks,
   listItems: reads.listItems,
   countItems: reads.countItems,
+  searchItems: reads.searchItems,
   oweJobs: owePairs,
   advanceCollectionOwes,
   claimNextJob: jobs.claimNextJob,
