@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { explainItem, type ExplainReport } from '../reads/explain.js';
+import { explainItem, type ExplainReport } from '../compose/explain.js';
 import { InvalidInput } from '../errors.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 import { readerFor } from './reader.js';
@@ -7,7 +7,7 @@ import { formatAnswer } from './show.js';
 
 /**
  * `verdict explain REF [--set NAME]`: what Verdict would ask about the item now, per set, exactly
- * (src/reads/explain.ts). It prints item and question text on this explicit request only; nothing
+ * (src/compose/explain.ts). It prints item and question text on this explicit request only; nothing
  * of it is logged.
  */
 export function registerExplainCommand(program: Command): void {

@@ -28,7 +28,7 @@ import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type Sp
 import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
-import { explainItem, type ExplainReport } from '../reads/explain.js';
+import { explainItem, type ExplainReport } from './explain.js';
 import { InvalidInput } from '../errors.js';
 import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
 import { loadActionsConfig, type ActionMode } from '../actions/config.js';
@@ -429,7 +429,7 @@ export interface Verdict {
    */
   eval(opts: EvalOptions): Promise<EvalReport>;
   /**
-   * "Why did it say that" (src/reads/explain.ts): for each set of the item's collection (or only
+   * "Why did it say that" (src/compose/explain.ts): for each set of the item's collection (or only
    * `set`), the exact system prompt and user message Verdict would send for the item's current
    * state, the state hash, and the stored answers with whether each was asked about that state and
    * their rationale when the set asks for one. Item and question text: return it to the one who

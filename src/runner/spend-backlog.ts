@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import type { SpendRecord, Store } from '../store/store.js';
-import { errCode } from './evaluate.js';
+import { errCode } from './error-code.js';
 
 /**
  * Spend of paid calls that could not be written (a full disk, a database outage), kept in the

@@ -10,8 +10,7 @@ import * as S from './schemas.js';
 import { itemJson, verdictRowJson } from '../compose/read-schemas.js';
 import { tokenAuthor } from '../access/tokens.js';
 import { registerProposalRoutes } from './proposal-routes.js';
-import { fieldsForDisplay } from '../reads/reads.js';
-import { mergePatch } from './merge-patch.js';
+import { patchItemFields } from '../compose/merge-patch.js';
 
 /**
  * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
@@ -204,8 +203,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   app.patch('/items/:ref', { config: write, schema: { summary: 'Change an item: title, content, and fields as a JSON Merge Patch (RFC 7396)', tags: ['items'], params: P.item, body: S.itemPatchBody, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {
     const { ws, item } = await itemOf(req, req.params.ref);
     const { fields: patch, ...rest } = req.body;
-    // RFC 7396 on the stored object, read losslessly so members the patch does not name keep their number literals.
-    const fields = patch === undefined ? undefined : (mergePatch(fieldsForDisplay(item.fields), patch) as Record<string, unknown>);
+    const fields = patch === undefined ? undefined : patchItemFields(item.fields, patch);
     return written(await v.store.updateItem(item.id, fields === undefined ? rest : { ...rest, fields }), await itemViews(ws));
   });
   app.delete('/items/:ref', { config: write, schema: { tags: ['items'], summary: 'Soft delete: nothing of the item is sent to a provider after this', params: P.item, response: { 200: S.writeResult(S.itemView), ...err } } }, async (req) => {

@@ -6,7 +6,7 @@ import { startFakeAnthropicServer, type FakeAnthropicServer } from '../../src/te
 import { captureLog } from '../harness/log-capture.js';
 
 /**
- * "Why did it say that" (`Verdict.explain`, src/reads/explain.ts): the prompt it shows is the one
+ * "Why did it say that" (`Verdict.explain`, src/compose/explain.ts): the prompt it shows is the one
  * the Anthropic provider sent for that state, byte for byte (the real SDK against the fake
  * server), stored answers say whether they were asked about it, rationales are shown for a set
  * that asks for them, and nothing of it reaches the log.

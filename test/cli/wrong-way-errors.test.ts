@@ -118,7 +118,7 @@ describe('estimate --model under the fake provider', () => {
   it('prices the named model, never at the fake\'s $0; a model with no price is refused with the reason', async () => {
     const priced = await cli(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'claude-haiku-4-5']);
     expect(priced.code).toBe(0);
-    expect(priced.out).toMatch(/^estimate for anthropic:claude-haiku-4-5 \(prices from src\/providers\/pricing\.ts/);
+    expect(priced.out).toMatch(/^estimate for anthropic:claude-haiku-4-5 \(prices from Verdict's price table/);
     const unknown = await cli(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'nonesuch-1']);
     expect(unknown.code).toBe(2);
     expect(unknown.err).toMatch(/^verdict: --model nonesuch-1 with --provider fake: the fake provider calls no model and would price it at \$0.*; name the model's provider/);

@@ -363,7 +363,11 @@ describe('rows the builder cannot read park visibly instead of failing forever',
   });
 
   it('a collection schema whose fields is not a list does not break the runner', async () => {
-    const odd = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never });
+    // The door refuses such a schema (DESIGN §16.25)...
+    await expect(fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never })).rejects.toThrow(/schema\.fields/);
+    // ...and a row that got past it (an older row, another writer) does not break the runner.
+    const odd = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: [] } });
+    fx.store.ctx.db.$client.prepare('UPDATE collections SET schema = ? WHERE id = ?').run('{"fields":5}', odd.id);
     await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: odd.id, ref: 'O-1', title: 't', content: 'b', fields: { status: 'open' } });
     fx.clock.advance(30_000);
     const r = await runOnce(runnerOptions(fx, fake), signal);

@@ -101,16 +101,18 @@ describe('SQLite under another process\'s write lock', () => {
     const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]) });
     try {
       const ws = await store.createWorkspace({ slug: 'acme' });
+      const tasks = await store.createCollection({ workspaceId: ws.id, slug: 'tasks' });
       const client = store.ctx.db.$client;
       const pages = client.pragma('page_count', { simple: true }) as number;
       client.pragma(`max_page_count = ${pages}`); // SQLite's own "database or disk is full"
       const big = 'x'.repeat(200_000);
-      await expect(store.createCollection({ workspaceId: ws.id, slug: big })).rejects.toMatchObject({ code: 'SQLITE_FULL' });
+      await expect(store.createItem({ workspaceId: ws.id, collectionId: tasks.id, ref: 'BIG-1', title: 'big', content: big })).rejects.toMatchObject({ code: 'SQLITE_FULL' });
       expect(store.storageProblem()).toBe('disk full');
       client.pragma('max_page_count = 1073741823');
       await store.createCollection({ workspaceId: ws.id, slug: 'small' });
       expect(store.storageProblem()).toBeNull();
-      expect((await store.listCollections(ws.id)).map((c) => c.slug)).toEqual(['small']);
+      expect((await store.listCollections(ws.id)).map((c) => c.slug).sort()).toEqual(['small', 'tasks']);
+      expect(await store.getItemByRef(ws.id, 'BIG-1')).toBeNull();
     } finally {
       await store.close();
     }

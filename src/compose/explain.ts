@@ -5,7 +5,7 @@ import { setTargets } from '../decision/set-states.js';
 import { buildSystemPrompt } from '../providers/prompt.js';
 import { silentLogger } from '../log.js';
 import type { Store } from '../store/store.js';
-import type { DecisionReader, StaleReason } from './reads.js';
+import type { DecisionReader, StaleReason } from '../reads/reads.js';
 
 /**
  * "Why did it say that": for each set of an item, the exact prompt Verdict would send for the
