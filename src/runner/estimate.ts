@@ -118,9 +118,12 @@ export interface EstimatedItemCalls {
   index: number;
   itemId: string;
   calls: EstimatedCall[];
+  /** The calls of the `unanswered` part: only the keys without a current answer. */
+  owed: EstimatedCall[];
 }
 
-function emptyWork(): WorkEstimate {
+/** Zero calls and tokens, at $0. */
+export function emptyWork(): WorkEstimate {
   return { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
 }
 
@@ -168,6 +171,7 @@ export async function estimateSet(
     let itemAll = false;
     let itemOwed = false;
     const itemCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
+    const itemOwedCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
     // The runner's own rule for what is answered (DESIGN §7 step 5, §16.17 as_of), so the estimate
     // counts exactly the keys a drain would ask.
     for (const { target: t, askState, done } of await answeredNow(store, set, item.id, targets, keys, fps)) {
@@ -188,13 +192,13 @@ export async function estimateSet(
       itemAll = true;
       const remaining = keys.filter((k) => !done.has(k));
       if (remaining.length) {
-        add(unanswered, remaining);
+        add(unanswered, remaining, itemOwedCalls);
         itemOwed = true;
       }
     }
     if (itemAll) all.items++;
     if (itemOwed) unanswered.items++;
-    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls });
+    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls, owed: itemOwedCalls! });
   }
   all.costUsd = costOf(target.pricing, all);
   unanswered.costUsd = costOf(target.pricing, unanswered);
@@ -233,3 +237,4 @@ export function sumWork(parts: readonly WorkEstimate[]): WorkEstimate {
   }
   return t;
 }
+
