@@ -1,0 +1,62 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { estimateSets } from '../../src/cli/estimate.js';
+import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
+import { bundledSamplePath, importBeads } from '../../src/importers/beads.js';
+import { FakeProvider } from '../../src/providers/fake.js';
+import { CoAskTally } from '../../src/runner/co-ask-estimate.js';
+import { estimateTarget, sumWork } from '../../src/runner/estimate.js';
+import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
+import { makeFixture, type Fixture } from '../harness/store-fixture.js';
+
+/**
+ * The estimate counts calls as the worker makes them (DESIGN §16.18): sets of one item reading
+ * byte-identical state share one call. Checked against the spend table after a drain with the
+ * fake provider counting tokens as the estimate's heuristic does (`usage: 'prompt'`).
+ */
+
+let fx: Fixture | undefined;
+afterEach(async () => {
+  await fx?.cleanup();
+  fx = undefined;
+});
+
+const within = (estimated: number, billed: number) => Math.abs(estimated - billed) / billed;
+
+async function estimateThenDrain(f: Fixture) {
+  const tally = new CoAskTally();
+  const target = estimateTarget('fake', new FakeProvider().model);
+  const sets = await estimateSets(f.store, f.registry, target, { tally });
+  const total = tally.total(target.pricing);
+  const alone = sumWork(sets.map((s) => s.unanswered));
+  f.clock.advance(24 * 3_600_000);
+  await drainNow(runnerOptions(f, new FakeProvider({ usage: 'prompt' })), 100_000);
+  const billed = await f.store.spendSince(365 * 86_400_000);
+  return { total, alone, billed };
+}
+
+describe('estimate with co-asking', () => {
+  it('a co-asked set pair: calls and tokens within 10 % of what the drain bills', async () => {
+    fx = await makeFixture([attentionSet, effortSet]);
+    for (const ref of ['T-1', 'T-2', 'T-3']) {
+      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+    }
+    const { total, alone, billed } = await estimateThenDrain(fx);
+    expect(billed.calls).toBe(3);
+    expect(alone.calls).toBe(6);
+    expect(total.unanswered.calls).toBe(billed.calls);
+    expect(within(total.unanswered.inputTokens, billed.inputTokens)).toBeLessThan(0.1);
+    expect(within(total.unanswered.outputTokens, billed.outputTokens)).toBeLessThan(0.1);
+  });
+
+  it('the bundled sample: calls and tokens within 10 % of what the drain bills', async () => {
+    fx = await makeFixture();
+    await importBeads(fx.store, bundledSamplePath(), { workspaceSlug: 'beads' });
+    const { total, alone, billed } = await estimateThenDrain(fx);
+    expect(billed.calls).toBeGreaterThan(0);
+    // Counted alone, the sets' calls exceed the calls made (the figure the issue quotes).
+    expect(alone.calls).toBeGreaterThan(billed.calls * 1.1);
+    expect(within(total.unanswered.calls, billed.calls)).toBeLessThan(0.1);
+    expect(within(total.unanswered.inputTokens, billed.inputTokens)).toBeLessThan(0.1);
+    expect(within(total.unanswered.outputTokens, billed.outputTokens)).toBeLessThan(0.1);
+  });
+});
