@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { estimateDrain } from '../../src/cli/demo-estimate.js';
 import { estimateSets } from '../../src/cli/estimate.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { bundledSamplePath, importBeads } from '../../src/importers/beads.js';
@@ -48,10 +49,14 @@ describe('estimate with co-asking', () => {
     expect(within(total.unanswered.outputTokens, billed.outputTokens)).toBeLessThan(0.1);
   });
 
-  it('the bundled sample: calls and tokens within 10 % of what the drain bills', async () => {
+  it('the bundled sample: calls and tokens of estimate and of the demo\'s estimate within 10 % of what the drain bills', async () => {
     fx = await makeFixture();
     await importBeads(fx.store, bundledSamplePath(), { workspaceSlug: 'beads' });
+    const demo = await estimateDrain(fx.store, fx.registry);
     const { total, alone, billed } = await estimateThenDrain(fx);
+    // The demo's estimate (DESIGN §12) counts the owed jobs the same way.
+    expect(within(demo.calls, billed.calls)).toBeLessThan(0.1);
+    expect(within(demo.inputTokens, billed.inputTokens)).toBeLessThan(0.1);
     expect(billed.calls).toBeGreaterThan(0);
     // Counted alone, the sets' calls exceed the calls made (the figure the issue quotes).
     expect(alone.calls).toBeGreaterThan(billed.calls * 1.1);
