@@ -5,7 +5,8 @@ import type { Logger } from '../log.js';
 import { DEFAULT_ANTHROPIC_MODEL } from '../providers/anthropic.js';
 import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
-import { PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
+import { batchCostOf, formatUsd, PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
+import { batchingActive } from '../worker/batches.js';
 import { CoAskTally, type CoAskedEstimate } from '../runner/co-ask-estimate.js';
 import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
 import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
@@ -81,6 +82,25 @@ export function exactCounterFor(cfg: Config, logger: Logger): { target: Estimate
     throw new UsageError(new ExactCountUnavailable(p.name).message);
   }
   return { target: estimateTarget(p.name, p.model, { model: p.model, promptVersion: p.promptVersion, effort: p.effort }), counter: p };
+}
+
+/**
+ * What the unanswered work of a backfill costs through Message Batches (DESIGN §16.19), when a
+ * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
+ * API); null otherwise, or when the provider cannot be built here (no key).
+ */
+export function batchedBackfillCost(cfg: Config, logger: Logger, target: EstimateTarget, e: { unanswered: WorkEstimate } | undefined): number | null {
+  if (!e || target.pricing.kind !== 'priced') return null;
+  let provider;
+  try {
+    provider = createProvider(cfg, logger);
+  } catch (err) {
+    if (err instanceof ConfigError) return null;
+    throw err;
+  }
+  void provider?.close?.();
+  if (!provider || !batchingActive(provider, cfg.batch)) return null;
+  return batchCostOf(target.pricing, e.unanswered);
 }
 
 /**
@@ -162,6 +182,10 @@ export function registerEstimateCommand(program: Command): void {
             ? `${JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, estimates, ...(total ? { total } : {}) }, null, 2)}\n`
             : `${formatEstimates(target, estimates, total)}\n`,
         );
+        // The unanswered work is what a backfill or reask owes, at backfill priority: a worker with
+        // this configuration sends it as Message Batches (DESIGN §16.19).
+        const batched = o.json ? null : batchedBackfillCost(cfg, logger, target, total && estimates.length > 1 ? total : estimates[0]);
+        if (batched !== null) process.stdout.write(`  with --batch ${cfg.batch} (this worker's setting) a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h\n`);
       } finally {
         await store.close();
         await exact?.counter.close?.();

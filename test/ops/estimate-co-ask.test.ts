@@ -1,4 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli/program.js';
+import { batchCostOf, formatUsd } from '../../src/providers/pricing.js';
 import { estimateDrain } from '../../src/cli/demo-estimate.js';
 import { estimateSets } from '../../src/cli/estimate.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
@@ -17,6 +19,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 let fx: Fixture | undefined;
 afterEach(async () => {
+  vi.unstubAllEnvs();
   await fx?.cleanup();
   fx = undefined;
 });
@@ -63,5 +66,39 @@ describe('estimate with co-asking', () => {
     expect(within(total.unanswered.calls, billed.calls)).toBeLessThan(0.1);
     expect(within(total.unanswered.inputTokens, billed.inputTokens)).toBeLessThan(0.1);
     expect(within(total.unanswered.outputTokens, billed.outputTokens)).toBeLessThan(0.1);
+  }, 180_000); // 80 items estimated and drained on a shared machine
+});
+
+describe('verdict estimate', () => {
+  it('prints the co-asked total, and its batch price where a worker would batch the work', async () => {
+    fx = await makeFixture([attentionSet, effortSet]);
+    for (const ref of ['T-1', 'T-2', 'T-3']) {
+      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+    }
+    vi.stubEnv('ANTHROPIC_API_KEY', 'sk-ant-test');
+    let out = '';
+    const w = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
+    const run = async (...args: string[]) => {
+      out = '';
+      try {
+        process.exitCode = undefined;
+        expect(await main(['node', 'verdict', 'estimate', '--provider', 'anthropic', '--model', 'claude-haiku-5-5', ...args, '--database-url', fx!.file, '--log-level', 'silent'])).toBe(0);
+      } finally {
+        process.exitCode = undefined;
+      }
+      return out;
+    };
+    try {
+      const json = JSON.parse(await run('--json'));
+      expect(json.total.unanswered).toMatchObject({ items: 3, calls: 3 });
+      const text = await run('--batch', 'auto');
+      expect(text).toMatch(/total, with sets reading the same state asked in one call as the worker asks them:\n {2}unanswered now: 3 items, 3 calls/);
+      const half = batchCostOf(estimateTarget('anthropic', 'claude-haiku-5-5').pricing, json.total.unanswered)!;
+      expect(half).toBeCloseTo(json.total.unanswered.costUsd / 2, 12);
+      expect(text).toContain(`a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(half)}`);
+      expect(await run('--batch', 'off')).not.toContain('Message Batches');
+    } finally {
+      w.mockRestore();
+    }
   });
 });
