@@ -5,35 +5,13 @@ import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { Backfill, loadBackfillCursor, type BackfillProgress, type BackfillReport } from '../runner/backfill.js';
 import type { SetEstimate } from '../runner/estimate.js';
+import { formatUsd } from '../providers/pricing.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
-import { EXACT_OPTION_HELP, estimateSets, estimateTargetFor, exactCounterFor, formatEstimates } from './estimate.js';
+import { batchedBackfillCost, EXACT_OPTION_HELP, estimateSets, estimateTargetFor, exactCounterFor, formatEstimates } from './estimate.js';
 import { runWorker } from './worker.js';
 import { VerdictError } from '../errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
-import { batchingActive } from '../worker/batches.js';
-import { batchCostOf, formatUsd } from '../providers/pricing.js';
-import type { EstimateTarget } from '../runner/estimate.js';
-import { ConfigError } from '../config.js';
-
-/**
- * What the unanswered work of a backfill costs through Message Batches (DESIGN §16.19), when a
- * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
- * API); null otherwise, or when the provider cannot be built here (no key).
- */
-export function batchedBackfillCost(cfg: Config, logger: Logger, target: EstimateTarget, e: SetEstimate | undefined): number | null {
-  if (!e || target.pricing.kind !== 'priced') return null;
-  let provider;
-  try {
-    provider = createProvider(cfg, logger);
-  } catch (err) {
-    if (err instanceof ConfigError) return null;
-    throw err;
-  }
-  void provider?.close?.();
-  if (!provider || !batchingActive(provider, cfg.batch)) return null;
-  return batchCostOf(target.pricing, e.unanswered);
-}
 
 /**
  * `verdict backfill --set NAME [--workspace SLUG]` (DESIGN §11; the logic is src/runner/backfill.ts).

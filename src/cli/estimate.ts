@@ -5,7 +5,9 @@ import type { Logger } from '../log.js';
 import { DEFAULT_ANTHROPIC_MODEL } from '../providers/anthropic.js';
 import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
-import { PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
+import { batchCostOf, formatUsd, PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
+import { batchingActive } from '../worker/batches.js';
+import { CoAskTally, type CoAskedEstimate } from '../runner/co-ask-estimate.js';
 import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
 import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
 import type { Provider } from '../providers/provider.js';
@@ -83,14 +85,34 @@ export function exactCounterFor(cfg: Config, logger: Logger): { target: Estimate
 }
 
 /**
+ * What the unanswered work of a backfill costs through Message Batches (DESIGN §16.19), when a
+ * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
+ * API); null otherwise, or when the provider cannot be built here (no key).
+ */
+export function batchedBackfillCost(cfg: Config, logger: Logger, target: EstimateTarget, e: { unanswered: WorkEstimate } | undefined): number | null {
+  if (!e || target.pricing.kind !== 'priced') return null;
+  let provider;
+  try {
+    provider = createProvider(cfg, logger);
+  } catch (err) {
+    if (err instanceof ConfigError) return null;
+    throw err;
+  }
+  void provider?.close?.();
+  if (!provider || !batchingActive(provider, cfg.batch)) return null;
+  return batchCostOf(target.pricing, e.unanswered);
+}
+
+/**
  * Estimates each set, or every registered set; with `exact`, corrected by `exact.counter`'s count
- * (ExactSetEstimate). @throws UsageError for an unknown set.
+ * (ExactSetEstimate). With `tally` (and without `exact`), every set's calls are also fed to it, so
+ * the total can be counted co-asked (`CoAskTally`). @throws UsageError for an unknown set.
  */
 export async function estimateSets(
   store: Store,
   registry: Registry,
   target: EstimateTarget,
-  o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider } },
+  o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider }; tally?: CoAskTally },
 ): Promise<SetEstimate[]> {
   let sets: readonly QuestionSet[];
   if (o.setName) {
@@ -100,12 +122,15 @@ export async function estimateSets(
   } else sets = registry.all();
   const out: SetEstimate[] = [];
   const scope = { workspaceId: o.workspaceId, afterId: o.afterId };
-  for (const s of sets) out.push(o.exact ? await exactEstimateSet(store, s, target, o.exact.counter, scope) : await estimateSet(store, s, target, scope));
+  for (const s of sets) {
+    if (o.exact) out.push(await exactEstimateSet(store, s, target, o.exact.counter, scope));
+    else out.push(await estimateSet(store, s, target, o.tally ? { ...scope, onItemCalls: (c) => o.tally!.add(s, c) } : scope));
+  }
   return out;
 }
 
 /** The estimates as text for humans. */
-export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]): string {
+export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[], coAsked?: CoAskedEstimate): string {
   const exact = estimates.some(isExactEstimate) ? 'input tokens corrected by an exact count, output tokens estimated; ' : '';
   const lines = [
     `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from Verdict's price table, checked ${PRICES_CHECKED}` : target.pricing.reason}); ${exact}tokens are estimates, not a bill`,
@@ -116,7 +141,12 @@ export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]
     lines.push(`  ${formatWork('unanswered now (what a backfill or reask sends)', e.unanswered)}`);
     lines.push(`  ${formatWork('re-ask every item (a reworded question or another model)', e.all)}`);
   }
-  if (estimates.length > 1) {
+  if (estimates.length > 1 && coAsked) {
+    // The worker asks an item's sets reading byte-identical state in one call (DESIGN §16.18).
+    lines.push(`total, with sets reading the same state asked in one call as the worker asks them:`);
+    lines.push(`  ${formatWork('unanswered now', coAsked.unanswered)}`);
+    lines.push(`  ${formatWork('re-ask every item', coAsked.all)}`);
+  } else if (estimates.length > 1) {
     lines.push(`total:`);
     lines.push(`  ${formatWork('unanswered now', sumWork(estimates.map((e) => e.unanswered)), 'jobs')}`);
     lines.push(`  ${formatWork('re-ask every item', sumWork(estimates.map((e) => e.all)), 'jobs')}`);
@@ -144,12 +174,18 @@ export function registerEstimateCommand(program: Command): void {
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const workspaceId = o.workspace ? (await resolveWorkspace(store, o.workspace)).id : undefined;
-        const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId, exact });
+        const tally = exact ? undefined : new CoAskTally();
+        const estimates = await estimateSets(store, registry, target, { setName: o.set, workspaceId, exact, tally });
+        const total = tally?.total(target.pricing);
         process.stdout.write(
           o.json
-            ? `${JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, estimates }, null, 2)}\n`
-            : `${formatEstimates(target, estimates)}\n`,
+            ? `${JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, estimates, ...(total ? { total } : {}) }, null, 2)}\n`
+            : `${formatEstimates(target, estimates, total)}\n`,
         );
+        // The unanswered work is what a backfill or reask owes, at backfill priority: a worker with
+        // this configuration sends it as Message Batches (DESIGN §16.19).
+        const batched = o.json ? null : batchedBackfillCost(cfg, logger, target, total && estimates.length > 1 ? total : estimates[0]);
+        if (batched !== null) process.stdout.write(`  with --batch ${cfg.batch} (this worker's setting) a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h\n`);
       } finally {
         await store.close();
         await exact?.counter.close?.();

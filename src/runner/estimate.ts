@@ -6,7 +6,7 @@ import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
 import { FakeProvider } from '../providers/fake.js';
 import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
 import { costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
-import { buildAnswerSchema, buildSystemPrompt, probabilityNames } from '../providers/prompt.js';
+import { buildAnswerSchema, buildSystemPrompt, probabilityNames, questionAliases } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import type { Store } from '../store/store.js';
 import { eligibleItems } from './eligible-items.js';
@@ -79,18 +79,20 @@ const SAMPLE_P = 0.125;
 const SAMPLE_RATIONALE = 'x'.repeat(120);
 
 /**
- * Output tokens of one call: the JSON of an answer of each question's shape (`{"key":
+ * Output tokens of one call: the JSON of an answer of each question's shape (`{"q1":
  * {"probability": 0.125}}`, one probability per option or level), through `estimateTokens`.
  * Thinking is disabled on every path (DESIGN §9), so nothing is added for it.
  */
 export function estimateOutputTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
   const reply: Record<string, unknown> = {};
-  for (const [key, q] of questions) {
+  // The reply names each question by its alias, as the prompt does (DESIGN §16.13), not by its key.
+  for (const [alias, key] of questionAliases(questions)) {
+    const q = questions.get(key)!;
     const names = probabilityNames(q);
     const member: Record<string, unknown> = explain ? { rationale: SAMPLE_RATIONALE } : {};
     if (names === null) member.probability = SAMPLE_P;
     else member.probabilities = Object.fromEntries(names.map((n) => [n, SAMPLE_P]));
-    reply[key] = member;
+    reply[alias] = member;
   }
   return estimateTokens(JSON.stringify(reply));
 }
@@ -118,9 +120,12 @@ export interface EstimatedItemCalls {
   index: number;
   itemId: string;
   calls: EstimatedCall[];
+  /** The calls of the `unanswered` part: only the keys without a current answer. */
+  owed: EstimatedCall[];
 }
 
-function emptyWork(): WorkEstimate {
+/** Zero calls and tokens, at $0. */
+export function emptyWork(): WorkEstimate {
   return { items: 0, calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 };
 }
 
@@ -168,6 +173,7 @@ export async function estimateSet(
     let itemAll = false;
     let itemOwed = false;
     const itemCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
+    const itemOwedCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
     // The runner's own rule for what is answered (DESIGN §7 step 5, §16.17 as_of), so the estimate
     // counts exactly the keys a drain would ask.
     for (const { target: t, askState, done } of await answeredNow(store, set, item.id, targets, keys, fps)) {
@@ -188,13 +194,13 @@ export async function estimateSet(
       itemAll = true;
       const remaining = keys.filter((k) => !done.has(k));
       if (remaining.length) {
-        add(unanswered, remaining);
+        add(unanswered, remaining, itemOwedCalls);
         itemOwed = true;
       }
     }
     if (itemAll) all.items++;
     if (itemOwed) unanswered.items++;
-    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls });
+    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls, owed: itemOwedCalls! });
   }
   all.costUsd = costOf(target.pricing, all);
   unanswered.costUsd = costOf(target.pricing, unanswered);
@@ -233,3 +239,4 @@ export function sumWork(parts: readonly WorkEstimate[]): WorkEstimate {
   }
   return t;
 }
+

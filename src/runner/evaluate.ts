@@ -277,11 +277,17 @@ async function planClaim(
  * stay within every joined set's `maxPerCall`. Otherwise it starts a call. Claims are taken in
  * the group's order, chunks in plan order, so the plan is deterministic.
  */
-export function coAskCalls(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly Chunk[] }>): PlannedCall[] {
-  const calls: PlannedCall[] = [];
+export function coAskCalls(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly Chunk[] }>): PlannedCall[];
+/**
+ * The same packing for anything shaped like a chunk (its state bytes and questions): the estimate
+ * (src/runner/estimate.ts) counts calls with it, so it counts them as the runner makes them.
+ */
+export function coAskCalls<C extends CoAskChunk>(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>): CoAskedCall<C>[];
+export function coAskCalls<C extends CoAskChunk>(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>): CoAskedCall<C>[] {
+  const calls: CoAskedCall<C>[] = [];
   for (const { claim, set, chunks } of chunksOf) {
     for (const chunk of chunks) {
-      const fits = (c: PlannedCall) => {
+      const fits = (c: CoAskedCall<C>) => {
         if (c.state.bytes !== chunk.state.bytes || c.explain !== set.explain) return false;
         if (c.parts.some((p) => p.claim === claim || [...chunk.questions.keys()].some((k) => p.chunk.questions.has(k)))) return false;
         const keys = c.parts.reduce((n, p) => n + p.chunk.questions.size, 0) + chunk.questions.size;
@@ -293,6 +299,19 @@ export function coAskCalls(chunksOf: ReadonlyArray<{ claim: number; set: Questio
     }
   }
   return calls;
+}
+
+/** What `coAskCalls` reads of a chunk: its state bytes and its questions. */
+export interface CoAskChunk {
+  readonly state: { readonly bytes: string };
+  readonly questions: ReadonlyMap<string, Question>;
+}
+
+/** A call `coAskCalls` packed: the first chunk's state, the sets' `explain`, and each claim's chunk. */
+export interface CoAskedCall<C extends CoAskChunk> {
+  readonly state: C['state'];
+  readonly explain: boolean;
+  readonly parts: Array<{ readonly claim: number; readonly set: QuestionSet; readonly chunk: C }>;
 }
 
 /** Builds states and the remaining keys (DESIGN §7 step 5, §16.17), split into calls of at most `maxPerCall` questions. */

@@ -8,7 +8,7 @@ import { PRIORITY_BACKFILL, type Store } from '../../src/store/store.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { BATCH_GIVE_UP_AFTER_EXPIRY_MS, BatchPipeline, batchingActive, closeStrandedBatches, SPEND_BATCH, SUBMIT_LOST_AFTER_MS } from '../../src/worker/batches.js';
 import { Worker } from '../../src/worker/worker.js';
-import { batchedBackfillCost } from '../../src/cli/backfill.js';
+import { batchedBackfillCost } from '../../src/cli/estimate.js';
 import { loadConfig } from '../../src/config.js';
 import { estimateTarget } from '../../src/runner/estimate.js';
 import { batchCostOf, costOf, pricingFor } from '../../src/providers/pricing.js';
