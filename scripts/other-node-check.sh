@@ -31,7 +31,7 @@ cd "$WORK/repo"
 npm ci --no-audit --no-fund >"$WORK/npm-ci.log" 2>&1 || { cat "$WORK/npm-ci.log" >&2; exit 1; }
 ! grep -n 'EBADENGINE' "$WORK/npm-ci.log" || { echo "node $MAJOR: npm ci warned EBADENGINE" >&2; exit 1; }
 step "npm ci (better-sqlite3 compiled for this Node)"
-OUT=$(npm run -s demo 2>&1)
+OUT=$(npm run -s demo 2>&1) || { echo "node $MAJOR: npm run demo failed:" >&2; echo "$OUT" | tail -n 30 >&2; exit 1; }
 echo "$OUT" | tail -n 4
 echo "$OUT" | grep -q '^worker: .* jobs run' || { echo "node $MAJOR: the demo did not drain" >&2; echo "$OUT" >&2; exit 1; }
 step "npm run demo (the README's first command)"

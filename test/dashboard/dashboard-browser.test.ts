@@ -228,7 +228,8 @@ describe('the dashboard in Chromium', () => {
     await page.goto('/ui/queue');
     const header = (await page.locator('#queue-jobs thead th').allTextContents()).map((t) => t.trim());
     expect(header).toEqual(expect.arrayContaining(['Item', 'Set', 'State', 'Next due', 'Tries', 'Last error', 'Action']));
-    const rowOf = (ref: string) => page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(ref)}"]`) });
+    // An item owes a job per set: its attention job's row is the one parked.
+    const rowOf = (ref: string) => page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(ref)}/jobs/attention"]`) });
     for (const ref of bulkRefs) {
       await expect(rowOf(ref).textContent()).resolves.toContain('parked');
       await expect(rowOf(ref).textContent()).resolves.toContain('AnswerDefect: answer_schema');
