@@ -1,3 +1,4 @@
+import { errCode } from '../runner/error-code.js';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
@@ -68,7 +69,7 @@ export function shutdownSignals(logger: Logger, graceMs: number, reload?: (worke
       reload?.(worker, acting);
     } catch (err) {
       // Never crash the worker on a reload: the old config stays in force.
-      logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'reload failed; keeping the old config');
+      logger.error({ err: errCode(err) }, 'reload failed; keeping the old config');
     }
   };
   process.on('SIGTERM', onSignal);

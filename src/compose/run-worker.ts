@@ -1,3 +1,4 @@
+import { errCode } from '../runner/error-code.js';
 import { hostname } from 'node:os';
 import type { Config } from '../config.js';
 import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
@@ -261,7 +262,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       try {
         await sweepUntilDone({ store: p.store, registry: p.registry, provider: p.provider, logger: p.logger, signal: worker.signal, driftSweepPerMinute: p.cfg.driftSweepPerMinute });
       } catch (err) {
-        p.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'sweeps before the drain failed; the drain goes on');
+        p.logger.error({ err: errCode(err) }, 'sweeps before the drain failed; the drain goes on');
       }
     }
     summary = await worker.run();

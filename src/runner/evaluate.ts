@@ -775,4 +775,3 @@ export function abortCode(signal: AbortSignal): string {
   return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }
 
-export { errCode };

@@ -5,7 +5,8 @@ import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
-import { errCode, evaluateGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
+import { errCode } from './error-code.js';
+import { evaluateGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
 import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 

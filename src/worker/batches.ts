@@ -6,7 +6,8 @@ import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, P
 import { pricingFor } from '../providers/pricing.js';
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult, Provider, Usage } from '../providers/provider.js';
 import { backoffMs } from '../runner/backoff.js';
-import { answerRows, callEstimate, callQuestions, errCode, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
+import { errCode } from '../runner/error-code.js';
+import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';

@@ -1,3 +1,4 @@
+import { errCode } from '../runner/error-code.js';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
@@ -235,7 +236,7 @@ export class Worker {
       await this.setCooloffs.load();
     } catch (err) {
       // Only status's rows of earlier runs are at stake; they are deleted by the next success.
-      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off rows not read');
+      this.opts.logger.warn({ err: errCode(err) }, 'set cooling-off rows not read');
     }
     await this.loadBatchAvailability();
     // A drain owes every pending collection change first, so "claimable now" includes its items.
@@ -283,7 +284,7 @@ export class Worker {
       }
     } catch (err) {
       // Unread, the mark only costs one refused create, which marks it again.
-      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch availability not read');
+      this.opts.logger.warn({ err: errCode(err) }, 'batch availability not read');
     }
   }
 
@@ -297,7 +298,7 @@ export class Worker {
     try {
       await markBatchUnavailable(this.opts.store, provider.name, provider.batch.endpoint, status);
     } catch (err) {
-      this.opts.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch availability not recorded');
+      this.opts.logger.warn({ err: errCode(err) }, 'batch availability not recorded');
     }
     this.wake();
   }
@@ -390,7 +391,7 @@ export class Worker {
         await yieldLoop();
       }
     } catch (err) {
-      this.opts.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'batch pass failed; trying again next pass');
+      this.opts.logger.error({ err: errCode(err) }, 'batch pass failed; trying again next pass');
     }
   }
 
@@ -427,7 +428,7 @@ export class Worker {
         }
         if (chunks > 0) this.opts.logger.info({ chunks, items }, 'collection changes owed');
       } catch (err) {
-        this.opts.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'collection change walk failed; resuming next pass');
+        this.opts.logger.error({ err: errCode(err) }, 'collection change walk failed; resuming next pass');
       } finally {
         this.advancing = null;
       }
@@ -535,7 +536,7 @@ export class Worker {
           } catch (err) {
             // An unreadable database: log, wait a tick, try again. Owed work stays owed.
             storeError = true;
-            this.opts.logger.error({ slot: i, err: (err as { code?: string }).code ?? (err as Error).name }, 'claim failed');
+            this.opts.logger.error({ slot: i, err: errCode(err) }, 'claim failed');
             break;
           }
           this.lastLoopAt = Date.now();
