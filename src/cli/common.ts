@@ -4,7 +4,7 @@ import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as wr
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
-import type { Store, WorkspaceRow } from '../store/store.js';
+import type { ItemRow, Store, WorkspaceRow } from '../store/store.js';
 import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */
@@ -76,6 +76,17 @@ export async function resolveWorkspace(store: Store, slug: string | undefined): 
   if (all.length === 1) return all[0];
   if (all.length === 0) throw new UsageError('no workspace yet: run `verdict import beads FILE` or `verdict demo` first');
   throw new UsageError(`several workspaces (${all.map((w) => w.slug).join(', ')}): pass --workspace SLUG`);
+}
+
+/**
+ * The item a command names by ref, in the workspace `resolveWorkspace` gives.
+ * @throws UsageError when the workspace is ambiguous or unknown, or it holds no item of that ref.
+ */
+export async function resolveItem(store: Store, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
+  const ws = await resolveWorkspace(store, slug);
+  const item = await store.getItemByRef(ws.id, ref);
+  if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
+  return { ws, item };
 }
 
 /** A usage error: exit code 2. */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { parseLossless } from '../decision/canonical-json.js';
 import type { ItemPatch } from '../store/store.js';
-import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, resolveItem, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 
 /**
@@ -63,9 +63,7 @@ export function registerEditCommand(program: Command): void {
         const registry = buildRegistry(cfg);
         const store = openStore(cfg, registry, { mustExist: true });
         try {
-          const ws = await resolveWorkspace(store, opts.workspace);
-          const item = await store.getItemByRef(ws.id, ref);
-          if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
+          const { ws, item } = await resolveItem(store, opts.workspace, ref);
           const patch: ItemPatch = {};
           if (opts.title !== undefined) patch.title = opts.title;
           if (opts.content !== undefined) patch.content = opts.content;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { explainItem, type ExplainReport } from '../compose/explain.js';
 import { InvalidInput } from '../errors.js';
-import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+import { buildRegistry, configFrom, loggerFor, openStore, resolveItem, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 import { formatAnswer } from './show.js';
 
@@ -23,9 +23,7 @@ export function registerExplainCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry, { access: 'read' });
       try {
-        const ws = await resolveWorkspace(store, opts.workspace);
-        const item = await store.getItemByRef(ws.id, ref);
-        if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
+        const { ws, item } = await resolveItem(store, opts.workspace, ref);
         if (opts.set !== undefined && !registry.get(opts.set)) throw new UsageError(`no question set ${opts.set}; \`verdict sets\` lists them`);
         const report = await explainItem(store, registry, await readerFor(cfg, store, registry, logger), item.id, opts.set);
         if (!report) throw new UsageError(`no item ${ref} in workspace ${ws.slug}`);

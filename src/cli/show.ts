@@ -4,7 +4,7 @@ import { describeClips, type StateClips } from '../decision/state.js';
 import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
-import { buildRegistry, configFrom, formatDuration, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+import { buildRegistry, configFrom, formatDuration, loggerFor, openStore, resolveItem } from './common.js';
 import { readerFor } from './reader.js';
 
 /** One line of an answer: `p=0.82` for nouls, `choice (0.61)` / `medium 2.3 (0.40)` otherwise. */
@@ -88,11 +88,7 @@ export function registerShowCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry, { access: 'read' });
       try {
-        const ws = await resolveWorkspace(store, opts.workspace);
-        const item = await store.getItemByRef(ws.id, ref);
-        if (!item) {
-          throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
-        }
+        const { item } = await resolveItem(store, opts.workspace, ref);
         const reader = await readerFor(cfg, store, registry, logger);
         const decisions = await reader.decisions(item.id);
         const clips = await reader.stateClips(item.id);
