@@ -142,7 +142,7 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     // The calibration gate of each key that acts in GitHub (DESIGN §17), after this run's figures were recorded.
     const gates = await actionGates(cfg, store, registry, ws.id, logger);
     if (o.json) process.stdout.write(`${JSON.stringify({ ...report, svg: svgPath, ...(gates.length ? { gates } : {}) }, null, 2)}\n`);
-    else process.stdout.write(`${[formatEvalReport(report, o.svg), ...gates.map((g) => `actions gate ${g.set}/${g.key}: ${formatGate(g)}`)].join('\n')}\n`);
+    else process.stdout.write(`${[formatEvalReport(report, o.svg, cfg.batch), ...gates.map((g) => `actions gate ${g.set}/${g.key}: ${formatGate(g)}`)].join('\n')}\n`);
     const early = report.a.stoppedAtMaxCost || report.b?.stoppedAtMaxCost || stop.signal.aborted;
     return early ? EXIT_FAILURE : EXIT_OK;
   } finally {
@@ -201,7 +201,7 @@ function unansweredLines(label: string, c: EvalColumn): string[] {
 }
 
 /** The report as text for people. */
-export function formatEvalReport(r: EvalReport, svg: string): string {
+export function formatEvalReport(r: EvalReport, svg: string, batch: Config['batch'] = 'auto'): string {
   const g = r.gold;
   const unresolved = Object.entries(g.unresolvedByReason).map(([k, c]) => `${c} ${k}`).join(', ');
   const lines = [
@@ -239,7 +239,9 @@ export function formatEvalReport(r: EvalReport, svg: string): string {
       const q = r.reask;
       lines.push(`price of re-asking every live item with ${q.provider}:${q.model} (every workspace; estimates, not a bill${q.pricingNote ? `; ${q.pricingNote}` : ''}):`);
       for (const s of q.sets) lines.push(`  ${formatWork(s.set, s)}`);
-      lines.push(`  ${formatWork('total', q.total)}`);
+      lines.push(`  ${formatWork(q.sets.length > 1 ? 'total, with sets reading the same state asked in one call as the worker asks them' : 'total', q.total)}`);
+      // A re-ask is owed at backfill priority, which a worker with this setting batches (DESIGN §16.19).
+      if (q.batchCostUsd !== null && batch !== 'off') lines.push(`  with --batch ${batch} (this worker's setting) a worker sends the re-ask as Message Batches at the batch price: ${formatUsd(q.batchCostUsd)}, results within 24 h`);
     }
   }
   const spent = [r.a, r.b].filter((c): c is EvalColumn => c !== null && c.mode === 'asked');

@@ -7,7 +7,7 @@ import { appliesNow } from '../decision/eligibility.js';
 import { VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { ProviderMisconfigured, ProviderRefusal, AnswerDefect } from '../providers/errors.js';
-import { costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
+import { batchCostOf, costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
 import type { Provider, Usage } from '../providers/provider.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import { splitCommentKey } from '../reads/reads.js';
@@ -15,6 +15,7 @@ import { callEstimate, classify, LivenessLost } from '../runner/evaluate.js';
 import { stateToAsk } from '../decision/as-of.js';
 import { InvalidInput } from '../errors.js';
 import { estimateOutputTokens, estimateSet, estimateTarget, sumWork, type WorkEstimate } from '../runner/estimate.js';
+import { CoAskTally } from '../runner/co-ask-estimate.js';
 import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type KeyMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
@@ -137,9 +138,19 @@ export interface ReaskEstimate {
   provider: string;
   model: string;
   pricingNote: string | null;
-  /** Every workspace: a model switch re-asks them all. */
+  /** Every workspace: a model switch re-asks them all. Each set counted as if asked alone. */
   sets: Array<{ set: string; eligibleItems: number } & WorkEstimate>;
+  /**
+   * Every set together, counted as a worker asks them: an item's sets reading byte-identical state
+   * share one call (DESIGN §16.18, the runner's own packing rule through `CoAskTally`), at the live price.
+   */
   total: WorkEstimate;
+  /**
+   * The total's price through Message Batches (DESIGN §16.19: a re-ask is owed at backfill
+   * priority, which a worker batches with `--batch auto` or `on`), US dollars; null when B's
+   * provider has no batch API or its model no price.
+   */
+  batchCostUsd: number | null;
 }
 
 export interface EvalReport {
@@ -724,16 +735,19 @@ async function reaskEstimate(store: Store, resolved: readonly Resolved[], provid
   const target = estimateTarget(provider.name, provider.model, { model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort });
   const sets = [...new Map(resolved.map((r) => [r.set.name, r.set])).values()].sort((x, y) => (x.name < y.name ? -1 : 1));
   const out: ReaskEstimate['sets'] = [];
+  const tally = new CoAskTally();
   for (const s of sets) {
-    const e = await estimateSet(store, s, target);
+    const e = await estimateSet(store, s, target, { onItemCalls: (c) => tally.add(s, c) });
     out.push({ set: s.name, eligibleItems: e.eligibleItems, ...e.all });
   }
+  const total = tally.total(target.pricing).all;
   return {
     provider: target.provider,
     model: target.fingerprint.model,
     pricingNote: target.pricing.kind === 'priced' ? null : target.pricing.reason,
     sets: out,
-    total: sumWork(out),
+    total,
+    batchCostUsd: provider.batch && target.pricing.kind === 'priced' ? batchCostOf(target.pricing, total) : null,
   };
 }
 

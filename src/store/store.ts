@@ -860,6 +860,11 @@ export interface Store extends TrackerStore, ActionStore {
   /** Jobs still batched in `batchId`. */
   countBatchedJobs(batchId: string): Promise<number>;
   /**
+   * Jobs naming `batchId` in any state: batched in it, or re-owed by a write since (the result
+   * still serves them). 0 once `jobs retry` / `jobs drop` took every job out (DESIGN §16.33).
+   */
+  countBatchJobs(batchId: string): Promise<number>;
+  /**
    * Stores one request's result (answers, spend, its jobs' outcomes) and deletes the request, in
    * one transaction; a request already stored does nothing. @returns answers inserted.
    */

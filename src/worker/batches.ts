@@ -426,6 +426,20 @@ export class BatchPipeline {
       return true;
     }
     await o.store.updateProviderBatch(row.id, { polledAt: now });
+    if (info.status !== 'ended' && (await o.store.countBatchJobs(row.id)) === 0) {
+      // Every job left the batch (`jobs retry`, `jobs drop`): nobody waits for its results, so it
+      // is canceled at the provider, which bills only the requests it already answered (DESIGN §16.33).
+      if (info.status === 'in_progress') {
+        try {
+          await api.cancel(row.providerBatchId!, { signal });
+        } catch (err) {
+          if (!(err instanceof BatchNotFound)) throw err;
+        }
+      }
+      await o.store.closeBatch(row.id, 'canceled', 'every job left the batch');
+      o.logger.info({ batch: row.id, providerBatch: row.providerBatchId }, 'batch canceled: every job left it');
+      return true;
+    }
     if (info.status !== 'ended') {
       if (row.expiresAt !== null && now > row.expiresAt + BATCH_GIVE_UP_AFTER_EXPIRY_MS) {
         await api.cancel(row.providerBatchId!, { signal }).catch(() => undefined);

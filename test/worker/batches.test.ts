@@ -414,6 +414,36 @@ describe('batches through the real SDK and the fake Anthropic server', () => {
     expect(await fx.store.countDecisions()).toBe(8);
   });
 
+  it('jobs retry / jobs drop that leave a batch without jobs cancel it at the provider; a batch with other jobs is left', async () => {
+    const fx = await fixture();
+    const [a, b] = await backfillItems(fx, 2);
+    server.batches.plan({ endAfterRetrieves: 100 });
+    const p = pipeline(fx, anthropic());
+    expect(await p.assemble(signal)).toMatchObject({ batches: 1, requests: 2, jobs: 4 });
+    const batch = server.batches.batches[0];
+    const cancels = () => server.requestsTo(`/v1/messages/batches/${batch.id}/cancel`).filter((r) => r.method === 'POST');
+    // One item retried: the other still waits for the batch, which is left running.
+    expect(await fx.store.retryJobs({ state: 'batched', itemId: a })).toBe(2);
+    expect(await p.sweep(signal)).toMatchObject({ finished: 0, inFlight: 1 });
+    expect(cancels()).toHaveLength(0);
+    expect(batch.status).toBe('in_progress');
+    // The last item dropped: nobody waits for the batch, so the next sweep cancels it, once.
+    expect(await fx.store.dropJobs({ itemId: b })).toBe(2);
+    expect(await p.sweep(signal)).toMatchObject({ finished: 1, reowed: 0 });
+    expect(cancels()).toHaveLength(1);
+    expect(batch.status).toBe('canceling');
+    expect((await fx.store.listProviderBatches())[0]).toMatchObject({ status: 'done', outcome: 'canceled' });
+    const before = server.requests.length;
+    expect(await p.sweep(signal)).toMatchObject({ finished: 0, inFlight: 0 });
+    expect(server.requests.length).toBe(before);
+    // The retried item is asked directly; the dropped one is not asked at all.
+    await drainNow(runnerOptions(fx, anthropic()));
+    expect(await fx.store.listJobs({})).toEqual([]);
+    expect((await answersOf(fx)).filter((x) => x.startsWith('T-1|')).length).toBeGreaterThan(0);
+    expect((await answersOf(fx)).filter((x) => x.startsWith('T-2|'))).toEqual([]);
+    expect(server.messages.every((m) => !JSON.stringify(m.body).includes('Item 2'))).toBe(true);
+  });
+
   it('a submit that never reached the provider: re-owed once the grace period passes, not before', async () => {
     const fx = await fixture();
     await backfillItems(fx, 1);

@@ -153,6 +153,18 @@ export function listBatchRequests(c: SqlContext, batchId: string): Promise<Batch
   });
 }
 
+/**
+ * Jobs naming a batch in any state: batched in it, or re-owed by a write since (its result still
+ * serves them). `jobs retry` and `jobs drop` take a job out (its `batch_id` cleared or its row
+ * gone), so 0 means nobody waits for the batch (DESIGN §16.33). Walks `decision_jobs_batch_idx`.
+ */
+export function countBatchJobs(c: SqlContext, batchId: string): Promise<number> {
+  return read(c, function* () {
+    const r = yield* one<{ n: number }>(sql`SELECT count(*) AS n FROM decision_jobs WHERE batch_id = ${batchId}`);
+    return Number(r?.n ?? 0);
+  });
+}
+
 /** Batched jobs of a batch still in it, by state. */
 export function countBatchedJobs(c: SqlContext, batchId: string): Promise<number> {
   return read(c, function* () {

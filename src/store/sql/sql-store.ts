@@ -73,6 +73,7 @@ const OPERATIONS = {
   listProviderBatches: batches.listProviderBatches,
   listBatchRequests: batches.listBatchRequests,
   countBatchedJobs: batches.countBatchedJobs,
+  countBatchJobs: batches.countBatchJobs,
   storeBatchResult: batches.storeBatchResult,
   closeBatch: batches.closeBatch,
   renewLease: jobs.renewLease,
