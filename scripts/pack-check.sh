@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The package installs and works as a library (DESIGN §16.21): build (CI reuses its fresh
+# build, VERDICT_PACK_CHECK_BUILT=1), `npm pack`, install the tarball into a fresh project in a temp
+# directory outside the repo (it sees only the tarball, never src/), then there: examples/embed.ts
+# type-checked and compiled by tsc with moduleResolution nodenext, run as an ESM script end to end
+# with the fake provider (it prints the decisions), and `npx verdict --version`. CI runs it before the tests.
+#
+# Speed: installing the tarball would compile better-sqlite3 from source when no prebuilt binary
+# can be fetched (about 2 min). When the repo's own better-sqlite3 is the same version and was
+# built for this Node, its compiled addon is copied in instead (`--ignore-scripts` install);
+# VERDICT_PACK_CHECK_COMPILE=1 forces the full install with scripts. Times are printed per step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export NO_COLOR=1 npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false
+
+step() { echo "pack-check: $1 ($(( $(date +%s) - T0 )) s)"; }
+T0=$(date +%s)
+
+# CI has just built dist/ and says so (VERDICT_PACK_CHECK_BUILT=1): that build
+# is packed as it is, unless something it is built from is newer (the rule of test/harness/build-once.ts).
+if [ "${VERDICT_PACK_CHECK_BUILT:-0}" = 1 ] && [ -f dist/cli/main.js ] \
+  && [ -z "$(find src tsconfig.build.json tsconfig.json package.json -newer dist/cli/main.js -print -quit)" ]; then
+  step "dist/ already built from these sources (CI's build)"
+else
+  npm run build --silent
+  step "built dist/"
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/verdict-pack-check-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+TARBALL=$(npm pack --silent --ignore-scripts --pack-destination "$WORK" | tail -n 1)
+step "packed $TARBALL ($(du -k "$WORK/$TARBALL" | cut -f1) KiB)"
+
+# A fresh ESM project: only the tarball, TypeScript and Node's types (the versions the repo uses).
+cd "$WORK"
+TS_VERSION=$(node -p "require('$ROOT/node_modules/typescript/package.json').version")
+NODE_TYPES_VERSION=$(node -p "require('$ROOT/node_modules/@types/node/package.json').version")
+cat > package.json <<'JSON'
+{ "name": "verdict-pack-check", "private": true, "type": "module" }
+JSON
+BSQ_REPO=$(node -p "require('$ROOT/node_modules/better-sqlite3/package.json').version")
+if [ "${VERDICT_PACK_CHECK_COMPILE:-0}" = 1 ]; then
+  npm install --prefer-offline --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
+  step "installed the tarball (install scripts run: better-sqlite3 built or fetched)"
+else
+  npm install --prefer-offline --ignore-scripts --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
+  BSQ_HERE=$(node -p "require('./node_modules/better-sqlite3/package.json').version")
+  if [ "$BSQ_HERE" = "$BSQ_REPO" ] && [ -f "$ROOT/node_modules/better-sqlite3/build/Release/better_sqlite3.node" ]; then
+    mkdir -p node_modules/better-sqlite3/build/Release
+    cp "$ROOT/node_modules/better-sqlite3/build/Release/better_sqlite3.node" node_modules/better-sqlite3/build/Release/
+    step "installed the tarball; better-sqlite3 $BSQ_HERE addon copied from the repo's build"
+  else
+    npm rebuild better-sqlite3 >/dev/null
+    step "installed the tarball; better-sqlite3 $BSQ_HERE rebuilt (the repo has $BSQ_REPO)"
+  fi
+fi
+test ! -e node_modules/verdict/src || { echo "pack-check: the package ships src/" >&2; exit 1; }
+# A consumer's install sees no engine warning (overrides do not reach it: the dependencies are chosen
+# so), the manifest runs nothing at install, and `verdict demo` finds its sample in the package.
+! grep -n 'EBADENGINE' install.log || { echo "pack-check: the install warned EBADENGINE (above)" >&2; exit 1; }
+node -e "const s = require('./node_modules/verdict/package.json').scripts ?? {}; for (const k of ['prepare', 'preinstall', 'install', 'postinstall']) if (s[k]) { console.error('pack-check: the packed manifest has a ' + k + ' script'); process.exit(1); }"
+test -f node_modules/verdict/sample/beads-issues.jsonl || { echo "pack-check: the package does not ship sample/ (verdict demo needs it)" >&2; exit 1; }
+step "no EBADENGINE, no install-time script, sample/ shipped"
+
+cp "$ROOT/examples/embed.ts" embed.ts
+cat > tsconfig.json <<'JSON'
+{
+  "compilerOptions": {
+    "target": "ES2022",
+    "module": "NodeNext",
+    "moduleResolution": "NodeNext",
+    "strict": true,
+    "skipLibCheck": true,
+    "types": ["node"],
+    "outDir": "out"
+  },
+  "files": ["embed.ts"]
+}
+JSON
+# One compile: it type-checks as `--noEmit` would (a type error exits non-zero, so the script stops)
+# and writes the ESM script that runs next.
+npx tsc -p .
+step "tsc (moduleResolution nodenext) passed on embed.ts"
+OUT=$(node out/embed.js "$WORK/embed.db")
+echo "$OUT"
+echo "$OUT" | grep -q '^decision: triage/blocked ' || { echo "pack-check: the example printed no decision" >&2; exit 1; }
+step "ran the example as an ESM script"
+
+# The same entry points by name from plain JavaScript, the testing entry included.
+node --input-type=module -e "
+import { createVerdict, VerdictError } from 'verdict';
+import { FakeProvider, startFakeAnthropicServer } from 'verdict/testing';
+const s = await startFakeAnthropicServer(); await s.close();
+const v = await createVerdict({ database: ':memory:', provider: new FakeProvider() }); await v.close();
+console.log('pack-check: verdict and verdict/testing import; VerdictError is', typeof VerdictError);
+"
+VERSION=$(npx --no-install verdict --version)
+test "$VERSION" = "$(node -p "require('$ROOT/package.json').version")"
+step "npx verdict --version: $VERSION"
