@@ -163,6 +163,9 @@ async function main(): Promise<void> {
     };
     const env = envFor(db.url, latencyMs);
     let killed = 0;
+    // Kills that landed after the worker recorded an outcome (mid-drain), and how long each took to record its first.
+    let killedAfterOutcome = 0;
+    const firstOutcomeTimes: number[] = [];
     const t0 = Date.now();
     const slot = async (s: number) => {
       for (let r = 1; r <= kills; r++) {
@@ -181,18 +184,29 @@ async function main(): Promise<void> {
         // outcome (start-up and migrations take seconds on a busy machine; a kill after its
         // start log alone landed before any claim). Once the queue is drained a life ends at the
         // 20 s wait, and the kill lands on an idle worker.
-        await Promise.race([started, sleep(20_000)]);
+        const bornAt = Date.now();
+        const sawOutcome = await Promise.race([started.then(() => true), sleep(20_000).then(() => false)]);
+        const firstOutcomeMs = Date.now() - bornAt;
         await sleep(Math.round(100 + random() * 1_400));
         child.kill('SIGKILL');
         const signal = await exited;
-        if (signal === 'SIGKILL') killed++;
+        if (signal === 'SIGKILL') {
+          killed++;
+          if (sawOutcome) {
+            killedAfterOutcome++;
+            firstOutcomeTimes.push(firstOutcomeMs);
+          }
+        }
         tally(logs);
       }
       console.log(`slot ${s}: ${kills} workers killed (${Math.round((Date.now() - t0) / 1000)} s)`);
     };
     await Promise.all(Array.from({ length: workers }, (_, s) => slot(s + 1)));
     const owedAfterKills = await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`);
+    const outcomesBeforeDrain = [...outcomes.values()].reduce((a, b) => a + b, 0);
+    const median = [...firstOutcomeTimes].sort((a, b) => a - b)[Math.floor(firstOutcomeTimes.length / 2)] ?? 0;
     console.log(`${killed} workers SIGKILLed (${workers} at once); ${owedAfterKills} jobs still owed`);
+    console.log(`kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`);
 
     // 3. the drain, after the killed workers' leases end
     await sleep(leaseMs + 500);
