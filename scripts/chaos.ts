@@ -19,7 +19,7 @@ import { createDatabase } from './bench-drain.js';
  * 2. the chaos run: another fresh database with the same import; `--workers` slots (default 4)
  *    each run `node dist/cli/main.js worker` (the node process itself) with the fake provider at
  *    `--latency-ms` (default 20) per call; each slot waits until its worker has recorded its
- *    first outcome (at most 20 s), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
+ *    first outcome (at most 120 s, or until no job is owed), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
  *    `--lease-ms` default 4,000) and starts the next, until it has killed `--kills` workers
  *    (default 20);
  * 3. wait out the last leases, then `worker --until-idle` to the end;
@@ -38,6 +38,8 @@ import { createDatabase } from './bench-drain.js';
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** How long a worker's life waits for its first recorded outcome before the kill, ms (its start-up on a loaded machine, with a wide margin). */
+const FIRST_OUTCOME_WAIT_MS = 120_000;
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -163,6 +165,9 @@ async function main(): Promise<void> {
     };
     const env = envFor(db.url, latencyMs);
     let killed = 0;
+    // Kills that landed after the worker recorded an outcome (mid-drain), and how long each took to record its first.
+    let killedAfterOutcome = 0;
+    const firstOutcomeTimes: number[] = [];
     const t0 = Date.now();
     const slot = async (s: number) => {
       for (let r = 1; r <= kills; r++) {
@@ -178,21 +183,43 @@ async function main(): Promise<void> {
         child.stderr!.on('data', onData);
         const exited = new Promise<NodeJS.Signals | null>((res) => child.on('close', (_c, sig) => res(sig)));
         // The kill lands during the drain: a random moment after the worker recorded its first
-        // outcome (start-up and migrations take seconds on a busy machine; a kill after its
-        // start log alone landed before any claim). Once the queue is drained a life ends at the
-        // 20 s wait, and the kill lands on an idle worker.
-        await Promise.race([started, sleep(20_000)]);
+        // outcome. Start-up takes 10–20 s when four workers start at once on a loaded 2-core
+        // machine, so a fixed 20 s wait would kill most workers before their first claim: the
+        // wait is for the outcome, up to
+        // FIRST_OUTCOME_WAIT_MS, and ends early only once no job is owed (the kill then lands on
+        // an idle worker, counted apart below).
+        const bornAt = Date.now();
+        let lifeOver = false;
+        const drainedMeanwhile = (async () => {
+          while (!lifeOver) {
+            await sleep(2_000);
+            if (!lifeOver && (await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`).catch(() => 1)) === 0) return false;
+          }
+          return false;
+        })();
+        const sawOutcome = await Promise.race([started.then(() => true), sleep(FIRST_OUTCOME_WAIT_MS).then(() => false), drainedMeanwhile]);
+        lifeOver = true;
+        const firstOutcomeMs = Date.now() - bornAt;
         await sleep(Math.round(100 + random() * 1_400));
         child.kill('SIGKILL');
         const signal = await exited;
-        if (signal === 'SIGKILL') killed++;
+        if (signal === 'SIGKILL') {
+          killed++;
+          if (sawOutcome) {
+            killedAfterOutcome++;
+            firstOutcomeTimes.push(firstOutcomeMs);
+          }
+        }
         tally(logs);
       }
       console.log(`slot ${s}: ${kills} workers killed (${Math.round((Date.now() - t0) / 1000)} s)`);
     };
     await Promise.all(Array.from({ length: workers }, (_, s) => slot(s + 1)));
     const owedAfterKills = await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`);
+    const outcomesBeforeDrain = [...outcomes.values()].reduce((a, b) => a + b, 0);
+    const median = [...firstOutcomeTimes].sort((a, b) => a - b)[Math.floor(firstOutcomeTimes.length / 2)] ?? 0;
     console.log(`${killed} workers SIGKILLed (${workers} at once); ${owedAfterKills} jobs still owed`);
+    console.log(`kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`);
 
     // 3. the drain, after the killed workers' leases end
     await sleep(leaseMs + 500);

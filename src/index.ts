@@ -16,6 +16,7 @@ export {
   type VerdictWorkerOptions,
   type VerdictWorkerEvents,
   type VerdictTokens,
+  type VerdictSessions,
   type ItemSetStatus,
   type VerdictGitHub,
   type OutcomeEvent,
@@ -76,8 +77,9 @@ export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalRepor
 // ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, issue 18)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
 export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
-export type { ApiTokenRole, ApiTokenRow } from './store/store.js';
+export type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from './store/store.js';
 export type { CreatedApiToken } from './access/tokens.js';
+export { SESSION_IDLE_MS, SESSION_MAX_AGE_MS, type OpenedDashboardSession } from './access/sessions.js';
 export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';
 export { GitHubRequestFailed, type GitHubImportReport, type ImportGitHubRepoOptions, type ImportGitHubFilesOptions } from './integrations/github/import.js';
 export { signEventBody, verifyEventSignature } from './integrations/events/signature.js';

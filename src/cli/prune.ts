@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
+import { pruneDashboardSessions } from '../access/sessions.js';
 import { pruneDecisions } from '../reads/retention.js';
 import { buildRegistry, configFrom, loggerFor, openStore } from './common.js';
 import { readerFor } from './reader.js';
@@ -9,7 +10,7 @@ import { readerFor } from './reader.js';
  * answer rows older than `--retention-history-ms`, in small batches, keeping the latest row per
  * key and any row that is current. Currency is judged against the configured provider, so a
  * provider must be configured: without one nothing reads current and pruning would remove the
- * rows an S1 → S2 → S1 item needs.
+ * rows an S1 → S2 → S1 item needs. Ended dashboard sessions are deleted in the same pass.
  */
 export function registerPruneCommand(program: Command): void {
   program
@@ -27,10 +28,12 @@ export function registerPruneCommand(program: Command): void {
       const store = openStore(cfg, registry, { mustExist: true });
       try {
         const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), { historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun, logger });
-        if (opts.json) process.stdout.write(`${JSON.stringify({ ...r, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`);
+        // Ended dashboard sessions (DESIGN §16.34) go with the same pass; a dry run leaves them.
+        const sessionsDeleted = opts.dryRun ? 0 : await pruneDashboardSessions(store, logger);
+        if (opts.json) process.stdout.write(`${JSON.stringify({ ...r, sessionsDeleted, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`);
         else
           process.stdout.write(
-            `${r.examined} superseded rows older than ${cfg.retentionHistoryMs} ms examined: ${r.keptCurrent} kept (current), ${r.deleted} ${opts.dryRun ? 'would be deleted (dry run)' : 'deleted'} in ${r.batches} batches\n`,
+            `${r.examined} superseded rows older than ${cfg.retentionHistoryMs} ms examined: ${r.keptCurrent} kept (current), ${r.deleted} ${opts.dryRun ? 'would be deleted (dry run)' : 'deleted'} in ${r.batches} batches${opts.dryRun ? '' : `; ${sessionsDeleted} ended dashboard sessions deleted`}\n`,
           );
       } finally {
         await store.close();

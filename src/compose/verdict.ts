@@ -18,7 +18,8 @@ import { readerOn } from './reader.js';
 import { runWorker, type WorkerMonitor, type WorkerSettings } from './run-worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../access/tokens.js';
-import type { ApiTokenRole, ApiTokenRow, SetJobCounts } from '../store/store.js';
+import { endDashboardSession, findDashboardSession, openDashboardSession, type OpenedDashboardSession } from '../access/sessions.js';
+import type { ApiTokenRole, ApiTokenRow, DashboardSessionRow, SetJobCounts } from '../store/store.js';
 import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type ImportGitHubFilesOptions, type ImportGitHubRepoOptions } from '../integrations/github/import.js';
 import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
@@ -370,6 +371,22 @@ export interface VerdictTokens {
   authenticate(token: string): Promise<ApiTokenRow | null>;
 }
 
+/**
+ * Dashboard sessions (DESIGN §16.34; src/access/sessions.ts): a login with a workspace token makes
+ * a server-side session whose random id is all a cookie carries; only its SHA-256 is stored. A
+ * session ends at logout, when its token is revoked or its workspace deleted, 12 h after login
+ * (SESSION_MAX_AGE_MS), or after 1 h without a request (SESSION_IDLE_MS), by the store's clock.
+ * The id is no API token: the `/v1` routes refuse it.
+ */
+export interface VerdictSessions {
+  /** A login: a new session for a live token, its id (`vds_…`, show it once: only the cookie keeps it). @returns null for an unknown, revoked or deleted-workspace token. */
+  open(token: string): Promise<OpenedDashboardSession | null>;
+  /** The live session this id names (its token's row and its times), or null; marks it seen. */
+  authenticate(sessionId: string): Promise<DashboardSessionRow | null>;
+  /** A logout: deletes the session. @returns false when it had already ended. */
+  end(sessionId: string): Promise<boolean>;
+}
+
 /** GitHub issues in and out of the store (DESIGN §16.22; src/integrations/github/). */
 export interface VerdictGitHub {
   /**
@@ -418,6 +435,7 @@ export interface Verdict {
   /** One workspace's owed-job queue: list, retry, drop (compose/operations-reads.ts `VerdictJobs`). */
   readonly jobs: VerdictJobs;
   readonly tokens: VerdictTokens;
+  readonly sessions: VerdictSessions;
   readonly github: VerdictGitHub;
   /** Labels in GitHub behind a calibration gate: the plan, proposals, the gate, delivery (DESIGN §17; compose/actions-api.ts). */
   readonly actions: VerdictActions;
@@ -616,6 +634,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     revoke: (id) => inner.revokeApiToken(id),
     authenticate: (token) => authenticateApiToken(inner, token),
   };
+  const sessions: VerdictSessions = {
+    open: (token) => openDashboardSession(inner, token).catch((err) => Promise.reject(toStoreError(err))),
+    authenticate: (id) => findDashboardSession(inner, id).catch((err) => Promise.reject(toStoreError(err))),
+    end: (id) => endDashboardSession(inner, id).catch((err) => Promise.reject(toStoreError(err))),
+  };
   const actionDeps = { store: inner, registry, config: actionsConfig, readsAgainst, logger, cap: options.actions };
   const webhookOptions = webhookActionOptions(actionDeps);
   const github: VerdictGitHub = {
@@ -631,6 +654,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     reader,
     jobs,
     tokens,
+    sessions,
     github,
     actions: actionsApi(actionDeps),
     explain: mappedRead(async (ref: string, opts: { workspace: string; set?: string }) => {

@@ -2,6 +2,7 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SESSION_MAX_AGE_MS } from '../access/sessions.js';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
@@ -30,10 +31,11 @@ import { registerProposalsPage } from './proposals-page.js';
  * open load one small script of ours that refreshes their regions in place (live-script.ts,
  * DESIGN §16.30).
  *
- * Sessions: the login form takes a workspace token (`verdict tokens create`, the API's); the
- * session cookie holds that token (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h),
- * and every request authenticates it again, so a revoked token or a deleted workspace ends its
- * sessions at once. Every form carries a CSRF token (@fastify/csrf-protection, the secret in its
+ * Sessions (DESIGN §16.34): the login form takes a workspace token (`verdict tokens create`, the
+ * API's) and opens a server-side session (`v.sessions`); the cookie holds only the session's
+ * random id (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h), never the token, so it
+ * is no API credential. Every request finds the session again, so logout, a revoked token, a
+ * deleted workspace, the 12 h life or an hour idle ends it at once. Every form carries a CSRF token (@fastify/csrf-protection, the secret in its
  * own HttpOnly SameSite=Strict cookie); a POST without a valid one is refused with 403 before
  * anything is read. Roles as in the API: `read` sees, `write` records verdicts, `admin` retries
  * and drops jobs and sees spend (the server's, across workspaces). Every read names the token's
@@ -48,8 +50,8 @@ import { registerProposalsPage } from './proposals-page.js';
 export const SESSION_COOKIE = 'verdict_session';
 /** Name of the CSRF secret cookie. */
 export const CSRF_COOKIE = 'verdict_csrf';
-/** How long a session lasts, seconds: a working day. */
-export const SESSION_MAX_AGE_S = 12 * 3600;
+/** How long the session cookie lasts, seconds: the session's own life (SESSION_MAX_AGE_MS, 12 h). */
+export const SESSION_MAX_AGE_S = SESSION_MAX_AGE_MS / 1000;
 /** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
 export const FORM_BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -90,12 +92,12 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
   });
 
   scope.addHook('onRequest', async (req) => {
-    const token = req.cookies[SESSION_COOKIE];
-    if (!token) return;
-    const row = await v.tokens.authenticate(token);
-    if (!row) return;
-    req.apiToken = row; // the request log and the per-token rate limit name it
-    req.viewer = { token: row, csrf: '' };
+    const sessionId = req.cookies[SESSION_COOKIE];
+    if (!sessionId) return;
+    const session = await v.sessions.authenticate(sessionId);
+    if (!session) return;
+    req.apiToken = session.token; // the request log and the per-token rate limit name it
+    req.viewer = { token: session.token, csrf: '' };
   });
   scope.addHook('onSend', async (_req, reply, payload) => {
     reply.header('content-security-policy', CSP);
@@ -162,19 +164,21 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       html`<div class="login"><h1>Log in</h1>${refused ? html`<p class="notice error" role="alert">That token is not valid: it is unknown, revoked, or its workspace is deleted.</p>` : ''}
 <form method="post" action="/ui/login"><input type="hidden" name="_csrf" value="${csrfToken}">
 <label>Workspace token<input type="password" name="token" autocomplete="off" required autofocus spellcheck="false"></label>
-<p class="muted">A token from <code>verdict tokens create --workspace SLUG --role read|write|admin</code>. It is kept in an HttpOnly cookie for 12 hours.</p>
+<p class="muted">A token from <code>verdict tokens create --workspace SLUG --role read|write|admin</code>. You stay logged in for 12 hours, or until an hour without use; the token itself is not kept in the browser.</p>
 <button type="submit">Log in</button></form></div>`,
     );
   };
   scope.get('/login', async (req, reply) => loginPage(req, reply, 200, false));
   scope.post('/login', csrf, async (req, reply) => {
     const token = field(req.body, 'token')?.trim() ?? '';
-    const row = token ? await v.tokens.authenticate(token) : null;
-    if (!row) return loginPage(req, reply, 401, true);
-    reply.setCookie(SESSION_COOKIE, token, { path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req), maxAge: SESSION_MAX_AGE_S });
+    const opened = token ? await v.sessions.open(token) : null;
+    if (!opened) return loginPage(req, reply, 401, true);
+    reply.setCookie(SESSION_COOKIE, opened.sessionId, { path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req), maxAge: SESSION_MAX_AGE_S });
     return reply.code(303).header('location', '/ui/flags').send();
   });
   scope.post('/logout', csrf, async (req, reply) => {
+    const sessionId = req.cookies[SESSION_COOKIE];
+    if (sessionId) await v.sessions.end(sessionId);
     reply.clearCookie(SESSION_COOKIE, { path: '/ui', httpOnly: true, sameSite: 'strict', secure: secure(req) });
     return reply.code(303).header('location', '/ui/login').send();
   });

@@ -9,6 +9,7 @@ import { DriftSweeper, runSweepLoop } from './drift-sweep.js';
 import { ExpirySweeper } from './expiry-sweep.js';
 import { OweBucket } from './owe-bucket.js';
 import { pruneDeliveredEvents } from './event-delivery.js';
+import { pruneDashboardSessions } from '../access/sessions.js';
 
 /**
  * The long-running worker's background passes, beside its slots: the drift and expiry sweeps
@@ -116,6 +117,8 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
       await pruneDecisions(o.store, reader, { historyMs: o.retentionHistoryMs, maxBatches: WORKER_PRUNE_MAX_BATCHES, logger: o.logger });
       // Delivered decision events past the same window (DESIGN §16.22); undelivered ones are kept.
       await pruneDeliveredEvents(o.store, o.retentionHistoryMs, o.logger);
+      // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.34).
+      await pruneDashboardSessions(o.store, o.logger);
     } catch (err) {
       o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'retention pass failed');
     }

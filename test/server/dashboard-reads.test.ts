@@ -1,3 +1,5 @@
+import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -259,6 +261,43 @@ describe('the dashboard over HTTP', () => {
     expect((await app.inject({ method: 'GET', url: '/ui/flags?notice=jobs-retried', headers: { cookie } })).body).toContain('class="notice"');
     const doc = (await app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, unknown> };
     expect(Object.keys(doc.paths).some((p) => p.startsWith('/ui'))).toBe(false);
+  });
+
+  it('keeps the session on the server: the cookie is a random id stored hashed and useless against /v1; logout and revocation end it, a replayed cookie gets the login page', async () => {
+    const login = await app.inject({ method: 'GET', url: '/ui/login' });
+    const secret = `verdict_csrf=${login.cookies.find((c) => c.name === 'verdict_csrf')!.value}`;
+    const c0 = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
+    const created = await v.tokens.create({ workspace: 'acme', role: 'write' });
+    const logIn = async () => {
+      const r = await post('/ui/login', { _csrf: c0, token: created.token }, secret);
+      expect(r.statusCode).toBe(303);
+      return r.cookies.find((c) => c.name === 'verdict_session')!.value;
+    };
+    const sid = await logIn();
+    expect(sid).toMatch(/^vds_[A-Za-z0-9_-]{43}$/);
+    expect(sid).not.toContain(created.token.slice(4));
+    const page = (value: string) => app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie: `${secret}; verdict_session=${value}` } });
+    expect((await page(sid)).statusCode).toBe(200);
+    // The token itself is no session, and the session id is no API credential.
+    expect(await page(created.token)).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
+    expect((await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${sid}` } })).statusCode).toBe(401);
+    expect((await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${created.token}` } })).statusCode).toBe(200);
+    // Only the id's SHA-256 is in the database.
+    const db = new Database(join(dir, 'v.db'), { readonly: true });
+    const stored = JSON.stringify(db.prepare('SELECT * FROM dashboard_sessions').all());
+    db.close();
+    expect(stored).toContain(createHash('sha256').update(sid).digest('hex'));
+    expect(stored).not.toContain(sid.slice(4));
+    // Logout ends the session on the server: the old cookie replayed gets the login page.
+    const out = await post('/ui/logout', { _csrf: c0 }, `${secret}; verdict_session=${sid}`);
+    expect(out).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
+    expect(await page(sid)).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
+    expect((await post('/ui/items/T-1/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'agree' }, `${secret}; verdict_session=${sid}`)).statusCode).toBe(401);
+    // Revoking the token ends its other sessions too.
+    const again = await logIn();
+    expect((await page(again)).statusCode).toBe(200);
+    expect(await v.tokens.revoke(created.row.id)).toBe(true);
+    expect(await page(again)).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
   });
 
   it('logs no item text, token or form field', () => {

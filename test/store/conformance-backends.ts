@@ -69,7 +69,7 @@ export function sqliteBackend(): StoreBackend {
   };
 }
 
-const TABLES = 'workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend, decision_spend_reservations, verdict_meta, event_targets, decision_events, api_tokens, webhook_deliveries, human_verdicts, surfacing_changes, provider_batches, batch_requests, item_actions';
+const TABLES = 'workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend, decision_spend_reservations, verdict_meta, event_targets, decision_events, api_tokens, dashboard_sessions, webhook_deliveries, human_verdicts, surfacing_changes, provider_batches, batch_requests, item_actions';
 
 export function pgliteBackend(): StoreBackend {
   let client: PGlite;

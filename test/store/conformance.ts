@@ -10,6 +10,8 @@ import type { Provider } from '../../src/providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type Store, type WorkspaceRow } from '../../src/store/store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import { endDashboardSession, findDashboardSession, openDashboardSession, pruneDashboardSessions, SESSION_IDLE_MS, SESSION_MAX_AGE_MS } from '../../src/access/sessions.js';
+import { authenticateApiToken, createApiToken } from '../../src/access/tokens.js';
 import { Actions, ACTIONS_CURSOR_META_KEY } from '../../src/actions/actions.js';
 import { parseActionsConfig } from '../../src/actions/config.js';
 import { readerOn } from '../../src/compose/reader.js';
@@ -1627,6 +1629,56 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.findApiToken(hash('t1'))).toBeNull();
       expect((await fx.store.listApiTokens(fx.ws.id))[0].revokedAt).not.toBeNull();
       await expect(fx.store.createApiToken({ id: 'tok-3', workspaceId: fx.ws.id, role: 'read', tokenHash: hash('t1') })).rejects.toThrow();
+    });
+
+    it('a dashboard session lives until logout, 12 h, an hour idle or its token\u2019s revocation, and is no token; prune deletes the ended ones (DESIGN §16.34)', async () => {
+      const { token, row } = await createApiToken(fx.store, { workspace: 'acme', role: 'write' });
+      const find = (id: string) => findDashboardSession(fx.store, id);
+      const open = async () => (await openDashboardSession(fx.store, token))!;
+      const s1 = await open();
+      expect(s1.sessionId).toMatch(/^vds_[A-Za-z0-9_-]{43}$/);
+      expect(s1.session).toMatchObject({ token: { id: row.id, workspaceSlug: 'acme', role: 'write', revokedAt: null } });
+      expect(s1.session.expiresAt - s1.session.createdAt).toBe(SESSION_MAX_AGE_MS);
+      expect(await openDashboardSession(fx.store, `${token}x`)).toBeNull();
+      expect(await find(s1.sessionId)).toMatchObject({ token: { id: row.id } });
+      // Neither credential stands for the other.
+      expect(await find(token)).toBeNull();
+      expect(await authenticateApiToken(fx.store, s1.sessionId)).toBeNull();
+      expect(await fx.store.findApiToken(createHash('sha256').update(s1.sessionId).digest('hex'))).toBeNull();
+      // Idle: a request within the hour keeps it; an hour without one ends it.
+      fx.advance(SESSION_IDLE_MS - 60_000);
+      expect(await find(s1.sessionId)).not.toBeNull();
+      fx.advance(SESSION_IDLE_MS - 60_000);
+      expect(await find(s1.sessionId)).not.toBeNull();
+      fx.advance(SESSION_IDLE_MS);
+      expect(await find(s1.sessionId)).toBeNull();
+      // Its whole life: 12 h after login even when used every 50 minutes.
+      const s2 = await open();
+      for (let t = 50; t <= 700; t += 50) {
+        fx.advance(50 * 60_000);
+        expect(await find(s2.sessionId)).not.toBeNull();
+      }
+      fx.advance(19 * 60_000);
+      expect(await find(s2.sessionId)).not.toBeNull();
+      fx.advance(60_000);
+      expect(await find(s2.sessionId)).toBeNull();
+      // Logout.
+      const s3 = await open();
+      expect(await endDashboardSession(fx.store, s3.sessionId)).toBe(true);
+      expect(await find(s3.sessionId)).toBeNull();
+      expect(await endDashboardSession(fx.store, s3.sessionId)).toBe(false);
+      // Revocation ends the token's sessions (their rows go with it) and lets no new one open.
+      const live = await open();
+      const other = await createApiToken(fx.store, { workspace: 'acme', role: 'read' });
+      const s4 = (await openDashboardSession(fx.store, other.token))!;
+      expect(await fx.store.revokeApiToken(other.row.id)).toBe(true);
+      expect(await find(s4.sessionId)).toBeNull();
+      expect(await openDashboardSession(fx.store, other.token)).toBeNull();
+      expect(await fx.store.createDashboardSession({ idHash: 'h', tokenId: other.row.id, maxAgeMs: SESSION_MAX_AGE_MS })).toBeNull();
+      // Retention: the idle (s1) and expired (s2) rows; the logged-out and revoked ones are gone already.
+      expect(await pruneDashboardSessions(fx.store)).toBe(2);
+      expect(await pruneDashboardSessions(fx.store)).toBe(0);
+      expect(await find(live.sessionId)).not.toBeNull();
     });
 
     it('a delivery id is recorded once; recorded in a transaction that rolls back, it is not recorded, nor are the writes beside it', async () => {

@@ -250,6 +250,28 @@ export const apiTokens = pgTable(
 );
 
 /**
+ * Dashboard sessions (DESIGN §16.34): one row per login. The cookie carries a random session id;
+ * only its SHA-256 (hex) is kept, so a copy of the database opens no session. A session lives
+ * while its token is unrevoked and its workspace live, until `expires_at` (12 h after login) or
+ * until it has been idle past the idle timeout (`last_seen_at`). Logout deletes the row.
+ */
+export const dashboardSessions = pgTable(
+  'dashboard_sessions',
+  {
+    /** Hex SHA-256 of the session id the cookie carries. */
+    idHash: text('id_hash').primaryKey(),
+    tokenId: text('token_id').notNull().references(() => apiTokens.id),
+    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    /** The token's role at login: `read`, `write` or `admin`. */
+    role: text('role').notNull(),
+    createdAt: ms('created_at').notNull(),
+    expiresAt: ms('expires_at').notNull(),
+    lastSeenAt: ms('last_seen_at').notNull(),
+  },
+  (t) => [index('dashboard_sessions_token_idx').on(t.tokenId), index('dashboard_sessions_expires_idx').on(t.expiresAt)],
+);
+
+/**
  * Inbound webhook deliveries already applied (DESIGN §16.22), keyed by the sender's delivery id
  * (`X-GitHub-Delivery`): a redelivery finds its row and is a no-op. Written in the transaction
  * of the writes the delivery made.

@@ -55,11 +55,16 @@ export function listApiTokens(c: SqlContext, workspaceId?: string): Promise<ApiT
   });
 }
 
-/** Revokes one token (idempotent). @returns false when no unrevoked token has this id. */
+/**
+ * Revokes one token (idempotent) and deletes its dashboard sessions in the same transaction
+ * (DESIGN §16.34). @returns false when no unrevoked token has this id.
+ */
 export function revokeApiToken(c: SqlContext, id: string): Promise<boolean> {
   return write(c, function* () {
     const now = yield* nowSql();
-    return (yield* changes(sql`UPDATE api_tokens SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`)) > 0;
+    const revoked = (yield* changes(sql`UPDATE api_tokens SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`)) > 0;
+    yield* changes(sql`DELETE FROM dashboard_sessions WHERE token_id = ${id}`);
+    return revoked;
   });
 }
 

@@ -13,6 +13,7 @@ import { owePairs } from './owe.js';
 import * as retention from './retention.js';
 import * as surfacing from './surfacing.js';
 import * as reservations from './spend-reservations.js';
+import * as sessions from './sessions.js';
 import { nowMs, read, type SqlContext } from './steps.js';
 import * as reads from './tracker-reads.js';
 import * as doors from './write-doors.js';
@@ -116,6 +117,10 @@ const OPERATIONS = {
   listApiTokens: access.listApiTokens,
   revokeApiToken: access.revokeApiToken,
   findApiToken: access.findApiToken,
+  createDashboardSession: sessions.createDashboardSession,
+  findDashboardSession: sessions.findDashboardSession,
+  deleteDashboardSession: sessions.deleteDashboardSession,
+  pruneDashboardSessions: sessions.pruneDashboardSessions,
   recordWebhookDelivery: access.recordWebhookDelivery,
   // outbound decision events (DESIGN §16.22)
   syncEventTargets: events.syncEventTargets,
