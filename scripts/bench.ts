@@ -13,6 +13,7 @@ import { answerRate, BUILT_CLI, checkDrain, createDatabase, ROOT, seedJobs, SOUR
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
 import { benchQueuePath } from './bench-queue.js';
+import { countStatements, prepareCounting, resetCounts } from './bench-pg-statements.js';
 
 /**
  * `npm run bench [-- --quick | --smoke] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
@@ -165,30 +166,51 @@ async function partD(): Promise<void> {
   let admin = process.env.VERDICT_TEST_PG_URL;
   let serverDir: string | undefined;
   if (!admin) {
-    const out = execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['start'], { encoding: 'utf8' });
-    admin = /VERDICT_TEST_PG_URL=(\S+)/.exec(out)![1];
-    serverDir = /VERDICT_TEST_PG_DIR=(\S+)/.exec(out)![1];
+    try {
+      const out = execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['start'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      admin = /VERDICT_TEST_PG_URL=(\S+)/.exec(out)![1];
+      serverDir = /VERDICT_TEST_PG_DIR=(\S+)/.exec(out)![1];
+    } catch (err) {
+      const why = `${(err as { stderr?: string }).stderr ?? (err as Error).message}`.trim().split('\n').pop();
+      say('\n[d] PostgreSQL: SKIPPED ****************************************************************');
+      say(`    no PostgreSQL reachable: VERDICT_TEST_PG_URL is not set and scripts/pg-test-server.sh start failed (${why})`);
+      say('    the 4 ÷ 1 process ratio and the statements per evaluation are NOT measured in this run');
+      summary.push({ part: 'd', measure: 'postgres: SKIPPED, no server reachable', value: '-', target: '(not run)', met: null });
+      return;
+    }
   }
   const perProcess = 8;
   // The smoke starts the built CLI when there is one: tsx compiling the sources in five processes
   // on a small machine takes longer than the smoke's whole drain.
   const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
   const rounds = sized(25, 10, 1);
-  say(`\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call`);
+  say(`\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call; statements per job from pg_stat_statements`);
   try {
     const rates: number[] = [];
     for (const processes of [1, 4]) {
       const db = await createDatabase(admin, 'verdict_bench');
       try {
         const items = Math.ceil((processes * perProcess * rounds) / 2); // two jobs per item
+        const counting = await prepareCounting(db.url);
+        if ('reason' in counting) say(`    statements per job NOT counted: ${counting.reason}`);
+        const workerUrl = 'workerUrl' in counting ? counting.workerUrl : db.url;
         // The workers start first and idle; the jobs are owed once all of them are up, so
         // process start-up (tsx compiling the sources) is not in the measurement.
-        const workers = startWorkers(db.url, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200'], cli);
+        const workers = startWorkers(workerUrl, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200'], cli);
         await workers.ready;
         const t0 = performance.now();
         const owed = await seedJobs(db.url, items);
+        // Counted from the end of seeding (the workers' idle polls before it are not the steady
+        // state), over the jobs still owed then; the reset comes first, so a job done between the
+        // two adds its statements but not itself: the figure errs high, never low.
+        let countedJobs = 0;
+        if ('workerUrl' in counting) {
+          await resetCounts(db.url);
+          countedJobs = (await checkDrain(db.url)).jobsLeft;
+        }
         await waitUntilDrained(db.url, 300_000);
         const wallMs = performance.now() - t0;
+        const statements = 'workerUrl' in counting ? await countStatements(db.url) : undefined;
         const runs = await workers.stop();
         const check = await checkDrain(db.url);
         // Co-asking (on by default, DESIGN §16.18) answers an item's two sets in one call when both
@@ -199,6 +221,14 @@ async function partD(): Promise<void> {
         const rate = await answerRate(db.url);
         rates.push(rate.perSecond);
         say(`    ${processes} process${processes > 1 ? 'es' : ''}: ${owed} jobs, steady ${fmt(rate.perSecond, 1)} jobs/s (ideal ${(processes * perProcess) / 0.2}), ${fmt(wallMs / 1000, 1)} s from the first job owed to the last done`);
+        if (statements) {
+          const perJob = statements.total / Math.max(1, countedJobs);
+          say(`      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job; most frequent:`);
+          for (const s of statements.top) say(`        ${String(s.calls).padStart(7)}  ${s.query.slice(0, 110)}`);
+          summary.push({ part: 'd', measure: `postgres statements per job, ${processes} proc`, value: fmt(perJob, 1), target: '≤ 6', met: perJob <= 6 });
+        } else {
+          summary.push({ part: 'd', measure: `postgres statements per job, ${processes} proc`, value: 'not counted', target: '≤ 6', met: null });
+        }
       } finally {
         await db.drop();
       }
