@@ -13,6 +13,7 @@ import { answerRate, BUILT_CLI, checkDrain, createDatabase, ROOT, seedJobs, SOUR
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
 import { benchQueuePath } from './bench-queue.js';
+import { benchHttp } from './bench-http.js';
 import { countStatements, prepareCounting, resetCounts } from './bench-pg-statements.js';
 
 /**
@@ -46,6 +47,9 @@ import { countStatements, prepareCounting, resetCounts } from './bench-pg-statem
  *   i. `npm test` wall time, the whole suite in a child process (target ≤ 4 min, issue 13); with
  *      --quick only the store conformance files. The Postgres files skip without
  *      VERDICT_TEST_PG_URL; the line says whether it was set.
+ *   j. the HTTP API under load (issue 30 §7): autocannon at 20 connections against `verdict serve`
+ *      on the demo database, `GET /v1/items/{ref}` and `POST /v1/items`, requests/s, p50, p99;
+ *      targets ≥ 2,000 reads/s and ≥ 500 writes/s, p99 < 100 ms (on an idle machine).
  *
  * --quick shrinks every part (c drains 100,000 instead of 1,000,000; f and g run 2,000 jobs).
  * --smoke runs every part at its smallest sizes (f and g 200 jobs, d one round from the built CLI
@@ -375,7 +379,23 @@ async function partI(): Promise<void> {
   });
 }
 
-const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH, i: partI };
+// ---------------------------------------------------------------------------------------- j
+async function partJ(): Promise<void> {
+  const connections = 20;
+  const seconds = sized(20, 10, 2);
+  const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
+  say(`\n[j] HTTP API: verdict serve on the demo database, autocannon ${connections} connections, ${seconds} s each (rate limit raised to its maximum, log level info)`);
+  const rs = await benchHttp(cli, connections, seconds, { sampleLines: smoke ? 60 : undefined });
+  for (const r of rs) {
+    say(`    ${r.name.padEnd(22)} ${fmt(r.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(r.p50Ms, 0).padStart(4)} ms  p99 ${fmt(r.p99Ms, 0).padStart(4)} ms  (${r.requests} requests, ${r.timeouts} timeouts)`);
+  }
+  const [read, write] = rs;
+  summary.push({ part: 'j', measure: 'GET /v1/items/{ref} req/s, c20', value: fmt(read.requestsPerSecond, 0), target: '≥ 2,000/s', met: read.requestsPerSecond >= 2_000 });
+  summary.push({ part: 'j', measure: 'POST /v1/items req/s, c20', value: fmt(write.requestsPerSecond, 0), target: '≥ 500/s', met: write.requestsPerSecond >= 500 });
+  for (const r of rs) summary.push({ part: 'j', measure: `${r.name} p50 / p99 ms`, value: `${fmt(r.p50Ms, 0)} / ${fmt(r.p99Ms, 0)}`, target: 'p99 < 100', met: r.p99Ms < 100 });
+}
+
+const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH, i: partI, j: partJ };
 say(`verdict bench${size === 'full' ? '' : ` --${size}`}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
 for (const p of only) {
   const t0 = performance.now();
