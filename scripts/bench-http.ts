@@ -24,6 +24,8 @@ export interface LoadResult {
   p50Ms: number;
   p99Ms: number;
   requests: number;
+  /** The server process's CPU (user + system, from /proc) per request, µs: steady on a loaded machine, where req/s is not. Null off Linux. */
+  serverCpuUsPerRequest: number | null;
   non2xx: number;
   errors: number;
   timeouts: number;
@@ -51,11 +53,25 @@ function firstLines(from: string, n: number, to: string): string {
   return to;
 }
 
-function run(name: string, opts: autocannon.Options): Promise<LoadResult> {
+/** CPU µs (user + system) a process has used, from /proc/PID/stat (clock ticks of 10 ms); null where there is no /proc. */
+function processCpuUs(pid: number): number | null {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command name.
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return null;
+  }
+}
+
+function run(name: string, pid: number, opts: autocannon.Options): Promise<LoadResult> {
+  const cpu0 = processCpuUs(pid);
   return new Promise((resolve, reject) => {
     autocannon(opts, (err, r) => {
       if (err) return reject(err);
+      const cpu1 = processCpuUs(pid);
       resolve({
+        serverCpuUsPerRequest: cpu0 === null || cpu1 === null ? null : (cpu1 - cpu0) / Math.max(1, r.requests.total),
         name,
         requestsPerSecond: r.requests.mean,
         p50Ms: r.latency.p50,
@@ -74,9 +90,10 @@ function run(name: string, opts: autocannon.Options): Promise<LoadResult> {
  * @param cliArgs how the CLI is started (node arguments before the subcommand, scripts/bench-drain.ts SOURCE_CLI or BUILT_CLI)
  * @param opts.sampleLines build the demo from the bundled sample's first lines only (the smoke's size)
  * @param opts.serveArgs more `verdict serve` flags (e.g. `--log-level warn` to see what logging costs)
+ * @param opts.nodeArgs node flags for the server (e.g. `--cpu-prof --cpu-prof-dir=DIR` to see where its time goes)
  * @throws Error when the demo, the token or the server fails, or a run answered anything but 2xx.
  */
-export async function benchHttp(cliArgs: readonly string[], connections: number, seconds: number, opts: { sampleLines?: number; serveArgs?: string[] } = {}): Promise<LoadResult[]> {
+export async function benchHttp(cliArgs: readonly string[], connections: number, seconds: number, opts: { sampleLines?: number; serveArgs?: string[]; nodeArgs?: string[] } = {}): Promise<LoadResult[]> {
   const dir = mkdtempSync(join(tmpdir(), 'verdict-bench-http-'));
   const dbFile = join(dir, 'demo.db');
   let server: ChildProcess | undefined;
@@ -92,7 +109,7 @@ export async function benchHttp(cliArgs: readonly string[], connections: number,
     const port = await freePort();
     server = spawn(
       process.execPath,
-      [...cliArgs, 'serve', '--database-url', dbFile, '--http-host', '127.0.0.1', '--http-port', String(port), '--http-rate-limit-per-minute', '1000000', '--provider', 'none', ...(opts.serveArgs ?? [])],
+      [...(opts.nodeArgs ?? []), ...cliArgs, 'serve', '--database-url', dbFile, '--http-host', '127.0.0.1', '--http-port', String(port), '--http-rate-limit-per-minute', '1000000', '--provider', 'fake', ...(opts.serveArgs ?? [])],
       { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'ignore'] },
     );
     await new Promise<void>((resolve, reject) => {
@@ -107,7 +124,7 @@ export async function benchHttp(cliArgs: readonly string[], connections: number,
     const url = `http://127.0.0.1:${port}`;
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     let n = 0;
-    const read = await run('GET /v1/items/{ref}', {
+    const read = await run('GET /v1/items/{ref}', server.pid!, {
       url,
       connections,
       duration: seconds,
@@ -117,7 +134,7 @@ export async function benchHttp(cliArgs: readonly string[], connections: number,
     const collection = rows[0].slug;
     let w = 0;
     const stamp = Date.now().toString(36);
-    const write = await run('POST /v1/items', {
+    const write = await run('POST /v1/items', server.pid!, {
       url,
       connections,
       duration: seconds,

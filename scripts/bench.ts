@@ -384,14 +384,16 @@ async function partJ(): Promise<void> {
   const connections = 20;
   const seconds = sized(20, 10, 2);
   const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
-  say(`\n[j] HTTP API: verdict serve on the demo database, autocannon ${connections} connections, ${seconds} s each (rate limit raised to its maximum, log level info)`);
+  say(`\n[j] HTTP API: verdict serve on the demo database, autocannon ${connections} connections, ${seconds} s each (rate limit raised to its maximum, log level info, --provider fake so decisions are read; no worker)`);
   const rs = await benchHttp(cli, connections, seconds, { sampleLines: smoke ? 60 : undefined });
   for (const r of rs) {
-    say(`    ${r.name.padEnd(22)} ${fmt(r.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(r.p50Ms, 0).padStart(4)} ms  p99 ${fmt(r.p99Ms, 0).padStart(4)} ms  (${r.requests} requests, ${r.timeouts} timeouts)`);
+    const cpu = r.serverCpuUsPerRequest === null ? 'server CPU not read' : `server ${fmt(r.serverCpuUsPerRequest, 0)} CPU µs/request`;
+    say(`    ${r.name.padEnd(22)} ${fmt(r.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(r.p50Ms, 0).padStart(4)} ms  p99 ${fmt(r.p99Ms, 0).padStart(4)} ms  ${cpu}  (${r.requests} requests, ${r.timeouts} timeouts)`);
   }
   const [read, write] = rs;
   summary.push({ part: 'j', measure: 'GET /v1/items/{ref} req/s, c20', value: fmt(read.requestsPerSecond, 0), target: '≥ 2,000/s', met: read.requestsPerSecond >= 2_000 });
   summary.push({ part: 'j', measure: 'POST /v1/items req/s, c20', value: fmt(write.requestsPerSecond, 0), target: '≥ 500/s', met: write.requestsPerSecond >= 500 });
+  for (const r of rs) summary.push({ part: 'j', measure: `${r.name} server CPU µs/request`, value: r.serverCpuUsPerRequest === null ? '-' : fmt(r.serverCpuUsPerRequest, 0), target: '(steady figure)', met: null });
   for (const r of rs) summary.push({ part: 'j', measure: `${r.name} p50 / p99 ms`, value: `${fmt(r.p50Ms, 0)} / ${fmt(r.p99Ms, 0)}`, target: 'p99 < 100', met: r.p99Ms < 100 });
 }
 
