@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRegistry } from '../src/compose/open.js';
@@ -10,19 +10,21 @@ import type { RunReport } from '../src/runner/run-once.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
 import { Worker, type WorkerSummary } from '../src/worker/worker.js';
-import { drainNaive, writeDoorNaive, type NaiveSet } from './bench-naive.js';
+import { drainLean, writeDoorLean, type LeanOptions, type LeanSet } from './bench-lean.js';
 
 /**
- * Parts f, g and h of `npm run bench` (scripts/bench.ts): full evaluations per second, the
- * already-answered skip path, and the write door's cost to the tracker. They reach the store only
- * through its public methods (the Store interface and the SqliteStore constructor), so they keep
- * measuring the same thing when the store's internals change.
+ * Parts f, g and h of `npm run bench` (scripts/bench.ts): full evaluations, the already-answered
+ * skip path, and the write door's cost to the tracker, each beside the lean reference
+ * (scripts/bench-lean.ts) in the same run, as jobs/s and CPU µs per job (`process.cpuUsage`, user +
+ * system: steady on a loaded machine, where wall time is not). They reach the store only through its
+ * public methods (the Store interface and the SqliteStore constructor), so they keep measuring the
+ * same thing when the store's internals change.
  */
 
 /**
- * The sets the evaluation parts owe: the fixed-question production sets, asked together in one
- * provider call per open item (co-asking; the conventions sets would complete without a call in a workspace with no
- * conventions, which would measure claims, not evaluations).
+ * The sets the evaluation parts owe: the fixed-question production sets, which read the same state,
+ * so co-asking asks both in one call per item (the conventions sets would complete without a call
+ * in a workspace with no conventions, which would measure claims, not evaluations).
  */
 const EVAL_SETS: readonly QuestionSet[] = [attentionSet, effortSet];
 
@@ -37,7 +39,7 @@ function tempDb(): TempDb {
 }
 
 /** A SQLite store whose write doors owe `EVAL_SETS`, one workspace, one `task` collection with a terminal status. */
-export interface Seeded {
+interface Seeded {
   db: TempDb;
   store: Store;
   registry: Registry;
@@ -67,6 +69,10 @@ async function openSeeded(items: number, registry: Registry): Promise<Seeded> {
       }
     });
   }
+  return seededOn(db, store, registry, itemIds);
+}
+
+function seededOn(db: TempDb, store: Store, registry: Registry, itemIds: string[]): Seeded {
   return {
     db,
     store,
@@ -79,8 +85,43 @@ async function openSeeded(items: number, registry: Registry): Promise<Seeded> {
   };
 }
 
-/** Drains every claimable job with the real Worker (`untilIdle`), fake provider at 0 ms. */
-async function drain(s: Seeded, concurrency: number): Promise<{ summary: WorkerSummary; seconds: number; reasons: Map<string, number>; provider: FakeProvider }> {
+/**
+ * One seeded database (every job owed), closed, copied for each run: every run starts from the
+ * same bytes, and seeding is paid once.
+ */
+class Template {
+  private constructor(
+    private readonly db: TempDb,
+    readonly itemIds: string[],
+  ) {}
+
+  static async make(items: number): Promise<Template> {
+    const s = await openSeeded(items, new Registry([...EVAL_SETS]));
+    await s.store.close();
+    return new Template(s.db, s.itemIds);
+  }
+
+  /** A copy of the template's file, for a run to change. */
+  copy(): TempDb {
+    const t = tempDb();
+    copyFileSync(this.db.file, t.file);
+    return t;
+  }
+
+  /** A copy opened as a store. */
+  open(): Seeded {
+    const t = this.copy();
+    const registry = new Registry([...EVAL_SETS]);
+    return seededOn(t, new SqliteStore({ url: t.file, registry }), registry, this.itemIds);
+  }
+
+  done(): void {
+    this.db.done();
+  }
+}
+
+/** Drains every claimable job with the real Worker (`untilIdle`), fake provider at 0 ms; wall seconds and the process's CPU µs. */
+async function drain(s: Seeded, concurrency: number, coAsk: boolean): Promise<{ summary: WorkerSummary; seconds: number; cpuUs: number; reasons: Map<string, number>; provider: FakeProvider }> {
   const provider = new FakeProvider({ latencyMs: 0 });
   const reasons = new Map<string, number>();
   const onOutcome = (r: RunReport) => {
@@ -99,141 +140,160 @@ async function drain(s: Seeded, concurrency: number): Promise<{ summary: WorkerS
     passLimit: 1_000,
     abandonLimit: 8,
     untilIdle: true,
+    coAsk,
     onOutcome,
   });
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const summary = await worker.run();
-  return { summary, seconds: (performance.now() - t0) / 1000, reasons, provider };
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { summary, seconds, cpuUs: cpu.user + cpu.system, reasons, provider };
 }
 
 function describeReasons(reasons: Map<string, number>): string {
   return JSON.stringify(Object.fromEntries(reasons));
 }
 
-// ---------------------------------------------------------------------------------------- f
-
-export interface EvalRates {
-  jobs: number;
-  /** Evaluations per second through the Worker, by concurrency. */
-  byConcurrency: Array<{ concurrency: number; perSecond: number; seconds: number }>;
-  naivePerSecond: number;
-  naiveSeconds: number;
-}
-
-/**
- * Part f: `jobs` full evaluations (claim, item read and state, idempotency read, liveness, a fake
- * call at 0 ms, one per item as both sets are co-asked, answers, spend, complete) through the real Worker at each concurrency, each on a
- * freshly seeded database, and the naive raw-SQL reference (scripts/bench-naive.ts) on another.
- * `keep` receives the drained store of the first concurrency (every job answered), for part g.
- */
-export async function benchFullEvaluations(jobs: number, concurrencies: readonly number[], keep?: (s: Seeded) => void): Promise<EvalRates> {
-  const items = Math.ceil(jobs / EVAL_SETS.length);
-  const total = items * EVAL_SETS.length;
-  const byConcurrency: EvalRates['byConcurrency'] = [];
-  for (const [n, concurrency] of concurrencies.entries()) {
-    const s = await openSeeded(items, new Registry([...EVAL_SETS]));
-    let kept = false;
-    try {
-      const r = await drain(s, concurrency);
-      const completed = r.reasons.get('complete:answered') ?? 0;
-      // Co-asking (on by default, DESIGN §16.18): an item's sets read the same state, so one call
-      // answers both of its jobs; every job still completes answered on its own.
-      if (r.summary.claimed !== total || r.summary.calls !== items || completed !== total || r.provider.requests.length !== items) {
-        throw new Error(`f: concurrency ${concurrency} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
-      }
-      byConcurrency.push({ concurrency, perSecond: total / r.seconds, seconds: r.seconds });
-      if (n === 0 && keep) {
-        keep(s);
-        kept = true;
-      }
-    } finally {
-      if (!kept) await s.close();
-    }
-  }
-  const ref = await openSeeded(items, new Registry([...EVAL_SETS]));
-  try {
-    await ref.store.close(); // the reference has the file to itself
-    const r = drainNaive(ref.db.file, naiveSets());
-    if (r.jobs !== total) throw new Error(`f: the naive reference ran ${r.jobs} of ${total} jobs`);
-    return { jobs: total, byConcurrency, naivePerSecond: total / r.seconds, naiveSeconds: r.seconds };
-  } finally {
-    ref.db.done();
-  }
-}
-
-/** The evaluation sets as the naive reference answers them. */
-function naiveSets(): NaiveSet[] {
+/** The evaluation sets as the lean reference answers them. */
+function leanSets(): LeanSet[] {
   return EVAL_SETS.map((set) => ({ name: set.name, keys: Object.entries(set.questions ?? {}).map(([key, q]) => ({ key, kind: q.kind })) }));
 }
 
-/** Re-owes every (item, set) of `s`, with no quiet period and no debounce, as `verdict reask` does; @throws when fewer were owed. */
-async function reoweAll(s: Seeded, part: string): Promise<void> {
-  let owed = 0;
-  for (let i = 0; i < s.itemIds.length; i += 500) {
-    const pairs = s.itemIds.slice(i, i + 500).flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
-    owed += await s.store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
+/** One measured drain: who ran it, how, and its rate and CPU per job. */
+export interface Rate {
+  /** `verdict` or `lean`. */
+  who: 'verdict' | 'lean';
+  /** `c1`, `c16` for Verdict's concurrency; `fused`, `group16` for the reference's variant. */
+  how: string;
+  coAsk: boolean;
+  jobs: number;
+  perSecond: number;
+  /** Process CPU (user + system) µs per job. */
+  cpuUsPerJob: number;
+  seconds: number;
+}
+
+function rate(who: Rate['who'], how: string, coAsk: boolean, jobs: number, seconds: number, cpuUs: number): Rate {
+  return { who, how, coAsk, jobs, perSecond: jobs / seconds, cpuUsPerJob: cpuUs / jobs, seconds };
+}
+
+/** The lean variant Verdict's run at `concurrency` is judged against: the fused one for one slot, group commit otherwise. */
+export function leanPeer(concurrency: number): { how: string; opts: Omit<LeanOptions, 'coAsk'> } {
+  return concurrency === 1 ? { how: 'fused', opts: { variant: 'fused' } } : { how: `group${concurrency}`, opts: { variant: 'group', slots: concurrency } };
+}
+
+// ---------------------------------------------------------------------------------------- f
+
+/**
+ * Part f: `jobs` full evaluations (claim, item and state, idempotency read, liveness, a fake call at
+ * 0 ms, answers, spend, complete), with co-asking on and off, through the real Worker at each
+ * concurrency and through the lean reference's matching variant (`leanPeer`), each on its own copy
+ * of one seeded database, Verdict and the reference interleaved.
+ * @throws Error when a drain ran fewer jobs or another number of calls than it should.
+ */
+export async function benchFullEvaluations(jobs: number, concurrencies: readonly number[]): Promise<Rate[]> {
+  const items = Math.ceil(jobs / EVAL_SETS.length);
+  const total = items * EVAL_SETS.length;
+  const template = await Template.make(items);
+  const rates: Rate[] = [];
+  try {
+    for (const coAsk of [true, false]) {
+      // Co-asking (DESIGN §16.18): an item's two sets read the same state, so one call answers both
+      // of its jobs; without it, one call per job. Every job still completes answered on its own.
+      const calls = coAsk ? items : total;
+      for (const concurrency of concurrencies) {
+        const s = template.open();
+        try {
+          const r = await drain(s, concurrency, coAsk);
+          const completed = r.reasons.get('complete:answered') ?? 0;
+          if (r.summary.claimed !== total || r.summary.calls !== calls || completed !== total || r.provider.requests.length !== calls) {
+            throw new Error(`f: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
+          }
+          rates.push(rate('verdict', `c${concurrency}`, coAsk, total, r.seconds, r.cpuUs));
+        } finally {
+          await s.close();
+        }
+        const peer = leanPeer(concurrency);
+        const t = template.copy();
+        try {
+          const r = await drainLean(t.file, leanSets(), { ...peer.opts, coAsk });
+          if (r.jobs !== total || r.calls !== calls) throw new Error(`f: the lean reference (${peer.how}, co-ask ${coAsk}) ran ${r.jobs} of ${total} jobs, ${r.calls} calls`);
+          rates.push(rate('lean', peer.how, coAsk, total, r.seconds, r.cpuUs));
+        } finally {
+          t.done();
+        }
+      }
+    }
+    return rates;
+  } finally {
+    template.done();
   }
-  const total = s.itemIds.length * EVAL_SETS.length;
+}
+
+/** Re-owes every (item, set) of the store, with no quiet period and no debounce, as `verdict reask` does; @throws when fewer were owed. */
+async function reoweAll(store: Store, itemIds: readonly string[], part: string): Promise<void> {
+  let owed = 0;
+  for (let i = 0; i < itemIds.length; i += 500) {
+    const pairs = itemIds.slice(i, i + 500).flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
+    owed += await store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
+  }
+  const total = itemIds.length * EVAL_SETS.length;
   if (owed !== total) throw new Error(`${part}: re-owed ${owed} of ${total} jobs`);
 }
 
 // ---------------------------------------------------------------------------------------- g
 
-export interface SkipRates {
-  jobs: number;
-  byConcurrency: Array<{ concurrency: number; perSecond: number; seconds: number }>;
-  /** The naive reference's skip path on its own copy (claim, item read, idempotency read, liveness read, complete; each write its own commit). */
-  naivePerSecond: number;
-}
-
 /**
- * Part g: the idempotent skip path. Every job answered once (`answered`, part f's drained store, or
- * a fresh one drained here untimed), then every job re-owed with the state unchanged
- * (`oweJobs` with no quiet period and no re-ask debounce, as `verdict reask` and the drift sweep
- * owe) and drained again: every job completes as already answered, with no provider call.
+ * Part g: the idempotent skip path. One copy answered by Verdict and one by the lean reference
+ * (untimed), then, for each concurrency and co-asking on and off, every job re-owed with the state
+ * unchanged (`oweJobs` with no quiet period and no re-ask debounce, as `verdict reask` and the drift
+ * sweep owe) and drained again: every job completes as already answered, with no provider call.
+ * @throws Error when a drain ran fewer jobs, made a call or inserted an answer.
  */
-export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly number[], answered?: Seeded): Promise<SkipRates> {
-  const s = answered ?? (await openSeeded(Math.ceil(jobs / EVAL_SETS.length), new Registry([...EVAL_SETS])));
+export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly number[]): Promise<Rate[]> {
+  const items = Math.ceil(jobs / EVAL_SETS.length);
+  const total = items * EVAL_SETS.length;
+  const template = await Template.make(items);
+  const s = template.open();
+  const t = template.copy();
+  const rates: Rate[] = [];
   try {
-    if (!answered) {
-      const first = await drain(s, 4);
-      if (first.summary.calls !== s.itemIds.length) throw new Error(`g: the first drain made ${first.summary.calls} calls, outcomes ${describeReasons(first.reasons)}`);
-    }
-    const total = s.itemIds.length * EVAL_SETS.length;
-    const byConcurrency: SkipRates['byConcurrency'] = [];
-    for (const concurrency of concurrencies) {
-      await reoweAll(s, 'g');
-      const r = await drain(s, concurrency);
-      const skipped = r.reasons.get('complete:already_answered') ?? 0;
-      if (r.summary.claimed !== total || r.summary.calls !== 0 || skipped !== total) {
-        throw new Error(`g: concurrency ${concurrency} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
+    const first = await drain(s, 16, true);
+    if (first.summary.calls !== items) throw new Error(`g: the first drain made ${first.summary.calls} calls, outcomes ${describeReasons(first.reasons)}`);
+    const leanFirst = await drainLean(t.file, leanSets(), { variant: 'group', coAsk: true });
+    if (leanFirst.jobs !== total) throw new Error(`g: the lean reference's first drain ran ${leanFirst.jobs} of ${total} jobs`);
+    // The reference's copy is re-owed through a store of its own, closed while the reference drains.
+    const leanOwe = async () => {
+      const registry = new Registry([...EVAL_SETS]);
+      const store = new SqliteStore({ url: t.file, registry });
+      try {
+        await reoweAll(store, template.itemIds, 'g');
+      } finally {
+        await store.close();
       }
-      byConcurrency.push({ concurrency, perSecond: total / r.seconds, seconds: r.seconds });
+    };
+    for (const coAsk of [true, false]) {
+      for (const concurrency of concurrencies) {
+        await reoweAll(s.store, s.itemIds, 'g');
+        const r = await drain(s, concurrency, coAsk);
+        const skipped = r.reasons.get('complete:already_answered') ?? 0;
+        if (r.summary.claimed !== total || r.summary.calls !== 0 || skipped !== total) {
+          throw new Error(`g: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
+        }
+        rates.push(rate('verdict', `c${concurrency}`, coAsk, total, r.seconds, r.cpuUs));
+        await leanOwe();
+        const peer = leanPeer(concurrency);
+        const l = await drainLean(t.file, leanSets(), { ...peer.opts, coAsk });
+        if (l.jobs !== total || l.inserted !== 0 || l.calls !== 0) throw new Error(`g: the lean skip drain (${peer.how}) ran ${l.jobs} of ${total} jobs and inserted ${l.inserted} answers`);
+        rates.push(rate('lean', peer.how, coAsk, total, l.seconds, l.cpuUs));
+      }
     }
-    return { jobs: total, byConcurrency, naivePerSecond: await naiveSkipRate(s.itemIds.length) };
+    return rates;
   } finally {
     await s.close();
-  }
-}
-
-/**
- * The naive reference's skip path: a fresh copy drained once by the reference (its own answers),
- * every job re-owed through the store, then drained again by the reference, every job already
- * answered (no insert): the rate of that second drain.
- */
-async function naiveSkipRate(items: number): Promise<number> {
-  const ref = await openSeeded(items, new Registry([...EVAL_SETS]));
-  try {
-    await ref.store.close();
-    const first = drainNaive(ref.db.file, naiveSets());
-    const again = new SqliteStore({ url: ref.db.file, registry: ref.registry });
-    await reoweAll({ ...ref, store: again }, 'g');
-    await again.close();
-    const r = drainNaive(ref.db.file, naiveSets());
-    if (r.jobs !== first.jobs || r.inserted !== 0) throw new Error(`g: the naive skip drain ran ${r.jobs} of ${first.jobs} jobs and inserted ${r.inserted} answers`);
-    return r.jobs / r.seconds;
-  } finally {
-    ref.db.done();
+    t.done();
+    template.done();
   }
 }
 
@@ -241,20 +301,23 @@ async function naiveSkipRate(items: number): Promise<number> {
 
 export interface WriteDoorCost {
   updates: number;
-  /** µs per `updateItem`, median of the rounds. */
-  productionUs: number;
-  noSetUs: number;
+  /** Wall and CPU µs per `updateItem` with the production sets registered, median of the rounds. */
+  production: { wallUs: number; cpuUs: number };
+  /** The same with no set registered. */
+  noSet: { wallUs: number; cpuUs: number };
   /** Jobs the production-set run owed per update (a sanity figure: 0 would mean nothing was measured). */
   owedPerUpdate: number;
-  /** The naive reference (scripts/bench-naive.ts `writeDoorNaive`): µs per update with one job upsert per owed set, and with none. */
-  naive: { owingUs: number; noSetUs: number };
+  /** The raw reference (scripts/bench-lean.ts `writeDoorLean`): per update, with one job upsert per owed set, and the UPDATE alone. */
+  raw: { owing: { wallUs: number; cpuUs: number }; none: { wallUs: number; cpuUs: number } };
 }
 
 /**
  * Part h: `updateItem` (a title edit, the door's defaults, as a tracker calls it) on items of a
  * `task` collection with the production sets registered (the CLI's registry, `buildRegistry()`),
- * against the same updates on a store with no set registered (`--provider none`). Each variant on
- * its own database with the same items; `rounds` alternating rounds, the median µs per update.
+ * against the same updates on a store with no set registered (`--provider none`), and the raw
+ * reference of both on the same files. Each variant on its own database with the same items;
+ * `rounds` alternating rounds after an untimed warm-up, the median wall and CPU µs per update.
+ * Co-asking does not enter the write door (it is the worker's).
  */
 export async function benchWriteDoor(updates: number, rounds: number): Promise<WriteDoorCost> {
   const items = 200;
@@ -264,13 +327,14 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
   ];
   const seeded = await Promise.all(variants.map((v) => openSeeded(items, v.registry)));
   try {
-    const us: number[][] = variants.map(() => []);
+    const wall: number[][] = variants.map(() => []);
+    const cpu: number[][] = variants.map(() => []);
     const owed: number[] = variants.map(() => 0);
-    // One untimed warm-up round, then the measured ones; the variants alternate so drift in the
-    // machine's speed hits both alike.
+    // The variants alternate so drift in the machine's speed hits both alike.
     for (let round = 0; round <= rounds; round++) {
       for (const [v, s] of seeded.entries()) {
         let roundOwed = 0;
+        const cpu0 = process.cpuUsage();
         const t0 = performance.now();
         for (let u = 0; u < updates; u++) {
           const w = await s.store.updateItem(s.itemIds[u % items], { title: `bench item ${u % items}, revision ${round}.${u}` });
@@ -278,27 +342,35 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
           roundOwed += w.owed;
         }
         const elapsed = performance.now() - t0;
+        const c = process.cpuUsage(cpu0);
         if (round > 0) {
-          us[v].push((elapsed * 1000) / updates);
+          wall[v].push((elapsed * 1000) / updates);
+          cpu[v].push((c.user + c.system) / updates);
           owed[v] += roundOwed;
         }
       }
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     if (owed[1] !== 0) throw new Error(`h: the store with no set owed ${owed[1]} jobs`);
     if (owed[0] === 0) throw new Error('h: the production sets owed nothing: the comparison would measure nothing');
     const owedPerUpdate = owed[0] / (updates * rounds);
-    // The naive reference on the production store's file (the store closed), owing as many sets
-    // per update as the production run did, then on the no-set store's file owing none.
+    // The raw reference on the production store's file (the store closed), owing as many sets per
+    // update as the production run did, then on the no-set store's file owing none.
     const owingSets = seeded[0].registry.setsFor('task').slice(0, Math.round(owedPerUpdate)).map((set) => set.name);
     for (const s of seeded) await s.store.close();
-    const naiveUs = (file: string, sets: string[]) => {
-      const xs = Array.from({ length: rounds }, () => writeDoorNaive(file, seeded[0].itemIds.slice(0, items), sets, updates));
-      return median(xs);
+    const raw = (file: string, sets: string[]) => {
+      const xs = Array.from({ length: rounds + 1 }, () => writeDoorLean(file, seeded[0].itemIds.slice(0, items), sets, updates)).slice(1);
+      return { wallUs: median(xs.map((x) => x.wallUs)), cpuUs: median(xs.map((x) => x.cpuUs)) };
     };
-    const naive = { owingUs: naiveUs(seeded[0].db.file, owingSets), noSetUs: naiveUs(seeded[1].db.file, []) };
-    return { updates, productionUs: median(us[0]), noSetUs: median(us[1]), owedPerUpdate, naive };
+    return {
+      updates,
+      production: { wallUs: median(wall[0]), cpuUs: median(cpu[0]) },
+      noSet: { wallUs: median(wall[1]), cpuUs: median(cpu[1]) },
+      owedPerUpdate,
+      raw: { owing: raw(seeded[0].db.file, owingSets), none: raw(seeded[1].db.file, []) },
+    };
   } finally {
     for (const s of seeded) s.db.done();
   }
 }
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

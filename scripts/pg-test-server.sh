@@ -8,7 +8,8 @@
 #
 # Postgres refuses to run as root, so as root the cluster belongs to the `postgres` user the
 # package creates. Durability is off (fsync, synchronous_commit, full_page_writes): the data is
-# thrown away, and the tests are about locking and ordering, not crash safety.
+# thrown away, and the tests are about locking and ordering, not crash safety. pg_stat_statements
+# is loaded so the bench (part d) can count the statements a worker sends.
 set -euo pipefail
 
 pg_bin() {
@@ -47,7 +48,7 @@ case "${1:-}" in
       || { cat "$dir/initdb.log" >&2; exit 1; }
     port=$(free_port)
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+      -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_preload_libraries=pg_stat_statements" \
       start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
     as_owner "$bin/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c 'CREATE DATABASE verdict_test' >/dev/null
     echo "export VERDICT_TEST_PG_URL=postgres://postgres@127.0.0.1:$port/verdict_test"
