@@ -52,6 +52,14 @@ const CLI_PAIRS = [
  */
 const START_FIRST = ['test/store/conformance.postgres.test.ts'];
 
+/**
+ * Files whose SQLite databases keep `synchronous = FULL`: the power-cut simulation proves that FULL
+ * keeps every acknowledged write, so it runs without the test-only NORMAL preload every other
+ * file gets (FAST_SYNC; test/harness/test-sync-preload.mjs says why).
+ */
+const DURABLE = ['test/store/power-cut.test.ts'];
+const FAST_SYNC = ['./test/harness/test-sync-setup.ts'];
+
 class LongFilesFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
@@ -80,9 +88,11 @@ export default defineConfig({
     // Reporters run in array order, so the counts line closes the log (CI reads it).
     reporters: ['default', './test/harness/counts-reporter.ts'],
     projects: [
-      { extends: true, test: { name: 'in-process', include: IN_PROCESS, maxWorkers: 2, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'cli-pairs', include: CLI_PAIRS, maxWorkers: 2, sequence: { groupOrder: 1 } } },
-      { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: [...IN_PROCESS, ...CLI_PAIRS], maxWorkers: 1, sequence: { groupOrder: 2 } } },
+      { extends: true, test: { name: 'in-process', include: IN_PROCESS, exclude: DURABLE, setupFiles: FAST_SYNC, maxWorkers: 2, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'cli-pairs', include: CLI_PAIRS, setupFiles: FAST_SYNC, maxWorkers: 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: [...IN_PROCESS, ...CLI_PAIRS, ...DURABLE], setupFiles: FAST_SYNC, maxWorkers: 1, sequence: { groupOrder: 2 } } },
+      // The power-cut simulation proves FULL itself: no NORMAL preload here.
+      { extends: true, test: { name: 'durable', include: DURABLE, maxWorkers: 1, sequence: { groupOrder: 2 } } },
     ],
   },
 });
