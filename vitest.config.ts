@@ -3,52 +3,58 @@ import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * Test files that run in this process only (no child processes, no provider attempt bounded by a
- * few hundred ms): they run two at a time. Everything else runs one file at a time: with 3 or 4
- * files at once the suite took 303–345 s instead of 444 s, but the process tests that bound a
- * provider attempt by a few hundred ms, or four workers' startup, failed now and then under that
- * load (issue 13's closing note), and a red CI does not land. The groups run one after the
- * other (`sequence.groupOrder`: in-process, CLI_PAIRS, serial), so the serial group never shares the cores.
+ * Files run two at a time (one per core) unless they are named here. These run one at a time, after
+ * the parallel group, with nothing beside them, each for the reason given: a real-time bound of a
+ * few hundred ms or a measured event-loop lag that a second file's load would break, or several
+ * processes (or a browser) that take both cores themselves.
  */
-const IN_PROCESS = [
-  'test/store/**/*.test.ts',
-  'test/decision/**/*.test.ts',
-  'test/reads/**/*.test.ts',
-  'test/importers/**/*.test.ts',
-  'test/api/public-api.test.ts',
-  'test/server/api-*.test.ts',
-  'test/server/dashboard-reads.test.ts',
-  'test/integrations/github-import.test.ts',
-  'test/eval/**/*.test.ts',
+const SERIAL = [
+  // A provider attempt bounded by a few hundred ms against the fake Anthropic / OpenAI server.
+  'test/providers/anthropic.batches.test.ts',
+  'test/providers/anthropic.faults.test.ts',
+  'test/providers/anthropic.request.test.ts',
+  'test/providers/openai-compatible.test.ts',
+  'test/providers/retry.test.ts',
+  // A delivery attempt bounded by a few hundred ms against a local receiver.
+  'test/worker/event-delivery.test.ts',
+  // Worker processes whose checks depend on timing between processes: leases running out, a
+  // SIGKILL mid-call, signals, a held lock, the WAL under several writers, the loop's lag.
+  'test/worker/fault-processes.test.ts',
+  'test/worker/processes.test.ts',
+  'test/worker/event-loop-process.test.ts',
+  'test/worker/wal-process.test.ts',
+  'test/worker/held-lock-process.test.ts',
+  'test/worker/signals-process.test.ts',
+  'test/worker/until-idle-outage.test.ts',
+  'test/worker/reload.test.ts',
+  // Four worker processes draining one database (two cores' worth by themselves); a lock held past
+  // the busy timeout and a 250 ms loop bound.
+  'test/scale/processes-sqlite.test.ts',
+  'test/scale/processes-postgres.test.ts',
+  'test/scale/postgres-store.test.ts',
+  'test/scale/sqlite-busy.test.ts',
+  // Chromium against a served dashboard (several processes).
+  'test/dashboard/dashboard-browser.test.ts',
+  // The whole benchmark at its smallest sizes, which runs vitest and worker processes itself.
+  'test/ops/bench-smoke.test.ts',
+  // The MCP server over stdio and serve end to end: a child server plus clients with deadlines.
+  'test/mcp/**/*.test.ts',
+  'test/server/serve-e2e.test.ts',
 ];
 
 /**
- * Process tests that run short CLI commands (and `worker --until-idle` on the fake provider) with
- * nothing bounded by a few hundred ms: they run two files at a time, after the in-process group
- * and before the serial one. Each file uses its own temp databases, so two share nothing but the
- * cores (issue 18's closing note has the CI figures before and after).
+ * Files whose SQLite databases keep `synchronous = FULL`: the power-cut simulation proves that FULL
+ * keeps every acknowledged write (strace of a child process), so it runs alone and without the
+ * test-only NORMAL preload every other file gets (FAST_SYNC; test/harness/test-sync-preload.mjs says why).
  */
-const CLI_PAIRS = [
-  'test/cli/outputs.test.ts',
-  'test/cli/review.test.ts',
-  'test/cli/errors.test.ts',
-  'test/cli/cli-inputs.test.ts',
-  'test/cli/eval.test.ts',
-  'test/cli/tokens.test.ts',
-  'test/cli/show-clips.test.ts',
-  'test/cli/edit-fields.test.ts',
-  'test/cli/sets-reask.test.ts',
-  'test/integrations/github-cli.test.ts',
-  'test/ops/readme-commands.test.ts',
-  'test/mcp/**/*.test.ts',
-  'test/docs.test.ts',
-];
+const DURABLE = ['test/store/power-cut.test.ts'];
+const FAST_SYNC = ['./test/harness/test-sync-setup.ts'];
 
 /**
  * Files that start first in their group. Without a results cache (a clean clone: CI) vitest starts
  * the largest files first, and the Postgres conformance suite is a 10-line file that runs the whole
- * store suite (about 45 s): started last, it ran alone on one core while the other sat idle. Started
- * first, the rest of the in-process group runs beside it. Only the order changes, never what runs.
+ * store suite: started last, it ran alone on one core while the other sat idle. Started first, the
+ * rest of the group runs beside it. Only the order changes, never what runs.
  */
 const START_FIRST = ['test/store/conformance.postgres.test.ts'];
 
@@ -79,10 +85,12 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Reporters run in array order, so the counts line closes the log (CI reads it).
     reporters: ['default', './test/harness/counts-reporter.ts'],
+    // The groups run one after the other (`sequence.groupOrder`): the serial files never share the
+    // cores. The power-cut simulation checks a trace, not times, so it runs beside the parallel group.
     projects: [
-      { extends: true, test: { name: 'in-process', include: IN_PROCESS, maxWorkers: 2, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'cli-pairs', include: CLI_PAIRS, maxWorkers: 2, sequence: { groupOrder: 1 } } },
-      { extends: true, test: { name: 'serial', include: ['test/**/*.test.ts'], exclude: [...IN_PROCESS, ...CLI_PAIRS], maxWorkers: 1, sequence: { groupOrder: 2 } } },
+      { extends: true, test: { name: 'parallel', include: ['test/**/*.test.ts'], exclude: [...SERIAL, ...DURABLE], setupFiles: FAST_SYNC, maxWorkers: 2, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'serial', include: SERIAL, setupFiles: FAST_SYNC, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'durable', include: DURABLE, maxWorkers: 1, sequence: { groupOrder: 0 } } },
     ],
   },
 });

@@ -9,7 +9,7 @@ import { openSqlite } from '../../src/store/sqlite/open.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
-import { createTestDatabase, TEST_PG_URL } from '../store/conformance-backends.js';
+import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { Registry } from '../../src/decision/registry.js';
 
@@ -121,7 +121,7 @@ describe('doctor provider check, OpenAI-compatible', () => {
   });
 });
 
-describe.skipIf(!TEST_PG_URL)('doctor database check on Postgres (real server)', () => {
+describe.skipIf(!TEST_PG_URL)(`doctor database check on Postgres (real server)${TEST_PG_URL ? '' : ` ${PG_SKIP_REASON}`}`, () => {
   const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
   let pgdb: { url: string; drop(): Promise<void> };
   beforeAll(async () => {

@@ -3,11 +3,11 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict edit --field` through the built CLI (`node dist/cli/main.js`, `npm run build` first)
+ * `verdict edit --field` through the CLI (its commander program, in process) (its commander program, in process)
  * on a real SQLite file: only the named field's bytes change, and a value already held is no
  * change and owes nothing (DESIGN §16.10).
  */
@@ -44,11 +44,10 @@ async function stored(file: string): Promise<{ fields: string; seq: number; jobs
 }
 
 async function edit(file: string, ...args: string[]): Promise<string> {
-  return (await runBuiltCli(['edit', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
+  return (await runCli(['edit', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
 }
 
-describe('verdict edit --field (built CLI, real SQLite file)', () => {
-  beforeAll(requireBuiltCli);
+describe('verdict edit --field (CLI in process, real SQLite file)', () => {
 
   it('changes only the named field; every other byte survives', async () => {
     const file = await seeded();

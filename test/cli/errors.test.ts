@@ -2,12 +2,12 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * One error voice (issue 11): every failure the built CLI (`node dist/cli/main.js`) reports is one
+ * One error voice (issue 11): every failure the CLI (its commander program, in process) reports is one
  * line `verdict: <what>; <how to fix>` on stderr, exit 2 for usage and missing inputs, 1 for
  * failures, and a failed command creates nothing. Each row was seen printing something else.
  */
@@ -18,12 +18,11 @@ const fresh = (name: string) => join(t.dir, name);
 let closedPort = 0;
 
 beforeAll(async () => {
-  requireBuiltCli();
   const jsonl = join(t.dir, 'tiny.jsonl');
   writeFileSync(jsonl, `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`);
   writeFileSync(join(t.dir, 'github.json'), JSON.stringify([{ number: 1, title: 'an issue', state: 'open' }]));
   writeFileSync(join(t.dir, 'a-file'), 'not a folder');
-  await runBuiltCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
+  await runCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
   // A port nothing listens on: Postgres "down".
   const srv = createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
@@ -32,10 +31,10 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => t.cleanup());
 
-/** Runs the built CLI and returns its exit code and stderr, whatever the exit. */
+/** Runs the CLI and returns its exit code and stderr, whatever the exit. */
 async function run(args: string[]): Promise<{ code: number; stderr: string }> {
   try {
-    const r = await runBuiltCli([...args, '--provider', 'fake']);
+    const r = await runCli([...args, '--provider', 'fake']);
     return { code: 0, stderr: r.stderr };
   } catch (err) {
     const e = err as { code: number; stderr: string };
@@ -116,7 +115,7 @@ const TABLE: Row[] = [
 // The rows are independent processes (each reads the shared database or writes only its own
 // fresh path, and asserts on its own exit and stderr), so they run a few at a time: the spawns are
 // most of this file's time, and the machine's cores take them side by side.
-describe.concurrent('the CLI has one error voice (built CLI)', () => {
+describe.concurrent('the CLI has one error voice (CLI in process)', () => {
   it.each(TABLE)('$name: exit $exit, one line `verdict: <what>; <how to fix>`', async (row) => {
     const r = await run(row.args());
     expect(r.code).toBe(row.exit);

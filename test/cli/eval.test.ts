@@ -2,12 +2,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict eval` as a user runs it (DESIGN §16.16), through the built CLI: the demo into a temp
+ * `verdict eval` as a user runs it (DESIGN §16.16), through the CLI (its commander program, in process): the demo into a temp
  * database, then `eval --stored` against the committed gold set, `--compare`, and a bad gold file.
  *
  * The demo is run on the sample's lines for the gold set's 80 items (`--sample`), which keeps it
@@ -26,7 +26,6 @@ let db: string;
 const env = { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' };
 
 beforeAll(async () => {
-  requireBuiltCli();
   dir = tempDir('verdict-eval-cli-');
   db = join(dir.dir, 'demo.db');
   const refs = new Set(goldRows.map((r) => r.ref));
@@ -35,7 +34,7 @@ beforeAll(async () => {
     .filter((l) => l.trim() && refs.has((JSON.parse(l) as { id: string }).id));
   const sample = join(dir.dir, 'sample.jsonl');
   writeFileSync(sample, `${lines.join('\n')}\n`);
-  await runBuiltCli(['demo', '--sample', sample, '--database-url', db], env);
+  await runCli(['demo', '--sample', sample, '--database-url', db], env);
 }, 60_000);
 afterAll(() => dir?.cleanup());
 
@@ -56,7 +55,7 @@ interface Group {
 describe('verdict eval on the demo database', () => {
   it('--stored --json: every gold row resolved and answered, figures in [0, 1] and equal to a count from the database, an SVG written', async () => {
     const svg = join(dir.dir, 'reliability.svg');
-    const { stdout } = await runBuiltCli(['eval', '--stored', '--gold', GOLD, '--json', '--svg', svg, '--database-url', db], env);
+    const { stdout } = await runCli(['eval', '--stored', '--gold', GOLD, '--json', '--svg', svg, '--database-url', db], env);
     const r = JSON.parse(stdout) as {
       gold: { rows: number; resolved: number; unresolved: unknown[] };
       a: { mode: string; byKey: Array<Group & { key: string }>; bySet: Group[]; overall: Group; unanswered: { count: number } };
@@ -96,7 +95,7 @@ describe('verdict eval on the demo database', () => {
 
   it('--compare fake-model-2 prints A and B side by side, the differing decisions and the re-ask price', async () => {
     const svg = join(dir.dir, 'compare.svg');
-    const { stdout } = await runBuiltCli(['eval', '--stored', '--compare', 'fake-model-2', '--gold', GOLD, '--svg', svg, '--database-url', db], env);
+    const { stdout } = await runCli(['eval', '--stored', '--compare', 'fake-model-2', '--gold', GOLD, '--svg', svg, '--database-url', db], env);
     expect(stdout).toMatch(/^A: stored answers current under fake:fake-model-1; no calls$/m);
     expect(stdout).toMatch(/^B: asked fake:fake-model-2 now \(estimated before asking: 80 calls, .*\); fake provider: no model is called, it costs nothing$/m);
     expect(stdout).toMatch(/^ {2}attention\/blocked +A +79 +79 /m);
@@ -113,12 +112,12 @@ describe('verdict eval on the demo database', () => {
   it('a bad gold line is an input error naming the line; unknown refs are listed, not fatal', async () => {
     const bad = join(dir.dir, 'bad.jsonl');
     writeFileSync(bad, '{"ref":"bd-077e","set":"attention","key":"blocked","label":false}\n{"ref": oops}\n');
-    const err = (await runBuiltCli(['eval', '--stored', '--gold', bad, '--database-url', db], env).catch((e: unknown) => e)) as { code: number; stderr: string };
+    const err = (await runCli(['eval', '--stored', '--gold', bad, '--database-url', db], env).catch((e: unknown) => e)) as { code: number; stderr: string };
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/^verdict: .*bad\.jsonl:2: not JSON/m);
     const unknown = join(dir.dir, 'unknown.jsonl');
     writeFileSync(unknown, '{"ref":"bd-077e","set":"attention","key":"blocked","label":false}\n{"ref":"bd-none","set":"attention","key":"blocked","label":true}\n');
-    const { stdout } = await runBuiltCli(['eval', '--stored', '--gold', unknown, '--svg', join(dir.dir, 'u.svg'), '--database-url', db], env);
+    const { stdout } = await runCli(['eval', '--stored', '--gold', unknown, '--svg', join(dir.dir, 'u.svg'), '--database-url', db], env);
     expect(stdout).toMatch(/^eval of 2 gold rows from .*: 1 resolved, 1 not \(1 unknown_ref\)$/m);
     expect(stdout).toMatch(/line +2: bd-none attention\/blocked: unknown_ref/);
   });

@@ -3,12 +3,12 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../harness/cli-process.js';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * What the CLI says (issue 11, "The CLI a newcomer meets"), through the built CLI
- * (`node dist/cli/main.js`, `npm run build` first) on a real SQLite file: the first 40 items of
+ * What the CLI says (issue 11, "The CLI a newcomer meets"), through the CLI (its commander program, in process)
+ * (its commander program, in process) on a real SQLite file: the first 40 items of
  * the bundled sample of the beads tracker plus examples/beads-conventions.yaml, drained with the
  * fake provider.
  */
@@ -17,7 +17,7 @@ let dir: string;
 let cleanup: () => void;
 let base: string;
 
-const cli = (db: string, ...args: string[]) => runBuiltCli([...args, '--database-url', db], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
+const cli = (db: string, ...args: string[]) => runCli([...args, '--database-url', db], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
 
 /** A fresh copy of the drained fixture database. */
 function copy(name: string): string {
@@ -27,7 +27,6 @@ function copy(name: string): string {
 }
 
 beforeAll(async () => {
-  requireBuiltCli();
   ({ dir, cleanup } = tempDir());
   const sample = join(dir, 'sample.jsonl');
   writeFileSync(sample, readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8').split('\n').slice(0, 40).join('\n') + '\n');

@@ -1,13 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
  * `verdict review`, `verdict reviews` and `flags --flapping` as a user runs them (DESIGN §16.14,
- * §16.15), through the built CLI on a demo of the sample's first 40 open items.
+ * §16.15), through the CLI's commander program (in process) on a demo of the sample's first 40 open items.
  */
 
 let dir: { dir: string; cleanup: () => void };
@@ -15,10 +15,9 @@ let db: string;
 /** The demo's top flagged item, read once after it. */
 let flaggedTop: { ref: string; keys: Record<string, number> };
 const env = { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn', VERDICT_AUTHOR: 'ana' };
-const cli = (args: string[]) => runBuiltCli([...args, '--database-url', db], env);
+const cli = (args: string[]) => runCli([...args, '--database-url', db], env);
 
 beforeAll(async () => {
-  requireBuiltCli();
   dir = tempDir('verdict-review-cli-');
   db = join(dir.dir, 'demo.db');
   // The first 40 open items: closed ones are never asked.
@@ -28,7 +27,7 @@ beforeAll(async () => {
     .slice(0, 40);
   const sample = join(dir.dir, 'sample.jsonl');
   writeFileSync(sample, `${lines.join('\n')}\n`);
-  await runBuiltCli(['demo', '--sample', sample, '--database-url', db], env);
+  await runCli(['demo', '--sample', sample, '--database-url', db], env);
   flaggedTop = (JSON.parse((await cli(['flags', '--set', 'attention', '--json'])).stdout) as { items: Array<{ ref: string; keys: Record<string, number> }> }).items[0];
 }, 60_000);
 afterAll(() => dir?.cleanup());

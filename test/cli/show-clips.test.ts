@@ -3,11 +3,11 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict show` through the built CLI on a real SQLite file: it says when and how the states the
+ * `verdict show` through the CLI (its commander program, in process) on a real SQLite file: it says when and how the states the
  * item's sets read are clipped (DESIGN §16.11), and `--json` prints the fields with their number
  * literals (DESIGN §16.10).
  */
@@ -40,10 +40,9 @@ async function seeded(opts: { comments: number; body: string }): Promise<string>
   return file;
 }
 
-const show = async (file: string, ...args: string[]) => (await runBuiltCli(['show', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
+const show = async (file: string, ...args: string[]) => (await runCli(['show', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
 
-describe('verdict show: the clip note and lossless fields (built CLI, real SQLite file)', () => {
-  beforeAll(requireBuiltCli);
+describe('verdict show: the clip note and lossless fields (CLI in process, real SQLite file)', () => {
 
   it('says which sets read a clipped state and how: comments omitted, body cut', async () => {
     const file = await seeded({ comments: 12, body: 'b'.repeat(16_001) });

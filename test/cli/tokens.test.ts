@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVerdict } from '../../src/index.js';
-import { runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
-/** `verdict tokens create|list|revoke` (DESIGN §16.22), the built CLI on a real SQLite file. */
+/** `verdict tokens create|list|revoke` (DESIGN §16.22), the CLI (in process) on a real SQLite file. */
 
 let t: { dir: string; cleanup: () => void };
 let db: string;
@@ -17,7 +17,7 @@ beforeAll(() => {
 });
 afterAll(() => t?.cleanup());
 
-const cli = (args: string[]) => runBuiltCli([...args, '--database-url', db]);
+const cli = (args: string[]) => runCli([...args, '--database-url', db]);
 
 describe('verdict tokens', () => {
   it('create prints the token once; the database keeps only its SHA-256; list never shows it; revoke ends it', async () => {

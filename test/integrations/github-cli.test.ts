@@ -2,13 +2,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GitHubImportReport } from '../../src/integrations/github/import.js';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';
 import { startFakeGitHub, type FakeGitHub } from '../harness/fake-github-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict import github` as the user runs it: the built CLI in a child process, a real SQLite
+ * `verdict import github` as the user runs it: the CLI's commander program (in process), a real SQLite
  * file, the fixture built from the beads tracker (test/fixtures/github/README.md), and for
  * `--repo` our fake GitHub REST server. The worker runs the fake provider (`--provider fake`), and
  * `status --json` counts its calls (decision_spend), so "zero provider calls" is read from the
@@ -34,7 +34,6 @@ const renderedLinks =
 
 let dir: { dir: string; cleanup: () => void };
 beforeAll(() => {
-  requireBuiltCli();
   dir = tempDir();
 });
 afterAll(() => dir.cleanup());
@@ -43,7 +42,7 @@ const fake = ['--provider', 'fake', '--fake-latency-ms', '0'];
 
 async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await runBuiltCli(args, { VERDICT_LOG_LEVEL: 'warn', GITHUB_TOKEN: '', VERDICT_GITHUB_API_URL: '', ...env });
+    const r = await runCli(args, { VERDICT_LOG_LEVEL: 'warn', GITHUB_TOKEN: '', VERDICT_GITHUB_API_URL: '', ...env });
     return { code: 0, ...r };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };

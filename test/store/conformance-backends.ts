@@ -8,6 +8,7 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
 import { createDatabase } from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
+import { SERVER_SKIP_MARK, serverMissing } from '../harness/needs-server.js';
 
 /**
  * The backends the store conformance suite runs against: SQLite (a real file per test, a manual
@@ -102,10 +103,15 @@ export function pgliteBackend(): StoreBackend {
   };
 }
 
-/** The admin URL of the real server, or undefined (the suite then skips, saying why). */
+/**
+ * The admin URL of the real server, or undefined: the suites needing it then skip, saying why, and
+ * loudly (serverMissing: a warning and a count; in CI a failure instead).
+ */
 export const TEST_PG_URL = process.env.VERDICT_TEST_PG_URL || undefined;
 
-export const PG_SKIP_REASON = 'VERDICT_TEST_PG_URL is not set: start a server with `eval "$(scripts/pg-test-server.sh start)"` (.ci/run does)';
+export const PG_SKIP_REASON = `${SERVER_SKIP_MARK} VERDICT_TEST_PG_URL is not set: start a server with \`eval "$(scripts/pg-test-server.sh start)"\` (.ci/run does)`;
+
+if (!TEST_PG_URL) serverMissing('PostgreSQL', PG_SKIP_REASON);
 
 /**
  * A fresh database on the real server for one test file; `drop` removes it. Its default collation
