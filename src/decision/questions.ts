@@ -181,6 +181,25 @@ export interface FingerprintContext {
  * it re-asks every item.
  */
 export function questionFingerprint(q: Question, ctx: FingerprintContext): string {
+  const context = JSON.stringify([ctx.model, ctx.promptVersion, ctx.effort]);
+  let known = fingerprints.get(q);
+  const hit = known?.get(context);
+  if (hit !== undefined) return hit;
+  const fp = computeFingerprint(q, ctx);
+  if (!known) fingerprints.set(q, (known = new Map()));
+  known.set(context, fp);
+  return fp;
+}
+
+/**
+ * Fingerprints already worked out, per question object and context (model, template, effort). A
+ * question is immutable (every field readonly; a resolved or reloaded set makes new objects), so
+ * the object is its version: the runner hashes each question of a set once per process, not once
+ * per job. Weak, so a reloaded registry's old questions are collected with their entries.
+ */
+const fingerprints = new WeakMap<Question, Map<string, string>>();
+
+function computeFingerprint(q: Question, ctx: FingerprintContext): string {
   const options =
     q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;
   const doc = [

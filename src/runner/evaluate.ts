@@ -82,10 +82,11 @@ export interface PermitRequest {
 export type Permit = { granted: true; reservationId: string | null } | { granted: false; delayMs: number };
 
 /**
- * Longest permit wait under a lease of `leaseMs`, ms: half the lease. The lease is renewed right
- * before the wait and again right after it (DESIGN §16.5); the other half is headroom for those
- * renewals (store writes that may wait on a lock) and for event-loop delays, so a live process
- * never loses its lease to its own limiter, and no claim ever counts that as an abandon.
+ * Longest permit wait under a lease of `leaseMs`, ms: half the lease. Before the wait at least
+ * half the lease is left (it is renewed when less is, DESIGN §16.32), and it is renewed again
+ * right after (§16.5); the rest is headroom for those statements (which may wait on a lock) and
+ * for event-loop delays, so a live process never loses its lease to its own limiter, and no claim
+ * ever counts that as an abandon.
  */
 export function permitWaitBudgetMs(leaseMs: number): number {
   return Math.floor(leaseMs / 2);
@@ -364,14 +365,49 @@ async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<Eval
 }
 
 /**
- * Takes permits, renews the leases, checks liveness last, asks, settles spend and inserts (DESIGN
- * §7 step 6, §16.5). Returns an outcome (for every part's job) to stop, or null to go on.
+ * Whether a lease with `leaseLeftMs` left is renewed before a call or a permit wait (DESIGN
+ * §16.32): only when less than half of `leaseMs` is left. A claim sets a whole lease, so the first
+ * call of a fresh claim writes nothing before it; the wait bound (`permitWaitBudgetMs`, half the
+ * lease) and the call then start with at least half a lease.
+ */
+export function leaseNeedsRenewal(leaseLeftMs: number, leaseMs: number): boolean {
+  return leaseLeftMs < leaseMs / 2;
+}
+
+/**
+ * Before a permit wait: each part's claim read once (`Store.checkClaim`), and its lease renewed
+ * only when less than half is left (DESIGN §16.32), so the wait, bounded by half the lease, never
+ * outlasts it. A claim found lost, or its item or workspace gone, stops here: no permit is taken
+ * for a call that would not be sent.
+ */
+async function holdForWait(claims: readonly Claim[], deps: EvaluateDeps): Promise<EvalOutcome | null> {
+  for (const claim of claims) {
+    let leaseLeftMs: number;
+    try {
+      const r = await deps.store.checkClaim(claim);
+      if (r.liveness !== 'live') return classify(new LivenessLost(r.liveness), deps.signal);
+      leaseLeftMs = r.leaseLeftMs;
+    } catch (err) {
+      return { kind: 'fail', reason: `liveness read failed: ${errCode(err)}` };
+    }
+    if (leaseNeedsRenewal(leaseLeftMs, deps.leaseMs)) {
+      const lost = await renew([claim], deps);
+      if (lost) return lost;
+    }
+  }
+  return null;
+}
+
+/**
+ * Takes permits, renews the leases where needed, checks liveness last, asks, settles spend and
+ * inserts (DESIGN §7 step 6, §16.5, §16.32). Returns an outcome (for every part's job) to stop, or
+ * null to go on.
  *
- * Lease order (DESIGN §16.5): with a limiter, the leases are renewed before the permit wait, the
- * wait is bounded by half that lease (`permitWaitBudgetMs`), and the leases are renewed again once
- * the permits are granted, immediately before the final liveness check, so the call starts with a
- * whole lease however long the wait was. Without a limiter there is no wait: one renewal, just
- * before the liveness check.
+ * Lease order (DESIGN §16.5, §16.32): with a limiter, each claim is read before the permit wait
+ * and its lease renewed only when less than half is left; the wait is bounded by half the lease
+ * (`permitWaitBudgetMs`), and the leases are renewed once the permits are granted, since that
+ * wait can be long. Then one read per claim before the send (`sendCall`), which renews a lease
+ * only when less than half is left.
  */
 async function askCall(
   call: PlannedCall,
@@ -385,8 +421,8 @@ async function askCall(
   const questions = callQuestions(call);
   let reservationId: string | null = null;
   if (deps.acquirePermit) {
-    const lost = await renew(partClaims, deps);
-    if (lost) return lost;
+    const stop = await holdForWait(partClaims, deps);
+    if (stop) return stop;
     let permit: Permit;
     try {
       permit = await deps.acquirePermit({
@@ -418,7 +454,7 @@ async function askCall(
   }
 }
 
-/** The permitted part of `askCall`: renewals, liveness, the call, spend and answers. */
+/** The permitted part of `askCall`: the renewal after a permit wait, liveness, the call, spend and answers. */
 async function sendCall(
   call: PlannedCall,
   questions: ReadonlyMap<string, Question>,
@@ -431,20 +467,34 @@ async function sendCall(
 ): Promise<EvalOutcome | null> {
   const { store, provider } = deps;
   if (deps.signal.aborted) return { kind: 'release', reason: abortCode(deps.signal) };
-  const lost = await renew(partClaims, deps);
-  if (lost) return lost;
+  if (deps.acquirePermit) {
+    // After the permits: the wait may have taken up to half the lease, so the call starts with a whole one.
+    const lost = await renew(partClaims, deps);
+    if (lost) return lost;
+  }
   const keys = [...questions.keys()];
   const lead = stats[call.parts[0].claim];
   // Each claim's generation is part of liveness: any write that owed one of these jobs since its
   // claim (an edit, a deleted comment or link) may have changed what the state holds, so the
   // state built for this evaluation is not sent; the newer generation rebuilds it. A resolved
   // set's questions are re-read too, so a deleted or edited convention's text is not sent.
-  const liveness = async () => {
+  // Before the first attempt the same read also says how much lease is left (`renewShort`): a
+  // lease with less than half left is renewed and liveness read again, so liveness stays the last
+  // statement before the send.
+  const liveness = async (renewShort: boolean) => {
     for (const [i, p] of call.parts.entries()) {
-      const l = await store.checkLiveness(partClaims[i].itemId, partClaims[i]);
+      const claim = partClaims[i];
+      let l: Liveness;
+      if (renewShort) {
+        const r = await store.checkClaim(claim);
+        l = r.liveness;
+        if (l === 'live' && leaseNeedsRenewal(r.leaseLeftMs, deps.leaseMs)) {
+          l = (await store.renewLease(claim, deps.leaseMs)) ? await store.checkLiveness(claim.itemId, claim) : 'lost';
+        }
+      } else l = await store.checkLiveness(claim.itemId, claim);
       if (l !== 'live') throw new LivenessLost(l);
       if (p.set.resolve) {
-        const now = await questionsOf(p.set, { workspaceId: partClaims[i].workspaceId, store, logger: deps.logger });
+        const now = await questionsOf(p.set, { workspaceId: claim.workspaceId, store, logger: deps.logger });
         for (const [key, q] of p.chunk.questions) {
           const cur = now[key];
           if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider)) throw new LivenessLost('questions_changed');
@@ -452,13 +502,17 @@ async function sendCall(
       }
     }
   };
+  // The provider calls `beforeSend` before every attempt; the first attempt follows the read just
+  // made with nothing read or written in between, so only the retries read again.
+  let attempts = 0;
+  const beforeSend = () => (attempts++ === 0 ? undefined : liveness(false));
   let result;
   try {
     if (deps.beforeAsk) await deps.beforeAsk({ claim: partClaims[0], keys });
-    await liveness(); // the last statement before the send (principle 8)
+    await liveness(true); // the last statement before the send (principle 8)
     lead.calls++;
     for (const p of call.parts) stats[p.claim].questions += p.chunk.questions.size;
-    result = await provider.ask(call.state.bytes, questions, { signal: deps.signal, beforeSend: liveness, explain: call.explain });
+    result = await provider.ask(call.state.bytes, questions, { signal: deps.signal, beforeSend, explain: call.explain });
   } catch (err) {
     const outcome = classify(err, deps.signal, provider.retryAfterCapMs);
     if (err instanceof ProviderRefusal && err.code === 'input_over_budget') {

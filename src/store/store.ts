@@ -374,6 +374,13 @@ export interface ItemForEvaluation {
  */
 export type Liveness = 'live' | 'item_gone' | 'workspace_gone' | 'superseded' | 'lost';
 
+/** A claim's liveness and the lease it has left (`Store.checkClaim`). */
+export interface ClaimCheck {
+  liveness: Liveness;
+  /** The lease's expiry less the store's now, ms: ≤ 0 once it ran out, -Infinity when the row holds no lease. */
+  leaseLeftMs: number;
+}
+
 /** One answer row to insert (DESIGN §2 item_decisions). */
 export interface NewDecision {
   workspaceId: string;
@@ -933,9 +940,13 @@ export interface Store extends TrackerStore, ActionStore {
   // ------------------------------------------------------------- evaluation reads and answers
   /** Item, collection, workspace, live comments and links; null when any row is missing. */
   loadItemForEvaluation(itemId: string): Promise<ItemForEvaluation | null>;
-  /** The last statement before a send. */
   /** The last statement before a send; with `claim`, also whether the claim still holds at its generation. */
   checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
+  /**
+   * `checkLiveness` of a claim with the lease it has left, in one read (DESIGN §16.32): the
+   * runner's read before a call, which renews the lease only when less than half is left.
+   */
+  checkClaim(claim: Claim): Promise<ClaimCheck>;
   /** Which of the wanted keys already have a row at exactly that key. */
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
   /**

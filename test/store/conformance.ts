@@ -1019,6 +1019,19 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.checkLiveness(it1.id, c2)).toBe('item_gone');
     });
 
+    it('checkClaim: liveness and the lease left in one read; no lease once released', async () => {
+      await reopen([attentionSet]);
+      await item('T-1');
+      fx.advance(30_000);
+      const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      const held = await fx.store.checkClaim(c);
+      expect(held.liveness).toBe('live');
+      expect(held.leaseLeftMs).toBeGreaterThan(30_000);
+      expect(held.leaseLeftMs).toBeLessThanOrEqual(60_000);
+      await fx.store.releaseJob(c);
+      expect(await fx.store.checkClaim(c)).toEqual({ liveness: 'lost', leaseLeftMs: -Infinity });
+    });
+
     it('a write landing during an evaluation: the job survives the completion and runs once more', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');

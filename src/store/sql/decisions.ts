@@ -1,6 +1,6 @@
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, Claim, DecisionRow, ItemForEvaluation, ItemRow, Liveness, NewDecision, SpendRecord, SpendTotals, WorkspaceRow } from '../store.js';
+import type { AnswerKey, Claim, ClaimCheck, DecisionRow, ItemForEvaluation, ItemRow, Liveness, NewDecision, SpendRecord, SpendTotals, WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
 import type { SurfacingContext } from '../events.js';
 import { queueSurfacingEvents, watchSurfacing } from './events.js';
@@ -60,24 +60,44 @@ const stateLinksShape = shape<'itemId'>('state links', (_d, p) => stateLinksSql(
 
 /** Liveness as the last statement before a send: item and collection live, workspace live, and the claim still held at its generation. */
 export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Promise<Liveness> {
+  if (claim) return checkClaim(c, claim).then((r) => r.liveness);
   return read(c, function* (): Steps<Liveness> {
-    const r = yield* one<{ i: number | null; c: number | null; w: number | null; token: string | null; generation: number | null }>(
-      claim ? bind(livenessShape(1), { itemId, jobItemId: claim.itemId, questionSet: claim.questionSet }) : bind(livenessShape(0), { itemId }),
-    );
-    if (!r || r.i !== null || r.c !== null) return 'item_gone';
-    if (r.w !== null) return 'workspace_gone';
-    if (claim) {
-      if (r.token !== claim.claimToken) return 'lost';
-      if (Number(r.generation) !== claim.generation) return 'superseded';
-    }
-    return 'live';
+    return livenessOf(yield* one<LivenessRow>(bind(livenessShape(0), { itemId })));
   });
 }
 
-/** The liveness read, with (1) or without (0) the claimed job's row. */
+/**
+ * The runner's one read before a call (DESIGN §7 step 6, §16.32): the claim's liveness and the
+ * lease it has left, in the same statement, so a lease is renewed (a write) only when less than
+ * half of it is left, and never on the way to a call that a fresh claim makes.
+ * @returns `leaseLeftMs`: the store's lease_expires_at less its now, ms (≤ 0 once it ran out;
+ *   -Infinity when the row is gone or holds no lease).
+ */
+export function checkClaim(c: SqlContext, claim: Claim): Promise<ClaimCheck> {
+  return read(c, function* (): Steps<ClaimCheck> {
+    const now = yield* nowSql();
+    const r = yield* one<LivenessRow>(bind(livenessShape(1), { itemId: claim.itemId, jobItemId: claim.itemId, questionSet: claim.questionSet, now }));
+    const left = r?.lease_left;
+    return { liveness: livenessOf(r, claim), leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left) };
+  });
+}
+
+type LivenessRow = { i: number | null; c: number | null; w: number | null; token?: string | null; generation?: number | null; lease_left?: number | string | null };
+
+function livenessOf(r: LivenessRow | undefined, claim?: Claim): Liveness {
+  if (!r || r.i !== null || r.c !== null) return 'item_gone';
+  if (r.w !== null) return 'workspace_gone';
+  if (claim) {
+    if (r.token !== claim.claimToken) return 'lost';
+    if (Number(r.generation) !== claim.generation) return 'superseded';
+  }
+  return 'live';
+}
+
+/** The liveness read, with (1) or without (0) the claimed job's row (with it, the lease left: parameter `now`). */
 const livenessShape = shapeFamily((withJob: 0 | 1) =>
   shape('liveness', (_d, p: Record<string, Expr>) => sql`
-    SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${withJob ? sql`, j.claim_token AS token, j.generation AS generation` : sql``}
+    SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${withJob ? sql`, j.claim_token AS token, j.generation AS generation, j.lease_expires_at - ${p.now} AS lease_left` : sql``}
     FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
     ${withJob ? sql`LEFT JOIN decision_jobs j ON j.item_id = ${p.jobItemId} AND j.question_set = ${p.questionSet}` : sql``}
     WHERE i.id = ${p.itemId}`),

@@ -93,6 +93,7 @@ const OPERATIONS = {
   queueStats: jobs.queueStats,
   loadItemForEvaluation: decisions.loadItemForEvaluation,
   checkLiveness: decisions.checkLiveness,
+  checkClaim: decisions.checkClaim,
   answeredKeys: decisions.answeredKeys,
   insertDecisions: decisions.insertDecisions,
   listDecisions: decisions.listDecisions,

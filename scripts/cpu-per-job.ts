@@ -1,0 +1,74 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { attentionSet, effortSet } from '../src/decision/production-sets.js';
+import { Registry } from '../src/decision/registry.js';
+import { silentLogger } from '../src/log.js';
+import { FakeProvider } from '../src/providers/fake.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { PRIORITY_BACKFILL } from '../src/store/store.js';
+import { Worker } from '../src/worker/worker.js';
+
+/**
+ * `npx tsx scripts/cpu-per-job.ts [items] [concurrency]`: CPU microseconds per job (user + system,
+ * `process.cpuUsage`, which stays steady on a loaded machine where wall time does not) of a drain
+ * of `items` open items owing the production sets attention and effort (two jobs each, co-asked in
+ * one call), the real Worker, the fake provider at 0 ms, one SQLite file; and the store calls per
+ * job by method, counted on the store object. A private measure of the runner's own work, not
+ * part of `npm run bench`. Defaults: 1,000 items, concurrency 4.
+ */
+const items = Number(process.argv[2] ?? 1000);
+const concurrency = Number(process.argv[3] ?? 4);
+const dir = mkdtempSync(join(tmpdir(), 'verdict-cpu-'));
+const registry = new Registry([attentionSet, effortSet]);
+const store = new SqliteStore({ url: join(dir, 'cpu.db'), registry });
+try {
+  const ws = await store.createWorkspace({ slug: 'cpu' });
+  const col = await store.createCollection({
+    workspaceId: ws.id,
+    slug: 'task',
+    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
+  });
+  for (let i = 0; i < items; i += 500) {
+    await store.transaction(async (tx) => {
+      for (let j = i; j < Math.min(items, i + 500); j++) {
+        await tx.createItem(
+          { workspaceId: ws.id, collectionId: col.id, ref: `C-${j}`, title: `cpu item ${j}`, content: `body of cpu item ${j}`, fields: { status: 'open' } },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
+      }
+    });
+  }
+  const calls = new Map<string, number>();
+  for (const name of ['claimNextJob', 'renewLease', 'checkLiveness', 'checkClaim', 'loadItemForEvaluation', 'answeredKeys', 'finishJob', 'completeJob', 'insertDecisions'] as const) {
+    const s = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    if (typeof s[name] !== 'function') continue;
+    const real = s[name].bind(store);
+    s[name] = (...a: unknown[]) => {
+      calls.set(name, (calls.get(name) ?? 0) + 1);
+      return real(...a);
+    };
+  }
+  const worker = new Worker({
+    store,
+    registry,
+    provider: new FakeProvider({ latencyMs: 0 }),
+    logger: silentLogger,
+    workerId: 'cpu',
+    concurrency,
+    tickMs: 50,
+    leaseMs: 60_000,
+    passLimit: 1_000,
+    abandonLimit: 8,
+    untilIdle: true,
+  });
+  const cpu0 = process.cpuUsage();
+  const summary = await worker.run();
+  const cpu = process.cpuUsage(cpu0);
+  const jobs = summary.claimed;
+  const perJob = Object.fromEntries([...calls].map(([k, v]) => [k, Number((v / jobs).toFixed(2))]));
+  process.stdout.write(`${jobs} jobs, concurrency ${concurrency}: ${Math.round((cpu.user + cpu.system) / jobs)} CPU µs per job; store calls per job ${JSON.stringify(perJob)}\n`);
+} finally {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+}
