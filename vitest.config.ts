@@ -17,6 +17,9 @@ const SERIAL = [
   'test/providers/retry.test.ts',
   // A delivery attempt bounded by a few hundred ms against a local receiver.
   'test/worker/event-delivery.test.ts',
+  // A real worker against a fake server that answers 429 to a request sent before a reset 2 s
+  // ahead in real time (failed once beside another file under a load average of 30).
+  'test/worker/ratelimit-headers.test.ts',
   // Worker processes whose checks depend on timing between processes: leases running out, a
   // SIGKILL mid-call, signals, a held lock, the WAL under several writers, the loop's lag.
   'test/worker/fault-processes.test.ts',
