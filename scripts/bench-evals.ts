@@ -357,8 +357,9 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
     // update as the production run did, then on the no-set store's file owing none.
     const owingSets = seeded[0].registry.setsFor('task').slice(0, Math.round(owedPerUpdate)).map((set) => set.name);
     for (const s of seeded) await s.store.close();
-    const raw = (file: string, sets: string[]) => {
-      const xs = Array.from({ length: rounds + 1 }, () => writeDoorLean(file, seeded[0].itemIds.slice(0, items), sets, updates)).slice(1);
+    // Each file with its own items (ids are random per store).
+    const raw = (s: Seeded, sets: string[]) => {
+      const xs = Array.from({ length: rounds + 1 }, () => writeDoorLean(s.db.file, s.itemIds.slice(0, items), sets, updates)).slice(1);
       return { wallUs: median(xs.map((x) => x.wallUs)), cpuUs: median(xs.map((x) => x.cpuUs)) };
     };
     return {
@@ -366,7 +367,7 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
       production: { wallUs: median(wall[0]), cpuUs: median(cpu[0]) },
       noSet: { wallUs: median(wall[1]), cpuUs: median(cpu[1]) },
       owedPerUpdate,
-      raw: { owing: raw(seeded[0].db.file, owingSets), none: raw(seeded[1].db.file, []) },
+      raw: { owing: raw(seeded[0], owingSets), none: raw(seeded[1], []) },
     };
   } finally {
     for (const s of seeded) s.db.done();

@@ -268,7 +268,9 @@ export function writeDoorLean(file: string, itemIds: readonly string[], sets: re
         not_before = max(not_before, excluded.not_before)`);
     const one = db.transaction((id: string, u: number) => {
       const now = Date.now();
-      const row = update.get(`lean revision ${u}`, now, id) as { workspace_id: string };
+      const row = update.get(`lean revision ${u}`, now, id) as { workspace_id: string } | undefined;
+      // An update that finds no item would measure nothing.
+      if (!row) throw new Error(`lean write door: no item ${id}`);
       for (const s of sets) owe.run(id, s, row.workspace_id, now, now + 30_000, now);
     });
     const cpu0 = process.cpuUsage();

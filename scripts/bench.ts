@@ -227,7 +227,7 @@ async function partD(): Promise<void> {
         say(`    ${processes} process${processes > 1 ? 'es' : ''}: ${owed} jobs, steady ${fmt(rate.perSecond, 1)} jobs/s (ideal ${(processes * perProcess) / 0.2}), ${fmt(wallMs / 1000, 1)} s from the first job owed to the last done`);
         if (statements) {
           const perJob = statements.total / Math.max(1, countedJobs);
-          say(`      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job; most frequent:`);
+          say(`      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job (${check.calls} calls in the whole drain, co-asking on); most frequent:`);
           for (const s of statements.top) say(`        ${String(s.calls).padStart(7)}  ${s.query.slice(0, 110)}`);
           summary.push({ part: 'd', measure: `postgres statements per job, ${processes} proc`, value: fmt(perJob, 1), target: '≤ 6', met: perJob <= 6 });
         } else {
