@@ -80,7 +80,7 @@ export type { ApiTokenRole, ApiTokenRow } from './store/store.js';
 export type { CreatedApiToken } from './access/tokens.js';
 export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';
 export { GitHubRequestFailed, type GitHubImportReport, type ImportGitHubRepoOptions, type ImportGitHubFilesOptions } from './integrations/github/import.js';
-export { signEventBody, verifyEventSignature } from './integrations/events/signature.js';
+export { EVENT_SIGNATURE_HEADER, signEventBody, verifyEventSignature } from './integrations/events/signature.js';
 
 // ---------------------------------------------------------------- actions in GitHub (DESIGN §17)
 export type { VerdictActions } from './compose/actions-api.js';

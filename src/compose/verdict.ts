@@ -5,7 +5,7 @@ import { fieldsForDisplay, type DecisionView, type FlappingKey, type WorkspaceFl
 import { recordVerdict, type RecordedVerdict, type RecordVerdictInput } from './record-verdict.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
@@ -242,7 +242,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
     try {
       (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
     } catch (err) {
-      this.logger.error({ event, err: (err as { code?: string }).code ?? (err as Error).name }, 'a worker event listener threw');
+      this.logger.error({ event, err: errCode(err) }, 'a worker event listener threw');
     }
   }
 
@@ -251,9 +251,9 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
       try {
         this.emit('error', err);
       } catch (thrown) {
-        this.logger.error({ err: (thrown as { code?: string }).code ?? (thrown as Error).name }, 'a worker error listener threw');
+        this.logger.error({ err: errCode(thrown) }, 'a worker error listener threw');
       }
-    } else this.logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error');
+    } else this.logger.error({ err: errCode(err) }, 'worker error');
   }
 }
 

@@ -45,13 +45,13 @@ import { registerProposalsPage } from './proposals-page.js';
  */
 
 /** Name of the session cookie. */
-export const SESSION_COOKIE = 'verdict_session';
+const SESSION_COOKIE = 'verdict_session';
 /** Name of the CSRF secret cookie. */
-export const CSRF_COOKIE = 'verdict_csrf';
+const CSRF_COOKIE = 'verdict_csrf';
 /** How long a session lasts, seconds: a working day. */
-export const SESSION_MAX_AGE_S = 12 * 3600;
+const SESSION_MAX_AGE_S = 12 * 3600;
 /** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
-export const FORM_BODY_LIMIT_BYTES = 64 * 1024;
+const FORM_BODY_LIMIT_BYTES = 64 * 1024;
 
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 

@@ -38,7 +38,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
  * Backoff steps are stretched by up to this fraction at random, so that workers that hit the same
  * overload do not retry in lockstep.
  */
-export const BACKOFF_JITTER = 0.2;
+const BACKOFF_JITTER = 0.2;
 
 /**
  * Upper bound of one provider call including its retries (ms): every attempt timing out plus the
@@ -102,7 +102,7 @@ export interface RetryRuntime {
 }
 
 /** Abortable `setTimeout`: resolves after `ms`, or rejects with the signal's reason. */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
     const onAbort = () => {

@@ -113,7 +113,7 @@ export interface BackfillOptions {
 }
 
 /** Wait between "still waiting" log lines while a chunk will not drain, ms. */
-export const WAITING_LOG_EVERY_MS = 60_000;
+const WAITING_LOG_EVERY_MS = 60_000;
 
 /** One backfill run. `notify()` makes a waiting poll happen now (a runner in this process finished a job). */
 export class Backfill {

@@ -20,10 +20,10 @@ export const PG_MIGRATIONS = fileURLToPath(new URL('../../../drizzle-pg', import
  * machines (DESIGN §10): two workers starting together on a fresh database both succeed, one after
  * the other. An arbitrary constant; changing it lets an old and a new build migrate at once.
  */
-export const MIGRATION_LOCK_KEY = 0x7665_7264; // "verd"
+const MIGRATION_LOCK_KEY = 0x7665_7264; // "verd"
 
 /** Connections per process when not given: a worker slot holds one at a time, plus headroom. @defaultValue 10 */
-export const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_POOL_SIZE = 10;
 
 /**
  * node-postgres reads `bigint` (int8: epoch ms, token totals, counts) and `numeric` as strings by
