@@ -73,7 +73,7 @@ export type { WorkerSummary } from './worker/worker.js';
 export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
 export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalReport, type EvalColumn } from './eval/run-eval.js';
 
-// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, issue 18)
+// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, §16.24)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
 export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
 export type { ApiTokenRole, ApiTokenRow } from './store/store.js';

@@ -22,7 +22,7 @@ import { DASHBOARD_CSS } from './styles.js';
 import { registerProposalsPage } from './proposals-page.js';
 
 /**
- * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
+ * The dashboard (DESIGN §16.30), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
  * the public API like the `/v1` routes. Server-rendered because each page answers one question
  * from one or two reads, so HTML from the server is the least code and the fastest first render:
  * no client bundle, no build step, every control a link or a form, and charts as SVG drawn by

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import { ProviderUnavailable } from './errors.js';
 import { VerdictError } from '../errors.js';
@@ -101,24 +102,9 @@ export interface RetryRuntime {
   random(): number;
 }
 
-/** Abortable `setTimeout`: resolves after `ms`, or rejects with the signal's reason. */
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 export const realRuntime: RetryRuntime = {
-  sleep: abortableSleep,
+  // Node's abortable timer; an abort rejects it, and withRetries then throws the signal's reason.
+  sleep: (ms, signal) => sleep(ms, undefined, { signal }),
   now: () => performance.now(),
   random: Math.random,
 };

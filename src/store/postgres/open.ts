@@ -54,8 +54,8 @@ export function connectNodePg(url: string, poolSize = DEFAULT_POOL_SIZE): PgConn
   const pool = new pg.Pool({ connectionString: url, max: poolSize });
   // An idle client's network error is emitted on the pool, and a checked-out client's (one held
   // for a transaction) on the client itself; without a listener either would crash the process
-  // (a server restart killed every worker holding a transaction, found by the adversarial pass of
-  // issue 13, where every completion became a transaction). The statement running on that client
+  // (a server restart would kill every worker holding a transaction, and every completion holds
+  // one). The statement running on that client
   // fails, and that failure is handled where it runs; the pool replaces the client.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => void client.on('error', () => undefined));
