@@ -438,7 +438,7 @@ export interface Verdict {
    * @throws InvalidInput (param `set`) for a set not registered for the item's collection.
    */
   explain(ref: string, opts: { workspace: string; set?: string }): Promise<ExplainReport | null>;
-  /** The question sets in force. */
+  /** The question sets in force: `get(name)`, `all()` (sorted by name), `setsFor(collectionSlug)`. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
   readonly provider: Provider | null;
