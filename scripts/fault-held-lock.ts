@@ -72,7 +72,7 @@ async function heldLock(): Promise<void> {
   const jobs = Number(a.items) * 2;
   const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', a['latency-ms']!, '--tick-ms', '200', '--metrics-port', '0']);
   await startedOrExited(w);
-  let port: number | null = null;
+  let port: number | null;
   while (!(port = metricsPortOf(w))) await sleep(20);
   while (jobCounts(file).jobs > jobs - 20) await sleep(20); // recording under way
   const lock = holdWriteLock(file);

@@ -116,7 +116,7 @@ export function query<T>(file: string, sql: string, ...params: unknown[]): T[] {
 export async function until(done: () => boolean, timeoutMs: number): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    let ok = false;
+    let ok: boolean;
     try {
       ok = done();
     } catch {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { z } from 'zod';
-import { VerdictError } from './errors.js';
+import { errCode, VerdictError } from './errors.js';
 
 /**
  * Configuration (DESIGN §12): every option is a CLI flag and an environment variable, validated
@@ -205,12 +205,12 @@ export const DEFAULTS = {
  * @returns the variables it sets (values untouched).
  * @throws ConfigError naming the option and the file when it cannot be read.
  */
-export function readEnvFile(path: string, source = '--env-vars-file'): Record<string, string> {
+function readEnvFile(path: string, source = '--env-vars-file'): Record<string, string> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError(`${source}: cannot read ${JSON.stringify(path)} (${(err as { code?: string }).code ?? 'error'})`);
+    throw new ConfigError(`${source}: cannot read ${JSON.stringify(path)} (${errCode(err)})`);
   }
   return parseEnv(text) as Record<string, string>;
 }

@@ -31,7 +31,7 @@ export type { DatabaseOption } from './compose/open.js';
 
 // ---------------------------------------------------------------- questions and sets (DESIGN §4, §6)
 export { noul, choice, score, type Question, type NoulQuestion, type ChoiceQuestion, type ScoreQuestion, type Answer, type NoulAnswer, type ChoiceAnswer, type ScoreAnswer } from './decision/questions.js';
-export { defineQuestionSet, type QuestionSet, type QuestionSetInput, type EligibilityRule, type QuestionMap } from './decision/registry.js';
+export { defineQuestionSet, type QuestionSet, type QuestionSetInput, type EligibilityRule, type QuestionMap, type Registry } from './decision/registry.js';
 export { productionSets } from './decision/production-sets.js';
 
 // ---------------------------------------------------------------- providers (DESIGN §9)
@@ -74,7 +74,7 @@ export type { WorkerSummary } from './worker/worker.js';
 export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
 export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalReport, type EvalColumn } from './eval/run-eval.js';
 
-// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, issue 18)
+// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, §16.24)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
 export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
 export type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from './store/store.js';
@@ -82,7 +82,7 @@ export type { CreatedApiToken } from './access/tokens.js';
 export { SESSION_IDLE_MS, SESSION_MAX_AGE_MS, type OpenedDashboardSession } from './access/sessions.js';
 export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';
 export { GitHubRequestFailed, type GitHubImportReport, type ImportGitHubRepoOptions, type ImportGitHubFilesOptions } from './integrations/github/import.js';
-export { signEventBody, verifyEventSignature } from './integrations/events/signature.js';
+export { EVENT_SIGNATURE_HEADER, signEventBody, verifyEventSignature } from './integrations/events/signature.js';
 
 // ---------------------------------------------------------------- actions in GitHub (DESIGN §17)
 export type { VerdictActions } from './compose/actions-api.js';

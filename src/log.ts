@@ -7,7 +7,7 @@ export type { Logger };
  * Paths redacted from every log line. Logs carry ids, counts and outcomes only (DESIGN §1
  * principle 9); these catch a key or header that reaches a log by accident.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'apiKey',
   '*.apiKey',
   'key',

@@ -9,13 +9,13 @@ import type { ApiTokenRole, ApiTokenRow, Store } from '../store/store.js';
  */
 
 /** The roles, lowest first; a token may do what its role and every lower role may. */
-export const API_TOKEN_ROLES: readonly ApiTokenRole[] = ['read', 'write', 'admin'];
+const API_TOKEN_ROLES: readonly ApiTokenRole[] = ['read', 'write', 'admin'];
 
 /** The prefix every token starts with: lets secret scanners and humans recognise one. */
-export const API_TOKEN_PREFIX = 'vdt_';
+const API_TOKEN_PREFIX = 'vdt_';
 
 /** Hex SHA-256 of a token: the only form the database keeps. */
-export function hashApiToken(token: string): string {
+function hashApiToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 

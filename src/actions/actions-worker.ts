@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
@@ -97,7 +98,7 @@ export class ActionsWorker {
         const r = await this.o.actions.planPass(this.o.cap, signal);
         if (r.queued > 0) this.deliverer?.wake();
       } catch (err) {
-        this.o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'actions: planning pass failed; retrying next tick');
+        this.o.logger.error({ err: errCode(err) }, 'actions: planning pass failed; retrying next tick');
       }
       await sleep(this.o.tickMs, undefined, { signal: AbortSignal.any([signal, this.nudge.signal]) }).catch(() => undefined);
     }

@@ -50,18 +50,18 @@ export interface LabelChange {
 /** `verdict_meta`: where the planning pass has read `item_decisions` and `human_verdicts` to (PlanCursor, in this file). */
 export const ACTIONS_CURSOR_META_KEY = 'actions:cursor';
 /** `verdict_meta`: per workspace, each acting key's mode, gate and labels at the last pass (a change re-plans the key's items). */
-export const actionsGateMetaKey = (workspaceId: string) => `actions:gate:${workspaceId}`;
+const actionsGateMetaKey = (workspaceId: string) => `actions:gate:${workspaceId}`;
 /** `verdict_meta`: Verdict's own GitHub login, learnt from the token when the config names none. */
 export const ACTIONS_IDENTITY_META_KEY = 'actions:github:identity';
 
 /** Items planned per read of the cursor (each is a handful of reads; the pass yields between batches). */
-export const PLAN_BATCH = 200;
+const PLAN_BATCH = 200;
 
 /** The outbox target of a repository: one line of the outbox per (repository, item). */
-export const githubTargetUrl = (repo: string) => `github:${repo.toLowerCase()}`;
+const githubTargetUrl = (repo: string) => `github:${repo.toLowerCase()}`;
 
 /** The issue number of a GitHub item's ref (`#12`), or null for another tracker's ref. */
-export function issueNumberOf(ref: string): number | null {
+function issueNumberOf(ref: string): number | null {
   const m = /^#(\d+)$/.exec(ref);
   return m ? Number(m[1]) : null;
 }
@@ -109,7 +109,7 @@ export interface KeyActionStatus {
 }
 
 /** The decision of a view in short (no text): `yes (p=0.91)`, `bug (p=0.62)`, `large (p=0.40)`. */
-export function shortDecision(view: DecisionView | undefined): string {
+function shortDecision(view: DecisionView | undefined): string {
   if (!view) return 'no answer';
   const a = view.modelAnswer;
   if (a.type === 'noul') return `${a.noul >= view.threshold ? 'yes' : 'no'} (p=${a.noul.toFixed(2)})`;
@@ -128,7 +128,7 @@ export function renderComment(cfg: ActionsConfig, o: { set: string; key: string;
 }
 
 /** The repository a workspace holds (`import github` and the webhook record it), or null: not a GitHub workspace. */
-export async function repoOfWorkspace(store: Pick<Store, 'getMeta'>, workspaceId: string): Promise<string | null> {
+async function repoOfWorkspace(store: Pick<Store, 'getMeta'>, workspaceId: string): Promise<string | null> {
   return store.getMeta(githubWorkspaceMetaKey(workspaceId));
 }
 

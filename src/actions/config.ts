@@ -5,7 +5,7 @@ import type { Registry } from '../decision/registry.js';
 import { VerdictError } from '../errors.js';
 import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from '../integrations/github/managed-labels.js';
 
-export { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule };
+export {  isManagedLabel, type LabelRule };
 
 /**
  * The actions section of the question-set config file (DESIGN §17): which question keys act in
@@ -32,7 +32,7 @@ export { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule };
 
 /** Off: nothing is planned. Propose: every change is a proposal. Apply: changes past the gate are written. */
 export type ActionMode = 'off' | 'propose' | 'apply';
-export const ACTION_MODES: readonly ActionMode[] = ['off', 'propose', 'apply'];
+const ACTION_MODES: readonly ActionMode[] = ['off', 'propose', 'apply'];
 
 /** The stricter of two modes (off < propose < apply): a worker's `--actions` caps every set's mode. */
 export function stricterMode(a: ActionMode, b: ActionMode): ActionMode {
@@ -48,7 +48,7 @@ export interface GateRule {
 }
 
 /** DESIGN §17's defaults: 0.9 and 30 (the issue's; 30 labels put a 0.9 precision's 95 % interval at about ±0.11). */
-export const DEFAULT_GATE: Readonly<GateRule> = Object.freeze({ minPrecision: 0.9, minLabels: 30 });
+const DEFAULT_GATE: Readonly<GateRule> = Object.freeze({ minPrecision: 0.9, minLabels: 30 });
 
 /** One key that acts: its labels, its gate and whether it comments. */
 export interface KeyAction {
@@ -83,10 +83,10 @@ export interface ActionsConfig {
 }
 
 /** The template of the one-line comment. Ids and the decision only: never the item's text. */
-export const DEFAULT_COMMENT_TEMPLATE = 'Verdict ({set}/{key}): {decision}. {link}';
+const DEFAULT_COMMENT_TEMPLATE = 'Verdict ({set}/{key}): {decision}. {link}';
 
 /** No actions: the config of a file without an `actions` section. */
-export const NO_ACTIONS: ActionsConfig = Object.freeze({
+const NO_ACTIONS: ActionsConfig = Object.freeze({
   labels: DEFAULT_LABEL_RULE,
   identity: null,
   modes: Object.freeze({}),
@@ -101,7 +101,7 @@ export class InvalidActionsConfig extends VerdictError {
 }
 
 /** GitHub's label-name limit (50 characters, its REST API's validation). */
-export const GITHUB_LABEL_MAX = 50;
+const GITHUB_LABEL_MAX = 50;
 
 const labelName = z
   .string()
@@ -127,7 +127,7 @@ const setSchema = z
   .strict();
 
 /** zod schema of the `actions` section. */
-export const actionsSectionSchema = z
+const actionsSectionSchema = z
   .object({
     labels: z.object({ prefix: z.string().optional(), allow: z.array(labelName).optional() }).strict().optional(),
     identity: z

@@ -46,7 +46,7 @@ function parse(json: string | null): Answer | null {
 }
 
 /** Labelled items and correct ones, from a key's verdicts (see the file comment). */
-export function verdictFigures(action: KeyAction, threshold: number, rows: readonly LabelledAnswer[]): { labels: number; correct: number } {
+function verdictFigures(action: KeyAction, threshold: number, rows: readonly LabelledAnswer[]): { labels: number; correct: number } {
   let labels = 0;
   let correct = 0;
   for (const r of rows) {
@@ -70,7 +70,7 @@ export function verdictFigures(action: KeyAction, threshold: number, rows: reado
 }
 
 /** A key's figures in the latest recorded eval of a gold file, or null (no eval, or of the verdicts). */
-export function goldFigures(action: KeyAction, result: EvalResult | undefined): { labels: number; precision: number | null } | null {
+function goldFigures(action: KeyAction, result: EvalResult | undefined): { labels: number; precision: number | null } | null {
   if (!result || result.goldSource.startsWith('verdicts')) return null;
   const k = result.columns[0]?.keys.find((x) => x.key === action.key);
   if (!k) return null;

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { pickedLevel } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import { githubLabelNames, type GitHubTarget } from '../integrations/github/mapping.js';
@@ -105,7 +106,7 @@ export async function applyLabelFeedback(
   try {
     await d.record(tx, reader, { workspace: ws.slug, ref: item.ref, key: action.key, set: action.set, verdict, value, author: `github:${login ?? 'unknown'}`, note: `GitHub label ${added ? 'added' : 'removed'}` });
   } catch (err) {
-    d.logger.info({ ref: item.ref, set: action.set, key: action.key, err: (err as { code?: string }).code ?? (err as Error).name }, 'label change not taken as a verdict');
+    d.logger.info({ ref: item.ref, set: action.set, key: action.key, err: errCode(err) }, 'label change not taken as a verdict');
     return 'not_taken';
   }
   d.logger.info({ ref: item.ref, set: action.set, key: action.key, verdict }, 'label change recorded as a verdict');

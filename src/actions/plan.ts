@@ -39,7 +39,7 @@ export function sameLabels(a: readonly string[], b: readonly string[]): boolean 
 }
 
 /** What the model's own answer asks for now, or null when it asks nothing (no answer, or stale). */
-export function modelLabels(action: KeyAction, view: DecisionView | undefined, threshold: number): string[] | null {
+function modelLabels(action: KeyAction, view: DecisionView | undefined, threshold: number): string[] | null {
   if (!view) return null;
   if (view.source === 'model' && action.kind === 'noul' && view.surfacing !== 'not_surfaced') {
     if (view.surfacing === 'stale') return null;

@@ -25,7 +25,7 @@ export function formatGate(g: GateStatus): string {
 }
 
 /** The plan as text: the gate per key, then one line per item and key. */
-export function formatPlan(entries: PlanEntry[], gates: GateStatus[]): string {
+function formatPlan(entries: PlanEntry[], gates: GateStatus[]): string {
   const lines = gates.map((g) => `${g.set}/${g.key}: ${formatGate(g)}`);
   if (entries.length === 0) lines.push('nothing to write or propose');
   for (const e of entries) {

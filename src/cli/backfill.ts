@@ -43,7 +43,7 @@ interface BackfillFlags {
 }
 
 /** The chunk size: `--backfill-chunk`, else the per-pass limit (DESIGN §11: 20 by default). */
-export function backfillChunkSize(cfg: Config): number {
+function backfillChunkSize(cfg: Config): number {
   return cfg.backfillChunk ?? cfg.passLimit;
 }
 
@@ -78,7 +78,7 @@ function progressBar(setName: string): { update: (p: BackfillProgress) => void; 
 const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
 /** The run's summary as text. */
-export function formatBackfillReport(r: BackfillReport): string {
+function formatBackfillReport(r: BackfillReport): string {
   const resumed = r.resumedAfter ? `resumed after ${r.resumedAfter.owedItems} items owed by an earlier run (its last chunk of ${r.resumedAfter.pending} waited for first); ` : '';
   const end = r.finished
     ? 'finished: every eligible item is owed and drained'
@@ -91,7 +91,7 @@ export function formatBackfillReport(r: BackfillReport): string {
 }
 
 /** `backfill` without `--drain` found no live worker heartbeat: exit 1, nothing owed. */
-export class NoWorkerRunning extends VerdictError {
+class NoWorkerRunning extends VerdictError {
   readonly code = 'no_worker_running';
 }
 

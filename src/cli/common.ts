@@ -32,7 +32,7 @@ export function buildRegistry(cfg: Config): Registry {
 }
 
 /** The registry the write doors owe jobs for (none with provider `none`); see compose/open.ts. */
-export function writeRegistryFor(cfg: Config, registry: Registry): Registry {
+function writeRegistryFor(cfg: Config, registry: Registry): Registry {
   return writeRegistryForProvider(cfg.provider, registry);
 }
 

@@ -14,7 +14,7 @@ import { readerFor } from './reader.js';
 import { printLeftover, runWorker } from './worker.js';
 
 /** The demo's own database, so it never touches a real one. */
-export const DEMO_DATABASE = './data/demo.db';
+const DEMO_DATABASE = './data/demo.db';
 
 export function registerDemoCommand(program: Command): void {
   program

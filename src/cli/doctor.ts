@@ -33,7 +33,7 @@ export interface DoctorCheck {
 }
 
 /** How long the provider check waits for an answer (ms). */
-export const DOCTOR_PROVIDER_TIMEOUT_MS = 15_000;
+const DOCTOR_PROVIDER_TIMEOUT_MS = 15_000;
 
 /** Where the key of each provider comes from, for fix hints. */
 function keyVar(provider: string): string {
@@ -45,7 +45,7 @@ function baseVar(provider: string): string {
 }
 
 /** Turns a provider error of the doctor call into a check with a fix. Messages hold status and type names only. */
-export function providerProblem(provider: Provider, err: unknown): DoctorCheck {
+function providerProblem(provider: Provider, err: unknown): DoctorCheck {
   const name = provider.name;
   const status = (err as { status?: number }).status;
   const what = err instanceof ProviderError ? err.message : `${name}: ${(err as Error)?.name ?? 'error'}`;
@@ -194,7 +194,7 @@ async function checkPostgres(url: string): Promise<DoctorCheck> {
  * Runs every check. A config that cannot be read stops there (nothing else can be checked); a
  * provider that cannot be built still lets the database be checked.
  */
-export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logger): Promise<DoctorCheck[]> {
+async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logger): Promise<DoctorCheck[]> {
   let cfg: Config;
   try {
     cfg = readConfig();
@@ -241,7 +241,7 @@ export async function runDoctor(readConfig: () => Config, logger: (cfg: Config) 
 }
 
 /** The human report: one line per check, a fix line under each failure, a closing count. */
-export function formatDoctor(checks: DoctorCheck[]): string {
+function formatDoctor(checks: DoctorCheck[]): string {
   const lines = ['verdict doctor'];
   for (const c of checks) {
     lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name.padEnd(8)}  ${c.detail}`);

@@ -9,7 +9,7 @@ import { readerFor } from './reader.js';
  * text itself. Numbers keep their literal (`3.0`, integers beyond 2^53) so they are stored as
  * typed (DESIGN §16.10).
  */
-export function parseFieldAssignment(s: string): [string, unknown] {
+function parseFieldAssignment(s: string): [string, unknown] {
   const eq = s.indexOf('=');
   if (eq <= 0) throw new UsageError(`--field: got "${s}", expected key=value`);
   const raw = s.slice(eq + 1);
@@ -25,7 +25,7 @@ export function parseFieldAssignment(s: string): [string, unknown] {
  * above, re-ask them) and the answers about other items whose question the edit changed (a
  * convention edit: the drift sweep re-asks them). See DecisionReader.staleWatch.
  */
-export function staleLines(ref: string, s: { itemAnswers: number; questionAnswers: number; changedQuestions: string[] }): string[] {
+function staleLines(ref: string, s: { itemAnswers: number; questionAnswers: number; changedQuestions: string[] }): string[] {
   const out: string[] = [];
   if (s.itemAnswers > 0) out.push(`  ${s.itemAnswers} answers about ${ref} went stale (its state changed); the jobs owed re-ask them`);
   if (s.questionAnswers > 0 || s.changedQuestions.length > 0) {

@@ -57,7 +57,7 @@ export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
  * calls no model.)
  * @throws UsageError as estimateTargetFor, and for the fake provider with a `--model` no price is known for.
  */
-export function estimateCommandTarget(cfg: Config, logger: Logger): EstimateTarget {
+function estimateCommandTarget(cfg: Config, logger: Logger): EstimateTarget {
   if (cfg.provider === 'fake' && cfg.model !== undefined && cfg.model !== new FakeProvider().model) {
     if (pricingFor('anthropic', cfg.model).kind === 'priced') return estimateTarget('anthropic', cfg.model);
     throw new UsageError(

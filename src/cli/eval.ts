@@ -44,10 +44,10 @@ interface EvalFlags {
 }
 
 /** Differing decisions listed one by one in the text output; `--json` has them all. */
-export const DIFFERENCES_SHOWN = 30;
+const DIFFERENCES_SHOWN = 30;
 
 /** Where the reliability diagram goes without `--svg`. */
-export const DEFAULT_SVG = './eval-reliability.svg';
+const DEFAULT_SVG = './eval-reliability.svg';
 
 export function registerEvalCommand(program: Command): void {
   program

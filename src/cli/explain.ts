@@ -36,7 +36,7 @@ export function registerExplainCommand(program: Command): void {
 }
 
 /** The report as text: per set and target, the state hash, the prompt between rules, the stored answers. */
-export function formatExplain(r: ExplainReport): string {
+function formatExplain(r: ExplainReport): string {
   const out: string[] = [`${r.ref}  (item ${r.itemId})`];
   if (r.sets.length === 0) out.push('no question set reads this item\u2019s collection');
   for (const s of r.sets) {

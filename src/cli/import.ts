@@ -48,7 +48,7 @@ function exitOnRejects(rejected: number, allowRejects: boolean | undefined): voi
 }
 
 /** A short human summary of a GitHub import report. */
-export function formatGitHubImportReport(r: GitHubImportReport): string {
+function formatGitHubImportReport(r: GitHubImportReport): string {
   const lines = [
     `workspace ${r.workspaceSlug}: ${r.repo}, ${r.issuesRead} issue rows read${r.source === 'api' ? ` (${r.requests} requests, ${r.notModified} not modified${r.rateLimitWaits ? `, ${r.rateLimitWaits} rate-limit waits` : ''})` : ''}`,
     `  items: ${r.items.created} created, ${r.items.updated} updated, ${r.items.unchanged} unchanged`,

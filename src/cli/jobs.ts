@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView } from '../compose/operations-reads.js';
 
-export { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView };
+export {  listJobViews, type JobView };
 import type { JobFilter, Store } from '../store/store.js';
 import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace, UsageError } from './common.js';
 
@@ -29,7 +29,7 @@ interface JobsOptions {
  * Turns the command's filter flags into a store filter.
  * @throws UsageError for an unknown state, workspace or item ref, or a bad limit.
  */
-export async function jobFilterFrom(store: Store, o: JobsOptions, defaults: Partial<JobFilter> = {}): Promise<JobFilter> {
+async function jobFilterFrom(store: Store, o: JobsOptions, defaults: Partial<JobFilter> = {}): Promise<JobFilter> {
   const f: JobFilter = { ...defaults };
   if (o.set) f.questionSet = o.set;
   if (o.state !== undefined) {

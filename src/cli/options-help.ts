@@ -81,7 +81,7 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
 const TEXT_OPTIONS = new Set(['provider', 'model', 'databaseUrl', 'logLevel', 'configFile', 'envFile', 'anthropicBaseUrl', 'openaiBaseUrl', 'metricsHost', 'httpHost', 'githubWorkspace', 'eventUrls', 'coAsk', 'batch', 'actions', 'githubApiUrl']);
 
 /** The `verdict help options` text: every global option once, with its variable, meaning, values and default. */
-export function formatGlobalOptions(): string {
+function formatGlobalOptions(): string {
   const lines = [
     'Global options: every command takes them, as a flag or as an environment variable (flags win;',
     'blank variables count as unset). The same list, commented, is in .env.example.',
@@ -115,7 +115,7 @@ export function addGlobalOptions(program: Command): Command {
 }
 
 /** The line under every command's help that points at the one list of global options. */
-export const GLOBAL_OPTIONS_POINTER = `\nGlobal options (--database-url, --provider, --log-level, ... ${Object.keys(OPTIONS).length} in all): \`verdict help options\``;
+const GLOBAL_OPTIONS_POINTER = `\nGlobal options (--database-url, --provider, --log-level, ... ${Object.keys(OPTIONS).length} in all): \`verdict help options\``;
 
 /** Adds GLOBAL_OPTIONS_POINTER under the help of `cmd` and of every command below it. */
 export function pointAtGlobalOptions(cmd: Command): void {

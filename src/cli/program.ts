@@ -49,7 +49,7 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
  * system error that escaped the library (a missing file, a database that went away mid-command)
  * is named by its code with a fix, never printed raw.
  */
-export function cliError(err: unknown): VerdictError | Error {
+function cliError(err: unknown): VerdictError | Error {
   if (err instanceof VerdictError) return err;
   const e = err as { code?: unknown; path?: unknown };
   if (e?.code === 'ENOENT' && typeof e.path === 'string') return new InputNotFound(`no file at ${e.path}; check the path`);
@@ -65,7 +65,7 @@ export function cliError(err: unknown): VerdictError | Error {
  * ...), nearest by edit distance, within 40 % of the flag's length (commander's own bound).
  * Without a near name, the fix says where the commands and options are listed.
  */
-export function formatParseError(text: string, globalFlags: readonly string[]): string {
+function formatParseError(text: string, globalFlags: readonly string[]): string {
   const lines = text.replace(/^error: /, '').split('\n').map((l) => l.trim()).filter(Boolean);
   const what = lines[0]?.replace(/[.;]$/, '') ?? 'the command line could not be read';
   let near = lines.map((l) => /^\(Did you mean (.+)\?\)$/.exec(l)?.[1]).find(Boolean);

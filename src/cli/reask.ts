@@ -7,7 +7,7 @@ import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWor
 import { readerContext } from './reader.js';
 
 /** Items owed per store call (one write transaction) by `reask`; the store's own IN-list chunk is 500 too. */
-export const REASK_OWE_CHUNK = 500;
+const REASK_OWE_CHUNK = 500;
 
 /**
  * `verdict reask --set NAME [--workspace SLUG] [--dry-run] [--yes] [--json]`: the drift sweep on

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import type { Config } from '../config.js';
 import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinned-provider.js';
 import { Registry } from '../decision/registry.js';
@@ -33,7 +34,7 @@ export interface Runtime {
  * Options a reload cannot apply to a running worker (slots, timers, the open database and port
  * are set up at start); a change to one is logged as needing a restart, by name only.
  */
-export const RESTART_ONLY: ReadonlyArray<keyof Config> = [
+const RESTART_ONLY: ReadonlyArray<keyof Config> = [
   'databaseUrl',
   'concurrency',
   'tickMs',
@@ -74,8 +75,7 @@ function refusalReason(err: unknown): string {
   if (err instanceof Error && /^(ConfigError|ProviderMisconfigured|InvalidQuestionSet|InvalidQuestion|LeaseTooShort|TypeError)$/.test(err.name)) {
     return err.message;
   }
-  const e = err as { code?: unknown; name?: unknown };
-  return typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown error';
+  return errCode(err);
 }
 
 /**
@@ -121,7 +121,7 @@ export function reloadWorker(p: {
   worker.cancelPass('reload'); // then the in-flight pass: released, no attempt counted
   // Readers in other processes judge "current" against the newly pinned provider.
   void store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(next.provider)).catch((err: unknown) =>
-    logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'could not record the pinned provider'),
+    logger.warn({ err: errCode(err) }, 'could not record the pinned provider'),
   );
   if (current.provider !== next.provider) void current.provider?.close?.();
   const result: ReloadResult = { status: 'applied', provider: next.provider.name, model: next.provider.model, restartNeeded };

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import type { Command } from 'commander';
 import { createVerdict, type VerdictWorker } from '../compose/verdict.js';
 import { createProvider } from '../providers/create.js';
@@ -34,7 +35,7 @@ export function registerServeCommand(program: Command): void {
           else {
             // The same worker settings as `verdict worker` (WorkerSettings is a pick of the config).
             worker = v.worker(cfg);
-            worker.on('error', (err) => logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error'));
+            worker.on('error', (err) => logger.error({ err: errCode(err) }, 'worker error'));
             await worker.start();
           }
         }

@@ -37,7 +37,7 @@ export function describeSet(set: QuestionSet) {
 }
 
 /** One question with its fingerprint under `ctx` (null when no provider is configured). */
-export function describeQuestion(key: string, q: Question, ctx: FingerprintContext | null) {
+function describeQuestion(key: string, q: Question, ctx: FingerprintContext | null) {
   return {
     key,
     kind: q.kind,

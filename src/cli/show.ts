@@ -28,7 +28,7 @@ const SURFACING_WORDS: Record<DecisionView['surfacing'], string> = {
  * `[stale: question_changed]` (the surfacing class is added only where it says something the
  * status does not: a stale answer still surfaced while its re-ask is owed).
  */
-export function describeDecision(d: DecisionView): string {
+function describeDecision(d: DecisionView): string {
   const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
   const surfacing = SURFACING_WORDS[d.surfacing];
   const flips = d.flips >= 3 ? `, flapping: ${d.flips} flips in 30 days` : '';
@@ -50,7 +50,7 @@ export function describeDecision(d: DecisionView): string {
  * `decisions: none: no set applies (attention, effort: item is terminal (status: closed))`
  * rather than "none yet" for an item that will never be asked.
  */
-export function decisionsHeading(count: number, applicability: ReadonlyArray<{ questionSet: string; applies: boolean; reason: string | null }>, enabled: boolean): string[] {
+function decisionsHeading(count: number, applicability: ReadonlyArray<{ questionSet: string; applies: boolean; reason: string | null }>, enabled: boolean): string[] {
   if (!enabled) return ['decisions: none (decisions are off: provider none)'];
   const notApplying = new Map<string, string[]>();
   for (const a of applicability) if (!a.applies) notApplying.set(a.reason ?? '', [...(notApplying.get(a.reason ?? '') ?? []), a.questionSet]);
@@ -67,7 +67,7 @@ export function decisionsHeading(count: number, applicability: ReadonlyArray<{ q
  * that read it so: `state clipped for attention, effort: 3 older comments omitted (the trail
  * holds the newest 10); body cut to 16,000 code points`. [] when no state is clipped.
  */
-export function clipNotes(clips: ReadonlyArray<{ questionSet: string; clips: StateClips }>): string[] {
+function clipNotes(clips: ReadonlyArray<{ questionSet: string; clips: StateClips }>): string[] {
   const bySet = new Map<string, string[]>();
   for (const c of clips) {
     const note = describeClips(c.clips);

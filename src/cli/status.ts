@@ -3,7 +3,7 @@ import { actionStatusLines } from './actions.js';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
 import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
 import type { BackfillCursor } from '../runner/backfill.js';
-import type { SetJobCounts, SpendRow, Store } from '../store/store.js';
+import type { SetJobCounts, Store } from '../store/store.js';
 import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../compose/queue-view.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, openStore } from './common.js';
@@ -17,7 +17,7 @@ import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, open
  */
 
 /** Parked jobs listed one by one; the rest are counted. */
-export const PARKED_SHOWN = 20;
+const PARKED_SHOWN = 20;
 
 /** The status document (`--json` prints it as is). Times are epoch ms; ages and durations ms. */
 export interface StatusReport {

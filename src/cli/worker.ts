@@ -13,7 +13,7 @@ import { buildRuntime, reloadActions, reloadWorker, type Runtime } from './reloa
 import type { ActionsWorker } from '../actions/actions-worker.js';
 import { loadActionsConfig } from '../actions/config.js';
 
-export { HEARTBEAT_MIN_MS } from '../compose/run-worker.js';
+;
 
 /** What `runWorker` needs; the demo passes its own store and provider. */
 export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'onStarted'> {
@@ -45,7 +45,7 @@ export interface ShutdownSignals {
  * whenever it comes, logs "second signal" and exits 1 at once. SIGHUP calls `reload` while a
  * worker runs and is not stopping.
  */
-export function shutdownSignals(logger: Logger, graceMs: number, reload?: (worker: Worker, actions: ActionsWorker | null) => void): ShutdownSignals {
+function shutdownSignals(logger: Logger, graceMs: number, reload?: (worker: Worker, actions: ActionsWorker | null) => void): ShutdownSignals {
   let worker: Worker | null = null;
   let acting: ActionsWorker | null = null;
   let stopping: NodeJS.Signals | null = null;

@@ -38,9 +38,9 @@ export interface ItemListQuery {
 }
 
 /** Most items one `items` page returns. */
-export const ITEM_LIST_MAX_LIMIT = 500;
+const ITEM_LIST_MAX_LIMIT = 500;
 /** Items a page when `limit` is not given. */
-export const ITEM_LIST_DEFAULT_LIMIT = 50;
+const ITEM_LIST_DEFAULT_LIMIT = 50;
 
 /** One item of an `items` page. Times are epoch ms; `fields` is the parsed object. */
 export interface ItemListEntry {

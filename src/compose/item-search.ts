@@ -9,7 +9,7 @@ import type { Store, WorkspaceRow } from '../store/store.js';
  */
 
 /** Most items one `searchItems` call returns. */
-export const ITEM_SEARCH_MAX_LIMIT = 200;
+const ITEM_SEARCH_MAX_LIMIT = 200;
 /** Longest search text, in code points: a ref or a few words of a title, never a whole body. */
 export const ITEM_SEARCH_MAX_TEXT = 200;
 

@@ -7,7 +7,7 @@ import { fieldsForDisplay } from '../reads/reads.js';
  * anything else (arrays included) replaces it. Members the patch does not name are the target's
  * own values, untouched.
  */
-export function mergePatch(target: unknown, patch: unknown): unknown {
+function mergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return patch;
   const out: Record<string, unknown> = isObject(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {

@@ -54,7 +54,7 @@ export interface SurfacedQuery {
 }
 
 /** Most rows one `surfaced` call returns. */
-export const SURFACED_MAX_LIMIT = 500;
+const SURFACED_MAX_LIMIT = 500;
 
 /** A page of `surfaced`: rows sorted by probability, highest first (then ref, then key). */
 export interface SurfacedPage {
@@ -160,7 +160,7 @@ export async function listJobViews(store: Store, f: JobFilter): Promise<JobView[
 
 /** Jobs `list` returns by default, and at most. */
 export const JOBS_LIST_DEFAULT_LIMIT = 50;
-export const JOBS_LIST_MAX_LIMIT = 10_000;
+const JOBS_LIST_MAX_LIMIT = 10_000;
 
 /** `Verdict.jobs`: one workspace's owed-job queue (DESIGN §3, §12), as `verdict jobs` does it. */
 export interface VerdictJobs {

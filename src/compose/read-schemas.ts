@@ -23,7 +23,7 @@ export const itemView = z.object({
   deletedAt: z.number().nullable(),
 });
 
-export const verdictView = z.object({
+const verdictView = z.object({
   id: z.number(),
   verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
   value: z.unknown().nullable(),

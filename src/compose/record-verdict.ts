@@ -54,7 +54,7 @@ export interface RecordedVerdict {
 }
 
 /** Longest note, code points. Our choice: a sentence or two of why, not a document. */
-export const VERDICT_NOTE_MAX = 2_000;
+const VERDICT_NOTE_MAX = 2_000;
 
 /**
  * Records a verdict (see the file comment for what it stores).
@@ -158,7 +158,7 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
  * threshold when undefined. A score's level is the picked one (argmax), as `show` prints it.
  * @throws InvalidInput for a value that does not fit the question.
  */
-export function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number, seenSurfaced?: boolean): Answer | null {
+function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number, seenSurfaced?: boolean): Answer | null {
   const side = model.type === 'noul' ? (seenSurfaced ?? model.noul >= threshold) : false;
   switch (input.verdict) {
     case 'withdrawn':

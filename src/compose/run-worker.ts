@@ -21,7 +21,7 @@ import type { ActionsConfig } from '../actions/config.js';
 import { readerOn } from './reader.js';
 
 /** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
-export const HEARTBEAT_MIN_MS = 2_000;
+const HEARTBEAT_MIN_MS = 2_000;
 
 /** The worker settings of the config (DESIGN §10, §12); durations in milliseconds. */
 export type WorkerSettings = Pick<

@@ -2,7 +2,7 @@ import { isEvalSpendOutcome } from '../eval/run-eval.js';
 import { batchCostOf, costOf, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import { SPEND_DAY_MS, spendDayStart } from '../store/spend-rules.js';
-import type { SpendHourRow, SpendRow, Store } from '../store/store.js';
+import type { SpendRow, Store } from '../store/store.js';
 import { SPEND_BATCH } from '../worker/batches.js';
 import { workerViews } from './queue-view.js';
 
@@ -127,7 +127,7 @@ export interface SpendSeries {
 }
 
 /** Longest window a series reads, ms: 90 days (the dashboard asks for 24 hours and 30 days). */
-export const SPEND_SERIES_MAX_WINDOW_MS = 90 * SPEND_DAY_MS;
+const SPEND_SERIES_MAX_WINDOW_MS = 90 * SPEND_DAY_MS;
 
 /** Reads spend per bucket and model over the window (see `SpendSeries`). */
 export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Promise<SpendSeries> {

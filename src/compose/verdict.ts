@@ -5,7 +5,7 @@ import { fieldsForDisplay, type DecisionView, type FlappingKey, type WorkspaceFl
 import { recordVerdict, type RecordedVerdict, type RecordVerdictInput } from './record-verdict.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
@@ -243,7 +243,7 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
     try {
       (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
     } catch (err) {
-      this.logger.error({ event, err: (err as { code?: string }).code ?? (err as Error).name }, 'a worker event listener threw');
+      this.logger.error({ event, err: errCode(err) }, 'a worker event listener threw');
     }
   }
 
@@ -252,9 +252,9 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
       try {
         this.emit('error', err);
       } catch (thrown) {
-        this.logger.error({ err: (thrown as { code?: string }).code ?? (thrown as Error).name }, 'a worker error listener threw');
+        this.logger.error({ err: errCode(thrown) }, 'a worker error listener threw');
       }
-    } else this.logger.error({ err: (err as { code?: string }).code ?? err.name }, 'worker error');
+    } else this.logger.error({ err: errCode(err) }, 'worker error');
   }
 }
 
@@ -456,7 +456,7 @@ export interface Verdict {
    * @throws InvalidInput (param `set`) for a set not registered for the item's collection.
    */
   explain(ref: string, opts: { workspace: string; set?: string }): Promise<ExplainReport | null>;
-  /** The question sets in force. */
+  /** The question sets in force: `get(name)`, `all()` (sorted by name), `setsFor(collectionSlug)`. */
   readonly registry: Registry;
   /** The provider in force, or null for `none`. */
   readonly provider: Provider | null;

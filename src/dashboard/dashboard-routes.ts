@@ -23,7 +23,7 @@ import { DASHBOARD_CSS } from './styles.js';
 import { registerProposalsPage } from './proposals-page.js';
 
 /**
- * The dashboard (issue 17), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
+ * The dashboard (DESIGN §16.30), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
  * the public API like the `/v1` routes. Server-rendered because each page answers one question
  * from one or two reads, so HTML from the server is the least code and the fastest first render:
  * no client bundle, no build step, every control a link or a form, and charts as SVG drawn by
@@ -47,13 +47,13 @@ import { registerProposalsPage } from './proposals-page.js';
  */
 
 /** Name of the session cookie. */
-export const SESSION_COOKIE = 'verdict_session';
+const SESSION_COOKIE = 'verdict_session';
 /** Name of the CSRF secret cookie. */
 export const CSRF_COOKIE = 'verdict_csrf';
 /** How long the session cookie lasts, seconds: the session's own life (SESSION_MAX_AGE_MS, 12 h). */
 export const SESSION_MAX_AGE_S = SESSION_MAX_AGE_MS / 1000;
 /** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
-export const FORM_BODY_LIMIT_BYTES = 64 * 1024;
+const FORM_BODY_LIMIT_BYTES = 64 * 1024;
 
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 

@@ -96,7 +96,7 @@ export function pct(x: number | null): string {
 }
 
 /** A notice after a form's redirect: fixed texts by code, so no request text is ever echoed. */
-export const NOTICES: Record<string, { text: string; error?: boolean }> = {
+const NOTICES: Record<string, { text: string; error?: boolean }> = {
   'verdict-recorded': { text: 'Verdict recorded.' },
   'jobs-retried': { text: 'Parked jobs re-owed: the worker takes them at its next claim.' },
   'jobs-due': { text: 'Waiting jobs made due now: the worker takes them at its next claim.' },

@@ -34,7 +34,7 @@ const NOTICES: Record<string, { text: string; error?: boolean }> = {
 const REASONS: Record<Proposal['reason'], string> = { gate: 'under the gate', mode: 'actions on propose', person: 'a person holds this key' };
 
 /** The page's body. */
-export function proposalsBody(viewer: Viewer, keys: KeyActionStatus[], proposals: Proposal[], noticeCode: unknown): Html {
+function proposalsBody(viewer: Viewer, keys: KeyActionStatus[], proposals: Proposal[], noticeCode: unknown): Html {
   const n = typeof noticeCode === 'string' && Object.hasOwn(NOTICES, noticeCode) ? NOTICES[noticeCode] : undefined;
   const canDecide = viewer.token.role !== 'read';
   return html`<h1>Proposals</h1>

@@ -40,11 +40,12 @@ export const DAY_MS = 86_400_000;
  * The shortest `maxAgeMs` a set may declare: one day (ms). as_of has day precision (DESIGN
  * §16.17): two answers of one state less than a day apart could carry the same as_of, hence the
  * same state hash, and the idempotency key (DESIGN §2) would make the re-ask a no-op.
+ * @alias the rule's own name for DAY_MS
  */
 export const MIN_MAX_AGE_MS = DAY_MS;
 
 /** The name of the state member, and of its entry in `state_parts`. */
-export const AS_OF_PART = 'as_of';
+const AS_OF_PART = 'as_of';
 
 /** The as_of of an instant: its UTC date, `YYYY-MM-DD`. */
 export function asOfDate(ms: number): string {
@@ -57,7 +58,7 @@ export function isExpired(evaluatedAtMs: number, maxAgeMs: number, nowMs: number
 }
 
 /** A stored answer's `state_parts` (JSON text) parsed; {} when unreadable. */
-export function parseStateParts(text: string): Record<string, string> {
+function parseStateParts(text: string): Record<string, string> {
   try {
     const v = JSON.parse(text) as unknown;
     return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, string>) : {};
@@ -67,7 +68,7 @@ export function parseStateParts(text: string): Record<string, string> {
 }
 
 /** The as_of a stored answer was keyed to (its `state_parts.as_of`), or null for an undated answer. */
-export function storedAsOf(parts: Readonly<Record<string, string>>): string | null {
+function storedAsOf(parts: Readonly<Record<string, string>>): string | null {
   const v = parts[AS_OF_PART];
   return typeof v === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(v) ? v : null;
 }

@@ -40,7 +40,7 @@ export function compareCodePoints(a: string, b: string): number {
 }
 
 /** JSON.stringify of a string, with U+2028 and U+2029 escaped too. */
-export function canonicalString(s: string): string {
+function canonicalString(s: string): string {
   return JSON.stringify(s).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { InvalidQuestion } from './questions.js';
 import { defineQuestionSet, InvalidQuestionSet, validateQuestions, type QuestionSet } from './registry.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 import { DURATION_EXPECTED, parseDuration } from './duration.js';
 import { MIN_MAX_AGE_MS } from './as-of.js';
 
@@ -70,7 +70,7 @@ const maxAge = z.union([z.number(), z.string()]).transform((v, ctx) => {
 });
 
 /** zod schema of one set in a config file. Questions are checked by the registry's own validator, for its messages. */
-export const configSetSchema = z
+const configSetSchema = z
   .object({
     name: z.string().refine((s) => s.trim() !== '', 'must not be blank'),
     collections: z.array(z.string().min(1)).optional(),
@@ -95,7 +95,7 @@ export const configSetSchema = z
  * zod schema of the whole file: `sets`, and `actions` (DESIGN §17; validated by
  * src/actions/config.ts against the registry, since it names sets of code and of the file alike).
  */
-export const configFileSchema = z.object({ sets: z.array(z.unknown()).default([]), actions: z.unknown().optional() }).strict();
+const configFileSchema = z.object({ sets: z.array(z.unknown()).default([]), actions: z.unknown().optional() }).strict();
 
 /** Thrown when the config file cannot be used. The message names the file, the set (when one is at fault) and the problem. */
 export class InvalidConfigFile extends VerdictError {
@@ -177,7 +177,7 @@ export function readConfigText(file: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (err) {
-    throw new InvalidConfigFile(file, null, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name})`);
+    throw new InvalidConfigFile(file, null, `cannot be read (${errCode(err)})`);
   }
 }
 

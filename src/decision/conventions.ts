@@ -22,13 +22,13 @@ import { clipCodePoints } from './state.js';
 export const CONVENTIONS_ROLE = 'conventions';
 
 /** Keys of convention questions are `conv:<ref>`. */
-export const CONVENTION_KEY_PREFIX = 'conv:';
+const CONVENTION_KEY_PREFIX = 'conv:';
 
 /** Largest convention body asked, in UTF-8 bytes (DESIGN §6): a longer one is skipped, never clipped. */
-export const MAX_CONVENTION_BODY_BYTES = 4_096;
+const MAX_CONVENTION_BODY_BYTES = 4_096;
 
 /** Convention titles are clipped to this many code points inside the question (the state's title bound, DESIGN §5). */
-export const CONVENTION_TITLE_CODE_POINTS = 500;
+const CONVENTION_TITLE_CODE_POINTS = 500;
 
 /**
  * The fixed sentence of every convention question (DESIGN §6). Part of every convention
@@ -50,7 +50,7 @@ export type ConventionSkipReason =
   | 'unusable';
 
 /** Decides whether one convention item is asked; null when it is. Pure. */
-export function conventionSkipReason(item: Pick<ItemRow, 'ref' | 'fields' | 'content'>): ConventionSkipReason | null {
+function conventionSkipReason(item: Pick<ItemRow, 'ref' | 'fields' | 'content'>): ConventionSkipReason | null {
   let fields: Record<string, unknown>;
   try {
     const v = parseLossless(item.fields);
@@ -88,7 +88,7 @@ function logSkipOnce(logger: Logger, workspaceId: string, item: ItemRow, reason:
 }
 
 /** The workspace's live conventions collections (settings `role: "conventions"`), by slug. */
-export function isConventionsCollection(c: CollectionRow): boolean {
+function isConventionsCollection(c: CollectionRow): boolean {
   return c.deletedAt === null && c.settings.role === CONVENTIONS_ROLE;
 }
 

@@ -37,8 +37,8 @@ export type Question = NoulQuestion | ChoiceQuestion | ScoreQuestion;
 export type QuestionKind = Question['kind'];
 
 /** Choice options are bounded so one schema stays small enough for structured output. */
-export const MAX_CHOICE_OPTIONS = 64;
-export const MAX_SCORE_LEVELS = 11;
+const MAX_CHOICE_OPTIONS = 64;
+const MAX_SCORE_LEVELS = 11;
 
 const nonBlank = z.string().refine((s) => s.trim().length > 0, 'must not be blank');
 
@@ -75,7 +75,7 @@ const scoreSchema = z
   .strict();
 
 /** zod schema of any question definition; used by the registry, config files and providers. */
-export const questionSchema = z.union([noulSchema, choiceSchema, scoreSchema]);
+const questionSchema = z.union([noulSchema, choiceSchema, scoreSchema]);
 
 /** Thrown when a question definition is invalid. The message names the key and the rule. */
 export class InvalidQuestion extends VerdictError {

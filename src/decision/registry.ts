@@ -191,7 +191,12 @@ export function validateQuestions(questions: Readonly<Record<string, unknown>>):
   return out;
 }
 
-/** The registry of question sets known to this process. */
+/**
+ * The registry of question sets known to this process (`Verdict.registry`): each set by its unique
+ * name, all of them sorted by name, or those asked of one collection's items (DESIGN §6).
+ * Read-only once built; a host reads it, Verdict builds it from `sets` and the config file.
+ * @throws InvalidQuestionSet from the constructor on a duplicate name.
+ */
 export class Registry {
   private readonly byName = new Map<string, QuestionSet>();
   private readonly sorted: QuestionSet[];

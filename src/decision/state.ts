@@ -199,7 +199,7 @@ export function sha256(text: string): string {
 }
 
 /** RFC 3339, UTC, whole seconds: `2026-01-14T21:42:05Z`. */
-export function rfc3339Seconds(ms: number): string {
+function rfc3339Seconds(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
@@ -231,7 +231,7 @@ function boundFieldValue(v: LosslessValue, mark: () => void): LosslessValue {
  * keys from the end of the sorted order.
  * @throws SyntaxError when the text is not JSON; TypeError when it is not an object.
  */
-export function boundFields(fieldsText: string): { fields: Record<string, LosslessValue>; truncated: boolean } {
+function boundFields(fieldsText: string): { fields: Record<string, LosslessValue>; truncated: boolean } {
   const parsed = parseLossless(fieldsText);
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isLosslessNumber(parsed)) {
     throw new TypeError('fields must be a JSON object');

@@ -39,7 +39,7 @@ interface EvalColumnFigures {
  */
 
 /** Meta key prefix of the latest eval results. */
-export const EVAL_RESULT_META_PREFIX = 'eval:';
+const EVAL_RESULT_META_PREFIX = 'eval:';
 
 /** One column's figures for one set. */
 export interface EvalResultColumn {

@@ -57,7 +57,7 @@ const nonBlank = z.string().refine((s) => s.trim().length > 0, 'must not be blan
 const GOLD_MEMBERS = ['ref', 'set', 'key', 'label'] as const;
 
 /** zod schema of one gold-set line. */
-export const goldLineSchema = z
+const goldLineSchema = z
   .object({
     ref: nonBlank,
     set: nonBlank,

@@ -40,7 +40,7 @@ export interface ScoredRow {
 }
 
 /** Number of equal-width calibration bins over [0, 1] (DESIGN §16.16). Changing it changes every ECE. */
-export const CALIBRATION_BINS = 10;
+const CALIBRATION_BINS = 10;
 
 /** One calibration bin: predictions with lower ≤ p < upper (the last bin also holds p = 1). */
 export interface CalibrationBin {

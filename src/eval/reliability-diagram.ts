@@ -39,7 +39,7 @@ export interface ReliabilityDiagramOptions {
 }
 
 /** At most two series: a model, or model A against model B (`--compare`). */
-export const MAX_SERIES = 2;
+const MAX_SERIES = 2;
 
 /** Mark name of the bin points; the SVG's `<g>` for them carries it as a class. */
 export const POINT_MARK_NAME = 'bin_points';

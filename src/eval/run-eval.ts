@@ -4,7 +4,7 @@ import { questionsOf, type QuestionMap, type QuestionSet, type Registry } from '
 import { setTargets } from '../decision/set-states.js';
 import type { BuiltState } from '../decision/state.js';
 import { appliesNow } from '../decision/eligibility.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { ProviderMisconfigured, ProviderRefusal, AnswerDefect } from '../providers/errors.js';
 import { batchCostOf, costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
@@ -18,7 +18,7 @@ import { estimateOutputTokens, estimateSet, estimateTarget, sumWork, type WorkEs
 import { CoAskTally } from '../runner/co-ask-estimate.js';
 import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
 import type { GoldRow } from './gold-set.js';
-import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type KeyMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
+import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
 
 /**
  * `verdict eval` (DESIGN §16.16): a gold set's rows resolved in one workspace, a prediction for
@@ -43,9 +43,9 @@ import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type KeyMetric
  */
 
 /** The spend outcome of an eval call that answered (decision_spend.outcome). */
-export const SPEND_EVAL = 'eval';
+const SPEND_EVAL = 'eval';
 /** The spend outcome of an eval call that was sent and failed (refused, unavailable, a defective reply). */
-export const SPEND_EVAL_FAILED = 'eval_failed';
+const SPEND_EVAL_FAILED = 'eval_failed';
 /** True for the spend outcomes eval calls are recorded under: `status` counts them apart from the worker's. */
 export function isEvalSpendOutcome(outcome: string): boolean {
   return outcome === SPEND_EVAL || outcome === SPEND_EVAL_FAILED;
@@ -318,7 +318,7 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
   try {
     await recordEvalResults(o.store, o.workspace.id, report);
   } catch (err) {
-    logger.warn({ workspace: o.workspace.slug, err: (err as { code?: string }).code ?? (err as Error).name }, 'eval: result not recorded');
+    logger.warn({ workspace: o.workspace.slug, err: errCode(err) }, 'eval: result not recorded');
   }
   return report;
 }
@@ -356,7 +356,7 @@ async function resolveGold(
       try {
         questions.set(set.name, await questionsOf(set, { workspaceId, store, logger }));
       } catch (err) {
-        logger.warn({ set: set.name, err: (err as { code?: string }).code ?? (err as Error).name }, 'eval: questions could not be read');
+        logger.warn({ set: set.name, err: errCode(err) }, 'eval: questions could not be read');
         questions.set(set.name, null);
       }
     }
@@ -635,7 +635,7 @@ async function recordEvalSpend(store: Store, questionSet: string, provider: Prov
   try {
     await store.recordSpend({ questionSet, provider: provider.name, model: provider.model, outcome, calls: 1, usage });
   } catch (err) {
-    logger.warn({ set: questionSet, err: (err as { code?: string }).code ?? (err as Error).name }, 'eval: spend record failed');
+    logger.warn({ set: questionSet, err: errCode(err) }, 'eval: spend record failed');
   }
 }
 
@@ -718,7 +718,7 @@ function groupOf(s: SetMetrics | undefined, n: number): GroupMetrics {
 }
 
 /** An answer's decision (what is compared between columns and with the label) and a short text. */
-export function decisionOf(a: Answer, threshold: number): { value: boolean | string | number; text: string } {
+function decisionOf(a: Answer, threshold: number): { value: boolean | string | number; text: string } {
   if (a.type === 'noul') {
     const v = a.noul >= threshold;
     return { value: v, text: `${v} (p=${a.noul.toFixed(3)})` };

@@ -15,13 +15,13 @@ import type { CollectionSchema, CollectionSettings } from '../store/store.js';
 export const BEADS_WORK_TYPES = ['task', 'bug', 'feature', 'epic', 'chore'] as const;
 
 /** Gas Town orchestration types: skipped and counted, never imported (DESIGN §15). */
-export const BEADS_ORCHESTRATION_TYPES = ['event', 'message', 'agent', 'molecule', 'gate', 'rig', 'role', 'merge-request'] as const;
+const BEADS_ORCHESTRATION_TYPES = ['event', 'message', 'agent', 'molecule', 'gate', 'rig', 'role', 'merge-request'] as const;
 
 /**
  * Every status beads knows, as the `status` select's options. The store does not enforce options,
  * so a row with another status is still imported with its value.
  */
-export const BEADS_STATUSES = ['open', 'in_progress', 'blocked', 'deferred', 'hooked', 'pinned', 'closed', 'tombstone'] as const;
+const BEADS_STATUSES = ['open', 'in_progress', 'blocked', 'deferred', 'hooked', 'pinned', 'closed', 'tombstone'] as const;
 
 /**
  * Schema of every imported collection. `status` is terminal at `closed` (DESIGN §15), so the
@@ -254,7 +254,7 @@ export function beadsLink(dep: Pick<BeadsDependency, 'issue_id' | 'depends_on_id
  * Length of derived ids in hex characters (80 bits: a collision is about 1 in 10^12 at a million
  * rows). Changing it re-keys every imported row: a re-import would create duplicates.
  */
-export const DERIVED_ID_HEX = 20;
+const DERIVED_ID_HEX = 20;
 
 /**
  * A deterministic opaque id: the first `DERIVED_ID_HEX` lower-case hex characters of the

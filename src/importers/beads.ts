@@ -14,7 +14,7 @@ import {
   type WorkspaceRow,
   type WriteResult,
 } from '../store/store.js';
-import { InputNotFound, InvalidInput } from '../errors.js';
+import { errCode, InputNotFound, InvalidInput } from '../errors.js';
 import {
   BEADS_COLLECTION_SCHEMA,
   BEADS_FIELD_RULES,
@@ -53,7 +53,7 @@ import {
  * Lines per write transaction (our choice): a chunk is one fsync (DESIGN §16.26) and holds the
  * write lock for about 100 ms on this machine's disk, inside §16.12's 250 ms.
  */
-export const IMPORT_CHUNK = 100;
+const IMPORT_CHUNK = 100;
 
 /** Every write of an import owes at backfill priority, due at once (DESIGN §15). */
 export const IMPORT_OWE: Readonly<OweOptions> = Object.freeze({ priority: PRIORITY_BACKFILL, quietPeriod: false });
@@ -463,13 +463,13 @@ async function assertReadableFile(path: string): Promise<void> {
     s = await stat(path);
   } catch (err) {
     if ((err as { code?: string }).code === 'ENOENT' || (err as { code?: string }).code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
-    throw new InvalidInput(`cannot read ${path} (${(err as { code?: string }).code ?? 'error'}); check its permissions`);
+    throw new InvalidInput(`cannot read ${path} (${errCode(err)}); check its permissions`);
   }
   if (!s.isFile()) throw new InputNotFound(`${path} is not a file; pass the JSONL file itself`);
   try {
     await access(path, constants.R_OK);
   } catch (err) {
-    throw new InvalidInput(`cannot read ${path} (${(err as { code?: string }).code ?? 'error'}); check its permissions`);
+    throw new InvalidInput(`cannot read ${path} (${errCode(err)}); check its permissions`);
   }
 }
 
@@ -571,7 +571,7 @@ async function tombstoneTime(store: TrackerStore, row: { deleted_at?: string | n
  * Each issue as `field: what it must hold` (`priority: expected an integer 0–4`, `title: missing`),
  * never the offending value. Rules come from BEADS_FIELD_RULES, else from the schema's type.
  */
-export function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
   const shown = issues.slice(0, 3).map((i) => `${i.path.length ? i.path.join('.') : '(row)'}: ${describeIssue(i)}`);
   return issues.length > 3 ? `${shown.join(', ')}, +${issues.length - 3} more` : shown.join(', ');
 }

@@ -6,7 +6,7 @@ import { CONVENTIONS_ROLE } from '../decision/conventions.js';
 import { parserProblem } from '../decision/config-file.js';
 import { InvalidWrite, PRIORITY_BACKFILL, type CollectionRow, type CollectionSchema, type CollectionSettings, type Store, type WorkspaceRow } from '../store/store.js';
 import { deriveId } from './beads-format.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 
 /**
  * Imports a workspace's conventions from a file (JSON or YAML) as real items of its conventions
@@ -37,7 +37,7 @@ import { VerdictError } from '../errors.js';
  * write per item, nothing to coalesce). The owed jobs of a convention item itself drop at once
  * (its collection is a system one); other items learn of the change through the drift sweep.
  */
-export const CONVENTIONS_IMPORT_OWE = Object.freeze({ priority: PRIORITY_BACKFILL, quietPeriod: false });
+const CONVENTIONS_IMPORT_OWE = Object.freeze({ priority: PRIORITY_BACKFILL, quietPeriod: false });
 
 /** Schema of the conventions collection the importer creates. */
 export const CONVENTIONS_COLLECTION_SCHEMA: CollectionSchema = {
@@ -90,7 +90,7 @@ export function readConventionsFile(file: string): ConventionsFile {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new InvalidConventionsFile(file, `cannot be read (${(err as { code?: string }).code ?? (err as Error).name}), check the path`);
+    throw new InvalidConventionsFile(file, `cannot be read (${errCode(err)}), check the path`);
   }
   let doc: unknown;
   try {

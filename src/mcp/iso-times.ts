@@ -11,7 +11,7 @@ import { z } from 'zod';
 const isTimeName = (name: string): boolean => name.endsWith('At');
 
 /** ISO 8601 (UTC) of epoch milliseconds. */
-export function isoTime(ms: number): string {
+function isoTime(ms: number): string {
   return new Date(ms).toISOString();
 }
 

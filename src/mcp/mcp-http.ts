@@ -27,14 +27,14 @@ import { createMcpServer } from './mcp-server.js';
  */
 
 /** Longest `clientInfo` of an `initialize`, characters of JSON: a name, a version, a title. */
-export const CLIENT_INFO_MAX_CHARS = 4_096;
+const CLIENT_INFO_MAX_CHARS = 4_096;
 
 /** A session idle this long is closed, ms. Our choice: an agent's working session, with room for a pause. */
-export const MCP_SESSION_IDLE_MS = 30 * 60_000;
+const MCP_SESSION_IDLE_MS = 30 * 60_000;
 /** Sessions one token may hold; one more closes its least recently used. */
-export const MCP_SESSIONS_PER_TOKEN = 16;
+const MCP_SESSIONS_PER_TOKEN = 16;
 /** Sessions the server holds in all; beyond it `initialize` is 503. */
-export const MCP_SESSIONS_MAX = 1_000;
+const MCP_SESSIONS_MAX = 1_000;
 
 interface Session {
   transport: StreamableHTTPServerTransport;

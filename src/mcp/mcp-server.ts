@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import { decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
-import { VerdictError } from '../errors.js';
+import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { isoTimesSchema, withIsoTimes } from './iso-times.js';
@@ -13,7 +13,7 @@ import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, 
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
 
 /**
- * Verdict's Model Context Protocol server (issue 18): the decisions a coding agent needs ("what
+ * Verdict's Model Context Protocol server (DESIGN §16.24): the decisions a coding agent needs ("what
  * needs a human here, and is that judgement current?") as tools and a resource, over the public
  * API only. `verdict mcp` serves it over stdio (src/cli/mcp.ts) and `verdict serve` over
  * Streamable HTTP at `/mcp` (./mcp-http.ts), both under one workspace token.
@@ -50,10 +50,10 @@ import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
 export const MCP_TOOL_NAMES = ['item_get', 'flags_list', 'item_search', 'status_get', 'verdict_record', 'proposals_list', 'proposal_decide'] as const;
 
 /** Most rows a `flags_list` or `item_search` page returns (an agent's context is the budget). */
-export const MCP_PAGE_MAX = 100;
+const MCP_PAGE_MAX = 100;
 
 /** Most field filters an `item_search` takes. */
-export const MCP_FIELD_FILTERS_MAX = 20;
+const MCP_FIELD_FILTERS_MAX = 20;
 
 /** Longest client name kept in a verdict's author, code points (the client chooses it). */
 const CLIENT_NAME_MAX = 100;
@@ -81,7 +81,7 @@ class ToolRefusal extends Error {}
 function failureOf(err: unknown): { known: boolean; code: string; message: string } {
   if (err instanceof ToolRefusal) return { known: true, code: 'refused', message: err.message };
   if (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code)) return { known: true, code: err.code, message: err.message };
-  const code = err instanceof VerdictError ? err.code : ((err as { code?: string }).code ?? (err as Error).name);
+  const code = err instanceof VerdictError ? err.code : (errCode(err));
   return { known: false, code, message: 'the store failed; try again' };
 }
 
@@ -447,11 +447,6 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
   );
   registerProposalTools(server, v, run); // DESIGN §17
   return server;
-}
-
-/** The URI of an item's resource: `verdict://items/<ref, URL-encoded>`. */
-export function itemResourceUri(itemRef: string): string {
-  return `verdict://items/${encodeURIComponent(itemRef)}`;
 }
 
 /**

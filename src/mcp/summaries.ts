@@ -11,7 +11,7 @@ const NAMED_MAX = 5;
 type Answer = { type?: string; noul?: number; choice?: string; score?: number } | null | undefined;
 
 /** An answer in a few characters: `p=0.82`, `choice=bug`, `score=3`. */
-export function answerText(a: unknown): string {
+function answerText(a: unknown): string {
   const x = a as Answer;
   if (!x || typeof x !== 'object') return 'none';
   if (x.type === 'noul') return `p=${fmt(x.noul)}`;

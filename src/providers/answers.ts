@@ -7,14 +7,8 @@ import { argmax, choiceOptionNames, type Answer, type Question } from '../decisi
  * types themselves are in decision/questions.ts.
  */
 
-/**
- * What a provider returns per key before Verdict derives the answer: a `probability` for a noul,
- * `probabilities` for a choice (by option name) or a score (by level index "0".."n−1").
- */
-export type RawAnswer = { probability: number } | { probabilities: Record<string, number> };
-
 /** Probabilities summing to 1 ± this are normalised; anything else is an AnswerDefect (DESIGN §9). */
-export const PROBABILITY_SUM_TOLERANCE = 0.02;
+const PROBABILITY_SUM_TOLERANCE = 0.02;
 
 function checkUnit(key: string, name: string, p: unknown): number {
   if (typeof p !== 'number' || !Number.isFinite(p) || p < 0 || p > 1) {

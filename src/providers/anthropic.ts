@@ -46,7 +46,7 @@ export const ANTHROPIC_PROMPT_VERSION = `anthropic-v${PROMPT_TEMPLATE_VERSION}`;
 /** The pinned default model (DESIGN §9). */
 export const DEFAULT_ANTHROPIC_MODEL = 'claude-haiku-5-5';
 /** The SDK's default base URL, named for the batch availability mark (DESIGN §16.23). */
-export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
 /** Name of the forced tool of the fallback path. */
 export const ANSWER_TOOL_NAME = 'record_answers';
 

@@ -6,7 +6,7 @@ import type { BatchRequest } from './provider.js';
  */
 
 /** The Message Batches API's rule for a custom id (STACK §3): refused with a 400 otherwise. */
-export const BATCH_CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/;
+const BATCH_CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/;
 
 /** Anthropic's limit of requests per batch (Message Batches docs). */
 export const ANTHROPIC_BATCH_MAX_REQUESTS = 100_000;

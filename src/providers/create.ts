@@ -5,7 +5,7 @@ import { FakeProvider } from './fake.js';
 import { OpenAICompatibleProvider } from './openai-compatible.js';
 import type { Provider } from './provider.js';
 
-export const PROVIDER_CHOICES = 'anthropic (set ANTHROPIC_API_KEY), openai (set VERDICT_OPENAI_BASE_URL and --model), fake (offline, deterministic) or none (decisions off)';
+const PROVIDER_CHOICES = 'anthropic (set ANTHROPIC_API_KEY), openai (set VERDICT_OPENAI_BASE_URL and --model), fake (offline, deterministic) or none (decisions off)';
 
 /**
  * Builds the configured provider (DESIGN §9 "Configuration errors"): a misconfiguration is an

@@ -127,7 +127,3 @@ export class BatchUnsupported extends ProviderError {
   }
 }
 
-/** True when `err` is a provider error of any class. */
-export function isProviderError(err: unknown): err is ProviderError {
-  return err instanceof ProviderError;
-}

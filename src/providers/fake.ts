@@ -72,7 +72,7 @@ function bytesOf(seed: string): Buffer {
 }
 
 /** Deterministic raw answer for one question from (state hash, fingerprint). */
-export function fakeRawAnswer(stateHash: string, fingerprint: string, q: Question): Record<string, unknown> {
+function fakeRawAnswer(stateHash: string, fingerprint: string, q: Question): Record<string, unknown> {
   const b = bytesOf(`${stateHash}:${fingerprint}`);
   if (q.kind === 'noul') return { probability: Math.round((b.readUInt32BE(0) / 0xffffffff) * 1000) / 1000 };
   const names = q.kind === 'choice' ? Object.keys(q.options).sort() : q.levels.map((_, i) => String(i));
@@ -214,7 +214,7 @@ export class FakeProvider implements Provider {
 }
 
 /** Maps an HTTP status to the typed error a real provider would raise for it. */
-export function fakeStatusError(status: number, retryAfterMs?: number): Error {
+function fakeStatusError(status: number, retryAfterMs?: number): Error {
   if (status === 429) return new ProviderUnavailable('fake: 429 rate limited', { status, rateLimited: true, retryAfterMs });
   if (status === 400 || status === 422) return new ProviderRefusal(`fake: ${status} refused`, { status });
   if (status === 401 || status === 403 || status === 404) return new ProviderMisconfigured(`fake: ${status}`, { status });

@@ -52,7 +52,7 @@ const SCHEMA_IN_PROMPT_RULE = 'The reply must be valid JSON matching this JSON s
 export type JsonSchema = { readonly [key: string]: unknown };
 
 /** Keys of a chunk in the order they are rendered and sent: code-unit order, so prompts are stable. */
-export function orderedKeys(questions: ReadonlyMap<string, Question>): string[] {
+function orderedKeys(questions: ReadonlyMap<string, Question>): string[] {
   return [...questions.keys()].sort();
 }
 
@@ -91,7 +91,7 @@ export function checkQuestions(questions: ReadonlyMap<string, Question>): void {
  * fenced block it sits in, start a line, or make a heading. The escapes keep the value: parsing
  * the text gives it back exactly.
  */
-export function promptJson(value: unknown): string {
+function promptJson(value: unknown): string {
   return JSON.stringify(value)
     .replace(/[\u0085\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
     .replace(/`{3,}/g, (run) => '\\u0060'.repeat(run.length));
@@ -103,7 +103,7 @@ export function promptJson(value: unknown): string {
  * levels, lowest first) and nothing else, so a question's rendered text is its own and is covered
  * by its fingerprint (the key by the stored answer's key).
  */
-export function renderedDefinition(key: string, q: Question): Record<string, unknown> {
+function renderedDefinition(key: string, q: Question): Record<string, unknown> {
   const def: Record<string, unknown> = { key, instructions: q.instructions };
   switch (q.kind) {
     case 'noul':
@@ -134,7 +134,7 @@ const ANSWER_SHAPES: Record<Question['kind'], string> = {
  * (`renderedDefinition`) as one line of JSON in a fenced block, and a template line saying the
  * answer's shape. Only the fenced line carries tracker text.
  */
-export function renderQuestion(alias: string, key: string, q: Question, explain: boolean): string {
+function renderQuestion(alias: string, key: string, q: Question, explain: boolean): string {
   const rationale = explain ? ', "rationale": "<one sentence>"' : '';
   return [
     `### ${alias} (${q.kind})`,
@@ -207,15 +207,15 @@ export function buildAnswerSchema(questions: ReadonlyMap<string, Question>, opts
 }
 
 /** Output tokens reserved per call, before the per-question margins (tokens). */
-export const MAX_TOKENS_BASE = 512;
+const MAX_TOKENS_BASE = 512;
 /** Per question (tokens): key, braces and one probability. */
-export const MAX_TOKENS_PER_QUESTION = 48;
+const MAX_TOKENS_PER_QUESTION = 48;
 /** Per option or level (tokens): its quoted name and a probability. */
-export const MAX_TOKENS_PER_NAME = 24;
+const MAX_TOKENS_PER_NAME = 24;
 /** Per question when `explain` (tokens): one short sentence. */
-export const MAX_TOKENS_PER_RATIONALE = 200;
+const MAX_TOKENS_PER_RATIONALE = 200;
 /** Upper bound (tokens): stays well under the SDK's non-streaming limit of about 21k. */
-export const MAX_TOKENS_CAP = 16_000;
+const MAX_TOKENS_CAP = 16_000;
 
 /** `max_tokens` for one call: a base plus a margin per question (and per option/level), in tokens. */
 export function maxTokensFor(questions: ReadonlyMap<string, Question>, explain: boolean): number {
@@ -228,7 +228,7 @@ export function maxTokensFor(questions: ReadonlyMap<string, Question>, explain: 
 }
 
 /** Longest rationale kept (UTF-16 units); a longer one is cut, not rejected. */
-export const MAX_RATIONALE_CHARS = 1_000;
+const MAX_RATIONALE_CHARS = 1_000;
 
 const rawReplySchema = z.record(z.string(), z.unknown());
 const withRationale = z.object({ rationale: z.string() });

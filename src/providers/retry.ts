@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import { ProviderUnavailable } from './errors.js';
 import { VerdictError } from '../errors.js';
@@ -38,7 +39,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
  * Backoff steps are stretched by up to this fraction at random, so that workers that hit the same
  * overload do not retry in lockstep.
  */
-export const BACKOFF_JITTER = 0.2;
+const BACKOFF_JITTER = 0.2;
 
 /**
  * Upper bound of one provider call including its retries (ms): every attempt timing out plus the
@@ -101,24 +102,9 @@ export interface RetryRuntime {
   random(): number;
 }
 
-/** Abortable `setTimeout`: resolves after `ms`, or rejects with the signal's reason. */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 export const realRuntime: RetryRuntime = {
-  sleep: abortableSleep,
+  // Node's abortable timer; an abort rejects it, and withRetries then throws the signal's reason.
+  sleep: (ms, signal) => sleep(ms, undefined, { signal }),
   now: () => performance.now(),
   random: Math.random,
 };

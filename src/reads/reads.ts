@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { isLosslessNumber } from 'lossless-json';
 import { parseLossless, type LosslessValue } from '../decision/canonical-json.js';
 import {
@@ -582,7 +583,7 @@ export class DecisionReader {
       return await questionsOf(set, { workspaceId, store: this.store, logger: this.logger });
     } catch (err) {
       // Unknown is not absent: with the questions unreadable, nothing of this set reads current.
-      this.logger.warn({ set: set.name, workspaceId, err: (err as { code?: string }).code ?? (err as Error).name }, 'questions could not be read');
+      this.logger.warn({ set: set.name, workspaceId, err: errCode(err) }, 'questions could not be read');
       return null;
     }
   }
@@ -861,7 +862,7 @@ function verdictView(v: HumanVerdictRow, target: BuiltState | null, set: Questio
     parts = movedParts(parseParts(v.stateParts), target.parts, set);
     if (parts.length > 0 || v.stateVersion !== target.version) staleReason = 'override_stale';
   }
-  let value: Answer | null = null;
+  let value: Answer | null;
   try {
     value = v.value === null ? null : (JSON.parse(v.value) as Answer);
   } catch {
@@ -882,7 +883,7 @@ function verdictView(v: HumanVerdictRow, target: BuiltState | null, set: Questio
 }
 
 /** A job that failed within this window (milliseconds) makes `failing` true: one hour, so a fixed outage clears the flag. */
-export const FAILING_WINDOW_MS = 3_600_000;
+const FAILING_WINDOW_MS = 3_600_000;
 
 function groupBy<T>(xs: readonly T[], by: (x: T) => string): Map<string, T[]> {
   const m = new Map<string, T[]>();

@@ -40,7 +40,7 @@ export interface PruneReport {
 }
 
 /** Rows per retention batch (our choice): small, so each delete transaction, and the write lock it holds, stays short. */
-export const PRUNE_BATCH_SIZE = 200;
+const PRUNE_BATCH_SIZE = 200;
 
 /**
  * Prunes superseded answer rows (see the file comment).

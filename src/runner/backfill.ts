@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { QuestionSet } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { PRIORITY_BACKFILL, type ChunkJobCounts, type Store } from '../store/store.js';
@@ -113,11 +114,12 @@ export interface BackfillOptions {
 }
 
 /** Wait between "still waiting" log lines while a chunk will not drain, ms. */
-export const WAITING_LOG_EVERY_MS = 60_000;
+const WAITING_LOG_EVERY_MS = 60_000;
 
 /** One backfill run. `notify()` makes a waiting poll happen now (a runner in this process finished a job). */
 export class Backfill {
-  private wakeUp: (() => void) | null = null;
+  /** Aborted by notify() to end the current (or the next) pause early; replaced after each use. */
+  private nudge = new AbortController();
 
   constructor(private readonly o: BackfillOptions) {
     if (!Number.isInteger(o.chunkSize) || o.chunkSize < 1) throw new TypeError(`chunkSize must be an integer ≥ 1, got ${String(o.chunkSize)}`);
@@ -125,7 +127,7 @@ export class Backfill {
 
   /** Re-polls the draining chunk now instead of at the next tick. */
   notify(): void {
-    this.wakeUp?.();
+    this.nudge.abort();
   }
 
   /**
@@ -252,17 +254,14 @@ export class Backfill {
   }
 
   /** Sleeps `ms`, or less when notified or aborted. */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.o.signal?.removeEventListener('abort', done);
-        this.wakeUp = null;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.o.signal?.addEventListener('abort', done, { once: true });
-      this.wakeUp = done;
-    });
+  private async pause(ms: number): Promise<void> {
+    const nudge = this.nudge.signal;
+    const signal = this.o.signal ? AbortSignal.any([this.o.signal, nudge]) : nudge;
+    try {
+      await sleep(ms, undefined, { signal });
+    } catch (err) {
+      if (!signal.aborted) throw err;
+    }
+    if (nudge.aborted) this.nudge = new AbortController();
   }
 }

@@ -5,7 +5,7 @@
  */
 export const BACKOFF_BASE_MS = 30_000;
 export const BACKOFF_CAP_MS = 3_600_000;
-export const BACKOFF_JITTER = 0.1;
+const BACKOFF_JITTER = 0.1;
 
 /**
  * @param attempts claims since the last enqueue, counting the current one (values below 1 count as 1)

@@ -60,7 +60,7 @@ export interface DriftPlan {
 }
 
 /** The shape version of the states a set reads: the per-comment state's or the item state's (DESIGN §5). */
-export function stateVersionOf(set: Pick<QuestionSet, 'perComment'>): number {
+function stateVersionOf(set: Pick<QuestionSet, 'perComment'>): number {
   return set.perComment ? COMMENT_STATE_VERSION : STATE_VERSION;
 }
 
@@ -82,7 +82,7 @@ export async function planDrift(store: Store, set: QuestionSet, workspaceId: str
  * Calls it would take to re-ask what drifted on one scanned item: 0 when nothing did. Per key
  * group (the item, or each of its newest 10 comments), ceil(drifted keys / maxPerCall). Pure.
  */
-export function driftedCalls(plan: DriftPlan, scanned: DriftScanItem, collection: CollectionRow | undefined): number {
+function driftedCalls(plan: DriftPlan, scanned: DriftScanItem, collection: CollectionRow | undefined): number {
   const { set, fingerprints } = plan;
   if (fingerprints.size === 0 || !collection || collection.deletedAt !== null) return 0;
   if (!appliesNow(set, scanned.item, collection)) return 0;
@@ -161,7 +161,7 @@ export interface DriftMarker {
 }
 
 /** The `verdict_meta` key of a (set, workspace) marker. */
-export function driftMarkerKey(setName: string, workspaceId: string): string {
+function driftMarkerKey(setName: string, workspaceId: string): string {
   return `drift:${setName}:${workspaceId}`;
 }
 

@@ -3,7 +3,7 @@ import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store/store
 import { appliesNow } from '../decision/eligibility.js';
 
 /** Items read per store call while scanning. */
-export const SCAN_PAGE = 1_000;
+const SCAN_PAGE = 1_000;
 
 /** An item a set applies to now, with its collection. */
 export interface EligibleItem {

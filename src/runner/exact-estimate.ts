@@ -7,7 +7,7 @@ import { eligibleItems } from './eligible-items.js';
 import { estimateSet, type EstimatedCall, type EstimateTarget, type SetEstimate, type WorkEstimate } from './estimate.js';
 
 /**
- * `estimate --exact` and `backfill --dry-run --exact` (issue 16, "Estimates that match"): the
+ * `estimate --exact` and `backfill --dry-run --exact` (DESIGN §11): the
  * heuristic estimate of src/runner/estimate.ts (1 token per 3 UTF-16 code units) corrected by the
  * provider's own count of the same calls.
  *

@@ -31,7 +31,7 @@ export interface ExpiryPlan {
  * Keys of one scanned item whose latest row has expired at `nowMs`, as stored keys
  * (`<key>@<commentId>` for per-comment sets); [] when the set does not apply. Pure.
  */
-export function expiredKeys(plan: ExpiryPlan, scanned: DriftScanItem, collection: CollectionRow | undefined, nowMs: number): string[] {
+function expiredKeys(plan: ExpiryPlan, scanned: DriftScanItem, collection: CollectionRow | undefined, nowMs: number): string[] {
   const { set, keys } = plan;
   if (keys.length === 0 || !collection || collection.deletedAt !== null) return [];
   if (!appliesNow(set, scanned.item, collection)) return [];
@@ -119,7 +119,7 @@ export interface ExpiryMarker {
 }
 
 /** The `verdict_meta` key of a (set, workspace) expiry marker. */
-export function expiryMarkerKey(setName: string, workspaceId: string): string {
+function expiryMarkerKey(setName: string, workspaceId: string): string {
   return `expiry:${setName}:${workspaceId}`;
 }
 

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaRow, Store } from '../store/store.js';
 
@@ -13,7 +14,7 @@ import type { MetaRow, Store } from '../store/store.js';
 /** First set cooling-off period (ms); the same schedule as the provider-wide one (DESIGN §3). */
 export const SET_COOLOFF_BASE_MS = 30_000;
 /** Longest set cooling-off period (ms). */
-export const SET_COOLOFF_CAP_MS = 600_000;
+const SET_COOLOFF_CAP_MS = 600_000;
 /** `verdict_meta` key prefix of the rows `status` reads; the set name follows it. */
 export const SET_COOLOFF_META_PREFIX = 'set-cooloff:';
 
@@ -90,7 +91,7 @@ export class SetCooloffs {
       await this.store.setMeta(SET_COOLOFF_META_PREFIX + set, JSON.stringify(record));
       this.#persisted.add(set);
     } catch (err) {
-      this.logger.warn({ set, err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off not recorded for status');
+      this.logger.warn({ set, err: errCode(err) }, 'set cooling-off not recorded for status');
     }
     return periodMs;
   }
@@ -103,7 +104,7 @@ export class SetCooloffs {
     try {
       await this.store.deleteMeta(SET_COOLOFF_META_PREFIX + set);
     } catch (err) {
-      this.logger.warn({ set, err: (err as { code?: string }).code ?? (err as Error).name }, 'set cooling-off row not deleted');
+      this.logger.warn({ set, err: errCode(err) }, 'set cooling-off row not deleted');
     }
   }
 

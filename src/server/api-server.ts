@@ -38,13 +38,13 @@ import type { McpHttpOptions } from '../mcp/mcp-http.js';
  */
 
 /** Request bodies above this are refused with 413 (DESIGN §16.22: 1 MiB). */
-export const BODY_LIMIT_BYTES = 1024 * 1024;
+const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /** Longest path parameter, in URL-encoded bytes: a 500-character ref at 9 bytes a character, rounded up. */
 const MAX_PARAM_LENGTH = 4_608;
 
 /** Default per-token rate limit: requests per minute (a fast tracker sync stays well under). */
-export const DEFAULT_RATE_LIMIT_PER_MINUTE = 600;
+const DEFAULT_RATE_LIMIT_PER_MINUTE = 600;
 
 /** What `createApiServer` takes. */
 export interface ApiServerOptions {

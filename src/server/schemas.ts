@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { refString } from '../store/input-rules.js';
-import { decisionView, itemSetStatus, itemView, statusView, verdictRowView, verdictView } from '../compose/read-schemas.js';
+import { decisionView, itemSetStatus, itemView, statusView, verdictRowView } from '../compose/read-schemas.js';
 
 // The reads' shapes are shared with the MCP server (src/mcp/); they live beside the reads.
-export { decisionView, itemSetStatus, itemView, statusView, verdictRowView, verdictView };
+export { itemView, statusView, verdictRowView };
 
 /**
  * The HTTP API's request and response shapes (DESIGN §16.22), in zod: the routes validate with
@@ -18,7 +18,7 @@ const slug = z.string().min(1).max(200);
  * and one such write held the event loop for 1.3 s (measured); 1,000 is far above any tracker's
  * field count.
  */
-export const MAX_FIELD_KEYS = 1_000;
+const MAX_FIELD_KEYS = 1_000;
 
 /** A field value map: the item's `fields` JSON object. Numbers beyond 2^53 lose digits in the JSON parse. */
 const fields = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length <= MAX_FIELD_KEYS, { message: `at most ${MAX_FIELD_KEYS} keys` });
@@ -99,7 +99,7 @@ export const listItemsQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(500).default(50),
   include: z.enum(['content']).optional().describe('`content`: each item with its full text (left out by default)'),
 });
-export const itemListEntry = z.object({
+const itemListEntry = z.object({
   id: z.string(),
   ref: z.string(),
   collection: z.string(),
@@ -111,7 +111,6 @@ export const itemListEntry = z.object({
 });
 export const itemListPage = z.object({ items: z.array(itemListEntry), has_more: z.boolean(), next_cursor: z.string().nullable() });
 
-export const workspaceView = z.object({ id: z.string(), slug: z.string(), createdAt: z.number(), deletedAt: z.number().nullable() });
 export const collectionView = z.object({
   id: z.string(),
   slug: z.string(),
@@ -143,7 +142,7 @@ export const newVerdictBody = z
   })
   .strict();
 /** What a write repaired in its text (DESIGN §16.25): never zero silently, always reported. */
-export const normalisedView = z.object({
+const normalisedView = z.object({
   loneSurrogates: z.number().describe('Lone UTF-16 surrogates replaced by U+FFFD'),
   nulsRemoved: z.number().describe('NUL characters removed'),
 });

@@ -25,7 +25,7 @@ function codeOf(err: unknown): string {
 }
 
 /** The fix for a better-sqlite3 addon that does not load: rebuild it for the Node.js that runs verdict. */
-export const SQLITE_ADDON_FIX = 'run `npm rebuild better-sqlite3` in the folder verdict is installed in, with the Node.js that runs verdict';
+const SQLITE_ADDON_FIX = 'run `npm rebuild better-sqlite3` in the folder verdict is installed in, with the Node.js that runs verdict';
 
 /**
  * better-sqlite3's native addon failing to load (it loads at the first database open), which says

@@ -1,5 +1,5 @@
 /**
- * Outbound decision events (DESIGN §16.22, issue 14 part 3): the types the Store's event methods
+ * Outbound decision events (DESIGN §16.22): the types the Store's event methods
  * take and return, and the exact bytes of an event's body (`eventPayload`), written once for both
  * dialects.
  *

@@ -49,7 +49,7 @@ export function normaliseText(s: string, report: NormaliseReport): string {
   // pair that was never written.
   if (out.includes('\u0000')) {
     const before = out.length;
-    out = out.replace(/\u0000/g, '');
+    out = out.replaceAll('\u0000', '');
     report.nulsRemoved += before - out.length;
   }
   if (out.includes('\r')) out = out.replace(/\r\n?/g, '\n');
@@ -63,7 +63,7 @@ export function normaliseText(s: string, report: NormaliseReport): string {
  * Longest ref, id or slug accepted, in UTF-16 code units (our choice, the HTTP API's limit since
  * it was first published): GitHub refs are `#` and a number, beads ids a dozen characters.
  */
-export const MAX_REF_LENGTH = 500;
+const MAX_REF_LENGTH = 500;
 
 /**
  * Why a ref, id or slug cannot be stored as given, or null when it can. It is refused rather than

@@ -185,8 +185,8 @@ export interface ClaimRequest {
 }
 
 /**
- * What `Store.finishJob` does besides completing the job, in the same transaction (issue 13: one
- * commit per evaluation in the steady state, where there were five).
+ * What `Store.finishJob` does besides completing the job, in the same transaction: one commit
+ * per evaluation in the steady state instead of five (a commit is one fsync at `synchronous=FULL`).
  */
 export interface JobFinish {
   /**

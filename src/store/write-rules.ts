@@ -96,7 +96,7 @@ function valueText(v: unknown, what: string): string {
  * @throws InvalidWrite when the result would not be a JSON object, a value has no JSON form, or
  *   both `fields` and `setFields` are given.
  */
-export function patchFieldsText(
+function patchFieldsText(
   cur: string,
   patch: { fields?: Record<string, unknown> | string; setFields?: Record<string, unknown> },
   report: NormaliseReport,
@@ -156,7 +156,7 @@ function normaliseJsonStrings(v: unknown, report: NormaliseReport, seen: { chang
  * (labels), and the state builder walks them recursively, so a pathological depth would fail every
  * evaluation instead of being refused here with a clear error.
  */
-export const MAX_FIELDS_DEPTH = 32;
+const MAX_FIELDS_DEPTH = 32;
 
 function nestingDepth(v: unknown): number {
   let max = 0;
@@ -286,7 +286,7 @@ export function setsForSlugChange(registry: Registry, oldSlug: string, newSlug: 
 }
 
 /** last_error is bounded to 1 KiB (DESIGN §2); it never holds provider text. */
-export const LAST_ERROR_MAX = 1024;
+const LAST_ERROR_MAX = 1024;
 
 /** Cuts a diagnostic to `LAST_ERROR_MAX` characters. */
 export function boundError(s: string): string {

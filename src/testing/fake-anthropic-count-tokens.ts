@@ -20,7 +20,7 @@ export const FAKE_CHARS_PER_TOKEN = 3.6;
  * and `workspace_id` travel as headers). The real endpoint refuses any other field with a 400
  * "Extra inputs are not permitted" (seen for `max_tokens`), and so does the fake.
  */
-export const COUNT_TOKENS_FIELDS: ReadonlySet<string> = new Set([
+const COUNT_TOKENS_FIELDS: ReadonlySet<string> = new Set([
   'messages',
   'model',
   'cache_control',

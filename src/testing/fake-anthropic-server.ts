@@ -70,7 +70,7 @@ function textReply(text: string, o: MessageOptions, defaultStop = 'end_turn'): H
 export const TOOL_PROPERTY_KEY = /^[a-zA-Z0-9_.-]{1,64}$/;
 
 /** The 400 the API sends for a tool whose input_schema has a property name it refuses; undefined when all are legal. */
-export function toolPropertyKeyError(req: RecordedRequest): Reply | undefined {
+function toolPropertyKeyError(req: RecordedRequest): Reply | undefined {
   if (req.method !== 'POST' || req.path !== '/v1/messages' || !Array.isArray(req.body?.tools)) return undefined;
   const bad = (req.body.tools as any[]).findIndex((t) => Object.keys(t?.input_schema?.properties ?? {}).some((k) => !TOOL_PROPERTY_KEY.test(k)));
   if (bad < 0) return undefined;

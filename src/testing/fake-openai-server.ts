@@ -23,7 +23,7 @@ export interface CompletionOptions {
 let counter = 0;
 
 /** The schema a request asked for, in either response-format mode. */
-export function requestedSchema(req: RecordedRequest): any {
+function requestedSchema(req: RecordedRequest): any {
   const rf = req.body?.response_format;
   if (rf?.type === 'json_schema') return rf.json_schema?.schema;
   const system: string = req.body?.messages?.find((m: any) => m.role === 'system')?.content ?? '';

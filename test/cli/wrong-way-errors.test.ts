@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUILT_MAIN, requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
 import { ROOT, spawnCli } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 

@@ -36,7 +36,7 @@ const tokens: Record<'admin' | 'write' | 'read' | 'other', string> = { admin: ''
 let parkedRef = '';
 let otherRef = '';
 /** Parked jobs the bulk retry takes, and an item with a description, comments and links (with a hostile comment added). */
-let bulkRefs: string[] = [];
+const bulkRefs: string[] = [];
 let textRef = '';
 let textTitle = '';
 const HOSTILE_COMMENT = '<script>alert(1)</script>\u202Egnp.exe said: blocked on legal';
@@ -325,7 +325,7 @@ describe('the dashboard in Chromium', () => {
     expect(scrolled).toBeGreaterThan(0);
     // A write to an item through the library owes its jobs: the page must show them without a reload.
     const v = await createVerdict({ database: join(dir, 'demo.db'), provider: 'fake' });
-    let freshRef = '';
+    let freshRef: string;
     try {
       const ws = (await v.store.getWorkspaceBySlug('beads'))!;
       const listed = new Set(await page.locator('#queue-jobs tbody tr a[href^="/ui/items/"]').allTextContents());

@@ -37,6 +37,6 @@ export default function setup(): void {
     execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string };
-    throw new Error(`test setup: npm run build failed; the process tests spawn dist/cli/main.js\n${e.stdout ?? ''}${e.stderr ?? ''}`);
+    throw new Error(`test setup: npm run build failed; the process tests spawn dist/cli/main.js\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
   }
 }

@@ -38,7 +38,7 @@ export const MATRIX_TIMINGS = {
 } as const;
 
 /** The set every case asks: one noul, one choice, one score, in one call. */
-export const matrixSet = defineQuestionSet({
+const matrixSet = defineQuestionSet({
   name: 'matrix',
   collections: ['task'],
   questions: {
@@ -50,7 +50,7 @@ export const matrixSet = defineQuestionSet({
 });
 
 /** Valid raw answers to `matrixSet`, by question key. */
-export function goodMatrixAnswers(): Record<string, any> {
+function goodMatrixAnswers(): Record<string, any> {
   return {
     area: { probabilities: { api: 0.6, ui: 0.3, docs: 0.1 } },
     blocked: { probability: 0.8 },
@@ -62,7 +62,7 @@ export function goodMatrixAnswers(): Record<string, any> {
  * Raw answers by key renamed to the schema's property aliases, as the model sends them: `q1`…`qN`
  * in key order (DESIGN §16.13); members that name no question of `set` pass unchanged.
  */
-export function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Record<string, unknown> {
+function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Record<string, unknown> {
   const aliasOf = new Map(questionAliases(new Map(Object.entries(set.questions ?? {}))).map(([alias, key]) => [key, alias]));
   return Object.fromEntries(Object.entries(raw).map(([k, v]) => [aliasOf.get(k) ?? k, v]));
 }
@@ -71,7 +71,7 @@ export function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSe
  * A set asking one convention-style key, `conv:<ref>` with a real beads ref: `:` is not legal in a
  * tool property name, so the key reaches the API only as its alias (DESIGN §16.13).
  */
-export const convKeySet = defineQuestionSet({
+const convKeySet = defineQuestionSet({
   name: 'matrix_conv',
   collections: ['task'],
   questions: { 'conv:bd-7h7': noul(`${CONVENTION_STATEMENT}\n\nConvention bd-7h7: Bugs say how to reproduce them`) },
@@ -276,7 +276,7 @@ async function until(cond: () => boolean, ms: number): Promise<void> {
 }
 
 /** A short account of what the log said: provider attempt failures, outcomes, cooling-off, spend. */
-export function summariseLog(logs: LogLine[]): string {
+function summariseLog(logs: LogLine[]): string {
   const parts: string[] = [];
   const counts = new Map<string, number>();
   const add = (s: string) => {

@@ -57,7 +57,10 @@ const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 /** Every `…At` member at any depth of a result is ISO 8601 (or null). */
 const timesOf = (x: unknown, out: unknown[] = []): unknown[] => {
   if (Array.isArray(x)) x.forEach((e) => timesOf(e, out));
-  else if (x !== null && typeof x === 'object') for (const [k, v] of Object.entries(x)) k.endsWith('At') ? out.push(v) : timesOf(v, out);
+  else if (x !== null && typeof x === 'object') for (const [k, v] of Object.entries(x)) {
+    if (k.endsWith('At')) out.push(v);
+    else timesOf(v, out);
+  }
   return out;
 };
 const structured = (r: CallToolResult): any => {

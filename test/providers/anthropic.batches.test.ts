@@ -610,7 +610,7 @@ describe('AnthropicProvider batches: logs', () => {
   it('log ids and counts only, never a request body or a provider error text', async () => {
     const { lines, logger } = captureLogger();
     server.batches.plan({ fault: 'partial' });
-    server.batches.answer = (r) => FakeAnthropicServer.errorReply(529, 'overloaded_error', 'PROVIDER-SECRET');
+    server.batches.answer = () => FakeAnthropicServer.errorReply(529, 'overloaded_error', 'PROVIDER-SECRET');
     const results = await runBatch(provider({ logger }), [req('a', { state: '{"title":"STATE-SECRET"}' }), req('b')]);
     expect(results.size).toBe(2);
     const text = lines.join('\n');

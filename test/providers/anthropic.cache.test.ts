@@ -112,7 +112,7 @@ describe('where buildMessagesRequest puts the breakpoint', () => {
   it('counts the output schema in the prefix: a system prompt under the minimum plus its schema reaches it', () => {
     // Choice questions with many options: their schema is large against their prompt text.
     const options = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`option_${String(i).padStart(2, '0')}`, `meaning ${i}`]));
-    let qs = new Map<string, Question>();
+    let qs: Map<string, Question>;
     for (let n = 1; ; n++) {
       qs = new Map(Array.from({ length: n }, (_, i) => [`pick${String(i).padStart(3, '0')}`, choice(`Which option fits? ${i}`, options)] as const));
       const system = estimateTokens(buildSystemPrompt(qs, { explain: false }));

@@ -150,7 +150,7 @@ describe('transient faults are retried', () => {
     server.script(FakeAnthropicServer.slow(1_000));
     const r = await ask(provider({ perAttemptTimeoutMs: 80 }));
     expect(r.answers.size).toBe(3);
-    const [first, second] = server.messages;
+    const [first] = server.messages;
     expect(server.messages).toHaveLength(2);
     expect(first.aborted).toBe(true);
     expectOneAtATime(server.messages);

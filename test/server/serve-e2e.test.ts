@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBuiltCli } from '../harness/built-cli.js';
 import { spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
-import { verifyEventSignature } from '../../src/integrations/events/signature.js';
+import { EVENT_SIGNATURE_HEADER, verifyEventSignature } from '../../src/integrations/events/signature.js';
 
 /**
  * Issue 14's end to end, with real processes (the built CLI) and real sockets: `verdict serve
@@ -162,7 +162,7 @@ describe('verdict serve --worker', () => {
       return refs.includes('T-1') && refs.includes('#7');
     }, 30_000, 100);
     for (const r of received) {
-      const sig = r.headers['x-verdict-signature-256'] as string;
+      const sig = r.headers[EVENT_SIGNATURE_HEADER] as string;
       expect(verifyEventSignature(EVENT_SECRET, r.body, sig)).toBe(true);
       expect(verifyEventSignature('not-the-secret', r.body, sig)).toBe(false);
       const e = JSON.parse(r.body);

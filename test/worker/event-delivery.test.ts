@@ -5,7 +5,7 @@ import { runWorker, type WorkerSettings } from '../../src/compose/run-worker.js'
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
-import { signEventBody, verifyEventSignature } from '../../src/integrations/events/signature.js';
+import { EVENT_SIGNATURE_HEADER, signEventBody, verifyEventSignature } from '../../src/integrations/events/signature.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { EventDeliverer } from '../../src/worker/event-delivery.js';
@@ -78,7 +78,7 @@ class Receiver {
     // A slow receiver: two requests of one item sent at once would overlap here.
     await new Promise((r) => setTimeout(r, 15));
     this.inFlight.set(itemId, this.inFlight.get(itemId)! - 1);
-    const signatureOk = verifyEventSignature(SECRET, raw, req.headers['x-verdict-signature-256'] as string | undefined);
+    const signatureOk = verifyEventSignature(SECRET, raw, req.headers[EVENT_SIGNATURE_HEADER] as string | undefined);
     if (!signatureOk) {
       res.writeHead(401).end();
       return;

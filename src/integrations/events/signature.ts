@@ -34,7 +34,7 @@ export function signEventBody(secret: string, body: string | Uint8Array): string
  * @throws TypeError when `secret` is empty (a configuration mistake, not a bad request).
  * @example
  * ```ts
- * if (!verifyEventSignature(process.env.VERDICT_EVENT_SECRET!, rawBody, req.headers['x-verdict-signature-256'] as string | undefined)) {
+ * if (!verifyEventSignature(process.env.VERDICT_EVENT_SECRET!, rawBody, req.headers[EVENT_SIGNATURE_HEADER] as string | undefined)) {
  *   res.writeHead(401).end();
  *   return;
  * }

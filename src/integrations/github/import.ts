@@ -19,7 +19,7 @@ import type { LabelRule } from './managed-labels.js';
 import { commentIssueNumber, githubCommentSchema, githubIssueSchema, isPullRequest, REPO_NAME, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
 /**
- * Imports a repository's GitHub issues and their comments into a workspace (issue 14), through
+ * Imports a repository's GitHub issues and their comments into a workspace (DESIGN §16.25 for its input rules), through
  * the mapping of `./mapping.ts`, from the REST API (`importGitHubRepo`) or from JSON saved with
  * `gh api --paginate` (`importGitHubFiles`). Both owe at backfill priority with no quiet period
  * (`IMPORT_OWE`, as the beads importer), both skip pull requests (the issues endpoint returns
@@ -161,7 +161,7 @@ export class GitHubRequestFailed extends VerdictError {
  * retrying. If your request continues to fail due to a secondary rate limit, wait for an
  * exponentially increasing amount of time between retries".
  */
-export const SECONDARY_LIMIT_DEFAULT_WAIT_MS = 60_000;
+const SECONDARY_LIMIT_DEFAULT_WAIT_MS = 60_000;
 
 /** Margin added to a primary limit's reset time, ms: `x-ratelimit-reset` is whole seconds, and clocks differ. */
 const RESET_MARGIN_MS = 1_000;
@@ -215,7 +215,7 @@ export interface ImportGitHubRepoOptions {
 }
 
 /** Listings per list and run: the full or incremental one, then re-listings from the advanced mark until one is stable. */
-export const MAX_LIST_PASSES = 3;
+const MAX_LIST_PASSES = 3;
 
 /** The REST API version asked for; it returns `state_reason`. */
 const GITHUB_API_VERSION = '2022-11-28';
@@ -502,7 +502,7 @@ export async function assertGitHubFiles(issuesFile: string, commentsFile?: strin
  * three give the rows in file order.
  * @throws InputNotFound when there is no file; InvalidInput when it is not JSON of those forms.
  */
-export async function readGhJson(path: string): Promise<unknown[]> {
+async function readGhJson(path: string): Promise<unknown[]> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');

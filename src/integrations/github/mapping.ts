@@ -14,7 +14,7 @@ import {
   type WriteResult,
 } from '../../store/store.js';
 import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from './managed-labels.js';
-import { commentIssueNumber, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
+import { type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
 /**
  * GitHub issues onto Verdict's tracker model: one repository is one workspace's `github`
@@ -59,17 +59,17 @@ export interface GitHubTarget {
 export type GitHubMetaStore = TrackerStore & Pick<Store, 'getMeta' | 'setMeta'>;
 
 /** Slug of the collection that holds a repository's issues. */
-export const GITHUB_COLLECTION_SLUG = 'github';
+const GITHUB_COLLECTION_SLUG = 'github';
 
 /** `state_reason` values GitHub documents (REST API 2022-11-28). The store does not enforce options. */
-export const GITHUB_STATE_REASONS = ['completed', 'not_planned', 'duplicate', 'reopened'] as const;
+const GITHUB_STATE_REASONS = ['completed', 'not_planned', 'duplicate', 'reopened'] as const;
 
 /**
  * Schema of the `github` collection. `status` is a select terminal at `closed`, the same rule as
  * beads' collections (BEADS_COLLECTION_SCHEMA), so the production sets' `notTerminal` rule asks
  * about open issues only.
  */
-export const GITHUB_COLLECTION_SCHEMA: CollectionSchema = {
+const GITHUB_COLLECTION_SCHEMA: CollectionSchema = {
   fields: [
     { key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] },
     { key: 'state_reason', type: 'select', options: [...GITHUB_STATE_REASONS] },
@@ -80,7 +80,7 @@ export const GITHUB_COLLECTION_SCHEMA: CollectionSchema = {
 };
 
 /** Issues are work: the production sets' `tracksWork` rule accepts them. */
-export const GITHUB_COLLECTION_SETTINGS: CollectionSettings = { tracks_work: true };
+const GITHUB_COLLECTION_SETTINGS: CollectionSettings = { tracks_work: true };
 
 /** `verdict_meta` key of a repository's mapping: `github:repo:<owner/name in lower case>` → JSON GitHubTarget. */
 export function githubRepoMetaKey(repo: string): string {
@@ -179,22 +179,20 @@ export function githubItemId(target: GitHubTarget, number: number): string {
 }
 
 /** Derived id of the comment of GitHub comment id `commentId`. */
-export function githubCommentId(target: GitHubTarget, commentId: number): string {
+function githubCommentId(target: GitHubTarget, commentId: number): string {
   return deriveId(target.workspaceId, 'github', target.repo.toLowerCase(), 'comment', String(commentId));
 }
 
 /** Derived id of a link between issue numbers. */
-export function githubLinkId(target: GitHubTarget, link: GitHubLink): string {
+function githubLinkId(target: GitHubTarget, link: GitHubLink): string {
   return deriveId(target.workspaceId, 'github', target.repo.toLowerCase(), 'link', String(link.source), String(link.target), link.linkType);
 }
 
 // ------------------------------------------------------------------ fields
 
-/** Field keys in their fixed order: the fields text is hashed, so its key order must not drift. */
-export const GITHUB_FIELD_KEYS = ['status', 'state_reason', 'labels', 'author', 'milestone'] as const;
-
 /**
- * The item fields of an issue, keys in GITHUB_FIELD_KEYS order, each only when it has a value:
+ * The item fields of an issue, keys in the order listed here (the fields text is hashed, so the
+ * order must not drift), each only when it has a value:
  * - `status`: `open` or `closed` (always);
  * - `state_reason`: `completed`, `not_planned`, `duplicate`, `reopened` (absent when null);
  * - `labels`: label names, sorted (code-unit order) and de-duplicated, so a reorder on GitHub
@@ -421,4 +419,4 @@ export async function applyGitHubIssueLinks(
 }
 
 /** The issue number of a REST comment (re-exported for callers of this module). */
-export { commentIssueNumber };
+;

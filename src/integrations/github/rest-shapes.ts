@@ -18,13 +18,13 @@ import { parseRfc3339 } from '../../importers/beads-format.js';
 const githubTime = z.string().refine((s) => parseRfc3339(s) !== null, { message: 'not an ISO 8601 time with offset' });
 
 /** A GitHub account as issues and comments name it (`user`); null for a deleted account ("ghost"). */
-export const githubUserSchema = z.object({ login: z.string().min(1) });
+const githubUserSchema = z.object({ login: z.string().min(1) });
 
 /** A label: REST lists give objects (`{name, color, …}`); GitHub also accepts and may return plain names. */
-export const githubLabelSchema = z.union([z.string(), z.object({ name: z.string() })]);
+const githubLabelSchema = z.union([z.string(), z.object({ name: z.string() })]);
 
 /** A milestone (`{title, number, …}`) or null. */
-export const githubMilestoneSchema = z.object({ title: z.string(), number: z.number().int().optional() });
+const githubMilestoneSchema = z.object({ title: z.string(), number: z.number().int().optional() });
 
 /**
  * One REST issue object. A pull request is an issue too: the issues endpoints return it with a
@@ -71,7 +71,7 @@ export function commentIssueNumber(c: Pick<GitHubComment, 'issue_url'>): number 
 }
 
 /** The repository member of a webhook payload: only `full_name` (`owner/name`) is read. */
-export const githubRepositoryRefSchema = z.object({ full_name: z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'expected owner/name') });
+const githubRepositoryRefSchema = z.object({ full_name: z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'expected owner/name') });
 
 /** `issues` event actions Verdict acts on. Other actions (assigned, milestoned, pinned, locked …) fail the parse: acknowledge and ignore them. */
 export const GITHUB_ISSUES_ACTIONS = ['opened', 'edited', 'closed', 'reopened', 'deleted', 'transferred', 'labeled', 'unlabeled', 'milestoned', 'demilestoned'] as const;
@@ -80,7 +80,7 @@ export const GITHUB_ISSUES_ACTIONS = ['opened', 'edited', 'closed', 'reopened', 
 export const GITHUB_ISSUE_COMMENT_ACTIONS = ['created', 'edited', 'deleted'] as const;
 
 /** Who caused a webhook event (`sender`): the login, and `type` (`User`, `Bot`, `Organization`). */
-export const githubSenderSchema = z.object({ login: z.string().min(1), type: z.string().optional() });
+const githubSenderSchema = z.object({ login: z.string().min(1), type: z.string().optional() });
 
 /**
  * The webhook payload of an `issues` event (`X-GitHub-Event: issues`):

@@ -40,7 +40,7 @@ import {
  */
 
 /** The `source` of GitHub rows in `webhook_deliveries`. */
-export const GITHUB_DELIVERY_SOURCE = 'github';
+const GITHUB_DELIVERY_SOURCE = 'github';
 
 /** Live writes (DESIGN §3): priority 0 with each set's quiet period. */
 const LIVE: Readonly<OweOptions> = Object.freeze({});

@@ -10,7 +10,7 @@ const NOTHING = new StringChunk('');
  * Key of the transaction-scoped advisory lock that serialises spend reservations. An arbitrary
  * constant, distinct from the migration lock (open.ts `MIGRATION_LOCK_KEY`).
  */
-export const SPEND_RESERVATION_LOCK_KEY = 0x7665_7273; // "vers"
+const SPEND_RESERVATION_LOCK_KEY = 0x7665_7273; // "vers"
 
 /**
  * PostgreSQL's side of the one SQL store (see ../sql/steps.ts): each yielded statement is awaited

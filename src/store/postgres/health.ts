@@ -20,7 +20,7 @@ export interface PgHealth extends DatabaseHealth {
 }
 
 /** How long the check waits for a connection, ms. @defaultValue 5000 */
-export const PG_HEALTH_CONNECT_TIMEOUT_MS = 5_000;
+const PG_HEALTH_CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * The `verdict doctor` database check on Postgres (../sql/health.ts reads the same on both

@@ -20,10 +20,10 @@ export const PG_MIGRATIONS = fileURLToPath(new URL('../../../drizzle-pg', import
  * machines (DESIGN §10): two workers starting together on a fresh database both succeed, one after
  * the other. An arbitrary constant; changing it lets an old and a new build migrate at once.
  */
-export const MIGRATION_LOCK_KEY = 0x7665_7264; // "verd"
+const MIGRATION_LOCK_KEY = 0x7665_7264; // "verd"
 
 /** Connections per process when not given: a worker slot holds one at a time, plus headroom. @defaultValue 10 */
-export const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_POOL_SIZE = 10;
 
 /**
  * node-postgres reads `bigint` (int8: epoch ms, token totals, counts) and `numeric` as strings by
@@ -54,8 +54,8 @@ export function connectNodePg(url: string, poolSize = DEFAULT_POOL_SIZE): PgConn
   const pool = new pg.Pool({ connectionString: url, max: poolSize });
   // An idle client's network error is emitted on the pool, and a checked-out client's (one held
   // for a transaction) on the client itself; without a listener either would crash the process
-  // (a server restart killed every worker holding a transaction, found by the adversarial pass of
-  // issue 13, where every completion became a transaction). The statement running on that client
+  // (a server restart would kill every worker holding a transaction, and every completion holds
+  // one). The statement running on that client
   // fails, and that failure is handled where it runs; the pool replaces the client.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => void client.on('error', () => undefined));

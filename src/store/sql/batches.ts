@@ -16,7 +16,7 @@ import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type 
  */
 
 /** Thrown by `recordBatch` when a job's claim was lost before the batch was recorded: nothing was written. */
-export class BatchClaimLost extends VerdictError {
+class BatchClaimLost extends VerdictError {
   readonly code = 'batch_claim_lost';
   constructor(readonly itemId: string, readonly questionSet: string) {
     super(`claim lost before batching: job (${itemId}, ${questionSet})`);

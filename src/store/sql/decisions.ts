@@ -13,7 +13,7 @@ import { autocommit, bind, exec, nowSql, one, read, rows, shape, shapeFamily, wr
  * blocks, the items that block it. Links to deleted items, or to items of a deleted collection,
  * are left out, so their titles are never sent. Columns: relation, ref, title.
  */
-export function stateLinksSql(itemId: Expr): SQL {
+function stateLinksSql(itemId: Expr): SQL {
   return sql`
     SELECT 'parent' AS relation, t.ref AS ref, t.title AS title FROM item_links l JOIN items t ON t.id = l.target_id
       JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
@@ -49,7 +49,7 @@ export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<It
 }
 
 /** A row by primary key, as the table's builder maps it (camelCase, JSON columns as text). */
-export const itemByIdShape = shape<'id'>('item by id', (d, p) => (db) => db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper)));
+const itemByIdShape = shape<'id'>('item by id', (d, p) => (db) => db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper)));
 const collectionByIdShape = shape<'id'>('collection by id', (d, p) => (db) => db.select().from(d.t.collections).where(eq(d.t.collections.id, p.id as SQLWrapper)));
 const workspaceByIdShape = shape<'id'>('workspace by id', (d, p) => (db) => db.select().from(d.t.workspaces).where(eq(d.t.workspaces.id, p.id as SQLWrapper)));
 type CollectionDbRow = Tables['collections']['$inferSelect'];

@@ -70,7 +70,7 @@ export interface LatestRow {
  * Shapes one drift-scan batch: each item with its latest question hash, state version and time
  * stored per key, and the ids of its newest 10 live comments (the ones a per-comment set asks about).
  */
-export function driftScanItems(
+function driftScanItems(
   items: readonly RawDriftItem[],
   latest: ReadonlyArray<LatestRow>,
   commentRows: ReadonlyArray<{ id: string; item_id: string; created_at: number }>,

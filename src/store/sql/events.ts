@@ -11,7 +11,7 @@ import type { NewDecision } from '../store.js';
 import { overrideValue, surfacingNow } from '../verdicts.js';
 import { hysteresisOf, lockItemRowShape, readMemory, recordMove, targetsAndNow, wasSurfaced, type KeyMemory } from './surfacing.js';
 import { boundError } from '../write-rules.js';
-import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
+import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
  * The outbox of decision events (DESIGN §16.22): targets, the events an answer queues in the

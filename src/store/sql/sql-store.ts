@@ -154,9 +154,12 @@ const OPERATIONS = {
 type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;
 type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(typeof OPERATIONS)[K]>>) => ReturnType<(typeof OPERATIONS)[K]> };
 
-// The installed methods (see the class's static block).
+// The installed methods (see the class's static block): the interface merges their types into the
+// class, which the static block fills at load time, so the merge is the point here.
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type, @typescript-eslint/no-unsafe-declaration-merging
 export interface SqlStore extends Operations {}
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- see the interface above
 export abstract class SqlStore implements S.Store {
   /** The dialect, the connection (or the transaction a handle is bound to) and the question sets. */
   protected abstract readonly c: SqlContext;

@@ -42,7 +42,7 @@ export class TransactionClosed extends VerdictError {
  * Runs `op` once no async transaction holds the connection. The check and `op` run in the same
  * microtask (no await between them), so a transaction cannot begin in between.
  */
-export async function whenFree<T>(m: ConnectionMutex, op: () => T): Promise<Awaited<T>> {
+async function whenFree<T>(m: ConnectionMutex, op: () => T): Promise<Awaited<T>> {
   while (m.held) await m.held;
   return op() as Awaited<T>;
 }

@@ -23,12 +23,12 @@ export interface SqliteContext {
  * budget, so a job outcome still survives a long writer in another process (a 25 s
  * `BEGIN IMMEDIATE` was measured: nothing lost) while /healthz answers throughout.
  */
-export const BUSY_RETRY_BASE_MS = 25;
-export const BUSY_RETRY_MAX_MS = 1_000;
-export const BUSY_DEADLINE_MS = 60_000;
+const BUSY_RETRY_BASE_MS = 25;
+const BUSY_RETRY_MAX_MS = 1_000;
+const BUSY_DEADLINE_MS = 60_000;
 
 /** True for SQLITE_BUSY and its extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_RECOVERY, ...). */
-export function isBusy(err: unknown): boolean {
+function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }

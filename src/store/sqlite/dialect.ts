@@ -1,4 +1,4 @@
-import { fillPlaceholders, sql, StringChunk, type SQL } from 'drizzle-orm';
+import { fillPlaceholders, sql, StringChunk } from 'drizzle-orm';
 import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import Database from 'better-sqlite3';
 import type { Clock } from '../../clock.js';

@@ -5,6 +5,7 @@ import { systemClock } from '../../clock.js';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import { readDatabaseHealth, type DatabaseHealth } from '../sql/health.js';
 import { sqliteAddonError } from '../database-errors.js';
+import { errCode } from '../../errors.js';
 import { sqliteDialect } from './dialect.js';
 import { openSqlite, STARTUP_BUSY_TIMEOUT_MS, SQLITE_MIGRATIONS, type SqliteDb } from './open.js';
 
@@ -41,9 +42,8 @@ export async function checkSqliteHealth(path: string, heartbeatPrefix: string): 
     db.$client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
     const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });    Object.assign(out, await readDatabaseHealth(d, db, { migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`], known, heartbeatPrefix }));
   } catch (err) {
-    const e = ((err as { cause?: unknown }).cause ?? err) as { code?: unknown; name?: unknown };
-    out.error = typeof e.code === 'string' ? e.code : typeof e.name === 'string' ? e.name : 'error';
-    out.driverProblem = sqliteAddonError(e)?.message ?? null;
+    out.error = errCode(err);
+    out.driverProblem = sqliteAddonError((err as { cause?: unknown }).cause ?? err)?.message ?? null;
   } finally {
     db?.$client.close();
   }

@@ -21,7 +21,7 @@ export const SQLITE_MIGRATIONS = fileURLToPath(new URL('../../../drizzle', impor
  * DESIGN §16.6 bounds that at 250 ms. Longer waits are the store's awaited retries
  * (context.ts `retryBusy`). Was 10 000: a held lock froze /healthz for up to 61 s.
  */
-export const BUSY_TIMEOUT_MS = 100;
+const BUSY_TIMEOUT_MS = 100;
 
 /**
  * Busy timeout in ms while opening (migrations) and for one-shot reads such as `doctor`: nothing
@@ -34,7 +34,7 @@ export const STARTUP_BUSY_TIMEOUT_MS = 10_000;
  * SQLite truncates the file to this size instead of keeping its peak. Without it a WAL that grew
  * behind a long reader (1.34 GB measured for a 4.8 MB database) kept its size until the worker exited.
  */
-export const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /** Distinct SQL texts kept prepared per connection; statements beyond it are prepared each time. */
 export const STATEMENT_CACHE_SIZE = 512;
@@ -244,7 +244,7 @@ export function wrapSqlite(sqlite: Database.Database, opts: { migrate?: boolean 
  * locked: a process that waited on a removed file finds nothing pending and removes nothing).
  * @throws when a migration fails, or when the connection is inside a transaction.
  */
-export function migrateSqlite(db: SqliteDb): void {
+function migrateSqlite(db: SqliteDb): void {
   const path = db.$client.name;
   const run = () => {
     adoptLegacyMigrations(db);
