@@ -197,7 +197,7 @@ async function main(): Promise<void> {
           }
           return false;
         })();
-        const sawOutcome = await Promise.race([started.then(() => true), sleep(FIRST_OUTCOME_WAIT_MS).then(() => false), drainedMeanwhile]);
+        const sawOutcome = await Promise.race([started.then(() => true), sleep(FIRST_OUTCOME_WAIT_MS, undefined, { ref: false }).then(() => false), drainedMeanwhile]);
         lifeOver = true;
         const firstOutcomeMs = Date.now() - bornAt;
         await sleep(Math.round(100 + random() * 1_400));

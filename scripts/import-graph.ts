@@ -79,7 +79,7 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   testing: ['providers', 'decision', 'errors', 'log'],
   compose: ['actions', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   actions: ['eval', 'worker', 'runner', 'integrations', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  worker: ['runner', 'integrations', 'reads', 'importers', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  worker: ['runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],
   eval: ['runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
