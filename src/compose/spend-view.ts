@@ -134,7 +134,7 @@ export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Pro
   const windowMs = Math.min(Math.max(o.windowMs ?? SPEND_DAY_MS, 3_600_000), SPEND_SERIES_MAX_WINDOW_MS);
   const bucket = o.bucket ?? 'hour';
   const width = bucket === 'day' ? SPEND_DAY_MS : 3_600_000;
-  const { sinceHour, rows } = await store.spendByHourSince(windowMs);
+  const { sinceHour, rows } = await store.spendByHourSince(windowMs, bucket);
   const now = await store.now();
   const first = Math.floor(sinceHour / width) * width;
   const buckets: number[] = [];

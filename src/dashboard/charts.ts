@@ -13,7 +13,12 @@ import { renderVegaSvg } from '../eval/reliability-diagram.js';
 export const renderSvg = renderVegaSvg;
 
 /** Colours of series, in order (Vega's category10, the first six); colour-blind readers get the legend's labels too. */
-const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
+export const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
+
+/** Each series' colour, as `stackedBarsSpec` draws it with the same `series` list: the page's one legend uses it. */
+export function seriesColours(series: readonly string[]): Array<{ series: string; colour: string }> {
+  return series.map((x, i) => ({ series: x, colour: PALETTE[i % PALETTE.length] }));
+}
 
 /** One bar segment: `x` is the bucket label, `series` the stack it belongs to. */
 export interface StackedDatum {
@@ -36,14 +41,23 @@ export function stackedBarsSpec(o: {
   format?: string;
   /** `hour`: x values are `MM-DD HHh` and the axis prints the `HHh` part. @defaultValue 'as is' */
   xLabel?: 'hour' | 'as is';
+  /**
+   * Every series of the page's charts, in colour order: given, the charts share their colours and
+   * the page draws one legend for all of them (`seriesColours`), so the chart draws none.
+   * @defaultValue the chart's own series, sorted, with a legend in the chart
+   */
+  series?: readonly string[];
 }): Spec {
-  const series = [...new Set(o.data.map((d) => d.series))].sort();
+  const own = [...new Set(o.data.map((d) => d.series))].sort();
+  const series = o.series ?? own;
+  // Padding, not `fit`: fit lays the chart out twice to shrink it into the width, which doubled
+  // the render time of a chart; the page scales the SVG to its column instead (viewBox).
   return {
     $schema: 'https://vega.github.io/schema/vega/v6.json',
     width: o.width ?? 560,
     height: o.height ?? 180,
     padding: 6,
-    autosize: { type: 'fit', contains: 'padding' },
+    autosize: { type: 'pad' },
     background: 'white',
     title: { text: o.title, anchor: 'start', fontSize: 13 },
     data: [
@@ -52,13 +66,13 @@ export function stackedBarsSpec(o: {
     scales: [
       { name: 'x', type: 'band', range: 'width', domain: [...o.buckets], padding: 0.15 },
       { name: 'y', type: 'linear', range: 'height', nice: true, zero: true, domain: { data: 'table', field: 'y1' } },
-      { name: 'color', type: 'ordinal', range: PALETTE, domain: series.length ? series : ['none'] },
+      { name: 'color', type: 'ordinal', range: PALETTE, domain: series.length ? [...series] : ['none'] },
     ],
     axes: [
       { orient: 'bottom', scale: 'x', labelOverlap: true, labelAngle: 0, labelFontSize: 9, ...(o.xLabel === 'hour' ? { encode: { labels: { update: { text: { signal: 'slice(datum.value, 6)' } } } } } : {}) },
       { orient: 'left', scale: 'y', title: o.yTitle, format: o.format ?? '~s', tickCount: 4, grid: true },
     ],
-    legends: series.length ? [{ fill: 'color', title: 'model', orient: 'bottom', direction: 'vertical', labelLimit: 320 }] : [],
+    legends: !o.series && own.length ? [{ fill: 'color', title: 'model', orient: 'bottom', direction: 'vertical', labelLimit: 320 }] : [],
     marks: [
       {
         type: 'rect',

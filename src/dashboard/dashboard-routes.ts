@@ -9,7 +9,7 @@ import { VerdictError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
 import { FLAGS_PAGE_SIZE, flagsBody, itemHref, type FlagsQuery } from './flags-page.js';
-import { html } from './html.js';
+import { html, type Html } from './html.js';
 import { itemBody, type ItemPageLink } from './item-page.js';
 import { ITEMS_PAGE_SIZE, itemsBody, type ItemsQuery } from './items-page.js';
 import { ITEM_SEARCH_MAX_TEXT } from '../compose/item-search.js';
@@ -311,6 +311,38 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     return '/ui/queue';
   };
 
+  /**
+   * Why `action` changed none of these jobs, job by job, read from each job as it stands now: the
+   * refusal names the actual reason (in flight, batched, not parked, due already, gone), not the
+   * list of what it might be.
+   */
+  const unchangedReasons = async (t: ApiTokenRow, action: 'retry' | 'due' | 'drop', jobs: Array<{ ref: string; set: string }>): Promise<Html> => {
+    const now = Date.now();
+    const lines: Html[] = [];
+    for (const j of jobs) {
+      const [job] = await v.jobs.list({ workspace: t.workspaceSlug, ref: j.ref, set: j.set, limit: 1 });
+      const why = !job
+        ? 'no job of this set is owed for the item: it was answered or dropped already'
+        : job.inFlight
+          ? 'it is in flight: a worker holds it now'
+          : job.state === 'batched'
+            ? 'it is in a provider batch: it ends with the batch'
+            : action === 'retry' && job.state !== 'parked'
+              ? 'it is not parked (retry re-owes parked jobs); it is owed already'
+              : action === 'due' && job.state === 'parked'
+                ? 'it is parked: retry it instead'
+                : action === 'due' && job.notBefore <= now
+                  ? 'it is due already'
+                  : 'it changed while the form was open; reload and look again';
+      lines.push(html`<li><a href="${jobHref(j.ref, j.set)}"><bdi>${j.ref}</bdi> ${j.set}</a>: ${why}.</li>`);
+    }
+    return html`<ul>${lines}</ul>`;
+  };
+  const noneChanged = async (reply: FastifyReply, req: FastifyRequest, t: ApiTokenRow, action: 'retry' | 'due' | 'drop', jobs: Array<{ ref: string; set: string }>) => {
+    const verb = action === 'retry' ? 'retried' : action === 'due' ? 'made due now' : 'dropped';
+    return send(reply, 409, 'No job changed', 'queue', viewerOf(req, reply) ?? { token: t, csrf: '' }, html`<h1>No job changed</h1><p class="notice error" role="alert">No job was ${verb}:</p>${await unchangedReasons(t, action, jobs)}<p><a href="/ui/queue">Back to the queue</a></p>`);
+  };
+
   // Retry re-owes parked jobs; make-due-now sets waiting owed jobs due now (the library's retry with state owed).
   for (const [path, state, done] of [['retry', 'parked', 'jobs-retried'], ['due', 'owed', 'jobs-due']] as const) {
     scope.post(`/jobs/${path}`, csrf, async (req, reply) => {
@@ -321,7 +353,8 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       if (refused) return refused;
       let changed = 0;
       for (const j of jobs!) changed += await v.jobs.retry({ workspace: t.workspaceSlug, ref: j.ref, set: j.set, state });
-      return reply.code(303).header('location', `${backTo(req.body, jobs!)}?notice=${changed === 0 ? 'jobs-none' : done}`).send();
+      if (changed === 0) return noneChanged(reply, req, t, path, jobs!);
+      return reply.code(303).header('location', `${backTo(req.body, jobs!)}?notice=${done}`).send();
     });
   }
 
@@ -339,8 +372,9 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     let changed = 0;
     for (const j of jobs!) changed += await v.jobs.drop({ workspace: t.workspaceSlug, ref: j.ref, set: j.set });
     // A dropped job has no detail page left to go back to.
+    if (changed === 0) return noneChanged(reply, req, t, 'drop', jobs!);
     const back = field(req.body, 'back') === 'item' && jobs!.length === 1 ? itemHref(jobs![0].ref) : '/ui/queue';
-    return reply.code(303).header('location', `${back}?notice=${changed === 0 ? 'jobs-none' : 'jobs-dropped'}`).send();
+    return reply.code(303).header('location', `${back}?notice=jobs-dropped`).send();
   });
 
   scope.get('/items/:ref/jobs/:set', async (req, reply) => {

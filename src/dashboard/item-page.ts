@@ -10,6 +10,17 @@ import { probabilityBarsSpec, renderSvg } from './charts.js';
 import { Html, html, trusted } from './html.js';
 import { authorName, chips, csrfField, duration, notice, pbar, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';
+import { isHttpUrl } from '../store/input-rules.js';
+
+/**
+ * The link to the item's page in its tracker, or nothing (beads items have none). Only an http(s)
+ * URL becomes a link (the store refuses others; checked again here, as the page is where a
+ * `javascript:` URL would run); it opens without telling the tracker where it came from.
+ */
+export function sourceLink(url: string | null): Html {
+  if (url === null || !isHttpUrl(url)) return html``;
+  return html`<p class="source"><a href="${url}" rel="noopener noreferrer" target="_blank">Open in ${new URL(url).host} ↗</a></p>`;
+}
 
 /** A link of the item as the page shows it: its type, the direction, and the other end's ref and title (null: not readable). */
 export interface ItemPageLink {
@@ -22,7 +33,8 @@ export interface ItemPageLink {
 
 /** What the item page shows, read through the public API. */
 export interface ItemPageData {
-  item: { ref: string; title: string; content: string; fieldsObject: Record<string, unknown>; deletedAt: number | null };
+  /** `sourceUrl`: the item's page in its tracker (ItemRow.sourceUrl), or null. */
+  item: { ref: string; title: string; content: string; fieldsObject: Record<string, unknown>; deletedAt: number | null; sourceUrl: string | null };
   collection: string;
   /** The item's comments, tombstones included, oldest first (TrackerStore.listComments). */
   comments: CommentRow[];
@@ -166,7 +178,7 @@ export async function itemBody(v: Viewer, d: ItemPageData, shown?: unknown): Pro
     sections.push(html`<h2>${set}</h2><div class="cards">${cards}</div>`);
   }
   const fields = Object.entries(d.item.fieldsObject);
-  return html`<p><a href="/ui/items">← Items</a> · <a href="/ui/flags">Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${shown instanceof Html ? shown : notice(shown)}
+  return html`<p><a href="/ui/items">← Items</a> · <a href="/ui/flags">Flags</a></p><h1><bdi>${d.item.ref}</bdi>: <bdi>${d.item.title}</bdi></h1>${sourceLink(d.item.sourceUrl)}${shown instanceof Html ? shown : notice(shown)}
 ${d.item.deletedAt !== null ? html`<p class="notice error">This item is deleted: nothing of it is sent to a provider.</p>` : ''}
 <div class="item-layout">${itemText(d)}<div class="item-decisions" id="item-decisions" data-live>
 <dl class="fields"><dt>collection</dt><dd>${d.collection}</dd>${fields.map(([k, val]) => html`<dt>${k}</dt><dd>${fieldText(val)}</dd>`)}</dl>

@@ -100,7 +100,6 @@ const NOTICES: Record<string, { text: string; error?: boolean }> = {
   'verdict-recorded': { text: 'Verdict recorded.' },
   'jobs-retried': { text: 'Parked jobs re-owed: the worker takes them at its next claim.' },
   'jobs-due': { text: 'Waiting jobs made due now: the worker takes them at its next claim.' },
-  'jobs-none': { text: 'No job changed: a retry takes parked jobs, make-due-now waiting ones, and a drop leaves jobs in flight or batched (or they finished already).', error: true },
   'jobs-dropped': { text: 'Jobs dropped: the next write to each item owes them again.' },
 };
 

@@ -1,5 +1,5 @@
 import type { DailyCapView, SpendSeries } from '../compose/spend-view.js';
-import { renderSvg, stackedBarsSpec } from './charts.js';
+import { renderSvg, seriesColours, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';
 
@@ -12,14 +12,23 @@ export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
   return bucket === 'hour' ? `${iso.slice(5, 10)} ${iso.slice(11, 13)}h` : iso.slice(5, 10);
 }
 
-async function charts(s: SpendSeries, heading: string): Promise<Html> {
+/** Width the spend charts are drawn at, px: the page's column at desktop width; the SVG scales to narrower ones. */
+const SPEND_CHART_WIDTH = 1040;
+
+/** One legend for every chart of a page: a swatch and a label per series, in the charts' colour order. */
+export function chartLegend(title: string, series: readonly string[]): Html {
+  if (!series.length) return html``;
+  return html`<p class="legend" aria-label="${`Legend: ${title}`}"><span class="muted">${title}:</span> ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}</p>`;
+}
+
+async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
   const buckets = s.buckets.map((b) => bucketLabel(b, s.bucket));
   const calls = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.calls }));
   const tokens = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.inputTokens + p.outputTokens }));
   const cost = s.points.filter((p) => p.costUsd !== null).map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.costUsd as number }));
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
-    html`<figure class="chart">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
+    html`<figure class="chart wide">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
   const t = s.totals;
   return html`<h2>${heading}</h2>
 <div class="stats"><div><span class="muted">calls</span><b>${n(t.calls)}</b></div><div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div><div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div><div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div></div>
@@ -43,8 +52,10 @@ function capBlock(c: DailyCapView): Html {
 
 /** The spend page body (admin: spend is the server's, across workspaces). */
 export async function spendBody(o: { day: SpendSeries; month: SpendSeries; cap: DailyCapView }): Promise<Html> {
+  // Every chart colours a model alike, so one legend serves them all.
+  const series = [...new Set([...o.day.points, ...o.month.points].map((p) => p.model))].sort();
   return html`<h1>Spend</h1><p class="muted">Provider spend of the whole server (it is kept per hour, set and model, not per workspace). Prices from Verdict's pricing table, checked ${o.day.pricesChecked}; batch results at the batch discount.</p>
-${capBlock(o.cap)}${await charts(o.day, 'Last 24 hours')}${await charts(o.month, 'Last 30 days')}`;
+${capBlock(o.cap)}${chartLegend('model', series)}${await charts(o.day, 'Last 24 hours', series)}${await charts(o.month, 'Last 30 days', series)}`;
 }
 
 /** What a read or write token sees instead. */

@@ -57,6 +57,11 @@ ol.timeline{list-style:none;padding:0;margin:0;border-left:2px solid var(--line)
 ol.timeline li{padding:.3em 0 .6em .8em;position:relative}
 ol.timeline li::before{content:"";position:absolute;left:-6px;top:.7em;width:10px;height:10px;border-radius:50%;background:var(--accent)}
 .chart svg{max-width:100%;height:auto}
+.chart{margin:.6em 0}
+.chart.wide svg{width:100%}
+.legend{display:flex;flex-wrap:wrap;gap:.3em 1em;align-items:center;font-size:.9em;margin:.4em 0}
+.legend .key{display:inline-flex;align-items:center;gap:.35em}
+.legend i{display:inline-block;width:.9em;height:.9em;border-radius:2px}
 .pager{display:flex;gap:1em;margin:.8em 0;align-items:center}
 .notice{padding:.6em .8em;border-radius:6px;background:#eef5ec;border:1px solid #b9d9b4;margin:0 0 1em}
 .notice.error{background:#fbeeed;border-color:#e3b4b0}

@@ -88,6 +88,26 @@ export const refString = z.string().superRefine((s, ctx) => {
 });
 
 const optionalRef = refString.optional();
+
+/** Longest source URL kept, characters: the length browsers and servers commonly accept (our choice); a GitHub issue's is under 200. */
+export const MAX_SOURCE_URL_LENGTH = 2_048;
+
+/**
+ * Whether `s` is an absolute http(s) URL that can be shown as a link: the only schemes a page may
+ * link to from tracker data (a `javascript:` or `data:` URL would run or show in the page's origin).
+ */
+export function isHttpUrl(s: string): boolean {
+  if (!URL.canParse(s)) return false;
+  const { protocol } = new URL(s);
+  return protocol === 'https:' || protocol === 'http:';
+}
+
+const sourceUrl = z
+  .string()
+  .max(MAX_SOURCE_URL_LENGTH)
+  .refine(isHttpUrl, { message: 'is not an absolute http(s) URL' })
+  .nullable()
+  .optional();
 const time = z.number().finite().optional();
 const fieldsInput = z.union([z.string(), z.record(z.string(), z.unknown())]);
 const oweOptions = z.object({ priority: z.number().int().optional(), quietPeriod: z.boolean().optional(), reaskDebounce: z.boolean().optional() }).optional();
@@ -114,6 +134,7 @@ export const DOOR_INPUT = {
     fields: fieldsInput.optional(),
     createdAt: time,
     deletedAt: z.number().finite().nullable().optional(),
+    sourceUrl,
   }),
   upsertItem: z.object({ id: refString }),
   itemPatch: z.object({ title: z.string().optional(), content: z.string().optional(), fields: fieldsInput.optional(), setFields: z.record(z.string(), z.unknown()).optional() }),

@@ -97,6 +97,12 @@ export interface NewItem {
   createdAt?: number;
   /** Create the item already soft-deleted (imported tombstones). */
   deletedAt?: number | null;
+  /**
+   * Where the item lives in its tracker (`ItemRow.sourceUrl`): an absolute http(s) URL of at most
+   * 2,048 characters, or null. `upsertItem` leaves the stored one alone when this is undefined.
+   * @defaultValue null
+   */
+  sourceUrl?: string | null;
 }
 
 /**
@@ -993,8 +999,13 @@ export interface Store extends TrackerStore, ActionStore {
    * @returns `sinceHour`, the start (epoch ms) of the oldest bucket read, and the rows.
    */
   spendRowsSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendRow[] }>;
-  /** The same rows kept apart per hour bucket (`hour`, epoch ms at the start of the UTC hour), oldest first: the dashboard's spend charts. */
-  spendByHourSince(windowMs: number): Promise<{ sinceHour: number; rows: SpendHourRow[] }>;
+  /**
+   * The same rows kept apart per bucket, oldest first: the dashboard's spend charts. `bucket`
+   * `hour` (the default) keeps the stored hours; `day` sums them per UTC day in the query, so a
+   * 30-day series reads a row per (day, provider, model, set, outcome), not 720 hours of them.
+   * Each row's `hour` is the start of its bucket (epoch ms).
+   */
+  spendByHourSince(windowMs: number, bucket?: 'hour' | 'day'): Promise<{ sinceHour: number; rows: SpendHourRow[] }>;
   /** Where the jobs of these (set, item) pairs stand; `itemIds` may be empty. */
   countChunkJobs(questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts>;
   /**

@@ -222,13 +222,14 @@ export function planItemPatch(
  * What `upsertItem` would store over an existing row: every value, including the deleted state
  * and the collection. A deleted row stays deleted at its original time when the import still
  * says deleted. `linkers` says whether items showing this one's title must be owed too.
+ * `sourceUrlChanged`: the source URL differs (stored even when nothing else changed, owing nothing).
  * @throws InvalidWrite when the item belongs to another workspace, or its fields are not an object.
  */
 export function planItemUpsert(
   cur: ItemRow,
   item: NewItem & { id: string },
   report: NormaliseReport,
-): { next: Pick<ItemRow, 'collectionId' | 'ref' | 'title' | 'content' | 'fields' | 'deletedAt'>; changed: boolean; linkers: boolean } {
+): { next: Pick<ItemRow, 'collectionId' | 'ref' | 'title' | 'content' | 'fields' | 'deletedAt' | 'sourceUrl'>; changed: boolean; linkers: boolean; sourceUrlChanged: boolean } {
   if (cur.workspaceId !== item.workspaceId) throw new InvalidWrite(`item ${item.id} belongs to another workspace`);
   const next = {
     collectionId: item.collectionId,
@@ -237,6 +238,7 @@ export function planItemUpsert(
     content: normaliseText(item.content ?? '', report),
     fields: item.fields === undefined ? fieldsText(undefined, report) : patchFieldsText(cur.fields, { fields: item.fields }, report),
     deletedAt: item.deletedAt === undefined ? cur.deletedAt : item.deletedAt,
+    sourceUrl: item.sourceUrl === undefined ? cur.sourceUrl : item.sourceUrl,
   };
   const sameDeleted = (next.deletedAt === null) === (cur.deletedAt === null);
   const changed = !(
@@ -248,7 +250,8 @@ export function planItemUpsert(
     sameDeleted
   );
   if (sameDeleted) next.deletedAt = cur.deletedAt;
-  return { next, changed, linkers: next.title !== cur.title || !sameDeleted };
+  // `changed` is about the state's parts only: the source URL is shown to people, never asked about.
+  return { next, changed, linkers: next.title !== cur.title || !sameDeleted, sourceUrlChanged: next.sourceUrl !== cur.sourceUrl };
 }
 
 /**

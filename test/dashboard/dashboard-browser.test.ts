@@ -39,6 +39,9 @@ let otherRef = '';
 const bulkRefs: string[] = [];
 let textRef = '';
 let textTitle = '';
+const SOURCE_URL = 'https://github.com/verdict-fixture/beads/issues/7';
+/** Where the named screenshots go: docs/screenshots/ with VERDICT_DOCS_SCREENSHOTS=1 (to refresh the committed ones), else the artifacts. */
+const SHOTS = process.env.VERDICT_DOCS_SCREENSHOTS === '1' ? join(ROOT, 'docs/screenshots') : join(ARTIFACTS, 'named');
 const HOSTILE_COMMENT = '<script>alert(1)</script>\u202Egnp.exe said: blocked on legal';
 const metrics: Array<{ page: string; url: string; transferredBytes: number; requests: number; firstContentfulPaintMs: number | null; domContentLoadedMs: number | null }> = [];
 
@@ -91,6 +94,8 @@ beforeAll(async () => {
   try {
     const it = (await w.store.getItemByRef((await w.store.getWorkspaceBySlug('beads'))!.id, textRef))!;
     await w.store.addComment({ itemId: it.id, author: 'mallory', body: HOSTILE_COMMENT });
+    // The item as a GitHub import keeps it: its page in the tracker (beads items have none).
+    await w.store.upsertItem({ ...it, sourceUrl: SOURCE_URL });
   } finally {
     await w.close();
   }
@@ -220,6 +225,13 @@ describe('the dashboard in Chromium', () => {
     await page.goto(itemUrl(parkedRef));
     const setRow = page.locator('main table tbody tr', { hasText: 'attention' });
     await expect(setRow.textContent()).resolves.toMatch(/owed, due/);
+    // Retrying it again changes nothing: the refusal says why for this job, not a list of maybes.
+    const csrf = (await page.locator('input[name=_csrf]').first().getAttribute('value'))!;
+    const again = await page.request.post('/ui/jobs/retry', { form: { _csrf: csrf, only: JSON.stringify([parkedRef, 'attention']) }, maxRedirects: 0 });
+    expect(again.status()).toBe(409);
+    const text = await again.text();
+    expect(text).toContain('it is not parked');
+    expect(text).not.toContain('make-due-now waiting ones');
     await context.close();
   });
 
@@ -280,12 +292,75 @@ describe('the dashboard in Chromium', () => {
     // A link's other end is an item page of this workspace.
     const other = (await links.first().locator('a').getAttribute('href'))!;
     expect(other).toMatch(/^\/ui\/items\//);
+    // The source link: the tracker's page, opened without an opener or a referrer.
+    const source = page.locator('main p.source a');
+    await expect(source.getAttribute('href')).resolves.toBe(SOURCE_URL);
+    await expect(source.getAttribute('rel')).resolves.toBe('noopener noreferrer');
+    await expect(source.textContent()).resolves.toContain('github.com');
     // Beside the decisions: side by side at desktop width, the text first.
     const [a, b] = [await text.boundingBox(), await page.locator('#item-decisions').boundingBox()];
     expect(a!.x + a!.width).toBeLessThanOrEqual(b!.x + 1);
     expect(await page.locator('#item-decisions table').count()).toBeGreaterThan(0);
     await context.close();
   }, 180_000);
+
+  it('shows no source link for a beads item (it has no URL)', async () => {
+    const { context, page } = await loggedIn(tokens.read);
+    await page.goto(itemUrl(parkedRef));
+    expect(await page.locator('main p.source').count()).toBe(0);
+    expect(await page.locator('main a[target=_blank]').count()).toBe(0);
+    await context.close();
+  });
+
+  it('fits every page at 390 px: no sideways scroll of the page, every table and control within reach', async () => {
+    const pages = [
+      ['flags', '/ui/flags'],
+      ['items', '/ui/items'],
+      ['item', itemUrl(textRef)],
+      ['item-parked', itemUrl(parkedRef)],
+      ['queue', '/ui/queue'],
+      ['job', `${itemUrl(bulkRefs[1])}/jobs/attention`],
+      ['spend', '/ui/spend'],
+      ['quality', '/ui/quality'],
+      ['proposals', '/ui/proposals'],
+    ];
+    const { context, page } = await loggedIn(tokens.admin, PHONE);
+    for (const [name, url] of pages) {
+      const r = await page.goto(url);
+      expect(r!.status(), name).toBe(200);
+      expect(await page.evaluate('document.documentElement.scrollWidth'), `${name} scrolls sideways`).toBeLessThanOrEqual(PHONE.width);
+      // A control or table outside the screen is reachable only inside a box that scrolls (.table-wrap), and that box fits.
+      const out = (await page.evaluate(`(() => {
+        const bad = [];
+        const inside = (r) => r.left >= -1 && r.right <= window.innerWidth + 1;
+        for (const el of document.querySelectorAll('main button, main input, main select, main a, main table, main svg')) {
+          const r = el.getBoundingClientRect();
+          if (r.width === 0 && r.height === 0) continue;
+          const wrap = el.closest('.table-wrap');
+          if (wrap) {
+            if (!inside(wrap.getBoundingClientRect())) bad.push('table box ' + wrap.getBoundingClientRect().right);
+            const style = getComputedStyle(wrap);
+            if (style.overflowX !== 'auto' && style.overflowX !== 'scroll') bad.push('table box does not scroll');
+            continue;
+          }
+          if (!inside(r)) bad.push(el.tagName + ' ' + (el.textContent || '').trim().slice(0, 40) + ' ' + Math.round(r.right));
+        }
+        return bad;
+      })()`)) as string[];
+      expect(out, name).toEqual([]);
+    }
+    await context.close();
+    // The pages people are shown first, at desktop and phone size (viewport screenshots, named in the notes).
+    mkdirSync(SHOTS, { recursive: true });
+    for (const [label, viewport] of [['1280x900', DESKTOP], ['390x844', PHONE]] as const) {
+      const s = await loggedIn(tokens.admin, viewport);
+      for (const [name, url] of [['item', itemUrl(textRef)], ['items', '/ui/items'], ['queue', '/ui/queue'], ['flags', '/ui/flags'], ['spend', '/ui/spend']]) {
+        await s.page.goto(url);
+        await s.page.screenshot({ path: join(SHOTS, `${name}-${label}.png`) });
+      }
+      await s.context.close();
+    }
+  }, 240_000);
 
   it('searches items by title and by ref, and pages the results', async () => {
     const { context, page } = await loggedIn(tokens.read);

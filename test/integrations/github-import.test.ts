@@ -389,6 +389,24 @@ describe('the mapping', () => {
     expect(again.outcome !== 'ref_taken' && again.write.owed).toBe(0);
   });
 
+  it('keeps the issue\u2019s html_url as the item\u2019s source URL; a moved URL alone is stored and owes nothing; a non-http one is left out', async () => {
+    const first = await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(9)), IMPORT_OWE);
+    expect(first.outcome).toBe('created');
+    const item = (await fx.store.getItemByRef(target.workspaceId, '#9'))!;
+    expect(item.sourceUrl).toBe(`https://github.com/${REPO}/issues/9`);
+    // The repository renamed: GitHub gives the new page; the state is the same, so nothing is owed.
+    const moved = await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(9, { html_url: 'https://github.com/acme/site/issues/9' })), IMPORT_OWE);
+    expect(moved.outcome).toBe('updated');
+    expect(moved.outcome !== 'ref_taken' && moved.write.owed).toBe(0);
+    const after = (await fx.store.getItemByRef(target.workspaceId, '#9'))!;
+    expect(after.sourceUrl).toBe('https://github.com/acme/site/issues/9');
+    expect(after.seq).toBe(item.seq);
+    await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(10, { html_url: 'javascript:alert(1)' })), IMPORT_OWE);
+    expect((await fx.store.getItemByRef(target.workspaceId, '#10'))!.sourceUrl).toBeNull();
+    // The door refuses one, naming the field: every writer follows the same rule.
+    await expect(fx.store.createItem({ workspaceId: target.workspaceId, collectionId: target.collectionId, ref: 'x-1', title: 't', sourceUrl: 'data:text/html,hi' })).rejects.toThrow(/sourceUrl/);
+  });
+
   it('an item of another origin holding the ref is never overwritten', async () => {
     await fx.store.createItem({ workspaceId: target.workspaceId, collectionId: target.collectionId, ref: '#8', title: 'mine' });
     const r = await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(8)), IMPORT_OWE);

@@ -1493,6 +1493,17 @@ export function runStoreConformance(backend: StoreBackend): void {
         [2 * 3_600_000, 'fake', 'm', 'attention', 'ok', 1, 500],
       ]);
       expect(typeof hours.rows[0].hour).toBe('number');
+      // Per UTC day, summed in the query: the hours' rows added up per (day, provider, model, set, outcome).
+      const days = await fx.store.spendByHourSince(4 * 3_600_000, 'day');
+      expect(days.sinceHour).toBe(all.sinceHour);
+      const want = new Map<string, number>();
+      for (const r of hours.rows) {
+        const k = JSON.stringify([r.hour - (r.hour % 86_400_000), r.provider, r.model, r.questionSet, r.outcome]);
+        want.set(k, (want.get(k) ?? 0) + r.calls);
+      }
+      expect(new Map(days.rows.map((r) => [JSON.stringify([r.hour, r.provider, r.model, r.questionSet, r.outcome]), r.calls]))).toEqual(want);
+      expect(days.rows.every((r) => typeof r.hour === 'number' && r.hour % 86_400_000 === 0)).toBe(true);
+      expect(days.rows.length).toBeLessThanOrEqual(hours.rows.length);
     });
   });
 

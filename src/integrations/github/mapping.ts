@@ -13,6 +13,7 @@ import {
   type TrackerStore,
   type WriteResult,
 } from '../../store/store.js';
+import { isHttpUrl, MAX_SOURCE_URL_LENGTH } from '../../store/input-rules.js';
 import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from './managed-labels.js';
 import { type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
@@ -30,7 +31,8 @@ import { type GitHubComment, type GitHubIssue } from './rest-shapes.js';
  * the Store itself (`GitHubMetaStore`).
  *
  * The item (see `githubIssueFields` for the fields):
- * - ref `#<number>`, title, content = body (`''` when null), createdAt = `created_at`;
+ * - ref `#<number>`, title, content = body (`''` when null), createdAt = `created_at`, sourceUrl =
+ *   `html_url` (the issue's page; not part of the state);
  * - soft-deleted only by `deleteGitHubIssue` (webhook `deleted` and `transferred`); a later apply
  *   of the same issue restores it (the issue came back, e.g. transferred back).
  *
@@ -247,6 +249,8 @@ export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget
       fields: githubIssueFields(issue, rule),
       createdAt: parseRfc3339(issue.created_at)!,
       deletedAt: null,
+      // A page people can open; anything but an http(s) URL of a sane length is left out, not refused.
+      sourceUrl: issue.html_url && issue.html_url.length <= MAX_SOURCE_URL_LENGTH && isHttpUrl(issue.html_url) ? issue.html_url : null,
     },
     owe,
   );

@@ -44,6 +44,8 @@ export const githubIssueSchema = z.object({
   created_at: githubTime,
   updated_at: githubTime,
   closed_at: githubTime.nullish(),
+  /** The issue's page on GitHub (`https://github.com/o/r/issues/12`), kept as the item's source URL. */
+  html_url: z.string().nullish(),
   pull_request: z.unknown().optional(),
 });
 export type GitHubIssue = z.infer<typeof githubIssueSchema>;

@@ -57,6 +57,8 @@ export const items = pgTable(
     createdAt: ms('created_at').notNull(),
     updatedAt: ms('updated_at').notNull(),
     deletedAt: ms('deleted_at'),
+    /** Where the item lives in its tracker (a GitHub issue's `html_url`), an http(s) URL, or null. Not part of the state. */
+    sourceUrl: text('source_url'),
   },
   (t) => [
     uniqueIndex('items_ws_ref_uq').on(t.workspaceId, t.ref),

@@ -54,6 +54,7 @@ export interface RawDriftItem {
   created_at: number;
   updated_at: number;
   deleted_at: number | null;
+  source_url: string | null;
   job: 'owed' | 'parked' | null;
 }
 
@@ -100,6 +101,7 @@ function driftScanItems(
       createdAt: i.created_at,
       updatedAt: i.updated_at,
       deletedAt: i.deleted_at,
+      sourceUrl: i.source_url,
     };
     return {
       item,

@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { ChunkJobCounts, MetaRow, SetJobCounts, SpendHourRow, SpendRow } from '../store.js';
 import { HOUR_MS } from './decisions.js';
+import { SPEND_DAY_MS } from '../spend-rules.js';
 import { autocommit, exec, inList, nowMs, nowSql, one, read, rows, write, type SqlContext, type Steps } from './steps.js';
 
 /**
@@ -90,19 +91,26 @@ export function spendRowsSince(c: SqlContext, windowMs: number): Promise<{ since
   });
 }
 
-/** Spend by (hour, provider, model, set, outcome) over the hour buckets overlapping the last `windowMs`, oldest hour first. */
-export function spendByHourSince(c: SqlContext, windowMs: number): Promise<{ sinceHour: number; rows: SpendHourRow[] }> {
+/**
+ * Spend by (bucket, provider, model, set, outcome) over the hour buckets overlapping the last
+ * `windowMs`, oldest bucket first. A `day` bucket is summed here (the hour's UTC day start, `hour`
+ * less its remainder of a day: hours are epoch ms, so epoch-aligned days are UTC days): the
+ * dashboard's 30-day chart then reads tens of rows, not one per stored hour (4,560 rows in a month
+ * of two sets measured 120 ms of row mapping per page).
+ */
+export function spendByHourSince(c: SqlContext, windowMs: number, bucket: 'hour' | 'day' = 'hour'): Promise<{ sinceHour: number; rows: SpendHourRow[] }> {
   return read(c, function* () {
     const sinceHour = Math.floor(((yield* nowMs()) - windowMs) / HOUR_MS) * HOUR_MS;
     const sum = (col: string) => c.d.int8(sql`sum(${sql.raw(col)})`);
     const o = (col: string) => c.d.byteOrder(sql.raw(col));
+    const at = bucket === 'day' ? sql`(hour - hour % ${sql.raw(String(SPEND_DAY_MS))})` : sql`hour`;
     const out = yield* rows<SpendHourRow>(sql`
-      SELECT ${c.d.int8(sql`hour`)} AS hour, provider, model, question_set AS "questionSet", outcome,
+      SELECT ${c.d.int8(at)} AS hour, provider, model, question_set AS "questionSet", outcome,
              ${sum('calls')} AS calls, ${sum('input_tokens')} AS "inputTokens", ${sum('output_tokens')} AS "outputTokens",
              ${sum('cache_read_tokens')} AS "cacheReadTokens", ${sum('cache_write_tokens')} AS "cacheWriteTokens"
       FROM decision_spend WHERE hour >= ${c.d.int8(sinceHour)}
-      GROUP BY hour, provider, model, question_set, outcome
-      ORDER BY hour, ${o('provider')}, ${o('model')}, ${o('question_set')}, ${o('outcome')}`);
+      GROUP BY ${at}, provider, model, question_set, outcome
+      ORDER BY 1, ${o('provider')}, ${o('model')}, ${o('question_set')}, ${o('outcome')}`);
     return { sinceHour, rows: out.map((r) => ({ ...r, hour: Number(r.hour) })) };
   });
 }

@@ -169,6 +169,7 @@ function* insertItem(c: SqlContext, now: number, item: NewItem, report: Normalis
         createdAt: item.createdAt ?? now,
         updatedAt: now,
         deletedAt: item.deletedAt ?? null,
+        sourceUrl: item.sourceUrl ?? null,
       })
       .returning(),
   ))!;
@@ -211,9 +212,14 @@ export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: 
     const now = yield* nowMs();
     const cur = yield* one((db) => c.d.lock(db.select().from(items).where(eq(items.id, item.id))));
     if (!cur) return yield* insertItem(c, now, item, report, opts);
-    const { next, changed, linkers } = planItemUpsert(cur, item, report);
+    const { next, changed, linkers, sourceUrlChanged } = planItemUpsert(cur, item, report);
     yield* requireCollection(c, item.collectionId, item.workspaceId);
-    if (!changed) return result(cur, false, report);
+    if (!changed && !sourceUrlChanged) return result(cur, false, report);
+    if (!changed) {
+      // The source URL alone is not part of the state: stored without a seq bump, nothing owed.
+      const row = yield* one((db) => db.update(items).set({ sourceUrl: next.sourceUrl }).where(eq(items.id, item.id)).returning());
+      return result(row as ItemRow, true, report);
+    }
     const row = yield* bumpItem(c, item.id, now, next);
     return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, linkers));
   });
