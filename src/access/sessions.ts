@@ -12,7 +12,7 @@ import { authenticateApiToken } from './tokens.js';
  */
 
 /** The prefix every session id starts with: tells it apart from a `vdt_` token at a glance. */
-export const SESSION_ID_PREFIX = 'vds_';
+const SESSION_ID_PREFIX = 'vds_';
 
 /** A session's whole life from login, ms: a working day (12 h); then the person logs in again. */
 export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
@@ -25,14 +25,14 @@ export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
 export const SESSION_IDLE_MS = 3_600_000;
 
 /** A session's last-seen mark is rewritten at most once per this interval, ms (60 s): a page view is not a write. */
-export const SESSION_TOUCH_MS = 60_000;
+const SESSION_TOUCH_MS = 60_000;
 
 /** Sessions deleted per prune statement; the prune pass repeats it until none are left (at most `SESSION_PRUNE_MAX_BATCHES`). */
-export const SESSION_PRUNE_BATCH = 500;
+const SESSION_PRUNE_BATCH = 500;
 const SESSION_PRUNE_MAX_BATCHES = 50;
 
 /** Hex SHA-256 of a session id: the only form the database keeps. */
-export function hashSessionId(id: string): string {
+function hashSessionId(id: string): string {
   return createHash('sha256').update(id, 'utf8').digest('hex');
 }
 

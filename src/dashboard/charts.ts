@@ -13,7 +13,7 @@ import { renderVegaSvg } from '../eval/reliability-diagram.js';
 export const renderSvg = renderVegaSvg;
 
 /** Colours of series, in order (Vega's category10, the first six); colour-blind readers get the legend's labels too. */
-export const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
+const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
 
 /** Each series' colour, as `stackedBarsSpec` draws it with the same `series` list: the page's one legend uses it. */
 export function seriesColours(series: readonly string[]): Array<{ series: string; colour: string }> {

@@ -49,9 +49,9 @@ import { registerProposalsPage } from './proposals-page.js';
 /** Name of the session cookie. */
 const SESSION_COOKIE = 'verdict_session';
 /** Name of the CSRF secret cookie. */
-export const CSRF_COOKIE = 'verdict_csrf';
+const CSRF_COOKIE = 'verdict_csrf';
 /** How long the session cookie lasts, seconds: the session's own life (SESSION_MAX_AGE_MS, 12 h). */
-export const SESSION_MAX_AGE_S = SESSION_MAX_AGE_MS / 1000;
+const SESSION_MAX_AGE_S = SESSION_MAX_AGE_MS / 1000;
 /** Form bodies above this are refused (413): the largest form is a verdict with a 2,000-code-point note. */
 const FORM_BODY_LIMIT_BYTES = 64 * 1024;
 

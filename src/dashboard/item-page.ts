@@ -17,7 +17,7 @@ import { isHttpUrl } from '../store/input-rules.js';
  * URL becomes a link (the store refuses others; checked again here, as the page is where a
  * `javascript:` URL would run); it opens without telling the tracker where it came from.
  */
-export function sourceLink(url: string | null): Html {
+function sourceLink(url: string | null): Html {
   if (url === null || !isHttpUrl(url)) return html``;
   return html`<p class="source"><a href="${url}" rel="noopener noreferrer" target="_blank">Open in ${new URL(url).host} ↗</a></p>`;
 }

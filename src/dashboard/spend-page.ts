@@ -16,7 +16,7 @@ export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
 const SPEND_CHART_WIDTH = 1040;
 
 /** One legend for every chart of a page: a swatch and a label per series, in the charts' colour order. */
-export function chartLegend(title: string, series: readonly string[]): Html {
+function chartLegend(title: string, series: readonly string[]): Html {
   if (!series.length) return html``;
   return html`<p class="legend" aria-label="${`Legend: ${title}`}"><span class="muted">${title}:</span> ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}</p>`;
 }
