@@ -13,6 +13,8 @@ import { registerGitHubWebhook, type GitHubWebhookOptions } from './github-webho
 import { SnapshotLocalStore } from './rate-limit-store.js';
 import { registerV1Routes } from './v1-routes.js';
 import { roleAllows } from '../access/tokens.js';
+import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
+import type { z } from 'zod';
 import type { McpHttpOptions } from '../mcp/mcp-http.js';
 
 /**
@@ -169,6 +171,10 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     return sendError(reply, r.status, r.error, r.message);
   });
 
+  app.addHook('preSerialization', async (req, reply, payload: unknown) => {
+    const schema = (req.routeOptions.schema?.response as Record<string, z.ZodType> | undefined)?.[String(reply.statusCode)];
+    return schema && req.routeOptions.url?.startsWith('/v1/') ? isoTimesBySchema(schema, payload) : payload;
+  });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
@@ -214,6 +220,10 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       const id = [[r.method].flat()[0].toLowerCase(), ...words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1))].join('');
       (r.schema as { operationId?: string }).operationId = id;
     }
+    // `/v1` answers give times as ISO 8601 (DESIGN §16.31): the documented schema here, the value
+    // in the preSerialization hook below, both from the same `…At` members.
+    const response = (r.schema as { response?: Record<string, z.ZodType> } | undefined)?.response;
+    if (r.url.startsWith('/v1/') && response) for (const code of Object.keys(response)) response[code] = isoTimesSchema(response[code]);
     const pattern = new RegExp(`^${r.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}/?$`);
     for (const m of [r.method].flat()) if (m !== 'HEAD') routes.push({ pattern, method: m });
   });
@@ -236,8 +246,8 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     return reply.header('content-type', merged.contentType).send(await merged.metrics());
   });
 
-  await app.register(async (scope) => registerV1Routes(scope, v, false), { prefix: '/v1' });
-  await app.register(async (scope) => registerV1Routes(scope, v, true), { prefix: '/v1/workspaces/:workspace' });
+  await app.register(async (scope) => registerV1Routes(scope, v, false, logger), { prefix: '/v1' });
+  await app.register(async (scope) => registerV1Routes(scope, v, true, logger), { prefix: '/v1/workspaces/:workspace' });
   if (o.dashboard !== false) {
     const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
     await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });
