@@ -30,7 +30,9 @@ import { patchItemFields } from '../compose/merge-patch.js';
 export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspace: boolean, logger: Logger): void {
   const app = scope.withTypeProvider<ZodTypeProvider>();
   const P = S.pathParams(withWorkspace);
-  const err = { 400: S.errorBody, 401: S.errorBody, 403: S.errorBody, 404: S.errorBody, 409: S.errorBody, 429: S.errorBody };
+  const err = { 400: S.errorBody, 401: S.errorBody, 403: S.errorBody, 404: S.errorBody, 429: S.errorBody };
+  /** The routes that can clash with a stored ref or slug. */
+  const errConflict = { ...err, 409: S.errorBody };
   const read = { role: 'read' as const };
   const write = { role: 'write' as const };
   const admin = { role: 'admin' as const };
@@ -59,7 +61,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   };
 
   // ------------------------------------------------------------------ workspace and reads
-  app.get('/status', { config: read, schema: { tags: ['reads'], summary: 'Items and jobs of the workspace', params: P.workspace, response: { 200: S.statusView, ...err } } }, async (req) => {
+  app.get('/status', { config: read, schema: { tags: ['reads'], summary: 'Items and jobs of the workspace', description: 'Live items, and per question set its jobs: due, waiting, in flight, parked, failing, the oldest owed and the last error.', params: P.workspace, response: { 200: S.statusView, ...err } } }, async (req) => {
     return (await v.reader.status({ workspace: req.apiToken!.workspaceSlug }))!;
   });
   app.get(
@@ -141,7 +143,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   }));
   app.post(
     '/collections',
-    { config: admin, schema: { summary: 'Create a collection (admin)', description: 'A slug, and optionally a schema (`{fields: [{key, type, options?, terminal_options?}]}`: a field\u2019s `options` are the values its items may hold) and settings.', tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.written('collection', S.collectionView), ...err } } },
+    { config: admin, schema: { summary: 'Create a collection (admin)', description: 'A slug, and optionally a schema (`{fields: [{key, type, options?, terminal_options?}]}`: a field\u2019s `options` are the values its items may hold) and settings.', tags: ['collections'], params: P.workspace, body: S.newCollectionBody, response: { 201: S.written('collection', S.collectionView), ...errConflict } } },
     async (req, reply) => {
       const ws = workspaceOf(req);
       const row = await v.store.createCollection({ workspaceId: ws.id, slug: req.body.slug, schema: req.body.schema as CollectionRow['schema'], settings: req.body.settings as CollectionRow['settings'] });
@@ -150,7 +152,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   );
   app.patch(
     '/collections/:collection',
-    { config: admin, schema: { summary: 'Change a collection\u2019s slug, schema or settings (admin)', description: 'Owes a re-ask of its items where the change reaches what a set reads (DESIGN §16.12).', tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.written('collection', S.collectionView), ...err } } },
+    { config: admin, schema: { summary: 'Change a collection\u2019s slug, schema or settings (admin)', description: 'Owes a re-ask of its items where the change reaches what a set reads (DESIGN §16.12).', tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.written('collection', S.collectionView), ...errConflict } } },
     async (req) => {
       const c = await collectionOf(workspaceOf(req), req.params.collection);
       return written('collection', await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
@@ -199,7 +201,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       return { items: page.items, has_more: page.hasMore, next_cursor: page.nextCursor };
     },
   );
-  app.post('/items', { config: write, schema: { summary: 'Create an item', description: 'In a collection, by ref (unique in the workspace: a duplicate is 409 with `param: ref`). `fields` must hold values the collection\u2019s schema allows (400 naming the field and its options). Owes each set that reads the item, after the quiet period.', tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.written('item', S.itemView), ...err } } }, async (req, reply) => {
+  app.post('/items', { config: write, schema: { summary: 'Create an item', description: 'In a collection, by ref (unique in the workspace: a duplicate is 409 with `param: ref`). `fields` must hold values the collection\u2019s schema allows (400 naming the field and its options). Owes each set that reads the item, after the quiet period.', tags: ['items'], params: P.workspace, body: S.newItemBody, response: { 201: S.written('item', S.itemView), ...errConflict } } }, async (req, reply) => {
     const ws = workspaceOf(req);
     const c = await collectionOf(ws, req.body.collection);
     const r = await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: req.body.ref, title: req.body.title, content: req.body.content, fields: req.body.fields });
