@@ -19,12 +19,13 @@ export function registerTokensCommand(program: Command): void {
 
   tokens
     .command('create')
-    .description('make a token and print it once (the workspace is created when it does not exist)')
-    .requiredOption('--workspace <slug>', 'the workspace the token may reach')
+    .description('make a token and print it once')
+    .requiredOption('--workspace <slug>', 'the workspace the token may reach (it must exist, unless --create-workspace)')
+    .option('--create-workspace', 'create the workspace when it does not exist (a typo would otherwise make a new, empty one)')
     .requiredOption('--role <role>', 'read, write or admin')
     .option('--name <label>', 'a label shown by `tokens list`')
     .option('--json', 'print {token, id, workspace, role} as JSON')
-    .action(async (opts: { workspace: string; role: string; name?: string; json?: boolean }, cmd: Command) => {
+    .action(async (opts: { workspace: string; role: string; name?: string; json?: boolean; createWorkspace?: boolean }, cmd: Command) => {
       let role;
       try {
         role = parseApiTokenRole(opts.role);
@@ -34,6 +35,11 @@ export function registerTokensCommand(program: Command): void {
       }
       const v = await open(cmd);
       try {
+        const ws = await v.store.getWorkspaceBySlug(opts.workspace);
+        if ((!ws || ws.deletedAt !== null) && !opts.createWorkspace) {
+          const known = (await v.store.listWorkspaces()).filter((w) => w.deletedAt === null).map((w) => w.slug);
+          throw new UsageError(`--workspace: no workspace ${JSON.stringify(opts.workspace)}${known.length ? ` (workspaces: ${known.join(', ')})` : ''}; add --create-workspace to create it`);
+        }
         const r = await v.tokens.create({ workspace: opts.workspace, role, name: opts.name });
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ token: r.token, id: r.row.id, workspace: r.row.workspaceSlug, role: r.row.role, workspaceCreated: r.workspaceCreated })}\n`);

@@ -1,12 +1,14 @@
 import { z } from 'zod';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import type { ItemRow } from '../store/store.js';
+import type { DecisionView } from '../reads/reads.js';
 
 /**
  * The zod shapes of the public reads (`v.reader.item`, `v.reader.status`, `v.store.listVerdicts`)
  * as JSON, shared by the HTTP API (src/server/schemas.ts: routes validate and `/v1/openapi.json`
  * is generated from them) and the MCP server (src/mcp/: the tools' output schemas), so the two
- * cannot drift apart. Times are epoch milliseconds.
+ * cannot drift apart. Times are declared as epoch milliseconds, as the library reads them; both
+ * doors send them as ISO 8601 (src/compose/iso-times.ts converts value and schema on the way out).
  */
 
 export const itemView = z.object({
@@ -50,9 +52,8 @@ export const verdictRowView = z.object({
 
 export const decisionView = z.object({
   questionSet: z.string(),
-  questionKey: z.string(),
-  key: z.string(),
-  commentId: z.string().nullable(),
+  questionKey: z.string().describe('The question key; `<key>@<commentId>` for a per-comment set'),
+  commentId: z.string().nullable().describe('Per-comment sets: the comment the answer is about'),
   kind: z.enum(['noul', 'choice', 'score']),
   answer: z.unknown().describe('`{"type":"noul","noul":p}`, `{"type":"choice","choice":option,"probabilities":{...}}` or `{"type":"score","score":x,"probabilities":{...},"legend":{...}}`'),
   confidence: z.number().nullable(),
@@ -62,13 +63,12 @@ export const decisionView = z.object({
   current: z.boolean(),
   staleReason: z.string().nullable(),
   changedParts: z.array(z.string()),
-  surfacing: z.enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced']),
-  unsurfaced: z.boolean(),
+  surfacing: z.enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced']).describe('`not_surfaced`: a choice or score, or a key the set lists as unsurfaced'),
   threshold: z.number(),
   rationale: z.string().nullable(),
   rowId: z.number(),
   source: z.enum(['model', 'human']).describe('`human` when a person\u2019s value is in force: `answer` is theirs, `modelAnswer` the model\u2019s'),
-  modelAnswer: z.unknown(),
+  modelAnswer: z.unknown().nullable().describe('With `source: human` only: the model\u2019s own answer; null when `answer` is the model\u2019s'),
   proposed: z.unknown().nullable().describe('The model\u2019s later, disagreeing answer under a person\u2019s value: shown, never applied'),
   verdict: verdictView.nullable(),
   flips: z.number().describe('Surfacing flips the model\u2019s answers made in the last 30 days'),
@@ -79,7 +79,7 @@ export const itemSetStatus = z.object({
   applies: z.boolean(),
   reason: z.string().nullable().describe('Why the set does not apply now, in words; null when it applies'),
   job: z
-    .object({ state: z.enum(['owed', 'parked', 'batched']), dueAt: z.number().describe('Epoch ms: not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
+    .object({ state: z.enum(['owed', 'parked', 'batched']), dueAt: z.number().describe('Not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
     .nullable()
     .describe('The set\u2019s job on this item, or null when nothing is owed'),
 });
@@ -116,4 +116,15 @@ export function itemJson(i: ItemRow, collection: string): z.infer<typeof itemVie
 /** A verdict row as JSON: its value parsed. */
 export function verdictRowJson(r: HumanVerdictRow): z.infer<typeof verdictRowView> {
   return { id: r.id, questionSet: r.questionSet, questionKey: r.questionKey, verdict: r.verdict, value: r.value === null ? null : (JSON.parse(r.value) as unknown), stateHash: r.stateHash, author: r.author, note: r.note, createdAt: r.createdAt };
+}
+
+/**
+ * A decision as the doors show it (`decisionView`): each thing once. `key` and `unsurfaced` of the
+ * library's view are left out (`questionKey` and `commentId` say the first, `surfacing:
+ * not_surfaced` the second), and `modelAnswer` is null unless a person's value is in force (it
+ * would repeat `answer`).
+ */
+export function decisionJson(d: DecisionView): z.infer<typeof decisionView> {
+  const { key: _key, unsurfaced: _unsurfaced, modelAnswer, ...rest } = d;
+  return { ...rest, modelAnswer: d.source === 'human' ? modelAnswer : null };
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Verdict } from '../compose/verdict.js';
 import type { Logger } from '../log.js';
@@ -155,10 +156,19 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
   };
 
   const config = { role: 'read' as const };
-  const schema = { hide: true };
-  app.post('/mcp', { config, schema }, handler);
-  app.delete('/mcp', { config, schema }, handler);
-  app.get('/mcp', { config, schema }, async (_req, reply) => {
+  // Documented in /v1/openapi.json; the JSON-RPC messages themselves are MCP's (its specification, not this document).
+  const rpcRefusal = z.object({ jsonrpc: z.string(), error: z.object({ code: z.number(), message: z.string() }) }).loose();
+  const refusal = z.object({ error: z.string(), message: z.string() }).loose();
+  const doc = (summary: string, description: string) => ({
+    tags: ['mcp'],
+    summary,
+    description,
+    response: { 400: rpcRefusal, 401: refusal, 403: refusal, 404: rpcRefusal, 405: rpcRefusal, 429: refusal, 503: rpcRefusal },
+  });
+  const streamable = 'The MCP server over Streamable HTTP (JSON responses, no SSE stream), under the same bearer tokens as `/v1` (read role; `verdict_record` and `proposal_decide` need write). A session starts with `initialize` and continues with the `Mcp-Session-Id` it answered; a session belongs to its token.';
+  app.post('/mcp', { config, schema: doc('MCP messages (JSON-RPC)', streamable) }, handler);
+  app.delete('/mcp', { config, schema: doc('End an MCP session', 'Closes the session named by `Mcp-Session-Id`. ' + streamable) }, handler);
+  app.get('/mcp', { config, schema: doc('No SSE stream (405)', 'This server offers no server-to-client stream: always 405 with `Allow: POST, DELETE`.') }, async (_req, reply) => {
     return rpcError(reply.header('allow', 'POST, DELETE'), 405, -32000, 'Method not allowed: this server offers no SSE stream');
   });
 }

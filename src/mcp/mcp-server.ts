@@ -2,12 +2,12 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
-import { decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
+import { decisionJson, decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
 import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
-import { isoTimesSchema, withIsoTimes } from './iso-times.js';
+import { isoTimesSchema, withIsoTimes } from '../compose/iso-times.js';
 import { registerProposalTools } from './proposal-tools.js';
 import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, verdictRecordSummary } from './summaries.js';
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
@@ -19,7 +19,7 @@ import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
  * Streamable HTTP at `/mcp` (./mcp-http.ts), both under one workspace token.
  *
  * Tools (zod input schemas, strict: an unknown argument is refused). A result's data is its
- * `structuredContent` (times as ISO 8601, ./iso-times.ts); its text content is a short summary
+ * `structuredContent` (times as ISO 8601, src/compose/iso-times.ts); its text content is a short summary
  * of it in words, not a second copy of the JSON (an agent's context is the budget):
  * - `item_get {ref}`: the item, every decision (current, or its stale reason), where each set
  *   stands, and people's verdicts (`v.reader.item`, `v.store.listVerdicts`);
@@ -247,7 +247,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     if (!out || out.item.deletedAt !== null) throw new ToolRefusal(`no live item of ref ${JSON.stringify(itemRef)} in this workspace`);
     const collection = (await v.store.listCollections(token.workspaceId)).find((c) => c.id === out.item.collectionId)?.slug ?? '';
     const verdicts = await v.store.listVerdicts({ workspace: token.workspaceSlug, ref: out.item.ref });
-    return { item: itemJson(out.item, collection), decisions: out.decisions, sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
+    return { item: itemJson(out.item, collection), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
   };
 
   /** Refuses a `flags_list` key filter no set of `names` asks in the workspace, naming the keys they ask. */

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { tokenAuthor } from '../access/tokens.js';
 import { verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
-import { isoTimesSchema } from './iso-times.js';
+import { isoTimesSchema } from '../compose/iso-times.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
 
 /**

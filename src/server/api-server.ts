@@ -9,10 +9,13 @@ import { InvalidInput, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { Conflict, type ApiTokenRole, type ApiTokenRow } from '../store/store.js';
 import { sendError } from './error-reply.js';
+import { errorBody } from './schemas.js';
+import { z as zod } from 'zod';
 import { registerGitHubWebhook, type GitHubWebhookOptions } from './github-webhook-route.js';
 import { SnapshotLocalStore } from './rate-limit-store.js';
 import { registerV1Routes } from './v1-routes.js';
 import { roleAllows } from '../access/tokens.js';
+import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
 import type { McpHttpOptions } from '../mcp/mcp-http.js';
 
 /**
@@ -116,6 +119,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     }
     json(req, body as string, done);
   });
+  // JSON only: fastify's default text/plain parser would hand a string to a JSON route's validator
+  // (a 400 about types) where the answer is 415, send application/json.
+  app.removeContentTypeParser('text/plain');
   app.decorateRequest('apiToken', null);
   app.decorateRequest('refusal', null);
 
@@ -169,6 +175,10 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     return sendError(reply, r.status, r.error, r.message);
   });
 
+  app.addHook('preSerialization', async (req, reply, payload: unknown) => {
+    const schema = (req.routeOptions.schema?.response as Record<string, zod.ZodType> | undefined)?.[String(reply.statusCode)];
+    return schema && req.routeOptions.url?.startsWith('/v1/') ? isoTimesBySchema(schema, payload) : payload;
+  });
   app.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
@@ -214,6 +224,16 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       const id = [[r.method].flat()[0].toLowerCase(), ...words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1))].join('');
       (r.schema as { operationId?: string }).operationId = id;
     }
+    // `/v1` answers give times as ISO 8601 (DESIGN §16.31): the documented schema here, the value
+    // in the preSerialization hook below, both from the same `…At` members.
+    const response = (r.schema as { response?: Record<string, zod.ZodType> } | undefined)?.response;
+    if (r.url.startsWith('/v1/') && response) {
+      for (const code of Object.keys(response)) response[code] = isoTimesSchema(response[code]);
+      // The answers every route can give beyond its own: a body over the limit or not JSON (on the
+      // methods that take one), and the store failing (the error handler below).
+      if ([r.method].flat().some((m) => m === 'POST' || m === 'PATCH' || m === 'PUT' || m === 'DELETE')) Object.assign(response, { 413: errorBody, 415: errorBody });
+      Object.assign(response, { 503: errorBody });
+    }
     const pattern = new RegExp(`^${r.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}/?$`);
     for (const m of [r.method].flat()) if (m !== 'HEAD') routes.push({ pattern, method: m });
   });
@@ -225,19 +245,33 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   });
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/healthz', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
+  const health = zod.object({ status: zod.string().describe('`ok`, or the worker\u2019s status') }).loose();
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'Liveness and the worker\u2019s health',
+        description: 'No token. 200 while the worker in this process (if any) is healthy, 503 with its reasons otherwise; `worker: none` when no worker runs here.',
+        security: [],
+        response: { 200: health, 503: health },
+      },
+      config: { rateLimit: false },
+    },
+    async (_req, reply) => {
     const h = o.worker?.monitoring?.health();
     if (!h) return { status: 'ok', worker: o.worker ? 'starting' : 'none' };
     return reply.code(h.healthy ? 200 : 503).send({ status: h.status, reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs });
-  });
+    },
+  );
   app.get('/metrics', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
     const worker = o.worker?.monitoring?.registry;
     const merged = worker ? Registry.merge([metrics, worker]) : metrics;
     return reply.header('content-type', merged.contentType).send(await merged.metrics());
   });
 
-  await app.register(async (scope) => registerV1Routes(scope, v, false), { prefix: '/v1' });
-  await app.register(async (scope) => registerV1Routes(scope, v, true), { prefix: '/v1/workspaces/:workspace' });
+  await app.register(async (scope) => registerV1Routes(scope, v, false, logger), { prefix: '/v1' });
+  await app.register(async (scope) => registerV1Routes(scope, v, true, logger), { prefix: '/v1/workspaces/:workspace' });
   if (o.dashboard !== false) {
     const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
     await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { Verdict } from '../compose/verdict.js';
 import { verifyGitHubSignature } from '../integrations/github/webhooks.js';
 import type { Logger } from '../log.js';
@@ -29,7 +30,17 @@ const MAX_DELIVERY_ID_LENGTH = 100;
 export function registerGitHubWebhook(scope: FastifyInstance, v: Verdict, o: GitHubWebhookOptions, logger: Logger): void {
   scope.removeContentTypeParser('application/json'); // this scope's own: the raw bytes, for the signature
   scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-  scope.post('/hooks/github', { schema: { hide: true }, config: { rateLimit: false } }, async (req, reply) => {
+  const answer = z.object({ status: z.string() }).loose();
+  const refusal = z.object({ error: z.string(), message: z.string() }).loose();
+  const schema = {
+    tags: ['webhooks'],
+    summary: 'GitHub webhook deliveries (issues, issue comments)',
+    description:
+      'Signed with the webhook secret: `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the raw body>`, with `X-GitHub-Event` and `X-GitHub-Delivery`. No bearer token. Applied in one transaction with the delivery id, so a redelivery is a 200 no-op; `ping` answers `{status: pong}`. 202: an event or action Verdict does not map (nothing written). 404 when the server has no webhook secret.',
+    security: [],
+    response: { 200: answer, 202: answer, 400: z.union([refusal, answer]).describe('Missing headers, bad JSON, or a payload not of the documented shape (`{status: invalid, issues}`)'), 401: refusal, 413: refusal, 415: refusal },
+  };
+  scope.post('/hooks/github', { schema, config: { rateLimit: false } }, async (req, reply) => {
     const raw = req.body as Buffer;
     const signature = req.headers['x-hub-signature-256'];
     if (typeof signature !== 'string' || !(await verifyGitHubSignature(o.secret, raw, signature))) {

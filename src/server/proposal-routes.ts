@@ -57,7 +57,7 @@ export function registerProposalRoutes(scope: FastifyInstance, v: Verdict, withW
   const err = { 400: S.errorBody, 401: S.errorBody, 403: S.errorBody, 404: S.errorBody, 429: S.errorBody };
   app.get(
     '/proposals',
-    { config: { role: 'read' }, schema: { tags: ['actions'], summary: 'Label changes the model asks for that wait for a person (DESIGN §17)', params: P.workspace, response: { 200: z.object({ proposals: z.array(proposalView) }), ...err } } },
+    { config: { role: 'read' }, schema: { tags: ['actions'], summary: 'Label changes waiting for a person', description: 'DESIGN §17: the labels the model asks for that are not applied, and why: the key is not calibrated yet (`gate`), actions are on propose (`mode`), or a person\u2019s verdict holds the key (`person`).', params: P.workspace, response: { 200: z.object({ proposals: z.array(proposalView) }), ...err } } },
     async (req) => {
       const proposals = await v.actions.proposals({ workspace: req.apiToken!.workspaceSlug });
       if (!proposals) throw new NotFound('workspace', req.apiToken!.workspaceSlug);
@@ -71,7 +71,8 @@ export function registerProposalRoutes(scope: FastifyInstance, v: Verdict, withW
         config: { role: 'write' },
         schema: {
           tags: ['actions'],
-          summary: decision === 'apply' ? 'Apply a proposal: an agree verdict; the label is written at the next delivery' : 'Dismiss a proposal: a disagree verdict',
+          summary: decision === 'apply' ? 'Apply a proposal' : 'Dismiss a proposal',
+          description: decision === 'apply' ? 'Records an agree verdict by the token; the label is written at the next delivery.' : 'Records a disagree verdict by the token; the label is not written.',
           params: P.workspace,
           body: decideBody,
           response: { 200: z.object({ verdict: S.verdictRowView, queued: z.number().int() }), ...err },
@@ -85,7 +86,7 @@ export function registerProposalRoutes(scope: FastifyInstance, v: Verdict, withW
   }
   app.get(
     '/actions',
-    { config: { role: 'read' }, schema: { tags: ['actions'], summary: 'Per acting key: mode, gate, labels applied, proposed, pending and failed', params: P.workspace, response: { 200: z.object({ keys: z.array(keyStatusView) }), ...err } } },
+    { config: { role: 'read' }, schema: { tags: ['actions'], summary: 'Each acting key\u2019s mode and gate', description: 'Per acting key: its mode (off, propose, apply), its calibration gate, and the labels applied, proposed, pending and failed.', params: P.workspace, response: { 200: z.object({ keys: z.array(keyStatusView) }), ...err } } },
     async (req) => {
       const keys = await v.actions.status({ workspace: req.apiToken!.workspaceSlug });
       if (!keys) throw new NotFound('workspace', req.apiToken!.workspaceSlug);

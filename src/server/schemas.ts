@@ -9,7 +9,9 @@ export { itemView, statusView, verdictRowView };
  * The HTTP API's request and response shapes (DESIGN §16.22), in zod: the routes validate with
  * them and `/v1/openapi.json` is generated from the same objects, so the document cannot drift
  * from what the server accepts. Bodies are strict: an unknown member is a 400 naming it (a typo
- * such as `tilte` must not be dropped silently). Times are epoch milliseconds.
+ * such as `tilte` must not be dropped silently). Times are declared here as epoch milliseconds,
+ * as the library gives them, and sent as ISO 8601 strings: api-server.ts converts each `/v1`
+ * answer and its documented schema (src/compose/iso-times.ts).
  */
 
 const slug = z.string().min(1).max(200);
@@ -82,11 +84,22 @@ export const itemPatchBody = z
   .refine((p) => !(p.fields && p.setFields), { message: 'give fields or setFields, not both', path: ['setFields'] });
 export const moveBody = z.strictObject({ collection: slug });
 
-export const newCommentBody = z.strictObject({ author: z.string().min(1).max(500), body: z.string(), parentCommentId: z.string().optional() });
-export const commentPatchBody = z.strictObject({ body: z.string() });
+export const newCommentBody = z.strictObject({
+  author: z.string().min(1).max(500).optional().describe('The person, as the tracker names them; the token (`token:<id>`) when left out'),
+  content: z.string().describe('The comment\u2019s text (markdown), as an item\u2019s `content`'),
+  parentCommentId: z.string().optional(),
+});
+export const commentPatchBody = z.strictObject({ content: z.string() });
 export const newLinkBody = z.strictObject({ target: refString.describe('The target item\u2019s ref'), type: z.string().min(1).max(100) });
 
-export const flagsQuery = z.strictObject({ threshold: z.coerce.number().min(0).max(1).optional() });
+export const flagsQuery = z.strictObject({
+  collection: slug.optional().describe('Only items of this collection (slug)'),
+  key: z.string().min(1).max(600).optional().describe('Only this question key'),
+  currency: z.enum(['current', 'stale', 'all']).default('all').describe('`current`: asked about the item as it is now; `stale`: still surfacing while its re-ask is owed'),
+  threshold: z.coerce.number().min(0).max(1).optional().describe('Overrides the set\u2019s threshold'),
+  cursor: z.string().max(2000).optional().describe('The `next_cursor` of the previous page, unchanged (opaque)'),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+});
 export const listItemsQuery = z.strictObject({
   collection: slug.optional().describe('Only items of this collection (slug)'),
   status: z.string().max(200).optional().describe('Only items whose `status` field is this value'),
@@ -125,17 +138,23 @@ export const commentView = z.object({
   itemId: z.string(),
   parentCommentId: z.string().nullable(),
   author: z.string(),
-  body: z.string(),
+  content: z.string().describe('Blank on a tombstone'),
   createdAt: z.number(),
   updatedAt: z.number(),
   deletedAt: z.number().nullable(),
 });
-export const linkView = z.object({ id: z.string(), sourceId: z.string(), targetId: z.string(), linkType: z.string(), createdAt: z.number() });
+export const linkView = z.object({
+  id: z.string(),
+  source: z.string().describe('The ref of the item the link is from'),
+  target: z.string().describe('The ref of the item the link is to'),
+  type: z.string().describe('The tracker\u2019s link type'),
+  createdAt: z.number(),
+});
 export const newVerdictBody = z
   .object({
     key: z.string().min(1).max(600).describe('The set\u2019s question key, or `<key>@<commentId>` for a per-comment set'),
     set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
-    verdict: z.enum(['agree', 'disagree', 'value', 'withdrawn']),
+    verdict: z.enum(['agree', 'disagree', 'value', 'withdraw']).describe('`withdraw` ends the verdict in force on the key (stored as a `withdrawn` verdict), as `verdict review REF KEY withdraw` and MCP\u2019s `verdict_record` do'),
     value: z.union([z.boolean(), z.number(), z.string()]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level name or index (score)'),
     note: z.string().max(8_000).optional().describe('Why, at most 2,000 code points'),
     author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
@@ -146,14 +165,89 @@ const normalisedView = z.object({
   loneSurrogates: z.number().describe('Lone UTF-16 surrogates replaced by U+FFFD'),
   nulsRemoved: z.number().describe('NUL characters removed'),
 });
-/** Every write's answer: the row, whether anything changed, what its text repairs were, and the jobs it owed (DESIGN §3). */
-export const writeResult = <T extends z.ZodType>(row: T) => z.object({ row, changed: z.boolean(), normalised: normalisedView, owed: z.number() });
+/** What a write did: whether anything changed, what its text repairs were, and the jobs it owed (DESIGN §3). */
+export const writeInfo = z.object({ changed: z.boolean().describe('False when nothing stored changed (nothing owed)'), normalised: normalisedView, owed: z.number().describe('Jobs the write owed') });
+/** Every write's answer (DESIGN §16.31): the resource under its kind's name, as a GET of it answers, and `write`. */
+export const written = <K extends string, T extends z.ZodType>(kind: K, row: T) => z.object({ [kind]: row, write: writeInfo } as { [k in K]: T } & { write: typeof writeInfo });
 
-export const itemWithDecisions = z.object({ item: itemView, decisions: z.array(decisionView), sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"') });
-export const flagsView = z.object({
-  flags: z.record(z.string(), z.object({ ref: z.string(), keys: z.record(z.string(), z.number()), human: z.array(z.string()).optional().describe('Keys whose probability is a person\u2019s value') })),
-  failing: z.boolean(),
+export const itemWithDecisions = z.object({
+  item: itemView,
+  decisions: z.array(decisionView),
+  sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"'),
+  verdicts: z.array(verdictRowView).describe('People\u2019s verdicts, oldest first: the latest of a key is in force'),
 });
+
+export const flagRow = z.object({
+  ref: z.string(),
+  title: z.string().describe('Tracker text, for display'),
+  collection: z.string(),
+  questionKey: z.string().describe('`<key>@<commentId>` for a per-comment set'),
+  p: z.number().describe('The probability in force (a person\u2019s value when `source` is `human`)'),
+  threshold: z.number(),
+  current: z.boolean(),
+  staleReason: z.string().nullable(),
+  changedParts: z.array(z.string()),
+  source: z.enum(['model', 'human']),
+  proposed: z.number().nullable().describe('A newer model answer disagreeing with the person\u2019s value in force, as a probability'),
+  provider: z.string(),
+  model: z.string(),
+  evaluatedAt: z.number(),
+});
+export const flagsPage = z.object({
+  flags: z.array(flagRow),
+  has_more: z.boolean(),
+  next_cursor: z.string().nullable(),
+  total: z.number().describe('Rows matching the filters, over every page'),
+  failing: z.boolean().describe('A job of the set is parked or failing: flags may be missing'),
+});
+
+export const setView = z.object({
+  name: z.string(),
+  collections: z.array(z.string()).nullable().describe('The collections it reads; null: every collection'),
+  keys: z.array(z.string()).nullable().describe('The question keys; null when resolved per workspace (conventions)'),
+  unsurfaced: z.array(z.string()).describe('Keys asked and stored, never surfaced'),
+  perComment: z.boolean(),
+  threshold: z.number(),
+  hysteresis: z.number(),
+  quietPeriodMs: z.number(),
+  maxAgeMs: z.number().nullable(),
+});
+
+const jobState = z.enum(['owed', 'parked', 'batched']);
+export const jobsQuery = z.strictObject({
+  set: z.string().min(1).max(200).optional(),
+  state: jobState.optional(),
+  ref: refString.optional().describe('One item\u2019s jobs'),
+  limit: z.coerce.number().int().min(1).max(10_000).default(50),
+});
+export const jobView = z.object({
+  ref: z.string(),
+  questionSet: z.string(),
+  state: jobState,
+  inFlight: z.boolean().describe('Under a live lease'),
+  priority: z.number(),
+  attempts: z.number(),
+  refusals: z.number(),
+  abandons: z.number(),
+  owedAt: z.number().describe('The latest write that owed it'),
+  dueAt: z.number().describe('Not claimed before this (quiet period, debounce, backoff)'),
+  lastError: z.string().nullable(),
+  lastErrorAt: z.number().nullable(),
+});
+const jobsFilter = { set: z.string().min(1).max(200).optional(), ref: refString.optional().describe('One item\u2019s jobs') };
+/** The body every job action takes; each route's schema narrows it. */
+export interface JobsActionBody {
+  set?: string;
+  ref?: string;
+  state?: 'owed' | 'parked' | 'batched';
+  reason?: string;
+}
+export const jobsRetryBody = z.strictObject({ ...jobsFilter, state: jobState.optional().describe('Which jobs: parked (default), owed (waiting ones), batched') });
+export const jobsDueNowBody = z.strictObject(jobsFilter);
+export const jobsDropBody = z
+  .strictObject({ ...jobsFilter, state: jobState.optional(), reason: z.string().min(1).max(200).describe('Why: kept in the server\u2019s log line') })
+  .refine((b) => b.set !== undefined || b.state !== undefined || b.ref !== undefined, { message: 'name set, state or ref: a whole workspace\u2019s jobs are dropped only by naming a state', path: ['state'] });
+export const jobsChanged = z.object({ count: z.number().int().describe('Jobs changed') });
 
 export const explainQuery = z.strictObject({ set: z.string().min(1).max(200).optional().describe('Only this question set') });
 export const explainView = z.object({

@@ -188,6 +188,36 @@ export function toCollectionRow(r: StoredCollection): CollectionRow {
   return { ...r, schema: JSON.parse(r.schema) as CollectionSchema, settings: JSON.parse(r.settings) as CollectionSettings };
 }
 
+/**
+ * Refuses fields that break the collection's select options (DESIGN §16.31): a `select` field
+ * with `options` holds one of them, or null (unset). Only the keys whose value this write changes
+ * are checked (`prevText` null for a new item, or a move to another collection: every key), so a
+ * row stored before the rule can still take other edits. The message names the field and lists
+ * the options, never the value (it is tracker text).
+ * @param schemaText the collection's stored schema JSON (a text that does not parse checks nothing).
+ * @throws InvalidWrite with `param` `fields.<key>`.
+ */
+export function checkFieldOptions(schemaText: string, nextText: string, prevText: string | null): void {
+  if (nextText === prevText) return;
+  let schema: CollectionSchema;
+  try {
+    schema = JSON.parse(schemaText) as CollectionSchema;
+  } catch {
+    return;
+  }
+  const selects = (Array.isArray(schema?.fields) ? schema.fields : []).filter((f) => f && f.type === 'select' && Array.isArray(f.options) && f.options.length > 0);
+  if (selects.length === 0) return;
+  const next = JSON.parse(nextText) as Record<string, unknown>;
+  const prev = prevText === null ? {} : (JSON.parse(prevText) as Record<string, unknown>);
+  for (const f of selects) {
+    if (!Object.prototype.hasOwnProperty.call(next, f.key)) continue;
+    const value = next[f.key];
+    if (prevText !== null && Object.prototype.hasOwnProperty.call(prev, f.key) && JSON.stringify(prev[f.key]) === JSON.stringify(value)) continue;
+    if (value === null || (typeof value === 'string' && f.options!.includes(value))) continue;
+    throw new InvalidWrite(`fields.${f.key}: not an option of this collection's ${f.key} field; options: ${f.options!.join(', ')}`, { param: `fields.${f.key}` });
+  }
+}
+
 /** A write door's result. */
 export function writeResult<T>(row: T, changed: boolean, normalised: NormaliseReport, owed = 0): WriteResult<T> {
   return { row, changed, normalised, owed };

@@ -115,7 +115,10 @@ describe('GET /v1/items/{ref}/explain', () => {
       const url = `/v1/items/${encodeURIComponent(sample[0].id)}/explain?set=triage`;
       const ok = await app.inject({ url, headers: { authorization: `Bearer ${admin}` } });
       expect(ok.statusCode).toBe(200);
-      expect(ok.json()).toEqual(JSON.parse(JSON.stringify(await v.explain(sample[0].id, { workspace: 'beads', set: 'triage' }))));
+      // The same report, its times as ISO 8601 (the HTTP API's convention).
+      const report = JSON.parse(JSON.stringify(await v.explain(sample[0].id, { workspace: 'beads', set: 'triage' })));
+      for (const set of report.sets) for (const t of set.targets) for (const a of t.stored) a.evaluatedAt = new Date(a.evaluatedAt).toISOString();
+      expect(ok.json()).toEqual(report);
       expect((await app.inject({ url, headers: { authorization: `Bearer ${reader}` } })).statusCode).toBe(403);
     } finally {
       await app.close();

@@ -20,8 +20,21 @@ afterAll(() => t?.cleanup());
 const cli = (args: string[]) => runCli([...args, '--database-url', db]);
 
 describe('verdict tokens', () => {
+  it('create refuses a workspace that does not exist (a typo must not make an empty one) unless --create-workspace', async () => {
+    const r = await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'write']).catch((e: { code: number; stdout: string; stderr: string }) => e);
+    expect(r).toMatchObject({ code: 2, stdout: '' });
+    expect((r as { stderr: string }).stderr).toContain('--workspace: no workspace "acme"; add --create-workspace to create it');
+    const v = await createVerdict({ database: db, provider: 'none' });
+    try {
+      expect(await v.store.getWorkspaceBySlug('acme')).toBeNull();
+      expect(await v.tokens.list({})).toEqual([]);
+    } finally {
+      await v.close();
+    }
+  }, 60_000);
+
   it('create prints the token once; the database keeps only its SHA-256; list never shows it; revoke ends it', async () => {
-    const made = await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'write', '--name', 'tracker sync']);
+    const made = await cli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'write', '--name', 'tracker sync']);
     const token = made.stdout.trim();
     expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
     expect(made.stderr).toMatch(/write on workspace acme \(workspace created\)\. It is shown this once/);
@@ -54,6 +67,10 @@ describe('verdict tokens', () => {
     const again = await cli(['tokens', 'revoke', String(rows[0].id)]).catch((e: { code: number; stderr: string }) => e);
     expect(again).toMatchObject({ code: 2 });
     expect((again as { stderr: string }).stderr).toContain('no live token with id');
+    // Once it exists, the workspace needs no flag, and the refusal names the workspaces there are.
+    expect((await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'read'])).stderr).not.toContain('workspace created');
+    const typo = await cli(['tokens', 'create', '--workspace', 'acmee', '--role', 'read']).catch((e: { code: number; stderr: string }) => e);
+    expect((typo as { stderr: string }).stderr).toContain('(workspaces: acme)');
   }, 60_000);
 
   it('an unknown role is a usage error (exit 2) and creates nothing', async () => {

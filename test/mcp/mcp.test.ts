@@ -14,7 +14,8 @@ import { BUILT_MAIN, runBuiltCli } from '../harness/built-cli.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
 import { FULL_RESULT, MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
-import { withIsoTimes } from '../../src/mcp/iso-times.js';
+import { withIsoTimes } from '../../src/compose/iso-times.js';
+import { decisionJson } from '../../src/compose/read-schemas.js';
 
 /**
  * Issue 18: the MCP server, driven by the SDK's own client (@modelcontextprotocol/sdk `Client`).
@@ -140,7 +141,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const r = await call(read.client, 'item_get', { ref: flagged.ref });
     const got = structured(r);
     const show = await cliJson(['show', flagged.ref]);
-    expect(got.decisions).toEqual(withIsoTimes(show.decisions));
+    expect(got.decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
     expect(got.decisions.length).toBeGreaterThan(0);
     // Times are ISO 8601: the same instants as the CLI's epoch milliseconds.
     const row = (await v.store.getItemByRef((await v.store.getWorkspaceBySlug('beads'))!.id, flagged.ref))!;
@@ -163,7 +164,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     try {
       const got = structured(await call(pinned.client, 'item_get', { ref: flagged.ref }));
       const { stdout } = await exec(process.execPath, [BUILT_MAIN, 'show', flagged.ref, '--json', '--workspace', 'beads'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_PROVIDER: '' } });
-      expect(got.decisions).toEqual(withIsoTimes(JSON.parse(stdout).decisions));
+      expect(got.decisions).toEqual(withIsoTimes(JSON.parse(stdout).decisions.map(decisionJson)));
       expect(got.decisions.filter((d: { current: boolean }) => d.current).length).toBeGreaterThan(0);
     } finally {
       await pinned.client.close();
@@ -475,14 +476,14 @@ describe('the same over Streamable HTTP at /mcp of verdict serve', () => {
       expect((await client.listTools()).tools.map((t) => t.name)).toEqual([...MCP_TOOL_NAMES]);
       const got = structured(await call(client, 'item_get', { ref: flagged.ref }));
       const show = await cliJson(['show', flagged.ref]);
-      expect(got.decisions).toEqual(withIsoTimes(show.decisions));
+      expect(got.decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
       expect(structured(await call(client, 'flags_list', { set: 'attention', limit: 2 })).sets[0].rows).toHaveLength(2);
       expect(structured(await call(client, 'item_search', { refPrefix: flagged.ref })).items.map((i: { ref: string }) => i.ref)).toContain(flagged.ref);
       expect(structured(await call(client, 'status_get')).spend).toBeNull();
       expect(errorText(await call(client, 'verdict_record', { ref: flagged.ref, key: flagged.key, set: 'attention', verdict: 'agree', note: 'x' }))).toMatch(/role write or above; this one is read/);
       expect(errorText(await call(client, 'item_get', { ref: 'OTHER-1' }))).toMatch(/no live item/);
       const res = await client.readResource({ uri: `verdict://items/${encodeURIComponent(flagged.ref)}` });
-      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(withIsoTimes(show.decisions));
+      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
     } finally {
       await client.close();
     }

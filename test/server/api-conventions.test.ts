@@ -135,9 +135,9 @@ describe('PATCH merges fields as JSON Merge Patch (RFC 7396)', () => {
     const patch = (fields: unknown) => app.inject({ method: 'PATCH', url, headers: h, payload: { fields } });
     expect((await patch({ owner: { name: 'ann', team: 'core' } })).statusCode).toBe(200);
     const r = await patch({ priority: null, owner: { team: null, site: 'x' } });
-    expect(r.json().row.fields).toEqual({ status: sample[1].status, owner: { name: 'ann', site: 'x' } });
+    expect(r.json().item.fields).toEqual({ status: sample[1].status, owner: { name: 'ann', site: 'x' } });
     const same = await patch({ status: sample[1].status });
-    expect(same.json()).toMatchObject({ changed: false, owed: 0 });
+    expect(same.json()).toMatchObject({ write: { changed: false, owed: 0 } });
   });
 });
 

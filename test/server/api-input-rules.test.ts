@@ -52,15 +52,15 @@ describe('/v1 input rules', () => {
   it('a lone surrogate in a title is repaired and the answer says so', async () => {
     // JSON.stringify writes the lone surrogate as the escape \ud800, which the body parser decodes.
     const r = await post('/v1/items', { collection: 'task', ref: 'S-1', title: 'a\uD800b' });
-    expect(r).toMatchObject({ status: 201, body: { row: { title: 'a\uFFFDb' }, normalised: { loneSurrogates: 1, nulsRemoved: 0 } } });
+    expect(r).toMatchObject({ status: 201, body: { item: { title: 'a\uFFFDb' }, write: { normalised: { loneSurrogates: 1, nulsRemoved: 0 } } } });
     const clean = await post('/v1/items', { collection: 'task', ref: 'S-2', title: 'clean' });
-    expect(clean.body.normalised).toEqual({ loneSurrogates: 0, nulsRemoved: 0 });
+    expect(clean.body.write.normalised).toEqual({ loneSurrogates: 0, nulsRemoved: 0 });
   });
 
   it('CRLF and NFD forms of stored text are unchanged and owe nothing', async () => {
     await post('/v1/items', { collection: 'task', ref: 'L-1', title: 'Café', content: 'one\ntwo' });
     const r = await app.inject({ method: 'PATCH', url: '/v1/items/L-1', headers: h, payload: { title: 'Cafe\u0301', content: 'one\r\ntwo' } });
-    expect(r.json()).toMatchObject({ changed: false, owed: 0, row: { title: 'Café', content: 'one\ntwo' } });
+    expect(r.json()).toMatchObject({ write: { changed: false, owed: 0 }, item: { title: 'Café', content: 'one\ntwo' } });
   });
 
   it('5,000-deep fields answer 400 with the depth rule, never internal error text', async () => {

@@ -44,7 +44,7 @@ describe('/v1 routes', () => {
     expect((await call('GET', '/v1/collections')).body.collections.map((c: { slug: string }) => c.slug)).toEqual(['bug', 'task']);
 
     const a = await call('POST', '/v1/items', { collection: 'task', ref: '#12', title: 'A', fields: { status: 'open' } });
-    expect(a).toMatchObject({ status: 201, body: { row: { ref: '#12', fields: { status: 'open' } }, changed: true } });
+    expect(a).toMatchObject({ status: 201, body: { item: { ref: '#12', fields: { status: 'open' } }, write: { changed: true } } });
     expect((await call('POST', '/v1/items', { collection: 'task', ref: '#12', title: 'again' })).status).toBe(409);
     expect((await call('POST', '/v1/items', { collection: 'nope', ref: 'X', title: 'x' })).status).toBe(404);
     await call('POST', '/v1/items', { collection: 'task', ref: 'B', title: 'B' });
@@ -55,49 +55,51 @@ describe('/v1 routes', () => {
     expect((await call('GET', '/v1/items/missing')).status).toBe(404);
 
     const same = await call('PATCH', '/v1/items/%2312', { title: 'A' });
-    expect(same.body).toMatchObject({ changed: false, owed: 0 });
+    expect(same.body).toMatchObject({ item: { ref: '#12' }, write: { changed: false, owed: 0 } });
     // Before the edit the production sets apply and their jobs wait out the quiet period.
     const pending = (await call('GET', '/v1/items/%2312')).body.sets as Array<{ questionSet: string; applies: boolean; reason: string | null; job: { state: string; dueAt: number } | null }>;
     const attention = pending.find((x) => x.questionSet === 'attention')!;
     expect([attention.applies, attention.job?.state]).toEqual([true, 'owed']);
-    expect(attention.job!.dueAt).toBeGreaterThan(a.body.row.updatedAt);
+    expect(Date.parse(attention.job!.dueAt as unknown as string)).toBeGreaterThan(Date.parse(a.body.item.updatedAt));
     const edited = await call('PATCH', '/v1/items/%2312', { setFields: { status: 'done' } });
-    expect(edited.body).toMatchObject({ changed: true, row: { fields: { status: 'done' } } });
+    expect(edited.body).toMatchObject({ write: { changed: true }, item: { fields: { status: 'done' } } });
     // Terminal now: "not asked", with the reason, told apart from "pending".
     const terminal = (await call('GET', '/v1/items/%2312')).body.sets as Array<{ questionSet: string; applies: boolean; reason: string | null }>;
     expect(terminal.find((x) => x.questionSet === 'attention')).toMatchObject({ applies: false, reason: expect.stringMatching(/terminal/) });
     expect((await call('PATCH', '/v1/items/%2312', { fields: {}, setFields: { a: 1 } })).status).toBe(400);
 
-    const c = await call('POST', '/v1/items/%2312/comments', { author: 'ann', body: 'first' });
-    expect(c).toMatchObject({ status: 201, body: { row: { author: 'ann', body: 'first' } } });
-    const cid = c.body.row.id as string;
+    const c = await call('POST', '/v1/items/%2312/comments', { author: 'ann', content: 'first' });
+    expect(c).toMatchObject({ status: 201, body: { comment: { author: 'ann', content: 'first' }, write: { changed: true } } });
+    const cid = c.body.comment.id as string;
     // A comment is reached only through its own item.
-    expect((await call('PATCH', `/v1/items/B/comments/${cid}`, { body: 'hijack' })).status).toBe(404);
-    expect((await call('PATCH', `/v1/items/%2312/comments/${cid}`, { body: 'second' })).body.row.body).toBe('second');
-    expect((await call('POST', '/v1/items/B/comments', { author: 'bo', body: 'reply', parentCommentId: cid })).status).toBe(404); // parent on another item
+    expect((await call('PATCH', `/v1/items/B/comments/${cid}`, { content: 'hijack' })).status).toBe(404);
+    expect((await call('PATCH', `/v1/items/%2312/comments/${cid}`, { content: 'second' })).body.comment.content).toBe('second');
+    expect((await call('POST', '/v1/items/B/comments', { author: 'bo', content: 'reply', parentCommentId: cid })).status).toBe(404); // parent on another item
 
     const l = await call('POST', '/v1/items/B/links', { target: '#12', type: 'blocks' });
-    expect(l).toMatchObject({ status: 201, body: { changed: true, row: { linkType: 'blocks' } } });
-    expect((await call('POST', '/v1/items/B/links', { target: 'nope', type: 'blocks' })).status).toBe(404);
+    // Read back as written: by ref, with its type.
+    expect(l).toMatchObject({ status: 201, body: { write: { changed: true }, link: { source: 'B', target: '#12', type: 'blocks' } } });
+    expect((await call('GET', '/v1/items/%2312/links')).body.links).toEqual([l.body.link]);
+    expect((await call('POST', '/v1/items/B/links', { target: 'nope', type: 'blocks' })).body).toMatchObject({ error: 'invalid_input', param: 'target' });
     const other = await call('POST', '/v1/items', { collection: 'task', ref: 'C', title: 'C' });
     expect(other.status).toBe(201);
-    expect((await call('DELETE', `/v1/items/C/links/${l.body.row.id}`)).status).toBe(404); // not C's link
-    expect((await call('DELETE', `/v1/items/%2312/links/${l.body.row.id}`)).body.changed).toBe(true); // either end may remove it
+    expect((await call('DELETE', `/v1/items/C/links/${l.body.link.id}`)).status).toBe(404); // not C's link
+    expect((await call('DELETE', `/v1/items/%2312/links/${l.body.link.id}`)).body).toMatchObject({ link: null, write: { changed: true } }); // either end may remove it
 
     expect((await call('GET', '/v1/items/%2312/links')).body.links).toEqual([]); // removed above
     await call('POST', '/v1/items/B/links', { target: 'C', type: 'blocks' });
-    expect((await call('GET', '/v1/items/C/links')).body.links.map((x: { linkType: string }) => x.linkType)).toEqual(['blocks']);
+    expect((await call('GET', '/v1/items/C/links')).body.links.map((x: { source: string; target: string; type: string }) => [x.source, x.target, x.type])).toEqual([['B', 'C', 'blocks']]);
     const moved = await call('POST', '/v1/items/B/move', { collection: 'bug' });
-    expect(moved.body.row).toMatchObject({ collection: 'bug' });
-    expect(moved.body.row.collectionId).not.toBe(a.body.row.collectionId);
+    expect(moved.body.item).toMatchObject({ collection: 'bug' });
+    expect(moved.body.item.collectionId).not.toBe(a.body.item.collectionId);
     // A DELETE sent with a JSON content type and no body (many clients do) is no body, not bad JSON.
     const del = await app.inject({ method: 'DELETE', url: '/v1/items/B', headers: { ...h, 'content-type': 'application/json' } });
     expect(del.statusCode).toBe(200);
-    expect(del.json().row.deletedAt).not.toBeNull();
+    expect(del.json().item.deletedAt).not.toBeNull();
     expect((await call('GET', '/v1/items')).body.items.map((i: { ref: string }) => i.ref).sort()).toEqual(['#12', 'C']);
-    expect((await call('POST', '/v1/items/B/restore')).body.row.deletedAt).toBeNull();
-    expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toMatchObject([{ id: cid, body: 'second', deletedAt: null }]);
-    expect((await call('DELETE', `/v1/items/%2312/comments/${cid}`)).body.changed).toBe(true);
+    expect((await call('POST', '/v1/items/B/restore')).body.item.deletedAt).toBeNull();
+    expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toMatchObject([{ id: cid, content: 'second', deletedAt: null }]);
+    expect((await call('DELETE', `/v1/items/%2312/comments/${cid}`)).body.write.changed).toBe(true);
     expect((await call('DELETE', `/v1/items/%2312/comments/${cid}`)).status).toBe(404);
     expect((await call('GET', '/v1/items/%2312/comments')).body.comments).toEqual([]);
   });
@@ -114,7 +116,7 @@ describe('/v1 routes', () => {
     expect(st.body).toMatchObject({ workspace: 'acme', items: 3 });
     expect(st.body.jobs.length).toBeGreaterThan(0);
     const flags = await call('GET', '/v1/flags/attention?threshold=0.5');
-    expect(flags).toMatchObject({ status: 200, body: { failing: false } });
+    expect(flags).toMatchObject({ status: 200, body: { flags: [], has_more: false, next_cursor: null, failing: false } });
     expect((await call('GET', '/v1/flags/attention?threshold=2')).status).toBe(400);
     expect((await call('GET', '/v1/flags/atention')).status).toBe(404); // a typo is not "nothing flagged"
     expect((await call('GET', '/v1/items')).body.items.every((i: { collection: string }) => ['task', 'bug'].includes(i.collection))).toBe(true);

@@ -76,8 +76,8 @@ describe('HTTP API refusals', () => {
     expect((await app.inject({ method: 'POST', url: '/v1/collections', headers: bearer(tokens.write), payload: { slug: 'bug' } })).statusCode).toBe(403);
     const ok = await app.inject({ method: 'POST', url: '/v1/items', headers: bearer(tokens.write), payload: item });
     expect(ok.statusCode).toBe(201);
-    expect(ok.json()).toMatchObject({ row: { ref: 'T-1', title: 'Ship it' }, changed: true });
-    expect(ok.json().owed).toBeGreaterThan(0);
+    expect(ok.json()).toMatchObject({ item: { ref: 'T-1', title: 'Ship it' }, write: { changed: true } });
+    expect(ok.json().write.owed).toBeGreaterThan(0);
     expect((await app.inject({ method: 'GET', url: `/v1/items/${encodeURIComponent('T-1')}`, headers: bearer(tokens.read) })).statusCode).toBe(200);
   });
 

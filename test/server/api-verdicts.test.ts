@@ -71,18 +71,25 @@ describe('verdicts over HTTP', () => {
     const anon = await call(writer, 'POST', '/v1/items/T-1/verdicts', { key: 'blocked', verdict: 'value', value: false });
     expect(anon.body.verdict.author).toMatch(/^token:.+ \(triage-bot\)$/);
     expect((await call(reader, 'GET', '/v1/items/T-2/verdicts')).body.verdicts).toHaveLength(1);
-    expect((await call(reader, 'GET', '/v1/flags/triage')).body.flags).toEqual({});
+    expect((await call(reader, 'GET', '/v1/flags/triage')).body.flags).toEqual([]);
     const item = (await call(reader, 'GET', '/v1/items/T-2')).body;
-    expect(item.decisions[0]).toMatchObject({ source: 'human', verdict: { inForce: true, staleReason: null }, proposed: null, flips: 0 });
+    expect(item.decisions[0]).toMatchObject({ source: 'human', answer: { noul: 0 }, modelAnswer: { type: 'noul' }, verdict: { inForce: true, staleReason: null }, proposed: null, flips: 0 });
+    // The item carries people's verdicts, as MCP's item_get does; a decision names each thing once.
+    expect(item.verdicts).toMatchObject([{ questionKey: 'blocked', verdict: 'value', note: 'a person checked' }]);
+    expect(Object.keys(item.decisions[0])).toEqual(expect.not.arrayContaining(['key', 'unsurfaced']));
+    const modelOnly = (await call(reader, 'GET', '/v1/items/T-1')).body.decisions.find((d: { source: string }) => d.source === 'model');
+    if (modelOnly) expect(modelOnly.modelAnswer).toBeNull();
 
     expect((await call(reader, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'agree' })).status).toBe(403);
     const bad = await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'value', value: 2 });
     expect(bad).toMatchObject({ status: 400, body: { error: 'invalid_input' } });
     expect((await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'agree', extra: 1 })).status).toBe(400); // strict body
     expect((await call(writer, 'POST', '/v1/items/T-9/verdicts', { key: 'blocked', verdict: 'agree' })).status).toBe(404);
-    // Withdrawn over HTTP: the model's 0.9 is in force again and T-2 is flagged.
-    expect((await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'withdrawn' })).body.inForce).toBe(false);
-    expect(Object.values((await call(reader, 'GET', '/v1/flags/triage')).body.flags).map((f: any) => f.ref)).toEqual(['T-2']);
+    // `withdraw`, the verb the CLI and MCP take (the stored kind is `withdrawn`): the model's 0.9 is in force again and T-2 is flagged.
+    expect((await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'withdrawn' })).body).toMatchObject({ error: 'invalid_request', param: 'verdict' });
+    const withdrawn = await call(writer, 'POST', '/v1/items/T-2/verdicts', { key: 'blocked', verdict: 'withdraw' });
+    expect(withdrawn.body).toMatchObject({ inForce: false, verdict: { verdict: 'withdrawn' } });
+    expect((await call(reader, 'GET', '/v1/flags/triage')).body.flags.map((f: { ref: string }) => f.ref)).toEqual(['T-2']);
     const doc = (await call(reader, 'GET', '/v1/openapi.json')).body;
     expect(Object.keys(doc.paths)).toContain('/v1/items/{ref}/verdicts');
   });

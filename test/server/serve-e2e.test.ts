@@ -98,7 +98,7 @@ beforeAll(async () => {
     VERDICT_EVENT_URLS: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/verdict-events`,
     VERDICT_EVENT_SECRET: EVENT_SECRET,
   };
-  token = (await runBuiltCli(['tokens', 'create', '--workspace', 'acme', '--role', 'admin'], env)).stdout.trim();
+  token = (await runBuiltCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)).stdout.trim();
   expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
   serve = spawnCli(['serve', '--worker'], env);
   base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 30_000))!;
@@ -119,7 +119,7 @@ describe('verdict serve --worker', () => {
     const created = await api('POST', '/v1/items', { collection: 'task', ref: 'T-1', title: 'Upgrade the build image', content: 'Waiting on the platform team.' });
     expect(created.status).toBe(201);
     expect(created.json.owed).toBeGreaterThan(0);
-    expect((await api('POST', '/v1/items/T-1/comments', { author: 'ann', body: 'Still blocked on their review.' })).status).toBe(201);
+    expect((await api('POST', '/v1/items/T-1/comments', { author: 'ann', content: 'Still blocked on their review.' })).status).toBe(201);
     const decisions = await waitFor(async () => {
       const d = await e2eDecisions('T-1');
       return d.length > 0 && d.every((x: { current: boolean }) => x.current) ? d : null;

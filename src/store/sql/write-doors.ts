@@ -20,6 +20,7 @@ import {
 import {
   fieldsText,
   planCollectionPatch,
+  checkFieldOptions,
   planItemPatch,
   planItemUpsert,
   readsComments,
@@ -69,10 +70,12 @@ function* bumpItem(c: SqlContext, id: string, now: number, set: Partial<ItemRow>
   return row!;
 }
 
-function* requireCollection(c: SqlContext, id: string, workspaceId: string): Steps<void> {
+/** @returns the collection's stored schema JSON (for `checkFieldOptions`). */
+function* requireCollection(c: SqlContext, id: string, workspaceId: string): Steps<string> {
   const col = yield* one((db) => db.select().from(c.d.t.collections).where(eq(c.d.t.collections.id, id)));
   if (!col) throw new NotFound('collection', id);
   if (col.workspaceId !== workspaceId) throw new InvalidWrite(`collection ${id} is not in workspace ${workspaceId}`);
+  return col.schema;
 }
 
 // ------------------------------------------------------------------ workspaces and collections
@@ -153,7 +156,9 @@ export function updateCollection(
 // ------------------------------------------------------------------ items
 
 function* insertItem(c: SqlContext, now: number, item: NewItem, report: NormaliseReport, opts: OweOptions): Steps<WriteResult<ItemRow>> {
-  yield* requireCollection(c, item.collectionId, item.workspaceId);
+  const schema = yield* requireCollection(c, item.collectionId, item.workspaceId);
+  const fields = fieldsText(item.fields, report);
+  checkFieldOptions(schema, fields, null);
   const row = (yield* one((db) =>
     db
       .insert(c.d.t.items)
@@ -164,7 +169,7 @@ function* insertItem(c: SqlContext, now: number, item: NewItem, report: Normalis
         ref: normaliseText(item.ref, report),
         title: normaliseText(item.title, report),
         content: normaliseText(item.content ?? '', report),
-        fields: fieldsText(item.fields, report),
+        fields,
         seq: 1,
         createdAt: item.createdAt ?? now,
         updatedAt: now,
@@ -195,6 +200,7 @@ export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: Ow
     const cur = yield* lockItem(c, id);
     const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
     if (!changed) return result(cur, false, report);
+    if (next.fields !== cur.fields) checkFieldOptions(yield* requireCollection(c, cur.collectionId, cur.workspaceId), next.fields, cur.fields);
     const now = yield* nowMs();
     const row = yield* bumpItem(c, id, now, next);
     return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, titleChanged));
@@ -213,7 +219,8 @@ export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: 
     const cur = yield* one((db) => c.d.lock(db.select().from(items).where(eq(items.id, item.id))));
     if (!cur) return yield* insertItem(c, now, item, report, opts);
     const { next, changed, linkers, sourceUrlChanged } = planItemUpsert(cur, item, report);
-    yield* requireCollection(c, item.collectionId, item.workspaceId);
+    const schema = yield* requireCollection(c, item.collectionId, item.workspaceId);
+    checkFieldOptions(schema, next.fields, next.collectionId === cur.collectionId ? cur.fields : null);
     if (!changed && !sourceUrlChanged) return result(cur, false, report);
     if (!changed) {
       // The source URL alone is not part of the state: stored without a seq bump, nothing owed.
@@ -232,8 +239,9 @@ export function moveItem(c: SqlContext, id: string, collectionId: string, opts: 
   checkDoorInput('moveItem', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
     const cur = yield* lockItem(c, id);
-    yield* requireCollection(c, collectionId, cur.workspaceId);
+    const schema = yield* requireCollection(c, collectionId, cur.workspaceId);
     if (cur.collectionId === collectionId) return result(cur, false, emptyReport());
+    checkFieldOptions(schema, cur.fields, null);
     const now = yield* nowMs();
     const row = yield* bumpItem(c, id, now, { collectionId });
     return result(row, true, emptyReport(), yield* oweForItem(c, now, row, opts));

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 
 /**
- * MCP results give times as ISO 8601 strings (`2026-12-02T14:05:00.000Z`, UTC), not epoch
- * milliseconds: an agent reads them without arithmetic. A time is a member whose name ends in `At`
+ * The HTTP API (`/v1`) and the MCP results give times as ISO 8601 strings
+ * (`2026-12-02T14:05:00.000Z`, UTC), not epoch milliseconds: a person or an agent reads them
+ * without arithmetic (GitHub's REST API does the same). A time is a member whose name ends in `At`
  * (`createdAt`, `evaluatedAt`, `dueAt`, `lastErrorAt`, ...); durations end in `Ms` and stay numbers.
- * The reads the tools wrap (src/compose/read-schemas.ts) are shared with other doors, so the
- * conversion happens here, on the way out, for the value and its output schema alike.
+ * The library's reads stay in epoch milliseconds (its own clock's unit), so the conversion happens
+ * here, on the way out, for the value and its output schema alike.
  */
 
 const isTimeName = (name: string): boolean => name.endsWith('At');
@@ -22,6 +23,33 @@ export function withIsoTimes<T>(value: T): T {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[k] = isTimeName(k) && typeof v === 'number' ? isoTime(v) : withIsoTimes(v);
   return out as T;
+}
+
+/**
+ * `value` with the numeric `…At` members that `schema` declares (at any depth, through arrays,
+ * nullables and optionals) as ISO 8601. Guided by the schema, so a tracker's own data under a
+ * record or an unknown (an item's `fields`, an answer) is never touched, whatever its keys.
+ */
+export function isoTimesBySchema<T>(schema: z.ZodType, value: T): T {
+  return guided(schema, value) as T;
+}
+
+function guided(s: z.ZodType, value: unknown): unknown {
+  if (value === null || value === undefined) return value;
+  if (s instanceof z.ZodNullable || s instanceof z.ZodOptional) return guided(s.unwrap() as z.ZodType, value);
+  if (s instanceof z.ZodArray && Array.isArray(value)) return value.map((e) => guided(s.element as z.ZodType, e));
+  if (s instanceof z.ZodObject && typeof value === 'object' && !Array.isArray(value)) {
+    const shape = s.shape as Record<string, z.ZodType>;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const member = shape[k];
+      if (member === undefined) out[k] = v;
+      else if (isTimeName(k) && typeof v === 'number') out[k] = isoTime(v);
+      else out[k] = guided(member, v);
+    }
+    return out;
+  }
+  return value;
 }
 
 const isoString = z.iso.datetime().describe('ISO 8601, UTC');
