@@ -177,7 +177,7 @@ export const itemWithDecisions = z.object({
   verdicts: z.array(verdictRowView).describe('People\u2019s verdicts, oldest first: the latest of a key is in force'),
 });
 
-export const flagRow = z.object({
+const flagRow = z.object({
   ref: z.string(),
   title: z.string().describe('Tracker text, for display'),
   collection: z.string(),

@@ -61,7 +61,11 @@ const ref = encodeURIComponent(sample[0].id);
 /** Every member named `…At` in a JSON value, at any depth, outside `fields` (tracker data). */
 function times(v: unknown, out: unknown[] = []): unknown[] {
   if (Array.isArray(v)) v.forEach((x) => times(x, out));
-  else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) k.endsWith('At') ? out.push(x) : k !== 'fields' && times(x, out);
+  else if (v && typeof v === 'object')
+    for (const [k, x] of Object.entries(v)) {
+      if (k.endsWith('At')) out.push(x);
+      else if (k !== 'fields') times(x, out);
+    }
   return out;
 }
 
