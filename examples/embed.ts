@@ -1,5 +1,5 @@
 /**
- * Embedding Verdict (README "Embedding Verdict", DESIGN §16.21): a tracker writes through Verdict's
+ * Embedding Verdict (README "Embedding Verdict", DESIGN §16.1): a tracker writes through Verdict's
  * store, an in-process worker answers with the offline fake provider, and the reader prints the
  * decisions. CI runs this against the packed tarball (scripts/pack-check.sh).
  *

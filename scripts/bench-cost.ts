@@ -45,13 +45,13 @@ import { BENCH_SETS } from './bench-drain.js';
  * counted by wrapping the fake's `ask` and batch API (`ProviderTally`) and checked against
  * decision_spend. Prices: the default model's list price (`pricingFor('anthropic',
  * DEFAULT_ANTHROPIC_MODEL)`), batched tokens at the batch price; no prompt-cache reads (the fake
- * reports none, and DESIGN §16.20 caches only prefixes of the model's minimum cacheable length,
+ * reports none, and DESIGN §9.3 caches only prefixes of the model's minimum cacheable length,
  * which these prompts do not reach).
  *
  * Rows (each on a fresh database):
  *   off            everything off: `coAsk: false`, `batch: 'off'`
- *   coask          co-asking (DESIGN §16.18): `coAsk: true`, `batch: 'off'`
- *   coask+batch    co-asking + batches for backfill-priority work (§16.19): `coAsk: true`, `batch: 'on'`
+ *   coask          co-asking (DESIGN §7.2): `coAsk: true`, `batch: 'off'`
+ *   coask+batch    co-asking + batches for backfill-priority work (§7.3): `coAsk: true`, `batch: 'on'`
  *   backfill       the sample imported with decisions off, then every open item backfilled at
  *                  backfill priority for every set that asks something: `batch: 'off'`
  *   backfill+batch the same with `batch: 'on'` (what `'auto'` does for a paid provider)
@@ -134,7 +134,7 @@ function parseCostArgs(argv: readonly string[]): CostArgs {
 // ---------------------------------------------------------------------------------------- the worker's options under test
 
 /**
- * The worker options a row sets: `coAsk` (WorkerOptions, DESIGN §16.18) and `batch` (§16.19).
+ * The worker options a row sets: `coAsk` (WorkerOptions, DESIGN §7.2) and `batch` (§7.3).
  * The batch rows pass `'on'`: `'auto'` batches only for a paid provider (`batchingActive`), and
  * the fake is free, so `'on'` is what `'auto'` does with the Anthropic provider. An option the
  * Worker does not read is ignored, and `judgeRows` says so.
@@ -183,7 +183,7 @@ function listPrice(): pricing.ModelPrice {
 }
 
 /**
- * The price of batched tokens (DESIGN §16.19: half price): pricing.ts's `batchPrice` when it has
+ * The price of batched tokens (DESIGN §7.3: half price): pricing.ts's `batchPrice` when it has
  * one, else every rate × `BATCH_PRICE_MULTIPLIER`, else × 0.5. Looked up by name, since the batch
  * pricing is being added beside this bench.
  */
@@ -192,7 +192,7 @@ function batchedPrice(p: pricing.ModelPrice): { price: pricing.ModelPrice; sourc
   if (typeof mod.batchPrice === 'function') return { price: (mod.batchPrice as (x: pricing.ModelPrice) => pricing.ModelPrice)(p), source: 'pricing.ts batchPrice' };
   const m = typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? mod.BATCH_PRICE_MULTIPLIER : 0.5;
   const scaled = Object.fromEntries(Object.entries(p).map(([k, v]) => [k, v * m])) as unknown as pricing.ModelPrice;
-  return { price: scaled, source: typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? 'pricing.ts BATCH_PRICE_MULTIPLIER' : 'DESIGN §16.19 (half price)' };
+  return { price: scaled, source: typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? 'pricing.ts BATCH_PRICE_MULTIPLIER' : 'DESIGN §7.3 (half price)' };
 }
 
 // ---------------------------------------------------------------------------------------- counting what the provider does
@@ -228,7 +228,7 @@ interface BatchLike {
  * What one row's provider did, counted by wrapping the fake's methods, so it depends on nothing
  * the worker reports: calls answered one at a time (`ask`) and their usage; requests submitted to
  * the batch API and the usage of their succeeded results; and the calls or batch requests that
- * asked keys of more than one set (co-asked, DESIGN §16.18).
+ * asked keys of more than one set (co-asked, DESIGN §7.2).
  */
 class ProviderTally {
   readonly sync = emptyTally();
@@ -316,7 +316,7 @@ interface Bench {
   /** Jobs claimed, by priority (0 live, 1 backfill). */
   claimedByPriority: Map<number, number>;
   outcomes: Map<string, number>;
-  /** Most job rows seen in state `batched` after a drain (DESIGN §16.19). */
+  /** Most job rows seen in state `batched` after a drain (DESIGN §7.3). */
   batchedRowsSeen: number;
   drains: number;
   /** Wall time, ms: in the worker's drains, in the write doors, and reading when the next job is due. */
@@ -335,7 +335,7 @@ async function openBench(settings: CostWorkerSettings, concurrency: number, star
   const file = join(dir, 'bench.db');
   if (seed) await seed(file, clock);
   const store = new SqliteStore({ url: file, registry, clock });
-  // `now` and `batchLatencyMs` are for the fake's batch API (DESIGN §16.19): batches end on the bench's clock.
+  // `now` and `batchLatencyMs` are for the fake's batch API (DESIGN §7.3): batches end on the bench's clock.
   const fakeOptions: FakeProviderOptions & { now?: () => number; batchLatencyMs?: number } = { latencyMs: 0, usage: 'prompt', now: () => clock.now(), batchLatencyMs: BATCH_LATENCY_MS };
   const provider = new FakeProvider(fakeOptions);
   return {
@@ -712,7 +712,7 @@ function judgeRows(rows: Map<CostRowKey, CostRow>, concurrency: number): void {
           r.status = 'not_available';
           r.notes.push(batchWorks === false ? "batch: 'on' not honoured yet (see the backfill+batch row)" : "batch: 'on' untested: a live stream has nothing to batch; run the backfill+batch row too");
         } else if (r.backfillPriorityClaims === 0) r.notes.push('the stream has no backfill-priority work: batches cannot apply, so this row should equal co-asking');
-        if (r.batchedCalls > 0 && r.backfillPriorityClaims === 0) r.notes.push(`${r.batchedCalls} live calls were batched: DESIGN §16.19 batches backfill-priority work only`);
+        if (r.batchedCalls > 0 && r.backfillPriorityClaims === 0) r.notes.push(`${r.batchedCalls} live calls were batched: DESIGN §7.3 batches backfill-priority work only`);
       }
     }
     if (r.batchedCalls > 0) r.notes.push(`${n0(r.batchedCalls)} of ${n0(r.calls)} calls batched, in ${n0(r.batches)} batch${r.batches === 1 ? "" : "es"}`);

@@ -1,6 +1,6 @@
 /**
  * `npx tsx scripts/bench-door-sync.ts [N]`: the cost of `synchronous = FULL` on the write doors
- * (DESIGN §16.26). N `updateItem` calls (each its own transaction, as one HTTP write is) on a
+ * (DESIGN §3.9). N `updateItem` calls (each its own transaction, as one HTTP write is) on a
  * Verdict-opened file (FULL) against the same on a host handle set to NORMAL, µs per write, in one
  * run on this machine's disk. Never part of the test suite.
  */

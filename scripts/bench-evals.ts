@@ -199,7 +199,7 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
   const rates: Rate[] = [];
   try {
     for (const coAsk of [true, false]) {
-      // Co-asking (DESIGN §16.18): an item's two sets read the same state, so one call answers both
+      // Co-asking (DESIGN §7.2): an item's two sets read the same state, so one call answers both
       // of its jobs; without it, one call per job. Every job still completes answered on its own.
       const calls = coAsk ? items : total;
       for (const concurrency of concurrencies) {

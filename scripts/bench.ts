@@ -217,7 +217,7 @@ async function partD(): Promise<void> {
         const statements = 'workerUrl' in counting ? await countStatements(db.url) : undefined;
         const runs = await workers.stop();
         const check = await checkDrain(db.url);
-        // Co-asking (on by default, DESIGN §16.18) answers an item's two sets in one call when both
+        // Co-asking (on by default, DESIGN §7.2) answers an item's two sets in one call when both
         // are due together: between one call per item and one per job, never more, no key twice.
         if (runs.some((r) => r.code !== 0) || check.calls < items || check.calls > owed || check.duplicateKeys !== 0 || troubleLines(runs).length > 0) {
           throw new Error(`d: drain with ${processes} processes went wrong: ${JSON.stringify({ codes: runs.map((r) => r.code), check })}`);

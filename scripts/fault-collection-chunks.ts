@@ -9,7 +9,7 @@ import { Registry } from '../src/decision/registry.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 /**
- * Fault measurement for DESIGN §16.12: the longest write transaction (the SQLite write lock is
+ * Fault measurement for DESIGN §3.3: the longest write transaction (the SQLite write lock is
  * held for exactly its duration: IMMEDIATE begins take it, better-sqlite3 runs the callback
  * synchronously) when a collection of `--items` (default 1,000,000) live items is renamed, on a
  * fresh SQLite file, with the attention and effort sets covering it. The items are written

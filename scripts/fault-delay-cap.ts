@@ -10,7 +10,7 @@ import { runOnce } from '../src/runner/run-once.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 /**
- * Fault measurement for DESIGN §16.1 (the delay cap): one item edited without pause, every
+ * Fault measurement for DESIGN §3.4 (the delay cap): one item edited without pause, every
  * `--step-ms` (default 10 s) for `--hours` (default 3) of manual-clock time, with a runner trying a
  * claim after every edit and an edit landing during every evaluation (the editor does not stop for
  * the provider). Prints the evaluations (provider calls) in each hour. The rule: at most one per

@@ -1,5 +1,5 @@
 /**
- * DESIGN §16.6 measurement: how long a real worker process holds its event loop
+ * DESIGN §10.1 measurement: how long a real worker process holds its event loop
  * while it drains, and how long SIGTERM takes to end a drain. A 20 ms timer is preloaded into the
  * worker (test/harness/loop-probe.mjs); its largest gap after "worker started" is reported, in wall
  * time and in the process's CPU time within the gap (a loaded machine stretches wall gaps).

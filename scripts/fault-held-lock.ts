@@ -1,5 +1,5 @@
 /**
- * DESIGN §16.6 measurement: a real worker process records evaluations while
+ * DESIGN §10.1 measurement: a real worker process records evaluations while
  * another process holds `BEGIN IMMEDIATE` for --lock-ms (25 s); /healthz is probed --probes times
  * (25, one a second, each with a --probe-timeout-ms 2 s timeout) during the lock. Reports how many
  * probes were answered, the largest latency, the statuses, what /healthz says after the release,

@@ -2,8 +2,8 @@ import { parseArgs } from 'node:util';
 import { KEYS_PER_TASK, ROOT, runLeaseLimiter } from './fault-runs.js';
 
 /**
- * Leases against the limiter (DESIGN §16.5): two real worker processes, `--lease-ms 4000`, a limiter of 7
- * requests per minute, on real tracker tasks. Prints what DESIGN §16.5 bounds: jobs parked,
+ * Leases against the limiter (DESIGN §3.6): two real worker processes, `--lease-ms 4000`, a limiter of 7
+ * requests per minute, on real tracker tasks. Prints what DESIGN §3.6 bounds: jobs parked,
  * "claim lost" log lines, and answers per key.
  *
  *   npx tsx scripts/fault-lease-limiter.ts [--root DIR] [--items 12] [--timeout-s 240]

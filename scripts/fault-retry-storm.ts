@@ -1,5 +1,5 @@
 /**
- * A retry storm (DESIGN §16.3): the real worker process (`node dist/cli/main.js
+ * A retry storm (DESIGN §3.7): the real worker process (`node dist/cli/main.js
  * worker`, the real AnthropicProvider and SDK) against a fake Anthropic server that answers every
  * request `529 overloaded_error` (or `503 api_error`) with `retry-after: 1`, for ever, on a real
  * SQLite file holding 5 open items of the bundled beads sample (real tracker data).

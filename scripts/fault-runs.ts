@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Reliability runs (DESIGN §16.5, §16.8) with real parts: a real SQLite file, real tracker
+ * Reliability runs (DESIGN §3.6, §10.3) with real parts: a real SQLite file, real tracker
  * items (the first open tasks of the full beads export at `REAL_DATA`, outside the repository,
  * imported by the build under test), and real `node dist/cli/main.js worker` processes with the
  * fake provider. `root` names the checkout whose built `dist/` runs, so the same run measures old
@@ -128,7 +128,7 @@ export async function until(done: () => boolean, timeoutMs: number): Promise<boo
   }
 }
 
-/** What a run left behind: the figures DESIGN §16.5 and §16.8 bound. */
+/** What a run left behind: the figures DESIGN §3.6 and §10.3 bound. */
 export interface RunFigures {
   /** Jobs parked. */
   parked: number;
@@ -201,7 +201,7 @@ export function figures(file: string, logs: string[]): RunFigures {
 export const KEYS_PER_TASK = 4;
 
 /**
- * Fault 2 (DESIGN §16.5): two workers with `--lease-ms 4000` (the fake provider's 3 s latency
+ * Fault 2 (DESIGN §3.6): two workers with `--lease-ms 4000` (the fake provider's 3 s latency
  * plus its 1 s margin: the shortest lease accepted) and `--requests-per-minute 7`, until every
  * job is answered or parked, or `timeoutMs` passes.
  */
@@ -218,7 +218,7 @@ export async function runLeaseLimiter(root: string, o: { items: number; timeoutM
 }
 
 /**
- * Fault 3 (DESIGN §16.8): `processes` workers, 4 slots each, 200 ms provider latency and
+ * Fault 3 (DESIGN §10.3): `processes` workers, 4 slots each, 200 ms provider latency and
  * `--daily-token-cap cap`, until the cap stops them (nothing billed for 5 s and no lease live) or
  * every job is done, or `timeoutMs` passes.
  */

@@ -11,7 +11,7 @@ import { BENCH_SETS } from './bench-drain.js';
 
 /**
  * Shared by the fault measurement scripts (scripts/fault-*.ts) and the process tests of DESIGN
- * §16.6/§16.7 (test/worker/event-loop-process.test.ts and friends): a real worker process from a
+ * §10.1/§10.2 (test/worker/event-loop-process.test.ts and friends): a real worker process from a
  * BUILT tree (`node <root>/dist/cli/main.js`, so "before" figures can run an older build), the
  * event-loop probe preloaded into it, and small SQLite helpers.
  */

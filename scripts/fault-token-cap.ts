@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { ROOT, runTokenCap } from './fault-runs.js';
 
 /**
- * The daily token cap under load (DESIGN §16.8): `--daily-token-cap 20000`, 4 slots per process, 200 ms
+ * The daily token cap under load (DESIGN §10.3): `--daily-token-cap 20000`, 4 slots per process, 200 ms
  * provider latency, with 1 and with 3 real worker processes on real tracker tasks. Prints the
  * billed tokens against the cap and the in-flight allowance (processes × slots × the largest
  * single call's usage).

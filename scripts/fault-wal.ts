@@ -1,5 +1,5 @@
 /**
- * DESIGN §16.7 measurement: an outside reader holds a read transaction while
+ * DESIGN §10.2 measurement: an outside reader holds a read transaction while
  * three imports of the bundled sample (three workspaces) run and a real worker process (fake
  * provider, 0 ms) drains what they owe. Reports the WAL's peak, its size when the reader lets go,
  * when it first falls under 64 MiB, and its size --after-ms (60 s) later; and the database size.

@@ -1,5 +1,5 @@
 /**
- * Import-graph check for `src/` (DESIGN §16.21).
+ * Import-graph check for `src/` (DESIGN §16.1).
  *
  * Prints the folder → folder import arrows (with how many file-level imports make each arrow) and
  * exits non-zero on any file-level cycle, any folder-level cycle, any arrow against the layering
@@ -14,7 +14,7 @@
  *   dashboard                    the web dashboard under /ui of `verdict serve`: pages over compose's reads
  *   mcp                          the MCP server (`verdict mcp`, /mcp of `verdict serve`): tools over compose's reads
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
- *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §16.16)
+ *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §8.3)
  *   worker                       the long-running process: runner, reads, store, providers
  *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
  *                                store, providers

@@ -1,6 +1,6 @@
 /**
  * Server time of dashboard pages on the demo database with a realistic spend history (DESIGN
- * §16.30): `npx tsx scripts/measure-dashboard-pages.ts [--runs N] [--page /ui/spend]`.
+ * §16.4): `npx tsx scripts/measure-dashboard-pages.ts [--runs N] [--page /ui/spend]`.
  *
  * The demo (`verdict demo`, the bundled sample drained by the fake provider) has a few minutes of
  * spend; a server that has run for a month has a row per (hour, set, provider, model, outcome).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The package installs and works as a library (DESIGN §16.21): build (CI reuses its fresh
+# The package installs and works as a library (DESIGN §16.1): build (CI reuses its fresh
 # build, VERDICT_PACK_CHECK_BUILT=1), `npm pack`, install the tarball into a fresh project in a temp
 # directory outside the repo (it sees only the tarball, never src/), then there: examples/embed.ts
 # type-checked and compiled by tsc with moduleResolution nodenext, run as an ESM script end to end

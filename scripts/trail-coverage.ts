@@ -1,5 +1,5 @@
 /**
- * How much of the open discussion the trail leaves out (DESIGN §16.11), on a real beads export:
+ * How much of the open discussion the trail leaves out (DESIGN §5.1), on a real beads export:
  * imports FILE into a throwaway SQLite database with the real importer, then builds the state
  * the `attention` set reads for every open item (live, and the set applies: not terminal) and
  * counts the items whose state carries `omitted_comments`, and the share of their live comment

@@ -21,10 +21,10 @@ export interface Config {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Worker slots. @defaultValue 4 */
   concurrency: number;
-  /** Co-asking (DESIGN §16.18): one call asks every owed set of an item whose state bytes are identical. `off` asks each set alone. @defaultValue on */
+  /** Co-asking (DESIGN §7.2): one call asks every owed set of an item whose state bytes are identical. `off` asks each set alone. @defaultValue on */
   coAsk: 'on' | 'off';
   /**
-   * Message Batches (DESIGN §16.19, §16.23): `auto` sends backfill-priority work (backfill, reask,
+   * Message Batches (DESIGN §7.3, §7.4): `auto` sends backfill-priority work (backfill, reask,
    * collection changes) through the provider's batch API at half price when the provider has one
    * and is paid, in a long-running worker only (a one-shot drain asks directly); `on` batches in a
    * drain too, which then waits for its batches; `off` asks it call by call. @defaultValue auto
@@ -52,7 +52,7 @@ export interface Config {
   abandonLimit: number;
   /** Largest estimated input tokens of one call; above it the job parks. @defaultValue 200000 */
   inputBudgetTokens: number;
-  /** Items the worker's drift and expiry sweeps (DESIGN §8, §16.17) re-owe per minute at most, together; 0 turns both off. @defaultValue 60 */
+  /** Items the worker's drift and expiry sweeps (DESIGN §8, §5.2) re-owe per minute at most, together; 0 turns both off. @defaultValue 60 */
   driftSweepPerMinute: number;
   /** Retention keeps every answer row evaluated within this window (ms). @defaultValue 2592000000 (30 days) */
   retentionHistoryMs: number;
@@ -60,7 +60,7 @@ export interface Config {
   pruneIntervalMs: number;
   /**
    * SQLite: the longest a busy worker goes without a `wal_checkpoint(TRUNCATE)` (ms); an idle worker
-   * also checkpoints when it finds nothing to claim (DESIGN §16.7). @defaultValue 60000
+   * also checkpoints when it finds nothing to claim (DESIGN §10.2). @defaultValue 60000
    */
   walCheckpointMs: number;
   /** Port `verdict serve` listens on; 0 picks a free one (logged). @defaultValue 8080 */
@@ -93,7 +93,7 @@ export interface Config {
   /** Bearer key of the OpenAI-compatible server: environment only, like the Anthropic key. */
   openaiApiKey: string | undefined;
   /**
-   * Receivers of outbound decision events (DESIGN §16.22), http(s) URLs; the worker makes them the
+   * Receivers of outbound decision events (DESIGN §16.2), http(s) URLs; the worker makes them the
    * store's event targets at start and delivers to them. Empty: this worker neither changes the
    * targets nor delivers. @defaultValue []
    */
@@ -257,7 +257,7 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   if (eventProblem) throw new ConfigError(`VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`);
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.
   if (cfg.provider === undefined && cfg.anthropicApiKey) cfg.provider = 'anthropic';
-  // A key that cannot be sent as a header is a configuration error at start (DESIGN §16.4), for
+  // A key that cannot be sent as a header is a configuration error at start (DESIGN §3.8), for
   // the provider that will send it. The key itself is never quoted.
   const key = cfg.provider === 'anthropic' ? ['ANTHROPIC_API_KEY', cfg.anthropicApiKey] : cfg.provider === 'openai' ? ['VERDICT_OPENAI_API_KEY', cfg.openaiApiKey] : null;
   const problem = key && key[1] !== undefined ? apiKeyProblem(key[1]) : null;
@@ -270,7 +270,7 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
  * control character (a newline read from a key file, a tab) cannot be sent at all: fetch throws a
  * TypeError on every request, which would otherwise be retried as an outage for ever. Non-ASCII
  * characters cannot be sent as a header either, and leading or trailing whitespace is silently
- * trimmed by fetch, so a key with it is not the key that was configured. DESIGN §16.4 makes all of
+ * trimmed by fetch, so a key with it is not the key that was configured. DESIGN §3.8 makes all of
  * these a configuration error at start.
  */
 
@@ -289,7 +289,7 @@ export function apiKeyProblem(key: string): string | null {
 }
 
 /**
- * What is wrong with the outbound-event settings (DESIGN §16.22), without quoting the secret: with
+ * What is wrong with the outbound-event settings (DESIGN §16.2), without quoting the secret: with
  * receiver URLs a signing secret is required, and a secret with a control character (a trailing
  * newline from the file it was read from) would sign with a key the receiver does not have.
  * @returns null when fine (no URLs, or URLs and a usable secret), else a short description.

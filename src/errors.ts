@@ -1,5 +1,5 @@
 /**
- * The one base class of every error Verdict throws on purpose (DESIGN §16.21). A host tells
+ * The one base class of every error Verdict throws on purpose (DESIGN §16.1). A host tells
  * Verdict's errors from its own with `err instanceof VerdictError` and branches on `code`, a stable
  * machine-readable string (`config_error`, `not_found`, `provider_refusal`, ...) that never
  * changes between versions; messages may. Messages never carry item text, comment text, question

@@ -1,5 +1,5 @@
 /**
- * `verdict`: the one public entry (DESIGN §16.21). Everything a tracker needs to embed Verdict:
+ * `verdict`: the one public entry (DESIGN §16.1). Everything a tracker needs to embed Verdict:
  * `createVerdict`, the question constructors and `defineQuestionSet`, the production sets, the
  * error classes (all extending `VerdictError`, each with a stable `code`), and the row, outcome
  * and read types. Anything not exported here is internal and may change without notice.
@@ -64,17 +64,17 @@ export type {
 export type { NormaliseReport } from './store/input-rules.js';
 export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey, HistoryEntry } from './reads/reads.js';
 
-// ---------------------------------------------------------------- people in the loop (DESIGN §16.14, §16.15)
+// ---------------------------------------------------------------- people in the loop (DESIGN §8.1, §8.2)
 export type { RecordVerdictInput, RecordedVerdict } from './compose/record-verdict.js';
 export type { HumanVerdictRow, VerdictKind } from './store/verdicts.js';
 export type { EvalOutcome, EvalStats } from './runner/outcome.js';
 export type { WorkerSummary } from './worker/worker.js';
 
-// ---------------------------------------------------------------- evaluation (DESIGN §16.16)
+// ---------------------------------------------------------------- evaluation (DESIGN §8.3)
 export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
 export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalReport, type EvalColumn } from './eval/run-eval.js';
 
-// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.22, §16.24)
+// ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.2, §16.5)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
 export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
 export type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from './store/store.js';

@@ -1,5 +1,5 @@
 /**
- * `verdict/testing`: helpers for a host's own tests (DESIGN §16.21). The fake provider answers
+ * `verdict/testing`: helpers for a host's own tests (DESIGN §16.1). The fake provider answers
  * offline and deterministically (DESIGN §9 "fake"); the fake Anthropic and OpenAI-compatible
  * servers speak the wire format on 127.0.0.1, so the real SDK paths can be exercised without a
  * network. test/api/public-api.test.ts pins this list.

@@ -12,7 +12,7 @@ import {
   type Graph,
 } from '../scripts/import-graph.js';
 
-/** DESIGN §16.21: src/ has no import cycle, follows the layering, and cli/ is on top. */
+/** DESIGN §16.1: src/ has no import cycle, follows the layering, and cli/ is on top. */
 
 const SRC = join(dirname(fileURLToPath(import.meta.url)), '..', 'src');
 

@@ -4,7 +4,7 @@ import type { DashboardSessionRow, Store } from '../store/store.js';
 import { authenticateApiToken } from './tokens.js';
 
 /**
- * Dashboard sessions (DESIGN §16.34): a login with a workspace token makes a server-side session;
+ * Dashboard sessions (DESIGN §16.6): a login with a workspace token makes a server-side session;
  * the cookie carries only the session id, never the token. The id is `vds_` plus 43 base64url
  * characters (32 random bytes, 256 bits); the database keeps only its SHA-256 (hex), as for API
  * tokens. The id is no API credential: `/v1` takes only `vdt_` tokens, and no token hashes to a
@@ -20,7 +20,7 @@ export const SESSION_MAX_AGE_MS = 12 * 3_600_000;
 /**
  * A session ends after this long without a request, ms: 1 h. An open dashboard tab keeps itself
  * seen (a live page refreshes its regions every 5 s), so mostly an abandoned browser goes idle; an
- * hour bounds how long a cookie left behind stays usable. DESIGN §16.34.
+ * hour bounds how long a cookie left behind stays usable. DESIGN §16.6.
  */
 export const SESSION_IDLE_MS = 3_600_000;
 

@@ -3,7 +3,7 @@ import { InvalidInput } from '../errors.js';
 import type { ApiTokenRole, ApiTokenRow, Store } from '../store/store.js';
 
 /**
- * HTTP API tokens (DESIGN §16.22): bearer tokens scoped to one workspace and one role. A token is
+ * HTTP API tokens (DESIGN §16.2): bearer tokens scoped to one workspace and one role. A token is
  * `vdt_` plus 43 base64url characters (32 random bytes, 256 bits); it is shown once, and the
  * database keeps only its SHA-256 (hex), so a copy of the database lets no one call the API.
  */

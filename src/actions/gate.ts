@@ -13,10 +13,10 @@ import type { KeyAction } from './config.js';
  * share where the person's label is the model's. That is what a wrong automatic write costs a team
  * (coder/labeler's complaint: a label an engineer then removes), so `minLabels` counts those items.
  *
- * The labels: the workspace's human verdicts (DESIGN §16.14), the latest per item, each against the
+ * The labels: the workspace's human verdicts (DESIGN §8.1), the latest per item, each against the
  * model answer the person saw (an `agree` is right, a `disagree` wrong, a value compared); or, when
  * the verdicts are fewer than `minLabels`, the key's figures of the latest `verdict eval` on a gold
- * set (§16.16) if those reach it.
+ * set (§8.3) if those reach it.
  */
 
 /** Where a key stands against the gate. */

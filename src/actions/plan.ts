@@ -7,7 +7,7 @@ import type { ActionMode, KeyAction } from './config.js';
  * The planning rule of one (item, key) that acts (DESIGN §17), pure: from the key's decision as
  * the reads show it, what Verdict writes and what it only proposes.
  *
- * - The labels a decision asks for: a noul's label while it surfaces (DESIGN §16.15's hysteresis
+ * - The labels a decision asks for: a noul's label while it surfaces (DESIGN §8.2's hysteresis
  *   included), none while it does not; a choice's or score's label of the option or level it picks
  *   (none when that one has no label). A decision that is stale for any other reason than a
  *   pending re-ask asks for nothing: the labels stay as they are.

@@ -129,7 +129,7 @@ export function registerBackfillCommand(program: Command): void {
           else {
             if (cursor) out(`a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`);
             out(formatEstimates(target, estimates));
-            // A drain asks directly unless given --batch on (DESIGN §16.23).
+            // A drain asks directly unless given --batch on (DESIGN §7.4).
             const batched = o.drain ? (cfg.batch === 'on' ? batchedBackfillCost(cfg, logger, target, estimates[0]) : null) : batchedBackfillCost(cfg, logger, target, estimates[0]);
             if (batched !== null) out(`  with --batch ${cfg.batch} (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`);
           }
@@ -203,7 +203,7 @@ async function runBackfill(p: {
       let started!: () => void;
       const ready = new Promise<void>((r) => (started = r));
       workerRun = runWorker({
-        // A one-shot drain asks directly unless given --batch on (DESIGN §16.23): its batches'
+        // A one-shot drain asks directly unless given --batch on (DESIGN §7.4): its batches'
         // results could come after it has stopped.
         cfg: { ...cfg, batch: cfg.batch === 'on' ? 'on' : 'off' },
         store,

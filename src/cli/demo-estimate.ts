@@ -11,7 +11,7 @@ import { coAskCalls } from '../runner/evaluate.js';
 export interface DrainEstimate {
   /** Owed jobs. */
   jobs: number;
-  /** Provider calls: one per chunk of `maxPerCall` questions of every job whose set applies, chunks of one item's sets on byte-identical state sharing a call (DESIGN §16.18). */
+  /** Provider calls: one per chunk of `maxPerCall` questions of every job whose set applies, chunks of one item's sets on byte-identical state sharing a call (DESIGN §7.2). */
   calls: number;
   /** Estimated input tokens (system prompt, schema and state), as the input budget counts them. */
   inputTokens: number;
@@ -62,7 +62,7 @@ export async function estimateDrain(store: Store, registry: Registry): Promise<D
         }
         return { claim, set, chunks };
       });
-    // The worker asks an item's sets whose states are byte-identical in one call (DESIGN §16.18):
+    // The worker asks an item's sets whose states are byte-identical in one call (DESIGN §7.2):
     // the same packing rule counts the calls here.
     for (const call of coAskCalls(chunksOf)) {
       const questions = new Map<string, Question>();

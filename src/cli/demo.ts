@@ -90,7 +90,7 @@ export function registerDemoCommand(program: Command): void {
           }
         }
         // The demo shows its answers now: call by call, never a provider batch, whose results can
-        // take up to 24 h (DESIGN §16.19). Co-asking stays on.
+        // take up to 24 h (DESIGN §7.3). Co-asking stays on.
         const summary = await runWorker({ cfg: { ...cfg, batch: 'off' }, store, registry, provider, logger, untilIdle: true, handleSignals: true });
         const outcomes = Object.entries(summary.outcomes).map(([k, n]) => `${k} ${n}`).join(', ');
         out(`worker: ${summary.claimed} jobs run (${outcomes}); ${summary.calls} provider calls to ${provider.name}, ${summary.answersStored} answers stored, ${summary.inputTokens} input / ${summary.outputTokens} output tokens`);

@@ -7,7 +7,7 @@ import { readerFor } from './reader.js';
 /**
  * Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the
  * text itself. Numbers keep their literal (`3.0`, integers beyond 2^53) so they are stored as
- * typed (DESIGN §16.10).
+ * typed (DESIGN §3.2).
  */
 function parseFieldAssignment(s: string): [string, unknown] {
   const eq = s.indexOf('=');
@@ -70,7 +70,7 @@ export function registerEditCommand(program: Command): void {
           if (opts.append !== undefined) patch.content = `${item.content}${item.content ? '\n\n' : ''}${opts.append}`;
           if (opts.field.length) {
             // Only the named keys are sent: the store splices them into the stored text, so every
-            // other byte survives and a value already held is no change (DESIGN §16.10).
+            // other byte survives and a value already held is no change (DESIGN §3.2).
             const setFields: Record<string, unknown> = {};
             for (const f of opts.field) {
               const [k, v] = parseFieldAssignment(f);

@@ -85,7 +85,7 @@ export function exactCounterFor(cfg: Config, logger: Logger): { target: Estimate
 }
 
 /**
- * What the unanswered work of a backfill costs through Message Batches (DESIGN §16.19), when a
+ * What the unanswered work of a backfill costs through Message Batches (DESIGN §7.3), when a
  * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
  * API); null otherwise, or when the provider cannot be built here (no key).
  */
@@ -142,7 +142,7 @@ export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[]
     lines.push(`  ${formatWork('re-ask every item (a reworded question or another model)', e.all)}`);
   }
   if (estimates.length > 1 && coAsked) {
-    // The worker asks an item's sets reading byte-identical state in one call (DESIGN §16.18).
+    // The worker asks an item's sets reading byte-identical state in one call (DESIGN §7.2).
     lines.push(`total, with sets reading the same state asked in one call as the worker asks them:`);
     lines.push(`  ${formatWork('unanswered now', coAsked.unanswered)}`);
     lines.push(`  ${formatWork('re-ask every item', coAsked.all)}`);
@@ -183,7 +183,7 @@ export function registerEstimateCommand(program: Command): void {
             : `${formatEstimates(target, estimates, total)}\n`,
         );
         // The unanswered work is what a backfill or reask owes, at backfill priority: a worker with
-        // this configuration sends it as Message Batches (DESIGN §16.19).
+        // this configuration sends it as Message Batches (DESIGN §7.3).
         const batched = o.json ? null : batchedBackfillCost(cfg, logger, target, total && estimates.length > 1 ? total : estimates[0]);
         if (batched !== null) process.stdout.write(`  with --batch ${cfg.batch} (this worker's setting) a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h\n`);
       } finally {

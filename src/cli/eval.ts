@@ -18,7 +18,7 @@ import { actionGates, formatGate } from './actions.js';
 
 /**
  * `verdict eval [--gold FILE | --from-verdicts] [--stored] [--compare MODEL] [--max-cost USD]
- * [--yes] [--svg FILE] [--json] [--workspace SLUG]` (DESIGN §16.16; the logic is
+ * [--yes] [--svg FILE] [--json] [--workspace SLUG]` (DESIGN §8.3; the logic is
  * src/eval/run-eval.ts). Scores a gold set against the stored answers (`--stored`, no calls) or
  * the configured provider asked now, and with `--compare MODEL` against a second model of the
  * same provider, side by side. Asked answers are never stored (an eval changes no read); their
@@ -240,7 +240,7 @@ export function formatEvalReport(r: EvalReport, svg: string, batch: Config['batc
       lines.push(`price of re-asking every live item with ${q.provider}:${q.model} (every workspace; estimates, not a bill${q.pricingNote ? `; ${q.pricingNote}` : ''}):`);
       for (const s of q.sets) lines.push(`  ${formatWork(s.set, s)}`);
       lines.push(`  ${formatWork(q.sets.length > 1 ? 'total, with sets reading the same state asked in one call as the worker asks them' : 'total', q.total)}`);
-      // A re-ask is owed at backfill priority, which a worker with this setting batches (DESIGN §16.19).
+      // A re-ask is owed at backfill priority, which a worker with this setting batches (DESIGN §7.3).
       if (q.batchCostUsd !== null && batch !== 'off') lines.push(`  with --batch ${batch} (this worker's setting) a worker sends the re-ask as Message Batches at the batch price: ${formatUsd(q.batchCostUsd)}, results within 24 h`);
     }
   }

@@ -10,7 +10,7 @@ export function registerFlagsCommand(program: Command): void {
     .option('--workspace <slug>', 'workspace slug (default: the only one)')
     .option('--threshold <p>', 'override the set threshold (0 to 1)')
     .option('--limit <n>', 'print at most this many items', '50')
-    .option('--flapping', 'list the keys whose surfacing flipped 3 or more times in 30 days instead (DESIGN §16.15)')
+    .option('--flapping', 'list the keys whose surfacing flipped 3 or more times in 30 days instead (DESIGN §8.2)')
     .option('--json', 'print JSON')
     .action(async (opts: { set: string; workspace?: string; threshold?: string; limit: string; flapping?: boolean; json?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);

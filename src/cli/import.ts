@@ -38,7 +38,7 @@ function formatRepairs(r: ImportReport['repairedLines']): string {
 }
 
 /**
- * A run that rejected input exits 1 unless the caller said rejects are expected (DESIGN §16.25):
+ * A run that rejected input exits 1 unless the caller said rejects are expected (DESIGN §3.1):
  * a script must not take a partial import for a whole one. The report is printed either way.
  */
 function exitOnRejects(rejected: number, allowRejects: boolean | undefined): void {

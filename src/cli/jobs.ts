@@ -10,7 +10,7 @@ import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace,
  * - `list` shows jobs, filtered by set, state, workspace and item.
  * - `retry` re-owes jobs (DESIGN §3: state owed, attempts, refusals and abandons 0, not_before
  *   now). It takes parked jobs unless `--state owed` is given (then it makes waiting jobs due now);
- *   `--state batched` takes jobs out of their provider batch (DESIGN §16.23).
+ *   `--state batched` takes jobs out of their provider batch (DESIGN §7.4).
  * - `drop` deletes jobs that are not in flight. It needs a filter or `--all`, because dropped work
  *   is not evaluated until the next write owes it again.
  */

@@ -6,7 +6,7 @@ import { SQLITE_MIGRATIONS } from '../store/sqlite/open.js';
 import { configFrom, openStore } from './common.js';
 
 /**
- * `verdict migrate` (DESIGN §16.21): applies the committed migrations to the configured database
+ * `verdict migrate` (DESIGN §16.1): applies the committed migrations to the configured database
  * and exits, for hosts that open Verdict with `migrate: false`. Idempotent (nothing pending: only
  * reads) and safe with several processes at once (the side-file lock on SQLite, the advisory lock
  * on Postgres, as at every open).

@@ -15,7 +15,7 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
   model: { meaning: 'pinned model id; a -latest alias is refused', default: 'claude-haiku-5-5 (anthropic)' },
   logLevel: { meaning: 'fatal, error, warn, info, debug, trace or silent; JSON lines, pretty only on a TTY', default: 'info' },
   concurrency: { meaning: 'worker slots, each evaluating one job at a time', default: '4' },
-  coAsk: { meaning: "on or off: one provider call asks every owed question set of an item whose state is byte-identical (DESIGN §16.18); spend is split by keys", default: 'on' },
+  coAsk: { meaning: "on or off: one provider call asks every owed question set of an item whose state is byte-identical (DESIGN §7.2); spend is split by keys", default: 'on' },
   batch: {
     meaning: 'auto, on or off: auto sends backfill-priority work (backfill, reask, collection changes) through the provider\'s batch API at half price, results within 24 h (anthropic only), in a long-running worker; a one-shot drain (worker --until-idle, backfill --drain) asks directly unless given on, and then waits for its batches',
     default: 'auto',

@@ -28,7 +28,7 @@ export function registerPruneCommand(program: Command): void {
       const store = openStore(cfg, registry, { mustExist: true });
       try {
         const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), { historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun, logger });
-        // Ended dashboard sessions (DESIGN §16.34) go with the same pass; a dry run leaves them.
+        // Ended dashboard sessions (DESIGN §16.6) go with the same pass; a dry run leaves them.
         const sessionsDeleted = opts.dryRun ? 0 : await pruneDashboardSessions(store, logger);
         if (opts.json) process.stdout.write(`${JSON.stringify({ ...r, sessionsDeleted, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`);
         else

@@ -54,7 +54,7 @@ export function registerReaskCommand(program: Command): void {
         for (const ws of workspaces) {
           const plan = await planDrift(store, set, ws.id, provider, logger);
           const survey = await surveyDrift(store, plan);
-          // A set with maxAge: answers older than it are stale too (DESIGN §16.17), owed as drift is.
+          // A set with maxAge: answers older than it are stale too (DESIGN §5.2), owed as drift is.
           const maxAgeMs = set.maxAgeMs;
           const expired =
             maxAgeMs === null ? null : await surveyExpiry(store, { set: { ...set, maxAgeMs }, workspaceId: ws.id, keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort() }, nowMs);

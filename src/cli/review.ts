@@ -9,7 +9,7 @@ import { formatAnswer } from './show.js';
 
 /**
  * `verdict review REF KEY agree|disagree|withdraw|VALUE` records a person's verdict (DESIGN
- * §16.14; compose/record-verdict.ts), and `verdict reviews` lists the verdicts in force, with the
+ * §8.1; compose/record-verdict.ts), and `verdict reviews` lists the verdicts in force, with the
  * ones made at an older state first (`override_stale`: the item changed since; a person should
  * look again).
  */

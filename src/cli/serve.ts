@@ -5,7 +5,7 @@ import { createProvider } from '../providers/create.js';
 import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
 
 /**
- * `verdict serve [--worker] [--no-dashboard] [--no-mcp]` (DESIGN §16.22): the HTTP API on `--http-host:--http-port`
+ * `verdict serve [--worker] [--no-dashboard] [--no-mcp]` (DESIGN §16.2): the HTTP API on `--http-host:--http-port`
  * the MCP server at /mcp (src/mcp/) and the web dashboard under /ui (src/dashboard/), with
  * GitHub webhooks when VERDICT_GITHUB_WEBHOOK_SECRET is set, and with `--worker` an in-process
  * worker (the same settings as `verdict worker`) whose /healthz and /metrics the server serves.

@@ -29,7 +29,7 @@ export function describeSet(set: QuestionSet) {
     reaskDebounceMs: set.reaskDebounceMs,
     maxDelayMs: set.maxDelayMs,
     explain: set.explain,
-    /** DESIGN §16.17: answers older than this read `expired` and are re-asked; null: never. */
+    /** DESIGN §5.2: answers older than this read `expired` and are re-asked; null: never. */
     maxAgeMs: set.maxAgeMs,
     /** `maxAgeMs` as the config file writes it (`7d`), or null. */
     maxAge: set.maxAgeMs === null ? null : formatDuration(set.maxAgeMs),

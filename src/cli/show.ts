@@ -34,7 +34,7 @@ function describeDecision(d: DecisionView): string {
   const flips = d.flips >= 3 ? `, flapping: ${d.flips} flips in 30 days` : '';
   const v = d.verdict;
   if (d.source === 'human' && v) {
-    // A person's value decides (DESIGN §16.14); the model's answer is shown beside it.
+    // A person's value decides (DESIGN §8.1); the model's answer is shown beside it.
     const when = new Date(v.createdAt).toISOString().slice(0, 10);
     const stale = v.staleReason ? `; override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}: look again` : '';
     const model = d.proposed ? `model proposes ${formatAnswer(d.proposed, d.confidence)}` : `model ${formatAnswer(d.modelAnswer, d.confidence)} ${status}`;
@@ -63,7 +63,7 @@ function decisionsHeading(count: number, applicability: ReadonlyArray<{ question
 }
 
 /**
- * One line per distinct way the item's states are clipped now (DESIGN §16.11), naming the sets
+ * One line per distinct way the item's states are clipped now (DESIGN §5.1), naming the sets
  * that read it so: `state clipped for attention, effort: 3 older comments omitted (the trail
  * holds the newest 10); body cut to 16,000 code points`. [] when no state is clipped.
  */
@@ -95,7 +95,7 @@ export function registerShowCommand(program: Command): void {
         const applicability = await reader.setApplicability(item.id);
         const jobs = await store.listJobs({ itemId: item.id });
         if (opts.json) {
-          // lossless-json's stringify: the fields keep their number literals (DESIGN §16.10).
+          // lossless-json's stringify: the fields keep their number literals (DESIGN §3.2).
           const doc = {
             item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) },
             decisions,

@@ -29,7 +29,7 @@ export interface StatusReport {
   parked: { count: number; reasons: Array<{ reason: string; count: number }>; jobs: ParkedJobView[] };
   /**
    * Sets with failing jobs (parked, or failed after an attempt or refusal: a provider outage
-   * counts), and sets cooling off after a rejected answer schema (DESIGN §16.4) with the reason and,
+   * counts), and sets cooling off after a rejected answer schema (DESIGN §3.8) with the reason and,
    * while the period runs, its end (epoch ms).
    */
   failingSets: FailingSet[];
@@ -38,12 +38,12 @@ export interface StatusReport {
   spend: { lastHour: SpendWindow; last24h: SpendWindow };
   answersStored: number;
   /**
-   * Provider batches not yet done (DESIGN §16.19): how many, their requests, the jobs still batched
+   * Provider batches not yet done (DESIGN §7.3): how many, their requests, the jobs still batched
    * in them, and how long ago the oldest was created (ms); `unconfirmed` counts those whose submit
    * was not confirmed (the sweep looks for them in the provider's list).
    */
   batches: BatchesView;
-  /** Size of the SQLite write-ahead log, bytes (DESIGN §16.7); null on Postgres. */
+  /** Size of the SQLite write-ahead log, bytes (DESIGN §10.2); null on Postgres. */
   walBytes: number | null;
 }
 

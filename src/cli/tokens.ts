@@ -5,7 +5,7 @@ import { InvalidInput } from '../errors.js';
 import { configFrom, loggerFor, UsageError } from './common.js';
 
 /**
- * `verdict tokens create|list|revoke` (DESIGN §16.22): HTTP API bearer tokens, through the public
+ * `verdict tokens create|list|revoke` (DESIGN §16.2): HTTP API bearer tokens, through the public
  * API (`verdict.tokens`). `create` prints the token once on stdout; the database keeps its SHA-256.
  */
 export function registerTokensCommand(program: Command): void {

@@ -4,7 +4,7 @@ import type { Registry } from '../decision/registry.js';
 import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type Store, type WorkspaceRow } from '../store/store.js';
 
 /**
- * `VerdictReader.items`: a workspace's live items as a list people can use (DESIGN §16.22's list
+ * `VerdictReader.items`: a workspace's live items as a list people can use (DESIGN §16.2's list
  * rules): sorted, filtered, paged by an opaque keyset cursor, without their full text unless asked.
  * The HTTP API (`GET /v1/items`), the dashboard and the CLI are thin users of it.
  */

@@ -11,7 +11,7 @@ import { SqliteStore } from '../store/sqlite/sqlite-store.js';
 import type { Store } from '../store/store.js';
 
 /**
- * Where Verdict keeps its tables (DESIGN §16.21): a SQLite path, `file:` URL or `:memory:`; a
+ * Where Verdict keeps its tables (DESIGN §16.1): a SQLite path, `file:` URL or `:memory:`; a
  * `postgres://` URL; or a handle the host owns: `{ sqlite: db }` (the host's better-sqlite3
  * connection) or `{ postgres: pool }` (the host's node-postgres pool). A host handle is never
  * closed by Verdict.

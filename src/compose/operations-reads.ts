@@ -29,7 +29,7 @@ export interface SurfacedRow {
   staleReason: StaleReason | null;
   changedParts: string[];
   source: 'model' | 'human';
-  /** A newer model answer that disagrees with the person's value in force (DESIGN §16.14), as a probability; null otherwise. */
+  /** A newer model answer that disagrees with the person's value in force (DESIGN §8.1), as a probability; null otherwise. */
   proposed: number | null;
   provider: string;
   model: string;
@@ -172,7 +172,7 @@ export interface VerdictJobs {
   /**
    * Re-owes jobs now (attempts, refusals, abandons and defers reset): the parked ones unless
    * `state: 'owed'` is given (then waiting jobs become due now); `state: 'batched'` takes jobs out
-   * of their provider batch and owes them now (DESIGN §16.23: a result that comes later for them is
+   * of their provider batch and owes them now (DESIGN §7.4: a result that comes later for them is
    * discarded). @returns how many changed (0 for an unknown workspace or ref).
    * @throws InvalidInput for an unknown state.
    */

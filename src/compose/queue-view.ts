@@ -5,7 +5,7 @@ import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff
 import type { JobRow, SetJobCounts, Store } from '../store/store.js';
 
 /**
- * The queue as its readers see it (DESIGN §3, §10, §16.19): jobs by set, failing sets, parked jobs
+ * The queue as its readers see it (DESIGN §3, §10, §7.3): jobs by set, failing sets, parked jobs
  * with their reasons, the workers' heartbeats and the provider batches in flight. Written once for
  * `verdict status` and the dashboard's queue page (`VerdictReader.queue`). Ids, refs, counts, error
  * codes and times only: never item text, question text or provider text.
@@ -22,11 +22,11 @@ export interface WorkerView {
   alive: boolean;
   /** The provider-wide error code it is cooling off after, or null. */
   providerProblem: string | null;
-  /** The daily token cap it runs under (DESIGN §16.8), or null for none or a worker from before it was reported. */
+  /** The daily token cap it runs under (DESIGN §10.3), or null for none or a worker from before it was reported. */
   dailyTokenCap: number | null;
 }
 
-/** Provider batches not yet done (DESIGN §16.19). `oldestAgeMs` is how long ago the oldest was created. */
+/** Provider batches not yet done (DESIGN §7.3). `oldestAgeMs` is how long ago the oldest was created. */
 export interface BatchesView {
   inFlight: number;
   requests: number;
@@ -34,13 +34,13 @@ export interface BatchesView {
   /** Batches whose submit was not confirmed (the sweep looks for them in the provider's list). */
   unconfirmed: number;
   oldestAgeMs: number | null;
-  /** Endpoints found to have no batch API (DESIGN §16.23): workers ask their jobs directly. */
+  /** Endpoints found to have no batch API (DESIGN §7.4): workers ask their jobs directly. */
   unavailable: Array<{ provider: string; host: string; status: number }>;
 }
 
 /**
  * A failing set: jobs with errors (parked, or retried after an attempt or refusal: a provider outage
- * counts), and, after a rejected answer schema (DESIGN §16.4), the reason and, while the cooling-off
+ * counts), and, after a rejected answer schema (DESIGN §3.8), the reason and, while the cooling-off
  * period runs, its end (epoch ms).
  */
 export interface FailingSet {

@@ -6,11 +6,11 @@ import { NotFound, type Store } from '../store/store.js';
 import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/verdicts.js';
 
 /**
- * Recording a person's verdict (DESIGN §16.14): `store.recordVerdict` of the public API, and the
+ * Recording a person's verdict (DESIGN §8.1): `store.recordVerdict` of the public API, and the
  * CLI's `verdict review` and the HTTP API's `POST …/verdicts` through it.
  *
  * What each verdict stores as its value (the value is what overrides the model, and the label
- * evaluation scores against, §16.16):
+ * evaluation scores against, §8.3):
  * - `value`: the given value, checked against the question's kind: a noul takes true/false (1/0)
  *   or a probability in [0, 1]; a choice one of its options; a score one of its levels (by name or
  *   index);

@@ -42,14 +42,14 @@ export type WorkerSettings = Pick<
   | 'walCheckpointMs'
 > &
   /**
-   * Outbound decision events (DESIGN §16.22): receiver URLs and the signing secret (required with
+   * Outbound decision events (DESIGN §16.2): receiver URLs and the signing secret (required with
    * URLs). A worker given URLs makes them the database's enabled targets at start (every other
    * target is disabled, so workers that deliver events should share one list) and delivers to them;
    * a worker without URLs changes no target and delivers nothing, so it never switches off the
    * targets of a worker that has them. @defaultValue none
    */
   Partial<Pick<Config, 'eventUrls' | 'eventSecret'>> &
-  /** Co-asking (DESIGN §16.18) and Message Batches (§16.19). @defaultValue `on` and `auto` */
+  /** Co-asking (DESIGN §7.2) and Message Batches (§7.3). @defaultValue `on` and `auto` */
   Partial<Pick<Config, 'coAsk' | 'batch'>> &
   /**
    * Actions in GitHub (DESIGN §17): this worker's cap on every set's mode, and the token and API
@@ -121,7 +121,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
     requestsPerMinute: p.cfg.requestsPerMinute,
     inputTokensPerMinute: p.cfg.inputTokensPerMinute,
     dailyTokenCap: p.cfg.dailyTokenCap,
-    // DESIGN §16.20: the server's rate-limit headers slow the slots before a 429. Read from the
+    // DESIGN §9.3: the server's rate-limit headers slow the slots before a 429. Read from the
     // provider in force at each call (a SIGHUP reload swaps it); only a provider that reads them.
     ...(p.provider.rateLimitState ? { rateLimitState: () => worker.runtime.provider.rateLimitState?.() ?? null } : {}),
   });
@@ -257,7 +257,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   let summary: RunSummary | null = null;
   try {
     if (p.untilIdle) {
-      // A drain runs the sweeps to their end first (DESIGN §16.23), so what drifted or expired
+      // A drain runs the sweeps to their end first (DESIGN §7.4), so what drifted or expired
       // is owed and asked in this run, not left for a long-running worker's passes.
       try {
         await sweepUntilDone({ store: p.store, registry: p.registry, provider: p.provider, logger: p.logger, signal: worker.signal, driftSweepPerMinute: p.cfg.driftSweepPerMinute });

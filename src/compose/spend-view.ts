@@ -7,7 +7,7 @@ import { SPEND_BATCH } from '../worker/batches.js';
 import { workerViews } from './queue-view.js';
 
 /**
- * Provider spend as its readers see it (DESIGN §2 decision_spend, §10, §16.8): priced windows for
+ * Provider spend as its readers see it (DESIGN §2 decision_spend, §10, §10.3): priced windows for
  * `verdict status`, and time series per model for the dashboard's spend page
  * (`VerdictReader.spend`). Spend is kept per (hour, set, provider, model, outcome) for the whole
  * database, not per workspace, so these figures are the server's. Prices come from
@@ -35,7 +35,7 @@ export interface SpendWindow {
 }
 
 
-/** One spend row's dollars from the pricing table, a batch result at the batch discount (DESIGN §16.19); null for a model without a price. */
+/** One spend row's dollars from the pricing table, a batch result at the batch discount (DESIGN §7.3); null for a model without a price. */
 function rowCostUsd(r: SpendRow): number | null {
   return (r.outcome === SPEND_BATCH ? batchCostOf : costOf)(pricingFor(r.provider, r.model), r);
 }
@@ -162,7 +162,7 @@ export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Pro
 }
 
 /**
- * The daily token cap and how much of today (UTC) it has used (DESIGN §16.8). The cap is a worker
+ * The daily token cap and how much of today (UTC) it has used (DESIGN §10.3). The cap is a worker
  * setting: `capTokens` is the smallest cap among the live workers that report one (the one that
  * stops first), null when none does. `usedTokens` are today's billed tokens (input + output +
  * cache reads + cache writes, the sum the cap counts), without the reservations of calls in flight.

@@ -34,7 +34,7 @@ import { InvalidInput } from '../errors.js';
 import { actionsApi, webhookActionOptions, type VerdictActions } from './actions-api.js';
 import { loadActionsConfig, type ActionMode } from '../actions/config.js';
 
-/** What `createVerdict` takes (DESIGN §16.21). */
+/** What `createVerdict` takes (DESIGN §16.1). */
 export interface VerdictOptions {
   /** Where the tables live; see DatabaseOption. A host handle is never closed by Verdict. */
   database: DatabaseOption;
@@ -119,7 +119,7 @@ export interface VerdictWorkerEvents {
 }
 
 /**
- * An in-process worker (DESIGN §10, §16.21): `start()` runs until `stop()`; `runUntilIdle()` drains
+ * An in-process worker (DESIGN §10, §16.1): `start()` runs until `stop()`; `runUntilIdle()` drains
  * every job claimable now. Events: `outcome` per recorded job, `idle` when the queue has nothing
  * claimable after work, `error` when the run fails (without an `error` listener the failure is
  * logged, never thrown from the emitter).
@@ -281,8 +281,8 @@ export interface VerdictReader {
   /**
    * The surfaced nouls of one set in a workspace, keyed by the item's ref: ref → { ref, key → probability in force,
    * `human`: the keys a person's value decides }, plus `failing` (a job of the set is parked or
-   * failing). People's values override the model (DESIGN §16.14); hysteresis holds a surfaced key
-   * down to threshold − hysteresis (§16.15, at the set's own threshold only). @param opts.threshold overrides the set's (0 to 1).
+   * failing). People's values override the model (DESIGN §8.1); hysteresis holds a surfaced key
+   * down to threshold − hysteresis (§8.2, at the set's own threshold only). @param opts.threshold overrides the set's (0 to 1).
    * @returns null when the workspace does not exist.
    */
   flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean } | null>;
@@ -293,7 +293,7 @@ export interface VerdictReader {
   status(opts: { workspace: string }): Promise<{ workspace: string; items: number; jobs: SetJobCounts[] } | null>;
   /**
    * Keys of one set whose surfacing the model flipped at least `minFlips` times (default 3) within
-   * `windowMs` (default 30 days) (DESIGN §16.15), most flips first. @returns null when the workspace does not exist.
+   * `windowMs` (default 30 days) (DESIGN §8.2), most flips first. @returns null when the workspace does not exist.
    */
   flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
   /**
@@ -353,7 +353,7 @@ export interface VerdictReader {
 }
 
 /**
- * HTTP API tokens (DESIGN §16.22): scoped to a workspace and a role; only their SHA-256 is stored.
+ * HTTP API tokens (DESIGN §16.2): scoped to a workspace and a role; only their SHA-256 is stored.
  * See src/access/tokens.ts.
  */
 export interface VerdictTokens {
@@ -372,7 +372,7 @@ export interface VerdictTokens {
 }
 
 /**
- * Dashboard sessions (DESIGN §16.34; src/access/sessions.ts): a login with a workspace token makes
+ * Dashboard sessions (DESIGN §16.6; src/access/sessions.ts): a login with a workspace token makes
  * a server-side session whose random id is all a cookie carries; only its SHA-256 is stored. A
  * session ends at logout, when its token is revoked or its workspace deleted, 12 h after login
  * (SESSION_MAX_AGE_MS), or after 1 h without a request (SESSION_IDLE_MS), by the store's clock.
@@ -387,7 +387,7 @@ export interface VerdictSessions {
   end(sessionId: string): Promise<boolean>;
 }
 
-/** GitHub issues in and out of the store (DESIGN §16.22; src/integrations/github/). */
+/** GitHub issues in and out of the store (DESIGN §16.2; src/integrations/github/). */
 export interface VerdictGitHub {
   /**
    * Imports a repository's issues and comments over the REST API (@octokit/rest): every page,
@@ -407,10 +407,10 @@ export interface VerdictGitHub {
 
 /** What `createVerdict` returns. */
 export interface Verdict {
-  /** The tracker's write doors and reads, and `transaction` (DESIGN §3, §16.21). */
+  /** The tracker's write doors and reads, and `transaction` (DESIGN §3, §16.1). */
   readonly store: VerdictStore & {
     /**
-     * Records a person's verdict on (item, question key) (DESIGN §16.14; src/compose/record-verdict.ts):
+     * Records a person's verdict on (item, question key) (DESIGN §8.1; src/compose/record-verdict.ts):
      * `agree`, `disagree`, a `value` of the question's kind, or `withdrawn`. A verdict with a value
      * overrides the model for reads and `flags` (`source: 'human'`) until a later one withdraws it;
      * the model's later answers that disagree read as `proposed`. Never pruned.
@@ -440,7 +440,7 @@ export interface Verdict {
   /** Labels in GitHub behind a calibration gate: the plan, proposals, the gate, delivery (DESIGN §17; compose/actions-api.ts). */
   readonly actions: VerdictActions;
   /**
-   * Measures decision quality on a gold set (DESIGN §16.16; src/eval/run-eval.ts): the stored answers
+   * Measures decision quality on a gold set (DESIGN §8.3; src/eval/run-eval.ts): the stored answers
    * (`stored: true`, no calls) or this Verdict's provider asked now, and with `compare` a second model
    * side by side. Asked answers are never stored; their spend is (outcome `eval`).
    * @throws EvalCostNotConfirmed before any call when a priced model's estimate passes `maxCostUsd` (or none is given).
@@ -472,7 +472,7 @@ function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: Ver
 }
 
 /**
- * Opens Verdict in this process (DESIGN §16.21): the store (migrated unless `migrate: false`), the
+ * Opens Verdict in this process (DESIGN §16.1): the store (migrated unless `migrate: false`), the
  * registry, the provider, and factories for workers and reads.
  * @throws ConfigError for a bad option or provider setting; InvalidQuestionSet for clashing sets;
  * DatabaseNotFound for a missing SQLite file with `access: 'existing'`; the database's error when SQLite cannot be opened or migrated, or (Postgres) when the first

@@ -23,15 +23,15 @@ import { DASHBOARD_CSS } from './styles.js';
 import { registerProposalsPage } from './proposals-page.js';
 
 /**
- * The dashboard (DESIGN §16.30), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
+ * The dashboard (DESIGN §16.4), under `/ui` of `verdict serve`: server-rendered HTML, a thin user of
  * the public API like the `/v1` routes. Server-rendered because each page answers one question
  * from one or two reads, so HTML from the server is the least code and the fastest first render:
  * no client bundle, no build step, every control a link or a form, and charts as SVG drawn by
  * Vega on the server (charts.ts). Every page reads without JavaScript; pages that change while
  * open load one small script of ours that refreshes their regions in place (live-script.ts,
- * DESIGN §16.30).
+ * DESIGN §16.4).
  *
- * Sessions (DESIGN §16.34): the login form takes a workspace token (`verdict tokens create`, the
+ * Sessions (DESIGN §16.6): the login form takes a workspace token (`verdict tokens create`, the
  * API's) and opens a server-side session (`v.sessions`); the cookie holds only the session's
  * random id (HttpOnly, SameSite=Strict, Path=/ui, Secure over https, 12 h), never the token, so it
  * is no API credential. Every request finds the session again, so logout, a revoked token, a

@@ -1,7 +1,7 @@
 import { withAsOf, type BuiltState } from './state.js';
 
 /**
- * Time-dependent questions (DESIGN §16.17): the one rule, used by the runner's "already answered"
+ * Time-dependent questions (DESIGN §5.2): the one rule, used by the runner's "already answered"
  * skip (runner/answered.ts), by every read (reads.ts `judgeRows`), by the expiry sweep
  * (runner/expiry.ts) and by the estimates. Pure: the caller passes the store's "now".
  *
@@ -38,7 +38,7 @@ export const DAY_MS = 86_400_000;
 
 /**
  * The shortest `maxAgeMs` a set may declare: one day (ms). as_of has day precision (DESIGN
- * §16.17): two answers of one state less than a day apart could carry the same as_of, hence the
+ * §5.2): two answers of one state less than a day apart could carry the same as_of, hence the
  * same state hash, and the idempotency key (DESIGN §2) would make the re-ask a no-op.
  * @alias the rule's own name for DAY_MS
  */
@@ -88,7 +88,7 @@ export interface DatedAnswer {
 export type AgedSet = { readonly maxAgeMs: number | null };
 
 /**
- * Whether one stored answer is current for the item's state now (DESIGN §8, §16.17): `base` is
+ * Whether one stored answer is current for the item's state now (DESIGN §8, §5.2): `base` is
  * the current state without as_of (as `setTargets` builds it), `fingerprint` the key's question
  * fingerprint now, `nowMs` the store's now. For a set without `maxAgeMs` this is the exact match
  * of DESIGN §8 (state hash, fingerprint, state version); for a set with one, the state is dated
@@ -119,7 +119,7 @@ export function stateToAsk(base: BuiltState, set: AgedSet, nowMs: number): Built
 }
 
 /**
- * Whether a stored answer that is not current is so only because of its age (DESIGN §16.17
+ * Whether a stored answer that is not current is so only because of its age (DESIGN §5.2
  * `expired`): the set has `maxAgeMs`, the answer is older than it, and it was asked about the
  * current state (its parts other than as_of equal the current ones; an undated answer counts).
  */

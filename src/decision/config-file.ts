@@ -26,7 +26,7 @@ import { MIN_MAX_AGE_MS } from './as-of.js';
  *     withLinks: false              # optional; also noTrail, perComment, explain (booleans)
  *     quietPeriodMs: 30000          # optional; also reaskDebounceMs, maxDelayMs
  *     maxAge: 7d                    # optional: answers older than this read `expired` and are re-asked
- *                                   # (DESIGN §16.17); a duration (7d, 36h, 2w) or milliseconds; at least 1d
+ *                                   # (DESIGN §5.2); a duration (7d, 36h, 2w) or milliseconds; at least 1d
  *     questions:
  *       has_acceptance_criteria:
  *         kind: noul                # noul | choice (options) | score (levels)
@@ -52,7 +52,7 @@ const eligibilityRule = z.union([
 const ms = z.number().int().min(0);
 
 /**
- * `maxAge` (DESIGN §16.17): a duration string (`7d`, `36h`, `2w`; see decision/duration.ts) or a
+ * `maxAge` (DESIGN §5.2): a duration string (`7d`, `36h`, `2w`; see decision/duration.ts) or a
  * whole number of milliseconds, read as milliseconds; at least one day (`MIN_MAX_AGE_MS`, the
  * registry's rule, said here in the file's own terms).
  */
@@ -63,7 +63,7 @@ const maxAge = z.union([z.number(), z.string()]).transform((v, ctx) => {
     return z.NEVER;
   }
   if (parsed < MIN_MAX_AGE_MS) {
-    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §16.17)` });
+    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)` });
     return z.NEVER;
   }
   return parsed;

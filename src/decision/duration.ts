@@ -1,6 +1,6 @@
 /**
  * Durations as a config file writes them: a whole number with a unit (`7d`, `36h`, `90m`, `30s`,
- * `500ms`, `2w`), or a bare number of milliseconds. Used by `maxAge` (DESIGN §16.17).
+ * `500ms`, `2w`), or a bare number of milliseconds. Used by `maxAge` (DESIGN §5.2).
  */
 
 /** Milliseconds per unit. */

@@ -87,7 +87,7 @@ export class InvalidQuestion extends VerdictError {
 
 /**
  * Validates one question definition under its key. A key is non-blank and holds no `@`: stored
- * per-comment keys are `<key>@<commentId>`, split at the first `@` (DESIGN §16.2).
+ * per-comment keys are `<key>@<commentId>`, split at the first `@` (DESIGN §7.1).
  * @throws InvalidQuestion naming the key and the first rule broken.
  */
 export function validateQuestion(key: string, q: unknown): Question {

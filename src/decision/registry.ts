@@ -65,9 +65,9 @@ export interface QuestionSet {
    */
   readonly threshold: number;
   /**
-   * A surfaced noul stops surfacing only below `threshold − hysteresis` (DESIGN §16.15), so an
+   * A surfaced noul stops surfacing only below `threshold − hysteresis` (DESIGN §8.2), so an
    * answer wobbling around the threshold across edits does not flip the flag. In [0, threshold].
-   * @defaultValue 0.05 (DESIGN §16.15), or the threshold when it is lower
+   * @defaultValue 0.05 (DESIGN §8.2), or the threshold when it is lower
    */
   readonly hysteresis: number;
   /** Keys asked and stored but never shown by a surfacing read. */
@@ -81,7 +81,7 @@ export interface QuestionSet {
   /** Ask for a one-sentence rationale. */
   readonly explain: boolean;
   /**
-   * Time-dependent questions (DESIGN §16.17): an answer older than this many milliseconds (from
+   * Time-dependent questions (DESIGN §5.2): an answer older than this many milliseconds (from
    * its `evaluated_at`) reads `stale: expired`, and the worker's expiry sweep owes its job again,
    * even at an unchanged state. The set's states then carry `as_of` (the UTC date), so the re-ask
    * is keyed to a new state hash (decision/as-of.ts has the rule). At least `MIN_MAX_AGE_MS`
@@ -104,7 +104,7 @@ export const SET_DEFAULTS = {
   maxDelayMs: 7_200_000,
   /** More likely than not; the production sets use 0.7 (src/decision/production-sets.ts). */
   threshold: 0.5,
-  /** DESIGN §16.15's default margin. */
+  /** DESIGN §8.2's default margin. */
   hysteresis: 0.05,
 } as const;
 
@@ -158,7 +158,7 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
   if (set.maxAgeMs !== null && !(Number.isSafeInteger(set.maxAgeMs) && set.maxAgeMs >= MIN_MAX_AGE_MS)) {
     throw new InvalidQuestionSet(
       name,
-      `maxAgeMs must be a whole number of milliseconds of at least ${MIN_MAX_AGE_MS} (1 day: as_of has day precision, DESIGN §16.17), got ${String(set.maxAgeMs)}`,
+      `maxAgeMs must be a whole number of milliseconds of at least ${MIN_MAX_AGE_MS} (1 day: as_of has day precision, DESIGN §5.2), got ${String(set.maxAgeMs)}`,
     );
   }
   if (set.questions) {

@@ -52,7 +52,7 @@ export interface ItemRow {
   /**
    * Where the item lives in its tracker, for a person to open (a GitHub issue's `html_url`): an
    * absolute http(s) URL, or null (beads items and items made by hand have none). Not part of the
-   * item's state: never sent to a provider, and setting it owes nothing (DESIGN §16.30).
+   * item's state: never sent to a provider, and setting it owes nothing (DESIGN §16.4).
    */
   sourceUrl: string | null;
 }

@@ -14,7 +14,7 @@ import { canonicalJson, compareCodePoints, orderedJson, parseLossless, type Loss
  */
 
 /**
- * Shape version of the item state. 2 since DESIGN §16.11 added `omitted_comments` (the count of
+ * Shape version of the item state. 2 since DESIGN §5.1 added `omitted_comments` (the count of
  * older live comments the trail leaves out); answers of version 1 read `not_compared` until
  * re-asked (a write, a backfill or `verdict reask`).
  */
@@ -22,7 +22,7 @@ export const STATE_VERSION = 2;
 
 /**
  * Shape version of the per-comment state (DESIGN §5, §7b), kept apart from the item state's: the
- * §16.11 change did not touch a byte of it, so its answers stay comparable and are not paid for
+ * §5.1 change did not touch a byte of it, so its answers stay comparable and are not paid for
  * again (principle 10). Bump it only when the per-comment state itself changes.
  */
 export const COMMENT_STATE_VERSION = 1;
@@ -122,7 +122,7 @@ export interface StateShape {
 }
 
 /**
- * What a built state left out or cut, so a reader can say how it was clipped (DESIGN §16.11).
+ * What a built state left out or cut, so a reader can say how it was clipped (DESIGN §5.1).
  * Every count is 0 and every flag false for a state that holds its whole item.
  */
 export interface StateClips {
@@ -174,7 +174,7 @@ export function isClipped(c: StateClips): boolean {
 }
 
 /**
- * How a state was clipped, in words for `show` (DESIGN §16.11), e.g.
+ * How a state was clipped, in words for `show` (DESIGN §5.1), e.g.
  * `3 older comments omitted (the trail holds the newest 10); body cut to 16,000 code points`.
  * Empty when nothing was clipped.
  */
@@ -274,7 +274,7 @@ function finish(members: Array<readonly [string, unknown]>, clips: StateClips, v
 }
 
 /**
- * Builds the item state as one set sees it (DESIGN §5, §16.11): members title, collection,
+ * Builds the item state as one set sees it (DESIGN §5, §5.1): members title, collection,
  * fields, body, recent_trail (the newest 10 live comments), then `omitted_comments` (the count of
  * older live comments left out) only when there are any, and links only for WithLinks sets.
  * Every clip or drop marks `truncated` and is recorded in `clips`.
@@ -367,7 +367,7 @@ export function buildCommentState(src: CommentStateSource): BuiltState {
 }
 
 /**
- * The state `base` dated `asOf` (DESIGN §16.17, decision/as-of.ts): the same members plus `as_of`
+ * The state `base` dated `asOf` (DESIGN §5.2, decision/as-of.ts): the same members plus `as_of`
  * (a `YYYY-MM-DD` UTC date) as the last member, hashed anew. Its `parts` gain `as_of` holding the
  * date itself, not a hash: a reader rebuilds the state an answer was keyed to from it. Only sets
  * that declare `maxAgeMs` are dated, so every other state keeps its bytes (no version bump: an

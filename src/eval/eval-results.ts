@@ -33,7 +33,7 @@ interface EvalColumnFigures {
 /**
  * The latest `eval` results, kept per (workspace, set) in `verdict_meta` (key
  * `eval:<workspaceId>:<set>`), so the dashboard's quality page and `VerdictReader.quality` can show
- * them without asking anything again (DESIGN §16.16). Each run of `runEval` (the CLI's `verdict
+ * them without asking anything again (DESIGN §8.3). Each run of `runEval` (the CLI's `verdict
  * eval` and `Verdict.eval`) replaces the entry of every set it scored. Figures, counts, the
  * calibration bins, model ids and the gold source's name only: never item text, labels or answers.
  */

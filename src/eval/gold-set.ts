@@ -4,7 +4,7 @@ import { InputNotFound, InvalidInput, VerdictError } from '../errors.js';
 import { choiceOptionNames, type Question } from '../decision/questions.js';
 
 /**
- * Gold sets for `verdict eval` (DESIGN §16.16): a JSONL file, one labelled (item, set, key) per
+ * Gold sets for `verdict eval` (DESIGN §8.3): a JSONL file, one labelled (item, set, key) per
  * line, `{"ref": "...", "set": "...", "key": "...", "label": ...}`. The label's type follows the
  * question's kind, in the same representation answers use (decision/questions.ts):
  *

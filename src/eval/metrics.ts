@@ -2,7 +2,7 @@ import { InvalidInput } from '../errors.js';
 import { argmax, type Answer, type QuestionKind } from '../decision/questions.js';
 
 /**
- * Decision-quality metrics for `verdict eval` (DESIGN §16.16). Pure: rows in, figures out; no
+ * Decision-quality metrics for `verdict eval` (DESIGN §8.3). Pure: rows in, figures out; no
  * I/O, no clock. Every ratio whose denominator is 0 is `null`, never NaN or a made-up 0 or 1, so
  * JSON output stays valid and "undefined" is not confused with "perfect" or "worst".
  *
@@ -12,7 +12,7 @@ import { argmax, type Answer, type QuestionKind } from '../decision/questions.js
  *
  * What p, y and ŷ are, per kind:
  * - noul: p = the answer's probability that the statement is true, y = the label (true = 1),
- *   ŷ = [p ≥ t], the surfacing rule of DESIGN §6 (hysteresis, §16.15, is a read-time rule over
+ *   ŷ = [p ≥ t], the surfacing rule of DESIGN §6 (hysteresis, §8.2, is a read-time rule over
  *   an item's history and does not apply to a single answer). The positive class is `true`.
  * - choice: the predicted option is the answer's `choice` (its argmax); correct = [choice = label].
  * - score: the predicted level is the argmax of the answer's level probabilities, ties to the
@@ -39,7 +39,7 @@ export interface ScoredRow {
   threshold: number;
 }
 
-/** Number of equal-width calibration bins over [0, 1] (DESIGN §16.16). Changing it changes every ECE. */
+/** Number of equal-width calibration bins over [0, 1] (DESIGN §8.3). Changing it changes every ECE. */
 const CALIBRATION_BINS = 10;
 
 /** One calibration bin: predictions with lower ≤ p < upper (the last bin also holds p = 1). */

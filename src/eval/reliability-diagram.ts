@@ -3,7 +3,7 @@ import { InvalidInput } from '../errors.js';
 import type { CalibrationBin } from './metrics.js';
 
 /**
- * The reliability diagram of `verdict eval` (DESIGN §16.16; the plot of DeGroot & Fienberg 1983,
+ * The reliability diagram of `verdict eval` (DESIGN §8.3; the plot of DeGroot & Fienberg 1983,
  * as drawn by Niculescu-Mizil & Caruana 2005 and Guo et al. 2017): per calibration bin, the mean
  * predicted probability (x) against the observed fraction positive (y). A calibrated model lies
  * on the diagonal; below it, the model is over-confident. Each point's area grows with the bin's

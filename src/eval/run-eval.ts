@@ -21,7 +21,7 @@ import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
 
 /**
- * `verdict eval` (DESIGN §16.16): a gold set's rows resolved in one workspace, a prediction for
+ * `verdict eval` (DESIGN §8.3): a gold set's rows resolved in one workspace, a prediction for
  * each, and the metrics of `./metrics.ts`, with the calls, tokens and cost it took.
  *
  * Where a prediction comes from, per column:
@@ -33,7 +33,7 @@ import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow
  *   gold keys are asked, split by the set's `maxPerCall` in sorted key order as the runner splits
  *   them, with the liveness check as the last statement before every send (DESIGN §1 principle 8).
  *
- * Always the MODEL's answer is scored: a person's override (DESIGN §16.14) is a label, never a
+ * Always the MODEL's answer is scored: a person's override (DESIGN §8.1) is a label, never a
  * prediction, so a stored row is scored by the read's `modelAnswer`, never its `answer`.
  *
  * Asked answers are NOT stored in `item_decisions`: an evaluation must not change what readers
@@ -142,11 +142,11 @@ export interface ReaskEstimate {
   sets: Array<{ set: string; eligibleItems: number } & WorkEstimate>;
   /**
    * Every set together, counted as a worker asks them: an item's sets reading byte-identical state
-   * share one call (DESIGN §16.18, the runner's own packing rule through `CoAskTally`), at the live price.
+   * share one call (DESIGN §7.2, the runner's own packing rule through `CoAskTally`), at the live price.
    */
   total: WorkEstimate;
   /**
-   * The total's price through Message Batches (DESIGN §16.19: a re-ask is owed at backfill
+   * The total's price through Message Batches (DESIGN §7.3: a re-ask is owed at backfill
    * priority, which a worker batches with `--batch auto` or `on`), US dollars; null when B's
    * provider has no batch API or its model no price.
    */
@@ -253,7 +253,7 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
     throw new InvalidInput('maxCostUsd must be a finite number of US dollars, 0 or more');
   }
   const asked = [o.a, o.b].filter((c): c is Extract<ColumnSource, { kind: 'asked' }> => c?.kind === 'asked');
-  // A set with maxAge is asked at its state dated today, as the worker asks it (DESIGN §16.17).
+  // A set with maxAge is asked at its state dated today, as the worker asks it (DESIGN §5.2).
   const nowMs = asked.length > 0 ? await o.store.now() : 0;
   const plans = asked.map((c) => planCalls(resolved, c.provider, nowMs));
   guardCost(plans, asked, o);
@@ -435,7 +435,7 @@ async function storedColumn(store: Store, reader: DecisionReader, resolved: read
   for (const r of resolved) {
     if (!views.has(r.item.id)) views.set(r.item.id, await reader.decisions(r.item.id));
     const v = views.get(r.item.id)!.find((d) => d.questionSet === r.set.name && d.questionKey === r.storedKey);
-    // The model's own answer, never a person's override (DESIGN §16.14): `answer` may be the person's.
+    // The model's own answer, never a person's override (DESIGN §8.1): `answer` may be the person's.
     const own = v ? v.modelAnswer : null;
     if (v && own && v.current) {
       answers.push({ answer: own, by: `${v.provider}:${v.model}` });
@@ -774,7 +774,7 @@ export function labelOfValue(value: string, threshold: number): boolean | string
 }
 
 /**
- * A gold set from the human verdicts of a workspace (DESIGN §16.14, §16.16): the latest verdict per
+ * A gold set from the human verdicts of a workspace (DESIGN §8.1, §8.3): the latest verdict per
  * (item, set, key), skipping `withdrawn` ones and those without a value; `line` is the position in
  * that list (1-based). Also counts the labels given at a state other than the one the set reads now.
  */

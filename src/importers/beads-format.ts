@@ -122,7 +122,7 @@ export const beadsRowSchema = z
     comments: z.array(beadsCommentSchema).nullish(),
   })
   .superRefine((row, ctx) => {
-    // The id is the item's ref: refused, never altered, by the rule of every door (DESIGN §16.25).
+    // The id is the item's ref: refused, never altered, by the rule of every door (DESIGN §3.1).
     const idProblem = refProblem(row.id);
     if (idProblem) ctx.addIssue({ code: 'custom', path: ['id'], message: idProblem });
     row.dependencies?.forEach((d, i) => {

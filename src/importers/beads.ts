@@ -50,8 +50,8 @@ import {
  */
 
 /**
- * Lines per write transaction (our choice): a chunk is one fsync (DESIGN §16.26) and holds the
- * write lock for about 100 ms on this machine's disk, inside §16.12's 250 ms.
+ * Lines per write transaction (our choice): a chunk is one fsync (DESIGN §3.9) and holds the
+ * write lock for about 100 ms on this machine's disk, inside §3.3's 250 ms.
  */
 const IMPORT_CHUNK = 100;
 
@@ -125,7 +125,7 @@ export interface ImportReport {
   /** Text normalised by the write doors (lone surrogates, NULs), summed. */
   normalised: NormaliseReport;
   /**
-   * Lines whose text was repaired before it was stored (DESIGN §16.25): `count` lines in all, and
+   * Lines whose text was repaired before it was stored (DESIGN §3.1): `count` lines in all, and
    * by repair (a line may count under several): bytes that were not UTF-8 (each sequence read as
    * U+FFFD), lone surrogates replaced by U+FFFD, NULs removed. `lines` lists the first
    * `maxRejectedListed` line numbers.
@@ -301,7 +301,7 @@ export async function importBeads(store: Store, input: BeadsInput, opts: ImportB
   };
 
   // Lines are written IMPORT_CHUNK at a time, each chunk one transaction: one fsync per chunk
-  // instead of one per row and comment (DESIGN §16.26: every commit is fsynced).
+  // instead of one per row and comment (DESIGN §3.9: every commit is fsynced).
   let lineNo = 0;
   let chunk: Array<{ lineNo: number; source: SourceLine }> = [];
   const flush = async () => {
@@ -393,7 +393,7 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /**
  * The lines of a UTF-8 file, without their line endings (`\n` or `\r\n`), streamed. A line whose
  * bytes are not UTF-8 is decoded with U+FFFD for each bad sequence and flagged, so the repair is
- * counted (DESIGN §16.25) instead of made silently.
+ * counted (DESIGN §3.1) instead of made silently.
  * @throws the read error (ENOENT, EISDIR …) on first iteration.
  */
 export async function* readLines(path: string): AsyncGenerator<SourceLine> {

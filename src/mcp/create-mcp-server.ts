@@ -6,7 +6,7 @@ export type { McpServerOptions } from './mcp-server.js';
 export type { McpHttpOptions } from './mcp-http.js';
 
 /**
- * Verdict's MCP server for one client (DESIGN §16.24; see mcp-server.ts for the tools, the resource,
+ * Verdict's MCP server for one client (DESIGN §16.5; see mcp-server.ts for the tools, the resource,
  * access and logs): an `McpServer` of @modelcontextprotocol/sdk, not yet connected. Connect it to
  * a transport of the SDK (`StdioServerTransport`, a `StreamableHTTPServerTransport` per session,
  * as `/mcp` of createApiServer does). The SDK is loaded on the first call, so a library user who

@@ -13,7 +13,7 @@ import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, 
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
 
 /**
- * Verdict's Model Context Protocol server (DESIGN §16.24): the decisions a coding agent needs ("what
+ * Verdict's Model Context Protocol server (DESIGN §16.5): the decisions a coding agent needs ("what
  * needs a human here, and is that judgement current?") as tools and a resource, over the public
  * API only. `verdict mcp` serves it over stdio (src/cli/mcp.ts) and `verdict serve` over
  * Streamable HTTP at `/mcp` (./mcp-http.ts), both under one workspace token.

@@ -8,7 +8,7 @@ import type { AskResult, BatchApi, BatchCounts, BatchInfo, BatchRequest, BatchRe
 import { AttemptTimeout, withRetries, type Fault, type ProviderLogger, type RetryContext } from './retry.js';
 
 /**
- * Anthropic Message Batches (DESIGN §16.19, STACK §3) through the official SDK's
+ * Anthropic Message Batches (DESIGN §7.3, STACK §3) through the official SDK's
  * `client.messages.batches`: each request's params are exactly the body `ask` sends, and each
  * succeeded message is read by the same parser as `ask`'s replies. Calls run under the provider's
  * retry policy without `beforeSend`. Log lines carry batch ids and counts only, never a request
@@ -321,7 +321,7 @@ function classifyCreate(err: unknown, timedOut: boolean): Fault {
 }
 
 /**
- * A batch route that does not exist at this endpoint (DESIGN §16.23): a 404 or 405, a 400 that is
+ * A batch route that does not exist at this endpoint (DESIGN §7.4): a 404 or 405, a 400 that is
  * not about billing (every rule of a batch create is checked before it is sent, so a 400 is the
  * route, not the batch), or a 200 whose body is not a batch object and carries no error type (a
  * gateway's page; an error object in a 200, seen in incidents, stays retryable). null for

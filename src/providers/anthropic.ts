@@ -45,7 +45,7 @@ import {
 export const ANTHROPIC_PROMPT_VERSION = `anthropic-v${PROMPT_TEMPLATE_VERSION}`;
 /** The pinned default model (DESIGN §9). */
 export const DEFAULT_ANTHROPIC_MODEL = 'claude-haiku-5-5';
-/** The SDK's default base URL, named for the batch availability mark (DESIGN §16.23). */
+/** The SDK's default base URL, named for the batch availability mark (DESIGN §7.4). */
 const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
 /** Name of the forced tool of the fallback path. */
 export const ANSWER_TOOL_NAME = 'record_answers';
@@ -134,7 +134,7 @@ export function cachedPrefixTokens(body: Pick<CreateParams, 'system' | 'tools' |
  *
  * The system block carries a cache breakpoint only when the estimated cached prefix
  * (`cachedPrefixTokens`) reaches the model's minimum cacheable length (pricing.ts
- * `minCacheablePrefixTokens`, DESIGN §16.20); a model without a known minimum gets none. Below the
+ * `minCacheablePrefixTokens`, DESIGN §9.3); a model without a known minimum gets none. Below the
  * minimum the API caches nothing anyway, silently. The estimate over-counts (about 4 characters
  * make a token of English text on the older tokenizers), so a breakpoint may go out slightly below
  * the real minimum, which costs nothing: nothing is written then. The prefix holds only the rules
@@ -225,7 +225,7 @@ const COMPLETE_STOPS = new Set(['end_turn', 'stop_sequence', 'tool_use']);
 /**
  * Answers typed questions with Claude (DESIGN §9). See AnthropicProviderOptions for the options.
  * @throws ProviderMisconfigured at construction for a blank key, a key that cannot be sent as a
- *   header (control characters, non-ASCII, whitespace: DESIGN §16.4), a blank model or a `-latest` alias
+ *   header (control characters, non-ASCII, whitespace: DESIGN §3.8), a blank model or a `-latest` alias
  *   (it is the provider-wide configuration error the CLI reports at start).
  * @throws TypeError at construction for a bad numeric option or effort, naming the option.
  */
@@ -235,12 +235,12 @@ export class AnthropicProvider implements Provider {
   readonly promptVersion = ANTHROPIC_PROMPT_VERSION;
   readonly effort: AnthropicEffort | null;
   readonly worstCaseCallMs: number;
-  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §16.3). */
+  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §3.7). */
   readonly retryAfterCapMs: number;
   /** Input budget per call (tokens). */
   readonly inputBudgetTokens: number;
   readonly useTool: boolean;
-  /** Message Batches (DESIGN §16.19): the same requests and parser as `ask`, at half price. */
+  /** Message Batches (DESIGN §7.3): the same requests and parser as `ask`, at half price. */
   readonly batch: AnthropicBatches;
   /** The SDK client, made on the first request (the SDK loads then: see classify.ts `loadAnthropicSdk`). */
   #client: Promise<Anthropic> | null = null;
@@ -401,7 +401,7 @@ export class AnthropicProvider implements Provider {
   }
 
   /**
-   * The rate limits the last Messages response reported (DESIGN §16.20; `Provider.rateLimitState`):
+   * The rate limits the last Messages response reported (DESIGN §9.3; `Provider.rateLimitState`):
    * its `anthropic-ratelimit-*` headers, parsed by `parseRateLimitHeaders`. A response without a
    * usable header keeps the previous reading (it expires at its own reset). count_tokens responses
    * are not read: that endpoint has limits of its own.

@@ -1,7 +1,7 @@
 import type { BatchRequest } from './provider.js';
 
 /**
- * Rules every batch API of ours shares (DESIGN §16.19), checked before any request so a batch the
+ * Rules every batch API of ours shares (DESIGN §7.3), checked before any request so a batch the
  * provider would refuse as a whole is never sent.
  */
 

@@ -130,7 +130,7 @@ export function classifyHttpStatus(
     if (BILLING_TEXT.test(text)) return { retry: false, error: new ProviderMisconfigured(msg, { status }) };
     if (TOO_COMPLEX_TEXT.test(text)) return { retry: false, error: new SchemaTooComplex(status, info.requestId ?? null) };
     if (SCHEMA_TEXT.test(text)) {
-      // The set's fault, not the provider's (DESIGN §16.4): that set cools off, others keep running.
+      // The set's fault, not the provider's (DESIGN §3.8): that set cools off, others keep running.
       return { retry: false, error: new SchemaRejected(`${msg}: answer schema rejected`, { status }) };
     }
   }

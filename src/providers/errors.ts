@@ -50,7 +50,7 @@ export class ProviderUnavailable extends ProviderError {
 
 /**
  * Provider-wide: 401, 403, unknown model (404), billing. Not any job's fault (a rejected schema is
- * the set's: SchemaRejected, DESIGN §16.4):
+ * the set's: SchemaRejected, DESIGN §3.8):
  * the job is released without an attempt and the worker cools off (DESIGN §3).
  */
 export class ProviderMisconfigured extends ProviderError {
@@ -64,7 +64,7 @@ export class ProviderMisconfigured extends ProviderError {
 
 /**
  * The API rejected the request's answer schema or tool definition (a 400 naming the schema):
- * the fault of the question set the schema was built from, not of the provider (DESIGN §16.4).
+ * the fault of the question set the schema was built from, not of the provider (DESIGN §3.8).
  * The job is released without an attempt and *that set* cools off (30 s doubling to 10 min);
  * other sets keep running.
  */
@@ -105,7 +105,7 @@ export class AnswerDefect extends ProviderError {
 /**
  * The provider does not know this batch id (HTTP 404 on a batch endpoint): deleted, from another
  * workspace or key, or archived. Not provider-wide like ProviderMisconfigured: only the jobs of
- * that batch are affected, and no result of it will ever come (DESIGN §16.19).
+ * that batch are affected, and no result of it will ever come (DESIGN §7.3).
  */
 export class BatchNotFound extends ProviderError {
   readonly code = 'batch_not_found';
@@ -118,7 +118,7 @@ export class BatchNotFound extends ProviderError {
  * The endpoint has no Message Batches API: its batch route answered 404, 405 or 400, or a 200
  * whose body is not a batch object (many gateways and proxies in front of the Messages API).
  * Nothing was created, so the batch's jobs go back to owed at once and the worker asks them
- * directly (DESIGN §16.23). `status` is the HTTP status seen (200 for a body that is not a batch).
+ * directly (DESIGN §7.4). `status` is the HTTP status seen (200 for a body that is not a batch).
  */
 export class BatchUnsupported extends ProviderError {
   readonly code = 'batch_unsupported';

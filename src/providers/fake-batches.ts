@@ -5,7 +5,7 @@ import { AnswerDefect, BatchNotFound, ProviderRefusal, ProviderUnavailable } fro
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult } from './provider.js';
 
 /**
- * The fake provider's batch API (DESIGN §16.19), in memory, with the semantics of Anthropic's
+ * The fake provider's batch API (DESIGN §7.3), in memory, with the semantics of Anthropic's
  * Message Batches: the same limits and custom-id rules, `in_progress` until it ends, results in no
  * particular order (sorted by a hash of the custom id, so a caller that relies on the submission
  * order fails in tests), each succeeded answer exactly what the fake's `ask` returns for the same

@@ -116,7 +116,7 @@ export class FakeProvider implements Provider {
   /** How calls are counted (FakeProviderOptions.usage). */
   readonly usageMode: FakeUsageMode;
   /**
-   * The in-memory batch API (DESIGN §16.19): each succeeded answer and its usage exactly what `ask`
+   * The in-memory batch API (DESIGN §7.3): each succeeded answer and its usage exactly what `ask`
    * returns for the same request. `batch.submitted` records every batch. Undefined with `batch: false`.
    */
   readonly batch?: FakeBatches;

@@ -114,7 +114,7 @@ export function unwrapJsonText(text: string): string {
 /**
  * Answers typed questions through any OpenAI-compatible chat-completions server.
  * @throws ProviderMisconfigured at construction for a blank baseURL or model, a `-latest` alias, or
- *   an apiKey that cannot be sent as a header (DESIGN §16.4).
+ *   an apiKey that cannot be sent as a header (DESIGN §3.8).
  * @throws TypeError at construction for a bad numeric option, naming the option.
  */
 export class OpenAICompatibleProvider implements Provider {
@@ -123,7 +123,7 @@ export class OpenAICompatibleProvider implements Provider {
   readonly promptVersion = OPENAI_PROMPT_VERSION;
   readonly effort = null;
   readonly worstCaseCallMs: number;
-  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §16.3). */
+  /** Longest Retry-After honoured by waiting (ms); a longer one defers the job (DESIGN §3.7). */
   readonly retryAfterCapMs: number;
   readonly inputBudgetTokens: number;
   readonly #endpoint: string;

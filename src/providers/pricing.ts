@@ -5,7 +5,7 @@
  * Source: the Anthropic SDK's model list and the platform's pricing docs, checked 2026-11-30:
  * claude-haiku-5-5 is "from $0.10/$0.50 per MTok" (input/output, standard tier), claude-haiku-4-5
  * $1/$5, claude-sonnet-5-5 $2/$10, claude-opus-5-5 $4/$20. Prompt-cache multipliers are the same pages': reads 0.1× the
- * input price, writes 1.25× (5-minute TTL) or 2× (1-hour TTL). Batch requests (Message Batches, DESIGN §16.19) cost
+ * input price, writes 1.25× (5-minute TTL) or 2× (1-hour TTL). Batch requests (Message Batches, DESIGN §7.3) cost
  * 50 % of these prices for every kind of token ("50 % of standard prices", Anthropic's
  * batch-processing docs; the cache multipliers apply on top of it): `batchPrice`, `batchCostOf`. Re-check the page and update this table (and its date) when prices change; a model
  * missing here is reported as "price unknown", never guessed.
@@ -79,7 +79,7 @@ export function pricingFor(provider: string, model: string): Pricing {
 }
 
 /**
- * Minimum cacheable prefix per Anthropic model, in tokens (DESIGN §16.20): a prefix shorter than
+ * Minimum cacheable prefix per Anthropic model, in tokens (DESIGN §9.3): a prefix shorter than
  * this is processed without caching, silently (no error; `cache_creation_input_tokens` stays 0),
  * so the provider sends a cache breakpoint only when its estimated prefix reaches it.
  *
@@ -99,7 +99,7 @@ export function pricingFor(provider: string, model: string): Pricing {
  *
  * ASSUMED, no source found: claude-haiku-5-5 (4096), claude-sonnet-5-5 (1024) and claude-opus-5-5
  * (1024). The rule for a value without a source (and for sources that disagree) is the higher
- * plausible one: §16.20 sends a breakpoint only where caching can work, so the error accepted is a
+ * plausible one: §9.3 sends a breakpoint only where caching can work, so the error accepted is a
  * missed saving (a prefix between the true and the listed minimum goes uncached, as every prefix
  * did before this table), never a breakpoint that cannot work. Haiku 5.5 has no documented
  * generation-5 Haiku to follow: it takes Haiku 4.5's 4096, the highest minimum of any current

@@ -21,7 +21,7 @@ import { estimateTokens, type AskResult, type Usage } from './provider.js';
  * text of ANSWERING_RULES, the way questions are rendered or the answer schema changes, and only
  * then. A test pins the hash of the rendered template so an edit without a bump fails.
  *
- * Version 2 (DESIGN §16.9, §16.13): every question's tracker-sourced text is rendered as JSON string
+ * Version 2 (DESIGN §9.1, §9.2): every question's tracker-sourced text is rendered as JSON string
  * values inside a fenced block under a template heading `### q<n> (<kind>)`, and the answer schema's
  * property names are those aliases, not the question keys. Answers asked under version 1 read
  * `model_changed` (the template moved, the question did not) and are re-asked by the drift sweep.
@@ -57,7 +57,7 @@ function orderedKeys(questions: ReadonlyMap<string, Question>): string[] {
 }
 
 /**
- * The schema property name of each question of a chunk (DESIGN §16.13): `q1`…`qN` in key order,
+ * The schema property name of each question of a chunk (DESIGN §9.2): `q1`…`qN` in key order,
  * as `[alias, key]` pairs. Question keys can hold characters an API refuses in a property name
  * (`conv:bd-7h7` on the forced-tool path, whose property keys must match `^[a-zA-Z0-9_.-]{1,64}$`),
  * and they are tracker text; the aliases are template text, legal on every path. Aliases are per
@@ -85,7 +85,7 @@ export function checkQuestions(questions: ReadonlyMap<string, Question>): void {
 }
 
 /**
- * JSON text of a tracker-sourced value for the system prompt (DESIGN §16.9): one line (JSON escapes
+ * JSON text of a tracker-sourced value for the system prompt (DESIGN §9.1): one line (JSON escapes
  * every control character, and the Unicode line and paragraph separators and NEL are escaped here
  * too), with every backtick of a run of three or more escaped, so no tracker string can end the
  * fenced block it sits in, start a line, or make a heading. The escapes keep the value: parsing
@@ -98,7 +98,7 @@ function promptJson(value: unknown): string {
 }
 
 /**
- * The definition of one question as rendered (DESIGN §16.9): exactly the question's key and the
+ * The definition of one question as rendered (DESIGN §9.1): exactly the question's key and the
  * members its fingerprint covers (instructions; true/false descriptions; options, sorted by name;
  * levels, lowest first) and nothing else, so a question's rendered text is its own and is covered
  * by its fingerprint (the key by the stored answer's key).
@@ -148,7 +148,7 @@ function renderQuestion(alias: string, key: string, q: Question, explain: boolea
 /**
  * The whole system prompt of one call: the fixed rules, then the chunk's questions in key order,
  * each under its alias (`questionAliases`). Headings and keys come only from the template; every
- * tracker-sourced string is a JSON string value inside a fenced block (DESIGN §16.9).
+ * tracker-sourced string is a JSON string value inside a fenced block (DESIGN §9.1).
  * @param opts.explain ask for a rationale per question.
  * @param opts.schemaInPrompt append the answer schema as text (for response formats that cannot
  *   carry it).
@@ -184,7 +184,7 @@ export function probabilityNames(q: Question): string[] | null {
 
 /**
  * JSON schema of one call's answer (DESIGN §9): one required property per question, named by its
- * alias `q1`…`qN` in key order (DESIGN §16.13; `parseReply` maps them back to keys); a noul is
+ * alias `q1`…`qN` in key order (DESIGN §9.2; `parseReply` maps them back to keys); a noul is
  * `{probability}`, a choice `{probabilities}` with one required number per option name, a score
  * `{probabilities}` with one required number per level index; a required `rationale` string per
  * question only when `explain`. Every object is closed (`additionalProperties: false`) and every
@@ -241,7 +241,7 @@ export interface ParsedAnswers {
 
 /**
  * Validates one reply (already JSON-parsed) against the questions asked, with zod and
- * `deriveAnswers`: the reply's members are read by alias (`questionAliases`, DESIGN §16.13) and
+ * `deriveAnswers`: the reply's members are read by alias (`questionAliases`, DESIGN §9.2) and
  * returned by question key; extra members are ignored, a missing or wrong-kind answer fails the
  * whole call, probabilities within 1 ± 0.02 are normalised.
  * @throws AnswerDefect naming the key (and its property alias) and the rule (never the reply's content).

@@ -51,7 +51,7 @@ export interface Provider extends FingerprintContext {
   /**
    * Longest Retry-After (ms) the provider honours by waiting inside one call. A ProviderUnavailable
    * whose Retry-After is above it defers the job; one at or below it is a transient fail (DESIGN
-   * §16.3). @defaultValue 30000 when absent (the shared retry policy's cap)
+   * §3.7). @defaultValue 30000 when absent (the shared retry policy's cap)
    */
   readonly retryAfterCapMs?: number;
   ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult>;
@@ -65,12 +65,12 @@ export interface Provider extends FingerprintContext {
    */
   countTokens?(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number>;
   /**
-   * The provider's batch API (DESIGN §16.19): half price, results within 24 h. Absent when the
+   * The provider's batch API (DESIGN §7.3): half price, results within 24 h. Absent when the
    * provider has none; batching is then off.
    */
   readonly batch?: BatchApi;
   /**
-   * What the provider last learned of its server's rate limits (DESIGN §16.20), from the
+   * What the provider last learned of its server's rate limits (DESIGN §9.3), from the
    * `anthropic-ratelimit-*` headers every response carries, errors included: the worker's limiter
    * reads it before each call and waits for the reset when a window is spent, so the worker slows
    * before a 429 instead of after it. null before any response, or while no response has carried
@@ -124,7 +124,7 @@ export type BatchResult = { readonly customId: string } & (
 );
 
 /**
- * A provider's batch endpoints (DESIGN §16.19). Every call is cancelled by its signal; calls are
+ * A provider's batch endpoints (DESIGN §7.3). Every call is cancelled by its signal; calls are
  * retried under the provider's retry policy without any `beforeSend` (liveness is checked when the
  * batch is assembled). Errors are the typed classes of `./errors.ts`; a batch id the provider does
  * not know is `BatchNotFound`; a request that breaks the rules of a batch (custom id, limits, no
@@ -136,7 +136,7 @@ export interface BatchApi {
   readonly maxBytes: number;
   /**
    * Where the batches go (a base URL, or `fake`): a worker that finds no batch API there marks
-   * this endpoint and asks its jobs directly (DESIGN §16.23).
+   * this endpoint and asks its jobs directly (DESIGN §7.4).
    */
   readonly endpoint: string;
   /**
@@ -184,7 +184,7 @@ export interface RateLimitWindow {
 }
 
 /**
- * The rate limits one response reported (DESIGN §16.20); a window is absent when its headers were
+ * The rate limits one response reported (DESIGN §9.3); a window is absent when its headers were
  * absent or malformed. Anthropic: `tokens` is the most restrictive token limit in effect,
  * `inputTokens` and `outputTokens` the per-minute input and output limits.
  */

@@ -1,7 +1,7 @@
 import type { RateLimitSnapshot, RateLimitWindow } from './provider.js';
 
 /**
- * Reads Anthropic's rate-limit headers (DESIGN §16.20). Every Messages response, success or error,
+ * Reads Anthropic's rate-limit headers (DESIGN §9.3). Every Messages response, success or error,
  * carries, per window (`requests`, `tokens`, `input-tokens`, `output-tokens`):
  * `anthropic-ratelimit-<window>-limit`, `-remaining` (integers) and `-reset` (an RFC 3339 time,
  * when the window is fully replenished). Pure; never throws.

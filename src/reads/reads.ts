@@ -48,7 +48,7 @@ export type StaleReason =
   | 'comment_gone'
   /**
    * The set declares `maxAgeMs` and the answer, asked about the state as it still is, is older than
-   * that (from its `evaluated_at`; DESIGN §16.17). The worker's expiry sweep owes it again.
+   * that (from its `evaluated_at`; DESIGN §5.2). The worker's expiry sweep owes it again.
    */
   | 'expired';
 
@@ -90,7 +90,7 @@ export interface DecisionView {
   rationale: string | null;
   rowId: number;
   /**
-   * Who decides what this read shows (DESIGN §16.14): `human` when a person's value is in force
+   * Who decides what this read shows (DESIGN §8.1): `human` when a person's value is in force
    * (then `answer` is the person's value, `surfacing` follows it, and the model's own answer is in
    * `modelAnswer`), else `model`.
    */
@@ -106,14 +106,14 @@ export interface DecisionView {
   /** The latest verdict a person recorded on this key, or null. */
   verdict: VerdictView | null;
   /**
-   * Times the model's answers flipped the key's surfacing in the last 30 days (DESIGN §16.15): a
+   * Times the model's answers flipped the key's surfacing in the last 30 days (DESIGN §8.2): a
    * key's first answer sets its side and is not a flip, and a person's verdicts are not counted.
    * `flags --flapping` lists keys with 3 or more.
    */
   flips: number;
 }
 
-/** A person's latest verdict on one key, as reads show it (DESIGN §16.14). Times are epoch ms. */
+/** A person's latest verdict on one key, as reads show it (DESIGN §8.1). Times are epoch ms. */
 export interface VerdictView {
   id: number;
   verdict: VerdictKind;
@@ -137,7 +137,7 @@ export interface VerdictView {
 }
 
 /**
- * Splits a per-comment key `<key>@<commentId>` at its first `@` (DESIGN §16.2: question keys never
+ * Splits a per-comment key `<key>@<commentId>` at its first `@` (DESIGN §7.1: question keys never
  * contain `@`, comment ids may); null when malformed (then never current).
  */
 export function splitCommentKey(storedKey: string): { key: string; commentId: string } | null {
@@ -147,12 +147,12 @@ export function splitCommentKey(storedKey: string): { key: string; commentId: st
 }
 
 /**
- * The one surfacing rule of the reads (DESIGN §8, §16.14, §16.15): only nouls surface; a person's
+ * The one surfacing rule of the reads (DESIGN §8, §8.1, §8.2): only nouls surface; a person's
  * value in force surfaces at or above the threshold; a current noul surfaces at or above the
  * threshold, or down to `threshold − hysteresis` when the key surfaced at its previous state; a
  * `state_changed` noul whose job is owed (not parked) still surfaces, marked not current, so a flag
  * does not blink off during the debounce after an edit; an `expired` one (the state it answered is
- * the state now, only older than maxAge, DESIGN §16.17) surfaces until its re-ask; every other
+ * the state now, only older than maxAge, DESIGN §5.2) surfaces until its re-ask; every other
  * stale row does not, a person's value included when the key is gone (not applicable, comment or
  * question gone, set unknown). The
  * store's write paths apply the same rule (store/verdicts.ts `surfacingNow`).
@@ -164,11 +164,11 @@ export function surfacingOf(r: {
   jobOwed: boolean;
   threshold: number;
   unsurfacedKey: boolean;
-  /** The key surfaced at its previous state (its latest surfacing change, DESIGN §16.15). @defaultValue false */
+  /** The key surfaced at its previous state (its latest surfacing change, DESIGN §8.2). @defaultValue false */
   wasSurfaced?: boolean;
   /** The band a surfaced key keeps surfacing in below the threshold. @defaultValue 0 */
   hysteresis?: number;
-  /** A person's value is in force (DESIGN §16.14): it surfaces at the threshold, whatever the row's currency. */
+  /** A person's value is in force (DESIGN §8.1): it surfaces at the threshold, whatever the row's currency. */
   human?: boolean;
 }): Surfacing {
   if (r.unsurfacedKey || r.answer.type !== 'noul') return 'not_surfaced';
@@ -200,7 +200,7 @@ export interface SetNow {
   commentStates: ReadonlyMap<string, BuiltState>;
   /**
    * The store's now (epoch ms), read only for a set with `maxAgeMs`: an answer's age decides its
-   * currency (DESIGN §16.17). Absent or null otherwise; a set with `maxAgeMs` judged without it
+   * currency (DESIGN §5.2). Absent or null otherwise; a set with `maxAgeMs` judged without it
    * reads `not_compared` (unknown is not "unchanged").
    */
   nowMs?: number | null;
@@ -224,7 +224,7 @@ export interface Judgement {
  * or effort did (model_changed). Rows stored before that column existed fall back to comparing
  * provider names.
  *
- * Time-dependent sets (`maxAgeMs`, DESIGN §16.17): a row is current when it matches the state
+ * Time-dependent sets (`maxAgeMs`, DESIGN §5.2): a row is current when it matches the state
  * dated with the row's own as_of and is not older than `maxAgeMs` at `now.nowMs` (the rule is
  * decision/as-of.ts `answerIsCurrent`, the same one the runner skips answered keys by). A row that
  * matches all but its age reads `expired`; `changedParts` never lists as_of of a dated row.
@@ -257,7 +257,7 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
   // DESIGN §8, and for a set with maxAgeMs the state dated with each answer's own as_of, unexpired.
   const match = currentAnswer(rows, state, fp, set, nowMs);
   if (match) return { row: match, current: true, staleReason: null, changedParts: [] };
-  // A row of another shape version cannot answer the comparison (DESIGN §5, §16.11): the item
+  // A row of another shape version cannot answer the comparison (DESIGN §5, §5.1): the item
   // state is version 2 since omitted_comments, the per-comment state still version 1.
   if (latest.stateVersion !== state.version) return stale('not_compared');
   if (latest.questionHash !== fp) {
@@ -265,7 +265,7 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
     if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
     return stale(latest.provider === ctx.name ? 'question_changed' : 'model_changed');
   }
-  // Asked about the state as it still is, only older than maxAge (DESIGN §16.17); an item edit
+  // Asked about the state as it still is, only older than maxAge (DESIGN §5.2); an item edit
   // still reads state_changed, and as_of is never listed as a moved part of a dated answer.
   if (onlyExpired(latest, state, set, nowMs)) return stale('expired');
   return stale('state_changed', movedParts(parseParts(latest.stateParts), state.parts, set));
@@ -326,7 +326,7 @@ export class DecisionReader {
   }
 
   /**
-   * How the states the item's sets read now were clipped (DESIGN §16.11): one entry per set that
+   * How the states the item's sets read now were clipped (DESIGN §5.1): one entry per set that
    * applies to the item and whose state is clipped, sorted by set name; [] when nothing is. For a
    * per-comment set the clips of the comments it asks (the newest 10) are added up. A state that
    * cannot be built is left out (the decisions read already says `not_compared`). Empty when
@@ -564,7 +564,7 @@ export class DecisionReader {
   }
 
   /**
-   * Sets a pending collection change still owes the collection's items (DESIGN §16.12): their
+   * Sets a pending collection change still owes the collection's items (DESIGN §3.3): their
    * jobs count as owed for surfacing even before the worker writes their chunk, so a flag does
    * not blink off during the walk. (Currency needs nothing: it compares the live state.)
    */
@@ -594,7 +594,7 @@ export class DecisionReader {
     return this.setNowWith(set, loaded, questions, await this.clockFor(set));
   }
 
-  /** The store's now (ms) when the set's currency depends on time (`maxAgeMs`, DESIGN §16.17), else null: no read. */
+  /** The store's now (ms) when the set's currency depends on time (`maxAgeMs`, DESIGN §5.2), else null: no read. */
   private async clockFor(set: QuestionSet): Promise<number | null> {
     return set.maxAgeMs === null ? null : this.store.now();
   }
@@ -682,7 +682,7 @@ export class DecisionReader {
   }
 
   /**
-   * Flapping keys of one set in a workspace (DESIGN §16.15): every (item, key) whose surfacing the
+   * Flapping keys of one set in a workspace (DESIGN §8.2): every (item, key) whose surfacing the
    * model's answers flipped at least `minFlips` times within `windowMs` before now, most flips first
    * (then ref, key). A key's first answer is not a flip, nor is a person's verdict. [] when decisions are off.
    * @param opts.minFlips @defaultValue 3 @param opts.windowMs @defaultValue 30 days (ms)
@@ -792,7 +792,7 @@ export interface HistoryEntry {
   commentId: string | null;
   stateHash: string;
   stateVersion: number;
-  /** The state was clipped to its budget when asked (DESIGN §16.11). */
+  /** The state was clipped to its budget when asked (DESIGN §5.1). */
   stateTruncated: boolean;
   provider: string;
   model: string;
@@ -807,7 +807,7 @@ export interface HistoryEntry {
 export interface WorkspaceFlag {
   ref: string;
   keys: Record<string, number>;
-  /** The keys whose probability is a person's value (DESIGN §16.14); absent when none is. */
+  /** The keys whose probability is a person's value (DESIGN §8.1); absent when none is. */
   human?: string[];
 }
 
@@ -850,7 +850,7 @@ function targetState(now: SetNow, questionKey: string): BuiltState | null {
 
 /**
  * A verdict as reads show it. Its state is compared by parts (`movedParts`, which never counts
- * `as_of`, DESIGN §16.17): judged at a state whose parts all equal the current ones, it is not
+ * `as_of`, DESIGN §5.2): judged at a state whose parts all equal the current ones, it is not
  * stale; a state that cannot be built now reads `override_stale` with no parts (unknown is not
  * "unchanged").
  */
@@ -915,7 +915,7 @@ function addClips(a: StateClips, b: StateClips): StateClips {
 /**
  * Parses a stored fields text for display, losslessly: numbers stay lossless-json
  * `LosslessNumber`s holding their literal (`3.0`, integers beyond 2^53), so print the result with
- * lossless-json's `stringify`, never `JSON.stringify` (DESIGN §16.10). {} when unreadable.
+ * lossless-json's `stringify`, never `JSON.stringify` (DESIGN §3.2). {} when unreadable.
  */
 export function fieldsForDisplay(text: string): Record<string, LosslessValue> {
   try {

@@ -6,7 +6,7 @@ import type { DecisionRow, Store } from '../store/store.js';
 
 /**
  * DESIGN §7 step 5 ("the keys that already have an answer at this state hash, fingerprint and
- * state version are done"), with §16.17's as_of rule (decision/as-of.ts): which keys of each
+ * state version are done"), with §5.2's as_of rule (decision/as-of.ts): which keys of each
  * target are answered now, and the state to ask the others at. The runner and the estimates
  * (`backfill --dry-run`, `estimate`) both call it, so what they skip is what a read calls current.
  */
@@ -21,7 +21,7 @@ export interface TargetWork {
 }
 
 /**
- * For each target, the keys with a current answer (DESIGN §7 step 5, §16.17).
+ * For each target, the keys with a current answer (DESIGN §7 step 5, §5.2).
  *
  * A set without `maxAgeMs`: one exact-key read per target (`answeredKeys`, a seek on the
  * idempotency index). A set with one: the store's now and one read of the item's rows of the set

@@ -13,7 +13,7 @@ export interface CoAskedEstimate {
 }
 
 /**
- * Sums the estimates of several sets the way the worker asks them (DESIGN §16.18): the calls of
+ * Sums the estimates of several sets the way the worker asks them (DESIGN §7.2): the calls of
  * one item whose state bytes are identical share one call, packed by the runner's own rule
  * (`coAskCalls`), so a state is sent, and a call counted, once. Each shared call's prompt and
  * output are estimated for its questions together. Feed it every set's `onItemCalls` (`add`),

@@ -22,7 +22,7 @@ import { COMMENT_STATE_VERSION, STATE_VERSION } from '../decision/state.js';
  * waiting for each item's next write.
  *
  * A key whose latest row is of another state shape version (DESIGN §5; the item state moved to
- * version 2 with §16.11's omitted_comments) has drifted too: such an answer reads `not_compared`
+ * version 2 with §5.1's omitted_comments) has drifted too: such an answer reads `not_compared`
  * until re-asked, so the sweep re-asks it at its bounded rate rather than leaving every flag
  * dark until the item's next write. The version is part of the signature, so a build that bumps
  * it sweeps again.

@@ -85,7 +85,7 @@ const SAMPLE_RATIONALE = 'x'.repeat(120);
  */
 export function estimateOutputTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
   const reply: Record<string, unknown> = {};
-  // The reply names each question by its alias, as the prompt does (DESIGN §16.13), not by its key.
+  // The reply names each question by its alias, as the prompt does (DESIGN §9.2), not by its key.
   for (const [alias, key] of questionAliases(questions)) {
     const q = questions.get(key)!;
     const names = probabilityNames(q);
@@ -174,7 +174,7 @@ export async function estimateSet(
     let itemOwed = false;
     const itemCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
     const itemOwedCalls: EstimatedCall[] | undefined = opts.onItemCalls ? [] : undefined;
-    // The runner's own rule for what is answered (DESIGN §7 step 5, §16.17 as_of), so the estimate
+    // The runner's own rule for what is answered (DESIGN §7 step 5, §5.2 as_of), so the estimate
     // counts exactly the keys a drain would ask.
     for (const { target: t, askState, done } of await answeredNow(store, set, item.id, targets, keys, fps)) {
       if (t.state.truncated) truncated++;

@@ -56,7 +56,7 @@ export interface Evaluation {
   finish?: JobFinish['answers'];
 }
 
-/** What one call asks the limiter for (DESIGN §10, §16.5, §16.8). Tokens and milliseconds. */
+/** What one call asks the limiter for (DESIGN §10, §3.6, §10.3). Tokens and milliseconds. */
 export interface PermitRequest {
   /** Estimated input tokens of the call (system prompt, answer schema and state), as the input budget counts them. */
   inputTokens: number;
@@ -64,7 +64,7 @@ export interface PermitRequest {
   maxOutputTokens: number;
   /**
    * Longest wait for the permits, ms. The runner bounds it by the lease it renewed just before
-   * asking (`permitWaitBudgetMs`), so no wait of ours outlasts a lease (DESIGN §16.5).
+   * asking (`permitWaitBudgetMs`), so no wait of ours outlasts a lease (DESIGN §3.6).
    */
   maxWaitMs: number;
   /** How long a daily-cap reservation holds if its holder dies before settling it, ms: the lease. */
@@ -83,8 +83,8 @@ export type Permit = { granted: true; reservationId: string | null } | { granted
 
 /**
  * Longest permit wait under a lease of `leaseMs`, ms: half the lease. Before the wait at least
- * half the lease is left (it is renewed when less is, DESIGN §16.32), and it is renewed again
- * right after (§16.5); the rest is headroom for those statements (which may wait on a lock) and
+ * half the lease is left (it is renewed when less is, DESIGN §7.6), and it is renewed again
+ * right after (§3.6); the rest is headroom for those statements (which may wait on a lock) and
  * for event-loop delays, so a live process never loses its lease to its own limiter, and no claim
  * ever counts that as an abandon.
  */
@@ -95,7 +95,7 @@ export function permitWaitBudgetMs(leaseMs: number): number {
 /**
  * What one call is expected to cost before it is sent, tokens: input as the providers' input
  * budget estimates it (system prompt + answer schema + state, `estimateTokens`), and the output
- * ceiling the call sends as `max_tokens`. The daily cap reserves both (DESIGN §16.8).
+ * ceiling the call sends as `max_tokens`. The daily cap reserves both (DESIGN §10.3).
  */
 export function callEstimate(questions: ReadonlyMap<string, Question>, state: string, explain: boolean): { inputTokens: number; maxOutputTokens: number } {
   return { inputTokens: estimatePromptTokens(questions, explain) + estimateTokens(state), maxOutputTokens: maxTokensFor(questions, explain) };
@@ -128,7 +128,7 @@ export interface CallPart {
 
 /**
  * One provider call: a state and the chunks of one or more sets asked about it (co-asking, DESIGN
- * §16.18). Every part's state bytes are the call's; question keys are distinct across parts.
+ * §7.2). Every part's state bytes are the call's; question keys are distinct across parts.
  */
 export interface PlannedCall {
   readonly state: BuiltState;
@@ -157,7 +157,7 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evalua
 }
 
 /**
- * Evaluates claimed jobs of one item together (DESIGN §7, §16.18): the item is loaded once, each
+ * Evaluates claimed jobs of one item together (DESIGN §7, §7.2): the item is loaded once, each
  * job's set is judged and planned as `evaluate` would, and chunks of different sets whose state
  * bytes are identical are asked in one call (`planGroup`). Each job gets its own outcome; a call
  * that fails gives its outcome to every job in it, and a job's later calls are not made once one
@@ -182,7 +182,7 @@ export async function evaluateGroup(claims: readonly Claim[], deps: EvaluateDeps
     const outcome = await askCall({ ...call, parts }, claims, plan.loaded!, deps, stats, after);
     if (outcome?.kind === 'schema_rejected' && parts.length > 1) {
       // The joint schema was refused: which set's part is at fault is unknown, so each part is
-      // asked on its own and only a set whose own schema is refused cools off (DESIGN §16.4).
+      // asked on its own and only a set whose own schema is refused cools off (DESIGN §3.8).
       for (const p of parts) {
         const alone = await askCall({ ...call, parts: [p] }, claims, plan.loaded!, deps, stats, after);
         if (alone) outcomes.set(p.claim, alone);
@@ -272,7 +272,7 @@ async function planClaim(
 }
 
 /**
- * Packs chunks into calls (DESIGN §16.18): a chunk joins an earlier call when the call's state
+ * Packs chunks into calls (DESIGN §7.2): a chunk joins an earlier call when the call's state
  * bytes are identical, its sets agree on `explain`, no question key is in both (a key names one
  * question in the prompt), the call holds no other chunk of the same claim, and the keys together
  * stay within every joined set's `maxPerCall`. Otherwise it starts a call. Claims are taken in
@@ -315,7 +315,7 @@ export interface CoAskedCall<C extends CoAskChunk> {
   readonly parts: Array<{ readonly claim: number; readonly set: QuestionSet; readonly chunk: C }>;
 }
 
-/** Builds states and the remaining keys (DESIGN §7 step 5, §16.17), split into calls of at most `maxPerCall` questions. */
+/** Builds states and the remaining keys (DESIGN §7 step 5, §5.2), split into calls of at most `maxPerCall` questions. */
 async function plan(
   set: QuestionSet,
   loaded: ItemForEvaluation,
@@ -328,7 +328,7 @@ async function plan(
   // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
   const targets = setTargets(set, loaded);
   const chunks: Chunk[] = [];
-  // DESIGN §16.17: for a set with maxAgeMs, a key is done while an unexpired answer of it matches
+  // DESIGN §5.2: for a set with maxAgeMs, a key is done while an unexpired answer of it matches
   // the state dated with that answer's own as_of; the rest are asked at the state dated today.
   for (const { target: t, askState, done } of await answeredNow(deps.store, set, claim.itemId, targets, keys, fps)) {
     const remaining = keys.filter((k) => !done.has(k));
@@ -366,7 +366,7 @@ async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<Eval
 
 /**
  * Whether a lease with `leaseLeftMs` left is renewed before a call or a permit wait (DESIGN
- * §16.32): only when less than half of `leaseMs` is left. A claim sets a whole lease, so the first
+ * §7.6): only when less than half of `leaseMs` is left. A claim sets a whole lease, so the first
  * call of a fresh claim writes nothing before it; the wait bound (`permitWaitBudgetMs`, half the
  * lease) and the call then start with at least half a lease.
  */
@@ -376,7 +376,7 @@ export function leaseNeedsRenewal(leaseLeftMs: number, leaseMs: number): boolean
 
 /**
  * Before a permit wait: each part's claim read once (`Store.checkClaim`), and its lease renewed
- * only when less than half is left (DESIGN §16.32), so the wait, bounded by half the lease, never
+ * only when less than half is left (DESIGN §7.6), so the wait, bounded by half the lease, never
  * outlasts it. A claim found lost, or its item or workspace gone, stops here: no permit is taken
  * for a call that would not be sent.
  */
@@ -400,10 +400,10 @@ async function holdForWait(claims: readonly Claim[], deps: EvaluateDeps): Promis
 
 /**
  * Takes permits, renews the leases where needed, checks liveness last, asks, settles spend and
- * inserts (DESIGN §7 step 6, §16.5, §16.32). Returns an outcome (for every part's job) to stop, or
+ * inserts (DESIGN §7 step 6, §3.6, §7.6). Returns an outcome (for every part's job) to stop, or
  * null to go on.
  *
- * Lease order (DESIGN §16.5, §16.32): with a limiter, each claim is read before the permit wait
+ * Lease order (DESIGN §3.6, §7.6): with a limiter, each claim is read before the permit wait
  * and its lease renewed only when less than half is left; the wait is bounded by half the lease
  * (`permitWaitBudgetMs`), and the leases are renewed once the permits are granted, since that
  * wait can be long. Then one read per claim before the send (`sendCall`), which renews a lease
@@ -546,7 +546,7 @@ async function sendCall(
   for (const [pi, p] of call.parts.entries()) {
     stats[p.claim].truncated ||= p.chunk.state.truncated;
     const rows = partRows[pi];
-    // What the store needs to queue the answers' surfacing events with them (DESIGN §16.22).
+    // What the store needs to queue the answers' surfacing events with them (DESIGN §16.2).
     const surfacing: SurfacingContext = {
       ref: loaded.item.ref,
       threshold: p.set.threshold,
@@ -588,7 +588,7 @@ export interface AnsweredPart {
 /**
  * The answer rows of one answered call (a call, or a batch result), per part, for the state it
  * asked about. Each row's share of the call's usage is even over every key of the call, the
- * remainder to the first keys, so a set's share is in proportion to its keys (DESIGN §16.18) and
+ * remainder to the first keys, so a set's share is in proportion to its keys (DESIGN §7.2) and
  * the rows add up to the call's usage.
  */
 export function answerRows(o: {
@@ -641,7 +641,7 @@ function zeroUsage(): Usage {
 }
 
 /**
- * A call's usage split over its parts in proportion to their keys (DESIGN §16.18): the split of
+ * A call's usage split over its parts in proportion to their keys (DESIGN §7.2): the split of
  * the answer rows (even per key, the remainder to the first keys), summed per part, so the parts'
  * shares add up to the call's usage exactly.
  */
@@ -650,7 +650,7 @@ export function partUsages(call: { readonly parts: readonly CallPart[] }, usage:
 }
 
 /**
- * Usage split over shares of `counts` keys each (DESIGN §16.18): even per key, the remainder to
+ * Usage split over shares of `counts` keys each (DESIGN §7.2): even per key, the remainder to
  * the first keys, summed per share, so the shares add up to `usage` exactly.
  */
 export function splitUsage(usage: Usage, counts: readonly number[]): Usage[] {
@@ -700,7 +700,7 @@ export function providerDeferMs(resetMs: number): number {
 }
 
 /**
- * Maps an error from a call to an outcome (DESIGN §3, §16.3, §16.4).
+ * Maps an error from a call to an outcome (DESIGN §3, §3.7, §3.8).
  *
  * A ProviderUnavailable defers (no attempt counted) only for a 429 or a Retry-After above the
  * provider's own retry cap: those say "not now", not "broken". A 5xx or 529 with a short
@@ -754,8 +754,8 @@ function outcomeLabel(o: EvalOutcome): string {
 
 /**
  * The spend of one call: recorded as it was billed, one record per part (set) with its share in
- * proportion to its keys (DESIGN §16.18), the first settling the call's daily-cap reservation in
- * the same transaction when it holds one (DESIGN §16.8), or releasing the reservation when no
+ * proportion to its keys (DESIGN §7.2), the first settling the call's daily-cap reservation in
+ * the same transaction when it holds one (DESIGN §10.3), or releasing the reservation when no
  * call was billed. A store failure is logged, never thrown: the answers matter more, and an
  * unsettled reservation expires with the lease.
  */

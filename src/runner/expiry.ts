@@ -4,7 +4,7 @@ import type { QuestionSet } from '../decision/registry.js';
 import type { CollectionRow, DriftScanItem, Store } from '../store/store.js';
 
 /**
- * Expiry (DESIGN §16.17): the answers of a set with `maxAgeMs` go stale with time alone, with no
+ * Expiry (DESIGN §5.2): the answers of a set with `maxAgeMs` go stale with time alone, with no
  * item write and no question change, so neither the write doors nor the drift sweep owe them.
  *
  * An item has expired for a set when the set applies to it now and, for some key the set asks now,

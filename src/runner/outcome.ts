@@ -9,13 +9,13 @@ export type EvalOutcome =
   | { kind: 'refuse'; reason: string }
   /**
    * Transient: backs off by backoff(attempts), or by `retryAfterMs` when the provider asked for
-   * longer (a 5xx or 529 with a Retry-After within the provider's cap, DESIGN §16.3).
+   * longer (a 5xx or 529 with a Retry-After within the provider's cap, DESIGN §3.7).
    */
   | { kind: 'fail'; reason: string; retryAfterMs?: number }
   | { kind: 'defer'; delayMs: number; reason: string }
   | { kind: 'release'; reason: string }
   | { kind: 'misconfigured'; reason: string }
-  /** The provider rejected the set's answer schema: release without an attempt, the set cools off (DESIGN §16.4). */
+  /** The provider rejected the set's answer schema: release without an attempt, the set cools off (DESIGN §3.8). */
   | { kind: 'schema_rejected'; reason: string }
   /** The lease was lost mid-evaluation: nothing is recorded; the other claimant owns the job. */
   | { kind: 'lost'; reason: string };

@@ -31,11 +31,11 @@ export interface RunnerOptions {
   /** Spend whose write failed is kept here and written at the start of a later run (`SpendBacklog`). */
   spendBacklog?: SpendBacklog;
   /**
-   * Sets cooling off after a rejected schema (DESIGN §16.4), shared by a worker's slots. Without
+   * Sets cooling off after a rejected schema (DESIGN §3.8), shared by a worker's slots. Without
    * it, a rejected job is still held for SET_COOLOFF_BASE_MS, but other jobs of its set are claimed.
    */
   setCooloffs?: SetCooloffs;
-  /** Consecutive defers before the next counts as a fail (DESIGN §16.3). @defaultValue 20 */
+  /** Consecutive defers before the next counts as a fail (DESIGN §3.7). @defaultValue 20 */
   deferLimit?: number;
   /** Called once per recorded outcome (metrics). */
   onOutcome?: (e: RunReport) => void;
@@ -46,12 +46,12 @@ export interface RunnerOptions {
    */
   claimNext?: boolean;
   /**
-   * Co-asking (DESIGN §16.18): with the claimed job, claim the item's other owed jobs that are due
+   * Co-asking (DESIGN §7.2): with the claimed job, claim the item's other owed jobs that are due
    * now and whose sets may read the same state (`coAskPartners`), and ask sets whose state bytes
    * are identical in one call. @defaultValue true
    */
   coAsk?: boolean;
-  /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §16.19). @defaultValue false */
+  /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §7.3). @defaultValue false */
   liveOnly?: boolean;
 }
 
@@ -115,7 +115,7 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
 }
 
 /**
- * What a claim takes besides its job (DESIGN §16.18, §16.19): with co-asking on, each set's
+ * What a claim takes besides its job (DESIGN §7.2, §7.3): with co-asking on, each set's
  * partners (`coAskPartners`) less the sets cooling off, claimed with the job when due; with
  * `liveOnly`, live work only.
  */
@@ -147,8 +147,8 @@ function partnersOf(registry: Registry): Record<string, string[]> {
 
 /**
  * The sets whose state of an item can be byte-identical to `set`'s, so their jobs may share a
- * call (DESIGN §16.18): the same state recipe (item or per-comment state, links, trail) and both
- * dated or both undated (§16.17's `as_of`). Whether the bytes really are identical is decided per
+ * call (DESIGN §7.2): the same state recipe (item or per-comment state, links, trail) and both
+ * dated or both undated (§5.2's `as_of`). Whether the bytes really are identical is decided per
  * call (`coAskCalls`); this only spares the claim query when no set could match.
  */
 export function coAskPartners(set: QuestionSet, all: readonly QuestionSet[]): string[] {
@@ -280,7 +280,7 @@ export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOu
         refusalLimit: opts.refusalLimit ?? DEFAULT_REFUSAL_LIMIT,
       });
     case 'fail':
-      // DESIGN §16.3: not_before = now + max(backoff(attempts), retry-after).
+      // DESIGN §3.7: not_before = now + max(backoff(attempts), retry-after).
       return store.failJob(claim, { backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0), error: o.reason });
     case 'defer':
       return store.deferJob(claim, {
@@ -290,7 +290,7 @@ export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOu
         failBackoffMs: backoffMs(claim.attempts, opts.random),
       });
     case 'schema_rejected': {
-      // DESIGN §16.4: released without an attempt; the set is not claimed for the cooling-off period.
+      // DESIGN §3.8: released without an attempt; the set is not claimed for the cooling-off period.
       const holdMs = opts.setCooloffs ? await opts.setCooloffs.enter(claim.questionSet, o.reason) : SET_COOLOFF_BASE_MS;
       return store.releaseJob(claim, { holdMs, error: o.reason });
     }

@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { MetaRow, Store } from '../store/store.js';
 
 /**
- * Set-scoped cooling-off (DESIGN §16.4). A 400 that rejects the answer schema is the fault of the
+ * Set-scoped cooling-off (DESIGN §3.8). A 400 that rejects the answer schema is the fault of the
  * question set the schema was built from, so only that set stops being claimed, for 30 s doubling
  * to 10 min per consecutive rejection; other sets keep running. The periods live in this process,
  * like the provider-wide cooling-off (DESIGN §3); each one is also written to a `verdict_meta` row

@@ -4,7 +4,7 @@ import { errCode } from './error-code.js';
 
 /**
  * Spend of paid calls that could not be written (a full disk, a database outage), kept in the
- * process until it can be (DESIGN §16.29): the provider billed those calls, so dropping
+ * process until it can be (DESIGN §10.5): the provider billed those calls, so dropping
  * the record would make `status`, the spend page and the daily token cap read low. The worker
  * holds one for all its slots; every write path that fails hands its record here, and `flush`
  * writes what is kept, oldest first, at the start of each run and when the worker stops. A record

@@ -19,7 +19,7 @@ import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
 import type { McpHttpOptions } from '../mcp/mcp-http.js';
 
 /**
- * `verdict serve`'s HTTP server (DESIGN §16.22), a thin user of the public API: every route calls
+ * `verdict serve`'s HTTP server (DESIGN §16.2), a thin user of the public API: every route calls
  * a `Verdict` method. Fastify 5, because it validates and serialises from schemas, which with
  * fastify-type-provider-zod are the same zod objects the OpenAPI document is generated from
  * (@fastify/swagger), and because its body limit, content-type parsing and error codes are
@@ -40,7 +40,7 @@ import type { McpHttpOptions } from '../mcp/mcp-http.js';
  * browsers on other origins cannot call the API (off by default; nothing turns it on yet).
  */
 
-/** Request bodies above this are refused with 413 (DESIGN §16.22: 1 MiB). */
+/** Request bodies above this are refused with 413 (DESIGN §16.2: 1 MiB). */
 const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /** Longest path parameter, in URL-encoded bytes: a 500-character ref at 9 bytes a character, rounded up. */
@@ -92,7 +92,7 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     logger: false,
     return503OnClosing: true,
     // Our own id per request, never the client's: it goes into the log line, and a client-chosen
-    // one could forge or flood it. Answered in `x-request-id` (Stripe's request id, DESIGN §16.22).
+    // one could forge or flood it. Answered in `x-request-id` (Stripe's request id, DESIGN §16.2).
     genReqId: () => randomUUID(),
     // At close, idle keep-alive sockets go at once; requests in flight finish (`verdict serve`
     // bounds the wait by --grace-ms).
@@ -135,7 +135,7 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
 
   await app.register(fastifySwagger, {
     openapi: {
-      info: { title: 'Verdict HTTP API', version: '1', description: 'Write doors and decision reads (DESIGN §16.22). Bearer tokens scoped to a workspace and a role.' },
+      info: { title: 'Verdict HTTP API', version: '1', description: 'Write doors and decision reads (DESIGN §16.2). Bearer tokens scoped to a workspace and a role.' },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
     },
@@ -224,7 +224,7 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       const id = [[r.method].flat()[0].toLowerCase(), ...words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1))].join('');
       (r.schema as { operationId?: string }).operationId = id;
     }
-    // `/v1` answers give times as ISO 8601 (DESIGN §16.31): the documented schema here, the value
+    // `/v1` answers give times as ISO 8601 (DESIGN §16.3): the documented schema here, the value
     // in the preSerialization hook below, both from the same `…At` members.
     const response = (r.schema as { response?: Record<string, zod.ZodType> } | undefined)?.response;
     if (r.url.startsWith('/v1/') && response) {

@@ -20,7 +20,7 @@ export interface GitHubWebhookOptions {
 const MAX_DELIVERY_ID_LENGTH = 100;
 
 /**
- * `POST /hooks/github` (DESIGN §16.22). The raw body is kept as bytes so the signature is checked
+ * `POST /hooks/github` (DESIGN §16.2). The raw body is kept as bytes so the signature is checked
  * over exactly what GitHub signed: `X-Hub-Signature-256` = `sha256=` + HMAC-SHA256(secret, body),
  * compared in constant time (@octokit/webhooks-methods `verify`, `crypto.timingSafeEqual`). Only
  * then is the body parsed and applied, in one transaction with its `X-GitHub-Delivery` id, so a

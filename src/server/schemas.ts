@@ -6,7 +6,7 @@ import { decisionView, itemSetStatus, itemView, statusView, verdictRowView } fro
 export { itemView, statusView, verdictRowView };
 
 /**
- * The HTTP API's request and response shapes (DESIGN §16.22), in zod: the routes validate with
+ * The HTTP API's request and response shapes (DESIGN §16.2), in zod: the routes validate with
  * them and `/v1/openapi.json` is generated from the same objects, so the document cannot drift
  * from what the server accepts. Bodies are strict: an unknown member is a 400 naming it (a typo
  * such as `tilte` must not be dropped silently). Times are declared here as epoch milliseconds,
@@ -160,14 +160,14 @@ export const newVerdictBody = z
     author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
-/** What a write repaired in its text (DESIGN §16.25): never zero silently, always reported. */
+/** What a write repaired in its text (DESIGN §3.1): never zero silently, always reported. */
 const normalisedView = z.object({
   loneSurrogates: z.number().describe('Lone UTF-16 surrogates replaced by U+FFFD'),
   nulsRemoved: z.number().describe('NUL characters removed'),
 });
 /** What a write did: whether anything changed, what its text repairs were, and the jobs it owed (DESIGN §3). */
 export const writeInfo = z.object({ changed: z.boolean().describe('False when nothing stored changed (nothing owed)'), normalised: normalisedView, owed: z.number().describe('Jobs the write owed') });
-/** Every write's answer (DESIGN §16.31): the resource under its kind's name, as a GET of it answers, and `write`. */
+/** Every write's answer (DESIGN §16.3): the resource under its kind's name, as a GET of it answers, and `write`. */
 export const written = <K extends string, T extends z.ZodType>(kind: K, row: T) => z.object({ [kind]: row, write: writeInfo } as { [k in K]: T } & { write: typeof writeInfo });
 
 export const itemWithDecisions = z.object({

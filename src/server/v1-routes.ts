@@ -15,7 +15,7 @@ import { registerProposalRoutes } from './proposal-routes.js';
 import { patchItemFields } from '../compose/merge-patch.js';
 
 /**
- * The `/v1` routes (DESIGN §16.22), registered twice by api-server.ts: under `/v1` (the token's
+ * The `/v1` routes (DESIGN §16.2), registered twice by api-server.ts: under `/v1` (the token's
  * workspace; `withWorkspace` false) and under `/v1/workspaces/{workspace}` (true). Each calls one public-API method; writes owe
  * at live priority with the quiet period, as a tracker's own writes do (DESIGN §3).
  *
@@ -23,7 +23,7 @@ import { patchItemFields } from '../compose/merge-patch.js';
  * collections and the job queue. Items are addressed by ref (URL-encode it: `#12` is `%2312`);
  * comments and links by id, checked to belong to the item in the path.
  *
- * One envelope (DESIGN §16.31): one resource is `{<kind>: resource, ...what belongs with it}`, and
+ * One envelope (DESIGN §16.3): one resource is `{<kind>: resource, ...what belongs with it}`, and
  * a write adds `write: {changed, normalised, owed}`; a list is `{<kinds>: [...]}`, paged lists add
  * `has_more` and `next_cursor` (and a `Link` header). Times are ISO 8601 (api-server.ts converts).
  */
@@ -152,7 +152,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
   );
   app.patch(
     '/collections/:collection',
-    { config: admin, schema: { summary: 'Change a collection\u2019s slug, schema or settings (admin)', description: 'Owes a re-ask of its items where the change reaches what a set reads (DESIGN §16.12).', tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.written('collection', S.collectionView), ...errConflict } } },
+    { config: admin, schema: { summary: 'Change a collection\u2019s slug, schema or settings (admin)', description: 'Owes a re-ask of its items where the change reaches what a set reads (DESIGN §3.3).', tags: ['collections'], params: P.collection, body: S.collectionPatchBody, response: { 200: S.written('collection', S.collectionView), ...errConflict } } },
     async (req) => {
       const c = await collectionOf(workspaceOf(req), req.params.collection);
       return written('collection', await v.store.updateCollection(c.id, req.body as Parameters<Verdict['store']['updateCollection']>[1]));
@@ -261,7 +261,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       schema: {
         tags: ['verdicts'],
         summary: 'Record a person\u2019s verdict',
-        description: 'DESIGN §16.14: `agree`, `disagree`, a `value` that overrides the model, or `withdraw` the verdict in force (the model decides again). The author is the token, with the person named in `author` when one token serves many.',
+        description: 'DESIGN §8.1: `agree`, `disagree`, a `value` that overrides the model, or `withdraw` the verdict in force (the model decides again). The author is the token, with the person named in `author` when one token serves many.',
         params: P.item,
         body: S.newVerdictBody,
         response: { 201: z.object({ verdict: S.verdictRowView, inForce: z.boolean() }), ...err },
@@ -377,7 +377,7 @@ function flagsCursorOffset(cursor: string, set: string): number {
   return c.o as number;
 }
 
-/** A write's answer: `{<kind>: row, write: {changed, normalised, owed}}`; `normalised` counts the text repairs the door made (DESIGN §16.25). */
+/** A write's answer: `{<kind>: row, write: {changed, normalised, owed}}`; `normalised` counts the text repairs the door made (DESIGN §3.1). */
 function written<K extends string, T, U = T>(kind: K, r: WriteResult<T>, view?: (row: T) => U): Record<K, NoInfer<U>> & { write: WriteInfo } {
   const row = view ? view(r.row) : (r.row as unknown as U);
   return { [kind]: row, write: { changed: r.changed, normalised: r.normalised, owed: r.owed } } as Record<K, U> & { write: WriteInfo };

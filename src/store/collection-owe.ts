@@ -1,5 +1,5 @@
 /**
- * The continuation of a collection change (DESIGN §16.12), shared by both stores.
+ * The continuation of a collection change (DESIGN §3.3), shared by both stores.
  *
  * A collection rename, soft delete, restore or settings change owes every live item of the
  * collection. Owing a million items in the door's own transaction held the write lock for ~23 s
@@ -15,7 +15,7 @@
  * `collection-owe:<collectionId>`, value the JSON of `CollectionContinuation`.
  */
 
-/** Items owed per transaction by a collection change (DESIGN §16.12: 1,000). */
+/** Items owed per transaction by a collection change (DESIGN §3.3: 1,000). */
 export const COLLECTION_OWE_CHUNK = 1_000;
 
 /** The `verdict_meta` key prefix of continuation rows. */

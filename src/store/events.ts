@@ -1,5 +1,5 @@
 /**
- * Outbound decision events (DESIGN §16.22): the types the Store's event methods
+ * Outbound decision events (DESIGN §16.2): the types the Store's event methods
  * take and return, and the exact bytes of an event's body (`eventPayload`), written once for both
  * dialects.
  *
@@ -15,7 +15,7 @@ export const EVENT_CLEARED = 'decision.cleared';
 /**
  * `decision.surfaced`: a key started surfacing (a noul reached the set's threshold, or a person's
  * value put it there); `decision.cleared`: it stopped (below `threshold − hysteresis`, DESIGN
- * §16.15, or a person's value). The same moves as `surfacing_changes` rows (sql/surfacing.ts).
+ * §8.2, or a person's value). The same moves as `surfacing_changes` rows (sql/surfacing.ts).
  */
 export type DecisionEventType = typeof EVENT_SURFACED | typeof EVENT_CLEARED;
 
@@ -30,7 +30,7 @@ export interface SurfacingContext {
   /** The set's threshold (DESIGN §6): a noul at or above it surfaces. In [0, 1]. */
   threshold: number;
   /**
-   * The set's hysteresis (DESIGN §16.15): a key that surfaced at its previous state keeps
+   * The set's hysteresis (DESIGN §8.2): a key that surfaced at its previous state keeps
    * surfacing down to `threshold − hysteresis`. In [0, threshold].
    * @defaultValue 0.05, or the threshold when it is lower
    */
@@ -64,7 +64,7 @@ export interface DecisionEventPayload {
   probability: number;
   /** The state hash that answer is keyed to (for a person's verdict: the state they judged). */
   state_hash: string;
-  /** `model` (an answer moved the surfacing) or `human` (a person's verdict did, DESIGN §16.14). */
+  /** `model` (an answer moved the surfacing) or `human` (a person's verdict did, DESIGN §8.1). */
   source: 'model' | 'human';
 }
 
@@ -99,7 +99,7 @@ export function noulProbability(answerJson: string): number | null {
 }
 
 /**
- * The kinds of outbox rows (DESIGN §16.22, §17): `webhook`, a decision event POSTed to a receiver;
+ * The kinds of outbox rows (DESIGN §16.2, §17): `webhook`, a decision event POSTed to a receiver;
  * `github`, a label change on an issue (src/actions/). Each kind has its own deliverer.
  */
 export type OutboxKind = 'webhook' | 'github';

@@ -2,7 +2,7 @@ import { isLosslessNumber, stringify as losslessStringify } from 'lossless-json'
 import type { LosslessValue } from '../decision/canonical-json.js';
 
 /**
- * Field edits that keep every byte they do not touch (DESIGN §16.10). The stored fields text is
+ * Field edits that keep every byte they do not touch (DESIGN §3.2). The stored fields text is
  * never re-serialised: the top-level members are located in the text and only the members that
  * change are spliced in, removed or appended. Untouched members keep their exact bytes (number
  * literals such as `3.0`, `1e2` and integers beyond 2^53, string escapes, key order, spacing).

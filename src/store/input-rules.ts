@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { InvalidInput } from '../errors.js';
 
 /**
- * The input rules of every write door (DESIGN §2, §16.25): the store's doors, and through them the
+ * The input rules of every write door (DESIGN §2, §3.1): the store's doors, and through them the
  * importers, the `/v1` API, the GitHub webhooks and a library host, apply these and only these.
  *
  * - Text (titles, bodies, comment authors and bodies, strings inside `fields`) is stored in

@@ -1,5 +1,5 @@
 /**
- * The daily token cap's rule (DESIGN §10, §16.8), written once for both stores. Pure: the stores
+ * The daily token cap's rule (DESIGN §10, §10.3), written once for both stores. Pure: the stores
  * read the figures inside their own serialised transaction and ask this whether a call fits.
  */
 

@@ -107,7 +107,7 @@ export interface NewItem {
 
 /**
  * An item edit. Fields edits keep every byte of the stored fields they do not touch (DESIGN
- * §16.10); a value equal to the stored one (the same number however written) is no change, and a
+ * §3.2); a value equal to the stored one (the same number however written) is no change, and a
  * patch that changes nothing is a no-op (no seq bump, nothing owed).
  */
 export interface ItemPatch {
@@ -156,11 +156,11 @@ export interface Claim {
   attempts: number;
   refusals: number;
   abandons: number;
-  /** Consecutive defers before this claim (DESIGN §16.3). */
+  /** Consecutive defers before this claim (DESIGN §3.7). */
   defers: number;
   priority: number;
   enqueuedAt: number;
-  /** Jobs of the same item claimed with this one for co-asking (DESIGN §16.18; `ClaimRequest.coAsk`), under the same lease. */
+  /** Jobs of the same item claimed with this one for co-asking (DESIGN §7.2; `ClaimRequest.coAsk`), under the same lease. */
   coAsked?: Claim[];
 }
 
@@ -179,12 +179,12 @@ export interface ClaimRequest {
   workerId: string;
   leaseMs: number;
   abandonLimit: number;
-  /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
+  /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §3.8). */
   skipSets?: readonly string[];
-  /** Live work only (priority 0): backfill-priority jobs are left to a provider batch (DESIGN §16.19). */
+  /** Live work only (priority 0): backfill-priority jobs are left to a provider batch (DESIGN §7.3). */
   liveOnly?: boolean;
   /**
-   * Co-asking (DESIGN §16.18): set → the sets whose jobs of the same item are claimed with it when
+   * Co-asking (DESIGN §7.2): set → the sets whose jobs of the same item are claimed with it when
    * due (`Claim.coAsked`), in the claim's own statements, so another slot cannot take them between.
    */
   coAsk?: Readonly<Record<string, readonly string[]>>;
@@ -199,20 +199,20 @@ export interface JobFinish {
    * The answers of the job's last call and that call's spend. They are stored whatever the fence
    * says (lost, superseded or applied): the call was paid for, and its answers are keyed by the
    * state they answer, so a newer generation finds them current or asks again (DESIGN §7 step 6).
-   * With `reservationId` the spend settles that daily-cap reservation (DESIGN §16.8).
+   * With `reservationId` the spend settles that daily-cap reservation (DESIGN §10.3).
    */
   answers?: {
     decisions: NewDecision[];
     spend: SpendRecord;
     reservationId: string | null;
-    /** The item's ref and the set's threshold: the answers' surfacing events are queued in the same transaction (DESIGN §16.22; see `insertDecisions`). */
+    /** The item's ref and the set's threshold: the answers' surfacing events are queued in the same transaction (DESIGN §16.2; see `insertDecisions`). */
     surfacing?: SurfacingContext;
   };
   /** Claims the slot's next job (as `claimNextJob` would) after the completion. */
   claimNext?: ClaimRequest;
 }
 
-// ------------------------------------------------------------- provider batches (DESIGN §16.19)
+// ------------------------------------------------------------- provider batches (DESIGN §7.3)
 
 /** A provider batch as this database records it (`provider_batches`). Times are epoch ms. */
 export interface ProviderBatchRow {
@@ -244,7 +244,7 @@ export interface NewProviderBatch {
 export type ProviderBatchPatch = Partial<Pick<ProviderBatchRow, 'providerBatchId' | 'status' | 'submittedAt' | 'expiresAt' | 'endedAt' | 'polledAt' | 'outcome'>>;
 
 /**
- * What one batch request asked, kept until its result is stored (DESIGN §16.19): the state (hash,
+ * What one batch request asked, kept until its result is stored (DESIGN §7.3): the state (hash,
  * version, parts) and, per job co-asked in it, the set's stored keys, fingerprints, questions,
  * surfacing settings and the job's generation at assembly.
  */
@@ -258,7 +258,7 @@ export interface BatchPlan {
   ref: string;
   /** Estimated input tokens and the output ceiling of the request, as a call's permit would take them. */
   estimate: { inputTokens: number; maxOutputTokens: number };
-  /** The request's reservation against the daily token cap (DESIGN §16.8), when one is set; its result or the batch's close settles it. */
+  /** The request's reservation against the daily token cap (DESIGN §10.3), when one is set; its result or the batch's close settles it. */
   reservationId?: string | null;
   parts: Array<{
     questionSet: string;
@@ -336,9 +336,9 @@ export interface JobRow {
   attempts: number;
   refusals: number;
   abandons: number;
-  /** Consecutive defers since the last enqueue or other recorded outcome (DESIGN §16.3). */
+  /** Consecutive defers since the last enqueue or other recorded outcome (DESIGN §3.7). */
   defers: number;
-  /** `batched`: in a provider batch (DESIGN §16.19), not claimable until its result is stored or the batch re-owes it. */
+  /** `batched`: in a provider batch (DESIGN §7.3), not claimable until its result is stored or the batch re-owes it. */
   state: 'owed' | 'parked' | 'batched';
   /** The provider batch (`provider_batches.id`) a batched job is in; may outlive it on a job a write re-owed. */
   batchId: string | null;
@@ -346,7 +346,7 @@ export interface JobRow {
   lastErrorAt: number | null;
   /** Fair-queuing tag: the claim order across workspaces after priority (set once, at insert). */
   fairTag: number;
-  /** Epoch ms of the latest enqueue; 0 on rows stored before it was kept (DESIGN §16.1). */
+  /** Epoch ms of the latest enqueue; 0 on rows stored before it was kept (DESIGN §3.4). */
   owedAt: number;
 }
 
@@ -426,7 +426,7 @@ export interface DriftScanItem {
   item: ItemRow;
   /**
    * The latest stored row per question key of the set (per-comment keys included): its question
-   * hash, state version, and when it was stored (epoch ms; the expiry sweep, DESIGN §16.17).
+   * hash, state version, and when it was stored (epoch ms; the expiry sweep, DESIGN §5.2).
    */
   latest: Array<{ questionKey: string; questionHash: string; stateVersion: number; evaluatedAt: number }>;
   /** Ids of the newest 10 live comments, oldest first; [] unless `withComments`. */
@@ -470,7 +470,7 @@ export interface SpendTotals {
   cacheWriteTokens: number;
 }
 
-/** What `reserveSpend` asks for (DESIGN §16.8). Tokens and milliseconds. */
+/** What `reserveSpend` asks for (DESIGN §10.3). Tokens and milliseconds. */
 export interface SpendReservationRequest {
   /** Estimated input tokens plus the call's output ceiling. */
   tokens: number;
@@ -498,7 +498,7 @@ export interface QueueStats {
   owedWaiting: number;
   inFlight: number;
   parked: number;
-  /** In a provider batch (DESIGN §16.19): neither due nor in flight here; their results come from the batch. */
+  /** In a provider batch (DESIGN §7.3): neither due nor in flight here; their results come from the batch. */
   batched: number;
   /** Age in ms of the oldest owed job (now − enqueued_at), or null. */
   oldestOwedAgeMs: number | null;
@@ -559,7 +559,7 @@ export interface MetaRow {
   updatedAt: number;
 }
 
-/** An HTTP API token's role (DESIGN §16.22): `read` < `write` < `admin`; a token may do what its role and every lower role may. */
+/** An HTTP API token's role (DESIGN §16.2): `read` < `write` < `admin`; a token may do what its role and every lower role may. */
 export type ApiTokenRole = 'read' | 'write' | 'admin';
 
 /** An API token as stored: never the token, never its hash. Times are epoch ms. */
@@ -574,7 +574,7 @@ export interface ApiTokenRow {
   revokedAt: number | null;
 }
 
-/** What `createDashboardSession` stores (DESIGN §16.34): the session id's hex SHA-256, never the id. */
+/** What `createDashboardSession` stores (DESIGN §16.6): the session id's hex SHA-256, never the id. */
 export interface NewDashboardSession {
   idHash: string;
   /** The token the login presented; its workspace and role are copied from its row. */
@@ -601,7 +601,7 @@ export interface NewApiToken {
 }
 
 /**
- * The tracker-facing part of the Store (public, DESIGN §16.21): the write doors a tracker calls and
+ * The tracker-facing part of the Store (public, DESIGN §16.1): the write doors a tracker calls and
  * the tracker reads. Everything else (the queue, answers, operations) is internal to Verdict's
  * worker and CLI; a host reaches it only through `createVerdict`'s worker and reader.
  * `TRACKER_STORE_METHODS` lists exactly these names (the public facade exposes only them).
@@ -625,7 +625,7 @@ export interface TrackerStore {
   }): Promise<CollectionRow>;
   /**
    * Rename or change settings; owes every live item of the collection at backfill priority, in
-   * chunks of 1,000 per transaction (DESIGN §16.12): the first chunk in the door's transaction
+   * chunks of 1,000 per transaction (DESIGN §3.3): the first chunk in the door's transaction
    * (`owed` counts its rows), the rest through a continuation that `advanceCollectionOwes` works
    * off and a crash resumes. Soft delete and restore do the same.
    */
@@ -791,7 +791,7 @@ const _everyTrackerMethodListed: [Exclude<keyof TrackerStore, (typeof TRACKER_ST
 void _everyTrackerMethodListed;
 
 /**
- * The store `createVerdict` hands a tracker (DESIGN §16.21): the write doors and tracker reads,
+ * The store `createVerdict` hands a tracker (DESIGN §16.1): the write doors and tracker reads,
  * plus `transaction` to run several doors all or nothing (see Store.transaction).
  */
 export interface VerdictStore extends TrackerStore {
@@ -805,18 +805,18 @@ export interface VerdictStore extends TrackerStore {
 export interface Store extends TrackerStore, ActionStore {
   close(): Promise<void>;
   /**
-   * Why the database cannot take writes now, for /healthz (DESIGN §16.6): `database locked`,
+   * Why the database cannot take writes now, for /healthz (DESIGN §10.1): `database locked`,
    * `disk full`, `disk I/O error` (SQLite), `database unreachable` (Postgres); null once a write
    * (Postgres: any statement) succeeds again. Synchronous and cheap: read on every probe.
    */
   storageProblem(): string | null;
   /**
-   * Storage upkeep for an idle moment and at most every minute while busy (DESIGN §16.7): on SQLite
+   * Storage upkeep for an idle moment and at most every minute while busy (DESIGN §10.2): on SQLite
    * `wal_checkpoint(TRUNCATE)`; nothing on Postgres (the server checkpoints its own log).
    * @returns the write-ahead log's size afterwards, bytes; null where the store has none to report.
    */
   checkpoint(): Promise<number | null>;
-  /** The write-ahead log's size now, bytes (DESIGN §16.7: in status, doctor, /metrics); null on Postgres and `:memory:`. */
+  /** The write-ahead log's size now, bytes (DESIGN §10.2: in status, doctor, /metrics); null on Postgres and `:memory:`. */
   walBytes(): Promise<number | null>;
 
   /**
@@ -844,7 +844,7 @@ export interface Store extends TrackerStore, ActionStore {
   ): Promise<number>;
   /**
    * Owes the next chunk (at most 1,000 items) of a pending collection change, the one that waited
-   * longest, in one transaction with its continuation's cursor (DESIGN §16.12). The worker calls it
+   * longest, in one transaction with its continuation's cursor (DESIGN §3.3). The worker calls it
    * until `pending` is 0; a crash between calls loses nothing (the cursor commits with its chunk).
    */
   advanceCollectionOwes(): Promise<CollectionOweStep>;
@@ -858,7 +858,7 @@ export interface Store extends TrackerStore, ActionStore {
     workerId: string,
     leaseMs: number,
     abandonLimit: number,
-    /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §16.4). */
+    /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §3.8). */
     skipSets?: readonly string[],
     /** Live work only, and the co-asking partners to claim with the job (see `ClaimRequest`). */
     opts?: Pick<ClaimRequest, 'liveOnly' | 'coAsk'>,
@@ -866,13 +866,13 @@ export interface Store extends TrackerStore, ActionStore {
   /**
    * Claims the other owed jobs of `claim`'s item in `sets` that are claimable now, under the same
    * lease (milliseconds), counting their attempts, so one call can ask their keys with the
-   * claimed job's (co-asking, DESIGN §16.18). Rows held by another claimant, not due, or at the
+   * claimed job's (co-asking, DESIGN §7.2). Rows held by another claimant, not due, or at the
    * abandon limit are left alone. @returns the sibling claims in set-name order.
    */
   claimSiblingJobs(claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]>;
   /**
    * Claims up to `limit` due owed jobs at backfill priority (≥ 1) for a provider batch (DESIGN
-   * §16.19), under a lease of `leaseMs` while it is assembled, counting their attempts; jobs at
+   * §7.3), under a lease of `leaseMs` while it is assembled, counting their attempts; jobs at
    * the abandon limit are parked instead. @returns the claims, by item then set.
    */
   claimBatchJobs(workerId: string, o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] }): Promise<Claim[]>;
@@ -891,7 +891,7 @@ export interface Store extends TrackerStore, ActionStore {
   countBatchedJobs(batchId: string): Promise<number>;
   /**
    * Jobs naming `batchId` in any state: batched in it, or re-owed by a write since (the result
-   * still serves them). 0 once `jobs retry` / `jobs drop` took every job out (DESIGN §16.33).
+   * still serves them). 0 once `jobs retry` / `jobs drop` took every job out (DESIGN §7.5).
    */
   countBatchJobs(batchId: string): Promise<number>;
   /**
@@ -924,13 +924,13 @@ export interface Store extends TrackerStore, ActionStore {
   /**
    * Defer without counting an attempt, until at least now + `delayMs`, and count the defer
    * (`defers += 1`). A job that already has `deferLimit` consecutive defers is recorded as a
-   * transient fail instead (DESIGN §16.3): the attempt counts, `defers` resets to 0 and
+   * transient fail instead (DESIGN §3.7): the attempt counts, `defers` resets to 0 and
    * `not_before >= now + max(failBackoffMs, delayMs)`; the result is then `failed`.
    */
   deferJob(claim: Claim, o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number }): Promise<OutcomeResult | 'failed'>;
   /**
    * Release without counting an attempt. Claimable at once, or from now + `holdMs` when given (a
-   * set cooling off after a rejected schema, DESIGN §16.4). `defers` is kept: a release says
+   * set cooling off after a rejected schema, DESIGN §3.8). `defers` is kept: a release says
    * nothing about the provider's answer.
    */
   releaseJob(claim: Claim, o?: { holdMs?: number; error?: string }): Promise<OutcomeResult>;
@@ -949,7 +949,7 @@ export interface Store extends TrackerStore, ActionStore {
   /** The last statement before a send; with `claim`, also whether the claim still holds at its generation. */
   checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
   /**
-   * `checkLiveness` of a claim with the lease it has left, in one read (DESIGN §16.32): the
+   * `checkLiveness` of a claim with the lease it has left, in one read (DESIGN §7.6): the
    * runner's read before a call, which renews the lease only when less than half is left.
    */
   checkClaim(claim: Claim): Promise<ClaimCheck>;
@@ -957,11 +957,11 @@ export interface Store extends TrackerStore, ActionStore {
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
   /**
    * Inserts one call's answers in one transaction; conflicts do nothing. With `surfacing` (the rows
-   * must then be of one item and set), each inserted noul whose surfacing moves (DESIGN §16.15:
+   * must then be of one item and set), each inserted noul whose surfacing moves (DESIGN §8.2:
    * p ≥ threshold, a key that surfaced keeps surfacing down to threshold − hysteresis; a person's
-   * value in force decides alone, §16.14) appends a `surfacing_changes` row and queues a
+   * value in force decides alone, §8.1) appends a `surfacing_changes` row and queues a
    * `decision.surfaced` or `decision.cleared` event per enabled target in the same transaction
-   * (DESIGN §16.22); a conflicting row moves nothing. @returns rows inserted.
+   * (DESIGN §16.2); a conflicting row moves nothing. @returns rows inserted.
    * @throws TypeError when `surfacing` is given for rows of several items or sets.
    */
   insertDecisions(rows: NewDecision[], surfacing?: SurfacingContext): Promise<number>;
@@ -975,7 +975,7 @@ export interface Store extends TrackerStore, ActionStore {
   /** Spend since `sinceMs` milliseconds ago, summed. */
   spendSince(windowMs: number): Promise<SpendTotals>;
   /**
-   * Reserves `tokens` against the daily token cap before a call is sent (DESIGN §16.8), across
+   * Reserves `tokens` against the daily token cap before a call is sent (DESIGN §10.3), across
    * processes: in one serialised transaction (SQLite BEGIN IMMEDIATE; a transaction-scoped
    * advisory lock on Postgres) it drops expired reservations, reads the current UTC day's billed
    * tokens and the live reservations, and inserts a reservation only when
@@ -1042,7 +1042,7 @@ export interface Store extends TrackerStore, ActionStore {
    * small batches (hundreds) so the write lock stays short. @returns rows deleted.
    */
   deleteDecisions(ids: readonly number[]): Promise<number>;
-  // ------------------------------------------------------------- HTTP API tokens and inbound webhooks (DESIGN §16.22)
+  // ------------------------------------------------------------- HTTP API tokens and inbound webhooks (DESIGN §16.2)
   /** Stores a new token's hash (see src/access/tokens.ts, which makes the token). */
   createApiToken(t: NewApiToken): Promise<ApiTokenRow>;
   /** Tokens, newest first, revoked ones included; of one workspace when given. */
@@ -1051,7 +1051,7 @@ export interface Store extends TrackerStore, ActionStore {
   revokeApiToken(id: string): Promise<boolean>;
   /** The unrevoked token with this hex SHA-256 whose workspace is live, or null. */
   findApiToken(tokenHash: string): Promise<ApiTokenRow | null>;
-  // ---- dashboard sessions (DESIGN §16.34; src/access/sessions.ts makes and hashes the id)
+  // ---- dashboard sessions (DESIGN §16.6; src/access/sessions.ts makes and hashes the id)
   /** Stores a session for a live token. @returns null when the token is revoked or its workspace deleted. */
   createDashboardSession(s: NewDashboardSession): Promise<DashboardSessionRow | null>;
   /**
@@ -1068,7 +1068,7 @@ export interface Store extends TrackerStore, ActionStore {
    * delivery's writes. @returns true when new, false for a redelivery (apply nothing).
    */
   recordWebhookDelivery(d: { source: string; deliveryId: string; event: string }): Promise<boolean>;
-  // ---- outbound decision events (DESIGN §16.22)
+  // ---- outbound decision events (DESIGN §16.2)
   /**
    * Makes `urls` exactly the enabled event targets: new ones are inserted, disabled ones re-enabled,
    * every other enabled target disabled (its queued events wait, undelivered, until it is enabled
@@ -1102,7 +1102,7 @@ export interface Store extends TrackerStore, ActionStore {
   /** Outbox rows in id order, of one target and/or item when given (diagnostics, tests). */
   listDecisionEvents(f?: { targetUrl?: string; itemId?: string; kind?: OutboxKind }): Promise<DecisionEventRow[]>;
 
-  // people in the loop (DESIGN §16.14, §16.15; sql/surfacing.ts)
+  // people in the loop (DESIGN §8.1, §8.2; sql/surfacing.ts)
   /**
    * Appends a person's verdict. With `surfacing` (the key is a noul that may surface), a verdict
    * that changes what is in force moves the key's surfacing (change row and events) in the same
@@ -1153,7 +1153,7 @@ export class StoreFailure extends VerdictError {
 }
 
 /**
- * Maps an error from a store call to one of Verdict's (DESIGN §16.21: every error a host sees
+ * Maps an error from a store call to one of Verdict's (DESIGN §16.1: every error a host sees
  * extends VerdictError): a unique violation (SQLite `SQLITE_CONSTRAINT_UNIQUE` or
  * `SQLITE_CONSTRAINT_PRIMARYKEY`, Postgres SQLSTATE 23505) becomes Conflict; any other driver or
  * runtime error becomes StoreFailure with the driver's code. Verdict's own errors pass unchanged.

@@ -2,7 +2,7 @@ import { pickedLevel, type Answer } from '../decision/questions.js';
 import { noulProbability, type SurfacingContext } from './events.js';
 
 /**
- * People in the loop (DESIGN §16.14, §16.15): the rows of human verdicts and surfacing changes,
+ * People in the loop (DESIGN §8.1, §8.2): the rows of human verdicts and surfacing changes,
  * and the rules written once for the store's write paths and the reads: which verdict is in force,
  * and whether a key surfaces (hysteresis, overrides).
  *
@@ -70,7 +70,7 @@ export interface SurfacingChangeRow {
   changedAt: number;
 }
 
-/** DESIGN §16.15: `flags --flapping` lists keys with at least this many flips... */
+/** DESIGN §8.2: `flags --flapping` lists keys with at least this many flips... */
 export const FLAPPING_MIN_FLIPS = 3;
 /** ...within this window (30 days, ms). */
 export const FLAPPING_WINDOW_MS = 30 * 86_400_000;
@@ -82,7 +82,7 @@ export function overrideValue(v: Pick<HumanVerdictRow, 'verdict' | 'value'> | nu
 }
 
 /**
- * The one surfacing rule with memory (DESIGN §8, §16.15): a noul surfaces at `p ≥ threshold`, and
+ * The one surfacing rule with memory (DESIGN §8, §8.2): a noul surfaces at `p ≥ threshold`, and
  * one that surfaced at its previous state keeps surfacing down to `threshold − hysteresis`.
  * @param wasSurfaced whether the key surfaced at its previous state (the latest surfacing change).
  */

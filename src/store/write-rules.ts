@@ -84,7 +84,7 @@ function valueText(v: unknown, what: string): string {
 }
 
 /**
- * The fields text a patch leads to, from the stored text (DESIGN §16.10: edits keep every byte
+ * The fields text a patch leads to, from the stored text (DESIGN §3.2: edits keep every byte
  * they do not touch):
  * - `fields` as text replaces the stored text with exactly that text;
  * - `fields` as an object sets every key to its value and removes the keys it lacks;
@@ -189,7 +189,7 @@ export function toCollectionRow(r: StoredCollection): CollectionRow {
 }
 
 /**
- * Refuses fields that break the collection's select options (DESIGN §16.31): a `select` field
+ * Refuses fields that break the collection's select options (DESIGN §16.3): a `select` field
  * with `options` holds one of them, or null (unset). Only the keys whose value this write changes
  * are checked (`prevText` null for a new item, or a move to another collection: every key), so a
  * row stored before the rule can still take other edits. The message names the field and lists
@@ -287,7 +287,7 @@ export function planItemUpsert(
 /**
  * Whether a stored JSON text already holds `next`, compared in canonical form (key order and
  * spacing do not count). A settings or schema patch with the value already stored is a no-op:
- * re-serialising it would differ in bytes and owe the whole collection (DESIGN §3, §16.10).
+ * re-serialising it would differ in bytes and owe the whole collection (DESIGN §3, §3.2).
  */
 function sameJsonText(stored: string, next: unknown): boolean {
   try {
@@ -383,7 +383,7 @@ export function abandonReason(abandons: number): string {
 }
 
 /**
- * Consecutive defers a job may take (DESIGN §16.3): the defer that would be number
+ * Consecutive defers a job may take (DESIGN §3.7): the defer that would be number
  * DEFER_LIMIT + 1 in a row is recorded as a transient fail instead (the attempt counts and the job
  * backs off), so no provider answer and no wait of ours can keep a job cycling without backoff.
  * Raising it lengthens how long a 429 storm can hold a job at short intervals.

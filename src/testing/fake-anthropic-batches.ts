@@ -19,7 +19,7 @@ import type { RecordedRequest, Reply } from './fake-server-core.js';
 export type FakeServerBatchFault = 'expired' | 'partial' | 'canceled' | null;
 
 /**
- * How an endpoint without a batch API answers the batch routes (DESIGN §16.23), as gateways and
+ * How an endpoint without a batch API answers the batch routes (DESIGN §7.4), as gateways and
  * proxies in front of the Messages API do: `404` and `405` with a body of their own, `400` with a
  * body that is no Anthropic error, `not_a_batch` a 200 whose JSON body is no batch object.
  */

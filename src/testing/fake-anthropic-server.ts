@@ -65,7 +65,7 @@ function textReply(text: string, o: MessageOptions, defaultStop = 'end_turn'): H
  * Property names the Messages API takes at the top level of a tool's `input_schema`. A request
  * with any other name gets a 400 invalid_request_error naming `tools.N.custom.input_schema.properties`
  * (reported by many tool authors; only top-level names are checked), so a question key such as
- * `conv:bd-7h7` cannot be a property name on the forced-tool path (DESIGN §16.13).
+ * `conv:bd-7h7` cannot be a property name on the forced-tool path (DESIGN §9.2).
  */
 export const TOOL_PROPERTY_KEY = /^[a-zA-Z0-9_.-]{1,64}$/;
 

@@ -3,7 +3,7 @@ import { minCacheablePrefixTokens } from '../providers/pricing.js';
 import type { RecordedRequest, Reply } from './fake-server-core.js';
 
 /**
- * Realistic usage for the fake Anthropic server (DESIGN §16.20 tests): token counts estimated from
+ * Realistic usage for the fake Anthropic server (DESIGN §9.3 tests): token counts estimated from
  * the request, and a prompt cache that behaves as the API's does, so a test can see whether a
  * request's cache breakpoint could ever pay. Off by default: the server then reports the fixed
  * usage 100 / 20 that the older tests pin.

@@ -43,7 +43,7 @@ export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
   const loops: Promise<void>[] = [];
   if (o.driftSweepPerMinute > 0) {
     const { registry, provider } = o.runtime();
-    // One bucket: the drift and expiry sweeps together owe at most driftSweepPerMinute (DESIGN §16.17).
+    // One bucket: the drift and expiry sweeps together owe at most driftSweepPerMinute (DESIGN §5.2).
     const bucket = new OweBucket(o.store, o.driftSweepPerMinute);
     const drift = new DriftSweeper({ store: o.store, registry, ctx: provider, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
     const expiry = new ExpirySweeper({ store: o.store, registry, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
@@ -78,8 +78,8 @@ export interface SweepsDoneReport {
 }
 
 /**
- * The sweeps of a one-shot drain (DESIGN §16.23): the drift sweep (question, convention, model
- * drift) and the expiry sweep (§16.17) run pass after pass until a pass reads nothing (every walk
+ * The sweeps of a one-shot drain (DESIGN §7.4): the drift sweep (question, convention, model
+ * drift) and the expiry sweep (§5.2) run pass after pass until a pass reads nothing (every walk
  * has reached its end), so the drain that follows asks what they owe before it calls itself idle.
  * No per-minute rate: a drain is run on purpose and ends; the daily spend cap still holds at the
  * claims. `driftSweepPerMinute` 0 keeps both sweeps off, as in a long-running worker.
@@ -115,9 +115,9 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
     const reader = new DecisionReader(o.store, registry, { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort }, o.logger);
     try {
       await pruneDecisions(o.store, reader, { historyMs: o.retentionHistoryMs, maxBatches: WORKER_PRUNE_MAX_BATCHES, logger: o.logger });
-      // Delivered decision events past the same window (DESIGN §16.22); undelivered ones are kept.
+      // Delivered decision events past the same window (DESIGN §16.2); undelivered ones are kept.
       await pruneDeliveredEvents(o.store, o.retentionHistoryMs, o.logger);
-      // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.34).
+      // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.6).
       await pruneDashboardSessions(o.store, o.logger);
     } catch (err) {
       o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'retention pass failed');

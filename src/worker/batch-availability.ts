@@ -1,7 +1,7 @@
 import type { Store } from '../store/store.js';
 
 /**
- * Where batching is unavailable (DESIGN §16.23): an endpoint whose batch route answered 404, 405,
+ * Where batching is unavailable (DESIGN §7.4): an endpoint whose batch route answered 404, 405,
  * 400 or a 200 that is not a batch object (BatchUnsupported) is marked in `verdict_meta`, per
  * provider and base URL, so every later worker with `--batch auto` asks that endpoint's jobs
  * directly without trying a batch first, and `status` says so. `--batch on` tries again; a batch

@@ -13,7 +13,7 @@ import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../run
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
 
 /**
- * Message Batches on the job queue (DESIGN §16.19): jobs at backfill priority (backfill, reask,
+ * Message Batches on the job queue (DESIGN §7.3): jobs at backfill priority (backfill, reask,
  * drift, collection changes) are asked through the provider's batch API at half price instead of
  * one call at a time. `assemble` claims them, plans them exactly as a call would (co-asking
  * included: `planGroup`), checks liveness, records the batch with its jobs moved to `batched`
@@ -63,7 +63,7 @@ export const BATCH_REFUSED_HOLD_MS = 5 * 60_000;
 export const SPEND_BATCH = 'batch';
 
 /**
- * Whether a worker sends backfill-priority work through batches (DESIGN §16.19): `off` never;
+ * Whether a worker sends backfill-priority work through batches (DESIGN §7.3): `off` never;
  * `auto` when the provider has a batch API and is paid (a free provider saves nothing, and its
  * answers would only arrive later); `on` whenever the provider has a batch API (tests and the
  * cost benchmark, with the fake provider's).
@@ -90,7 +90,7 @@ export interface BatchPipelineOptions {
   /** Sets passed over (cooling off after a rejected schema). */
   skipSets?: () => readonly string[];
   /**
-   * The daily token cap (DESIGN §16.8), tokens per UTC day across every process: each request
+   * The daily token cap (DESIGN §10.3), tokens per UTC day across every process: each request
    * reserves its estimate (input + output ceiling) before the batch is recorded, held until its
    * result or the batch's end; an item whose requests do not fit ends the assembly (its jobs and
    * the rest stay owed). @defaultValue none
@@ -98,7 +98,7 @@ export interface BatchPipelineOptions {
   dailyTokenCap?: number;
   random?: () => number;
   /**
-   * Called when the endpoint turns out to have no batch API (BatchUnsupported, DESIGN §16.23), with
+   * Called when the endpoint turns out to have no batch API (BatchUnsupported, DESIGN §7.4), with
    * the HTTP status seen, after the batch's jobs went back to owed; the pipeline then submits
    * nothing more. The worker marks the endpoint and asks directly.
    */
@@ -325,7 +325,7 @@ export class BatchPipeline {
     } catch (err) {
       if (err instanceof BatchUnsupported) {
         // Nothing was created: the jobs are owed again at once, their attempt not counted, and
-        // asked directly (DESIGN §16.23).
+        // asked directly (DESIGN §7.4).
         await o.store.closeBatch(id, 'not_submitted', 'batching unavailable: asking directly');
         await this.#markUnsupported(err);
         return false;
@@ -428,7 +428,7 @@ export class BatchPipeline {
     await o.store.updateProviderBatch(row.id, { polledAt: now });
     if (info.status !== 'ended' && (await o.store.countBatchJobs(row.id)) === 0) {
       // Every job left the batch (`jobs retry`, `jobs drop`): nobody waits for its results, so it
-      // is canceled at the provider, which bills only the requests it already answered (DESIGN §16.33).
+      // is canceled at the provider, which bills only the requests it already answered (DESIGN §7.5).
       if (info.status === 'in_progress') {
         try {
           await api.cancel(row.providerBatchId!, { signal });
@@ -518,7 +518,7 @@ export class BatchPipeline {
           // refused like a defective reply, never allowed to stop the rest of the batch.
           return { ...base, answers: [], spend: spendOf('defect', result.result.usage), jobs: jobs('refuse', `batch: result unreadable (${errCode(err)})`) };
         }
-        // The store checks liveness in the transaction that stores them (DESIGN §16.19): an item
+        // The store checks liveness in the transaction that stores them (DESIGN §7.3): an item
         // deleted since keeps none of them and its jobs drop.
         return { ...base, answers, spend, jobs: jobs('complete') };
       }
@@ -549,7 +549,7 @@ async function closeIfStranded(store: Store, row: ProviderBatchRow, now: number)
 
 /**
  * For a worker whose provider has no batch API, or one of another name (`--provider` changed,
- * DESIGN §16.19): the open batches it cannot collect, each given up (jobs re-owed) once past its
+ * DESIGN §7.3): the open batches it cannot collect, each given up (jobs re-owed) once past its
  * expiry. @returns the batches still open, by provider, for the worker to say so.
  */
 export async function closeStrandedBatches(store: Store, providerName: string, canCollect: boolean): Promise<Record<string, number>> {

@@ -39,7 +39,7 @@ export interface DriftSweepOptions {
   batchSize?: number;
   /**
    * The token bucket to owe from; the worker gives the drift and expiry sweeps one bucket, so
-   * together they owe at most `perMinute` (DESIGN §16.17). @defaultValue a bucket of its own
+   * together they owe at most `perMinute` (DESIGN §5.2). @defaultValue a bucket of its own
    */
   bucket?: OweBucket;
 }
@@ -146,7 +146,7 @@ export async function runDriftSweepLoop(
  * Runs each sweep's pass in turn every `intervalMs` until `signal` aborts, calling `beforePass`
  * first. A failed pass is logged (`<name> pass failed`, error code only) and does not stop the
  * sweeps after it; each is tried again at the next interval. The worker runs the drift sweep and
- * the expiry sweep (DESIGN §16.17) in one loop, so they share its interval and their bucket.
+ * the expiry sweep (DESIGN §5.2) in one loop, so they share its interval and their bucket.
  */
 export async function runSweepLoop(
   sweeps: readonly SweepPass[],

@@ -6,7 +6,7 @@ import { BACKOFF_CAP_MS, backoffMs } from '../runner/backoff.js';
 import type { EventDelivery, OutboxKind, Store } from '../store/store.js';
 
 /**
- * Delivery of outbound decision events (DESIGN §16.22): the worker POSTs the rows the answers'
+ * Delivery of outbound decision events (DESIGN §16.2): the worker POSTs the rows the answers'
  * transactions queued (src/store/sql/events.ts) to their targets, under a lease, each line of
  * (target, item) in order, and records every outcome in the store, so a receiver that is down for
  * an hour loses nothing: the rows wait, backed off with the job backoff (30 s doubling to 1 h,

@@ -6,7 +6,7 @@ import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './d
 import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**
- * The worker's expiry sweep (DESIGN §16.17): re-owes, at backfill priority and a bounded rate, the
+ * The worker's expiry sweep (DESIGN §5.2): re-owes, at backfill priority and a bounded rate, the
  * (item, set) jobs whose latest answer is older than the set's `maxAgeMs` (runner/expiry.ts says
  * what counts), for live items the set applies to. Only sets that declare `maxAgeMs` are walked;
  * with none registered a pass reads nothing.

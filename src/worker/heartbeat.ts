@@ -22,7 +22,7 @@ export interface Heartbeat {
   lastLoopAt: number;
   /** The provider-wide error code of the current cooling-off period, or null. */
   providerProblem: string | null;
-  /** The daily token cap the worker runs under (DESIGN §16.8), or null for none; absent in beats of older workers. */
+  /** The daily token cap the worker runs under (DESIGN §10.3), or null for none; absent in beats of older workers. */
   dailyTokenCap?: number | null;
 }
 

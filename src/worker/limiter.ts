@@ -16,10 +16,10 @@ import type { Store } from '../store/store.js';
  * than the token bucket takes the whole bucket when it is full, so no job waits forever.
  *
  * Every wait is bounded by the request's `maxWaitMs` (the runner passes half the lease it holds,
- * DESIGN §16.5), counted from the moment the permit was asked for, time queued behind other slots
+ * DESIGN §3.6), counted from the moment the permit was asked for, time queued behind other slots
  * included: no wait of ours outlasts a lease.
  *
- * The daily cap (DESIGN §16.8) is a hard cap up to the calls in flight: once the buckets grant a
+ * The daily cap (DESIGN §10.3) is a hard cap up to the calls in flight: once the buckets grant a
  * call, it reserves its estimated input tokens plus its output ceiling in the store
  * (`reserveSpend`, a database row shared by every process), and the runner settles the
  * reservation to the real usage after the call. A refused reservation defers the job: until the
@@ -27,7 +27,7 @@ import type { Store } from '../store/store.js';
  * calls in flight may settle below their reservations. The worker stops claiming while the day's
  * billed tokens are at the cap (`claimDelay`, re-read at most every `spendRefreshMs`).
  *
- * The provider's own rate-limit headers (DESIGN §16.20) are a third bucket, the server's: given
+ * The provider's own rate-limit headers (DESIGN §9.3) are a third bucket, the server's: given
  * `rateLimitState`, a call waits, like any bucket wait, until the reset of a window the last
  * response reported spent: no request left, or fewer input tokens (or tokens) left than the call's
  * estimate (a call larger than the whole window goes once it is full, as with our bucket), or no
@@ -224,7 +224,7 @@ export class ProviderLimiter {
     if (left.tokens !== undefined) left.tokens -= tokens;
   }
 
-  /** Reserves the call's estimate against the daily cap (DESIGN §16.8). */
+  /** Reserves the call's estimate against the daily cap (DESIGN §10.3). */
   private async reserve(req: PermitRequest, cap: number): Promise<Permit> {
     const tokens = Math.max(0, Math.ceil(req.inputTokens)) + Math.max(0, Math.ceil(req.maxOutputTokens));
     const r = await this.opts.store.reserveSpend({ tokens, capTokens: cap, ttlMs: req.reservationTtlMs, holder: req.holder });

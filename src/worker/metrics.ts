@@ -17,7 +17,7 @@ export const EVALUATION_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 
 
 /**
  * The label an outcome is counted under: the evaluation's outcome, `park` when a refusal parked the
- * job, or `fail` when a defer past the defer limit was recorded as a fail (DESIGN §16.3).
+ * job, or `fail` when a defer past the defer limit was recorded as a fail (DESIGN §3.7).
  */
 export function outcomeLabel(r: Pick<RunReport, 'outcome' | 'recorded'>): string {
   return r.recorded === 'parked' ? 'park' : r.recorded === 'failed' ? 'fail' : r.outcome.kind;
@@ -34,7 +34,7 @@ export interface HealthSource {
 /**
  * The health verdict: `unhealthy` when the loop stalled or the provider is misconfigured;
  * `degraded` when the database cannot take writes now (locked by another process, disk full;
- * DESIGN §16.6), which clears on the next successful write; `ok` otherwise. Both non-ok states are
+ * DESIGN §10.1), which clears on the next successful write; `ok` otherwise. Both non-ok states are
  * HTTP 503 on /healthz.
  */
 export interface Health {
@@ -139,7 +139,7 @@ export class WorkerMetrics {
     });
     const wal = new Gauge({
       name: 'verdict_sqlite_wal_bytes',
-      help: 'Size of the SQLite write-ahead log file, bytes, read at scrape time (DESIGN §16.7; absent on Postgres).',
+      help: 'Size of the SQLite write-ahead log file, bytes, read at scrape time (DESIGN §10.2; absent on Postgres).',
       registers,
       async collect() {
         try {
@@ -150,7 +150,7 @@ export class WorkerMetrics {
         }
       },
     });
-    // Outbound decision events (DESIGN §16.22): no labels (a target URL can hold a token).
+    // Outbound decision events (DESIGN §16.2): no labels (a target URL can hold a token).
     this.eventsDelivered = new Counter({ name: 'verdict_events_delivered_total', help: 'Decision events delivered (the receiver answered 2xx).', registers });
     this.eventFailures = new Counter({
       name: 'verdict_event_delivery_failures_total',
@@ -263,7 +263,7 @@ export class WorkerMetrics {
           };
         }
         if (prop === 'settleSpendReservation') {
-          // A settled reservation records the call's spend (DESIGN §16.8): count it like recordSpend.
+          // A settled reservation records the call's spend (DESIGN §10.3): count it like recordSpend.
           return async (id: string, r: SpendRecord | null) => {
             if (r) this.countSpend(r);
             return target.settleSpendReservation(id, r);
@@ -287,7 +287,7 @@ export interface MetricsServer {
 /**
  * Serves `/metrics` and `/healthz` (200 `{"status":"ok"}`, or 503 `{"status":"degraded"|"unhealthy",
  * "reasons":[...]}`) on `host:port`; anything else is 404. /healthz reads only in-memory state, so
- * it answers on the next turn of the event loop (DESIGN §16.6: within 1 s at all times).
+ * it answers on the next turn of the event loop (DESIGN §10.1: within 1 s at all times).
  * @throws when the port cannot be bound (EADDRINUSE, EACCES).
  */
 export async function serveMetrics(o: { metrics: WorkerMetrics; health: () => Health; port: number; host: string; logger?: Logger }): Promise<MetricsServer> {

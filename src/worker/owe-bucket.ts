@@ -2,7 +2,7 @@ import { DRIFT_OWE } from '../runner/drift.js';
 import type { CollectionRow, Store } from '../store/store.js';
 
 /**
- * The sweeps' rate (DESIGN §8 "Drift sweep", §16.17): a token bucket on the store's clock, one
+ * The sweeps' rate (DESIGN §8 "Drift sweep", §5.2): a token bucket on the store's clock, one
  * token per (item, set) owed, `perMinute` tokens a minute, holding at most `perMinute`. The drift
  * sweep and the expiry sweep of one worker share one bucket, so `--drift-sweep-per-minute` bounds
  * the work the two owe together, not each.
@@ -81,7 +81,7 @@ export async function walkSweep(
     cursor = r.handledUpTo;
     finished = batch.exhausted && !r.cutShort;
     // A batch is synchronous reads on SQLite; a pass's batches back to back held the loop 160 ms
-    // beside a drain of 100,000 jobs (before items_ws_id_idx). DESIGN §16.6: let timers and I/O run between.
+    // beside a drain of 100,000 jobs (before items_ws_id_idx). DESIGN §10.1: let timers and I/O run between.
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
   return { owed, scanned, cursor, finished };

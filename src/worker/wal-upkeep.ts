@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 
 /**
- * The worker's write-ahead-log upkeep (DESIGN §16.7): a `wal_checkpoint(TRUNCATE)` when a slot
+ * The worker's write-ahead-log upkeep (DESIGN §10.2): a `wal_checkpoint(TRUNCATE)` when a slot
  * finds nothing to claim (idle), and at least every `everyMs` while busy. A reader that holds an
  * old snapshot (an outside `sqlite3` shell, a backup) stops any checkpoint from resetting the log,
  * so the WAL grows while it reads (1.34 GB measured behind a reader during three imports); once the
@@ -11,13 +11,13 @@ import type { Store } from '../store/store.js';
  * size until the worker exited. On Postgres `Store.checkpoint()` does nothing.
  */
 
-/** Default `everyMs`: the config's `--wal-checkpoint-ms` default (DESIGN §16.7: at most every 60 s while busy). */
+/** Default `everyMs`: the config's `--wal-checkpoint-ms` default (DESIGN §10.2: at most every 60 s while busy). */
 export const WAL_CHECKPOINT_EVERY_MS = DEFAULTS.walCheckpointMs;
 
 /** An idle slot checkpoints at most this often (ms): every idle tick of every slot would be wasteful. */
 export const IDLE_CHECKPOINT_MIN_MS = 1_000;
 
-/** The WAL size above which `doctor` warns and the worker logs a warning after a checkpoint, bytes (DESIGN §16.7: 256 MiB). */
+/** The WAL size above which `doctor` warns and the worker logs a warning after a checkpoint, bytes (DESIGN §10.2: 256 MiB). */
 export const WAL_WARN_BYTES = 256 * 1024 * 1024;
 
 export interface WalUpkeepOptions {

@@ -12,7 +12,7 @@ import { VerdictError } from '../errors.js';
 import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.js';
 import { clearBatchUnavailable, endpointHost, isBatchUnavailable, markBatchUnavailable } from './batch-availability.js';
 
-/** Default interval between polls of the batches in flight, ms (DESIGN §16.19: results within 24 h; most within an hour). */
+/** Default interval between polls of the batches in flight, ms (DESIGN §7.3: results within 24 h; most within an hour). */
 export const BATCH_POLL_MS = 60_000;
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
@@ -32,13 +32,13 @@ export interface WorkerOptions {
   abandonLimit: number;
   /** Drain every job claimable now, then return. */
   untilIdle?: boolean;
-  /** Ask the item's sets whose states are byte-identical in one call (DESIGN §16.18; `RunnerOptions.coAsk`). @defaultValue true */
+  /** Ask the item's sets whose states are byte-identical in one call (DESIGN §7.2; `RunnerOptions.coAsk`). @defaultValue true */
   coAsk?: boolean;
   /**
-   * Provider batches for backfill-priority work (DESIGN §16.19; see `batchingActive`): when
+   * Provider batches for backfill-priority work (DESIGN §7.3; see `batchingActive`): when
    * active, the slots claim live work only, and the worker assembles batches, submits them and
    * stores their results (every tick; batches polled every `batchPollMs`). A one-shot drain
-   * (`untilIdle`, DESIGN §16.23) cannot collect results that come hours later, so it asks directly
+   * (`untilIdle`, DESIGN §7.4) cannot collect results that come hours later, so it asks directly
    * unless given `on`: then it assembles every due backfill job into batches before its slots run
    * and waits for the batches it submitted (polled every `batchPollMs`); `stop()` leaves them for
    * a later worker. `auto` skips an endpoint marked as having no batch API (batch-availability.ts).
@@ -47,7 +47,7 @@ export interface WorkerOptions {
   batch?: 'auto' | 'on' | 'off';
   /** Interval between polls of the batches in flight, ms. @defaultValue 60 000 */
   batchPollMs?: number;
-  /** The daily token cap (DESIGN §16.8): batch requests reserve against it too (`BatchPipelineOptions.dailyTokenCap`). @defaultValue none */
+  /** The daily token cap (DESIGN §10.3): batch requests reserve against it too (`BatchPipelineOptions.dailyTokenCap`). @defaultValue none */
   dailyTokenCap?: number;
   acquirePermit?: RunnerOptions['acquirePermit'];
   /**
@@ -61,12 +61,12 @@ export interface WorkerOptions {
    * stretch of work, not on every idle tick); `createVerdict`'s worker emits `idle` from it.
    */
   onIdle?: () => void;
-  /** Called every time a slot finds nothing claimable, before it waits a tick (the WAL checkpoint, DESIGN §16.7). */
+  /** Called every time a slot finds nothing claimable, before it waits a tick (the WAL checkpoint, DESIGN §10.2). */
   onIdleTick?: () => void;
 }
 
 /**
- * Synchronous work a slot loop may do before it yields to the event loop, ms. DESIGN §16.6 asks for
+ * Synchronous work a slot loop may do before it yields to the event loop, ms. DESIGN §10.1 asks for
  * a yield at least every 50 ms of synchronous work; half of it leaves room for the one job that
  * runs past the mark. Jobs whose answers are already stored, or a 0 ms fake provider, resolve
  * every await as a microtask, so without this a drain of 10,000 such jobs held the loop for 4.4 s
@@ -90,20 +90,20 @@ export interface WorkerSummary {
   misconfigured: string | null;
   /** Set when claiming stopped because the daily spend cap is reached. */
   spendCapReached?: boolean;
-  /** Sets whose answer schema the provider rejected in this run, with the reason (DESIGN §16.4). */
+  /** Sets whose answer schema the provider rejected in this run, with the reason (DESIGN §3.8). */
   schemaRejected?: Record<string, string>;
-  /** Jobs sent to provider batches in this run (DESIGN §16.19). */
+  /** Jobs sent to provider batches in this run (DESIGN §7.3). */
   batched?: number;
   /** Batch results stored in this run (their answers count in `answersStored`). */
   batchResults?: number;
-  /** Set when the endpoint turned out to have no batch API in this run: its host (DESIGN §16.23). */
+  /** Set when the endpoint turned out to have no batch API in this run: its host (DESIGN §7.4). */
   batchUnavailableAt?: string;
 }
 
 /**
  * Thrown at start when the lease cannot cover one provider call's worst case. Limiter waits need
  * no share of it: the runner bounds each wait by half the lease and renews the lease once the
- * permits are granted, right before the send (DESIGN §16.5; runner/evaluate.ts `askChunk`).
+ * permits are granted, right before the send (DESIGN §3.6; runner/evaluate.ts `askChunk`).
  */
 export class LeaseTooShort extends VerdictError {
   readonly code = 'lease_too_short';
@@ -161,7 +161,7 @@ export class Worker {
   /** The provider error code that started the current cooling-off, if any. */
   providerProblem: string | null = null;
   readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
-  /** Sets cooling off after a rejected schema; shared by the slots (DESIGN §16.4). */
+  /** Sets cooling off after a rejected schema; shared by the slots (DESIGN §3.8). */
   readonly setCooloffs: SetCooloffs;
 
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
@@ -260,7 +260,7 @@ export class Worker {
   }
 
   /**
-   * The batch setting in force: a one-shot drain turns `auto` into `off` (DESIGN §16.23: it could
+   * The batch setting in force: a one-shot drain turns `auto` into `off` (DESIGN §7.4: it could
    * not collect its own results); `on` is kept.
    */
   private batchSetting(): 'auto' | 'on' | 'off' {
@@ -304,7 +304,7 @@ export class Worker {
   }
 
   /**
-   * A drain with `batch: 'on'` waits for the batches it submitted (DESIGN §16.23), sweeping every
+   * A drain with `batch: 'on'` waits for the batches it submitted (DESIGN §7.4), sweeping every
    * `batchPollMs` with a progress line, until each is done or the worker stops (those left are a
    * later worker's to collect).
    */
@@ -323,7 +323,7 @@ export class Worker {
   }
 
   /**
-   * The batch pipeline over the provider and registry in force (DESIGN §16.19), or null when the
+   * The batch pipeline over the provider and registry in force (DESIGN §7.3), or null when the
    * provider has no batch API. It collects the provider's batches in flight even when this worker
    * does not batch (`--batch off` after a run that did); it assembles only when `batching()`.
    */
@@ -408,7 +408,7 @@ export class Worker {
 
 
   /**
-   * Owes the pending collection changes (DESIGN §16.12) one chunk of 1,000 items per transaction,
+   * Owes the pending collection changes (DESIGN §3.3) one chunk of 1,000 items per transaction,
    * until none is pending or the worker stops, yielding the event loop between chunks. One walk
    * per process at a time: a call while one runs returns that walk. A store error ends the walk
    * (logged); the continuation stays and the next pass resumes it, so nothing owed is lost.

@@ -10,7 +10,7 @@ import { tempDir } from '../harness/store-fixture.js';
 
 /**
  * Several write doors in one transaction, and a host's own writes in the same transaction
- * (DESIGN §16.21): all or nothing, on SQLite and on PostgreSQL.
+ * (DESIGN §16.1): all or nothing, on SQLite and on PostgreSQL.
  */
 
 const sets = [defineQuestionSet({ name: 'triage', questions: { blocked: noul('Is the item blocked on something outside the team?') } })];

@@ -14,7 +14,7 @@ import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
 import { spawnCli } from '../harness/cli-process.js';
 
-/** Migrations keep their own table, `verdict_migrations` (DESIGN §16.21). */
+/** Migrations keep their own table, `verdict_migrations` (DESIGN §16.1). */
 
 const known = readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS });
 const rows = (db: Database.Database, table: string) => db.prepare(`SELECT hash, created_at FROM ${table} ORDER BY id`).all() as Array<{ hash: string; created_at: number }>;
@@ -42,7 +42,7 @@ describe('SQLite migrations table', () => {
     t = tempDir();
     const file = join(t.dir, 'old.db');
     const old = new Database(file);
-    migrate(drizzle({ client: old }), { migrationsFolder: SQLITE_MIGRATIONS }); // as versions before §16.21 did
+    migrate(drizzle({ client: old }), { migrationsFolder: SQLITE_MIGRATIONS }); // as versions before §16.1 did
     old.exec(`INSERT INTO workspaces (id, slug, created_at) VALUES ('w1', 'acme', 1)`);
     old.close();
     const v = await createVerdict({ database: file });
@@ -78,7 +78,7 @@ describe.skipIf(!TEST_PG_URL)(`Postgres migrations table${TEST_PG_URL ? '' : ` (
     const db = await createTestDatabase(TEST_PG_URL!);
     const pool = new pg.Pool({ connectionString: db.url, max: 2 });
     try {
-      await migratePg(drizzlePg({ client: pool }), { migrationsFolder: PG_MIGRATIONS }); // as versions before §16.21 did
+      await migratePg(drizzlePg({ client: pool }), { migrationsFolder: PG_MIGRATIONS }); // as versions before §16.1 did
       await pool.query(`INSERT INTO workspaces (id, slug, created_at) VALUES ('w1', 'acme', 1)`);
       const v = await createVerdict({ database: { postgres: pool } });
       expect((await v.store.getWorkspaceBySlug('acme'))?.id).toBe('w1');

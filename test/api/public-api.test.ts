@@ -4,7 +4,7 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The public surface is what the docs say (DESIGN §16.21): the names exported from `verdict`
+ * The public surface is what the docs say (DESIGN §16.1): the names exported from `verdict`
  * (src/index.ts) and `verdict/testing` (src/testing.ts), values and types, sorted, equal the lists
  * in the guide's "Embedding Verdict in your tracker". Adding or removing an export fails here until the guide says so.
  */

@@ -66,7 +66,7 @@ describe('verdict demo --provider anthropic', () => {
     const m = /worker: (\d+) jobs run \(([^)]*)\); (\d+) provider calls to anthropic, (\d+) answers stored/.exec(out);
     expect(m).not.toBeNull();
     expect(Number(m![3])).toBe(server.messages.length - 1); // the 529 was retried inside one call
-    expect(m![2]).toMatch(/refuse 2/); // the refused call asked attention and effort together (DESIGN §16.18)
+    expect(m![2]).toMatch(/refuse 2/); // the refused call asked attention and effort together (DESIGN §7.2)
     const d = new Database(db, { readonly: true });
     const answers = d.prepare('SELECT count(*) AS n, min(provider) AS p FROM item_decisions').get() as { n: number; p: string };
     d.close();

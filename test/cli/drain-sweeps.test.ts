@@ -7,7 +7,7 @@ import { requireBuiltCli } from '../harness/built-cli.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * A one-shot drain runs every sweep to its end before it calls itself idle (DESIGN §16.23): after
+ * A one-shot drain runs every sweep to its end before it calls itself idle (DESIGN §7.4): after
  * a convention edit, or once answers of a set with maxAge expire, one `worker --until-idle` leaves
  * `show` reading current for everything that applies. Real `dist` processes on a real SQLite file
  * (41 items of the bundled beads sample, examples/beads-conventions.yaml and

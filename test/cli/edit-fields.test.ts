@@ -9,7 +9,7 @@ import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
 /**
  * `verdict edit --field` through the CLI (its commander program, in process) (its commander program, in process)
  * on a real SQLite file: only the named field's bytes change, and a value already held is no
- * change and owes nothing (DESIGN §16.10).
+ * change and owes nothing (DESIGN §3.2).
  */
 
 const STORED = '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}';

@@ -7,7 +7,7 @@ import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict eval` as a user runs it (DESIGN §16.16), through the CLI (its commander program, in process): the demo into a temp
+ * `verdict eval` as a user runs it (DESIGN §8.3), through the CLI (its commander program, in process): the demo into a temp
  * database, then `eval --stored` against the committed gold set, `--compare`, and a bad gold file.
  *
  * The demo is run on the sample's lines for the gold set's 80 items (`--sample`), which keeps it

@@ -5,7 +5,7 @@ import { bundledSamplePath } from '../../src/importers/beads.js';
 import { spawnCli } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
-/** `verdict import` exits 1 when it rejected input, unless `--allow-rejects` (DESIGN §16.25). */
+/** `verdict import` exits 1 when it rejected input, unless `--allow-rejects` (DESIGN §3.1). */
 
 const { dir, cleanup } = tempDir('verdict-import-rejects-');
 afterAll(cleanup);

@@ -13,7 +13,7 @@ import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js'
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * DESIGN §16.4: a key that cannot be sent as a header (control characters) is a configuration
+ * DESIGN §3.8: a key that cannot be sent as a header (control characters) is a configuration
  * error at start, in `worker` and in `doctor`; it used to be retried as an outage ("unexpected:
  * TypeError") for ever. And `doctor` checks the id the models endpoint answers with. Process tests
  * run the built CLI (`node dist/cli/main.js`; `npm run build` first).

@@ -6,8 +6,8 @@ import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * `verdict review`, `verdict reviews` and `flags --flapping` as a user runs them (DESIGN §16.14,
- * §16.15), through the CLI's commander program (in process) on a demo of the sample's first 40 open items.
+ * `verdict review`, `verdict reviews` and `flags --flapping` as a user runs them (DESIGN §8.1,
+ * §8.2), through the CLI's commander program (in process) on a demo of the sample's first 40 open items.
  */
 
 let dir: { dir: string; cleanup: () => void };

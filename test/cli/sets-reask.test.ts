@@ -81,7 +81,7 @@ describe('verdict sets', () => {
     expect(resolved.stdout).toContain('Body CONV-2, edited.');
   }, 30_000);
 
-  it('the time-dependent example loads: sets show prints its maxAge (DESIGN §16.17), and a bad maxAge is refused at start', async () => {
+  it('the time-dependent example loads: sets show prints its maxAge (DESIGN §5.2), and a bad maxAge is refused at start', async () => {
     const example = join(ROOT, 'examples/time-dependent.yaml');
     const bad = join(dir.dir, 'bad-max-age.yaml');
     writeFileSync(bad, 'sets:\n  - name: mine\n    maxAge: 12h\n    questions:\n      q: {kind: noul, instructions: x}\n');

@@ -8,8 +8,8 @@ import { TASK_SCHEMA, tempDir } from '../harness/store-fixture.js';
 
 /**
  * `verdict show` through the CLI (its commander program, in process) on a real SQLite file: it says when and how the states the
- * item's sets read are clipped (DESIGN §16.11), and `--json` prints the fields with their number
- * literals (DESIGN §16.10).
+ * item's sets read are clipped (DESIGN §5.1), and `--json` prints the fields with their number
+ * literals (DESIGN §3.2).
  */
 
 let cleanups: Array<() => void> = [];

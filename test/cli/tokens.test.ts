@@ -7,7 +7,7 @@ import { createVerdict } from '../../src/index.js';
 import { runCli } from '../harness/cli-in-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
-/** `verdict tokens create|list|revoke` (DESIGN §16.22), the CLI (in process) on a real SQLite file. */
+/** `verdict tokens create|list|revoke` (DESIGN §16.2), the CLI (in process) on a real SQLite file. */
 
 let t: { dir: string; cleanup: () => void };
 let db: string;

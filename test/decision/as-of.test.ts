@@ -22,7 +22,7 @@ import { judgeRows } from '../../src/reads/reads.js';
 import type { DecisionRow } from '../../src/store/store.js';
 
 /**
- * The as_of rule of time-dependent questions (DESIGN §16.17, decision/as-of.ts), its state
+ * The as_of rule of time-dependent questions (DESIGN §5.2, decision/as-of.ts), its state
  * serialisation, and `maxAge` in the registry and the config file. Pure: no store.
  */
 
@@ -175,7 +175,7 @@ describe('maxAge in the registry and the config file', () => {
       throw new Error(`accepted ${v}`);
     };
     expect(refusal('7x')).toBe('config file f.yaml: set "t": maxAge: "7x" is not a duration: expected a whole number with a unit (ms, s, m, h, d or w), such as 7d or 36h, or a number of milliseconds');
-    expect(refusal('12h')).toBe('config file f.yaml: set "t": maxAge: "12h" is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §16.17)');
+    expect(refusal('12h')).toBe('config file f.yaml: set "t": maxAge: "12h" is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)');
     expect(refusal('0')).toMatch(/maxAge: 0 is not a duration/);
     expect(refusal('1.5')).toMatch(/maxAge: 1.5 is not a duration/);
     expect(refusal('"7 days"')).toMatch(/maxAge: "7 days" is not a duration/);

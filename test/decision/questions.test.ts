@@ -18,7 +18,7 @@ describe('question validation', () => {
     expect(noul('x', { trueDesc: 'y', falseDesc: 'n' }).kind).toBe('noul');
   });
 
-  it('refuses a key holding @ (DESIGN §16.2: per-comment keys split at the first @), and takes other punctuation', () => {
+  it('refuses a key holding @ (DESIGN §7.1: per-comment keys split at the first @), and takes other punctuation', () => {
     const q = { kind: 'noul', instructions: 'x' };
     for (const key of ['a@b', '@a', 'a@', 'conv:bd@7h7']) expect(() => validateQuestion(key, q)).toThrow(/must not contain "@"/);
     for (const key of ['conv:bd-7h7', 'conv:CONV-1', 'a.b_c', 'with space', 'é']) expect(validateQuestion(key, q).kind).toBe('noul');

@@ -49,7 +49,7 @@ describe('buildItemState', () => {
     expect(clipCodePoints('ab🎉', 3)).toEqual({ text: 'ab🎉', clipped: false });
   });
 
-  it('keeps the newest 10 live comments oldest first and says how many older ones it left out (DESIGN §16.11)', () => {
+  it('keeps the newest 10 live comments oldest first and says how many older ones it left out (DESIGN §5.1)', () => {
     const comments = Array.from({ length: 12 }, (_, i) => ({ id: `c${i}`, author: 'a', body: `n${i}`, createdAt: 1000 * i }));
     const s = buildItemState({ ...base, comments }, { withLinks: true, noTrail: false });
     const doc = JSON.parse(s.bytes);
@@ -135,7 +135,7 @@ describe('buildItemState', () => {
     const s = buildCommentState({ title: 't', collectionSlug: 'task', comment: base.comments[0] });
     expect(s.bytes).toBe('{"title":"t","collection":"task","comment":{"author":"bob","body":"second","created_at":"2026-01-02T03:04:05Z"}}');
     expect(Object.keys(s.parts)).toEqual(['title', 'collection', 'comment']);
-    expect(s.version).toBe(COMMENT_STATE_VERSION); // untouched by DESIGN §16.11: its answers stay comparable
+    expect(s.version).toBe(COMMENT_STATE_VERSION); // untouched by DESIGN §5.1: its answers stay comparable
   });
 });
 

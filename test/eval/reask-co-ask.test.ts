@@ -15,7 +15,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
  * `eval --compare`'s price of re-asking every live item with model B counts calls as the worker
- * makes them (DESIGN §16.18): an item's sets reading byte-identical state share one call. Checked
+ * makes them (DESIGN §7.2): an item's sets reading byte-identical state share one call. Checked
  * against the spend table after a drain with model B, the fake provider counting tokens as the
  * estimate's heuristic does (`usage: 'prompt'`), on a co-asked set pair and on the bundled sample.
  */

@@ -11,7 +11,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { readerOf, settle } from '../reads/support.js';
 
 /**
- * `runEval` (DESIGN §16.16) on a small seeded case whose answers are scripted exactly: the fake
+ * `runEval` (DESIGN §8.3) on a small seeded case whose answers are scripted exactly: the fake
  * provider's handler returns chosen probabilities per item, the runner stores them, and the
  * figures are checked against values computed by hand below.
  */
@@ -344,7 +344,7 @@ describe('--max-cost parsing (src/cli/eval.ts)', () => {
   });
 });
 
-describe('time-dependent sets (DESIGN §16.17)', () => {
+describe('time-dependent sets (DESIGN §5.2)', () => {
   it('asks a set with maxAge at the state dated today, as the worker asks it', async () => {
     const aged = defineQuestionSet({ name: 'aged', questions: { stalled: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000, eligible: ['notTerminal'] });
     const own = await makeFixture([aged]);

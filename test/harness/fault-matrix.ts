@@ -60,7 +60,7 @@ function goodMatrixAnswers(): Record<string, any> {
 
 /**
  * Raw answers by key renamed to the schema's property aliases, as the model sends them: `q1`…`qN`
- * in key order (DESIGN §16.13); members that name no question of `set` pass unchanged.
+ * in key order (DESIGN §9.2); members that name no question of `set` pass unchanged.
  */
 function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Record<string, unknown> {
   const aliasOf = new Map(questionAliases(new Map(Object.entries(set.questions ?? {}))).map(([alias, key]) => [key, alias]));
@@ -69,7 +69,7 @@ function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Rec
 
 /**
  * A set asking one convention-style key, `conv:<ref>` with a real beads ref: `:` is not legal in a
- * tool property name, so the key reaches the API only as its alias (DESIGN §16.13).
+ * tool property name, so the key reaches the API only as its alias (DESIGN §9.2).
  */
 const convKeySet = defineQuestionSet({
   name: 'matrix_conv',
@@ -140,14 +140,14 @@ export function faultCases(): FaultCase[] {
     { name: '500, then 200', replies: [S.error(500, 'api_error')] },
     { name: '529 twice, then 200', replies: [S.overloaded(), S.overloaded()] },
     { name: '529 forever (3 passes)', fallback: () => S.overloaded(), passes: 3 },
-    // DESIGN §16.3: a short Retry-After on a 5xx/529 is a transient fail, not a defer.
+    // DESIGN §3.7: a short Retry-After on a 5xx/529 is a transient fail, not a defer.
     { name: '529 + retry-after 0.1 s forever (2 passes)', fallback: () => S.overloaded({ 'retry-after': '0.1' }), passes: 2 },
     { name: '503 api_error + retry-after 0.1 s forever (2 passes)', fallback: () => S.error(503, 'api_error', 'unavailable', { 'retry-after': '0.1' }), passes: 2 },
     { name: '503 + retry-after 30 s (over the cap)', replies: [S.error(503, 'api_error', 'unavailable', { 'retry-after': '30' })] },
     { name: 'overloaded_error inside a 200, then 200', replies: [S.errorIn200()] },
     { name: '400 invalid_request_error', replies: [S.error(400, 'invalid_request_error', 'messages: content is empty')] },
     { name: '401 authentication_error', replies: [S.error(401, 'authentication_error', 'invalid x-api-key')] },
-    // DESIGN §16.4: the set's fault; its jobs are held, the worker is not stopped.
+    // DESIGN §3.8: the set's fault; its jobs are held, the worker is not stopped.
     { name: '400 rejecting the schema', replies: [S.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword')] },
     { name: 'stop_reason max_tokens', replies: [S.truncated()] },
     { name: 'malformed JSON', replies: [S.text('{"area": {"probabilities": ')] },

@@ -1,7 +1,7 @@
 /**
  * Test-only: SQLite files the tests open commit with `synchronous = NORMAL` instead of FULL.
  *
- * Why: under FULL every commit is fsynced before it returns (DESIGN §16.26), about 10 ms a commit
+ * Why: under FULL every commit is fsynced before it returns (DESIGN §3.9), about 10 ms a commit
  * on this machine's virtual disk against 0.03 ms under NORMAL (measured with 300 single-row
  * commits each), and the suite's throwaway databases commit tens of thousands of times. A power
  * cut is no risk to a test's temp file; a process killed by a test loses nothing under NORMAL in

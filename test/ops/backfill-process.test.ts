@@ -90,7 +90,7 @@ describe('backfill process', () => {
     expect(perItem.map((r) => r.id).sort()).toEqual([...eligible].sort());
     expect(perItem.every((r) => r.n === 1)).toBe(true);
     // The import's collection changes owe attention too; an item's attention and effort jobs that
-    // are due together are co-asked (DESIGN §16.18), the call counted once, under the job claimed
+    // are due together are co-asked (DESIGN §7.2), the call counted once, under the job claimed
     // first. So no call repeated means: at most one call per job, at least one per item, and the
     // effort answers' tokens are exactly the effort spend.
     const ok = q<{ calls: number; input: number; set: string }>("SELECT question_set AS \"set\", sum(calls) AS calls, sum(input_tokens) AS input FROM decision_spend WHERE outcome = 'ok' GROUP BY question_set");

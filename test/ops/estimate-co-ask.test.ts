@@ -12,7 +12,7 @@ import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * The estimate counts calls as the worker makes them (DESIGN §16.18): sets of one item reading
+ * The estimate counts calls as the worker makes them (DESIGN §7.2): sets of one item reading
  * byte-identical state share one call. Checked against the spend table after a drain with the
  * fake provider counting tokens as the estimate's heuristic does (`usage: 'prompt'`).
  */

@@ -90,7 +90,7 @@ describe('status', () => {
     await drainNow(runnerOptions(fx, new FakeProvider()));
     const s = await statusReport(fx.store);
     expect(s.answersStored).toBe(4);
-    expect(s.spend.lastHour).toMatchObject({ calls: 1, costUsd: 0 }); // attention and effort co-asked (DESIGN §16.18)
+    expect(s.spend.lastHour).toMatchObject({ calls: 1, costUsd: 0 }); // attention and effort co-asked (DESIGN §7.2)
     expect(s.spend.lastHour.bySet.map((b) => [b.set, b.calls, b.inputTokens > 0]).sort()).toEqual([
       ['attention', 1, true],
       ['effort', 0, true],

@@ -9,7 +9,7 @@ import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { askOpts, STATE } from './support.js';
 
 /**
- * Schema property names are aliases q1…qN mapped back to question keys (DESIGN §16.13), on every
+ * Schema property names are aliases q1…qN mapped back to question keys (DESIGN §9.2), on every
  * path: Anthropic structured output, Anthropic forced tool, OpenAI-compatible json_schema and
  * json_object. Keys are real beads refs made convention keys (`conv:bd-7h7`), which the Messages
  * API refuses as tool property names. A scripted "model" reads each definition in the prompt and
@@ -97,7 +97,7 @@ describe('Anthropic: aliases round-trip', () => {
     expect(((await res.json()) as any).error.message).toMatch(/^tools\.0\.custom\.input_schema\.properties: Property keys should match pattern/);
   });
 
-  it('a key holding @ is refused before any request (DESIGN §16.2)', async () => {
+  it('a key holding @ is refused before any request (DESIGN §7.1)', async () => {
     const p = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url });
     await expect(p.ask(STATE, new Map([['conv:bd@7h7', noul('x')]]), askOpts())).rejects.toBeInstanceOf(ProviderRefusal);
     expect(server.messages).toHaveLength(0);

@@ -19,7 +19,7 @@ import type { RecordedRequest, Reply } from '../../src/testing/fake-server-core.
 import { aliased, askOpts, captureLogger, goodAnswers, questions, STATE } from './support.js';
 
 /**
- * Message Batches through the real SDK and the fake Anthropic server (DESIGN §16.19, STACK §3):
+ * Message Batches through the real SDK and the fake Anthropic server (DESIGN §7.3, STACK §3):
  * what a batch sends, how its results are read (as `ask` reads a reply), its faults, its guards.
  */
 
@@ -411,7 +411,7 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
     expect(createRequests()).toHaveLength(1);
   });
 
-  // DESIGN §16.23: every rule of a create is checked before it is sent, so a 400, 404 or 405, or a
+  // DESIGN §7.4: every rule of a create is checked before it is sent, so a 400, 404 or 405, or a
   // 200 that is no batch object and names no error, says the endpoint has no batch API.
   it.each([
     ['a 400', () => FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'requests: bad'), 400],

@@ -10,7 +10,7 @@ import { FAKE_CACHE_TTL_MS } from '../../src/testing/fake-anthropic-usage.js';
 import { askOpts, questions, STATE } from './support.js';
 
 /**
- * DESIGN §16.20, prompt caching only where it can work: the system block carries a cache
+ * DESIGN §9.3, prompt caching only where it can work: the system block carries a cache
  * breakpoint only when the estimated cached prefix (tools, system prompt, output schema) reaches
  * the model's minimum cacheable length from pricing.ts, never for an unknown model; and the fake
  * Anthropic server, with realistic usage on, caches exactly as the API would (a write, then reads
@@ -137,7 +137,7 @@ describe('where buildMessagesRequest puts the breakpoint', () => {
   it('keeps the prefix item-independent and in a stable order: the same questions give the same bytes', () => {
     const a = longQuestions(20, 'conv');
     const b = longQuestions(20, 'style');
-    // Co-asking (DESIGN §16.18): keys of two sets, merged in either order.
+    // Co-asking (DESIGN §7.2): keys of two sets, merged in either order.
     const ab = new Map([...a, ...b]);
     const ba = new Map([...[...b].reverse(), ...a]);
     const one = buildMessagesRequest(STATE, ab, reqOpts());

@@ -182,7 +182,7 @@ describe('permanent faults are not retried', () => {
     ['400 billing_error', () => FakeAnthropicServer.error(400, 'billing_error', 'billing'), ProviderMisconfigured, 400],
     ['402 payment required', () => FakeAnthropicServer.error(402, 'billing_error'), ProviderMisconfigured, 402],
     [
-      // DESIGN §16.4: the set's fault, not provider-wide.
+      // DESIGN §3.8: the set's fault, not provider-wide.
       '400 rejecting the schema → SchemaRejected',
       () => FakeAnthropicServer.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword'),
       SchemaRejected,

@@ -39,7 +39,7 @@ describe('AnthropicProvider request', () => {
     const { system } = server.messages[0].body;
     expect(system).toHaveLength(1);
     expect(system[0].type).toBe('text');
-    // DESIGN §16.20: three questions are far below Haiku 5.5's 4096 tokens (anthropic.cache.test.ts has the rest).
+    // DESIGN §9.3: three questions are far below Haiku 5.5's 4096 tokens (anthropic.cache.test.ts has the rest).
     expect(system[0]).not.toHaveProperty('cache_control');
     expect(system[0].text.startsWith(ANSWERING_RULES)).toBe(true);
     for (const key of ['blocked', 'area', 'effort']) expect(system[0].text).toContain(`"${key}"`);
@@ -84,7 +84,7 @@ describe('AnthropicProvider request', () => {
   it('builds one required property per key, and per option or level index, with no bounds', async () => {
     await provider().ask(STATE, questions(), askOpts());
     const schema = server.messages[0].body.output_config.format.schema;
-    // Property names are the aliases q1…qN in key order (area, blocked, effort), DESIGN §16.13.
+    // Property names are the aliases q1…qN in key order (area, blocked, effort), DESIGN §9.2.
     expect(schema.required).toEqual(['q1', 'q2', 'q3']);
     expect(schema.properties.q2).toEqual({
       type: 'object',

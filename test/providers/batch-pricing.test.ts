@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ANTHROPIC_PRICES, BATCH_PRICE_MULTIPLIER, batchCostOf, batchPrice, costOf, pricingFor } from '../../src/providers/pricing.js';
 
-/** Batched tokens cost half (DESIGN §16.19; Anthropic's batch docs: "50 % of standard prices"). */
+/** Batched tokens cost half (DESIGN §7.3; Anthropic's batch docs: "50 % of standard prices"). */
 
 describe('batch pricing', () => {
   const tokens = { inputTokens: 1_000_000, outputTokens: 1_000_000, cacheReadTokens: 1_000_000, cacheWriteTokens: 1_000_000 };

@@ -13,7 +13,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from '../reads/support.js';
 
 /**
- * DESIGN §16.9 end to end: conventions stored as items (the real ones of
+ * DESIGN §9.1 end to end: conventions stored as items (the real ones of
  * examples/beads-conventions.yaml, CONV-2 with hostile lines appended), resolved by the
  * `conventions` set, asked about a real beads item by the runner through the real Anthropic SDK
  * against the fake server. The system prompt the server receives has the template's structure

@@ -7,7 +7,7 @@ import type { AskResult, BatchRequest, BatchResult } from '../../src/providers/p
 import { askOpts, questions, STATE } from './support.js';
 
 /**
- * The fake provider's in-memory batch API (DESIGN §16.19): the semantics of Anthropic's Message
+ * The fake provider's in-memory batch API (DESIGN §7.3): the semantics of Anthropic's Message
  * Batches, answers byte-identical to its `ask`, an injected clock and faults per batch.
  */
 

@@ -7,7 +7,7 @@ import { ANTHROPIC_PROMPT_VERSION } from '../../src/providers/anthropic.js';
 import { buildAnswerSchema, buildSystemPrompt } from '../../src/providers/prompt.js';
 
 /**
- * Tracker text never shapes the prompt (DESIGN §16.9): convention titles and bodies (and any
+ * Tracker text never shapes the prompt (DESIGN §9.1): convention titles and bodies (and any
  * question text) reach the system prompt only as JSON string values inside fenced blocks, so a
  * hostile convention cannot add a heading, a key or a question, and a question's rendered text is
  * exactly its own. The conventions are the real ones of examples/beads-conventions.yaml; the

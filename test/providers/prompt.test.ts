@@ -137,7 +137,7 @@ describe('classifyHttpStatus', () => {
     for (const s of [401, 402, 403, 404]) expect(c(s).error).toBeInstanceOf(ProviderMisconfigured);
     expect(c(400, { text: 'The compiled grammar is too large' }).error).toBeInstanceOf(SchemaTooComplex);
     expect(c(400, { text: 'Schema is too complex for compilation' }).error).toBeInstanceOf(SchemaTooComplex);
-    // DESIGN §16.4: a rejected schema is the set's fault, not provider-wide.
+    // DESIGN §3.8: a rejected schema is the set's fault, not provider-wide.
     expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).toBeInstanceOf(SchemaRejected);
     expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).not.toBeInstanceOf(ProviderMisconfigured);
     expect(c(429, { errorCode: 'insufficient_quota' }).error).toBeInstanceOf(ProviderMisconfigured);

@@ -28,7 +28,7 @@ export function goodAnswers(): Record<string, unknown> {
 
 /**
  * Raw answers keyed by question key, renamed to the schema's property aliases (`q1`…`qN` in key
- * order, DESIGN §16.13) as a model would send them; members that name no question pass unchanged.
+ * order, DESIGN §9.2) as a model would send them; members that name no question pass unchanged.
  */
 export function aliased(raw: Record<string, unknown>, qs: ReadonlyMap<string, Question> = questions()): Record<string, unknown> {
   const aliasOf = new Map(questionAliases(qs).map(([alias, key]) => [key, alias]));

@@ -6,7 +6,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from './support.js';
 
 /**
- * Reads while a collection change is still being owed in chunks (DESIGN §16.12): an item whose
+ * Reads while a collection change is still being owed in chunks (DESIGN §3.3): an item whose
  * chunk is not written yet never reads current (currency compares the live state), and its
  * state_changed flag keeps surfacing as for an owed job, instead of blinking off until its chunk.
  */

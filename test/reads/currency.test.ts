@@ -260,7 +260,7 @@ describe('question_removed, not_applicable, set_unknown, not_compared', () => {
   });
 });
 
-describe('state version 2 (DESIGN §16.11: omitted_comments)', () => {
+describe('state version 2 (DESIGN §5.1: omitted_comments)', () => {
   it('an answer of state version 1 reads not_compared even at the very same state bytes, until re-asked', async () => {
     const it1 = await newItem();
     const loaded = (await fx.store.loadItemForEvaluation(it1.id))!;

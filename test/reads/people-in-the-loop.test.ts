@@ -9,7 +9,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { readerOf, settle } from './support.js';
 
 /**
- * People in the loop (DESIGN §16.14, §16.15): a person's value overrides the model across re-asks
+ * People in the loop (DESIGN §8.1, §8.2): a person's value overrides the model across re-asks
  * and edits, `flags` honours it, and surfacing holds inside the hysteresis band and counts flips.
  * Real SQLite files, the real runner, a scripted fake provider.
  */
@@ -60,7 +60,7 @@ async function view(itemId: string, key = 'blocked'): Promise<DecisionView> {
 }
 const flagged = async () => Object.values((await readerOf(fx).workspaceFlags(fx.ws.id, 'triage')).flags).map((f) => `${f.ref} ${f.keys.blocked}${f.human ? ' human' : ''}`);
 
-describe('a person’s value overrides the model (DESIGN §16.14)', () => {
+describe('a person’s value overrides the model (DESIGN §8.1)', () => {
   it('survives a re-ask at a new state (the disagreeing answer is proposed), reads override_stale after an edit, and flags honour it', async () => {
     const a = await newItem('T-1', 0.9);
     await settle(fx, fake);
@@ -185,7 +185,7 @@ describe('a person’s value overrides the model (DESIGN §16.14)', () => {
   });
 });
 
-describe('surfacing without flip-flops (DESIGN §16.15)', () => {
+describe('surfacing without flip-flops (DESIGN §8.2)', () => {
   it('an answer oscillating around the threshold across states stays surfaced inside the band; flips outside it are counted and listed', async () => {
     const a = await newItem('T-1', 0.72);
     await settle(fx, fake);

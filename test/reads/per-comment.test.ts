@@ -37,7 +37,7 @@ async function comment(itemId: string, body: string) {
 }
 
 describe('keys', () => {
-  it('split at the first @ (DESIGN §16.2: question keys never hold @, comment ids may)', () => {
+  it('split at the first @ (DESIGN §7.1: question keys never hold @, comment ids may)', () => {
     expect(splitCommentKey('conv:A@b@c1')).toEqual({ key: 'conv:A', commentId: 'b@c1' });
     expect(splitCommentKey('rude@gh@123')).toEqual({ key: 'rude', commentId: 'gh@123' });
     expect(splitCommentKey('rude@c1')).toEqual({ key: 'rude', commentId: 'c1' });

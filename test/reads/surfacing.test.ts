@@ -98,7 +98,7 @@ describe('the shared surfacing rule', () => {
     expect(surfacingOf({ answer, current: true, staleReason: null, jobOwed: false, threshold: 0.99, unsurfacedKey: false })).toBe('surfaced'); // at the threshold
   });
 
-  it('an expired answer surfaces until its re-ask, owed yet or not (DESIGN §16.17); a person’s value surfaces nothing once its key is gone', () => {
+  it('an expired answer surfaces until its re-ask, owed yet or not (DESIGN §5.2); a person’s value surfaces nothing once its key is gone', () => {
     const answer = { type: 'noul' as const, noul: 0.99 };
     expect(surfacingOf({ answer, current: false, staleReason: 'expired', jobOwed: false, threshold: 0.5, unsurfacedKey: false })).toBe('surfaced');
     const human = { type: 'noul' as const, noul: 1 };

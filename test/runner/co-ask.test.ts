@@ -10,7 +10,7 @@ import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * Co-asking (DESIGN §16.18): owed sets of one item whose states are byte-identical are asked in
+ * Co-asking (DESIGN §7.2): owed sets of one item whose states are byte-identical are asked in
  * one call, each set's answers stored under its own fingerprints, spend split by keys.
  */
 

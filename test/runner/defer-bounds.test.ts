@@ -13,7 +13,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { askOpts, questions, recordingRuntime, STATE } from '../providers/support.js';
 
 /**
- * DESIGN §16.3: a short Retry-After on a 5xx or 529 is a transient fail (the attempt counts, the
+ * DESIGN §3.7: a short Retry-After on a 5xx or 529 is a transient fail (the attempt counts, the
  * job backs off by max(backoff, retry-after)); only a 429, a Retry-After above the provider's cap,
  * or our own limiter defers, and a job's consecutive defers are bounded. Real AnthropicProvider and
  * SDK against the fake Anthropic server; real SQLite file with a manual clock; the provider's sleep
@@ -86,7 +86,7 @@ describe.each(Object.entries(outage))('%s with retry-after: 1, for ever', (_name
   });
 });
 
-describe('classify (DESIGN §16.3)', () => {
+describe('classify (DESIGN §3.7)', () => {
   const signal = new AbortController().signal;
   const un = (o: ConstructorParameters<typeof ProviderUnavailable>[1]) => new ProviderUnavailable('x', o);
   it('defers a 429 and a Retry-After above the cap; fails a 5xx with a Retry-After at or under the cap, carrying it', () => {
@@ -123,7 +123,7 @@ describe('classify (DESIGN §16.3)', () => {
   });
 });
 
-describe('bounded defers through the runner (DESIGN §16.3)', () => {
+describe('bounded defers through the runner (DESIGN §3.7)', () => {
   it('a 429 for ever: 20 defers without an attempt, then the 21st is counted as a fail with backoff; then the count starts again', async () => {
     const fx = await makeFixture([attentionSet]);
     try {

@@ -363,7 +363,7 @@ describe('rows the builder cannot read park visibly instead of failing forever',
   });
 
   it('a collection schema whose fields is not a list does not break the runner', async () => {
-    // The door refuses such a schema (DESIGN §16.25)...
+    // The door refuses such a schema (DESIGN §3.1)...
     await expect(fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never })).rejects.toThrow(/schema\.fields/);
     // ...and a row that got past it (an older row, another writer) does not break the runner.
     const odd = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: [] } });

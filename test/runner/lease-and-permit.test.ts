@@ -8,8 +8,8 @@ import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * Leases and our own waits (DESIGN §16.5) and the daily-cap reservation's life in the runner
- * (DESIGN §16.8), by forced interleavings on the injected clock: a permit "wait" is the stub
+ * Leases and our own waits (DESIGN §3.6) and the daily-cap reservation's life in the runner
+ * (DESIGN §10.3), by forced interleavings on the injected clock: a permit "wait" is the stub
  * moving the clock, and the `beforeAsk` seam lands a rival claim right before the final liveness
  * check. Nothing sleeps.
  */
@@ -133,7 +133,7 @@ describe('a permit wait cut short', () => {
   });
 });
 
-describe('the daily-cap reservation in the runner (DESIGN §16.8)', () => {
+describe('the daily-cap reservation in the runner (DESIGN §10.3)', () => {
   it('settles to the real usage after the call: nothing stays reserved', async () => {
     await newItem();
     const cap = 100_000;

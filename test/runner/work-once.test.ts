@@ -8,7 +8,7 @@ import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * Work the runner does once (DESIGN §16.32): a lease renewed before a call only when less than
+ * Work the runner does once (DESIGN §7.6): a lease renewed before a call only when less than
  * half of it is left, one claim read before the first attempt, and each question hashed once per
  * process. Statements are counted by spying on the store; the clock is the fixture's.
  */

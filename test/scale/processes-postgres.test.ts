@@ -61,7 +61,7 @@ describe.skipIf(!TEST_PG_URL)(`worker processes on PostgreSQL${TEST_PG_URL ? '' 
     expect(rows).toHaveLength(4); // three attention keys and one effort key
     expect(rows.every((r) => r.n === 1)).toBe(true);
     // One recorded call: the killed worker's call never completed; the survivor asked attention
-    // and effort together (co-asking, DESIGN §16.18).
+    // and effort together (co-asking, DESIGN §7.2).
     expect(await q<{ n: number }>('SELECT sum(calls)::int AS n FROM decision_spend')).toEqual([{ n: 1 }]);
   }, 90_000);
 

@@ -28,7 +28,7 @@ describe('four worker processes on one SQLite file', () => {
     expect(runs.every((r) => r.claimed > 0)).toBe(true); // all four took part
     expect(runs.reduce((a, r) => a + r.claimed, 0)).toBe(owed);
     expect(troubleLines(runs)).toEqual([]);
-    // An item's jobs are co-asked when one claim takes both (DESIGN §16.18); another process may
+    // An item's jobs are co-asked when one claim takes both (DESIGN §7.2); another process may
     // take the second between the claim's two statements, so between one and two calls an item.
     const check = await checkDrain(file);
     expect(check).toMatchObject({ jobsLeft: 0, answers: SCALE_ITEMS * 4, duplicateKeys: 0 });

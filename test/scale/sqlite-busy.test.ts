@@ -9,7 +9,7 @@ import { tempDir } from '../harness/store-fixture.js';
 /**
  * SQLITE_BUSY never reaches the job layer: a write transaction that outlasts the busy timeout is
  * retried. Another thread (its own connection, as another process would have) holds the write
- * lock. DESIGN §16.6: the retries await, so the event loop is never held longer than the short
+ * lock. DESIGN §10.1: the retries await, so the event loop is never held longer than the short
  * busy timeout, and the store reports the lock (and a full disk) until a write succeeds.
  */
 

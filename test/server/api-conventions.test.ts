@@ -8,7 +8,7 @@ import { createApiServer } from '../../src/server/api-server.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**
- * The HTTP API's conventions (DESIGN §16.22 and its amendment on lists and errors), on a real
+ * The HTTP API's conventions (DESIGN §16.2 and §16.3), on a real
  * SQLite file loaded with beads sample items (real tracker data) through the write doors: the
  * item list's cursor paging with `has_more`, `next_cursor` and a `Link` header, a bad cursor a 400
  * naming `param`, content only when asked; errors in one shape with `param` and an `x-request-id`

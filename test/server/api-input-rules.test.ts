@@ -7,7 +7,7 @@ import { createVerdict, type Verdict } from '../../src/index.js';
 import { createApiServer } from '../../src/server/api-server.js';
 
 /**
- * The input rules of every door (DESIGN §16.25) through /v1: a ref that would have to change is
+ * The input rules of every door (DESIGN §3.1) through /v1: a ref that would have to change is
  * refused with the reason, repaired text is reported in the answer, the same content in another
  * form is unchanged, and no internal error text reaches the client.
  */

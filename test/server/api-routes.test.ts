@@ -8,7 +8,7 @@ import { createVerdict, verifyGitHubSignature, type Verdict } from '../../src/in
 import { createApiServer } from '../../src/server/api-server.js';
 
 /**
- * The /v1 routes do what the write doors and reads do (DESIGN §16.22), on a real SQLite file
+ * The /v1 routes do what the write doors and reads do (DESIGN §16.2), on a real SQLite file
  * through `inject`; the webhook route's answers for what it does not apply. Refusals are in
  * api-security.test.ts.
  */

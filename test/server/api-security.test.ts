@@ -9,7 +9,7 @@ import { createApiServer } from '../../src/server/api-server.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**
- * The HTTP API's refusals (DESIGN §16.22), one request each, on a real SQLite file through
+ * The HTTP API's refusals (DESIGN §16.2), one request each, on a real SQLite file through
  * fastify's `inject` (the same request pipeline as a socket: parsers, hooks, limits). The closing
  * note's security table is this file's list. The process end to end is in serve-e2e.test.ts.
  */

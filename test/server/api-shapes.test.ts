@@ -8,7 +8,7 @@ import { createApiServer } from '../../src/server/api-server.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**
- * One shape per kind of answer and one name per thing (DESIGN §16.31), on a real SQLite store
+ * One shape per kind of answer and one name per thing (DESIGN §16.3), on a real SQLite store
  * loaded with beads sample items (real tracker data) through `/v1`: times in ISO 8601, a write
  * answering the envelope a GET of the resource answers, comments with `content` and the token as
  * their author, select options refused at every door, flags as a paged array, sets and the job

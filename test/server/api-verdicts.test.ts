@@ -8,7 +8,7 @@ import { createApiServer } from '../../src/server/api-server.js';
 import { FakeProvider } from '../../src/testing.js';
 
 /**
- * People's verdicts through the public API and the HTTP API (DESIGN §16.14, §16.22): the library
+ * People's verdicts through the public API and the HTTP API (DESIGN §8.1, §16.2): the library
  * records and lists them, `reader.flags` honours a value in force, and `POST …/verdicts` records
  * one with the token as its author (write role), refusing a read token and a bad value.
  */

@@ -116,7 +116,7 @@ describe('jobs, queue and spend', () => {
     await v.store.updateItem(b1.id, { title: 'B-1 edited' });
     expect((await v.jobs.list({ workspace: 'acme' })).map((j) => j.ref)).toEqual(['T-1']);
     expect(await v.jobs.retry({ workspace: 'acme', state: 'owed' })).toBe(1);
-    // DESIGN §16.23: batched jobs can be retried (taken out of their batch); none is batched here.
+    // DESIGN §7.4: batched jobs can be retried (taken out of their batch); none is batched here.
     expect(await v.jobs.retry({ workspace: 'acme', state: 'batched' })).toBe(0);
     await expect(v.jobs.drop({ workspace: 'acme' })).rejects.toMatchObject({ code: 'invalid_input' });
     expect(await v.jobs.drop({ workspace: 'acme', ref: 'B-1' })).toBe(0); // not this workspace's ref

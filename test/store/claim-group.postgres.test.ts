@@ -8,7 +8,7 @@ import { TASK_SCHEMA } from '../harness/store-fixture.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from './conformance-backends.js';
 
 /**
- * Claims on PostgreSQL with co-asking (DESIGN §16.18): a claim never waits on a row another
+ * Claims on PostgreSQL with co-asking (DESIGN §7.2): a claim never waits on a row another
  * transaction locks, and a co-asked group is only claimed from its first set. Another claimer's
  * claim in progress is played by a raw connection holding the first set's row lock, as the claim
  * statement's `FOR UPDATE` does until its transaction commits.

@@ -232,7 +232,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0, "n": 1e2}');
     });
 
-    it('a field edit keeps every byte it does not touch: number literals, escapes, spacing (DESIGN §16.10)', async () => {
+    it('a field edit keeps every byte it does not touch: number literals, escapes, spacing (DESIGN §3.2)', async () => {
       const stored = '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}';
       const it1 = await item('T-1', { fields: stored });
       const r = await fx.store.updateItem(it1.id, { setFields: { status: 'in_progress' } });
@@ -251,7 +251,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.getItem(spaced.id))!.fields).toBe('{ "name" : "caf\\u00e9\\/x" ,"status":"closed","added":2.50 }');
     });
 
-    it('a field set to the value it has is a no-op: no seq bump, nothing owed (DESIGN §16.10)', async () => {
+    it('a field set to the value it has is a no-op: no seq bump, nothing owed (DESIGN §3.2)', async () => {
       const it1 = await item('T-1', { fields: '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}' });
       await fx.store.dropJobs({});
       const same = [
@@ -323,7 +323,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.restoreCollection(fx.tasks.id)).row.deletedAt).toBeNull();
     });
 
-    it('a collection change owes in chunks of 1,000 per transaction; a crash between chunks resumes and owes the rest once (DESIGN §16.12)', async () => {
+    it('a collection change owes in chunks of 1,000 per transaction; a crash between chunks resumes and owes the rest once (DESIGN §3.3)', async () => {
       await reopen([attentionSet, effortSet]);
       const N = 2_100;
       fx.store.setRegistry(new Registry([])); // items first, owing nothing, so the change is the only owe
@@ -395,7 +395,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
     });
 
-    it('storage health and upkeep (DESIGN §16.6, §16.7): a refused write is no storage problem; a checkpoint empties the log where there is one', async () => {
+    it('storage health and upkeep (DESIGN §10.1, §10.2): a refused write is no storage problem; a checkpoint empties the log where there is one', async () => {
       await item('H-1');
       expect(fx.store.storageProblem()).toBeNull();
       await expect(fx.store.updateItem('nope', { title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
@@ -412,7 +412,7 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  describe(`${backend.name}: store.transaction (DESIGN §16.21)`, () => {
+  describe(`${backend.name}: store.transaction (DESIGN §16.1)`, () => {
     it('several write doors commit together, their owed jobs with them', async () => {
       await fx.store.transaction(async (tx) => {
         const a = await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-1', title: 'one' });
@@ -578,7 +578,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.listDecisions(a.id, 'nope')).toEqual([]);
     });
 
-    it('a set with maxAge on the store\'s clock: unexpired answers are skipped across days; past maxAge the re-ask is a new state hash beside the old row (DESIGN §16.17)', async () => {
+    it('a set with maxAge on the store\'s clock: unexpired answers are skipped across days; past maxAge the re-ask is a new state hash beside the old row (DESIGN §5.2)', async () => {
       const aging = defineQuestionSet({ name: 'aging', questions: { stale: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000 });
       await reopen([aging]);
       const it1 = await item('T-1');
@@ -615,7 +615,7 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  describe(`${backend.name}: daily-token-cap reservations (DESIGN §16.8)`, () => {
+  describe(`${backend.name}: daily-token-cap reservations (DESIGN §10.3)`, () => {
     const spendOf = (inputTokens: number, outputTokens: number) => ({
       questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1,
       usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 },
@@ -748,7 +748,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.renewLease(held, 60_000)).toBe(true);
     });
 
-    it('provider batches (DESIGN §16.19): backfill jobs claimed in bulk, batched, not claimable, then stored or re-owed', async () => {
+    it('provider batches (DESIGN §7.3): backfill jobs claimed in bulk, batched, not claimable, then stored or re-owed', async () => {
       await reopen([attentionSet, effortSet]);
       const items = [];
       for (let i = 1; i <= 3; i++) items.push(await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false }));
@@ -1057,7 +1057,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
     });
 
-    it('constant editing for 3 hours, a write landing in every evaluation: at most one evaluation per hour (DESIGN §16.1)', async () => {
+    it('constant editing for 3 hours, a write landing in every evaluation: at most one evaluation per hour (DESIGN §3.4)', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');
       let elapsed = 0;
@@ -1085,7 +1085,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(job.notBefore).toBe(Math.max(answeredAt + 3_600_000, lastEditAt + 30_000));
     });
 
-    it('a job that survives its completion gets enqueued_at = the time of the write that landed during it (DESIGN §16.1)', async () => {
+    it('a job that survives its completion gets enqueued_at = the time of the write that landed during it (DESIGN §3.4)', async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');
       fx.advance(30_000);
@@ -1217,7 +1217,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(30_000);
       const fake = new FakeProvider();
       const reports = await drain(runner(fake));
-      // attention and effort read the same state: one co-asked call (DESIGN §16.18), two jobs done.
+      // attention and effort read the same state: one co-asked call (DESIGN §7.2), two jobs done.
       expect(reports.map((r) => [r.outcome.kind, r.claim.coAsked?.map((c) => c.questionSet)])).toEqual([['complete', ['effort']]]);
       expect(fake.requests.map((q) => q.keys.sort())).toEqual([['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']]);
       expect(await fx.store.listJobs({ itemId: it1.id })).toEqual([]);
@@ -1240,7 +1240,7 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  describe(`${backend.name}: bounded defers and set holds (DESIGN §16.3, §16.4)`, () => {
+  describe(`${backend.name}: bounded defers and set holds (DESIGN §3.7, §3.8)`, () => {
     const deferOpts = (over: Partial<{ delayMs: number; deferLimit: number; failBackoffMs: number }> = {}) => ({
       delayMs: 1_000,
       reason: 'provider_unavailable 429',
@@ -1534,7 +1534,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       const all = await scan(null, 10);
       expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
       expect(all[0].item).toEqual(await fx.store.getItem(a.id));
-      // evaluatedAt is the latest row's own (the expiry sweep's input, DESIGN §16.17).
+      // evaluatedAt is the latest row's own (the expiry sweep's input, DESIGN §5.2).
       const storedAt = new Map((await fx.store.listDecisions(a.id, 'attention')).map((r) => [r.questionKey, r.evaluatedAt]));
       expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
         { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2, evaluatedAt: storedAt.get('blocked') },
@@ -1632,8 +1632,8 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  // ---- outbound decision events (DESIGN §16.22, issue 14 part 3)
-  describe(`${backend.name}: HTTP API tokens, webhook deliveries and the reads the API uses (DESIGN §16.22)`, () => {
+  // ---- outbound decision events (DESIGN §16.2, issue 14 part 3)
+  describe(`${backend.name}: HTTP API tokens, webhook deliveries and the reads the API uses (DESIGN §16.2)`, () => {
     const hash = (s: string) => createHash('sha256').update(s).digest('hex');
 
     it('a token is found by its hash until revoked, and not once its workspace is soft-deleted; list shows it without the hash', async () => {
@@ -1655,7 +1655,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await expect(fx.store.createApiToken({ id: 'tok-3', workspaceId: fx.ws.id, role: 'read', tokenHash: hash('t1') })).rejects.toThrow();
     });
 
-    it('a dashboard session lives until logout, 12 h, an hour idle or its token\u2019s revocation, and is no token; prune deletes the ended ones (DESIGN §16.34)', async () => {
+    it('a dashboard session lives until logout, 12 h, an hour idle or its token\u2019s revocation, and is no token; prune deletes the ended ones (DESIGN §16.6)', async () => {
       const { token, row } = await createApiToken(fx.store, { workspace: 'acme', role: 'write' });
       const find = (id: string) => findDashboardSession(fx.store, id);
       const open = async () => (await openDashboardSession(fx.store, token))!;
@@ -1752,7 +1752,7 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  describe(`${backend.name}: people in the loop: verdicts and surfacing memory (DESIGN §16.14, §16.15)`, () => {
+  describe(`${backend.name}: people in the loop: verdicts and surfacing memory (DESIGN §8.1, §8.2)`, () => {
     const T1 = 'http://127.0.0.1:9/one';
     const ctx = (ref: string) => ({ ref, threshold: 0.7, hysteresis: 0.05 });
     const p = (itemId: string, key: string, hash: string, prob: number) => ({ ...decision(itemId, 'attention', key, hash, fx.ws.id), answer: `{"type":"noul","noul":${prob}}` });
@@ -1841,7 +1841,7 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
   });
 
-  describe(`${backend.name}: outbound decision events (DESIGN §16.22)`, () => {
+  describe(`${backend.name}: outbound decision events (DESIGN §16.2)`, () => {
     const T1 = 'http://127.0.0.1:9/one';
     const T2 = 'http://127.0.0.1:9/two';
     const surfacing = (ref: string) => ({ ref, threshold: 0.7 });
@@ -1860,7 +1860,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.95)], surfacing('T-1'))).toBe(0);
       // Still surfaced at a new state (exactly at the threshold counts as surfaced): no event.
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.7)], surfacing('T-1'))).toBe(1);
-      // Below the threshold but inside the hysteresis band (0.7 − 0.05): still surfaced (DESIGN §16.15).
+      // Below the threshold but inside the hysteresis band (0.7 − 0.05): still surfaced (DESIGN §8.2).
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4a', 0.66)], surfacing('T-1'))).toBe(1);
       expect(await types()).toEqual(['decision.surfaced blocked']);
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4', 0.64)], surfacing('T-1'))).toBe(1);

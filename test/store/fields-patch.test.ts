@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sameNumberLiteral, scanObject, spliceMembers } from '../../src/store/fields-patch.js';
 
-/** The splice under the field edit door (DESIGN §16.10): only the touched members' bytes move. */
+/** The splice under the field edit door (DESIGN §3.2): only the touched members' bytes move. */
 
 const edits = (set: Record<string, string> = {}, remove: string[] = []) => ({ set: new Map(Object.entries(set)), remove: new Set(remove) });
 

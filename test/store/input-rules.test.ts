@@ -8,7 +8,7 @@ import { InvalidWrite } from '../../src/store/store.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * The input rules of every write door (DESIGN §16.25) on the library's doors and the beads
+ * The input rules of every write door (DESIGN §3.1) on the library's doors and the beads
  * importer, on a real SQLite file. The /v1 side is in test/server/api-input-rules.test.ts.
  */
 

@@ -8,7 +8,7 @@ import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * A power cut may not take back what was acknowledged (DESIGN §16.26), checked by simulation.
+ * A power cut may not take back what was acknowledged (DESIGN §3.9), checked by simulation.
  *
  * The child (harness/power-cut-child.mjs) runs the built library's HTTP write doors and worker
  * drains under strace, which records, in order, every write, truncate and fsync of the database

@@ -6,7 +6,7 @@ import { storageProblemOf } from '../../src/store/sqlite/context.js';
 import { judgeHealth } from '../../src/worker/metrics.js';
 
 /**
- * DESIGN §16.6: what /healthz reports about the database. The SQLite side is exercised against a
+ * DESIGN §10.1: what /healthz reports about the database. The SQLite side is exercised against a
  * real lock and a real full database in test/scale/sqlite-busy.test.ts and a real worker process
  * in test/worker/held-lock-process.test.ts; here the classification and the Postgres store.
  */

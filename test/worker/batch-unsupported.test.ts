@@ -14,7 +14,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { waitFor } from '../harness/cli-process.js';
 
 /**
- * An Anthropic-compatible endpoint without Message Batches (DESIGN §16.23): its batch routes
+ * An Anthropic-compatible endpoint without Message Batches (DESIGN §7.4): its batch routes
  * answer 404, 405, 400 or a 200 that is no batch object. Nothing may strand: the jobs go back to
  * owed at once without an attempt, batching is switched off for that provider and base URL (one
  * log line; `status` says so), and the same run asks every job directly. The real SDK against the

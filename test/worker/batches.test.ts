@@ -17,7 +17,7 @@ import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * Message Batches on the job queue (DESIGN §16.19): backfill-priority jobs go to the provider's
+ * Message Batches on the job queue (DESIGN §7.3): backfill-priority jobs go to the provider's
  * batch API, `batched` until their result is stored; liveness at assembly; a result for a deleted
  * item discarded, for a changed state stored at the state asked with the job left owed; expiry
  * re-owes; a batch submitted before a crash is found again and never re-submitted. Real SQLite

@@ -8,7 +8,7 @@ import { waitFor } from '../harness/cli-process.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * The worker works off collection-change continuations (DESIGN §16.12): the door owes the first
+ * The worker works off collection-change continuations (DESIGN §3.3): the door owes the first
  * 1,000 items; the worker owes the rest, a chunk per transaction. The claim gate holds every claim
  * here, so the tests watch the owing alone.
  */

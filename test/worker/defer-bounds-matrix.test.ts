@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { faultCases, runFaultCase, type FaultResult } from '../harness/fault-matrix.js';
 
 /**
- * DESIGN §16.3 and §16.4 rows of the provider fault matrix, each through the real worker
+ * DESIGN §3.7 and §3.8 rows of the provider fault matrix, each through the real worker
  * (`--until-idle`: every run below must return on its own), a real SQLite file and the real
  * AnthropicProvider against the fake Anthropic server. The matrix's Retry-After cap is 500 ms, so a
  * 0.1 s Retry-After is "short" and a 30 s one is above the cap.

@@ -10,7 +10,7 @@ import { printLeftover } from '../../src/cli/worker.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * What a one-shot drain says and does (DESIGN §16.23): it asks directly unless given `batch: 'on'`,
+ * What a one-shot drain says and does (DESIGN §7.4): it asks directly unless given `batch: 'on'`,
  * its summary counts batch results and their answers, and what it leaves names the jobs held under
  * other (here dead) workers' leases and when those leases end. Real SQLite files, a manual clock.
  */

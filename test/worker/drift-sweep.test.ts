@@ -75,7 +75,7 @@ describe('the drift sweep', () => {
     }
   });
 
-  it('answers of an older item-state version are re-owed and re-asked once (DESIGN §16.11: version 2)', async () => {
+  it('answers of an older item-state version are re-owed and re-asked once (DESIGN §5.1: version 2)', async () => {
     const t9 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'Task 9', content: 'body', fields: { status: 'open' } })).row;
     await fx.store.dropJobs({});
     const state = itemStateFor(attentionSet, (await fx.store.loadItemForEvaluation(t9.id))!);

@@ -15,7 +15,7 @@ import { captureLog } from '../harness/log-capture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * Outbound decision events end to end (DESIGN §16.22, issue 14 part 3): a real worker (runWorker,
+ * Outbound decision events end to end (DESIGN §16.2, issue 14 part 3): a real worker (runWorker,
  * until idle, the fake provider) against a real HTTP receiver on 127.0.0.1. The receiver is down
  * for an hour of the store's clock (503 with Retry-After, then connection refused) while items
  * keep surfacing and clearing; once it is up, every event arrives exactly once, in order per
@@ -114,7 +114,7 @@ class Receiver {
 
 const MIN = 60_000;
 
-describe('outbound decision events: a worker delivers them signed, once, in order per item (DESIGN §16.22)', () => {
+describe('outbound decision events: a worker delivers them signed, once, in order per item (DESIGN §16.2)', () => {
   let fx: Fixture;
   let receiver: Receiver;
 

@@ -4,7 +4,7 @@ import { waitFor } from '../harness/cli-process.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
- * DESIGN §16.6: a drain never holds the event loop. Real `verdict worker`
+ * DESIGN §10.1: a drain never holds the event loop. Real `verdict worker`
  * processes from the built dist, with the event-loop probe (test/harness/loop-probe.mjs)
  * preloaded: its 20 ms timer must never wait through more than 200 ms of the worker's own work
  * while the worker drains jobs that resolve without a real wait (a 0 ms fake provider; answers
@@ -18,7 +18,7 @@ import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 const ITEMS = 1_000; // 2,000 jobs: about 1.5 s of drain, far above the limit when nothing yields
 // 200 ms: the gaps measured here are 60–90 ms of CPU time, and a clean-clone CI run saw 102 ms
 // (a GC pause on a busy machine) against the old 100 ms limit. A drain that does not yield shows
-// the whole drain, seconds; DESIGN §16.6 asks /healthz to answer within 1 s.
+// the whole drain, seconds; DESIGN §10.1 asks /healthz to answer within 1 s.
 const MAX_GAP_MS = 200;
 
 const fx = seededWorkerFixture(ITEMS);

@@ -21,7 +21,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf } from '../reads/support.js';
 
 /**
- * Time-dependent questions (DESIGN §16.17) on an injected clock: a set with `maxAge` keeps an
+ * Time-dependent questions (DESIGN §5.2) on an injected clock: a set with `maxAge` keeps an
  * answer current across days while the item is unchanged (no call when its job is owed again),
  * reads `stale: expired` past `maxAge`, is re-owed by the expiry sweep at its bounded rate, and is
  * asked again at a state carrying the new `as_of`, so at a new state hash, beside the old row.

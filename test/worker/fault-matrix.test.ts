@@ -101,7 +101,7 @@ describe('fault matrix through the worker', () => {
     expect(r.logs.find((l) => l.msg === 'spend')).toMatchObject({ inputTokens: 100, outputTokens: 20 });
   });
 
-  it('forced tool with a conv:bd-7h7 key: sent as property q1, answered, stored under its key (DESIGN §16.13)', async () => {
+  it('forced tool with a conv:bd-7h7 key: sent as property q1, answered, stored under its key (DESIGN §9.2)', async () => {
     const r = await run('forced tool, key conv:bd-7h7 (not a legal property name)');
     expect(r.calls).toBe(1);
     expect(kinds(r)).toEqual(['complete']);

@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { KEYS_PER_TASK, ROOT, runLeaseLimiter, runTokenCap } from '../../scripts/fault-runs.js';
 
 /**
- * The reliability runs of DESIGN §16.5 and §16.8, shortened, with real worker processes of the
+ * The reliability runs of DESIGN §3.6 and §10.3, shortened, with real worker processes of the
  * built CLI (`node dist/cli/main.js worker`, run `npm run build` first) on a real SQLite file of
  * real tracker tasks with the fake provider. The full-size runs and their before/after figures are
  * scripts/fault-lease-limiter.ts and scripts/fault-token-cap.ts. `VERDICT_FAULT_ROOT` points the
@@ -17,9 +17,9 @@ beforeAll(() => {
   if (!existsSync(join(TARGET, 'dist/cli/main.js'))) throw new Error('dist/ is not built: run `npm run build` first');
 });
 
-describe('fault 2: our own limiter never costs a live worker its lease (DESIGN §16.5)', () => {
+describe('fault 2: our own limiter never costs a live worker its lease (DESIGN §3.6)', () => {
   it('two workers, --lease-ms 4000, 7 requests/min, more calls than a minute allows: 0 parked, 0 claim lost, one answer per key', async () => {
-    // 15 tasks are 15 calls (attention and effort co-asked, DESIGN §16.18): 14 fit the two
+    // 15 tasks are 15 calls (attention and effort co-asked, DESIGN §7.2): 14 fit the two
     // processes' first minute, the rest wait on the limiter.
     const f = await runLeaseLimiter(TARGET, { items: 15, timeoutMs: 150_000 });
     expect(f.finished).toBe(true);
@@ -31,7 +31,7 @@ describe('fault 2: our own limiter never costs a live worker its lease (DESIGN �
   }, 200_000);
 });
 
-describe('fault 3: the daily token cap holds across processes (DESIGN §16.8)', () => {
+describe('fault 3: the daily token cap holds across processes (DESIGN §10.3)', () => {
   for (const processes of [1, 3]) {
     it(`${processes} process(es) × 4 slots, 200 ms calls: billed stays within the cap plus the calls in flight`, async () => {
       const cap = 6_000;

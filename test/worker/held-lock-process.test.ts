@@ -5,7 +5,7 @@ import { waitFor } from '../harness/cli-process.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
- * DESIGN §16.6: another process holds `BEGIN IMMEDIATE` while a real worker
+ * DESIGN §10.1: another process holds `BEGIN IMMEDIATE` while a real worker
  * process (built dist) records evaluations. /healthz answers every probe within 1 s, says
  * `degraded` (503) with the reason while the lock is held and `ok` after it; every job completes,
  * every answer is stored once. On the old code the worker sat in SQLite's 10 s busy handler, so
@@ -55,7 +55,7 @@ describe('a write lock held by another process (real worker process)', () => {
 
     // Nothing lost: every job completed exactly once, no outcome left unrecorded.
     const check = await checkDrain(fx.file());
-    // One call per item: attention and effort co-asked (DESIGN §16.18).
+    // One call per item: attention and effort co-asked (DESIGN §7.2).
     expect(check).toMatchObject({ jobsLeft: 0, duplicateKeys: 0, calls: ITEMS });
     expect(w.stderr()).not.toMatch(/outcome not recorded|claim failed/);
   }, 90_000);

@@ -154,7 +154,7 @@ describe('daily spend cap and the worker', () => {
     const capped = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0 });
     expect(await capped.claimDelay()).toBe(6 * 3_600_000);
     expect(await capped.acquire(req(10)).then(delayOf)).toBe(6 * 3_600_000);
-    // Below the cap a call goes only if its whole estimate fits (DESIGN §16.8): 1 000 + 10 + 5.
+    // Below the cap a call goes only if its whole estimate fits (DESIGN §10.3): 1 000 + 10 + 5.
     const below = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_015, spendRefreshMs: 0 });
     const granted = await below.acquire(req(10, { maxOutputTokens: 5 }));
     expect(granted).toMatchObject({ granted: true, reservationId: expect.any(String) });

@@ -93,7 +93,7 @@ describe('worker processes', () => {
     expect(q<{ outcome: string; calls: number }>('SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome')).toEqual([{ outcome: 'aborted', calls: 1 }]);
     // The last log line says what the stop cut short.
     const lines = a.stderr().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    // attention and effort were co-asked in the one call (DESIGN §16.18): two jobs, one call.
+    // attention and effort were co-asked in the one call (DESIGN §7.2): two jobs, one call.
     expect(lines[lines.length - 1]).toMatchObject({ msg: 'worker stopped', claimed: 2, calls: 1, answersStored: 0, releasedAtStop: 2, abortedCalls: 1 });
     const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as { spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } } };
     expect(status.spend.last24h.abortedCalls).toBe(1);

@@ -15,7 +15,7 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { askOpts, questions, STATE } from '../providers/support.js';
 
 /**
- * DESIGN §16.20: Anthropic's rate-limit headers (`anthropic-ratelimit-*-remaining/-reset`) feed the
+ * DESIGN §9.3: Anthropic's rate-limit headers (`anthropic-ratelimit-*-remaining/-reset`) feed the
  * worker's limiter, so the worker slows before a 429 instead of after it. The parser is pure; the
  * limiter is driven with fake timers (Date, setTimeout, performance), so no test sleeps on a
  * reset; the wire tests use the real SDK against the fake Anthropic server, and the worker test a

@@ -37,7 +37,7 @@ describe('Worker.cancelPass', () => {
       });
       const running = worker.run();
       await waitFor(() => a.requests.length === 1, 5_000, 5);
-      // attention and effort are co-asked in that one call (DESIGN §16.18): both jobs are in flight.
+      // attention and effort are co-asked in that one call (DESIGN §7.2): both jobs are in flight.
       const inFlight = (await fx.store.listJobs({ itemId: item.row.id })).filter((j) => j.claimToken !== null);
       expect(inFlight.map((j) => [j.questionSet, j.attempts])).toEqual([
         ['attention', 1],
@@ -87,7 +87,7 @@ describe('Worker.cancelPass', () => {
       worker.stop();
       await running;
       expect(worker.providerProblem).toBeNull();
-      expect(b.requests.length).toBe(1); // attention and effort, co-asked (DESIGN §16.18)
+      expect(b.requests.length).toBe(1); // attention and effort, co-asked (DESIGN §7.2)
     } finally {
       await fx.cleanup();
     }

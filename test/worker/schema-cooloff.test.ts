@@ -11,7 +11,7 @@ import type { RecordedRequest } from '../../src/testing/fake-server-core.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * DESIGN §16.4: a 400 that rejects one set's answer schema cools off *that set*: its jobs are
+ * DESIGN §3.8: a 400 that rejects one set's answer schema cools off *that set*: its jobs are
  * released without an attempt and not claimed for the cooling-off period, `status` lists the set
  * under failing sets with the reason, and the other sets keep running. Real worker, real
  * AnthropicProvider and SDK against the fake Anthropic server, real SQLite file, manual clock.
@@ -50,7 +50,7 @@ function worker(coAsk = false): Worker {
   });
 }
 
-describe('a rejected schema in a co-asked call (DESIGN §16.18)', () => {
+describe('a rejected schema in a co-asked call (DESIGN §7.2)', () => {
   it('re-asks set by set: only the set whose own schema is refused cools off, the other is answered', async () => {
     const id = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't1', content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row.id;
     server.setFallback(rejectAlpha);

@@ -8,7 +8,7 @@ import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js'
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * A retry storm (DESIGN §16.3) as real processes (`node dist/cli/main.js`; `npm run build` first): one open item
+ * A retry storm (DESIGN §3.7) as real processes (`node dist/cli/main.js`; `npm run build` first): one open item
  * of the bundled beads sample, the fake Anthropic server answering every request 529 with
  * `retry-after: 1`. `worker --until-idle` must exit on its own once nothing is due: each job fails
  * after the provider's 4 attempts and backs off 30 s (it used to defer by 1 s for ever, so the
@@ -81,7 +81,7 @@ describe('worker --until-idle during a 529 outage with retry-after: 1', () => {
     expect(drain.killed).toBe(false);
     expect(drain.code).toBe(0);
     // attention and effort ask (conventions has no conventions to ask about), co-asked in one
-    // call (DESIGN §16.18): 4 requests for the two jobs, each of which fails once.
+    // call (DESIGN §7.2): 4 requests for the two jobs, each of which fails once.
     expect(server.messages).toHaveLength(4);
     expect(drain.out).toMatch(/^left: 0 due, 2 waiting \(backoff or debounce\), 0 parked; next due in (2[7-9]|3[0-3])s$/m);
 

@@ -9,7 +9,7 @@ import { parsePromText, sampleValue } from '../harness/prom-text.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
 /**
- * DESIGN §16.7: with an outside reader holding a read transaction, a real worker
+ * DESIGN §10.2: with an outside reader holding a read transaction, a real worker
  * process (built dist) drains and its write-ahead log grows; once the reader lets go, the worker's
  * `wal_checkpoint(TRUNCATE)` (here every 500 ms via --wal-checkpoint-ms, 60 s by default) brings
  * the fx.file() back down. The old code never truncated it: the fx.file() kept its peak until the worker

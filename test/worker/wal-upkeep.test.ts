@@ -4,7 +4,7 @@ import { startWalUpkeep } from '../../src/worker/wal-upkeep.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**
- * DESIGN §16.7: a busy worker (never idle) still checkpoints at least every `everyMs`; an idle one
+ * DESIGN §10.2: a busy worker (never idle) still checkpoints at least every `everyMs`; an idle one
  * checkpoints when a slot finds nothing, at most once a second. The process test
  * (wal-process.test.ts) ends idle, so only this test notices a missing periodic checkpoint.
  */

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
- * Signatures of outbound decision events (DESIGN §16.22): each body Verdict POSTs carries
+ * Signatures of outbound decision events (DESIGN §16.2): each body Verdict POSTs carries
  * `X-Verdict-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>`, the scheme GitHub uses for
  * `X-Hub-Signature-256`, so a receiver checks it with the same few lines (or with
  * `verifyEventSignature`). The HMAC covers the raw body bytes exactly as sent: verify before

@@ -19,7 +19,7 @@ import type { LabelRule } from './managed-labels.js';
 import { commentIssueNumber, githubCommentSchema, githubIssueSchema, isPullRequest, REPO_NAME, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
 
 /**
- * Imports a repository's GitHub issues and their comments into a workspace (DESIGN §16.25 for its input rules), through
+ * Imports a repository's GitHub issues and their comments into a workspace (DESIGN §3.1 for its input rules), through
  * the mapping of `./mapping.ts`, from the REST API (`importGitHubRepo`) or from JSON saved with
  * `gh api --paginate` (`importGitHubFiles`). Both owe at backfill priority with no quiet period
  * (`IMPORT_OWE`, as the beads importer), both skip pull requests (the issues endpoint returns

@@ -24,7 +24,7 @@ import {
 } from './rest-shapes.js';
 
 /**
- * GitHub webhooks as write doors (DESIGN §16.22): `issues` (opened, edited, closed, reopened,
+ * GitHub webhooks as write doors (DESIGN §16.2): `issues` (opened, edited, closed, reopened,
  * deleted, transferred, labeled, unlabeled) and `issue_comment` (created, edited, deleted). The
  * mapping is the importer's (mapping.ts), so an issue reads the same whether it came by import or
  * by webhook. Writes owe at live priority with the quiet period, as a tracker's own edits do.

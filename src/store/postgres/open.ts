@@ -91,12 +91,12 @@ export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): Pg
   };
 }
 
-/** Where Postgres migrations are recorded: `drizzle.verdict_migrations` (DESIGN §16.21). */
+/** Where Postgres migrations are recorded: `drizzle.verdict_migrations` (DESIGN §16.1). */
 export const PG_MIGRATIONS_SCHEMA = 'drizzle';
 
 /**
  * Copies Verdict's rows from drizzle's default table (`drizzle.__drizzle_migrations`, used by
- * versions before DESIGN §16.21) into `drizzle.verdict_migrations`, once, when the new table does
+ * versions before DESIGN §16.1) into `drizzle.verdict_migrations`, once, when the new table does
  * not exist yet. Only rows whose hash is one of Verdict's own migrations are copied, so a host's
  * drizzle migrations in the default table are neither adopted nor touched. Runs under the
  * migration lock.

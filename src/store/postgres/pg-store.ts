@@ -23,7 +23,7 @@ export interface PgStoreOptions {
 }
 
 /**
- * A host's open Postgres transaction the write doors can join (DESIGN §16.21): a drizzle
+ * A host's open Postgres transaction the write doors can join (DESIGN §16.1): a drizzle
  * transaction (`db.transaction(async (tx) => …)`, the shape pg-boss's `fromDrizzle` adapts) or a
  * node-postgres client on which the host has run BEGIN.
  */
@@ -153,7 +153,7 @@ export class PgStore extends SqlStore {
     return this.problem;
   }
 
-  /** Nothing to do: the server checkpoints its own log (DESIGN §16.7 is about SQLite's file). */
+  /** Nothing to do: the server checkpoints its own log (DESIGN §10.2 is about SQLite's file). */
   async checkpoint() {
     return null;
   }
@@ -169,7 +169,7 @@ export class PgStore extends SqlStore {
 }
 
 /**
- * The storage problem a Postgres error shows (DESIGN §16.6 /healthz), or null for any other error:
+ * The storage problem a Postgres error shows (DESIGN §10.1 /healthz), or null for any other error:
  * socket errors and SQLSTATE classes 08 (connection exception) and 57P (shutdown) mean the server
  * cannot be reached; 53100 is a full disk.
  */

@@ -65,7 +65,7 @@ export const items = pgTable(
     index('items_collection_idx').on(t.collectionId, t.id),
     // The drift sweep's batch read (workspace, id > cursor, ORDER BY id LIMIT n): without it SQLite
     // took items_ws_ref_uq and sorted the whole workspace, 40 ms a batch at 50,000 items whatever
-    // the limit, which held the event loop beside a drain (DESIGN §16.6); with it, 1 ms.
+    // the limit, which held the event loop beside a drain (DESIGN §10.1); with it, 1 ms.
     index('items_ws_id_idx').on(t.workspaceId, t.id),
   ],
 );
@@ -120,11 +120,11 @@ export const decisionJobs = pgTable(
     refusals: integer('refusals').notNull().default(0),
     abandons: integer('abandons').notNull().default(0),
     /**
-     * Consecutive defers (DESIGN §16.3): bumped by every defer, reset by an enqueue and by any
+     * Consecutive defers (DESIGN §3.7): bumped by every defer, reset by an enqueue and by any
      * other recorded outcome; past DEFER_LIMIT in a row the next defer is recorded as a fail.
      */
     defers: integer('defers').notNull().default(0),
-    /** `owed`, `parked`, or `batched`: in a provider batch (DESIGN §16.19), not claimable until its result is stored or the batch re-owes it. */
+    /** `owed`, `parked`, or `batched`: in a provider batch (DESIGN §7.3), not claimable until its result is stored or the batch re-owes it. */
     state: text('state', { enum: ['owed', 'parked', 'batched'] }).notNull().default('owed'),
     /** The `provider_batches` row a batched job is in; null otherwise (a write that re-owes the job leaves it, and the batch then leaves the job alone). */
     batchId: text('batch_id'),
@@ -132,7 +132,7 @@ export const decisionJobs = pgTable(
     lastErrorAt: ms('last_error_at'),
     /** Fair-queuing tag across workspaces (see ../sqlite/schema.ts and ./owe.ts). */
     fairTag: bigint('fair_tag', { mode: 'number' }).notNull().default(0),
-    /** Time of the latest enqueue (see ../sqlite/schema.ts): a completion that finds the generation moved makes it enqueued_at (DESIGN §16.1). */
+    /** Time of the latest enqueue (see ../sqlite/schema.ts): a completion that finds the generation moved makes it enqueued_at (DESIGN §3.4). */
     owedAt: ms('owed_at').notNull().default(0),
   },
   (t) => [
@@ -204,7 +204,7 @@ export const decisionSpend = pgTable(
 );
 
 /**
- * Daily-token-cap reservations (DESIGN §16.8): one row per provider call in flight, holding its
+ * Daily-token-cap reservations (DESIGN §10.3): one row per provider call in flight, holding its
  * estimated input tokens plus its output ceiling until the call settles to its real usage (the
  * row is deleted and the spend recorded in one transaction). A row of a process that died
  * expires at `expires_at` (the call's lease), so a crash never holds the cap for longer.
@@ -231,7 +231,7 @@ export const verdictMeta = pgTable('verdict_meta', {
 });
 
 /**
- * HTTP API bearer tokens (DESIGN §16.22): scoped to one workspace and one role. Only the SHA-256
+ * HTTP API bearer tokens (DESIGN §16.2): scoped to one workspace and one role. Only the SHA-256
  * of the token is kept (hex); the token itself is shown once at creation.
  */
 export const apiTokens = pgTable(
@@ -252,7 +252,7 @@ export const apiTokens = pgTable(
 );
 
 /**
- * Dashboard sessions (DESIGN §16.34): one row per login. The cookie carries a random session id;
+ * Dashboard sessions (DESIGN §16.6): one row per login. The cookie carries a random session id;
  * only its SHA-256 (hex) is kept, so a copy of the database opens no session. A session lives
  * while its token is unrevoked and its workspace live, until `expires_at` (12 h after login) or
  * until it has been idle past the idle timeout (`last_seen_at`). Logout deletes the row.
@@ -274,7 +274,7 @@ export const dashboardSessions = pgTable(
 );
 
 /**
- * Inbound webhook deliveries already applied (DESIGN §16.22), keyed by the sender's delivery id
+ * Inbound webhook deliveries already applied (DESIGN §16.2), keyed by the sender's delivery id
  * (`X-GitHub-Delivery`): a redelivery finds its row and is a no-op. Written in the transaction
  * of the writes the delivery made.
  */
@@ -291,7 +291,7 @@ export const webhookDeliveries = pgTable(
 );
 
 /**
- * Outbound event receivers (DESIGN §16.22): one row per URL the worker is configured to deliver
+ * Outbound event receivers (DESIGN §16.2): one row per URL the worker is configured to deliver
  * to (`VERDICT_EVENT_URLS`). An event is queued once per live target when it is written, so a
  * target only receives events from the time it was configured.
  */
@@ -303,7 +303,7 @@ export const eventTargets = pgTable('event_targets', {
 });
 
 /**
- * The outbox of decision events (DESIGN §16.22), one row per (event, target): a noul started or
+ * The outbox of decision events (DESIGN §16.2), one row per (event, target): a noul started or
  * stopped surfacing for an item. Written in the transaction that stored the answer; delivered in
  * `id` order per (target, item), each row under a lease, retried with the job backoff until the
  * receiver answers 2xx.
@@ -342,7 +342,7 @@ export const decisionEvents = pgTable(
   ],
 );
 
-/** People's verdicts (DESIGN §16.14); see ../sqlite/schema.ts. */
+/** People's verdicts (DESIGN §8.1); see ../sqlite/schema.ts. */
 export const humanVerdicts = pgTable(
   'human_verdicts',
   {
@@ -367,7 +367,7 @@ export const humanVerdicts = pgTable(
   ],
 );
 
-/** Surfacing changes (DESIGN §16.15); see ../sqlite/schema.ts. */
+/** Surfacing changes (DESIGN §8.2); see ../sqlite/schema.ts. */
 export const surfacingChanges = pgTable(
   'surfacing_changes',
   {
@@ -390,7 +390,7 @@ export const surfacingChanges = pgTable(
 );
 
 /**
- * Provider batches (DESIGN §16.19), one row per batch this database submitted. The row is written
+ * Provider batches (DESIGN §7.3), one row per batch this database submitted. The row is written
  * with its requests and the batched jobs *before* the submit (status `submitting`), so a crash
  * between the submit and recording the provider's id finds the batch again (by time and size in
  * the provider's list) instead of submitting it twice.

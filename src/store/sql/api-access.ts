@@ -3,7 +3,7 @@ import type { ApiTokenRow, ApiTokenRole, NewApiToken } from '../store.js';
 import { autocommit, changes, nowSql, one, read, rows, write, type SqlContext } from './steps.js';
 
 /**
- * The HTTP API's rows (DESIGN §16.22): bearer tokens, kept as the SHA-256 of the token only, and
+ * The HTTP API's rows (DESIGN §16.2): bearer tokens, kept as the SHA-256 of the token only, and
  * the inbound webhook deliveries already applied. The token itself never reaches the database:
  * `src/access/tokens.ts` makes it and hashes it.
  */
@@ -57,7 +57,7 @@ export function listApiTokens(c: SqlContext, workspaceId?: string): Promise<ApiT
 
 /**
  * Revokes one token (idempotent) and deletes its dashboard sessions in the same transaction
- * (DESIGN §16.34). @returns false when no unrevoked token has this id.
+ * (DESIGN §16.6). @returns false when no unrevoked token has this id.
  */
 export function revokeApiToken(c: SqlContext, id: string): Promise<boolean> {
   return write(c, function* () {

@@ -8,7 +8,7 @@ import { claimSet, park } from './jobs.js';
 import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
- * Provider batches on the job queue (DESIGN §16.19). A batched job is `state = 'batched'` with
+ * Provider batches on the job queue (DESIGN §7.3). A batched job is `state = 'batched'` with
  * `batch_id`, no claim and no lease: no claim takes it, and nothing but its batch's result (or
  * the batch re-owing it) moves it, except a write, whose owe sets it `owed` as for any job (live
  * work never waits a day for a batch). A result then finds the job no longer batched in its batch
@@ -156,7 +156,7 @@ export function listBatchRequests(c: SqlContext, batchId: string): Promise<Batch
 /**
  * Jobs naming a batch in any state: batched in it, or re-owed by a write since (its result still
  * serves them). `jobs retry` and `jobs drop` take a job out (its `batch_id` cleared or its row
- * gone), so 0 means nobody waits for the batch (DESIGN §16.33). Walks `decision_jobs_batch_idx`.
+ * gone), so 0 means nobody waits for the batch (DESIGN §7.5). Walks `decision_jobs_batch_idx`.
  */
 export function countBatchJobs(c: SqlContext, batchId: string): Promise<number> {
   return read(c, function* () {
@@ -174,7 +174,7 @@ export function countBatchedJobs(c: SqlContext, batchId: string): Promise<number
 }
 
 /**
- * Stores one request's result in one transaction (DESIGN §16.19): its answers (whatever happens to
+ * Stores one request's result in one transaction (DESIGN §7.3): its answers (whatever happens to
  * the jobs: they were paid for, and are keyed by the state asked), its spend, each job's outcome
  * (only while the job is still batched in this batch), and the request row deleted, so a sweep
  * that stops halfway stores each result once.
@@ -189,11 +189,11 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
     let jobs = r.jobs;
     if (r.answers.length) {
       // Liveness in the transaction that stores (the item row locked on Postgres): an item
-      // deleted since, even a moment ago, keeps no answer about its text (DESIGN §16.19).
+      // deleted since, even a moment ago, keeps no answer about its text (DESIGN §7.3).
       const live = yield* itemLivenessTx(c, r.itemId);
       if (live === 'live') {
         for (const [i, a] of r.answers.entries()) {
-          // A job taken out of this batch (`jobs retry` or `jobs drop`, DESIGN §16.23) gets
+          // A job taken out of this batch (`jobs retry` or `jobs drop`, DESIGN §7.4) gets
           // nothing from it: its part is discarded. A job a write re-owed keeps its batch id.
           const part = r.jobs[i];
           if (part && !(yield* inBatchTx(c, batchId, part.itemId, part.questionSet))) continue;

@@ -16,7 +16,7 @@ import { collectionSlug, oweItems } from './owe.js';
 import { exec, nowMs, one, read, rows, write, type SqlContext, type Steps } from './steps.js';
 
 /**
- * Collection changes owed in chunks (DESIGN §16.12; the continuation's design is in
+ * Collection changes owed in chunks (DESIGN §3.3; the continuation's design is in
  * `../collection-owe.ts`). Each step runs in one transaction and touches at most
  * `COLLECTION_OWE_CHUNK` items, so no transaction of a collection change holds the write lock for
  * long, whatever the collection's size. On Postgres the continuation row is read `FOR UPDATE`: the

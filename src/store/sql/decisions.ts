@@ -67,7 +67,7 @@ export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Pro
 }
 
 /**
- * The runner's one read before a call (DESIGN §7 step 6, §16.32): the claim's liveness and the
+ * The runner's one read before a call (DESIGN §7 step 6, §7.6): the claim's liveness and the
  * lease it has left, in the same statement, so a lease is renewed (a write) only when less than
  * half of it is left, and never on the way to a call that a fresh claim makes.
  * @returns `leaseLeftMs`: the store's lease_expires_at less its now, ms (≤ 0 once it ran out;
@@ -155,7 +155,7 @@ export function insertDecisions(c: SqlContext, list: NewDecision[], surfacing?: 
  * `insertDecisions` inside the caller's transaction; `now` is the operation's `nowSql()`. With
  * `surfacing`, every inserted noul that starts or stops surfacing against the previous latest row of
  * its key queues a `decision.surfaced` or `decision.cleared` event for each enabled target, in this
- * transaction (DESIGN §16.22; events.ts `watchSurfacing`, `queueSurfacingEvents`).
+ * transaction (DESIGN §16.2; events.ts `watchSurfacing`, `queueSurfacingEvents`).
  * @returns rows inserted.
  */
 export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewDecision[], surfacing?: SurfacingContext): Steps<number> {
@@ -193,7 +193,7 @@ const insertDecisionsShape = shapeFamily((n: number) =>
 
 /**
  * An item's stored answers, oldest first; with `questionSet`, that set's only (the runner's
- * "already answered" read for a set with `maxAgeMs`, DESIGN §16.17: a range of
+ * "already answered" read for a set with `maxAgeMs`, DESIGN §5.2: a range of
  * item_decisions_latest_idx on (item_id, question_set)).
  */
 export function listDecisions(c: SqlContext, itemId: string, questionSet?: string): Promise<DecisionRow[]> {

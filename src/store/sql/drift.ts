@@ -4,7 +4,7 @@ import type { DriftScanItem, ItemRow } from '../store.js';
 import { read, rows, type SqlContext } from './steps.js';
 
 /**
- * The drift and expiry sweeps' read (DESIGN §8 "Drift sweep", §16.17): one batch of live items in
+ * The drift and expiry sweeps' read (DESIGN §8 "Drift sweep", §5.2): one batch of live items in
  * id order with, per item, the question hash, state version and `evaluated_at` of its latest row
  * per key, its job state, and its newest live comment ids. Reads only, three statements outside
  * any transaction: the sweep holds no lock between (or within) batches, and a write landing

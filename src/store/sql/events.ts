@@ -14,7 +14,7 @@ import { boundError } from '../write-rules.js';
 import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
- * The outbox of decision events (DESIGN §16.22): targets, the events an answer queues in the
+ * The outbox of decision events (DESIGN §16.2): targets, the events an answer queues in the
  * transaction that stores it, and the delivery claim and its outcomes. The rules (when an answer
  * crosses the threshold, the payload's bytes) are in ../events.ts.
  *
@@ -128,7 +128,7 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
         questionSet: w.questionSet,
         questionKey: key,
         surfaced: now.surfaced,
-        // A key's first answer sets its side; it does not flip it (DESIGN §16.15's count).
+        // A key's first answer sets its side; it does not flip it (DESIGN §8.2's count).
         flip: m.answer !== null || m.surfaced !== null,
         probability: now.probability,
         cause: now.cause,

@@ -19,7 +19,7 @@ import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeF
  * The claim's sub-select: the key of the first claimable job in claim order (priority, fair_tag,
  * enqueued_at, key; fair_tag interleaves workspaces, see owe.ts `fairTagSql`). Claimable: owed,
  * due, no live lease, workspace not soft-deleted, set not cooling off after a rejected schema
- * (DESIGN §16.4). It walks `decision_jobs_claim_order_idx (state, priority, fair_tag,
+ * (DESIGN §3.8). It walks `decision_jobs_claim_order_idx (state, priority, fair_tag,
  * enqueued_at, key)` in order and stops at the first claimable row, so a claim reads one index
  * range and never sorts, whatever the queue's size. SQLite is told so (`INDEXED BY`). Postgres has
  * no hints, and on a table autovacuum has not yet analysed (a fresh database, a big backfill) its
@@ -124,7 +124,7 @@ export function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string
 }
 
 /**
- * The claim statement, one shape per number of sets skipped (cooling off, DESIGN §16.4), per
+ * The claim statement, one shape per number of sets skipped (cooling off, DESIGN §3.8), per
  * number of first-of-group pairs and per `liveOnly` (variant `<skipped>:<pairs>` or
  * `<skipped>:<pairs>:live`); parameters `skip0`… name the skipped sets, `groupSet0`/`groupFirst0`…
  * the pairs.
@@ -147,7 +147,7 @@ const claimShape = shapeFamily((variant: string) =>
 /**
  * Claims the other owed jobs of a claimed job's item in `sets` that are claimable now (owed, due,
  * no live lease, below the abandon limit), under the same lease and counting their attempt as any
- * claim does, so one call can ask all their keys (co-asking, DESIGN §16.18). One UPDATE …
+ * claim does, so one call can ask all their keys (co-asking, DESIGN §7.2). One UPDATE …
  * RETURNING on the item's rows of the primary key; a row another claimant holds is simply not
  * claimed, and on Postgres one another transaction is locking is passed over (`SKIP LOCKED`), never
  * waited on: a claim waits on no row, so two claims cannot deadlock. A sibling found at the abandon limit is left for the normal
@@ -222,7 +222,7 @@ const lockJobShape = shape<'itemId' | 'questionSet'>('lock job', (d, p) => sql`
  * no longer matches; `superseded` when the generation moved (only the claim is cleared and
  * not_before recomputed from the debounce rule); otherwise `apply` runs and the outcome is
  * `applied`. `completion` marks the complete and drop outcomes: a job that survives its completion
- * gets enqueued_at = owed_at, the time of the write the evaluation did not see (DESIGN §16.1), so
+ * gets enqueued_at = owed_at, the time of the write the evaluation did not see (DESIGN §3.4), so
  * its delay cap counts from that write. Other outcomes keep enqueued_at: their owed work is still
  * the old one.
  */
@@ -340,7 +340,7 @@ function fail(c: SqlContext, claim: Claim, now: Expr, backoffMs: number, error: 
 /**
  * A rate limit, a Retry-After above the provider's cap, or the limiter or spend cap says wait: no
  * attempt counted, due at reset time, one more consecutive defer. The defer past `deferLimit` in a
- * row is recorded as a fail instead (DESIGN §16.3), read and written under the same fence.
+ * row is recorded as a fail instead (DESIGN §3.7), read and written under the same fence.
  */
 export async function deferJob(
   c: SqlContext,
@@ -410,7 +410,7 @@ export function listJobs(c: SqlContext, f: JobFilter): Promise<JobRow[]> {
 
 /**
  * `jobs retry` (DESIGN §3): owed, counters 0, not_before = now (the one writer that may lower it).
- * A batched job leaves its batch (`batch_id` cleared, DESIGN §16.23): the result that comes later
+ * A batched job leaves its batch (`batch_id` cleared, DESIGN §7.4): the result that comes later
  * finds it no longer in the batch and stores nothing for it (batches.ts `storeBatchResult`).
  */
 export function retryJobs(c: SqlContext, f: JobFilter): Promise<number> {
@@ -425,7 +425,7 @@ export function retryJobs(c: SqlContext, f: JobFilter): Promise<number> {
 
 /**
  * `jobs drop`: deletes matching rows that are not under a live lease. A batched job has no lease
- * and is dropped too: its batch's result stores nothing for it (DESIGN §16.23).
+ * and is dropped too: its batch's result stores nothing for it (DESIGN §7.4).
  */
 export function dropJobs(c: SqlContext, f: JobFilter): Promise<number> {
   const w = filterWhere(c, f);

@@ -9,7 +9,7 @@ import { bind, builtWithValues, changes, nowMs, one, rows, shape, shapeFamily, w
 export interface OweTargets {
   itemIds?: readonly string[];
   collectionId?: string;
-  /** With `collectionId`: only ids in (afterId, throughId], a chunk of a collection change (DESIGN §16.12). */
+  /** With `collectionId`: only ids in (afterId, throughId], a chunk of a collection change (DESIGN §3.3). */
   range?: { afterId: string; throughId: string };
 }
 
@@ -44,7 +44,7 @@ function oweTargetsSql(kind: TargetKind, p: Record<string, Expr>): SQL {
  * rule:
  *
  *   not_before = max(not_before, now + quietPeriod, latest stored answer + reaskDebounce),
- *                capped at max(enqueued_at, latest stored answer) + maxDelay   (DESIGN §16.1)
+ *                capped at max(enqueued_at, latest stored answer) + maxDelay   (DESIGN §3.4)
  *
  * The cap counts from the latest answer as well as from enqueued_at: a job that survived its
  * completion keeps an old enqueued_at, and a cap counted from it alone lies in the past, so the
@@ -142,14 +142,14 @@ const oweShape = shapeFamily(makeOweShape);
 
 /**
  * The latest stored answer of (item, set), epoch ms, or NULL: the debounce anchor and, with
- * enqueued_at, the delay cap's (DESIGN §3, §16.1). An index seek on item_decisions_latest_idx.
+ * enqueued_at, the delay cap's (DESIGN §3, §3.4). An index seek on item_decisions_latest_idx.
  */
 export function latestAnswerSql(d: Dialect, itemId: SQL, setName: Expr): SQL {
   return sql`(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = ${d.text(setName)})`;
 }
 
 /**
- * The delay cap on a job's not_before (DESIGN §16.1): max(enqueued_at, latest stored answer of
+ * The delay cap on a job's not_before (DESIGN §3.4): max(enqueued_at, latest stored answer of
  * (item, set)) + maxDelay, in ms. Never a time in the past relative to the latest answer, so an
  * evaluation always buys the item at least maxDelay of quiet under constant editing.
  */

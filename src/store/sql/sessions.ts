@@ -3,7 +3,7 @@ import type { ApiTokenRole, DashboardSessionRow, NewDashboardSession } from '../
 import { autocommit, changes, nowMs, nowSql, one, read, write, type SqlContext } from './steps.js';
 
 /**
- * Dashboard sessions (DESIGN §16.34): rows keyed by the SHA-256 of the session id the cookie
+ * Dashboard sessions (DESIGN §16.6): rows keyed by the SHA-256 of the session id the cookie
  * carries (`src/access/sessions.ts` makes the id and hashes it; the id never reaches the
  * database). A session is live while its token is unrevoked, its workspace live, `expires_at` is
  * ahead and it was last seen within the idle timeout; every check reads the store's clock.

@@ -5,7 +5,7 @@ import { recordSpendTx } from './decisions.js';
 import { changes, exec, nowMs, nowSql, one, write, type SqlContext, type Steps } from './steps.js';
 
 /**
- * Daily-token-cap reservations (DESIGN §16.8). The check and the insert run in one transaction
+ * Daily-token-cap reservations (DESIGN §10.3). The check and the insert run in one transaction
  * serialised across every process on the database (SQLite: BEGIN IMMEDIATE holds the write lock;
  * Postgres: a transaction-scoped advisory lock, `Dialect.serialiseSpend`, released by the commit),
  * so two processes reserving at once can never together pass the cap (the in-process cache this

@@ -123,7 +123,7 @@ const OPERATIONS = {
   deleteDashboardSession: sessions.deleteDashboardSession,
   pruneDashboardSessions: sessions.pruneDashboardSessions,
   recordWebhookDelivery: access.recordWebhookDelivery,
-  // outbound decision events (DESIGN §16.22)
+  // outbound decision events (DESIGN §16.2)
   syncEventTargets: events.syncEventTargets,
   claimEventDeliveries: events.claimEventDeliveries,
   completeEventDelivery: events.completeEventDelivery,
@@ -133,7 +133,7 @@ const OPERATIONS = {
   eventDeliveryStats: events.eventDeliveryStats,
   pruneDeliveredEvents: events.pruneDeliveredEvents,
   listDecisionEvents: events.listDecisionEvents,
-  // people in the loop (DESIGN §16.14, §16.15)
+  // people in the loop (DESIGN §8.1, §8.2)
   insertVerdict: surfacing.insertVerdict,
   listVerdicts: surfacing.listVerdicts,
   listSurfacingChanges: surfacing.listSurfacingChanges,

@@ -201,7 +201,7 @@ export interface Dialect {
    * How the claim walk names the rows it wants: SQLite `j.state = 'owed'` (an equality seek on the
    * forced index); Postgres `j.state > 'batched' AND j.state <> 'parked'` with `j.state` leading
    * the ORDER BY, so the whole index order is the sort order whatever the statistics (sql/jobs.ts
-   * `claimCandidateSql`), and the walk starts past every batched row (DESIGN §16.19: 'batched' sorts
+   * `claimCandidateSql`), and the walk starts past every batched row (DESIGN §7.3: 'batched' sorts
    * before 'owed') instead of filtering them one by one.
    */
   readonly claimStates: { where: StringChunk; orderPrefix: StringChunk };
@@ -210,7 +210,7 @@ export interface Dialect {
   /** The claim's lock: ` FOR UPDATE OF j SKIP LOCKED` on Postgres (claimers pass over each other's rows); nothing on SQLite. */
   readonly skipLocked: StringChunk;
   /**
-   * The statement that serialises spend reservations across processes (DESIGN §16.8), run first in
+   * The statement that serialises spend reservations across processes (DESIGN §10.3), run first in
    * the reservation's transaction: on Postgres a transaction-scoped advisory lock, since READ
    * COMMITTED alone would let two machines read the same total and both insert; null on SQLite,
    * whose IMMEDIATE transaction already holds the database's write lock.

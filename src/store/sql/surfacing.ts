@@ -6,7 +6,7 @@ import { noulProbability } from '../events.js';
 import { bind, changes, nowMs, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
- * Surfacing with memory and people's verdicts (DESIGN §16.14, §16.15), on both dialects.
+ * Surfacing with memory and people's verdicts (DESIGN §8.1, §8.2), on both dialects.
  *
  * The memory of a key is the latest row of `surfacing_changes`: whether the (item, set, key)
  * surfaced at its previous state. Every write that can move it (an answer stored, a verdict
@@ -69,7 +69,7 @@ export function wasSurfaced(m: KeyMemory, threshold: number): boolean {
   return p !== null && p >= threshold;
 }
 
-/** The set's hysteresis, or DESIGN §16.15's default (0.05, at most the threshold) when the context gives none. */
+/** The set's hysteresis, or DESIGN §8.2's default (0.05, at most the threshold) when the context gives none. */
 export function hysteresisOf(s: SurfacingContext): number {
   return s.hysteresis ?? Math.min(0.05, s.threshold);
 }
@@ -97,7 +97,7 @@ export type SurfacingMove = Omit<SurfacingChangeRow, 'id' | 'changedAt'> & { ref
 
 /**
  * Appends the change row and, when `targets > 0`, queues its `decision.surfaced` /
- * `decision.cleared` event once per enabled target (DESIGN §16.22), in the caller's transaction.
+ * `decision.cleared` event once per enabled target (DESIGN §16.2), in the caller's transaction.
  * @param nowMs the operation's time, epoch ms. @returns event rows queued.
  */
 export function* recordMove(c: SqlContext, nowMs: number, m: SurfacingMove, targets: number): Steps<number> {
@@ -184,7 +184,7 @@ function toVerdictRow(r: VerdictDbRow): HumanVerdictRow {
 const VERDICT_COLUMNS = sql`id, workspace_id, item_id, question_set, question_key, verdict, value, state_hash, state_version, state_parts, decision_id, author, note, created_at`;
 
 /**
- * Appends a verdict (DESIGN §16.14) and, for a noul that may surface, moves its surfacing when
+ * Appends a verdict (DESIGN §8.1) and, for a noul that may surface, moves its surfacing when
  * the verdict changes what is in force (a value put in force, or withdrawn back to the model's
  * answer), with the change row and its events, in one transaction.
  * @returns the stored row.

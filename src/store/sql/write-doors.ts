@@ -130,7 +130,7 @@ export function createCollection(
 /**
  * Renames a collection or changes its settings, schema or deleted state. Owes every live item of
  * the collection at backfill priority, for the sets of its old and new slug (DESIGN §3), in
- * chunks (DESIGN §16.12): this transaction owes the first `COLLECTION_OWE_CHUNK` items and leaves
+ * chunks (DESIGN §3.3): this transaction owes the first `COLLECTION_OWE_CHUNK` items and leaves
  * a continuation for the rest (`advanceCollectionOwes`). `owed` counts the first chunk's rows.
  */
 export function updateCollection(

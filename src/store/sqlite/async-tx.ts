@@ -6,7 +6,7 @@ import { retryBusy, type SqliteContext } from './context.js';
 
 /**
  * Async transactions on one better-sqlite3 connection: an explicit BEGIN IMMEDIATE under a
- * connection mutex when a host's async transaction spans several write doors (DESIGN §16.21).
+ * connection mutex when a host's async transaction spans several write doors (DESIGN §16.1).
  *
  * better-sqlite3 transactions are synchronous: a callback that awaits would let any other work on
  * the connection (a worker slot's claim in the same process, another request of the host) run
@@ -168,7 +168,7 @@ export async function runAsyncTransaction<S extends object, T>(
 /**
  * BEGIN IMMEDIATE, retried on SQLITE_BUSY with awaited waits like every store call (context.ts
  * `retryBusy`), so a held lock never blocks the event loop longer than the busy timeout (DESIGN
- * §16.6); the lock problem is reported in `ctx.storage` (/healthz) and cleared once it is taken.
+ * §10.1); the lock problem is reported in `ctx.storage` (/healthz) and cleared once it is taken.
  * @throws the last SQLITE_BUSY after the deadline, and any other error at once.
  */
 function beginImmediate(ctx: SqliteContext): Promise<void> {

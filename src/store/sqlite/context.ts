@@ -7,7 +7,7 @@ export interface SqliteContext {
   readonly db: SqliteDb;
   readonly clock: Clock;
   /**
-   * Whether writes work now (DESIGN §16.6 /healthz): `problem` is set by a storage error (locked,
+   * Whether writes work now (DESIGN §10.1 /healthz): `problem` is set by a storage error (locked,
    * full) and cleared by the next committed write transaction; `gate` serialises tries while locked.
    */
   readonly storage: { problem: StorageProblem | null; gate: Promise<void> };
@@ -16,7 +16,7 @@ export interface SqliteContext {
 /**
  * Async retries of a store call that failed with SQLITE_BUSY after the (short) busy timeout, or
  * with a BUSY variant SQLite raises without waiting (a stale WAL snapshot, WAL recovery by another
- * process). DESIGN §16.6: a lock wait never blocks the event loop for more than 250 ms at a time,
+ * process). DESIGN §10.1: a lock wait never blocks the event loop for more than 250 ms at a time,
  * so the waits between tries are awaited timers, 25 ms doubling to 1 s, until
  * `BUSY_DEADLINE_MS` has passed since the first try. The old blocking scheme (a 10 s busy timeout
  * and 5 sleeping retries) held the loop up to about 61 s per statement; the deadline keeps that
@@ -33,7 +33,7 @@ function isBusy(err: unknown): boolean {
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
-/** Why the database cannot take writes now, as /healthz reports it (DESIGN §16.6). */
+/** Why the database cannot take writes now, as /healthz reports it (DESIGN §10.1). */
 export type StorageProblem = 'database locked' | 'disk full' | 'disk I/O error';
 
 /** The storage problem an error shows, or null for any other error (a constraint, a bad row). */

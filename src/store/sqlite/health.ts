@@ -14,7 +14,7 @@ export interface SqliteHealth extends DatabaseHealth {
   path: string;
   /** False when the file does not exist yet (the first command that opens it creates it). */
   exists: boolean;
-  /** Size of `<path>-wal`, bytes (0 when absent; DESIGN §16.7). */
+  /** Size of `<path>-wal`, bytes (0 when absent; DESIGN §10.2). */
   walBytes: number;
   /** Why the file could not be opened or read (an error code or class name, never row data). */
   error: string | null;

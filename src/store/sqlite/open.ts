@@ -18,7 +18,7 @@ export const SQLITE_MIGRATIONS = fileURLToPath(new URL('../../../drizzle', impor
 /**
  * Busy timeout in ms: a statement waits this long for another process's lock before SQLITE_BUSY.
  * SQLite's busy handler sleeps inside the statement, so the event loop is held for the whole wait;
- * DESIGN §16.6 bounds that at 250 ms. Longer waits are the store's awaited retries
+ * DESIGN §10.1 bounds that at 250 ms. Longer waits are the store's awaited retries
  * (context.ts `retryBusy`). Was 10 000: a held lock froze /healthz for up to 61 s.
  */
 const BUSY_TIMEOUT_MS = 100;
@@ -30,7 +30,7 @@ const BUSY_TIMEOUT_MS = 100;
 export const STARTUP_BUSY_TIMEOUT_MS = 10_000;
 
 /**
- * `journal_size_limit`, bytes (DESIGN §16.7: 64 MiB): after a checkpoint resets the write-ahead log,
+ * `journal_size_limit`, bytes (DESIGN §10.2: 64 MiB): after a checkpoint resets the write-ahead log,
  * SQLite truncates the file to this size instead of keeping its peak. Without it a WAL that grew
  * behind a long reader (1.34 GB measured for a 4.8 MB database) kept its size until the worker exited.
  */
@@ -141,7 +141,7 @@ export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb
       sqlite.pragma('journal_mode = WAL');
       sqlite.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`);
       // FULL: a commit is fsynced before it returns, so a write acknowledged (an HTTP 201, a stored
-      // answer) survives a power cut (DESIGN §16.26; the cost, measured, is there too).
+      // answer) survives a power cut (DESIGN §3.9; the cost, measured, is there too).
       sqlite.pragma('synchronous = FULL');
       sqlite.pragma('foreign_keys = ON');
       const db = drizzle({ client: sqlite, schema }) as SqliteDb;
@@ -235,7 +235,7 @@ export function wrapSqlite(sqlite: Database.Database, opts: { migrate?: boolean 
 }
 
 /**
- * Applies the committed migrations, recorded in `verdict_migrations` (DESIGN §16.21). Migrations
+ * Applies the committed migrations, recorded in `verdict_migrations` (DESIGN §16.1). Migrations
  * are serialised across processes by an exclusive lock on a side file (`<db>.migrate-lock`):
  * drizzle's migrator reads the last applied migration before it begins its transaction, so two
  * workers starting together on a fresh file would otherwise both try to create the tables.
@@ -276,7 +276,7 @@ function migrateSqlite(db: SqliteDb): void {
 
 /**
  * Copies Verdict's rows from drizzle's default `__drizzle_migrations` (versions before DESIGN
- * §16.21) into `verdict_migrations`, once, when the new table does not exist yet. Only rows whose
+ * §16.1) into `verdict_migrations`, once, when the new table does not exist yet. Only rows whose
  * hash is one of Verdict's own migrations are copied, so a host's drizzle migrations in the default
  * table are neither adopted nor touched; the old table is left in place.
  */

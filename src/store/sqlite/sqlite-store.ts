@@ -16,7 +16,7 @@ export interface SqliteStoreOptions {
   /** A path, `file:` URL or `:memory:`. Ignored when `connection` is given. */
   url: string;
   /**
-   * A host's own better-sqlite3 connection to use instead of opening `url` (DESIGN §16.21): the
+   * A host's own better-sqlite3 connection to use instead of opening `url` (DESIGN §16.1): the
    * host's writes and the write doors then share one connection and can commit together. Closing
    * the store leaves it open.
    */
@@ -43,7 +43,7 @@ export interface SqliteStoreOptions {
  * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed): the shared
  * statements of `../sql/`, each operation driven synchronously inside one IMMEDIATE transaction
  * (dialect.ts); methods return promises so the runner sees the same interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
- * (DESIGN §16.6): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
+ * (DESIGN §10.1): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
  * another process's long write lock delays the call without holding the event loop. A method
  * added here is covered by being `async`.
  */
@@ -94,7 +94,7 @@ export class SqliteStore extends SqlStore {
   }
 
   /**
-   * `wal_checkpoint(TRUNCATE)` (DESIGN §16.7): copies the write-ahead log into the database and
+   * `wal_checkpoint(TRUNCATE)` (DESIGN §10.2): copies the write-ahead log into the database and
    * truncates it to zero bytes when no reader still needs it; with a reader on an old snapshot it
    * copies what it can and the WAL keeps its size until a later checkpoint. Waits at most the busy
    * timeout for other writers. @returns the WAL's size after it, bytes.
@@ -137,7 +137,7 @@ export class SqliteStore extends SqlStore {
 /**
  * The store's async methods (every call but `close`, `transaction` and the synchronous helpers):
  * each waits while an async transaction holds the connection (the handle's own calls run), and
- * each retries SQLITE_BUSY with awaited waits (DESIGN §16.6; see the constructor). A method added
+ * each retries SQLITE_BUSY with awaited waits (DESIGN §10.1; see the constructor). A method added
  * to the class is covered by being `async`.
  */
 const BUSY_RETRIED_METHODS = [...new Set([...Object.getOwnPropertyNames(SqlStore.prototype), ...Object.getOwnPropertyNames(SqliteStore.prototype)])].filter(
