@@ -31,7 +31,7 @@ export type { DatabaseOption } from './compose/open.js';
 
 // ---------------------------------------------------------------- questions and sets (DESIGN §4, §6)
 export { noul, choice, score, type Question, type NoulQuestion, type ChoiceQuestion, type ScoreQuestion, type Answer, type NoulAnswer, type ChoiceAnswer, type ScoreAnswer } from './decision/questions.js';
-export { defineQuestionSet, type QuestionSet, type QuestionSetInput, type EligibilityRule, type QuestionMap, type Registry } from './decision/registry.js';
+export { defineQuestionSet, type QuestionSet, type QuestionSetInput, type EligibilityRule, type QuestionMap, Registry } from './decision/registry.js';
 export { productionSets } from './decision/production-sets.js';
 
 // ---------------------------------------------------------------- providers (DESIGN §9)

@@ -163,7 +163,8 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     tags: ['mcp'],
     summary,
     description,
-    response: { 400: rpcRefusal, 401: refusal, 403: refusal, 404: rpcRefusal, 405: rpcRefusal, 429: refusal, 503: rpcRefusal },
+    // 403 is the Origin check's JSON-RPC refusal, or the token check's plain one.
+    response: { 400: rpcRefusal, 401: refusal, 403: z.union([rpcRefusal, refusal]), 404: rpcRefusal, 405: rpcRefusal, 429: refusal, 503: rpcRefusal },
   });
   const streamable = 'The MCP server over Streamable HTTP (JSON responses, no SSE stream), under the same bearer tokens as `/v1` (read role; `verdict_record` and `proposal_decide` need write). A session starts with `initialize` and continues with the `Mcp-Session-Id` it answered; a session belongs to its token.';
   app.post('/mcp', { config, schema: doc('MCP messages (JSON-RPC)', streamable) }, handler);

@@ -90,7 +90,8 @@ describe('actions on the API, MCP and the dashboard', () => {
   });
 
   it('the dashboard\u2019s proposals page shows each key\u2019s gate and counts', async () => {
-    const r = await app.inject({ method: 'GET', url: '/ui/proposals', headers: { cookie: `verdict_session=${token}` } });
+    const session = (await v.sessions.open(token))!;
+    const r = await app.inject({ method: 'GET', url: '/ui/proposals', headers: { cookie: `verdict_session=${session.sessionId}` } });
     expect(r.statusCode).toBe(200);
     expect(r.body).toContain('<h1>Proposals</h1>');
     // One apply (agree) and one dismiss (disagree): 2 labels at precision 0.5.

@@ -118,13 +118,13 @@ describe('verdict serve --worker', () => {
     expect((await api('POST', '/v1/collections', { slug: 'task' })).status).toBe(201);
     const created = await api('POST', '/v1/items', { collection: 'task', ref: 'T-1', title: 'Upgrade the build image', content: 'Waiting on the platform team.' });
     expect(created.status).toBe(201);
-    expect(created.json.owed).toBeGreaterThan(0);
+    expect(created.json.write.owed).toBeGreaterThan(0);
     expect((await api('POST', '/v1/items/T-1/comments', { author: 'ann', content: 'Still blocked on their review.' })).status).toBe(201);
     const decisions = await waitFor(async () => {
       const d = await e2eDecisions('T-1');
       return d.length > 0 && d.every((x: { current: boolean }) => x.current) ? d : null;
     }, 30_000, 200);
-    expect(decisions[0]).toMatchObject({ key: 'blocked', kind: 'noul', provider: 'fake', current: true, staleReason: null, surfacing: 'surfaced' });
+    expect(decisions[0]).toMatchObject({ questionKey: 'blocked', kind: 'noul', provider: 'fake', current: true, staleReason: null, surfacing: 'surfaced' });
   }, 60_000);
 
   it('a signed issues webhook creates #7; an edited one makes its answer stale, then the worker re-asks it', async () => {
@@ -147,7 +147,7 @@ describe('verdict serve --worker', () => {
       const d = (await e2eDecisions('#7'))[0];
       return d.current && d.rowId !== first.rowId ? d : null;
     }, 30_000, 200);
-    expect(again.evaluatedAt).toBeGreaterThanOrEqual(first.evaluatedAt);
+    expect(Date.parse(again.evaluatedAt)).toBeGreaterThanOrEqual(Date.parse(first.evaluatedAt)); // ISO 8601 at /v1
 
     // A redelivery of the edit is a no-op.
     const replay = await hook('issues', 'delivery-2', { action: 'edited', issue: issue('Flaky upload test', 'Fails one run in ten; blocked on the storage vendor.'), repository: { full_name: 'acme/widgets' } });

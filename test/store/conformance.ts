@@ -498,7 +498,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       await item('S-1', { fields: { status: 'open', priority: 1, flag: true, owner: null, tags: ['open'] } });
       await item('S-2', { fields: { status: 'open', priority: 2.0, flag: false, 'we"ird key': 'x' } });
       await item('S-3', { fields: { status: 'closed', priority: '1' } });
-      await item('S-5', { fields: { status: 'later', priority: true } });
+      await item('S-5', { fields: { status: 'in_progress', priority: true } });
       const gone = await item('S-4', { fields: { status: 'open', priority: 1 } });
       await fx.store.softDeleteItem(gone.id);
       const refs = async (f: Record<string, string | number | boolean | null>, extra: Record<string, unknown> = {}) => (await fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: f, ...extra })).map((i) => i.ref);
