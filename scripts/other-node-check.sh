@@ -33,7 +33,8 @@ npm ci --no-audit --no-fund >"$WORK/npm-ci.log" 2>&1 || { cat "$WORK/npm-ci.log"
 step "npm ci (better-sqlite3 compiled for this Node)"
 OUT=$(npm run -s demo 2>&1) || { echo "node $MAJOR: npm run demo failed:" >&2; echo "$OUT" | tail -n 30 >&2; exit 1; }
 echo "$OUT" | tail -n 4
-echo "$OUT" | grep -q '^worker: .* jobs run' || { echo "node $MAJOR: the demo did not drain" >&2; echo "$OUT" >&2; exit 1; }
+# A here-string, not `echo | grep -q`: under pipefail, grep -q leaving at its first match kills echo with SIGPIPE and fails the check at random.
+grep -q '^worker: .* jobs run' <<<"$OUT" || { echo "node $MAJOR: the demo did not drain" >&2; echo "$OUT" >&2; exit 1; }
 step "npm run demo (the README's first command)"
 
 cp -R "$ROOT/dist" dist
