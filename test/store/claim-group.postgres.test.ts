@@ -59,7 +59,13 @@ describe.skipIf(!TEST_PG_URL)(`claims with co-asking on PostgreSQL${TEST_PG_URL 
     await holder.query(`SELECT 1 FROM decision_jobs WHERE item_id = $1 AND question_set = 'attention' FOR UPDATE`, [held]);
     const claiming = store.claimNextJob('w-b', 60_000, 8, [], { coAsk: CO_ASK });
     // Either the claim returns, or it queues behind the held row (the deadlock's first half).
-    const first = await Promise.race([claiming.then(() => 'claimed' as const), waitFor(async () => (await lockWaiters()) > 0 && ('waited' as const), 20_000)]);
+    // The watcher stops once the race is decided, and is awaited, so no probe connection is still
+    // open when afterEach drops the database (its termination was an uncaught error).
+    let decided = false;
+    const watcher = waitFor(async () => (decided ? ('stopped' as const) : (await lockWaiters()) > 0 && ('waited' as const)), 20_000);
+    const first = await Promise.race([claiming.then(() => 'claimed' as const), watcher]);
+    decided = true;
+    await watcher;
     await holder.query('ROLLBACK');
     const claim = await claiming;
     expect(first).toBe('claimed');
