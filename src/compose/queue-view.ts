@@ -67,7 +67,7 @@ export async function workerViews(store: Store, now: number): Promise<WorkerView
 export async function batchesInFlight(store: Store, now: number): Promise<BatchesView> {
   const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
   let jobs = 0;
-  for (const b of open) jobs += await store.countBatchedJobs(b.id);
+  for (const b of open) jobs += (await store.batchJobCounts(b.id)).batched;
   return {
     inFlight: open.length,
     requests: open.reduce((n, b) => n + b.requestCount, 0),

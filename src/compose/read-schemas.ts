@@ -128,3 +128,24 @@ export function decisionJson(d: DecisionView): z.infer<typeof decisionView> {
   const { key: _key, unsurfaced: _unsurfaced, modelAnswer, ...rest } = d;
   return { ...rest, modelAnswer: d.source === 'human' ? modelAnswer : null };
 }
+
+/**
+ * One surfaced flag of a set, as `GET /v1/flags/{set}` pages it and MCP's `flags_list` lists it
+ * (MCP adds the item id and the bare key). Times in milliseconds here; each door renders them in ISO 8601.
+ */
+export const flagRowView = z.object({
+  ref: z.string(),
+  title: z.string().describe('Tracker text, for display'),
+  collection: z.string(),
+  questionKey: z.string().describe('`<key>@<commentId>` for a per-comment set'),
+  p: z.number().describe('The probability in force (a person\u2019s value when `source` is `human`)'),
+  threshold: z.number(),
+  current: z.boolean(),
+  staleReason: z.string().nullable(),
+  changedParts: z.array(z.string()),
+  source: z.enum(['model', 'human']),
+  proposed: z.number().nullable().describe('A newer model answer disagreeing with the person\u2019s value in force, as a probability'),
+  provider: z.string(),
+  model: z.string(),
+  evaluatedAt: z.number(),
+});

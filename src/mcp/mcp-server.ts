@@ -2,7 +2,7 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
-import { decisionJson, decisionView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
+import { decisionJson, decisionView, flagRowView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
 import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -115,24 +115,7 @@ const flagsListInput = z.strictObject({
   limit,
   offset: z.number().int().min(0).default(0).describe('Rows skipped, per set'),
 });
-const surfacedRow = z.object({
-  itemId: z.string(),
-  ref: z.string(),
-  title: z.string(),
-  collection: z.string(),
-  questionKey: z.string(),
-  key: z.string(),
-  p: z.number().describe('The probability in force (a person\u2019s value when `source` is `human`)'),
-  threshold: z.number(),
-  current: z.boolean(),
-  staleReason: z.string().nullable(),
-  changedParts: z.array(z.string()),
-  source: z.enum(['model', 'human']),
-  proposed: z.number().nullable(),
-  provider: z.string(),
-  model: z.string(),
-  evaluatedAt: z.number(),
-});
+const surfacedRow = flagRowView.extend({ itemId: z.string(), key: z.string() });
 const flagsListOutput = z.object({
   sets: z.array(
     z.object({

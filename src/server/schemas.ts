@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { refString } from '../store/input-rules.js';
-import { decisionView, itemSetStatus, itemView, statusView, verdictRowView } from '../compose/read-schemas.js';
+import { decisionView, flagRowView, itemSetStatus, itemView, statusView, verdictRowView } from '../compose/read-schemas.js';
 
 // The reads' shapes are shared with the MCP server (src/mcp/); they live beside the reads.
 export { itemView, statusView, verdictRowView };
@@ -177,24 +177,8 @@ export const itemWithDecisions = z.object({
   verdicts: z.array(verdictRowView).describe('People\u2019s verdicts, oldest first: the latest of a key is in force'),
 });
 
-const flagRow = z.object({
-  ref: z.string(),
-  title: z.string().describe('Tracker text, for display'),
-  collection: z.string(),
-  questionKey: z.string().describe('`<key>@<commentId>` for a per-comment set'),
-  p: z.number().describe('The probability in force (a person\u2019s value when `source` is `human`)'),
-  threshold: z.number(),
-  current: z.boolean(),
-  staleReason: z.string().nullable(),
-  changedParts: z.array(z.string()),
-  source: z.enum(['model', 'human']),
-  proposed: z.number().nullable().describe('A newer model answer disagreeing with the person\u2019s value in force, as a probability'),
-  provider: z.string(),
-  model: z.string(),
-  evaluatedAt: z.number(),
-});
 export const flagsPage = z.object({
-  flags: z.array(flagRow),
+  flags: z.array(flagRowView),
   has_more: z.boolean(),
   next_cursor: z.string().nullable(),
   total: z.number().describe('Rows matching the filters, over every page'),

@@ -887,13 +887,12 @@ export interface Store extends TrackerStore, ActionStore {
   listProviderBatches(statuses?: readonly ProviderBatchRow['status'][]): Promise<ProviderBatchRow[]>;
   /** A batch's requests whose results are not stored yet. */
   listBatchRequests(batchId: string): Promise<BatchRequestRow[]>;
-  /** Jobs still batched in `batchId`. */
-  countBatchedJobs(batchId: string): Promise<number>;
   /**
-   * Jobs naming `batchId` in any state: batched in it, or re-owed by a write since (the result
-   * still serves them). 0 once `jobs retry` / `jobs drop` took every job out (DESIGN §7.5).
+   * Jobs of `batchId`, one read: `batched`, those still batched in it; `named`, those naming it in
+   * any state (batched, or re-owed by a write since: the result still serves them), 0 once
+   * `jobs retry` / `jobs drop` took every job out (DESIGN §7.5).
    */
-  countBatchJobs(batchId: string): Promise<number>;
+  batchJobCounts(batchId: string): Promise<{ batched: number; named: number }>;
   /**
    * Stores one request's result (answers, spend, its jobs' outcomes) and deletes the request, in
    * one transaction; a request already stored does nothing. @returns answers inserted.

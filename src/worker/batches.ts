@@ -426,7 +426,7 @@ export class BatchPipeline {
       return true;
     }
     await o.store.updateProviderBatch(row.id, { polledAt: now });
-    if (info.status !== 'ended' && (await o.store.countBatchJobs(row.id)) === 0) {
+    if (info.status !== 'ended' && (await o.store.batchJobCounts(row.id)).named === 0) {
       // Every job left the batch (`jobs retry`, `jobs drop`): nobody waits for its results, so it
       // is canceled at the provider, which bills only the requests it already answered (DESIGN §7.5).
       if (info.status === 'in_progress') {

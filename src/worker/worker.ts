@@ -314,7 +314,7 @@ export class Worker {
       const open = (await this.opts.store.listProviderBatches(['submitting', 'in_progress', 'ended'])).filter((b) => this.submittedBatches.has(b.id));
       if (open.length === 0) return;
       let jobs = 0;
-      for (const b of open) jobs += await this.opts.store.countBatchedJobs(b.id);
+      for (const b of open) jobs += (await this.opts.store.batchJobCounts(b.id)).batched;
       this.opts.logger.info({ batches: open.length, jobs, pollMs }, 'waiting for the provider batches this drain submitted (a stop leaves them for a later worker)');
       await this.idle(pollMs);
       if (this.stopping) return;

@@ -787,9 +787,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.updateItem(claims[1].itemId, { title: 'written' });
       await fx.store.storeBatchResult('vbtest', 'vbtest-1', { itemId: claims[1].itemId, answers: [], spend: [], jobs: [{ itemId: claims[1].itemId, questionSet: claims[1].questionSet, outcome: 'complete' }] });
       expect(await fx.store.getJob(claims[1].itemId, claims[1].questionSet)).toMatchObject({ state: 'owed' });
-      expect(await fx.store.countBatchedJobs('vbtest')).toBe(2);
+      expect((await fx.store.batchJobCounts('vbtest')).batched).toBe(2);
       // The re-owed job still names the batch (its result serves it): the batch is not left empty.
-      expect(await fx.store.countBatchJobs('vbtest')).toBe(3);
+      expect((await fx.store.batchJobCounts('vbtest')).named).toBe(3);
       // Closing re-owes the rest without the attempt, after the hold.
       const before = await fx.store.now();
       expect(await fx.store.closeBatch('vbtest', 'expired', 'batch expired', 5_000)).toBe(2);

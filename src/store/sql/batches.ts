@@ -154,22 +154,17 @@ export function listBatchRequests(c: SqlContext, batchId: string): Promise<Batch
 }
 
 /**
- * Jobs naming a batch in any state: batched in it, or re-owed by a write since (its result still
- * serves them). `jobs retry` and `jobs drop` take a job out (its `batch_id` cleared or its row
- * gone), so 0 means nobody waits for the batch (DESIGN §7.5). Walks `decision_jobs_batch_idx`.
+ * A batch's jobs in one read (`Store.batchJobCounts`): those still batched in it, and those naming
+ * it in any state (batched, or re-owed by a write since: its result still serves them). `jobs
+ * retry` and `jobs drop` take a job out (its `batch_id` cleared or its row gone), so `named` 0
+ * means nobody waits for the batch (DESIGN §7.5). Walks `decision_jobs_batch_idx`.
  */
-export function countBatchJobs(c: SqlContext, batchId: string): Promise<number> {
+export function batchJobCounts(c: SqlContext, batchId: string): Promise<{ batched: number; named: number }> {
   return read(c, function* () {
-    const r = yield* one<{ n: number }>(sql`SELECT count(*) AS n FROM decision_jobs WHERE batch_id = ${batchId}`);
-    return Number(r?.n ?? 0);
-  });
-}
-
-/** Batched jobs of a batch still in it, by state. */
-export function countBatchedJobs(c: SqlContext, batchId: string): Promise<number> {
-  return read(c, function* () {
-    const r = yield* one<{ n: number }>(sql`SELECT count(*) AS n FROM decision_jobs WHERE batch_id = ${batchId} AND state = 'batched'`);
-    return Number(r?.n ?? 0);
+    const r = yield* one<{ batched: number | string | null; named: number | string }>(
+      sql`SELECT sum(CASE WHEN state = 'batched' THEN 1 ELSE 0 END) AS batched, count(*) AS named FROM decision_jobs WHERE batch_id = ${batchId}`,
+    );
+    return { batched: Number(r?.batched ?? 0), named: Number(r?.named ?? 0) };
   });
 }
 
