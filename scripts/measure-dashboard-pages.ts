@@ -50,7 +50,7 @@ try {
   })();
   sql.close();
   const v = await createVerdict({ database: db, provider: 'fake' });
-  const token = (await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'measure' })).token;
+  const token = (await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'measure', createWorkspace: true })).token;
   const server = await createApiServer(v, { rateLimitPerMinute: 1_000_000 });
   await server.ready();
   const login = await server.inject({ method: 'GET', url: '/ui/login' });

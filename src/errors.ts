@@ -68,15 +68,18 @@ export class DatabaseUnavailable extends VerdictError {
 
 /**
  * A loggable name for an error: its code or class, never its message (it may carry provider text).
- * The driver's code is looked for along the `cause` chain first (up to 5 deep), since the ORM wraps
- * a failed statement in an error of its own without one (drizzle's `DrizzleQueryError`, with the
- * driver's error as `cause`): `40P01` (Postgres deadlock), `SQLITE_FULL`, `ECONNRESET`. Without any
- * code, the first class name along the chain that says more than `Error`.
+ * Along the `cause` chain (up to 5 deep) the innermost code wins, for every caller: a wrapper's
+ * code says which door failed, the code it wraps says why, and a log line or a stored reason wants
+ * the why. So `StoreFailure` (store_failure) around `SQLITE_FULL` names `SQLITE_FULL`,
+ * `DatabaseUnavailable` around `SQLITE_NOTADB` names `SQLITE_NOTADB`, and drizzle's
+ * `DrizzleQueryError` (no code) around a Postgres error names its SQLSTATE (`40P01`). A caller that
+ * branches on Verdict's own code reads `err.code` instead. Without any code, the first class name
+ * along the chain that says more than `Error`.
  */
 export function errCode(err: unknown): string {
   const chain: object[] = [];
   for (let e: unknown = err; e && typeof e === 'object' && chain.length < 5 && !chain.includes(e); e = (e as { cause?: unknown }).cause) chain.push(e);
-  for (const e of chain) {
+  for (const e of [...chain].reverse()) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && code) return code;
   }

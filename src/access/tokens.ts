@@ -48,16 +48,28 @@ export interface CreatedApiToken {
 }
 
 /**
- * Makes a token for a workspace (created when it does not exist yet, so a new team's first step is
- * `verdict tokens create`) and stores its hash.
- * @throws InvalidInput for an unknown role or an empty slug.
+ * Makes a token for a workspace and stores its hash. The workspace must exist (a typo must not
+ * make a new, empty one that the token then reaches alone); `createWorkspace: true` creates it
+ * when it does not, so a new team's first step can be `verdict tokens create --create-workspace`.
+ * @throws InvalidInput for an unknown role (`param: role`), an empty slug, a workspace that does
+ *   not exist without `createWorkspace`, or a deleted workspace (`param: workspace`; the message
+ *   lists the live workspaces).
  */
-export async function createApiToken(store: Store, o: { workspace: string; role: ApiTokenRole; name?: string }): Promise<CreatedApiToken> {
-  parseApiTokenRole(o.role);
-  if (!o.workspace.trim()) throw new InvalidInput('workspace slug must not be empty');
+export async function createApiToken(store: Store, o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken> {
+  try {
+    parseApiTokenRole(o.role);
+  } catch (err) {
+    throw new InvalidInput((err as Error).message, { param: 'role' });
+  }
+  if (!o.workspace.trim()) throw new InvalidInput('workspace slug must not be empty', { param: 'workspace' });
   let ws = await store.getWorkspaceBySlug(o.workspace);
   let workspaceCreated = false;
+  if (ws && ws.deletedAt !== null) throw new InvalidInput(`workspace ${JSON.stringify(o.workspace)} is deleted; a token for it would reach nothing`, { param: 'workspace' });
   if (!ws) {
+    if (!o.createWorkspace) {
+      const known = (await store.listWorkspaces()).filter((w) => w.deletedAt === null).map((w) => w.slug);
+      throw new InvalidInput(`no workspace ${JSON.stringify(o.workspace)}${known.length ? ` (workspaces: ${known.join(', ')})` : ''}; pass createWorkspace: true to create it`, { param: 'workspace' });
+    }
     ws = await store.createWorkspace({ slug: o.workspace });
     workspaceCreated = true;
   }

@@ -35,12 +35,13 @@ export function registerTokensCommand(program: Command): void {
       }
       const v = await open(cmd);
       try {
-        const ws = await v.store.getWorkspaceBySlug(opts.workspace);
-        if ((!ws || ws.deletedAt !== null) && !opts.createWorkspace) {
-          const known = (await v.store.listWorkspaces()).filter((w) => w.deletedAt === null).map((w) => w.slug);
-          throw new UsageError(`--workspace: no workspace ${JSON.stringify(opts.workspace)}${known.length ? ` (workspaces: ${known.join(', ')})` : ''}; add --create-workspace to create it`);
+        let r;
+        try {
+          r = await v.tokens.create({ workspace: opts.workspace, role, name: opts.name, createWorkspace: opts.createWorkspace === true });
+        } catch (err) {
+          if (err instanceof InvalidInput && err.param === 'workspace') throw new UsageError(`--workspace: ${err.message.replace('pass createWorkspace: true', 'add --create-workspace')}`);
+          throw err;
         }
-        const r = await v.tokens.create({ workspace: opts.workspace, role, name: opts.name });
         if (opts.json) {
           process.stdout.write(`${JSON.stringify({ token: r.token, id: r.row.id, workspace: r.row.workspaceSlug, role: r.row.role, workspaceCreated: r.workspaceCreated })}\n`);
         } else {

@@ -358,11 +358,12 @@ export interface VerdictReader {
  */
 export interface VerdictTokens {
   /**
-   * Makes a token (`vdt_` + 43 base64url characters) for the workspace, creating the workspace
-   * when it does not exist. The token is in the result only: show it once.
-   * @throws InvalidInput for an unknown role or an empty slug.
+   * Makes a token (`vdt_` + 43 base64url characters) for an existing workspace, or creates the
+   * workspace first when `createWorkspace: true`. The token is in the result only: show it once.
+   * @throws InvalidInput (with `param`) for an unknown role, an empty slug, a workspace that does
+   *   not exist without `createWorkspace` (the message lists the workspaces), or a deleted one.
    */
-  create(o: { workspace: string; role: ApiTokenRole; name?: string }): Promise<CreatedApiToken>;
+  create(o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken>;
   /** Tokens (never the tokens themselves), newest first; of one workspace when given. */
   list(opts?: { workspace?: string }): Promise<ApiTokenRow[]>;
   /** @returns false when no unrevoked token has this id. */

@@ -44,7 +44,7 @@ beforeAll(async () => {
     await v.github.applyWebhook({ event: 'issues', deliveryId: randomUUID(), payload: { action: 'opened', issue: issue(n, body), repository: { full_name: REPO }, sender: { login: 'alice' } } });
   }
   await v.worker({ tickMs: 50 }).runUntilIdle();
-  const created = await v.tokens.create({ workspace: 'github', role: 'write', name: 'surfaces' });
+  const created = await v.tokens.create({ workspace: 'github', role: 'write', name: 'surfaces', createWorkspace: true });
   token = created.token;
   row = (await v.tokens.authenticate(token))!;
   app = await createApiServer(v, {});

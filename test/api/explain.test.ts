@@ -110,8 +110,8 @@ describe('GET /v1/items/{ref}/explain', () => {
     const { createApiServer } = await import('../../src/server/create-api-server.js');
     const app = await createApiServer(v);
     try {
-      const admin = (await v.tokens.create({ workspace: 'beads', role: 'admin' })).token;
-      const reader = (await v.tokens.create({ workspace: 'beads', role: 'read' })).token;
+      const admin = (await v.tokens.create({ workspace: 'beads', role: 'admin', createWorkspace: true })).token;
+      const reader = (await v.tokens.create({ workspace: 'beads', role: 'read', createWorkspace: true })).token;
       const url = `/v1/items/${encodeURIComponent(sample[0].id)}/explain?set=triage`;
       const ok = await app.inject({ url, headers: { authorization: `Bearer ${admin}` } });
       expect(ok.statusCode).toBe(200);

@@ -84,4 +84,19 @@ describe('verdict tokens', () => {
       await v.close();
     }
   }, 60_000);
+
+  it('the library door refuses an unknown workspace naming the field, unless createWorkspace: true (the CLI is the same call)', async () => {
+    const v = await createVerdict({ database: db, provider: 'none' });
+    try {
+      const before = (await v.tokens.list({})).length;
+      await expect(v.tokens.create({ workspace: 'initech', role: 'read' })).rejects.toMatchObject({ code: 'invalid_input', param: 'workspace', message: expect.stringContaining('no workspace "initech" (workspaces: acme)') });
+      expect(await v.store.getWorkspaceBySlug('initech')).toBeNull();
+      expect(await v.tokens.list({})).toHaveLength(before);
+      const made = await v.tokens.create({ workspace: 'initech', role: 'read', createWorkspace: true });
+      expect(made).toMatchObject({ workspaceCreated: true, row: { workspaceSlug: 'initech', role: 'read' } });
+      expect(await v.tokens.create({ workspace: 'initech', role: 'read' })).toMatchObject({ workspaceCreated: false });
+    } finally {
+      await v.close();
+    }
+  }, 60_000);
 });

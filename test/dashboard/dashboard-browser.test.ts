@@ -52,10 +52,10 @@ beforeAll(async () => {
   await runBuiltCli(['demo', '--database-url', db]);
   const v = await createVerdict({ database: db, provider: 'fake' });
   try {
-    tokens.admin = (await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'ops' })).token;
-    tokens.write = (await v.tokens.create({ workspace: 'beads', role: 'write', name: 'triage' })).token;
-    tokens.read = (await v.tokens.create({ workspace: 'beads', role: 'read', name: 'viewer' })).token;
-    tokens.other = (await v.tokens.create({ workspace: 'other', role: 'admin' })).token;
+    tokens.admin = (await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'ops', createWorkspace: true })).token;
+    tokens.write = (await v.tokens.create({ workspace: 'beads', role: 'write', name: 'triage', createWorkspace: true })).token;
+    tokens.read = (await v.tokens.create({ workspace: 'beads', role: 'read', name: 'viewer', createWorkspace: true })).token;
+    tokens.other = (await v.tokens.create({ workspace: 'other', role: 'admin', createWorkspace: true })).token;
     const other = (await v.store.getWorkspaceBySlug('other'))!;
     const c = await v.store.createCollection({ workspaceId: other.id, slug: 'task' });
     otherRef = (await v.store.createItem({ workspaceId: other.id, collectionId: c.id, ref: 'OTHER-1', title: 'Secret plan of the other workspace' })).row.ref;

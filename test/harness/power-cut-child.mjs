@@ -25,7 +25,7 @@ if (mode === 'host-normal') {
   database = { sqlite: host };
 }
 const v = await createVerdict({ database, sets: [triage], provider: 'fake' });
-const token = (await v.tokens.create({ workspace: 'acme', role: 'admin' })).token;
+const token = (await v.tokens.create({ workspace: 'acme', role: 'admin', createWorkspace: true })).token;
 const app = await createApiServer(v, {});
 const headers = { authorization: `Bearer ${token}` };
 const post = (url, payload) => app.inject({ method: 'POST', url, headers, payload });

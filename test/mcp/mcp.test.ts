@@ -86,10 +86,10 @@ beforeAll(async () => {
   await runBuiltCli(['demo', '--database-url', db]);
   v = await createVerdict({ database: db, provider: 'fake' });
   for (const role of ['read', 'write', 'admin'] as const) {
-    const t = await v.tokens.create({ workspace: 'beads', role, name: `agent-${role}` });
+    const t = await v.tokens.create({ workspace: 'beads', role, name: `agent-${role}`, createWorkspace: true });
     tokens[role] = { id: t.row.id, token: t.token };
   }
-  const o = await v.tokens.create({ workspace: 'other', role: 'admin' });
+  const o = await v.tokens.create({ workspace: 'other', role: 'admin', createWorkspace: true });
   tokens.other = { id: o.row.id, token: o.token };
   const ws = (await v.store.getWorkspaceBySlug('other'))!;
   const c = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
@@ -367,7 +367,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
   });
 
   it('a token revoked while the server runs is refused at the next call', async () => {
-    const t = await v.tokens.create({ workspace: 'beads', role: 'read' });
+    const t = await v.tokens.create({ workspace: 'beads', role: 'read', createWorkspace: true });
     const c = await stdioClient(t.token);
     try {
       structured(await call(c.client, 'status_get'));

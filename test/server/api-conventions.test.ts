@@ -30,7 +30,7 @@ const log = captureLog('info');
 
 beforeAll(async () => {
   v = await createVerdict({ database: ':memory:', provider: 'none' });
-  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'beads', role: 'admin' })).token}` };
+  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'beads', role: 'admin', createWorkspace: true })).token}` };
   app = await createApiServer(v, { logger: log.logger });
   await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'task' } });
   for (const r of sample) {

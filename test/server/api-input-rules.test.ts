@@ -20,7 +20,7 @@ let h: { authorization: string };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-input-rules-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
-  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin' })).token}` };
+  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin', createWorkspace: true })).token}` };
   app = await createApiServer(v, {});
   await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'task' } });
 });

@@ -35,7 +35,7 @@ beforeAll(async () => {
   const c = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
   await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: 'T-1', title: 'one', fields: { status: 'open' } });
   await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: 'T-2', title: 'two', fields: { status: 'closed' } });
-  row = (await v.tokens.create({ workspace: 'acme', role: 'write' })).row;
+  row = (await v.tokens.create({ workspace: 'acme', role: 'write', createWorkspace: true })).row;
   await v.worker().runUntilIdle();
 });
 

@@ -42,7 +42,7 @@ async function ping(token: string, sid: string): Promise<number> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-sessions-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
-  for (const ws of ['a', 'b', 'c']) tok.push((await v.tokens.create({ workspace: ws, role: 'read' })).token);
+  for (const ws of ['a', 'b', 'c']) tok.push((await v.tokens.create({ workspace: ws, role: 'read', createWorkspace: true })).token);
   app = await createApiServer(v, { dashboard: false, mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, sweepMs: 50 } });
   base = await app.listen({ port: 0, host: '127.0.0.1' });
 });

@@ -22,7 +22,7 @@ let h: { authorization: string };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-routes-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
-  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin' })).token}` };
+  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin', createWorkspace: true })).token}` };
   app = await createApiServer(v, { github: { secret: SECRET, workspace: 'acme-gh' } });
 });
 afterAll(async () => {

@@ -30,7 +30,7 @@ const issuePayload = (number: number, title: string, body: string) => ({
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-api-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake', logger: logs.logger });
-  const mk = async (workspace: string, role: 'read' | 'write' | 'admin') => (await v.tokens.create({ workspace, role })).token;
+  const mk = async (workspace: string, role: 'read' | 'write' | 'admin') => (await v.tokens.create({ workspace, role, createWorkspace: true })).token;
   tokens = { read: await mk('acme', 'read'), write: await mk('acme', 'write'), admin: await mk('acme', 'admin'), other: await mk('globex', 'admin') };
   app = await createApiServer(v, { logger: logs.logger, rateLimitPerMinute: 600, github: { secret: SECRET, workspace: 'acme-gh' } });
   const admin = { authorization: `Bearer ${tokens.admin}` };
@@ -57,7 +57,7 @@ describe('HTTP API refusals', () => {
     expect((await app.inject({ method: 'POST', url: '/v1/items', headers: { 'content-type': 'application/json' }, payload: '{"bad' })).statusCode).toBe(401);
     expect((await app.inject({ method: 'POST', url: '/v1/items', headers: bearer(tokens.read), payload: { title: 42 } })).statusCode).toBe(403);
     expect((await app.inject({ method: 'GET', url: '/v1/items', headers: bearer('vdt_not-a-real-token') })).statusCode).toBe(401);
-    const t = await v.tokens.create({ workspace: 'acme', role: 'read' });
+    const t = await v.tokens.create({ workspace: 'acme', role: 'read', createWorkspace: true });
     expect((await app.inject({ method: 'GET', url: '/v1/items', headers: bearer(t.token) })).statusCode).toBe(200);
     expect(await v.tokens.revoke(t.row.id)).toBe(true);
     expect((await app.inject({ method: 'GET', url: '/v1/items', headers: bearer(t.token) })).statusCode).toBe(401);
@@ -136,7 +136,7 @@ describe('HTTP API refusals', () => {
   it('1,000 requests in a second from one token: the first 600 pass, the rest get 429 with Retry-After', async () => {
     const limited = await createApiServer(v, { logger: logs.logger, rateLimitPerMinute: 600 });
     try {
-      const t = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+      const t = (await v.tokens.create({ workspace: 'acme', role: 'read', createWorkspace: true })).token;
       const statuses = await Promise.all(Array.from({ length: 1000 }, () => limited.inject({ method: 'GET', url: '/v1/status', headers: bearer(t) }).then((r) => ({ status: r.statusCode, retryAfter: r.headers['retry-after'] }))));
       const ok = statuses.filter((s) => s.status === 200).length;
       const tooMany = statuses.filter((s) => s.status === 429);

@@ -32,7 +32,7 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 beforeAll(async () => {
   v = await createVerdict({ database: ':memory:', provider: 'fake' });
-  const made = await v.tokens.create({ workspace: 'beads', role: 'admin' });
+  const made = await v.tokens.create({ workspace: 'beads', role: 'admin', createWorkspace: true });
   h = { authorization: `Bearer ${made.token}` };
   tokenId = made.row.id;
   app = await createApiServer(v, { logger: log.logger, github: { secret: 'shapes-secret' } });

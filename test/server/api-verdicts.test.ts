@@ -23,8 +23,8 @@ let reader: { authorization: string };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-verdicts-'));
   v = await createVerdict({ database: join(dir, 'v.db'), sets: [triage], provider: new FakeProvider({ handler: () => ({ blocked: { probability: 0.9 } }) }) });
-  writer = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage-bot' })).token}` };
-  reader = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'read' })).token}` };
+  writer = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage-bot', createWorkspace: true })).token}` };
+  reader = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'read', createWorkspace: true })).token}` };
   const ws = (await v.store.getWorkspaceBySlug('acme'))!;
   const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
   for (const ref of ['T-1', 'T-2']) await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref, title: `Item ${ref}` });

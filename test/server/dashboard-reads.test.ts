@@ -175,7 +175,7 @@ describe('the dashboard over HTTP', () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
     csrf = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
-    const token = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'read', createWorkspace: true })).token;
     const r = await post('/ui/login', { _csrf: csrf, token }, `verdict_csrf=${secret.value}`);
     expect(r.statusCode).toBe(303);
     const session = r.cookies.find((c) => c.name === 'verdict_session')!;
@@ -216,7 +216,7 @@ describe('the dashboard over HTTP', () => {
     const anon = await app.inject({ method: 'GET', url: '/ui/queue' });
     expect(anon).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
     // The /v1 API still takes JSON only: the form parser lives in the dashboard's scope.
-    const writer = (await v.tokens.create({ workspace: 'acme', role: 'write' })).token;
+    const writer = (await v.tokens.create({ workspace: 'acme', role: 'write', createWorkspace: true })).token;
     const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
     expect(v1.statusCode).toBe(415);
   });
@@ -225,7 +225,7 @@ describe('the dashboard over HTTP', () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
     const c0 = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
-    const token = (await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage' })).token;
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage', createWorkspace: true })).token;
     const r = await post('/ui/login', { _csrf: c0, token }, `verdict_csrf=${secret.value}`);
     const writer = `verdict_csrf=${secret.value}; verdict_session=${r.cookies.find((c) => c.name === 'verdict_session')!.value}`;
     const before = (await v.store.listVerdicts({ workspace: 'acme', ref: 'T-2' })).length;
@@ -246,7 +246,7 @@ describe('the dashboard over HTTP', () => {
   it('marks the session cookie Secure behind an https proxy, clamps pages, and shows only known notices', async () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
-    const token = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'read', createWorkspace: true })).token;
     const r = await app.inject({
       method: 'POST',
       url: '/ui/login',
@@ -267,7 +267,7 @@ describe('the dashboard over HTTP', () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const secret = `verdict_csrf=${login.cookies.find((c) => c.name === 'verdict_csrf')!.value}`;
     const c0 = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
-    const created = await v.tokens.create({ workspace: 'acme', role: 'write' });
+    const created = await v.tokens.create({ workspace: 'acme', role: 'write', createWorkspace: true });
     const logIn = async () => {
       const r = await post('/ui/login', { _csrf: c0, token: created.token }, secret);
       expect(r.statusCode).toBe(303);

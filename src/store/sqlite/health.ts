@@ -42,8 +42,7 @@ export async function checkSqliteHealth(path: string, heartbeatPrefix: string): 
     db.$client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
     const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });    Object.assign(out, await readDatabaseHealth(d, db, { migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`], known, heartbeatPrefix }));
   } catch (err) {
-    // The driver's code (SQLITE_NOTADB) says more than the wrapper's (database_unavailable).
-    out.error = errCode((err as { cause?: unknown }).cause ?? err);
+    out.error = errCode(err);
     out.driverProblem = sqliteAddonError((err as { cause?: unknown }).cause ?? err)?.message ?? null;
   } finally {
     db?.$client.close();
