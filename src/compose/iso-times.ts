@@ -3,9 +3,11 @@ import { z } from 'zod';
 /**
  * The HTTP API (`/v1`) and the MCP results give times as ISO 8601 strings
  * (`2026-12-02T14:05:00.000Z`, UTC), not epoch milliseconds: a person or an agent reads them
- * without arithmetic (GitHub's REST API does the same). A time is a member whose name ends in `At`
- * (`createdAt`, `evaluatedAt`, `dueAt`, `lastErrorAt`, ...); durations end in `Ms` and stay numbers.
- * The library's reads stay in epoch milliseconds (its own clock's unit), so the conversion happens
+ * without arithmetic (GitHub's REST API does the same). A time is a member that the door's response
+ * schema declares as a number and whose name ends in `At` (`createdAt`, `evaluatedAt`, `dueAt`,
+ * `lastErrorAt`, ...); durations end in `Ms` and stay numbers. Both doors convert by the schema, so
+ * a tracker's own data (an item's `fields`, which may hold a `closedAt`) is never rewritten. The
+ * library's reads stay in epoch milliseconds (its own clock's unit), so the conversion happens
  * here, on the way out, for the value and its output schema alike.
  */
 
@@ -14,15 +16,6 @@ const isTimeName = (name: string): boolean => name.endsWith('At');
 /** ISO 8601 (UTC) of epoch milliseconds. */
 function isoTime(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** `value` with every numeric `…At` member, at any depth, as ISO 8601; anything else as it is. */
-export function withIsoTimes<T>(value: T): T {
-  if (Array.isArray(value)) return value.map(withIsoTimes) as T;
-  if (value === null || typeof value !== 'object') return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = isTimeName(k) && typeof v === 'number' ? isoTime(v) : withIsoTimes(v);
-  return out as T;
 }
 
 /**
@@ -55,7 +48,7 @@ function guided(s: z.ZodType, value: unknown): unknown {
 const isoString = z.iso.datetime().describe('ISO 8601, UTC');
 
 /**
- * The output schema matching `withIsoTimes`: every `…At` member declared as a number (nullable or
+ * The output schema matching `isoTimesBySchema`: every `…At` member declared as a number (nullable or
  * not) becomes an ISO 8601 string, in objects at any depth (through arrays and nullables).
  */
 export function isoTimesSchema<S extends z.ZodType>(schema: S): S {

@@ -22,7 +22,10 @@ import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/
  * - `withdrawn`: no value; the model's answer is in force again.
  * `agree` and `disagree` need the model's answer to be current (a person judges what is in front
  * of them); every verdict needs the key to have been answered at least once, and its set to apply,
- * except `withdrawn` on a key a person gave a verdict on, which is always taken.
+ * except `withdrawn` on a key a person gave a verdict on, which is always taken. Who may withdraw
+ * is the caller's `withdraws`: a person any verdict in force (the team's), an agent only the one
+ * its own author gave (a person's verdict is the person's to end); MCP's `verdict_record` passes
+ * `own`, and so may any door that records for an agent.
  */
 
 /** What `recordVerdict` takes. */
@@ -42,6 +45,12 @@ export interface RecordVerdictInput {
   author: string;
   /** Why, in the person's words; stored, never logged. At most 2,000 code points. */
   note?: string;
+  /**
+   * Which verdict a `withdrawn` may end: `any` verdict in force on the key (a person's door), or
+   * only one whose author is this `author` (`own`: an agent's door, such as MCP).
+   * @defaultValue 'any'
+   */
+  withdraws?: 'any' | 'own';
 }
 
 /** What `recordVerdict` returns. */
@@ -61,11 +70,12 @@ const VERDICT_NOTE_MAX = 2_000;
  * @throws NotFound for an unknown workspace or item; InvalidInput for an unknown or ambiguous key,
  * a set that does not apply to the item, a key never answered, an agree/disagree on an answer
  * that is not current, a value that does not fit the question, a withdrawal with no verdict to
- * withdraw, a blank author, a long note, a NUL in the author or note, or decisions off (provider `none`).
+ * withdraw or (with `withdraws: 'own'`) of another author's verdict, a blank author, a long note, a NUL in the author or note, or decisions off (provider `none`).
  */
 export async function recordVerdict(store: Store, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
   if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
   if (!VERDICT_KINDS.includes(input.verdict)) throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
+  if (input.withdraws !== undefined && input.withdraws !== 'any' && input.withdraws !== 'own') throw new InvalidInput('withdraws must be any or own', { param: 'withdraws' });
   if ((input.verdict === 'value') !== (input.value !== undefined)) {
     throw new InvalidInput(input.verdict === 'value' ? 'a value verdict needs a value' : `${input.verdict === 'agree' ? 'an' : 'a'} ${input.verdict} verdict takes no value`);
   }
@@ -103,6 +113,9 @@ export async function recordVerdict(store: Store, reader: DecisionReader, input:
   if (withdrawing) {
     const last = given.filter((v) => v.questionSet === setName).at(-1);
     if (!last || last.verdict === 'withdrawn') throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no verdict to withdraw`);
+    if (input.withdraws === 'own' && last.author !== author) {
+      throw new InvalidInput(`the verdict in force on ${input.ref} ${setName}/${input.key} was given by someone else (${last.author}); an agent withdraws only its own`);
+    }
     const state = at?.applies && at.target ? at.target : { hash: last.stateHash, version: last.stateVersion, parts: JSON.parse(last.stateParts) as Record<string, string> };
     // Surfacing moves only while the set applies; for a gone key reads surface nothing anyway.
     const surfaceable = at?.applies && at.question?.kind === 'noul' && !at.set.unsurfaced.includes(base);

@@ -7,7 +7,7 @@ import type { Verdict } from '../compose/verdict.js';
 import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
-import { isoTimesSchema, withIsoTimes } from '../compose/iso-times.js';
+import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
 import { registerProposalTools } from './proposal-tools.js';
 import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, verdictRecordSummary } from './summaries.js';
 import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
@@ -115,7 +115,6 @@ const flagsListInput = z.strictObject({
   limit,
   offset: z.number().int().min(0).default(0).describe('Rows skipped, per set'),
 });
-const surfacedRow = flagRowView.extend({ itemId: z.string(), key: z.string() });
 const flagsListOutput = z.object({
   sets: z.array(
     z.object({
@@ -124,7 +123,7 @@ const flagsListOutput = z.object({
       offset: z.number(),
       nextOffset: z.number().nullable().describe('The next page\u2019s offset, or null on the last page'),
       failing: z.boolean().describe('A job of the set is parked or failing: its flags may be missing items'),
-      rows: z.array(surfacedRow),
+      rows: z.array(flagRowView),
     }),
   ),
 });
@@ -204,9 +203,11 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
 
   /**
    * Runs a tool body as the caller, once its token is live and of `role`: logs the outcome with the
-   * token id (refusals too), turns refusals and Verdict's input errors into tool errors, hides anything else.
+   * token id (refusals too), turns refusals and Verdict's input errors into tool errors, hides
+   * anything else. The result's times become ISO 8601 where `output` (the tool's schema in epoch
+   * milliseconds) declares them, so a tracker's own data (an item's `fields`) is left as it is.
    */
-  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string): Promise<CallToolResult> => {
+  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, output: z.ZodType, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string): Promise<CallToolResult> => {
     const t0 = performance.now();
     let token: string | null = null;
     try {
@@ -216,7 +217,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
       const out = await body(t);
       logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
-      return { structuredContent: withIsoTimes(out), content: [{ type: 'text', text: `${summary(out)}\n(${FULL_RESULT})` }] };
+      return { structuredContent: isoTimesBySchema(output, out), content: [{ type: 'text', text: `${summary(out)}\n(${FULL_RESULT})` }] };
     } catch (err) {
       const f = failureOf(err);
       (f.known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
@@ -241,20 +242,6 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     if (!asked.has(base)) throw new ToolRefusal(`no question set${names.length === 1 ? ` ${JSON.stringify(names[0])}` : ''} asks key ${JSON.stringify(key)}; the keys asked: ${[...asked].sort().join(', ') || 'none'}`);
   };
 
-  /**
-   * Refuses a withdrawal unless the verdict in force on the key (of `set`, or of the one set that
-   * holds verdicts on it) was given by this client and token: an agent ends its own verdicts only.
-   */
-  const ownVerdict = async (token: ApiTokenRow, itemRef: string, key: string, set: string | undefined, author: string): Promise<void> => {
-    const given = (await v.store.listVerdicts({ workspace: token.workspaceSlug, ref: itemRef })).filter((r) => r.questionKey === key && (set === undefined || r.questionSet === set));
-    const sets = [...new Set(given.map((r) => r.questionSet))];
-    if (sets.length !== 1) return; // none, or several sets to name: recordVerdict says which
-    const last = given.at(-1)!;
-    if (last.verdict !== 'withdrawn' && last.author !== author) {
-      throw new ToolRefusal(`the verdict in force on ${itemRef} ${last.questionSet}/${key} was given by someone else (${last.author}); an agent withdraws only its own`);
-    }
-  };
-
   server.registerTool(
     'item_get',
     {
@@ -264,7 +251,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       outputSchema: isoTimesSchema(itemGetOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    (args) => run('item_get', 'read', (token: ApiTokenRow) => itemRead(token, args.ref), itemGetSummary),
+    (args) => run('item_get', 'read', itemGetOutput, (token: ApiTokenRow) => itemRead(token, args.ref), itemGetSummary),
   );
 
   server.registerTool(
@@ -277,7 +264,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('flags_list', 'read', async (token: ApiTokenRow) => {
+      run('flags_list', 'read', flagsListOutput, async (token: ApiTokenRow) => {
         const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
         const sets: z.infer<typeof flagsListOutput>['sets'] = [];
         if (args.key !== undefined) await knownKey(token, names, args.key);
@@ -285,7 +272,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           const page = await v.reader.surfaced(set, { workspace: token.workspaceSlug, collection: args.collection, key: args.key, currency: args.currency, limit: args.limit, offset: args.offset });
           if (!page) throw new ToolRefusal(`no question set ${JSON.stringify(set)} here; sets: ${v.registry.all().map((s) => s.name).join(', ')}`);
           const nextOffset = args.offset + page.rows.length < page.total ? args.offset + page.rows.length : null;
-          sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows });
+          sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows.map(({ itemId: _itemId, key: _key, ...row }) => row) });
         }
         return { sets };
       }, flagsListSummary),
@@ -301,7 +288,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('item_search', 'read', async (token: ApiTokenRow) => {
+      run('item_search', 'read', itemSearchOutput, async (token: ApiTokenRow) => {
         const collections = await v.store.listCollections(token.workspaceId);
         let collectionId: string | undefined;
         if (args.collection !== undefined) {
@@ -334,7 +321,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     () =>
-      run('status_get', 'read', async (token: ApiTokenRow) => {
+      run('status_get', 'read', statusGetOutput, async (token: ApiTokenRow) => {
         // The queue read holds the job counts by set already: no second read of them for `jobs`.
         const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
         if (!queue) throw new ToolRefusal('the token\u2019s workspace is gone');
@@ -374,11 +361,11 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     (args) =>
-      run('verdict_record', 'write', async (token) => {
+      run('verdict_record', 'write', verdictRecordOutput, async (token) => {
         const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
-        if (args.verdict === 'withdraw') await ownVerdict(token, args.ref, args.key, args.set, author);
         const verdict = args.verdict === 'withdraw' ? 'withdrawn' : args.verdict;
-        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict, value: args.value, note: args.note, author });
+        // An agent withdraws only its own verdict (DESIGN §8.1).
+        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict, value: args.value, note: args.note, author, withdraws: 'own' });
         return { verdict: verdictRowJson(out.row), inForce: out.inForce };
       }, (out) => verdictRecordSummary(out, args.ref)),
   );
@@ -419,7 +406,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
         if ([...itemRef].length > REF_MAX) throw new ToolRefusal(`a ref is at most ${REF_MAX} characters`);
         const out = await itemRead(token, itemRef);
         logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
-        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(withIsoTimes(out)) }] };
+        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(isoTimesBySchema(itemGetOutput, out)) }] };
       } catch (err) {
         const f = failureOf(err);
         (f.known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');

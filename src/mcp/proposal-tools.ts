@@ -14,7 +14,7 @@ import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
  */
 
 /** mcp-server.ts's tool runner. */
-export type ToolRunner = <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string) => Promise<CallToolResult>;
+export type ToolRunner = <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, output: z.ZodType, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string) => Promise<CallToolResult>;
 
 const proposal = z.object({
   ref: z.string(),
@@ -27,6 +27,9 @@ const proposal = z.object({
   decision: z.string(),
 });
 
+const proposalsListOutput = z.object({ proposals: z.array(proposal) });
+const proposalDecideOutput = z.object({ verdict: verdictRowView, queued: z.number().int() });
+
 export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRunner): void {
   server.registerTool(
     'proposals_list',
@@ -34,13 +37,14 @@ export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRu
       title: 'Label changes waiting for a person',
       description: 'GitHub label changes the model asks for that Verdict will not make on its own (the key is under its calibration gate, actions are on propose, or a person holds the key).',
       inputSchema: z.strictObject({ limit: z.number().int().min(1).max(500).default(100) }),
-      outputSchema: z.object({ proposals: z.array(proposal) }),
+      outputSchema: proposalsListOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
       run(
         'proposals_list',
         'read',
+        proposalsListOutput,
         async (token) => ({ proposals: (await v.actions.proposals({ workspace: token.workspaceSlug, limit: args.limit })) ?? [] }),
         (o) => `${o.proposals.length} proposal${o.proposals.length === 1 ? '' : 's'}${o.proposals.length > 0 ? ': ' : ''}${o.proposals.slice(0, 5).map((p) => `${p.ref} ${p.set}/${p.key} \u2192 [${p.labels.join(', ')}] (${p.reason})`).join('; ')}${o.proposals.length > 5 ? `; and ${o.proposals.length - 5} more` : ''}`,
       ),
@@ -57,11 +61,11 @@ export function registerProposalTools(server: McpServer, v: Verdict, run: ToolRu
         decision: z.enum(['apply', 'dismiss']),
         note: z.string().max(2_000).optional().describe('Why, in your words'),
       }),
-      outputSchema: isoTimesSchema(z.object({ verdict: verdictRowView, queued: z.number().int() })),
+      outputSchema: isoTimesSchema(proposalDecideOutput),
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     (args) =>
-      run('proposal_decide', 'write', async (token) => {
+      run('proposal_decide', 'write', proposalDecideOutput, async (token) => {
         const out = await v.actions.decide({ workspace: token.workspaceSlug, ...args, author: `MCP (${tokenAuthor(token)})` });
         return { verdict: verdictRowJson(out.verdict.row), queued: out.queued };
       }, (o) => `${args.decision === 'apply' ? 'applied' : 'dismissed'}: verdict ${o.verdict.id} (${o.verdict.verdict}) on ${args.ref} ${args.set}/${args.key}; ${o.queued} label change${o.queued === 1 ? '' : 's'} queued`),

@@ -14,8 +14,9 @@ import { BUILT_MAIN, runBuiltCli } from '../harness/built-cli.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
 import { FULL_RESULT, MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
-import { withIsoTimes } from '../../src/compose/iso-times.js';
-import { decisionJson } from '../../src/compose/read-schemas.js';
+import { z } from 'zod';
+import { isoTimesBySchema } from '../../src/compose/iso-times.js';
+import { decisionJson, decisionView, flagRowView, statusView } from '../../src/compose/read-schemas.js';
 
 /**
  * Issue 18: the MCP server, driven by the SDK's own client (@modelcontextprotocol/sdk `Client`).
@@ -33,6 +34,9 @@ const tokens: Record<'read' | 'write' | 'admin' | 'other', { id: string; token: 
 /** A surfaced item of the demo, and a second one for the write test. */
 let flagged: { ref: string; key: string };
 let other: { ref: string; key: string };
+/** An item of beads whose tracker fields hold a `closedAt` time in epoch milliseconds (the tracker's, not Verdict's). */
+const CLOSED_AT = 1_767_225_600_000;
+let closedRef: string;
 const env = () => ({ VERDICT_DATABASE_URL: db, VERDICT_PROVIDER: 'fake', NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' });
 
 /** A read command of the built CLI with `--json`, on beads (the demo's workspace; the test adds another; `status` reads them all). */
@@ -54,13 +58,15 @@ async function stdioClient(token: string, name = 'verdict-test-agent', extraEnv:
 const call = async (c: Client, name: string, args: Record<string, unknown> = {}) => (await c.callTool({ name, arguments: args })) as CallToolResult;
 /** Longest text content of a result, bytes: a summary, never the data again (`flags_list {}` on the demo was 7.5 KB of JSON twice). */
 const SUMMARY_MAX = 1_500;
+/** Decisions with their times as MCP gives them (ISO 8601 where the schema declares a time). */
+const isoDecisions = <T>(rows: T[]): T[] => isoTimesBySchema(z.array(decisionView), rows);
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-/** Every `…At` member at any depth of a result is ISO 8601 (or null). */
+/** Every `…At` member at any depth of a result is ISO 8601 (or null), but in an item's `fields`: those are the tracker's. */
 const timesOf = (x: unknown, out: unknown[] = []): unknown[] => {
   if (Array.isArray(x)) x.forEach((e) => timesOf(e, out));
   else if (x !== null && typeof x === 'object') for (const [k, v] of Object.entries(x)) {
     if (k.endsWith('At')) out.push(v);
-    else timesOf(v, out);
+    else if (k !== 'fields') timesOf(v, out);
   }
   return out;
 };
@@ -99,6 +105,9 @@ beforeAll(async () => {
   other = { ref: rows[5].ref, key: rows[5].questionKey };
   // A parked job in beads: an edit owes the item's jobs, then one is left as a worker parks it.
   const beads = (await v.store.getWorkspaceBySlug('beads'))!;
+  const flaggedRow = (await v.store.getItemByRef(beads.id, flagged.ref))!;
+  closedRef = `${flagged.ref}-closed-at`;
+  await v.store.createItem({ workspaceId: beads.id, collectionId: flaggedRow.collectionId, ref: closedRef, title: 'An item whose tracker keeps a closedAt field', fields: { closedAt: CLOSED_AT } });
   const edited = (await v.store.getItemByRef(beads.id, rows.find((r) => r.ref !== flagged.ref && r.ref !== other.ref)!.ref))!;
   await v.store.updateItem(edited.id, { title: `${edited.title} (edited)` });
   const sql = new Database(db);
@@ -141,7 +150,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const r = await call(read.client, 'item_get', { ref: flagged.ref });
     const got = structured(r);
     const show = await cliJson(['show', flagged.ref]);
-    expect(got.decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
+    expect(got.decisions).toEqual(isoDecisions(show.decisions.map(decisionJson)));
     expect(got.decisions.length).toBeGreaterThan(0);
     // Times are ISO 8601: the same instants as the CLI's epoch milliseconds.
     const row = (await v.store.getItemByRef((await v.store.getWorkspaceBySlug('beads'))!.id, flagged.ref))!;
@@ -157,6 +166,10 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     expect(got.item).toMatchObject({ id: show.item.id, ref: show.item.ref, title: show.item.title, seq: show.item.seq, fields: show.item.fields, deletedAt: null });
     expect(got.sets.map((s: { questionSet: string; applies: boolean; reason: string | null }) => ({ questionSet: s.questionSet, applies: s.applies, reason: s.reason }))).toEqual(show.sets);
     expect(got.verdicts).toEqual([]);
+    // Times are converted by the output schema: a tracker field named like a time stays the tracker's number.
+    const closed = structured(await call(read.client, 'item_get', { ref: closedRef }));
+    expect(closed.item.fields).toEqual({ closedAt: CLOSED_AT });
+    expect(closed.item.createdAt).toMatch(ISO);
   });
 
   it('with no provider configured, judges currency by the model the workers pinned (no key needed), as show does', async () => {
@@ -164,7 +177,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     try {
       const got = structured(await call(pinned.client, 'item_get', { ref: flagged.ref }));
       const { stdout } = await exec(process.execPath, [BUILT_MAIN, 'show', flagged.ref, '--json', '--workspace', 'beads'], { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_PROVIDER: '' } });
-      expect(got.decisions).toEqual(withIsoTimes(JSON.parse(stdout).decisions.map(decisionJson)));
+      expect(got.decisions).toEqual(isoDecisions(JSON.parse(stdout).decisions.map(decisionJson)));
       expect(got.decisions.filter((d: { current: boolean }) => d.current).length).toBeGreaterThan(0);
     } finally {
       await pinned.client.close();
@@ -193,6 +206,8 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const s = page.sets[0];
     expect(s).toMatchObject({ set: 'attention', offset: 0, nextOffset: 5 });
     expect(s.rows).toHaveLength(5);
+    // The row of `GET /v1/flags/{set}`: one name per thing (`questionKey`, no `key` beside it).
+    for (const r of s.rows) expect(Object.keys(r).sort()).toEqual(Object.keys(flagRowView.shape).sort());
     const ps = s.rows.map((r: { p: number }) => r.p);
     expect([...ps].sort((a, b) => b - a)).toEqual(ps);
     const flags = await cliJson(['flags', '--set', 'attention']);
@@ -265,7 +280,7 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     // The parked job of beads (the only one of the database), with its reason; beads' jobs by set as the library counts them.
     expect(got.queue.parked).toEqual({ count: 1, reasons: status.parked.reasons });
     expect(status.parked.count).toBe(1);
-    expect(got.jobs).toEqual(withIsoTimes((await v.reader.status({ workspace: 'beads' }))!.jobs));
+    expect(got.jobs).toEqual(isoTimesBySchema(statusView.shape.jobs, (await v.reader.status({ workspace: 'beads' }))!.jobs));
     expect(got.jobs.find((j: { questionSet: string }) => j.questionSet === 'attention').parked).toBe(1);
     expect(got.spend).toBeNull();
     const admin = await stdioClient(tokens.admin.token);
@@ -476,14 +491,14 @@ describe('the same over Streamable HTTP at /mcp of verdict serve', () => {
       expect((await client.listTools()).tools.map((t) => t.name)).toEqual([...MCP_TOOL_NAMES]);
       const got = structured(await call(client, 'item_get', { ref: flagged.ref }));
       const show = await cliJson(['show', flagged.ref]);
-      expect(got.decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
+      expect(got.decisions).toEqual(isoDecisions(show.decisions.map(decisionJson)));
       expect(structured(await call(client, 'flags_list', { set: 'attention', limit: 2 })).sets[0].rows).toHaveLength(2);
       expect(structured(await call(client, 'item_search', { refPrefix: flagged.ref })).items.map((i: { ref: string }) => i.ref)).toContain(flagged.ref);
       expect(structured(await call(client, 'status_get')).spend).toBeNull();
       expect(errorText(await call(client, 'verdict_record', { ref: flagged.ref, key: flagged.key, set: 'attention', verdict: 'agree', note: 'x' }))).toMatch(/role write or above; this one is read/);
       expect(errorText(await call(client, 'item_get', { ref: 'OTHER-1' }))).toMatch(/no live item/);
       const res = await client.readResource({ uri: `verdict://items/${encodeURIComponent(flagged.ref)}` });
-      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(withIsoTimes(show.decisions.map(decisionJson)));
+      expect(JSON.parse((res.contents[0] as { text: string }).text).decisions).toEqual(isoDecisions(show.decisions.map(decisionJson)));
     } finally {
       await client.close();
     }

@@ -160,6 +160,21 @@ describe('a person’s value overrides the model (DESIGN §8.1)', () => {
     expect(await flagged()).toEqual([]);
   });
 
+  it('who may withdraw: a person’s door any verdict in force, an agent’s door (withdraws: own) only its author’s, at every door alike', async () => {
+    await newItem('T-1', 0.9);
+    await settle(fx, fake);
+    await record({ ref: 'T-1', verdict: 'value', value: 'false', author: 'ana' });
+    await expect(record({ ref: 'T-1', verdict: 'withdrawn', author: 'agent (MCP; token:t1)', withdraws: 'own' })).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringMatching(/given by someone else \(ana\); an agent withdraws only its own/),
+    });
+    await expect(record({ ref: 'T-1', verdict: 'withdrawn', withdraws: 'some' as 'own' })).rejects.toMatchObject({ param: 'withdraws' });
+    expect((await record({ ref: 'T-1', verdict: 'withdrawn', author: 'ana', withdraws: 'own' })).row.verdict).toBe('withdrawn');
+    await record({ ref: 'T-1', verdict: 'value', value: 'false', author: 'agent (MCP; token:t1)' });
+    // A person (the default, `any`) ends an agent's verdict.
+    expect((await record({ ref: 'T-1', verdict: 'withdrawn', author: 'bo' })).row.verdict).toBe('withdrawn');
+  });
+
   it('a score’s agree takes the picked level (the argmax show prints), not the rounded mean', async () => {
     fake.handler = (req) => Object.fromEntries(req.keys.map((k) => [k, k === 'size' ? { probabilities: { '0': 0.6, '1': 0, '2': 0.4 } } : k === 'kind' ? { probabilities: { bug: 1, feature: 0 } } : { probability: 0.5 }]));
     const a = await newItem('T-1', 0.5);
