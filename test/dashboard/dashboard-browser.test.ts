@@ -389,6 +389,31 @@ describe('the dashboard in Chromium', () => {
     await context.close();
   }, 180_000);
 
+  it('keeps the flags filters in the form and across pages, and shows an item\u2019s labels as chips', async () => {
+    const { context, page } = await loggedIn(tokens.read);
+    await page.locator('select[name=currency]').selectOption('current');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL('**currency=current**');
+    expect(await page.locator('select[name=currency]').inputValue()).toBe('current');
+    // The demo's attention set surfaces more current keys than one page holds: the next page keeps the filter.
+    await page.getByRole('link', { name: 'Next →' }).click();
+    await page.waitForURL('**page=2**');
+    expect(new URL(page.url()).searchParams.get('currency')).toBe('current');
+    expect(await page.locator('select[name=currency]').inputValue()).toBe('current');
+    for (const href of await page.locator('nav.pager a').evaluateAll((as) => as.map((a) => a.getAttribute('href')))) expect(href).toContain('currency=current');
+    // A tracker's labels (a list of strings) read as chips, one per label, on the item page and in the items list.
+    const sql = new Database(join(dir, 'demo.db'), { readonly: true });
+    const labelled = sql.prepare(`SELECT ref, fields FROM items WHERE deleted_at IS NULL AND json_array_length(json_extract(fields, '$.labels')) >= 2 ORDER BY ref LIMIT 1`).get() as { ref: string; fields: string };
+    sql.close();
+    const labels = (JSON.parse(labelled.fields) as { labels: string[] }).labels;
+    await page.goto(itemUrl(labelled.ref));
+    expect(await page.locator('main .chips .chip').allTextContents()).toEqual(expect.arrayContaining(labels));
+    await page.goto(`/ui/items?q=${encodeURIComponent(labelled.ref)}`);
+    const row = page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(labelled.ref)}"]`) });
+    expect(await row.locator('.chip').allTextContents()).toEqual(labels);
+    await context.close();
+  });
+
   it('refreshes the open queue in place when a job is owed, keeping the scroll position', async () => {
     const { context, page } = await loggedIn(tokens.admin, PHONE);
     await page.goto('/ui/queue');
