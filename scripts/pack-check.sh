@@ -2,7 +2,8 @@
 # The package installs and works as a library (DESIGN §16.1): build (CI reuses its fresh
 # build, VERDICT_PACK_CHECK_BUILT=1), `npm pack`, install the tarball into a fresh project in a temp
 # directory outside the repo (it sees only the tarball, never src/), then there: examples/embed.ts
-# type-checked and compiled by tsc with moduleResolution nodenext, run as an ESM script end to end
+# type-checked (`strict`, without `skipLibCheck`: the package's declarations must compile as a
+# consumer's own, DESIGN §16.5) and compiled by tsc with moduleResolution nodenext, run as an ESM script end to end
 # with the fake provider (it prints the decisions), and `npx verdict --version`. CI runs it before the tests.
 #
 # Speed: installing the tarball would compile better-sqlite3 from source when no prebuilt binary
@@ -71,7 +72,6 @@ cat > tsconfig.json <<'JSON'
     "module": "NodeNext",
     "moduleResolution": "NodeNext",
     "strict": true,
-    "skipLibCheck": true,
     "types": ["node"],
     "outDir": "out"
   },
@@ -81,7 +81,7 @@ JSON
 # One compile: it type-checks as `--noEmit` would (a type error exits non-zero, so the script stops)
 # and writes the ESM script that runs next.
 npx tsc -p .
-step "tsc (moduleResolution nodenext) passed on embed.ts"
+step "tsc (moduleResolution nodenext, strict, no skipLibCheck) passed on embed.ts"
 OUT=$(node out/embed.js "$WORK/embed.db")
 echo "$OUT"
 # A here-string, not `echo | grep -q` (under pipefail a SIGPIPE to echo fails the check at random).

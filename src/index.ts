@@ -100,7 +100,7 @@ export { InvalidQuestionSet } from './decision/registry.js';
 export { InvalidConfigFile } from './decision/config-file.js';
 export { InvalidConventionsFile } from './importers/conventions.js';
 export { NotFound, InvalidWrite, Conflict, StoreFailure } from './store/store.js';
-export { TransactionClosed, TransactionMisuse } from './store/sqlite/async-tx.js';
+export { TransactionClosed, TransactionMisuse } from './store/transaction-errors.js';
 export { ProviderError, ProviderRefusal, ProviderUnavailable, ProviderMisconfigured, AnswerDefect } from './providers/errors.js';
 export { LeaseTooShort } from './worker/worker.js';
 export { GraceExceeded, WorkerStateError } from './compose/verdict.js';

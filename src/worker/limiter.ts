@@ -1,4 +1,5 @@
 import { TokenBucket } from 'limiter';
+import { monotonicClock, type WaitClock } from '../clock.js';
 import type { RateLimitSnapshot, RateLimitWindow } from '../providers/provider.js';
 import { RATE_LIMIT_RESET_CAP_MS } from '../providers/rate-limit-headers.js';
 import type { Permit, PermitRequest } from '../runner/evaluate.js';
@@ -36,6 +37,9 @@ import type { Store } from '../store/store.js';
  * slots granted between two responses do not all spend the same last request. A reading whose
  * reset has passed is ignored; resets lie at most 60 s ahead (`RATE_LIMIT_RESET_CAP_MS`), so a
  * header can never hold the worker for longer.
+ *
+ * Every interval the limiter measures and every wait it makes reads one injected `clock` (monotonic
+ * time by default), so a test moves the clock instead of waiting out a minute's refill.
  */
 export interface ProviderLimiterOptions {
   /** Reads "now" and the recorded spend, and holds the daily-cap reservations. */
@@ -59,6 +63,12 @@ export interface ProviderLimiterOptions {
    * undefined: the server's limits are not consulted. @defaultValue undefined
    */
   rateLimitState?: () => RateLimitSnapshot | null;
+  /**
+   * Time for the buckets' refill, the wait bounds, the spend reading's age and the in-process
+   * waits. A rate-limit reading's `resetAt` is epoch ms, so `serverWait` compares it with
+   * `Date.now()`. @defaultValue monotonicClock
+   */
+  clock?: WaitClock;
 }
 
 export const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
@@ -79,38 +89,35 @@ type WindowName = 'requests' | 'tokens' | 'inputTokens' | 'outputTokens';
 const WINDOW_NAMES: readonly WindowName[] = ['requests', 'tokens', 'inputTokens', 'outputTokens'];
 
 /**
- * Waits `ms` on the global timer (which tests can fake, like the buckets' `performance.now`).
- * @returns false when `signal` aborted the wait.
+ * The `limiter` package's bucket (its wait and debit arithmetic) refilled on `clock`: the package
+ * reads `performance.now()` in `drip`, which no test can move without faking the global timers.
  */
-function pause(ms: number, signal?: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(t);
-      resolve(false);
-    };
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
+class ClockBucket extends TokenBucket {
+  constructor(private readonly clock: WaitClock, perMinute: number) {
+    super({ bucketSize: perMinute, tokensPerInterval: perMinute, interval: MINUTE_MS });
+    this.content = perMinute; // the package starts its buckets empty; ours start full
+    this.lastDrip = clock.now();
+  }
 
-/** A bucket that starts full: the `limiter` package starts its buckets empty. */
-function fullBucket(perMinute: number): TokenBucket {
-  const b = new TokenBucket({ bucketSize: perMinute, tokensPerInterval: perMinute, interval: MINUTE_MS });
-  b.content = perMinute;
-  return b;
+  /** Adds what dripped in since the last call at the steady rate, up to the bucket size. */
+  override drip(): boolean {
+    const now = this.clock.now();
+    const before = this.content;
+    this.content = Math.min(this.bucketSize, this.content + (Math.max(0, now - this.lastDrip) * this.tokensPerInterval) / this.interval);
+    this.lastDrip = now;
+    return Math.floor(this.content) > Math.floor(before);
+  }
 }
 
 export class ProviderLimiter {
-  private readonly requests: TokenBucket | null;
-  private readonly tokens: TokenBucket | null;
+  private readonly requests: ClockBucket | null;
+  private readonly tokens: ClockBucket | null;
+  private readonly clock: WaitClock;
   private readonly maxWaitMs: number;
   private readonly spendRefreshMs: number;
   /** Permits are served in arrival order, so a large request is not starved by small ones. */
   private queue: Promise<unknown> = Promise.resolve();
-  /** The last reading of the daily cap: ms left until claims may resume (null: not capped), as of `readAt` (wall ms). */
+  /** The last reading of the daily cap: ms left until claims may resume (null: not capped), as of `readAt` (`clock` ms). */
   private spend: { readAt: number; leftMs: number | null } | null = null;
   /** The server's last rate-limit reading, and what is left of each window after the grants made since. */
   private server: { source: RateLimitSnapshot; left: Partial<Record<WindowName, number>> } | null = null;
@@ -121,8 +128,9 @@ export class ProviderLimiter {
       const v = opts[k];
       if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new RangeError(`${k} must be a positive number, got ${v}`);
     }
-    this.requests = opts.requestsPerMinute ? fullBucket(opts.requestsPerMinute) : null;
-    this.tokens = opts.inputTokensPerMinute ? fullBucket(opts.inputTokensPerMinute) : null;
+    this.clock = opts.clock ?? monotonicClock;
+    this.requests = opts.requestsPerMinute ? new ClockBucket(this.clock, opts.requestsPerMinute) : null;
+    this.tokens = opts.inputTokensPerMinute ? new ClockBucket(this.clock, opts.inputTokensPerMinute) : null;
     this.maxWaitMs = opts.maxWaitMs ?? LIMITER_DEFAULTS.maxWaitMs;
     this.spendRefreshMs = opts.spendRefreshMs ?? LIMITER_DEFAULTS.spendRefreshMs;
   }
@@ -142,7 +150,7 @@ export class ProviderLimiter {
    * @throws whatever the store throws while reserving (the runner maps it to a transient fail).
    */
   acquire = async (req: PermitRequest): Promise<Permit> => {
-    const askedAt = Date.now();
+    const askedAt = this.clock.now();
     const budgetMs = Math.max(0, Math.min(this.maxWaitMs, req.maxWaitMs));
     const capped = await this.spendCapDelay();
     if (capped !== null) return { granted: false, delayMs: capped };
@@ -179,9 +187,9 @@ export class ProviderLimiter {
         this.debitServer(tokens);
         return null;
       }
-      const waited = Date.now() - askedAt;
+      const waited = this.clock.now() - askedAt;
       if (waited + wait > budgetMs || signal?.aborted) return wait;
-      if (!(await pause(wait, signal))) return wait; // aborted: the runner releases the job itself
+      if (!(await this.clock.wait(wait, signal))) return wait; // aborted: the runner releases the job itself
     }
   }
 
@@ -229,7 +237,7 @@ export class ProviderLimiter {
     const tokens = Math.max(0, Math.ceil(req.inputTokens)) + Math.max(0, Math.ceil(req.maxOutputTokens));
     const r = await this.opts.store.reserveSpend({ tokens, capTokens: cap, ttlMs: req.reservationTtlMs, holder: req.holder });
     if (r.granted) return { granted: true, reservationId: r.id };
-    if (r.settledTokens >= cap) this.spend = { readAt: Date.now(), leftMs: r.windowEndsInMs }; // stop claiming at once
+    if (r.settledTokens >= cap) this.spend = { readAt: this.clock.now(), leftMs: r.windowEndsInMs }; // stop claiming at once
     // Room may come back today only if the calls in flight settle below their reservations.
     const mayFitToday = reservationFits(r.settledTokens, 0, tokens, cap);
     return { granted: false, delayMs: mayFitToday ? SETTLE_RETRY_MS : r.windowEndsInMs };
@@ -238,17 +246,17 @@ export class ProviderLimiter {
   private async spendCapDelay(): Promise<number | null> {
     const cap = this.opts.dailyTokenCap;
     if (cap === undefined) return null;
-    const wall = Date.now();
-    if (!this.spend || wall - this.spend.readAt >= this.spendRefreshMs) {
+    const at = this.clock.now();
+    if (!this.spend || at - this.spend.readAt >= this.spendRefreshMs) {
       const now = await this.opts.store.now();
       const dayStart = Math.floor(now / DAY_MS) * DAY_MS;
       const s = await this.opts.store.spendSince(now - dayStart);
       const used = s.inputTokens + s.outputTokens + s.cacheReadTokens + s.cacheWriteTokens;
-      this.spend = { readAt: wall, leftMs: used >= cap ? dayStart + DAY_MS - now : null };
+      this.spend = { readAt: at, leftMs: used >= cap ? dayStart + DAY_MS - now : null };
     }
     const { leftMs, readAt } = this.spend;
     if (leftMs === null) return null;
-    const left = leftMs - (wall - readAt);
+    const left = leftMs - (at - readAt);
     return left > 0 ? left : null;
   }
 }

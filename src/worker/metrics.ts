@@ -254,7 +254,8 @@ export class WorkerMetrics {
           };
         }
         if (prop === 'finishJob') {
-          // The last call's spend commits with the completion (issue 13). Counted once it did: when
+          // The last call's spend commits in the completion's transaction (a spend record is never
+          // lost, DESIGN §10.5). Counted once it did: when
           // that transaction fails the runner records the spend on its own, through recordSpend.
           return async (claim: Claim, f: JobFinish) => {
             const r = await target.finishJob(claim, f);

@@ -45,6 +45,7 @@ export function startWalUpkeep(o: WalUpkeepOptions): { idle: () => void; stop: (
     running = (async () => {
       try {
         const bytes = await o.store.checkpoint();
+        o.logger.debug({ walBytes: bytes, why }, 'wal checkpoint');
         if (bytes !== null && bytes > WAL_WARN_BYTES) {
           // Still large after a TRUNCATE checkpoint: a reader holds an old snapshot. Once per episode.
           if (!warned) o.logger.warn({ walBytes: bytes, why }, 'write-ahead log still large after a checkpoint: a reader holds an old snapshot');

@@ -2,20 +2,20 @@ import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, spawnCli } from '../harness/cli-process.js';
-import { requireBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
+import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
  * A one-shot drain runs every sweep to its end before it calls itself idle (DESIGN §7.4): after
  * a convention edit, or once answers of a set with maxAge expire, one `worker --until-idle` leaves
- * `show` reading current for everything that applies. Real `dist` processes on a real SQLite file
- * (41 items of the bundled beads sample, examples/beads-conventions.yaml and
- * examples/time-dependent.yaml), the fake provider, and the process clock moved by a preload
- * (test/harness/clock-offset-preload.mjs) instead of waiting.
+ * `show` reading current for everything that applies. The CLI's commands run in process
+ * (test/harness/cli-in-process.ts: what is tested is what the commands do, not the process) on a
+ * real SQLite file (41 items of the bundled beads sample, examples/beads-conventions.yaml and
+ * examples/time-dependent.yaml), with the fake provider, and `Date` moved days ahead for a command
+ * instead of waiting, as test/harness/clock-offset-preload.mjs moves a process's clock.
  */
 
-const CLOCK = join(ROOT, 'test/harness/clock-offset-preload.mjs');
 const DAY_MS = 86_400_000;
 const CONFIG = join(ROOT, 'examples/time-dependent.yaml');
 
@@ -23,12 +23,29 @@ let dir: string;
 let cleanup: () => void;
 let base: string;
 
-/** Runs the built CLI `days` days from now; resolves with its output, rejects on a non-zero exit. */
+/**
+ * Runs the CLI `days` days from now: `Date` (Date.now and `new Date()`, which the store's clock
+ * reads) is moved for the command and restored after it. Resolves with its output, rejects on a
+ * non-zero exit.
+ */
 async function cli(db: string, days: number, ...args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const p = spawnCli([...args, '--database-url', db, '--config', CONFIG], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn', VERDICT_TEST_CLOCK_OFFSET_MS: String(days * DAY_MS) }, [CLOCK]);
-  const { code } = await p.exited;
-  if (code !== 0) throw new Error(`verdict ${args.join(' ')} exited ${code}: ${p.stderr()}`);
-  return { stdout: p.stdout(), stderr: p.stderr() };
+  const RealDate = Date;
+  const offset = days * DAY_MS;
+  class MovedDate extends RealDate {
+    constructor(...a: unknown[]) {
+      if (a.length === 0) super(RealDate.now() + offset);
+      else super(...(a as [number]));
+    }
+    static override now(): number {
+      return RealDate.now() + offset;
+    }
+  }
+  globalThis.Date = MovedDate as DateConstructor;
+  try {
+    return await runCli([...args, '--database-url', db, '--config', CONFIG], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
+  } finally {
+    globalThis.Date = RealDate;
+  }
 }
 
 function copy(name: string): string {
@@ -38,7 +55,6 @@ function copy(name: string): string {
 }
 
 beforeAll(async () => {
-  requireBuiltCli();
   ({ dir, cleanup } = tempDir());
   const sample = join(dir, 'sample.jsonl');
   // The first 40 items, and bd-a2f5a (an open task: conventions and staleness both apply to it).

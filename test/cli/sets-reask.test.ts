@@ -11,12 +11,14 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { runOnce } from '../../src/runner/run-once.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { ROOT, spawnCli } from '../harness/cli-process.js';
+import { loadCli, runCli } from '../harness/cli-in-process.js';
+import { ROOT } from '../harness/cli-process.js';
 import { tempDir, TASK_SCHEMA } from '../harness/store-fixture.js';
 
 /**
  * `verdict sets list|show`, `verdict reask`, `verdict prune` and a config file refused at start,
- * as real child processes on a real SQLite file.
+ * on a real SQLite file, the commands run in process (test/harness/cli-in-process.ts): what is
+ * tested is their output and exit code, not the process.
  */
 
 let dir: { dir: string; cleanup: () => void };
@@ -24,12 +26,18 @@ let file: string;
 const EXAMPLE_CONFIG = join(ROOT, 'examples/verdict.config.yaml');
 
 async function run(args: string[], env: Record<string, string> = {}) {
-  const p = spawnCli(args, { VERDICT_LOG_LEVEL: 'warn', ...env });
-  const { code } = await p.exited;
-  return { code, stdout: p.stdout(), stderr: p.stderr() };
+  try {
+    const r = await runCli(args, { VERDICT_LOG_LEVEL: 'warn', ...env });
+    return { code: 0, ...r };
+  } catch (e) {
+    const f = e as { code?: number; stdout?: string; stderr?: string };
+    if (typeof f.code !== 'number') throw e;
+    return { code: f.code, stdout: f.stdout ?? '', stderr: f.stderr ?? '' };
+  }
 }
 
 beforeAll(async () => {
+  await loadCli();
   dir = tempDir();
   file = join(dir.dir, 'verdict.db');
   // A workspace with three conventions and four tasks, all answered, then one convention edited.

@@ -2,15 +2,18 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { requireBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT, spawnCli } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
- * Errors that sent the user the wrong way, each through the built CLI (or the built library) as a
- * real process: a driver built for another Node.js reported as an unopenable database, a closed
- * stdout crashing with a stack trace, a misspelled global option without a suggestion, a parse
- * error ending in a dangling colon, a missing database that did not say which ones are there.
+ * Errors that sent the user the wrong way: a driver built for another Node.js reported as an
+ * unopenable database and a closed stdout crashing with a stack trace, through the built CLI (or
+ * the built library) as a real process, since the preload and the pipe are what is tested; a
+ * misspelled global option without a suggestion, a parse error ending in a dangling colon, a
+ * missing database that did not say which ones are there, through the same program in process
+ * (test/harness/cli-in-process.ts), since only the command's output is.
  */
 
 const t = tempDir();
@@ -21,14 +24,27 @@ beforeAll(async () => {
   requireBuiltCli();
   const jsonl = join(t.dir, 'tiny.jsonl');
   writeFileSync(jsonl, `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`);
-  await runBuiltCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
+  await runCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
 }, 60_000);
 afterAll(() => t.cleanup());
 
+/** The built CLI as a process, with `preload` modules imported first. */
 async function cli(args: string[], preload: string[] = []): Promise<{ code: number | null; out: string; err: string }> {
   const p = spawnCli(args, {}, preload);
   const { code } = await p.exited;
   return { code, out: p.stdout(), err: p.stderr() };
+}
+
+/** The same program in this process: its exit code and output. */
+async function inProcess(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  try {
+    const r = await runCli(args);
+    return { code: 0, out: r.stdout, err: r.stderr };
+  } catch (e) {
+    const f = e as { code?: number; stdout?: string; stderr?: string };
+    if (typeof f.code !== 'number') throw e;
+    return { code: f.code, out: f.stdout ?? '', err: f.stderr ?? '' };
+  }
 }
 
 describe('better-sqlite3 built for another Node.js (ERR_DLOPEN_FAILED)', () => {
@@ -84,7 +100,7 @@ describe('parse errors in the `verdict: <what>; <how to fix>` form', () => {
     [['statsu'], "verdict: unknown command 'statsu'; did you mean status?"],
     [['status', '--frobnicate'], "verdict: unknown option '--frobnicate'; run with --help for the command's options, and `verdict help options` for the global ones"],
   ])('%j', async (args, line) => {
-    const r = await cli(args);
+    const r = await inProcess(args);
     expect(r.code).toBe(2);
     expect(r.err).toBe(`${line}\n`);
   });
@@ -94,7 +110,7 @@ describe('import conventions on a file that is not YAML', () => {
   it('says where the parser stopped and what the file should be, no dangling colon', async () => {
     const bad = join(t.dir, 'notes.txt');
     writeFileSync(bad, 'hello: [\n');
-    const r = await cli(['import', 'conventions', bad, '--database-url', db, '--provider', 'fake']);
+    const r = await inProcess(['import', 'conventions', bad, '--database-url', db, '--provider', 'fake']);
     expect(r.code).toBe(2);
     expect(r.err).toBe(
       `verdict: conventions file ${bad}: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a ] at line 2, column 1; a conventions file is JSON or YAML with a \`conventions:\` list, as examples/beads-conventions.yaml shows\n`,
@@ -108,7 +124,7 @@ describe('a read of a database that is not there', () => {
     mkdirSync(dir);
     writeFileSync(join(dir, 'demo.db'), '');
     writeFileSync(join(dir, 'notes.txt'), '');
-    const r = await cli(['show', 'bd-1', '--database-url', join(dir, 'verdict.db'), '--provider', 'fake']);
+    const r = await inProcess(['show', 'bd-1', '--database-url', join(dir, 'verdict.db'), '--provider', 'fake']);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(new RegExp(`^verdict: no database at ${dir}/verdict\\.db \\(${dir} holds ${dir}/demo\\.db\\); pass the path`));
   });
@@ -116,10 +132,10 @@ describe('a read of a database that is not there', () => {
 
 describe('estimate --model under the fake provider', () => {
   it('prices the named model, never at the fake\'s $0; a model with no price is refused with the reason', async () => {
-    const priced = await cli(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'claude-haiku-4-5']);
+    const priced = await inProcess(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'claude-haiku-4-5']);
     expect(priced.code).toBe(0);
     expect(priced.out).toMatch(/^estimate for anthropic:claude-haiku-4-5 \(prices from Verdict's price table/);
-    const unknown = await cli(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'nonesuch-1']);
+    const unknown = await inProcess(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'nonesuch-1']);
     expect(unknown.code).toBe(2);
     expect(unknown.err).toMatch(/^verdict: --model nonesuch-1 with --provider fake: the fake provider calls no model and would price it at \$0.*; name the model's provider/);
   });

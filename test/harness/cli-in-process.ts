@@ -26,6 +26,15 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
 
 let queue: Promise<unknown> = Promise.resolve();
 
+/**
+ * Imports the program (the whole CLI, transformed on first import: seconds of a loaded machine).
+ * A file calls it from `beforeAll`, under the hook's own timeout, so its first test does not pay
+ * that cost inside its own.
+ */
+export async function loadCli(): Promise<void> {
+  await import('../../src/cli/program.js');
+}
+
 type Write = typeof process.stdout.write;
 
 async function runOnce(args: string[], env: Record<string, string>): Promise<{ stdout: string; stderr: string }> {

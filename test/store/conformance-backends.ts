@@ -2,7 +2,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { join } from 'node:path';
 import pg from 'pg';
 import { ManualClock } from '../../src/clock.js';
-import type { Registry } from '../../src/decision/registry.js';
+import { Registry } from '../../src/decision/registry.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/store.js';
@@ -122,22 +122,31 @@ export const createTestDatabase = (adminUrl: string) => createDatabase(adminUrl,
 
 export function postgresBackend(adminUrl: string): StoreBackend {
   let db: { url: string; drop(): Promise<void> };
+  /**
+   * One client for the file, emptying the database before each test. TRUNCATE, not DELETE: it also
+   * resets the tables' statistics, so every test plans its statements on empty tables as on a fresh
+   * database (after DELETEs, the statistics left by earlier tests changed a claim's plan).
+   */
+  let admin: pg.Client;
   return {
     name: 'postgres',
     concurrentConnections: true,
     setup: async () => {
       db = await createTestDatabase(adminUrl);
+      // Migrated once per file: each test's stores then open with `migrate: false`.
+      const migrated = PgStore.connect(db.url, { registry: new Registry([]), poolSize: 1 });
+      await migrated.opened();
+      await migrated.close();
+      admin = new pg.Client({ connectionString: db.url });
+      await admin.connect();
     },
     teardown: async () => {
+      await admin.end();
       await db.drop();
     },
     open: async (registry, newId) => {
-      const store = PgStore.connect(db.url, { registry, newId, poolSize: 24 });
-      await store.opened();
-      const c = new pg.Client({ connectionString: db.url });
-      await c.connect();
-      await c.query(`TRUNCATE ${TABLES} RESTART IDENTITY CASCADE`);
-      await c.end();
+      await admin.query(`TRUNCATE ${TABLES} RESTART IDENTITY CASCADE`);
+      const store = PgStore.connect(db.url, { registry, newId, poolSize: 24, migrate: false });
       const peers: PgStore[] = [];
       return {
         store,
@@ -145,7 +154,7 @@ export function postgresBackend(adminUrl: string): StoreBackend {
           for (const s of [store, ...peers]) s.advanceClockForTests(ms);
         },
         peer: async (r) => {
-          const p = PgStore.connect(db.url, { registry: r, clockOffsetMs: store.ctx.clockOffsetMs, poolSize: 8 });
+          const p = PgStore.connect(db.url, { registry: r, clockOffsetMs: store.ctx.clockOffsetMs, poolSize: 8, migrate: false });
           await p.opened();
           peers.push(p);
           return p;

@@ -1,4 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
@@ -8,8 +9,8 @@ import { Worker, type WorkerOptions } from '../../src/worker/worker.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
- * The provider limiter: token buckets from the `limiter` package read `performance.now()`, which
- * the fake timers move, so no test sleeps.
+ * The provider limiter on a manual clock: its buckets refill and its waits end when the test moves
+ * the clock, so no test sleeps and none fakes the global timers.
  */
 
 const noSpend = {
@@ -24,83 +25,93 @@ const req = (inputTokens: number, over: Partial<PermitRequest> = {}): PermitRequ
 });
 /** null when granted, else the deferral in ms (the shape the worker tests below read). */
 const delayOf = (p: Permit): number | null => (p.granted ? null : p.delayMs);
+/** Lets every promise continuation that the last clock move released run (no time passes). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('per-minute caps', () => {
-  beforeEach(() => void vi.useFakeTimers({ toFake: ['performance', 'setTimeout', 'clearTimeout', 'Date'] }));
-  afterEach(() => void vi.useRealTimers());
+  let clock: ManualClock;
+  beforeEach(() => void (clock = new ManualClock()));
+  const limiter = (o: Omit<ConstructorParameters<typeof ProviderLimiter>[0], 'store' | 'clock'>) => new ProviderLimiter({ store: noSpend, clock, ...o });
 
   it('lets a minute\'s allowance through at once, then defers with the time until the next request', async () => {
-    const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 3, maxWaitMs: 0 });
+    const l = limiter({ requestsPerMinute: 3, maxWaitMs: 0 });
     expect([await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf)]).toEqual([null, null, null]);
     expect(await l.acquire(req(10)).then(delayOf)).toBe(20_000); // one request per 20 s
-    vi.advanceTimersByTime(20_000);
+    clock.advance(20_000);
     expect(await l.acquire(req(10)).then(delayOf)).toBeNull();
     expect(await l.acquire(req(10)).then(delayOf)).toBe(20_000);
   });
 
   it('waits in process when the wait is short', async () => {
-    const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 60, maxWaitMs: 5_000 });
+    const l = limiter({ requestsPerMinute: 60, maxWaitMs: 5_000 });
     for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
     let got: number | null | undefined;
     void l.acquire(req(1)).then(delayOf).then((v) => (got = v));
-    await vi.advanceTimersByTimeAsync(500);
+    clock.advance(500);
+    await settle();
     expect(got).toBeUndefined();
-    await vi.advanceTimersByTimeAsync(600);
+    clock.advance(600);
+    await settle();
     expect(got).toBeNull();
   });
 
   it('caps input tokens; a request larger than the bucket goes through only when the bucket is full', async () => {
-    const l = new ProviderLimiter({ store: noSpend, inputTokensPerMinute: 1_000, maxWaitMs: 0 });
+    const l = limiter({ inputTokensPerMinute: 1_000, maxWaitMs: 0 });
     expect(await l.acquire(req(5_000)).then(delayOf)).toBeNull(); // full bucket: the oversize request takes all of it
     expect(await l.acquire(req(5_000)).then(delayOf)).toBe(60_000); // it needs the whole bucket back
     expect(await l.acquire(req(100)).then(delayOf)).toBe(6_000);
-    vi.advanceTimersByTime(30_000);
+    clock.advance(30_000);
     expect(await l.acquire(req(5_000)).then(delayOf)).toBe(30_000);
     expect(await l.acquire(req(400)).then(delayOf)).toBeNull(); // 500 tokens dripped back
-    vi.advanceTimersByTime(60_000);
+    clock.advance(60_000);
     expect(await l.acquire(req(5_000)).then(delayOf)).toBeNull();
   });
 
   it('serves waiters in arrival order, so a large request is not starved by small ones', async () => {
-    const l = new ProviderLimiter({ store: noSpend, inputTokensPerMinute: 1_000, maxWaitMs: 120_000 });
+    const l = limiter({ inputTokensPerMinute: 1_000, maxWaitMs: 120_000 });
     expect(await l.acquire(req(1_000)).then(delayOf)).toBeNull();
     const order: string[] = [];
     void l.acquire(req(1_000)).then(delayOf).then(() => order.push('large'));
     void l.acquire(req(10)).then(delayOf).then(() => order.push('small'));
-    await vi.advanceTimersByTimeAsync(30_000); // enough for the small one alone, not the large one
+    clock.advance(30_000);
+    await settle(); // enough for the small one alone, not the large one
     expect(order).toEqual([]);
-    await vi.advanceTimersByTimeAsync(30_200); // the large one is served at 60 s; the small one needs 0.6 s more
+    clock.advance(30_200);
+    await settle(); // the large one is served at 60 s; the small one needs 0.6 s more
     expect(order).toEqual(['large']);
-    await vi.advanceTimersByTimeAsync(1_000);
+    clock.advance(1_000);
+    await settle();
     expect(order).toEqual(['large', 'small']);
   });
 
   it('an abort ends a wait and returns the delay', async () => {
-    const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 1, maxWaitMs: 120_000 });
+    const l = limiter({ requestsPerMinute: 1, maxWaitMs: 120_000 });
     await l.acquire(req(1)).then(delayOf);
     const ac = new AbortController();
     const p = l.acquire(req(1, { signal: ac.signal })).then(delayOf);
-    await vi.advanceTimersByTimeAsync(1_000);
+    clock.advance(1_000);
+    await settle();
     ac.abort();
     expect(await p).toBeGreaterThan(0);
   });
 
   it('a wait counts the time queued behind other slots, and never passes the request\'s own bound (half its lease)', async () => {
-    const l = new ProviderLimiter({ store: noSpend, requestsPerMinute: 60, maxWaitMs: 120_000 });
+    const l = limiter({ requestsPerMinute: 60, maxWaitMs: 120_000 });
     for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
     // Two slots ask at once, each bounded to 1.5 s: the first gets the next token at 1 s; the
     // second reaches the bucket only then and would need until 2 s, past its bound: it defers.
     const got: Array<number | null> = [];
     const a = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
     const b = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
-    await vi.advanceTimersByTimeAsync(1_100);
+    clock.advance(1_100);
+    await settle();
     await Promise.all([a, b]);
     expect(got).toEqual([null, expect.any(Number)]);
     expect(got[1]).toBeGreaterThan(0);
-    // A single request whose wait exceeds its bound is not made to wait at all.
-    const t0 = Date.now();
-    expect(await l.acquire(req(1, { maxWaitMs: 500 })).then(delayOf)).toBeGreaterThan(500);
-    expect(Date.now()).toBe(t0);
+    // A single request whose wait exceeds its bound is not made to wait at all: it is answered
+    // without the clock moving.
+    const alone = l.acquire(req(1, { maxWaitMs: 500 })).then(delayOf);
+    expect(await Promise.race([alone, settle().then(() => 'still waiting')])).toBeGreaterThan(500);
   });
 
   it('refuses a cap that is not a positive number', () => {
@@ -151,28 +162,26 @@ describe('daily spend cap and the worker', () => {
   it('reaching the cap defers until the next UTC day; below it, permits are given', async () => {
     fx.clock.set(Date.UTC(2026, 0, 1, 18));
     await spend(600, 400);
-    const capped = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0 });
+    const capped = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0, clock: fx.clock });
     expect(await capped.claimDelay()).toBe(6 * 3_600_000);
     expect(await capped.acquire(req(10)).then(delayOf)).toBe(6 * 3_600_000);
     // Below the cap a call goes only if its whole estimate fits (DESIGN §10.3): 1 000 + 10 + 5.
-    const below = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_015, spendRefreshMs: 0 });
+    const below = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_015, spendRefreshMs: 0, clock: fx.clock });
     const granted = await below.acquire(req(10, { maxOutputTokens: 5 }));
     expect(granted).toMatchObject({ granted: true, reservationId: expect.any(String) });
     expect(await below.acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(SETTLE_RETRY_MS); // in flight may settle lower
     if (granted.granted) await fx.store.settleSpendReservation(granted.reservationId!, null);
-    expect(await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_014, spendRefreshMs: 0 }).acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(6 * 3_600_000);
+    expect(await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_014, spendRefreshMs: 0, clock: fx.clock }).acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(6 * 3_600_000);
     fx.clock.advance(6 * 3_600_000); // yesterday's spend no longer counts
     expect(await capped.claimDelay()).toBeNull();
     expect(DAY_MS).toBe(86_400_000);
   });
 
   it('a refused reservation at the cap stops claims at once, without waiting for the next spend re-read', async () => {
-    // The limiter counts the wall time since its reading; frozen here so a millisecond passing
-    // between the refusal and the check cannot make the figure 21,599,999 (a flake seen in CI-sized runs).
-    vi.useFakeTimers({ toFake: ['Date'] });
-    onTestFinished(() => void vi.useRealTimers());
+    // The limiter counts the time since its reading on the store's manual clock, which does not
+    // move between the refusal and the check.
     fx.clock.set(Date.UTC(2026, 0, 1, 18));
-    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 3_600_000 });
+    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 3_600_000, clock: fx.clock });
     expect(await l.claimDelay()).toBeNull(); // read once: nothing billed
     await spend(900, 100); // another process bills up to the cap
     expect(await l.claimDelay()).toBeNull(); // the cached reading still says go
@@ -183,7 +192,7 @@ describe('daily spend cap and the worker', () => {
   it('the worker stops claiming when the cap is reached: no job is touched', async () => {
     const [id] = await items(1);
     await spend(2_000, 0);
-    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0 });
+    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 0, clock: fx.clock });
     const w = worker({ acquirePermit: l.acquire, claimGate: l.claimDelay });
     const s = await w.run();
     expect(s).toMatchObject({ claimed: 0, spendCapReached: true });
@@ -194,7 +203,7 @@ describe('daily spend cap and the worker', () => {
 
   it('the requests-per-minute cap defers jobs beyond the allowance without counting an attempt', async () => {
     const ids = await items(3);
-    const l = new ProviderLimiter({ store: fx.store, requestsPerMinute: 1, maxWaitMs: 0 });
+    const l = new ProviderLimiter({ store: fx.store, requestsPerMinute: 1, maxWaitMs: 0, clock: fx.clock });
     const fake = new FakeProvider();
     const s = await worker({ acquirePermit: l.acquire, claimGate: l.claimDelay }, fake).run();
     expect(s.outcomes).toEqual({ complete: 1, defer: 2 });

@@ -109,12 +109,17 @@ describe('worker processes', () => {
     // A limit of 3 keeps this test short (2 poisoned jobs × 3 deaths); the default of 8 is
     // covered against the store in test/runner/evaluate.test.ts.
     for (let i = 0; i < 12; i++) {
-      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 1_100)], {}, [join(ROOT, 'test/harness/poison-preload.mjs')]);
+      // The dead run's lease must run out before the next claim counts an abandon: each run's clock
+      // is 31 s further ahead than the last one's (test/harness/clock-offset-preload.mjs), past its
+      // 30 s lease, instead of the test waiting it out (a lease no process start outlasts, so
+      // without the moved clock no abandon is ever counted).
+      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 30_000)], { VERDICT_TEST_CLOCK_OFFSET_MS: String(i * 31_000) }, [
+        join(ROOT, 'test/harness/poison-preload.mjs'),
+        join(ROOT, 'test/harness/clock-offset-preload.mjs'),
+      ]);
       const { code } = await w.exited;
       runs.push(code);
       if (code === 0) break;
-      // The dead run's lease must run out before the next claim counts an abandon.
-      await new Promise((r) => setTimeout(r, 1_150));
     }
     expect(runs[runs.length - 1]).toBe(0);
     const jobs = q<{ item_id: string; question_set: string; state: string; abandons: number }>('SELECT item_id, question_set, state, abandons FROM decision_jobs');

@@ -25,12 +25,17 @@ const children = fx.children;
 describe('the write-ahead log stays bounded (real worker process)', () => {
   it('grows behind an outside reader, is truncated once the reader lets go, and is shown in /metrics, status and doctor', async () => {
     const reader = holdReadSnapshot(fx.file());
-    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--tick-ms', '100', '--wal-checkpoint-ms', '500', '--metrics-port', '0']);
+    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--tick-ms', '100', '--wal-checkpoint-ms', '500', '--metrics-port', '0'], {
+      env: { VERDICT_LOG_LEVEL: 'debug' }, // each checkpoint logs a "wal checkpoint" line at debug
+    });
+    const checkpoints = () => w.stderr().split('\n').filter((l) => l.includes('"msg":"wal checkpoint"')).length;
     children.push(w.child);
     await w.started;
     const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
     await waitFor(() => jobCounts(fx.file()).jobs === 0, 60_000);
-    await new Promise((r) => setTimeout(r, 1_500)); // several checkpoints while the reader still holds its snapshot
+    // Three checkpoints after the drain while the reader still holds its snapshot.
+    const drainedAt = checkpoints();
+    await waitFor(() => checkpoints() >= drainedAt + 3, 30_000);
     const peak = walBytes(fx.file());
     expect(peak).toBeGreaterThan(4 * 1024 * 1024); // the reader kept every frame of the drain
 

@@ -283,7 +283,7 @@ export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<Fi
     // The spend last: every slot of every process adds to the same hour's row, whose row lock (on
     // Postgres) is held until the commit; taken first, it serialised the whole transaction
     // across the slots (bench part d: 4 processes 59 jobs/s against 35 for one; with the spend last
-    // 89–93, level with the code before finishJob, 84.5 in the same session).
+    // 89–93, level with the code before finishJob, 84.5 measured alongside).
     if (f.answers) {
       if (f.answers.reservationId !== null) yield* settleReservationTx(f.answers.reservationId);
       yield* recordSpendTx(c, now, f.answers.spend);

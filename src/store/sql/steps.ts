@@ -5,7 +5,7 @@ import type { Registry } from '../../decision/registry.js';
 import type * as schema from '../sqlite/schema.js';
 
 /**
- * One SQL store for both dialects (issue 12): the statements and rules of every store method are
+ * One SQL store for both dialects (DESIGN §13: one interface, two implementations): the statements and rules of every store method are
  * written once, in `src/store/sql/`, as generators that *yield* statements; a `Dialect` runs them.
  *
  * Why generators. better-sqlite3 transactions are synchronous: a transaction callback that awaits
@@ -19,7 +19,7 @@ import type * as schema from '../sqlite/schema.js';
  * write rules, the owe rule) exists once. The alternative, async everywhere with an explicit
  * `BEGIN IMMEDIATE` under a connection mutex (Kysely's SqliteDriver), would put every SQLite call
  * behind a promise-based mutex and let a slow host transaction stall the worker's claims; it was
- * not chosen. Queue path (`npm run bench -- --only a`, the twins' tree and this one run
+ * not chosen. Queue path (`npm run bench -- --only a`, one store per dialect against this one, run
  * alternately): 2,289 → 2,213 and 1,771 → 2,030 jobs/s, i.e. unchanged within run-to-run noise.
  *
  * What differs between the dialects is only what a `Dialect` holds (functions, casts, planner
@@ -45,7 +45,7 @@ export type Db = BaseSQLiteDatabase<'sync', RunResult, Tables>;
 export type Built<R> = (db: Db) => { all(): R[]; run(): unknown };
 
 /**
- * A statement written once with named parameters (issue 13): `build` makes it from the dialect and
+ * A statement written once with named parameters: `build` makes it from the dialect and
  * one expression per parameter. Where the dialect can keep a prepared statement (SQLite),
  * `build` runs once per connection with placeholders (`sql.placeholder(name)`) and every later
  * run only binds values: no drizzle walk and no SQLite compile per call. drizzle's building and
@@ -107,7 +107,7 @@ export type Step =
  * An SQL expression, or a plain value that `sql` templates bind as a parameter. SQLite's dialect
  * binds numbers and strings as they are rather than wrapping them (`sql\`${v}\``, `sql.param(v)`):
  * drizzle walks every wrapper again at every statement, and primitives are the cheapest chunk it
- * has; wrappers made the owe statement's enqueue about a third slower (issue 12's closing note).
+ * has; wrappers made the owe statement's enqueue about a third slower (`npm run bench -- --only a`).
  */
 export type Expr = SQLWrapper | number | string;
 

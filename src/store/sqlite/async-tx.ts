@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Database from 'better-sqlite3';
-import { VerdictError } from '../../errors.js';
+import { TransactionClosed, TransactionMisuse } from '../transaction-errors.js';
 import { retryBusy, type SqliteContext } from './context.js';
 
 /**
@@ -30,14 +30,6 @@ export interface TxState {
   done: boolean;
 }
 
-/** Thrown by a call on a transaction handle after its transaction committed or rolled back. */
-export class TransactionClosed extends VerdictError {
-  readonly code = 'transaction_closed';
-  constructor() {
-    super('this transaction handle was used after its transaction ended; use the store instead');
-  }
-}
-
 /**
  * Runs `op` once no async transaction holds the connection. The check and `op` run in the same
  * microtask (no await between them), so a transaction cannot begin in between.
@@ -45,18 +37,6 @@ export class TransactionClosed extends VerdictError {
 async function whenFree<T>(m: ConnectionMutex, op: () => T): Promise<Awaited<T>> {
   while (m.held) await m.held;
   return op() as Awaited<T>;
-}
-
-/**
- * Thrown when code inside a `store.transaction` callback calls the store itself instead of the
- * callback's `tx`: the store's calls wait for that very transaction to end, so the call could
- * never run (a deadlock that would also stall an in-process worker).
- */
-export class TransactionMisuse extends VerdictError {
-  readonly code = 'transaction_misuse';
-  constructor() {
-    super('inside store.transaction(fn), call the doors on fn\'s tx argument, not on the store: the store waits for this transaction to end');
-  }
 }
 
 /** The transaction whose callback is running in this async context (see TransactionMisuse). */
