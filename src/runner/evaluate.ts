@@ -168,8 +168,18 @@ export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evalua
  * @returns one Evaluation per claim, in the order given.
  */
 export async function evaluateGroup(claims: readonly Claim[], deps: EvaluateDeps): Promise<Evaluation[]> {
+  return askGroup(claims, await planGroup(claims, deps), deps);
+}
+
+/**
+ * Makes a group's planned calls (DESIGN §7 step 6): for each call, the liveness read and lease
+ * check before it, the permits, the call, its answers and spend stored (the last call of a job
+ * handed back with `finishInCompletion`). A failed call's outcome goes to every job in it.
+ * @param plan what `planGroup` made of `claims`.
+ * @returns one Evaluation per claim, in the order given; a claim the plan ended keeps that outcome.
+ */
+export async function askGroup(claims: readonly Claim[], plan: GroupPlan, deps: EvaluateDeps): Promise<Evaluation[]> {
   const stats = claims.map(() => emptyStats());
-  const plan = await planGroup(claims, deps);
   const outcomes = new Map(plan.ended);
   const lastCall = new Map<number, number>();
   plan.calls.forEach((call, i) => call.parts.forEach((p) => lastCall.set(p.claim, i)));

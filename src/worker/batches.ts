@@ -9,7 +9,7 @@ import { backoffMs } from '../runner/backoff.js';
 import { errCode } from '../runner/error-code.js';
 import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
-import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
+import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/job-life.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
 
 /**

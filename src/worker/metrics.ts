@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
-import type { RunReport } from '../runner/run-once.js';
+import type { RunReport } from '../runner/job-life.js';
 import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
 
 /**

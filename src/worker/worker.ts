@@ -4,7 +4,7 @@ import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
-import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/job-life.js';
 import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
