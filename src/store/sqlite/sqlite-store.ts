@@ -12,6 +12,7 @@ import type Database from 'better-sqlite3';
 import { gateMethods, runAsyncTransaction, TX_STATE, whenConnectionFree, type ConnectionMutex, type TxState } from './async-tx.js';
 import * as jobs from '../sql/jobs.js';
 import * as decisions from '../sql/decisions.js';
+import * as hot from './job-statements.js';
 import type { JobStore } from '../job-store.js';
 import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
 
@@ -133,16 +134,16 @@ export class SqliteStore extends SqlStore implements S.Store {
     return this.onConnection(() => jobs.releaseJob(this.c, ...a));
   }
   loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
-    return this.onConnection(() => decisions.loadItemForEvaluation(this.c, ...a));
+    return this.onConnection(async () => hot.loadState(this.ctx.db.$client, ...a));
   }
   checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
     return this.onConnection(() => decisions.checkLiveness(this.c, ...a));
   }
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
-    return this.onConnection(() => decisions.checkClaim(this.c, ...a));
+    return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
   }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
-    return this.onConnection(() => decisions.answeredKeys(this.c, ...a));
+    return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
   }
   insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
     return this.onConnection(() => decisions.insertDecisions(this.c, ...a));
