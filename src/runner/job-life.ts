@@ -55,7 +55,7 @@ export interface RunnerOptions {
   liveOnly?: boolean;
 }
 
-export const DEFAULT_ABANDON_LIMIT = 8;
+const DEFAULT_ABANDON_LIMIT = 8;
 export const DEFAULT_REFUSAL_LIMIT = 5;
 
 /** What one `runOnce` did. */

@@ -61,7 +61,7 @@ export interface ProviderLimiterOptions {
   rateLimitState?: () => RateLimitSnapshot | null;
 }
 
-export const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
+const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
 
 /**
  * Deferral when a daily-cap reservation is refused only because calls in flight hold
