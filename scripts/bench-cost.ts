@@ -16,7 +16,7 @@ import { FakeProvider, type FakeProviderOptions } from '../src/providers/fake.js
 import * as pricing from '../src/providers/pricing.js';
 import type { AskResult, Usage } from '../src/providers/provider.js';
 import { eligibleItems } from '../src/runner/eligible-items.js';
-import type { RunReport } from '../src/runner/run-once.js';
+import type { RunReport } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type ItemRow, type WorkspaceRow } from '../src/store/store.js';
 import { Worker, type WorkerOptions } from '../src/worker/worker.js';

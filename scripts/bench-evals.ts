@@ -6,7 +6,7 @@ import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { Registry, type QuestionSet } from '../src/decision/registry.js';
 import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
-import type { RunReport } from '../src/runner/run-once.js';
+import type { RunReport } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
 import { Worker, type WorkerSummary } from '../src/worker/worker.js';

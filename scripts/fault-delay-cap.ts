@@ -6,7 +6,7 @@ import { attentionSet } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
 import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
-import { runOnce } from '../src/runner/run-once.js';
+import { runOnce } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 /**

@@ -5,7 +5,7 @@ import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../decision/pinne
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import type { RunReport } from '../runner/run-once.js';
+import type { RunReport } from '../runner/job-life.js';
 import type { Store } from '../store/store.js';
 import { startBackgroundPasses, sweepUntilDone } from '../worker/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';

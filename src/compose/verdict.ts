@@ -10,7 +10,7 @@ import { silentLogger, type Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { ProviderMisconfigured } from '../providers/errors.js';
 import type { Provider } from '../providers/provider.js';
-import type { RunReport } from '../runner/run-once.js';
+import type { RunReport } from '../runner/job-life.js';
 import { toStoreError, TRACKER_STORE_METHODS, type ItemRow, type Store, type TrackerStore, type VerdictStore, type WorkspaceRow } from '../store/store.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';

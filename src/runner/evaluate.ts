@@ -149,27 +149,18 @@ export interface GroupPlan {
 }
 
 /**
- * Evaluates one claimed job (DESIGN §7) and says what outcome to record: `evaluateGroup` with a
- * group of one.
+ * Makes a group's planned calls (DESIGN §7 step 6, §7.2): for each call, the liveness read and
+ * lease check before it, the permits, the call, its answers and spend stored (the last call of a
+ * job handed back with `finishInCompletion`). Each job gets its own outcome; a call that fails
+ * gives its outcome to every job in it, and a job's later calls are not made once one of its
+ * calls failed. Never throws for a provider or database fault: every failure maps to an outcome,
+ * so owed work is never lost. Answers are inserted per call (per set, all-or-nothing), so answers
+ * already paid for survive a later failure.
+ * @param plan what `planGroup` made of `claims`.
+ * @returns one Evaluation per claim, in the order given; a claim the plan ended keeps that outcome.
  */
-export async function evaluate(claim: Claim, deps: EvaluateDeps): Promise<Evaluation> {
-  return (await evaluateGroup([claim], deps))[0];
-}
-
-/**
- * Evaluates claimed jobs of one item together (DESIGN §7, §7.2): the item is loaded once, each
- * job's set is judged and planned as `evaluate` would, and chunks of different sets whose state
- * bytes are identical are asked in one call (`planGroup`). Each job gets its own outcome; a call
- * that fails gives its outcome to every job in it, and a job's later calls are not made once one
- * of its calls failed. Never throws for a provider or database fault: every failure maps to an
- * outcome, so owed work is never lost. Answers are inserted per call (per set, all-or-nothing), so
- * answers already paid for survive a later failure.
- * @param claims claims of one item (the same `itemId`), the first being the job the slot claimed.
- * @returns one Evaluation per claim, in the order given.
- */
-export async function evaluateGroup(claims: readonly Claim[], deps: EvaluateDeps): Promise<Evaluation[]> {
+export async function askGroup(claims: readonly Claim[], plan: GroupPlan, deps: EvaluateDeps): Promise<Evaluation[]> {
   const stats = claims.map(() => emptyStats());
-  const plan = await planGroup(claims, deps);
   const outcomes = new Map(plan.ended);
   const lastCall = new Map<number, number>();
   plan.calls.forEach((call, i) => call.parts.forEach((p) => lastCall.set(p.claim, i)));
@@ -370,7 +361,7 @@ async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<Eval
  * call of a fresh claim writes nothing before it; the wait bound (`permitWaitBudgetMs`, half the
  * lease) and the call then start with at least half a lease.
  */
-export function leaseNeedsRenewal(leaseLeftMs: number, leaseMs: number): boolean {
+function leaseNeedsRenewal(leaseLeftMs: number, leaseMs: number): boolean {
   return leaseLeftMs < leaseMs / 2;
 }
 
@@ -645,7 +636,7 @@ function zeroUsage(): Usage {
  * the answer rows (even per key, the remainder to the first keys), summed per part, so the parts'
  * shares add up to the call's usage exactly.
  */
-export function partUsages(call: { readonly parts: readonly CallPart[] }, usage: Usage): Usage[] {
+function partUsages(call: { readonly parts: readonly CallPart[] }, usage: Usage): Usage[] {
   return splitUsage(usage, call.parts.map((p) => p.chunk.questions.size));
 }
 
@@ -685,7 +676,7 @@ function addUsage(call: PlannedCall, stats: EvalStats[], usage: Usage): void {
 }
 
 /** Default deferral for a 429 that named no reset time, in milliseconds. */
-export const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
+const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
 
 /**
  * How long a provider-driven deferral waits, ms: the provider's reset time, held between the
@@ -695,7 +686,7 @@ export const RATE_LIMIT_DEFAULT_DEFER_MS = 60_000;
  * until the 21st defer counted); and one reply must not hide a job for years (`retry-after:
  * 99999999`, or an HTTP-date in 9999, deferred jobs by 3 years and 8,000 years).
  */
-export function providerDeferMs(resetMs: number): number {
+function providerDeferMs(resetMs: number): number {
   return Math.min(Math.max(resetMs, BACKOFF_BASE_MS), BACKOFF_CAP_MS);
 }
 
@@ -824,7 +815,7 @@ class CallSpend {
  * lower-case identifier (the worker aborts with `shutdown` or `reload`), else `aborted`. Never the
  * reason's message, which a library caller may have filled with anything.
  */
-export function abortCode(signal: AbortSignal): string {
+function abortCode(signal: AbortSignal): string {
   const code = (signal.reason as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }

@@ -6,10 +6,12 @@ import type { CollectionOweStep } from './collection-owe.js';
 import type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, OutboxKind, SurfacingContext } from './events.js';
 import type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing } from './verdicts.js';
 import type { ActionStore } from './actions.js';
+import type { JobStore } from './job-store.js';
 import { VerdictError } from '../errors.js';
 import type { Question } from '../decision/questions.js';
 
 export type { CollectionOweStep };
+export type { JobStore };
 export type { DecisionEventRow, EventClaimRequest, EventDelivery, EventDeliveryStats, OutboxKind, SurfacingContext };
 export type { HumanVerdictRow, NewVerdict, SurfacingChangeRow, VerdictSurfacing };
 
@@ -799,10 +801,11 @@ export interface VerdictStore extends TrackerStore {
 }
 
 /**
- * The whole Store (internal): the tracker part plus the owed-job queue (DESIGN §3), the
- * evaluation reads and answers (§7), and the operations reads and passes (§10–12).
+ * The whole Store (internal): the tracker part, one job's lifecycle (`JobStore`, job-store.ts),
+ * plus the rest of the owed-job queue (DESIGN §3), the evaluation reads and answers (§7), and the
+ * operations reads and passes (§10–12).
  */
-export interface Store extends TrackerStore, ActionStore {
+export interface Store extends TrackerStore, ActionStore, JobStore {
   close(): Promise<void>;
   /**
    * Why the database cannot take writes now, for /healthz (DESIGN §10.1): `database locked`,
@@ -849,28 +852,6 @@ export interface Store extends TrackerStore, ActionStore {
    */
   advanceCollectionOwes(): Promise<CollectionOweStep>;
   /**
-   * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at, key), counting the
-   * attempt, under a lease of `leaseMs`. The fair tag interleaves workspaces, so one busy
-   * workspace's backlog cannot starve the others. A job found at the abandon limit is parked
-   * instead and the next one tried.
-   */
-  claimNextJob(
-    workerId: string,
-    leaseMs: number,
-    abandonLimit: number,
-    /** Sets whose jobs are passed over (a set cooling off after a rejected schema, DESIGN §3.8). */
-    skipSets?: readonly string[],
-    /** Live work only, and the co-asking partners to claim with the job (see `ClaimRequest`). */
-    opts?: Pick<ClaimRequest, 'liveOnly' | 'coAsk'>,
-  ): Promise<Claim | null>;
-  /**
-   * Claims the other owed jobs of `claim`'s item in `sets` that are claimable now, under the same
-   * lease (milliseconds), counting their attempts, so one call can ask their keys with the
-   * claimed job's (co-asking, DESIGN §7.2). Rows held by another claimant, not due, or at the
-   * abandon limit are left alone. @returns the sibling claims in set-name order.
-   */
-  claimSiblingJobs(claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]>;
-  /**
    * Claims up to `limit` due owed jobs at backfill priority (≥ 1) for a provider batch (DESIGN
    * §7.3), under a lease of `leaseMs` while it is assembled, counting their attempts; jobs at
    * the abandon limit are parked instead. @returns the claims, by item then set.
@@ -904,35 +885,6 @@ export interface Store extends TrackerStore, ActionStore {
    * its remaining requests deleted, the row `done` with `outcome`. @returns jobs re-owed.
    */
   closeBatch(batchId: string, outcome: string, error?: string, holdMs?: number): Promise<number>;
-  /** Extends the lease; false when the claim was lost (the runner must stop sending). */
-  renewLease(claim: Claim, leaseMs: number): Promise<boolean>;
-  completeJob(claim: Claim): Promise<OutcomeResult>;
-  /**
-   * Completes the job as `completeJob` does, and in the same transaction stores the last call's
-   * answers and spend and claims the slot's next job (see `JobFinish`): the worker's steady state
-   * commits once per evaluation. On any error nothing of it is written (the caller can store the
-   * answers and complete separately).
-   */
-  finishJob(claim: Claim, f: JobFinish): Promise<FinishedJob>;
-  dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
-  /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
-  refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;
-  parkJob(claim: Claim, reason: string): Promise<OutcomeResult>;
-  /** Transient failure: back off (`not_before >= now + backoffMs`), never drop; resets `defers`. */
-  failJob(claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult>;
-  /**
-   * Defer without counting an attempt, until at least now + `delayMs`, and count the defer
-   * (`defers += 1`). A job that already has `deferLimit` consecutive defers is recorded as a
-   * transient fail instead (DESIGN §3.7): the attempt counts, `defers` resets to 0 and
-   * `not_before >= now + max(failBackoffMs, delayMs)`; the result is then `failed`.
-   */
-  deferJob(claim: Claim, o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number }): Promise<OutcomeResult | 'failed'>;
-  /**
-   * Release without counting an attempt. Claimable at once, or from now + `holdMs` when given (a
-   * set cooling off after a rejected schema, DESIGN §3.8). `defers` is kept: a release says
-   * nothing about the provider's answer.
-   */
-  releaseJob(claim: Claim, o?: { holdMs?: number; error?: string }): Promise<OutcomeResult>;
 
   getJob(itemId: string, questionSet: string): Promise<JobRow | null>;
   listJobs(f: JobFilter): Promise<JobRow[]>;
@@ -943,34 +895,12 @@ export interface Store extends TrackerStore, ActionStore {
   queueStats(): Promise<QueueStats>;
 
   // ------------------------------------------------------------- evaluation reads and answers
-  /** Item, collection, workspace, live comments and links; null when any row is missing. */
-  loadItemForEvaluation(itemId: string): Promise<ItemForEvaluation | null>;
-  /** The last statement before a send; with `claim`, also whether the claim still holds at its generation. */
-  checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
-  /**
-   * `checkLiveness` of a claim with the lease it has left, in one read (DESIGN §7.6): the
-   * runner's read before a call, which renews the lease only when less than half is left.
-   */
-  checkClaim(claim: Claim): Promise<ClaimCheck>;
-  /** Which of the wanted keys already have a row at exactly that key. */
-  answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
-  /**
-   * Inserts one call's answers in one transaction; conflicts do nothing. With `surfacing` (the rows
-   * must then be of one item and set), each inserted noul whose surfacing moves (DESIGN §8.2:
-   * p ≥ threshold, a key that surfaced keeps surfacing down to threshold − hysteresis; a person's
-   * value in force decides alone, §8.1) appends a `surfacing_changes` row and queues a
-   * `decision.surfaced` or `decision.cleared` event per enabled target in the same transaction
-   * (DESIGN §16.2); a conflicting row moves nothing. @returns rows inserted.
-   * @throws TypeError when `surfacing` is given for rows of several items or sets.
-   */
-  insertDecisions(rows: NewDecision[], surfacing?: SurfacingContext): Promise<number>;
   /** Every stored answer of an item (all sets, or only `questionSet`'s), oldest first. */
   listDecisions(itemId: string, questionSet?: string): Promise<DecisionRow[]>;
   /** Stored answers of a set within a workspace (latest per key and any matching keys are picked by the reader). */
   listWorkspaceDecisions(workspaceId: string, questionSet: string): Promise<DecisionRow[]>;
   countDecisions(): Promise<number>;
 
-  recordSpend(r: SpendRecord): Promise<void>;
   /** Spend since `sinceMs` milliseconds ago, summed. */
   spendSince(windowMs: number): Promise<SpendTotals>;
   /**

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
@@ -37,7 +38,7 @@ export interface BackgroundOptions {
 }
 
 /** Batches per retention pass of the worker: a bounded slice each interval, so a big backlog never hogs the database. */
-export const WORKER_PRUNE_MAX_BATCHES = 50;
+const WORKER_PRUNE_MAX_BATCHES = 50;
 
 export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
   const loops: Promise<void>[] = [];
@@ -120,7 +121,7 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
       // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.6).
       await pruneDashboardSessions(o.store, o.logger);
     } catch (err) {
-      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'retention pass failed');
+      o.logger.error({ err: errCode(err) }, 'retention pass failed');
     }
   }
 }

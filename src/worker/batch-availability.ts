@@ -9,7 +9,7 @@ import type { Store } from '../store/store.js';
  */
 
 /** `verdict_meta` keys of the marks: `batch-unavailable:<provider>:<endpoint>`. */
-export const BATCH_UNAVAILABLE_META_PREFIX = 'batch-unavailable:';
+const BATCH_UNAVAILABLE_META_PREFIX = 'batch-unavailable:';
 
 /** One endpoint without a batch API. `at` is epoch ms (the store's clock). */
 export interface BatchUnavailable {

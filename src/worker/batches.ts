@@ -6,10 +6,10 @@ import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, P
 import { pricingFor } from '../providers/pricing.js';
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult, Provider, Usage } from '../providers/provider.js';
 import { backoffMs } from '../runner/backoff.js';
-import { errCode } from '../runner/error-code.js';
+import { errCode } from '../errors.js';
 import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
-import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
+import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/job-life.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
 
 /**
@@ -31,7 +31,7 @@ import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Cla
  */
 
 /** Jobs one assembly claims at most. A batch of them stays far inside the API's 100 000 requests. @defaultValue 10 000 */
-export const BATCH_MAX_JOBS = 10_000;
+const BATCH_MAX_JOBS = 10_000;
 
 /**
  * How long a `submitting` row waits for the provider's list to show its batch before the sweep
@@ -45,7 +45,7 @@ export const SUBMIT_LOST_AFTER_MS = 10 * 60_000;
  * Slack when matching a `submitting` row against the provider's list, ms: the provider's clock
  * (its `created_at`) and the database's may differ by this much.
  */
-export const CLOCK_SLACK_MS = 5 * 60_000;
+const CLOCK_SLACK_MS = 5 * 60_000;
 
 /**
  * A batch still not ended this long after its expiry is given up (closed, jobs re-owed), ms. The
@@ -54,10 +54,10 @@ export const CLOCK_SLACK_MS = 5 * 60_000;
 export const BATCH_GIVE_UP_AFTER_EXPIRY_MS = 6 * 3_600_000;
 
 /** How long a batch request's daily-cap reservation holds, ms: the API's 24 h plus an hour for the sweep to store its result. */
-export const BATCH_RESERVATION_TTL_MS = 25 * 3_600_000;
+const BATCH_RESERVATION_TTL_MS = 25 * 3_600_000;
 
 /** How long the jobs of a batch the provider refused as a whole wait before they are claimable again, ms. */
-export const BATCH_REFUSED_HOLD_MS = 5 * 60_000;
+const BATCH_REFUSED_HOLD_MS = 5 * 60_000;
 
 /** The spend outcome of a batch result that was billed (priced at the batch discount, `pricing.ts` batchCostOf). */
 export const SPEND_BATCH = 'batch';

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../runner/drift.js';
 import type { FingerprintContext } from '../decision/questions.js';
@@ -95,7 +96,7 @@ export class DriftSweeper {
           plan = await planDrift(store, set, ws.id, ctx, logger);
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });
-          logger.warn({ set: set.name, workspaceId: ws.id, err: (err as { code?: string }).code ?? (err as Error).name }, 'drift sweep: questions could not be read');
+          logger.warn({ set: set.name, workspaceId: ws.id, err: errCode(err) }, 'drift sweep: questions could not be read');
           continue;
         }
         const marker = await readDriftMarker(store, set.name, ws.id);
@@ -131,18 +132,6 @@ export interface SweepPass {
 }
 
 /**
- * Runs `sweeper.sweepOnce()` every `intervalMs` until `signal` aborts, calling `beforePass` first
- * (the worker installs the registry and provider in force). A failed pass is logged (error code
- * only) and retried at the next interval.
- */
-export async function runDriftSweepLoop(
-  sweeper: DriftSweeper,
-  o: { intervalMs: number; signal: AbortSignal; logger: Logger; beforePass?: () => void },
-): Promise<void> {
-  return runSweepLoop([{ name: 'drift sweep', sweepOnce: () => sweeper.sweepOnce() }], o);
-}
-
-/**
  * Runs each sweep's pass in turn every `intervalMs` until `signal` aborts, calling `beforePass`
  * first. A failed pass is logged (`<name> pass failed`, error code only) and does not stop the
  * sweeps after it; each is tried again at the next interval. The worker runs the drift sweep and
@@ -156,14 +145,14 @@ export async function runSweepLoop(
     try {
       o.beforePass?.();
     } catch (err) {
-      o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, 'sweep set-up failed');
+      o.logger.error({ err: errCode(err) }, 'sweep set-up failed');
     }
     for (const sweep of sweeps) {
       if (o.signal.aborted) return;
       try {
         await sweep.sweepOnce();
       } catch (err) {
-        o.logger.error({ err: (err as { code?: string }).code ?? (err as Error).name }, `${sweep.name} pass failed`);
+        o.logger.error({ err: errCode(err) }, `${sweep.name} pass failed`);
       }
     }
     try {

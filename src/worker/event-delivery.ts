@@ -1,3 +1,5 @@
+import { errCode } from '../errors.js';
+import { sleepUnless } from './worker.js';
 import { ConfigError, eventSettingsProblem } from '../config.js';
 import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
@@ -57,11 +59,11 @@ export function eventDeliverySettings(urls: readonly string[] | undefined, secre
 }
 
 /** Per-request timeout, ms (our choice: a receiver should answer at once and process later). */
-export const EVENT_TIMEOUT_MS = 10_000;
+const EVENT_TIMEOUT_MS = 10_000;
 /** Rows claimed, and POSTed at once, per round. */
-export const EVENT_BATCH = 16;
+const EVENT_BATCH = 16;
 /** Longest a target that timed out or refused connections is skipped by this process, ms (see `EventDeliverer.unreachable`). */
-export const UNREACHABLE_HOLD_MS = 60_000;
+const UNREACHABLE_HOLD_MS = 60_000;
 
 /** What an `EventDeliverer` needs. Durations in milliseconds. */
 export interface EventDeliveryOptions {
@@ -155,7 +157,7 @@ export class EventDeliverer {
         try {
           claimed = await this.round(signal, total);
         } catch (err) {
-          this.o.logger.error({ err: errName(err) }, 'event delivery round failed; retrying next tick');
+          this.o.logger.error({ err: errCode(err) }, 'event delivery round failed; retrying next tick');
         }
         if (claimed === 0) await this.wait(signal);
       }
@@ -181,7 +183,7 @@ export class EventDeliverer {
         try {
           claimed = await this.round(signal, total);
         } catch (err) {
-          this.o.logger.error({ err: errName(err) }, 'event delivery round failed');
+          this.o.logger.error({ err: errCode(err) }, 'event delivery round failed');
           break;
         }
         if (claimed === 0) break;
@@ -222,7 +224,7 @@ export class EventDeliverer {
       try {
         await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - Date.now());
       } catch (err) {
-        this.o.logger.error({ eventRow: row.id, err: errName(err) }, 'event delivery outcome not recorded');
+        this.o.logger.error({ eventRow: row.id, err: errCode(err) }, 'event delivery outcome not recorded');
         return null;
       }
       return 'unreachable (not sent)';
@@ -232,7 +234,7 @@ export class EventDeliverer {
       try {
         await this.o.store.deferEventDelivery(row.id, this.o.owner, a.delayMs);
       } catch (err) {
-        this.o.logger.error({ eventRow: row.id, err: errName(err) }, 'event delivery outcome not recorded');
+        this.o.logger.error({ eventRow: row.id, err: errCode(err) }, 'event delivery outcome not recorded');
         return null;
       }
       return a.error;
@@ -255,7 +257,7 @@ export class EventDeliverer {
       return a.error;
     } catch (err) {
       // The lease bounds the row: it is claimable again when the lease ends.
-      this.o.logger.error({ eventRow: row.id, err: errName(err) }, 'event delivery outcome not recorded');
+      this.o.logger.error({ eventRow: row.id, err: errCode(err) }, 'event delivery outcome not recorded');
       return null;
     }
   }
@@ -292,24 +294,12 @@ export class EventDeliverer {
     try {
       await this.o.store.releaseEventDeliveries(this.o.owner);
     } catch (err) {
-      this.o.logger.warn({ err: errName(err) }, 'event leases not released at stop (they expire)');
+      this.o.logger.warn({ err: errCode(err) }, 'event leases not released at stop (they expire)');
     }
   }
 
   private wait(signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.resolve();
-    const nudge = this.nudge.signal;
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        nudge.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, this.o.pollMs);
-      signal.addEventListener('abort', done, { once: true });
-      nudge.addEventListener('abort', done, { once: true });
-    });
+    return sleepUnless(this.o.pollMs, AbortSignal.any([signal, this.nudge.signal]));
   }
 }
 
@@ -321,12 +311,8 @@ function networkError(err: unknown): string {
   return `network ${code}`;
 }
 
-function errName(err: unknown): string {
-  return (err as { code?: string }).code ?? (err as Error)?.name ?? typeof err;
-}
-
 /** Delivered event rows deleted per statement by the retention pass (one short write each). */
-export const EVENT_PRUNE_BATCH = 500;
+const EVENT_PRUNE_BATCH = 500;
 
 /**
  * Retention of the outbox (DESIGN §2's history window, applied to events): deletes delivered rows

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
@@ -89,7 +90,7 @@ export class ExpirySweeper {
           plan = { set, workspaceId: ws.id, keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort() };
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });
-          logger.warn({ set: set.name, workspaceId: ws.id, err: (err as { code?: string }).code ?? (err as Error).name }, 'expiry sweep: questions could not be read');
+          logger.warn({ set: set.name, workspaceId: ws.id, err: errCode(err) }, 'expiry sweep: questions could not be read');
           continue;
         }
         const walked = await walkSweep(store, this.bucket, { setName: set.name, workspaceId: ws.id, cursor: marker.cursor, scanBudget, batchSize }, (collections, cursor, limit) =>

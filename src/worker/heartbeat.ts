@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
 import type { HealthSource } from './metrics.js';
@@ -27,7 +28,7 @@ export interface Heartbeat {
 }
 
 /** Heartbeats older than this are deleted when a worker starts (crashed workers leave theirs). @defaultValue one day */
-export const HEARTBEAT_PRUNE_AFTER_MS = 86_400_000;
+const HEARTBEAT_PRUNE_AFTER_MS = 86_400_000;
 
 /**
  * Writes the worker's heartbeat now and every `everyMs`, until the returned `stop()`, which
@@ -47,14 +48,14 @@ export async function startHeartbeat(o: {
       if (row.key !== key && Date.now() - row.updatedAt > HEARTBEAT_PRUNE_AFTER_MS) await o.store.deleteMeta(row.key);
     }
   } catch (err) {
-    o.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'heartbeat prune failed');
+    o.logger.warn({ err: errCode(err) }, 'heartbeat prune failed');
   }
   const beat = async () => {
     const hb: Heartbeat = { ...o.info, beatEveryMs: o.everyMs, startedAt, lastLoopAt: o.source.lastLoopAt, providerProblem: o.source.providerProblem };
     try {
       await o.store.setMeta(key, JSON.stringify(hb));
     } catch (err) {
-      o.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'heartbeat write failed');
+      o.logger.warn({ err: errCode(err) }, 'heartbeat write failed');
     }
   };
   await beat();
@@ -66,7 +67,7 @@ export async function startHeartbeat(o: {
       try {
         await o.store.deleteMeta(key);
       } catch (err) {
-        o.logger.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'heartbeat delete failed');
+        o.logger.warn({ err: errCode(err) }, 'heartbeat delete failed');
       }
     },
   };

@@ -71,7 +71,7 @@ export interface ProviderLimiterOptions {
   clock?: WaitClock;
 }
 
-export const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
+const LIMITER_DEFAULTS = { maxWaitMs: 10_000, spendRefreshMs: 5_000 } as const;
 
 /**
  * Deferral when a daily-cap reservation is refused only because calls in flight hold

@@ -1,8 +1,9 @@
+import { errCode } from '../errors.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
-import type { RunReport } from '../runner/run-once.js';
+import type { RunReport } from '../runner/job-life.js';
 import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
 
 /**
@@ -13,13 +14,13 @@ import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
  */
 
 /** Histogram buckets of one evaluation, seconds: from a cached no-op (ms) to a slow provider's worst case (minutes). */
-export const EVALUATION_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const EVALUATION_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 /**
  * The label an outcome is counted under: the evaluation's outcome, `park` when a refusal parked the
  * job, or `fail` when a defer past the defer limit was recorded as a fail (DESIGN §3.7).
  */
-export function outcomeLabel(r: Pick<RunReport, 'outcome' | 'recorded'>): string {
+function outcomeLabel(r: Pick<RunReport, 'outcome' | 'recorded'>): string {
   return r.recorded === 'parked' ? 'park' : r.recorded === 'failed' ? 'fail' : r.outcome.kind;
 }
 
@@ -209,7 +210,7 @@ export class WorkerMetrics {
     try {
       return await read;
     } catch (err) {
-      this.o.logger?.warn({ err: (err as { code?: string }).code ?? (err as Error).name }, 'metrics: queue read failed');
+      this.o.logger?.warn({ err: errCode(err) }, 'metrics: queue read failed');
       return null;
     }
   }

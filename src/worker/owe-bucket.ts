@@ -93,7 +93,7 @@ export async function walkSweep(
  * run out, the cursor stops before the first candidate not owed, so the next pass starts there.
  * @param cursor the walk's cursor before the batch. @returns jobs owed, where the walk got to, and whether tokens cut it short.
  */
-export async function oweBatch(store: Pick<Store, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
+async function oweBatch(store: Pick<Store, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
   const toOwe: string[] = [];
   let handledUpTo = batch.lastItemId;
   let cutShort = false;

@@ -1,3 +1,4 @@
+import { errCode } from '../errors.js';
 import { DEFAULTS } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/store.js';
@@ -15,7 +16,7 @@ import type { Store } from '../store/store.js';
 export const WAL_CHECKPOINT_EVERY_MS = DEFAULTS.walCheckpointMs;
 
 /** An idle slot checkpoints at most this often (ms): every idle tick of every slot would be wasteful. */
-export const IDLE_CHECKPOINT_MIN_MS = 1_000;
+const IDLE_CHECKPOINT_MIN_MS = 1_000;
 
 /** The WAL size above which `doctor` warns and the worker logs a warning after a checkpoint, bytes (DESIGN §10.2: 256 MiB). */
 export const WAL_WARN_BYTES = 256 * 1024 * 1024;
@@ -52,7 +53,7 @@ export function startWalUpkeep(o: WalUpkeepOptions): { idle: () => void; stop: (
           warned = true;
         } else warned = false;
       } catch (err) {
-        o.logger.debug({ err: (err as { code?: string }).code ?? (err as Error).name }, 'wal checkpoint failed; will retry');
+        o.logger.debug({ err: errCode(err) }, 'wal checkpoint failed; will retry');
       } finally {
         running = null;
       }

@@ -1,10 +1,11 @@
-import { errCode } from '../runner/error-code.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errCode } from '../errors.js';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as yieldLoop } from 'node:timers/promises';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
-import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/run-once.js';
+import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/job-life.js';
 import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
@@ -13,7 +14,7 @@ import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.j
 import { clearBatchUnavailable, endpointHost, isBatchUnavailable, markBatchUnavailable } from './batch-availability.js';
 
 /** Default interval between polls of the batches in flight, ms (DESIGN §7.3: results within 24 h; most within an hour). */
-export const BATCH_POLL_MS = 60_000;
+const BATCH_POLL_MS = 60_000;
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
@@ -72,11 +73,11 @@ export interface WorkerOptions {
  * every await as a microtask, so without this a drain of 10,000 such jobs held the loop for 4.4 s
  * (no timer, signal, lease renewal or /healthz request ran). A yield costs one setImmediate.
  */
-export const YIELD_EVERY_MS = 25;
+const YIELD_EVERY_MS = 25;
 
 /** Cooling-off after a provider-wide error: 30 s doubling to 10 min (DESIGN §3). */
-export const COOLOFF_BASE_MS = 30_000;
-export const COOLOFF_CAP_MS = 600_000;
+const COOLOFF_BASE_MS = 30_000;
+const COOLOFF_CAP_MS = 600_000;
 
 /** What a worker run did. */
 export interface WorkerSummary {
@@ -588,21 +589,14 @@ export class Worker {
     this.opts.logger.warn({ resumeInMs: Math.round(ms) }, 'daily spend cap reached: not claiming until the next window');
   }
 
-  /** Waits `ms`, or less when `stop()` or `wake()` is called. Listeners are removed each time, so long runs do not accumulate them. */
+  /** Waits `ms`, or less when `stop()` or `wake()` is called. */
   private idle(ms: number): Promise<void> {
-    const stop = this.idleWake.signal;
-    const nudge = this.nudge.signal;
-    if (stop.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        stop.removeEventListener('abort', done);
-        nudge.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      stop.addEventListener('abort', done, { once: true });
-      nudge.addEventListener('abort', done, { once: true });
-    });
+    return sleepUnless(ms, AbortSignal.any([this.idleWake.signal, this.nudge.signal]));
   }
+
+}
+
+/** Waits `ms`, or until `signal` aborts, whichever comes first; never rejects. */
+export function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  return sleep(ms, undefined, { signal }).catch(() => undefined);
 }

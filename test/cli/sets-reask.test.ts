@@ -9,7 +9,7 @@ import { Registry } from '../../src/decision/registry.js';
 import { importConventions } from '../../src/importers/conventions.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { loadCli, runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';

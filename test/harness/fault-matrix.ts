@@ -7,7 +7,7 @@ import { defineQuestionSet, Registry, type QuestionSet } from '../../src/decisio
 import { createLogger } from '../../src/log.js';
 import { AnthropicProvider, type AnthropicProviderOptions } from '../../src/providers/anthropic.js';
 import { questionAliases } from '../../src/providers/prompt.js';
-import type { RunReport } from '../../src/runner/run-once.js';
+import type { RunReport } from '../../src/runner/job-life.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { JobRow, SpendTotals } from '../../src/store/store.js';
 import { Worker } from '../../src/worker/worker.js';

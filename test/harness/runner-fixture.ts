@@ -1,7 +1,7 @@
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
+import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/job-life.js';
 import type { Fixture } from './store-fixture.js';
 
 /** Runner options over a fixture, with the fake provider unless one is given. */

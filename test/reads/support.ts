@@ -2,7 +2,7 @@ import { DecisionReader, type ReaderContext } from '../../src/reads/reads.js';
 import type { Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
-import type { RunReport } from '../../src/runner/run-once.js';
+import type { RunReport } from '../../src/runner/job-life.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import type { Fixture } from '../harness/store-fixture.js';
 

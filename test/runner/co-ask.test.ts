@@ -4,7 +4,7 @@ import { attentionSet, conventionsSet, effortSet } from '../../src/decision/prod
 import { defineQuestionSet, type QuestionSet } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { coAskCalls, type Chunk } from '../../src/runner/evaluate.js';
-import { coAskPartners, runOnce } from '../../src/runner/run-once.js';
+import { coAskPartners, runOnce } from '../../src/runner/job-life.js';
 import type { DecisionRow } from '../../src/store/store.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { captureLog } from '../harness/log-capture.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';

@@ -5,7 +5,7 @@ import { AnthropicProvider } from '../../src/providers/anthropic.js';
 import { ProviderUnavailable } from '../../src/providers/errors.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { classify } from '../../src/runner/evaluate.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { DEFER_LIMIT } from '../../src/store/write-rules.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { runnerOptions } from '../harness/runner-fixture.js';

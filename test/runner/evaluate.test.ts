@@ -3,7 +3,7 @@ import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { noul, type Question } from '../../src/decision/questions.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { permitWaitBudgetMs, type PermitRequest } from '../../src/runner/evaluate.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { ProviderLimiter } from '../../src/worker/limiter.js';
 import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

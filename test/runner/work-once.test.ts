@@ -3,7 +3,7 @@ import { attentionSet } from '../../src/decision/production-sets.js';
 import { noul, questionFingerprint } from '../../src/decision/questions.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { runOnce } from '../../src/runner/run-once.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

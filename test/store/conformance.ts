@@ -7,7 +7,7 @@ import { defineQuestionSet, Registry, type QuestionSet } from '../../src/decisio
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/run-once.js';
+import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/job-life.js';
 import { PRIORITY_BACKFILL, type CollectionRow, type NewDecision, type Store, type WorkspaceRow } from '../../src/store/store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
 import { endDashboardSession, findDashboardSession, openDashboardSession, pruneDashboardSessions, SESSION_IDLE_MS, SESSION_MAX_AGE_MS } from '../../src/access/sessions.js';

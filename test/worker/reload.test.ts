@@ -6,7 +6,7 @@ import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import type { RunReport } from '../../src/runner/run-once.js';
+import type { RunReport } from '../../src/runner/job-life.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { buildRuntime, reloadWorker } from '../../src/cli/reload.js';

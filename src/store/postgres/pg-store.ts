@@ -10,6 +10,9 @@ import type pg from 'pg';
 import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type PgDb } from './open.js';
 import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
+import * as jobs from '../sql/jobs.js';
+import * as decisions from '../sql/decisions.js';
+import type { JobStore } from '../job-store.js';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -37,7 +40,7 @@ export type HostPgTransaction = PgDb | pg.ClientBase;
  *
  * The statements are the shared ones of `../sql/` (see `SqlStore`).
  */
-export class PgStore extends SqlStore {
+export class PgStore extends SqlStore implements S.Store {
   /** The connection (or a handle's transaction) and the test-only clock offset (DESIGN §2). */
   readonly ctx: { readonly db: PgDb; clockOffsetMs: number };
   protected readonly c: SqlContext;
@@ -132,6 +135,62 @@ export class PgStore extends SqlStore {
     const bound = Object.create(this) as PgStore;
     Object.defineProperty(bound, 'c', { value: { ...this.c, db } });
     return bound;
+  }
+
+  // ------------------------------------------------------------- the job lifecycle (JobStore)
+  // Written out, not installed: each runs its statements through `call`, the one place this path
+  // awaits the migrations and records a storage problem.
+
+  claimNextJob(...a: Parameters<JobStore['claimNextJob']>): ReturnType<JobStore['claimNextJob']> {
+    return this.call((c) => jobs.claimNextJob(c, ...a));
+  }
+  claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
+    return this.call((c) => jobs.claimSiblingJobs(c, ...a));
+  }
+  renewLease(...a: Parameters<JobStore['renewLease']>): ReturnType<JobStore['renewLease']> {
+    return this.call((c) => jobs.renewLease(c, ...a));
+  }
+  completeJob(...a: Parameters<JobStore['completeJob']>): ReturnType<JobStore['completeJob']> {
+    return this.call((c) => jobs.completeJob(c, ...a));
+  }
+  finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
+    return this.call((c) => jobs.finishJob(c, ...a));
+  }
+  dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
+    return this.call((c) => jobs.dropJob(c, claim));
+  }
+  refuseJob(...a: Parameters<JobStore['refuseJob']>): ReturnType<JobStore['refuseJob']> {
+    return this.call((c) => jobs.refuseJob(c, ...a));
+  }
+  parkJob(...a: Parameters<JobStore['parkJob']>): ReturnType<JobStore['parkJob']> {
+    return this.call((c) => jobs.parkJob(c, ...a));
+  }
+  failJob(...a: Parameters<JobStore['failJob']>): ReturnType<JobStore['failJob']> {
+    return this.call((c) => jobs.failJob(c, ...a));
+  }
+  deferJob(...a: Parameters<JobStore['deferJob']>): ReturnType<JobStore['deferJob']> {
+    return this.call((c) => jobs.deferJob(c, ...a));
+  }
+  releaseJob(...a: Parameters<JobStore['releaseJob']>): ReturnType<JobStore['releaseJob']> {
+    return this.call((c) => jobs.releaseJob(c, ...a));
+  }
+  loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
+    return this.call((c) => decisions.loadItemForEvaluation(c, ...a));
+  }
+  checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
+    return this.call((c) => decisions.checkLiveness(c, ...a));
+  }
+  checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
+    return this.call((c) => decisions.checkClaim(c, ...a));
+  }
+  answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
+    return this.call((c) => decisions.answeredKeys(c, ...a));
+  }
+  insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
+    return this.call((c) => decisions.insertDecisions(c, ...a));
+  }
+  recordSpend(...a: Parameters<JobStore['recordSpend']>): ReturnType<JobStore['recordSpend']> {
+    return this.call((c) => decisions.recordSpend(c, ...a));
   }
 
   private problem: string | null = null;

@@ -82,9 +82,11 @@ export function checkClaim(c: SqlContext, claim: Claim): Promise<ClaimCheck> {
   });
 }
 
-type LivenessRow = { i: number | null; c: number | null; w: number | null; token?: string | null; generation?: number | null; lease_left?: number | string | null };
+/** The liveness read's row (see `livenessShape`; SQLite's text is sqlite/job-statements.ts `CHECK_CLAIM`). */
+export type LivenessRow = { i: number | null; c: number | null; w: number | null; token?: string | null; generation?: number | null; lease_left?: number | string | null };
 
-function livenessOf(r: LivenessRow | undefined, claim?: Claim): Liveness {
+/** What a liveness row says: the first of item gone, workspace gone, claim lost, generation moved; else live. */
+export function livenessOf(r: LivenessRow | undefined, claim?: Claim): Liveness {
   if (!r || r.i !== null || r.c !== null) return 'item_gone';
   if (r.w !== null) return 'workspace_gone';
   if (claim) {

@@ -1,5 +1,6 @@
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
+import type { JobStore } from '../job-store.js';
 import * as access from './api-access.js';
 import * as actions from './actions.js';
 import { advanceCollectionOwes } from './collection-owe.js';
@@ -20,12 +21,14 @@ import * as doors from './write-doors.js';
 
 /**
  * The Store on SQL (DESIGN §3, §13), written once for SQLite and PostgreSQL (see steps.ts for
- * how). `OPERATIONS` maps each Store method to the function of its module (`write-doors`, `jobs`,
- * `decisions`, `operations`, …) where the statements and their reasons live; the class installs
- * one async method per entry that runs it through `call` with the store's context. A dialect's
- * store (`SqliteStore`, `PgStore`) adds only opening, closing, transactions, storage health and
- * upkeep, and may wrap `call` (Postgres awaits its migrations there) or the installed methods
- * (SQLite wraps every async method for busy retries and its connection gate).
+ * how), all but the job lifecycle. `OPERATIONS` maps each Store method to the function of its
+ * module (`write-doors`, `decisions`, `operations`, …) where the statements and their reasons
+ * live; the class installs one async method per entry that runs it through `call` with the
+ * store's context. A dialect's store (`SqliteStore`, `PgStore`) adds opening, closing,
+ * transactions, storage health and upkeep, and may wrap `call` (Postgres awaits its migrations
+ * there) or the installed methods (SQLite wraps every async method for busy retries and its
+ * connection gate). The job lifecycle (`JobStore`, ../job-store.ts) is not installed: each
+ * dialect's store writes those methods out, so the runner's "go to definition" lands on them.
  *
  * Adding a method: write it once as a function of `SqlContext` in its module and add its entry
  * here; `implements S.Store` checks the signature.
@@ -66,8 +69,6 @@ const OPERATIONS = {
   searchItems: reads.searchItems,
   oweJobs: owePairs,
   advanceCollectionOwes,
-  claimNextJob: jobs.claimNextJob,
-  claimSiblingJobs: jobs.claimSiblingJobs,
   claimBatchJobs: batches.claimBatchJobs,
   recordBatch: batches.recordBatch,
   updateProviderBatch: batches.updateProviderBatch,
@@ -76,29 +77,14 @@ const OPERATIONS = {
   batchJobCounts: batches.batchJobCounts,
   storeBatchResult: batches.storeBatchResult,
   closeBatch: batches.closeBatch,
-  renewLease: jobs.renewLease,
-  completeJob: jobs.completeJob,
-  finishJob: jobs.finishJob,
-  dropJob: (c: SqlContext, claim: S.Claim, _reason: string) => jobs.dropJob(c, claim),
-  refuseJob: jobs.refuseJob,
-  parkJob: jobs.parkJob,
-  failJob: jobs.failJob,
-  deferJob: jobs.deferJob,
-  releaseJob: jobs.releaseJob,
   getJob: jobs.getJob,
   listJobs: jobs.listJobs,
   retryJobs: jobs.retryJobs,
   dropJobs: jobs.dropJobs,
   queueStats: jobs.queueStats,
-  loadItemForEvaluation: decisions.loadItemForEvaluation,
-  checkLiveness: decisions.checkLiveness,
-  checkClaim: decisions.checkClaim,
-  answeredKeys: decisions.answeredKeys,
-  insertDecisions: decisions.insertDecisions,
   listDecisions: decisions.listDecisions,
   listWorkspaceDecisions: decisions.listWorkspaceDecisions,
   countDecisions: reads.countDecisions,
-  recordSpend: decisions.recordSpend,
   spendSince: decisions.spendSince,
   reserveSpend: reservations.reserveSpend,
   settleSpendReservation: reservations.settleSpendReservation,
@@ -159,7 +145,7 @@ type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(t
 export interface SqlStore extends Operations {}
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- see the interface above
-export abstract class SqlStore implements S.Store {
+export abstract class SqlStore implements Omit<S.Store, Exclude<keyof JobStore, 'now'>> {
   /** The dialect, the connection (or the transaction a handle is bound to) and the question sets. */
   protected abstract readonly c: SqlContext;
 

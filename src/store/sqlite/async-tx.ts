@@ -82,21 +82,35 @@ export function gateMethods(proto: object, names: readonly string[], ownWrites: 
     if (typeof orig !== 'function') continue;
     const waitsForHost = ownWrites.has(name);
     p[name] = function (this: object & { [TX_STATE]?: TxState }, ...args: unknown[]) {
-      const tx = this[TX_STATE];
-      if (tx) return tx.done ? Promise.reject(new TransactionClosed()) : orig.apply(this, args);
-      const m = access.mutexOf(this);
-      if (m.held) {
-        const scope = txScope.getStore();
-        if (scope && !scope.done) return Promise.reject(new TransactionMisuse());
-        return whenFree(m, () => (waitsForHost && access.clientOf(this).inTransaction ? whenHostTxEnds(access.clientOf(this), () => orig.apply(this, args)) : orig.apply(this, args)));
-      }
-      if (waitsForHost) {
-        const client = access.clientOf(this);
-        if (client.inTransaction) return whenHostTxEnds(client, () => orig.apply(this, args));
-      }
-      return orig.apply(this, args);
+      return whenConnectionFree(this, access.mutexOf(this), access.clientOf(this), waitsForHost, () => orig.apply(this, args));
     };
   }
+}
+
+/**
+ * Runs `op` for a call on `self` (the store or a transaction handle) once the connection is free
+ * for it: at once on a live transaction handle; after the async transaction holding `mutex` ends;
+ * with `waitsForHost`, also after a transaction the host opened itself on `client` (see
+ * `gateMethods`). With nothing open it runs synchronously.
+ * @throws TransactionClosed on a handle whose transaction ended; TransactionMisuse for a call on
+ * the store from inside its own `store.transaction` callback (both as rejected promises).
+ */
+export function whenConnectionFree<T>(
+  self: object & { [TX_STATE]?: TxState },
+  mutex: ConnectionMutex,
+  client: Database.Database,
+  waitsForHost: boolean,
+  op: () => T,
+): T | Promise<Awaited<T>> {
+  const tx = self[TX_STATE];
+  if (tx) return tx.done ? Promise.reject(new TransactionClosed()) : op();
+  if (mutex.held) {
+    const scope = txScope.getStore();
+    if (scope && !scope.done) return Promise.reject(new TransactionMisuse());
+    return whenFree(mutex, () => (waitsForHost && client.inTransaction ? whenHostTxEnds(client, op) : op()));
+  }
+  if (waitsForHost && client.inTransaction) return whenHostTxEnds(client, op);
+  return op();
 }
 
 /**

@@ -9,7 +9,11 @@ import { TRACKER_STORE_METHODS } from '../store.js';
 import { retryBusy, type SqliteContext } from './context.js';
 import { sqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
-import { gateMethods, runAsyncTransaction, TX_STATE, type ConnectionMutex } from './async-tx.js';
+import { gateMethods, runAsyncTransaction, TX_STATE, whenConnectionFree, type ConnectionMutex, type TxState } from './async-tx.js';
+import * as jobs from '../sql/jobs.js';
+import * as decisions from '../sql/decisions.js';
+import * as hot from './job-statements.js';
+import type { JobStore } from '../job-store.js';
 import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
 
 export interface SqliteStoreOptions {
@@ -47,18 +51,20 @@ export interface SqliteStoreOptions {
  * another process's long write lock delays the call without holding the event loop. A method
  * added here is covered by being `async`.
  */
-export class SqliteStore extends SqlStore {
+export class SqliteStore extends SqlStore implements S.Store {
   readonly ctx: SqliteContext;
   protected readonly c: SqlContext;
   /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
   readonly mutex: ConnectionMutex = { held: null };
   private readonly ownsConnection: boolean;
   private readonly path: string;
+  private readonly busyDeadlineMs: number | undefined;
 
   /** Opens the file (or wraps `connection`) and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
     super();
     this.ownsConnection = !opts.connection;
+    this.busyDeadlineMs = opts.busyDeadlineMs;
     this.path = opts.connection ? opts.connection.name : sqlitePathFromUrl(opts.url);
     this.ctx = {
       db: opts.connection
@@ -87,6 +93,79 @@ export class SqliteStore extends SqlStore {
         return retryBusy(ctx, () => fn.apply(this, args), opts.busyDeadlineMs);
       };
     }
+  }
+
+  // ------------------------------------------------------------- the job lifecycle (JobStore)
+  // Written out, not installed: each runs its statements through `onConnection`, the one place
+  // this path waits for the connection and retries SQLITE_BUSY. Non-async on purpose, so the
+  // prototype wrapping below (BUSY_RETRIED_METHODS, gateMethods) passes them over.
+
+  claimNextJob(...a: Parameters<JobStore['claimNextJob']>): ReturnType<JobStore['claimNextJob']> {
+    return this.onConnection(() => jobs.claimNextJob(this.c, ...a));
+  }
+  claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
+    return this.onConnection(() => jobs.claimSiblingJobs(this.c, ...a));
+  }
+  renewLease(...a: Parameters<JobStore['renewLease']>): ReturnType<JobStore['renewLease']> {
+    return this.onConnection(() => jobs.renewLease(this.c, ...a));
+  }
+  completeJob(...a: Parameters<JobStore['completeJob']>): ReturnType<JobStore['completeJob']> {
+    return this.onConnection(() => jobs.completeJob(this.c, ...a));
+  }
+  finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
+    return this.onConnection(() => jobs.finishJob(this.c, ...a));
+  }
+  dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
+    return this.onConnection(() => jobs.dropJob(this.c, claim));
+  }
+  refuseJob(...a: Parameters<JobStore['refuseJob']>): ReturnType<JobStore['refuseJob']> {
+    return this.onConnection(() => jobs.refuseJob(this.c, ...a));
+  }
+  parkJob(...a: Parameters<JobStore['parkJob']>): ReturnType<JobStore['parkJob']> {
+    return this.onConnection(() => jobs.parkJob(this.c, ...a));
+  }
+  failJob(...a: Parameters<JobStore['failJob']>): ReturnType<JobStore['failJob']> {
+    return this.onConnection(() => jobs.failJob(this.c, ...a));
+  }
+  deferJob(...a: Parameters<JobStore['deferJob']>): ReturnType<JobStore['deferJob']> {
+    return this.onConnection(() => jobs.deferJob(this.c, ...a));
+  }
+  releaseJob(...a: Parameters<JobStore['releaseJob']>): ReturnType<JobStore['releaseJob']> {
+    return this.onConnection(() => jobs.releaseJob(this.c, ...a));
+  }
+  loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
+    return this.onConnection(async () => hot.loadState(this.ctx.db.$client, ...a));
+  }
+  checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
+    return this.onConnection(() => decisions.checkLiveness(this.c, ...a));
+  }
+  checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
+    return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
+  }
+  answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
+    return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
+  }
+  insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
+    return this.onConnection(() => decisions.insertDecisions(this.c, ...a));
+  }
+  recordSpend(...a: Parameters<JobStore['recordSpend']>): ReturnType<JobStore['recordSpend']> {
+    return this.onConnection(() => decisions.recordSpend(this.c, ...a));
+  }
+
+  /**
+   * Runs one job-lifecycle call on the connection: the one place where this path waits and
+   * retries (DESIGN §10.1). It waits while an async `transaction` holds the connection, or a
+   * transaction the host opened itself on a shared connection (the worker's writes never join a
+   * host's work; see async-tx.ts `whenConnectionFree`), then runs `op`, and retries SQLITE_BUSY
+   * with awaited waits until the busy deadline (context.ts `retryBusy`). On a transaction handle it
+   * runs at once and is not retried: the handle holds the write lock already. Errors are the
+   * driver's (a caller maps them where it needs: `createVerdict`'s doors, the CLI).
+   * @throws the last SQLITE_BUSY after the deadline; any other error at once.
+   */
+  private onConnection<T>(op: () => Promise<T>): Promise<T> {
+    const self = this as this & { [TX_STATE]?: TxState };
+    const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, true, op) as Promise<T>;
+    return self[TX_STATE] ? run() : retryBusy(this.ctx, run, this.busyDeadlineMs);
   }
 
   storageProblem() {

@@ -6,7 +6,7 @@ import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
 import { errCode } from './error-code.js';
-import { evaluateGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
+import { askGroup, planGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
 import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
@@ -55,7 +55,7 @@ export interface RunnerOptions {
   liveOnly?: boolean;
 }
 
-export const DEFAULT_ABANDON_LIMIT = 8;
+const DEFAULT_ABANDON_LIMIT = 8;
 export const DEFAULT_REFUSAL_LIMIT = 5;
 
 /** What one `runOnce` did. */
@@ -75,7 +75,20 @@ export interface RunReport {
 }
 
 /**
- * Claims one job, evaluates it and records its fenced outcome (DESIGN §3 "One job at a time").
+ * One job's life (DESIGN §3 "One job at a time", §7), read top to bottom; each step names the
+ * function it calls and the file a reader opens next:
+ * 1. claim: the job the previous completion claimed (`held`), else `store.claimNextJob`, with
+ *    the item's co-asked jobs (JobStore, src/store/job-store.ts; SQLite: src/store/sqlite/sqlite-store.ts).
+ * 2. load and skip: `planGroup` (src/runner/evaluate.ts) loads the item once
+ *    (`store.loadItemForEvaluation`), ends each job that needs no call (gone, no longer applies,
+ *    nothing to ask, already answered: `answeredNow`, src/runner/answered.ts) and plans the calls.
+ * 3. liveness, ask and record: `askGroup` (evaluate.ts), per call `store.checkClaim` (the one
+ *    read before the call), the permits, `provider.ask`, the answers and spend stored; the last
+ *    call's answers are handed back to be stored with the completion.
+ * 4. complete: `record` here, for the co-asked jobs and then the slot's job: a completion goes
+ *    through `finishWithAnswers` → `store.finishJob` (answers + spend + fenced completion + the
+ *    slot's next claim, one transaction); any other outcome through `recordOutcome`.
+ *
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
  * claiming propagates so the caller can back off.
  */
@@ -86,17 +99,32 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
   }
   // Spend kept from an earlier failed write goes first: the disk may have room again.
   if (opts.spendBacklog?.size) await opts.spendBacklog.flush(opts.store);
-  const cool = opts.setCooloffs;
-  let claim = held;
-  if (!claim) {
-    const skip = await skipSets(opts);
-    claim = await opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip, claimOptions(opts, skip));
-  }
+
+  const claim = held ?? (await claimJob(opts));
   if (!claim) return null;
   const started = Date.now();
   const siblings = claim.coAsked ?? [];
   const claims = [claim, ...siblings];
-  const evaluations = await evaluateGroup(claims, {
+  const deps = evaluateDeps(opts, signal);
+
+  const plan = await planGroup(claims, deps);
+  const evaluations = await askGroup(claims, plan, deps);
+
+  // The co-asked siblings first, each recorded on its own; then the slot's job, whose completion
+  // claims the slot's next job in the same transaction.
+  for (const [i, sibling] of siblings.entries()) await record(opts, sibling, evaluations[i + 1], started, false);
+  return record(opts, claim, evaluations[0], started, opts.claimNext === true);
+}
+
+/** Claims the next job (with the sets cooling off passed over and the co-asked jobs taken with it). */
+async function claimJob(opts: RunnerOptions): Promise<Claim | null> {
+  const skip = await skipSets(opts);
+  return opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip, claimOptions(opts, skip));
+}
+
+/** What the evaluation of a claimed group needs from the runner's settings. */
+function evaluateDeps(opts: RunnerOptions, signal: AbortSignal): EvaluateDeps {
+  return {
     store: opts.store,
     registry: opts.registry,
     provider: opts.provider,
@@ -107,11 +135,7 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
     beforeAsk: opts.beforeAsk,
     finishInCompletion: true,
     spendBacklog: opts.spendBacklog,
-  });
-  // The co-asked siblings first, each recorded on its own; then the slot's job, whose completion
-  // claims the slot's next job in the same transaction.
-  for (const [i, sibling] of siblings.entries()) await record(opts, sibling, evaluations[i + 1], started, false);
-  return record(opts, claim, evaluations[0], started, opts.claimNext === true);
+  };
 }
 
 /**
