@@ -315,6 +315,12 @@ export interface BatchResultWrite {
   jobs: BatchJobOutcome[];
 }
 
+/**
+ * One entry's result in `Store.finishJobs`: what its `finishJob` did, or the error its own
+ * statements threw (nothing of that entry was written; the other entries are unaffected).
+ */
+export type JobFinishResult = { ok: true; finished: FinishedJob } | { ok: false; error: unknown };
+
 /** What `Store.finishJob` did: the completion's fenced result, the answers inserted, and the next claim (null when none was asked for or none is claimable). */
 export interface FinishedJob {
   result: OutcomeResult;
@@ -914,6 +920,14 @@ export interface Store extends TrackerStore, ActionStore {
    * answers and complete separately).
    */
   finishJob(claim: Claim, f: JobFinish): Promise<FinishedJob>;
+  /**
+   * Several `finishJob`s in one write transaction (group commit, DESIGN §10.6), each entry in its
+   * own savepoint: an entry whose statements throw reports `{ ok: false, error }` and nothing of it
+   * is written; the others are written as `finishJob` writes them, in the order given.
+   * @returns one result per entry, in order.
+   * @throws when the transaction fails (BEGIN or COMMIT, a storage error): nothing of any entry is written.
+   */
+  finishJobs(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]>;
   dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
   /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
   refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;

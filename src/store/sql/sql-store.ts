@@ -7,6 +7,7 @@ import * as decisions from './decisions.js';
 import * as events from './events.js';
 import { scanItemsForDrift } from './drift.js';
 import * as jobs from './jobs.js';
+import { finishJobs } from './finish-many.js';
 import * as batches from './batches.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
@@ -79,6 +80,7 @@ const OPERATIONS = {
   renewLease: jobs.renewLease,
   completeJob: jobs.completeJob,
   finishJob: jobs.finishJob,
+  finishJobs,
   dropJob: (c: SqlContext, claim: S.Claim, _reason: string) => jobs.dropJob(c, claim),
   refuseJob: jobs.refuseJob,
   parkJob: jobs.parkJob,
