@@ -75,6 +75,11 @@ describe('group commit and a crash', () => {
       expect(q<{ t: string }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND question_set = ?', e.itemId, e.questionSet)).toEqual([{ t: e.claimToken }]);
       if (e.answers > 0) expect(q('SELECT 1 FROM item_decisions WHERE item_id = ? AND question_set = ?', e.itemId, e.questionSet)).toEqual([]);
     }
+    // No slot acted past its uncommitted finish: every job still under a claim is one of a waiting
+    // finish's items (its own job, or a job co-asked with it whose finish comes after).
+    const heldItems = new Set(waiting.map((e) => e.itemId));
+    const claimedNow = q<{ item: string }>('SELECT DISTINCT item_id AS item FROM decision_jobs WHERE claim_token IS NOT NULL');
+    expect(claimedNow.filter((r) => !heldItems.has(r.item))).toEqual([]);
     // Some work was committed before the hold (three group commits), not all of it.
     const left = q<{ item: string }>('SELECT DISTINCT item_id AS item FROM decision_jobs');
     const jobsLeft = q<{ n: number }>('SELECT count(*) AS n FROM decision_jobs')[0].n;
