@@ -5,6 +5,7 @@ import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
+import type { Committer } from './committer.js';
 import { errCode } from './error-code.js';
 import { askGroup, planGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
 import type { EvalOutcome, EvalStats } from './outcome.js';
@@ -51,6 +52,12 @@ export interface RunnerOptions {
    * are identical in one call. @defaultValue true
    */
   coAsk?: boolean;
+  /**
+   * The process's group committer (DESIGN §10.6): a complete or drop outcome's finish is handed to
+   * it and committed with the other slots' in one transaction. Without it each finish is its own
+   * transaction (`Store.finishJob`).
+   */
+  committer?: Committer;
   /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §7.3). @defaultValue false */
   liveOnly?: boolean;
 }
@@ -243,7 +250,7 @@ async function finishWithAnswers(
   try {
     const skip = withNext ? await skipSets(opts) : [];
     const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: skip, ...claimOptions(opts, skip) } : undefined;
-    const f = await store.finishJob(claim, { answers, claimNext });
+    const f = opts.committer ? await opts.committer.finish(claim, { answers, claimNext }) : await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };
   } catch (err) {

@@ -1,4 +1,4 @@
-import type { AnswerKey, Claim, ClaimCheck, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, Liveness, NewDecision, OutcomeResult, SpendRecord, SurfacingContext } from './store.js';
+import type { AnswerKey, Claim, ClaimCheck, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, JobFinishResult, Liveness, NewDecision, OutcomeResult, SpendRecord, SurfacingContext } from './store.js';
 
 /**
  * The job lifecycle (DESIGN §3 the queue, §7 evaluation): the store calls one job's life makes,
@@ -52,6 +52,14 @@ export interface JobStore {
    * answers and complete separately).
    */
   finishJob(claim: Claim, f: JobFinish): Promise<FinishedJob>;
+  /**
+   * Several `finishJob`s in one write transaction (group commit, DESIGN §10.6), each entry in its
+   * own savepoint: an entry whose statements throw reports `{ ok: false, error }` and nothing of it
+   * is written; the others are written as `finishJob` writes them, in the order given.
+   * @returns one result per entry, in order.
+   * @throws when the transaction fails (BEGIN or COMMIT, a storage error): nothing of any entry is written.
+   */
+  finishJobs(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]>;
   dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
   /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
   refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;

@@ -317,6 +317,12 @@ export interface BatchResultWrite {
   jobs: BatchJobOutcome[];
 }
 
+/**
+ * One entry's result in `Store.finishJobs`: what its `finishJob` did, or the error its own
+ * statements threw (nothing of that entry was written; the other entries are unaffected).
+ */
+export type JobFinishResult = { ok: true; finished: FinishedJob } | { ok: false; error: unknown };
+
 /** What `Store.finishJob` did: the completion's fenced result, the answers inserted, and the next claim (null when none was asked for or none is claimable). */
 export interface FinishedJob {
   result: OutcomeResult;

@@ -241,7 +241,7 @@ export class WorkerMetrics {
 
   /**
    * The same store, with every `recordSpend` (and the spend a `settleSpendReservation` or a
-   * `finishJob` records) also counted here, so the provider counters are the decision_spend rows
+   * `finishJob` or `finishJobs` records) also counted here, so the provider counters are the decision_spend rows
    * the runner writes (one per call, with its outcome), not a second guess. A `recordSpend` is
    * counted even when writing its row fails: the call happened.
    */
@@ -262,6 +262,17 @@ export class WorkerMetrics {
             const r = await target.finishJob(claim, f);
             if (f.answers) this.countSpend(f.answers.spend);
             return r;
+          };
+        }
+        if (prop === 'finishJobs') {
+          // Group commit (DESIGN §10.6): each entry's spend is counted once its entry committed.
+          return async (entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>) => {
+            const results = await target.finishJobs(entries);
+            for (const [i, r] of results.entries()) {
+              const answers = entries[i].finish.answers;
+              if (r.ok && answers) this.countSpend(answers.spend);
+            }
+            return results;
           };
         }
         if (prop === 'settleSpendReservation') {

@@ -6,6 +6,7 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
 import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/job-life.js';
+import { Committer } from '../runner/committer.js';
 import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim, Store } from '../store/store.js';
@@ -123,6 +124,8 @@ export class Worker {
   private readonly abort = new AbortController();
   /** Spend of this worker's paid calls whose write failed, written by a later run or at stop. */
   private readonly spendBacklog: SpendBacklog;
+  /** The slots' group committer (DESIGN §10.6): one per worker, on its store. */
+  private readonly committer: Committer;
   private readonly idleWake = new AbortController();
   /** Aborted by `cancelPass` (reload), distinct from shutdown; replaced by a fresh one each time. */
   private pass = new AbortController();
@@ -169,6 +172,7 @@ export class Worker {
   constructor(private opts: WorkerOptions) {
     if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
     this.spendBacklog = new SpendBacklog(opts.logger);
+    this.committer = new Committer(opts.store);
     // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
     this.maxListeners = Math.max(10, opts.concurrency * 4);
     setMaxListeners(this.maxListeners, this.abort.signal, this.passSignal);
@@ -453,6 +457,7 @@ export class Worker {
       coAsk: this.opts.coAsk ?? true,
       liveOnly: this.batching(),
       spendBacklog: this.spendBacklog,
+      committer: this.committer,
     };
   }
 

@@ -11,6 +11,7 @@ import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type
 import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
 import * as jobs from '../sql/jobs.js';
+import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
 import type { JobStore } from '../job-store.js';
 
@@ -155,6 +156,9 @@ export class PgStore extends SqlStore implements S.Store {
   }
   finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
     return this.call((c) => jobs.finishJob(c, ...a));
+  }
+  finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
+    return this.call((c) => finishJobs(c, ...a));
   }
   dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.call((c) => jobs.dropJob(c, claim));

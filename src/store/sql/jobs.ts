@@ -272,7 +272,12 @@ const completeValues = (claim: Claim) => ({ itemId: claim.itemId, questionSet: c
  * (one DELETE in the common case, the fence otherwise), the claim, then the spend.
  */
 export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<FinishedJob> {
-  return write(c, function* (): Steps<FinishedJob> {
+  return write(c, finishSteps(c, claim, f));
+}
+
+/** `finishJob`'s statements, for a caller that runs several finishes in one transaction (finish-many.ts). */
+export function finishSteps(c: SqlContext, claim: Claim, f: JobFinish): Steps<FinishedJob> {
+  return (function* (): Steps<FinishedJob> {
     const now = yield* nowSql();
     const answersStored = f.answers ? yield* insertDecisionsTx(c, now, f.answers.decisions, f.answers.surfacing) : 0;
     let result: OutcomeResult = 'applied';
@@ -289,7 +294,7 @@ export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<Fi
       yield* recordSpendTx(c, now, f.answers.spend);
     }
     return { result, answersStored, next };
-  });
+  })();
 }
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */

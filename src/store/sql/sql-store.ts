@@ -8,6 +8,7 @@ import * as decisions from './decisions.js';
 import * as events from './events.js';
 import { scanItemsForDrift } from './drift.js';
 import * as jobs from './jobs.js';
+import { finishJobs } from './finish-many.js';
 import * as batches from './batches.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';

@@ -11,6 +11,7 @@ import { sqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
 import { gateMethods, runAsyncTransaction, TX_STATE, whenConnectionFree, type ConnectionMutex, type TxState } from './async-tx.js';
 import * as jobs from '../sql/jobs.js';
+import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
 import * as hot from './job-statements.js';
 import type { JobStore } from '../job-store.js';
@@ -114,6 +115,9 @@ export class SqliteStore extends SqlStore implements S.Store {
   }
   finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
     return this.onConnection(() => jobs.finishJob(this.c, ...a));
+  }
+  finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
+    return this.onConnection(() => finishJobs(this.c, ...a));
   }
   dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.onConnection(() => jobs.dropJob(this.c, claim));
