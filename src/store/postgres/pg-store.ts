@@ -10,6 +10,8 @@ import type pg from 'pg';
 import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type PgDb } from './open.js';
 import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
+import { completeJob } from '../sql/jobs.js';
+import { claimNext, finishAndClaimNext, loadState, type PgJobContext } from './job-statements.js';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -133,6 +135,45 @@ export class PgStore extends SqlStore {
     Object.defineProperty(bound, 'c', { value: { ...this.c, db } });
     return bound;
   }
+
+  /** The job's hot path (job-statements.ts): the pool's prepared statements and this store's clock. */
+  private readonly jobs: PgJobContext = {
+    query: (name, text, values) => this.conn.query(name, text, values),
+    clockOffsetMs: () => this.ctx.clockOffsetMs,
+    newToken: () => randomBytes(16).toString('hex'),
+  };
+
+  /**
+   * Whether this store runs on its own connection (not a handle bound to a host's transaction,
+   * whose statements must go through that transaction's client): the job's hot path needs it.
+   */
+  private get unbound(): boolean {
+    return this.c.db === this.conn.db;
+  }
+
+  /** The claim (with its co-asked siblings) in one statement (job-statements.ts `claimNext`). */
+  // Fields, not methods: SqlStore's members are typed as properties (its OPERATIONS map).
+  // `function`, not an arrow: a handle bound to a transaction (`boundTo`) inherits these, and must
+  // see its own `c`.
+  override claimNextJob: SqlStore['claimNextJob'] = function (this: PgStore, workerId, leaseMs, abandonLimit, skipSets = [], opts = {}) {
+    if (!this.unbound) return SqlStore.prototype.claimNextJob.call(this, workerId, leaseMs, abandonLimit, skipSets, opts);
+    return this.call(() => claimNext(this.jobs, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
+  };
+
+  /** The state read in one statement (job-statements.ts `loadState`). */
+  override loadItemForEvaluation: SqlStore['loadItemForEvaluation'] = function (this: PgStore, itemId) {
+    if (!this.unbound) return SqlStore.prototype.loadItemForEvaluation.call(this, itemId);
+    return this.call(() => loadState(this.jobs, itemId));
+  };
+
+  /**
+   * The finish with the next claim in one statement (job-statements.ts `finishAndClaimNext`);
+   * answers that move surfacing events keep the shared path (several statements in a transaction).
+   */
+  override finishJob: SqlStore['finishJob'] = function (this: PgStore, claim, f) {
+    if (!this.unbound || f.answers?.surfacing) return SqlStore.prototype.finishJob.call(this, claim, f);
+    return this.call((c) => finishAndClaimNext(this.jobs, claim, f, () => completeJob(c, claim)));
+  };
 
   private problem: string | null = null;
 
