@@ -63,6 +63,6 @@ export async function countStatements(dbUrl: string): Promise<{ total: number; t
       )
     ).rows;
     const total = rows.reduce((n, r) => n + Number(r.calls), 0);
-    return { total, top: rows.slice(0, 8).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })) };
+    return { total, top: rows.slice(0, 14).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })) };
   });
 }

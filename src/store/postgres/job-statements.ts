@@ -277,7 +277,7 @@ spend AS (
 rsv AS (
   DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
   RETURNING 1)
-SELECT (SELECT count(*) FROM ins)::int AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
+SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
 }
 
 const FINISH = finishText(false);
@@ -293,20 +293,26 @@ function finishValues(claim: Claim, f: JobFinish): unknown[] {
   return [claim.itemId, claim.questionSet, claim.claimToken, claim.generation, ...answerArrays(a?.decisions ?? []), ...spend, a?.reservationId ?? null];
 }
 
+/** What the finish statement did: whether the completion applied, the keys of the answers it stored, and the slot's next claim. */
+export interface FinishDone {
+  /** False when the fenced DELETE matched nothing: the caller tells lost from superseded (`sql/jobs.ts` `completeJob`). */
+  completed: boolean;
+  /** The question keys of the answers inserted (a conflict on the idempotency key inserts nothing). */
+  stored: Set<string>;
+  next: Claim | null;
+}
+
 /**
  * `Store.finishJob` in one statement: the answers, the fenced completion, the slot's next claim
- * (with its co-asked siblings) when asked for, the spend and its reservation, all or nothing.
- * Not for answers that move surfacing events (the caller keeps the shared path for those sets).
- * @param fence called only when the completion deleted nothing: tells `lost` from `superseded`
- *   (and clears a superseded claim) under the row lock, in its own transaction.
- * @returns the fenced result, the answers stored, and the next claim or null; a next job found at
- *   the abandon limit is parked and another claimed on its own.
+ * (with its co-asked siblings) when asked for, the spend and its reservation, all or nothing. A
+ * next job found at the abandon limit is parked and another claimed on its own. Runs on its own
+ * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
+ * that move surfacing events: the caller queues them after it, `sql/events.ts`).
  */
-export async function finishAndClaimNext(x: PgJobContext, claim: Claim, f: JobFinish, fence: () => Promise<OutcomeResult>): Promise<FinishedJob> {
+export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinish): Promise<FinishDone> {
   const r = f.claimNext;
   const values = r ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f)] : [x.clockOffsetMs(), ...finishValues(claim, f)];
   const row = (await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))).rows[0];
-  const result: OutcomeResult = Number(row.done) === 1 ? 'applied' : await fence();
   let next: Claim | null = null;
   if (r) {
     const got = claimOf(row, r.abandonLimit);
@@ -316,5 +322,5 @@ export async function finishAndClaimNext(x: PgJobContext, claim: Claim, f: JobFi
       next = await claimNext(x, r);
     }
   }
-  return { result, answersStored: Number(row.stored), next };
+  return { completed: Number(row.done) === 1, stored: new Set(row.stored as string[]), next };
 }

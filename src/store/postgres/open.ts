@@ -44,6 +44,12 @@ export interface PgConnection {
    * text with parameters (one connection, nothing to name).
    */
   query: PgQuery;
+  /**
+   * Runs `fn` on one connection checked out of the pool (node-postgres), for a transaction the
+   * caller opens and ends itself: `query` sends the hot path's prepared statements on it, `db` is
+   * drizzle on the same connection. Undefined on PGlite.
+   */
+  onOneConnection?: <T>(fn: (query: PgQuery, db: PgDb) => Promise<T>) => Promise<T>;
   migrate(): Promise<void>;
   close(): Promise<void>;
 }
@@ -80,6 +86,23 @@ export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): Pg
     query: async (name, text, values) => {
       const r = await pool.query({ name, text, values: values as unknown[] });
       return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+    },
+    onOneConnection: async (fn) => {
+      const client = await pool.connect();
+      let broken: unknown;
+      try {
+        const query: PgQuery = async (name, text, values) => {
+          const r = await client.query({ name, text, values: values as unknown[] });
+          return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+        };
+        return await fn(query, drizzleNodePg({ client, schema }) as unknown as PgDb);
+      } catch (err) {
+        broken = err;
+        throw err;
+      } finally {
+        // A connection whose transaction failed half-way is not handed to the next caller.
+        client.release(broken instanceof Error && !('code' in broken) ? broken : undefined);
+      }
     },
     migrate: async () => {
       const client = await pool.connect();

@@ -11,7 +11,10 @@ import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type
 import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
 import { completeJob } from '../sql/jobs.js';
-import { claimNext, finishAndClaimNext, loadState, type PgJobContext } from './job-statements.js';
+import { claimNext, finishStatement, loadState, type FinishDone, type PgJobContext } from './job-statements.js';
+import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
+import { nowSql, type Steps } from '../sql/steps.js';
+import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -167,12 +170,42 @@ export class PgStore extends SqlStore {
   };
 
   /**
-   * The finish with the next claim in one statement (job-statements.ts `finishAndClaimNext`);
-   * answers that move surfacing events keep the shared path (several statements in a transaction).
+   * The finish with the next claim in one statement (job-statements.ts `finishStatement`). Answers
+   * that move surfacing events add, in one transaction on one connection: the surfacing watch
+   * before it (the item row locked, the targets and the keys' memory: `sql/events.ts`) and the
+   * events after it, for the keys it stored. When the completion deleted nothing, the shared fence
+   * tells lost from superseded, after the commit.
    */
   override finishJob: SqlStore['finishJob'] = function (this: PgStore, claim, f) {
-    if (!this.unbound || f.answers?.surfacing) return SqlStore.prototype.finishJob.call(this, claim, f);
-    return this.call((c) => finishAndClaimNext(this.jobs, claim, f, () => completeJob(c, claim)));
+    const surfacing = f.answers?.surfacing;
+    const onOne = this.conn.onOneConnection;
+    if (!this.unbound || (surfacing && !onOne)) return SqlStore.prototype.finishJob.call(this, claim, f);
+    return this.call(async (c) => {
+      let done: FinishDone;
+      if (!surfacing) done = await finishStatement(this.jobs, claim, f);
+      else {
+        done = await onOne!(async (query, db) => {
+          const tc = { ...c, db };
+          const steps = <T>(g: Steps<T>) => c.d.autocommit(db, g);
+          await db.execute(sql`BEGIN`);
+          try {
+            const decisions = f.answers!.decisions;
+            const watch = await steps((function* () {
+              return yield* watchSurfacing(tc, yield* nowSql(), decisions, surfacing);
+            })());
+            const got = await finishStatement({ ...this.jobs, query }, claim, f);
+            if (watch) await steps(queueSurfacingEvents(tc, watch, got.stored));
+            await db.execute(sql`COMMIT`);
+            return got;
+          } catch (err) {
+            await db.execute(sql`ROLLBACK`).catch(() => undefined);
+            throw err;
+          }
+        });
+      }
+      const result = done.completed ? 'applied' : await completeJob(c, claim);
+      return { result, answersStored: done.stored.size, next: done.next };
+    });
   };
 
   private problem: string | null = null;
