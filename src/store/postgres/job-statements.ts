@@ -1,6 +1,6 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../decision/rows.js';
-import type { Claim, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, NewDecision, OutcomeResult, WorkspaceRow } from '../store.js';
+import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision, WorkspaceRow } from '../store.js';
 import { abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
 
 /**
