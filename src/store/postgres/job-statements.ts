@@ -7,7 +7,8 @@ import { abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
  * each ONE statement sent as a named prepared statement, so a steady-state evaluation costs a few
  * round trips (the state read, the idempotency read, the liveness read, the finish with the next
- * claim) and no BEGIN/COMMIT. Each statement's text is fixed at load time: lists (answers, skipped
+ * claim) and no BEGIN/COMMIT (a set that surfaces adds one transaction around the finish, see
+ * pg-store.ts `finishJob`). Each statement's text is fixed at load time: lists (answers, skipped
  * sets, co-asking pairs) travel as array parameters, so one text serves every count and the server
  * plans it once per connection.
  *
