@@ -7,6 +7,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { MIGRATIONS_TABLE } from '../migrations-table.js';
+import type { PgQuery } from './job-statements.js';
 import * as schema from './schema.js';
 
 /** Any drizzle Postgres database or transaction over this schema (node-postgres or PGlite). */
@@ -37,6 +38,18 @@ pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v: string) => Number(v));
 /** An open Postgres connection: the drizzle database, how to migrate it, and how to close it. */
 export interface PgConnection {
   db: PgDb;
+  /**
+   * Runs one statement of the job's hot path (job-statements.ts) outside drizzle: on node-postgres
+   * a named prepared statement (parsed and planned once per pooled connection), on PGlite its
+   * text with parameters (one connection, nothing to name).
+   */
+  query: PgQuery;
+  /**
+   * Runs `fn` on one connection checked out of the pool (node-postgres), for a transaction the
+   * caller opens and ends itself: `query` sends the hot path's prepared statements on it, `db` is
+   * drizzle on the same connection. Undefined on PGlite.
+   */
+  onOneConnection?: <T>(fn: (query: PgQuery, db: PgDb) => Promise<T>) => Promise<T>;
   migrate(): Promise<void>;
   close(): Promise<void>;
 }
@@ -70,6 +83,27 @@ export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): Pg
   const db = drizzleNodePg({ client: pool, schema }) as unknown as PgDb;
   return {
     db,
+    query: async (name, text, values) => {
+      const r = await pool.query({ name, text, values: values as unknown[] });
+      return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+    },
+    onOneConnection: async (fn) => {
+      const client = await pool.connect();
+      let broken: unknown;
+      try {
+        const query: PgQuery = async (name, text, values) => {
+          const r = await client.query({ name, text, values: values as unknown[] });
+          return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+        };
+        return await fn(query, drizzleNodePg({ client, schema }) as unknown as PgDb);
+      } catch (err) {
+        broken = err;
+        throw err;
+      } finally {
+        // A connection whose transaction failed half-way is not handed to the next caller.
+        client.release(broken instanceof Error && !('code' in broken) ? broken : undefined);
+      }
+    },
     migrate: async () => {
       const client = await pool.connect();
       try {
@@ -120,6 +154,10 @@ export async function connectPglite(client: PGlite, opts: { closeClient?: boolea
   const db = drizzle({ client, schema });
   return {
     db: db as unknown as PgDb,
+    query: async (_name, text, values) => {
+      const r = await client.query<Record<string, unknown>>(text, values as unknown[]);
+      return { rows: r.rows, rowCount: r.affectedRows ?? 0 };
+    },
     migrate: async () => {
       await adoptLegacyMigrations((q) => db.execute(q) as unknown as Promise<{ rows: unknown[] }>);
       await migrate(db, { migrationsFolder: PG_MIGRATIONS, migrationsSchema: PG_MIGRATIONS_SCHEMA, migrationsTable: MIGRATIONS_TABLE });

@@ -14,6 +14,10 @@ import * as jobs from '../sql/jobs.js';
 import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
 import type { JobStore } from '../job-store.js';
+import { claimNext, finishStatement, loadState, type FinishDone, type PgJobContext } from './job-statements.js';
+import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
+import { nowSql, type Steps } from '../sql/steps.js';
+import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -138,12 +142,30 @@ export class PgStore extends SqlStore implements S.Store {
     return bound;
   }
 
+  /** The job's hot path (job-statements.ts): the pool's prepared statements and this store's clock. */
+  private readonly jobs: PgJobContext = {
+    query: (name, text, values) => this.conn.query(name, text, values),
+    clockOffsetMs: () => this.ctx.clockOffsetMs,
+    newToken: () => randomBytes(16).toString('hex'),
+  };
+
+  /**
+   * Whether this store runs on its own connection (not a handle bound to a host's transaction,
+   * whose statements must go through that transaction's client): the job's hot path needs it.
+   */
+  private get unbound(): boolean {
+    return this.c.db === this.conn.db;
+  }
+
   // ------------------------------------------------------------- the job lifecycle (JobStore)
   // Written out, not installed: each runs its statements through `call`, the one place this path
   // awaits the migrations and records a storage problem.
 
+  /** The claim (with its co-asked siblings) in one statement (job-statements.ts `claimNext`). */
   claimNextJob(...a: Parameters<JobStore['claimNextJob']>): ReturnType<JobStore['claimNextJob']> {
-    return this.call((c) => jobs.claimNextJob(c, ...a));
+    if (!this.unbound) return this.call((c) => jobs.claimNextJob(c, ...a));
+    const [workerId, leaseMs, abandonLimit, skipSets = [], opts = {}] = a;
+    return this.call(() => claimNext(this.jobs, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
   }
   claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
     return this.call((c) => jobs.claimSiblingJobs(c, ...a));
@@ -154,8 +176,43 @@ export class PgStore extends SqlStore implements S.Store {
   completeJob(...a: Parameters<JobStore['completeJob']>): ReturnType<JobStore['completeJob']> {
     return this.call((c) => jobs.completeJob(c, ...a));
   }
-  finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
-    return this.call((c) => jobs.finishJob(c, ...a));
+  /**
+   * The finish with the next claim in one statement (job-statements.ts `finishStatement`). Answers
+   * that move surfacing events add, in one transaction on one connection: the surfacing watch
+   * before it (the item row locked, the targets and the keys' memory: `sql/events.ts`) and the
+   * events after it, for the keys it stored. When the completion deleted nothing, the shared fence
+   * tells lost from superseded, after the commit.
+   */
+  finishJob(claim: S.Claim, f: S.JobFinish): ReturnType<JobStore['finishJob']> {
+    const surfacing = f.answers?.surfacing;
+    const onOne = this.conn.onOneConnection;
+    if (!this.unbound || (surfacing && !onOne)) return this.call((c) => jobs.finishJob(c, claim, f));
+    return this.call(async (c) => {
+      let done: FinishDone;
+      if (!surfacing) done = await finishStatement(this.jobs, claim, f);
+      else {
+        done = await onOne!(async (query, db) => {
+          const tc = { ...c, db };
+          const steps = <T>(g: Steps<T>) => c.d.autocommit(db, g);
+          await db.execute(sql`BEGIN`);
+          try {
+            const decisions = f.answers!.decisions;
+            const watch = await steps((function* () {
+              return yield* watchSurfacing(tc, yield* nowSql(), decisions, surfacing);
+            })());
+            const got = await finishStatement({ ...this.jobs, query }, claim, f);
+            if (watch) await steps(queueSurfacingEvents(tc, watch, got.stored));
+            await db.execute(sql`COMMIT`);
+            return got;
+          } catch (err) {
+            await db.execute(sql`ROLLBACK`).catch(() => undefined);
+            throw err;
+          }
+        });
+      }
+      const result = done.completed ? 'applied' : await jobs.completeJob(c, claim);
+      return { result, answersStored: done.stored.size, next: done.next };
+    });
   }
   finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
     return this.call((c) => finishJobs(c, ...a));
@@ -178,8 +235,10 @@ export class PgStore extends SqlStore implements S.Store {
   releaseJob(...a: Parameters<JobStore['releaseJob']>): ReturnType<JobStore['releaseJob']> {
     return this.call((c) => jobs.releaseJob(c, ...a));
   }
+  /** The state read in one statement (job-statements.ts `loadState`). */
   loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
-    return this.call((c) => decisions.loadItemForEvaluation(c, ...a));
+    if (!this.unbound) return this.call((c) => decisions.loadItemForEvaluation(c, ...a));
+    return this.call(() => loadState(this.jobs, a[0]));
   }
   checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
     return this.call((c) => decisions.checkLiveness(c, ...a));

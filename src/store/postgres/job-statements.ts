@@ -1,0 +1,327 @@
+import type { StateLink, TrailComment } from '../../decision/state.js';
+import type { ItemRow } from '../../decision/rows.js';
+import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision, WorkspaceRow } from '../store.js';
+import { abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
+
+/**
+ * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
+ * each ONE statement sent as a named prepared statement, so a steady-state evaluation costs a few
+ * round trips (the state read, the idempotency read, the liveness read, the finish with the next
+ * claim) and no BEGIN/COMMIT (a set that surfaces adds one transaction around the finish, see
+ * pg-store.ts `finishJob`). Each statement's text is fixed at load time: lists (answers, skipped
+ * sets, co-asking pairs) travel as array parameters, so one text serves every count and the server
+ * plans it once per connection.
+ *
+ * Lock order, the same in every statement that takes a job row (so two of them never wait on each
+ * other in a cycle): the finished job's own row (held by this claim already), then the claimed
+ * rows, each taken with `FOR UPDATE … SKIP LOCKED` (a claim never waits on a row), and the shared
+ * spend row last, once everything else of the statement is written. The data-modifying CTEs are
+ * chained (each reads the one before it), so PostgreSQL runs them in that order.
+ */
+
+/** Runs one named prepared statement: its rows, and the rows it changed. */
+export type PgQuery = (name: string, text: string, values: readonly unknown[]) => Promise<{ rows: Array<Record<string, unknown>>; rowCount: number }>;
+
+/** What the statements need: how to send one, and the test-only clock offset (DESIGN §2). */
+export interface PgJobContext {
+  readonly query: PgQuery;
+  /** Test-only milliseconds added to the database clock; 0 in production. Read at each statement. */
+  readonly clockOffsetMs: () => number;
+  /** A fresh random claim token. */
+  readonly newToken: () => string;
+}
+
+/** "Now" in epoch ms from the database clock (the statement's transaction start) plus the test offset, parameter $1 of every statement here. */
+const NOW = '(floor(extract(epoch from now()) * 1000)::bigint + $1::bigint)';
+
+// ------------------------------------------------------------------------------------ the state
+
+/**
+ * The state read (DESIGN §5, §7 step 2) in one statement: the item's columns, its collection and
+ * workspace as JSON objects, its live comments (oldest first) and its links as JSON arrays, where
+ * the shared store sends five selects. The links are those `sql/decisions.ts` `stateLinksSql`
+ * reads (parent, blocks, blocked_by; never a deleted item or one of a deleted collection); the
+ * state builder sorts them. JSON carries bigint times as numbers (below 2^53) and text columns
+ * (`schema`, `settings`, `fields`) as the strings they are. One statement is one snapshot, so the
+ * state is never torn.
+ */
+const LOAD_STATE = `
+SELECT i.id, i.workspace_id AS "workspaceId", i.collection_id AS "collectionId", i.ref, i.title, i.content, i.fields, i.seq,
+       i.created_at AS "createdAt", i.updated_at AS "updatedAt", i.deleted_at AS "deletedAt", i.source_url AS "sourceUrl",
+       json_build_object('id', c.id, 'workspaceId', c.workspace_id, 'slug', c.slug, 'isSystem', c.is_system, 'schema', c.schema,
+                         'settings', c.settings, 'createdAt', c.created_at, 'deletedAt', c.deleted_at) AS collection,
+       json_build_object('id', w.id, 'slug', w.slug, 'createdAt', w.created_at, 'deletedAt', w.deleted_at) AS workspace,
+       coalesce((SELECT json_agg(json_build_object('id', m.id, 'author', m.author, 'body', m.body, 'createdAt', m.created_at) ORDER BY m.created_at, m.id)
+                 FROM comments m WHERE m.item_id = i.id AND m.deleted_at IS NULL), '[]'::json) AS comments,
+       coalesce((SELECT json_agg(json_build_object('relation', l.relation, 'ref', l.ref, 'title', l.title)) FROM (
+           SELECT 'parent' AS relation, t.ref, t.title FROM item_links k JOIN items t ON t.id = k.target_id
+             JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
+             WHERE k.source_id = i.id AND k.link_type = 'parent' AND t.deleted_at IS NULL
+           UNION ALL
+           SELECT 'blocks', t.ref, t.title FROM item_links k JOIN items t ON t.id = k.target_id
+             JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
+             WHERE k.source_id = i.id AND k.link_type = 'blocks' AND t.deleted_at IS NULL
+           UNION ALL
+           SELECT 'blocked_by', s.ref, s.title FROM item_links k JOIN items s ON s.id = k.source_id
+             JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
+             WHERE k.target_id = i.id AND k.link_type = 'blocks' AND s.deleted_at IS NULL) l), '[]'::json) AS links
+FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+WHERE i.id = $1`;
+
+/** Everything the state builder needs about `itemId` in one round trip; null when the item (or its collection or workspace row) is missing. */
+export async function loadState(x: PgJobContext, itemId: string): Promise<ItemForEvaluation | null> {
+  const r = (await x.query('verdict_load_state', LOAD_STATE, [itemId])).rows[0];
+  if (!r) return null;
+  const { collection, workspace, comments, links, ...item } = r as unknown as ItemRow & {
+    collection: Parameters<typeof toCollectionRow>[0];
+    workspace: WorkspaceRow;
+    comments: TrailComment[];
+    links: StateLink[];
+  };
+  // PGlite reads int8 columns as bigint; node-postgres as numbers (open.ts).
+  const ms = (v: unknown) => (v === null ? null : Number(v));
+  const row: ItemRow = { ...item, seq: Number(item.seq), createdAt: Number(item.createdAt), updatedAt: Number(item.updatedAt), deletedAt: ms(item.deletedAt) };
+  return { item: row, collection: toCollectionRow(collection), workspace, comments, links };
+}
+
+// ------------------------------------------------------------------------------------ the claim
+
+/**
+ * What every claim writes (`sql/jobs.ts` `claimSet`): the claimant, a token, the lease, the
+ * attempt counted, and an abandon counted when the row still carried an expired claim.
+ * Parameters: $2 worker id, $4 lease ms; `token` names the token's parameter.
+ */
+const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, lease_expires_at = ${NOW} + $4::bigint,
+       attempts = attempts + 1, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+
+/**
+ * The claim and its co-asked siblings as two CTEs, `nxt` and `sib` (`sql/jobs.ts`
+ * `claimCandidateSql` and `claimSiblingJobs` give the why of each condition). The candidate is
+ * the first claimable row in claim order, walking `decision_jobs_claim_order_idx` (state leads the
+ * ORDER BY and `not_before + 0` offers no other index, whatever the statistics), locked with
+ * `SKIP LOCKED`; a job is no candidate while a co-asking partner of its item that sorts first is
+ * claimable ($8/$9: each pair's set and partner), so a co-asked group is claimed from its first
+ * set by one claimer. The siblings are the claimed job's partners ($10/$11: each set and its
+ * partners) that are claimable now and below the abandon limit, taken in set order with
+ * `SKIP LOCKED`, only when the claimed job itself is below the limit (one at the limit is parked,
+ * and its siblings left for the next claim).
+ * Parameters: $1 clock offset, $2 worker id, $3 token, $4 lease ms, $5 abandon limit,
+ * $6 skipped sets, $7 live only, $8/$9 first-of-group pairs, $10/$11 partners, $12 siblings' token.
+ */
+const CLAIM_CTES = `
+nxt AS (
+  UPDATE decision_jobs SET ${claimSet('$3')}
+  WHERE (item_id, question_set) = (
+    SELECT j.item_id, j.question_set FROM decision_jobs j
+    WHERE j.state > 'batched' AND j.state <> 'parked' AND j.not_before + 0 <= ${NOW}
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW})
+      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
+      AND j.question_set <> ALL ($6::text[])
+      AND (NOT $7::boolean OR j.priority = 0)
+      AND NOT EXISTS (SELECT 1 FROM unnest($8::text[], $9::text[]) g(set_name, partner) JOIN decision_jobs p ON p.question_set = g.partner
+        WHERE g.set_name = j.question_set AND p.item_id = j.item_id AND p.state = 'owed' AND p.not_before <= ${NOW}
+          AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}) AND (NOT $7::boolean OR p.priority = 0))
+    ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
+    LIMIT 1 FOR UPDATE OF j SKIP LOCKED)
+  RETURNING *),
+sib AS (
+  UPDATE decision_jobs SET ${claimSet('$12')}
+  WHERE (item_id, question_set) IN (
+    SELECT j.item_id, j.question_set FROM nxt JOIN unnest($10::text[], $11::text[]) g(set_name, partner) ON g.set_name = nxt.question_set
+      JOIN decision_jobs j ON j.item_id = nxt.item_id AND j.question_set = g.partner
+    WHERE nxt.abandons < $5::int AND j.state = 'owed' AND j.not_before <= ${NOW}
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW}) AND j.abandons < $5::int
+    ORDER BY j.question_set FOR UPDATE OF j SKIP LOCKED)
+  RETURNING *)`;
+
+const CLAIM_RESULT = `(SELECT row_to_json(n) FROM nxt n) AS next,
+  (SELECT coalesce(json_agg(row_to_json(s)), '[]'::json) FROM sib s) AS siblings`;
+
+const CLAIM = `WITH ${CLAIM_CTES}
+SELECT ${CLAIM_RESULT}`;
+
+/** The claim's parameters $2…$12, from a request (`runOnce`'s `claimNext`). */
+function claimValues(x: PgJobContext, r: ClaimRequest): unknown[] {
+  const skip = [...(r.skipSets ?? [])];
+  const skipped = new Set(skip);
+  const coAsk = Object.fromEntries(Object.entries(r.coAsk ?? {}).filter(([set]) => !skipped.has(set)));
+  const first = firstOfGroupPairs(coAsk);
+  const partners: Array<[string, string]> = [];
+  for (const set of Object.keys(coAsk).sort()) for (const p of [...new Set(coAsk[set])].sort()) if (p !== set) partners.push([set, p]);
+  return [
+    r.workerId,
+    x.newToken(),
+    r.leaseMs,
+    r.abandonLimit,
+    skip,
+    r.liveOnly === true,
+    first.map((p) => p[0]),
+    first.map((p) => p[1]),
+    partners.map((p) => p[0]),
+    partners.map((p) => p[1]),
+    x.newToken(),
+  ];
+}
+
+/** Each set with every co-asking partner that sorts before it, in byte order (`sql/jobs.ts` `firstOfGroupPairs`). */
+function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>>): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (const set of Object.keys(coAsk).sort()) for (const p of [...new Set(coAsk[set])].sort()) if (p < set) pairs.push([set, p]);
+  return pairs;
+}
+
+/** A claim from the statement's `next` and `siblings` columns, or null (none claimed, or one at the abandon limit: `atLimit`). */
+function claimOf(r: Record<string, unknown>, abandonLimit: number): { claim: Claim | null; atLimit: RawJob | null } {
+  const row = r.next as RawJob | null;
+  if (!row) return { claim: null, atLimit: null };
+  if (row.abandons >= abandonLimit) return { claim: null, atLimit: row };
+  const claim = toClaim(row);
+  const siblings = (r.siblings as RawJob[]).map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+  return { claim: siblings.length ? { ...claim, coAsked: siblings } : claim, atLimit: null };
+}
+
+/**
+ * Parks a job found at the abandon limit under its fresh claim's token, before any provider call
+ * (`sql/jobs.ts` `claimNextJob`): should this process die first, the claim expires and the next
+ * claim parks it. Parameters: $1 clock offset, $2 item, $3 set, $4 token, $5 reason.
+ */
+const PARK_CLAIMED = `
+UPDATE decision_jobs SET state = 'parked', claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, defers = 0,
+       last_error = $5, last_error_at = ${NOW}
+WHERE item_id = $2 AND question_set = $3 AND claim_token = $4`;
+
+/**
+ * Claims the next job (with its co-asked siblings) in one autocommitted statement; a job found at
+ * the abandon limit is parked and the next one tried.
+ */
+export async function claimNext(x: PgJobContext, r: ClaimRequest): Promise<Claim | null> {
+  for (;;) {
+    const got = claimOf((await x.query('verdict_claim', CLAIM, [x.clockOffsetMs(), ...claimValues(x, r)])).rows[0], r.abandonLimit);
+    if (!got.atLimit) return got.claim;
+    await parkAtLimit(x, got.atLimit);
+  }
+}
+
+async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
+  await x.query('verdict_park_claimed', PARK_CLAIMED, [x.clockOffsetMs(), row.item_id, row.question_set, row.claim_token, boundError(abandonReason(row.abandons))]);
+}
+
+// ----------------------------------------------------------------------------------- the finish
+
+/** The answer columns, in the order of the insert's arrays (`evaluated_at` is the statement's now). */
+const ANSWER_COLUMNS = [
+  ['workspace_id', 'text'], ['item_id', 'text'], ['question_set', 'text'], ['question_key', 'text'], ['kind', 'text'], ['answer', 'text'],
+  ['confidence', 'float8'], ['provider', 'text'], ['model', 'text'], ['state_hash', 'text'], ['question_hash', 'text'], ['state_version', 'int'],
+  ['state_parts', 'text'], ['input_tokens', 'int'], ['output_tokens', 'int'], ['item_seq', 'int'], ['state_truncated', 'boolean'],
+  ['rationale', 'text'], ['fingerprint_context', 'text'],
+] as const;
+
+/** The answers' parameters, one array per column, in ANSWER_COLUMNS' order. */
+function answerArrays(list: readonly NewDecision[]): unknown[][] {
+  return [
+    list.map((d) => d.workspaceId), list.map((d) => d.itemId), list.map((d) => d.questionSet), list.map((d) => d.questionKey),
+    list.map((d) => d.kind), list.map((d) => d.answer), list.map((d) => d.confidence), list.map((d) => d.provider), list.map((d) => d.model),
+    list.map((d) => d.stateHash), list.map((d) => d.questionHash), list.map((d) => d.stateVersion), list.map((d) => d.stateParts),
+    list.map((d) => d.inputTokens), list.map((d) => d.outputTokens), list.map((d) => d.itemSeq), list.map((d) => d.stateTruncated),
+    list.map((d) => d.rationale ?? null), list.map((d) => d.fingerprintContext ?? null),
+  ];
+}
+
+/** Where the finish's parameters start after $1 (the clock offset): past the claim's $2…$12 when the statement claims too. */
+const finishBase = (withClaim: boolean) => (withClaim ? 13 : 2);
+const ANSWERS_AT = 4; // the answer arrays, after the job's key, token and generation
+const SPEND_AT = ANSWERS_AT + ANSWER_COLUMNS.length; // the spend's nine values, then the reservation id
+
+/**
+ * The finish of one job as CTEs (`sql/jobs.ts` `finishJob` gives the rules):
+ * - `ins`: the last call's answers (stored whatever the fence says: they were paid for); a
+ *   conflict on the idempotency key does nothing;
+ * - `done`: the fenced completion, the common case (token and generation unchanged) as one
+ *   DELETE; when it deletes nothing the caller tells lost from superseded with the shared fence;
+ * - then the claim CTEs when the statement claims the slot's next job;
+ * - `spend`: the call's spend added to its hour's row, and `rsv`: its daily-cap reservation
+ *   settled. Last, because every slot of every process adds to the same hour's row and holds its
+ *   lock until the statement commits: each reads the CTE before it, which makes PostgreSQL run
+ *   them in this order.
+ * Parameters: $1 the clock offset, the claim's $2…$12 when it claims, then (from $2, or $13) the
+ * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
+ * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
+ * none) and the reservation id (NULL for none).
+ */
+function finishText(withClaim: boolean): string {
+  const p = (i: number) => `$${finishBase(withClaim) + i}`;
+  const after = withClaim ? '(SELECT count(*) FROM sib)' : '(SELECT count(*) FROM done)';
+  const cols = ANSWER_COLUMNS.map(([c]) => c).join(', ');
+  const arrays = ANSWER_COLUMNS.map(([, t], i) => `${p(ANSWERS_AT + i)}::${t}[]`).join(', ');
+  const s = (i: number) => p(SPEND_AT + i);
+  return `WITH
+ins AS (
+  INSERT INTO item_decisions (${cols}, evaluated_at)
+  SELECT a.*, ${NOW} FROM unnest(${arrays}) a
+  ON CONFLICT DO NOTHING
+  RETURNING question_key),
+done AS (
+  DELETE FROM decision_jobs
+  WHERE item_id = ${p(0)} AND question_set = ${p(1)} AND claim_token = ${p(2)} AND generation = ${p(3)}::int AND (SELECT count(*) FROM ins) >= 0
+  RETURNING 1),${withClaim ? `${CLAIM_CTES.replace('WHERE (item_id, question_set) = (', 'WHERE (SELECT count(*) FROM done) >= 0 AND (item_id, question_set) = (')},` : ''}
+spend AS (
+  INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+  SELECT (${NOW} / 3600000) * 3600000, ${s(0)}::text, ${s(1)}::text, ${s(2)}::text, ${s(3)}::text, ${s(4)}::bigint, ${s(5)}::bigint, ${s(6)}::bigint, ${s(7)}::bigint, ${s(8)}::bigint
+  WHERE ${s(4)}::bigint IS NOT NULL AND ${after} >= 0
+  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+    calls = decision_spend.calls + excluded.calls,
+    input_tokens = decision_spend.input_tokens + excluded.input_tokens,
+    output_tokens = decision_spend.output_tokens + excluded.output_tokens,
+    cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens
+  RETURNING 1),
+rsv AS (
+  DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
+  RETURNING 1)
+SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
+}
+
+const FINISH = finishText(false);
+const FINISH_AND_CLAIM = finishText(true);
+
+/** The finish's parameters after the claim's. */
+function finishValues(claim: Claim, f: JobFinish): unknown[] {
+  const a = f.answers;
+  const u = a?.spend.usage;
+  const spend = a
+    ? [a.spend.questionSet, a.spend.provider, a.spend.model, a.spend.outcome, a.spend.calls, u!.inputTokens, u!.outputTokens, u!.cacheReadTokens, u!.cacheWriteTokens]
+    : [null, null, null, null, null, null, null, null, null];
+  return [claim.itemId, claim.questionSet, claim.claimToken, claim.generation, ...answerArrays(a?.decisions ?? []), ...spend, a?.reservationId ?? null];
+}
+
+/** What the finish statement did: whether the completion applied, the keys of the answers it stored, and the slot's next claim. */
+export interface FinishDone {
+  /** False when the fenced DELETE matched nothing: the caller tells lost from superseded (`sql/jobs.ts` `completeJob`). */
+  completed: boolean;
+  /** The question keys of the answers inserted (a conflict on the idempotency key inserts nothing). */
+  stored: Set<string>;
+  next: Claim | null;
+}
+
+/**
+ * `Store.finishJob` in one statement: the answers, the fenced completion, the slot's next claim
+ * (with its co-asked siblings) when asked for, the spend and its reservation, all or nothing. A
+ * next job found at the abandon limit is parked and another claimed on its own. Runs on its own
+ * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
+ * that move surfacing events: the caller queues them after it, `sql/events.ts`).
+ */
+export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinish): Promise<FinishDone> {
+  const r = f.claimNext;
+  const values = r ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f)] : [x.clockOffsetMs(), ...finishValues(claim, f)];
+  const row = (await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))).rows[0];
+  let next: Claim | null = null;
+  if (r) {
+    const got = claimOf(row, r.abandonLimit);
+    next = got.claim;
+    if (got.atLimit) {
+      await parkAtLimit(x, got.atLimit);
+      next = await claimNext(x, r);
+    }
+  }
+  return { completed: Number(row.done) === 1, stored: new Set(row.stored as string[]), next };
+}
