@@ -108,13 +108,15 @@ describe('worker processes', () => {
     const runs: Array<number | null> = [];
     // A limit of 3 keeps this test short (2 poisoned jobs × 3 deaths); the default of 8 is
     // covered against the store in test/runner/evaluate.test.ts.
-    for (let i = 0; i < 12; i++) {
+    const owed = () => q<{ n: number; due: number | null }>("SELECT count(*) AS n, max(not_before) AS due FROM decision_jobs WHERE state = 'owed'")[0];
+    for (let i = 0; i < 16; i++) {
       const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 1_100)], {}, [join(ROOT, 'test/harness/poison-preload.mjs')]);
       const { code } = await w.exited;
       runs.push(code);
-      if (code === 0) break;
-      // The dead run's lease must run out before the next claim counts an abandon.
-      await new Promise((r) => setTimeout(r, 1_150));
+      if (code === 0 && owed().n === 0) break;
+      // The dead run's lease must run out before the next claim counts an abandon; a job put back
+      // after an abandon is due again only after its backoff (DESIGN §3, "Abandons").
+      await new Promise((r) => setTimeout(r, Math.max(1_150, (owed().due ?? 0) - Date.now() + 50)));
     }
     expect(runs[runs.length - 1]).toBe(0);
     const jobs = q<{ item_id: string; question_set: string; state: string; abandons: number }>('SELECT item_id, question_set, state, abandons FROM decision_jobs');
