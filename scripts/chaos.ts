@@ -22,7 +22,8 @@ import { createDatabase } from './bench-drain.js';
  *    first outcome (at most 120 s, or until no job is owed), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
  *    `--lease-ms` default 4,000) and starts the next, until it has killed `--kills` workers
  *    (default 20);
- * 3. wait out the last leases, then `worker --until-idle` to the end;
+ * 3. wait out the last leases and the abandon backoffs they start (DESIGN §3, "Abandons"), then
+ *    `worker --until-idle` to the end;
  * 4. query the database: owed and parked jobs, duplicate answers (rows sharing the idempotency
  *    key, which the unique index forbids; and keys answered more than once at the same state hash
  *    and question hash whatever the state version), the provider calls against the clean run's,
