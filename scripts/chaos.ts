@@ -22,7 +22,8 @@ import { createDatabase } from './bench-drain.js';
  *    first outcome (at most 120 s, or until no job is owed), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
  *    `--lease-ms` default 4,000) and starts the next, until it has killed `--kills` workers
  *    (default 20);
- * 3. wait out the last leases, then `worker --until-idle` to the end;
+ * 3. wait out the last leases and the abandon backoffs they start (DESIGN §3, "Abandons"), then
+ *    `worker --until-idle` to the end;
  * 4. query the database: owed and parked jobs, duplicate answers (rows sharing the idempotency
  *    key, which the unique index forbids; and keys answered more than once at the same state hash
  *    and question hash whatever the state version), the provider calls against the clean run's,
@@ -221,8 +222,18 @@ async function main(): Promise<void> {
     console.log(`${killed} workers SIGKILLed (${workers} at once); ${owedAfterKills} jobs still owed`);
     console.log(`kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`);
 
-    // 3. the drain, after the killed workers' leases end
+    // 3. the drain, after the killed workers' leases end and the abandon backoffs they started
+    // (DESIGN §3, "Abandons": a job whose claimant died is due again only lease × 2^(abandons − 1)
+    // after its dead lease ended) have run out, so the drain finds them due.
     await sleep(leaseMs + 500);
+    const backingOff = await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed' AND abandons > 0 AND claim_token IS NULL`);
+    const lastDue = await db.count(`SELECT coalesce(max(not_before), 0) AS n FROM decision_jobs WHERE state = 'owed'`);
+    // A row still under a dead claim gets its backoff from the drain's claim: wait for that too.
+    const dead = await db.all<{ lease: unknown; abandons: unknown }>(`SELECT lease_expires_at AS lease, abandons FROM decision_jobs WHERE state = 'owed' AND claim_token IS NOT NULL`);
+    const abandonedDue = Math.max(0, ...dead.map((r) => Number(r.lease) + Math.min(3_600_000, leaseMs * 2 ** Math.min(Number(r.abandons), 7))));
+    const waitMs = Math.max(0, Math.min(Math.max(lastDue, abandonedDue) - Date.now(), 3_600_000));
+    console.log(`before the drain: ${backingOff} owed jobs put back after an abandon, ${dead.length} under a dead worker's claim; waiting ${Math.round(waitMs / 1000)} s for the last of them to come due`);
+    await sleep(waitMs + 500);
     const drain = spawnSync(process.execPath, [main, 'worker', '--until-idle'], { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 1 << 30 });
     console.log(`final worker --until-idle: exit ${drain.status}`);
     tally(drain.stdout + drain.stderr);

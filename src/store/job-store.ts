@@ -22,7 +22,8 @@ export interface JobStore {
    * Claims the claimable job with the lowest (priority, fair_tag, enqueued_at, key), counting the
    * attempt, under a lease of `leaseMs`. The fair tag interleaves workspaces, so one busy
    * workspace's backlog cannot starve the others. A job found at the abandon limit is parked
-   * instead and the next one tried.
+   * instead and the next one tried; a job whose claimant died below the limit is put back for its
+   * abandon backoff (DESIGN §3, "Abandons") and the next one tried.
    */
   claimNextJob(
     workerId: string,

@@ -377,6 +377,13 @@ export function toClaim(r: RawJob): Claim {
   };
 }
 
+/**
+ * The abandon backoff's cap, ms (DESIGN §3, "Abandons"): a job whose claimant died is due again
+ * only min(cap, lease × 2^(abandons − 1)) after the dead lease ended. The transient backoff's cap
+ * (`src/runner/backoff.ts`, which the store cannot import).
+ */
+export const ABANDON_BACKOFF_CAP_MS = 3_600_000;
+
 /** The reason a job parked at the abandon limit carries. */
 export function abandonReason(abandons: number): string {
   return `abandon limit: ${abandons} claims ended without an outcome`;

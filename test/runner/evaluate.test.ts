@@ -187,7 +187,7 @@ describe('fences: a write during an evaluation, a lost lease', () => {
     const it1 = await newItem();
     fx.clock.advance(30_000);
     const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
-    fx.clock.advance(61_000);
+    fx.clock.advance(121_000); // the lease (60 s), then its abandon backoff (one lease), run out
     const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
     expect(taker.abandons).toBe(1);
     expect(await fx.store.completeJob(late)).toBe('lost');
@@ -339,7 +339,8 @@ describe('permanent versus transient failures', () => {
     fx.clock.advance(30_000);
     for (let i = 0; i < 8; i++) {
       expect(await fx.store.claimNextJob(`dead-${i}`, 1_000, 8)).not.toBeNull();
-      fx.clock.advance(1_001);
+      // The lease runs out, then the abandon backoff the next claim counts (1 s × 2^i).
+      fx.clock.advance(1_001 + 1_000 * 2 ** i);
     }
     expect(await fx.store.claimNextJob('next', 1_000, 8)).toBeNull();
     expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', abandons: 8 });

@@ -76,7 +76,7 @@ describe('the lease is renewed after the permits, right before the final livenes
       leaseMs: LEASE,
       acquirePermit: async () => ({ granted: true, reservationId: null }),
       beforeAsk: async () => {
-        fx.clock.advance(LEASE + 1); // a stalled process, not a wait of ours
+        fx.clock.advance(2 * LEASE + 1); // a stalled process, not a wait of ours: past the lease and its abandon backoff (one lease)
         rival = await fx.store.claimNextJob('runner-b', LEASE, 8);
       },
     });

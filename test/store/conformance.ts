@@ -881,18 +881,55 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect([...seen.values()].every((v) => v === 1)).toBe(true);
     });
 
-    it('the abandon limit parks a job whose claims keep dying, before any call', async () => {
+    it('the abandon limit parks a job whose claims keep dying, before any call, each abandon backing it off lease × 2^(abandons − 1)', async () => {
       const it1 = await item('T-1');
       await fx.store.dropJobs({ questionSet: 'effort' });
       await fx.store.dropJobs({ questionSet: 'linked' });
       fx.advance(30_000);
       for (let i = 0; i < 8; i++) {
-        expect(await fx.store.claimNextJob(`dead-${i}`, 1_000, 8)).not.toBeNull();
-        fx.advance(1_001);
+        expect(await fx.store.claimNextJob(`dead-${i}`, 1_000, 8)).toMatchObject({ itemId: it1.id, abandons: i });
+        const leaseEnd = (await fx.store.getJob(it1.id, 'attention'))!.leaseExpiresAt!;
+        fx.advance(1_001); // the claimant died: its lease ends
+        // The next claim counts the abandon: below the limit it puts the job back for its backoff.
+        expect(await fx.store.claimNextJob('next', 1_000, 8)).toBeNull();
+        if (i === 7) break;
+        const job = (await fx.store.getJob(it1.id, 'attention'))!;
+        expect(job).toMatchObject({ state: 'owed', abandons: i + 1, claimToken: null, leaseExpiresAt: null, attempts: i + 1 });
+        expect(job.notBefore).toBe(leaseEnd + 1_000 * 2 ** i);
+        fx.advance(1_000 * 2 ** i - 1);
       }
-      expect(await fx.store.claimNextJob('next', 1_000, 8)).toBeNull();
       expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', abandons: 8, claimToken: null });
       expect((await fx.store.getJob(it1.id, 'attention'))!.lastError).toMatch(/abandon limit/);
+    });
+
+    it('a job that only shared a killed worker is not claimed first again: it waits its abandon backoff while other work runs, and its co-asked group comes due as one', async () => {
+      const a = await item('T-1');
+      const b = await item('T-2');
+      await fx.store.dropJobs({ questionSet: 'linked' });
+      fx.advance(30_000);
+      const coAsk = { attention: ['effort'], effort: ['attention'] };
+      const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
+      expect(dead).toMatchObject({ itemId: a.id, questionSet: 'attention', coAsked: [expect.objectContaining({ questionSet: 'effort' })] });
+      // The sibling's lease was renewed a moment later (renewals are one per claim), then the
+      // worker was killed: both leases end, a few milliseconds apart.
+      const leaseEnd = (await fx.store.getJob(a.id, 'attention'))!.leaseExpiresAt!;
+      fx.advance(5);
+      expect(await fx.store.renewLease(dead.coAsked![0], 10_000)).toBe(true);
+      fx.advance(10_001);
+      // The next claim passes over the abandoned group (each counted once) and takes other work.
+      const other = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
+      expect(other).toMatchObject({ itemId: b.id, questionSet: 'attention', abandons: 0, coAsked: [expect.objectContaining({ questionSet: 'effort' })] });
+      const group = (await fx.store.listJobs({})).filter((j) => j.itemId === a.id);
+      expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken])).toEqual([
+        ['attention', 1, 1, null],
+        ['effort', 1, 1, null],
+      ]);
+      expect(group.map((j) => j.notBefore)).toEqual([leaseEnd + 10_000, leaseEnd + 10_000]);
+      fx.advance(8_000);
+      expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+      fx.advance(2_000);
+      const again = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
+      expect(again).toMatchObject({ itemId: a.id, questionSet: 'attention', abandons: 1, coAsked: [expect.objectContaining({ questionSet: 'effort', abandons: 1 })] });
     });
 
     it('retry re-owes parked jobs with counters at 0; drop leaves jobs in flight alone', async () => {
@@ -915,7 +952,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       const it1 = await item('T-1');
       fx.advance(30_000);
       const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
-      fx.advance(61_000);
+      fx.advance(121_000); // the lease (60 s) and the abandon backoff (one lease) run out
       const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
       expect(taker).toMatchObject({ itemId: late.itemId, questionSet: late.questionSet, abandons: 1, attempts: 2 });
       expect(await fx.store.completeJob(late)).toBe('lost');
@@ -960,7 +997,7 @@ export function runStoreConformance(backend: StoreBackend): void {
         const it1 = await item('T-1');
         fx.advance(30_000);
         const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
-        fx.advance(61_000);
+        fx.advance(121_000); // the lease and the abandon backoff run out
         const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
         const answers = { decisions: [decision(it1.id, 'attention', 'blocked', 'h1', fx.ws.id)], spend: spend('attention'), reservationId: null };
         expect(await fx.store.finishJob(late, { answers, claimNext: next })).toEqual({ result: 'lost', answersStored: 1, next: null });
@@ -1125,7 +1162,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       const peer = await fx.opened.peer(fx.registry);
       const late = runOnce({ ...runner(slow), workerId: 'runner-late' }, signal);
       await inCall;
-      fx.advance(61_000); // the late runner's lease runs out mid-call
+      fx.advance(121_000); // the late runner's lease, then its abandon backoff (one lease), run out mid-call
       const fast = new FakeProvider();
       const taker = await runOnce({ ...runner(fast), store: peer, workerId: 'runner-b' }, signal);
       expect(taker!.claim.abandons).toBe(1);

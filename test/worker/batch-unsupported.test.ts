@@ -83,8 +83,22 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     await backfillItems(fx, 3);
     server.batches.routeMode = mode;
     const seen: number[] = [];
-    const p = pipeline(fx, anthropic(), async (s) => void seen.push(s));
+    // Counts the batch claims: a claim given back at once leaves the rows as they were, so the
+    // rows alone cannot show that the next assembly claimed nothing.
+    let batchClaims = 0;
+    const store = new Proxy(fx.store, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        return (...args: unknown[]) => {
+          if (key === 'claimBatchJobs') batchClaims++;
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const p = pipeline({ ...fx, store }, anthropic(), async (s) => void seen.push(s));
     expect(await p.assemble(signal)).toMatchObject({ batches: 0, jobs: 0 });
+    expect(batchClaims).toBe(1);
     expect(seen).toEqual([status]);
     expect(p.unsupported).toBe(true);
     const now = fx.clock.now();
@@ -94,6 +108,8 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     expect((await fx.store.listProviderBatches()).map((b) => [b.status, b.outcome])).toEqual([['done', 'not_submitted']]);
     // One create was tried, and no second one: not in this assembly, not in the next.
     expect(await p.assemble(signal)).toMatchObject({ batches: 0, jobs: 0 });
+    expect(batchClaims).toBe(1); // no job was claimed by the next assembly
+    expect((await fx.store.listJobs({})).map((j) => [j.state, j.attempts, j.abandons, j.claimToken])).toEqual(jobs.map(() => ['owed', 0, 0, null]));
     expect(batchPosts()).toHaveLength(1);
     expect(server.messages).toHaveLength(0);
   });

@@ -108,18 +108,21 @@ describe('worker processes', () => {
     const runs: Array<number | null> = [];
     // A limit of 3 keeps this test short (2 poisoned jobs × 3 deaths); the default of 8 is
     // covered against the store in test/runner/evaluate.test.ts.
-    for (let i = 0; i < 12; i++) {
-      // The dead run's lease must run out before the next claim counts an abandon: each run's clock
-      // is 31 s further ahead than the last one's (test/harness/clock-offset-preload.mjs), past its
-      // 30 s lease, instead of the test waiting it out (a lease no process start outlasts, so
-      // without the moved clock no abandon is ever counted).
-      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 30_000)], { VERDICT_TEST_CLOCK_OFFSET_MS: String(i * 31_000) }, [
+    const owed = () => q<{ n: number; due: number | null }>("SELECT count(*) AS n, max(not_before) AS due FROM decision_jobs WHERE state = 'owed'")[0];
+    let offsetMs = 0;
+    for (let i = 0; i < 16; i++) {
+      // Each run's clock is moved ahead (test/harness/clock-offset-preload.mjs) instead of the test
+      // waiting: past the dead run's 30 s lease, so the next claim counts an abandon, and past the
+      // backoff of a job put back after an abandon (DESIGN §3, "Abandons"). Without the moved clock
+      // no abandon is ever counted, since no process start outlasts the lease.
+      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 30_000)], { VERDICT_TEST_CLOCK_OFFSET_MS: String(offsetMs) }, [
         join(ROOT, 'test/harness/poison-preload.mjs'),
         join(ROOT, 'test/harness/clock-offset-preload.mjs'),
       ]);
       const { code } = await w.exited;
       runs.push(code);
-      if (code === 0) break;
+      if (code === 0 && owed().n === 0) break;
+      offsetMs = Math.max(offsetMs + 31_000, (owed().due ?? 0) - Date.now() + 1_000);
     }
     expect(runs[runs.length - 1]).toBe(0);
     const jobs = q<{ item_id: string; question_set: string; state: string; abandons: number }>('SELECT item_id, question_set, state, abandons FROM decision_jobs');

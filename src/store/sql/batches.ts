@@ -4,7 +4,7 @@ import { VerdictError } from '../../errors.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
 import { abandonReason, boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
-import { claimSet, park } from './jobs.js';
+import { backsOff, claimSet, park, putBack } from './jobs.js';
 import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
 
 /**
@@ -26,7 +26,8 @@ class BatchClaimLost extends VerdictError {
 /**
  * Claims up to `limit` due owed jobs at backfill priority (priority ≥ 1) in claim order, under a
  * lease of `leaseMs` while the batch is assembled, counting their attempts. Jobs found at the
- * abandon limit are parked, as `claimNextJob` parks them, and not returned.
+ * abandon limit are parked, as `claimNextJob` parks them, and not returned; so are jobs whose
+ * abandon backoff the claim started (`backsOff`), put back.
  */
 export function claimBatchJobs(
   c: SqlContext,
@@ -51,8 +52,9 @@ export function claimBatchJobs(
       RETURNING *`);
     const out: Claim[] = [];
     for (const row of got) {
-      if (row.abandons < o.abandonLimit) out.push(toClaim(row));
-      else yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
+      if (row.abandons >= o.abandonLimit) yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
+      else if (backsOff(row, o.leaseMs)) yield* putBack(row);
+      else out.push(toClaim(row));
     }
     return out.sort((a, b) => (a.itemId === b.itemId ? (a.questionSet < b.questionSet ? -1 : 1) : a.itemId < b.itemId ? -1 : 1));
   });

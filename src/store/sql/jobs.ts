@@ -2,7 +2,7 @@ import { and, eq, sql, type SQL } from 'drizzle-orm';
 import type { Claim, ClaimRequest, FinishedJob, JobFilter, JobFinish, JobRow, OutcomeResult, QueueStats } from '../store.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
-import { abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
+import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
 import { delayCapSql, latestAnswerSql } from './owe.js';
 import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
 
@@ -88,27 +88,77 @@ function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
     const now = yield* nowSql();
     const row = yield* one<RawJob>(bind(claimSql, { ...named, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
     if (!row) return null;
-    if (row.abandons < r.abandonLimit) {
-      const claim = toClaim(row);
-      const partners = r.coAsk?.[claim.questionSet] ?? [];
-      if (partners.length === 0) return claim;
-      // In the claim's own statements: on SQLite nothing else runs between them.
-      const coAsked = yield* siblingSteps(c, claim, partners, { leaseMs: r.leaseMs, abandonLimit: r.abandonLimit });
-      return coAsked.length ? { ...claim, coAsked } : claim;
+    if (row.abandons >= r.abandonLimit) {
+      yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!);
+      continue;
     }
-    yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!);
+    if (backsOff(row, r.leaseMs)) {
+      yield* putBack(row, r.coAsk?.[row.question_set], now);
+      continue;
+    }
+    const claim = toClaim(row);
+    const partners = r.coAsk?.[claim.questionSet] ?? [];
+    if (partners.length === 0) return claim;
+    // In the claim's own statements: on SQLite nothing else runs between them.
+    const coAsked = yield* siblingSteps(c, claim, partners, { leaseMs: r.leaseMs, abandonLimit: r.abandonLimit });
+    return coAsked.length ? { ...claim, coAsked } : claim;
   }
 }
 
 /**
  * What every claim writes (the next job, its co-asked siblings, a batch's jobs): the claimant, a
  * fresh token, the lease, the attempt counted, and an abandon counted when the row still carried
- * an expired claim (its claimant died without recording an outcome).
+ * an expired claim (its claimant died without recording an outcome). Such a row also gets its
+ * abandon backoff (`abandonBackoffSql`), so the claim that found it puts it back (`backsOff`).
  */
 export function claimSet(d: Dialect, workerId: Expr, token: Expr, now: Expr, leaseMs: Expr): SQL {
   return sql`claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${d.int8(leaseMs)},
           attempts = attempts + 1,
-          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
+          not_before = ${abandonBackoffSql(d, leaseMs)}`;
+}
+
+/**
+ * The abandon backoff (DESIGN §3, "Abandons"), as the claim's SET computes it from the row's old
+ * values: a row that still carried an expired claim is due again only at `max(not_before, its dead
+ * lease's end + min(1 h, lease × 2^(abandons − 1)))`, abandons counting this one and `lease` the
+ * claimer's; any other row keeps its not_before. No jitter: a co-asked group abandoned together
+ * shares its lease end and its count, so it comes due again as one and is asked in one call. The
+ * shift is bounded (7: past the cap for any lease of 30 s or more).
+ */
+function abandonBackoffSql(d: Dialect, leaseMs: Expr): SQL {
+  const cap = sql.raw(String(ABANDON_BACKOFF_CAP_MS));
+  return sql`CASE WHEN claim_token IS NULL THEN not_before
+            ELSE ${d.max}(not_before, lease_expires_at + ${d.min}(${cap}, ${d.int8(leaseMs)} << ${d.min}(abandons, 7))) END`;
+}
+
+/**
+ * True when the claim that returned `row` counted an abandon whose backoff is still running: the
+ * claim's candidate was due (not_before ≤ the claim's now, which is its lease end − `leaseMs`), so
+ * a later not_before can only be the abandon backoff the claim's SET wrote. Such a claim is put
+ * back (`putBack`), not run: it is not re-claimed first after every kill of its worker.
+ */
+export function backsOff(row: RawJob, leaseMs: number): boolean {
+  return Number(row.not_before) > Number(row.lease_expires_at) - leaseMs;
+}
+
+/**
+ * Gives back a claim that `backsOff`: clears it and takes back its attempt (it never ran); its
+ * abandon stays counted and its not_before is the abandon backoff. Fenced by the claim's token.
+ * Its co-asking `partners` still under the same dead worker's expired claims (their lease ends can
+ * differ by the milliseconds between renewals) are put back with it, each abandon counted, under
+ * the same not_before: the group comes due as one and is asked in one call again.
+ */
+export function* putBack(row: RawJob, partners: readonly string[] = [], now?: Expr): Steps<void> {
+  yield* exec(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = attempts - (CASE WHEN attempts > 0 THEN 1 ELSE 0 END)
+    WHERE ${whereKey({ itemId: row.item_id, questionSet: row.question_set })} AND claim_token = ${row.claim_token}`);
+  const others = [...new Set(partners)].filter((p) => p !== row.question_set);
+  if (others.length === 0 || now === undefined) return;
+  yield* exec(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, abandons = abandons + 1, not_before = ${row.not_before}
+    WHERE item_id = ${row.item_id} AND question_set IN (${sql.join(others.map((p) => sql`${p}`), sql`, `)})
+      AND claim_token IS NOT NULL AND lease_expires_at <= ${now} AND not_before <= ${row.not_before}`);
 }
 
 /**
@@ -166,7 +216,12 @@ function* siblingSteps(c: SqlContext, claim: Claim, sets: readonly string[], o: 
   const got = yield* rows<RawJob>(
     bind(siblingShape(wanted.length), { ...named, itemId: claim.itemId, workerId: claim.claimedBy, token: c.newToken(), now, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit }),
   );
-  return got.map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+  const kept: Claim[] = [];
+  for (const row of got) {
+    if (backsOff(row, o.leaseMs)) yield* putBack(row);
+    else kept.push(toClaim(row));
+  }
+  return kept.sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
 }
 
 /** The sibling claim, one shape per number of sets; parameters `set0`… name them. */
