@@ -1,7 +1,8 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../decision/rows.js';
 import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision, WorkspaceRow } from '../store.js';
-import { abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
+import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
+import { backsOff } from '../sql/jobs.js';
 
 /**
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
@@ -88,11 +89,14 @@ export async function loadState(x: PgJobContext, itemId: string): Promise<ItemFo
 
 /**
  * What every claim writes (`sql/jobs.ts` `claimSet`): the claimant, a token, the lease, the
- * attempt counted, and an abandon counted when the row still carried an expired claim.
+ * attempt counted, and an abandon counted when the row still carried an expired claim, with its
+ * abandon backoff (`sql/jobs.ts` `abandonBackoffSql`, DESIGN §3 "Abandons").
  * Parameters: $2 worker id, $4 lease ms; `token` names the token's parameter.
  */
 const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, lease_expires_at = ${NOW} + $4::bigint,
-       attempts = attempts + 1, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+       attempts = attempts + 1, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
+       not_before = CASE WHEN claim_token IS NULL THEN not_before
+         ELSE greatest(not_before, lease_expires_at + least(${ABANDON_BACKOFF_CAP_MS}::bigint, $4::bigint << least(abandons, 7))) END`;
 
 /**
  * The claim and its co-asked siblings as two CTEs, `nxt` and `sib` (`sql/jobs.ts`
@@ -103,8 +107,9 @@ const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, le
  * claimable ($8/$9: each pair's set and partner), so a co-asked group is claimed from its first
  * set by one claimer. The siblings are the claimed job's partners ($10/$11: each set and its
  * partners) that are claimable now and below the abandon limit, taken in set order with
- * `SKIP LOCKED`, only when the claimed job itself is below the limit (one at the limit is parked,
- * and its siblings left for the next claim).
+ * `SKIP LOCKED`, only when the claimed job itself is below the limit and not put back for its
+ * abandon backoff (one at the limit is parked, one backing off put back with its partners, and
+ * the siblings left for the next claim).
  * Parameters: $1 clock offset, $2 worker id, $3 token, $4 lease ms, $5 abandon limit,
  * $6 skipped sets, $7 live only, $8/$9 first-of-group pairs, $10/$11 partners, $12 siblings' token.
  */
@@ -129,7 +134,7 @@ sib AS (
   WHERE (item_id, question_set) IN (
     SELECT j.item_id, j.question_set FROM nxt JOIN unnest($10::text[], $11::text[]) g(set_name, partner) ON g.set_name = nxt.question_set
       JOIN decision_jobs j ON j.item_id = nxt.item_id AND j.question_set = g.partner
-    WHERE nxt.abandons < $5::int AND j.state = 'owed' AND j.not_before <= ${NOW}
+    WHERE nxt.abandons < $5::int AND nxt.not_before <= ${NOW} AND j.state = 'owed' AND j.not_before <= ${NOW}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW}) AND j.abandons < $5::int
     ORDER BY j.question_set FOR UPDATE OF j SKIP LOCKED)
   RETURNING *)`;
@@ -170,11 +175,15 @@ function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>>): 
   return pairs;
 }
 
-/** A claim from the statement's `next` and `siblings` columns, or null (none claimed, or one at the abandon limit: `atLimit`). */
-function claimOf(r: Record<string, unknown>, abandonLimit: number): { claim: Claim | null; atLimit: RawJob | null } {
+/**
+ * A claim from the statement's `next` and `siblings` columns, or null: none claimed, or one the
+ * caller must handle first (`atLimit`: park it; `backOff`: put it back, DESIGN §3 "Abandons").
+ */
+function claimOf(r: Record<string, unknown>, req: ClaimRequest): { claim: Claim | null; atLimit: RawJob | null; backOff?: RawJob } {
   const row = r.next as RawJob | null;
   if (!row) return { claim: null, atLimit: null };
-  if (row.abandons >= abandonLimit) return { claim: null, atLimit: row };
+  if (row.abandons >= req.abandonLimit) return { claim: null, atLimit: row };
+  if (backsOff(row, req.leaseMs)) return { claim: null, atLimit: null, backOff: row };
   const claim = toClaim(row);
   const siblings = (r.siblings as RawJob[]).map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
   return { claim: siblings.length ? { ...claim, coAsked: siblings } : claim, atLimit: null };
@@ -196,10 +205,33 @@ WHERE item_id = $2 AND question_set = $3 AND claim_token = $4`;
  */
 export async function claimNext(x: PgJobContext, r: ClaimRequest): Promise<Claim | null> {
   for (;;) {
-    const got = claimOf((await x.query('verdict_claim', CLAIM, [x.clockOffsetMs(), ...claimValues(x, r)])).rows[0], r.abandonLimit);
-    if (!got.atLimit) return got.claim;
-    await parkAtLimit(x, got.atLimit);
+    const got = claimOf((await x.query('verdict_claim', CLAIM, [x.clockOffsetMs(), ...claimValues(x, r)])).rows[0], r);
+    if (got.atLimit) await parkAtLimit(x, got.atLimit);
+    else if (got.backOff) await putBack(x, got.backOff, r);
+    else return got.claim;
   }
+}
+
+/**
+ * Gives back a claim that found its job's abandon backoff running (`sql/jobs.ts` `putBack`, the
+ * rule in DESIGN §3 "Abandons"): the claim cleared and its attempt taken back, fenced by its token;
+ * its co-asking partners still under a dead worker's expired claims put back with it, each abandon
+ * counted, under the same not_before, so the group comes due as one. One statement.
+ * Parameters: $1 clock offset, $2 item, $3 set, $4 token, $5 its not_before, $6 partner sets.
+ */
+const PUT_BACK = `
+WITH me AS (
+  UPDATE decision_jobs SET claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL,
+         attempts = attempts - (CASE WHEN attempts > 0 THEN 1 ELSE 0 END)
+  WHERE item_id = $2 AND question_set = $3 AND claim_token = $4
+  RETURNING 1)
+UPDATE decision_jobs SET claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, abandons = abandons + 1, not_before = $5::bigint
+WHERE item_id = $2 AND question_set = ANY ($6::text[]) AND question_set <> $3
+  AND claim_token IS NOT NULL AND lease_expires_at <= ${NOW} AND not_before <= $5::bigint`;
+
+async function putBack(x: PgJobContext, row: RawJob, r: ClaimRequest): Promise<void> {
+  const partners = [...new Set(r.coAsk?.[row.question_set] ?? [])];
+  await x.query('verdict_put_back', PUT_BACK, [x.clockOffsetMs(), row.item_id, row.question_set, row.claim_token, Number(row.not_before), partners]);
 }
 
 async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
@@ -316,10 +348,11 @@ export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinis
   const row = (await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))).rows[0];
   let next: Claim | null = null;
   if (r) {
-    const got = claimOf(row, r.abandonLimit);
+    const got = claimOf(row, r);
     next = got.claim;
-    if (got.atLimit) {
-      await parkAtLimit(x, got.atLimit);
+    if (got.atLimit || got.backOff) {
+      if (got.atLimit) await parkAtLimit(x, got.atLimit);
+      else await putBack(x, got.backOff!, r);
       next = await claimNext(x, r);
     }
   }
