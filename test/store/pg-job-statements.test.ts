@@ -61,13 +61,22 @@ describe('PostgreSQL job statements', () => {
   });
 
   it("a finish's next claim found at the abandon limit is parked before any call, and the claim goes on to the next job", async () => {
-    await store.dropJobs({ questionSet: 'effort' });
     const dying = await item('T-1');
+    await store.dropJobs({ questionSet: 'effort' });
     store.advanceClockForTests(30_000);
     // Seven claims on T-1 that die (their leases run out), and an eighth whose lease is still live
     // while T-2 is claimed, and ends before T-2's finish claims the next job.
+    // Each dead claim's successor first finds the abandon backoff running and puts the job back
+    // (DESIGN §3 "Abandons"); past the backoff the job is claimed again.
     for (let i = 0; i < 8; i++) {
-      expect(await store.claimNextJob(`dead-${i}`, i < 7 ? 1_000 : 60_000, 8)).toMatchObject({ itemId: dying.id });
+      let got = await store.claimNextJob(`dead-${i}`, i < 7 ? 1_000 : 60_000, 8);
+      if (i > 0) {
+        expect(got).toBeNull();
+        expect((await store.getJob(dying.id, 'attention'))!.abandons).toBe(i);
+        store.advanceClockForTests(3_600_001);
+        got = await store.claimNextJob(`dead-${i}`, i < 7 ? 1_000 : 60_000, 8);
+      }
+      expect(got).toMatchObject({ itemId: dying.id });
       if (i < 7) store.advanceClockForTests(1_001);
     }
     const other = await item('T-2');
