@@ -25,7 +25,7 @@ import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } fr
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
-import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
+import { spendWithDailyCap, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
@@ -571,7 +571,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       return queueView(inner, ws.id, opts.parkedShown ?? 50);
     },
     async spend(opts = {}) {
-      return { ...(await spendSeries(inner, opts)), dailyCap: await dailyCapView(inner) };
+      return spendWithDailyCap(inner, opts);
     },
     async quality(opts) {
       const ws = await workspaceId(opts.workspace);
