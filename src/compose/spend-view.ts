@@ -2,7 +2,7 @@ import { isEvalSpendOutcome } from '../eval/run-eval.js';
 import { batchCostOf, costOf, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import { SPEND_DAY_MS, spendDayStart } from '../store/spend-rules.js';
-import type { SpendRow, Store } from '../store/store.js';
+import type { SpendHourRow, SpendRow, Store } from '../store/store.js';
 import { SPEND_BATCH } from '../worker/batches.js';
 import { workerViews } from './queue-view.js';
 
@@ -104,7 +104,7 @@ export interface SpendPoint {
   costUsd: number | null;
 }
 
-/** What `spendSeries` reads: a window and the bucket width. */
+/** What `VerdictReader.spend` reads: a window and the bucket width. */
 export interface SpendSeriesOptions {
   /** How far back, ms. @defaultValue 24 hours */
   windowMs?: number;
@@ -129,13 +129,24 @@ export interface SpendSeries {
 /** Longest window a series reads, ms: 90 days (the dashboard asks for 24 hours and 30 days). */
 const SPEND_SERIES_MAX_WINDOW_MS = 90 * SPEND_DAY_MS;
 
-/** Reads spend per bucket and model over the window (see `SpendSeries`). */
-export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Promise<SpendSeries> {
+/**
+ * Spend per bucket and model over the window (`SpendSeries`) with the daily cap (`DailyCapView`), as
+ * `VerdictReader.spend` returns them: today's use
+ * is added up from the series' own rows when its window reaches back to the start of today (the
+ * 24-hour and 30-day views do), so the spend table is read once and the clock once.
+ */
+export async function spendWithDailyCap(store: Store, o: SpendSeriesOptions = {}): Promise<SpendSeries & { dailyCap: DailyCapView }> {
   const windowMs = Math.min(Math.max(o.windowMs ?? SPEND_DAY_MS, 3_600_000), SPEND_SERIES_MAX_WINDOW_MS);
   const bucket = o.bucket ?? 'hour';
-  const width = bucket === 'day' ? SPEND_DAY_MS : 3_600_000;
   const { sinceHour, rows } = await store.spendByHourSince(windowMs, bucket);
   const now = await store.now();
+  const dayStart = spendDayStart(now);
+  const today = sinceHour <= dayStart ? rows : (await store.spendByHourSince(now - dayStart)).rows;
+  return { ...seriesOf(rows, sinceHour, now, bucket), dailyCap: await capOf(store, today, now) };
+}
+
+function seriesOf(rows: SpendHourRow[], sinceHour: number, now: number, bucket: 'hour' | 'day'): SpendSeries {
+  const width = bucket === 'day' ? SPEND_DAY_MS : 3_600_000;
   const first = Math.floor(sinceHour / width) * width;
   const buckets: number[] = [];
   for (let t = first; t <= now; t += width) buckets.push(t);
@@ -176,11 +187,9 @@ export interface DailyCapView {
   resetsInMs: number;
 }
 
-/** Reads `DailyCapView`. */
-export async function dailyCapView(store: Store): Promise<DailyCapView> {
-  const now = await store.now();
+/** `DailyCapView` from spend rows that cover today (rows before today are left out) and the workers' heartbeats. */
+async function capOf(store: Store, rows: readonly SpendHourRow[], now: number): Promise<DailyCapView> {
   const dayStart = spendDayStart(now);
-  const { rows } = await store.spendByHourSince(now - dayStart);
   let used = 0;
   for (const r of rows) if (r.hour >= dayStart) used += r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens;
   const caps = (await workerViews(store, now)).filter((w) => w.alive && w.dailyTokenCap !== null).map((w) => w.dailyTokenCap as number);

@@ -25,7 +25,7 @@ import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } fr
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
-import { dailyCapView, spendSeries, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
+import { spendWithDailyCap, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
 import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
@@ -274,10 +274,12 @@ export interface ItemSetStatus {
 /** Reads of decisions (DESIGN §8), judged against the provider this Verdict was created with. */
 export interface VerdictReader {
   /**
-   * One item by ref with every stored decision, each `current` or with its `staleReason`.
+   * One item by ref with every stored decision, each `current` or with its `staleReason`; where
+   * each set of its collection stands; its collection's slug; and people's verdicts on it, oldest
+   * first (the latest of a key is in force), as `store.listVerdicts` returns them. One store read.
    * @returns null when the workspace or the item does not exist.
    */
-  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; decisions: DecisionView[]; sets: ItemSetStatus[] } | null>;
+  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; collection: string; decisions: DecisionView[]; sets: ItemSetStatus[]; verdicts: HumanVerdictRow[] } | null>;
   /**
    * The surfaced nouls of one set in a workspace, keyed by the item's ref: ref → { ref, key → probability in force,
    * `human`: the keys a person's value decides }, plus `failing` (a job of the set is parked or
@@ -515,18 +517,15 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       return itemListPage(inner, registry, () => readerOn(inner, registry, readsAgainst, logger), ws, q);
     },
     async item(ref, opts) {
-      const ws = await workspaceId(opts.workspace);
-      if (!ws) return null;
-      const item = await inner.getItemByRef(ws.id, ref);
-      if (!item) return null;
-      const r = await readerOn(inner, registry, readsAgainst, logger);
-      const decisions = await r.decisions(item.id);
-      const jobs = new Map((await inner.listJobs({ itemId: item.id })).map((j) => [j.questionSet, j]));
-      const sets: ItemSetStatus[] = (await r.setApplicability(item.id)).map((a) => {
+      const rows = await inner.readItemView(opts.workspace, ref);
+      if (!rows) return null;
+      const { decisions, sets: applicability } = await (await readerOn(inner, registry, readsAgainst, logger)).itemView(rows);
+      const jobs = new Map(rows.jobs.map((j) => [j.questionSet, j]));
+      const sets: ItemSetStatus[] = applicability.map((a) => {
         const j = jobs.get(a.questionSet);
         return { ...a, job: j ? { state: j.state, dueAt: j.notBefore, attempts: j.attempts, refusals: j.refusals, lastError: j.lastError } : null };
       });
-      return { item: { ...item, fieldsObject: fieldsForDisplay(item.fields) }, decisions, sets };
+      return { item: { ...rows.item, fieldsObject: fieldsForDisplay(rows.item.fields) }, collection: rows.collection.slug, decisions, sets, verdicts: rows.verdicts };
     },
     async flags(set, opts) {
       const ws = await workspaceId(opts.workspace);
@@ -573,7 +572,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       return queueView(inner, ws.id, opts.parkedShown ?? 50);
     },
     async spend(opts = {}) {
-      return { ...(await spendSeries(inner, opts)), dailyCap: await dailyCapView(inner) };
+      return spendWithDailyCap(inner, opts);
     },
     async quality(opts) {
       const ws = await workspaceId(opts.workspace);

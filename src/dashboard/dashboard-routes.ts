@@ -7,7 +7,7 @@ import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow, LinkRow } from '../store/store.js';
 import { FLAGS_PAGE_SIZE, flagsBody, itemHref, type FlagsQuery } from './flags-page.js';
 import { html, type Html } from './html.js';
 import { itemBody, type ItemPageLink } from './item-page.js';
@@ -236,18 +236,18 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     const read = await v.reader.item(ref, { workspace });
     if (!read) return send(reply, 404, 'Not found', 'item', viewer, html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/items">Items</a></p>`);
     const history = (await v.reader.history(ref, { workspace }))!;
-    const verdicts = await v.store.listVerdicts({ workspace, ref });
-    const collection = (await v.store.listCollections(viewer.token.workspaceId)).find((c) => c.id === read.item.collectionId)?.slug ?? '';
     const comments = await v.store.listComments(read.item.id);
-    const links: ItemPageLink[] = [];
-    for (const l of await v.store.listLinks(read.item.id)) {
-      const direction = l.sourceId === read.item.id ? 'out' : 'in';
-      const other = await v.store.getItem(direction === 'out' ? l.targetId : l.sourceId);
-      // Links stay inside a workspace (DESIGN §2); the check keeps it so if a row ever says otherwise.
-      const readable = other !== null && other.workspaceId === viewer.token.workspaceId;
-      links.push({ linkType: l.linkType, direction, ref: readable ? other.ref : null, title: readable ? other.title : null });
-    }
-    const body = await itemBody(viewer, { item: read.item, collection, comments, links, decisions: read.decisions, sets: read.sets, history, verdicts, now: Date.now() }, shown);
+    const itemLinks = await v.store.listLinks(read.item.id);
+    const otherEnd = (l: LinkRow) => (l.sourceId === read.item.id ? l.targetId : l.sourceId);
+    // Every link's other end in one read; only this workspace's items: links stay inside a
+    // workspace (DESIGN §2), and the filter keeps it so if a row ever says otherwise.
+    const ends = itemLinks.length === 0 ? [] : await v.store.listItems({ workspaceId: viewer.token.workspaceId, ids: [...new Set(itemLinks.map(otherEnd))], includeDeleted: true });
+    const byId = new Map(ends.map((i) => [i.id, i]));
+    const links: ItemPageLink[] = itemLinks.map((l) => {
+      const other = byId.get(otherEnd(l));
+      return { linkType: l.linkType, direction: l.sourceId === read.item.id ? 'out' : 'in', ref: other?.ref ?? null, title: other?.title ?? null };
+    });
+    const body = await itemBody(viewer, { item: read.item, collection: read.collection, comments, links, decisions: read.decisions, sets: read.sets, history, verdicts: read.verdicts, now: Date.now() }, shown);
     // Live while a job of the item is owed or batched: its answers are about to change.
     return send(reply, status, read.item.ref, 'item', viewer, body, read.sets.some((x) => x.job !== null && x.job.state !== 'parked'));
   };

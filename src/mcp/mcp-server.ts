@@ -22,7 +22,7 @@ import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
  * `structuredContent` (times as ISO 8601, src/compose/iso-times.ts); its text content is a short summary
  * of it in words, not a second copy of the JSON (an agent's context is the budget):
  * - `item_get {ref}`: the item, every decision (current, or its stale reason), where each set
- *   stands, and people's verdicts (`v.reader.item`, `v.store.listVerdicts`);
+ *   stands, and people's verdicts (`v.reader.item`);
  * - `flags_list {set?, collection?, key?, currency?, limit?, offset?}`: surfaced keys per set,
  *   highest probability first, paged (`v.reader.surfaced`);
  * - `item_search {refPrefix?, collection?, fields?, limit?, after?}`: live items by ref prefix,
@@ -229,9 +229,7 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
   const itemRead = async (token: ApiTokenRow, itemRef: string): Promise<z.infer<typeof itemGetOutput>> => {
     const out = await v.reader.item(itemRef, { workspace: token.workspaceSlug });
     if (!out || out.item.deletedAt !== null) throw new ToolRefusal(`no live item of ref ${JSON.stringify(itemRef)} in this workspace`);
-    const collection = (await v.store.listCollections(token.workspaceId)).find((c) => c.id === out.item.collectionId)?.slug ?? '';
-    const verdicts = await v.store.listVerdicts({ workspace: token.workspaceSlug, ref: out.item.ref });
-    return { item: itemJson(out.item, collection), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
+    return { item: itemJson(out.item, out.collection), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: out.verdicts.map(verdictRowJson) };
   };
 
   /** Refuses a `flags_list` key filter no set of `names` asks in the workspace, naming the keys they ask. */

@@ -14,7 +14,7 @@ import { setTargets } from '../decision/set-states.js';
 import { isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
 import { currentAnswer, movedParts, onlyExpired } from '../decision/as-of.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
-import type { DecisionRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
+import type { CollectionRow, DecisionRow, ItemForEvaluation, ItemRow, ItemViewRows, JobRow, Store } from '../store/store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 import { answersAgree, FLAPPING_MIN_FLIPS, FLAPPING_WINDOW_MS, overrideValue, surfacesWithHysteresis, type HumanVerdictRow, type SurfacingChangeRow, type VerdictKind } from '../store/verdicts.js';
@@ -310,9 +310,32 @@ export class DecisionReader {
     if (rows.length === 0) return [];
     const loaded = await this.store.loadItemForEvaluation(itemId);
     const jobs = await this.store.listJobs({ itemId, limit: 1_000 });
+    const people = await this.peopleOf({ itemId, workspaceId: rows[0].workspaceId });
+    return this.judgeItem(itemId, rows, loaded, jobs, people);
+  }
+
+  /**
+   * An item view from its rows, read at once (`Store.readItemView`): `decisions` as `decisions`
+   * returns them and `sets` as `setApplicability` does, without reading any of those rows again.
+   * Reads only what the rows do not hold: a pending collection change's sets and the store's clock
+   * (both only when the item has answers), and each answered set's questions. Empty when decisions
+   * are off.
+   */
+  async itemView(v: ItemViewRows): Promise<{ decisions: DecisionView[]; sets: Array<{ questionSet: string; applies: boolean; reason: string | null }> }> {
+    if (!this.ctx) return { decisions: [], sets: [] };
+    const sets = this.applicability(v.item, v.collection);
+    if (!v.judging) return { decisions: [], sets };
+    const loaded: ItemForEvaluation = { item: v.item, collection: v.collection, workspace: v.workspace, comments: v.judging.comments, links: v.judging.links };
+    const changes = v.judging.surfacingChanges;
+    const people = peopleIndex(v.verdicts, changes, changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0);
+    return { decisions: await this.judgeItem(v.item.id, v.decisions, loaded, v.jobs, people), sets };
+  }
+
+  /** `decisions` from the item's rows (oldest first), its evaluation read, its jobs and what people said. */
+  private async judgeItem(itemId: string, rows: DecisionRow[], loaded: ItemForEvaluation | null, jobs: JobRow[], people: PeopleIndex): Promise<DecisionView[]> {
+    if (!this.ctx) return [];
     const owed = new Set(jobs.filter((j) => j.state === 'owed').map((j) => j.questionSet));
     if (loaded) for (const s of await this.pendingCollectionSets(loaded.item.collectionId)) owed.add(s);
-    const people = await this.peopleOf({ itemId, workspaceId: rows[0].workspaceId });
     const bySet = groupBy(rows, (r) => r.questionSet);
     const out: DecisionView[] = [];
     for (const [setName, setRows] of bySet) {
@@ -362,11 +385,16 @@ export class DecisionReader {
     if (!this.ctx) return [];
     const loaded = await this.store.loadItemForEvaluation(itemId);
     if (!loaded) return [];
-    const gone = loaded.item.deletedAt !== null ? 'item is deleted' : loaded.collection.deletedAt !== null ? `collection "${loaded.collection.slug}" is deleted` : null;
+    return this.applicability(loaded.item, loaded.collection);
+  }
+
+  /** `setApplicability` of an item already read with its collection. */
+  private applicability(item: ItemRow, collection: CollectionRow): Array<{ questionSet: string; applies: boolean; reason: string | null }> {
+    const gone = item.deletedAt !== null ? 'item is deleted' : collection.deletedAt !== null ? `collection "${collection.slug}" is deleted` : null;
     return this.registry
-      .setsFor(loaded.collection.slug)
+      .setsFor(collection.slug)
       .map((set) => {
-        const reason = gone ?? whyNotApplies(set, loaded.item, loaded.collection);
+        const reason = gone ?? whyNotApplies(set, item, collection);
         return { questionSet: set.name, applies: reason === null, reason };
       })
       .sort((a, b) => cmp(a.questionSet, b.questionSet));
@@ -710,26 +738,7 @@ export class DecisionReader {
   private async peopleOf(q: { itemId: string; workspaceId: string } | { workspaceId: string; questionSet: string }): Promise<PeopleIndex> {
     const verdicts = await this.store.listVerdicts(q);
     const changes = await this.store.listSurfacingChanges('itemId' in q ? { itemId: q.itemId } : q);
-    const since = changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0;
-    const k = (itemId: string, set: string, key: string) => `${itemId}\u0000${set}\u0000${key}`;
-    const latestVerdict = new Map<string, HumanVerdictRow>();
-    const inForce = new Set<string>();
-    for (const v of verdicts) latestVerdict.set(k(v.itemId, v.questionSet, v.questionKey), v); // oldest first: the last one wins
-    for (const v of latestVerdict.values()) if (overrideValue(v) !== null) inForce.add(v.itemId);
-    const latestChange = new Map<string, SurfacingChangeRow>();
-    const flips = new Map<string, number>();
-    for (const c of changes) {
-      const key = k(c.itemId, c.questionSet, c.questionKey);
-      latestChange.set(key, c);
-      if (c.cause === 'model' && c.flip && c.changedAt >= since) flips.set(key, (flips.get(key) ?? 0) + 1);
-    }
-    return {
-      hasValueInForce: (itemId) => inForce.has(itemId),
-      of: (itemId, set, questionKey, now) => {
-        const key = k(itemId, set, questionKey);
-        return { verdict: latestVerdict.get(key) ?? null, wasSurfaced: latestChange.get(key)?.surfaced ?? null, flips: flips.get(key) ?? 0, target: targetState(now, questionKey) };
-      },
-    };
+    return peopleIndex(verdicts, changes, changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0);
   }
 
   private view(j: Judgement, set: QuestionSet | null, jobOwed: boolean, threshold: number, people: KeyPeople = NO_PEOPLE): DecisionView {
@@ -839,6 +848,32 @@ interface PeopleIndex {
 }
 
 const NO_PEOPLE: KeyPeople = { verdict: null, wasSurfaced: null, flips: 0, target: null };
+
+/**
+ * What people and the surfacing memory say, from their rows (oldest first): the latest verdict of
+ * each key, its latest surfacing change, and its model flips since `since` (epoch ms).
+ */
+function peopleIndex(verdicts: readonly HumanVerdictRow[], changes: readonly SurfacingChangeRow[], since: number): PeopleIndex {
+  const k = (itemId: string, set: string, key: string) => `${itemId}\u0000${set}\u0000${key}`;
+  const latestVerdict = new Map<string, HumanVerdictRow>();
+  const inForce = new Set<string>();
+  for (const v of verdicts) latestVerdict.set(k(v.itemId, v.questionSet, v.questionKey), v); // oldest first: the last one wins
+  for (const v of latestVerdict.values()) if (overrideValue(v) !== null) inForce.add(v.itemId);
+  const latestChange = new Map<string, SurfacingChangeRow>();
+  const flips = new Map<string, number>();
+  for (const c of changes) {
+    const key = k(c.itemId, c.questionSet, c.questionKey);
+    latestChange.set(key, c);
+    if (c.cause === 'model' && c.flip && c.changedAt >= since) flips.set(key, (flips.get(key) ?? 0) + 1);
+  }
+  return {
+    hasValueInForce: (itemId) => inForce.has(itemId),
+    of: (itemId, set, questionKey, now) => {
+      const key = k(itemId, set, questionKey);
+      return { verdict: latestVerdict.get(key) ?? null, wasSurfaced: latestChange.get(key)?.surfaced ?? null, flips: flips.get(key) ?? 0, target: targetState(now, questionKey) };
+    },
+  };
+}
 
 /** The state a stored key is about now: its comment's for a per-comment set, else the item's. */
 function targetState(now: SetNow, questionKey: string): BuiltState | null {

@@ -222,8 +222,7 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
     async (req) => {
       const out = await v.reader.item(req.params.ref, { workspace: req.apiToken!.workspaceSlug });
       if (!out) throw new NotFound('item', 'of that ref');
-      const verdicts = await v.store.listVerdicts({ workspace: req.apiToken!.workspaceSlug, ref: out.item.ref });
-      return { item: (await itemViews(workspaceOf(req)))(out.item), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: verdicts.map(verdictRowJson) };
+      return { item: itemJson(out.item, out.collection), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: out.verdicts.map(verdictRowJson) };
     },
   );
   app.get(

@@ -379,6 +379,22 @@ export interface ItemForEvaluation {
   links: StateLink[];
 }
 
+/**
+ * What an item view shows, read at once (`Store.readItemView`): the item with its workspace and
+ * collection, its stored answers (oldest first), its jobs (by set), people's verdicts on it (oldest
+ * first), and, only when it has answers, what judging them needs: its surfacing changes (oldest
+ * first) and its live comments and links as the state builder reads them.
+ */
+export interface ItemViewRows {
+  workspace: WorkspaceRow;
+  item: ItemRow;
+  collection: CollectionRow;
+  decisions: DecisionRow[];
+  jobs: JobRow[];
+  verdicts: HumanVerdictRow[];
+  judging: { surfacingChanges: SurfacingChangeRow[]; comments: TrailComment[]; links: StateLink[] } | null;
+}
+
 /** Liveness right before a send (DESIGN §7 step 6). */
 /**
  * Liveness right before a send (DESIGN §7 step 6): `item_gone` (item or collection deleted),
@@ -986,6 +1002,11 @@ export interface Store extends TrackerStore, ActionStore, JobStore {
   revokeApiToken(id: string): Promise<boolean>;
   /** The unrevoked token with this hex SHA-256 whose workspace is live, or null. */
   findApiToken(tokenHash: string): Promise<ApiTokenRow | null>;
+  /**
+   * One item view's rows in one read (see `ItemViewRows`): the reads behind `VerdictReader.item`.
+   * @returns null when the workspace (by slug, deleted or not) or the item (by ref) does not exist.
+   */
+  readItemView(workspaceSlug: string, ref: string): Promise<ItemViewRows | null>;
   // ---- dashboard sessions (DESIGN §16.6; src/access/sessions.ts makes and hashes the id)
   /** Stores a session for a live token. @returns null when the token is revoked or its workspace deleted. */
   createDashboardSession(s: NewDashboardSession): Promise<DashboardSessionRow | null>;

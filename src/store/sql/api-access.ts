@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { ApiTokenRow, ApiTokenRole, NewApiToken } from '../store.js';
-import { autocommit, changes, nowSql, one, read, rows, write, type SqlContext } from './steps.js';
+import { autocommit, bind, changes, nowSql, one, read, rows, shape, write, type SqlContext } from './steps.js';
 
 /**
  * The HTTP API's rows (DESIGN §16.2): bearer tokens, kept as the SHA-256 of the token only, and
@@ -74,12 +74,22 @@ export function revokeApiToken(c: SqlContext, id: string): Promise<boolean> {
  */
 export function findApiToken(c: SqlContext, tokenHash: string): Promise<ApiTokenRow | null> {
   return read(c, function* () {
-    const r = yield* one<TokenDbRow>(sql`
-      SELECT ${TOKEN_COLUMNS} FROM api_tokens t JOIN workspaces w ON w.id = t.workspace_id
-      WHERE t.token_hash = ${tokenHash} AND t.revoked_at IS NULL AND w.deleted_at IS NULL`);
+    const r = yield* one<TokenDbRow>(bind(findTokenShape, { tokenHash }));
     return r ? toRow(r) : null;
   });
 }
+
+/**
+ * Every authenticated request reads its token (one indexed read, api_tokens_hash_uq): a shape, so
+ * SQLite prepares it once and a request only binds the hash. The read is not cached in memory, so
+ * a revocation, from this process or another, refuses the token's next request.
+ */
+const findTokenShape = shape<'tokenHash'>(
+  'token by hash',
+  (_d, p) => sql`
+    SELECT ${TOKEN_COLUMNS} FROM api_tokens t JOIN workspaces w ON w.id = t.workspace_id
+    WHERE t.token_hash = ${p.tokenHash} AND t.revoked_at IS NULL AND w.deleted_at IS NULL`,
+);
 
 /**
  * Records an inbound delivery id; call it inside the transaction of the writes the delivery makes,

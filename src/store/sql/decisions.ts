@@ -53,10 +53,10 @@ const itemByIdShape = shape<'id'>('item by id', (d, p) => (db) => db.select().fr
 const collectionByIdShape = shape<'id'>('collection by id', (d, p) => (db) => db.select().from(d.t.collections).where(eq(d.t.collections.id, p.id as SQLWrapper)));
 const workspaceByIdShape = shape<'id'>('workspace by id', (d, p) => (db) => db.select().from(d.t.workspaces).where(eq(d.t.workspaces.id, p.id as SQLWrapper)));
 type CollectionDbRow = Tables['collections']['$inferSelect'];
-const stateCommentsShape = shape<'itemId'>('state comments', (_d, p) => sql`
+export const stateCommentsShape = shape<'itemId'>('state comments', (_d, p) => sql`
   SELECT id, author, body, created_at AS "createdAt" FROM comments
   WHERE item_id = ${p.itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
-const stateLinksShape = shape<'itemId'>('state links', (_d, p) => stateLinksSql(p.itemId));
+export const stateLinksShape = shape<'itemId'>('state links', (_d, p) => stateLinksSql(p.itemId));
 
 /** Liveness as the last statement before a send: item and collection live, workspace live, and the claim still held at its generation. */
 export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Promise<Liveness> {

@@ -18,6 +18,7 @@ import * as reservations from './spend-reservations.js';
 import * as sessions from './sessions.js';
 import { nowMs, read, type SqlContext } from './steps.js';
 import * as reads from './tracker-reads.js';
+import { readItemView } from './item-view.js';
 import * as doors from './write-doors.js';
 
 /**
@@ -104,6 +105,7 @@ const OPERATIONS = {
   listApiTokens: access.listApiTokens,
   revokeApiToken: access.revokeApiToken,
   findApiToken: access.findApiToken,
+  readItemView,
   createDashboardSession: sessions.createDashboardSession,
   findDashboardSession: sessions.findDashboardSession,
   deleteDashboardSession: sessions.deleteDashboardSession,

@@ -261,18 +261,45 @@ export function listSurfacingChanges(
       SELECT id, workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at
       FROM surfacing_changes WHERE ${where}${q.sinceMs === undefined ? sql`` : sql` AND changed_at >= ${c.d.int8(q.sinceMs)}`}
       ORDER BY id`);
-    return list.map((r) => ({
-      id: Number(r.id),
-      workspaceId: r.workspace_id,
-      itemId: r.item_id,
-      questionSet: r.question_set,
-      questionKey: r.question_key,
-      surfaced: r.surfaced === true || Number(r.surfaced) === 1,
-      flip: r.flip === true || Number(r.flip) === 1,
-      probability: Number(r.probability),
-      cause: r.cause as SurfacingCause,
-      stateHash: r.state_hash,
-      changedAt: Number(r.changed_at),
-    }));
+    return list.map(toChangeRow);
   });
+}
+
+function toChangeRow(r: ChangeDbRow): SurfacingChangeRow {
+  return {
+    id: Number(r.id),
+    workspaceId: r.workspace_id,
+    itemId: r.item_id,
+    questionSet: r.question_set,
+    questionKey: r.question_key,
+    surfaced: r.surfaced === true || Number(r.surfaced) === 1,
+    flip: r.flip === true || Number(r.flip) === 1,
+    probability: Number(r.probability),
+    cause: r.cause as SurfacingCause,
+    stateHash: r.state_hash,
+    changedAt: Number(r.changed_at),
+  };
+}
+
+/**
+ * The item view's reads of people's verdicts and the surfacing memory (sql/item-view.ts): one
+ * item's, oldest first, as `listVerdicts` and `listSurfacingChanges` return them, written as
+ * shapes so SQLite prepares them once (an item read runs them on every request).
+ */
+const itemVerdictsShape = shape<'itemId'>('item verdicts', (_d, p) => sql`SELECT ${VERDICT_COLUMNS} FROM human_verdicts WHERE item_id = ${p.itemId} ORDER BY id`);
+const itemChangesShape = shape<'itemId'>(
+  'item surfacing changes',
+  (_d, p) => sql`
+    SELECT id, workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at
+    FROM surfacing_changes WHERE item_id = ${p.itemId} ORDER BY id`,
+);
+
+/** One item's verdicts, oldest first (by id). */
+export function* itemVerdicts(itemId: string): Steps<HumanVerdictRow[]> {
+  return (yield* rows<VerdictDbRow>(bind(itemVerdictsShape, { itemId }))).map(toVerdictRow);
+}
+
+/** One item's surfacing changes, oldest first (by id). */
+export function* itemSurfacingChanges(itemId: string): Steps<SurfacingChangeRow[]> {
+  return (yield* rows<ChangeDbRow>(bind(itemChangesShape, { itemId }))).map(toChangeRow);
 }

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, inArray, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, isNotNull, isNull, or, sql, type Column, type SQL } from 'drizzle-orm';
 import { InvalidInput } from '../../errors.js';
 import { ITEM_IDS_FILTER_MAX, type CollectionRow, type CommentRow, type ItemQuery, type ItemRow, type ItemSearch, type LinkRow, type WorkspaceRow } from '../store.js';
 import { toCollectionRow } from '../write-rules.js';
@@ -80,10 +80,7 @@ export async function listItems(c: SqlContext, q: ItemQuery): Promise<ItemRow[]>
   }
   if (q.afterId) conds.push(gt(t.id, q.afterId));
   if (q.updatedSince !== undefined) conds.push(sql`${t.updatedAt} >= ${c.d.int8(q.updatedSince)}`);
-  if (q.titleContains) {
-    const pattern = `%${q.titleContains.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
-    conds.push(sql`lower(${t.title}) LIKE lower(${c.d.text(pattern)}) ESCAPE '\\'`);
-  }
+  if (q.titleContains) conds.push(containsText(c, t.title, q.titleContains));
   if (q.ids) {
     if (q.ids.length > ITEM_IDS_FILTER_MAX) throw new InvalidInput(`ids: at most ${ITEM_IDS_FILTER_MAX}; got ${q.ids.length}`);
     conds.push(q.ids.length ? inArray(t.id, [...q.ids]) : sql`1 = 0`);
@@ -104,9 +101,15 @@ export async function listItems(c: SqlContext, q: ItemQuery): Promise<ItemRow[]>
   return read(c, rows((db) => db.select().from(t).where(conds.length ? and(...conds) : undefined).orderBy(...order).limit(q.limit ?? 1_000_000)));
 }
 
-/** `%`, `_` and the escape itself are literal in a search: LIKE's wildcards are escaped with a backslash. */
-function likeContains(text: string): string {
-  return `%${text.toLowerCase().replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+/**
+ * `column` contains `text`, case ignored as the database's `lower()` ignores it (ASCII letters on
+ * SQLite, Unicode on Postgres), both sides lowered the same way. `%`, `_` and the escape itself are
+ * literal: LIKE's wildcards are escaped with a backslash. The one text match of the item lists
+ * (`listItems` titleContains, `searchItems`).
+ */
+function containsText(c: SqlContext, column: Column, text: string): SQL {
+  const pattern = `%${text.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+  return sql`lower(${column}) LIKE lower(${c.d.text(pattern)}) ESCAPE '\\'`;
 }
 
 /**
@@ -125,8 +128,7 @@ export async function searchItems(c: SqlContext, q: ItemSearch): Promise<{ rows:
   if (deleted === 'deleted') conds.push(isNotNull(t.deletedAt));
   const text = q.text?.trim() ?? '';
   if (text) {
-    const pattern = c.d.text(likeContains(text));
-    conds.push(or(sql`lower(${t.ref}) LIKE ${pattern} ESCAPE '\\'`, sql`lower(${t.title}) LIKE ${pattern} ESCAPE '\\'`)!);
+    conds.push(or(containsText(c, t.ref, text), containsText(c, t.title, text))!);
   }
   const where = and(...conds);
   const total = (await read(c, one((db) => db.select({ n: count() }).from(t).where(where))))!.n;
