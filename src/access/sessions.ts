@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log.js';
-import type { DashboardSessionRow, Store } from '../store/store.js';
+import type { DashboardSessionRow } from '../store/access-store.js';
+import type { Store } from '../store/whole-store.js';
 import { authenticateApiToken } from './tokens.js';
 
 /**

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { InvalidInput } from '../errors.js';
-import type { ApiTokenRole, ApiTokenRow, Store } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * HTTP API tokens (DESIGN §16.2): bearer tokens scoped to one workspace and one role. A token is

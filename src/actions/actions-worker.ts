@@ -1,7 +1,7 @@
 import { errCode } from '../errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { EventDeliverer } from '../worker/event-delivery.js';
 import type { Actions } from './actions.js';
 import type { ActionMode, ActionsConfig } from './config.js';

@@ -7,7 +7,7 @@ import { githubWorkspaceMetaKey } from '../integrations/github/mapping.js';
 import type { Logger } from '../log.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import type { ItemActionRow, PlannedAction } from '../store/actions.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { stricterMode, type ActionMode, type ActionsConfig, type KeyAction } from './config.js';
 import { judgeGate, type GateStatus } from './gate.js';
 import { planKey, sameLabels } from './plan.js';

@@ -1,7 +1,8 @@
 import type { Octokit } from '@octokit/rest';
 import { rateLimitWaitMs } from '../integrations/github/import.js';
 import type { Logger } from '../log.js';
-import type { EventDelivery, Store } from '../store/store.js';
+import type { EventDelivery } from '../store/events.js';
+import type { Store } from '../store/whole-store.js';
 import type { DeliveryAttempt } from '../worker/event-delivery.js';
 import { ACTIONS_IDENTITY_META_KEY, parseChange, type LabelChange } from './actions.js';
 import { isManagedLabel, keyAction, stricterMode, type ActionMode, type ActionsConfig } from './config.js';

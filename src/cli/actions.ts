@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Registry } from '../decision/registry.js';
 import { githubWorkspaceMetaKey } from '../integrations/github/mapping.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { configFrom, EXIT_OK, loggerFor, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 

@@ -4,7 +4,8 @@ import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as wr
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
-import type { ItemRow, Store, WorkspaceRow } from '../store/store.js';
+import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */

@@ -4,7 +4,7 @@ import { setTargets } from '../decision/set-states.js';
 import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import { appliesNow } from '../decision/eligibility.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { coAskCalls } from '../runner/evaluate.js';
 
 /** What draining the owed jobs would send, estimated before any call. Tokens. */

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView } from '../compose/operations-reads.js';
 
 export {  listJobViews, type JobView };
-import type { JobFilter, Store } from '../store/store.js';
+import type { JobFilter } from '../store/queue-store.js';
+import type { Store } from '../store/whole-store.js';
 import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace, UsageError } from './common.js';
 
 /**

@@ -4,7 +4,7 @@ import type { DecisionReader, ReaderContext } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /** The configured provider for reads: `'none'`, the built provider, or undefined when none is configured. Building opens no connection. */
 function readProvider(cfg: Config, logger: Logger) {

@@ -2,7 +2,7 @@ import { errCode } from '../runner/error-code.js';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';

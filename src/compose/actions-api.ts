@@ -9,7 +9,8 @@ import { InvalidInput } from '../errors.js';
 import type { ApplyWebhookOptions } from '../integrations/github/webhooks.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import { NotFound, toStoreError, type Store } from '../store/store.js';
+import { NotFound, toStoreError } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { readerOn } from './reader.js';
 import { recordVerdict, type RecordedVerdict } from './record-verdict.js';
 

@@ -4,7 +4,7 @@ import { questionsOf, type QuestionSet, type Registry } from '../decision/regist
 import { setTargets } from '../decision/set-states.js';
 import { buildSystemPrompt } from '../providers/prompt.js';
 import { silentLogger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { DecisionReader, StaleReason } from '../reads/reads.js';
 
 /**

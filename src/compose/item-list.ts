@@ -1,7 +1,8 @@
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type Store, type WorkspaceRow } from '../store/store.js';
+import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * `VerdictReader.items`: a workspace's live items as a list people can use (DESIGN §16.2's list

@@ -1,6 +1,7 @@
 import { InvalidInput } from '../errors.js';
 import { fieldsForDisplay } from '../reads/reads.js';
-import type { Store, WorkspaceRow } from '../store/store.js';
+import type { WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * `VerdictReader.searchItems`: one workspace's items found by text in their ref or title,

@@ -1,6 +1,8 @@
 import type { DecisionReader, DecisionView, HistoryEntry, StaleReason } from '../reads/reads.js';
 import { InvalidInput } from '../errors.js';
-import type { ItemRow, JobFilter, JobRow, Store, WorkspaceRow } from '../store/store.js';
+import type { JobFilter, JobRow } from '../store/queue-store.js';
+import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The reads and job controls behind `VerdictReader.surfaced` and `Verdict.jobs` (DESIGN §3, §8,

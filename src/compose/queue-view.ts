@@ -2,7 +2,8 @@ import type { Heartbeat } from '../worker/heartbeat.js';
 import { listBatchUnavailable } from '../worker/batch-availability.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
-import type { JobRow, SetJobCounts, Store } from '../store/store.js';
+import type { JobRow, SetJobCounts } from '../store/queue-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The queue as its readers see it (DESIGN §3, §10, §7.3): jobs by set, failing sets, parked jobs

@@ -4,7 +4,7 @@ import { DecisionsOffReader } from '../reads/reads-off.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The fingerprint context reads judge against (DESIGN §8: "current" means asked with the model

@@ -2,7 +2,8 @@ import { pickedLevel, type Answer, type Question } from '../decision/questions.j
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import { splitCommentKey } from '../reads/reads.js';
-import { NotFound, type Store } from '../store/store.js';
+import { NotFound } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/verdicts.js';
 
 /**

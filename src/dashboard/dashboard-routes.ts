@@ -7,7 +7,7 @@ import { roleAllows, tokenAuthor } from '../access/tokens.js';
 import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
 import { FLAGS_PAGE_SIZE, flagsBody, itemHref, type FlagsQuery } from './flags-page.js';
 import { html, type Html } from './html.js';
 import { itemBody, type ItemPageLink } from './item-page.js';

@@ -1,4 +1,4 @@
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { KeyMetrics, SetMetrics } from './metrics.js';
 
 /** Calls, tokens and cost of a key's or set's rows (`runEval` reports them). Tokens; US dollars. */

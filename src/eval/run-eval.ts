@@ -16,7 +16,10 @@ import { stateToAsk } from '../decision/as-of.js';
 import { InvalidInput } from '../errors.js';
 import { estimateOutputTokens, estimateSet, estimateTarget, sumWork, type WorkEstimate } from '../runner/estimate.js';
 import { CoAskTally } from '../runner/co-ask-estimate.js';
-import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
+import type { HumanVerdictRow } from '../store/verdicts.js';
+import type { ItemForEvaluation } from '../store/store.js';
+import type { ItemRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
 

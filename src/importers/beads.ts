@@ -4,16 +4,12 @@ import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
 import { silentLogger, type Logger } from '../log.js';
 import { repairCount, type NormaliseReport } from '../store/input-rules.js';
-import {
-  InvalidWrite,
-  PRIORITY_BACKFILL,
-  type CollectionRow,
-  type OweOptions,
-  type Store,
-  type TrackerStore,
-  type WorkspaceRow,
-  type WriteResult,
-} from '../store/store.js';
+import { InvalidWrite } from '../store/store.js';
+import { PRIORITY_BACKFILL, type OweOptions } from '../store/queue-store.js';
+import type { CollectionRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { WriteResult } from '../store/tracker-writes.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { Store } from '../store/whole-store.js';
 import { errCode, InputNotFound, InvalidInput } from '../errors.js';
 import {
   BEADS_COLLECTION_SCHEMA,

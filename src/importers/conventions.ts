@@ -4,7 +4,10 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { CONVENTIONS_ROLE } from '../decision/conventions.js';
 import { parserProblem } from '../decision/config-file.js';
-import { InvalidWrite, PRIORITY_BACKFILL, type CollectionRow, type CollectionSchema, type CollectionSettings, type Store, type WorkspaceRow } from '../store/store.js';
+import { InvalidWrite } from '../store/store.js';
+import { PRIORITY_BACKFILL } from '../store/queue-store.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import { deriveId } from './beads-format.js';
 import { errCode, VerdictError } from '../errors.js';
 

@@ -1,6 +1,6 @@
 import { Registry } from '../decision/registry.js';
 import { DecisionReader, type DecisionView } from './reads.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The reader of provider `none` (DESIGN §9: decisions off, reads return empty lists). Every read

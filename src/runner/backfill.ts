@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { QuestionSet } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { PRIORITY_BACKFILL, type ChunkJobCounts, type Store } from '../store/store.js';
+import { PRIORITY_BACKFILL, type ChunkJobCounts } from '../store/queue-store.js';
+import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
 
 /**

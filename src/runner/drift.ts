@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
-import { PRIORITY_BACKFILL, type CollectionRow, type DriftScanItem, type OweOptions, type Store } from '../store/store.js';
+import { PRIORITY_BACKFILL, type OweOptions } from '../store/queue-store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { DriftScanItem } from '../store/decision-store.js';
+import type { Store } from '../store/whole-store.js';
 import { questionFingerprint, type FingerprintContext } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { COMMENT_STATE_VERSION, STATE_VERSION } from '../decision/state.js';

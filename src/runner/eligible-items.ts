@@ -1,5 +1,6 @@
 import type { QuestionSet } from '../decision/registry.js';
-import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store/store.js';
+import type { CollectionRow, ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import { appliesNow } from '../decision/eligibility.js';
 
 /** Items read per store call while scanning. */

@@ -1,7 +1,9 @@
 import { isExpired } from '../decision/as-of.js';
 import { appliesNow } from '../decision/eligibility.js';
 import type { QuestionSet } from '../decision/registry.js';
-import type { CollectionRow, DriftScanItem, Store } from '../store/store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { DriftScanItem } from '../store/decision-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Expiry (DESIGN §5.2): the answers of a set with `maxAgeMs` go stale with time alone, with no

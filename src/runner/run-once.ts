@@ -1,7 +1,8 @@
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
-import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
+import type { Claim, JobFinish, OutcomeResult } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';

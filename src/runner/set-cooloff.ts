@@ -1,6 +1,7 @@
 import { errCode } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { MetaRow, Store } from '../store/store.js';
+import type { MetaRow } from '../store/meta-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Set-scoped cooling-off (DESIGN §3.8). A 400 that rejects the answer schema is the fault of the

@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
-import type { SpendRecord, Store } from '../store/store.js';
+import type { SpendRecord } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { errCode } from './error-code.js';
 
 /**

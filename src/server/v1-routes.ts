@@ -2,7 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Verdict } from '../compose/verdict.js';
-import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkRow, type Store, type WorkspaceRow, type WriteResult } from '../store/store.js';
+import { NotFound } from '../store/store.js';
+import type { CollectionRow, CommentRow, ItemRow, LinkRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { WriteResult } from '../store/tracker-writes.js';
+import type { Store } from '../store/whole-store.js';
 import { InvalidInput } from '../errors.js';
 import type { Logger } from '../log.js';
 

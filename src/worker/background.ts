@@ -4,7 +4,7 @@ import type { Registry } from '../decision/registry.js';
 import { pruneDecisions } from '../reads/retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { DriftSweeper, runSweepLoop } from './drift-sweep.js';
 import { ExpirySweeper } from './expiry-sweep.js';
 import { OweBucket } from './owe-bucket.js';

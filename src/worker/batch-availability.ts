@@ -1,4 +1,4 @@
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Where batching is unavailable (DESIGN §7.4): an endpoint whose batch route answered 404, 405,

@@ -10,7 +10,9 @@ import { errCode } from '../runner/error-code.js';
 import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
-import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
+import type { Claim, SpendRecord } from '../store/store.js';
+import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Message Batches on the job queue (DESIGN §7.3): jobs at backfill priority (backfill, reask,

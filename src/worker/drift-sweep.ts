@@ -3,7 +3,7 @@ import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type Drif
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**

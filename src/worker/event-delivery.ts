@@ -3,7 +3,8 @@ import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
 import { parseRetryAfter } from '../providers/retry.js';
 import { BACKOFF_CAP_MS, backoffMs } from '../runner/backoff.js';
-import type { EventDelivery, OutboxKind, Store } from '../store/store.js';
+import type { EventDelivery, OutboxKind } from '../store/events.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Delivery of outbound decision events (DESIGN §16.2): the worker POSTs the rows the answers'

@@ -1,7 +1,7 @@
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift-sweep.js';
 import { OweBucket, walkSweep } from './owe-bucket.js';
 

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { HealthSource } from './metrics.js';
 
 /**

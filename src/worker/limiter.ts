@@ -3,7 +3,7 @@ import type { RateLimitSnapshot, RateLimitWindow } from '../providers/provider.j
 import { RATE_LIMIT_RESET_CAP_MS } from '../providers/rate-limit-headers.js';
 import type { Permit, PermitRequest } from '../runner/evaluate.js';
 import { reservationFits, SPEND_DAY_MS } from '../store/spend-rules.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The provider limiter (DESIGN §10): caps provider requests per minute and input tokens per

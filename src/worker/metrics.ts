@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { RunReport } from '../runner/run-once.js';
-import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
+import type { Claim, JobFinish, SpendRecord } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Prometheus metrics and the health endpoint of a worker (DESIGN §10 "Observability"), served by

@@ -1,5 +1,6 @@
 import { DRIFT_OWE } from '../runner/drift.js';
-import type { CollectionRow, Store } from '../store/store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The sweeps' rate (DESIGN §8 "Drift sweep", §5.2): a token bucket on the store's clock, one

@@ -5,7 +5,7 @@ import { IMPORT_OWE } from '../../importers/beads.js';
 import { parseRfc3339 } from '../../importers/beads-format.js';
 import { InputNotFound, InvalidInput, VerdictError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../log.js';
-import type { Store } from '../../store/store.js';
+import type { Store } from '../../store/whole-store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,

@@ -1,5 +1,6 @@
 import { verify } from '@octokit/webhooks-methods';
-import type { OweOptions, Store } from '../../store/store.js';
+import type { OweOptions } from '../../store/queue-store.js';
+import type { Store } from '../../store/whole-store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,

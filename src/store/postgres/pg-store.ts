@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Registry } from '../../decision/registry.js';
 import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
-import type * as S from '../store.js';
+import type * as S from '../tracker-store.js';
 import { postgresDialect } from './dialect.js';
 import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';

@@ -1,5 +1,8 @@
 import type { Registry } from '../../decision/registry.js';
 import type * as S from '../store.js';
+import type { OweOptions } from '../queue-store.js';
+import type { TrackerStore } from '../tracker-store.js';
+import type { Store } from '../whole-store.js';
 import * as access from './api-access.js';
 import * as actions from './actions.js';
 import { advanceCollectionOwes } from './collection-owe.js';
@@ -28,7 +31,7 @@ import * as doors from './write-doors.js';
  * (SQLite wraps every async method for busy retries and its connection gate).
  *
  * Adding a method: write it once as a function of `SqlContext` in its module and add its entry
- * here; `implements S.Store` checks the signature.
+ * here; `implements Store` checks the signature.
  */
 const OPERATIONS = {
   now: (c: SqlContext) => read(c, nowMs()),
@@ -43,8 +46,8 @@ const OPERATIONS = {
   updateItem: doors.updateItem,
   upsertItem: doors.upsertItem,
   moveItem: doors.moveItem,
-  softDeleteItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, true, opts),
-  restoreItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, false, opts),
+  softDeleteItem: (c: SqlContext, id: string, opts?: OweOptions) => doors.setItemDeleted(c, id, true, opts),
+  restoreItem: (c: SqlContext, id: string, opts?: OweOptions) => doors.setItemDeleted(c, id, false, opts),
   addComment: doors.addComment,
   upsertComment: doors.upsertComment,
   editComment: doors.editComment,
@@ -159,7 +162,7 @@ type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(t
 export interface SqlStore extends Operations {}
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- see the interface above
-export abstract class SqlStore implements S.Store {
+export abstract class SqlStore implements Store {
   /** The dialect, the connection (or the transaction a handle is bound to) and the question sets. */
   protected abstract readonly c: SqlContext;
 
@@ -184,7 +187,7 @@ export abstract class SqlStore implements S.Store {
   abstract checkpoint(): Promise<number | null>;
   abstract walBytes(): Promise<number | null>;
   abstract close(): Promise<void>;
-  abstract transaction<T>(fn: (tx: S.TrackerStore) => Promise<T>): Promise<T>;
+  abstract transaction<T>(fn: (tx: TrackerStore) => Promise<T>): Promise<T>;
 
   /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
   setRegistry(registry: Registry): void {
