@@ -1,7 +1,8 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { InvalidInput } from '../errors.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
-import type { Store } from '../store/whole-store.js';
+import type { AccessStore } from '../store/access-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 
 /**
  * HTTP API tokens (DESIGN §16.2): bearer tokens scoped to one workspace and one role. A token is
@@ -53,7 +54,7 @@ export interface CreatedApiToken {
  * `verdict tokens create`) and stores its hash.
  * @throws InvalidInput for an unknown role or an empty slug.
  */
-export async function createApiToken(store: Store, o: { workspace: string; role: ApiTokenRole; name?: string }): Promise<CreatedApiToken> {
+export async function createApiToken(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug'> & Pick<AccessStore, 'createApiToken'>, o: { workspace: string; role: ApiTokenRole; name?: string }): Promise<CreatedApiToken> {
   parseApiTokenRole(o.role);
   if (!o.workspace.trim()) throw new InvalidInput('workspace slug must not be empty');
   let ws = await store.getWorkspaceBySlug(o.workspace);
@@ -72,7 +73,7 @@ export async function createApiToken(store: Store, o: { workspace: string; role:
  * shaped like a token). One indexed read by hash: the token is never compared as text, so the
  * lookup leaks nothing about stored tokens through timing.
  */
-export async function authenticateApiToken(store: Store, token: string): Promise<ApiTokenRow | null> {
+export async function authenticateApiToken(store: Pick<AccessStore, 'findApiToken'>, token: string): Promise<ApiTokenRow | null> {
   if (!token.startsWith(API_TOKEN_PREFIX) || token.length > 200) return null;
   return store.findApiToken(hashApiToken(token));
 }

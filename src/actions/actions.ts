@@ -7,6 +7,7 @@ import { githubWorkspaceMetaKey } from '../integrations/github/mapping.js';
 import type { Logger } from '../log.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import type { ItemActionRow, PlannedAction } from '../store/actions.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { Store } from '../store/whole-store.js';
 import { stricterMode, type ActionMode, type ActionsConfig, type KeyAction } from './config.js';
 import { judgeGate, type GateStatus } from './gate.js';
@@ -128,7 +129,7 @@ export function renderComment(cfg: ActionsConfig, o: { set: string; key: string;
 }
 
 /** The repository a workspace holds (`import github` and the webhook record it), or null: not a GitHub workspace. */
-async function repoOfWorkspace(store: Pick<Store, 'getMeta'>, workspaceId: string): Promise<string | null> {
+async function repoOfWorkspace(store: Pick<MetaStore, 'getMeta'>, workspaceId: string): Promise<string | null> {
   return store.getMeta(githubWorkspaceMetaKey(workspaceId));
 }
 

@@ -5,6 +5,7 @@ import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
 import { VerdictError } from '../errors.js';
 
@@ -67,7 +68,7 @@ export function loggerFor(cfg: Config): Logger {
  * The workspace a read command means: `--workspace SLUG`, or the only live workspace.
  * @throws UsageError when it is ambiguous or unknown.
  */
-export async function resolveWorkspace(store: Store, slug: string | undefined): Promise<WorkspaceRow> {
+export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined): Promise<WorkspaceRow> {
   if (slug) {
     const ws = await store.getWorkspaceBySlug(slug);
     if (!ws) throw new UsageError(`no workspace "${slug}"`);

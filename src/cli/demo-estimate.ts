@@ -28,7 +28,7 @@ export interface DrainEstimate {
  * per-comment sets count one call chunk per comment the runner would ask about (the newest 10);
  * an item's sets reading byte-identical state count one call, as the worker co-asks them.
  */
-export async function estimateDrain(store: Store, registry: Registry): Promise<DrainEstimate> {
+export async function estimateDrain(store: Pick<Store, 'listCollections' | 'listItems' | 'listJobs' | 'loadItemForEvaluation'>, registry: Registry): Promise<DrainEstimate> {
   const out: DrainEstimate = { jobs: 0, calls: 0, inputTokens: 0, maxOutputTokens: 0, notEstimated: 0 };
   const resolved = new Map<string, QuestionMap | null>();
   const byItem = new Map<string, Array<{ set: QuestionSet; questions: QuestionMap }>>();

@@ -4,6 +4,7 @@ import type { DecisionReader, ReaderContext } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /** The configured provider for reads: `'none'`, the built provider, or undefined when none is configured. Building opens no connection. */
@@ -16,7 +17,7 @@ function readProvider(cfg: Config, logger: Logger) {
  * The fingerprint context reads judge against (compose/reader.ts): the configured provider's; with
  * none configured, the one the worker last pinned; `null` when the provider is `none`.
  */
-export async function readerContext(cfg: Config, store: Store, logger: Logger): Promise<ReaderContext | null> {
+export async function readerContext(cfg: Config, store: Pick<MetaStore, 'getMeta'>, logger: Logger): Promise<ReaderContext | null> {
   return readerContextFor(readProvider(cfg, logger), store);
 }
 

@@ -2,6 +2,7 @@ import { errCode } from '../runner/error-code.js';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
+import type { QueueStore } from '../store/queue-store.js';
 import type { Store } from '../store/whole-store.js';
 import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
@@ -113,7 +114,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
 }
 
 /** Jobs claimable at this moment (due plus in flight): the progress bar's starting total. */
-async function claimableNow(store: Store): Promise<number> {
+async function claimableNow(store: Pick<QueueStore, 'queueStats'>): Promise<number> {
   const q = await store.queueStats();
   return q.owedDue + q.inFlight;
 }

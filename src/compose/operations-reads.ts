@@ -2,6 +2,9 @@ import type { DecisionReader, DecisionView, HistoryEntry, StaleReason } from '..
 import { InvalidInput } from '../errors.js';
 import type { JobFilter, JobRow } from '../store/queue-store.js';
 import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -74,7 +77,7 @@ export interface SurfacedPage {
  * Reads the surfaced keys of `set` in `ws` (see `SurfacedPage`).
  * @throws InvalidInput for a bad offset, limit, threshold or currency.
  */
-export async function surfacedPage(store: Store, reader: DecisionReader, ws: WorkspaceRow, set: string, q: SurfacedQuery): Promise<SurfacedPage> {
+export async function surfacedPage(store: Pick<TrackerReads, 'listCollections'>, reader: DecisionReader, ws: WorkspaceRow, set: string, q: SurfacedQuery): Promise<SurfacedPage> {
   const offset = q.offset ?? 0;
   const limit = q.limit ?? 50;
   if (!Number.isInteger(offset) || offset < 0) throw new InvalidInput(`offset must be a whole number, 0 or more; got ${offset}`);
@@ -150,7 +153,7 @@ export interface JobView extends JobRow {
 }
 
 /** Jobs matching a store filter (at most `f.limit`, default 50) with their item refs and timing: `Verdict.jobs.list` and `verdict jobs list`. */
-export async function listJobViews(store: Store, f: JobFilter): Promise<JobView[]> {
+export async function listJobViews(store: Pick<TrackerStore, 'getItem' | 'now'> & Pick<QueueStore, 'listJobs'>, f: JobFilter): Promise<JobView[]> {
   const now = await store.now();
   const out: JobView[] = [];
   for (const j of await store.listJobs({ ...f, limit: f.limit ?? JOBS_LIST_DEFAULT_LIMIT })) {

@@ -3,6 +3,8 @@ import { listBatchUnavailable } from '../worker/batch-availability.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
 import type { JobRow, SetJobCounts } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -52,7 +54,7 @@ export interface FailingSet {
 }
 
 /** The workers that wrote a heartbeat (alive or not), in the store's order. */
-export async function workerViews(store: Store, now: number): Promise<WorkerView[]> {
+export async function workerViews(store: Pick<MetaStore, 'listMeta'>, now: number): Promise<WorkerView[]> {
   return parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).map((h: Heartbeat & { updatedAt: number }) => ({
     workerId: h.workerId,
     provider: h.provider,
@@ -80,7 +82,7 @@ export async function batchesInFlight(store: Store, now: number): Promise<Batche
 }
 
 /** Failing sets: those with failing jobs, merged with those whose schema was rejected (one entry per set, by name). */
-export async function failingSets(store: Store, bySet: readonly SetJobCounts[], now: number): Promise<FailingSet[]> {
+export async function failingSets(store: Pick<MetaStore, 'listMeta'>, bySet: readonly SetJobCounts[], now: number): Promise<FailingSet[]> {
   const cooloffs = parseSetCooloffs(await store.listMeta(SET_COOLOFF_META_PREFIX));
   const out = new Map<string, FailingSet>();
   for (const s of bySet) if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
@@ -114,7 +116,7 @@ export interface ParkedJobView {
 export const PARKED_READ_LIMIT = 10_000;
 
 /** The first `shown` parked jobs with their item refs. */
-export async function parkedJobViews(store: Store, parked: readonly JobRow[], shown: number): Promise<ParkedJobView[]> {
+export async function parkedJobViews(store: Pick<TrackerReads, 'getItem'>, parked: readonly JobRow[], shown: number): Promise<ParkedJobView[]> {
   const out: ParkedJobView[] = [];
   for (const j of parked.slice(0, shown)) {
     const item = await store.getItem(j.itemId);

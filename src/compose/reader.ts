@@ -4,6 +4,7 @@ import { DecisionsOffReader } from '../reads/reads-off.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -12,7 +13,7 @@ import type { Store } from '../store/whole-store.js';
  * (`verdict_meta` key `provider:pinned`); `null` for `'none'` (decisions off). With neither, the
  * context names no model and nothing reads current.
  */
-export async function readerContextFor(provider: Provider | 'none' | undefined, store: Pick<Store, 'getMeta'>): Promise<ReaderContext | null> {
+export async function readerContextFor(provider: Provider | 'none' | undefined, store: Pick<MetaStore, 'getMeta'>): Promise<ReaderContext | null> {
   if (provider === 'none') return null;
   if (provider) return { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort };
   return parsePinnedProvider(await store.getMeta(PINNED_PROVIDER_META_KEY)) ?? { name: 'unconfigured', model: '', promptVersion: '', effort: null };

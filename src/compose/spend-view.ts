@@ -3,6 +3,8 @@ import { batchCostOf, costOf, pricingFor, PRICES_CHECKED } from '../providers/pr
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import { SPEND_DAY_MS, spendDayStart } from '../store/spend-rules.js';
 import type { SpendRow } from '../store/spend-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 import type { Store } from '../store/whole-store.js';
 import { SPEND_BATCH } from '../worker/batches.js';
 import { workerViews } from './queue-view.js';
@@ -131,7 +133,7 @@ export interface SpendSeries {
 const SPEND_SERIES_MAX_WINDOW_MS = 90 * SPEND_DAY_MS;
 
 /** Reads spend per bucket and model over the window (see `SpendSeries`). */
-export async function spendSeries(store: Store, o: SpendSeriesOptions = {}): Promise<SpendSeries> {
+export async function spendSeries(store: Pick<TrackerStore, 'now'> & Pick<SpendStore, 'spendByHourSince'>, o: SpendSeriesOptions = {}): Promise<SpendSeries> {
   const windowMs = Math.min(Math.max(o.windowMs ?? SPEND_DAY_MS, 3_600_000), SPEND_SERIES_MAX_WINDOW_MS);
   const bucket = o.bucket ?? 'hour';
   const width = bucket === 'day' ? SPEND_DAY_MS : 3_600_000;

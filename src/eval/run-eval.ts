@@ -19,6 +19,9 @@ import { CoAskTally } from '../runner/co-ask-estimate.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import type { ItemForEvaluation } from '../store/store.js';
 import type { ItemRow } from '../store/tracker-reads.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
@@ -330,7 +333,7 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
 
 /** Places each gold row: the item, the set, the question, the label's fit, and the state the set reads now. */
 async function resolveGold(
-  store: Store,
+  store: Pick<TrackerReads, 'getItemByRef' | 'listCollections' | 'listItems'> & Pick<Store, 'loadItemForEvaluation'>,
   registry: Registry,
   workspaceId: string,
   rows: readonly GoldRow[],
@@ -432,7 +435,7 @@ function targetOf(set: QuestionSet, loaded: ItemForEvaluation | null, commentId:
 // ------------------------------------------------------------------ stored answers
 
 
-async function storedColumn(store: Store, reader: DecisionReader, resolved: readonly Resolved[]): Promise<ColumnRun> {
+async function storedColumn(store: Pick<QueueStore, 'getJob'>, reader: DecisionReader, resolved: readonly Resolved[]): Promise<ColumnRun> {
   const views = new Map<string, DecisionView[]>();
   const answers: ColumnRun['answers'] = [];
   for (const r of resolved) {
@@ -634,7 +637,7 @@ async function askColumn(
 }
 
 /** Records one eval call's spend; a store failure is logged, never thrown (the answers are in hand). */
-async function recordEvalSpend(store: Store, questionSet: string, provider: Provider, outcome: string, usage: Usage, logger: Logger): Promise<void> {
+async function recordEvalSpend(store: Pick<Store, 'recordSpend'>, questionSet: string, provider: Provider, outcome: string, usage: Usage, logger: Logger): Promise<void> {
   try {
     await store.recordSpend({ questionSet, provider: provider.name, model: provider.model, outcome, calls: 1, usage });
   } catch (err) {
@@ -781,7 +784,7 @@ export function labelOfValue(value: string, threshold: number): boolean | string
  * (item, set, key), skipping `withdrawn` ones and those without a value; `line` is the position in
  * that list (1-based). Also counts the labels given at a state other than the one the set reads now.
  */
-export async function goldFromVerdicts(store: Store, registry: Registry, workspaceId: string): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
+export async function goldFromVerdicts(store: Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, workspaceId: string): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
   const latest = new Map<string, HumanVerdictRow>();
   for (const v of await store.listVerdicts({ workspaceId })) latest.set(JSON.stringify([v.itemId, v.questionSet, v.questionKey]), v); // oldest first: the last wins
   const rows: GoldRow[] = [];

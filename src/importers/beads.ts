@@ -9,6 +9,8 @@ import { PRIORITY_BACKFILL, type OweOptions } from '../store/queue-store.js';
 import type { CollectionRow, WorkspaceRow } from '../store/tracker-reads.js';
 import type { WriteResult } from '../store/tracker-writes.js';
 import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
 import { errCode, InputNotFound, InvalidInput } from '../errors.js';
 import {
@@ -470,14 +472,14 @@ async function assertReadableFile(path: string): Promise<void> {
 }
 
 /** The workspace of `slug`, or null. @throws InvalidWrite when it is soft-deleted. */
-async function findWorkspace(store: Store, slug: string): Promise<WorkspaceRow | null> {
+async function findWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow | null> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
   return ws;
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Store, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }

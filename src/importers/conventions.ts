@@ -7,6 +7,7 @@ import { parserProblem } from '../decision/config-file.js';
 import { InvalidWrite } from '../store/store.js';
 import { PRIORITY_BACKFILL } from '../store/queue-store.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 import type { Store } from '../store/whole-store.js';
 import { deriveId } from './beads-format.js';
 import { errCode, VerdictError } from '../errors.js';
@@ -155,13 +156,13 @@ export async function importConventions(store: Store, doc: ConventionsFile, work
   return report;
 }
 
-async function openWorkspace(store: Store, slug: string): Promise<WorkspaceRow> {
+async function openWorkspace(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it first`);
   return ws ?? (await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
 }
 
-async function conventionsCollection(store: Store, ws: WorkspaceRow, slug: string): Promise<CollectionRow> {
+async function conventionsCollection(store: Pick<TrackerStore, 'createCollection' | 'listCollections'>, ws: WorkspaceRow, slug: string): Promise<CollectionRow> {
   const existing = (await store.listCollections(ws.id)).find((c) => c.slug === slug);
   if (existing) {
     if (existing.settings.role !== CONVENTIONS_ROLE) throw new InvalidWrite(`collection "${slug}" exists and is not a conventions collection (settings.role is not "conventions")`);

@@ -295,7 +295,7 @@ export type ReaderContext = FingerprintContext & { name: string };
  */
 export class DecisionReader {
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'getItem' | 'getJob' | 'getMeta' | 'listCollections' | 'listDecisions' | 'listItems' | 'listJobs' | 'listSurfacingChanges' | 'listVerdicts' | 'listWorkspaceDecisions' | 'loadItemForEvaluation' | 'now'>,
     private readonly registry: Registry,
     private readonly ctx: ReaderContext | null,
     private readonly logger: Logger = silentLogger,

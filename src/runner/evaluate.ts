@@ -22,7 +22,7 @@ import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
-  store: Store;
+  store: Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'insertDecisions' | 'listCollections' | 'listDecisions' | 'listItems' | 'loadItemForEvaluation' | 'now' | 'recordSpend' | 'renewLease' | 'settleSpendReservation'>;
   registry: Registry;
   provider: Provider;
   logger: Logger;

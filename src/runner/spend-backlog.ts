@@ -34,7 +34,7 @@ export class SpendBacklog {
    * failure (the rest stay kept). One flush at a time: a call during a flush gets that flush.
    * Never throws. @returns the records written by this call.
    */
-  flush(store: Store): Promise<number> {
+  flush(store: Pick<Store, 'recordSpend'>): Promise<number> {
     if (this.kept.length === 0) return Promise.resolve(0);
     this.flushing ??= (async () => {
       let written = 0;

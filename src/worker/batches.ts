@@ -12,6 +12,7 @@ import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/run-once.js';
 import type { Claim, SpendRecord } from '../store/store.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
+import type { BatchStore } from '../store/batch-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -542,7 +543,7 @@ export class BatchPipeline {
  * Closes a batch no worker can collect once it is past its expiry by BATCH_GIVE_UP_AFTER_EXPIRY_MS
  * (a `submitting` row: 24 h after its creation): its jobs re-owed. @returns whether it was closed.
  */
-async function closeIfStranded(store: Store, row: ProviderBatchRow, now: number): Promise<boolean> {
+async function closeIfStranded(store: Pick<BatchStore, 'closeBatch'>, row: ProviderBatchRow, now: number): Promise<boolean> {
   const expires = row.expiresAt ?? row.createdAt + 24 * 3_600_000;
   if (now <= expires + BATCH_GIVE_UP_AFTER_EXPIRY_MS) return false;
   await store.closeBatch(row.id, 'lost', `batch of ${row.provider} not collected by its expiry`);

@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { parseRetryAfter } from '../providers/retry.js';
 import { BACKOFF_CAP_MS, backoffMs } from '../runner/backoff.js';
 import type { EventDelivery, OutboxKind } from '../store/events.js';
-import type { Store } from '../store/whole-store.js';
+import type { EventOutbox } from '../store/events.js';
 
 /**
  * Delivery of outbound decision events (DESIGN §16.2): the worker POSTs the rows the answers'
@@ -66,7 +66,7 @@ export const UNREACHABLE_HOLD_MS = 60_000;
 
 /** What an `EventDeliverer` needs. Durations in milliseconds. */
 export interface EventDeliveryOptions {
-  store: Store;
+  store: EventOutbox;
   logger: Logger;
   /** The lease owner, unique per process (`<workerId>/events`). */
   owner: string;
@@ -335,7 +335,7 @@ export const EVENT_PRUNE_BATCH = 500;
  * Undelivered rows are never deleted, whatever their age. @returns rows deleted.
  * @throws when the store fails (rows deleted before stay deleted).
  */
-export async function pruneDeliveredEvents(store: Store, historyMs: number, logger?: Logger, maxBatches = 50): Promise<number> {
+export async function pruneDeliveredEvents(store: Pick<EventOutbox, 'pruneDeliveredEvents'>, historyMs: number, logger?: Logger, maxBatches = 50): Promise<number> {
   let deleted = 0;
   for (let i = 0; i < maxBatches; i++) {
     const n = await store.pruneDeliveredEvents(historyMs, EVENT_PRUNE_BATCH);

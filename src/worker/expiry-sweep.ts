@@ -24,7 +24,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface ExpirySweepOptions {
-  store: Store;
+  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
   registry: Registry;
   logger: Logger;
   /** Items owed per minute at most; 0 turns the sweep off. @defaultValue 60 (config `driftSweepPerMinute`, shared with the drift sweep) */

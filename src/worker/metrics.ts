@@ -85,7 +85,7 @@ export class WorkerMetrics {
   private health: (() => Health) | null = null;
 
   /** @param o.store read at every scrape for the queue depth and the oldest owed age. */
-  constructor(private readonly o: { store: Store; logger?: Logger }) {
+  constructor(private readonly o: { store: Pick<Store, 'eventDeliveryStats' | 'queueStats' | 'walBytes'>; logger?: Logger }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'verdict_' });
     this.claimed = new Counter({ name: 'verdict_jobs_claimed_total', help: 'Jobs claimed, by question set.', labelNames: ['set'], registers });

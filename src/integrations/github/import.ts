@@ -5,6 +5,8 @@ import { IMPORT_OWE } from '../../importers/beads.js';
 import { parseRfc3339 } from '../../importers/beads-format.js';
 import { InputNotFound, InvalidInput, VerdictError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../log.js';
+import type { QueueStore } from '../../store/queue-store.js';
+import type { TrackerStore } from '../../store/tracker-store.js';
 import type { Store } from '../../store/whole-store.js';
 import {
   applyGitHubComment,
@@ -635,7 +637,7 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
 
 /** @returns true when the issue's item is in (written or unchanged). */
 async function applyIssue(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   issue: GitHubIssue,
   report: GitHubImportReport,
@@ -655,7 +657,7 @@ async function applyIssue(
 }
 
 async function applyComment(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   c: GitHubComment,
   report: GitHubImportReport,
@@ -678,7 +680,7 @@ async function applyComment(
 
 /** Links of every issue applied this run, once all of them (and their comments) are in. */
 async function applyLinks(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   applied: Map<number, GitHubIssue>,
   bodies: Map<number, string[]>,
@@ -697,7 +699,7 @@ async function applyLinks(
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Store, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }

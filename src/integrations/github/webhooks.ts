@@ -177,7 +177,7 @@ function accept<E extends { issue: { pull_request?: unknown } }>(
  * - one never mapped is created in `d.workspace` when `creates` (an event that writes an issue),
  *   and is `not_imported` otherwise (a deletion of something never imported).
  */
-async function once(store: Store, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
+async function once(store: Pick<Store, 'transaction'>, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
   return store.transaction(async (handle) => {
     const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
     if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };
