@@ -2,7 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log.js';
 import type { DashboardSessionRow } from '../store/access-store.js';
 import type { AccessStore } from '../store/access-store.js';
-import type { Store } from '../store/whole-store.js';
 import { authenticateApiToken } from './tokens.js';
 
 /**
@@ -48,7 +47,7 @@ export interface OpenedDashboardSession {
  * A login: when `token` is a live API token, stores a new session for it and returns its id.
  * @returns null for an unknown or revoked token, or one whose workspace is deleted.
  */
-export async function openDashboardSession(store: Store, token: string): Promise<OpenedDashboardSession | null> {
+export async function openDashboardSession(store: Pick<AccessStore, 'createDashboardSession' | 'findApiToken'>, token: string): Promise<OpenedDashboardSession | null> {
   const row = await authenticateApiToken(store, token);
   if (!row) return null;
   const sessionId = SESSION_ID_PREFIX + randomBytes(32).toString('base64url');

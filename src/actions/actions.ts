@@ -8,6 +8,9 @@ import type { Logger } from '../log.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import type { ItemActionRow, PlannedAction } from '../store/actions.js';
 import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { ActionStore } from '../store/actions.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
 import { stricterMode, type ActionMode, type ActionsConfig, type KeyAction } from './config.js';
 import { judgeGate, type GateStatus } from './gate.js';
@@ -24,7 +27,7 @@ import { planKey, sameLabels } from './plan.js';
 
 /** What the actions need. */
 export interface ActionsDeps {
-  store: Store;
+  store: Pick<TrackerReads, 'getItem'> & ActionStore & MetaStore & Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
   /** A reader judged against the provider in force (compose/reader.ts `readerOn`). */

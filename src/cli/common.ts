@@ -6,7 +6,6 @@ import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
-import type { Store } from '../store/whole-store.js';
 import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */
@@ -84,7 +83,7 @@ export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBy
  * The item a command names by ref, in the workspace `resolveWorkspace` gives.
  * @throws UsageError when the workspace is ambiguous or unknown, or it holds no item of that ref.
  */
-export async function resolveItem(store: Store, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
+export async function resolveItem(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
   const ws = await resolveWorkspace(store, slug);
   const item = await store.getItemByRef(ws.id, ref);
   if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);

@@ -124,7 +124,7 @@ async function claimableNow(store: Pick<QueueStore, 'queueStats'>): Promise<numb
  * held under other workers' leases (this drain has given back its own: a lease still live is
  * another process's, alive or dead) with when the last lease ends, and the next due time.
  */
-export async function printLeftover(store: Store, out: (s: string) => void): Promise<void> {
+export async function printLeftover(store: Pick<Store, 'listMeta' | 'now' | 'queueStats'>, out: (s: string) => void): Promise<void> {
   const q = await store.queueStats();
   const now = await store.now();
   const next = q.nextDueAt === null ? 'none' : `in ${formatDuration(q.nextDueAt - now)}`;

@@ -5,7 +5,6 @@ import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
-import type { Store } from '../store/whole-store.js';
 
 /**
  * The reads and job controls behind `VerdictReader.surfaced` and `Verdict.jobs` (DESIGN §3, §8,
@@ -194,7 +193,7 @@ export interface VerdictJobs {
 const STATES = ['owed', 'parked', 'batched'];
 
 /** The jobs API over a store (compose/verdict.ts wires it). */
-export function jobsOn(store: Store): VerdictJobs {
+export function jobsOn(store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'getWorkspaceBySlug' | 'now'> & Pick<QueueStore, 'dropJobs' | 'listJobs' | 'retryJobs'>): VerdictJobs {
   /** The store filter of a query, or null when its workspace or ref does not exist. */
   const filterOf = async (q: JobQuery, defaultState?: 'parked') => {
     if (q.state !== undefined && !STATES.includes(q.state)) throw new InvalidInput(`state must be owed, parked or batched; got ${String(q.state)}`);

@@ -5,6 +5,7 @@ import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff
 import type { JobRow, SetJobCounts } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
 import type { MetaStore } from '../store/meta-store.js';
+import type { BatchStore } from '../store/batch-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -67,7 +68,7 @@ export async function workerViews(store: Pick<MetaStore, 'listMeta'>, now: numbe
 }
 
 /** Provider batches submitting, in progress or ended but not yet swept. */
-export async function batchesInFlight(store: Store, now: number): Promise<BatchesView> {
+export async function batchesInFlight(store: Pick<BatchStore, 'batchJobCounts' | 'listProviderBatches'> & Pick<MetaStore, 'listMeta'>, now: number): Promise<BatchesView> {
   const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
   let jobs = 0;
   for (const b of open) jobs += (await store.batchJobCounts(b.id)).batched;

@@ -180,7 +180,7 @@ export interface DailyCapView {
 }
 
 /** Reads `DailyCapView`. */
-export async function dailyCapView(store: Store): Promise<DailyCapView> {
+export async function dailyCapView(store: Pick<Store, 'listMeta' | 'now' | 'spendByHourSince'>): Promise<DailyCapView> {
   const now = await store.now();
   const dayStart = spendDayStart(now);
   const { rows } = await store.spendByHourSince(now - dayStart);

@@ -557,7 +557,7 @@ function guardCost(plans: readonly CallPlan[], asked: ReadonlyArray<{ provider: 
 
 /** Asks every planned call in order, within the shared budget; records each sent call's spend. */
 async function askColumn(
-  store: Store,
+  store: Pick<TrackerReads, 'listCollections' | 'listItems'> & Pick<Store, 'checkLiveness' | 'recordSpend'>,
   provider: Provider,
   resolved: readonly Resolved[],
   plan: CallPlan,

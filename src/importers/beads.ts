@@ -162,7 +162,7 @@ export type BeadsInput = string | Iterable<string> | AsyncIterable<string>;
  * @throws a read error mid-file, or a store error other than a rejected row (disk full, locked):
  *   what was written before stays, and a re-run completes it.
  */
-export async function importBeads(store: Store, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
+export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'listCollections' | 'listJobs' | 'now' | 'transaction'>, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
   const slug = opts.workspaceSlug ?? 'beads';
   if (typeof slug !== 'string' || slug.trim() === '') throw new TypeError(`workspaceSlug must be a non-empty string, got ${JSON.stringify(slug)}`);
   const log = opts.logger ?? silentLogger;

@@ -8,7 +8,6 @@ import { InvalidWrite } from '../store/store.js';
 import { PRIORITY_BACKFILL } from '../store/queue-store.js';
 import type { CollectionRow, CollectionSchema, CollectionSettings, WorkspaceRow } from '../store/tracker-reads.js';
 import type { TrackerStore } from '../store/tracker-store.js';
-import type { Store } from '../store/whole-store.js';
 import { deriveId } from './beads-format.js';
 import { errCode, VerdictError } from '../errors.js';
 
@@ -131,7 +130,7 @@ export interface ConventionsImportReport {
  * @throws InvalidWrite when a collection of that slug exists but is not a conventions collection,
  *   the workspace is deleted, or a ref is held by another item.
  */
-export async function importConventions(store: Store, doc: ConventionsFile, workspaceSlug: string): Promise<ConventionsImportReport> {
+export async function importConventions(store: Pick<TrackerStore, 'createCollection' | 'createWorkspace' | 'getItemByRef' | 'getWorkspaceBySlug' | 'listCollections' | 'upsertItem'>, doc: ConventionsFile, workspaceSlug: string): Promise<ConventionsImportReport> {
   const ws = await openWorkspace(store, workspaceSlug);
   const collection = await conventionsCollection(store, ws, doc.collection);
   const report: ConventionsImportReport = { workspaceId: ws.id, collectionId: collection.id, created: 0, updated: 0, unchanged: 0 };

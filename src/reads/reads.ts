@@ -17,6 +17,11 @@ import { continuationKey, parseContinuation, pendingSets } from '../store/collec
 import type { ItemForEvaluation } from '../store/store.js';
 import type { ItemRow } from '../store/tracker-reads.js';
 import type { DecisionRow } from '../store/decision-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
@@ -295,7 +300,7 @@ export type ReaderContext = FingerprintContext & { name: string };
  */
 export class DecisionReader {
   constructor(
-    private readonly store: Pick<Store, 'getItem' | 'getJob' | 'getMeta' | 'listCollections' | 'listDecisions' | 'listItems' | 'listJobs' | 'listSurfacingChanges' | 'listVerdicts' | 'listWorkspaceDecisions' | 'loadItemForEvaluation' | 'now'>,
+    private readonly store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> & Pick<QueueStore, 'getJob' | 'listJobs'> & Pick<MetaStore, 'getMeta'> & Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>,
     private readonly registry: Registry,
     private readonly ctx: ReaderContext | null,
     private readonly logger: Logger = silentLogger,

@@ -97,7 +97,7 @@ export interface BackfillReport {
 }
 
 export interface BackfillOptions {
-  store: Store;
+  store: Pick<Store, 'countChunkJobs' | 'deleteMeta' | 'getMeta' | 'getWorkspace' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs'>;
   set: QuestionSet;
   /** One workspace; all when omitted. */
   workspaceId?: string;

@@ -7,7 +7,6 @@ import type { DriftScanItem } from '../store/decision-store.js';
 import type { MetaStore } from '../store/meta-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
-import type { Store } from '../store/whole-store.js';
 import { questionFingerprint, type FingerprintContext } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { COMMENT_STATE_VERSION, STATE_VERSION } from '../decision/state.js';
@@ -205,7 +204,7 @@ export interface DriftSurvey {
 }
 
 /** Scans every live item of one workspace for drift of one set (no writes). */
-export async function surveyDrift(store: Store, plan: DriftPlan, batchSize = 500): Promise<DriftSurvey> {
+export async function surveyDrift(store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>, plan: DriftPlan, batchSize = 500): Promise<DriftSurvey> {
   const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
   const survey: DriftSurvey = { plan, scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0, calls: 0 };
   let cursor: string | null = null;

@@ -136,7 +136,7 @@ export function emptyWork(): WorkEstimate {
  * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
  */
 export async function estimateSet(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   set: QuestionSet,
   target: EstimateTarget,
   opts: { workspaceId?: string; afterId?: string | null; onItemCalls?: (c: EstimatedItemCalls) => void } = {},

@@ -12,6 +12,9 @@ import { estimatePromptTokens } from './estimate.js';
 import { estimateTokens, type AskResult, type Provider, type Usage } from '../providers/provider.js';
 import type { SurfacingContext } from '../store/events.js';
 import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 import type { Store } from '../store/whole-store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
@@ -22,7 +25,7 @@ import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
-  store: Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'insertDecisions' | 'listCollections' | 'listDecisions' | 'listItems' | 'loadItemForEvaluation' | 'now' | 'recordSpend' | 'renewLease' | 'settleSpendReservation'>;
+  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> & Pick<DecisionStore, 'listDecisions'> & Pick<SpendStore, 'settleSpendReservation'> & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'insertDecisions' | 'loadItemForEvaluation' | 'recordSpend' | 'renewLease'>;
   registry: Registry;
   provider: Provider;
   logger: Logger;

@@ -13,6 +13,7 @@ import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../run
 import type { Claim, SpendRecord } from '../store/store.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
 import type { BatchStore } from '../store/batch-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -555,7 +556,7 @@ async function closeIfStranded(store: Pick<BatchStore, 'closeBatch'>, row: Provi
  * DESIGN §7.3): the open batches it cannot collect, each given up (jobs re-owed) once past its
  * expiry. @returns the batches still open, by provider, for the worker to say so.
  */
-export async function closeStrandedBatches(store: Store, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
+export async function closeStrandedBatches(store: Pick<TrackerStore, 'now'> & Pick<BatchStore, 'closeBatch' | 'listProviderBatches'>, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
   const now = await store.now();
   const open: Record<string, number> = {};
   for (const row of await store.listProviderBatches(['submitting', 'in_progress', 'ended'])) {

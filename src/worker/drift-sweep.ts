@@ -26,7 +26,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface DriftSweepOptions {
-  store: Store;
+  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
   registry: Registry;
   /** The configured provider's fingerprint context. */
   ctx: FingerprintContext;

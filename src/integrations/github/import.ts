@@ -7,7 +7,7 @@ import { InputNotFound, InvalidInput, VerdictError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../log.js';
 import type { QueueStore } from '../../store/queue-store.js';
 import type { TrackerStore } from '../../store/tracker-store.js';
-import type { Store } from '../../store/whole-store.js';
+import type { MetaStore } from '../../store/meta-store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,
@@ -235,7 +235,7 @@ const GITHUB_API_VERSION = '2022-11-28';
  *   state does not move.
  * @throws InvalidInput / InvalidWrite from `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions): Promise<GitHubImportReport> {
+export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubRepoOptions): Promise<GitHubImportReport> {
   if (!REPO_NAME.test(o.repo)) throw new TypeError(`repo must be owner/name, got ${JSON.stringify(o.repo)}`);
   if (typeof o.token !== 'string' || o.token.trim() === '') throw new TypeError('token must be a non-empty string (GITHUB_TOKEN)');
   const log = o.logger ?? silentLogger;
@@ -448,7 +448,7 @@ export interface ImportGitHubFilesOptions {
  * @throws InputNotFound when a file is missing; InvalidInput when a file is not JSON of that
  *   form, or no repository can be told; errors of `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubFiles(store: Store, o: ImportGitHubFilesOptions): Promise<GitHubImportReport> {
+export async function importGitHubFiles(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubFilesOptions): Promise<GitHubImportReport> {
   const log = o.logger ?? silentLogger;
   const issueRows = await readGhJson(o.issuesFile);
   const commentRows = o.commentsFile ? await readGhJson(o.commentsFile) : [];

@@ -106,7 +106,7 @@ export interface ApplyWebhookOptions {
  * already holds another (resolveGitHubTarget); store errors. Nothing is written then, the
  * delivery id included, so GitHub's redelivery can apply it later.
  */
-export async function applyGitHubWebhook(store: Store, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
+export async function applyGitHubWebhook(store: Pick<Store, 'transaction'>, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
   if (d.event === 'issues') {
     const a = accept(d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
     if ('status' in a) return a;
