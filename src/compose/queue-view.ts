@@ -143,7 +143,7 @@ export interface QueueView {
 }
 
 /** Reads one workspace's queue (see `QueueView`). */
-export async function queueView(store: Store, workspaceId: string, parkedShown: number): Promise<QueueView> {
+export async function queueView(store: Pick<Store, 'batchJobCounts' | 'getItem' | 'jobCountsBySet' | 'listJobs' | 'listMeta' | 'listProviderBatches' | 'now'>, workspaceId: string, parkedShown: number): Promise<QueueView> {
   const now = await store.now();
   const batched = new Map<string, number>();
   for (const j of await store.listJobs({ workspaceId, state: 'batched', limit: PARKED_READ_LIMIT })) batched.set(j.questionSet, (batched.get(j.questionSet) ?? 0) + 1);

@@ -5,6 +5,10 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { DecisionStore } from '../store/decision-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -23,7 +27,7 @@ export async function readerContextFor(provider: Provider | 'none' | undefined, 
  * A reader whose "current" is judged against `readerContextFor(provider)`, so answers from another
  * model read `model_changed`. With `'none'` every read is empty (DESIGN §9).
  */
-export async function readerOn(store: Store, registry: Registry, provider: Provider | 'none' | undefined, logger: Logger): Promise<DecisionReader> {
+export async function readerOn(store: TrackerStore & QueueStore & MetaStore & HumanVerdictStore & DecisionStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, provider: Provider | 'none' | undefined, logger: Logger): Promise<DecisionReader> {
   const ctx = await readerContextFor(provider, store);
   if (ctx === null) return new DecisionsOffReader(store);
   return new DecisionReader(store, registry, ctx, logger);

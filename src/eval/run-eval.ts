@@ -737,7 +737,7 @@ function decisionOf(a: Answer, threshold: number): { value: boolean | string | n
 }
 
 /** The price of re-asking, with B's model, every live item of every workspace that each gold set's set applies to. */
-async function reaskEstimate(store: Store, resolved: readonly Resolved[], provider: Provider): Promise<ReaskEstimate> {
+async function reaskEstimate(store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>, resolved: readonly Resolved[], provider: Provider): Promise<ReaskEstimate> {
   const target = estimateTarget(provider.name, provider.model, { model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort });
   const sets = [...new Map(resolved.map((r) => [r.set.name, r.set])).values()].sort((x, y) => (x.name < y.name ? -1 : 1));
   const out: ReaskEstimate['sets'] = [];

@@ -114,7 +114,7 @@ function corrected(w: WorkEstimate, ratio: number | null, target: EstimateTarget
  *   ProviderMisconfigured for a bad key, ...): no partial estimate is returned.
  */
 export async function exactEstimateSet(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   set: QuestionSet,
   target: EstimateTarget,
   counter: Provider,

@@ -14,6 +14,8 @@ import type { Claim, SpendRecord } from '../store/store.js';
 import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
 import type { BatchStore } from '../store/batch-store.js';
 import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -79,7 +81,7 @@ export function batchingActive(provider: Provider, setting: 'auto' | 'on' | 'off
 
 /** What a batch pipeline needs. Durations in milliseconds. */
 export interface BatchPipelineOptions {
-  store: Store;
+  store: TrackerStore & BatchStore & DecisionStore & SpendStore & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
   registry: Registry;
   provider: Provider & { batch: BatchApi };
   logger: Logger;
