@@ -109,7 +109,7 @@ export function batchedBackfillCost(cfg: Config, logger: Logger, target: Estimat
  * the total can be counted co-asked (`CoAskTally`). @throws UsageError for an unknown set.
  */
 export async function estimateSets(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   registry: Registry,
   target: EstimateTarget,
   o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider }; tally?: CoAskTally },

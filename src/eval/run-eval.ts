@@ -22,6 +22,9 @@ import type { ItemRow } from '../store/tracker-reads.js';
 import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { Store } from '../store/whole-store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
@@ -198,7 +201,7 @@ export class EvalCostNotConfirmed extends VerdictError {
 export type ColumnSource = { kind: 'stored'; reader: DecisionReader; judgedAgainst: { name: string; model: string } | null } | { kind: 'asked'; provider: Provider };
 
 export interface RunEvalOptions {
-  store: Store;
+  store: TrackerStore & QueueStore & DecisionStore & MetaStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>;
   registry: Registry;
   workspace: { id: string; slug: string };
   gold: { rows: GoldRow[]; source: string; labelsAtOlderState?: number | null };

@@ -8,6 +8,12 @@ import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../run
 import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { BatchStore } from '../store/batch-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 import type { Store } from '../store/whole-store.js';
 import { VerdictError } from '../errors.js';
 import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.js';
@@ -18,7 +24,7 @@ export const BATCH_POLL_MS = 60_000;
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
-  store: Store;
+  store: TrackerStore & QueueStore & BatchStore & DecisionStore & MetaStore & SpendStore & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
   registry: Registry;
   provider: Provider;
   logger: Logger;
