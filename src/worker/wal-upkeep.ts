@@ -1,6 +1,6 @@
 import { DEFAULTS } from '../config.js';
 import type { Logger } from '../log.js';
-import type { Store, StorageHealth } from '../store/whole-store.js';
+import type { StorageHealth } from '../store/whole-store.js';
 
 /**
  * The worker's write-ahead-log upkeep (DESIGN §10.2): a `wal_checkpoint(TRUNCATE)` when a slot
