@@ -845,7 +845,7 @@ export class EvalUnavailable extends VerdictError {
  * @throws what `runEval` throws (EvalCostNotConfirmed, ProviderMisconfigured, store errors).
  */
 export async function evalWorkspace(
-  deps: { store: Store; registry: Registry; provider: Provider | null; reader: () => Promise<DecisionReader>; makeProvider: (model: string) => Provider | null; logger?: Logger },
+  deps: { store: TrackerStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>; registry: Registry; provider: Provider | null; reader: () => Promise<DecisionReader>; makeProvider: (model: string) => Provider | null; logger?: Logger },
   opts: EvalOptions,
 ): Promise<EvalReport> {
   const ws = await deps.store.getWorkspaceBySlug(opts.workspace);
