@@ -8,7 +8,8 @@ import { Registry } from '../src/decision/registry.js';
 import { isPostgresUrl } from '../src/store/postgres/open.js';
 import { PgStore } from '../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
+import type { Store } from '../src/store/whole-store.js';
 
 /**
  * Several real `verdict worker --until-idle` processes draining one database, SQLite or Postgres,

@@ -8,7 +8,8 @@ import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import type { RunReport } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL, type Store } from '../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
+import type { Store } from '../src/store/whole-store.js';
 import { Worker, type WorkerSummary } from '../src/worker/worker.js';
 import { drainLean, writeDoorLean, type LeanOptions, type LeanSet } from './bench-lean.js';
 

@@ -7,7 +7,7 @@ import { defineQuestionSet, Registry } from '../src/decision/registry.js';
 import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
 import { answerRate, BUILT_CLI, checkDrain, createDatabase, ROOT, seedJobs, SOURCE_CLI, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';

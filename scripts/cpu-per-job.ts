@@ -6,7 +6,7 @@ import { Registry } from '../src/decision/registry.js';
 import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
 
 /**

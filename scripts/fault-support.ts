@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { productionSets } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { BENCH_SETS } from './bench-drain.js';
 
 /**

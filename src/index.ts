@@ -39,28 +39,11 @@ export type { Provider, AskOptions, AskResult, Usage } from './providers/provide
 export type { ProviderName } from './config.js';
 
 // ---------------------------------------------------------------- rows, writes and reads (DESIGN §2, §3, §8)
-export type {
-  TrackerStore,
-  VerdictStore,
-  WorkspaceRow,
-  CollectionRow,
-  CollectionSchema,
-  CollectionSettings,
-  FieldDef,
-  ItemRow,
-  CommentRow,
-  LinkRow,
-  NewItem,
-  ItemPatch,
-  NewComment,
-  NewLink,
-  OweOptions,
-  WriteResult,
-  DecisionRow,
-  JobRow,
-  ItemQuery,
-  FieldScalar,
-} from './store/store.js';
+export type { OweOptions, JobRow } from './store/queue-store.js';
+export type { WorkspaceRow, CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow, CommentRow, LinkRow, ItemQuery, FieldScalar } from './store/tracker-reads.js';
+export type { NewItem, ItemPatch, NewComment, NewLink, WriteResult } from './store/tracker-writes.js';
+export type { TrackerStore, VerdictStore } from './store/tracker-store.js';
+export type { DecisionRow } from './store/decision-store.js';
 export type { NormaliseReport } from './store/input-rules.js';
 export type { DecisionView, StaleReason, Surfacing, VerdictView, WorkspaceFlag, FlappingKey, HistoryEntry } from './reads/reads.js';
 
@@ -77,7 +60,7 @@ export { EvalCostNotConfirmed, EvalUnavailable, type EvalOptions, type EvalRepor
 // ---------------------------------------------------------------- the HTTP API and the MCP server, GitHub and outbound events (DESIGN §16.2, §16.5)
 export { createApiServer, type ApiServerOptions } from './server/create-api-server.js';
 export { createMcpServer, type McpServerOptions, type McpHttpOptions } from './mcp/create-mcp-server.js';
-export type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from './store/store.js';
+export type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from './store/access-store.js';
 export type { CreatedApiToken } from './access/tokens.js';
 export { SESSION_IDLE_MS, SESSION_MAX_AGE_MS, type OpenedDashboardSession } from './access/sessions.js';
 export { verifyGitHubSignature, type GitHubDelivery, type GitHubDeliveryResult } from './integrations/github/webhooks.js';

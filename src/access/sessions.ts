@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../log.js';
-import type { DashboardSessionRow, Store } from '../store/store.js';
+import type { DashboardSessionRow } from '../store/access-store.js';
+import type { AccessStore } from '../store/access-store.js';
 import { authenticateApiToken } from './tokens.js';
 
 /**
@@ -46,7 +47,7 @@ export interface OpenedDashboardSession {
  * A login: when `token` is a live API token, stores a new session for it and returns its id.
  * @returns null for an unknown or revoked token, or one whose workspace is deleted.
  */
-export async function openDashboardSession(store: Store, token: string): Promise<OpenedDashboardSession | null> {
+export async function openDashboardSession(store: Pick<AccessStore, 'createDashboardSession' | 'findApiToken'>, token: string): Promise<OpenedDashboardSession | null> {
   const row = await authenticateApiToken(store, token);
   if (!row) return null;
   const sessionId = SESSION_ID_PREFIX + randomBytes(32).toString('base64url');
@@ -58,13 +59,13 @@ export async function openDashboardSession(store: Store, token: string): Promise
  * The live session a cookie presented, or null (unknown, logged out, expired, idle, its token
  * revoked, its workspace deleted, or not shaped like a session id). One indexed read by hash.
  */
-export async function findDashboardSession(store: Store, sessionId: string): Promise<DashboardSessionRow | null> {
+export async function findDashboardSession(store: Pick<AccessStore, 'findDashboardSession'>, sessionId: string): Promise<DashboardSessionRow | null> {
   if (!sessionId.startsWith(SESSION_ID_PREFIX) || sessionId.length > 200) return null;
   return store.findDashboardSession(hashSessionId(sessionId), { idleMs: SESSION_IDLE_MS, touchAfterMs: SESSION_TOUCH_MS });
 }
 
 /** A logout: deletes the session. @returns false when there was none (already ended). */
-export async function endDashboardSession(store: Store, sessionId: string): Promise<boolean> {
+export async function endDashboardSession(store: Pick<AccessStore, 'deleteDashboardSession'>, sessionId: string): Promise<boolean> {
   if (!sessionId.startsWith(SESSION_ID_PREFIX) || sessionId.length > 200) return false;
   return store.deleteDashboardSession(hashSessionId(sessionId));
 }
@@ -73,7 +74,7 @@ export async function endDashboardSession(store: Store, sessionId: string): Prom
  * Retention: deletes the sessions that can no longer be used (expired, idle, or of a revoked
  * token), in batches of `SESSION_PRUNE_BATCH`. @returns rows deleted.
  */
-export async function pruneDashboardSessions(store: Store, logger?: Logger): Promise<number> {
+export async function pruneDashboardSessions(store: Pick<AccessStore, 'pruneDashboardSessions'>, logger?: Logger): Promise<number> {
   let total = 0;
   for (let b = 0; b < SESSION_PRUNE_MAX_BATCHES; b++) {
     const n = await store.pruneDashboardSessions(SESSION_IDLE_MS, SESSION_PRUNE_BATCH);

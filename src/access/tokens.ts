@@ -1,6 +1,8 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { InvalidInput } from '../errors.js';
-import type { ApiTokenRole, ApiTokenRow, Store } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
+import type { AccessStore } from '../store/access-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 
 /**
  * HTTP API tokens (DESIGN §16.2): bearer tokens scoped to one workspace and one role. A token is
@@ -55,7 +57,7 @@ export interface CreatedApiToken {
  *   not exist without `createWorkspace`, or a deleted workspace (`param: workspace`; the message
  *   lists the live workspaces).
  */
-export async function createApiToken(store: Store, o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken> {
+export async function createApiToken(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug' | 'listWorkspaces'> & Pick<AccessStore, 'createApiToken'>, o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken> {
   try {
     parseApiTokenRole(o.role);
   } catch (err) {
@@ -83,7 +85,7 @@ export async function createApiToken(store: Store, o: { workspace: string; role:
  * shaped like a token). One indexed read by hash: the token is never compared as text, so the
  * lookup leaks nothing about stored tokens through timing.
  */
-export async function authenticateApiToken(store: Store, token: string): Promise<ApiTokenRow | null> {
+export async function authenticateApiToken(store: Pick<AccessStore, 'findApiToken'>, token: string): Promise<ApiTokenRow | null> {
   if (!token.startsWith(API_TOKEN_PREFIX) || token.length > 200) return null;
   return store.findApiToken(hashApiToken(token));
 }

@@ -1,7 +1,11 @@
 import { errCode } from '../errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { EventOutbox } from '../store/events.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { ActionStore } from '../store/actions.js';
+import type { Store } from '../store/whole-store.js';
 import { EventDeliverer } from '../worker/event-delivery.js';
 import type { Actions } from './actions.js';
 import type { ActionMode, ActionsConfig } from './config.js';
@@ -16,7 +20,7 @@ import { createActionsOctokit, GitHubSender, learnIdentity, type GitHubWriteCoun
 
 /** What the actions of a worker need. */
 export interface ActionsWorkerOptions {
-  store: Store;
+  store: Pick<TrackerStore, 'now'> & EventOutbox & MetaStore & Pick<ActionStore, 'listItemActions' | 'recordActionDelivery'> & Pick<Store, 'loadItemForEvaluation'>;
   actions: Actions;
   config: ActionsConfig;
   /** The worker's `--actions`: caps every set's mode. */

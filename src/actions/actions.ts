@@ -7,7 +7,11 @@ import { githubWorkspaceMetaKey } from '../integrations/github/mapping.js';
 import type { Logger } from '../log.js';
 import type { DecisionReader, DecisionView } from '../reads/reads.js';
 import type { ItemActionRow, PlannedAction } from '../store/actions.js';
-import type { Store } from '../store/store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { ActionStore } from '../store/actions.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
 import { stricterMode, type ActionMode, type ActionsConfig, type KeyAction } from './config.js';
 import { judgeGate, type GateStatus } from './gate.js';
 import { planKey, sameLabels } from './plan.js';
@@ -23,7 +27,7 @@ import { planKey, sameLabels } from './plan.js';
 
 /** What the actions need. */
 export interface ActionsDeps {
-  store: Store;
+  store: Pick<TrackerReads, 'getItem'> & ActionStore & MetaStore & Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
   /** A reader judged against the provider in force (compose/reader.ts `readerOn`). */
@@ -128,7 +132,7 @@ export function renderComment(cfg: ActionsConfig, o: { set: string; key: string;
 }
 
 /** The repository a workspace holds (`import github` and the webhook record it), or null: not a GitHub workspace. */
-async function repoOfWorkspace(store: Pick<Store, 'getMeta'>, workspaceId: string): Promise<string | null> {
+async function repoOfWorkspace(store: Pick<MetaStore, 'getMeta'>, workspaceId: string): Promise<string | null> {
   return store.getMeta(githubWorkspaceMetaKey(workspaceId));
 }
 

@@ -1,7 +1,9 @@
 import type { Octokit } from '@octokit/rest';
 import { rateLimitWaitMs } from '../integrations/github/import.js';
 import type { Logger } from '../log.js';
-import type { EventDelivery, Store } from '../store/store.js';
+import type { EventDelivery } from '../store/events.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { Store } from '../store/whole-store.js';
 import type { DeliveryAttempt } from '../worker/event-delivery.js';
 import { ACTIONS_IDENTITY_META_KEY, parseChange, type LabelChange } from './actions.js';
 import { isManagedLabel, keyAction, stricterMode, type ActionMode, type ActionsConfig } from './config.js';
@@ -35,7 +37,7 @@ import { isManagedLabel, keyAction, stricterMode, type ActionMode, type ActionsC
 
 /** What the GitHub sender needs. */
 export interface GitHubSenderOptions {
-  store: Store;
+  store: Pick<Store, 'listItemActions' | 'loadItemForEvaluation' | 'now' | 'recordActionDelivery'>;
   config: ActionsConfig;
   /** The worker's `--actions`: a write of a set whose mode it caps to `off` is not sent. @defaultValue 'apply' */
   cap?: ActionMode;
@@ -83,7 +85,7 @@ export async function createActionsOctokit(o: { token: string; baseUrl?: string 
  * `verdict_meta` so a webhook process without the token knows it too). An App installation token
  * cannot read `/user` (403): then the config must name the App's `<slug>[bot]`; null.
  */
-export async function learnIdentity(o: { store: Store; config: ActionsConfig; octokit: Octokit; logger: Logger }): Promise<string | null> {
+export async function learnIdentity(o: { store: MetaStore; config: ActionsConfig; octokit: Octokit; logger: Logger }): Promise<string | null> {
   if (o.config.identity) return o.config.identity;
   try {
     const r = await o.octokit.rest.users.getAuthenticated();

@@ -5,7 +5,7 @@ import { githubLabelNames, type GitHubTarget } from '../integrations/github/mapp
 import type { GitHubIssueCommentEvent, GitHubIssuesEvent } from '../integrations/github/rest-shapes.js';
 import type { Logger } from '../log.js';
 import type { DecisionReader } from '../reads/reads.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { VerdictKind } from '../store/verdicts.js';
 import { ACTIONS_IDENTITY_META_KEY } from './actions.js';
 import { actionOfLabel, type ActionsConfig } from './config.js';

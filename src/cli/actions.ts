@@ -7,7 +7,13 @@ import type { Config } from '../config.js';
 import type { Registry } from '../decision/registry.js';
 import { githubWorkspaceMetaKey } from '../integrations/github/mapping.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { ActionStore } from '../store/actions.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
 import { configFrom, EXIT_OK, loggerFor, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 
@@ -41,7 +47,7 @@ function formatPlan(entries: PlanEntry[], gates: GateStatus[]): string {
 }
 
 /** The status lines of actions per GitHub workspace (`verdict status`); [] when no key acts. */
-export async function actionStatusLines(cfg: Config, store: Store, registry: Registry, logger: Logger): Promise<{ lines: string[]; json: Array<{ workspace: string; keys: KeyActionStatus[] }> }> {
+export async function actionStatusLines(cfg: Config, store: TrackerStore & ActionStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, logger: Logger): Promise<{ lines: string[]; json: Array<{ workspace: string; keys: KeyActionStatus[] }> }> {
   const config: ActionsConfig = loadActionsConfig(cfg.configFile, registry);
   if (config.keys.length === 0) return { lines: [], json: [] };
   const reader = await readerFor(cfg, store, registry, logger);
@@ -61,7 +67,7 @@ export async function actionStatusLines(cfg: Config, store: Store, registry: Reg
 }
 
 /** The gate of every key that acts, in one workspace (`verdict eval` prints them); [] when none acts. */
-export async function actionGates(cfg: Config, store: Store, registry: Registry, workspaceId: string, logger: Logger): Promise<GateStatus[]> {
+export async function actionGates(cfg: Config, store: TrackerStore & ActionStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, workspaceId: string, logger: Logger): Promise<GateStatus[]> {
   const config = loadActionsConfig(cfg.configFile, registry);
   if (config.keys.length === 0) return [];
   const reader = await readerFor(cfg, store, registry, logger);

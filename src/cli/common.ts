@@ -4,7 +4,8 @@ import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as wr
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
-import type { ItemRow, Store, WorkspaceRow } from '../store/store.js';
+import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import { VerdictError } from '../errors.js';
 
 /** Exit codes (DESIGN §12). */
@@ -66,7 +67,7 @@ export function loggerFor(cfg: Config): Logger {
  * The workspace a read command means: `--workspace SLUG`, or the only live workspace.
  * @throws UsageError when it is ambiguous or unknown.
  */
-export async function resolveWorkspace(store: Store, slug: string | undefined): Promise<WorkspaceRow> {
+export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined): Promise<WorkspaceRow> {
   if (slug) {
     const ws = await store.getWorkspaceBySlug(slug);
     if (!ws) throw new UsageError(`no workspace "${slug}"`);
@@ -82,7 +83,7 @@ export async function resolveWorkspace(store: Store, slug: string | undefined): 
  * The item a command names by ref, in the workspace `resolveWorkspace` gives.
  * @throws UsageError when the workspace is ambiguous or unknown, or it holds no item of that ref.
  */
-export async function resolveItem(store: Store, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
+export async function resolveItem(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
   const ws = await resolveWorkspace(store, slug);
   const item = await store.getItemByRef(ws.id, ref);
   if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);

@@ -4,7 +4,7 @@ import { setTargets } from '../decision/set-states.js';
 import { buildAnswerSchema, buildSystemPrompt, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import { appliesNow } from '../decision/eligibility.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { coAskCalls } from '../runner/evaluate.js';
 
 /** What draining the owed jobs would send, estimated before any call. Tokens. */
@@ -28,7 +28,7 @@ export interface DrainEstimate {
  * per-comment sets count one call chunk per comment the runner would ask about (the newest 10);
  * an item's sets reading byte-identical state count one call, as the worker co-asks them.
  */
-export async function estimateDrain(store: Store, registry: Registry): Promise<DrainEstimate> {
+export async function estimateDrain(store: Pick<Store, 'listCollections' | 'listItems' | 'listJobs' | 'loadItemForEvaluation'>, registry: Registry): Promise<DrainEstimate> {
   const out: DrainEstimate = { jobs: 0, calls: 0, inputTokens: 0, maxOutputTokens: 0, notEstimated: 0 };
   const resolved = new Map<string, QuestionMap | null>();
   const byItem = new Map<string, Array<{ set: QuestionSet; questions: QuestionMap }>>();

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseLossless } from '../decision/canonical-json.js';
-import type { ItemPatch } from '../store/store.js';
+import type { ItemPatch } from '../store/tracker-writes.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveItem, UsageError } from './common.js';
 import { readerFor } from './reader.js';
 

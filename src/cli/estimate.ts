@@ -11,7 +11,7 @@ import { CoAskTally, type CoAskedEstimate } from '../runner/co-ask-estimate.js';
 import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
 import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
 
 /**
@@ -109,7 +109,7 @@ export function batchedBackfillCost(cfg: Config, logger: Logger, target: Estimat
  * the total can be counted co-asked (`CoAskTally`). @throws UsageError for an unknown set.
  */
 export async function estimateSets(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   registry: Registry,
   target: EstimateTarget,
   o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider }; tally?: CoAskTally },

@@ -2,7 +2,9 @@ import type { Command } from 'commander';
 import { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView } from '../compose/operations-reads.js';
 
 export {  listJobViews, type JobView };
-import type { JobFilter, Store } from '../store/store.js';
+import type { JobFilter } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import { buildRegistry, configFrom, formatDuration, openStore, resolveWorkspace, UsageError } from './common.js';
 
 /**
@@ -29,7 +31,7 @@ interface JobsOptions {
  * Turns the command's filter flags into a store filter.
  * @throws UsageError for an unknown state, workspace or item ref, or a bad limit.
  */
-async function jobFilterFrom(store: Store, o: JobsOptions, defaults: Partial<JobFilter> = {}): Promise<JobFilter> {
+async function jobFilterFrom(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>, o: JobsOptions, defaults: Partial<JobFilter> = {}): Promise<JobFilter> {
   const f: JobFilter = { ...defaults };
   if (o.set) f.questionSet = o.set;
   if (o.state !== undefined) {

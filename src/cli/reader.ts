@@ -4,7 +4,12 @@ import type { DecisionReader, ReaderContext } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
-import type { Store } from '../store/store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
 
 /** The configured provider for reads: `'none'`, the built provider, or undefined when none is configured. Building opens no connection. */
 function readProvider(cfg: Config, logger: Logger) {
@@ -16,7 +21,7 @@ function readProvider(cfg: Config, logger: Logger) {
  * The fingerprint context reads judge against (compose/reader.ts): the configured provider's; with
  * none configured, the one the worker last pinned; `null` when the provider is `none`.
  */
-export async function readerContext(cfg: Config, store: Store, logger: Logger): Promise<ReaderContext | null> {
+export async function readerContext(cfg: Config, store: Pick<MetaStore, 'getMeta'>, logger: Logger): Promise<ReaderContext | null> {
   return readerContextFor(readProvider(cfg, logger), store);
 }
 
@@ -24,6 +29,6 @@ export async function readerContext(cfg: Config, store: Store, logger: Logger): 
  * A reader whose "current" is judged against `readerContext`, so answers from another model read
  * `model_changed`. With provider `none` every read is empty (DESIGN §9).
  */
-export async function readerFor(cfg: Config, store: Store, registry: Registry, logger: Logger): Promise<DecisionReader> {
+export async function readerFor(cfg: Config, store: TrackerStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, logger: Logger): Promise<DecisionReader> {
   return readerOn(store, registry, readProvider(cfg, logger), logger);
 }

@@ -5,7 +5,7 @@ import { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { LeaseTooShort, type Worker } from '../worker/worker.js';
 import { buildRegistry } from './common.js';
 import type { ActionsWorker } from '../actions/actions-worker.js';

@@ -3,7 +3,14 @@ import { actionStatusLines } from './actions.js';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
 import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
 import type { BackfillCursor } from '../runner/backfill.js';
-import type { SetJobCounts, Store } from '../store/store.js';
+import type { SetJobCounts } from '../store/queue-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { BatchStore } from '../store/batch-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { SpendStore } from '../store/spend-store.js';
+import type { StorageHealth } from '../store/whole-store.js';
 import { batchesInFlight, failingSets, PARKED_READ_LIMIT, parkedJobViews, parkedReasons, workerViews, type BatchesView, type FailingSet, type ParkedJobView, type WorkerView } from '../compose/queue-view.js';
 import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, openStore } from './common.js';
@@ -48,7 +55,7 @@ export interface StatusReport {
 }
 
 /** Builds the status document from the store. */
-export async function statusReport(store: Store): Promise<StatusReport> {
+export async function statusReport(store: TrackerStore & BatchStore & DecisionStore & QueueStore & MetaStore & SpendStore & StorageHealth): Promise<StatusReport> {
   const now = await store.now();
   const q = await store.queueStats();
   const bySet = (await store.jobCountsBySet()).map((s) => ({ ...s, oldestOwedAgeMs: s.oldestOwedAt === null ? null : now - s.oldestOwedAt }));

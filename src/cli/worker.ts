@@ -2,7 +2,8 @@ import { errCode } from '../runner/error-code.js';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { Store } from '../store/whole-store.js';
 import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
@@ -113,7 +114,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
 }
 
 /** Jobs claimable at this moment (due plus in flight): the progress bar's starting total. */
-async function claimableNow(store: Store): Promise<number> {
+async function claimableNow(store: Pick<QueueStore, 'queueStats'>): Promise<number> {
   const q = await store.queueStats();
   return q.owedDue + q.inFlight;
 }
@@ -123,7 +124,7 @@ async function claimableNow(store: Store): Promise<number> {
  * held under other workers' leases (this drain has given back its own: a lease still live is
  * another process's, alive or dead) with when the last lease ends, and the next due time.
  */
-export async function printLeftover(store: Store, out: (s: string) => void): Promise<void> {
+export async function printLeftover(store: Pick<Store, 'listMeta' | 'now' | 'queueStats'>, out: (s: string) => void): Promise<void> {
   const q = await store.queueStats();
   const now = await store.now();
   const next = q.nextDueAt === null ? 'none' : `in ${formatDuration(q.nextDueAt - now)}`;

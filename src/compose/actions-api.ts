@@ -9,7 +9,15 @@ import { InvalidInput } from '../errors.js';
 import type { ApplyWebhookOptions } from '../integrations/github/webhooks.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import { NotFound, toStoreError, type Store } from '../store/store.js';
+import { NotFound, toStoreError } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { ActionStore } from '../store/actions.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { EventOutbox } from '../store/events.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
 import { readerOn } from './reader.js';
 import { recordVerdict, type RecordedVerdict } from './record-verdict.js';
 
@@ -53,7 +61,7 @@ export interface VerdictActions {
 
 /** What the actions API is built from (compose/verdict.ts). */
 export interface ActionsApiDeps {
-  store: Store;
+  store: TrackerStore & ActionStore & QueueStore & EventOutbox & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
   /** The provider reads judge currency against (see compose/reader.ts). */

@@ -4,7 +4,7 @@ import { questionsOf, type QuestionSet, type Registry } from '../decision/regist
 import { setTargets } from '../decision/set-states.js';
 import { buildSystemPrompt } from '../providers/prompt.js';
 import { silentLogger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import type { DecisionReader, StaleReason } from '../reads/reads.js';
 
 /**
@@ -86,7 +86,7 @@ export interface ExplainReport {
  * and the state `setTargets` builds (dated for a set with `maxAgeMs`), as the runner plans a call.
  * @param setName only this set. @returns null when the item does not exist.
  */
-export async function explainItem(store: Store, registry: Registry, reader: DecisionReader, itemId: string, setName?: string): Promise<ExplainReport | null> {
+export async function explainItem(store: Pick<Store, 'listCollections' | 'listDecisions' | 'listItems' | 'loadItemForEvaluation' | 'now'>, registry: Registry, reader: DecisionReader, itemId: string, setName?: string): Promise<ExplainReport | null> {
   const loaded = await store.loadItemForEvaluation(itemId);
   if (!loaded) return null;
   const applicability = new Map((await reader.setApplicability(itemId)).map((a) => [a.questionSet, a]));

@@ -1,7 +1,8 @@
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type Store, type WorkspaceRow } from '../store/store.js';
+import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 
 /**
  * `VerdictReader.items`: a workspace's live items as a list people can use (DESIGN §16.2's list
@@ -99,7 +100,7 @@ function decodeCursor(text: string, sort: ItemSort, order: 'asc' | 'desc'): Curs
  * Reads one page of `q` in workspace `ws`. `reader` is asked only for `surfaced`.
  * @throws InvalidInput, naming the member in `param`, for a bad sort, order, limit, cursor, collection, set or time.
  */
-export async function itemListPage(store: Store, registry: Registry, reader: () => Promise<DecisionReader>, ws: WorkspaceRow, q: ItemListQuery): Promise<ItemListPage> {
+export async function itemListPage(store: Pick<TrackerReads, 'listCollections' | 'listItems'>, registry: Registry, reader: () => Promise<DecisionReader>, ws: WorkspaceRow, q: ItemListQuery): Promise<ItemListPage> {
   const sort = q.sort ?? 'updated';
   if (!['updated', 'created', 'ref'].includes(sort)) throw new InvalidInput(`sort must be updated, created or ref; got ${String(sort)}`, { param: 'sort' });
   const order = q.order ?? (sort === 'ref' ? 'asc' : 'desc');

@@ -1,6 +1,7 @@
 import { InvalidInput } from '../errors.js';
 import { fieldsForDisplay } from '../reads/reads.js';
-import type { Store, WorkspaceRow } from '../store/store.js';
+import type { WorkspaceRow } from '../store/tracker-reads.js';
+import type { ItemSearchReads, TrackerReads } from '../store/tracker-reads.js';
 
 /**
  * `VerdictReader.searchItems`: one workspace's items found by text in their ref or title,
@@ -50,7 +51,7 @@ const DELETED = ['live', 'deleted', 'all'] as const;
  * Reads one page of items of `ws` (see `ItemSearchQuery`).
  * @throws InvalidInput naming `text`, `deleted`, `offset` or `limit` when one is out of range.
  */
-export async function searchItemsPage(store: Store, ws: WorkspaceRow, q: ItemSearchQuery): Promise<ItemSearchPage> {
+export async function searchItemsPage(store: Pick<TrackerReads, 'listCollections'> & ItemSearchReads, ws: WorkspaceRow, q: ItemSearchQuery): Promise<ItemSearchPage> {
   const text = q.text ?? '';
   if (typeof text !== 'string' || [...text].length > ITEM_SEARCH_MAX_TEXT) throw new InvalidInput(`text must be a string of at most ${ITEM_SEARCH_MAX_TEXT} characters`);
   const deleted = q.deleted ?? 'live';

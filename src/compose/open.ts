@@ -8,7 +8,7 @@ import type { Clock } from '../clock.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import { PgStore } from '../store/postgres/pg-store.js';
 import { SqliteStore } from '../store/sqlite/sqlite-store.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Where Verdict keeps its tables (DESIGN §16.1): a SQLite path, `file:` URL or `:memory:`; a

@@ -1,6 +1,10 @@
 import type { DecisionReader, DecisionView, HistoryEntry, StaleReason } from '../reads/reads.js';
 import { InvalidInput } from '../errors.js';
-import type { ItemRow, JobFilter, JobRow, Store, WorkspaceRow } from '../store/store.js';
+import type { JobFilter, JobRow } from '../store/queue-store.js';
+import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 
 /**
  * The reads and job controls behind `VerdictReader.surfaced` and `Verdict.jobs` (DESIGN §3, §8,
@@ -72,7 +76,7 @@ export interface SurfacedPage {
  * Reads the surfaced keys of `set` in `ws` (see `SurfacedPage`).
  * @throws InvalidInput for a bad offset, limit, threshold or currency.
  */
-export async function surfacedPage(store: Store, reader: DecisionReader, ws: WorkspaceRow, set: string, q: SurfacedQuery): Promise<SurfacedPage> {
+export async function surfacedPage(store: Pick<TrackerReads, 'listCollections'>, reader: DecisionReader, ws: WorkspaceRow, set: string, q: SurfacedQuery): Promise<SurfacedPage> {
   const offset = q.offset ?? 0;
   const limit = q.limit ?? 50;
   if (!Number.isInteger(offset) || offset < 0) throw new InvalidInput(`offset must be a whole number, 0 or more; got ${offset}`);
@@ -148,7 +152,7 @@ export interface JobView extends JobRow {
 }
 
 /** Jobs matching a store filter (at most `f.limit`, default 50) with their item refs and timing: `Verdict.jobs.list` and `verdict jobs list`. */
-export async function listJobViews(store: Store, f: JobFilter): Promise<JobView[]> {
+export async function listJobViews(store: Pick<TrackerStore, 'getItem' | 'now'> & Pick<QueueStore, 'listJobs'>, f: JobFilter): Promise<JobView[]> {
   const now = await store.now();
   const out: JobView[] = [];
   for (const j of await store.listJobs({ ...f, limit: f.limit ?? JOBS_LIST_DEFAULT_LIMIT })) {
@@ -189,7 +193,7 @@ export interface VerdictJobs {
 const STATES = ['owed', 'parked', 'batched'];
 
 /** The jobs API over a store (compose/verdict.ts wires it). */
-export function jobsOn(store: Store): VerdictJobs {
+export function jobsOn(store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'getWorkspaceBySlug' | 'now'> & Pick<QueueStore, 'dropJobs' | 'listJobs' | 'retryJobs'>): VerdictJobs {
   /** The store filter of a query, or null when its workspace or ref does not exist. */
   const filterOf = async (q: JobQuery, defaultState?: 'parked') => {
     if (q.state !== undefined && !STATES.includes(q.state)) throw new InvalidInput(`state must be owed, parked or batched; got ${String(q.state)}`);

@@ -2,7 +2,11 @@ import type { Heartbeat } from '../worker/heartbeat.js';
 import { listBatchUnavailable } from '../worker/batch-availability.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { parseSetCooloffs, SET_COOLOFF_META_PREFIX } from '../runner/set-cooloff.js';
-import type { JobRow, SetJobCounts, Store } from '../store/store.js';
+import type { JobRow, SetJobCounts } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { BatchStore } from '../store/batch-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The queue as its readers see it (DESIGN §3, §10, §7.3): jobs by set, failing sets, parked jobs
@@ -51,7 +55,7 @@ export interface FailingSet {
 }
 
 /** The workers that wrote a heartbeat (alive or not), in the store's order. */
-export async function workerViews(store: Store, now: number): Promise<WorkerView[]> {
+export async function workerViews(store: Pick<MetaStore, 'listMeta'>, now: number): Promise<WorkerView[]> {
   return parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).map((h: Heartbeat & { updatedAt: number }) => ({
     workerId: h.workerId,
     provider: h.provider,
@@ -64,7 +68,7 @@ export async function workerViews(store: Store, now: number): Promise<WorkerView
 }
 
 /** Provider batches submitting, in progress or ended but not yet swept. */
-export async function batchesInFlight(store: Store, now: number): Promise<BatchesView> {
+export async function batchesInFlight(store: Pick<BatchStore, 'batchJobCounts' | 'listProviderBatches'> & Pick<MetaStore, 'listMeta'>, now: number): Promise<BatchesView> {
   const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
   let jobs = 0;
   for (const b of open) jobs += (await store.batchJobCounts(b.id)).batched;
@@ -79,7 +83,7 @@ export async function batchesInFlight(store: Store, now: number): Promise<Batche
 }
 
 /** Failing sets: those with failing jobs, merged with those whose schema was rejected (one entry per set, by name). */
-export async function failingSets(store: Store, bySet: readonly SetJobCounts[], now: number): Promise<FailingSet[]> {
+export async function failingSets(store: Pick<MetaStore, 'listMeta'>, bySet: readonly SetJobCounts[], now: number): Promise<FailingSet[]> {
   const cooloffs = parseSetCooloffs(await store.listMeta(SET_COOLOFF_META_PREFIX));
   const out = new Map<string, FailingSet>();
   for (const s of bySet) if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
@@ -113,7 +117,7 @@ export interface ParkedJobView {
 export const PARKED_READ_LIMIT = 10_000;
 
 /** The first `shown` parked jobs with their item refs. */
-export async function parkedJobViews(store: Store, parked: readonly JobRow[], shown: number): Promise<ParkedJobView[]> {
+export async function parkedJobViews(store: Pick<TrackerReads, 'getItem'>, parked: readonly JobRow[], shown: number): Promise<ParkedJobView[]> {
   const out: ParkedJobView[] = [];
   for (const j of parked.slice(0, shown)) {
     const item = await store.getItem(j.itemId);
@@ -139,7 +143,7 @@ export interface QueueView {
 }
 
 /** Reads one workspace's queue (see `QueueView`). */
-export async function queueView(store: Store, workspaceId: string, parkedShown: number): Promise<QueueView> {
+export async function queueView(store: Pick<Store, 'batchJobCounts' | 'getItem' | 'jobCountsBySet' | 'listJobs' | 'listMeta' | 'listProviderBatches' | 'now'>, workspaceId: string, parkedShown: number): Promise<QueueView> {
   const now = await store.now();
   const batched = new Map<string, number>();
   for (const j of await store.listJobs({ workspaceId, state: 'batched', limit: PARKED_READ_LIMIT })) batched.set(j.questionSet, (batched.get(j.questionSet) ?? 0) + 1);

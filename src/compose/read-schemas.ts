@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { HumanVerdictRow } from '../store/verdicts.js';
-import type { ItemRow } from '../store/store.js';
+import type { ItemRow } from '../store/tracker-reads.js';
 import type { DecisionView } from '../reads/reads.js';
 
 /**

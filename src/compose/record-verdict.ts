@@ -2,7 +2,9 @@ import { pickedLevel, type Answer, type Question } from '../decision/questions.j
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import { splitCommentKey } from '../reads/reads.js';
-import { NotFound, type Store } from '../store/store.js';
+import { NotFound } from '../store/store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
 import { VERDICT_KINDS, type HumanVerdictRow, type VerdictKind } from '../store/verdicts.js';
 
 /**
@@ -72,7 +74,7 @@ const VERDICT_NOTE_MAX = 2_000;
  * that is not current, a value that does not fit the question, a withdrawal with no verdict to
  * withdraw or (with `withdraws: 'own'`) of another author's verdict, a blank author, a long note, a NUL in the author or note, or decisions off (provider `none`).
  */
-export async function recordVerdict(store: Store, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
+export async function recordVerdict(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug'> & HumanVerdictStore, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
   if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
   if (!VERDICT_KINDS.includes(input.verdict)) throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
   if (input.withdraws !== undefined && input.withdraws !== 'any' && input.withdraws !== 'own') throw new InvalidInput('withdraws must be any or own', { param: 'withdraws' });

@@ -6,7 +6,7 @@ import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/job-life.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { startBackgroundPasses, sweepUntilDone } from '../worker/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';

@@ -2,7 +2,8 @@ import { isEvalSpendOutcome } from '../eval/run-eval.js';
 import { batchCostOf, costOf, pricingFor, PRICES_CHECKED } from '../providers/pricing.js';
 import { SPEND_ABORTED } from '../runner/evaluate.js';
 import { SPEND_DAY_MS, spendDayStart } from '../store/spend-rules.js';
-import type { SpendHourRow, SpendRow, Store } from '../store/store.js';
+import type { SpendHourRow, SpendRow } from '../store/spend-store.js';
+import type { Store } from '../store/whole-store.js';
 import { SPEND_BATCH } from '../worker/batches.js';
 import { workerViews } from './queue-view.js';
 

@@ -3,7 +3,7 @@ import type { ItemHistory } from '../compose/operations-reads.js';
 import type { ItemSetStatus } from '../compose/verdict.js';
 import { pickedLevel, type Answer } from '../decision/questions.js';
 import type { DecisionView } from '../reads/reads.js';
-import type { CommentRow } from '../store/store.js';
+import type { CommentRow } from '../store/tracker-reads.js';
 import type { HumanVerdictRow } from '../store/verdicts.js';
 import { roleAllows } from '../access/tokens.js';
 import { probabilityBarsSpec, renderSvg } from './charts.js';

@@ -1,5 +1,5 @@
 import { formatElapsed } from '../decision/duration.js';
-import type { ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRow } from '../store/access-store.js';
 import { html, type Html } from './html.js';
 import { LIVE_REFRESH_MS } from './live-script.js';
 

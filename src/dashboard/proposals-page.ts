@@ -3,7 +3,7 @@ import { tokenAuthor } from '../access/tokens.js';
 import type { KeyActionStatus, Proposal } from '../actions/actions.js';
 import type { Verdict } from '../compose/verdict.js';
 import { VerdictError } from '../errors.js';
-import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
 import { itemHref } from './flags-page.js';
 import { html, type Html } from './html.js';
 import { csrfField, pct, type NavId, type Viewer } from './layout.js';

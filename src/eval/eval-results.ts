@@ -1,4 +1,5 @@
-import type { Store } from '../store/store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 import type { KeyMetrics, SetMetrics } from './metrics.js';
 
 /** Calls, tokens and cost of a key's or set's rows (`runEval` reports them). Tokens; US dollars. */
@@ -66,7 +67,7 @@ export interface EvalResult {
 }
 
 /** Records the report's figures for every set it scored (replacing that set's previous entry). */
-export async function recordEvalResults(store: Store, workspaceId: string, report: EvalReportFigures): Promise<void> {
+export async function recordEvalResults(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>, workspaceId: string, report: EvalReportFigures): Promise<void> {
   const at = await store.now();
   const columns = [report.a, ...(report.b ? [report.b] : [])];
   const sets = new Set(columns.flatMap((c) => c.bySet.map((s) => s.set)));
@@ -86,7 +87,7 @@ export async function recordEvalResults(store: Store, workspaceId: string, repor
 }
 
 /** The latest eval result of each set in the workspace, by set name; an unreadable entry is left out. */
-export async function latestEvalResults(store: Store, workspaceId: string): Promise<EvalResult[]> {
+export async function latestEvalResults(store: Pick<MetaStore, 'listMeta'>, workspaceId: string): Promise<EvalResult[]> {
   const out: EvalResult[] = [];
   for (const row of await store.listMeta(`${EVAL_RESULT_META_PREFIX}${workspaceId}:`)) {
     try {

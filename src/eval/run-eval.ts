@@ -16,7 +16,16 @@ import { stateToAsk } from '../decision/as-of.js';
 import { InvalidInput } from '../errors.js';
 import { estimateOutputTokens, estimateSet, estimateTarget, sumWork, type WorkEstimate } from '../runner/estimate.js';
 import { CoAskTally } from '../runner/co-ask-estimate.js';
-import type { HumanVerdictRow, ItemForEvaluation, ItemRow, Store } from '../store/store.js';
+import type { HumanVerdictRow } from '../store/verdicts.js';
+import type { ItemForEvaluation } from '../store/store.js';
+import type { ItemRow } from '../store/tracker-reads.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { Store } from '../store/whole-store.js';
 import type { GoldRow } from './gold-set.js';
 import { calibrate, scoreGold, type GoldScore, type GroupMetrics, type ScoredRow, type SetMetrics } from './metrics.js';
 
@@ -192,7 +201,7 @@ export class EvalCostNotConfirmed extends VerdictError {
 export type ColumnSource = { kind: 'stored'; reader: DecisionReader; judgedAgainst: { name: string; model: string } | null } | { kind: 'asked'; provider: Provider };
 
 export interface RunEvalOptions {
-  store: Store;
+  store: TrackerStore & QueueStore & DecisionStore & MetaStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>;
   registry: Registry;
   workspace: { id: string; slug: string };
   gold: { rows: GoldRow[]; source: string; labelsAtOlderState?: number | null };
@@ -327,7 +336,7 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
 
 /** Places each gold row: the item, the set, the question, the label's fit, and the state the set reads now. */
 async function resolveGold(
-  store: Store,
+  store: Pick<TrackerReads, 'getItemByRef' | 'listCollections' | 'listItems'> & Pick<Store, 'loadItemForEvaluation'>,
   registry: Registry,
   workspaceId: string,
   rows: readonly GoldRow[],
@@ -429,7 +438,7 @@ function targetOf(set: QuestionSet, loaded: ItemForEvaluation | null, commentId:
 // ------------------------------------------------------------------ stored answers
 
 
-async function storedColumn(store: Store, reader: DecisionReader, resolved: readonly Resolved[]): Promise<ColumnRun> {
+async function storedColumn(store: Pick<QueueStore, 'getJob'>, reader: DecisionReader, resolved: readonly Resolved[]): Promise<ColumnRun> {
   const views = new Map<string, DecisionView[]>();
   const answers: ColumnRun['answers'] = [];
   for (const r of resolved) {
@@ -551,7 +560,7 @@ function guardCost(plans: readonly CallPlan[], asked: ReadonlyArray<{ provider: 
 
 /** Asks every planned call in order, within the shared budget; records each sent call's spend. */
 async function askColumn(
-  store: Store,
+  store: Pick<TrackerReads, 'listCollections' | 'listItems'> & Pick<Store, 'checkLiveness' | 'recordSpend'>,
   provider: Provider,
   resolved: readonly Resolved[],
   plan: CallPlan,
@@ -631,7 +640,7 @@ async function askColumn(
 }
 
 /** Records one eval call's spend; a store failure is logged, never thrown (the answers are in hand). */
-async function recordEvalSpend(store: Store, questionSet: string, provider: Provider, outcome: string, usage: Usage, logger: Logger): Promise<void> {
+async function recordEvalSpend(store: Pick<Store, 'recordSpend'>, questionSet: string, provider: Provider, outcome: string, usage: Usage, logger: Logger): Promise<void> {
   try {
     await store.recordSpend({ questionSet, provider: provider.name, model: provider.model, outcome, calls: 1, usage });
   } catch (err) {
@@ -731,7 +740,7 @@ function decisionOf(a: Answer, threshold: number): { value: boolean | string | n
 }
 
 /** The price of re-asking, with B's model, every live item of every workspace that each gold set's set applies to. */
-async function reaskEstimate(store: Store, resolved: readonly Resolved[], provider: Provider): Promise<ReaskEstimate> {
+async function reaskEstimate(store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>, resolved: readonly Resolved[], provider: Provider): Promise<ReaskEstimate> {
   const target = estimateTarget(provider.name, provider.model, { model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort });
   const sets = [...new Map(resolved.map((r) => [r.set.name, r.set])).values()].sort((x, y) => (x.name < y.name ? -1 : 1));
   const out: ReaskEstimate['sets'] = [];
@@ -778,7 +787,7 @@ export function labelOfValue(value: string, threshold: number): boolean | string
  * (item, set, key), skipping `withdrawn` ones and those without a value; `line` is the position in
  * that list (1-based). Also counts the labels given at a state other than the one the set reads now.
  */
-export async function goldFromVerdicts(store: Store, registry: Registry, workspaceId: string): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
+export async function goldFromVerdicts(store: Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, workspaceId: string): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
   const latest = new Map<string, HumanVerdictRow>();
   for (const v of await store.listVerdicts({ workspaceId })) latest.set(JSON.stringify([v.itemId, v.questionSet, v.questionKey]), v); // oldest first: the last wins
   const rows: GoldRow[] = [];
@@ -836,7 +845,7 @@ export class EvalUnavailable extends VerdictError {
  * @throws what `runEval` throws (EvalCostNotConfirmed, ProviderMisconfigured, store errors).
  */
 export async function evalWorkspace(
-  deps: { store: Store; registry: Registry; provider: Provider | null; reader: () => Promise<DecisionReader>; makeProvider: (model: string) => Provider | null; logger?: Logger },
+  deps: { store: TrackerStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>; registry: Registry; provider: Provider | null; reader: () => Promise<DecisionReader>; makeProvider: (model: string) => Provider | null; logger?: Logger },
   opts: EvalOptions,
 ): Promise<EvalReport> {
   const ws = await deps.store.getWorkspaceBySlug(opts.workspace);

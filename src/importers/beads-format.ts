@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { refProblem } from '../store/input-rules.js';
-import type { CollectionSchema, CollectionSettings } from '../store/store.js';
+import type { CollectionSchema, CollectionSettings } from '../store/tracker-reads.js';
 
 /**
  * The beads JSONL format and the pure rules that map one row onto Verdict's tracker model

@@ -4,16 +4,14 @@ import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
 import { silentLogger, type Logger } from '../log.js';
 import { repairCount, type NormaliseReport } from '../store/input-rules.js';
-import {
-  InvalidWrite,
-  PRIORITY_BACKFILL,
-  type CollectionRow,
-  type OweOptions,
-  type Store,
-  type TrackerStore,
-  type WorkspaceRow,
-  type WriteResult,
-} from '../store/store.js';
+import { InvalidWrite } from '../store/store.js';
+import { PRIORITY_BACKFILL, type OweOptions } from '../store/queue-store.js';
+import type { CollectionRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { WriteResult } from '../store/tracker-writes.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { Store } from '../store/whole-store.js';
 import { errCode, InputNotFound, InvalidInput } from '../errors.js';
 import {
   BEADS_COLLECTION_SCHEMA,
@@ -164,7 +162,7 @@ export type BeadsInput = string | Iterable<string> | AsyncIterable<string>;
  * @throws a read error mid-file, or a store error other than a rejected row (disk full, locked):
  *   what was written before stays, and a re-run completes it.
  */
-export async function importBeads(store: Store, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
+export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'listCollections' | 'listJobs' | 'now' | 'transaction'>, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
   const slug = opts.workspaceSlug ?? 'beads';
   if (typeof slug !== 'string' || slug.trim() === '') throw new TypeError(`workspaceSlug must be a non-empty string, got ${JSON.stringify(slug)}`);
   const log = opts.logger ?? silentLogger;
@@ -474,14 +472,14 @@ async function assertReadableFile(path: string): Promise<void> {
 }
 
 /** The workspace of `slug`, or null. @throws InvalidWrite when it is soft-deleted. */
-async function findWorkspace(store: Store, slug: string): Promise<WorkspaceRow | null> {
+async function findWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow | null> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
   return ws;
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Store, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }

@@ -4,7 +4,10 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { CONVENTIONS_ROLE } from '../decision/conventions.js';
 import { parserProblem } from '../decision/config-file.js';
-import { InvalidWrite, PRIORITY_BACKFILL, type CollectionRow, type CollectionSchema, type CollectionSettings, type Store, type WorkspaceRow } from '../store/store.js';
+import { InvalidWrite } from '../store/store.js';
+import { PRIORITY_BACKFILL } from '../store/queue-store.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 import { deriveId } from './beads-format.js';
 import { errCode, VerdictError } from '../errors.js';
 
@@ -127,7 +130,7 @@ export interface ConventionsImportReport {
  * @throws InvalidWrite when a collection of that slug exists but is not a conventions collection,
  *   the workspace is deleted, or a ref is held by another item.
  */
-export async function importConventions(store: Store, doc: ConventionsFile, workspaceSlug: string): Promise<ConventionsImportReport> {
+export async function importConventions(store: Pick<TrackerStore, 'createCollection' | 'createWorkspace' | 'getItemByRef' | 'getWorkspaceBySlug' | 'listCollections' | 'upsertItem'>, doc: ConventionsFile, workspaceSlug: string): Promise<ConventionsImportReport> {
   const ws = await openWorkspace(store, workspaceSlug);
   const collection = await conventionsCollection(store, ws, doc.collection);
   const report: ConventionsImportReport = { workspaceId: ws.id, collectionId: collection.id, created: 0, updated: 0, unchanged: 0 };
@@ -152,13 +155,13 @@ export async function importConventions(store: Store, doc: ConventionsFile, work
   return report;
 }
 
-async function openWorkspace(store: Store, slug: string): Promise<WorkspaceRow> {
+async function openWorkspace(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it first`);
   return ws ?? (await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
 }
 
-async function conventionsCollection(store: Store, ws: WorkspaceRow, slug: string): Promise<CollectionRow> {
+async function conventionsCollection(store: Pick<TrackerStore, 'createCollection' | 'listCollections'>, ws: WorkspaceRow, slug: string): Promise<CollectionRow> {
   const existing = (await store.listCollections(ws.id)).find((c) => c.slug === slug);
   if (existing) {
     if (existing.settings.role !== CONVENTIONS_ROLE) throw new InvalidWrite(`collection "${slug}" exists and is not a conventions collection (settings.role is not "conventions")`);

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Verdict } from '../compose/verdict.js';
 import type { Logger } from '../log.js';
-import type { ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRow } from '../store/access-store.js';
 import { createMcpServer } from './mcp-server.js';
 
 /**

@@ -10,7 +10,8 @@ import { VERSION } from '../version.js';
 import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
 import { registerProposalTools } from './proposal-tools.js';
 import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, verdictRecordSummary } from './summaries.js';
-import type { ApiTokenRole, ApiTokenRow, FieldScalar } from '../store/store.js';
+import type { FieldScalar } from '../store/tracker-reads.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
 
 /**
  * Verdict's Model Context Protocol server (DESIGN §16.5): the decisions a coding agent needs ("what

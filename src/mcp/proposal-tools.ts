@@ -5,7 +5,7 @@ import { tokenAuthor } from '../access/tokens.js';
 import { verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
 import { isoTimesSchema } from '../compose/iso-times.js';
-import type { ApiTokenRole, ApiTokenRow } from '../store/store.js';
+import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
 
 /**
  * The MCP tools of actions in GitHub (DESIGN §17): `proposals_list` (the label changes waiting for

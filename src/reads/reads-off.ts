@@ -1,6 +1,11 @@
 import { Registry } from '../decision/registry.js';
 import { DecisionReader, type DecisionView } from './reads.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * The reader of provider `none` (DESIGN §9: decisions off, reads return empty lists). Every read
@@ -8,7 +13,7 @@ import type { Store } from '../store/store.js';
  * turned off are not shown as if they were still kept current.
  */
 export class DecisionsOffReader extends DecisionReader {
-  constructor(store: Store) {
+  constructor(store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> & Pick<QueueStore, 'getJob' | 'listJobs'> & Pick<MetaStore, 'getMeta'> & Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>) {
     // A null context: `enabled` is false, so nothing (retention, for one) mistakes these empty
     // reads for "no answer is current".
     super(store, new Registry([]), null);

@@ -14,7 +14,18 @@ import { setTargets } from '../decision/set-states.js';
 import { isClipped, NO_CLIPS, type BuiltState, type StateClips } from '../decision/state.js';
 import { currentAnswer, movedParts, onlyExpired } from '../decision/as-of.js';
 import { continuationKey, parseContinuation, pendingSets } from '../store/collection-owe.js';
-import type { CollectionRow, DecisionRow, ItemForEvaluation, ItemRow, ItemViewRows, JobRow, Store } from '../store/store.js';
+import type { ItemForEvaluation } from '../store/store.js';
+import type { ItemRow } from '../store/tracker-reads.js';
+import type { DecisionRow } from '../store/decision-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { Store } from '../store/whole-store.js';
+import type { CollectionRow } from '../decision/rows.js';
+import type { JobRow } from '../store/queue-store.js';
+import type { ItemViewRows } from '../store/item-view-store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
 import { answersAgree, FLAPPING_MIN_FLIPS, FLAPPING_WINDOW_MS, overrideValue, surfacesWithHysteresis, type HumanVerdictRow, type SurfacingChangeRow, type VerdictKind } from '../store/verdicts.js';
@@ -292,7 +303,7 @@ export type ReaderContext = FingerprintContext & { name: string };
  */
 export class DecisionReader {
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> & Pick<QueueStore, 'getJob' | 'listJobs'> & Pick<MetaStore, 'getMeta'> & Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>,
     private readonly registry: Registry,
     private readonly ctx: ReaderContext | null,
     private readonly logger: Logger = silentLogger,

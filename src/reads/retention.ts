@@ -1,6 +1,6 @@
 import { setImmediate as yieldToOthers } from 'node:timers/promises';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { DecisionStore } from '../store/decision-store.js';
 import type { DecisionReader } from './reads.js';
 
 /**
@@ -48,7 +48,7 @@ const PRUNE_BATCH_SIZE = 200;
  * @throws TypeError for a decisions-off reader.
  * @throws when the store fails; rows deleted before stay deleted, and a re-run continues.
  */
-export async function pruneDecisions(store: Store, reader: DecisionReader, o: PruneOptions): Promise<PruneReport> {
+export async function pruneDecisions(store: Pick<DecisionStore, 'deleteDecisions' | 'listSupersededDecisions'>, reader: DecisionReader, o: PruneOptions): Promise<PruneReport> {
   // A decisions-off reader calls nothing current: pruning with it would delete current answers.
   if (!reader.enabled) throw new TypeError('pruneDecisions needs a reader that judges currency (a configured provider, not none)');
   const batchSize = o.batchSize ?? PRUNE_BATCH_SIZE;

@@ -2,7 +2,8 @@ import { currentAnswer, stateToAsk } from '../decision/as-of.js';
 import type { QuestionSet } from '../decision/registry.js';
 import type { SetTarget } from '../decision/set-states.js';
 import type { BuiltState } from '../decision/state.js';
-import type { DecisionRow, Store } from '../store/store.js';
+import type { DecisionRow } from '../store/decision-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * DESIGN §7 step 5 ("the keys that already have an answer at this state hash, fingerprint and

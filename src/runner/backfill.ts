@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { QuestionSet } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { PRIORITY_BACKFILL, type ChunkJobCounts, type Store } from '../store/store.js';
+import { PRIORITY_BACKFILL, type ChunkJobCounts } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
 
 /**
@@ -45,7 +47,7 @@ export function backfillCursorKey(setName: string, workspaceId: string | null | 
 }
 
 /** Reads a stored cursor; null when there is none. @throws SyntaxError for a row that is not a cursor. */
-export async function loadBackfillCursor(store: Store, setName: string, workspaceId: string | null | undefined): Promise<BackfillCursor | null> {
+export async function loadBackfillCursor(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string | null | undefined): Promise<BackfillCursor | null> {
   const raw = await store.getMeta(backfillCursorKey(setName, workspaceId));
   if (raw === null) return null;
   const c = JSON.parse(raw) as BackfillCursor;
@@ -95,7 +97,7 @@ export interface BackfillReport {
 }
 
 export interface BackfillOptions {
-  store: Store;
+  store: Pick<Store, 'countChunkJobs' | 'deleteMeta' | 'getMeta' | 'getWorkspace' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs'>;
   set: QuestionSet;
   /** One workspace; all when omitted. */
   workspaceId?: string;

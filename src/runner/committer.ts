@@ -1,4 +1,5 @@
-import type { Claim, FinishedJob, JobFinish, JobFinishResult, Store } from '../store/store.js';
+import type { Claim, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /** One slot's finish waiting for the next group commit, and how to wake the slot. */
 interface Waiting {

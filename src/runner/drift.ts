@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
-import { PRIORITY_BACKFILL, type CollectionRow, type DriftScanItem, type OweOptions, type Store } from '../store/store.js';
+import { PRIORITY_BACKFILL, type OweOptions } from '../store/queue-store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { DriftScanItem } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import { questionFingerprint, type FingerprintContext } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { COMMENT_STATE_VERSION, STATE_VERSION } from '../decision/state.js';
@@ -68,7 +73,7 @@ function stateVersionOf(set: Pick<QuestionSet, 'perComment'>): number {
  * Fingerprints a set's questions in one workspace (resolving them for resolved sets).
  * @throws whatever the set's `resolve` throws, or InvalidQuestion.
  */
-export async function planDrift(store: Store, set: QuestionSet, workspaceId: string, ctx: FingerprintContext, logger?: Logger): Promise<DriftPlan> {
+export async function planDrift(store: Pick<TrackerReads, 'listCollections' | 'listItems'>, set: QuestionSet, workspaceId: string, ctx: FingerprintContext, logger?: Logger): Promise<DriftPlan> {
   const questions = await questionsOf(set, { workspaceId, store, logger });
   const keys = Object.keys(questions).sort();
   const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k], ctx)]));
@@ -129,7 +134,7 @@ export interface DriftBatch {
  * `collections` maps collection id → row, for eligibility.
  */
 export async function scanDriftBatch(
-  store: Store,
+  store: Pick<DecisionStore, 'scanItemsForDrift'>,
   plan: DriftPlan,
   collections: ReadonlyMap<string, CollectionRow>,
   afterItemId: string | null,
@@ -166,7 +171,7 @@ function driftMarkerKey(setName: string, workspaceId: string): string {
 }
 
 /** Reads a marker; an absent or unreadable one means "never swept", so the first pass scans (unknown is not absent). */
-export async function readDriftMarker(store: Store, setName: string, workspaceId: string): Promise<DriftMarker> {
+export async function readDriftMarker(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string): Promise<DriftMarker> {
   const text = await store.getMeta(driftMarkerKey(setName, workspaceId));
   if (text !== null) {
     try {
@@ -180,7 +185,7 @@ export async function readDriftMarker(store: Store, setName: string, workspaceId
 }
 
 /** Stores a (set, workspace) marker (see `DriftMarker`). */
-export async function writeDriftMarker(store: Store, setName: string, workspaceId: string, m: DriftMarker): Promise<void> {
+export async function writeDriftMarker(store: Pick<MetaStore, 'setMeta'>, setName: string, workspaceId: string, m: DriftMarker): Promise<void> {
   await store.setMeta(driftMarkerKey(setName, workspaceId), JSON.stringify(m));
 }
 
@@ -199,7 +204,7 @@ export interface DriftSurvey {
 }
 
 /** Scans every live item of one workspace for drift of one set (no writes). */
-export async function surveyDrift(store: Store, plan: DriftPlan, batchSize = 500): Promise<DriftSurvey> {
+export async function surveyDrift(store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>, plan: DriftPlan, batchSize = 500): Promise<DriftSurvey> {
   const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
   const survey: DriftSurvey = { plan, scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0, calls: 0 };
   let cursor: string | null = null;

@@ -1,5 +1,6 @@
 import type { QuestionSet } from '../decision/registry.js';
-import type { CollectionRow, ItemRow, Store, WorkspaceRow } from '../store/store.js';
+import type { CollectionRow, ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import { appliesNow } from '../decision/eligibility.js';
 
 /** Items read per store call while scanning. */
@@ -20,7 +21,7 @@ export interface EligibleItem {
  * Reads pages of `SCAN_PAGE` items and every collection of the workspaces involved once.
  */
 export async function* eligibleItems(
-  store: Store,
+  store: Pick<TrackerReads, 'getWorkspace' | 'listCollections' | 'listItems' | 'listWorkspaces'>,
   set: QuestionSet,
   opts: { workspaceId?: string; afterId?: string | null } = {},
 ): AsyncGenerator<EligibleItem> {

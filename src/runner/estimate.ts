@@ -8,7 +8,7 @@ import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
 import { costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
 import { buildAnswerSchema, buildSystemPrompt, probabilityNames, questionAliases } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
 
 /**
@@ -136,7 +136,7 @@ export function emptyWork(): WorkEstimate {
  * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
  */
 export async function estimateSet(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   set: QuestionSet,
   target: EstimateTarget,
   opts: { workspaceId?: string; afterId?: string | null; onItemCalls?: (c: EstimatedItemCalls) => void } = {},

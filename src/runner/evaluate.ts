@@ -10,7 +10,12 @@ import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import { maxTokensFor } from '../providers/prompt.js';
 import { estimatePromptTokens } from './estimate.js';
 import { estimateTokens, type AskResult, type Provider, type Usage } from '../providers/provider.js';
-import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord, Store, SurfacingContext } from '../store/store.js';
+import type { SurfacingContext } from '../store/events.js';
+import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { SpendStore } from '../store/spend-store.js';
+import type { Store } from '../store/whole-store.js';
 import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
@@ -20,7 +25,7 @@ import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
-  store: Store;
+  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> & Pick<DecisionStore, 'listDecisions'> & Pick<SpendStore, 'settleSpendReservation'> & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'insertDecisions' | 'loadItemForEvaluation' | 'recordSpend' | 'renewLease'>;
   registry: Registry;
   provider: Provider;
   logger: Logger;

@@ -2,7 +2,7 @@ import type { QuestionSet } from '../decision/registry.js';
 import { VerdictError } from '../errors.js';
 import { costOf } from '../providers/pricing.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
 import { estimateSet, type EstimatedCall, type EstimateTarget, type SetEstimate, type WorkEstimate } from './estimate.js';
 
@@ -114,7 +114,7 @@ function corrected(w: WorkEstimate, ratio: number | null, target: EstimateTarget
  *   ProviderMisconfigured for a bad key, ...): no partial estimate is returned.
  */
 export async function exactEstimateSet(
-  store: Store,
+  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
   set: QuestionSet,
   target: EstimateTarget,
   counter: Provider,

@@ -1,7 +1,11 @@
 import { isExpired } from '../decision/as-of.js';
 import { appliesNow } from '../decision/eligibility.js';
 import type { QuestionSet } from '../decision/registry.js';
-import type { CollectionRow, DriftScanItem, Store } from '../store/store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { DriftScanItem } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { DecisionStore } from '../store/decision-store.js';
 
 /**
  * Expiry (DESIGN §5.2): the answers of a set with `maxAgeMs` go stale with time alone, with no
@@ -67,7 +71,7 @@ export interface ExpiryBatch {
 
 /** Reads one batch of a workspace's live items after `afterItemId` (the drift sweep's read) and keeps the expired ones. */
 export async function scanExpiryBatch(
-  store: Pick<Store, 'scanItemsForDrift'>,
+  store: Pick<DecisionStore, 'scanItemsForDrift'>,
   plan: ExpiryPlan,
   collections: ReadonlyMap<string, CollectionRow>,
   afterItemId: string | null,
@@ -93,7 +97,7 @@ export interface ExpirySurvey {
 }
 
 /** Scans every live item of one workspace for answers of `plan.set` expired at `nowMs` (no writes). */
-export async function surveyExpiry(store: Pick<Store, 'scanItemsForDrift' | 'listCollections'>, plan: ExpiryPlan, nowMs: number, batchSize = 500): Promise<ExpirySurvey> {
+export async function surveyExpiry(store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>, plan: ExpiryPlan, nowMs: number, batchSize = 500): Promise<ExpirySurvey> {
   const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
   const survey: ExpirySurvey = { scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0 };
   let cursor: string | null = null;
@@ -124,7 +128,7 @@ function expiryMarkerKey(setName: string, workspaceId: string): string {
 }
 
 /** Reads a marker; an absent or unreadable one means "never walked", so the next pass walks. */
-export async function readExpiryMarker(store: Pick<Store, 'getMeta'>, setName: string, workspaceId: string): Promise<ExpiryMarker> {
+export async function readExpiryMarker(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string): Promise<ExpiryMarker> {
   const text = await store.getMeta(expiryMarkerKey(setName, workspaceId));
   if (text !== null) {
     try {
@@ -138,6 +142,6 @@ export async function readExpiryMarker(store: Pick<Store, 'getMeta'>, setName: s
 }
 
 /** Stores a (set, workspace) expiry marker. */
-export async function writeExpiryMarker(store: Pick<Store, 'setMeta'>, setName: string, workspaceId: string, m: ExpiryMarker): Promise<void> {
+export async function writeExpiryMarker(store: Pick<MetaStore, 'setMeta'>, setName: string, workspaceId: string, m: ExpiryMarker): Promise<void> {
   await store.setMeta(expiryMarkerKey(setName, workspaceId), JSON.stringify(m));
 }

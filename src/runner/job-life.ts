@@ -1,7 +1,11 @@
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
-import type { Claim, JobFinish, OutcomeResult, Store } from '../store/store.js';
+import type { Claim, JobFinish, OutcomeResult } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { SpendStore } from '../store/spend-store.js';
+import type { Store } from '../store/whole-store.js';
 import type { Logger } from '../log.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
@@ -13,7 +17,7 @@ import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
 /** Runner settings (DESIGN §3, §10). Durations in milliseconds. */
 export interface RunnerOptions {
-  store: Store;
+  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> & Pick<DecisionStore, 'listDecisions'> & Pick<SpendStore, 'settleSpendReservation'> & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
   registry: Registry;
   provider: Provider;
   logger: Logger;

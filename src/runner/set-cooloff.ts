@@ -1,6 +1,8 @@
 import { errCode } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { MetaRow, Store } from '../store/store.js';
+import type { MetaRow } from '../store/meta-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { MetaStore } from '../store/meta-store.js';
 
 /**
  * Set-scoped cooling-off (DESIGN §3.8). A 400 that rejects the answer schema is the fault of the
@@ -53,7 +55,7 @@ export class SetCooloffs {
   readonly #persisted = new Set<string>();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<TrackerStore, 'now'> & MetaStore,
     private readonly logger: Logger,
   ) {}
 

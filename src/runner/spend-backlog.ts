@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
-import type { SpendRecord, Store } from '../store/store.js';
+import type { SpendRecord } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { errCode } from './error-code.js';
 
 /**
@@ -33,7 +34,7 @@ export class SpendBacklog {
    * failure (the rest stay kept). One flush at a time: a call during a flush gets that flush.
    * Never throws. @returns the records written by this call.
    */
-  flush(store: Store): Promise<number> {
+  flush(store: Pick<Store, 'recordSpend'>): Promise<number> {
     if (this.kept.length === 0) return Promise.resolve(0);
     this.flushing ??= (async () => {
       let written = 0;

@@ -2,7 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Verdict } from '../compose/verdict.js';
-import { NotFound, type CollectionRow, type CommentRow, type ItemRow, type LinkRow, type Store, type WorkspaceRow, type WriteResult } from '../store/store.js';
+import { NotFound } from '../store/store.js';
+import type { CollectionRow, CommentRow, ItemRow, LinkRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { WriteResult } from '../store/tracker-writes.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
 import { InvalidInput } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -390,7 +393,7 @@ function commentJson(c: CommentRow): z.infer<typeof S.commentView> {
 }
 
 /** The refs of the items at either end of `links` (one read per item not yet known). */
-async function refsOf(store: Pick<Store, 'getItem'>, links: LinkRow[]): Promise<Map<string, string>> {
+async function refsOf(store: Pick<TrackerReads, 'getItem'>, links: LinkRow[]): Promise<Map<string, string>> {
   const refs = new Map<string, string>();
   for (const id of new Set(links.flatMap((l) => [l.sourceId, l.targetId]))) {
     const item = await store.getItem(id);

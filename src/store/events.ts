@@ -153,3 +153,43 @@ export interface EventDeliveryStats {
   /** Epoch ms of the earliest next attempt among pending rows, or null when none is pending. */
   nextAttemptAt: number | null;
 }
+
+/**
+ * The outbox of decision events (DESIGN §16.2; statements in sql/events.ts): the event targets,
+ * and claiming, settling and pruning deliveries. Events are queued by the writes that move
+ * surfacing (`insertDecisions`, `insertVerdict`), in their transactions.
+ */
+export interface EventOutbox {
+  /**
+   * Makes `urls` exactly the enabled event targets: new ones are inserted, disabled ones re-enabled,
+   * every other enabled target disabled (its queued events wait, undelivered, until it is enabled
+   * again). Events are queued only for targets enabled when their answer is stored. One transaction.
+   * @returns targets enabled now, and how many this call disabled.
+   */
+  syncEventTargets(urls: readonly string[]): Promise<{ enabled: number; disabled: number }>;
+  /**
+   * Claims up to `limit` due deliveries under a lease of `leaseMs` for `owner`, in one statement:
+   * undelivered, `next_attempt_at <= now`, no live lease, target enabled, and the head of its
+   * (target, item) line (no earlier undelivered row of the same target and item), so each item's
+   * events reach a receiver in order. Postgres: SKIP LOCKED. @returns the rows, by id.
+   */
+  claimEventDeliveries(r: EventClaimRequest): Promise<EventDelivery[]>;
+  /** The receiver took it (2xx): delivered. @returns false when `owner` no longer holds the row (nothing changed). */
+  completeEventDelivery(id: number, owner: string): Promise<boolean>;
+  /**
+   * A failed delivery: attempts + 1, due again at now + `backoffMs`, lease released; never given up.
+   * `error` is a class and status, never the receiver's body (bounded to 1 KiB).
+   * @returns false when `owner` no longer holds the row (nothing changed).
+   */
+  failEventDelivery(id: number, owner: string, o: { backoffMs: number; error: string }): Promise<boolean>;
+  /** A row not sent (its target is held as unreachable): due again in `delayMs`, lease released, no attempt counted. @returns false when `owner` no longer holds it. */
+  deferEventDelivery(id: number, owner: string, delayMs: number): Promise<boolean>;
+  /** Releases every undelivered row `owner` holds (a stop), without an attempt. @returns rows released. */
+  releaseEventDeliveries(owner: string): Promise<number>;
+  /** Undelivered events of enabled targets: pending, due now, earliest next attempt (epoch ms). */
+  eventDeliveryStats(): Promise<EventDeliveryStats>;
+  /** Deletes up to `limit` rows delivered more than `olderThanMs` ago (retention); undelivered rows never. @returns rows deleted. */
+  pruneDeliveredEvents(olderThanMs: number, limit: number): Promise<number>;
+  /** Outbox rows in id order, of one target and/or item when given (diagnostics, tests). */
+  listDecisionEvents(f?: { targetUrl?: string; itemId?: string; kind?: OutboxKind }): Promise<DecisionEventRow[]>;
+}

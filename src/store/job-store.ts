@@ -1,4 +1,5 @@
-import type { AnswerKey, Claim, ClaimCheck, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, JobFinishResult, Liveness, NewDecision, OutcomeResult, SpendRecord, SurfacingContext } from './store.js';
+import type { AnswerKey, Claim, ClaimCheck, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, JobFinishResult, Liveness, NewDecision, OutcomeResult, SpendRecord } from './store.js';
+import type { SurfacingContext } from './events.js';
 
 /**
  * The job lifecycle (DESIGN §3 the queue, §7 evaluation): the store calls one job's life makes,

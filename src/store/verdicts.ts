@@ -125,3 +125,18 @@ export function answersAgree(a: Answer, b: Answer, threshold: number): boolean {
   if (a.type === 'score' && b.type === 'score') return pickedLevel(a) === pickedLevel(b);
   return false;
 }
+
+/** People's verdicts and the surfacing changes they and answers make (DESIGN §8.1, §8.2; statements in sql/surfacing.ts). */
+export interface HumanVerdictStore {
+  /**
+   * Appends a person's verdict. With `surfacing` (the key is a noul that may surface), a verdict
+   * that changes what is in force moves the key's surfacing (change row and events) in the same
+   * transaction. Validation (the key exists, the value fits the question) is the caller's
+   * (src/compose/verdicts.ts). @returns the stored row.
+   */
+  insertVerdict(v: NewVerdict, surfacing: VerdictSurfacing): Promise<HumanVerdictRow>;
+  /** Verdicts of a workspace (one set, one item when given), oldest first; never pruned. */
+  listVerdicts(q: { workspaceId: string; questionSet?: string; itemId?: string }): Promise<HumanVerdictRow[]>;
+  /** Surfacing changes of an item (every set) or of a (workspace, set), oldest first, since `sinceMs` (epoch ms) when given. */
+  listSurfacingChanges(q: { itemId: string; sinceMs?: number } | { workspaceId: string; questionSet: string; sinceMs?: number }): Promise<SurfacingChangeRow[]>;
+}

@@ -3,17 +3,9 @@ import { canonicalJson, parseLossless, type LosslessValue } from '../decision/ca
 import { SET_DEFAULTS, type QuestionSet, type Registry } from '../decision/registry.js';
 import { fieldValueText, sameJsonValue, spliceMembers } from './fields-patch.js';
 import { normaliseText, type NormaliseReport } from './input-rules.js';
-import {
-  InvalidWrite,
-  type Claim,
-  type CollectionRow,
-  type CollectionSchema,
-  type CollectionSettings,
-  type ItemPatch,
-  type ItemRow,
-  type NewItem,
-  type WriteResult,
-} from './store.js';
+import { InvalidWrite, type Claim } from './store.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, ItemRow } from './tracker-reads.js';
+import type { ItemPatch, NewItem, WriteResult } from './tracker-writes.js';
 
 /**
  * The rules both stores share, as pure functions: what a write changes, which sets it owes, and

@@ -5,7 +5,14 @@ import type { Registry } from '../decision/registry.js';
 import { pruneDecisions } from '../reads/retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { HumanVerdictStore } from '../store/verdicts.js';
+import type { AccessStore } from '../store/access-store.js';
+import type { EventOutbox } from '../store/events.js';
+import type { Store } from '../store/whole-store.js';
 import { DriftSweeper, runSweepLoop } from './drift-sweep.js';
 import { ExpirySweeper } from './expiry-sweep.js';
 import { OweBucket } from './owe-bucket.js';
@@ -18,7 +25,7 @@ import { pruneDashboardSessions } from '../access/sessions.js';
  * when `signal` aborts; the returned promise resolves once they have.
  */
 export interface BackgroundOptions {
-  store: Store;
+  store: TrackerStore & DecisionStore & QueueStore & MetaStore & HumanVerdictStore & AccessStore & EventOutbox & Pick<Store, 'loadItemForEvaluation'>;
   /**
    * The registry and provider in force, read at every pass, so a SIGHUP reload reaches the
    * background passes too (the sweep fingerprints under the provider's context; retention judges

@@ -1,4 +1,5 @@
-import type { Store } from '../store/store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 
 /**
  * Where batching is unavailable (DESIGN §7.4): an endpoint whose batch route answered 404, 405,
@@ -36,19 +37,19 @@ export function endpointHost(endpoint: string): string {
 }
 
 /** Marks `endpoint` of `provider` as having no batch API. */
-export async function markBatchUnavailable(store: Store, provider: string, endpoint: string, status: number): Promise<BatchUnavailable> {
+export async function markBatchUnavailable(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>, provider: string, endpoint: string, status: number): Promise<BatchUnavailable> {
   const mark: BatchUnavailable = { provider, endpoint, host: endpointHost(endpoint), status, at: await store.now() };
   await store.setMeta(keyOf(provider, endpoint), JSON.stringify(mark));
   return mark;
 }
 
 /** Clears the mark of `endpoint` (a batch was created there). */
-export function clearBatchUnavailable(store: Store, provider: string, endpoint: string): Promise<void> {
+export function clearBatchUnavailable(store: Pick<MetaStore, 'deleteMeta'>, provider: string, endpoint: string): Promise<void> {
   return store.deleteMeta(keyOf(provider, endpoint));
 }
 
 /** Every mark; unreadable rows are skipped (a mark only saves a failed create). */
-export async function listBatchUnavailable(store: Store): Promise<BatchUnavailable[]> {
+export async function listBatchUnavailable(store: Pick<MetaStore, 'listMeta'>): Promise<BatchUnavailable[]> {
   const out: BatchUnavailable[] = [];
   for (const r of await store.listMeta(BATCH_UNAVAILABLE_META_PREFIX)) {
     if (!r.key.startsWith(BATCH_UNAVAILABLE_META_PREFIX)) continue;
@@ -64,6 +65,6 @@ export async function listBatchUnavailable(store: Store): Promise<BatchUnavailab
 }
 
 /** Whether `endpoint` of `provider` is marked. */
-export async function isBatchUnavailable(store: Store, provider: string, endpoint: string): Promise<boolean> {
+export async function isBatchUnavailable(store: Pick<MetaStore, 'getMeta'>, provider: string, endpoint: string): Promise<boolean> {
   return (await store.getMeta(keyOf(provider, endpoint))) !== null;
 }

@@ -10,7 +10,13 @@ import { errCode } from '../errors.js';
 import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/job-life.js';
-import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, ProviderBatchRow, SpendRecord, Store } from '../store/store.js';
+import type { Claim, SpendRecord } from '../store/store.js';
+import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
+import type { BatchStore } from '../store/batch-store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { SpendStore } from '../store/spend-store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Message Batches on the job queue (DESIGN §7.3): jobs at backfill priority (backfill, reask,
@@ -75,7 +81,7 @@ export function batchingActive(provider: Provider, setting: 'auto' | 'on' | 'off
 
 /** What a batch pipeline needs. Durations in milliseconds. */
 export interface BatchPipelineOptions {
-  store: Store;
+  store: TrackerStore & BatchStore & DecisionStore & SpendStore & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
   registry: Registry;
   provider: Provider & { batch: BatchApi };
   logger: Logger;
@@ -540,7 +546,7 @@ export class BatchPipeline {
  * Closes a batch no worker can collect once it is past its expiry by BATCH_GIVE_UP_AFTER_EXPIRY_MS
  * (a `submitting` row: 24 h after its creation): its jobs re-owed. @returns whether it was closed.
  */
-async function closeIfStranded(store: Store, row: ProviderBatchRow, now: number): Promise<boolean> {
+async function closeIfStranded(store: Pick<BatchStore, 'closeBatch'>, row: ProviderBatchRow, now: number): Promise<boolean> {
   const expires = row.expiresAt ?? row.createdAt + 24 * 3_600_000;
   if (now <= expires + BATCH_GIVE_UP_AFTER_EXPIRY_MS) return false;
   await store.closeBatch(row.id, 'lost', `batch of ${row.provider} not collected by its expiry`);
@@ -552,7 +558,7 @@ async function closeIfStranded(store: Store, row: ProviderBatchRow, now: number)
  * DESIGN §7.3): the open batches it cannot collect, each given up (jobs re-owed) once past its
  * expiry. @returns the batches still open, by provider, for the worker to say so.
  */
-export async function closeStrandedBatches(store: Store, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
+export async function closeStrandedBatches(store: Pick<TrackerStore, 'now'> & Pick<BatchStore, 'closeBatch' | 'listProviderBatches'>, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
   const now = await store.now();
   const open: Record<string, number> = {};
   for (const row of await store.listProviderBatches(['submitting', 'in_progress', 'ended'])) {

@@ -4,7 +4,7 @@ import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type Drif
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**
@@ -27,7 +27,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface DriftSweepOptions {
-  store: Store;
+  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
   registry: Registry;
   /** The configured provider's fingerprint context. */
   ctx: FingerprintContext;

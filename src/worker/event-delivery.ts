@@ -5,7 +5,8 @@ import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
 import { parseRetryAfter } from '../providers/retry.js';
 import { BACKOFF_CAP_MS, backoffMs } from '../runner/backoff.js';
-import type { EventDelivery, OutboxKind, Store } from '../store/store.js';
+import type { EventDelivery, OutboxKind } from '../store/events.js';
+import type { EventOutbox } from '../store/events.js';
 
 /**
  * Delivery of outbound decision events (DESIGN §16.2): the worker POSTs the rows the answers'
@@ -67,7 +68,7 @@ const UNREACHABLE_HOLD_MS = 60_000;
 
 /** What an `EventDeliverer` needs. Durations in milliseconds. */
 export interface EventDeliveryOptions {
-  store: Store;
+  store: EventOutbox;
   logger: Logger;
   /** The lease owner, unique per process (`<workerId>/events`). */
   owner: string;
@@ -320,7 +321,7 @@ const EVENT_PRUNE_BATCH = 500;
  * Undelivered rows are never deleted, whatever their age. @returns rows deleted.
  * @throws when the store fails (rows deleted before stay deleted).
  */
-export async function pruneDeliveredEvents(store: Store, historyMs: number, logger?: Logger, maxBatches = 50): Promise<number> {
+export async function pruneDeliveredEvents(store: Pick<EventOutbox, 'pruneDeliveredEvents'>, historyMs: number, logger?: Logger, maxBatches = 50): Promise<number> {
   let deleted = 0;
   for (let i = 0; i < maxBatches; i++) {
     const n = await store.pruneDeliveredEvents(historyMs, EVENT_PRUNE_BATCH);

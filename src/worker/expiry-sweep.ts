@@ -2,7 +2,7 @@ import { errCode } from '../errors.js';
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
-import type { Store } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift-sweep.js';
 import { OweBucket, walkSweep } from './owe-bucket.js';
 
@@ -25,7 +25,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface ExpirySweepOptions {
-  store: Store;
+  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
   registry: Registry;
   logger: Logger;
   /** Items owed per minute at most; 0 turns the sweep off. @defaultValue 60 (config `driftSweepPerMinute`, shared with the drift sweep) */

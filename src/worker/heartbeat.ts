@@ -1,6 +1,7 @@
 import { errCode } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { MetaStore } from '../store/meta-store.js';
 import type { HealthSource } from './metrics.js';
 
 /**
@@ -35,7 +36,7 @@ const HEARTBEAT_PRUNE_AFTER_MS = 86_400_000;
  * deletes it. A failed write is logged and retried at the next beat; it never stops the worker.
  */
 export async function startHeartbeat(o: {
-  store: Store;
+  store: MetaStore;
   source: HealthSource;
   info: Omit<Heartbeat, 'lastLoopAt' | 'providerProblem' | 'startedAt' | 'beatEveryMs'>;
   everyMs: number;
@@ -96,7 +97,7 @@ export function heartbeatAlive(h: Pick<Heartbeat, 'beatEveryMs'> & { updatedAt: 
 }
 
 /** The workers whose heartbeat is fresh (see heartbeatAlive), read from `verdict_meta`. */
-export async function liveWorkers(store: Store): Promise<Array<Heartbeat & { updatedAt: number }>> {
+export async function liveWorkers(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'listMeta'>): Promise<Array<Heartbeat & { updatedAt: number }>> {
   const now = await store.now();
   return parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).filter((h) => heartbeatAlive(h, now));
 }

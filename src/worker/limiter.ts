@@ -4,7 +4,8 @@ import type { RateLimitSnapshot, RateLimitWindow } from '../providers/provider.j
 import { RATE_LIMIT_RESET_CAP_MS } from '../providers/rate-limit-headers.js';
 import type { Permit, PermitRequest } from '../runner/evaluate.js';
 import { reservationFits, SPEND_DAY_MS } from '../store/spend-rules.js';
-import type { Store } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 
 /**
  * The provider limiter (DESIGN §10): caps provider requests per minute and input tokens per
@@ -43,7 +44,7 @@ import type { Store } from '../store/store.js';
  */
 export interface ProviderLimiterOptions {
   /** Reads "now" and the recorded spend, and holds the daily-cap reservations. */
-  store: Pick<Store, 'now' | 'spendSince' | 'reserveSpend'>;
+  store: Pick<TrackerStore, 'now'> & Pick<SpendStore, 'reserveSpend' | 'spendSince'>;
   /** Provider requests per minute in this process; undefined is no cap. */
   requestsPerMinute?: number;
   /** Estimated input tokens per minute in this process; undefined is no cap. */

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { RunReport } from '../runner/job-life.js';
-import type { Claim, JobFinish, SpendRecord, Store } from '../store/store.js';
+import type { Claim, JobFinish, SpendRecord } from '../store/store.js';
+import type { Store } from '../store/whole-store.js';
 
 /**
  * Prometheus metrics and the health endpoint of a worker (DESIGN §10 "Observability"), served by
@@ -85,7 +86,7 @@ export class WorkerMetrics {
   private health: (() => Health) | null = null;
 
   /** @param o.store read at every scrape for the queue depth and the oldest owed age. */
-  constructor(private readonly o: { store: Store; logger?: Logger }) {
+  constructor(private readonly o: { store: Pick<Store, 'eventDeliveryStats' | 'queueStats' | 'walBytes'>; logger?: Logger }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'verdict_' });
     this.claimed = new Counter({ name: 'verdict_jobs_claimed_total', help: 'Jobs claimed, by question set.', labelNames: ['set'], registers });

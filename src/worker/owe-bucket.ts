@@ -1,5 +1,8 @@
 import { DRIFT_OWE } from '../runner/drift.js';
-import type { CollectionRow, Store } from '../store/store.js';
+import type { CollectionRow } from '../store/tracker-reads.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { TrackerReads } from '../store/tracker-reads.js';
+import type { TrackerStore } from '../store/tracker-store.js';
 
 /**
  * The sweeps' rate (DESIGN §8 "Drift sweep", §5.2): a token bucket on the store's clock, one
@@ -13,7 +16,7 @@ export class OweBucket {
 
   /** @param perMinute items owed per minute at most; 0 owes nothing. */
   constructor(
-    private readonly store: Pick<Store, 'now'>,
+    private readonly store: Pick<TrackerStore, 'now'>,
     readonly perMinute: number,
   ) {
     this.available = perMinute;
@@ -61,7 +64,7 @@ export interface SweepBatch {
  * @returns jobs owed, items read, the cursor to resume from, and whether the walk reached the end.
  */
 export async function walkSweep(
-  store: Pick<Store, 'oweJobs' | 'listCollections'>,
+  store: Pick<TrackerReads, 'listCollections'> & Pick<QueueStore, 'oweJobs'>,
   bucket: OweBucket,
   o: { setName: string; workspaceId: string; cursor: string | null; scanBudget: number; batchSize: number },
   scan: (collections: ReadonlyMap<string, CollectionRow>, cursor: string | null, limit: number) => Promise<SweepBatch>,
@@ -93,7 +96,7 @@ export async function walkSweep(
  * run out, the cursor stops before the first candidate not owed, so the next pass starts there.
  * @param cursor the walk's cursor before the batch. @returns jobs owed, where the walk got to, and whether tokens cut it short.
  */
-async function oweBatch(store: Pick<Store, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
+async function oweBatch(store: Pick<QueueStore, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
   const toOwe: string[] = [];
   let handledUpTo = batch.lastItemId;
   let cutShort = false;

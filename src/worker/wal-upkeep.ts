@@ -1,7 +1,7 @@
 import { errCode } from '../errors.js';
 import { DEFAULTS } from '../config.js';
 import type { Logger } from '../log.js';
-import type { Store } from '../store/store.js';
+import type { StorageHealth } from '../store/whole-store.js';
 
 /**
  * The worker's write-ahead-log upkeep (DESIGN §10.2): a `wal_checkpoint(TRUNCATE)` when a slot
@@ -22,7 +22,7 @@ const IDLE_CHECKPOINT_MIN_MS = 1_000;
 export const WAL_WARN_BYTES = 256 * 1024 * 1024;
 
 export interface WalUpkeepOptions {
-  store: Store;
+  store: Pick<StorageHealth, 'checkpoint'>;
   logger: Logger;
   /** The longest the worker goes without a checkpoint while busy, ms. @defaultValue WAL_CHECKPOINT_EVERY_MS */
   everyMs?: number;

@@ -7,9 +7,16 @@ import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
 import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../runner/job-life.js';
 import { Committer } from '../runner/committer.js';
+import type { JobStore } from '../store/job-store.js';
 import { SpendBacklog } from '../runner/spend-backlog.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
-import type { Claim, Store } from '../store/store.js';
+import type { Claim } from '../store/store.js';
+import type { TrackerStore } from '../store/tracker-store.js';
+import type { QueueStore } from '../store/queue-store.js';
+import type { BatchStore } from '../store/batch-store.js';
+import type { DecisionStore } from '../store/decision-store.js';
+import type { MetaStore } from '../store/meta-store.js';
+import type { SpendStore } from '../store/spend-store.js';
 import { VerdictError } from '../errors.js';
 import { BatchPipeline, batchingActive, closeStrandedBatches } from './batches.js';
 import { clearBatchUnavailable, endpointHost, isBatchUnavailable, markBatchUnavailable } from './batch-availability.js';
@@ -19,7 +26,7 @@ const BATCH_POLL_MS = 60_000;
 
 /** Worker settings (DESIGN §10). Durations in milliseconds. */
 export interface WorkerOptions {
-  store: Store;
+  store: TrackerStore & QueueStore & BatchStore & DecisionStore & MetaStore & SpendStore & JobStore;
   registry: Registry;
   provider: Provider;
   logger: Logger;

@@ -10,7 +10,7 @@ import { ManualClock } from '../../src/clock.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
 import { createMcpServer } from '../../src/mcp/mcp-server.js';
 import { createApiServer } from '../../src/server/api-server.js';
-import type { ApiTokenRow } from '../../src/store/store.js';
+import type { ApiTokenRow } from '../../src/store/access-store.js';
 import { actionsConfigText, blockedProvider, LABEL, REPO } from '../harness/actions-fixture.js';
 import { tempDir } from '../harness/store-fixture.js';
 

@@ -6,7 +6,7 @@ import { readerOn } from '../../src/compose/reader.js';
 import { InvalidInput } from '../../src/errors.js';
 import { importBeads } from '../../src/importers/beads.js';
 import { silentLogger } from '../../src/log.js';
-import type { WorkspaceRow } from '../../src/store/store.js';
+import type { WorkspaceRow } from '../../src/store/tracker-reads.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**

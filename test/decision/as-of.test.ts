@@ -19,7 +19,7 @@ import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet, InvalidQuestionSet } from '../../src/decision/registry.js';
 import { buildItemState, sha256, STATE_VERSION, withAsOf, type BuiltState } from '../../src/decision/state.js';
 import { judgeRows } from '../../src/reads/reads.js';
-import type { DecisionRow } from '../../src/store/store.js';
+import type { DecisionRow } from '../../src/store/decision-store.js';
 
 /**
  * The as_of rule of time-dependent questions (DESIGN §5.2, decision/as-of.ts), its state

@@ -11,7 +11,7 @@ import { questionFingerprint } from '../../src/decision/questions.js';
 import { createLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS } from '../../src/importers/conventions.js';
-import type { CollectionRow } from '../../src/store/store.js';
+import type { CollectionRow } from '../../src/store/tracker-reads.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from '../reads/support.js';
 

@@ -9,7 +9,8 @@ import { AnthropicProvider, type AnthropicProviderOptions } from '../../src/prov
 import { questionAliases } from '../../src/providers/prompt.js';
 import type { RunReport } from '../../src/runner/job-life.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { JobRow, SpendTotals } from '../../src/store/store.js';
+import type { JobRow } from '../../src/store/queue-store.js';
+import type { SpendTotals } from '../../src/store/spend-store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import type { Handler, RecordedRequest, Reply } from '../../src/testing/fake-server-core.js';

@@ -5,7 +5,7 @@ import { ManualClock } from '../../src/clock.js';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry, type QuestionSet } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { CollectionRow, WorkspaceRow } from '../../src/store/store.js';
+import type { CollectionRow, WorkspaceRow } from '../../src/store/tracker-reads.js';
 
 /** A temporary directory removed by `cleanup`. */
 export function tempDir(prefix = 'verdict-test-'): { dir: string; cleanup: () => void } {

@@ -4,7 +4,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { deriveId, parseRfc3339 } from '../../src/importers/beads-format.js';
 import { bundledSamplePath, importBeads, type ImportReport } from '../../src/importers/beads.js';
 import { createLogger } from '../../src/log.js';
-import { PRIORITY_BACKFILL, type ItemRow } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
+import type { ItemRow } from '../../src/store/tracker-reads.js';
 import { makeFixture, tempDir, type Fixture } from '../harness/store-fixture.js';
 
 /**

@@ -17,7 +17,7 @@ import {
 } from '../../src/integrations/github/mapping.js';
 import { githubIssueSchema, githubIssuesEventSchema } from '../../src/integrations/github/rest-shapes.js';
 import { createLogger } from '../../src/log.js';
-import { PRIORITY_BACKFILL } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import { startFakeGitHub, type FakeGitHub } from '../harness/fake-github-server.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

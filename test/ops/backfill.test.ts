@@ -4,7 +4,8 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { Backfill, backfillCursorKey, loadBackfillCursor, type BackfillOptions, type BackfillProgress } from '../../src/runner/backfill.js';
 import { runOnce } from '../../src/runner/job-life.js';
-import { PRIORITY_BACKFILL, PRIORITY_LIVE, type Store } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL, PRIORITY_LIVE } from '../../src/store/queue-store.js';
+import type { Store } from '../../src/store/whole-store.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

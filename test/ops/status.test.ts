@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatStatus, statusReport } from '../../src/cli/status.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { PRIORITY_LIVE } from '../../src/store/store.js';
+import { PRIORITY_LIVE } from '../../src/store/queue-store.js';
 import { HEARTBEAT_PREFIX } from '../../src/worker/heartbeat.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

@@ -6,7 +6,7 @@ import { DRIFT_OWE } from '../../src/runner/drift.js';
 import { conventionsSet } from '../../src/decision/production-sets.js';
 import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS, readConventionsFile } from '../../src/importers/conventions.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
-import type { CollectionRow } from '../../src/store/store.js';
+import type { CollectionRow } from '../../src/store/tracker-reads.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import type { RecordedRequest } from '../../src/testing/fake-server-core.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

@@ -6,7 +6,7 @@ import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { buildItemState, NO_CLIPS, STATE_VERSION } from '../../src/decision/state.js';
 import { itemStateFor } from '../../src/decision/set-states.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import type { DecisionRow } from '../../src/store/store.js';
+import type { DecisionRow } from '../../src/store/decision-store.js';
 import { makeFixture, TASK_SCHEMA, type Fixture } from '../harness/store-fixture.js';
 import { ctxOf, currency, readerOf, settle } from './support.js';
 

@@ -8,7 +8,7 @@ import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { ItemRow, WorkspaceRow } from '../../src/store/store.js';
+import type { ItemRow, WorkspaceRow } from '../../src/store/tracker-reads.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { TASK_SCHEMA, tempDir, type Fixture } from '../harness/store-fixture.js';
 import { readerOf } from './support.js';

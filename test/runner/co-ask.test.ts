@@ -5,7 +5,7 @@ import { defineQuestionSet, type QuestionSet } from '../../src/decision/registry
 import { FakeProvider } from '../../src/providers/fake.js';
 import { coAskCalls, type Chunk } from '../../src/runner/evaluate.js';
 import { coAskPartners, runOnce } from '../../src/runner/job-life.js';
-import type { DecisionRow } from '../../src/store/store.js';
+import type { DecisionRow } from '../../src/store/decision-store.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

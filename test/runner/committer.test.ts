@@ -3,7 +3,8 @@ import { attentionSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { Committer } from '../../src/runner/committer.js';
-import type { Claim, JobFinish, Store } from '../../src/store/store.js';
+import type { Claim, JobFinish } from '../../src/store/store.js';
+import type { Store } from '../../src/store/whole-store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { runOnce } from '../../src/runner/job-life.js';
 import { SpendBacklog } from '../../src/runner/spend-backlog.js';
-import type { Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/whole-store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { runnerOptions } from '../harness/runner-fixture.js';
 import { captureLog } from '../harness/log-capture.js';

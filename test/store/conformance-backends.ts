@@ -5,7 +5,7 @@ import { ManualClock } from '../../src/clock.js';
 import { Registry } from '../../src/decision/registry.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/whole-store.js';
 import { createDatabase } from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { SERVER_SKIP_MARK, serverMissing } from '../harness/needs-server.js';

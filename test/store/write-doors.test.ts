@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { noul } from '../../src/decision/questions.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
-import { PRIORITY_BACKFILL } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 const linkSet = defineQuestionSet({ name: 'linked', questions: { k: noul('x') }, withLinks: true, noTrail: true });

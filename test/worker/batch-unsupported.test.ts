@@ -3,7 +3,7 @@ import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
 import type { BatchApi } from '../../src/providers/provider.js';
-import { PRIORITY_BACKFILL } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import type { FakeServerBatchRoute } from '../../src/testing/fake-anthropic-batches.js';
 import { BatchPipeline } from '../../src/worker/batches.js';

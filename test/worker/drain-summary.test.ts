@@ -4,7 +4,7 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { AnthropicProvider } from '../../src/providers/anthropic.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
-import { PRIORITY_BACKFILL } from '../../src/store/store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import { Worker } from '../../src/worker/worker.js';
 import { printLeftover } from '../../src/cli/worker.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

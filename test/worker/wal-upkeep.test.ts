@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/whole-store.js';
 import { startWalUpkeep } from '../../src/worker/wal-upkeep.js';
 import { captureLog } from '../harness/log-capture.js';
 

@@ -5,7 +5,9 @@ import { IMPORT_OWE } from '../../importers/beads.js';
 import { parseRfc3339 } from '../../importers/beads-format.js';
 import { InputNotFound, InvalidInput, VerdictError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../log.js';
-import type { Store } from '../../store/store.js';
+import type { QueueStore } from '../../store/queue-store.js';
+import type { TrackerStore } from '../../store/tracker-store.js';
+import type { MetaStore } from '../../store/meta-store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,
@@ -233,7 +235,7 @@ const GITHUB_API_VERSION = '2022-11-28';
  *   state does not move.
  * @throws InvalidInput / InvalidWrite from `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubRepo(store: Store, o: ImportGitHubRepoOptions): Promise<GitHubImportReport> {
+export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubRepoOptions): Promise<GitHubImportReport> {
   if (!REPO_NAME.test(o.repo)) throw new TypeError(`repo must be owner/name, got ${JSON.stringify(o.repo)}`);
   if (typeof o.token !== 'string' || o.token.trim() === '') throw new TypeError('token must be a non-empty string (GITHUB_TOKEN)');
   const log = o.logger ?? silentLogger;
@@ -446,7 +448,7 @@ export interface ImportGitHubFilesOptions {
  * @throws InputNotFound when a file is missing; InvalidInput when a file is not JSON of that
  *   form, or no repository can be told; errors of `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubFiles(store: Store, o: ImportGitHubFilesOptions): Promise<GitHubImportReport> {
+export async function importGitHubFiles(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubFilesOptions): Promise<GitHubImportReport> {
   const log = o.logger ?? silentLogger;
   const issueRows = await readGhJson(o.issuesFile);
   const commentRows = o.commentsFile ? await readGhJson(o.commentsFile) : [];
@@ -635,7 +637,7 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
 
 /** @returns true when the issue's item is in (written or unchanged). */
 async function applyIssue(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   issue: GitHubIssue,
   report: GitHubImportReport,
@@ -655,7 +657,7 @@ async function applyIssue(
 }
 
 async function applyComment(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   c: GitHubComment,
   report: GitHubImportReport,
@@ -678,7 +680,7 @@ async function applyComment(
 
 /** Links of every issue applied this run, once all of them (and their comments) are in. */
 async function applyLinks(
-  store: Store,
+  store: TrackerStore,
   target: GitHubTarget,
   applied: Map<number, GitHubIssue>,
   bodies: Map<number, string[]>,
@@ -697,7 +699,7 @@ async function applyLinks(
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Store, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }

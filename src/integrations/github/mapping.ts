@@ -1,18 +1,12 @@
 import { deriveId, parseRfc3339 } from '../../importers/beads-format.js';
 import { InvalidInput } from '../../errors.js';
-import {
-  InvalidWrite,
-  NotFound,
-  type CollectionSchema,
-  type CollectionSettings,
-  type CommentRow,
-  type ItemRow,
-  type LinkRow,
-  type OweOptions,
-  type Store,
-  type TrackerStore,
-  type WriteResult,
-} from '../../store/store.js';
+import { InvalidWrite, NotFound } from '../../store/store.js';
+import type { OweOptions } from '../../store/queue-store.js';
+import type { CollectionSchema, CollectionSettings, CommentRow, ItemRow, LinkRow } from '../../store/tracker-reads.js';
+import type { WriteResult } from '../../store/tracker-writes.js';
+import type { TrackerStore } from '../../store/tracker-store.js';
+import type { MetaStore } from '../../store/meta-store.js';
+import type { Store } from '../../store/whole-store.js';
 import { isHttpUrl, MAX_SOURCE_URL_LENGTH } from '../../store/input-rules.js';
 import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from './managed-labels.js';
 import { type GitHubComment, type GitHubIssue } from './rest-shapes.js';
@@ -98,7 +92,7 @@ export function githubWorkspaceMetaKey(workspaceId: string): string {
  * The mapping of `repo`, or null when it was never resolved.
  * @throws InvalidInput when the stored mapping is not a GitHubTarget (hand-edited meta).
  */
-export async function findGitHubTarget(store: Pick<Store, 'getMeta'>, repo: string): Promise<GitHubTarget | null> {
+export async function findGitHubTarget(store: Pick<MetaStore, 'getMeta'>, repo: string): Promise<GitHubTarget | null> {
   const text = await store.getMeta(githubRepoMetaKey(repo));
   if (text === null) return null;
   let v: unknown;

@@ -1,5 +1,6 @@
 import { verify } from '@octokit/webhooks-methods';
-import type { OweOptions, Store } from '../../store/store.js';
+import type { OweOptions } from '../../store/queue-store.js';
+import type { Store } from '../../store/whole-store.js';
 import {
   applyGitHubComment,
   applyGitHubIssue,
@@ -105,7 +106,7 @@ export interface ApplyWebhookOptions {
  * already holds another (resolveGitHubTarget); store errors. Nothing is written then, the
  * delivery id included, so GitHub's redelivery can apply it later.
  */
-export async function applyGitHubWebhook(store: Store, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
+export async function applyGitHubWebhook(store: Pick<Store, 'transaction'>, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
   if (d.event === 'issues') {
     const a = accept(d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
     if ('status' in a) return a;
@@ -176,7 +177,7 @@ function accept<E extends { issue: { pull_request?: unknown } }>(
  * - one never mapped is created in `d.workspace` when `creates` (an event that writes an issue),
  *   and is `not_imported` otherwise (a deletion of something never imported).
  */
-async function once(store: Store, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
+async function once(store: Pick<Store, 'transaction'>, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
   return store.transaction(async (handle) => {
     const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
     if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };

@@ -1,6 +1,7 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../decision/rows.js';
-import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision, WorkspaceRow } from '../store.js';
+import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
+import type { WorkspaceRow } from '../tracker-reads.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
 import { backsOff } from '../sql/jobs.js';
 

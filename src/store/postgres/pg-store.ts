@@ -3,7 +3,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Registry } from '../../decision/registry.js';
 import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
-import type * as S from '../store.js';
+import type * as S from '../tracker-store.js';
+import type { Store } from '../whole-store.js';
+import type { Claim, JobFinish } from '../store.js';
 import { postgresDialect } from './dialect.js';
 import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
@@ -45,7 +47,7 @@ export type HostPgTransaction = PgDb | pg.ClientBase;
  *
  * The statements are the shared ones of `../sql/` (see `SqlStore`).
  */
-export class PgStore extends SqlStore implements S.Store {
+export class PgStore extends SqlStore implements Store {
   /** The connection (or a handle's transaction) and the test-only clock offset (DESIGN §2). */
   readonly ctx: { readonly db: PgDb; clockOffsetMs: number };
   protected readonly c: SqlContext;
@@ -183,7 +185,7 @@ export class PgStore extends SqlStore implements S.Store {
    * events after it, for the keys it stored. When the completion deleted nothing, the shared fence
    * tells lost from superseded, after the commit.
    */
-  finishJob(claim: S.Claim, f: S.JobFinish): ReturnType<JobStore['finishJob']> {
+  finishJob(claim: Claim, f: JobFinish): ReturnType<JobStore['finishJob']> {
     const surfacing = f.answers?.surfacing;
     const onOne = this.conn.onOneConnection;
     if (!this.unbound || (surfacing && !onOne)) return this.call((c) => jobs.finishJob(c, claim, f));
@@ -217,7 +219,7 @@ export class PgStore extends SqlStore implements S.Store {
   finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
     return this.call((c) => finishJobs(c, ...a));
   }
-  dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
+  dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.call((c) => jobs.dropJob(c, claim));
   }
   refuseJob(...a: Parameters<JobStore['refuseJob']>): ReturnType<JobStore['refuseJob']> {

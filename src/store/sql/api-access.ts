@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { ApiTokenRow, ApiTokenRole, NewApiToken } from '../store.js';
+import type { ApiTokenRow, ApiTokenRole, NewApiToken } from '../access-store.js';
 import { autocommit, bind, changes, nowSql, one, read, rows, shape, write, type SqlContext } from './steps.js';
 
 /**

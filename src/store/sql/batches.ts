@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, Claim, NewBatchRequest, NewProviderBatch, ProviderBatchPatch, ProviderBatchRow } from '../store.js';
+import type { Claim } from '../store.js';
+import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, NewBatchRequest, NewProviderBatch, ProviderBatchPatch, ProviderBatchRow } from '../batch-store.js';
 import { VerdictError } from '../../errors.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';

@@ -10,7 +10,7 @@ import {
   type CollectionContinuation,
   type CollectionOweStep,
 } from '../collection-owe.js';
-import { PRIORITY_BACKFILL } from '../store.js';
+import { PRIORITY_BACKFILL } from '../queue-store.js';
 import { keyHasPrefix, setMetaTx } from './operations.js';
 import { collectionSlug, oweItems } from './owe.js';
 import { exec, nowMs, one, read, rows, write, type SqlContext, type Steps } from './steps.js';

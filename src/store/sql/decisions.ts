@@ -1,6 +1,9 @@
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, Claim, ClaimCheck, DecisionRow, ItemForEvaluation, ItemRow, Liveness, NewDecision, SpendRecord, SpendTotals, WorkspaceRow } from '../store.js';
+import type { AnswerKey, Claim, ClaimCheck, ItemForEvaluation, Liveness, NewDecision, SpendRecord } from '../store.js';
+import type { ItemRow, WorkspaceRow } from '../tracker-reads.js';
+import type { DecisionRow } from '../decision-store.js';
+import type { SpendTotals } from '../spend-store.js';
 import { toCollectionRow } from '../write-rules.js';
 import type { SurfacingContext } from '../events.js';
 import { queueSurfacingEvents, watchSurfacing } from './events.js';

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { LIMITS, newestComments } from '../../decision/state.js';
-import type { DriftScanItem, ItemRow } from '../store.js';
+import type { ItemRow } from '../tracker-reads.js';
+import type { DriftScanItem } from '../decision-store.js';
 import { read, rows, type SqlContext } from './steps.js';
 
 /**

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { MetaRow } from '../store.js';
+import type { MetaRow } from '../meta-store.js';
 import { listMeta } from './operations.js';
 import { Registry } from '../../decision/registry.js';
 import { nowMs, read, rows, type Dialect, type SqlContext } from './steps.js';

@@ -1,6 +1,9 @@
 import { and, asc, eq, type SQLWrapper } from 'drizzle-orm';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { CollectionRow, DecisionRow, ItemRow, ItemViewRows, JobRow, WorkspaceRow } from '../store.js';
+import type { JobRow } from '../queue-store.js';
+import type { ItemViewRows } from '../item-view-store.js';
+import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
+import type { DecisionRow } from '../decision-store.js';
 import { toCollectionRow } from '../write-rules.js';
 import { stateCommentsShape, stateLinksShape } from './decisions.js';
 import { bind, one, read, rows, shape, type SqlContext, type Tables } from './steps.js';

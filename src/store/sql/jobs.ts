@@ -1,5 +1,6 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
-import type { Claim, ClaimRequest, FinishedJob, JobFilter, JobFinish, JobRow, OutcomeResult, QueueStats } from '../store.js';
+import type { Claim, ClaimRequest, FinishedJob, JobFinish, OutcomeResult } from '../store.js';
+import type { JobFilter, JobRow, QueueStats } from '../queue-store.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';

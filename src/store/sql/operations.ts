@@ -1,5 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
-import type { ChunkJobCounts, MetaRow, SetJobCounts, SpendHourRow, SpendRow } from '../store.js';
+import type { ChunkJobCounts, SetJobCounts } from '../queue-store.js';
+import type { SpendHourRow, SpendRow } from '../spend-store.js';
+import type { MetaRow } from '../meta-store.js';
 import { HOUR_MS } from './decisions.js';
 import { SPEND_DAY_MS } from '../spend-rules.js';
 import { autocommit, exec, inList, nowMs, nowSql, one, read, rows, write, type SqlContext, type Steps } from './steps.js';

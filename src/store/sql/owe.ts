@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { QuestionSet } from '../../decision/registry.js';
-import { PRIORITY_LIVE, type OweOptions } from '../store.js';
+import { PRIORITY_LIVE, type OweOptions } from '../queue-store.js';
 import { readsLinks } from '../write-rules.js';
 import { setMetaTx } from './operations.js';
 import { bind, builtWithValues, changes, nowMs, one, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';

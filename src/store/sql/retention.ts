@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { SupersededDecision } from '../store.js';
+import type { SupersededDecision } from '../decision-store.js';
 import { autocommit, changes, nowSql, read, rows, type SqlContext } from './steps.js';
 
 /**

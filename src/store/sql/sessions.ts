@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { ApiTokenRole, DashboardSessionRow, NewDashboardSession } from '../store.js';
+import type { ApiTokenRole, DashboardSessionRow, NewDashboardSession } from '../access-store.js';
 import { autocommit, changes, nowMs, nowSql, one, read, write, type SqlContext } from './steps.js';
 
 /**

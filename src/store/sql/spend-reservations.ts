@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { SpendRecord, SpendReservation, SpendReservationRequest } from '../store.js';
+import type { SpendRecord } from '../store.js';
+import type { SpendReservation, SpendReservationRequest } from '../spend-store.js';
 import { reservationFits, SPEND_DAY_MS, spendDayStart } from '../spend-rules.js';
 import { recordSpendTx } from './decisions.js';
 import { changes, exec, nowMs, nowSql, one, write, type SqlContext, type Steps } from './steps.js';

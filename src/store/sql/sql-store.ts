@@ -1,6 +1,8 @@
 import type { Registry } from '../../decision/registry.js';
-import type * as S from '../store.js';
 import type { JobStore } from '../job-store.js';
+import type { OweOptions } from '../queue-store.js';
+import type { TrackerStore } from '../tracker-store.js';
+import type { Store } from '../whole-store.js';
 import * as access from './api-access.js';
 import * as actions from './actions.js';
 import { advanceCollectionOwes } from './collection-owe.js';
@@ -8,7 +10,6 @@ import * as decisions from './decisions.js';
 import * as events from './events.js';
 import { scanItemsForDrift } from './drift.js';
 import * as jobs from './jobs.js';
-import { finishJobs } from './finish-many.js';
 import * as batches from './batches.js';
 import * as ops from './operations.js';
 import { owePairs } from './owe.js';
@@ -33,7 +34,7 @@ import * as doors from './write-doors.js';
  * dialect's store writes those methods out, so the runner's "go to definition" lands on them.
  *
  * Adding a method: write it once as a function of `SqlContext` in its module and add its entry
- * here; `implements S.Store` checks the signature.
+ * here; `implements Store` checks the signature.
  */
 const OPERATIONS = {
   now: (c: SqlContext) => read(c, nowMs()),
@@ -48,8 +49,8 @@ const OPERATIONS = {
   updateItem: doors.updateItem,
   upsertItem: doors.upsertItem,
   moveItem: doors.moveItem,
-  softDeleteItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, true, opts),
-  restoreItem: (c: SqlContext, id: string, opts?: S.OweOptions) => doors.setItemDeleted(c, id, false, opts),
+  softDeleteItem: (c: SqlContext, id: string, opts?: OweOptions) => doors.setItemDeleted(c, id, true, opts),
+  restoreItem: (c: SqlContext, id: string, opts?: OweOptions) => doors.setItemDeleted(c, id, false, opts),
   addComment: doors.addComment,
   upsertComment: doors.upsertComment,
   editComment: doors.editComment,
@@ -148,7 +149,7 @@ type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(t
 export interface SqlStore extends Operations {}
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- see the interface above
-export abstract class SqlStore implements Omit<S.Store, Exclude<keyof JobStore, 'now'>> {
+export abstract class SqlStore implements Omit<Store, Exclude<keyof JobStore, 'now'>> {
   /** The dialect, the connection (or the transaction a handle is bound to) and the question sets. */
   protected abstract readonly c: SqlContext;
 
@@ -173,7 +174,7 @@ export abstract class SqlStore implements Omit<S.Store, Exclude<keyof JobStore, 
   abstract checkpoint(): Promise<number | null>;
   abstract walBytes(): Promise<number | null>;
   abstract close(): Promise<void>;
-  abstract transaction<T>(fn: (tx: S.TrackerStore) => Promise<T>): Promise<T>;
+  abstract transaction<T>(fn: (tx: TrackerStore) => Promise<T>): Promise<T>;
 
   /** Swaps the registry (SIGHUP reload); later writes owe the new sets. */
   setRegistry(registry: Registry): void {

@@ -1,6 +1,6 @@
 import { and, asc, count, desc, eq, gt, inArray, isNotNull, isNull, or, sql, type Column, type SQL } from 'drizzle-orm';
 import { InvalidInput } from '../../errors.js';
-import { ITEM_IDS_FILTER_MAX, type CollectionRow, type CommentRow, type ItemQuery, type ItemRow, type ItemSearch, type LinkRow, type WorkspaceRow } from '../store.js';
+import { ITEM_IDS_FILTER_MAX, type CollectionRow, type CommentRow, type ItemQuery, type ItemRow, type ItemSearch, type LinkRow, type WorkspaceRow } from '../tracker-reads.js';
 import { toCollectionRow } from '../write-rules.js';
 import { one, read, rows, type SqlContext } from './steps.js';
 

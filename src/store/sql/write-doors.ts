@@ -1,22 +1,9 @@
 import { and, eq, sql, type SQLWrapper } from 'drizzle-orm';
 import { checkDoorInput, DOOR_INPUT as IN, emptyReport, normaliseText, type NormaliseReport } from '../input-rules.js';
-import {
-  InvalidWrite,
-  NotFound,
-  type CollectionRow,
-  type CollectionSchema,
-  type CollectionSettings,
-  type CommentRow,
-  type ItemPatch,
-  type ItemRow,
-  type LinkRow,
-  type NewComment,
-  type NewItem,
-  type NewLink,
-  type OweOptions,
-  type WorkspaceRow,
-  type WriteResult,
-} from '../store.js';
+import { InvalidWrite, NotFound } from '../store.js';
+import type { OweOptions } from '../queue-store.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, CommentRow, ItemRow, LinkRow, WorkspaceRow } from '../tracker-reads.js';
+import type { ItemPatch, NewComment, NewItem, NewLink, WriteResult } from '../tracker-writes.js';
 import {
   fieldsText,
   planCollectionPatch,

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, Claim, ClaimCheck, CollectionRow, ItemForEvaluation, ItemRow, WorkspaceRow } from '../store.js';
+import type { AnswerKey, Claim, ClaimCheck, ItemForEvaluation } from '../store.js';
+import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
 import { livenessOf, type LivenessRow } from '../sql/decisions.js';
 
 /**

@@ -4,8 +4,10 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
 import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
-import type * as S from '../store.js';
-import { TRACKER_STORE_METHODS } from '../store.js';
+import type * as S from '../tracker-store.js';
+import type { Store } from '../whole-store.js';
+import type { Claim } from '../store.js';
+import { TRACKER_STORE_METHODS } from '../tracker-store.js';
 import { retryBusy, type SqliteContext } from './context.js';
 import { sqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
@@ -52,7 +54,7 @@ export interface SqliteStoreOptions {
  * another process's long write lock delays the call without holding the event loop. A method
  * added here is covered by being `async`.
  */
-export class SqliteStore extends SqlStore implements S.Store {
+export class SqliteStore extends SqlStore implements Store {
   readonly ctx: SqliteContext;
   protected readonly c: SqlContext;
   /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
@@ -119,7 +121,7 @@ export class SqliteStore extends SqlStore implements S.Store {
   finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
     return this.onConnection(() => finishJobs(this.c, ...a));
   }
-  dropJob(claim: S.Claim, _reason: string): ReturnType<JobStore['dropJob']> {
+  dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.onConnection(() => jobs.dropJob(this.c, claim));
   }
   refuseJob(...a: Parameters<JobStore['refuseJob']>): ReturnType<JobStore['refuseJob']> {
