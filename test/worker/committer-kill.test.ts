@@ -87,9 +87,11 @@ describe('group commit and a crash', () => {
     const callsBefore = spendCalls();
     expect(callsBefore).toBeGreaterThan(0);
 
-    // The drain, in this process: its clock is past the dead worker's leases (no waiting on them).
+    // The drain, in this process: its clock is past the dead worker's leases and past the abandon
+    // backoff its own claims would give them (the drain's 60 s lease × 2^0, DESIGN §3 "Abandons"),
+    // so nothing is waited on.
     const registry = new Registry(productionSets());
-    const store = new SqliteStore({ url: file, registry, clock: { now: () => Date.now() + 10 * LEASE_MS } });
+    const store = new SqliteStore({ url: file, registry, clock: { now: () => Date.now() + 10 * LEASE_MS + 2 * 60_000 } });
     const fake = new FakeProvider();
     const summary = await new Worker({
       store, registry, provider: fake, logger: silentLogger, workerId: 'drain',
