@@ -45,7 +45,11 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       expect(job.leaseExpiresAt! - Date.now()).toBeLessThan(-3_600_000); // the lease is on the database's clock, not ours
       vi.useRealTimers();
       // control: once the database's own clock (here its test offset) passes the lease, the claim is taken
+      // (the first claim past the lease counts the abandon and puts the job back for its backoff,
+      // 60 s × 2^0, DESIGN §3 "Abandons"; past it the job is claimed)
       skewed.advanceClockForTests(61_000);
+      expect(await skewed.claimNextJob('fast-clock', 60_000, 8)).toBeNull();
+      skewed.advanceClockForTests(60_001);
       expect(await skewed.claimNextJob('fast-clock', 60_000, 8)).toMatchObject({ itemId: it1.id, abandons: 1 });
     } finally {
       await honest.close();

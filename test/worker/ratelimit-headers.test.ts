@@ -11,6 +11,7 @@ import type { Permit, PermitRequest } from '../../src/runner/evaluate.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import type { RecordedRequest, Reply } from '../../src/testing/fake-server-core.js';
 import { DAY_MS, ProviderLimiter } from '../../src/worker/limiter.js';
+import { ManualClock } from '../../src/clock.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { askOpts, questions, STATE } from '../providers/support.js';
 
@@ -108,11 +109,22 @@ describe('parseRateLimitHeaders', () => {
 });
 
 describe('ProviderLimiter with the server\'s rate-limit reading', () => {
-  beforeEach(() => void vi.useFakeTimers({ toFake: ['performance', 'setTimeout', 'clearTimeout', 'Date'] }));
+  // The limiter's buckets and waits run on its injected clock; the server's reset times are wall
+  // clock (Date), so a test moves both together.
+  let clock: ManualClock;
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    clock = new ManualClock();
+  });
   afterEach(() => void vi.useRealTimers());
+  const advance = async (ms: number) => {
+    vi.advanceTimersByTime(ms);
+    clock.advance(ms);
+    await new Promise((r) => setImmediate(r));
+  };
 
   const snapshot = (over: Partial<RateLimitSnapshot>): RateLimitSnapshot => ({ observedAt: Date.now(), ...over });
-  const limiterOf = (read: () => RateLimitSnapshot | null, maxWaitMs = 0) => new ProviderLimiter({ store: noSpend, rateLimitState: read, maxWaitMs });
+  const limiterOf = (read: () => RateLimitSnapshot | null, maxWaitMs = 0) => new ProviderLimiter({ store: noSpend, rateLimitState: read, maxWaitMs, clock });
 
   it('is active with only the reading, and grants at once while there is none', async () => {
     const l = limiterOf(() => null);
@@ -128,9 +140,9 @@ describe('ProviderLimiter with the server\'s rate-limit reading', () => {
     const l = limiterOf(() => s, 5_000);
     let got: number | null | undefined;
     void l.acquire(req(10)).then(delayOf).then((v) => (got = v));
-    await vi.advanceTimersByTimeAsync(1_990);
+    await advance(1_990);
     expect(got).toBeUndefined();
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(20);
     expect(got).toBeNull();
   });
 
