@@ -328,6 +328,22 @@ export function setTiming(registry: Registry, name: string): { quietPeriodMs: nu
   };
 }
 
+/** An items row as raw SQL returns it (snake_case), on either dialect. */
+export interface RawItem {
+  id: string;
+  workspace_id: string;
+  collection_id: string;
+  ref: string;
+  title: string;
+  content: string;
+  fields: string;
+  seq: number;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+  source_url: string | null;
+}
+
 /** A decision_jobs row as raw SQL returns it (snake_case), on either dialect. */
 export interface RawJob {
   item_id: string;

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { LIMITS, newestComments } from '../../decision/state.js';
 import type { ItemRow } from '../tracker-reads.js';
+import type { RawItem } from '../write-rules.js';
 import type { DriftScanItem } from '../decision-store.js';
 import { read, rows, type SqlContext } from './steps.js';
 
@@ -43,19 +44,7 @@ export function scanItemsForDrift(
 }
 
 /** An item row of the drift scan as both dialects return it (snake_case columns, plus its job state). */
-export interface RawDriftItem {
-  id: string;
-  workspace_id: string;
-  collection_id: string;
-  ref: string;
-  title: string;
-  content: string;
-  fields: string;
-  seq: number;
-  created_at: number;
-  updated_at: number;
-  deleted_at: number | null;
-  source_url: string | null;
+export interface RawDriftItem extends RawItem {
   job: 'owed' | 'parked' | null;
 }
 

@@ -3,6 +3,7 @@ import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { AnswerKey, Claim, ClaimCheck, ItemForEvaluation } from '../store.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
 import { livenessOf, type LivenessRow } from '../sql/decisions.js';
+import type { RawItem } from '../write-rules.js';
 
 /**
  * The job path's reads on SQLite (DESIGN §7 steps 1–6), each as SQL text in its own function with
@@ -47,19 +48,8 @@ const LOAD_ITEM = `
   LEFT JOIN workspaces w ON w.id = i.workspace_id
   WHERE i.id = @itemId`;
 
-interface LoadRow {
-  id: string;
-  workspace_id: string;
-  collection_id: string;
-  ref: string;
-  title: string;
-  content: string;
-  fields: string;
-  seq: number;
-  created_at: number;
-  updated_at: number;
-  deleted_at: number | null;
-  source_url: string | null;
+/** The item's columns, then its collection's (`c_`) and workspace's (`w_`). */
+interface LoadRow extends RawItem {
   c_id: string | null;
   c_workspace_id: string;
   c_slug: string;
