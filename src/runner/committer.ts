@@ -23,7 +23,7 @@ interface Waiting {
  * entry whose own statements threw rejects with that error alone (the store rolled back to its
  * savepoint; the other entries are committed). When the transaction fails, every entry of it
  * rejects with that error and nothing of any of them was written; each slot then runs its own
- * fallback (run-once.ts `finishWithAnswers`). Crash semantics are those of `finishJob`: an outcome
+ * fallback (job-life.ts `finishWithAnswers`). Crash semantics are those of `finishJob`: an outcome
  * is durable before the claim taken with it is used.
  */
 export class Committer {
