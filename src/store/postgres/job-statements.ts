@@ -3,7 +3,7 @@ import type { ItemRow } from '../../decision/rows.js';
 import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
 import type { WorkspaceRow } from '../tracker-reads.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
-import { backsOff } from '../sql/jobs.js';
+import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
 
 /**
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
@@ -167,13 +167,6 @@ function claimValues(x: PgJobContext, r: ClaimRequest): unknown[] {
     partners.map((p) => p[1]),
     x.newToken(),
   ];
-}
-
-/** Each set with every co-asking partner that sorts before it, in byte order (`sql/jobs.ts` `firstOfGroupPairs`). */
-function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>>): Array<[string, string]> {
-  const pairs: Array<[string, string]> = [];
-  for (const set of Object.keys(coAsk).sort()) for (const p of [...new Set(coAsk[set])].sort()) if (p < set) pairs.push([set, p]);
-  return pairs;
 }
 
 /**

@@ -166,7 +166,7 @@ export function* putBack(row: RawJob, partners: readonly string[] = [], now?: Ex
  * The (set, partner) pairs of `claimCandidateSql`'s `firstOfGroup`: each set with every co-asking
  * partner that sorts before it (byte order, as the sets are stored), in a stable order.
  */
-function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>> | undefined): Array<[string, string]> {
+export function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>> | undefined): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];
   for (const set of Object.keys(coAsk ?? {}).sort()) {
     for (const partner of [...new Set(coAsk![set])].sort()) if (partner < set) pairs.push([set, partner]);
