@@ -6,20 +6,32 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'artifacts/**', 'drizzle/**', 'drizzle-pg/**', 'sample/**', 'coverage/**'] },
+  {
+    ignores: ['dist/**', 'node_modules/**', 'artifacts/**', 'drizzle/**', 'drizzle-pg/**', 'sample/**', 'coverage/**'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     rules: {
       // A leading underscore marks a parameter or binding kept for its position (a callback's shape).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
   {
     // Plain Node scripts and preloads (not type-checked): Node's globals.
     files: ['**/*.mjs'],
     languageOptions: {
-      globals: { process: 'readonly', console: 'readonly', setInterval: 'readonly', setTimeout: 'readonly', clearInterval: 'readonly', URL: 'readonly' },
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        setInterval: 'readonly',
+        setTimeout: 'readonly',
+        clearInterval: 'readonly',
+        URL: 'readonly',
+      },
     },
   },
   {
@@ -33,6 +45,10 @@ export default tseslint.config(
     // listed for that merge (an unused `cool` binding, a dead `ok = false` initial value, and a
     // `this` alias in the metrics collector's callback). Remove this block once they are applied.
     files: ['src/runner/run-once.ts', 'src/worker/event-delivery.ts', 'src/worker/metrics.ts'],
-    rules: { '@typescript-eslint/no-unused-vars': 'off', 'no-useless-assignment': 'off', '@typescript-eslint/no-this-alias': 'off' },
+    rules: {
+      '@typescript-eslint/no-unused-vars': 'off',
+      'no-useless-assignment': 'off',
+      '@typescript-eslint/no-this-alias': 'off',
+    },
   },
 );

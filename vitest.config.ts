@@ -98,8 +98,27 @@ export default defineConfig({
     // The groups run one after the other (`sequence.groupOrder`): the serial files never share the
     // cores. The power-cut simulation checks a trace, not times, so it runs beside the parallel group.
     projects: [
-      { extends: true, test: { name: 'parallel', include: ['test/**/*.test.ts'], exclude: [...SERIAL, ...DURABLE, ...SCALE_ONLY], setupFiles: FAST_SYNC, maxWorkers: 2, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'serial', include: SCALE_RUN ? [...SERIAL, ...SCALE_ONLY] : SERIAL, setupFiles: FAST_SYNC, maxWorkers: 1, sequence: { groupOrder: 1 } } },
+      {
+        extends: true,
+        test: {
+          name: 'parallel',
+          include: ['test/**/*.test.ts'],
+          exclude: [...SERIAL, ...DURABLE, ...SCALE_ONLY],
+          setupFiles: FAST_SYNC,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'serial',
+          include: SCALE_RUN ? [...SERIAL, ...SCALE_ONLY] : SERIAL,
+          setupFiles: FAST_SYNC,
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
       { extends: true, test: { name: 'durable', include: DURABLE, maxWorkers: 1, sequence: { groupOrder: 0 } } },
     ],
   },

@@ -32,14 +32,23 @@ try {
   });
 
   const worker = v.worker({ concurrency: 2 }); // in-process; events: 'outcome', 'error', 'idle'
-  worker.on('outcome', (e) => console.log(`outcome: ${e.questionSet} ${e.outcome.kind} (${e.stats.answersStored} answers stored)`));
+  worker.on('outcome', (e) =>
+    console.log(`outcome: ${e.questionSet} ${e.outcome.kind} (${e.stats.answersStored} answers stored)`),
+  );
   const summary = await worker.runUntilIdle(); // or worker.start() … await worker.stop({ graceMs: 10_000 })
   console.log(`drained: ${summary.claimed} jobs, ${summary.calls} provider calls`);
 
   const read = await v.reader.item('T-1', { workspace: 'acme' }); // decisions with current / stale reasons
   for (const d of read?.decisions ?? []) {
-    const answer = d.answer.type === 'noul' ? `p=${d.answer.noul.toFixed(2)}` : d.answer.type === 'choice' ? d.answer.choice : `score=${d.answer.score}`;
-    console.log(`decision: ${d.questionSet}/${d.questionKey} ${answer} ${d.current ? 'current' : `stale (${d.staleReason})`} [${d.surfacing}]`);
+    const answer =
+      d.answer.type === 'noul'
+        ? `p=${d.answer.noul.toFixed(2)}`
+        : d.answer.type === 'choice'
+          ? d.answer.choice
+          : `score=${d.answer.score}`;
+    console.log(
+      `decision: ${d.questionSet}/${d.questionKey} ${answer} ${d.current ? 'current' : `stale (${d.staleReason})`} [${d.surfacing}]`,
+    );
   }
 } catch (err) {
   if (!(err instanceof VerdictError)) throw err;

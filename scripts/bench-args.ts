@@ -49,17 +49,22 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       allowPositionals: false,
     }));
   } catch (err) {
-    throw new BenchArgsError(`${(err as Error).message}; usage: npm run bench -- [--quick | --smoke] [--only ${BENCH_PARTS.join(',')}]`);
+    throw new BenchArgsError(
+      `${(err as Error).message}; usage: npm run bench -- [--quick | --smoke] [--only ${BENCH_PARTS.join(',')}]`,
+    );
   }
   let parts: BenchPart[] = [...BENCH_PARTS];
   if (values.only !== undefined) {
     const asked = values.only.split(',').map((p) => p.trim());
     const unknown = asked.filter((p) => !(BENCH_PARTS as readonly string[]).includes(p));
     if (asked.length === 0 || unknown.length > 0) {
-      throw new BenchArgsError(`--only: got "${values.only}", expected a comma-separated list of parts from ${BENCH_PARTS.join(',')}`);
+      throw new BenchArgsError(
+        `--only: got "${values.only}", expected a comma-separated list of parts from ${BENCH_PARTS.join(',')}`,
+      );
     }
     parts = BENCH_PARTS.filter((p) => asked.includes(p));
   }
-  if (values.quick && values.smoke) throw new BenchArgsError('--quick and --smoke: pick one size (--smoke is the smaller)');
+  if (values.quick && values.smoke)
+    throw new BenchArgsError('--quick and --smoke: pick one size (--smoke is the smaller)');
   return { quick: values.quick === true, smoke: values.smoke === true, parts };
 }

@@ -92,7 +92,15 @@ function zero(): Record<ReplayWriteKind, number> {
  * created at its `created_at`, its comments at theirs, its closing at `closed_at`.
  */
 export function deriveReplayWrites(rows: Iterable<ReplayRow>, opts: ReplayOptions = {}): ReplayPlan {
-  const plan: ReplayPlan = { writes: [], items: 0, byKind: zero(), clamped: zero(), dropped: zero(), skipped: { notWork: 0, tombstone: 0, noCreatedAt: 0 }, closedAfterDelete: 0 };
+  const plan: ReplayPlan = {
+    writes: [],
+    items: 0,
+    byKind: zero(),
+    clamped: zero(),
+    dropped: zero(),
+    skipped: { notWork: 0, tombstone: 0, noCreatedAt: 0 },
+    closedAfterDelete: 0,
+  };
   for (const row of rows) {
     if (classifyBeadsRow(row).kind !== 'work') {
       plan.skipped.notWork++;
@@ -152,7 +160,9 @@ export function parseReplayLine(text: string): ReplayRow | null {
   const parsed = parseBeadsLine(text);
   if (!parsed.ok) return null;
   const closedAt = (JSON.parse(text) as { closed_at?: unknown }).closed_at;
-  return typeof closedAt === 'string' && parseRfc3339(closedAt) !== null ? { ...parsed.row, closed_at: closedAt } : parsed.row;
+  return typeof closedAt === 'string' && parseRfc3339(closedAt) !== null
+    ? { ...parsed.row, closed_at: closedAt }
+    : parsed.row;
 }
 
 /**

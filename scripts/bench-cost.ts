@@ -8,7 +8,14 @@ import { DEFAULTS } from '../src/config.js';
 import { appliesNow } from '../src/decision/eligibility.js';
 import { questionFingerprint, type Question } from '../src/decision/questions.js';
 import { questionsOf, Registry, SET_DEFAULTS, type QuestionSet } from '../src/decision/registry.js';
-import { BEADS_COLLECTION_SCHEMA, BEADS_COLLECTION_SETTINGS, BEADS_WORK_TYPES, beadsBody, beadsFields, deriveId } from '../src/importers/beads-format.js';
+import {
+  BEADS_COLLECTION_SCHEMA,
+  BEADS_COLLECTION_SETTINGS,
+  BEADS_WORK_TYPES,
+  beadsBody,
+  beadsFields,
+  deriveId,
+} from '../src/importers/beads-format.js';
 import { bundledSamplePath, importBeads } from '../src/importers/beads.js';
 import { silentLogger } from '../src/log.js';
 import { DEFAULT_ANTHROPIC_MODEL } from '../src/providers/anthropic.js';
@@ -22,7 +29,13 @@ import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../src/store/tracker-reads.js';
 import { Worker, type WorkerOptions } from '../src/worker/worker.js';
 import { BenchArgsError } from './bench-args.js';
-import { deriveReplayWrites, initialStatus, readReplayRows, type ReplayPlan, type ReplayWrite } from './bench-cost-writes.js';
+import {
+  deriveReplayWrites,
+  initialStatus,
+  readReplayRows,
+  type ReplayPlan,
+  type ReplayWrite,
+} from './bench-cost-writes.js';
 import { BENCH_SETS } from './bench-drain.js';
 
 /**
@@ -98,7 +111,14 @@ const USAGE = `usage: npm run bench:cost -- [--json] [--only ${COST_ROWS.join(',
 
 /** @throws BenchArgsError naming the flag, what it got and what it expects. */
 function parseCostArgs(argv: readonly string[]): CostArgs {
-  let values: { json?: boolean; only?: string; concurrency?: string; tombstones?: boolean; 'early-writes'?: string; drain?: string };
+  let values: {
+    json?: boolean;
+    only?: string;
+    concurrency?: string;
+    tombstones?: boolean;
+    'early-writes'?: string;
+    drain?: string;
+  };
   try {
     ({ values } = parseArgs({
       args: [...argv],
@@ -120,16 +140,29 @@ function parseCostArgs(argv: readonly string[]): CostArgs {
   if (values.only !== undefined) {
     const asked = values.only.split(',').map((p) => p.trim());
     const unknown = asked.filter((p) => !(COST_ROWS as readonly string[]).includes(p));
-    if (asked.length === 0 || unknown.length > 0) throw new BenchArgsError(`--only: got "${values.only}", expected a comma-separated list of rows from ${COST_ROWS.join(',')}`);
+    if (asked.length === 0 || unknown.length > 0)
+      throw new BenchArgsError(
+        `--only: got "${values.only}", expected a comma-separated list of rows from ${COST_ROWS.join(',')}`,
+      );
     rows = COST_ROWS.filter((r) => asked.includes(r));
   }
   const concurrency = values.concurrency === undefined ? DEFAULTS.concurrency : Number(values.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new BenchArgsError(`--concurrency: got "${values.concurrency}", expected a positive integer`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new BenchArgsError(`--concurrency: got "${values.concurrency}", expected a positive integer`);
   const early = values['early-writes'] ?? 'clamp';
-  if (early !== 'clamp' && early !== 'drop') throw new BenchArgsError(`--early-writes: got "${early}", expected clamp or drop`);
+  if (early !== 'clamp' && early !== 'drop')
+    throw new BenchArgsError(`--early-writes: got "${early}", expected clamp or drop`);
   const drain = values.drain ?? 'due';
-  if (drain !== 'due' && drain !== 'writes') throw new BenchArgsError(`--drain: got "${drain}", expected due or writes`);
-  return { json: values.json === true, rows, concurrency, tombstones: values.tombstones === true, earlyWrites: early, drain };
+  if (drain !== 'due' && drain !== 'writes')
+    throw new BenchArgsError(`--drain: got "${drain}", expected due or writes`);
+  return {
+    json: values.json === true,
+    rows,
+    concurrency,
+    tombstones: values.tombstones === true,
+    earlyWrites: early,
+    drain,
+  };
 }
 
 // ---------------------------------------------------------------------------------------- the worker's options under test
@@ -190,10 +223,18 @@ function listPrice(): pricing.ModelPrice {
  */
 function batchedPrice(p: pricing.ModelPrice): { price: pricing.ModelPrice; source: string } {
   const mod = pricing as Record<string, unknown>;
-  if (typeof mod.batchPrice === 'function') return { price: (mod.batchPrice as (x: pricing.ModelPrice) => pricing.ModelPrice)(p), source: 'pricing.ts batchPrice' };
+  if (typeof mod.batchPrice === 'function')
+    return {
+      price: (mod.batchPrice as (x: pricing.ModelPrice) => pricing.ModelPrice)(p),
+      source: 'pricing.ts batchPrice',
+    };
   const m = typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? mod.BATCH_PRICE_MULTIPLIER : 0.5;
   const scaled = Object.fromEntries(Object.entries(p).map(([k, v]) => [k, v * m])) as unknown as pricing.ModelPrice;
-  return { price: scaled, source: typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? 'pricing.ts BATCH_PRICE_MULTIPLIER' : 'DESIGN §7.3 (half price)' };
+  return {
+    price: scaled,
+    source:
+      typeof mod.BATCH_PRICE_MULTIPLIER === 'number' ? 'pricing.ts BATCH_PRICE_MULTIPLIER' : 'DESIGN §7.3 (half price)',
+  };
 }
 
 // ---------------------------------------------------------------------------------------- counting what the provider does
@@ -244,7 +285,8 @@ class ProviderTally {
     private readonly provider: FakeProvider,
     registry: Registry,
   ) {
-    for (const set of registry.all()) for (const q of Object.values(set.questions ?? {})) this.setOf.set(questionFingerprint(q, provider), set.name);
+    for (const set of registry.all())
+      for (const q of Object.values(set.questions ?? {})) this.setOf.set(questionFingerprint(q, provider), set.name);
     const ask = provider.ask.bind(provider);
     provider.ask = async (state, questions, opts) => {
       const r = await ask(state, questions, opts);
@@ -294,14 +336,23 @@ class ProviderTally {
  * jobs the worker claims.
  */
 function benchRegistry(): Registry {
-  return new Registry(buildRegistry().all().filter((s) => (BENCH_SETS as readonly string[]).includes(s.name)));
+  return new Registry(
+    buildRegistry()
+      .all()
+      .filter((s) => (BENCH_SETS as readonly string[]).includes(s.name)),
+  );
 }
 
 /** @throws when a production set left out of `benchRegistry` would ask a question in the workspace: the bench would under-count. */
 async function leftOutSetsAskNothing(b: Bench, workspaceId: string): Promise<void> {
-  for (const set of buildRegistry().all().filter((s) => !b.registry.get(s.name))) {
+  for (const set of buildRegistry()
+    .all()
+    .filter((s) => !b.registry.get(s.name))) {
     const n = Object.keys(await questionsOf(set, { workspaceId, store: b.store })).length;
-    if (n > 0) throw new Error(`bench:cost: set ${set.name} asks ${n} questions in the sample's workspace: register it (benchRegistry)`);
+    if (n > 0)
+      throw new Error(
+        `bench:cost: set ${set.name} asks ${n} questions in the sample's workspace: register it (benchRegistry)`,
+      );
   }
 }
 
@@ -329,7 +380,12 @@ interface Bench {
  * A fresh SQLite file in a temp dir with the bench's sets, a ManualClock at `startAt` (epoch ms)
  * and a counted fake provider. `seed`, when given, fills the file first through a store of its own.
  */
-async function openBench(settings: CostWorkerSettings, concurrency: number, startAt: number, seed?: (file: string, clock: ManualClock) => Promise<void>): Promise<Bench> {
+async function openBench(
+  settings: CostWorkerSettings,
+  concurrency: number,
+  startAt: number,
+  seed?: (file: string, clock: ManualClock) => Promise<void>,
+): Promise<Bench> {
   const dir = mkdtempSync(join(tmpdir(), 'verdict-bench-cost-'));
   const clock = new ManualClock(startAt);
   const registry = benchRegistry();
@@ -337,7 +393,12 @@ async function openBench(settings: CostWorkerSettings, concurrency: number, star
   if (seed) await seed(file, clock);
   const store = new SqliteStore({ url: file, registry, clock });
   // `now` and `batchLatencyMs` are for the fake's batch API (DESIGN §7.3): batches end on the bench's clock.
-  const fakeOptions: FakeProviderOptions & { now?: () => number; batchLatencyMs?: number } = { latencyMs: 0, usage: 'prompt', now: () => clock.now(), batchLatencyMs: BATCH_LATENCY_MS };
+  const fakeOptions: FakeProviderOptions & { now?: () => number; batchLatencyMs?: number } = {
+    latencyMs: 0,
+    usage: 'prompt',
+    now: () => clock.now(),
+    batchLatencyMs: BATCH_LATENCY_MS,
+  };
   const provider = new FakeProvider(fakeOptions);
   return {
     dir,
@@ -362,7 +423,9 @@ async function openBench(settings: CostWorkerSettings, concurrency: number, star
 
 /** decision_jobs rows (matching `where`), read directly: the store's queueStats counts `owed` and `parked` rows only. */
 function jobRows(b: Bench, where = '1 = 1'): number {
-  return (b.store.ctx.db.$client.prepare(`SELECT count(*) AS n FROM decision_jobs WHERE ${where}`).get() as { n: number }).n;
+  return (
+    b.store.ctx.db.$client.prepare(`SELECT count(*) AS n FROM decision_jobs WHERE ${where}`).get() as { n: number }
+  ).n;
 }
 
 /** Drains every job claimable at the clock's time now with the real Worker (`untilIdle`), the CLI's defaults. @returns jobs claimed. */
@@ -449,7 +512,8 @@ function spendTotals(b: Bench): Tally {
 /** The registry's sets that ask at least one question in `workspaceId`. */
 async function askingSets(b: Bench, workspaceId: string): Promise<QuestionSet[]> {
   const out: QuestionSet[] = [];
-  for (const set of b.registry.all()) if (Object.keys(await questionsOf(set, { workspaceId, store: b.store })).length > 0) out.push(set);
+  for (const set of b.registry.all())
+    if (Object.keys(await questionsOf(set, { workspaceId, store: b.store })).length > 0) out.push(set);
   return out;
 }
 
@@ -476,7 +540,16 @@ async function setUpWorkspace(b: Bench): Promise<{ ws: WorkspaceRow; collections
   const ws = await b.store.createWorkspace({ id: deriveId('workspace', 'beads'), slug: 'beads' });
   const collections = new Map<string, CollectionRow>();
   for (const slug of BEADS_WORK_TYPES) {
-    collections.set(slug, await b.store.createCollection({ id: deriveId(ws.id, 'collection', slug), workspaceId: ws.id, slug, schema: BEADS_COLLECTION_SCHEMA, settings: BEADS_COLLECTION_SETTINGS }));
+    collections.set(
+      slug,
+      await b.store.createCollection({
+        id: deriveId(ws.id, 'collection', slug),
+        workspaceId: ws.id,
+        slug,
+        schema: BEADS_COLLECTION_SCHEMA,
+        settings: BEADS_COLLECTION_SETTINGS,
+      }),
+    );
   }
   return { ws, collections };
 }
@@ -487,7 +560,13 @@ function collectionOf(w: ReplayWrite): string {
 }
 
 /** Applies one write through the store's write doors with their default owe options (live, quiet period on). */
-async function applyWrite(b: Bench, ws: WorkspaceRow, collections: Map<string, CollectionRow>, items: Map<string, ItemRow>, w: ReplayWrite): Promise<{ changed: boolean; owed: number }> {
+async function applyWrite(
+  b: Bench,
+  ws: WorkspaceRow,
+  collections: Map<string, CollectionRow>,
+  items: Map<string, ItemRow>,
+  w: ReplayWrite,
+): Promise<{ changed: boolean; owed: number }> {
   const itemId = deriveId(ws.id, 'item', w.ref);
   switch (w.kind) {
     case 'create': {
@@ -506,7 +585,13 @@ async function applyWrite(b: Bench, ws: WorkspaceRow, collections: Map<string, C
     }
     case 'comment': {
       const c = w.comment!;
-      return b.store.addComment({ id: deriveId(ws.id, 'comment', w.ref, String(c.id)), itemId, author: c.author ?? '', body: c.text, createdAt: w.at });
+      return b.store.addComment({
+        id: deriveId(ws.id, 'comment', w.ref, String(c.id)),
+        itemId,
+        author: c.author ?? '',
+        body: c.text,
+        createdAt: w.at,
+      });
     }
     case 'close': {
       const r = await b.store.updateItem(itemId, { fields: beadsFields({ ...w.row, status: 'closed' }) });
@@ -528,7 +613,15 @@ async function replay(b: Bench, plan: ReplayPlan, drain: CostArgs['drain']): Pro
   const sets = await askingSets(b, ws.id);
   const byId = new Map([...collections.values()].map((c) => [c.id, c]));
   const items = new Map<string, ItemRow>();
-  const facts: StreamFacts = { writes: 0, writesByKind: {}, unchanged: 0, owed: 0, naive: 0, naiveCovering: 0, simulatedMs: 0 };
+  const facts: StreamFacts = {
+    writes: 0,
+    writesByKind: {},
+    unchanged: 0,
+    owed: 0,
+    naive: 0,
+    naiveCovering: 0,
+    simulatedMs: 0,
+  };
   const first = plan.writes[0]?.at ?? b.clock.now();
   for (const w of plan.writes) {
     if (drain === 'due') await drainThrough(b, w.at);
@@ -548,7 +641,8 @@ async function replay(b: Bench, plan: ReplayPlan, drain: CostArgs['drain']): Pro
     if (drain === 'writes') await drainNow(b);
   }
   const left = await settle(b);
-  if (left > 0) throw new Error(`replay: ${left} job rows still left after ${SETTLE_LIMIT_MS / 3_600_000} h of simulated time`);
+  if (left > 0)
+    throw new Error(`replay: ${left} job rows still left after ${SETTLE_LIMIT_MS / 3_600_000} h of simulated time`);
   facts.simulatedMs = b.clock.now() - first;
   return facts;
 }
@@ -582,11 +676,17 @@ async function backfill(b: Bench): Promise<{ items: number; jobs: number }> {
       owedItems.add(item.id);
     }
     for (let i = 0; i < pairs.length; i += 500) {
-      jobs += await b.store.oweJobs(pairs.slice(i, i + 500), { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false, insertOnly: true });
+      jobs += await b.store.oweJobs(pairs.slice(i, i + 500), {
+        priority: PRIORITY_BACKFILL,
+        quietPeriod: false,
+        reaskDebounce: false,
+        insertOnly: true,
+      });
     }
   }
   const left = await settle(b);
-  if (left > 0) throw new Error(`backfill: ${left} job rows still left after ${SETTLE_LIMIT_MS / 3_600_000} h of simulated time`);
+  if (left > 0)
+    throw new Error(`backfill: ${left} job rows still left after ${SETTLE_LIMIT_MS / 3_600_000} h of simulated time`);
   return { items: owedItems.size, jobs };
 }
 
@@ -632,7 +732,14 @@ interface CostRow {
   wall: Bench['wall'];
 }
 
-function measuredRow(key: CostRowKey, b: Bench, writes: number, naive: number, seconds: number, simulatedMs: number): CostRow {
+function measuredRow(
+  key: CostRowKey,
+  b: Bench,
+  writes: number,
+  naive: number,
+  seconds: number,
+  simulatedMs: number,
+): CostRow {
   const t = b.tally;
   const list = listPrice();
   return {
@@ -662,15 +769,43 @@ function measuredRow(key: CostRowKey, b: Bench, writes: number, naive: number, s
     seconds,
     simulatedHours: simulatedMs / 3_600_000,
     drains: b.drains,
-    wall: { drainMs: Math.round(b.wall.drainMs), writeMs: Math.round(b.wall.writeMs), pollMs: Math.round(b.wall.pollMs) },
+    wall: {
+      drainMs: Math.round(b.wall.drainMs),
+      writeMs: Math.round(b.wall.writeMs),
+      pollMs: Math.round(b.wall.pollMs),
+    },
   };
 }
 
 function notRunRow(key: CostRowKey, why: string): CostRow {
   return {
-    key, label: ROW_LABELS[key], settings: ROW_SETTINGS[key], status: 'not_run', notes: [why], writes: 0, naive: 0, calls: 0, syncCalls: 0, batchedCalls: 0, batches: 0,
-    coAskedCalls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, batchedInputTokens: 0, batchedOutputTokens: 0, priceUsd: 0,
-    backfillPriorityClaims: 0, batchedRowsSeen: 0, spendTable: emptyTally(), outcomes: {}, seconds: 0, simulatedHours: 0, drains: 0, wall: { drainMs: 0, writeMs: 0, pollMs: 0 },
+    key,
+    label: ROW_LABELS[key],
+    settings: ROW_SETTINGS[key],
+    status: 'not_run',
+    notes: [why],
+    writes: 0,
+    naive: 0,
+    calls: 0,
+    syncCalls: 0,
+    batchedCalls: 0,
+    batches: 0,
+    coAskedCalls: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    batchedInputTokens: 0,
+    batchedOutputTokens: 0,
+    priceUsd: 0,
+    backfillPriorityClaims: 0,
+    batchedRowsSeen: 0,
+    spendTable: emptyTally(),
+    outcomes: {},
+    seconds: 0,
+    simulatedHours: 0,
+    drains: 0,
+    wall: { drainMs: 0, writeMs: 0, pollMs: 0 },
   };
 }
 
@@ -701,24 +836,41 @@ function judgeRows(rows: Map<CostRowKey, CostRow>, concurrency: number): void {
         );
       }
     }
-    if (!r.settings.coAsk && r.coAskedCalls > 0) r.notes.push(`coAsk: false not honoured: ${r.coAskedCalls} calls asked keys of two sets`);
-    if (r.settings.batch === 'off' && batchSeen(r)) r.notes.push(`batch: 'off' not honoured: ${r.batchedCalls} batched calls`);
+    if (!r.settings.coAsk && r.coAskedCalls > 0)
+      r.notes.push(`coAsk: false not honoured: ${r.coAskedCalls} calls asked keys of two sets`);
+    if (r.settings.batch === 'off' && batchSeen(r))
+      r.notes.push(`batch: 'off' not honoured: ${r.batchedCalls} batched calls`);
     if (r.settings.batch === 'on') {
       if (r.key === 'backfill+batch' && !batchSeen(r)) {
         r.status = 'not_available';
-        r.notes.push("batch: 'on' not honoured yet (no request went through provider.batch, no job row was ever `batched`)");
+        r.notes.push(
+          "batch: 'on' not honoured yet (no request went through provider.batch, no job row was ever `batched`)",
+        );
       }
       if (r.key === 'coask+batch') {
         if (batchWorks !== true) {
           r.status = 'not_available';
-          r.notes.push(batchWorks === false ? "batch: 'on' not honoured yet (see the backfill+batch row)" : "batch: 'on' untested: a live stream has nothing to batch; run the backfill+batch row too");
-        } else if (r.backfillPriorityClaims === 0) r.notes.push('the stream has no backfill-priority work: batches cannot apply, so this row should equal co-asking');
-        if (r.batchedCalls > 0 && r.backfillPriorityClaims === 0) r.notes.push(`${r.batchedCalls} live calls were batched: DESIGN §7.3 batches backfill-priority work only`);
+          r.notes.push(
+            batchWorks === false
+              ? "batch: 'on' not honoured yet (see the backfill+batch row)"
+              : "batch: 'on' untested: a live stream has nothing to batch; run the backfill+batch row too",
+          );
+        } else if (r.backfillPriorityClaims === 0)
+          r.notes.push(
+            'the stream has no backfill-priority work: batches cannot apply, so this row should equal co-asking',
+          );
+        if (r.batchedCalls > 0 && r.backfillPriorityClaims === 0)
+          r.notes.push(`${r.batchedCalls} live calls were batched: DESIGN §7.3 batches backfill-priority work only`);
       }
     }
-    if (r.batchedCalls > 0) r.notes.push(`${n0(r.batchedCalls)} of ${n0(r.calls)} calls batched, in ${n0(r.batches)} batch${r.batches === 1 ? "" : "es"}`);
+    if (r.batchedCalls > 0)
+      r.notes.push(
+        `${n0(r.batchedCalls)} of ${n0(r.calls)} calls batched, in ${n0(r.batches)} batch${r.batches === 1 ? '' : 'es'}`,
+      );
     if (r.spendTable.inputTokens !== r.inputTokens || r.spendTable.outputTokens !== r.outputTokens) {
-      r.notes.push(`decision_spend has ${r.spendTable.inputTokens} input / ${r.spendTable.outputTokens} output tokens, the provider reported ${r.inputTokens} / ${r.outputTokens}`);
+      r.notes.push(
+        `decision_spend has ${r.spendTable.inputTokens} input / ${r.spendTable.outputTokens} output tokens, the provider reported ${r.inputTokens} / ${r.outputTokens}`,
+      );
     }
   }
 }
@@ -745,14 +897,22 @@ function targets(rows: Map<CostRowKey, CostRow>): TargetLine[] {
   const coask = rows.get('coask');
   const against = (label: string, limit: number, f: (r: CostRow) => number) => {
     const target = `${label} ≤ ${limit} % of everything off`;
-    if (!usable(off)) return out.push({ target, value: '–', verdict: 'WAIT', note: 'the everything-off row did not run' });
+    if (!usable(off))
+      return out.push({ target, value: '–', verdict: 'WAIT', note: 'the everything-off row did not run' });
     if (usable(on)) {
       const v = pct(f(on), f(off));
       return out.push({ target, value: fmtPct(v), verdict: v <= limit ? 'PASS' : 'MISS' });
     }
     const alone = usable(coask) ? pct(f(coask), f(off)) : NaN;
-    const provisional = Number.isFinite(alone) ? `; co-asking alone: ${fmtPct(alone)}, ${alone <= limit ? 'within' : 'over'} the target` : '';
-    return out.push({ target, value: '–', verdict: 'WAIT', note: `the co-asking + batches row ${on ? 'is not available yet' : 'did not run'}${provisional}` });
+    const provisional = Number.isFinite(alone)
+      ? `; co-asking alone: ${fmtPct(alone)}, ${alone <= limit ? 'within' : 'over'} the target`
+      : '';
+    return out.push({
+      target,
+      value: '–',
+      verdict: 'WAIT',
+      note: `the co-asking + batches row ${on ? 'is not available yet' : 'did not run'}${provisional}`,
+    });
   };
   against('calls, everything on,', 55, (r) => r.calls);
   against('input tokens, everything on,', 60, (r) => r.inputTokens);
@@ -764,14 +924,36 @@ function targets(rows: Map<CostRowKey, CostRow>): TargetLine[] {
     const v = pct(bb.priceUsd, bf.priceUsd);
     out.push({ target, value: fmtPct(v), verdict: v <= 52 ? 'PASS' : 'MISS' });
   } else {
-    out.push({ target, value: '–', verdict: 'WAIT', note: !bb || bb.status === 'not_run' ? 'the backfill+batch row did not run' : !usable(bb) ? 'the backfill+batch row is not available yet' : 'the backfill row did not run' });
+    out.push({
+      target,
+      value: '–',
+      verdict: 'WAIT',
+      note:
+        !bb || bb.status === 'not_run'
+          ? 'the backfill+batch row did not run'
+          : !usable(bb)
+            ? 'the backfill+batch row is not available yet'
+            : 'the backfill row did not run',
+    });
   }
   return out;
 }
 
 /** The plain table: one line per row; ratios against everything off (stream rows) or the backfill without batches. */
 function printTable(rows: CostRow[], say: (s: string) => void): void {
-  const head = ['row', 'writes', 'calls', 'calls/1k writes', '% of naive', 'input tokens', 'output tokens', 'price USD', 'calls %', 'input %', 'price %'];
+  const head = [
+    'row',
+    'writes',
+    'calls',
+    'calls/1k writes',
+    '% of naive',
+    'input tokens',
+    'output tokens',
+    'price USD',
+    'calls %',
+    'input %',
+    'price %',
+  ];
   const lines: string[][] = [head];
   /** Rows without figures: the label, then this text in place of the figures. */
   const bare = new Map<number, string>();
@@ -854,10 +1036,18 @@ async function main(): Promise<void> {
     args.earlyWrites === 'clamp'
       ? `${plan.clamped.close} closings and ${plan.clamped.comment} comments dated before their item's creation moved to it`
       : `${plan.dropped.close} closings and ${plan.dropped.comment} comments dated before their item's creation left out`;
-  say(`verdict bench:cost: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), rows ${args.rows.join(',')}`);
-  say(`  stream: ${n0(plan.items)} work items, ${n0(plan.writes.length)} writes (${n0(plan.byKind.create)} creations, ${n0(plan.byKind.comment)} comments, ${n0(plan.byKind.close)} closings${plan.byKind.delete ? `, ${n0(plan.byKind.delete)} deletions` : ''}); ${early}; ${plan.skipped.tombstone} tombstone rows ${args.tombstones ? 'replayed' : 'left out'}; ${rejected} lines rejected`);
-  say(`  sets ${BENCH_SETS.join(', ')} at their defaults: quiet period ${quietMs / 1000} s, re-ask debounce ${SET_DEFAULTS.reaskDebounceMs / 3_600_000} h, max delay ${SET_DEFAULTS.maxDelayMs / 3_600_000} h; worker concurrency ${args.concurrency}, pass limit ${DEFAULTS.passLimit}; drained ${args.drain === 'due' ? 'at every due time' : 'only right after each write'}; items still open when their quiet period ended: ${n0(openPastQuiet)}`);
-  say(`  price: ${DEFAULT_ANTHROPIC_MODEL} at $${list.inputPerMTok} / $${list.outputPerMTok} per MTok in / out (pricing.ts, checked ${pricing.PRICES_CHECKED}); batched at $${batched.price.inputPerMTok} / $${batched.price.outputPerMTok} (${batched.source}); tokens as the Anthropic request would carry them (FakeProvider usage 'prompt')`);
+  say(
+    `verdict bench:cost: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), rows ${args.rows.join(',')}`,
+  );
+  say(
+    `  stream: ${n0(plan.items)} work items, ${n0(plan.writes.length)} writes (${n0(plan.byKind.create)} creations, ${n0(plan.byKind.comment)} comments, ${n0(plan.byKind.close)} closings${plan.byKind.delete ? `, ${n0(plan.byKind.delete)} deletions` : ''}); ${early}; ${plan.skipped.tombstone} tombstone rows ${args.tombstones ? 'replayed' : 'left out'}; ${rejected} lines rejected`,
+  );
+  say(
+    `  sets ${BENCH_SETS.join(', ')} at their defaults: quiet period ${quietMs / 1000} s, re-ask debounce ${SET_DEFAULTS.reaskDebounceMs / 3_600_000} h, max delay ${SET_DEFAULTS.maxDelayMs / 3_600_000} h; worker concurrency ${args.concurrency}, pass limit ${DEFAULTS.passLimit}; drained ${args.drain === 'due' ? 'at every due time' : 'only right after each write'}; items still open when their quiet period ended: ${n0(openPastQuiet)}`,
+  );
+  say(
+    `  price: ${DEFAULT_ANTHROPIC_MODEL} at $${list.inputPerMTok} / $${list.outputPerMTok} per MTok in / out (pricing.ts, checked ${pricing.PRICES_CHECKED}); batched at $${batched.price.inputPerMTok} / $${batched.price.outputPerMTok} (${batched.source}); tokens as the Anthropic request would carry them (FakeProvider usage 'prompt')`,
+  );
 
   const results = new Map<CostRowKey, CostRow>();
   let stream: StreamFacts | null = null;
@@ -866,7 +1056,13 @@ async function main(): Promise<void> {
   for (const key of args.rows) {
     const bb = results.get('backfill+batch');
     if (key === 'coask+batch' && bb && !batchSeen(bb)) {
-      results.set(key, notRunRow(key, "not run: batch: 'on' is not honoured yet (see the backfill+batch row), and a live stream has no backfill-priority work to batch"));
+      results.set(
+        key,
+        notRunRow(
+          key,
+          "not run: batch: 'on' is not honoured yet (see the backfill+batch row), and a live stream has no backfill-priority work to batch",
+        ),
+      );
       results.get(key)!.status = 'not_available';
       continue;
     }
@@ -886,7 +1082,10 @@ async function main(): Promise<void> {
       try {
         const facts = await replay(b, plan, args.drain);
         stream ??= facts;
-        results.set(key, measuredRow(key, b, facts.writes, facts.naive, (performance.now() - r0) / 1000, facts.simulatedMs));
+        results.set(
+          key,
+          measuredRow(key, b, facts.writes, facts.naive, (performance.now() - r0) / 1000, facts.simulatedMs),
+        );
       } finally {
         await b.done();
       }
@@ -904,7 +1103,16 @@ async function main(): Promise<void> {
       model: DEFAULT_ANTHROPIC_MODEL,
       price: { list, batched: batched.price, batchedSource: batched.source, checked: pricing.PRICES_CHECKED },
       args,
-      stream: { items: plan.items, writes: plan.writes.length, byKind: plan.byKind, clamped: plan.clamped, dropped: plan.dropped, skipped: plan.skipped, openPastQuiet, facts: stream },
+      stream: {
+        items: plan.items,
+        writes: plan.writes.length,
+        byKind: plan.byKind,
+        clamped: plan.clamped,
+        dropped: plan.dropped,
+        skipped: plan.skipped,
+        openPastQuiet,
+        facts: stream,
+      },
       issue: ISSUE,
       rows: ordered,
       targets: tl,
@@ -919,17 +1127,31 @@ async function main(): Promise<void> {
   if (stream) {
     const off = results.get('off');
     say('');
-    say(`  naive baseline: ${n0(stream.naive)} calls (per write, the sets asking something that apply to the item right after it); ${n0(stream.naiveCovering)} counting every covering set, eligibility unchecked (the issue's rule)`);
+    say(
+      `  naive baseline: ${n0(stream.naive)} calls (per write, the sets asking something that apply to the item right after it); ${n0(stream.naiveCovering)} counting every covering set, eligibility unchecked (the issue's rule)`,
+    );
     say(
       `  against the issue: work items ${n0(plan.items)} (issue ${n0(ISSUE.items)}); writes ${n0(stream.writes)} (issue ${n0(ISSUE.writes)}); naive by its rule ${n0(stream.naiveCovering)} (issue ${n0(ISSUE.naive)})` +
-        (usable(off) ? `; everything off ${n0(off.calls)} calls, ${fmtPct(pct(off.calls, stream.naiveCovering))} of that (issue ${n0(ISSUE.callsOff)}, 41.7 %)` : ''),
+        (usable(off)
+          ? `; everything off ${n0(off.calls)} calls, ${fmtPct(pct(off.calls, stream.naiveCovering))} of that (issue ${n0(ISSUE.callsOff)}, 41.7 %)`
+          : ''),
     );
-    say(`  the issue's stream and calls are this bench's with --early-writes drop --drain writes: writes before their item's creation left out, and the worker run only right after each write`);
-    say(`  simulated time ${(stream.simulatedMs / 86_400_000).toFixed(1)} days; write doors owed ${n0(stream.owed)} jobs`);
+    say(
+      `  the issue's stream and calls are this bench's with --early-writes drop --drain writes: writes before their item's creation left out, and the worker run only right after each write`,
+    );
+    say(
+      `  simulated time ${(stream.simulatedMs / 86_400_000).toFixed(1)} days; write doors owed ${n0(stream.owed)} jobs`,
+    );
   }
   say('');
-  for (const t of tl) say(`  ${t.verdict.padEnd(4)}  ${t.target.padEnd(56)} ${t.value.padStart(8)}${t.note ? `   (${t.note})` : ''}`);
-  say(`\n  ${seconds.toFixed(1)} s in all (${ordered.filter((r) => r.status !== 'not_run' && r.seconds > 0).map((r) => `${r.key} ${r.seconds.toFixed(1)} s`).join(', ')})`);
+  for (const t of tl)
+    say(`  ${t.verdict.padEnd(4)}  ${t.target.padEnd(56)} ${t.value.padStart(8)}${t.note ? `   (${t.note})` : ''}`);
+  say(
+    `\n  ${seconds.toFixed(1)} s in all (${ordered
+      .filter((r) => r.status !== 'not_run' && r.seconds > 0)
+      .map((r) => `${r.key} ${r.seconds.toFixed(1)} s`)
+      .join(', ')})`,
+  );
 }
 
 await main();

@@ -32,7 +32,9 @@ try {
   const normalUs = await perWrite(normal, n);
   await normal.close();
   host.close();
-  console.log(`write door (updateItem, one transaction each), ${n} writes: FULL ${fullUs.toFixed(0)} µs/write, NORMAL ${normalUs.toFixed(0)} µs/write, ratio ${(fullUs / normalUs).toFixed(2)}×`);
+  console.log(
+    `write door (updateItem, one transaction each), ${n} writes: FULL ${fullUs.toFixed(0)} µs/write, NORMAL ${normalUs.toFixed(0)} µs/write, ratio ${(fullUs / normalUs).toFixed(2)}×`,
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

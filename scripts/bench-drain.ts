@@ -55,11 +55,15 @@ export async function seedJobs(url: string, items: number): Promise<number> {
     const col = await store.createCollection({
       workspaceId: ws.id,
       slug: 'task',
-      schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
+      schema: {
+        fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }],
+      },
     });
     const now = await store.now();
     const ids = Array.from({ length: items }, (_, i) => `${ws.id}-item-${String(i).padStart(7, '0')}`);
-    const rows = ids.map((id, i) => [id, ws.id, col.id, `B-${i}`, `bench item ${i}`, `body ${i}`, '{"status":"open"}', now] as const);
+    const rows = ids.map(
+      (id, i) => [id, ws.id, col.id, `B-${i}`, `bench item ${i}`, `body ${i}`, '{"status":"open"}', now] as const,
+    );
     await insertItems(url, rows);
     let owed = 0;
     for (let i = 0; i < ids.length; i += 500) {
@@ -75,17 +79,30 @@ export async function seedJobs(url: string, items: number): Promise<number> {
   }
 }
 
-type ItemTuple = readonly [id: string, ws: string, col: string, ref: string, title: string, content: string, fields: string, now: number];
+type ItemTuple = readonly [
+  id: string,
+  ws: string,
+  col: string,
+  ref: string,
+  title: string,
+  content: string,
+  fields: string,
+  now: number,
+];
 
 async function insertItems(url: string, rows: ItemTuple[]): Promise<void> {
-  const text = 'INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES ';
+  const text =
+    'INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES ';
   if (isPostgresUrl(url)) {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
     try {
       for (let i = 0; i < rows.length; i += 1_000) {
         const part = rows.slice(i, i + 1_000);
-        const values = part.map((_, j) => `($${j * 8 + 1}, $${j * 8 + 2}, $${j * 8 + 3}, $${j * 8 + 4}, $${j * 8 + 5}, $${j * 8 + 6}, $${j * 8 + 7}, 1, $${j * 8 + 8}, $${j * 8 + 8})`);
+        const values = part.map(
+          (_, j) =>
+            `($${j * 8 + 1}, $${j * 8 + 2}, $${j * 8 + 3}, $${j * 8 + 4}, $${j * 8 + 5}, $${j * 8 + 6}, $${j * 8 + 7}, 1, $${j * 8 + 8}, $${j * 8 + 8})`,
+        );
         await c.query(text + values.join(', '), part.flat());
       }
     } finally {
@@ -129,14 +146,26 @@ export async function runWorkerProcesses(
       const child = spawn(
         process.execPath,
         [...cli, 'worker', '--until-idle', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', ...args],
-        { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+        {
+          cwd: ROOT,
+          env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
       );
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
       child.stderr.on('data', (d) => (stderr += d));
       return new Promise<WorkerRun>((resolve) =>
-        child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, claimed: Number(/drained: (\d+) jobs claimed/.exec(stdout)?.[1] ?? NaN) })),
+        child.on('exit', (code, signal) =>
+          resolve({
+            code,
+            signal,
+            stdout,
+            stderr,
+            claimed: Number(/drained: (\d+) jobs claimed/.exec(stdout)?.[1] ?? NaN),
+          }),
+        ),
       );
     }),
   );
@@ -151,13 +180,34 @@ export interface RunningWorkers {
   stop(): Promise<WorkerRun[]>;
 }
 
-export function startWorkers(url: string, processes: number, args: string[] = [], cli: readonly string[] = SOURCE_CLI): RunningWorkers {
+export function startWorkers(
+  url: string,
+  processes: number,
+  args: string[] = [],
+  cli: readonly string[] = SOURCE_CLI,
+): RunningWorkers {
   const kids = Array.from({ length: processes }, () => {
-    const child = spawn(process.execPath, [...cli, 'worker', '--database-url', url, '--provider', 'fake', '--tick-ms', '50', '--log-level', 'info', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        ...cli,
+        'worker',
+        '--database-url',
+        url,
+        '--provider',
+        'fake',
+        '--tick-ms',
+        '50',
+        '--log-level',
+        'info',
+        ...args,
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const run = { stdout: '', stderr: '' };
     const ready = new Promise<void>((resolve) => {
       const onData = (d: Buffer) => {
@@ -195,7 +245,11 @@ export async function waitUntilDrained(url: string, timeoutMs: number): Promise<
  * `drop` removes it, closing any connection still open on it. `icuLocale` (e.g. `en-US`) makes its
  * default collation linguistic, as most installed servers' is, instead of the test server's C.
  */
-export async function createDatabase(adminUrl: string, prefix = 'verdict_t', opts: { icuLocale?: string } = {}): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(
+  adminUrl: string,
+  prefix = 'verdict_t',
+  opts: { icuLocale?: string } = {},
+): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = async (text: string) => {
     const c = new pg.Client({ connectionString: adminUrl });
@@ -206,7 +260,11 @@ export async function createDatabase(adminUrl: string, prefix = 'verdict_t', opt
       await c.end();
     }
   };
-  await admin(opts.icuLocale ? `CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${opts.icuLocale.replace(/'/g, '')}'` : `CREATE DATABASE ${name}`);
+  await admin(
+    opts.icuLocale
+      ? `CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '${opts.icuLocale.replace(/'/g, '')}'`
+      : `CREATE DATABASE ${name}`,
+  );
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
@@ -286,5 +344,7 @@ export async function checkDrain(url: string): Promise<DrainCheck> {
 export function troubleLines(runs: WorkerRun[]): string[] {
   return runs
     .flatMap((r) => `${r.stdout}\n${r.stderr}`.split('\n'))
-    .filter((l) => /SQLITE_BUSY|database is locked|claim failed|outcome not recorded|deadlock|could not serialize/i.test(l));
+    .filter((l) =>
+      /SQLITE_BUSY|database is locked|claim failed|outcome not recorded|deadlock|could not serialize/i.test(l),
+    );
 }

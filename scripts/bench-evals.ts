@@ -63,7 +63,14 @@ async function openSeeded(items: number, registry: Registry): Promise<Seeded> {
     await store.transaction(async (tx) => {
       for (let j = i; j < Math.min(items, i + 500); j++) {
         const w = await tx.createItem(
-          { workspaceId: ws.id, collectionId: col.id, ref: `B-${j}`, title: `bench item ${j}`, content: `body of bench item ${j}`, fields: { status: 'open' } },
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref: `B-${j}`,
+            title: `bench item ${j}`,
+            content: `body of bench item ${j}`,
+            fields: { status: 'open' },
+          },
           { priority: PRIORITY_BACKFILL, quietPeriod: false },
         );
         itemIds.push(w.row.id);
@@ -122,7 +129,17 @@ class Template {
 }
 
 /** Drains every claimable job with the real Worker (`untilIdle`), fake provider at 0 ms; wall seconds and the process's CPU µs. */
-async function drain(s: Seeded, concurrency: number, coAsk: boolean): Promise<{ summary: WorkerSummary; seconds: number; cpuUs: number; reasons: Map<string, number>; provider: FakeProvider }> {
+async function drain(
+  s: Seeded,
+  concurrency: number,
+  coAsk: boolean,
+): Promise<{
+  summary: WorkerSummary;
+  seconds: number;
+  cpuUs: number;
+  reasons: Map<string, number>;
+  provider: FakeProvider;
+}> {
   const provider = new FakeProvider({ latencyMs: 0 });
   const reasons = new Map<string, number>();
   const onOutcome = (r: RunReport) => {
@@ -158,7 +175,10 @@ function describeReasons(reasons: Map<string, number>): string {
 
 /** The evaluation sets as the lean reference answers them. */
 function leanSets(): LeanSet[] {
-  return EVAL_SETS.map((set) => ({ name: set.name, keys: Object.entries(set.questions ?? {}).map(([key, q]) => ({ key, kind: q.kind })) }));
+  return EVAL_SETS.map((set) => ({
+    name: set.name,
+    keys: Object.entries(set.questions ?? {}).map(([key, q]) => ({ key, kind: q.kind })),
+  }));
 }
 
 /** One measured drain: who ran it, how, and its rate and CPU per job. */
@@ -181,7 +201,9 @@ function rate(who: Rate['who'], how: string, coAsk: boolean, jobs: number, secon
 
 /** The lean variant Verdict's run at `concurrency` is judged against: the fused one for one slot, group commit otherwise. */
 export function leanPeer(concurrency: number): { how: string; opts: Omit<LeanOptions, 'coAsk'> } {
-  return concurrency === 1 ? { how: 'fused', opts: { variant: 'fused' } } : { how: `group${concurrency}`, opts: { variant: 'group', slots: concurrency } };
+  return concurrency === 1
+    ? { how: 'fused', opts: { variant: 'fused' } }
+    : { how: `group${concurrency}`, opts: { variant: 'group', slots: concurrency } };
 }
 
 // ---------------------------------------------------------------------------------------- f
@@ -208,8 +230,15 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
         try {
           const r = await drain(s, concurrency, coAsk);
           const completed = r.reasons.get('complete:answered') ?? 0;
-          if (r.summary.claimed !== total || r.summary.calls !== calls || completed !== total || r.provider.requests.length !== calls) {
-            throw new Error(`f: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
+          if (
+            r.summary.claimed !== total ||
+            r.summary.calls !== calls ||
+            completed !== total ||
+            r.provider.requests.length !== calls
+          ) {
+            throw new Error(
+              `f: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`,
+            );
           }
           rates.push(rate('verdict', `c${concurrency}`, coAsk, total, r.seconds, r.cpuUs));
         } finally {
@@ -219,7 +248,10 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
         const t = template.copy();
         try {
           const r = await drainLean(t.file, leanSets(), { ...peer.opts, coAsk });
-          if (r.jobs !== total || r.calls !== calls) throw new Error(`f: the lean reference (${peer.how}, co-ask ${coAsk}) ran ${r.jobs} of ${total} jobs, ${r.calls} calls`);
+          if (r.jobs !== total || r.calls !== calls)
+            throw new Error(
+              `f: the lean reference (${peer.how}, co-ask ${coAsk}) ran ${r.jobs} of ${total} jobs, ${r.calls} calls`,
+            );
           rates.push(rate('lean', peer.how, coAsk, total, r.seconds, r.cpuUs));
         } finally {
           t.done();
@@ -236,7 +268,9 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
 async function reoweAll(store: Store, itemIds: readonly string[], part: string): Promise<void> {
   let owed = 0;
   for (let i = 0; i < itemIds.length; i += 500) {
-    const pairs = itemIds.slice(i, i + 500).flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
+    const pairs = itemIds
+      .slice(i, i + 500)
+      .flatMap((itemId) => EVAL_SETS.map((set) => ({ itemId, questionSet: set.name })));
     owed += await store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
   }
   const total = itemIds.length * EVAL_SETS.length;
@@ -261,9 +295,13 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
   const rates: Rate[] = [];
   try {
     const first = await drain(s, 16, true);
-    if (first.summary.calls !== items) throw new Error(`g: the first drain made ${first.summary.calls} calls, outcomes ${describeReasons(first.reasons)}`);
+    if (first.summary.calls !== items)
+      throw new Error(
+        `g: the first drain made ${first.summary.calls} calls, outcomes ${describeReasons(first.reasons)}`,
+      );
     const leanFirst = await drainLean(t.file, leanSets(), { variant: 'group', coAsk: true });
-    if (leanFirst.jobs !== total) throw new Error(`g: the lean reference's first drain ran ${leanFirst.jobs} of ${total} jobs`);
+    if (leanFirst.jobs !== total)
+      throw new Error(`g: the lean reference's first drain ran ${leanFirst.jobs} of ${total} jobs`);
     // The reference's copy is re-owed through a store of its own, closed while the reference drains.
     const leanOwe = async () => {
       const registry = new Registry([...EVAL_SETS]);
@@ -280,13 +318,18 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
         const r = await drain(s, concurrency, coAsk);
         const skipped = r.reasons.get('complete:already_answered') ?? 0;
         if (r.summary.claimed !== total || r.summary.calls !== 0 || skipped !== total) {
-          throw new Error(`g: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`);
+          throw new Error(
+            `g: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`,
+          );
         }
         rates.push(rate('verdict', `c${concurrency}`, coAsk, total, r.seconds, r.cpuUs));
         await leanOwe();
         const peer = leanPeer(concurrency);
         const l = await drainLean(t.file, leanSets(), { ...peer.opts, coAsk });
-        if (l.jobs !== total || l.inserted !== 0 || l.calls !== 0) throw new Error(`g: the lean skip drain (${peer.how}) ran ${l.jobs} of ${total} jobs and inserted ${l.inserted} answers`);
+        if (l.jobs !== total || l.inserted !== 0 || l.calls !== 0)
+          throw new Error(
+            `g: the lean skip drain (${peer.how}) ran ${l.jobs} of ${total} jobs and inserted ${l.inserted} answers`,
+          );
         rates.push(rate('lean', peer.how, coAsk, total, l.seconds, l.cpuUs));
       }
     }
@@ -338,7 +381,9 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
         const cpu0 = process.cpuUsage();
         const t0 = performance.now();
         for (let u = 0; u < updates; u++) {
-          const w = await s.store.updateItem(s.itemIds[u % items], { title: `bench item ${u % items}, revision ${round}.${u}` });
+          const w = await s.store.updateItem(s.itemIds[u % items], {
+            title: `bench item ${u % items}, revision ${round}.${u}`,
+          });
           if (!w.changed) throw new Error(`h: update ${u} changed nothing`);
           roundOwed += w.owed;
         }
@@ -356,11 +401,16 @@ export async function benchWriteDoor(updates: number, rounds: number): Promise<W
     const owedPerUpdate = owed[0] / (updates * rounds);
     // The raw reference on the production store's file (the store closed), owing as many sets per
     // update as the production run did, then on the no-set store's file owing none.
-    const owingSets = seeded[0].registry.setsFor('task').slice(0, Math.round(owedPerUpdate)).map((set) => set.name);
+    const owingSets = seeded[0].registry
+      .setsFor('task')
+      .slice(0, Math.round(owedPerUpdate))
+      .map((set) => set.name);
     for (const s of seeded) await s.store.close();
     // Each file with its own items (ids are random per store).
     const raw = (s: Seeded, sets: string[]) => {
-      const xs = Array.from({ length: rounds + 1 }, () => writeDoorLean(s.db.file, s.itemIds.slice(0, items), sets, updates)).slice(1);
+      const xs = Array.from({ length: rounds + 1 }, () =>
+        writeDoorLean(s.db.file, s.itemIds.slice(0, items), sets, updates),
+      ).slice(1);
       return { wallUs: median(xs.map((x) => x.wallUs)), cpuUs: median(xs.map((x) => x.cpuUs)) };
     };
     return {

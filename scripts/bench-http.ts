@@ -43,7 +43,12 @@ function freePort(): Promise<number> {
 }
 
 function cli(cliArgs: readonly string[], args: string[]): string {
-  const r = spawnSync(process.execPath, [...cliArgs, ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 16 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...cliArgs, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, NO_COLOR: '1' },
+    maxBuffer: 16 * 1024 * 1024,
+  });
   if (r.status !== 0) throw new Error(`verdict ${args[0]} exited ${r.status}: ${r.stderr.slice(-2000)}`);
   return r.stdout;
 }
@@ -93,23 +98,69 @@ function run(name: string, pid: number, opts: autocannon.Options): Promise<LoadR
  * @param opts.nodeArgs node flags for the server (e.g. `--cpu-prof --cpu-prof-dir=DIR` to see where its time goes)
  * @throws Error when the demo, the token or the server fails, or a run answered anything but 2xx.
  */
-export async function benchHttp(cliArgs: readonly string[], connections: number, seconds: number, opts: { sampleLines?: number; serveArgs?: string[]; nodeArgs?: string[] } = {}): Promise<LoadResult[]> {
+export async function benchHttp(
+  cliArgs: readonly string[],
+  connections: number,
+  seconds: number,
+  opts: { sampleLines?: number; serveArgs?: string[]; nodeArgs?: string[] } = {},
+): Promise<LoadResult[]> {
   const dir = mkdtempSync(join(tmpdir(), 'verdict-bench-http-'));
   const dbFile = join(dir, 'demo.db');
   let server: ChildProcess | undefined;
   try {
     // The smoke's demo drains the sample's first lines only: the whole sample takes minutes on a small machine.
-    const sample = opts.sampleLines === undefined ? [] : ['--sample', firstLines(join(ROOT, 'sample/beads-issues.jsonl'), opts.sampleLines, join(dir, 'sample.jsonl'))];
+    const sample =
+      opts.sampleLines === undefined
+        ? []
+        : [
+            '--sample',
+            firstLines(join(ROOT, 'sample/beads-issues.jsonl'), opts.sampleLines, join(dir, 'sample.jsonl')),
+          ];
     cli(cliArgs, ['demo', '--database-url', dbFile, ...sample]);
-    const token = (JSON.parse(cli(cliArgs, ['tokens', 'create', '--database-url', dbFile, '--workspace', 'beads', '--role', 'write', '--name', 'bench', '--json'])) as { token: string }).token;
+    const token = (
+      JSON.parse(
+        cli(cliArgs, [
+          'tokens',
+          'create',
+          '--database-url',
+          dbFile,
+          '--workspace',
+          'beads',
+          '--role',
+          'write',
+          '--name',
+          'bench',
+          '--json',
+        ]),
+      ) as { token: string }
+    ).token;
     const db = new Database(dbFile, { readonly: true });
-    const rows = db.prepare('SELECT i.ref, c.slug FROM items i JOIN collections c ON c.id = i.collection_id WHERE i.deleted_at IS NULL ORDER BY i.id LIMIT 500').all() as Array<{ ref: string; slug: string }>;
+    const rows = db
+      .prepare(
+        'SELECT i.ref, c.slug FROM items i JOIN collections c ON c.id = i.collection_id WHERE i.deleted_at IS NULL ORDER BY i.id LIMIT 500',
+      )
+      .all() as Array<{ ref: string; slug: string }>;
     db.close();
     if (rows.length === 0) throw new Error('j: the demo database has no items');
     const port = await freePort();
     server = spawn(
       process.execPath,
-      [...(opts.nodeArgs ?? []), ...cliArgs, 'serve', '--database-url', dbFile, '--http-host', '127.0.0.1', '--http-port', String(port), '--http-rate-limit-per-minute', '1000000', '--provider', 'fake', ...(opts.serveArgs ?? [])],
+      [
+        ...(opts.nodeArgs ?? []),
+        ...cliArgs,
+        'serve',
+        '--database-url',
+        dbFile,
+        '--http-host',
+        '127.0.0.1',
+        '--http-port',
+        String(port),
+        '--http-rate-limit-per-minute',
+        '1000000',
+        '--provider',
+        'fake',
+        ...(opts.serveArgs ?? []),
+      ],
       { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'ignore'] },
     );
     await new Promise<void>((resolve, reject) => {
@@ -129,7 +180,12 @@ export async function benchHttp(cliArgs: readonly string[], connections: number,
       connections,
       duration: seconds,
       headers,
-      requests: [{ method: 'GET', setupRequest: (req) => ({ ...req, path: `/v1/items/${encodeURIComponent(rows[n++ % rows.length].ref)}` }) }],
+      requests: [
+        {
+          method: 'GET',
+          setupRequest: (req) => ({ ...req, path: `/v1/items/${encodeURIComponent(rows[n++ % rows.length].ref)}` }),
+        },
+      ],
     });
     const collection = rows[0].slug;
     let w = 0;
@@ -143,12 +199,23 @@ export async function benchHttp(cliArgs: readonly string[], connections: number,
         {
           method: 'POST',
           path: '/v1/items',
-          setupRequest: (req) => ({ ...req, body: JSON.stringify({ collection, ref: `bench-${stamp}-${++w}`, title: `bench item ${w}`, content: 'created by the bench' }) }),
+          setupRequest: (req) => ({
+            ...req,
+            body: JSON.stringify({
+              collection,
+              ref: `bench-${stamp}-${++w}`,
+              title: `bench item ${w}`,
+              content: 'created by the bench',
+            }),
+          }),
         },
       ],
     });
     for (const r of [read, write]) {
-      if (r.non2xx > 0 || r.errors > 0 || r.requests === 0) throw new Error(`j: ${r.name}: ${r.requests} requests, ${r.non2xx} not 2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+      if (r.non2xx > 0 || r.errors > 0 || r.requests === 0)
+        throw new Error(
+          `j: ${r.name}: ${r.requests} requests, ${r.non2xx} not 2xx, ${r.errors} errors, ${r.timeouts} timeouts`,
+        );
     }
     return [read, write];
   } finally {

@@ -90,7 +90,9 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
     db.pragma('busy_timeout = 5000');
     const byName = new Map(sets.map((s) => [s.name, s]));
     // Worked out once per set: the question text does not change during a drain.
-    const questionHash = new Map(sets.map((s) => [s.name, createHash('sha256').update(canonicalJson(s)).digest('hex')]));
+    const questionHash = new Map(
+      sets.map((s) => [s.name, createHash('sha256').update(canonicalJson(s)).digest('hex')]),
+    );
 
     // The claim order is DESIGN §3's (priority, fair tag, enqueue time, key), read through its index.
     const claimOne = db.prepare(`
@@ -109,9 +111,15 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
       SELECT i.id, i.ref, i.title, i.content, i.fields, i.seq, c.slug AS collection, c.schema, c.settings, w.slug AS workspace
       FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
       WHERE i.id = ? AND i.deleted_at IS NULL`);
-    const readComments = db.prepare('SELECT id, author, body, created_at FROM comments WHERE item_id = ? AND deleted_at IS NULL ORDER BY created_at, id');
-    const readLinks = db.prepare('SELECT source_id, target_id, link_type FROM item_links WHERE source_id = ? OR target_id = ?');
-    const answered = db.prepare('SELECT question_key FROM item_decisions WHERE item_id = ? AND question_set = ? AND state_hash = ? AND question_hash = ?');
+    const readComments = db.prepare(
+      'SELECT id, author, body, created_at FROM comments WHERE item_id = ? AND deleted_at IS NULL ORDER BY created_at, id',
+    );
+    const readLinks = db.prepare(
+      'SELECT source_id, target_id, link_type FROM item_links WHERE source_id = ? OR target_id = ?',
+    );
+    const answered = db.prepare(
+      'SELECT question_key FROM item_decisions WHERE item_id = ? AND question_set = ? AND state_hash = ? AND question_hash = ?',
+    );
     const liveness = db.prepare(`
       SELECT i.seq, i.deleted_at, j.claim_token FROM items i JOIN decision_jobs j ON j.item_id = i.id AND j.question_set = ?
       WHERE i.id = ?`);
@@ -139,7 +147,10 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
       const job = claimOne.get('lean', token, now + LEASE_MS, now, now) as Job | undefined;
       if (!job) return undefined;
       const jobs = [job];
-      if (opts.coAsk) jobs.push(...(claimSiblings.all('lean', token, now + LEASE_MS, job.item_id, job.question_set, now, now) as Job[]));
+      if (opts.coAsk)
+        jobs.push(
+          ...(claimSiblings.all('lean', token, now + LEASE_MS, job.item_id, job.question_set, now, now) as Job[]),
+        );
       return { jobs };
     };
 
@@ -155,14 +166,32 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
           inserted += wanted.length;
           stmt.run(
             wanted.flatMap((k) => [
-              job.workspace_id, job.item_id, job.question_set, k.key, k.kind,
+              job.workspace_id,
+              job.item_id,
+              job.question_set,
+              k.key,
+              k.kind,
               k.kind === 'noul' ? '{"type":"noul","value":"no"}' : '{"type":"score","level":"small"}',
-              0.9, 'fake', 'fake-model-1', f.stateHash, questionHash.get(job.question_set)!, 1, '{}', 100, 10, f.seq, 0, evaluatedAt, null, '{}',
+              0.9,
+              'fake',
+              'fake-model-1',
+              f.stateHash,
+              questionHash.get(job.question_set)!,
+              1,
+              '{}',
+              100,
+              10,
+              f.seq,
+              0,
+              evaluatedAt,
+              null,
+              '{}',
             ]),
           );
           spend.run(Math.floor(evaluatedAt / 3_600_000) * 3_600_000, job.question_set, 100, 10);
         }
-        if (complete.run(job.item_id, job.question_set, job.claim_token).changes !== 1) throw new Error('lean reference: completion found no job');
+        if (complete.run(job.item_id, job.question_set, job.claim_token).changes !== 1)
+          throw new Error('lean reference: completion found no job');
         jobsDone++;
       }
       if (asked) calls++;
@@ -171,7 +200,19 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
     /** Load, hash, idempotency read, liveness, the call: everything between a claim and its finish. */
     const work = async (c: Claim): Promise<Finish> => {
       const first = c.jobs[0];
-      const item = readItem.get(first.item_id) as { ref: string; title: string; content: string; fields: string; seq: number; collection: string; schema: string; settings: string; workspace: string } | undefined;
+      const item = readItem.get(first.item_id) as
+        | {
+            ref: string;
+            title: string;
+            content: string;
+            fields: string;
+            seq: number;
+            collection: string;
+            schema: string;
+            settings: string;
+            workspace: string;
+          }
+        | undefined;
       if (!item) throw new Error(`lean reference: item ${first.item_id} missing`);
       const comments = readComments.all(first.item_id);
       const links = readLinks.all(first.item_id, first.item_id);
@@ -189,13 +230,21 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
       const wanted = c.jobs.map((job) => {
         const set = byName.get(job.question_set);
         if (!set) throw new Error(`lean reference: no questions for set ${job.question_set}`);
-        const done = new Set((answered.all(job.item_id, job.question_set, stateHash, questionHash.get(job.question_set)) as Array<{ question_key: string }>).map((r) => r.question_key));
+        const done = new Set(
+          (
+            answered.all(job.item_id, job.question_set, stateHash, questionHash.get(job.question_set)) as Array<{
+              question_key: string;
+            }>
+          ).map((r) => r.question_key),
+        );
         return set.keys.filter((k) => !done.has(k.key));
       });
       if (wanted.some((w) => w.length > 0)) {
         // One liveness read before the call, for the job the slot claimed (its siblings share its token).
-        const live = liveness.get(first.question_set, first.item_id) as { seq: number; deleted_at: number | null; claim_token: string | null } | undefined;
-        if (!live || live.deleted_at !== null || live.claim_token !== first.claim_token) throw new Error('lean reference: claim lost');
+        const live = liveness.get(first.question_set, first.item_id) as
+          { seq: number; deleted_at: number | null; claim_token: string | null } | undefined;
+        if (!live || live.deleted_at !== null || live.claim_token !== first.claim_token)
+          throw new Error('lean reference: claim lost');
         await fakeCall();
       }
       return { jobs: c.jobs, stateHash, seq: item.seq, wanted };
@@ -213,10 +262,12 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
     } else {
       const waiting: Array<{ f: Finish | undefined; resolve: (c: Claim | undefined) => void }> = [];
       let committing = false;
-      const commitAll = db.transaction((batch: typeof waiting) => batch.map((w) => {
-        if (w.f) finish(w.f);
-        return claim();
-      }));
+      const commitAll = db.transaction((batch: typeof waiting) =>
+        batch.map((w) => {
+          if (w.f) finish(w.f);
+          return claim();
+        }),
+      );
       const commit = () => {
         committing = false;
         const batch = waiting.splice(0);
@@ -253,14 +304,21 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
  * disk, whatever the code around them.
  * @returns wall µs and CPU µs per update.
  */
-export function writeDoorLean(file: string, itemIds: readonly string[], sets: readonly string[], updates: number): { wallUs: number; cpuUs: number } {
+export function writeDoorLean(
+  file: string,
+  itemIds: readonly string[],
+  sets: readonly string[],
+  updates: number,
+): { wallUs: number; cpuUs: number } {
   const db = new Database(file);
   try {
     // The pragmas Verdict's store opens SQLite with (src/store/sqlite/open.ts): the same fsyncs.
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    const update = db.prepare('UPDATE items SET title = ?, seq = seq + 1, updated_at = ? WHERE id = ? RETURNING workspace_id');
+    const update = db.prepare(
+      'UPDATE items SET title = ?, seq = seq + 1, updated_at = ? WHERE id = ? RETURNING workspace_id',
+    );
     const owe = db.prepare(`
       INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation, enqueued_at, not_before, state, fair_tag, owed_at)
       VALUES (?, ?, ?, 0, 1, ?, ?, 'owed', 0, ?)

@@ -60,13 +60,15 @@ const worker = new Worker({
   passLimit: 20,
   abandonLimit: 8,
   onOutcome: (r) => {
-    if (r.claim.questionSet === 'attention' && r.claim.priority === 0 && r.outcome.kind === 'complete') completedAt.set(`${r.claim.itemId}:${r.claim.generation}`, Date.now());
+    if (r.claim.questionSet === 'attention' && r.claim.priority === 0 && r.outcome.kind === 'complete')
+      completedAt.set(`${r.claim.itemId}:${r.claim.generation}`, Date.now());
     if (r.claim.questionSet === 'effort' && r.claim.priority === 1) backfillJobsRun++;
   },
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 
 async function liveWrites(ids: string[], label: string, busy?: () => boolean): Promise<number[]> {
   const out: number[] = [];
@@ -98,13 +100,33 @@ function summary(label: string, xs: number[]) {
 
 async function main() {
   const ws = await store.createWorkspace({ slug: 'bench' });
-  const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] } });
+  const col = await store.createCollection({
+    workspaceId: ws.id,
+    slug: 'task',
+    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
+  });
   const ids: string[] = [];
   for (let i = 0; i < ITEMS; i++) {
-    ids.push((await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `B-${i}`, title: `item ${i}`, content: `body of item ${i} `.repeat(20), fields: { status: 'open' } }, { quietPeriod: false })).row.id);
+    ids.push(
+      (
+        await store.createItem(
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref: `B-${i}`,
+            title: `item ${i}`,
+            content: `body of item ${i} `.repeat(20),
+            fields: { status: 'open' },
+          },
+          { quietPeriod: false },
+        )
+      ).row.id,
+    );
   }
   await store.dropJobs({});
-  console.log(`items ${ITEMS}, tick ${TICK} ms, worker concurrency ${CONCURRENCY}, fake latency ${LATENCY} ms per call, backfill chunk ${CHUNK}, samples ${SAMPLES} per phase`);
+  console.log(
+    `items ${ITEMS}, tick ${TICK} ms, worker concurrency ${CONCURRENCY}, fake latency ${LATENCY} ms per call, backfill chunk ${CHUNK}, samples ${SAMPLES} per phase`,
+  );
   const running = worker.run();
 
   const a = await liveWrites(ids, 'A');
@@ -112,7 +134,14 @@ async function main() {
 
   const stop = new AbortController();
   let backfillDone = false;
-  const bf = new Backfill({ store, set: effortSet, chunkSize: CHUNK, tickMs: TICK, logger: silentLogger, signal: stop.signal });
+  const bf = new Backfill({
+    store,
+    set: effortSet,
+    chunkSize: CHUNK,
+    tickMs: TICK,
+    logger: silentLogger,
+    signal: stop.signal,
+  });
   const bfRun = bf.run().then((r) => {
     backfillDone = true;
     return r;
@@ -128,9 +157,15 @@ async function main() {
   await running;
 
   const maxB = Math.max(...b);
-  console.log(`backfill during B: ${duringB} backfill jobs run by the worker while the live writes were measured; stopped at ${report.owedThisRun}/${report.total} items owed`);
-  console.log(`ratios B/A: p50 ${(pct(b, 50) / Math.max(1, pct(a, 50))).toFixed(2)}, max ${(maxB / Math.max(1, Math.max(...a))).toFixed(2)}`);
-  console.log(`every live write during the backfill completed within two ticks: ${maxB <= 2 * TICK ? 'yes' : 'NO'} (max ${(maxB / TICK).toFixed(2)} ticks)`);
+  console.log(
+    `backfill during B: ${duringB} backfill jobs run by the worker while the live writes were measured; stopped at ${report.owedThisRun}/${report.total} items owed`,
+  );
+  console.log(
+    `ratios B/A: p50 ${(pct(b, 50) / Math.max(1, pct(a, 50))).toFixed(2)}, max ${(maxB / Math.max(1, Math.max(...a))).toFixed(2)}`,
+  );
+  console.log(
+    `every live write during the backfill completed within two ticks: ${maxB <= 2 * TICK ? 'yes' : 'NO'} (max ${(maxB / TICK).toFixed(2)} ticks)`,
+  );
   await store.close();
   rmSync(dir, { recursive: true, force: true });
   if (maxB > 2 * TICK) process.exitCode = 1;

@@ -30,12 +30,22 @@ async function withClient<T>(url: string, f: (c: pg.Client) => Promise<T>): Prom
 export async function prepareCounting(dbUrl: string): Promise<{ workerUrl: string } | { reason: string }> {
   try {
     return await withClient(dbUrl, async (c) => {
-      const preload = (await c.query<{ v: string }>("SELECT current_setting('shared_preload_libraries') AS v")).rows[0].v;
-      if (!preload.split(',').map((s) => s.trim()).includes('pg_stat_statements')) {
-        return { reason: `pg_stat_statements is not in shared_preload_libraries ("${preload}"); scripts/pg-test-server.sh start loads it` };
+      const preload = (await c.query<{ v: string }>("SELECT current_setting('shared_preload_libraries') AS v")).rows[0]
+        .v;
+      if (
+        !preload
+          .split(',')
+          .map((s) => s.trim())
+          .includes('pg_stat_statements')
+      ) {
+        return {
+          reason: `pg_stat_statements is not in shared_preload_libraries ("${preload}"); scripts/pg-test-server.sh start loads it`,
+        };
       }
       await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-      await c.query(`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${WORKER_ROLE}') THEN CREATE ROLE ${WORKER_ROLE} LOGIN SUPERUSER; END IF; END $$`);
+      await c.query(
+        `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '${WORKER_ROLE}') THEN CREATE ROLE ${WORKER_ROLE} LOGIN SUPERUSER; END IF; END $$`,
+      );
       const u = new URL(dbUrl);
       u.username = WORKER_ROLE;
       u.password = '';
@@ -56,10 +66,17 @@ export async function resetCounts(dbUrl: string): Promise<void> {
  * and cursors, the heartbeat, the collection-owe look, their "now" reads): counted apart so the
  * per-job figure of the job path can be told from them. Matched on the normalised text.
  */
-const BACKGROUND = [/verdict_meta/, /from "workspaces" order by/i, /from "collections" where/i, /^SELECT \(floor\(extract\(\$1 from now\(\)\) \* \$2\)::bigint \+ \$3\) AS now$/];
+const BACKGROUND = [
+  /verdict_meta/,
+  /from "workspaces" order by/i,
+  /from "collections" where/i,
+  /^SELECT \(floor\(extract\(\$1 from now\(\)\) \* \$2\)::bigint \+ \$3\) AS now$/,
+];
 
 /** The worker role's statements in this database since the last reset: the total, the background loops' part of it, and the most frequent normalised texts (no parameter values). */
-export async function countStatements(dbUrl: string): Promise<{ total: number; background: number; top: Array<{ calls: number; query: string }> }> {
+export async function countStatements(
+  dbUrl: string,
+): Promise<{ total: number; background: number; top: Array<{ calls: number; query: string }> }> {
   return withClient(dbUrl, async (c) => {
     const rows = (
       await c.query<{ calls: string; query: string }>(
@@ -70,7 +87,13 @@ export async function countStatements(dbUrl: string): Promise<{ total: number; b
       )
     ).rows;
     const total = rows.reduce((n, r) => n + Number(r.calls), 0);
-    const background = rows.filter((r) => BACKGROUND.some((b) => b.test(r.query.replace(/\s+/g, ' ').trim()))).reduce((n, r) => n + Number(r.calls), 0);
-    return { total, background, top: rows.slice(0, 14).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })) };
+    const background = rows
+      .filter((r) => BACKGROUND.some((b) => b.test(r.query.replace(/\s+/g, ' ').trim())))
+      .reduce((n, r) => n + Number(r.calls), 0);
+    return {
+      total,
+      background,
+      top: rows.slice(0, 14).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })),
+    };
   });
 }

@@ -34,7 +34,13 @@ function tmpFile(): { file: string; done: () => void } {
 }
 
 function result(name: string, jobs: number, enqMs: number, runMs: number): QueueResult {
-  return { name, jobs, perSecond: jobs / ((enqMs + runMs) / 1000), enqueueUs: (enqMs * 1000) / jobs, claimCompleteUs: (runMs * 1000) / jobs };
+  return {
+    name,
+    jobs,
+    perSecond: jobs / ((enqMs + runMs) / 1000),
+    enqueueUs: (enqMs * 1000) / jobs,
+    claimCompleteUs: (runMs * 1000) / jobs,
+  };
 }
 
 /** `batch` > 1 owes that many jobs per call (the backfill door: one transaction, one statement per 500). */
@@ -60,7 +66,10 @@ export async function benchVerdict(jobs: number, batch = 1): Promise<QueueResult
     store.setRegistry(new Registry([noop]));
     let t0 = performance.now();
     for (let i = 0; i < ids.length; i += batch) {
-      await store.oweJobs(ids.slice(i, i + batch).map((itemId) => ({ itemId, questionSet: 'noop' })), { quietPeriod: false });
+      await store.oweJobs(
+        ids.slice(i, i + batch).map((itemId) => ({ itemId, questionSet: 'noop' })),
+        { quietPeriod: false },
+      );
     }
     const enq = performance.now() - t0;
     t0 = performance.now();
@@ -81,11 +90,18 @@ export async function benchVerdict(jobs: number, batch = 1): Promise<QueueResult
 export async function benchPlainjob(jobs: number, batch = 1): Promise<QueueResult> {
   const t = tmpFile();
   const db = new Database(t.file);
-  const queue = defineQueue({ connection: better(db), logger: { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined } });
+  const queue = defineQueue({
+    connection: better(db),
+    logger: { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined },
+  });
   try {
     let t0 = performance.now();
     if (batch > 1) {
-      for (let i = 0; i < jobs; i += batch) queue.addMany('noop', Array.from({ length: Math.min(batch, jobs - i) }, (_, k) => ({ i: i + k })));
+      for (let i = 0; i < jobs; i += batch)
+        queue.addMany(
+          'noop',
+          Array.from({ length: Math.min(batch, jobs - i) }, (_, k) => ({ i: i + k })),
+        );
     } else {
       for (let i = 0; i < jobs; i++) queue.add('noop', { i });
     }
@@ -113,19 +129,26 @@ export async function benchPlainjob(jobs: number, batch = 1): Promise<QueueResul
  * the callback, and COMMITs (ROLLBACK on error): liteque's own statements, in a real transaction.
  */
 function allowAsyncTransactions(sqlite: Database.Database): void {
-  const wrap = (begin: string) => (fn: (...a: unknown[]) => unknown) => async (...args: unknown[]) => {
-    sqlite.exec(begin);
-    try {
-      const r = await fn(...args);
-      sqlite.exec('COMMIT');
-      return r;
-    } catch (err) {
-      if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
-      throw err;
-    }
-  };
+  const wrap =
+    (begin: string) =>
+    (fn: (...a: unknown[]) => unknown) =>
+    async (...args: unknown[]) => {
+      sqlite.exec(begin);
+      try {
+        const r = await fn(...args);
+        sqlite.exec('COMMIT');
+        return r;
+      } catch (err) {
+        if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
+        throw err;
+      }
+    };
   (sqlite as unknown as { transaction: unknown }).transaction = (fn: (...a: unknown[]) => unknown) =>
-    Object.assign(wrap('BEGIN')(fn), { deferred: wrap('BEGIN DEFERRED')(fn), immediate: wrap('BEGIN IMMEDIATE')(fn), exclusive: wrap('BEGIN EXCLUSIVE')(fn) });
+    Object.assign(wrap('BEGIN')(fn), {
+      deferred: wrap('BEGIN DEFERRED')(fn),
+      immediate: wrap('BEGIN IMMEDIATE')(fn),
+      exclusive: wrap('BEGIN EXCLUSIVE')(fn),
+    });
 }
 
 export async function benchLiteque(jobs: number): Promise<QueueResult> {
@@ -133,14 +156,21 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
   const db = buildDBClient(t.file, { runMigrations: true });
   const raw = db as unknown as { $client?: Database.Database; session: { client: Database.Database } };
   allowAsyncTransactions(raw.$client ?? raw.session.client);
-  const queue = new SqliteQueue<{ i: number }>('noop', db, { defaultJobArgs: { numRetries: 0 }, keepFailedJobs: false });
+  const queue = new SqliteQueue<{ i: number }>('noop', db, {
+    defaultJobArgs: { numRetries: 0 },
+    keepFailedJobs: false,
+  });
   try {
     let t0 = performance.now();
     for (let i = 0; i < jobs; i++) await queue.enqueue({ i });
     const enq = performance.now() - t0;
     t0 = performance.now();
     let done = 0;
-    for (let j = await queue.attemptDequeue({ timeoutSecs: 60 }); j; j = await queue.attemptDequeue({ timeoutSecs: 60 })) {
+    for (
+      let j = await queue.attemptDequeue({ timeoutSecs: 60 });
+      j;
+      j = await queue.attemptDequeue({ timeoutSecs: 60 })
+    ) {
       await queue.finalize(j.id, j.allocationId, 'completed');
       done++;
     }

@@ -29,11 +29,25 @@ const template = join(dir, 'template.db');
 async function seed(): Promise<void> {
   const store = new SqliteStore({ url: template, registry: sets() });
   const ws = await store.createWorkspace({ slug: 'bench' });
-  const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] } });
+  const col = await store.createCollection({
+    workspaceId: ws.id,
+    slug: 'task',
+    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
+  });
   for (let i = 0; i < items; i += 500) {
     await store.transaction(async (tx) => {
       for (let j = i; j < Math.min(items, i + 500); j++) {
-        await tx.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `B-${j}`, title: `bench item ${j}`, content: `body of bench item ${j}`, fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+        await tx.createItem(
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref: `B-${j}`,
+            title: `bench item ${j}`,
+            content: `body of bench item ${j}`,
+            fields: { status: 'open' },
+          },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
       }
     });
   }
@@ -56,7 +70,20 @@ async function run(sync: Run['sync']): Promise<Run> {
   if (sync === 'NORMAL') store.ctx.db.$client.pragma('synchronous = NORMAL');
   const got = store.ctx.db.$client.pragma('synchronous', { simple: true });
   if (got !== (sync === 'FULL' ? 2 : 1)) throw new Error(`synchronous is ${String(got)}, wanted ${sync}`);
-  const worker = new Worker({ store, registry, provider: new FakeProvider({ latencyMs: 0 }), logger: silentLogger, workerId: 'bench', concurrency, tickMs: 50, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8, untilIdle: true, coAsk: true });
+  const worker = new Worker({
+    store,
+    registry,
+    provider: new FakeProvider({ latencyMs: 0 }),
+    logger: silentLogger,
+    workerId: 'bench',
+    concurrency,
+    tickMs: 50,
+    leaseMs: 60_000,
+    passLimit: 1_000,
+    abandonLimit: 8,
+    untilIdle: true,
+    coAsk: true,
+  });
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const summary = await worker.run();
@@ -65,7 +92,12 @@ async function run(sync: Run['sync']): Promise<Run> {
   await store.close();
   rmSync(file, { force: true });
   if (summary.claimed !== items * 2) throw new Error(`${sync}: ran ${summary.claimed} of ${items * 2} jobs`);
-  return { sync, jobs: summary.claimed, perSecond: summary.claimed / seconds, cpuUsPerJob: (cpu.user + cpu.system) / summary.claimed };
+  return {
+    sync,
+    jobs: summary.claimed,
+    perSecond: summary.claimed / seconds,
+    cpuUsPerJob: (cpu.user + cpu.system) / summary.claimed,
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -78,14 +110,23 @@ try {
     for (const s of order) {
       const r = await run(s);
       runs.push(r);
-      console.log(`pair ${p + 1} ${s.padEnd(6)} ${r.perSecond.toFixed(0).padStart(6)} jobs/s ${r.cpuUsPerJob.toFixed(0).padStart(6)} CPU µs/job`);
+      console.log(
+        `pair ${p + 1} ${s.padEnd(6)} ${r.perSecond.toFixed(0).padStart(6)} jobs/s ${r.cpuUsPerJob.toFixed(0).padStart(6)} CPU µs/job`,
+      );
     }
   }
   const of = (s: Run['sync']) => runs.filter((r) => r.sync === s);
   const full = { rate: median(of('FULL').map((r) => r.perSecond)), cpu: median(of('FULL').map((r) => r.cpuUsPerJob)) };
-  const normal = { rate: median(of('NORMAL').map((r) => r.perSecond)), cpu: median(of('NORMAL').map((r) => r.cpuUsPerJob)) };
-  console.log(`medians at concurrency ${concurrency}, ${items * 2} jobs: FULL ${full.rate.toFixed(0)} jobs/s ${full.cpu.toFixed(0)} CPU µs/job; NORMAL ${normal.rate.toFixed(0)} jobs/s ${normal.cpu.toFixed(0)} CPU µs/job`);
-  console.log(`FULL ÷ NORMAL: jobs/s ${(full.rate / normal.rate).toFixed(2)}×, CPU/job ${(full.cpu / normal.cpu).toFixed(2)}×`);
+  const normal = {
+    rate: median(of('NORMAL').map((r) => r.perSecond)),
+    cpu: median(of('NORMAL').map((r) => r.cpuUsPerJob)),
+  };
+  console.log(
+    `medians at concurrency ${concurrency}, ${items * 2} jobs: FULL ${full.rate.toFixed(0)} jobs/s ${full.cpu.toFixed(0)} CPU µs/job; NORMAL ${normal.rate.toFixed(0)} jobs/s ${normal.cpu.toFixed(0)} CPU µs/job`,
+  );
+  console.log(
+    `FULL ÷ NORMAL: jobs/s ${(full.rate / normal.rate).toFixed(2)}×, CPU/job ${(full.cpu / normal.cpu).toFixed(2)}×`,
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

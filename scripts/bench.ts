@@ -9,7 +9,18 @@ import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
-import { answerRate, BUILT_CLI, checkDrain, createDatabase, ROOT, seedJobs, SOURCE_CLI, startWorkers, troubleLines, waitUntilDrained } from './bench-drain.js';
+import {
+  answerRate,
+  BUILT_CLI,
+  checkDrain,
+  createDatabase,
+  ROOT,
+  seedJobs,
+  SOURCE_CLI,
+  startWorkers,
+  troubleLines,
+  waitUntilDrained,
+} from './bench-drain.js';
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
 import { benchQueuePath } from './bench-queue.js';
@@ -69,7 +80,8 @@ try {
 const { smoke, parts: only } = parsed;
 const size = benchSize(parsed);
 /** A part's size: its full, `--quick` and `--smoke` value. */
-const sized = <T>(full: T, quickly: T, smallest: T): T => (size === 'smoke' ? smallest : size === 'quick' ? quickly : full);
+const sized = <T>(full: T, quickly: T, smallest: T): T =>
+  size === 'smoke' ? smallest : size === 'quick' ? quickly : full;
 
 interface Line {
   part: string;
@@ -91,15 +103,25 @@ function tempDb(): { file: string; done: () => void } {
 async function partA(): Promise<void> {
   const jobs = sized(10_000, 2_000, 100);
   const rounds = sized(3, 3, 1);
-  say(`\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of ${rounds} round${rounds > 1 ? 's' : ''}`);
+  say(
+    `\n[a] queue path: ${jobs} no-op jobs, enqueue + claim + complete one call each, best of ${rounds} round${rounds > 1 ? 's' : ''}`,
+  );
   const rs = await benchQueuePath(jobs, rounds);
   for (const r of rs) {
-    say(`    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`);
+    say(
+      `    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`,
+    );
   }
   const v = rs.find((r) => r.name === 'verdict')!.perSecond;
   const pj = v / rs.find((r) => r.name === 'plainjob')!.perSecond;
   const lq = v / rs.find((r) => r.name === 'liteque')!.perSecond;
-  summary.push({ part: 'a', measure: 'queue path vs plainjob', value: `${fmt(pj)}×`, target: '≥ 1.5×', met: pj >= 1.5 });
+  summary.push({
+    part: 'a',
+    measure: 'queue path vs plainjob',
+    value: `${fmt(pj)}×`,
+    target: '≥ 1.5×',
+    met: pj >= 1.5,
+  });
   summary.push({ part: 'a', measure: 'queue path vs liteque', value: `${fmt(lq)}×`, target: '≥ 1.5×', met: lq >= 1.5 });
 }
 
@@ -118,18 +140,42 @@ async function partB(): Promise<void> {
       const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
       const jobs = concurrency * rounds;
       for (let i = 0; i < jobs; i++) {
-        await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `B-${i}`, title: `item ${i}` }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+        await store.createItem(
+          { workspaceId: ws.id, collectionId: col.id, ref: `B-${i}`, title: `item ${i}` },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
       }
       const provider = new FakeProvider({ latencyMs: latency });
-      const worker = new Worker({ store, registry, provider, logger: silentLogger, workerId: 'bench', concurrency, tickMs: 50, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8, untilIdle: true });
+      const worker = new Worker({
+        store,
+        registry,
+        provider,
+        logger: silentLogger,
+        workerId: 'bench',
+        concurrency,
+        tickMs: 50,
+        leaseMs: 60_000,
+        passLimit: 1_000,
+        abandonLimit: 8,
+        untilIdle: true,
+      });
       const t0 = performance.now();
       const s = await worker.run();
       const secs = (performance.now() - t0) / 1000;
       if (s.claimed !== jobs || provider.requests.length !== jobs) throw new Error(`b: ran ${s.claimed} of ${jobs}`);
       const rate = jobs / secs;
       const ideal = concurrency / (latency / 1000);
-      say(`    concurrency ${String(concurrency).padStart(2)}: ${fmt(rate, 1).padStart(6)} jobs/s, ideal ${fmt(ideal, 0).padStart(3)} → ${fmt((rate / ideal) * 100, 1)} %`);
-      if (concurrency === 32) summary.push({ part: 'b', measure: 'throughput at concurrency 32 / ideal', value: `${fmt((rate / ideal) * 100, 1)} %`, target: '≥ 95 %', met: rate / ideal >= 0.95 });
+      say(
+        `    concurrency ${String(concurrency).padStart(2)}: ${fmt(rate, 1).padStart(6)} jobs/s, ideal ${fmt(ideal, 0).padStart(3)} → ${fmt((rate / ideal) * 100, 1)} %`,
+      );
+      if (concurrency === 32)
+        summary.push({
+          part: 'b',
+          measure: 'throughput at concurrency 32 / ideal',
+          value: `${fmt((rate / ideal) * 100, 1)} %`,
+          target: '≥ 95 %',
+          met: rate / ideal >= 0.95,
+        });
     } finally {
       await store.close();
       t.done();
@@ -139,11 +185,15 @@ async function partB(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------- c
 function runClaimChild(jobs: number, sample: number, drain: boolean): Record<string, number> {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench-claim.ts', String(jobs), String(sample), ...(drain ? ['--drain'] : [])], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    maxBuffer: 1 << 20,
-  });
+  const r = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/bench-claim.ts', String(jobs), String(sample), ...(drain ? ['--drain'] : [])],
+    {
+      cwd: ROOT,
+      encoding: 'utf8',
+      maxBuffer: 1 << 20,
+    },
+  );
   if (r.status !== 0) throw new Error(`bench-claim ${jobs} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop()!);
 }
@@ -153,16 +203,34 @@ async function partC(): Promise<void> {
   const base = sized(10_000, 10_000, 500);
   const sample = sized(2_000, 2_000, 100);
   const bigName = big.toLocaleString('en');
-  say(`\n[c] claim time, ${base.toLocaleString('en')} owed against ${bigName} owed (${sample} claims each, in child processes); RSS while draining the ${bigName}`);
+  say(
+    `\n[c] claim time, ${base.toLocaleString('en')} owed against ${bigName} owed (${sample} claims each, in child processes); RSS while draining the ${bigName}`,
+  );
   const small = runClaimChild(base, sample, false);
   const large = runClaimChild(big, sample, true);
   for (const r of [small, large]) {
-    say(`    ${r.jobs.toLocaleString('en').padStart(9)} owed: claim median ${r.claimMedianUs} µs, mean ${r.claimMeanUs} µs, p99 ${r.claimP99Us} µs (seeded in ${r.seedMs} ms)`);
+    say(
+      `    ${r.jobs.toLocaleString('en').padStart(9)} owed: claim median ${r.claimMedianUs} µs, mean ${r.claimMeanUs} µs, p99 ${r.claimP99Us} µs (seeded in ${r.seedMs} ms)`,
+    );
   }
-  say(`    drained ${large.drained.toLocaleString('en')} in ${fmt(large.drainMs / 1000, 1)} s; peak RSS while draining ${large.peakRssMb} MB (process max ${large.maxRssMb} MB)`);
+  say(
+    `    drained ${large.drained.toLocaleString('en')} in ${fmt(large.drainMs / 1000, 1)} s; peak RSS while draining ${large.peakRssMb} MB (process max ${large.maxRssMb} MB)`,
+  );
   const ratio = large.claimMedianUs / small.claimMedianUs;
-  summary.push({ part: 'c', measure: `claim median, ${bigName} / ${base.toLocaleString('en')} owed`, value: `${fmt(ratio)}×`, target: '≤ 1.5×', met: ratio <= 1.5 });
-  summary.push({ part: 'c', measure: `peak RSS draining ${bigName}`, value: `${large.peakRssMb} MB`, target: '≤ 200 MB', met: large.peakRssMb <= 200 });
+  summary.push({
+    part: 'c',
+    measure: `claim median, ${bigName} / ${base.toLocaleString('en')} owed`,
+    value: `${fmt(ratio)}×`,
+    target: '≤ 1.5×',
+    met: ratio <= 1.5,
+  });
+  summary.push({
+    part: 'c',
+    measure: `peak RSS draining ${bigName}`,
+    value: `${large.peakRssMb} MB`,
+    target: '≤ 200 MB',
+    met: large.peakRssMb <= 200,
+  });
 }
 
 // ---------------------------------------------------------------------------------------- d
@@ -171,15 +239,26 @@ async function partD(): Promise<void> {
   let serverDir: string | undefined;
   if (!admin) {
     try {
-      const out = execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['start'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      const out = execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['start'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       admin = /VERDICT_TEST_PG_URL=(\S+)/.exec(out)![1];
       serverDir = /VERDICT_TEST_PG_DIR=(\S+)/.exec(out)![1];
     } catch (err) {
       const why = `${(err as { stderr?: string }).stderr ?? (err as Error).message}`.trim().split('\n').pop();
       say('\n[d] PostgreSQL: SKIPPED ****************************************************************');
-      say(`    no PostgreSQL reachable: VERDICT_TEST_PG_URL is not set and scripts/pg-test-server.sh start failed (${why})`);
+      say(
+        `    no PostgreSQL reachable: VERDICT_TEST_PG_URL is not set and scripts/pg-test-server.sh start failed (${why})`,
+      );
       say('    the 4 ÷ 1 process ratio and the statements per evaluation are NOT measured in this run');
-      summary.push({ part: 'd', measure: 'postgres: SKIPPED, no server reachable', value: '-', target: '(not run)', met: null });
+      summary.push({
+        part: 'd',
+        measure: 'postgres: SKIPPED, no server reachable',
+        value: '-',
+        target: '(not run)',
+        met: null,
+      });
       return;
     }
   }
@@ -188,7 +267,9 @@ async function partD(): Promise<void> {
   // on a small machine takes longer than the smoke's whole drain.
   const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
   const rounds = sized(25, 10, 1);
-  say(`\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call; statements per job from pg_stat_statements`);
+  say(
+    `\n[d] PostgreSQL: 1 worker process against 4, ${perProcess} slots each, fake provider 200 ms per call; statements per job from pg_stat_statements`,
+  );
   try {
     const rates: number[] = [];
     for (const processes of [1, 4]) {
@@ -200,7 +281,12 @@ async function partD(): Promise<void> {
         const workerUrl = 'workerUrl' in counting ? counting.workerUrl : db.url;
         // The workers start first and idle; the jobs are owed once all of them are up, so
         // process start-up (tsx compiling the sources) is not in the measurement.
-        const workers = startWorkers(workerUrl, processes, ['--concurrency', String(perProcess), '--fake-latency-ms', '200'], cli);
+        const workers = startWorkers(
+          workerUrl,
+          processes,
+          ['--concurrency', String(perProcess), '--fake-latency-ms', '200'],
+          cli,
+        );
         await workers.ready;
         const t0 = performance.now();
         const owed = await seedJobs(db.url, items);
@@ -219,30 +305,68 @@ async function partD(): Promise<void> {
         const check = await checkDrain(db.url);
         // Co-asking (on by default, DESIGN §7.2) answers an item's two sets in one call when both
         // are due together: between one call per item and one per job, never more, no key twice.
-        if (runs.some((r) => r.code !== 0) || check.calls < items || check.calls > owed || check.duplicateKeys !== 0 || troubleLines(runs).length > 0) {
-          throw new Error(`d: drain with ${processes} processes went wrong: ${JSON.stringify({ codes: runs.map((r) => r.code), check })}`);
+        if (
+          runs.some((r) => r.code !== 0) ||
+          check.calls < items ||
+          check.calls > owed ||
+          check.duplicateKeys !== 0 ||
+          troubleLines(runs).length > 0
+        ) {
+          throw new Error(
+            `d: drain with ${processes} processes went wrong: ${JSON.stringify({ codes: runs.map((r) => r.code), check })}`,
+          );
         }
         const rate = await answerRate(db.url);
         rates.push(rate.perSecond);
-        say(`    ${processes} process${processes > 1 ? 'es' : ''}: ${owed} jobs, steady ${fmt(rate.perSecond, 1)} jobs/s (ideal ${(processes * perProcess) / 0.2}), ${fmt(wallMs / 1000, 1)} s from the first job owed to the last done`);
+        say(
+          `    ${processes} process${processes > 1 ? 'es' : ''}: ${owed} jobs, steady ${fmt(rate.perSecond, 1)} jobs/s (ideal ${(processes * perProcess) / 0.2}), ${fmt(wallMs / 1000, 1)} s from the first job owed to the last done`,
+        );
         if (statements) {
           const perJob = statements.total / Math.max(1, countedJobs);
-          say(`      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job (${check.calls} calls in the whole drain, co-asking on); most frequent:`);
+          say(
+            `      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job (${check.calls} calls in the whole drain, co-asking on); most frequent:`,
+          );
           for (const s of statements.top) say(`        ${String(s.calls).padStart(7)}  ${s.query.slice(0, 110)}`);
           // The sweeps and heartbeats run per tick, not per job; idle claims are still in the job path.
           const jobPath = (statements.total - statements.background) / Math.max(1, countedJobs);
-          say(`      of which the background loops (sweeps, heartbeat): ${statements.background}; the job path alone: ${fmt(jobPath, 1)} per job`);
-          summary.push({ part: 'd', measure: `postgres job-path statements per job, ${processes} proc`, value: fmt(jobPath, 1), target: '≤ 6', met: jobPath <= 6 });
-          summary.push({ part: 'd', measure: `postgres statements per job, ${processes} proc`, value: fmt(perJob, 1), target: '≤ 6', met: perJob <= 6 });
+          say(
+            `      of which the background loops (sweeps, heartbeat): ${statements.background}; the job path alone: ${fmt(jobPath, 1)} per job`,
+          );
+          summary.push({
+            part: 'd',
+            measure: `postgres job-path statements per job, ${processes} proc`,
+            value: fmt(jobPath, 1),
+            target: '≤ 6',
+            met: jobPath <= 6,
+          });
+          summary.push({
+            part: 'd',
+            measure: `postgres statements per job, ${processes} proc`,
+            value: fmt(perJob, 1),
+            target: '≤ 6',
+            met: perJob <= 6,
+          });
         } else {
-          summary.push({ part: 'd', measure: `postgres statements per job, ${processes} proc`, value: 'not counted', target: '≤ 6', met: null });
+          summary.push({
+            part: 'd',
+            measure: `postgres statements per job, ${processes} proc`,
+            value: 'not counted',
+            target: '≤ 6',
+            met: null,
+          });
         }
       } finally {
         await db.drop();
       }
     }
     const ratio = rates[1] / rates[0];
-    summary.push({ part: 'd', measure: 'postgres, 4 processes / 1', value: `${fmt(ratio)}×`, target: '≥ 3.5×', met: ratio >= 3.5 });
+    summary.push({
+      part: 'd',
+      measure: 'postgres, 4 processes / 1',
+      value: `${fmt(ratio)}×`,
+      target: '≥ 3.5×',
+      met: ratio >= 3.5,
+    });
   } finally {
     if (serverDir) execFileSync(join(ROOT, 'scripts/pg-test-server.sh'), ['stop', serverDir]);
   }
@@ -260,9 +384,21 @@ async function partE(): Promise<void> {
     const b = await store.createWorkspace({ slug: 'b' });
     const ca = await store.createCollection({ workspaceId: a.id, slug: 'task' });
     const cb = await store.createCollection({ workspaceId: b.id, slug: 'task' });
-    for (let i = 0; i < busy; i++) await store.createItem({ workspaceId: a.id, collectionId: ca.id, ref: `A-${i}`, title: 'a' }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+    for (let i = 0; i < busy; i++)
+      await store.createItem(
+        { workspaceId: a.id, collectionId: ca.id, ref: `A-${i}`, title: 'a' },
+        { priority: PRIORITY_BACKFILL, quietPeriod: false },
+      );
     const quiet = new Set<string>();
-    for (let i = 0; i < 10; i++) quiet.add((await store.createItem({ workspaceId: b.id, collectionId: cb.id, ref: `B-${i}`, title: 'b' }, { priority: PRIORITY_BACKFILL, quietPeriod: false })).row.id);
+    for (let i = 0; i < 10; i++)
+      quiet.add(
+        (
+          await store.createItem(
+            { workspaceId: b.id, collectionId: cb.id, ref: `B-${i}`, title: 'b' },
+            { priority: PRIORITY_BACKFILL, quietPeriod: false },
+          )
+        ).row.id,
+      );
     // The old order, (priority, enqueued_at, key): B's last job's position in it.
     const before = store.ctx.db.$client
       .prepare(
@@ -278,8 +414,16 @@ async function partE(): Promise<void> {
       quiet.delete(c.itemId);
       await store.completeJob(c);
     }
-    say(`    claims until B's 10 jobs are done: ${before.n.toLocaleString('en')} in (priority, enqueued_at) order, ${claims} in the fair order`);
-    summary.push({ part: 'e', measure: 'claims until B done, before → after', value: `${before.n} → ${claims}`, target: '(interleaved)', met: claims <= 21 });
+    say(
+      `    claims until B's 10 jobs are done: ${before.n.toLocaleString('en')} in (priority, enqueued_at) order, ${claims} in the fair order`,
+    );
+    summary.push({
+      part: 'e',
+      measure: 'claims until B done, before → after',
+      value: `${before.n} → ${claims}`,
+      target: '(interleaved)',
+      met: claims <= 21,
+    });
   } finally {
     await store.close();
     t.done();
@@ -292,7 +436,12 @@ const EVAL_CONCURRENCIES = [1, 16] as const;
 const JUDGED = EVAL_CONCURRENCIES[EVAL_CONCURRENCIES.length - 1];
 
 /** Prints each Verdict run beside its lean peer, and pushes the ratio lines. */
-function reportAgainstLean(part: string, rates: Rate[], unit: string, judge: (l: { coAsk: boolean; cpu: number; rate: number }) => void): void {
+function reportAgainstLean(
+  part: string,
+  rates: Rate[],
+  unit: string,
+  judge: (l: { coAsk: boolean; cpu: number; rate: number }) => void,
+): void {
   for (const coAsk of [true, false]) {
     say(`    co-asking ${coAsk ? 'on' : 'off'}:`);
     for (const concurrency of EVAL_CONCURRENCIES) {
@@ -300,37 +449,88 @@ function reportAgainstLean(part: string, rates: Rate[], unit: string, judge: (l:
       const l = rates.find((r) => r.who === 'lean' && r.coAsk === coAsk && r.how === leanPeer(concurrency).how)!;
       const cpu = v.cpuUsPerJob / l.cpuUsPerJob;
       const rate = v.perSecond / l.perSecond;
-      say(`      Verdict c${String(concurrency).padEnd(3)} ${fmt(v.perSecond, 0).padStart(6)} ${unit}/s ${fmt(v.cpuUsPerJob, 0).padStart(6)} CPU µs/job | lean ${l.how.padEnd(8)} ${fmt(l.perSecond, 0).padStart(6)} ${unit}/s ${fmt(l.cpuUsPerJob, 0).padStart(6)} CPU µs/job | CPU ${fmt(cpu)}×, rate ${fmt(rate)}×`);
+      say(
+        `      Verdict c${String(concurrency).padEnd(3)} ${fmt(v.perSecond, 0).padStart(6)} ${unit}/s ${fmt(v.cpuUsPerJob, 0).padStart(6)} CPU µs/job | lean ${l.how.padEnd(8)} ${fmt(l.perSecond, 0).padStart(6)} ${unit}/s ${fmt(l.cpuUsPerJob, 0).padStart(6)} CPU µs/job | CPU ${fmt(cpu)}×, rate ${fmt(rate)}×`,
+      );
       const co = coAsk ? 'co-ask on' : 'co-ask off';
-      summary.push({ part, measure: `c${concurrency} ${co}: jobs/s, CPU µs/job`, value: `${fmt(v.perSecond, 0)}, ${fmt(v.cpuUsPerJob, 0)}`, target: '(Verdict)', met: null });
-      summary.push({ part, measure: `lean ${l.how} ${co}: jobs/s, CPU µs/job`, value: `${fmt(l.perSecond, 0)}, ${fmt(l.cpuUsPerJob, 0)}`, target: '(reference)', met: null });
+      summary.push({
+        part,
+        measure: `c${concurrency} ${co}: jobs/s, CPU µs/job`,
+        value: `${fmt(v.perSecond, 0)}, ${fmt(v.cpuUsPerJob, 0)}`,
+        target: '(Verdict)',
+        met: null,
+      });
+      summary.push({
+        part,
+        measure: `lean ${l.how} ${co}: jobs/s, CPU µs/job`,
+        value: `${fmt(l.perSecond, 0)}, ${fmt(l.cpuUsPerJob, 0)}`,
+        target: '(reference)',
+        met: null,
+      });
       if (concurrency === JUDGED) judge({ coAsk, cpu, rate });
-      else summary.push({ part, measure: `c${concurrency} ${co} / lean ${l.how}: CPU, rate`, value: `${fmt(cpu)}×, ${fmt(rate)}×`, target: '(reference)', met: null });
+      else
+        summary.push({
+          part,
+          measure: `c${concurrency} ${co} / lean ${l.how}: CPU, rate`,
+          value: `${fmt(cpu)}×, ${fmt(rate)}×`,
+          target: '(reference)',
+          met: null,
+        });
     }
   }
 }
 
 async function partF(): Promise<void> {
   const jobs = sized(20_000, 2_000, 200);
-  say(`\n[f] full evaluations: ${jobs.toLocaleString('en')} jobs (production sets attention and effort), fake provider at 0 ms, one process,`);
-  say(`    Verdict at concurrency ${EVAL_CONCURRENCIES.join(' and ')} beside the lean reference (scripts/bench-lean.ts: fused for one slot, group commit otherwise)`);
+  say(
+    `\n[f] full evaluations: ${jobs.toLocaleString('en')} jobs (production sets attention and effort), fake provider at 0 ms, one process,`,
+  );
+  say(
+    `    Verdict at concurrency ${EVAL_CONCURRENCIES.join(' and ')} beside the lean reference (scripts/bench-lean.ts: fused for one slot, group commit otherwise)`,
+  );
   const rates = await benchFullEvaluations(jobs, EVAL_CONCURRENCIES);
   reportAgainstLean('f', rates, 'ev', ({ coAsk, cpu, rate }) => {
     const co = coAsk ? 'co-ask on' : 'co-ask off';
-    summary.push({ part: 'f', measure: `c${JUDGED} ${co}: CPU/job vs lean group${JUDGED}`, value: `${fmt(cpu)}×`, target: '≤ 1.5×', met: cpu <= 1.5 });
-    summary.push({ part: 'f', measure: `c${JUDGED} ${co}: jobs/s vs lean group${JUDGED}`, value: `${fmt(rate)}×`, target: '≥ 0.7×', met: rate >= 0.7 });
+    summary.push({
+      part: 'f',
+      measure: `c${JUDGED} ${co}: CPU/job vs lean group${JUDGED}`,
+      value: `${fmt(cpu)}×`,
+      target: '≤ 1.5×',
+      met: cpu <= 1.5,
+    });
+    summary.push({
+      part: 'f',
+      measure: `c${JUDGED} ${co}: jobs/s vs lean group${JUDGED}`,
+      value: `${fmt(rate)}×`,
+      target: '≥ 0.7×',
+      met: rate >= 0.7,
+    });
   });
 }
 
 // ---------------------------------------------------------------------------------------- g
 async function partG(): Promise<void> {
   const jobs = sized(20_000, 2_000, 200);
-  say(`\n[g] already-answered jobs: ${jobs.toLocaleString('en')} jobs answered once, re-owed with the state unchanged, drained again (every job skipped)`);
+  say(
+    `\n[g] already-answered jobs: ${jobs.toLocaleString('en')} jobs answered once, re-owed with the state unchanged, drained again (every job skipped)`,
+  );
   const rates = await benchAlreadyAnswered(jobs, EVAL_CONCURRENCIES);
   reportAgainstLean('g', rates, 'jobs', ({ coAsk, cpu, rate }) => {
     const co = coAsk ? 'co-ask on' : 'co-ask off';
-    summary.push({ part: 'g', measure: `c${JUDGED} ${co}: skip CPU/job vs lean`, value: `${fmt(cpu)}×`, target: '≤ 1.5×', met: cpu <= 1.5 });
-    summary.push({ part: 'g', measure: `c${JUDGED} ${co}: skip jobs/s vs lean`, value: `${fmt(rate)}×`, target: '(reference)', met: null });
+    summary.push({
+      part: 'g',
+      measure: `c${JUDGED} ${co}: skip CPU/job vs lean`,
+      value: `${fmt(cpu)}×`,
+      target: '≤ 1.5×',
+      met: cpu <= 1.5,
+    });
+    summary.push({
+      part: 'g',
+      measure: `c${JUDGED} ${co}: skip jobs/s vs lean`,
+      value: `${fmt(rate)}×`,
+      target: '(reference)',
+      met: null,
+    });
   });
 }
 
@@ -338,24 +538,73 @@ async function partG(): Promise<void> {
 async function partH(): Promise<void> {
   const updates = sized(5_000, 1_000, 100);
   const rounds = sized(3, 3, 1);
-  say(`\n[h] write door: ${updates.toLocaleString('en')} updateItem calls (a title edit) with the production sets registered, and with no set, beside the raw`);
-  say(`    reference (an UPDATE and one job upsert per owed set, one transaction); median of ${rounds} round${rounds > 1 ? 's' : ''}. Co-asking does not enter the write door`);
-  say('    (it is the worker\'s), so co-ask on and off are the same run here.');
+  say(
+    `\n[h] write door: ${updates.toLocaleString('en')} updateItem calls (a title edit) with the production sets registered, and with no set, beside the raw`,
+  );
+  say(
+    `    reference (an UPDATE and one job upsert per owed set, one transaction); median of ${rounds} round${rounds > 1 ? 's' : ''}. Co-asking does not enter the write door`,
+  );
+  say("    (it is the worker's), so co-ask on and off are the same run here.");
   const r = await benchWriteDoor(updates, rounds);
-  const line = (name: string, x: { wallUs: number; cpuUs: number }) => say(`    ${name.padEnd(44)} ${fmt(x.wallUs, 1).padStart(7)} µs wall ${fmt(x.cpuUs, 1).padStart(7)} CPU µs per update`);
+  const line = (name: string, x: { wallUs: number; cpuUs: number }) =>
+    say(
+      `    ${name.padEnd(44)} ${fmt(x.wallUs, 1).padStart(7)} µs wall ${fmt(x.cpuUs, 1).padStart(7)} CPU µs per update`,
+    );
   line(`Verdict, production sets (${fmt(r.owedPerUpdate, 1)} owed per update)`, r.production);
   line(`raw, UPDATE + ${fmt(r.owedPerUpdate, 0)} upserts`, r.raw.owing);
   line('Verdict, no set', r.noSet);
   line('raw, UPDATE alone', r.raw.none);
   const owingCpu = r.production.cpuUs / r.raw.owing.cpuUs;
   const noneCpu = r.noSet.cpuUs / r.raw.none.cpuUs;
-  summary.push({ part: 'h', measure: 'owing sets: wall µs, CPU µs / update', value: `${fmt(r.production.wallUs, 0)}, ${fmt(r.production.cpuUs, 0)}`, target: '(Verdict)', met: null });
-  summary.push({ part: 'h', measure: `raw UPDATE + ${fmt(r.owedPerUpdate, 0)} upserts: wall, CPU`, value: `${fmt(r.raw.owing.wallUs, 0)}, ${fmt(r.raw.owing.cpuUs, 0)}`, target: '(reference)', met: null });
-  summary.push({ part: 'h', measure: 'owing sets / raw: CPU (wall)', value: `${fmt(owingCpu)}× (${fmt(r.production.wallUs / r.raw.owing.wallUs)}×)`, target: '≤ 1.5× CPU', met: owingCpu <= 1.5 });
-  summary.push({ part: 'h', measure: 'owing nothing: wall µs, CPU µs / update', value: `${fmt(r.noSet.wallUs, 0)}, ${fmt(r.noSet.cpuUs, 0)}`, target: '(Verdict)', met: null });
-  summary.push({ part: 'h', measure: 'raw UPDATE alone: wall, CPU', value: `${fmt(r.raw.none.wallUs, 0)}, ${fmt(r.raw.none.cpuUs, 0)}`, target: '(reference)', met: null });
-  summary.push({ part: 'h', measure: 'owing nothing / raw: CPU (wall)', value: `${fmt(noneCpu)}× (${fmt(r.noSet.wallUs / r.raw.none.wallUs)}×)`, target: '≤ 2× CPU', met: noneCpu <= 2 });
-  summary.push({ part: 'h', measure: 'Verdict owing sets / owing nothing (CPU)', value: `${fmt(r.production.cpuUs / r.noSet.cpuUs)}×`, target: '(floor ~4×)', met: null });
+  summary.push({
+    part: 'h',
+    measure: 'owing sets: wall µs, CPU µs / update',
+    value: `${fmt(r.production.wallUs, 0)}, ${fmt(r.production.cpuUs, 0)}`,
+    target: '(Verdict)',
+    met: null,
+  });
+  summary.push({
+    part: 'h',
+    measure: `raw UPDATE + ${fmt(r.owedPerUpdate, 0)} upserts: wall, CPU`,
+    value: `${fmt(r.raw.owing.wallUs, 0)}, ${fmt(r.raw.owing.cpuUs, 0)}`,
+    target: '(reference)',
+    met: null,
+  });
+  summary.push({
+    part: 'h',
+    measure: 'owing sets / raw: CPU (wall)',
+    value: `${fmt(owingCpu)}× (${fmt(r.production.wallUs / r.raw.owing.wallUs)}×)`,
+    target: '≤ 1.5× CPU',
+    met: owingCpu <= 1.5,
+  });
+  summary.push({
+    part: 'h',
+    measure: 'owing nothing: wall µs, CPU µs / update',
+    value: `${fmt(r.noSet.wallUs, 0)}, ${fmt(r.noSet.cpuUs, 0)}`,
+    target: '(Verdict)',
+    met: null,
+  });
+  summary.push({
+    part: 'h',
+    measure: 'raw UPDATE alone: wall, CPU',
+    value: `${fmt(r.raw.none.wallUs, 0)}, ${fmt(r.raw.none.cpuUs, 0)}`,
+    target: '(reference)',
+    met: null,
+  });
+  summary.push({
+    part: 'h',
+    measure: 'owing nothing / raw: CPU (wall)',
+    value: `${fmt(noneCpu)}× (${fmt(r.noSet.wallUs / r.raw.none.wallUs)}×)`,
+    target: '≤ 2× CPU',
+    met: noneCpu <= 2,
+  });
+  summary.push({
+    part: 'h',
+    measure: 'Verdict owing sets / owing nothing (CPU)',
+    value: `${fmt(r.production.cpuUs / r.noSet.cpuUs)}×`,
+    target: '(floor ~4×)',
+    met: null,
+  });
 }
 
 // ---------------------------------------------------------------------------------------- i
@@ -363,15 +612,25 @@ async function partI(): Promise<void> {
   // The smoke runs one small file: it checks the part runs, not the suite (CI runs that anyway).
   const files = sized<string[]>([], ['test/store/'], ['test/ops/bench-args.test.ts']);
   const which = sized('the whole suite', 'test/store/ only', 'test/ops/bench-args.test.ts only');
-  const pg = process.env.VERDICT_TEST_PG_URL ? 'VERDICT_TEST_PG_URL set' : 'VERDICT_TEST_PG_URL not set: the Postgres files skip';
+  const pg = process.env.VERDICT_TEST_PG_URL
+    ? 'VERDICT_TEST_PG_URL set'
+    : 'VERDICT_TEST_PG_URL not set: the Postgres files skip';
   say(`\n[i] npm test: ${which} in a child process (${pg})`);
   const t0 = performance.now();
-  const r = spawnSync('npx', ['vitest', 'run', ...files], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' }, maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync('npx', ['vitest', 'run', ...files], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, NO_COLOR: '1' },
+    maxBuffer: 64 * 1024 * 1024,
+  });
   const seconds = (performance.now() - t0) / 1000;
   const counts = (r.stdout ?? '').split('\n').find((l) => l.startsWith('vitest: ')) ?? '(no counts line)';
   say(`    ${fmt(seconds, 0)} s, exit ${r.status}; ${counts}`);
   // A red run still gives its time, and names what failed (the summary marks it missed).
-  const failed = `${r.stdout ?? ''}\n${r.stderr ?? ''}`.split('\n').filter((l) => /^\s*FAIL\s/.test(l)).slice(0, 10);
+  const failed = `${r.stdout ?? ''}\n${r.stderr ?? ''}`
+    .split('\n')
+    .filter((l) => /^\s*FAIL\s/.test(l))
+    .slice(0, 10);
   for (const l of failed) say(`    ${l.trim()}`);
   const green = r.status === 0;
   summary.push({
@@ -388,21 +647,67 @@ async function partJ(): Promise<void> {
   const connections = 20;
   const seconds = sized(20, 10, 2);
   const cli = smoke && existsSync(BUILT_CLI[0]) ? BUILT_CLI : SOURCE_CLI;
-  say(`\n[j] HTTP API: verdict serve on the demo database, autocannon ${connections} connections, ${seconds} s each (rate limit raised to its maximum, log level info, --provider fake so decisions are read; no worker)`);
+  say(
+    `\n[j] HTTP API: verdict serve on the demo database, autocannon ${connections} connections, ${seconds} s each (rate limit raised to its maximum, log level info, --provider fake so decisions are read; no worker)`,
+  );
   const rs = await benchHttp(cli, connections, seconds, { sampleLines: smoke ? 60 : undefined });
   for (const r of rs) {
-    const cpu = r.serverCpuUsPerRequest === null ? 'server CPU not read' : `server ${fmt(r.serverCpuUsPerRequest, 0)} CPU µs/request`;
-    say(`    ${r.name.padEnd(22)} ${fmt(r.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(r.p50Ms, 0).padStart(4)} ms  p99 ${fmt(r.p99Ms, 0).padStart(4)} ms  ${cpu}  (${r.requests} requests, ${r.timeouts} timeouts)`);
+    const cpu =
+      r.serverCpuUsPerRequest === null
+        ? 'server CPU not read'
+        : `server ${fmt(r.serverCpuUsPerRequest, 0)} CPU µs/request`;
+    say(
+      `    ${r.name.padEnd(22)} ${fmt(r.requestsPerSecond, 0).padStart(6)} req/s  p50 ${fmt(r.p50Ms, 0).padStart(4)} ms  p99 ${fmt(r.p99Ms, 0).padStart(4)} ms  ${cpu}  (${r.requests} requests, ${r.timeouts} timeouts)`,
+    );
   }
   const [read, write] = rs;
-  summary.push({ part: 'j', measure: 'GET /v1/items/{ref} req/s, c20', value: fmt(read.requestsPerSecond, 0), target: '≥ 2,000/s', met: read.requestsPerSecond >= 2_000 });
-  summary.push({ part: 'j', measure: 'POST /v1/items req/s, c20', value: fmt(write.requestsPerSecond, 0), target: '≥ 500/s', met: write.requestsPerSecond >= 500 });
-  for (const r of rs) summary.push({ part: 'j', measure: `${r.name} server CPU µs/request`, value: r.serverCpuUsPerRequest === null ? '-' : fmt(r.serverCpuUsPerRequest, 0), target: '(steady figure)', met: null });
-  for (const r of rs) summary.push({ part: 'j', measure: `${r.name} p50 / p99 ms`, value: `${fmt(r.p50Ms, 0)} / ${fmt(r.p99Ms, 0)}`, target: 'p99 < 100', met: r.p99Ms < 100 });
+  summary.push({
+    part: 'j',
+    measure: 'GET /v1/items/{ref} req/s, c20',
+    value: fmt(read.requestsPerSecond, 0),
+    target: '≥ 2,000/s',
+    met: read.requestsPerSecond >= 2_000,
+  });
+  summary.push({
+    part: 'j',
+    measure: 'POST /v1/items req/s, c20',
+    value: fmt(write.requestsPerSecond, 0),
+    target: '≥ 500/s',
+    met: write.requestsPerSecond >= 500,
+  });
+  for (const r of rs)
+    summary.push({
+      part: 'j',
+      measure: `${r.name} server CPU µs/request`,
+      value: r.serverCpuUsPerRequest === null ? '-' : fmt(r.serverCpuUsPerRequest, 0),
+      target: '(steady figure)',
+      met: null,
+    });
+  for (const r of rs)
+    summary.push({
+      part: 'j',
+      measure: `${r.name} p50 / p99 ms`,
+      value: `${fmt(r.p50Ms, 0)} / ${fmt(r.p99Ms, 0)}`,
+      target: 'p99 < 100',
+      met: r.p99Ms < 100,
+    });
 }
 
-const parts: Record<BenchPart, () => Promise<void>> = { a: partA, b: partB, c: partC, d: partD, e: partE, f: partF, g: partG, h: partH, i: partI, j: partJ };
-say(`verdict bench${size === 'full' ? '' : ` --${size}`}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`);
+const parts: Record<BenchPart, () => Promise<void>> = {
+  a: partA,
+  b: partB,
+  c: partC,
+  d: partD,
+  e: partE,
+  f: partF,
+  g: partG,
+  h: partH,
+  i: partI,
+  j: partJ,
+};
+say(
+  `verdict bench${size === 'full' ? '' : ` --${size}`}: node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? 'unknown'}), parts ${only.join(',')}`,
+);
 for (const p of only) {
   const t0 = performance.now();
   await parts[p]();
@@ -411,6 +716,7 @@ for (const p of only) {
 say('\nsummary');
 // A smoke run's sizes are too small for its figures to mean anything: they are printed, not judged.
 const verdictOf = (l: Line) => (smoke || l.met === null ? '' : l.met ? 'met' : 'MISSED');
-for (const l of summary) say(`  ${l.part}  ${l.measure.padEnd(40)} ${l.value.padStart(14)}   target ${l.target.padEnd(13)} ${verdictOf(l)}`);
+for (const l of summary)
+  say(`  ${l.part}  ${l.measure.padEnd(40)} ${l.value.padStart(14)}   target ${l.target.padEnd(13)} ${verdictOf(l)}`);
 // A part that threw has already ended the run with a non-zero exit; this line says every part ran.
 say(`bench: parts ${only.join(',')} ran`);

@@ -94,7 +94,12 @@ async function freshDb(pgAdmin: string | undefined, dir: string, name: string): 
       d.close();
     }
   };
-  return { url: file, all, count: async (q) => Number((await all<{ n: unknown }>(q))[0].n), drop: async () => undefined };
+  return {
+    url: file,
+    all,
+    count: async (q) => Number((await all<{ n: unknown }>(q))[0].n),
+    drop: async () => undefined,
+  };
 }
 
 async function main(): Promise<void> {
@@ -127,8 +132,19 @@ async function main(): Promise<void> {
   const imported = async (name: string): Promise<RunDb> => {
     const db = await freshDb(pgAdmin, dir, name);
     dbs.push(db);
-    const imp = spawnSync(process.execPath, [main, 'import', 'beads', data], { cwd: ROOT, env: envFor(db.url, 0), encoding: 'utf8', maxBuffer: 1 << 30 });
-    if (imp.status !== 0) throw new Error(`import failed (exit ${imp.status}): ${imp.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')}`);
+    const imp = spawnSync(process.execPath, [main, 'import', 'beads', data], {
+      cwd: ROOT,
+      env: envFor(db.url, 0),
+      encoding: 'utf8',
+      maxBuffer: 1 << 30,
+    });
+    if (imp.status !== 0)
+      throw new Error(
+        `import failed (exit ${imp.status}): ${imp.stderr
+          .split('\n')
+          .filter((l) => !l.startsWith('{'))
+          .join('\n')}`,
+      );
     return db;
   };
   const callsOf = async (db: RunDb) => db.count(`SELECT coalesce(sum(calls), 0) AS n FROM decision_spend`);
@@ -136,7 +152,12 @@ async function main(): Promise<void> {
     // 1. the clean run
     const clean = await imported('clean');
     const owedAtStart = await clean.count(`SELECT count(*) AS n FROM decision_jobs`);
-    const cleanDrain = spawnSync(process.execPath, [main, 'worker', '--until-idle'], { cwd: ROOT, env: envFor(clean.url, 0), encoding: 'utf8', maxBuffer: 1 << 30 });
+    const cleanDrain = spawnSync(process.execPath, [main, 'worker', '--until-idle'], {
+      cwd: ROOT,
+      env: envFor(clean.url, 0),
+      encoding: 'utf8',
+      maxBuffer: 1 << 30,
+    });
     if (cleanDrain.status !== 0) throw new Error(`clean drain failed (exit ${cleanDrain.status})`);
     const cleanCalls = await callsOf(clean);
     console.log(`${pgAdmin ? 'PostgreSQL' : 'SQLite'}; ${data}: ${owedAtStart} jobs owed after the import`);
@@ -194,11 +215,19 @@ async function main(): Promise<void> {
         const drainedMeanwhile = (async () => {
           while (!lifeOver) {
             await sleep(2_000);
-            if (!lifeOver && (await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`).catch(() => 1)) === 0) return false;
+            if (
+              !lifeOver &&
+              (await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`).catch(() => 1)) === 0
+            )
+              return false;
           }
           return false;
         })();
-        const sawOutcome = await Promise.race([started.then(() => true), sleep(FIRST_OUTCOME_WAIT_MS, undefined, { ref: false }).then(() => false), drainedMeanwhile]);
+        const sawOutcome = await Promise.race([
+          started.then(() => true),
+          sleep(FIRST_OUTCOME_WAIT_MS, undefined, { ref: false }).then(() => false),
+          drainedMeanwhile,
+        ]);
         lifeOver = true;
         const firstOutcomeMs = Date.now() - bornAt;
         await sleep(Math.round(100 + random() * 1_400));
@@ -220,24 +249,46 @@ async function main(): Promise<void> {
     const outcomesBeforeDrain = [...outcomes.values()].reduce((a, b) => a + b, 0);
     const median = [...firstOutcomeTimes].sort((a, b) => a - b)[Math.floor(firstOutcomeTimes.length / 2)] ?? 0;
     console.log(`${killed} workers SIGKILLed (${workers} at once); ${owedAfterKills} jobs still owed`);
-    console.log(`kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`);
+    console.log(
+      `kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`,
+    );
 
     // 3. the drain, after the killed workers' leases end and the abandon backoffs they started
     // (DESIGN §3, "Abandons": a job whose claimant died is due again only lease × 2^(abandons − 1)
     // after its dead lease ended) have run out, so the drain finds them due.
     await sleep(leaseMs + 500);
-    const backingOff = await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed' AND abandons > 0 AND claim_token IS NULL`);
+    const backingOff = await db.count(
+      `SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed' AND abandons > 0 AND claim_token IS NULL`,
+    );
     const lastDue = await db.count(`SELECT coalesce(max(not_before), 0) AS n FROM decision_jobs WHERE state = 'owed'`);
     // A row still under a dead claim gets its backoff from the drain's claim: wait for that too.
-    const dead = await db.all<{ lease: unknown; abandons: unknown }>(`SELECT lease_expires_at AS lease, abandons FROM decision_jobs WHERE state = 'owed' AND claim_token IS NOT NULL`);
-    const abandonedDue = Math.max(0, ...dead.map((r) => Number(r.lease) + Math.min(3_600_000, leaseMs * 2 ** Math.min(Number(r.abandons), 7))));
+    const dead = await db.all<{ lease: unknown; abandons: unknown }>(
+      `SELECT lease_expires_at AS lease, abandons FROM decision_jobs WHERE state = 'owed' AND claim_token IS NOT NULL`,
+    );
+    const abandonedDue = Math.max(
+      0,
+      ...dead.map((r) => Number(r.lease) + Math.min(3_600_000, leaseMs * 2 ** Math.min(Number(r.abandons), 7))),
+    );
     const waitMs = Math.max(0, Math.min(Math.max(lastDue, abandonedDue) - Date.now(), 3_600_000));
-    console.log(`before the drain: ${backingOff} owed jobs put back after an abandon, ${dead.length} under a dead worker's claim; waiting ${Math.round(waitMs / 1000)} s for the last of them to come due`);
+    console.log(
+      `before the drain: ${backingOff} owed jobs put back after an abandon, ${dead.length} under a dead worker's claim; waiting ${Math.round(waitMs / 1000)} s for the last of them to come due`,
+    );
     await sleep(waitMs + 500);
-    const drain = spawnSync(process.execPath, [main, 'worker', '--until-idle'], { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 1 << 30 });
+    const drain = spawnSync(process.execPath, [main, 'worker', '--until-idle'], {
+      cwd: ROOT,
+      env,
+      encoding: 'utf8',
+      maxBuffer: 1 << 30,
+    });
     console.log(`final worker --until-idle: exit ${drain.status}`);
     tally(drain.stdout + drain.stderr);
-    process.stdout.write(drain.stdout.split('\n').filter((l) => l && !l.startsWith('{')).map((l) => `  ${l}\n`).join(''));
+    process.stdout.write(
+      drain.stdout
+        .split('\n')
+        .filter((l) => l && !l.startsWith('{'))
+        .map((l) => `  ${l}\n`)
+        .join(''),
+    );
 
     // 4. the checks
     const owed = await db.count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`);
@@ -250,7 +301,9 @@ async function main(): Promise<void> {
     const answers = await db.count(`SELECT count(*) AS n FROM item_decisions`);
     const cleanAnswers = await clean.count(`SELECT count(*) AS n FROM item_decisions`);
     const calls = await callsOf(db);
-    const byOutcome = await db.all<{ outcome: string; calls: unknown }>(`SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome ORDER BY outcome`);
+    const byOutcome = await db.all<{ outcome: string; calls: unknown }>(
+      `SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome ORDER BY outcome`,
+    );
     const deadlocks = deadlocksLogged() - deadlocksBefore;
     console.log('--- after the chaos');
     console.log(`owed jobs: ${owed}`);
@@ -258,12 +311,17 @@ async function main(): Promise<void> {
     console.log(`answers: ${answers} (clean run: ${cleanAnswers})`);
     console.log(`duplicate answers on the idempotency key: ${dupKey}`);
     console.log(`keys answered more than once at the same state hash + question hash (any version): ${dupAnyVersion}`);
-    console.log(`provider calls: ${calls} (clean run: ${cleanCalls}); by outcome: ${byOutcome.map((o) => `${o.outcome} ${Number(o.calls)}`).join(', ') || 'none'}`);
+    console.log(
+      `provider calls: ${calls} (clean run: ${cleanCalls}); by outcome: ${byOutcome.map((o) => `${o.outcome} ${Number(o.calls)}`).join(', ') || 'none'}`,
+    );
     if (pgLog) console.log(`"deadlock detected" in the server log during the run: ${deadlocks}`);
-    console.log(`failed completions logged, by error code: ${[...failedCompletions].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+    console.log(
+      `failed completions logged, by error code: ${[...failedCompletions].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
+    );
     console.log('job outcomes logged by every worker, killed ones included (outcome/reason):');
     for (const [k, n] of [...outcomes].sort((a, b) => b[1] - a[1])) console.log(`  ${k}: ${n}`);
-    if (owed || parked || dupKey || dupAnyVersion || calls !== cleanCalls || answers !== cleanAnswers || deadlocks) process.exitCode = 1;
+    if (owed || parked || dupKey || dupAnyVersion || calls !== cleanCalls || answers !== cleanAnswers || deadlocks)
+      process.exitCode = 1;
   } finally {
     for (const db of dbs) await db.drop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });

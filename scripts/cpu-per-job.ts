@@ -33,14 +33,31 @@ try {
     await store.transaction(async (tx) => {
       for (let j = i; j < Math.min(items, i + 500); j++) {
         await tx.createItem(
-          { workspaceId: ws.id, collectionId: col.id, ref: `C-${j}`, title: `cpu item ${j}`, content: `body of cpu item ${j}`, fields: { status: 'open' } },
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref: `C-${j}`,
+            title: `cpu item ${j}`,
+            content: `body of cpu item ${j}`,
+            fields: { status: 'open' },
+          },
           { priority: PRIORITY_BACKFILL, quietPeriod: false },
         );
       }
     });
   }
   const calls = new Map<string, number>();
-  for (const name of ['claimNextJob', 'renewLease', 'checkLiveness', 'checkClaim', 'loadItemForEvaluation', 'answeredKeys', 'finishJob', 'completeJob', 'insertDecisions'] as const) {
+  for (const name of [
+    'claimNextJob',
+    'renewLease',
+    'checkLiveness',
+    'checkClaim',
+    'loadItemForEvaluation',
+    'answeredKeys',
+    'finishJob',
+    'completeJob',
+    'insertDecisions',
+  ] as const) {
     const s = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
     if (typeof s[name] !== 'function') continue;
     const real = s[name].bind(store);
@@ -67,7 +84,9 @@ try {
   const cpu = process.cpuUsage(cpu0);
   const jobs = summary.claimed;
   const perJob = Object.fromEntries([...calls].map(([k, v]) => [k, Number((v / jobs).toFixed(2))]));
-  process.stdout.write(`${jobs} jobs, concurrency ${concurrency}: ${Math.round((cpu.user + cpu.system) / jobs)} CPU µs per job; store calls per job ${JSON.stringify(perJob)}\n`);
+  process.stdout.write(
+    `${jobs} jobs, concurrency ${concurrency}: ${Math.round((cpu.user + cpu.system) / jobs)} CPU µs per job; store calls per job ${JSON.stringify(perJob)}\n`,
+  );
 } finally {
   await store.close();
   rmSync(dir, { recursive: true, force: true });

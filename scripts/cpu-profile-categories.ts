@@ -17,7 +17,12 @@ import { join } from 'node:path';
 const arg = process.argv[2];
 if (!arg) throw new Error('usage: cpu-profile-categories.ts <file.cpuprofile | dir>');
 const file = statSync(arg).isDirectory()
-  ? join(arg, readdirSync(arg).filter((f) => f.endsWith('.cpuprofile')).sort((a, b) => statSync(join(arg, b)).size - statSync(join(arg, a)).size)[0]!)
+  ? join(
+      arg,
+      readdirSync(arg)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .sort((a, b) => statSync(join(arg, b)).size - statSync(join(arg, a)).size)[0]!,
+    )
   : arg;
 
 interface Node {
@@ -27,14 +32,34 @@ interface Node {
 const profile = JSON.parse(readFileSync(file, 'utf8')) as { nodes: Node[]; samples: number[] };
 
 /** better-sqlite3's C++ methods as the profile names them (frames with no script URL). */
-const SQLITE_NATIVE = new Set(['all', 'run', 'get', 'iterate', 'exec', 'prepare', 'pragma', 'raw', 'pluck', 'expand', 'bind', 'columns', 'safeIntegers', 'transaction', 'close']);
+const SQLITE_NATIVE = new Set([
+  'all',
+  'run',
+  'get',
+  'iterate',
+  'exec',
+  'prepare',
+  'pragma',
+  'raw',
+  'pluck',
+  'expand',
+  'bind',
+  'columns',
+  'safeIntegers',
+  'transaction',
+  'close',
+]);
 
 function category(n: Node): string | null {
   const { functionName: fn, url } = n.callFrame;
   if (fn === '(garbage collector)') return 'GC';
   if (fn === '(idle)' || fn === '(program)' || fn === '(root)') return null;
   if (url.includes('better-sqlite3') || (url === '' && SQLITE_NATIVE.has(fn))) return 'SQLite native';
-  if (url.includes('drizzle-orm') || /src\/store\/sql\/steps\.ts|src\/store\/(sqlite|postgres)\/(dialect|context)\.ts/.test(url)) return 'statement layer';
+  if (
+    url.includes('drizzle-orm') ||
+    /src\/store\/sql\/steps\.ts|src\/store\/(sqlite|postgres)\/(dialect|context)\.ts/.test(url)
+  )
+    return 'statement layer';
   if (url.includes('/src/')) return 'Verdict code';
   return 'Node and other';
 }

@@ -42,7 +42,8 @@ async function main(): Promise<void> {
     const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
     const raw = new Database(file);
     const t0 = performance.now();
-    const ins = raw.prepare(`INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at)
+    const ins =
+      raw.prepare(`INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at)
                              VALUES (?, ?, ?, ?, ?, '', '{"status":"open"}', 1, ?, ?)`);
     raw.transaction(() => {
       for (let i = 0; i < n; i++) {
@@ -51,15 +52,28 @@ async function main(): Promise<void> {
       }
     })();
     raw.close();
-    console.log(`${n.toLocaleString('en')} items written in ${((performance.now() - t0) / 1000).toFixed(1)} s (setup, not measured)`);
+    console.log(
+      `${n.toLocaleString('en')} items written in ${((performance.now() - t0) / 1000).toFixed(1)} s (setup, not measured)`,
+    );
 
     clock.advance(1_000);
     const d0 = performance.now();
     const r = await store.updateCollection(col.id, { slug: 'tasks' });
     const doorMs = performance.now() - d0;
-    console.log(`rename door: 1 transaction, ${doorMs.toFixed(1)} ms, ${r.owed.toLocaleString('en')} job rows owed in it`);
+    console.log(
+      `rename door: 1 transaction, ${doorMs.toFixed(1)} ms, ${r.owed.toLocaleString('en')} job rows owed in it`,
+    );
 
-    const advance = (store as unknown as { advanceCollectionOwes?: () => Promise<{ collectionId: string | null; items: number; owed: number; pending: number }> }).advanceCollectionOwes;
+    const advance = (
+      store as unknown as {
+        advanceCollectionOwes?: () => Promise<{
+          collectionId: string | null;
+          items: number;
+          owed: number;
+          pending: number;
+        }>;
+      }
+    ).advanceCollectionOwes;
     let maxMs = doorMs;
     if (advance) {
       let owed = 0;
@@ -81,16 +95,26 @@ async function main(): Promise<void> {
       const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
       const total = wall.reduce((a, b) => a + b, 0);
       maxMs = Math.max(maxMs, sorted[sorted.length - 1] ?? 0);
-      console.log(`continuation: ${wall.length} chunk transactions, ${owed.toLocaleString('en')} job rows owed, total ${(total / 1000).toFixed(1)} s`);
-      console.log(`  wall per chunk: mean ${(total / Math.max(wall.length, 1)).toFixed(1)} ms, p50 ${pct(50).toFixed(1)}, p99 ${pct(99).toFixed(1)}, max ${(sorted[sorted.length - 1] ?? 0).toFixed(1)} ms; over 250 ms: ${wall.filter((w) => w > 250).length}`);
-      console.log(`  CPU per chunk (this process, user + system): max ${Math.max(0, ...cpu).toFixed(1)} ms; first 10 chunks mean ${mean(cpu.slice(0, 10)).toFixed(1)} ms, last 10 mean ${mean(cpu.slice(-10)).toFixed(1)} ms`);
+      console.log(
+        `continuation: ${wall.length} chunk transactions, ${owed.toLocaleString('en')} job rows owed, total ${(total / 1000).toFixed(1)} s`,
+      );
+      console.log(
+        `  wall per chunk: mean ${(total / Math.max(wall.length, 1)).toFixed(1)} ms, p50 ${pct(50).toFixed(1)}, p99 ${pct(99).toFixed(1)}, max ${(sorted[sorted.length - 1] ?? 0).toFixed(1)} ms; over 250 ms: ${wall.filter((w) => w > 250).length}`,
+      );
+      console.log(
+        `  CPU per chunk (this process, user + system): max ${Math.max(0, ...cpu).toFixed(1)} ms; first 10 chunks mean ${mean(cpu.slice(0, 10)).toFixed(1)} ms, last 10 mean ${mean(cpu.slice(-10)).toFixed(1)} ms`,
+      );
     } else {
       console.log('continuation: none (this store owes the whole collection in the door)');
     }
     const jobs = new Database(file, { readonly: true });
-    const c = jobs.prepare('SELECT count(*) AS n, count(DISTINCT item_id) AS items, max(generation) AS g FROM decision_jobs').get() as { n: number; items: number; g: number };
+    const c = jobs
+      .prepare('SELECT count(*) AS n, count(DISTINCT item_id) AS items, max(generation) AS g FROM decision_jobs')
+      .get() as { n: number; items: number; g: number };
     jobs.close();
-    console.log(`jobs: ${c.n.toLocaleString('en')} rows over ${c.items.toLocaleString('en')} items, max generation ${c.g}`);
+    console.log(
+      `jobs: ${c.n.toLocaleString('en')} rows over ${c.items.toLocaleString('en')} items, max generation ${c.g}`,
+    );
     console.log(`longest write transaction: ${maxMs.toFixed(1)} ms (rule: <= 250 ms)`);
   } finally {
     await store.close();

@@ -36,7 +36,15 @@ async function main(): Promise<void> {
   try {
     const ws = await store.createWorkspace({ slug: 'acme' });
     const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
-    const item = (await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'edited without pause', content: 'edit 0' })).row;
+    const item = (
+      await store.createItem({
+        workspaceId: ws.id,
+        collectionId: col.id,
+        ref: 'T-1',
+        title: 'edited without pause',
+        content: 'edit 0',
+      })
+    ).row;
     let elapsed = 0;
     let edits = 0;
     const perHour = new Array<number>(hours).fill(0);
@@ -47,14 +55,24 @@ async function main(): Promise<void> {
         return Object.fromEntries(req.keys.map((k) => [k, { probability: 0.4 }]));
       },
     });
-    const opts = { store, registry, provider, logger: silentLogger, workerId: 'fault', leaseMs: 60_000, random: () => 0.5 };
+    const opts = {
+      store,
+      registry,
+      provider,
+      logger: silentLogger,
+      workerId: 'fault',
+      leaseMs: 60_000,
+      random: () => 0.5,
+    };
     const signal = new AbortController().signal;
     for (elapsed = stepMs; elapsed < hours * 3_600_000; elapsed += stepMs) {
       clock.advance(stepMs);
       await store.updateItem(item.id, { content: `edit ${++edits}` });
       await runOnce(opts, signal);
     }
-    console.log(`constant editing every ${stepMs / 1000} s for ${hours} h (manual clock), a write during every evaluation`);
+    console.log(
+      `constant editing every ${stepMs / 1000} s for ${hours} h (manual clock), a write during every evaluation`,
+    );
     perHour.forEach((n, h) => console.log(`hour ${h + 1}: ${n} evaluation${n === 1 ? '' : 's'}`));
     console.log(`max per hour: ${Math.max(...perHour)} (rule: <= 1)`);
   } finally {

@@ -32,7 +32,18 @@ const root = resolve(a.root!);
 const only = new Set(a.only!.split(','));
 mkdirSync(a.cache!, { recursive: true });
 const work = mkdtempSync(join(tmpdir(), 'verdict-fault-el-'));
-const args = (file: string, extra: string[]) => ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', '0', '--tick-ms', '100', ...extra];
+const args = (file: string, extra: string[]) => [
+  'worker',
+  '--database-url',
+  file,
+  '--provider',
+  'fake',
+  '--fake-latency-ms',
+  '0',
+  '--tick-ms',
+  '100',
+  ...extra,
+];
 
 /** A database with `jobs` fresh jobs (seeded once into the cache, copied per run). */
 async function freshDb(jobs: number): Promise<string> {

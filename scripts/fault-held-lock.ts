@@ -18,7 +18,16 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkDrain, seedJobs } from './bench-drain.js';
-import { holdWriteLock, jobCounts, metricsPortOf, probeHealth, ROOT, spawnDist, type HealthProbe, startedOrExited } from './fault-support.js';
+import {
+  holdWriteLock,
+  jobCounts,
+  metricsPortOf,
+  probeHealth,
+  ROOT,
+  spawnDist,
+  type HealthProbe,
+  startedOrExited,
+} from './fault-support.js';
 
 const { values: a } = parseArgs({
   options: {
@@ -50,10 +59,13 @@ function summarise(label: string, probes: HealthProbe[]): void {
   const answered = probes.filter((p) => p.http !== null);
   const statuses = new Map<string, number>();
   for (const p of probes) {
-    const k = p.http === null ? 'no answer' : `${p.http} ${p.status}${p.reasons.length ? ` [${p.reasons.join('; ')}]` : ''}`;
+    const k =
+      p.http === null ? 'no answer' : `${p.http} ${p.status}${p.reasons.length ? ` [${p.reasons.join('; ')}]` : ''}`;
     statuses.set(k, (statuses.get(k) ?? 0) + 1);
   }
-  console.log(`${label}: ${answered.length}/${probes.length} probes answered; max latency ${Math.max(...probes.map((p) => p.ms))} ms; statuses ${JSON.stringify(Object.fromEntries(statuses))}`);
+  console.log(
+    `${label}: ${answered.length}/${probes.length} probes answered; max latency ${Math.max(...probes.map((p) => p.ms))} ms; statuses ${JSON.stringify(Object.fromEntries(statuses))}`,
+  );
 }
 
 async function untilOk(port: number, timeoutMs: number): Promise<number | null> {
@@ -70,7 +82,19 @@ async function heldLock(): Promise<void> {
   const file = join(work, 'verdict.db');
   await seedJobs(file, Number(a.items));
   const jobs = Number(a.items) * 2;
-  const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', a['latency-ms']!, '--tick-ms', '200', '--metrics-port', '0']);
+  const w = spawnDist(root, [
+    'worker',
+    '--database-url',
+    file,
+    '--provider',
+    'fake',
+    '--fake-latency-ms',
+    a['latency-ms']!,
+    '--tick-ms',
+    '200',
+    '--metrics-port',
+    '0',
+  ]);
   await startedOrExited(w);
   let port: number | null;
   while (!(port = metricsPortOf(w))) await sleep(20);
@@ -82,7 +106,9 @@ async function heldLock(): Promise<void> {
   const probes = await probeSeries(port, count, Math.floor(lockMs / count), Number(a['probe-timeout-ms']));
   await sleep(Math.max(0, lockMs - (Date.now() - lockedAt)));
   lock.release();
-  console.log(`root ${root}\nlock held ${Date.now() - lockedAt} ms by another process while the worker recorded (${jobs} jobs, fake latency ${a['latency-ms']} ms)`);
+  console.log(
+    `root ${root}\nlock held ${Date.now() - lockedAt} ms by another process while the worker recorded (${jobs} jobs, fake latency ${a['latency-ms']} ms)`,
+  );
   summarise('during the lock', probes);
   const okAfter = await untilOk(port, 30_000);
   console.log(`after the release: /healthz ok ${okAfter === null ? 'not within 30 s' : `after ${okAfter} ms`}`);
@@ -108,7 +134,19 @@ async function diskFull(): Promise<void> {
     await seedJobs(seeded, Number(a.items));
     const file = join(mnt, 'verdict.db');
     copyFileSync(seeded, file);
-    const w = spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', a['latency-ms']!, '--tick-ms', '200', '--metrics-port', '0']);
+    const w = spawnDist(root, [
+      'worker',
+      '--database-url',
+      file,
+      '--provider',
+      'fake',
+      '--fake-latency-ms',
+      a['latency-ms']!,
+      '--tick-ms',
+      '200',
+      '--metrics-port',
+      '0',
+    ]);
     await startedOrExited(w);
     let port: number | null = null;
     while (!(port = metricsPortOf(w))) await sleep(20);
@@ -119,16 +157,25 @@ async function diskFull(): Promise<void> {
       /* ENOSPC: the disk is full now */
     }
     const fullAt = Date.now();
-    const errBefore = w.stderr().split('\n').filter((l) => /"level":50/.test(l)).length;
+    const errBefore = w
+      .stderr()
+      .split('\n')
+      .filter((l) => /"level":50/.test(l)).length;
     const fullMs = Number(a['full-ms']);
     const count = Number(a.probes);
     const probes = await probeSeries(port, count, Math.floor(fullMs / count), Number(a['probe-timeout-ms']));
     await sleep(Math.max(0, fullMs - (Date.now() - fullAt)));
-    const errLines = w.stderr().split('\n').filter((l) => /"level":50/.test(l)).length - errBefore;
+    const errLines =
+      w
+        .stderr()
+        .split('\n')
+        .filter((l) => /"level":50/.test(l)).length - errBefore;
     unlinkSync(filler);
     console.log(`root ${root}\ndisk full for ${Date.now() - fullAt} ms (tmpfs of 64 MiB filled)`);
     summarise('while full', probes);
-    console.log(`error lines logged while full: ${errLines} (${(errLines / ((Date.now() - fullAt) / 1000)).toFixed(1)} a second)`);
+    console.log(
+      `error lines logged while full: ${errLines} (${(errLines / ((Date.now() - fullAt) / 1000)).toFixed(1)} a second)`,
+    );
     const okAfter = await untilOk(port, 30_000);
     console.log(`after freeing space: /healthz ok ${okAfter === null ? 'not within 30 s' : `after ${okAfter} ms`}`);
     w.child.kill('SIGTERM');

@@ -21,7 +21,9 @@ const started = performance.now();
 for (const c of cases) rows.push(tableRow(await runFaultCase(c)));
 process.stdout.write(
   [
-    `Provider timings: ${Object.entries(MATRIX_TIMINGS).map(([k, v]) => `${k} ${v}`).join(', ')}. Job backoff and cooling-off are the production values.`,
+    `Provider timings: ${Object.entries(MATRIX_TIMINGS)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}. Job backoff and cooling-off are the production values.`,
     '',
     ...TABLE_HEADER,
     ...rows,

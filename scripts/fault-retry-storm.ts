@@ -55,12 +55,26 @@ const rows = readFileSync(new URL('../sample/beads-issues.jsonl', import.meta.ur
   .split('\n')
   .filter((l) => l.trim() !== '')
   .map((l) => JSON.parse(l) as { status?: string; issue_type?: string; dependencies?: unknown[] })
-  .filter((r) => r.status === 'open' && (r.issue_type === 'task' || r.issue_type === 'bug') && !(r.dependencies ?? []).length);
+  .filter(
+    (r) => r.status === 'open' && (r.issue_type === 'task' || r.issue_type === 'bug') && !(r.dependencies ?? []).length,
+  );
 if (rows.length < 6) throw new Error('the sample has fewer than 6 open tasks without dependencies');
 const first = join(dir, 'five.jsonl');
 const later = join(dir, 'six.jsonl');
-writeFileSync(first, rows.slice(0, 5).map((r) => JSON.stringify(r)).join('\n') + '\n');
-writeFileSync(later, rows.slice(0, 6).map((r) => JSON.stringify(r)).join('\n') + '\n');
+writeFileSync(
+  first,
+  rows
+    .slice(0, 5)
+    .map((r) => JSON.stringify(r))
+    .join('\n') + '\n',
+);
+writeFileSync(
+  later,
+  rows
+    .slice(0, 6)
+    .map((r) => JSON.stringify(r))
+    .join('\n') + '\n',
+);
 
 const env = {
   ...process.env,
@@ -74,7 +88,10 @@ const env = {
   VERDICT_TICK_MS: '1000',
 };
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string; ms: number; timedOut: boolean }> {
+function run(
+  args: string[],
+  timeoutMs: number,
+): Promise<{ code: number | null; out: string; err: string; ms: number; timedOut: boolean }> {
   return new Promise((done) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [cli, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -102,7 +119,14 @@ const reader = new Database(db, { readonly: true, fileMustExist: true });
 const refOf = new Map<string, string>(
   (reader.prepare('SELECT id, ref FROM items').all() as Array<{ id: string; ref: string }>).map((r) => [r.id, r.ref]),
 );
-type JobSample = { attempts: number; defers: number | null; notBefore: number; lastError: string | null; claimed: boolean; gone?: boolean };
+type JobSample = {
+  attempts: number;
+  defers: number | null;
+  notBefore: number;
+  lastError: string | null;
+  claimed: boolean;
+  gone?: boolean;
+};
 const history = new Map<string, Array<{ t: number } & JobSample>>();
 const t0 = Date.now();
 let laterImported = false;
@@ -124,7 +148,14 @@ function sample(): void {
     present.add(key);
     const h = history.get(key) ?? [];
     const prev = h.at(-1);
-    if (!prev || prev.attempts !== s.attempts || prev.notBefore !== s.notBefore || prev.defers !== s.defers || prev.claimed !== s.claimed) h.push({ t: now - t0, ...s });
+    if (
+      !prev ||
+      prev.attempts !== s.attempts ||
+      prev.notBefore !== s.notBefore ||
+      prev.defers !== s.defers ||
+      prev.claimed !== s.claimed
+    )
+      h.push({ t: now - t0, ...s });
     history.set(key, h);
   }
   // A row that went away was completed or dropped (nothing to ask: the conventions sets here).
@@ -166,31 +197,46 @@ const answers = (reader.prepare('SELECT count(*) AS n FROM item_decisions').get(
 
 // ---------------------------------------------------------------- report
 const lines = log.split('\n').filter((l) => l.startsWith('{'));
-const outcomes = lines.map((l) => JSON.parse(l) as { msg?: string; outcome?: string; reason?: string; attempts?: number }).filter((l) => l.msg === 'job outcome');
+const outcomes = lines
+  .map((l) => JSON.parse(l) as { msg?: string; outcome?: string; reason?: string; attempts?: number })
+  .filter((l) => l.msg === 'job outcome');
 const byKind = new Map<string, number>();
 for (const o of outcomes) byKind.set(`${o.outcome} (${o.reason})`, (byKind.get(`${o.outcome} (${o.reason})`) ?? 0) + 1);
 const fmtS = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const out: string[] = [];
-out.push(`fault-retry-storm: ${status} + retry-after: 1 for ever; build ${cli}; worker ran ${fmtS(durationMs)}; 5 items, a 6th (${laterRef ?? '?'}) imported at ${fmtS(durationMs / 3)}`);
+out.push(
+  `fault-retry-storm: ${status} + retry-after: 1 for ever; build ${cli}; worker ran ${fmtS(durationMs)}; 5 items, a 6th (${laterRef ?? '?'}) imported at ${fmtS(durationMs / 3)}`,
+);
 out.push(`requests total during the run: ${requestsDuringRun}`);
-out.push(`job outcomes recorded during the run: ${outcomes.length}; requests per job pass: ${outcomes.length ? (requestsDuringRun / outcomes.length).toFixed(2) : 'n/a'}`);
+out.push(
+  `job outcomes recorded during the run: ${outcomes.length}; requests per job pass: ${outcomes.length ? (requestsDuringRun / outcomes.length).toFixed(2) : 'n/a'}`,
+);
 for (const [k, n] of [...byKind].sort()) out.push(`  ${String(n).padStart(5)} × ${k}`);
-out.push('attempts and due times per job (each change of the row, sampled every 250 ms; t from the worker start; "due in" = not_before − sample time):');
+out.push(
+  'attempts and due times per job (each change of the row, sampled every 250 ms; t from the worker start; "due in" = not_before − sample time):',
+);
 for (const [key, h] of [...history].sort()) {
-  const steps = h.map(
-    (s) =>
-      s.gone
-        ? `t=${fmtS(s.t)} row gone (completed: nothing to ask)`
-        : `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} ${s.claimed ? 'claimed' : s.notBefore > t0 + s.t ? `due in ${fmtS(s.notBefore - (t0 + s.t))}` : 'due'}`,
+  const steps = h.map((s) =>
+    s.gone
+      ? `t=${fmtS(s.t)} row gone (completed: nothing to ask)`
+      : `t=${fmtS(s.t)} attempts=${s.attempts}${s.defers !== null ? ` defers=${s.defers}` : ''} ${s.claimed ? 'claimed' : s.notBefore > t0 + s.t ? `due in ${fmtS(s.notBefore - (t0 + s.t))}` : 'due'}`,
   );
   const shown = steps.length > 8 ? [...steps.slice(0, 4), `… ${steps.length - 7} more …`, ...steps.slice(-3)] : steps;
   out.push(`  ${key}: ${h.length} changes; ${shown.join(' | ')}`);
 }
 const asked = [...history].filter(([, h]) => h.some((x) => x.claimed));
 const maxAttempts = Math.max(0, ...asked.map(([, h]) => Math.max(...h.map((x) => x.attempts))));
-const waits = asked.flatMap(([, h]) => h.filter((x, i) => !x.claimed && i > 0 && h[i - 1].claimed && x.notBefore > t0 + x.t).map((x) => (x.notBefore - (t0 + x.t)) / 1000));
-out.push(`jobs claimed at least once: ${asked.length}; highest attempts count: ${maxAttempts}; waits set after a pass: ${waits.length ? `${Math.min(...waits).toFixed(1)} s to ${Math.max(...waits).toFixed(1)} s` : 'none'}`);
-const laterClaimed = laterRef ? [...history].some(([k, h]) => k.startsWith(`${laterRef}/`) && h.some((s) => s.attempts > 0 || s.lastError !== null)) : false;
+const waits = asked.flatMap(([, h]) =>
+  h
+    .filter((x, i) => !x.claimed && i > 0 && h[i - 1].claimed && x.notBefore > t0 + x.t)
+    .map((x) => (x.notBefore - (t0 + x.t)) / 1000),
+);
+out.push(
+  `jobs claimed at least once: ${asked.length}; highest attempts count: ${maxAttempts}; waits set after a pass: ${waits.length ? `${Math.min(...waits).toFixed(1)} s to ${Math.max(...waits).toFixed(1)} s` : 'none'}`,
+);
+const laterClaimed = laterRef
+  ? [...history].some(([k, h]) => k.startsWith(`${laterRef}/`) && h.some((s) => s.attempts > 0 || s.lastError !== null))
+  : false;
 out.push(`later item ${laterRef ?? '?'} claimed during the run: ${laterClaimed ? 'yes' : 'no'}`);
 out.push(`answers stored: ${answers}`);
 out.push(`worker exit on SIGTERM: ${workerCode}`);
@@ -198,7 +244,9 @@ out.push(
   `worker --until-idle afterwards: ${idle.timedOut ? `did NOT exit within ${fmtS(untilIdleTimeoutMs)} (killed)` : `exited with code ${idle.code} after ${fmtS(idle.ms)}`}; ${idleRequests} requests meanwhile`,
 );
 for (const l of idle.out.split('\n').filter((x) => x.startsWith('drained') || x.startsWith('left'))) out.push(`  ${l}`);
-out.push(`status: ${st.out.split('\n').find((l) => l.startsWith('failing sets')) ?? `(no failing-sets line; exit ${st.code})`}`);
+out.push(
+  `status: ${st.out.split('\n').find((l) => l.startsWith('failing sets')) ?? `(no failing-sets line; exit ${st.code})`}`,
+);
 process.stdout.write(`${out.join('\n')}\n`);
 reader.close();
 await server.close();

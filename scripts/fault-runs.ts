@@ -47,9 +47,15 @@ export async function seedRealTasks(root: string, items: number): Promise<FaultD
   // tasks are taken with their status set back to open, so the question sets apply to them. Their
   // text is untouched.
   type Row = { status?: string; issue_type?: string; ephemeral?: boolean | null; closed_at?: unknown };
-  const rows = source.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as Row);
+  const rows = source
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Row);
   const tasks = rows.filter((r) => r.issue_type === 'task' && r.ephemeral !== true);
-  const picked = [...tasks.filter((r) => r.status === 'open'), ...tasks.filter((r) => r.status === 'closed').map((r) => ({ ...r, status: 'open', closed_at: null }))]
+  const picked = [
+    ...tasks.filter((r) => r.status === 'open'),
+    ...tasks.filter((r) => r.status === 'closed').map((r) => ({ ...r, status: 'open', closed_at: null })),
+  ]
     .slice(0, items)
     .map((r) => JSON.stringify(r));
   if (picked.length < items) throw new Error(`only ${picked.length} tasks in the data, ${items} asked for`);
@@ -77,7 +83,9 @@ function spawnDist(root: string, args: string[]): WorkerProcess {
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   return { child, output: () => out, exited };
 }
 
@@ -89,7 +97,9 @@ async function runCli(root: string, args: string[]): Promise<{ code: number | nu
 
 /** Starts `n` worker processes of the build at `root` on `file` with the fake provider. */
 export function startWorkers(root: string, file: string, n: number, flags: string[]): WorkerProcess[] {
-  return Array.from({ length: n }, () => spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--tick-ms', '100', ...flags]));
+  return Array.from({ length: n }, () =>
+    spawnDist(root, ['worker', '--database-url', file, '--provider', 'fake', '--tick-ms', '100', ...flags]),
+  );
 }
 
 /** SIGTERMs the workers and waits for them to exit. */
@@ -152,7 +162,10 @@ export interface RunFigures {
 
 /** Reads the figures of a finished run from the file and the workers' logs. */
 export function figures(file: string, logs: string[]): RunFigures {
-  const parked = query<{ reason: string | null; n: number }>(file, "SELECT last_error AS reason, count(*) AS n FROM decision_jobs WHERE state = 'parked' GROUP BY last_error");
+  const parked = query<{ reason: string | null; n: number }>(
+    file,
+    "SELECT last_error AS reason, count(*) AS n FROM decision_jobs WHERE state = 'parked' GROUP BY last_error",
+  );
   const owed = query<{ n: number }>(file, "SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'")[0].n;
   const perKey = query<{ n: number }>(
     file,
@@ -205,13 +218,35 @@ export const KEYS_PER_TASK = 4;
  * plus its 1 s margin: the shortest lease accepted) and `--requests-per-minute 7`, until every
  * job is answered or parked, or `timeoutMs` passes.
  */
-export async function runLeaseLimiter(root: string, o: { items: number; timeoutMs: number; processes?: number }): Promise<RunFigures & { finished: boolean; items: number }> {
+export async function runLeaseLimiter(
+  root: string,
+  o: { items: number; timeoutMs: number; processes?: number },
+): Promise<RunFigures & { finished: boolean; items: number }> {
   const db = await seedRealTasks(root, o.items);
   try {
-    const ws = startWorkers(root, db.file, o.processes ?? 2, ['--fake-latency-ms', '3000', '--lease-ms', '4000', '--requests-per-minute', '7', '--concurrency', '4']);
-    const finished = await until(() => query<{ n: number }>(db.file, "SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'")[0].n === 0, o.timeoutMs);
+    const ws = startWorkers(root, db.file, o.processes ?? 2, [
+      '--fake-latency-ms',
+      '3000',
+      '--lease-ms',
+      '4000',
+      '--requests-per-minute',
+      '7',
+      '--concurrency',
+      '4',
+    ]);
+    const finished = await until(
+      () => query<{ n: number }>(db.file, "SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'")[0].n === 0,
+      o.timeoutMs,
+    );
     await stopWorkers(ws);
-    return { ...figures(db.file, ws.map((w) => w.output())), finished, items: o.items };
+    return {
+      ...figures(
+        db.file,
+        ws.map((w) => w.output()),
+      ),
+      finished,
+      items: o.items,
+    };
   } finally {
     db.cleanup();
   }
@@ -229,7 +264,14 @@ export async function runTokenCap(
   const db = await seedRealTasks(root, o.items);
   const slots = 4;
   try {
-    const ws = startWorkers(root, db.file, o.processes, ['--fake-latency-ms', '200', '--daily-token-cap', String(o.cap), '--concurrency', String(slots)]);
+    const ws = startWorkers(root, db.file, o.processes, [
+      '--fake-latency-ms',
+      '200',
+      '--daily-token-cap',
+      String(o.cap),
+      '--concurrency',
+      String(slots),
+    ]);
     // Done when calls have been billed, none for `quietMs`, and no lease is live: the cap (or the
     // work running out) has stopped every slot. Not before the first call: under load (the test
     // suite's parallel files) the workers took longer than the quiet window to start, and a run
@@ -248,7 +290,16 @@ export async function runTokenCap(
       return r.calls > 0 && r.live === 0 && now - last.at >= quietMs;
     }, o.timeoutMs);
     await stopWorkers(ws);
-    return { ...figures(db.file, ws.map((w) => w.output())), finished, cap: o.cap, processes: o.processes, slots };
+    return {
+      ...figures(
+        db.file,
+        ws.map((w) => w.output()),
+      ),
+      finished,
+      cap: o.cap,
+      processes: o.processes,
+      slots,
+    };
   } finally {
     db.cleanup();
   }

@@ -33,12 +33,24 @@ export interface DistWorker {
  * event-loop probe writes its gaps there at exit.
  * @throws when `<root>/dist/cli/main.js` is missing (run `npm run build` first).
  */
-export function spawnDist(root: string, args: string[], o: { env?: Record<string, string>; probeFile?: string } = {}): DistWorker {
+export function spawnDist(
+  root: string,
+  args: string[],
+  o: { env?: Record<string, string>; probeFile?: string } = {},
+): DistWorker {
   const main = join(root, 'dist/cli/main.js');
   if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build in ${root}`);
   const child = spawn(process.execPath, [...(o.probeFile ? ['--import', LOOP_PROBE] : []), main, ...args], {
     cwd: root,
-    env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'info', ANTHROPIC_API_KEY: '', ...(o.probeFile ? { LOOP_PROBE_FILE: o.probeFile } : {}), ...o.env },
+    env: {
+      ...process.env,
+      NO_COLOR: '1',
+      CI: '1',
+      VERDICT_LOG_LEVEL: 'info',
+      ANTHROPIC_API_KEY: '',
+      ...(o.probeFile ? { LOOP_PROBE_FILE: o.probeFile } : {}),
+      ...o.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -71,7 +83,10 @@ export function spawnDist(root: string, args: string[], o: { env?: Record<string
  * earlier counts from `sinceEpochMs`), the largest CPU time the process spent inside one such gap
  * (ms; prorated for a gap that began earlier), and the number of ticks. Read after the process exited.
  */
-export function probeMaxGap(probeFile: string, sinceEpochMs: number): { maxGapMs: number; maxCpuGapMs: number; ticks: number } {
+export function probeMaxGap(
+  probeFile: string,
+  sinceEpochMs: number,
+): { maxGapMs: number; maxCpuGapMs: number; ticks: number } {
   const p = JSON.parse(readFileSync(probeFile, 'utf8')) as { ticks: number; gaps: Array<[number, number, number]> };
   let maxGapMs = 0;
   let maxCpuGapMs = 0;
@@ -91,7 +106,9 @@ export function probeMaxGap(probeFile: string, sinceEpochMs: number): { maxGapMs
  * (what a collection settings change or a drift sweep re-owes). @returns jobs owed.
  */
 export async function reoweAll(file: string): Promise<number> {
-  const ids = withDb(file, (d) => (d.prepare('SELECT id FROM items ORDER BY id').all() as Array<{ id: string }>).map((r) => r.id));
+  const ids = withDb(file, (d) =>
+    (d.prepare('SELECT id FROM items ORDER BY id').all() as Array<{ id: string }>).map((r) => r.id),
+  );
   const store = new SqliteStore({ url: file, registry: new Registry(productionSets()) });
   try {
     let owed = 0;
@@ -122,7 +139,8 @@ export function withDb<T>(file: string, fn: (d: Database.Database) => T): T {
 export function jobCounts(file: string): { jobs: number; claimed: number; answers: number } {
   return withDb(file, (d) => ({
     jobs: (d.prepare('SELECT count(*) AS n FROM decision_jobs').get() as { n: number }).n,
-    claimed: (d.prepare('SELECT count(*) AS n FROM decision_jobs WHERE claimed_by IS NOT NULL').get() as { n: number }).n,
+    claimed: (d.prepare('SELECT count(*) AS n FROM decision_jobs WHERE claimed_by IS NOT NULL').get() as { n: number })
+      .n,
     answers: (d.prepare('SELECT count(*) AS n FROM item_decisions').get() as { n: number }).n,
   }));
 }
@@ -195,7 +213,11 @@ export function holdReadSnapshot(file: string): { release: () => void } {
 }
 
 /** Runs a built CLI command to completion: its exit code and output. */
-export async function runDist(root: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runDist(
+  root: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const w = spawnDist(root, args, { env });
   const ex = await w.exited;
   return { code: ex.code, stdout: w.stdout(), stderr: w.stderr() };

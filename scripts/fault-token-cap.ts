@@ -12,12 +12,22 @@ import { ROOT, runTokenCap } from './fault-runs.js';
  * `--root` is the checkout whose built dist/ runs (`npm run build` there first).
  */
 const { values } = parseArgs({
-  options: { root: { type: 'string', default: ROOT }, items: { type: 'string', default: '200' }, cap: { type: 'string', default: '20000' }, 'timeout-s': { type: 'string', default: '120' } },
+  options: {
+    root: { type: 'string', default: ROOT },
+    items: { type: 'string', default: '200' },
+    cap: { type: 'string', default: '20000' },
+    'timeout-s': { type: 'string', default: '120' },
+  },
 });
 console.log(`root: ${values.root}`);
 for (const processes of [1, 3]) {
   const t0 = Date.now();
-  const f = await runTokenCap(values.root!, { items: Number(values.items), processes, cap: Number(values.cap), timeoutMs: Number(values['timeout-s']) * 1000 });
+  const f = await runTokenCap(values.root!, {
+    items: Number(values.items),
+    processes,
+    cap: Number(values.cap),
+    timeoutMs: Number(values['timeout-s']) * 1000,
+  });
   const allowance = f.processes * f.slots * f.maxCallTokens;
   console.log(
     `${processes} process(es) × ${f.slots} slots, --daily-token-cap ${f.cap}, --fake-latency-ms 200, ${values.items} open tasks: ` +

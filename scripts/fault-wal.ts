@@ -43,7 +43,9 @@ try {
   while (jobCounts(file).jobs > 0 && Date.now() - started < Number(a['drain-cap-ms'])) await sleep(500);
   const c = jobCounts(file);
   const atRelease = walBytes(file);
-  console.log(`drained after ${Date.now() - started} ms (${c.jobs} jobs left, ${c.answers} answers); WAL peak ${mib(peak)}, at release ${mib(atRelease)}`);
+  console.log(
+    `drained after ${Date.now() - started} ms (${c.jobs} jobs left, ${c.answers} answers); WAL peak ${mib(peak)}, at release ${mib(atRelease)}`,
+  );
   reader.release();
   const releasedAt = Date.now();
   let under64: number | null = null;
@@ -57,9 +59,16 @@ try {
       `WAL ${afterMs} ms later: ${mib(walBytes(file))} (${walBytes(file)} bytes)`,
   );
   const status = await runDist(root, ['status', '--database-url', file]);
-  console.log(`verdict status: ${status.stdout.split('\n').find((l) => /write-ahead/.test(l)) ?? '(no write-ahead log line)'}`);
+  console.log(
+    `verdict status: ${status.stdout.split('\n').find((l) => /write-ahead/.test(l)) ?? '(no write-ahead log line)'}`,
+  );
   const doctor = await runDist(root, ['doctor', '--database-url', file, '--provider', 'none']);
-  console.log(`verdict doctor: ${doctor.stdout.split('\n').find((l) => /^\s*(ok|FAIL)\s+database/.test(l))?.trim()}`);
+  console.log(
+    `verdict doctor: ${doctor.stdout
+      .split('\n')
+      .find((l) => /^\s*(ok|FAIL)\s+database/.test(l))
+      ?.trim()}`,
+  );
   console.log(`database file ${mib(statSync(file).size)}`);
   w.child.kill('SIGTERM');
   await w.exited;

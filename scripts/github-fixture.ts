@@ -14,7 +14,14 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { beadsBody, beadsRowSchema, classifyBeadsRow, isTombstone, parseRfc3339, type BeadsRow } from '../src/importers/beads-format.js';
+import {
+  beadsBody,
+  beadsRowSchema,
+  classifyBeadsRow,
+  isTombstone,
+  parseRfc3339,
+  type BeadsRow,
+} from '../src/importers/beads-format.js';
 
 /** The repository the fixture pretends to be (not a real one: these numbers are not GitHub's). */
 const REPO = 'verdict-fixture/beads';
@@ -85,7 +92,10 @@ const gh = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 // Comments, numbered 1..M in time order.
 const comments = all
   .flatMap((r) => (r.comments ?? []).map((c) => ({ r, c })))
-  .sort((a, b) => parseRfc3339(a.c.created_at!)! - parseRfc3339(b.c.created_at!)! || String(a.c.id).localeCompare(String(b.c.id)));
+  .sort(
+    (a, b) =>
+      parseRfc3339(a.c.created_at!)! - parseRfc3339(b.c.created_at!)! || String(a.c.id).localeCompare(String(b.c.id)),
+  );
 const commentRows = comments.map(({ r, c }, i) => {
   const n = number.get(r.id)!;
   const at = gh(parseRfc3339(c.created_at!)!);
@@ -107,7 +117,12 @@ let taskLines = 0;
 for (const r of all) {
   for (const d of r.dependencies ?? []) {
     if (!number.has(d.depends_on_id) || !number.has(d.issue_id)) continue;
-    const [owner, listed] = d.type === 'parent-child' ? [d.depends_on_id, d.issue_id] : d.type === 'blocks' ? [d.issue_id, d.depends_on_id] : [null, null];
+    const [owner, listed] =
+      d.type === 'parent-child'
+        ? [d.depends_on_id, d.issue_id]
+        : d.type === 'blocks'
+          ? [d.issue_id, d.depends_on_id]
+          : [null, null];
     if (!owner || !listed) continue;
     const done = byId.get(listed)?.status === 'closed' ? 'x' : ' ';
     const line = `- [${done}] #${number.get(listed)}`;
@@ -128,8 +143,15 @@ const issueRows = all.map((r) => {
   const dup = DUPLICATE_REASON.exec(r.close_reason ?? '');
   const dupOf = dup && number.has(dup[1]) ? number.get(dup[1])! : null;
   if (dupOf !== null) duplicates++;
-  const parts = [beadsBody(r), ...(tasks.has(r.id) ? [tasks.get(r.id)!.join('\n')] : []), ...(dupOf !== null ? [`Duplicate of #${dupOf}`] : [])].filter((p) => p !== '');
-  const updated = Math.max(parseRfc3339(r.updated_at ?? r.created_at!)!, ...(r.comments ?? []).map((c) => parseRfc3339(c.created_at!)!));
+  const parts = [
+    beadsBody(r),
+    ...(tasks.has(r.id) ? [tasks.get(r.id)!.join('\n')] : []),
+    ...(dupOf !== null ? [`Duplicate of #${dupOf}`] : []),
+  ].filter((p) => p !== '');
+  const updated = Math.max(
+    parseRfc3339(r.updated_at ?? r.created_at!)!,
+    ...(r.comments ?? []).map((c) => parseRfc3339(c.created_at!)!),
+  );
   const closedTime = closed ? gh(parseRfc3339(closedAt.get(r.id) ?? r.updated_at ?? r.created_at!)!) : null;
   return {
     id: n,
@@ -150,7 +172,15 @@ const issueRows = all.map((r) => {
     closed_at: closedTime,
     body: parts.length ? parts.join('\n\n') : null,
     ...(isPr
-      ? { pull_request: { url: `${API}/pulls/${n}`, html_url: `${HTML}/pull/${n}`, diff_url: `${HTML}/pull/${n}.diff`, patch_url: `${HTML}/pull/${n}.patch`, merged_at: closed && /^Merged/.test(r.close_reason ?? '') ? closedTime : null } }
+      ? {
+          pull_request: {
+            url: `${API}/pulls/${n}`,
+            html_url: `${HTML}/pull/${n}`,
+            diff_url: `${HTML}/pull/${n}.diff`,
+            patch_url: `${HTML}/pull/${n}.patch`,
+            merged_at: closed && /^Merged/.test(r.close_reason ?? '') ? closedTime : null,
+          },
+        }
       : {}),
   };
 });

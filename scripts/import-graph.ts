@@ -72,14 +72,88 @@ export interface ImportGraphReport {
  */
 export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   cli: '*',
-  index: ['server', 'mcp', 'compose', 'actions', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  server: ['dashboard', 'mcp', 'compose', 'actions', 'integrations', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  index: [
+    'server',
+    'mcp',
+    'compose',
+    'actions',
+    'eval',
+    'worker',
+    'runner',
+    'integrations',
+    'reads',
+    'importers',
+    'access',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
+  server: [
+    'dashboard',
+    'mcp',
+    'compose',
+    'actions',
+    'integrations',
+    'access',
+    'store',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
   dashboard: ['compose', 'actions', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
   mcp: ['compose', 'actions', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
   testing: ['providers', 'decision', 'errors', 'log'],
-  compose: ['actions', 'eval', 'worker', 'runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  actions: ['eval', 'worker', 'runner', 'integrations', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
-  worker: ['runner', 'integrations', 'reads', 'importers', 'access', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  compose: [
+    'actions',
+    'eval',
+    'worker',
+    'runner',
+    'integrations',
+    'reads',
+    'importers',
+    'access',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
+  actions: [
+    'eval',
+    'worker',
+    'runner',
+    'integrations',
+    'reads',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
+  worker: [
+    'runner',
+    'integrations',
+    'reads',
+    'importers',
+    'access',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],
   eval: ['runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
@@ -217,7 +291,10 @@ export function folderArrows(files: Graph): Array<{ from: string; to: string; co
 }
 
 /** Runs every check over a file graph (see {@link ImportGraphReport}); `layering` defaults to {@link LAYERING}. */
-export function checkGraph(files: Graph, layering: Readonly<Record<string, readonly string[] | '*'>> = LAYERING): ImportGraphReport {
+export function checkGraph(
+  files: Graph,
+  layering: Readonly<Record<string, readonly string[] | '*'>> = LAYERING,
+): ImportGraphReport {
   const arrows = folderArrows(files);
   const layerViolations: string[] = [];
   const unplaced = new Set<string>();
@@ -255,7 +332,12 @@ export function checkImportGraph(srcDir: string): ImportGraphReport {
 
 /** True when the report has no cycle of either kind, no arrow against the layering and nothing outside cli imports cli. */
 export function isClean(r: ImportGraphReport): boolean {
-  return r.fileCycles.length === 0 && r.folderCycles.length === 0 && r.cliImports.length === 0 && r.layerViolations.length === 0;
+  return (
+    r.fileCycles.length === 0 &&
+    r.folderCycles.length === 0 &&
+    r.cliImports.length === 0 &&
+    r.layerViolations.length === 0
+  );
 }
 
 function main(): void {

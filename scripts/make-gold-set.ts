@@ -18,7 +18,13 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { BEADS_COLLECTION_SCHEMA, beadsBody, classifyBeadsRow, isTombstone, type BeadsRow } from '../src/importers/beads-format.js';
+import {
+  BEADS_COLLECTION_SCHEMA,
+  beadsBody,
+  classifyBeadsRow,
+  isTombstone,
+  type BeadsRow,
+} from '../src/importers/beads-format.js';
 
 const SET = 'attention';
 

@@ -33,7 +33,10 @@ interface Kept {
   row: BeadsRow;
   obj: Record<string, unknown> & { id: string; dependencies?: Array<{ depends_on_id: string }>; comments?: unknown[] };
 }
-const lines = bytes.toString('utf8').split('\n').filter((l) => l.trim() !== '');
+const lines = bytes
+  .toString('utf8')
+  .split('\n')
+  .filter((l) => l.trim() !== '');
 const kept: Kept[] = [];
 const left: Record<string, number> = {};
 const leftWithComments: string[] = [];
@@ -45,7 +48,13 @@ for (const line of lines) {
     kept.push({ line, row: parsed.data, obj });
     continue;
   }
-  const why = !cls ? 'invalid' : cls.kind === 'skip' ? (cls.reason === 'ephemeral' ? 'ephemeral' : `type ${cls.type}`) : 'other';
+  const why = !cls
+    ? 'invalid'
+    : cls.kind === 'skip'
+      ? cls.reason === 'ephemeral'
+        ? 'ephemeral'
+        : `type ${cls.type}`
+      : 'other';
   left[why] = (left[why] ?? 0) + 1;
   if (obj.comments?.length) leftWithComments.push(obj.id);
 }

@@ -29,13 +29,14 @@ try {
   let allText = 0;
   let omittedText = 0;
   const histogram = new Map<number, number>();
-  for (let after: string | undefined; ; ) {
+  for (let after: string | undefined; ;) {
     const page = await store.listItems({ workspaceId: report.workspaceId, afterId: after, limit: 500 });
     if (page.length === 0) break;
     after = page[page.length - 1].id;
     for (const row of page) {
       const loaded = await store.loadItemForEvaluation(row.id);
-      if (!loaded || loaded.item.deletedAt !== null || !appliesNow(attentionSet, loaded.item, loaded.collection)) continue;
+      if (!loaded || loaded.item.deletedAt !== null || !appliesNow(attentionSet, loaded.item, loaded.collection))
+        continue;
       open++;
       const n = loaded.comments.length;
       histogram.set(n, (histogram.get(n) ?? 0) + 1);
@@ -54,8 +55,15 @@ try {
   console.log(`file: ${file}`);
   console.log(`open items (attention applies): ${open}`);
   console.log(`open items with more than ${LIMITS.trailComments} live comments: ${clipped} (${pct(clipped, open)} %)`);
-  console.log(`comments omitted from the trail: ${omitted}; comment text omitted: ${omittedText} of ${allText} code points (${pct(omittedText, allText)} %)`);
-  console.log(`live comments per open item: ${[...histogram].sort((a, b) => a[0] - b[0]).map(([k, v]) => `${k}:${v}`).join(' ')}`);
+  console.log(
+    `comments omitted from the trail: ${omitted}; comment text omitted: ${omittedText} of ${allText} code points (${pct(omittedText, allText)} %)`,
+  );
+  console.log(
+    `live comments per open item: ${[...histogram]
+      .sort((a, b) => a[0] - b[0])
+      .map(([k, v]) => `${k}:${v}`)
+      .join(' ')}`,
+  );
 } finally {
   await store.close();
   rmSync(dir, { recursive: true, force: true });

@@ -55,10 +55,14 @@ export class ManualClock implements WaitClock {
     return new Promise((resolve) => {
       const w = { at: this.t + ms, done: resolve };
       this.waits.push(w);
-      signal?.addEventListener('abort', () => {
-        this.waits = this.waits.filter((x) => x !== w);
-        resolve(false);
-      }, { once: true });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          this.waits = this.waits.filter((x) => x !== w);
+          resolve(false);
+        },
+        { once: true },
+      );
     });
   }
 }

@@ -126,51 +126,213 @@ interface OptionSpec {
   expected: string;
 }
 
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.coerce.number().int().min(min).max(max);
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 
 const httpUrl = z.url({ protocol: /^https?$/ });
 
 /** A comma-separated list: entries trimmed, blanks and repeats dropped. */
-const splitList = (s: string) => [...new Set(s.split(',').map((u) => u.trim()).filter((u) => u !== ''))];
+const splitList = (s: string) => [
+  ...new Set(
+    s
+      .split(',')
+      .map((u) => u.trim())
+      .filter((u) => u !== ''),
+  ),
+];
 
 /** Every option: its flag, its environment variable, and its validator. Keys are environment-only. */
-export const OPTIONS: Record<Exclude<keyof Config, 'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret' | 'mcpToken' | 'githubToken'>, OptionSpec> = {
-  databaseUrl: { flag: '--database-url', env: 'VERDICT_DATABASE_URL', schema: z.string().min(1), expected: 'a file path, file: URL or postgres:// URL' },
-  provider: { flag: '--provider', env: 'VERDICT_PROVIDER', schema: z.enum(['anthropic', 'openai', 'fake', 'none']), expected: 'one of anthropic, openai, fake, none' },
+export const OPTIONS: Record<
+  Exclude<
+    keyof Config,
+    'anthropicApiKey' | 'openaiApiKey' | 'githubWebhookSecret' | 'eventSecret' | 'mcpToken' | 'githubToken'
+  >,
+  OptionSpec
+> = {
+  databaseUrl: {
+    flag: '--database-url',
+    env: 'VERDICT_DATABASE_URL',
+    schema: z.string().min(1),
+    expected: 'a file path, file: URL or postgres:// URL',
+  },
+  provider: {
+    flag: '--provider',
+    env: 'VERDICT_PROVIDER',
+    schema: z.enum(['anthropic', 'openai', 'fake', 'none']),
+    expected: 'one of anthropic, openai, fake, none',
+  },
   model: { flag: '--model', env: 'VERDICT_MODEL', schema: z.string().min(1), expected: 'a model id' },
-  logLevel: { flag: '--log-level', env: 'VERDICT_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), expected: 'one of fatal, error, warn, info, debug, trace, silent' },
-  concurrency: { flag: '--concurrency', env: 'VERDICT_CONCURRENCY', schema: int(1, 256), expected: 'an integer from 1 to 256' },
+  logLevel: {
+    flag: '--log-level',
+    env: 'VERDICT_LOG_LEVEL',
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    expected: 'one of fatal, error, warn, info, debug, trace, silent',
+  },
+  concurrency: {
+    flag: '--concurrency',
+    env: 'VERDICT_CONCURRENCY',
+    schema: int(1, 256),
+    expected: 'an integer from 1 to 256',
+  },
   coAsk: { flag: '--co-ask', env: 'VERDICT_CO_ASK', schema: z.enum(['on', 'off']), expected: 'on or off' },
   batch: { flag: '--batch', env: 'VERDICT_BATCH', schema: z.enum(['auto', 'on', 'off']), expected: 'auto, on or off' },
-  tickMs: { flag: '--tick-ms', env: 'VERDICT_TICK_MS', schema: int(10, 3_600_000), expected: 'milliseconds from 10 to 3600000' },
-  leaseMs: { flag: '--lease-ms', env: 'VERDICT_LEASE_MS', schema: int(100, 86_400_000), expected: 'milliseconds from 100 to 86400000' },
-  passLimit: { flag: '--pass-limit', env: 'VERDICT_PASS_LIMIT', schema: int(1, 100_000), expected: 'an integer from 1 to 100000' },
-  fakeLatencyMs: { flag: '--fake-latency-ms', env: 'VERDICT_FAKE_LATENCY_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
-  metricsPort: { flag: '--metrics-port', env: 'VERDICT_METRICS_PORT', schema: int(0, 65_535), expected: 'a port from 0 to 65535' },
-  metricsHost: { flag: '--metrics-host', env: 'VERDICT_METRICS_HOST', schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/), expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0' },
-  backfillChunk: { flag: '--backfill-chunk', env: 'VERDICT_BACKFILL_CHUNK', schema: int(1, 100_000), expected: 'an integer from 1 to 100000' },
+  tickMs: {
+    flag: '--tick-ms',
+    env: 'VERDICT_TICK_MS',
+    schema: int(10, 3_600_000),
+    expected: 'milliseconds from 10 to 3600000',
+  },
+  leaseMs: {
+    flag: '--lease-ms',
+    env: 'VERDICT_LEASE_MS',
+    schema: int(100, 86_400_000),
+    expected: 'milliseconds from 100 to 86400000',
+  },
+  passLimit: {
+    flag: '--pass-limit',
+    env: 'VERDICT_PASS_LIMIT',
+    schema: int(1, 100_000),
+    expected: 'an integer from 1 to 100000',
+  },
+  fakeLatencyMs: {
+    flag: '--fake-latency-ms',
+    env: 'VERDICT_FAKE_LATENCY_MS',
+    schema: int(0, 600_000),
+    expected: 'milliseconds from 0 to 600000',
+  },
+  metricsPort: {
+    flag: '--metrics-port',
+    env: 'VERDICT_METRICS_PORT',
+    schema: int(0, 65_535),
+    expected: 'a port from 0 to 65535',
+  },
+  metricsHost: {
+    flag: '--metrics-host',
+    env: 'VERDICT_METRICS_HOST',
+    schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/),
+    expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0',
+  },
+  backfillChunk: {
+    flag: '--backfill-chunk',
+    env: 'VERDICT_BACKFILL_CHUNK',
+    schema: int(1, 100_000),
+    expected: 'an integer from 1 to 100000',
+  },
   configFile: { flag: '--config', env: 'VERDICT_CONFIG', schema: z.string().min(1), expected: 'a file path' },
-  graceMs: { flag: '--grace-ms', env: 'VERDICT_GRACE_MS', schema: int(0, 600_000), expected: 'milliseconds from 0 to 600000' },
-  abandonLimit: { flag: '--abandon-limit', env: 'VERDICT_ABANDON_LIMIT', schema: int(1, 1000), expected: 'an integer from 1 to 1000' },
-  inputBudgetTokens: { flag: '--input-budget-tokens', env: 'VERDICT_INPUT_BUDGET_TOKENS', schema: int(1000, 10_000_000), expected: 'tokens from 1000 to 10000000' },
-  driftSweepPerMinute: { flag: '--drift-sweep-per-minute', env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE', schema: int(0, 100_000), expected: 'items per minute from 0 (off) to 100000' },
-  retentionHistoryMs: { flag: '--retention-history-ms', env: 'VERDICT_RETENTION_HISTORY_MS', schema: int(0, 315_360_000_000), expected: 'milliseconds from 0 to 315360000000 (10 years)' },
-  walCheckpointMs: { flag: '--wal-checkpoint-ms', env: 'VERDICT_WAL_CHECKPOINT_MS', schema: int(100, 3_600_000), expected: 'milliseconds from 100 to 3600000' },
-  pruneIntervalMs: { flag: '--prune-interval-ms', env: 'VERDICT_PRUNE_INTERVAL_MS', schema: int(0, 604_800_000), expected: 'milliseconds from 0 (off) to 604800000' },
+  graceMs: {
+    flag: '--grace-ms',
+    env: 'VERDICT_GRACE_MS',
+    schema: int(0, 600_000),
+    expected: 'milliseconds from 0 to 600000',
+  },
+  abandonLimit: {
+    flag: '--abandon-limit',
+    env: 'VERDICT_ABANDON_LIMIT',
+    schema: int(1, 1000),
+    expected: 'an integer from 1 to 1000',
+  },
+  inputBudgetTokens: {
+    flag: '--input-budget-tokens',
+    env: 'VERDICT_INPUT_BUDGET_TOKENS',
+    schema: int(1000, 10_000_000),
+    expected: 'tokens from 1000 to 10000000',
+  },
+  driftSweepPerMinute: {
+    flag: '--drift-sweep-per-minute',
+    env: 'VERDICT_DRIFT_SWEEP_PER_MINUTE',
+    schema: int(0, 100_000),
+    expected: 'items per minute from 0 (off) to 100000',
+  },
+  retentionHistoryMs: {
+    flag: '--retention-history-ms',
+    env: 'VERDICT_RETENTION_HISTORY_MS',
+    schema: int(0, 315_360_000_000),
+    expected: 'milliseconds from 0 to 315360000000 (10 years)',
+  },
+  walCheckpointMs: {
+    flag: '--wal-checkpoint-ms',
+    env: 'VERDICT_WAL_CHECKPOINT_MS',
+    schema: int(100, 3_600_000),
+    expected: 'milliseconds from 100 to 3600000',
+  },
+  pruneIntervalMs: {
+    flag: '--prune-interval-ms',
+    env: 'VERDICT_PRUNE_INTERVAL_MS',
+    schema: int(0, 604_800_000),
+    expected: 'milliseconds from 0 (off) to 604800000',
+  },
   envFile: { flag: '--env-vars-file', env: 'VERDICT_ENV_FILE', schema: z.string().min(1), expected: 'a file path' },
-  anthropicBaseUrl: { flag: '--anthropic-base-url', env: 'ANTHROPIC_BASE_URL', schema: httpUrl, expected: 'an http(s) URL' },
-  openaiBaseUrl: { flag: '--openai-base-url', env: 'VERDICT_OPENAI_BASE_URL', schema: httpUrl, expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)' },
-  requestsPerMinute: { flag: '--requests-per-minute', env: 'VERDICT_REQUESTS_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000 (unset: no cap)' },
-  inputTokensPerMinute: { flag: '--input-tokens-per-minute', env: 'VERDICT_INPUT_TOKENS_PER_MINUTE', schema: int(100, 1_000_000_000), expected: 'tokens per minute from 100 to 1000000000 (unset: no cap)' },
-  httpPort: { flag: '--http-port', env: 'VERDICT_HTTP_PORT', schema: int(0, 65_535), expected: 'a port from 0 to 65535' },
-  httpHost: { flag: '--http-host', env: 'VERDICT_HTTP_HOST', schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/), expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0' },
-  httpRateLimitPerMinute: { flag: '--http-rate-limit-per-minute', env: 'VERDICT_HTTP_RATE_LIMIT_PER_MINUTE', schema: int(1, 1_000_000), expected: 'requests per minute from 1 to 1000000' },
-  githubWorkspace: { flag: '--github-workspace', env: 'VERDICT_GITHUB_WORKSPACE', schema: z.string().min(1).max(200), expected: 'a workspace slug' },
-  dailyTokenCap: { flag: '--daily-token-cap', env: 'VERDICT_DAILY_TOKEN_CAP', schema: int(1, Number.MAX_SAFE_INTEGER), expected: 'a positive number of tokens per UTC day (unset: no cap)' },
-  actions: { flag: '--actions', env: 'VERDICT_ACTIONS', schema: z.enum(['off', 'propose', 'apply']), expected: 'one of off, propose, apply' },
-  githubApiUrl: { flag: '--github-api-url', env: 'VERDICT_GITHUB_API_URL', schema: httpUrl, expected: 'an http(s) URL (for example https://api.github.com)' },
-  eventUrls: { flag: '--event-urls', env: 'VERDICT_EVENT_URLS', schema: z.string().transform(splitList).pipe(z.array(httpUrl).min(1).max(32)), expected: 'comma-separated http(s) URLs (1 to 32), such as https://example.com/hooks/verdict' },
+  anthropicBaseUrl: {
+    flag: '--anthropic-base-url',
+    env: 'ANTHROPIC_BASE_URL',
+    schema: httpUrl,
+    expected: 'an http(s) URL',
+  },
+  openaiBaseUrl: {
+    flag: '--openai-base-url',
+    env: 'VERDICT_OPENAI_BASE_URL',
+    schema: httpUrl,
+    expected: 'an http(s) URL, /v1 included (for example http://localhost:11434/v1)',
+  },
+  requestsPerMinute: {
+    flag: '--requests-per-minute',
+    env: 'VERDICT_REQUESTS_PER_MINUTE',
+    schema: int(1, 1_000_000),
+    expected: 'requests per minute from 1 to 1000000 (unset: no cap)',
+  },
+  inputTokensPerMinute: {
+    flag: '--input-tokens-per-minute',
+    env: 'VERDICT_INPUT_TOKENS_PER_MINUTE',
+    schema: int(100, 1_000_000_000),
+    expected: 'tokens per minute from 100 to 1000000000 (unset: no cap)',
+  },
+  httpPort: {
+    flag: '--http-port',
+    env: 'VERDICT_HTTP_PORT',
+    schema: int(0, 65_535),
+    expected: 'a port from 0 to 65535',
+  },
+  httpHost: {
+    flag: '--http-host',
+    env: 'VERDICT_HTTP_HOST',
+    schema: z.string().regex(/^[0-9A-Za-z.:[\]-]+$/),
+    expected: 'a host name or IP address to bind, such as 127.0.0.1 or 0.0.0.0',
+  },
+  httpRateLimitPerMinute: {
+    flag: '--http-rate-limit-per-minute',
+    env: 'VERDICT_HTTP_RATE_LIMIT_PER_MINUTE',
+    schema: int(1, 1_000_000),
+    expected: 'requests per minute from 1 to 1000000',
+  },
+  githubWorkspace: {
+    flag: '--github-workspace',
+    env: 'VERDICT_GITHUB_WORKSPACE',
+    schema: z.string().min(1).max(200),
+    expected: 'a workspace slug',
+  },
+  dailyTokenCap: {
+    flag: '--daily-token-cap',
+    env: 'VERDICT_DAILY_TOKEN_CAP',
+    schema: int(1, Number.MAX_SAFE_INTEGER),
+    expected: 'a positive number of tokens per UTC day (unset: no cap)',
+  },
+  actions: {
+    flag: '--actions',
+    env: 'VERDICT_ACTIONS',
+    schema: z.enum(['off', 'propose', 'apply']),
+    expected: 'one of off, propose, apply',
+  },
+  githubApiUrl: {
+    flag: '--github-api-url',
+    env: 'VERDICT_GITHUB_API_URL',
+    schema: httpUrl,
+    expected: 'an http(s) URL (for example https://api.github.com)',
+  },
+  eventUrls: {
+    flag: '--event-urls',
+    env: 'VERDICT_EVENT_URLS',
+    schema: z.string().transform(splitList).pipe(z.array(httpUrl).min(1).max(32)),
+    expected: 'comma-separated http(s) URLs (1 to 32), such as https://example.com/hooks/verdict',
+  },
 };
 
 export const DEFAULTS = {
@@ -225,13 +387,17 @@ function readEnvFile(path: string, source = '--env-vars-file'): Record<string, s
 export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Config {
   const envFile = flags.envFile ?? (env.VERDICT_ENV_FILE?.trim() ? env.VERDICT_ENV_FILE : undefined);
   if (envFile !== undefined) {
-    env = { ...env, ...readEnvFile(String(envFile), flags.envFile !== undefined ? '--env-vars-file' : 'VERDICT_ENV_FILE') };
+    env = {
+      ...env,
+      ...readEnvFile(String(envFile), flags.envFile !== undefined ? '--env-vars-file' : 'VERDICT_ENV_FILE'),
+    };
   }
   const out: Record<string, unknown> = {};
   for (const [key, spec] of Object.entries(OPTIONS)) {
     const fromFlag = flags[key];
     const fromEnv = env[spec.env];
-    const raw = fromFlag !== undefined ? fromFlag : fromEnv !== undefined && fromEnv.trim() !== '' ? fromEnv : undefined;
+    const raw =
+      fromFlag !== undefined ? fromFlag : fromEnv !== undefined && fromEnv.trim() !== '' ? fromEnv : undefined;
     if (raw === undefined) {
       out[key] = (DEFAULTS as Record<string, unknown>)[key];
       continue;
@@ -252,14 +418,25 @@ export function loadConfig(flags: Record<string, unknown>, env: NodeJS.ProcessEn
   cfg.mcpToken = blank(env.VERDICT_MCP_TOKEN);
   cfg.githubToken = blank(env.VERDICT_GITHUB_TOKEN) ?? blank(env.GITHUB_TOKEN);
   const tokenProblem = cfg.githubToken === undefined ? null : apiKeyProblem(cfg.githubToken);
-  if (tokenProblem) throw new ConfigError(`${blank(env.VERDICT_GITHUB_TOKEN) ? 'VERDICT_GITHUB_TOKEN' : 'GITHUB_TOKEN'} ${tokenProblem}; set it to the token alone`);
+  if (tokenProblem)
+    throw new ConfigError(
+      `${blank(env.VERDICT_GITHUB_TOKEN) ? 'VERDICT_GITHUB_TOKEN' : 'GITHUB_TOKEN'} ${tokenProblem}; set it to the token alone`,
+    );
   const eventProblem = eventSettingsProblem(cfg.eventUrls, cfg.eventSecret);
-  if (eventProblem) throw new ConfigError(`VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`);
+  if (eventProblem)
+    throw new ConfigError(
+      `VERDICT_EVENT_SECRET ${eventProblem} (${flags.eventUrls !== undefined ? '--event-urls' : 'VERDICT_EVENT_URLS'} is set)`,
+    );
   // The default provider is anthropic when a key is set (DESIGN §9); otherwise none is chosen.
   if (cfg.provider === undefined && cfg.anthropicApiKey) cfg.provider = 'anthropic';
   // A key that cannot be sent as a header is a configuration error at start (DESIGN §3.8), for
   // the provider that will send it. The key itself is never quoted.
-  const key = cfg.provider === 'anthropic' ? ['ANTHROPIC_API_KEY', cfg.anthropicApiKey] : cfg.provider === 'openai' ? ['VERDICT_OPENAI_API_KEY', cfg.openaiApiKey] : null;
+  const key =
+    cfg.provider === 'anthropic'
+      ? ['ANTHROPIC_API_KEY', cfg.anthropicApiKey]
+      : cfg.provider === 'openai'
+        ? ['VERDICT_OPENAI_API_KEY', cfg.openaiApiKey]
+        : null;
   const problem = key && key[1] !== undefined ? apiKeyProblem(key[1]) : null;
   if (problem) throw new ConfigError(`${key![0]} ${problem}; set it to the key alone`);
   return cfg;
@@ -296,8 +473,10 @@ export function apiKeyProblem(key: string): string | null {
  */
 export function eventSettingsProblem(urls: readonly string[], secret: string | undefined): string | null {
   if (urls.length === 0) return null;
-  if (secret === undefined || secret === '') return 'must be set: every event delivery is signed with it (X-Verdict-Signature-256)';
+  if (secret === undefined || secret === '')
+    return 'must be set: every event delivery is signed with it (X-Verdict-Signature-256)';
   // eslint-disable-next-line no-control-regex
-  if (/[\x00-\x1f\x7f]/.test(secret)) return 'contains a line break or another control character; set it to the secret alone';
+  if (/[\x00-\x1f\x7f]/.test(secret))
+    return 'contains a line break or another control character; set it to the secret alone';
   return null;
 }

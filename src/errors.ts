@@ -78,11 +78,18 @@ export class DatabaseUnavailable extends VerdictError {
  */
 export function errCode(err: unknown): string {
   const chain: object[] = [];
-  for (let e: unknown = err; e && typeof e === 'object' && chain.length < 5 && !chain.includes(e); e = (e as { cause?: unknown }).cause) chain.push(e);
+  for (
+    let e: unknown = err;
+    e && typeof e === 'object' && chain.length < 5 && !chain.includes(e);
+    e = (e as { cause?: unknown }).cause
+  )
+    chain.push(e);
   for (const e of [...chain].reverse()) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && code) return code;
   }
-  const names = chain.map((e) => (e as { name?: unknown }).name).filter((n): n is string => typeof n === 'string' && n !== '');
+  const names = chain
+    .map((e) => (e as { name?: unknown }).name)
+    .filter((n): n is string => typeof n === 'string' && n !== '');
   return names.find((n) => n !== 'Error') ?? names[0] ?? typeof err;
 }

@@ -42,7 +42,15 @@ export function createLogger(level = 'info', destination?: DestinationStream, op
     },
     // Pretty lines are written synchronously, in this thread (not a transport worker): on a
     // terminal they land in order with what the command prints (a progress bar, its summary).
-    pretty ? pinoPretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', destination: opts.prettyFd ?? 1, sync: true }) : destination,
+    pretty
+      ? pinoPretty({
+          colorize: true,
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname',
+          destination: opts.prettyFd ?? 1,
+          sync: true,
+        })
+      : destination,
   );
 }
 

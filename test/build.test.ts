@@ -22,10 +22,24 @@ function project(dir: string, body: string): string {
   mkdirSync(join(dir, 'src/cli'), { recursive: true });
   writeFileSync(join(dir, 'src/cli/main.ts'), body);
   const tsconfig = join(dir, 'tsconfig.json');
-  writeFileSync(tsconfig, JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, rootDir: 'src', types: [] }, include: ['src'] }));
+  writeFileSync(
+    tsconfig,
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        rootDir: 'src',
+        types: [],
+      },
+      include: ['src'],
+    }),
+  );
   return tsconfig;
 }
-const build = (tsconfig: string, out: string) => exec(process.execPath, [join(ROOT, 'scripts/build.mjs'), '--project', tsconfig, '--out', out], { cwd: ROOT });
+const build = (tsconfig: string, out: string) =>
+  exec(process.execPath, [join(ROOT, 'scripts/build.mjs'), '--project', tsconfig, '--out', out], { cwd: ROOT });
 
 beforeAll(() => {
   t = tempDir();
@@ -60,7 +74,9 @@ describe('npm run build (scripts/build.mjs)', () => {
   }, 120_000);
 
   it('no lifecycle script of the package builds on install (no prepare, install or postinstall)', () => {
-    const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+    const scripts = (
+      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+    ).scripts;
     for (const s of ['prepare', 'preinstall', 'install', 'postinstall']) expect(scripts[s], s).toBeUndefined();
     expect(scripts.build).toBe('node scripts/build.mjs');
   });

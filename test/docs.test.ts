@@ -52,7 +52,8 @@ interface Invocation {
  */
 function invocationsIn(md: string): Invocation[] {
   const out: Invocation[] = [];
-  const start = /(?:^|[\s`($])(?:npx verdict|npm run(?: -s)? verdict --|node dist\/cli\/main\.js|verdict)[ \t]+([^\n]*)/g;
+  const start =
+    /(?:^|[\s`($])(?:npx verdict|npm run(?: -s)? verdict --|node dist\/cli\/main\.js|verdict)[ \t]+([^\n]*)/g;
   for (const code of codeOf(md)) {
     for (const m of code.matchAll(start)) {
       const words: string[] = [];
@@ -143,12 +144,18 @@ describe('the docs name only real commands', () => {
     const found = invocationsIn(readFileSync(join(ROOT, file), 'utf8'));
     // The docs show many commands: an extractor that finds none would pass vacuously.
     expect(found.length).toBeGreaterThan(10);
-    const wrong = found.map((inv) => ({ inv: inv.text, why: checkInvocation(program, inv.words) })).filter((x) => x.why !== null);
+    const wrong = found
+      .map((inv) => ({ inv: inv.text, why: checkInvocation(program, inv.words) }))
+      .filter((x) => x.why !== null);
     expect(wrong).toEqual([]);
   });
 
   it('guide names every top-level command the CLI has, but help', () => {
-    const names = new Set(invocationsIn(readFileSync(join(ROOT, 'docs/guide.md'), 'utf8')).map((i) => i.words.find((w) => !w.startsWith('-'))));
+    const names = new Set(
+      invocationsIn(readFileSync(join(ROOT, 'docs/guide.md'), 'utf8')).map((i) =>
+        i.words.find((w) => !w.startsWith('-')),
+      ),
+    );
     const missing = program.commands.map((c) => c.name()).filter((n) => n !== 'help' && !names.has(n));
     expect(missing).toEqual([]);
   });
@@ -160,10 +167,11 @@ describe('the docs name only real commands', () => {
     expect(checkInvocation(program, ['shw', 'bd-a2f5a'])).toBe('unknown command shw');
     expect(checkInvocation(program, ['jobs', 'requeue'])).toBe('unknown subcommand jobs requeue');
     expect(checkInvocation(program, ['worker', '--until-empty'])).toBe('unknown option --until-empty of worker');
-    expect(invocationsIn('run `npx verdict flags --set attention | head` then\n```\n$ node dist/cli/main.js status\n```\n').map((i) => i.words)).toEqual([
-      ['status'],
-      ['flags', '--set', 'attention'],
-    ]);
+    expect(
+      invocationsIn(
+        'run `npx verdict flags --set attention | head` then\n```\n$ node dist/cli/main.js status\n```\n',
+      ).map((i) => i.words),
+    ).toEqual([['status'], ['flags', '--set', 'attention']]);
   });
 });
 
@@ -180,7 +188,12 @@ describe('the docs link only to files that exist', () => {
         broken.push(`${link}: no such file`);
         continue;
       }
-      if (anchor !== undefined && target.endsWith('.md') && statSync(target).isFile() && !anchorsOf(readFileSync(target, 'utf8')).has(anchor)) {
+      if (
+        anchor !== undefined &&
+        target.endsWith('.md') &&
+        statSync(target).isFile() &&
+        !anchorsOf(readFileSync(target, 'utf8')).has(anchor)
+      ) {
         broken.push(`${link}: no heading #${anchor}`);
       }
     }
@@ -188,9 +201,13 @@ describe('the docs link only to files that exist', () => {
   });
 
   it('slugs headings as GitHub does', () => {
-    expect(slug('Reliability: what the worker does when things go wrong')).toBe('reliability-what-the-worker-does-when-things-go-wrong');
+    expect(slug('Reliability: what the worker does when things go wrong')).toBe(
+      'reliability-what-the-worker-does-when-things-go-wrong',
+    );
     expect(slug('Embedding Verdict')).toBe('embedding-verdict');
-    expect(slug('16. Amendments (newest word: where they differ from §1–15, these win)')).toBe('16-amendments-newest-word-where-they-differ-from-115-these-win');
+    expect(slug('16. Amendments (newest word: where they differ from §1–15, these win)')).toBe(
+      '16-amendments-newest-word-where-they-differ-from-115-these-win',
+    );
   });
 });
 
@@ -215,7 +232,9 @@ function importTables(md: string): Map<string, boolean>[] {
 }
 
 /** A zod object's keys → required (does it refuse `undefined`?). */
-function schemaFields(schema: { shape: Record<string, { safeParse(v: unknown): { success: boolean } }> }): Map<string, boolean> {
+function schemaFields(schema: {
+  shape: Record<string, { safeParse(v: unknown): { success: boolean } }>;
+}): Map<string, boolean> {
   return new Map(Object.entries(schema.shape).map(([k, v]) => [k, !v.safeParse(undefined).success]));
 }
 

@@ -76,7 +76,14 @@ describe('cycle detector on synthetic graphs', () => {
   });
 
   it('reports a folder cycle made of files that form no file cycle', () => {
-    const r = checkGraph(graph({ 'store/a.ts': ['decision/b.ts'], 'decision/c.ts': ['store/d.ts'], 'decision/b.ts': [], 'store/d.ts': [] }));
+    const r = checkGraph(
+      graph({
+        'store/a.ts': ['decision/b.ts'],
+        'decision/c.ts': ['store/d.ts'],
+        'decision/b.ts': [],
+        'store/d.ts': [],
+      }),
+    );
     expect(r.fileCycles).toEqual([]);
     expect(r.folderCycles).toEqual([['decision', 'store']]);
     expect(r.layerViolations).toEqual(['decision -> store']);
@@ -84,7 +91,14 @@ describe('cycle detector on synthetic graphs', () => {
   });
 
   it('reports an import of cli from outside it and counts folder arrows', () => {
-    const r = checkGraph(graph({ 'cli/main.ts': ['worker/w.ts', 'worker/v.ts'], 'worker/w.ts': ['cli/flags.ts'], 'worker/v.ts': [], 'cli/flags.ts': [] }));
+    const r = checkGraph(
+      graph({
+        'cli/main.ts': ['worker/w.ts', 'worker/v.ts'],
+        'worker/w.ts': ['cli/flags.ts'],
+        'worker/v.ts': [],
+        'cli/flags.ts': [],
+      }),
+    );
     expect(r.cliImports).toEqual(['worker/w.ts -> cli/flags.ts']);
     expect(r.folderArrows).toEqual([
       { from: 'cli', to: 'worker', count: 2 },
@@ -94,7 +108,9 @@ describe('cycle detector on synthetic graphs', () => {
   });
 
   it('reports, without failing, a folder the layering does not name', () => {
-    const r = checkGraph(graph({ 'cli/main.ts': ['newfolder/x.ts'], 'newfolder/x.ts': ['decision/q.ts'], 'decision/q.ts': [] }));
+    const r = checkGraph(
+      graph({ 'cli/main.ts': ['newfolder/x.ts'], 'newfolder/x.ts': ['decision/q.ts'], 'decision/q.ts': [] }),
+    );
     expect(r.unplaced).toEqual(['newfolder']);
     expect(isClean(r)).toBe(true);
   });
@@ -118,7 +134,8 @@ describe('graph builder on a synthetic src/', () => {
 
   it('follows import, import type, export-from and import(); ignores packages, comments and strings', () => {
     const src = write({
-      'decision/q.ts': "import { z } from 'zod';\n// import { x } from '../store/s.js';\nconst s = \"from '../runner/r.js'\";\nexport const q = 1;\n",
+      'decision/q.ts':
+        "import { z } from 'zod';\n// import { x } from '../store/s.js';\nconst s = \"from '../runner/r.js'\";\nexport const q = 1;\n",
       'store/s.ts': "import type { q } from '../decision/q.js';\nexport * from './t.js';\n",
       'store/t.ts': 'export const t = 1;\n',
       'runner/r.ts': "export { q } from '../decision/q.js';\nconst m = await import('../store/s.js');\n",

@@ -47,11 +47,18 @@ export interface OpenedDashboardSession {
  * A login: when `token` is a live API token, stores a new session for it and returns its id.
  * @returns null for an unknown or revoked token, or one whose workspace is deleted.
  */
-export async function openDashboardSession(store: Pick<AccessStore, 'createDashboardSession' | 'findApiToken'>, token: string): Promise<OpenedDashboardSession | null> {
+export async function openDashboardSession(
+  store: Pick<AccessStore, 'createDashboardSession' | 'findApiToken'>,
+  token: string,
+): Promise<OpenedDashboardSession | null> {
   const row = await authenticateApiToken(store, token);
   if (!row) return null;
   const sessionId = SESSION_ID_PREFIX + randomBytes(32).toString('base64url');
-  const session = await store.createDashboardSession({ idHash: hashSessionId(sessionId), tokenId: row.id, maxAgeMs: SESSION_MAX_AGE_MS });
+  const session = await store.createDashboardSession({
+    idHash: hashSessionId(sessionId),
+    tokenId: row.id,
+    maxAgeMs: SESSION_MAX_AGE_MS,
+  });
   return session ? { sessionId, session } : null;
 }
 
@@ -59,13 +66,22 @@ export async function openDashboardSession(store: Pick<AccessStore, 'createDashb
  * The live session a cookie presented, or null (unknown, logged out, expired, idle, its token
  * revoked, its workspace deleted, or not shaped like a session id). One indexed read by hash.
  */
-export async function findDashboardSession(store: Pick<AccessStore, 'findDashboardSession'>, sessionId: string): Promise<DashboardSessionRow | null> {
+export async function findDashboardSession(
+  store: Pick<AccessStore, 'findDashboardSession'>,
+  sessionId: string,
+): Promise<DashboardSessionRow | null> {
   if (!sessionId.startsWith(SESSION_ID_PREFIX) || sessionId.length > 200) return null;
-  return store.findDashboardSession(hashSessionId(sessionId), { idleMs: SESSION_IDLE_MS, touchAfterMs: SESSION_TOUCH_MS });
+  return store.findDashboardSession(hashSessionId(sessionId), {
+    idleMs: SESSION_IDLE_MS,
+    touchAfterMs: SESSION_TOUCH_MS,
+  });
 }
 
 /** A logout: deletes the session. @returns false when there was none (already ended). */
-export async function endDashboardSession(store: Pick<AccessStore, 'deleteDashboardSession'>, sessionId: string): Promise<boolean> {
+export async function endDashboardSession(
+  store: Pick<AccessStore, 'deleteDashboardSession'>,
+  sessionId: string,
+): Promise<boolean> {
   if (!sessionId.startsWith(SESSION_ID_PREFIX) || sessionId.length > 200) return false;
   return store.deleteDashboardSession(hashSessionId(sessionId));
 }
@@ -74,7 +90,10 @@ export async function endDashboardSession(store: Pick<AccessStore, 'deleteDashbo
  * Retention: deletes the sessions that can no longer be used (expired, idle, or of a revoked
  * token), in batches of `SESSION_PRUNE_BATCH`. @returns rows deleted.
  */
-export async function pruneDashboardSessions(store: Pick<AccessStore, 'pruneDashboardSessions'>, logger?: Logger): Promise<number> {
+export async function pruneDashboardSessions(
+  store: Pick<AccessStore, 'pruneDashboardSessions'>,
+  logger?: Logger,
+): Promise<number> {
   let total = 0;
   for (let b = 0; b < SESSION_PRUNE_MAX_BATCHES; b++) {
     const n = await store.pruneDashboardSessions(SESSION_IDLE_MS, SESSION_PRUNE_BATCH);

@@ -57,7 +57,11 @@ export interface CreatedApiToken {
  *   not exist without `createWorkspace`, or a deleted workspace (`param: workspace`; the message
  *   lists the live workspaces).
  */
-export async function createApiToken(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug' | 'listWorkspaces'> & Pick<AccessStore, 'createApiToken'>, o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken> {
+export async function createApiToken(
+  store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug' | 'listWorkspaces'> &
+    Pick<AccessStore, 'createApiToken'>,
+  o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean },
+): Promise<CreatedApiToken> {
   try {
     parseApiTokenRole(o.role);
   } catch (err) {
@@ -66,17 +70,29 @@ export async function createApiToken(store: Pick<TrackerStore, 'createWorkspace'
   if (!o.workspace.trim()) throw new InvalidInput('workspace slug must not be empty', { param: 'workspace' });
   let ws = await store.getWorkspaceBySlug(o.workspace);
   let workspaceCreated = false;
-  if (ws && ws.deletedAt !== null) throw new InvalidInput(`workspace ${JSON.stringify(o.workspace)} is deleted; a token for it would reach nothing`, { param: 'workspace' });
+  if (ws && ws.deletedAt !== null)
+    throw new InvalidInput(`workspace ${JSON.stringify(o.workspace)} is deleted; a token for it would reach nothing`, {
+      param: 'workspace',
+    });
   if (!ws) {
     if (!o.createWorkspace) {
       const known = (await store.listWorkspaces()).filter((w) => w.deletedAt === null).map((w) => w.slug);
-      throw new InvalidInput(`no workspace ${JSON.stringify(o.workspace)}${known.length ? ` (workspaces: ${known.join(', ')})` : ''}; pass createWorkspace: true to create it`, { param: 'workspace' });
+      throw new InvalidInput(
+        `no workspace ${JSON.stringify(o.workspace)}${known.length ? ` (workspaces: ${known.join(', ')})` : ''}; pass createWorkspace: true to create it`,
+        { param: 'workspace' },
+      );
     }
     ws = await store.createWorkspace({ slug: o.workspace });
     workspaceCreated = true;
   }
   const token = API_TOKEN_PREFIX + randomBytes(32).toString('base64url');
-  const row = await store.createApiToken({ id: randomUUID(), workspaceId: ws.id, role: o.role, tokenHash: hashApiToken(token), name: o.name ?? '' });
+  const row = await store.createApiToken({
+    id: randomUUID(),
+    workspaceId: ws.id,
+    role: o.role,
+    tokenHash: hashApiToken(token),
+    name: o.name ?? '',
+  });
   return { token, row, workspaceCreated };
 }
 
@@ -85,7 +101,10 @@ export async function createApiToken(store: Pick<TrackerStore, 'createWorkspace'
  * shaped like a token). One indexed read by hash: the token is never compared as text, so the
  * lookup leaks nothing about stored tokens through timing.
  */
-export async function authenticateApiToken(store: Pick<AccessStore, 'findApiToken'>, token: string): Promise<ApiTokenRow | null> {
+export async function authenticateApiToken(
+  store: Pick<AccessStore, 'findApiToken'>,
+  token: string,
+): Promise<ApiTokenRow | null> {
   if (!token.startsWith(API_TOKEN_PREFIX) || token.length > 200) return null;
   return store.findApiToken(hashApiToken(token));
 }

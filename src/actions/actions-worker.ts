@@ -20,7 +20,11 @@ import { createActionsOctokit, GitHubSender, learnIdentity, type GitHubWriteCoun
 
 /** What the actions of a worker need. */
 export interface ActionsWorkerOptions {
-  store: Pick<TrackerStore, 'now'> & EventOutbox & MetaStore & Pick<ActionStore, 'listItemActions' | 'recordActionDelivery'> & Pick<Store, 'loadItemForEvaluation'>;
+  store: Pick<TrackerStore, 'now'> &
+    EventOutbox &
+    MetaStore &
+    Pick<ActionStore, 'listItemActions' | 'recordActionDelivery'> &
+    Pick<Store, 'loadItemForEvaluation'>;
   actions: Actions;
   config: ActionsConfig;
   /** The worker's `--actions`: caps every set's mode. */
@@ -65,8 +69,19 @@ export class ActionsWorker {
       const octokit = await createActionsOctokit({ token: o.token, baseUrl: o.baseUrl });
       await learnIdentity({ store: o.store, config: o.config, octokit, logger: o.logger });
       w.sender = new GitHubSender({ store: o.store, config: o.config, cap: o.cap, octokit, logger: o.logger });
-      w.deliverer = new EventDeliverer({ store: o.store, logger: o.logger, owner: `${o.workerId}/actions`, secret: '', kind: 'github', send: w.sender.send, pollMs: o.tickMs });
-    } else o.logger.info('actions: no GitHub token (VERDICT_GITHUB_TOKEN or GITHUB_TOKEN): proposals are made, nothing is written to GitHub');
+      w.deliverer = new EventDeliverer({
+        store: o.store,
+        logger: o.logger,
+        owner: `${o.workerId}/actions`,
+        secret: '',
+        kind: 'github',
+        send: w.sender.send,
+        pollMs: o.tickMs,
+      });
+    } else
+      o.logger.info(
+        'actions: no GitHub token (VERDICT_GITHUB_TOKEN or GITHUB_TOKEN): proposals are made, nothing is written to GitHub',
+      );
     return w;
   }
 
@@ -104,7 +119,9 @@ export class ActionsWorker {
       } catch (err) {
         this.o.logger.error({ err: errCode(err) }, 'actions: planning pass failed; retrying next tick');
       }
-      await sleep(this.o.tickMs, undefined, { signal: AbortSignal.any([signal, this.nudge.signal]) }).catch(() => undefined);
+      await sleep(this.o.tickMs, undefined, { signal: AbortSignal.any([signal, this.nudge.signal]) }).catch(
+        () => undefined,
+      );
     }
     await delivering;
   }

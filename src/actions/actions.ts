@@ -27,7 +27,11 @@ import { planKey, sameLabels } from './plan.js';
 
 /** What the actions need. */
 export interface ActionsDeps {
-  store: Pick<TrackerReads, 'getItem'> & ActionStore & MetaStore & Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>;
+  store: Pick<TrackerReads, 'getItem'> &
+    ActionStore &
+    MetaStore &
+    Pick<HumanVerdictStore, 'listVerdicts'> &
+    Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
   /** A reader judged against the provider in force (compose/reader.ts `readerOn`). */
@@ -122,10 +126,16 @@ function shortDecision(view: DecisionView | undefined): string {
 }
 
 /** The comment text (DESIGN §17): the template with ids and the decision; `{link}` from the config's link. */
-export function renderComment(cfg: ActionsConfig, o: { set: string; key: string; ref: string; workspace: string; decision: string }): string {
+export function renderComment(
+  cfg: ActionsConfig,
+  o: { set: string; key: string; ref: string; workspace: string; decision: string },
+): string {
   // Every occurrence, and replaced by a function: a value's `$&` or `$1` is text, not a pattern.
-  const fill = (text: string, values: Record<string, string>) => text.replace(/\{(\w+)\}/g, (m, name: string) => (Object.hasOwn(values, name) ? values[name] : m));
-  const link = cfg.link ? fill(cfg.link, { ref: encodeURIComponent(o.ref), workspace: encodeURIComponent(o.workspace) }) : '';
+  const fill = (text: string, values: Record<string, string>) =>
+    text.replace(/\{(\w+)\}/g, (m, name: string) => (Object.hasOwn(values, name) ? values[name] : m));
+  const link = cfg.link
+    ? fill(cfg.link, { ref: encodeURIComponent(o.ref), workspace: encodeURIComponent(o.workspace) })
+    : '';
   return fill(cfg.commentTemplate, { set: o.set, key: o.key, ref: o.ref, decision: o.decision, link })
     .replace(/\s+/g, ' ')
     .trim();
@@ -163,7 +173,8 @@ export class Actions {
     for (const set of this.sets) {
       const rows = await this.d.store.labelledAnswers(workspaceId, set);
       const threshold = this.d.registry.get(set)?.threshold ?? 1;
-      for (const k of this.d.config.keys.filter((x) => x.set === set)) out.set(`${set}/${k.key}`, judgeGate(k, threshold, rows, gold.get(set)));
+      for (const k of this.d.config.keys.filter((x) => x.set === set))
+        out.set(`${set}/${k.key}`, judgeGate(k, threshold, rows, gold.get(set)));
     }
     return out;
   }
@@ -173,7 +184,15 @@ export class Actions {
    * `github` outbox row for each `want` not yet handed over. An item outside a GitHub workspace has
    * nothing to plan. @returns the plans (with the rows as they were before), and how many writes were queued.
    */
-  async planItem(itemId: string, cap: ActionMode, o: { save: boolean; gates?: Map<string, GateStatus> }): Promise<{ plans: Array<{ plan: PlannedAction; before: ItemActionRow | undefined; action: KeyAction }>; queued: number; ref: string | null }> {
+  async planItem(
+    itemId: string,
+    cap: ActionMode,
+    o: { save: boolean; gates?: Map<string, GateStatus> },
+  ): Promise<{
+    plans: Array<{ plan: PlannedAction; before: ItemActionRow | undefined; action: KeyAction }>;
+    queued: number;
+    ref: string | null;
+  }> {
     const s = this.d.store;
     const loaded = await s.loadItemForEvaluation(itemId);
     const item = loaded?.item ?? (await s.getItem(itemId));
@@ -182,11 +201,20 @@ export class Actions {
     const number = issueNumberOf(item.ref);
     if (!repo || number === null) return { plans: [], queued: 0, ref: item.ref };
     const slug = loaded?.collection.slug ?? null;
-    const closedOrGone = !loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null || loaded.workspace.deletedAt !== null || isTerminal(loaded.item, loaded.collection);
+    const closedOrGone =
+      !loaded ||
+      loaded.item.deletedAt !== null ||
+      loaded.collection.deletedAt !== null ||
+      loaded.workspace.deletedAt !== null ||
+      isTerminal(loaded.item, loaded.collection);
     const covering = new Set(slug === null ? [] : this.d.registry.setsFor(slug).map((x) => x.name));
     const gates = o.gates ?? (await this.gates(item.workspaceId));
     const views = await (await this.d.reader()).decisions(itemId);
-    const judged = new Set((await s.listVerdicts({ workspaceId: item.workspaceId, itemId })).map((v) => v.decisionId).filter((x): x is number => x !== null));
+    const judged = new Set(
+      (await s.listVerdicts({ workspaceId: item.workspaceId, itemId }))
+        .map((v) => v.decisionId)
+        .filter((x): x is number => x !== null),
+    );
     const rows = new Map((await s.listItemActions(itemId)).map((r) => [`${r.questionSet}/${r.questionKey}`, r]));
     const plans: Array<{ plan: PlannedAction; before: ItemActionRow | undefined; action: KeyAction }> = [];
     let queued = 0;
@@ -221,9 +249,20 @@ export class Actions {
               key: action.key,
               group: [...action.group],
               want: plan.want,
-              comment: wantsComment ? renderComment(this.d.config, { set: action.set, key: action.key, ref: item.ref, workspace: ws, decision: shortDecision(view) }) : null,
+              comment: wantsComment
+                ? renderComment(this.d.config, {
+                    set: action.set,
+                    key: action.key,
+                    ref: item.ref,
+                    workspace: ws,
+                    decision: shortDecision(view),
+                  })
+                : null,
             };
-      const q = await s.saveItemAction(plan, change && { targetUrl: githubTargetUrl(repo), eventId: randomUUID(), payload: JSON.stringify(change) });
+      const q = await s.saveItemAction(
+        plan,
+        change && { targetUrl: githubTargetUrl(repo), eventId: randomUUID(), payload: JSON.stringify(change) },
+      );
       if (q) queued++;
     }
     return { plans, queued, ref: item.ref };
@@ -253,14 +292,24 @@ export class Actions {
     for (const row of await s.listMeta('github:workspace:')) {
       const ws = row.key.slice('github:workspace:'.length);
       const gates = await gatesOf(ws);
-      const now = this.d.config.keys.map((k) => `${k.set}/${k.key} ${this.modeOf(k.set, cap)} ${gates.get(`${k.set}/${k.key}`)?.passes ? 'passes' : 'held'} ${k.group.join(',')}`).sort();
+      const now = this.d.config.keys
+        .map(
+          (k) =>
+            `${k.set}/${k.key} ${this.modeOf(k.set, cap)} ${gates.get(`${k.set}/${k.key}`)?.passes ? 'passes' : 'held'} ${k.group.join(',')}`,
+        )
+        .sort();
       const was = parseKeys(await s.getMeta(actionsGateMetaKey(ws)));
       const movedKeys = [...now.filter((k) => !was.includes(k)), ...was.filter((k) => !now.includes(k))];
       if (movedKeys.length === 0) continue;
       const moved = new Set(movedKeys.map((k) => k.slice(0, k.indexOf('/'))).filter((set) => this.sets.includes(set)));
       for (const set of moved) {
-        for (let after: string | undefined; ; ) {
-          const ids = await s.actionItemsOfSet({ workspaceId: ws, questionSet: set, afterItemId: after, limit: PLAN_BATCH });
+        for (let after: string | undefined; ;) {
+          const ids = await s.actionItemsOfSet({
+            workspaceId: ws,
+            questionSet: set,
+            afterItemId: after,
+            limit: PLAN_BATCH,
+          });
           for (const id of ids) {
             if (planned.has(id)) continue;
             planned.add(id);
@@ -281,7 +330,9 @@ export class Actions {
         if (planned.has(id)) continue;
         planned.add(id);
         const item = await s.getItem(id);
-        queued += (await this.planItem(id, cap, { save: true, gates: item ? await gatesOf(item.workspaceId) : undefined })).queued;
+        queued += (
+          await this.planItem(id, cap, { save: true, gates: item ? await gatesOf(item.workspaceId) : undefined })
+        ).queued;
         items++;
       }
     };
@@ -330,25 +381,51 @@ export class Actions {
     const gates = await this.gates(workspaceId);
     const out: PlanEntry[] = [];
     for (const set of this.sets) {
-      for (let after: string | undefined; ; ) {
-        const ids = await this.d.store.actionItemsOfSet({ workspaceId, questionSet: set, afterItemId: after, limit: PLAN_BATCH });
+      for (let after: string | undefined; ;) {
+        const ids = await this.d.store.actionItemsOfSet({
+          workspaceId,
+          questionSet: set,
+          afterItemId: after,
+          limit: PLAN_BATCH,
+        });
         for (const id of ids) {
           const r = await this.planItem(id, cap, { save: false, gates });
           for (const { plan, before, action } of r.plans) {
             if (plan.questionSet !== set) continue;
             const seen = before?.applied ?? [];
             const add = plan.want?.filter((l) => !seen.some((x) => x.toLowerCase() === l.toLowerCase())) ?? [];
-            const remove = plan.want === null ? [] : seen.filter((l) => action.group.some((g) => g.toLowerCase() === l.toLowerCase()) && !plan.want!.some((w) => w.toLowerCase() === l.toLowerCase()));
-            const write = plan.want !== null && (add.length || remove.length) ? { add, remove, source: plan.source! } : null;
+            const remove =
+              plan.want === null
+                ? []
+                : seen.filter(
+                    (l) =>
+                      action.group.some((g) => g.toLowerCase() === l.toLowerCase()) &&
+                      !plan.want!.some((w) => w.toLowerCase() === l.toLowerCase()),
+                  );
+            const write =
+              plan.want !== null && (add.length || remove.length) ? { add, remove, source: plan.source! } : null;
             const proposal = plan.proposal ? { labels: plan.proposal, reason: plan.proposalReason! } : null;
-            if (write || proposal) out.push({ ref: r.ref!, set: action.set, key: action.key, write, proposal, gate: gates.get(`${action.set}/${action.key}`)! });
+            if (write || proposal)
+              out.push({
+                ref: r.ref!,
+                set: action.set,
+                key: action.key,
+                write,
+                proposal,
+                gate: gates.get(`${action.set}/${action.key}`)!,
+              });
           }
         }
         if (ids.length < PLAN_BATCH) break;
         after = ids[ids.length - 1];
       }
     }
-    return out.sort((a, b) => cmpRef(a.ref, b.ref) || (a.set < b.set ? -1 : a.set > b.set ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return out.sort(
+      (a, b) =>
+        cmpRef(a.ref, b.ref) ||
+        (a.set < b.set ? -1 : a.set > b.set ? 1 : 0) ||
+        (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+    );
   }
 
   /** The open proposals of a workspace, by ref. */
@@ -359,8 +436,19 @@ export class Actions {
     for (const r of rows) {
       const item = await this.d.store.getItem(r.itemId);
       if (!item) continue;
-      const view = (await reader.decisions(r.itemId)).find((v) => v.questionSet === r.questionSet && v.questionKey === r.questionKey);
-      out.push({ ref: item.ref, title: item.title, set: r.questionSet, key: r.questionKey, labels: r.proposal!, current: r.applied, reason: r.proposalReason!, decision: shortDecision(view) });
+      const view = (await reader.decisions(r.itemId)).find(
+        (v) => v.questionSet === r.questionSet && v.questionKey === r.questionKey,
+      );
+      out.push({
+        ref: item.ref,
+        title: item.title,
+        set: r.questionSet,
+        key: r.questionKey,
+        labels: r.proposal!,
+        current: r.applied,
+        reason: r.proposalReason!,
+        decision: shortDecision(view),
+      });
     }
     return out.sort((a, b) => cmpRef(a.ref, b.ref) || (a.set < b.set ? -1 : 1) || (a.key < b.key ? -1 : 1));
   }
@@ -369,7 +457,10 @@ export class Actions {
   async status(workspaceId: string, cap: ActionMode): Promise<KeyActionStatus[]> {
     const gates = await this.gates(workspaceId);
     const rows = await this.d.store.listWorkspaceActions({ workspaceId });
-    const pending = (await this.d.store.pendingActionWrites(workspaceId)).map((p) => ({ ...p, change: parseChange(p.payload) }));
+    const pending = (await this.d.store.pendingActionWrites(workspaceId)).map((p) => ({
+      ...p,
+      change: parseChange(p.payload),
+    }));
     return this.d.config.keys.map((k) => {
       const mine = rows.filter((r) => r.questionSet === k.set && r.questionKey === k.key);
       const writes = pending.filter((p) => p.change?.set === k.set && p.change.key === k.key);
@@ -395,7 +486,8 @@ export class Actions {
 /** A plan that changes nothing stored: the same plan as the row holds, and no write to hand over. */
 function unchanged(p: PlannedAction, before: ItemActionRow | undefined): boolean {
   if (!before) return p.want === null && p.proposal === null;
-  const eq = (a: readonly string[] | null, b: readonly string[] | null) => (a === null || b === null ? a === b : sameLabels(a, b));
+  const eq = (a: readonly string[] | null, b: readonly string[] | null) =>
+    a === null || b === null ? a === b : sameLabels(a, b);
   return (
     eq(p.want, before.want) &&
     p.source === before.source &&
@@ -442,11 +534,18 @@ function parseCursor(text: string | null): PlanCursor {
     // A bare number: a cursor stored before gaps were kept.
     if (typeof v === 'number' || typeof v === 'string') return { to: Number(v) || 0, gaps: [] };
     const o = (v ?? {}) as { to?: unknown; gaps?: unknown };
-    return { to: Number(o.to) || 0, gaps: Array.isArray(o.gaps) ? o.gaps.map(Number).filter(Number.isSafeInteger) : [] };
+    return {
+      to: Number(o.to) || 0,
+      gaps: Array.isArray(o.gaps) ? o.gaps.map(Number).filter(Number.isSafeInteger) : [],
+    };
   };
   try {
     const v = text === null ? null : (JSON.parse(text) as { decisions?: unknown; verdicts?: unknown; mark?: unknown });
-    return { decisions: side(v?.decisions), verdicts: side(v?.verdicts), mark: typeof v?.mark === 'number' ? v.mark : null };
+    return {
+      decisions: side(v?.decisions),
+      verdicts: side(v?.verdicts),
+      mark: typeof v?.mark === 'number' ? v.mark : null,
+    };
   } catch {
     return { decisions: side(0), verdicts: side(0), mark: null };
   }
@@ -456,7 +555,9 @@ function parseCursor(text: string | null): PlanCursor {
 export function parseChange(payload: string): LabelChange | null {
   try {
     const c = JSON.parse(payload) as LabelChange;
-    return typeof c.repo === 'string' && Number.isInteger(c.number) && Array.isArray(c.want) && Array.isArray(c.group) ? c : null;
+    return typeof c.repo === 'string' && Number.isInteger(c.number) && Array.isArray(c.want) && Array.isArray(c.group)
+      ? c
+      : null;
   } catch {
     return null;
   }

@@ -5,7 +5,7 @@ import type { Registry } from '../decision/registry.js';
 import { VerdictError } from '../errors.js';
 import { DEFAULT_LABEL_RULE, isManagedLabel, type LabelRule } from '../integrations/github/managed-labels.js';
 
-export {  isManagedLabel, type LabelRule };
+export { isManagedLabel, type LabelRule };
 
 /**
  * The actions section of the question-set config file (DESIGN §17): which question keys act in
@@ -106,11 +106,17 @@ const GITHUB_LABEL_MAX = 50;
 const labelName = z
   .string()
   .refine((s) => s.trim() !== '' && s === s.trim(), 'a label name is non-blank, without leading or trailing spaces')
-  .refine((s) => [...s].length <= GITHUB_LABEL_MAX, `a label name is at most ${GITHUB_LABEL_MAX} characters (GitHub's limit)`)
+  .refine(
+    (s) => [...s].length <= GITHUB_LABEL_MAX,
+    `a label name is at most ${GITHUB_LABEL_MAX} characters (GitHub's limit)`,
+  )
   .refine((s) => !s.includes(','), 'a label name has no comma (GitHub splits on it)');
 
 const gateSchema = z
-  .object({ minPrecision: z.number().min(0).max(1).optional(), minLabels: z.number().int().min(1).max(1_000_000).optional() })
+  .object({
+    minPrecision: z.number().min(0).max(1).optional(),
+    minLabels: z.number().int().min(1).max(1_000_000).optional(),
+  })
   .strict();
 
 const keySchema = z
@@ -129,7 +135,10 @@ const setSchema = z
 /** zod schema of the `actions` section. */
 const actionsSectionSchema = z
   .object({
-    labels: z.object({ prefix: z.string().optional(), allow: z.array(labelName).optional() }).strict().optional(),
+    labels: z
+      .object({ prefix: z.string().optional(), allow: z.array(labelName).optional() })
+      .strict()
+      .optional(),
     identity: z
       .string()
       .regex(/^[A-Za-z0-9-]+(\[bot\])?$/, 'a GitHub login (letters, digits, hyphens; an App ends in [bot])')
@@ -160,8 +169,14 @@ export function parseActionsConfig(section: unknown, registry: Registry): Action
   if (!parsed.success) throw new InvalidActionsConfig(`actions.${describe(parsed.error)}`);
   const a = parsed.data;
   const labels: LabelRule = { prefix: a.labels?.prefix ?? DEFAULT_LABEL_RULE.prefix, allow: a.labels?.allow ?? [] };
-  if (labels.prefix === '' && labels.allow.length === 0) throw new InvalidActionsConfig('actions.labels: give a prefix or an allowlist: Verdict writes only labels one of them names');
-  const baseGate: GateRule = { minPrecision: a.gate?.minPrecision ?? DEFAULT_GATE.minPrecision, minLabels: a.gate?.minLabels ?? DEFAULT_GATE.minLabels };
+  if (labels.prefix === '' && labels.allow.length === 0)
+    throw new InvalidActionsConfig(
+      'actions.labels: give a prefix or an allowlist: Verdict writes only labels one of them names',
+    );
+  const baseGate: GateRule = {
+    minPrecision: a.gate?.minPrecision ?? DEFAULT_GATE.minPrecision,
+    minLabels: a.gate?.minLabels ?? DEFAULT_GATE.minLabels,
+  };
   const modes: Record<string, ActionMode> = {};
   const keys: KeyAction[] = [];
   const owner = new Map<string, string>();
@@ -169,8 +184,14 @@ export function parseActionsConfig(section: unknown, registry: Registry): Action
     const at = `actions.sets.${setName}`;
     const set = registry.get(setName);
     if (!set) throw new InvalidActionsConfig(`${at}: no question set "${setName}" is registered`);
-    if (set.perComment) throw new InvalidActionsConfig(`${at}: the set asks per comment; labels act on whole issues, so only item-level sets take actions`);
-    if (!set.questions) throw new InvalidActionsConfig(`${at}: the set resolves its questions per workspace; actions need fixed questions`);
+    if (set.perComment)
+      throw new InvalidActionsConfig(
+        `${at}: the set asks per comment; labels act on whole issues, so only item-level sets take actions`,
+      );
+    if (!set.questions)
+      throw new InvalidActionsConfig(
+        `${at}: the set resolves its questions per workspace; actions need fixed questions`,
+      );
     modes[setName] = s.mode ?? 'propose';
     for (const [key, k] of Object.entries(s.keys).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
       const kat = `${at}.keys.${key}`;
@@ -178,25 +199,41 @@ export function parseActionsConfig(section: unknown, registry: Registry): Action
       if (!q) throw new InvalidActionsConfig(`${kat}: set "${setName}" asks no key "${key}"`);
       let map: Record<string, string>;
       if (q.kind === 'noul') {
-        if (k.label === undefined || k.labels !== undefined) throw new InvalidActionsConfig(`${kat}: a noul key takes one label (label: NAME), added while it surfaces`);
+        if (k.label === undefined || k.labels !== undefined)
+          throw new InvalidActionsConfig(`${kat}: a noul key takes one label (label: NAME), added while it surfaces`);
         map = { true: k.label };
       } else {
-        if (k.labels === undefined || k.label !== undefined) throw new InvalidActionsConfig(`${kat}: a ${q.kind} key takes labels: { ${q.kind === 'choice' ? 'option' : 'level'}: NAME, ... }`);
+        if (k.labels === undefined || k.label !== undefined)
+          throw new InvalidActionsConfig(
+            `${kat}: a ${q.kind} key takes labels: { ${q.kind === 'choice' ? 'option' : 'level'}: NAME, ... }`,
+          );
         const names = q.kind === 'choice' ? Object.keys(q.options) : [...q.levels];
         const unknown = Object.keys(k.labels).filter((n) => !names.includes(n));
-        if (unknown.length) throw new InvalidActionsConfig(`${kat}.labels: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not ${q.kind === 'choice' ? 'an option' : 'a level'} of the key (${names.join(', ')})`);
-        if (Object.keys(k.labels).length === 0) throw new InvalidActionsConfig(`${kat}.labels: name at least one label`);
+        if (unknown.length)
+          throw new InvalidActionsConfig(
+            `${kat}.labels: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not ${q.kind === 'choice' ? 'an option' : 'a level'} of the key (${names.join(', ')})`,
+          );
+        if (Object.keys(k.labels).length === 0)
+          throw new InvalidActionsConfig(`${kat}.labels: name at least one label`);
         map = { ...k.labels };
       }
       const group = [...new Set(Object.values(map))].sort();
-      if (group.length !== Object.values(map).length) throw new InvalidActionsConfig(`${kat}: a label is named twice; one label per ${q.kind === 'choice' ? 'option' : 'level'}`);
+      if (group.length !== Object.values(map).length)
+        throw new InvalidActionsConfig(
+          `${kat}: a label is named twice; one label per ${q.kind === 'choice' ? 'option' : 'level'}`,
+        );
       for (const label of group) {
         if (!isManagedLabel(labels, label)) {
-          throw new InvalidActionsConfig(`${kat}: label "${label}" is outside actions.labels (prefix "${labels.prefix}"${labels.allow.length ? `, allow ${labels.allow.join(', ')}` : ''}); Verdict writes no other label`);
+          throw new InvalidActionsConfig(
+            `${kat}: label "${label}" is outside actions.labels (prefix "${labels.prefix}"${labels.allow.length ? `, allow ${labels.allow.join(', ')}` : ''}); Verdict writes no other label`,
+          );
         }
         const lower = label.toLowerCase();
         const other = owner.get(lower);
-        if (other) throw new InvalidActionsConfig(`${kat}: label "${label}" already belongs to ${other}; a label belongs to one key`);
+        if (other)
+          throw new InvalidActionsConfig(
+            `${kat}: label "${label}" already belongs to ${other}; a label belongs to one key`,
+          );
         owner.set(lower, `${setName}/${key}`);
       }
       keys.push({
@@ -205,12 +242,22 @@ export function parseActionsConfig(section: unknown, registry: Registry): Action
         kind: q.kind,
         labels: map,
         group,
-        gate: { minPrecision: k.gate?.minPrecision ?? baseGate.minPrecision, minLabels: k.gate?.minLabels ?? baseGate.minLabels },
+        gate: {
+          minPrecision: k.gate?.minPrecision ?? baseGate.minPrecision,
+          minLabels: k.gate?.minLabels ?? baseGate.minLabels,
+        },
         comment: k.comment ?? false,
       });
     }
   }
-  return { labels, identity: a.identity ?? null, modes, keys, commentTemplate: a.comment ?? DEFAULT_COMMENT_TEMPLATE, link: a.link ?? null };
+  return {
+    labels,
+    identity: a.identity ?? null,
+    modes,
+    keys,
+    commentTemplate: a.comment ?? DEFAULT_COMMENT_TEMPLATE,
+    link: a.link ?? null,
+  };
 }
 
 /** The action of (set, key), or undefined. */
@@ -235,7 +282,8 @@ export function loadActionsConfig(file: string | undefined, registry: Registry):
   try {
     return parseActionsConfig(parseConfigDocument(readConfigText(file), file).actions, registry);
   } catch (err) {
-    if (err instanceof InvalidActionsConfig || err instanceof InvalidConfigFile) throw new ConfigError(err instanceof InvalidConfigFile ? err.message : `config file ${file}: ${err.message}`);
+    if (err instanceof InvalidActionsConfig || err instanceof InvalidConfigFile)
+      throw new ConfigError(err instanceof InvalidConfigFile ? err.message : `config file ${file}: ${err.message}`);
     throw err;
   }
 }

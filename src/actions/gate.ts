@@ -46,7 +46,11 @@ function parse(json: string | null): Answer | null {
 }
 
 /** Labelled items and correct ones, from a key's verdicts (see the file comment). */
-function verdictFigures(action: KeyAction, threshold: number, rows: readonly LabelledAnswer[]): { labels: number; correct: number } {
+function verdictFigures(
+  action: KeyAction,
+  threshold: number,
+  rows: readonly LabelledAnswer[],
+): { labels: number; correct: number } {
   let labels = 0;
   let correct = 0;
   for (const r of rows) {
@@ -63,14 +67,18 @@ function verdictFigures(action: KeyAction, threshold: number, rows: readonly Lab
       if (!value || value.type !== model.type) continue;
       if (value.type === 'noul' && model.type === 'noul') correct += Number(value.noul >= threshold);
       else if (value.type === 'choice' && model.type === 'choice') correct += Number(value.choice === model.choice);
-      else if (value.type === 'score' && model.type === 'score') correct += Number(pickedLevel(value) === pickedLevel(model));
+      else if (value.type === 'score' && model.type === 'score')
+        correct += Number(pickedLevel(value) === pickedLevel(model));
     }
   }
   return { labels, correct };
 }
 
 /** A key's figures in the latest recorded eval of a gold file, or null (no eval, or of the verdicts). */
-function goldFigures(action: KeyAction, result: EvalResult | undefined): { labels: number; precision: number | null } | null {
+function goldFigures(
+  action: KeyAction,
+  result: EvalResult | undefined,
+): { labels: number; precision: number | null } | null {
   if (!result || result.goldSource.startsWith('verdicts')) return null;
   const k = result.columns[0]?.keys.find((x) => x.key === action.key);
   if (!k) return null;
@@ -79,7 +87,12 @@ function goldFigures(action: KeyAction, result: EvalResult | undefined): { label
 }
 
 /** The gate's verdict on a key (see the file comment). */
-export function judgeGate(action: KeyAction, threshold: number, rows: readonly LabelledAnswer[], gold: EvalResult | undefined): GateStatus {
+export function judgeGate(
+  action: KeyAction,
+  threshold: number,
+  rows: readonly LabelledAnswer[],
+  gold: EvalResult | undefined,
+): GateStatus {
   const { minPrecision, minLabels } = action.gate;
   const v = verdictFigures(action, threshold, rows);
   const g = goldFigures(action, gold);
@@ -95,5 +108,15 @@ export function judgeGate(action: KeyAction, threshold: number, rows: readonly L
   if (labels < minLabels) lacks.push(`${minLabels - labels} more labelled item${minLabels - labels === 1 ? '' : 's'}`);
   if (precision === null) lacks.push('a measured precision');
   else if (precision < minPrecision) lacks.push(`precision ${precision.toFixed(2)} < ${minPrecision}`);
-  return { set: action.set, key: action.key, source, labels, precision, minPrecision, minLabels, passes: lacks.length === 0, lacks: lacks.length ? lacks.join(', ') : null };
+  return {
+    set: action.set,
+    key: action.key,
+    source,
+    labels,
+    precision,
+    minPrecision,
+    minLabels,
+    passes: lacks.length === 0,
+    lacks: lacks.length ? lacks.join(', ') : null,
+  };
 }

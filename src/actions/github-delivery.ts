@@ -85,22 +85,38 @@ export async function createActionsOctokit(o: { token: string; baseUrl?: string 
  * `verdict_meta` so a webhook process without the token knows it too). An App installation token
  * cannot read `/user` (403): then the config must name the App's `<slug>[bot]`; null.
  */
-export async function learnIdentity(o: { store: MetaStore; config: ActionsConfig; octokit: Octokit; logger: Logger }): Promise<string | null> {
+export async function learnIdentity(o: {
+  store: MetaStore;
+  config: ActionsConfig;
+  octokit: Octokit;
+  logger: Logger;
+}): Promise<string | null> {
   if (o.config.identity) return o.config.identity;
   try {
     const r = await o.octokit.rest.users.getAuthenticated();
     const login = r.data.login;
-    if ((await o.store.getMeta(ACTIONS_IDENTITY_META_KEY)) !== login) await o.store.setMeta(ACTIONS_IDENTITY_META_KEY, login);
+    if ((await o.store.getMeta(ACTIONS_IDENTITY_META_KEY)) !== login)
+      await o.store.setMeta(ACTIONS_IDENTITY_META_KEY, login);
     return login;
   } catch (err) {
-    o.logger.warn({ status: (err as HttpError).status ?? null }, "actions: cannot learn Verdict's GitHub login from the token; set actions.identity (an App's is <slug>[bot])");
+    o.logger.warn(
+      { status: (err as HttpError).status ?? null },
+      "actions: cannot learn Verdict's GitHub login from the token; set actions.identity (an App's is <slug>[bot])",
+    );
     return null;
   }
 }
 
 /** The label writer of the `github` outbox rows (see the file comment). */
 export class GitHubSender {
-  readonly counts: GitHubWriteCounts = { reads: 0, labelsAdded: 0, labelsRemoved: 0, comments: 0, skipped: 0, rateLimited: 0 };
+  readonly counts: GitHubWriteCounts = {
+    reads: 0,
+    labelsAdded: 0,
+    labelsRemoved: 0,
+    comments: 0,
+    skipped: 0,
+    rateLimited: 0,
+  };
   /** Store-clock ms until which no request is sent (a rate limit seen). */
   private heldUntil = 0;
   /** Consecutive secondary limits without a reset time (each waits twice as long). */
@@ -131,13 +147,20 @@ export class GitHubSender {
   private async apply(row: EventDelivery, change: LabelChange, signal: AbortSignal): Promise<DeliveryAttempt> {
     const s = this.o.store;
     const key = { itemId: row.itemId, questionSet: change.set, questionKey: change.key };
-    const current = (await s.listItemActions(row.itemId)).find((r) => r.questionSet === change.set && r.questionKey === change.key);
+    const current = (await s.listItemActions(row.itemId)).find(
+      (r) => r.questionSet === change.set && r.questionKey === change.key,
+    );
     const loaded = await s.loadItemForEvaluation(row.itemId);
     // A newer plan is the one written; a plan that wants nothing now writes nothing.
     const want = current?.want ?? null;
-    if (!loaded || loaded.item.deletedAt !== null || want === null) return this.skip(key, 'item gone or nothing wanted');
+    if (!loaded || loaded.item.deletedAt !== null || want === null)
+      return this.skip(key, 'item gone or nothing wanted');
     // Queued before a reload that stopped the key acting: not written (a later plan queues again if it acts again).
-    if (!keyAction(this.o.config, change.set, change.key) || stricterMode(this.o.config.modes[change.set] ?? 'off', this.o.cap ?? 'apply') === 'off') return this.skip(key, 'key not acting');
+    if (
+      !keyAction(this.o.config, change.set, change.key) ||
+      stricterMode(this.o.config.modes[change.set] ?? 'off', this.o.cap ?? 'apply') === 'off'
+    )
+      return this.skip(key, 'key not acting');
     const group = change.group.filter((g) => isManagedLabel(this.o.config.labels, g));
     const unsafe = want.filter((l) => !group.some((g) => g.toLowerCase() === l.toLowerCase()));
     if (unsafe.length) return { ok: false, error: 'labels outside the allowlist' }; // never written; the row waits for a fixed config
@@ -156,7 +179,11 @@ export class GitHubSender {
     if (issue.data.state === 'closed') return this.skip(key, 'issue closed');
     const names = (issue.data.labels ?? []).map((l) => (typeof l === 'string' ? l : (l.name ?? '')));
     const has = (l: string) => names.some((n) => n.toLowerCase() === l.toLowerCase());
-    const remove = names.filter((n) => group.some((g) => g.toLowerCase() === n.toLowerCase()) && !want.some((w) => w.toLowerCase() === n.toLowerCase()));
+    const remove = names.filter(
+      (n) =>
+        group.some((g) => g.toLowerCase() === n.toLowerCase()) &&
+        !want.some((w) => w.toLowerCase() === n.toLowerCase()),
+    );
     const add = want.filter((l) => !has(l));
     for (const name of remove) {
       try {
@@ -179,11 +206,26 @@ export class GitHubSender {
     }
     await s.recordActionDelivery({ ...key, applied: [...want].sort(), skipped: false, commented });
     this.secondaryInARow = 0;
-    if (add.length || remove.length) this.o.logger.info({ repo: change.repo, issue: change.number, set: change.set, key: change.key, added: add.length, removed: remove.length, commented }, 'actions: labels written');
+    if (add.length || remove.length)
+      this.o.logger.info(
+        {
+          repo: change.repo,
+          issue: change.number,
+          set: change.set,
+          key: change.key,
+          added: add.length,
+          removed: remove.length,
+          commented,
+        },
+        'actions: labels written',
+      );
     return { ok: true, status: 200 };
   }
 
-  private async skip(key: { itemId: string; questionSet: string; questionKey: string }, why: string): Promise<DeliveryAttempt> {
+  private async skip(
+    key: { itemId: string; questionSet: string; questionKey: string },
+    why: string,
+  ): Promise<DeliveryAttempt> {
     await this.o.store.recordActionDelivery({ ...key, applied: null, skipped: true, commented: false });
     this.counts.skipped++;
     this.o.logger.debug({ set: key.questionSet, key: key.questionKey, why }, 'actions: nothing written');
@@ -203,10 +245,17 @@ export class GitHubSender {
     const now = await this.o.store.now();
     const wait = rateLimitWaitMs(status, err.response?.headers ?? {}, err.message ?? '', now, this.secondaryInARow + 1);
     if (wait !== null) {
-      if (err.response?.headers?.['retry-after'] === undefined && String(err.response?.headers?.['x-ratelimit-remaining']) !== '0') this.secondaryInARow++;
+      if (
+        err.response?.headers?.['retry-after'] === undefined &&
+        String(err.response?.headers?.['x-ratelimit-remaining']) !== '0'
+      )
+        this.secondaryInARow++;
       this.heldUntil = Math.max(this.heldUntil, now + wait);
       this.counts.rateLimited++;
-      this.o.logger.warn({ repo: change.repo, issue: change.number, status, waitMs: wait }, 'actions: github rate limit: waiting');
+      this.o.logger.warn(
+        { repo: change.repo, issue: change.number, status, waitMs: wait },
+        'actions: github rate limit: waiting',
+      );
       return { ok: 'defer', error: `http ${status} rate limit`, delayMs: wait };
     }
     return { ok: false, error: `http ${status}` };

@@ -42,7 +42,16 @@ export interface LabelFeedbackDeps {
   record: (
     tx: Store,
     reader: DecisionReader,
-    input: { workspace: string; ref: string; key: string; set: string; verdict: VerdictKind; value?: boolean | string; author: string; note?: string },
+    input: {
+      workspace: string;
+      ref: string;
+      key: string;
+      set: string;
+      verdict: VerdictKind;
+      value?: boolean | string;
+      author: string;
+      note?: string;
+    },
   ) => Promise<unknown>;
 }
 
@@ -64,7 +73,8 @@ export async function applyLabelFeedback(
   for (const k of d.config.keys) {
     const applied = names.filter((n) => k.group.some((g) => g.toLowerCase() === n.toLowerCase())).sort();
     const before = rows.get(`${k.set}/${k.key}`)?.applied ?? null;
-    if (before === null ? applied.length > 0 : !sameLabels(before, applied)) seen.push({ questionSet: k.set, questionKey: k.key, applied });
+    if (before === null ? applied.length > 0 : !sameLabels(before, applied))
+      seen.push({ questionSet: k.set, questionKey: k.key, applied });
   }
   if (seen.length) await tx.observeActionLabels(target.workspaceId, itemId, seen);
 
@@ -85,14 +95,22 @@ export async function applyLabelFeedback(
   const at = await reader.keyNow(itemId, action.set, action.key);
   const view = at?.view ?? null;
   if (!at || !view) {
-    d.logger.info({ ref: item.ref, set: action.set, key: action.key }, 'label change not taken as a verdict: the key has no answer yet');
+    d.logger.info(
+      { ref: item.ref, set: action.set, key: action.key },
+      'label change not taken as a verdict: the key has no answer yet',
+    );
     return 'not_answered';
   }
   // Which option or level the label stands for, and whether the model's current answer is it.
   const meaning = Object.entries(action.labels).find(([, l]) => l.toLowerCase() === e.label!.name.toLowerCase())![0];
   const model = view.modelAnswer;
   const modelSays =
-    view.current && (model.type === 'noul' ? model.noul >= at.set.threshold : model.type === 'choice' ? model.choice === meaning : pickedLevel(model) === meaning);
+    view.current &&
+    (model.type === 'noul'
+      ? model.noul >= at.set.threshold
+      : model.type === 'choice'
+        ? model.choice === meaning
+        : pickedLevel(model) === meaning);
   let verdict: VerdictKind;
   let value: boolean | string | undefined;
   if (action.kind === 'noul') {
@@ -104,9 +122,21 @@ export async function applyLabelFeedback(
   } else if (modelSays) verdict = 'disagree';
   else return 'not_taken';
   try {
-    await d.record(tx, reader, { workspace: ws.slug, ref: item.ref, key: action.key, set: action.set, verdict, value, author: `github:${login ?? 'unknown'}`, note: `GitHub label ${added ? 'added' : 'removed'}` });
+    await d.record(tx, reader, {
+      workspace: ws.slug,
+      ref: item.ref,
+      key: action.key,
+      set: action.set,
+      verdict,
+      value,
+      author: `github:${login ?? 'unknown'}`,
+      note: `GitHub label ${added ? 'added' : 'removed'}`,
+    });
   } catch (err) {
-    d.logger.info({ ref: item.ref, set: action.set, key: action.key, err: errCode(err) }, 'label change not taken as a verdict');
+    d.logger.info(
+      { ref: item.ref, set: action.set, key: action.key, err: errCode(err) },
+      'label change not taken as a verdict',
+    );
     return 'not_taken';
   }
   d.logger.info({ ref: item.ref, set: action.set, key: action.key, verdict }, 'label change recorded as a verdict');

@@ -75,23 +75,48 @@ export interface PlanInput {
 /** The plan of one (item, key): see the file comment. */
 export function planKey(p: PlanInput): PlannedAction {
   const base = { workspaceId: p.workspaceId, itemId: p.itemId, questionSet: p.action.set, questionKey: p.action.key };
-  const none: PlannedAction = { ...base, want: null, source: null, decisionId: null, proposal: null, proposalReason: null, proposalDecisionId: null };
+  const none: PlannedAction = {
+    ...base,
+    want: null,
+    source: null,
+    decisionId: null,
+    proposal: null,
+    proposalReason: null,
+    proposalDecisionId: null,
+  };
   if (p.closedOrGone || p.mode === 'off' || !p.view) return none;
   const view = p.view;
   const model = modelLabels(p.action, view, p.threshold);
   const held = view.verdict !== null && view.verdict.verdict !== 'withdrawn';
-  const propose = (reason: ProposalReason, against: readonly string[] | null): Pick<PlannedAction, 'proposal' | 'proposalReason' | 'proposalDecisionId'> =>
+  const propose = (
+    reason: ProposalReason,
+    against: readonly string[] | null,
+  ): Pick<PlannedAction, 'proposal' | 'proposalReason' | 'proposalDecisionId'> =>
     model !== null && !sameLabels(model, against ?? []) && !p.judgedRows.has(view.rowId)
       ? { proposal: model, proposalReason: reason, proposalDecisionId: view.rowId }
       : { proposal: null, proposalReason: null, proposalDecisionId: null };
   if (held) {
     const value = view.verdict!.value;
     const human = value === null ? null : labelsOf(p.action, value, value.type === 'noul' && value.noul >= p.threshold);
-    return { ...base, want: human, source: human === null ? null : 'human', decisionId: human === null ? null : view.rowId, ...propose('person', human ?? p.applied) };
+    return {
+      ...base,
+      want: human,
+      source: human === null ? null : 'human',
+      decisionId: human === null ? null : view.rowId,
+      ...propose('person', human ?? p.applied),
+    };
   }
   if (model === null) return none;
   if (p.mode === 'apply' && p.gatePasses) {
-    return { ...base, want: model, source: 'model', decisionId: view.rowId, proposal: null, proposalReason: null, proposalDecisionId: null };
+    return {
+      ...base,
+      want: model,
+      source: 'model',
+      decisionId: view.rowId,
+      proposal: null,
+      proposalReason: null,
+      proposalDecisionId: null,
+    };
   }
   return { ...none, ...propose(p.mode === 'apply' ? 'gate' : 'mode', p.applied) };
 }

@@ -7,8 +7,24 @@ import { Backfill, loadBackfillCursor, type BackfillProgress, type BackfillRepor
 import type { SetEstimate } from '../runner/estimate.js';
 import { formatUsd } from '../providers/pricing.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
-import { batchedBackfillCost, EXACT_OPTION_HELP, estimateSets, estimateTargetFor, exactCounterFor, formatEstimates } from './estimate.js';
+import {
+  buildRegistry,
+  configFrom,
+  EXIT_FAILURE,
+  EXIT_OK,
+  loggerFor,
+  openStore,
+  resolveWorkspace,
+  UsageError,
+} from './common.js';
+import {
+  batchedBackfillCost,
+  EXACT_OPTION_HELP,
+  estimateSets,
+  estimateTargetFor,
+  exactCounterFor,
+  formatEstimates,
+} from './estimate.js';
 import { runWorker } from './worker.js';
 import { VerdictError } from '../errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
@@ -79,7 +95,9 @@ const plural = (n: number, noun: string) => `${n} ${noun}${n === 1 ? '' : 's'}`;
 
 /** The run's summary as text. */
 function formatBackfillReport(r: BackfillReport): string {
-  const resumed = r.resumedAfter ? `resumed after ${r.resumedAfter.owedItems} items owed by an earlier run (its last chunk of ${r.resumedAfter.pending} waited for first); ` : '';
+  const resumed = r.resumedAfter
+    ? `resumed after ${r.resumedAfter.owedItems} items owed by an earlier run (its last chunk of ${r.resumedAfter.pending} waited for first); `
+    : '';
   const end = r.finished
     ? 'finished: every eligible item is owed and drained'
     : 'stopped before the end: owed jobs stay owed; rerun the same command to resume from the cursor';
@@ -98,7 +116,9 @@ class NoWorkerRunning extends VerdictError {
 export function registerBackfillCommand(program: Command): void {
   program
     .command('backfill')
-    .description('owe a question set for every eligible item, in chunks that drain before the next (resumable; Ctrl-C stops it without losing work)')
+    .description(
+      'owe a question set for every eligible item, in chunks that drain before the next (resumable; Ctrl-C stops it without losing work)',
+    )
     .requiredOption('--set <name>', 'the question set to backfill')
     .option('--workspace <slug>', 'one workspace (default: every workspace)')
     .option('--dry-run', 'print the items, calls, estimated tokens and cost of what is left; owe nothing')
@@ -112,8 +132,15 @@ export function registerBackfillCommand(program: Command): void {
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
       const set = registry.get(o.set);
-      if (!set) throw new UsageError(`--set: no question set "${o.set}" (known: ${registry.all().map((s) => s.name).join(', ')})`);
-      if (o.exact && !o.dryRun) throw new UsageError('--exact corrects the estimate of --dry-run: add --dry-run (nothing was owed)');
+      if (!set)
+        throw new UsageError(
+          `--set: no question set "${o.set}" (known: ${registry
+            .all()
+            .map((s) => s.name)
+            .join(', ')})`,
+        );
+      if (o.exact && !o.dryRun)
+        throw new UsageError('--exact corrects the estimate of --dry-run: add --dry-run (nothing was owed)');
       const exact = o.exact ? exactCounterFor(cfg, logger) : undefined;
       const target = exact?.target ?? estimateTargetFor(cfg, logger);
       const store = openStore(cfg, registry, { access: 'existing' });
@@ -124,14 +151,42 @@ export function registerBackfillCommand(program: Command): void {
         const needsYes = target.pricing.kind !== 'free' && !o.yes;
         let estimates: SetEstimate[] | null = null;
         if (o.dryRun || needsYes) {
-          estimates = await estimateSets(store, registry, target, { setName: set.name, workspaceId, afterId: cursor?.afterId ?? null, exact });
-          if (o.json) out(JSON.stringify({ provider: target.provider, model: target.fingerprint.model, pricing: target.pricing, cursor, estimate: estimates[0] }, null, 2));
+          estimates = await estimateSets(store, registry, target, {
+            setName: set.name,
+            workspaceId,
+            afterId: cursor?.afterId ?? null,
+            exact,
+          });
+          if (o.json)
+            out(
+              JSON.stringify(
+                {
+                  provider: target.provider,
+                  model: target.fingerprint.model,
+                  pricing: target.pricing,
+                  cursor,
+                  estimate: estimates[0],
+                },
+                null,
+                2,
+              ),
+            );
           else {
-            if (cursor) out(`a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`);
+            if (cursor)
+              out(
+                `a stored cursor: ${cursor.owedItems} items already owed in ${cursor.chunks} chunks; the estimate covers the items after it`,
+              );
             out(formatEstimates(target, estimates));
             // A drain asks directly unless given --batch on (DESIGN §7.4).
-            const batched = o.drain ? (cfg.batch === 'on' ? batchedBackfillCost(cfg, logger, target, estimates[0]) : null) : batchedBackfillCost(cfg, logger, target, estimates[0]);
-            if (batched !== null) out(`  with --batch ${cfg.batch} (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`);
+            const batched = o.drain
+              ? cfg.batch === 'on'
+                ? batchedBackfillCost(cfg, logger, target, estimates[0])
+                : null
+              : batchedBackfillCost(cfg, logger, target, estimates[0]);
+            if (batched !== null)
+              out(
+                `  with --batch ${cfg.batch} (this worker's setting) a worker sends it as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h`,
+              );
           }
           if (o.dryRun) return;
           throw new UsageError(
@@ -229,7 +284,10 @@ async function runBackfill(p: {
     if (o.json) p.out(JSON.stringify({ ...report, runner: summary }, null, 2));
     else {
       p.out(formatBackfillReport(report));
-      if (summary) p.out(`  runner in this process: ${summary.claimed} jobs run, ${summary.calls} provider calls (${provider!.name}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored`);
+      if (summary)
+        p.out(
+          `  runner in this process: ${summary.claimed} jobs run, ${summary.calls} provider calls (${provider!.name}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored`,
+        );
     }
     process.exitCode = report.finished ? EXIT_OK : EXIT_FAILURE;
   } finally {

@@ -1,6 +1,12 @@
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../config.js';
-import { buildRegistry as buildRegistryFrom, openStoreOn, writeRegistryFor as writeRegistryForProvider, type DatabaseAccess, type OpenedStore } from '../compose/open.js';
+import {
+  buildRegistry as buildRegistryFrom,
+  openStoreOn,
+  writeRegistryFor as writeRegistryForProvider,
+  type DatabaseAccess,
+  type OpenedStore,
+} from '../compose/open.js';
 import type { Registry } from '../decision/registry.js';
 import { createLogger, type Logger } from '../log.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
@@ -45,12 +51,17 @@ function writeRegistryFor(cfg: Config, registry: Registry): Registry {
  * @throws DatabaseNotFound when the path is missing and `access` is not `create` (nothing is created).
  * @throws DatabaseUnavailable when it is a folder or cannot be opened (the message names the path and the fix).
  */
-export function openStore(cfg: Config, registry: Registry, opts: { mustExist?: boolean; migrate?: boolean; access?: DatabaseAccess } = {}): OpenedStore {
+export function openStore(
+  cfg: Config,
+  registry: Registry,
+  opts: { mustExist?: boolean; migrate?: boolean; access?: DatabaseAccess } = {},
+): OpenedStore {
   const writes = writeRegistryFor(cfg, registry);
   const access: DatabaseAccess = opts.access ?? (opts.mustExist ? 'existing' : 'create');
   // A worker slot holds one connection at a time; the rest serve the CLI's reads and the limiter.
   const poolSize = Math.max(10, cfg.concurrency + 4);
-  if (isPostgresUrl(cfg.databaseUrl)) return openStoreOn(cfg.databaseUrl, writes, { poolSize, migrate: opts.migrate, access });
+  if (isPostgresUrl(cfg.databaseUrl))
+    return openStoreOn(cfg.databaseUrl, writes, { poolSize, migrate: opts.migrate, access });
   return openStoreOn(cfg.databaseUrl, writes, { migrate: opts.migrate, access });
 }
 
@@ -67,7 +78,10 @@ export function loggerFor(cfg: Config): Logger {
  * The workspace a read command means: `--workspace SLUG`, or the only live workspace.
  * @throws UsageError when it is ambiguous or unknown.
  */
-export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined): Promise<WorkspaceRow> {
+export async function resolveWorkspace(
+  store: Pick<TrackerReads, 'getWorkspaceBySlug' | 'listWorkspaces'>,
+  slug: string | undefined,
+): Promise<WorkspaceRow> {
   if (slug) {
     const ws = await store.getWorkspaceBySlug(slug);
     if (!ws) throw new UsageError(`no workspace "${slug}"`);
@@ -75,7 +89,8 @@ export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBy
   }
   const all = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
   if (all.length === 1) return all[0];
-  if (all.length === 0) throw new UsageError('no workspace yet: run `verdict import beads FILE` or `verdict demo` first');
+  if (all.length === 0)
+    throw new UsageError('no workspace yet: run `verdict import beads FILE` or `verdict demo` first');
   throw new UsageError(`several workspaces (${all.map((w) => w.slug).join(', ')}): pass --workspace SLUG`);
 }
 
@@ -83,10 +98,17 @@ export async function resolveWorkspace(store: Pick<TrackerReads, 'getWorkspaceBy
  * The item a command names by ref, in the workspace `resolveWorkspace` gives.
  * @throws UsageError when the workspace is ambiguous or unknown, or it holds no item of that ref.
  */
-export async function resolveItem(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>, slug: string | undefined, ref: string): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
+export async function resolveItem(
+  store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>,
+  slug: string | undefined,
+  ref: string,
+): Promise<{ ws: WorkspaceRow; item: ItemRow }> {
   const ws = await resolveWorkspace(store, slug);
   const item = await store.getItemByRef(ws.id, ref);
-  if (!item) throw new UsageError(`no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`);
+  if (!item)
+    throw new UsageError(
+      `no item ${ref} in workspace ${ws.slug}; check the ref (\`verdict flags --set SET\` lists items)`,
+    );
   return { ws, item };
 }
 

@@ -28,7 +28,10 @@ export interface DrainEstimate {
  * per-comment sets count one call chunk per comment the runner would ask about (the newest 10);
  * an item's sets reading byte-identical state count one call, as the worker co-asks them.
  */
-export async function estimateDrain(store: Pick<Store, 'listCollections' | 'listItems' | 'listJobs' | 'loadItemForEvaluation'>, registry: Registry): Promise<DrainEstimate> {
+export async function estimateDrain(
+  store: Pick<Store, 'listCollections' | 'listItems' | 'listJobs' | 'loadItemForEvaluation'>,
+  registry: Registry,
+): Promise<DrainEstimate> {
   const out: DrainEstimate = { jobs: 0, calls: 0, inputTokens: 0, maxOutputTokens: 0, notEstimated: 0 };
   const resolved = new Map<string, QuestionMap | null>();
   const byItem = new Map<string, Array<{ set: QuestionSet; questions: QuestionMap }>>();
@@ -37,7 +40,8 @@ export async function estimateDrain(store: Pick<Store, 'listCollections' | 'list
     const set = registry.get(job.questionSet);
     if (!set) continue;
     const key = `${set.name}\u0000${job.workspaceId}`;
-    if (!resolved.has(key)) resolved.set(key, await questionsOf(set, { workspaceId: job.workspaceId, store }).catch(() => null));
+    if (!resolved.has(key))
+      resolved.set(key, await questionsOf(set, { workspaceId: job.workspaceId, store }).catch(() => null));
     const questions = resolved.get(key) ?? null;
     if (!questions) {
       out.notEstimated++;
@@ -57,7 +61,10 @@ export async function estimateDrain(store: Pick<Store, 'listCollections' | 'list
         const chunks: Array<{ state: { bytes: string }; questions: Map<string, Question> }> = [];
         for (const { state } of setTargets(set, loaded)) {
           for (let i = 0; i < keys.length; i += set.maxPerCall) {
-            chunks.push({ state, questions: new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, questions[k]])) });
+            chunks.push({
+              state,
+              questions: new Map<string, Question>(keys.slice(i, i + set.maxPerCall).map((k) => [k, questions[k]])),
+            });
           }
         }
         return { claim, set, chunks };

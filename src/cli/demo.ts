@@ -7,7 +7,16 @@ import { bundledSamplePath, importBeads } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
 import { createProvider } from '../providers/create.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_USAGE, formatDuration, loggerFor, openStore, UsageError } from './common.js';
+import {
+  buildRegistry,
+  configFrom,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  formatDuration,
+  loggerFor,
+  openStore,
+  UsageError,
+} from './common.js';
 import { estimateDrain } from './demo-estimate.js';
 import { formatImportReport } from './import.js';
 import { readerFor } from './reader.js';
@@ -23,7 +32,10 @@ export function registerDemoCommand(program: Command): void {
     .option('--keep', 'keep the demo database from an earlier run instead of starting fresh')
     .option('--sample <file>', 'a beads JSONL export to use instead of the bundled sample')
     .option('--yes', 'with a paid provider (--provider anthropic or openai): spend after the printed estimate')
-    .option('--conventions <file>', 'also import these conventions (JSON or YAML, e.g. examples/beads-conventions.yaml) into the sample workspace before draining')
+    .option(
+      '--conventions <file>',
+      'also import these conventions (JSON or YAML, e.g. examples/beads-conventions.yaml) into the sample workspace before draining',
+    )
     .action(async (opts: { keep?: boolean; sample?: string; yes?: boolean; conventions?: string }, cmd: Command) => {
       const started = Date.now();
       const flags = cmd.optsWithGlobals();
@@ -61,20 +73,26 @@ export function registerDemoCommand(program: Command): void {
       } else if (!opts.keep && path !== ':memory:' && existsSync(path)) {
         // The demo starts fresh only in its own database: never reset one it did not make.
         if (resolve(path) !== resolve(DEMO_DATABASE)) {
-          throw new UsageError(`demo resets its database, and ${path} is not the demo's own (${DEMO_DATABASE}); pass --keep to add the sample to it, or choose a new path`);
+          throw new UsageError(
+            `demo resets its database, and ${path} is not the demo's own (${DEMO_DATABASE}); pass --keep to add the sample to it, or choose a new path`,
+          );
         }
         for (const f of [path, `${path}-wal`, `${path}-shm`]) rmSync(f, { force: true });
       }
       const store = openStore({ ...cfg, databaseUrl: path }, registry);
       const out = (s: string) => process.stdout.write(`${s}\n`);
       try {
-        out(`Verdict demo: provider ${provider.name}${paid ? `, model ${provider.model} (real calls)` : ' (offline and deterministic: answers are derived from hashes, not from a model)'}, database ${cfg.databaseUrl}`);
+        out(
+          `Verdict demo: provider ${provider.name}${paid ? `, model ${provider.model} (real calls)` : ' (offline and deterministic: answers are derived from hashes, not from a model)'}, database ${cfg.databaseUrl}`,
+        );
         const report = await importBeads(store, sample, { workspaceSlug: 'beads', logger });
         out(formatImportReport(report));
         if (opts.conventions && conventionsDoc) {
           const doc = conventionsDoc;
           const c = await importConventions(store, doc, report.workspaceSlug);
-          out(`conventions from ${opts.conventions}: ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged (collection ${doc.collection}, a system collection with role "conventions")`);
+          out(
+            `conventions from ${opts.conventions}: ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged (collection ${doc.collection}, a system collection with role "conventions")`,
+          );
         }
         if (paid) {
           // DESIGN §12: a paid provider only with --yes, after a printed estimate. The import above is
@@ -84,31 +102,56 @@ export function registerDemoCommand(program: Command): void {
             `estimate: ${e.jobs} jobs owed, about ${e.calls} calls to ${provider.name} ${provider.model}, about ${e.inputTokens} input tokens, at most ${e.maxOutputTokens} output tokens${e.notEstimated ? ` (${e.notEstimated} jobs not estimated)` : ''}`,
           );
           if (!opts.yes) {
-            process.stderr.write(`verdict: demo with --provider ${provider.name} sends item text to a paid model; nothing was sent and ${cfg.databaseUrl} was not touched. Rerun with --yes to spend the estimate above.\n`);
+            process.stderr.write(
+              `verdict: demo with --provider ${provider.name} sends item text to a paid model; nothing was sent and ${cfg.databaseUrl} was not touched. Rerun with --yes to spend the estimate above.\n`,
+            );
             process.exitCode = EXIT_USAGE;
             return;
           }
         }
         // The demo shows its answers now: call by call, never a provider batch, whose results can
         // take up to 24 h (DESIGN §7.3). Co-asking stays on.
-        const summary = await runWorker({ cfg: { ...cfg, batch: 'off' }, store, registry, provider, logger, untilIdle: true, handleSignals: true });
-        const outcomes = Object.entries(summary.outcomes).map(([k, n]) => `${k} ${n}`).join(', ');
-        out(`worker: ${summary.claimed} jobs run (${outcomes}); ${summary.calls} provider calls to ${provider.name}, ${summary.answersStored} answers stored, ${summary.inputTokens} input / ${summary.outputTokens} output tokens`);
+        const summary = await runWorker({
+          cfg: { ...cfg, batch: 'off' },
+          store,
+          registry,
+          provider,
+          logger,
+          untilIdle: true,
+          handleSignals: true,
+        });
+        const outcomes = Object.entries(summary.outcomes)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ');
+        out(
+          `worker: ${summary.claimed} jobs run (${outcomes}); ${summary.calls} provider calls to ${provider.name}, ${summary.answersStored} answers stored, ${summary.inputTokens} input / ${summary.outputTokens} output tokens`,
+        );
         await printLeftover(store, out);
         if (summary.misconfigured) {
           process.stderr.write(`verdict: provider misconfigured (${summary.misconfigured}); run \`verdict doctor\`\n`);
           process.exitCode = EXIT_FAILURE;
           return;
         }
-        const { flags: flagged } = await (await readerFor(cfg, store, registry, logger)).workspaceFlags(report.workspaceId, 'attention');
+        const { flags: flagged } = await (
+          await readerFor(cfg, store, registry, logger)
+        ).workspaceFlags(report.workspaceId, 'attention');
         const top = Object.values(flagged)
           .map((f) => ({ ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))
           .sort((a, b) => b.top - a.top || (a.ref < b.ref ? -1 : 1))
           .slice(0, 5);
-        out(`top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`);
-        for (const t of top) out(`  ${t.ref.padEnd(12)} ${Object.entries(t.keys).map(([k, p]) => `${k}=${p.toFixed(2)}`).join(' ')}`);
+        out(
+          `top flagged items (attention, ${Object.keys(flagged).length} flagged${paid ? '' : '; fake answers, so the flags show the pipeline, not real judgments'}):`,
+        );
+        for (const t of top)
+          out(
+            `  ${t.ref.padEnd(12)} ${Object.entries(t.keys)
+              .map(([k, p]) => `${k}=${p.toFixed(2)}`)
+              .join(' ')}`,
+          );
         // Reads judge currency against the configured provider, so the hint names the demo's.
-        out(`wall time ${formatDuration(Date.now() - started)}. Next: \`export VERDICT_DATABASE_URL=${cfg.databaseUrl} VERDICT_PROVIDER=${provider.name}\`, then \`npx verdict show ${top[0]?.ref ?? 'REF'}\``);
+        out(
+          `wall time ${formatDuration(Date.now() - started)}. Next: \`export VERDICT_DATABASE_URL=${cfg.databaseUrl} VERDICT_PROVIDER=${provider.name}\`, then \`npx verdict show ${top[0]?.ref ?? 'REF'}\``,
+        );
       } finally {
         await provider.close?.();
         await store.close();

@@ -41,7 +41,9 @@ function keyVar(provider: string): string {
 }
 
 function baseVar(provider: string): string {
-  return provider === 'openai' ? 'VERDICT_OPENAI_BASE_URL (--openai-base-url)' : 'ANTHROPIC_BASE_URL (--anthropic-base-url)';
+  return provider === 'openai'
+    ? 'VERDICT_OPENAI_BASE_URL (--openai-base-url)'
+    : 'ANTHROPIC_BASE_URL (--anthropic-base-url)';
 }
 
 /** Turns a provider error of the doctor call into a check with a fix. Messages hold status and type names only. */
@@ -51,22 +53,38 @@ function providerProblem(provider: Provider, err: unknown): DoctorCheck {
   const what = err instanceof ProviderError ? err.message : `${name}: ${(err as Error)?.name ?? 'error'}`;
   if (err instanceof ProviderMisconfigured) {
     if (status === 401) {
-      return { name: 'provider', ok: false, detail: `the API key was rejected (${what})`, fix: `set ${keyVar(name)} to a valid key` };
+      return {
+        name: 'provider',
+        ok: false,
+        detail: `the API key was rejected (${what})`,
+        fix: `set ${keyVar(name)} to a valid key`,
+      };
     }
     if (status === 403) {
-      return { name: 'provider', ok: false, detail: `the key may not use this API or model (${what})`, fix: `check the key's permissions, or set ${keyVar(name)} to another key` };
+      return {
+        name: 'provider',
+        ok: false,
+        detail: `the key may not use this API or model (${what})`,
+        fix: `check the key's permissions, or set ${keyVar(name)} to another key`,
+      };
     }
     if (status === 404) {
       return {
         name: 'provider',
         ok: false,
         detail: `model "${provider.model}" is unknown to the API (${what})`,
-        fix: name === 'openai'
-          ? `check that ${baseVar(name)} is the server's /v1 base, and set --model / VERDICT_MODEL to a model it serves`
-          : `set --model / VERDICT_MODEL to a model id the API lists (default claude-haiku-5-5; no -latest aliases)`,
+        fix:
+          name === 'openai'
+            ? `check that ${baseVar(name)} is the server's /v1 base, and set --model / VERDICT_MODEL to a model it serves`
+            : `set --model / VERDICT_MODEL to a model id the API lists (default claude-haiku-5-5; no -latest aliases)`,
       };
     }
-    return { name: 'provider', ok: false, detail: `the provider refuses this account or setup (${what})`, fix: 'check the account\'s billing and the key' };
+    return {
+      name: 'provider',
+      ok: false,
+      detail: `the provider refuses this account or setup (${what})`,
+      fix: "check the account's billing and the key",
+    };
   }
   if (err instanceof ProviderUnavailable) {
     return {
@@ -77,17 +95,33 @@ function providerProblem(provider: Provider, err: unknown): DoctorCheck {
     };
   }
   if (err instanceof ProviderRefusal) {
-    return { name: 'provider', ok: false, detail: `the model check was refused (${what})`, fix: `check ${baseVar(name)} points at the provider's API` };
+    return {
+      name: 'provider',
+      ok: false,
+      detail: `the model check was refused (${what})`,
+      fix: `check ${baseVar(name)} points at the provider's API`,
+    };
   }
   if ((err as Error)?.name === 'TimeoutError') {
-    return { name: 'provider', ok: false, detail: `no answer within ${DOCTOR_PROVIDER_TIMEOUT_MS / 1000} s`, fix: `check ${baseVar(name)} and the network` };
+    return {
+      name: 'provider',
+      ok: false,
+      detail: `no answer within ${DOCTOR_PROVIDER_TIMEOUT_MS / 1000} s`,
+      fix: `check ${baseVar(name)} and the network`,
+    };
   }
-  return { name: 'provider', ok: false, detail: `unexpected failure (${what})`, fix: 'run again with VERDICT_LOG_LEVEL=debug' };
+  return {
+    name: 'provider',
+    ok: false,
+    detail: `unexpected failure (${what})`,
+    fix: 'run again with VERDICT_LOG_LEVEL=debug',
+  };
 }
 
 /** Asks the provider about its model (no item data is sent). */
 export async function checkProvider(provider: Provider | null, signal: AbortSignal): Promise<DoctorCheck> {
-  if (!provider) return { name: 'provider', ok: true, detail: 'none: decisions are off (nothing is owed, reads are empty)' };
+  if (!provider)
+    return { name: 'provider', ok: true, detail: 'none: decisions are off (nothing is owed, reads are empty)' };
   if (provider instanceof AnthropicProvider) {
     try {
       const m = await provider.doctor({ signal });
@@ -100,7 +134,11 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
         };
       }
       const same = m.model === provider.model ? '' : ` (the API reports it as ${m.model})`;
-      return { name: 'provider', ok: true, detail: `anthropic reachable; model ${provider.model}${same}${m.displayName ? ` (${m.displayName})` : ''} is available` };
+      return {
+        name: 'provider',
+        ok: true,
+        detail: `anthropic reachable; model ${provider.model}${same}${m.displayName ? ` (${m.displayName})` : ''} is available`,
+      };
     } catch (err) {
       return providerProblem(provider, err);
     }
@@ -121,7 +159,11 @@ export async function checkProvider(provider: Provider | null, signal: AbortSign
       return providerProblem(provider, err);
     }
   }
-  return { name: 'provider', ok: true, detail: `${provider.name}: offline and deterministic, nothing to reach (answers are not a model's)` };
+  return {
+    name: 'provider',
+    ok: true,
+    detail: `${provider.name}: offline and deterministic, nothing to reach (answers are not a model's)`,
+  };
 }
 
 /**
@@ -132,7 +174,11 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   if (isPostgresUrl(cfg.databaseUrl)) return checkPostgres(cfg.databaseUrl);
   const h = await checkSqliteHealth(sqlitePathFromUrl(cfg.databaseUrl), HEARTBEAT_PREFIX);
   if (!h.exists) {
-    return { name: 'database', ok: true, detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it` };
+    return {
+      name: 'database',
+      ok: true,
+      detail: `${h.path} does not exist yet; verdict import, verdict demo or verdict worker --create creates and migrates it`,
+    };
   }
   if (h.driverProblem) {
     // The file was never reached: restoring it from a backup would not help.
@@ -140,7 +186,12 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
     return { name: 'database', ok: false, detail: h.driverProblem.slice(0, cut), fix: h.driverProblem.slice(cut + 2) };
   }
   if (h.error) {
-    return { name: 'database', ok: false, detail: `${h.path} cannot be read (${h.error})`, fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup' };
+    return {
+      name: 'database',
+      ok: false,
+      detail: `${h.path} cannot be read (${h.error})`,
+      fix: 'check the path, its permissions and free disk space; a corrupt file needs restoring from a backup',
+    };
   }
   if (h.migrationsPending > 0) {
     return {
@@ -199,7 +250,14 @@ async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logg
   try {
     cfg = readConfig();
   } catch (err) {
-    return [{ name: 'config', ok: false, detail: (err as Error).message, fix: 'see `verdict --help` and .env.example for every option and its environment variable' }];
+    return [
+      {
+        name: 'config',
+        ok: false,
+        detail: (err as Error).message,
+        fix: 'see `verdict --help` and .env.example for every option and its environment variable',
+      },
+    ];
   }
   const checks: DoctorCheck[] = [];
   let provider: Provider | null = null;
@@ -227,9 +285,10 @@ async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logg
       name: 'config',
       ok: false,
       detail: msg,
-      fix: cfg.provider === undefined
-        ? 'set ANTHROPIC_API_KEY (anthropic is then the default), or choose one with --provider / VERDICT_PROVIDER'
-        : 'fix the option the message names (flags and environment variables: `verdict --help`, .env.example)',
+      fix:
+        cfg.provider === undefined
+          ? 'set ANTHROPIC_API_KEY (anthropic is then the default), or choose one with --provider / VERDICT_PROVIDER'
+          : 'fix the option the message names (flags and environment variables: `verdict --help`, .env.example)',
     });
   }
   checks.push(await checkDatabase(cfg));
@@ -256,10 +315,15 @@ function formatDoctor(checks: DoctorCheck[]): string {
 export function registerDoctorCommand(program: Command): void {
   program
     .command('doctor')
-    .description('check the config, the database and the provider (reachability and model); say what is wrong and how to fix it')
+    .description(
+      'check the config, the database and the provider (reachability and model); say what is wrong and how to fix it',
+    )
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }, cmd: Command) => {
-      const checks = await runDoctor(() => configFrom(cmd), (cfg) => loggerFor({ ...cfg, logLevel: cfg.logLevel === 'info' ? 'warn' : cfg.logLevel }));
+      const checks = await runDoctor(
+        () => configFrom(cmd),
+        (cfg) => loggerFor({ ...cfg, logLevel: cfg.logLevel === 'info' ? 'warn' : cfg.logLevel }),
+      );
       const ok = checks.every((c) => c.ok);
       process.stdout.write(opts.json ? `${JSON.stringify({ ok, checks }, null, 2)}\n` : `${formatDoctor(checks)}\n`);
       process.exitCode = ok ? EXIT_OK : EXIT_FAILURE;

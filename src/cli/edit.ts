@@ -25,12 +25,21 @@ function parseFieldAssignment(s: string): [string, unknown] {
  * above, re-ask them) and the answers about other items whose question the edit changed (a
  * convention edit: the drift sweep re-asks them). See DecisionReader.staleWatch.
  */
-function staleLines(ref: string, s: { itemAnswers: number; questionAnswers: number; changedQuestions: string[] }): string[] {
+function staleLines(
+  ref: string,
+  s: { itemAnswers: number; questionAnswers: number; changedQuestions: string[] },
+): string[] {
   const out: string[] = [];
-  if (s.itemAnswers > 0) out.push(`  ${s.itemAnswers} answers about ${ref} went stale (its state changed); the jobs owed re-ask them`);
+  if (s.itemAnswers > 0)
+    out.push(`  ${s.itemAnswers} answers about ${ref} went stale (its state changed); the jobs owed re-ask them`);
   if (s.questionAnswers > 0 || s.changedQuestions.length > 0) {
-    const keys = s.changedQuestions.length > 5 ? `${s.changedQuestions.slice(0, 5).join(', ')} and ${s.changedQuestions.length - 5} more` : s.changedQuestions.join(', ');
-    out.push(`  ${s.questionAnswers} answers about other items went stale: their question changed (${keys}); the drift sweep re-asks them`);
+    const keys =
+      s.changedQuestions.length > 5
+        ? `${s.changedQuestions.slice(0, 5).join(', ')} and ${s.changedQuestions.length - 5} more`
+        : s.changedQuestions.join(', ');
+    out.push(
+      `  ${s.questionAnswers} answers about other items went stale: their question changed (${keys}); the drift sweep re-asks them`,
+    );
   }
   if (out.length === 0) out.push('  no stored answer went stale');
   return out;
@@ -49,16 +58,30 @@ export function registerEditCommand(program: Command): void {
     .option('--title <text>', 'new title')
     .option('--content <text>', 'new body')
     .option('--append <text>', 'append a paragraph to the body')
-    .option('--field <key=value>', 'set one field (repeatable); JSON values are parsed', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option(
+      '--field <key=value>',
+      'set one field (repeatable); JSON values are parsed',
+      (v: string, acc: string[]) => [...acc, v],
+      [] as string[],
+    )
     .option('--comment <text>', 'add a comment')
     .option('--author <name>', 'author of --comment', 'verdict-cli')
     .action(
       async (
         ref: string,
-        opts: { workspace?: string; title?: string; content?: string; append?: string; field: string[]; comment?: string; author: string },
+        opts: {
+          workspace?: string;
+          title?: string;
+          content?: string;
+          append?: string;
+          field: string[];
+          comment?: string;
+          author: string;
+        },
         cmd: Command,
       ) => {
-        if (opts.content !== undefined && opts.append !== undefined) throw new UsageError('give --content or --append, not both');
+        if (opts.content !== undefined && opts.append !== undefined)
+          throw new UsageError('give --content or --append, not both');
         const cfg = configFrom(cmd);
         const registry = buildRegistry(cfg);
         const store = openStore(cfg, registry, { mustExist: true });

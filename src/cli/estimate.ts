@@ -8,8 +8,22 @@ import { FakeProvider } from '../providers/fake.js';
 import { batchCostOf, formatUsd, PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
 import { batchingActive } from '../worker/batches.js';
 import { CoAskTally, type CoAskedEstimate } from '../runner/co-ask-estimate.js';
-import { estimateSet, estimateTarget, formatWork, sumWork, type EstimateTarget, type SetEstimate, type WorkEstimate } from '../runner/estimate.js';
-import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, isExactEstimate } from '../runner/exact-estimate.js';
+import {
+  estimateSet,
+  estimateTarget,
+  formatWork,
+  sumWork,
+  type EstimateTarget,
+  type SetEstimate,
+  type WorkEstimate,
+} from '../runner/estimate.js';
+import {
+  EXACT_SAMPLE_ITEMS,
+  ExactCountUnavailable,
+  exactEstimateSet,
+  formatSample,
+  isExactEstimate,
+} from '../runner/exact-estimate.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/whole-store.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
@@ -44,7 +58,9 @@ export function estimateTargetFor(cfg: Config, logger: Logger): EstimateTarget {
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
   }
-  const model = cfg.model ?? (name === 'anthropic' ? DEFAULT_ANTHROPIC_MODEL : name === 'fake' ? new FakeProvider().model : undefined);
+  const model =
+    cfg.model ??
+    (name === 'anthropic' ? DEFAULT_ANTHROPIC_MODEL : name === 'fake' ? new FakeProvider().model : undefined);
   if (!model) throw new UsageError(`--provider ${name} needs --model to estimate`);
   return estimateTarget(name, model);
 }
@@ -81,7 +97,10 @@ export function exactCounterFor(cfg: Config, logger: Logger): { target: Estimate
     void p.close?.();
     throw new UsageError(new ExactCountUnavailable(p.name).message);
   }
-  return { target: estimateTarget(p.name, p.model, { model: p.model, promptVersion: p.promptVersion, effort: p.effort }), counter: p };
+  return {
+    target: estimateTarget(p.name, p.model, { model: p.model, promptVersion: p.promptVersion, effort: p.effort }),
+    counter: p,
+  };
 }
 
 /**
@@ -89,7 +108,12 @@ export function exactCounterFor(cfg: Config, logger: Logger): { target: Estimate
  * worker with this configuration would batch it (`--batch auto` and a paid provider with a batch
  * API); null otherwise, or when the provider cannot be built here (no key).
  */
-export function batchedBackfillCost(cfg: Config, logger: Logger, target: EstimateTarget, e: { unanswered: WorkEstimate } | undefined): number | null {
+export function batchedBackfillCost(
+  cfg: Config,
+  logger: Logger,
+  target: EstimateTarget,
+  e: { unanswered: WorkEstimate } | undefined,
+): number | null {
   if (!e || target.pricing.kind !== 'priced') return null;
   let provider;
   try {
@@ -109,34 +133,63 @@ export function batchedBackfillCost(cfg: Config, logger: Logger, target: Estimat
  * the total can be counted co-asked (`CoAskTally`). @throws UsageError for an unknown set.
  */
 export async function estimateSets(
-  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
+  store: Pick<
+    Store,
+    | 'answeredKeys'
+    | 'getWorkspace'
+    | 'listCollections'
+    | 'listDecisions'
+    | 'listItems'
+    | 'listWorkspaces'
+    | 'loadItemForEvaluation'
+    | 'now'
+  >,
   registry: Registry,
   target: EstimateTarget,
-  o: { setName?: string; workspaceId?: string; afterId?: string | null; exact?: { counter: Provider }; tally?: CoAskTally },
+  o: {
+    setName?: string;
+    workspaceId?: string;
+    afterId?: string | null;
+    exact?: { counter: Provider };
+    tally?: CoAskTally;
+  },
 ): Promise<SetEstimate[]> {
   let sets: readonly QuestionSet[];
   if (o.setName) {
     const s = registry.get(o.setName);
-    if (!s) throw new UsageError(`--set: no question set "${o.setName}" (known: ${registry.all().map((x) => x.name).join(', ')})`);
+    if (!s)
+      throw new UsageError(
+        `--set: no question set "${o.setName}" (known: ${registry
+          .all()
+          .map((x) => x.name)
+          .join(', ')})`,
+      );
     sets = [s];
   } else sets = registry.all();
   const out: SetEstimate[] = [];
   const scope = { workspaceId: o.workspaceId, afterId: o.afterId };
   for (const s of sets) {
     if (o.exact) out.push(await exactEstimateSet(store, s, target, o.exact.counter, scope));
-    else out.push(await estimateSet(store, s, target, o.tally ? { ...scope, onItemCalls: (c) => o.tally!.add(s, c) } : scope));
+    else
+      out.push(
+        await estimateSet(store, s, target, o.tally ? { ...scope, onItemCalls: (c) => o.tally!.add(s, c) } : scope),
+      );
   }
   return out;
 }
 
 /** The estimates as text for humans. */
 export function formatEstimates(target: EstimateTarget, estimates: SetEstimate[], coAsked?: CoAskedEstimate): string {
-  const exact = estimates.some(isExactEstimate) ? 'input tokens corrected by an exact count, output tokens estimated; ' : '';
+  const exact = estimates.some(isExactEstimate)
+    ? 'input tokens corrected by an exact count, output tokens estimated; '
+    : '';
   const lines = [
     `estimate for ${target.provider}:${target.fingerprint.model} (${target.pricing.kind === 'priced' ? `prices from Verdict's price table, checked ${PRICES_CHECKED}` : target.pricing.reason}); ${exact}tokens are estimates, not a bill`,
   ];
   for (const e of estimates) {
-    lines.push(`${e.set}: ${e.eligibleItems.toLocaleString('en-US')} eligible items${e.truncatedStates ? ` (${e.truncatedStates} states clipped)` : ''}`);
+    lines.push(
+      `${e.set}: ${e.eligibleItems.toLocaleString('en-US')} eligible items${e.truncatedStates ? ` (${e.truncatedStates} states clipped)` : ''}`,
+    );
     if (isExactEstimate(e)) lines.push(`  ${formatSample(e.sample)}`);
     lines.push(`  ${formatWork('unanswered now (what a backfill or reask sends)', e.unanswered)}`);
     lines.push(`  ${formatWork('re-ask every item (a reworded question or another model)', e.all)}`);
@@ -160,7 +213,9 @@ export const EXACT_OPTION_HELP = `correct the input tokens by the provider's own
 export function registerEstimateCommand(program: Command): void {
   program
     .command('estimate')
-    .description('what asking a set (or every set), or switching the model with --model, would cost before anyone does it')
+    .description(
+      'what asking a set (or every set), or switching the model with --model, would cost before anyone does it',
+    )
     .option('--set <name>', 'one question set (default: every set)')
     .option('--workspace <slug>', 'one workspace (default: all)')
     .option('--exact', EXACT_OPTION_HELP)
@@ -184,8 +239,13 @@ export function registerEstimateCommand(program: Command): void {
         );
         // The unanswered work is what a backfill or reask owes, at backfill priority: a worker with
         // this configuration sends it as Message Batches (DESIGN §7.3).
-        const batched = o.json ? null : batchedBackfillCost(cfg, logger, target, total && estimates.length > 1 ? total : estimates[0]);
-        if (batched !== null) process.stdout.write(`  with --batch ${cfg.batch} (this worker's setting) a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h\n`);
+        const batched = o.json
+          ? null
+          : batchedBackfillCost(cfg, logger, target, total && estimates.length > 1 ? total : estimates[0]);
+        if (batched !== null)
+          process.stdout.write(
+            `  with --batch ${cfg.batch} (this worker's setting) a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(batched)}, results within 24 h\n`,
+          );
       } finally {
         await store.close();
         await exact?.counter.close?.();

@@ -10,9 +10,26 @@ import type { Provider } from '../providers/provider.js';
 import { formatWork } from '../runner/estimate.js';
 import { readGoldSet, type GoldRow } from '../eval/gold-set.js';
 import { reliabilityDiagramSvg } from '../eval/reliability-diagram.js';
-import { EvalCostNotConfirmed, goldFromVerdicts, runEval, type ColumnSource, type EvalColumn, type EvalReport, type SpendFigures } from '../eval/run-eval.js';
+import {
+  EvalCostNotConfirmed,
+  goldFromVerdicts,
+  runEval,
+  type ColumnSource,
+  type EvalColumn,
+  type EvalReport,
+  type SpendFigures,
+} from '../eval/run-eval.js';
 import type { GroupMetrics } from '../eval/metrics.js';
-import { buildRegistry, configFrom, EXIT_FAILURE, EXIT_OK, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
+import {
+  buildRegistry,
+  configFrom,
+  EXIT_FAILURE,
+  EXIT_OK,
+  loggerFor,
+  openStore,
+  resolveWorkspace,
+  UsageError,
+} from './common.js';
 import { readerContext, readerFor } from './reader.js';
 import { actionGates, formatGate } from './actions.js';
 
@@ -52,12 +69,23 @@ const DEFAULT_SVG = './eval-reliability.svg';
 export function registerEvalCommand(program: Command): void {
   program
     .command('eval')
-    .description('measure decision quality on a labelled gold set: accuracy, precision, recall, F1, Brier, ECE, cost; a reliability diagram as SVG')
-    .option('--gold <file>', 'gold set: JSONL, one {"ref","set","key","label"} per line (label: true/false, an option, or a level index)')
+    .description(
+      'measure decision quality on a labelled gold set: accuracy, precision, recall, F1, Brier, ECE, cost; a reliability diagram as SVG',
+    )
+    .option(
+      '--gold <file>',
+      'gold set: JSONL, one {"ref","set","key","label"} per line (label: true/false, an option, or a level index)',
+    )
     .option('--from-verdicts', "use the workspace's human verdicts as the labels (the latest per item and key)")
     .option('--stored', 'score the answers already stored and current (no calls); with --compare, model B is asked')
-    .option('--compare <model>', 'also ask the same gold rows with this model of the same provider; print both side by side')
-    .option('--max-cost <usd>', 'the most the calls may cost, US dollars; a priced model needs it at or above the estimate')
+    .option(
+      '--compare <model>',
+      'also ask the same gold rows with this model of the same provider; print both side by side',
+    )
+    .option(
+      '--max-cost <usd>',
+      'the most the calls may cost, US dollars; a priced model needs it at or above the estimate',
+    )
     .option('--yes', 'ask a model with no known price (its cost cannot be estimated)')
     .option('--svg <file>', 'where to write the reliability diagram', DEFAULT_SVG)
     .option('--workspace <slug>', 'workspace slug (default: the only one)')
@@ -71,13 +99,15 @@ export function parseMaxCost(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   // Decimal only: Number() would also read 0x10 as 16.
   const v = /^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/.test(text) ? Number(text) : NaN;
-  if (!(Number.isFinite(v) && v >= 0)) throw new UsageError(`--max-cost: got "${text}"; expected US dollars, a number of 0 or more (e.g. 0.50)`);
+  if (!(Number.isFinite(v) && v >= 0))
+    throw new UsageError(`--max-cost: got "${text}"; expected US dollars, a number of 0 or more (e.g. 0.50)`);
   return v;
 }
 
 /** A provider of the configured kind with another model: `--compare`. */
 function compareProvider(cfg: Config, kind: string, model: string, logger: Logger): Provider {
-  if (kind !== 'anthropic' && kind !== 'openai' && kind !== 'fake') throw new UsageError(`--compare: no provider to ask model ${model} with; set --provider`);
+  if (kind !== 'anthropic' && kind !== 'openai' && kind !== 'fake')
+    throw new UsageError(`--compare: no provider to ask model ${model} with; set --provider`);
   const p = createProvider({ ...cfg, provider: kind, model }, logger);
   if (!p) throw new UsageError('--compare: provider is none');
   return p;
@@ -89,7 +119,8 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
   const cfg = configFrom(cmd);
   const logger = loggerFor(cfg);
   const registry = buildRegistry(cfg);
-  if (cfg.provider === 'none') throw new UsageError('provider is none: decisions are off, there is nothing to evaluate');
+  if (cfg.provider === 'none')
+    throw new UsageError('provider is none: decisions are off, there is nothing to evaluate');
   // Read the gold file before opening anything: a bad line fails fast, naming the line.
   const fileRows: GoldRow[] | null = o.gold ? await readGoldSet(o.gold) : null;
   // Even a --stored run writes: its figures become the set's latest eval result (eval/eval-results.ts).
@@ -108,7 +139,8 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     const gold = fileRows
       ? { rows: fileRows, source: o.gold! }
       : { ...(await goldFromVerdicts(store, registry, ws.id)), source: `verdicts in ${ws.slug}` };
-    if (gold.rows.length === 0) throw new UsageError(`--from-verdicts: workspace ${ws.slug} has no human verdicts with a value yet`);
+    if (gold.rows.length === 0)
+      throw new UsageError(`--from-verdicts: workspace ${ws.slug} has no human verdicts with a value yet`);
     let a: ColumnSource;
     let ctx: ReaderContext | null = null;
     if (o.stored) {
@@ -129,7 +161,18 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     }
     let report: EvalReport;
     try {
-      report = await runEval({ store, registry, workspace: ws, gold, a, b, maxCostUsd, confirmUnpriced: o.yes, signal: stop.signal, logger });
+      report = await runEval({
+        store,
+        registry,
+        workspace: ws,
+        gold,
+        a,
+        b,
+        maxCostUsd,
+        confirmUnpriced: o.yes,
+        signal: stop.signal,
+        logger,
+      });
     } catch (err) {
       if (err instanceof EvalCostNotConfirmed) throw new UsageError(err.message);
       throw err;
@@ -141,8 +184,14 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     writeFileSync(svgPath, svg);
     // The calibration gate of each key that acts in GitHub (DESIGN §17), after this run's figures were recorded.
     const gates = await actionGates(cfg, store, registry, ws.id, logger);
-    if (o.json) process.stdout.write(`${JSON.stringify({ ...report, svg: svgPath, ...(gates.length ? { gates } : {}) }, null, 2)}\n`);
-    else process.stdout.write(`${[formatEvalReport(report, o.svg, cfg.batch), ...gates.map((g) => `actions gate ${g.set}/${g.key}: ${formatGate(g)}`)].join('\n')}\n`);
+    if (o.json)
+      process.stdout.write(
+        `${JSON.stringify({ ...report, svg: svgPath, ...(gates.length ? { gates } : {}) }, null, 2)}\n`,
+      );
+    else
+      process.stdout.write(
+        `${[formatEvalReport(report, o.svg, cfg.batch), ...gates.map((g) => `actions gate ${g.set}/${g.key}: ${formatGate(g)}`)].join('\n')}\n`,
+      );
     const early = report.a.stoppedAtMaxCost || report.b?.stoppedAtMaxCost || stop.signal.aborted;
     return early ? EXIT_FAILURE : EXIT_OK;
   } finally {
@@ -195,21 +244,27 @@ function unansweredLines(label: string, c: EvalColumn): string[] {
     .map(([r, k]) => `${k} ${r}`)
     .join(', ');
   const lines = [`${label}unanswered: ${c.unanswered.count} (${reasons})`];
-  for (const u of c.unanswered.rows.slice(0, 20)) lines.push(`  ${u.ref.padEnd(14)} ${`${u.set}/${u.key}`.padEnd(36)} ${u.reason}`);
-  if (c.unanswered.rows.length > 20) lines.push(`  … and ${c.unanswered.rows.length - 20} more (--json lists them all)`);
+  for (const u of c.unanswered.rows.slice(0, 20))
+    lines.push(`  ${u.ref.padEnd(14)} ${`${u.set}/${u.key}`.padEnd(36)} ${u.reason}`);
+  if (c.unanswered.rows.length > 20)
+    lines.push(`  … and ${c.unanswered.rows.length - 20} more (--json lists them all)`);
   return lines;
 }
 
 /** The report as text for people. */
 export function formatEvalReport(r: EvalReport, svg: string, batch: Config['batch'] = 'auto'): string {
   const g = r.gold;
-  const unresolved = Object.entries(g.unresolvedByReason).map(([k, c]) => `${c} ${k}`).join(', ');
+  const unresolved = Object.entries(g.unresolvedByReason)
+    .map(([k, c]) => `${c} ${k}`)
+    .join(', ');
   const lines = [
     `eval of ${n(g.rows)} gold rows from ${g.source} in workspace ${r.workspace}: ${n(g.resolved)} resolved${g.unresolved.length ? `, ${n(g.unresolved.length)} not (${unresolved})` : ''}`,
   ];
-  for (const u of g.unresolved.slice(0, 20)) lines.push(`  line ${String(u.line).padStart(4)}: ${u.ref} ${u.set}/${u.key}: ${u.reason}: ${u.detail}`);
+  for (const u of g.unresolved.slice(0, 20))
+    lines.push(`  line ${String(u.line).padStart(4)}: ${u.ref} ${u.set}/${u.key}: ${u.reason}: ${u.detail}`);
   if (g.unresolved.length > 20) lines.push(`  … and ${g.unresolved.length - 20} more (--json lists them all)`);
-  if (g.labelsAtOlderState) lines.push(`  ${g.labelsAtOlderState} labels were given at an older state of their item (it changed since)`);
+  if (g.labelsAtOlderState)
+    lines.push(`  ${g.labelsAtOlderState} labels were given at an older state of their item (it changed since)`);
   lines.push(describeColumn('A', r.a));
   if (r.b) lines.push(describeColumn('B', r.b));
   const width = Math.max(10, ...groupsOf(r.a).map((x) => x.label.length)) + 2;
@@ -227,21 +282,35 @@ export function formatEvalReport(r: EvalReport, svg: string, batch: Config['batc
     }
     lines.push(...unansweredLines('A ', r.a), ...unansweredLines('B ', r.b));
     const d = r.differences ?? [];
-    lines.push(`decisions that differ: ${d.length} of the rows both answered${r.answeredByOneOnly ? ` (${r.answeredByOneOnly} answered by one column only)` : ''}`);
+    lines.push(
+      `decisions that differ: ${d.length} of the rows both answered${r.answeredByOneOnly ? ` (${r.answeredByOneOnly} answered by one column only)` : ''}`,
+    );
     if (d.length) {
-      lines.push(`  ${'ref'.padEnd(14)} ${'set/key'.padEnd(36)} ${'label'.padEnd(8)} ${'A'.padEnd(22)} ${'B'.padEnd(22)} right`);
+      lines.push(
+        `  ${'ref'.padEnd(14)} ${'set/key'.padEnd(36)} ${'label'.padEnd(8)} ${'A'.padEnd(22)} ${'B'.padEnd(22)} right`,
+      );
       for (const x of d.slice(0, DIFFERENCES_SHOWN)) {
-        lines.push(`  ${x.ref.padEnd(14)} ${`${x.set}/${x.key}`.padEnd(36)} ${String(x.label).padEnd(8)} ${x.a.padEnd(22)} ${x.b.padEnd(22)} ${x.correct ?? 'neither'}`);
+        lines.push(
+          `  ${x.ref.padEnd(14)} ${`${x.set}/${x.key}`.padEnd(36)} ${String(x.label).padEnd(8)} ${x.a.padEnd(22)} ${x.b.padEnd(22)} ${x.correct ?? 'neither'}`,
+        );
       }
     }
-    if (d.length > DIFFERENCES_SHOWN) lines.push(`  … and ${d.length - DIFFERENCES_SHOWN} more (--json lists them all)`);
+    if (d.length > DIFFERENCES_SHOWN)
+      lines.push(`  … and ${d.length - DIFFERENCES_SHOWN} more (--json lists them all)`);
     if (r.reask) {
       const q = r.reask;
-      lines.push(`price of re-asking every live item with ${q.provider}:${q.model} (every workspace; estimates, not a bill${q.pricingNote ? `; ${q.pricingNote}` : ''}):`);
+      lines.push(
+        `price of re-asking every live item with ${q.provider}:${q.model} (every workspace; estimates, not a bill${q.pricingNote ? `; ${q.pricingNote}` : ''}):`,
+      );
       for (const s of q.sets) lines.push(`  ${formatWork(s.set, s)}`);
-      lines.push(`  ${formatWork(q.sets.length > 1 ? 'total, with sets reading the same state asked in one call as the worker asks them' : 'total', q.total)}`);
+      lines.push(
+        `  ${formatWork(q.sets.length > 1 ? 'total, with sets reading the same state asked in one call as the worker asks them' : 'total', q.total)}`,
+      );
       // A re-ask is owed at backfill priority, which a worker with this setting batches (DESIGN §7.3).
-      if (q.batchCostUsd !== null && batch !== 'off') lines.push(`  with --batch ${batch} (this worker's setting) a worker sends the re-ask as Message Batches at the batch price: ${formatUsd(q.batchCostUsd)}, results within 24 h`);
+      if (q.batchCostUsd !== null && batch !== 'off')
+        lines.push(
+          `  with --batch ${batch} (this worker's setting) a worker sends the re-ask as Message Batches at the batch price: ${formatUsd(q.batchCostUsd)}, results within 24 h`,
+        );
     }
   }
   const spent = [r.a, r.b].filter((c): c is EvalColumn => c !== null && c.mode === 'asked');

@@ -13,7 +13,9 @@ import { formatAnswer } from './show.js';
 export function registerExplainCommand(program: Command): void {
   program
     .command('explain <ref>')
-    .description('show, per set, the exact prompt Verdict would send for the item now, its state hash, and the stored answers with their rationale')
+    .description(
+      'show, per set, the exact prompt Verdict would send for the item now, its state hash, and the stored answers with their rationale',
+    )
     .option('--workspace <slug>', 'workspace slug (default: the only one)')
     .option('--set <name>', 'only this question set')
     .option('--json', 'print JSON')
@@ -24,10 +26,18 @@ export function registerExplainCommand(program: Command): void {
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const { ws, item } = await resolveItem(store, opts.workspace, ref);
-        if (opts.set !== undefined && !registry.get(opts.set)) throw new UsageError(`no question set ${opts.set}; \`verdict sets\` lists them`);
-        const report = await explainItem(store, registry, await readerFor(cfg, store, registry, logger), item.id, opts.set);
+        if (opts.set !== undefined && !registry.get(opts.set))
+          throw new UsageError(`no question set ${opts.set}; \`verdict sets\` lists them`);
+        const report = await explainItem(
+          store,
+          registry,
+          await readerFor(cfg, store, registry, logger),
+          item.id,
+          opts.set,
+        );
         if (!report) throw new UsageError(`no item ${ref} in workspace ${ws.slug}`);
-        if (opts.set !== undefined && report.sets.length === 0) throw new InvalidInput(`set ${opts.set} does not read this item's collection`, { param: 'set' });
+        if (opts.set !== undefined && report.sets.length === 0)
+          throw new InvalidInput(`set ${opts.set} does not read this item's collection`, { param: 'set' });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatExplain(report));
       } finally {
         await store.close();
@@ -42,12 +52,16 @@ function formatExplain(r: ExplainReport): string {
   for (const s of r.sets) {
     out.push('', `== set ${s.questionSet}${s.applies ? '' : `: not asked now (${s.reason})`}`);
     for (const t of s.targets) {
-      out.push(`-- ${t.commentId === null ? 'the item' : `comment ${t.commentId}`}: state ${t.stateHash}${t.questionKeys.length > s.maxPerCall ? ` (sent in calls of at most ${s.maxPerCall} questions)` : ''}`);
+      out.push(
+        `-- ${t.commentId === null ? 'the item' : `comment ${t.commentId}`}: state ${t.stateHash}${t.questionKeys.length > s.maxPerCall ? ` (sent in calls of at most ${s.maxPerCall} questions)` : ''}`,
+      );
       out.push('---- system prompt', t.system, '---- user message', t.user, '---- stored answers');
       if (t.stored.length === 0) out.push('  none yet');
       for (const a of t.stored) {
         const matches = a.matchesState ? 'asked about this state' : `asked about state ${a.stateHash.slice(0, 12)}`;
-        out.push(`  ${a.questionKey}  ${formatAnswer(a.answer, a.confidence)}  [${matches}; ${a.current ? 'current' : `stale: ${a.staleReason}`}]  ${a.provider}:${a.model}`);
+        out.push(
+          `  ${a.questionKey}  ${formatAnswer(a.answer, a.confidence)}  [${matches}; ${a.current ? 'current' : `stale: ${a.staleReason}`}]  ${a.provider}:${a.model}`,
+        );
         if (a.rationale !== null) out.push(`    why: ${a.rationale}`);
       }
     }

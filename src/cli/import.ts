@@ -2,7 +2,12 @@ import type { Command } from 'commander';
 import { assertBeadsFile, importBeads, type ImportReport } from '../importers/beads.js';
 import { importConventions, InvalidConventionsFile, readConventionsFile } from '../importers/conventions.js';
 import { loadActionsConfig } from '../actions/config.js';
-import { assertGitHubFiles, importGitHubFiles, importGitHubRepo, type GitHubImportReport } from '../integrations/github/import.js';
+import {
+  assertGitHubFiles,
+  importGitHubFiles,
+  importGitHubRepo,
+  type GitHubImportReport,
+} from '../integrations/github/import.js';
 import { REPO_NAME } from '../integrations/github/rest-shapes.js';
 import { buildRegistry, configFrom, EXIT_FAILURE, loggerFor, openStore, UsageError } from './common.js';
 
@@ -11,8 +16,16 @@ const GITHUB_API_URL = 'https://api.github.com';
 
 /** A short human summary of an import report. */
 export function formatImportReport(r: ImportReport): string {
-  const skipped = Object.entries(r.skipped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
-  const dropped = Object.entries(r.links.dropped).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const skipped =
+    Object.entries(r.skipped)
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
+  const dropped =
+    Object.entries(r.links.dropped)
+      .filter(([, n]) => n > 0)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
   const lines = [
     `workspace ${r.workspaceSlug}: ${r.rowsRead} rows read`,
     `  items: ${r.imported.created} created, ${r.imported.updated} updated, ${r.imported.unchanged} unchanged (${r.imported.tombstones} tombstones)`,
@@ -43,7 +56,9 @@ function formatRepairs(r: ImportReport['repairedLines']): string {
  */
 function exitOnRejects(rejected: number, allowRejects: boolean | undefined): void {
   if (rejected === 0 || allowRejects) return;
-  process.stderr.write(`${rejected} input ${rejected === 1 ? 'entry was' : 'entries were'} rejected (see the report); pass --allow-rejects to exit 0 anyway\n`);
+  process.stderr.write(
+    `${rejected} input ${rejected === 1 ? 'entry was' : 'entries were'} rejected (see the report); pass --allow-rejects to exit 0 anyway\n`,
+  );
   process.exitCode = EXIT_FAILURE;
 }
 
@@ -74,13 +89,19 @@ export function registerImportCommand(program: Command): void {
   program
     .command('import <format> [file]')
     .description(
-      'import a real tracker export (format beads), a workspace\'s conventions (format conventions: JSON or YAML), ' +
+      "import a real tracker export (format beads), a workspace's conventions (format conventions: JSON or YAML), " +
         'or GitHub issues (format github: --repo OWNER/NAME with GITHUB_TOKEN, or --file issues.json [--comments comments.json] saved with gh api --paginate)',
     )
     .option('--workspace <slug>', 'workspace to import into (default: beads; github: github)')
-    .option('--repo <owner/name>', 'github: the repository to read through the REST API (token from GITHUB_TOKEN; API URL from VERDICT_GITHUB_API_URL)')
+    .option(
+      '--repo <owner/name>',
+      'github: the repository to read through the REST API (token from GITHUB_TOKEN; API URL from VERDICT_GITHUB_API_URL)',
+    )
     .option('--file <issues.json>', 'github: issues saved with gh api --paginate repos/OWNER/NAME/issues?state=all')
-    .option('--comments <comments.json>', 'github: comments saved with gh api --paginate repos/OWNER/NAME/issues/comments (with --file)')
+    .option(
+      '--comments <comments.json>',
+      'github: comments saved with gh api --paginate repos/OWNER/NAME/issues/comments (with --file)',
+    )
     .option('--json', 'print the report as JSON')
     .option('--allow-rejects', 'exit 0 even when lines (beads) or rows (github) were rejected; they are still reported')
     .action(async (format: string, file: string | undefined, opts: ImportOptions, cmd: Command) => {
@@ -138,12 +159,17 @@ export function registerImportCommand(program: Command): void {
  */
 async function importGitHub(cmd: Command, positional: string | undefined, opts: ImportOptions): Promise<void> {
   const issuesFile = opts.file ?? positional;
-  if (opts.file !== undefined && positional !== undefined) throw new UsageError('pass the issues file once: --file issues.json or FILE, not both');
+  if (opts.file !== undefined && positional !== undefined)
+    throw new UsageError('pass the issues file once: --file issues.json or FILE, not both');
   if (issuesFile === undefined && opts.repo === undefined) {
-    throw new UsageError('import github needs --repo OWNER/NAME (with GITHUB_TOKEN) or --file issues.json [--comments comments.json]');
+    throw new UsageError(
+      'import github needs --repo OWNER/NAME (with GITHUB_TOKEN) or --file issues.json [--comments comments.json]',
+    );
   }
-  if (opts.repo !== undefined && !REPO_NAME.test(opts.repo)) throw new UsageError(`--repo must be OWNER/NAME, got "${opts.repo}"`);
-  if (opts.comments !== undefined && issuesFile === undefined) throw new UsageError('--comments goes with --file issues.json (the REST import reads comments itself)');
+  if (opts.repo !== undefined && !REPO_NAME.test(opts.repo))
+    throw new UsageError(`--repo must be OWNER/NAME, got "${opts.repo}"`);
+  if (opts.comments !== undefined && issuesFile === undefined)
+    throw new UsageError('--comments goes with --file issues.json (the REST import reads comments itself)');
   const cfg = configFrom(cmd);
   const logger = loggerFor(cfg);
   const out = (r: GitHubImportReport) => {
@@ -157,21 +183,41 @@ async function importGitHub(cmd: Command, positional: string | undefined, opts: 
     const labelRule = loadActionsConfig(cfg.configFile, registry).labels;
     const store = openStore(cfg, registry);
     try {
-      out(await importGitHubFiles(store, { issuesFile, commentsFile: opts.comments, repo: opts.repo, workspaceSlug: opts.workspace, logger, labelRule }));
+      out(
+        await importGitHubFiles(store, {
+          issuesFile,
+          commentsFile: opts.comments,
+          repo: opts.repo,
+          workspaceSlug: opts.workspace,
+          logger,
+          labelRule,
+        }),
+      );
     } finally {
       await store.close();
     }
     return;
   }
   const token = process.env.GITHUB_TOKEN?.trim();
-  if (!token) throw new UsageError('import github --repo needs a token in GITHUB_TOKEN (read access to the repository\'s issues)');
+  if (!token)
+    throw new UsageError("import github --repo needs a token in GITHUB_TOKEN (read access to the repository's issues)");
   const baseUrl = process.env.VERDICT_GITHUB_API_URL?.trim() || GITHUB_API_URL;
-  if (!/^https?:\/\//.test(baseUrl)) throw new UsageError(`VERDICT_GITHUB_API_URL must be an http(s) URL, got "${baseUrl}"`);
+  if (!/^https?:\/\//.test(baseUrl))
+    throw new UsageError(`VERDICT_GITHUB_API_URL must be an http(s) URL, got "${baseUrl}"`);
   const registry = buildRegistry(cfg);
   const labelRule = loadActionsConfig(cfg.configFile, registry).labels;
   const store = openStore(cfg, registry);
   try {
-    out(await importGitHubRepo(store, { repo: opts.repo!, workspaceSlug: opts.workspace, token, baseUrl, logger, labelRule }));
+    out(
+      await importGitHubRepo(store, {
+        repo: opts.repo!,
+        workspaceSlug: opts.workspace,
+        token,
+        baseUrl,
+        logger,
+        labelRule,
+      }),
+    );
   } finally {
     await store.close();
   }

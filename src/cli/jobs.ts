@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { JOBS_LIST_DEFAULT_LIMIT, listJobViews, type JobView } from '../compose/operations-reads.js';
 
-export {  listJobViews, type JobView };
+export { listJobViews, type JobView };
 import type { JobFilter } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
@@ -31,11 +31,16 @@ interface JobsOptions {
  * Turns the command's filter flags into a store filter.
  * @throws UsageError for an unknown state, workspace or item ref, or a bad limit.
  */
-async function jobFilterFrom(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>, o: JobsOptions, defaults: Partial<JobFilter> = {}): Promise<JobFilter> {
+async function jobFilterFrom(
+  store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug' | 'listWorkspaces'>,
+  o: JobsOptions,
+  defaults: Partial<JobFilter> = {},
+): Promise<JobFilter> {
   const f: JobFilter = { ...defaults };
   if (o.set) f.questionSet = o.set;
   if (o.state !== undefined) {
-    if (o.state !== 'owed' && o.state !== 'parked' && o.state !== 'batched') throw new UsageError(`--state: got ${JSON.stringify(o.state)}, expected owed, parked or batched`);
+    if (o.state !== 'owed' && o.state !== 'parked' && o.state !== 'batched')
+      throw new UsageError(`--state: got ${JSON.stringify(o.state)}, expected owed, parked or batched`);
     f.state = o.state;
   }
   if (o.workspace) f.workspaceId = (await resolveWorkspace(store, o.workspace)).id;
@@ -47,7 +52,8 @@ async function jobFilterFrom(store: Pick<TrackerReads, 'getItemByRef' | 'getWork
   }
   if (o.limit !== undefined) {
     const n = Number(o.limit);
-    if (!Number.isInteger(n) || n < 1) throw new UsageError(`--limit: got ${JSON.stringify(o.limit)}, expected a positive integer`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new UsageError(`--limit: got ${JSON.stringify(o.limit)}, expected a positive integer`);
     f.limit = n;
   }
   return f;
@@ -74,7 +80,11 @@ function filterOptions(cmd: Command): Command {
     .option('--json', 'print JSON');
 }
 
-async function withStore<T>(cmd: Command, fn: (store: Store) => Promise<T>, access: 'read' | 'existing' = 'existing'): Promise<T> {
+async function withStore<T>(
+  cmd: Command,
+  fn: (store: Store) => Promise<T>,
+  access: 'read' | 'existing' = 'existing',
+): Promise<T> {
   const cfg = configFrom(cmd);
   const store = openStore(cfg, buildRegistry(cfg), { access });
   try {
@@ -90,29 +100,45 @@ export function registerJobsCommand(program: Command): void {
   filterOptions(jobs.command('list').description('list jobs (lowest priority and oldest first)'))
     .option('--limit <n>', `at most this many (default ${JOBS_LIST_DEFAULT_LIMIT})`)
     .action(async (o: JobsOptions, cmd: Command) =>
-      withStore(cmd, async (store) => {
-        const views = await listJobViews(store, await jobFilterFrom(store, o));
-        process.stdout.write(o.json ? `${JSON.stringify(views, null, 2)}\n` : `${formatJobs(views)}\n`);
-      }, 'read'),
+      withStore(
+        cmd,
+        async (store) => {
+          const views = await listJobViews(store, await jobFilterFrom(store, o));
+          process.stdout.write(o.json ? `${JSON.stringify(views, null, 2)}\n` : `${formatJobs(views)}\n`);
+        },
+        'read',
+      ),
     );
 
-  filterOptions(jobs.command('retry').description('re-owe parked jobs now (counters reset); --state owed makes waiting jobs due now'))
-    .action(async (o: JobsOptions, cmd: Command) =>
-      withStore(cmd, async (store) => {
-        const f = await jobFilterFrom(store, o, { state: 'parked' });
-        const changed = await store.retryJobs({ ...f, limit: undefined });
-        process.stdout.write(o.json ? `${JSON.stringify({ retried: changed, filter: f })}\n` : `retried ${changed} job${changed === 1 ? '' : 's'}: owed now, attempts, refusals and abandons reset\n`);
-      }),
-    );
+  filterOptions(
+    jobs
+      .command('retry')
+      .description('re-owe parked jobs now (counters reset); --state owed makes waiting jobs due now'),
+  ).action(async (o: JobsOptions, cmd: Command) =>
+    withStore(cmd, async (store) => {
+      const f = await jobFilterFrom(store, o, { state: 'parked' });
+      const changed = await store.retryJobs({ ...f, limit: undefined });
+      process.stdout.write(
+        o.json
+          ? `${JSON.stringify({ retried: changed, filter: f })}\n`
+          : `retried ${changed} job${changed === 1 ? '' : 's'}: owed now, attempts, refusals and abandons reset\n`,
+      );
+    }),
+  );
 
   filterOptions(jobs.command('drop').description('delete jobs that are not in flight (needs a filter or --all)'))
     .option('--all', 'drop every job that matches no filter at all')
     .action(async (o: JobsOptions, cmd: Command) =>
       withStore(cmd, async (store) => {
-        if (!o.all && !o.set && !o.state && !o.workspace && !o.item) throw new UsageError('jobs drop needs --set, --state, --workspace or --item (or --all to drop every job)');
+        if (!o.all && !o.set && !o.state && !o.workspace && !o.item)
+          throw new UsageError('jobs drop needs --set, --state, --workspace or --item (or --all to drop every job)');
         const f = await jobFilterFrom(store, o);
         const dropped = await store.dropJobs({ ...f, limit: undefined });
-        process.stdout.write(o.json ? `${JSON.stringify({ dropped, filter: f })}\n` : `dropped ${dropped} job${dropped === 1 ? '' : 's'} (jobs in flight are kept; a batch result that comes later for a dropped job is discarded; the next write owes an item again)\n`);
+        process.stdout.write(
+          o.json
+            ? `${JSON.stringify({ dropped, filter: f })}\n`
+            : `dropped ${dropped} job${dropped === 1 ? '' : 's'} (jobs in flight are kept; a batch result that comes later for a dropped job is discarded; the next write owes an item again)\n`,
+        );
       }),
     );
 }

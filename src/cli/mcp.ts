@@ -26,18 +26,41 @@ export function registerMcpCommand(program: Command): void {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
       const secret = cfg.mcpToken;
-      if (!secret) throw new UsageError('verdict mcp needs VERDICT_MCP_TOKEN in the environment; create one with `verdict tokens create --workspace SLUG --role read` (write to record verdicts)');
-      const provider: VerdictOptions['provider'] = cfg.provider === undefined ? 'pinned' : cfg.provider === 'none' ? 'none' : (createProvider(cfg, logger) ?? 'none');
-      const v = await createVerdict({ database: cfg.databaseUrl, configFile: cfg.configFile, provider, logger, access: 'existing' }).catch((err: unknown) => {
+      if (!secret)
+        throw new UsageError(
+          'verdict mcp needs VERDICT_MCP_TOKEN in the environment; create one with `verdict tokens create --workspace SLUG --role read` (write to record verdicts)',
+        );
+      const provider: VerdictOptions['provider'] =
+        cfg.provider === undefined
+          ? 'pinned'
+          : cfg.provider === 'none'
+            ? 'none'
+            : (createProvider(cfg, logger) ?? 'none');
+      const v = await createVerdict({
+        database: cfg.databaseUrl,
+        configFile: cfg.configFile,
+        provider,
+        logger,
+        access: 'existing',
+      }).catch((err: unknown) => {
         // An agent's configuration with a mistyped path must not start an empty tracker.
-        if (err instanceof DatabaseNotFound) throw new UsageError(`no database at ${databaseLabel(cfg.databaseUrl)}; give the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)`);
+        if (err instanceof DatabaseNotFound)
+          throw new UsageError(
+            `no database at ${databaseLabel(cfg.databaseUrl)}; give the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)`,
+          );
         throw err;
       });
       try {
         const first = await v.tokens.authenticate(secret);
-        if (!first) throw new UsageError(`VERDICT_MCP_TOKEN is not a live token of ${databaseLabel(cfg.databaseUrl)} (unknown, revoked, or its workspace deleted); check it and --database-url`);
+        if (!first)
+          throw new UsageError(
+            `VERDICT_MCP_TOKEN is not a live token of ${databaseLabel(cfg.databaseUrl)} (unknown, revoked, or its workspace deleted); check it and --database-url`,
+          );
         // Loaded here, so the other commands never pay for the MCP SDK's import (as serve does for fastify's).
-        const [{ createMcpServer }, { StdioServerTransport }] = await Promise.all([import('../mcp/mcp-server.js'), import('@modelcontextprotocol/sdk/server/stdio.js')]);
+        const [{ createMcpServer }, { StdioServerTransport }] = await Promise.all([
+          import('../mcp/mcp-server.js'),
+          import('@modelcontextprotocol/sdk/server/stdio.js'),
+        ]);
         const server = createMcpServer(v, { principal: () => v.tokens.authenticate(secret), logger });
         const transport = new StdioServerTransport();
         const closed = new Promise<void>((resolve) => {

@@ -14,14 +14,18 @@ import { configFrom, openStore } from './common.js';
 export function registerMigrateCommand(program: Command): void {
   program
     .command('migrate')
-    .description('apply the database migrations (recorded in verdict_migrations) and exit; safe to run again or from several processes')
+    .description(
+      'apply the database migrations (recorded in verdict_migrations) and exit; safe to run again or from several processes',
+    )
     .action(async (_opts: unknown, cmd: Command) => {
       const cfg = configFrom(cmd);
       // Migrating needs no question sets: nothing is written through the doors.
       const store = openStore(cfg, new Registry([]), { migrate: true });
       try {
         await store.now(); // Postgres migrates before its first call
-        const known = readMigrationFiles({ migrationsFolder: isPostgresUrl(cfg.databaseUrl) ? PG_MIGRATIONS : SQLITE_MIGRATIONS }).length;
+        const known = readMigrationFiles({
+          migrationsFolder: isPostgresUrl(cfg.databaseUrl) ? PG_MIGRATIONS : SQLITE_MIGRATIONS,
+        }).length;
         process.stdout.write(`migrated: ${known} migrations applied (table verdict_migrations)\n`);
       } finally {
         await store.close();

@@ -52,8 +52,10 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
 function cliError(err: unknown): VerdictError | Error {
   if (err instanceof VerdictError) return err;
   const e = err as { code?: unknown; path?: unknown };
-  if (e?.code === 'ENOENT' && typeof e.path === 'string') return new InputNotFound(`no file at ${e.path}; check the path`);
-  if (typeof e?.code === 'string' && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(e.code)) return databaseError(err, 'the database (--database-url)');
+  if (e?.code === 'ENOENT' && typeof e.path === 'string')
+    return new InputNotFound(`no file at ${e.path}; check the path`);
+  if (typeof e?.code === 'string' && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(e.code))
+    return databaseError(err, 'the database (--database-url)');
   return err instanceof Error ? err : new Error(String(err));
 }
 /**
@@ -66,7 +68,11 @@ function cliError(err: unknown): VerdictError | Error {
  * Without a near name, the fix says where the commands and options are listed.
  */
 function formatParseError(text: string, globalFlags: readonly string[]): string {
-  const lines = text.replace(/^error: /, '').split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = text
+    .replace(/^error: /, '')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const what = lines[0]?.replace(/[.;]$/, '') ?? 'the command line could not be read';
   let near = lines.map((l) => /^\(Did you mean (.+)\?\)$/.exec(l)?.[1]).find(Boolean);
   const unknownFlag = /^unknown option '(--[^'=]+)/.exec(what)?.[1];
@@ -77,7 +83,7 @@ function formatParseError(text: string, globalFlags: readonly string[]): string 
   const fix = near
     ? `did you mean ${near}?`
     : unknownFlag
-      ? 'run with --help for the command\'s options, and `verdict help options` for the global ones'
+      ? "run with --help for the command's options, and `verdict help options` for the global ones"
       : /^unknown command/.test(what)
         ? '`verdict --help` lists the commands'
         : 'run with --help for usage';

@@ -16,7 +16,11 @@ export interface DrainProgress {
  * so info lines do not tear it (per-job lines are at debug anyway); `stop` restores the level, and
  * the caller prints its summary after, so the summary is the last thing on the screen.
  */
-export function drainProgress(claimableAtStart: number, logger: Logger, stream: NodeJS.WriteStream = process.stdout): DrainProgress {
+export function drainProgress(
+  claimableAtStart: number,
+  logger: Logger,
+  stream: NodeJS.WriteStream = process.stdout,
+): DrainProgress {
   if (!stream.isTTY) return { tick: () => undefined, stop: () => undefined };
   const bar = new cliProgress.SingleBar(
     { stream, format: 'draining [{bar}] {value}/{total} jobs', hideCursor: true, clearOnComplete: false },

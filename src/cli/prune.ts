@@ -15,22 +15,33 @@ import { readerFor } from './reader.js';
 export function registerPruneCommand(program: Command): void {
   program
     .command('prune')
-    .description('delete superseded answer rows older than the history window (keeps the latest per key and any current row)')
+    .description(
+      'delete superseded answer rows older than the history window (keeps the latest per key and any current row)',
+    )
     .option('--dry-run', 'count what would be deleted, delete nothing')
     .option('--json', 'print JSON')
     .action(async (opts: { dryRun?: boolean; json?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       if (cfg.provider === undefined || cfg.provider === 'none') {
-        throw new ConfigError('prune judges which answers are current against the configured provider: pass --provider (and --model) as the worker has them');
+        throw new ConfigError(
+          'prune judges which answers are current against the configured provider: pass --provider (and --model) as the worker has them',
+        );
       }
       const logger = loggerFor(cfg);
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry, { mustExist: true });
       try {
-        const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), { historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun, logger });
+        const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), {
+          historyMs: cfg.retentionHistoryMs,
+          dryRun: !!opts.dryRun,
+          logger,
+        });
         // Ended dashboard sessions (DESIGN §16.6) go with the same pass; a dry run leaves them.
         const sessionsDeleted = opts.dryRun ? 0 : await pruneDashboardSessions(store, logger);
-        if (opts.json) process.stdout.write(`${JSON.stringify({ ...r, sessionsDeleted, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`);
+        if (opts.json)
+          process.stdout.write(
+            `${JSON.stringify({ ...r, sessionsDeleted, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`,
+          );
         else
           process.stdout.write(
             `${r.examined} superseded rows older than ${cfg.retentionHistoryMs} ms examined: ${r.keptCurrent} kept (current), ${r.deleted} ${opts.dryRun ? 'would be deleted (dry run)' : 'deleted'} in ${r.batches} batches${opts.dryRun ? '' : `; ${sessionsDeleted} ended dashboard sessions deleted`}\n`,

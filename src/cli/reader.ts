@@ -21,7 +21,11 @@ function readProvider(cfg: Config, logger: Logger) {
  * The fingerprint context reads judge against (compose/reader.ts): the configured provider's; with
  * none configured, the one the worker last pinned; `null` when the provider is `none`.
  */
-export async function readerContext(cfg: Config, store: Pick<MetaStore, 'getMeta'>, logger: Logger): Promise<ReaderContext | null> {
+export async function readerContext(
+  cfg: Config,
+  store: Pick<MetaStore, 'getMeta'>,
+  logger: Logger,
+): Promise<ReaderContext | null> {
   return readerContextFor(readProvider(cfg, logger), store);
 }
 
@@ -29,6 +33,16 @@ export async function readerContext(cfg: Config, store: Pick<MetaStore, 'getMeta
  * A reader whose "current" is judged against `readerContext`, so answers from another model read
  * `model_changed`. With provider `none` every read is empty (DESIGN §9).
  */
-export async function readerFor(cfg: Config, store: TrackerStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, logger: Logger): Promise<DecisionReader> {
+export async function readerFor(
+  cfg: Config,
+  store: TrackerStore &
+    QueueStore &
+    DecisionStore &
+    MetaStore &
+    HumanVerdictStore &
+    Pick<Store, 'loadItemForEvaluation'>,
+  registry: Registry,
+  logger: Logger,
+): Promise<DecisionReader> {
   return readerOn(store, registry, readProvider(cfg, logger), logger);
 }

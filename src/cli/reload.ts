@@ -72,7 +72,10 @@ export function buildRuntime(cfg: Config, logger: Logger): Runtime {
 
 /** The message of a refused reload: validation messages name the option, never a key's value. */
 function refusalReason(err: unknown): string {
-  if (err instanceof Error && /^(ConfigError|ProviderMisconfigured|InvalidQuestionSet|InvalidQuestion|LeaseTooShort|TypeError)$/.test(err.name)) {
+  if (
+    err instanceof Error &&
+    /^(ConfigError|ProviderMisconfigured|InvalidQuestionSet|InvalidQuestion|LeaseTooShort|TypeError)$/.test(err.name)
+  ) {
     return err.message;
   }
   return errCode(err);
@@ -97,7 +100,8 @@ export function reloadWorker(p: {
   try {
     next = buildRuntime(p.read(), logger);
     const provider = next.provider;
-    if (provider && current.cfg.leaseMs < provider.worstCaseCallMs) throw new LeaseTooShort(current.cfg.leaseMs, provider.worstCaseCallMs);
+    if (provider && current.cfg.leaseMs < provider.worstCaseCallMs)
+      throw new LeaseTooShort(current.cfg.leaseMs, provider.worstCaseCallMs);
   } catch (err) {
     const reason = refusalReason(err);
     logger.error({ reason }, 'reload refused: the new config is invalid; keeping the old one');
@@ -120,11 +124,16 @@ export function reloadWorker(p: {
   worker.swap(next.provider, next.registry); // then the runner: every later claim uses them
   worker.cancelPass('reload'); // then the in-flight pass: released, no attempt counted
   // Readers in other processes judge "current" against the newly pinned provider.
-  void store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(next.provider)).catch((err: unknown) =>
-    logger.warn({ err: errCode(err) }, 'could not record the pinned provider'),
-  );
+  void store
+    .setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(next.provider))
+    .catch((err: unknown) => logger.warn({ err: errCode(err) }, 'could not record the pinned provider'));
   if (current.provider !== next.provider) void current.provider?.close?.();
-  const result: ReloadResult = { status: 'applied', provider: next.provider.name, model: next.provider.model, restartNeeded };
+  const result: ReloadResult = {
+    status: 'applied',
+    provider: next.provider.name,
+    model: next.provider.model,
+    restartNeeded,
+  };
   logger.info({ provider: result.provider, model: result.model, restartNeeded }, 'config reloaded');
   if (restartNeeded.length) logger.warn({ restartNeeded }, 'reload: these options change only at a restart');
   return { result, runtime: next };
@@ -138,7 +147,11 @@ export function reloadWorker(p: {
  * `--actions off`, has no actions to reload into: a section that now acts needs a restart.
  * @returns what it did: `applied`, `refused` (with the reason) or `restart`.
  */
-export function reloadActions(p: { actions: ActionsWorker | null; runtime: { cfg: Pick<Config, 'configFile' | 'actions'>; registry: Registry }; logger: Logger }): { status: 'applied' | 'restart' } | { status: 'refused'; reason: string } {
+export function reloadActions(p: {
+  actions: ActionsWorker | null;
+  runtime: { cfg: Pick<Config, 'configFile' | 'actions'>; registry: Registry };
+  logger: Logger;
+}): { status: 'applied' | 'restart' } | { status: 'refused'; reason: string } {
   const { runtime, logger } = p;
   let config;
   try {
@@ -150,7 +163,8 @@ export function reloadActions(p: { actions: ActionsWorker | null; runtime: { cfg
   }
   const cap = runtime.cfg.actions ?? 'propose';
   if (!p.actions) {
-    if (config.keys.length > 0 && cap !== 'off') logger.warn({ restartNeeded: ['actions'] }, 'reload: actions start acting only at a restart');
+    if (config.keys.length > 0 && cap !== 'off')
+      logger.warn({ restartNeeded: ['actions'] }, 'reload: actions start acting only at a restart');
     return { status: 'restart' };
   }
   p.actions.reload(config, cap);

@@ -25,13 +25,20 @@ function defaultAuthor(): string {
   }
 }
 
-const WORDS: Record<string, VerdictKind> = { agree: 'agree', disagree: 'disagree', withdraw: 'withdrawn', withdrawn: 'withdrawn' };
+const WORDS: Record<string, VerdictKind> = {
+  agree: 'agree',
+  disagree: 'disagree',
+  withdraw: 'withdrawn',
+  withdrawn: 'withdrawn',
+};
 
 /** `attention/blocked  p=1.00 (person: ana, 2026-12-01)  override_stale (body)  model proposes p=0.91`. */
 function describeInForce(d: DecisionView): string {
   const v = d.verdict!;
   const when = new Date(v.createdAt).toISOString().slice(0, 10);
-  const stale = v.staleReason ? `  override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}` : '';
+  const stale = v.staleReason
+    ? `  override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}`
+    : '';
   const proposed = d.proposed ? `  model proposes ${formatAnswer(d.proposed, d.confidence)}` : '';
   return `${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, 1)} (${v.verdict} by ${v.author}, ${when})${stale}${proposed}`;
 }
@@ -39,7 +46,9 @@ function describeInForce(d: DecisionView): string {
 export function registerReviewCommands(program: Command): void {
   program
     .command('review <ref> <key> <verdict>')
-    .description("record a person's verdict on an item's answer: agree, disagree, withdraw, or a value that overrides the model")
+    .description(
+      "record a person's verdict on an item's answer: agree, disagree, withdraw, or a value that overrides the model",
+    )
     .addHelpText(
       'after',
       `
@@ -72,7 +81,8 @@ Use --value to give a value that reads like a verdict word (a choice option name
           const ws = await resolveWorkspace(store, opts.workspace);
           const reader = await readerFor(cfg, store, registry, loggerFor(cfg));
           const author = opts.author ?? defaultAuthor();
-          if (author.trim() === '') throw new UsageError('--author: no author known (set VERDICT_AUTHOR or pass --author NAME)');
+          if (author.trim() === '')
+            throw new UsageError('--author: no author known (set VERDICT_AUTHOR or pass --author NAME)');
           const recorded = await recordVerdict(store, reader, {
             workspace: ws.slug,
             ref,
@@ -84,12 +94,20 @@ Use --value to give a value that reads like a verdict word (a choice option name
             note: opts.note,
           });
           if (opts.json) {
-            process.stdout.write(`${JSON.stringify({ workspace: ws.slug, ref, ...recorded, row: { ...recorded.row, value: recorded.value } }, null, 2)}\n`);
+            process.stdout.write(
+              `${JSON.stringify({ workspace: ws.slug, ref, ...recorded, row: { ...recorded.row, value: recorded.value } }, null, 2)}\n`,
+            );
             return;
           }
           const r = recorded.row;
-          const what = recorded.value ? formatAnswer(recorded.value, 1) : r.verdict === 'withdrawn' ? 'withdrawn: the model decides again' : 'disagree (no value: a label, the model still decides)';
-          process.stdout.write(`${ref} ${r.questionSet}/${r.questionKey}: ${r.verdict} recorded by ${r.author} (verdict ${r.id}); ${recorded.inForce ? `in force: ${what}` : what}\n`);
+          const what = recorded.value
+            ? formatAnswer(recorded.value, 1)
+            : r.verdict === 'withdrawn'
+              ? 'withdrawn: the model decides again'
+              : 'disagree (no value: a label, the model still decides)';
+          process.stdout.write(
+            `${ref} ${r.questionSet}/${r.questionKey}: ${r.verdict} recorded by ${r.author} (verdict ${r.id}); ${recorded.inForce ? `in force: ${what}` : what}\n`,
+          );
         } finally {
           await store.close();
         }
@@ -107,15 +125,23 @@ Use --value to give a value that reads like a verdict word (a choice option name
       const cfg = configFrom(cmd);
       const registry = buildRegistry(cfg);
       if (opts.set !== undefined && !registry.get(opts.set)) {
-        throw new UsageError(`--set: no question set "${opts.set}"; known: ${registry.all().map((s) => s.name).join(', ')}`);
+        throw new UsageError(
+          `--set: no question set "${opts.set}"; known: ${registry
+            .all()
+            .map((s) => s.name)
+            .join(', ')}`,
+        );
       }
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
         const reader = await readerFor(cfg, store, registry, loggerFor(cfg));
         const latest = new Map<string, HumanVerdictRow>();
-        for (const v of await store.listVerdicts({ workspaceId: ws.id, questionSet: opts.set })) latest.set(`${v.itemId}\u0000${v.questionSet}\u0000${v.questionKey}`, v);
-        const items = [...new Set([...latest.values()].filter((v) => overrideValue(v) !== null).map((v) => v.itemId))].sort();
+        for (const v of await store.listVerdicts({ workspaceId: ws.id, questionSet: opts.set }))
+          latest.set(`${v.itemId}\u0000${v.questionSet}\u0000${v.questionKey}`, v);
+        const items = [
+          ...new Set([...latest.values()].filter((v) => overrideValue(v) !== null).map((v) => v.itemId)),
+        ].sort();
         const rows: Array<{ ref: string; view: DecisionView }> = [];
         for (const itemId of items) {
           const item = await store.getItem(itemId);
@@ -125,9 +151,15 @@ Use --value to give a value that reads like a verdict word (a choice option name
             rows.push({ ref: item?.ref ?? itemId, view: d });
           }
         }
-        rows.sort((a, b) => Number(b.view.verdict?.staleReason !== null) - Number(a.view.verdict?.staleReason !== null) || (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0));
+        rows.sort(
+          (a, b) =>
+            Number(b.view.verdict?.staleReason !== null) - Number(a.view.verdict?.staleReason !== null) ||
+            (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0),
+        );
         if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ workspace: ws.slug, overrides: rows.map((r) => ({ ref: r.ref, ...r.view })) }, null, 2)}\n`);
+          process.stdout.write(
+            `${JSON.stringify({ workspace: ws.slug, overrides: rows.map((r) => ({ ref: r.ref, ...r.view })) }, null, 2)}\n`,
+          );
           return;
         }
         const stale = rows.filter((r) => r.view.verdict?.staleReason).length;

@@ -18,7 +18,9 @@ import { configFrom, EXIT_FAILURE, loggerFor } from './common.js';
 export function registerServeCommand(program: Command): void {
   program
     .command('serve')
-    .description('serve the HTTP API (/v1, /hooks/github, /healthz, /metrics), the MCP server (/mcp) and the web dashboard (/ui); --worker also runs a worker in this process')
+    .description(
+      'serve the HTTP API (/v1, /hooks/github, /healthz, /metrics), the MCP server (/mcp) and the web dashboard (/ui); --worker also runs a worker in this process',
+    )
     .option('--worker', 'run a worker in this process too')
     .option('--no-dashboard', 'do not serve the web dashboard under /ui')
     .option('--no-mcp', 'do not serve the MCP server at /mcp')
@@ -27,7 +29,14 @@ export function registerServeCommand(program: Command): void {
       const logger = loggerFor(cfg);
       // The same provider rules as `verdict worker`: nothing chosen is a ConfigError (exit 2).
       const provider = createProvider(cfg, logger);
-      const v = await createVerdict({ database: cfg.databaseUrl, configFile: cfg.configFile, provider: provider ?? 'none', logger, poolSize: Math.max(10, cfg.concurrency + 4), actions: cfg.actions });
+      const v = await createVerdict({
+        database: cfg.databaseUrl,
+        configFile: cfg.configFile,
+        provider: provider ?? 'none',
+        logger,
+        poolSize: Math.max(10, cfg.concurrency + 4),
+        actions: cfg.actions,
+      });
       let worker: VerdictWorker | undefined;
       try {
         if (opts.worker) {
@@ -44,14 +53,18 @@ export function registerServeCommand(program: Command): void {
         const server = await createApiServer(v, {
           logger,
           rateLimitPerMinute: cfg.httpRateLimitPerMinute,
-          github: cfg.githubWebhookSecret ? { secret: cfg.githubWebhookSecret, workspace: cfg.githubWorkspace } : undefined,
+          github: cfg.githubWebhookSecret
+            ? { secret: cfg.githubWebhookSecret, workspace: cfg.githubWorkspace }
+            : undefined,
           worker,
           dashboard: opts.dashboard !== false,
           mcp: opts.mcp !== false,
         });
         const address = await server.listen({ port: cfg.httpPort, host: cfg.httpHost });
         logger.info({ address, worker: !!worker, githubWebhooks: !!cfg.githubWebhookSecret }, 'http listening');
-        process.stdout.write(`verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'}, MCP ${opts.mcp !== false ? `${address}/mcp` : 'off'})\n`);
+        process.stdout.write(
+          `verdict serve: listening on ${address} (worker ${worker ? 'on' : 'off'}, GitHub webhooks ${cfg.githubWebhookSecret ? 'on' : 'off'}, dashboard ${opts.dashboard !== false ? `${address}/ui` : 'off'}, MCP ${opts.mcp !== false ? `${address}/mcp` : 'off'})\n`,
+        );
 
         let stopping = false;
         const onSignal = (sig: NodeJS.Signals) => {

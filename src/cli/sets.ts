@@ -1,7 +1,12 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Config } from '../config.js';
-import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
+import {
+  fingerprintContextText,
+  questionFingerprint,
+  type FingerprintContext,
+  type Question,
+} from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type QuestionSet } from '../decision/registry.js';
 import { formatDuration } from '../decision/duration.js';
 import type { Logger } from '../log.js';
@@ -57,7 +62,9 @@ function fingerprintContext(cfg: Config, logger: Logger): FingerprintContext | n
 }
 
 export function registerSetsCommand(program: Command): void {
-  const sets = program.command('sets').description('the question sets this process knows: built-in and from the config file');
+  const sets = program
+    .command('sets')
+    .description('the question sets this process knows: built-in and from the config file');
 
   sets
     .command('list')
@@ -73,7 +80,14 @@ export function registerSetsCommand(program: Command): void {
       const lines = [`${all.length} question sets${cfg.configFile ? ` (config file ${cfg.configFile})` : ''}:`];
       for (const s of all) {
         const asks = s.keys === null ? s.questions : `asks ${s.keys.join(', ')}`;
-        const shape = [s.perComment ? 'per comment' : null, s.withLinks ? 'with links' : null, s.noTrail ? 'no trail' : null, s.maxAge ? `max age ${s.maxAge}` : null].filter(Boolean).join(', ');
+        const shape = [
+          s.perComment ? 'per comment' : null,
+          s.withLinks ? 'with links' : null,
+          s.noTrail ? 'no trail' : null,
+          s.maxAge ? `max age ${s.maxAge}` : null,
+        ]
+          .filter(Boolean)
+          .join(', ');
         lines.push(
           `  ${s.name.padEnd(22)} ${asks}; threshold ${s.threshold}, maxPerCall ${s.maxPerCall}${shape ? `, ${shape}` : ''}; ${
             Array.isArray(s.collections) ? `collections ${s.collections.join(', ')}` : s.collections
@@ -94,7 +108,12 @@ export function registerSetsCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const set = registry.get(name);
       if (!set) {
-        process.stderr.write(`unknown set "${name}"; known: ${registry.all().map((s) => s.name).join(', ')}\n`);
+        process.stderr.write(
+          `unknown set "${name}"; known: ${registry
+            .all()
+            .map((s) => s.name)
+            .join(', ')}\n`,
+        );
         process.exitCode = EXIT_USAGE;
         return;
       }
@@ -117,13 +136,19 @@ export function registerSetsCommand(program: Command): void {
           }
         }
       }
-      const described = questions ? Object.keys(questions).sort().map((k) => describeQuestion(k, questions![k], ctx)) : [];
+      const described = questions
+        ? Object.keys(questions)
+            .sort()
+            .map((k) => describeQuestion(k, questions![k], ctx))
+        : [];
       const doc = {
         set: describeSet(set),
         workspace,
         fingerprintContext: ctx ? JSON.parse(fingerprintContextText(ctx)) : null,
         questions: described,
-        note: note ?? (ctx ? null : 'no provider configured: fingerprints need one (pass --provider, as the worker has it)'),
+        note:
+          note ??
+          (ctx ? null : 'no provider configured: fingerprints need one (pass --provider, as the worker has it)'),
       };
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
@@ -136,8 +161,14 @@ export function registerSetsCommand(program: Command): void {
         `  threshold ${s.threshold} (hysteresis ${s.hysteresis}), maxPerCall ${s.maxPerCall}, withLinks ${s.withLinks}, noTrail ${s.noTrail}, perComment ${s.perComment}, explain ${s.explain}`,
         `  unsurfaced: ${s.unsurfaced.length ? s.unsurfaced.join(', ') : 'none'}; quiet period ${s.quietPeriodMs} ms, re-ask debounce ${s.reaskDebounceMs} ms, max delay ${s.maxDelayMs} ms`,
       ];
-      if (s.maxAge !== null) lines.push(`  max age ${s.maxAge} (${s.maxAgeMs} ms): older answers read stale: expired and are asked again; the state carries as_of (its UTC date)`);
-      if (ctx) lines.push(`  fingerprints under model ${ctx.model}, prompt ${ctx.promptVersion}, effort ${ctx.effort ?? 'none'}`);
+      if (s.maxAge !== null)
+        lines.push(
+          `  max age ${s.maxAge} (${s.maxAgeMs} ms): older answers read stale: expired and are asked again; the state carries as_of (its UTC date)`,
+        );
+      if (ctx)
+        lines.push(
+          `  fingerprints under model ${ctx.model}, prompt ${ctx.promptVersion}, effort ${ctx.effort ?? 'none'}`,
+        );
       if (workspace) lines.push(`  questions resolved for workspace ${workspace}:`);
       lines.push(described.length ? `questions (${described.length}):` : 'questions: none');
       for (const q of described) {

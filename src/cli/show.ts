@@ -29,15 +29,21 @@ const SURFACING_WORDS: Record<DecisionView['surfacing'], string> = {
  * status does not: a stale answer still surfaced while its re-ask is owed).
  */
 function describeDecision(d: DecisionView): string {
-  const status = d.current ? 'current' : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
+  const status = d.current
+    ? 'current'
+    : `stale: ${d.staleReason}${d.changedParts.length ? ` (${d.changedParts.join(', ')})` : ''}`;
   const surfacing = SURFACING_WORDS[d.surfacing];
   const flips = d.flips >= 3 ? `, flapping: ${d.flips} flips in 30 days` : '';
   const v = d.verdict;
   if (d.source === 'human' && v) {
     // A person's value decides (DESIGN §8.1); the model's answer is shown beside it.
     const when = new Date(v.createdAt).toISOString().slice(0, 10);
-    const stale = v.staleReason ? `; override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}: look again` : '';
-    const model = d.proposed ? `model proposes ${formatAnswer(d.proposed, d.confidence)}` : `model ${formatAnswer(d.modelAnswer, d.confidence)} ${status}`;
+    const stale = v.staleReason
+      ? `; override_stale${v.changedParts.length ? ` (${v.changedParts.join(', ')})` : ''}: look again`
+      : '';
+    const model = d.proposed
+      ? `model proposes ${formatAnswer(d.proposed, d.confidence)}`
+      : `model ${formatAnswer(d.modelAnswer, d.confidence)} ${status}`;
     return `  ${d.questionSet}/${d.questionKey}  ${formatAnswer(d.answer, 1)}  [human: ${v.verdict} by ${v.author}, ${when}${surfacing ? `, ${surfacing}` : ''}${stale}]  ${model}  ${d.provider}:${d.model}`;
   }
   const tail = surfacing === '' ? '' : d.current ? `, ${surfacing}` : `; ${surfacing} until its re-ask`;
@@ -50,10 +56,15 @@ function describeDecision(d: DecisionView): string {
  * `decisions: none: no set applies (attention, effort: item is terminal (status: closed))`
  * rather than "none yet" for an item that will never be asked.
  */
-function decisionsHeading(count: number, applicability: ReadonlyArray<{ questionSet: string; applies: boolean; reason: string | null }>, enabled: boolean): string[] {
+function decisionsHeading(
+  count: number,
+  applicability: ReadonlyArray<{ questionSet: string; applies: boolean; reason: string | null }>,
+  enabled: boolean,
+): string[] {
   if (!enabled) return ['decisions: none (decisions are off: provider none)'];
   const notApplying = new Map<string, string[]>();
-  for (const a of applicability) if (!a.applies) notApplying.set(a.reason ?? '', [...(notApplying.get(a.reason ?? '') ?? []), a.questionSet]);
+  for (const a of applicability)
+    if (!a.applies) notApplying.set(a.reason ?? '', [...(notApplying.get(a.reason ?? '') ?? []), a.questionSet]);
   const why = [...notApplying].map(([reason, sets]) => `${sets.join(', ')}: ${reason}`);
   const anyApplies = applicability.some((a) => a.applies);
   if (count > 0) return ['decisions:', ...why.map((w) => `  not asked now: ${w}`)];
@@ -97,7 +108,14 @@ export function registerShowCommand(program: Command): void {
         if (opts.json) {
           // lossless-json's stringify: the fields keep their number literals (DESIGN §3.2).
           const doc = {
-            item: { id: item.id, ref: item.ref, title: item.title, seq: item.seq, deleted: item.deletedAt !== null, fields: fieldsForDisplay(item.fields) },
+            item: {
+              id: item.id,
+              ref: item.ref,
+              title: item.title,
+              seq: item.seq,
+              deleted: item.deletedAt !== null,
+              fields: fieldsForDisplay(item.fields),
+            },
             decisions,
             sets: applicability,
             stateClips: clips.map((c) => ({ questionSet: c.questionSet, ...c.clips, note: describeClips(c.clips) })),
@@ -106,7 +124,10 @@ export function registerShowCommand(program: Command): void {
           process.stdout.write(`${losslessStringify(doc, undefined, 2)}\n`);
           return;
         }
-        const lines = [`${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`, `  id ${item.id}, seq ${item.seq}`];
+        const lines = [
+          `${item.ref}  ${item.title}${item.deletedAt !== null ? '  (deleted)' : ''}`,
+          `  id ${item.id}, seq ${item.seq}`,
+        ];
         const [heading, ...notAsked] = decisionsHeading(decisions.length, applicability, reader.enabled);
         lines.push(heading);
         for (const d of decisions) lines.push(describeDecision(d));
@@ -114,8 +135,15 @@ export function registerShowCommand(program: Command): void {
         lines.push(...clipNotes(clips));
         const now = await store.now();
         for (const j of jobs) {
-          const due = j.state === 'owed' ? (j.notBefore > now ? `, due in ${formatDuration(j.notBefore - now)}` : ', due now') : '';
-          lines.push(`job ${j.questionSet}: ${j.state}${due}, attempts ${j.attempts}, refusals ${j.refusals}${j.lastError ? `, last error ${j.lastError}` : ''}`);
+          const due =
+            j.state === 'owed'
+              ? j.notBefore > now
+                ? `, due in ${formatDuration(j.notBefore - now)}`
+                : ', due now'
+              : '';
+          lines.push(
+            `job ${j.questionSet}: ${j.state}${due}, attempts ${j.attempts}, refusals ${j.refusals}${j.lastError ? `, last error ${j.lastError}` : ''}`,
+          );
         }
         process.stdout.write(`${lines.join('\n')}\n`);
       } finally {

@@ -9,7 +9,9 @@ import { configFrom, loggerFor, UsageError } from './common.js';
  * API (`verdict.tokens`). `create` prints the token once on stdout; the database keeps its SHA-256.
  */
 export function registerTokensCommand(program: Command): void {
-  const tokens = program.command('tokens').description('HTTP API bearer tokens, scoped to a workspace and a role (read, write, admin)');
+  const tokens = program
+    .command('tokens')
+    .description('HTTP API bearer tokens, scoped to a workspace and a role (read, write, admin)');
 
   const open = async (cmd: Command) => {
     const cfg = configFrom(cmd);
@@ -20,41 +22,62 @@ export function registerTokensCommand(program: Command): void {
   tokens
     .command('create')
     .description('make a token and print it once')
-    .requiredOption('--workspace <slug>', 'the workspace the token may reach (it must exist, unless --create-workspace)')
-    .option('--create-workspace', 'create the workspace when it does not exist (a typo would otherwise make a new, empty one)')
+    .requiredOption(
+      '--workspace <slug>',
+      'the workspace the token may reach (it must exist, unless --create-workspace)',
+    )
+    .option(
+      '--create-workspace',
+      'create the workspace when it does not exist (a typo would otherwise make a new, empty one)',
+    )
     .requiredOption('--role <role>', 'read, write or admin')
     .option('--name <label>', 'a label shown by `tokens list`')
     .option('--json', 'print {token, id, workspace, role} as JSON')
-    .action(async (opts: { workspace: string; role: string; name?: string; json?: boolean; createWorkspace?: boolean }, cmd: Command) => {
-      let role;
-      try {
-        role = parseApiTokenRole(opts.role);
-      } catch (err) {
-        if (err instanceof InvalidInput) throw new UsageError(`--role: ${err.message}`);
-        throw err;
-      }
-      const v = await open(cmd);
-      try {
-        let r;
+    .action(
+      async (
+        opts: { workspace: string; role: string; name?: string; json?: boolean; createWorkspace?: boolean },
+        cmd: Command,
+      ) => {
+        let role;
         try {
-          r = await v.tokens.create({ workspace: opts.workspace, role, name: opts.name, createWorkspace: opts.createWorkspace === true });
+          role = parseApiTokenRole(opts.role);
         } catch (err) {
-          if (err instanceof InvalidInput && err.param === 'workspace') throw new UsageError(`--workspace: ${err.message.replace('pass createWorkspace: true', 'add --create-workspace')}`);
+          if (err instanceof InvalidInput) throw new UsageError(`--role: ${err.message}`);
           throw err;
         }
-        if (opts.json) {
-          process.stdout.write(`${JSON.stringify({ token: r.token, id: r.row.id, workspace: r.row.workspaceSlug, role: r.row.role, workspaceCreated: r.workspaceCreated })}\n`);
-        } else {
-          process.stdout.write(`${r.token}\n`);
-          process.stderr.write(
-            `token ${r.row.id}: ${r.row.role} on workspace ${r.row.workspaceSlug}${r.workspaceCreated ? ' (workspace created)' : ''}. ` +
-              'It is shown this once; only its SHA-256 is kept. Send it as `Authorization: Bearer <token>` (or as VERDICT_MCP_TOKEN for `verdict mcp`).\n',
-          );
+        const v = await open(cmd);
+        try {
+          let r;
+          try {
+            r = await v.tokens.create({
+              workspace: opts.workspace,
+              role,
+              name: opts.name,
+              createWorkspace: opts.createWorkspace === true,
+            });
+          } catch (err) {
+            if (err instanceof InvalidInput && err.param === 'workspace')
+              throw new UsageError(
+                `--workspace: ${err.message.replace('pass createWorkspace: true', 'add --create-workspace')}`,
+              );
+            throw err;
+          }
+          if (opts.json) {
+            process.stdout.write(
+              `${JSON.stringify({ token: r.token, id: r.row.id, workspace: r.row.workspaceSlug, role: r.row.role, workspaceCreated: r.workspaceCreated })}\n`,
+            );
+          } else {
+            process.stdout.write(`${r.token}\n`);
+            process.stderr.write(
+              `token ${r.row.id}: ${r.row.role} on workspace ${r.row.workspaceSlug}${r.workspaceCreated ? ' (workspace created)' : ''}. ` +
+                'It is shown this once; only its SHA-256 is kept. Send it as `Authorization: Bearer <token>` (or as VERDICT_MCP_TOKEN for `verdict mcp`).\n',
+            );
+          }
+        } finally {
+          await v.close();
         }
-      } finally {
-        await v.close();
-      }
-    });
+      },
+    );
 
   tokens
     .command('list')
@@ -72,7 +95,9 @@ export function registerTokensCommand(program: Command): void {
         if (rows.length === 0) process.stdout.write('no tokens\n');
         for (const t of rows) {
           const state = t.revokedAt === null ? 'live' : `revoked ${new Date(t.revokedAt).toISOString()}`;
-          process.stdout.write(`${t.id}  ${t.workspaceSlug}  ${t.role}  ${t.name || '-'}  created ${new Date(t.createdAt).toISOString()}  ${state}\n`);
+          process.stdout.write(
+            `${t.id}  ${t.workspaceSlug}  ${t.role}  ${t.name || '-'}  created ${new Date(t.createdAt).toISOString()}  ${state}\n`,
+          );
         }
       } finally {
         await v.close();
@@ -85,7 +110,8 @@ export function registerTokensCommand(program: Command): void {
     .action(async (id: string, _opts: unknown, cmd: Command) => {
       const v = await open(cmd);
       try {
-        if (!(await v.tokens.revoke(id))) throw new UsageError(`no live token with id ${id} (see \`verdict tokens list\`)`);
+        if (!(await v.tokens.revoke(id)))
+          throw new UsageError(`no live token with id ${id} (see \`verdict tokens list\`)`);
         process.stdout.write(`revoked ${id}\n`);
       } finally {
         await v.close();

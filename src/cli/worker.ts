@@ -4,7 +4,11 @@ import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { Store } from '../store/whole-store.js';
-import { runWorker as runLibraryWorker, type RunSummary, type RunWorkerParams as LibraryRunWorkerParams } from '../compose/run-worker.js';
+import {
+  runWorker as runLibraryWorker,
+  type RunSummary,
+  type RunWorkerParams as LibraryRunWorkerParams,
+} from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
@@ -13,8 +17,6 @@ import { drainProgress } from './progress.js';
 import { buildRuntime, reloadActions, reloadWorker, type Runtime } from './reload.js';
 import type { ActionsWorker } from '../actions/actions-worker.js';
 import { loadActionsConfig } from '../actions/config.js';
-
-;
 
 /** What `runWorker` needs; the demo passes its own store and provider. */
 export interface RunWorkerParams extends Omit<LibraryRunWorkerParams, 'cfg' | 'onStarted'> {
@@ -46,7 +48,11 @@ export interface ShutdownSignals {
  * whenever it comes, logs "second signal" and exits 1 at once. SIGHUP calls `reload` while a
  * worker runs and is not stopping.
  */
-function shutdownSignals(logger: Logger, graceMs: number, reload?: (worker: Worker, actions: ActionsWorker | null) => void): ShutdownSignals {
+function shutdownSignals(
+  logger: Logger,
+  graceMs: number,
+  reload?: (worker: Worker, actions: ActionsWorker | null) => void,
+): ShutdownSignals {
   let worker: Worker | null = null;
   let acting: ActionsWorker | null = null;
   let stopping: NodeJS.Signals | null = null;
@@ -124,26 +130,40 @@ async function claimableNow(store: Pick<QueueStore, 'queueStats'>): Promise<numb
  * held under other workers' leases (this drain has given back its own: a lease still live is
  * another process's, alive or dead) with when the last lease ends, and the next due time.
  */
-export async function printLeftover(store: Pick<Store, 'listMeta' | 'now' | 'queueStats'>, out: (s: string) => void): Promise<void> {
+export async function printLeftover(
+  store: Pick<Store, 'listMeta' | 'now' | 'queueStats'>,
+  out: (s: string) => void,
+): Promise<void> {
   const q = await store.queueStats();
   const now = await store.now();
   const next = q.nextDueAt === null ? 'none' : `in ${formatDuration(q.nextDueAt - now)}`;
-  const batched = q.batched > 0 ? `, ${q.batched} batched (in provider batches; a running worker stores their results within 24 h)` : '';
+  const batched =
+    q.batched > 0
+      ? `, ${q.batched} batched (in provider batches; a running worker stores their results within 24 h)`
+      : '';
   let held = '';
   if (q.inFlight > 0) {
     const alive = (await liveWorkers(store)).length;
-    const ends = q.leasesEndAt === null ? '' : `; the last lease ends in ${formatDuration(Math.max(0, q.leasesEndAt - now))}`;
-    held = `, ${q.inFlight} held under other workers' leases (${alive === 0 ? 'no worker is alive: a dead worker\'s, claimable once the lease ends' : `${alive} live worker${alive === 1 ? '' : 's'}`}${ends})`;
+    const ends =
+      q.leasesEndAt === null ? '' : `; the last lease ends in ${formatDuration(Math.max(0, q.leasesEndAt - now))}`;
+    held = `, ${q.inFlight} held under other workers' leases (${alive === 0 ? "no worker is alive: a dead worker's, claimable once the lease ends" : `${alive} live worker${alive === 1 ? '' : 's'}`}${ends})`;
   }
-  out(`left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked${held}${batched}; next due ${next}`);
+  out(
+    `left: ${q.owedDue} due, ${q.owedWaiting} waiting (backoff or debounce), ${q.parked} parked${held}${batched}; next due ${next}`,
+  );
 }
 
 export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
-    .description('claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-vars-file)')
+    .description(
+      'claim owed jobs and evaluate them until stopped; SIGHUP re-reads the config (flags, environment, --env-vars-file)',
+    )
     .option('--until-idle', 'drain every job claimable now, then exit 0')
-    .option('--create', 'create the database (and its folders) when it does not exist; without it a worker refuses a missing database')
+    .option(
+      '--create',
+      'create the database (and its folders) when it does not exist; without it a worker refuses a missing database',
+    )
     .action(async (opts: { untilIdle?: boolean; create?: boolean }, cmd: Command) => {
       const cfg = configFrom(cmd);
       const logger = loggerFor(cfg);
@@ -192,7 +212,8 @@ export function registerWorkerCommand(program: Command): void {
           process.stdout.write(
             `drained: ${summary.claimed} jobs claimed, ${summary.calls} provider calls (${current.provider?.name ?? 'none'}), ${summary.batchResults ?? 0} batch results, ${summary.answersStored} answers stored\n`,
           );
-          if (summary.batchUnavailableAt) process.stdout.write(`batching unavailable at ${summary.batchUnavailableAt}: asked directly\n`);
+          if (summary.batchUnavailableAt)
+            process.stdout.write(`batching unavailable at ${summary.batchUnavailableAt}: asked directly\n`);
           const a = (summary as RunSummary).actions;
           if (a) {
             const gh = a.github;
@@ -200,12 +221,17 @@ export function registerWorkerCommand(program: Command): void {
               `actions: ${a.planned} items planned, ${a.queued} label writes queued, ${a.delivered} delivered, ${a.failed} failed or waiting${gh ? ` (GitHub: ${gh.labelsAdded} labels added, ${gh.labelsRemoved} removed, ${gh.comments} comments, ${gh.skipped} skipped as closed or gone, ${gh.rateLimited} rate limits waited)` : ' (no GitHub token: nothing written)'}\n`,
             );
           }
-          if (summary.spendCapReached) process.stdout.write('stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n');
+          if (summary.spendCapReached)
+            process.stdout.write(
+              'stopped early: the daily token cap (--daily-token-cap) is reached until the next UTC day\n',
+            );
           await printLeftover(store, (s) => process.stdout.write(`${s}\n`));
         }
         const rejected = Object.entries(summary.schemaRejected ?? {});
         for (const [set, reason] of rejected) {
-          process.stderr.write(`set ${set}: the provider rejected its answer schema (${reason}); its jobs are held while it cools off, other sets ran\n`);
+          process.stderr.write(
+            `set ${set}: the provider rejected its answer schema (${reason}); its jobs are held while it cools off, other sets ran\n`,
+          );
         }
         if (summary.misconfigured) {
           process.stderr.write(`provider misconfigured (${summary.misconfigured}); run \`verdict doctor\`\n`);

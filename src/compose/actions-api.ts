@@ -45,7 +45,15 @@ export interface VerdictActions {
    * delivery. @throws NotFound (workspace, item); InvalidInput (no such proposal, or the verdict's
    * own rules: see recordVerdict).
    */
-  decide(input: { workspace: string; ref: string; set: string; key: string; decision: 'apply' | 'dismiss'; author: string; note?: string }): Promise<{ verdict: RecordedVerdict; queued: number }>;
+  decide(input: {
+    workspace: string;
+    ref: string;
+    set: string;
+    key: string;
+    decision: 'apply' | 'dismiss';
+    author: string;
+    note?: string;
+  }): Promise<{ verdict: RecordedVerdict; queued: number }>;
   /** Per acting key: its mode, its gate, and the counts applied, proposed, pending and failed. */
   status(opts: { workspace: string; mode?: ActionMode }): Promise<KeyActionStatus[] | null>;
   /** Per acting key: where it stands against the calibration gate. */
@@ -56,12 +64,24 @@ export interface VerdictActions {
    * @param opts.token a token or App installation token with Issues write; without it nothing is written.
    * @param opts.mode @defaultValue 'apply'
    */
-  apply(opts: { token?: string; baseUrl?: string; mode?: ActionMode; signal?: AbortSignal }): Promise<ActionsDrainReport>;
+  apply(opts: {
+    token?: string;
+    baseUrl?: string;
+    mode?: ActionMode;
+    signal?: AbortSignal;
+  }): Promise<ActionsDrainReport>;
 }
 
 /** What the actions API is built from (compose/verdict.ts). */
 export interface ActionsApiDeps {
-  store: TrackerStore & ActionStore & QueueStore & EventOutbox & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>;
+  store: TrackerStore &
+    ActionStore &
+    QueueStore &
+    EventOutbox &
+    DecisionStore &
+    MetaStore &
+    HumanVerdictStore &
+    Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
   /** The provider reads judge currency against (see compose/reader.ts). */
@@ -73,9 +93,18 @@ export interface ActionsApiDeps {
 
 /** Builds `verdict.actions`. */
 export function actionsApi(d: ActionsApiDeps): VerdictActions {
-  const actions = new Actions({ store: d.store, registry: d.registry, config: d.config, reader: () => readerOn(d.store, d.registry, d.readsAgainst, d.logger), logger: d.logger });
+  const actions = new Actions({
+    store: d.store,
+    registry: d.registry,
+    config: d.config,
+    reader: () => readerOn(d.store, d.registry, d.readsAgainst, d.logger),
+    logger: d.logger,
+  });
   const ws = async (slug: string) => d.store.getWorkspaceBySlug(slug);
-  const mapped = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
+  const mapped =
+    <A extends unknown[], R>(fn: (...a: A) => Promise<R>) =>
+    (...a: A) =>
+      fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   return {
     config: d.config,
     plan: mapped(async (o) => {
@@ -91,7 +120,9 @@ export function actionsApi(d: ActionsApiDeps): VerdictActions {
       if (!w || w.deletedAt !== null) throw new NotFound('workspace', i.workspace);
       const item = await d.store.getItemByRef(w.id, i.ref);
       if (!item) throw new NotFound('item', i.ref);
-      const row = (await d.store.listItemActions(item.id)).find((r) => r.questionSet === i.set && r.questionKey === i.key);
+      const row = (await d.store.listItemActions(item.id)).find(
+        (r) => r.questionSet === i.set && r.questionKey === i.key,
+      );
       if (!row?.proposal) throw new InvalidInput(`${i.ref} has no open proposal for ${i.set}/${i.key}`);
       const reader = await readerOn(d.store, d.registry, d.readsAgainst, d.logger);
       const verdict = await recordVerdict(d.store, reader, {

@@ -86,7 +86,13 @@ export interface ExplainReport {
  * and the state `setTargets` builds (dated for a set with `maxAgeMs`), as the runner plans a call.
  * @param setName only this set. @returns null when the item does not exist.
  */
-export async function explainItem(store: Pick<Store, 'listCollections' | 'listDecisions' | 'listItems' | 'loadItemForEvaluation' | 'now'>, registry: Registry, reader: DecisionReader, itemId: string, setName?: string): Promise<ExplainReport | null> {
+export async function explainItem(
+  store: Pick<Store, 'listCollections' | 'listDecisions' | 'listItems' | 'loadItemForEvaluation' | 'now'>,
+  registry: Registry,
+  reader: DecisionReader,
+  itemId: string,
+  setName?: string,
+): Promise<ExplainReport | null> {
   const loaded = await store.loadItemForEvaluation(itemId);
   if (!loaded) return null;
   const applicability = new Map((await reader.setApplicability(itemId)).map((a) => [a.questionSet, a]));
@@ -96,7 +102,14 @@ export async function explainItem(store: Pick<Store, 'listCollections' | 'listDe
     if (setName !== undefined && set.name !== setName) continue;
     const a = applicability.get(set.name);
     const applies = a?.applies ?? false;
-    const out: ExplainedSet = { questionSet: set.name, applies, reason: a?.reason ?? null, rationale: set.explain, maxPerCall: set.maxPerCall, targets: [] };
+    const out: ExplainedSet = {
+      questionSet: set.name,
+      applies,
+      reason: a?.reason ?? null,
+      rationale: set.explain,
+      maxPerCall: set.maxPerCall,
+      targets: [],
+    };
     sets.push(out);
     if (!applies) continue;
     const questions = await questionsOf(set, { workspaceId: loaded.item.workspaceId, store, logger: silentLogger });
@@ -125,7 +138,14 @@ export async function explainItem(store: Pick<Store, 'listCollections' | 'listDe
           };
         })
         .sort((x, y) => (x.questionKey < y.questionKey ? -1 : x.questionKey > y.questionKey ? 1 : 0));
-      out.targets.push({ commentId: target.commentId, stateHash: state.hash, system: buildSystemPrompt(asked, { explain: set.explain }), user: state.bytes, questionKeys: keys, stored });
+      out.targets.push({
+        commentId: target.commentId,
+        stateHash: state.hash,
+        system: buildSystemPrompt(asked, { explain: set.explain }),
+        user: state.bytes,
+        questionKeys: keys,
+        stored,
+      });
     }
   }
   return { itemId, ref: loaded.item.ref, sets };

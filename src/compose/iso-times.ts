@@ -60,7 +60,8 @@ function convert(s: z.ZodType): z.ZodType {
     const overrides: Record<string, z.ZodType> = {};
     for (const [k, member] of Object.entries(s.shape as Record<string, z.ZodType>)) {
       if (isTimeName(k) && member instanceof z.ZodNumber) overrides[k] = isoString;
-      else if (isTimeName(k) && member instanceof z.ZodNullable && member.unwrap() instanceof z.ZodNumber) overrides[k] = isoString.nullable();
+      else if (isTimeName(k) && member instanceof z.ZodNullable && member.unwrap() instanceof z.ZodNumber)
+        overrides[k] = isoString.nullable();
       else {
         const c = convert(member);
         if (c !== member) overrides[k] = c;

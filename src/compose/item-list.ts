@@ -1,7 +1,13 @@
 import { InvalidInput } from '../errors.js';
 import type { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { ITEM_IDS_FILTER_MAX, type FieldScalar, type ItemQuery, type ItemRow, type WorkspaceRow } from '../store/tracker-reads.js';
+import {
+  ITEM_IDS_FILTER_MAX,
+  type FieldScalar,
+  type ItemQuery,
+  type ItemRow,
+  type WorkspaceRow,
+} from '../store/tracker-reads.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
 
 /**
@@ -82,16 +88,26 @@ function encodeCursor(c: CursorState): string {
 
 /** @throws InvalidInput (param `cursor`) for a cursor this read did not make, or one made with another sort or order. */
 function decodeCursor(text: string, sort: ItemSort, order: 'asc' | 'desc'): CursorState {
-  const bad = (why: string) => new InvalidInput(`cursor: ${why}; pass the nextCursor of the previous page unchanged`, { param: 'cursor' });
+  const bad = (why: string) =>
+    new InvalidInput(`cursor: ${why}; pass the nextCursor of the previous page unchanged`, { param: 'cursor' });
   let parsed: unknown;
   try {
-    parsed = /^[A-Za-z0-9_-]{1,2000}$/.test(text) ? JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) : undefined;
+    parsed = /^[A-Za-z0-9_-]{1,2000}$/.test(text)
+      ? JSON.parse(Buffer.from(text, 'base64url').toString('utf8'))
+      : undefined;
   } catch {
     parsed = undefined;
   }
   const c = parsed as Partial<CursorState> | undefined;
   const valueOk = sort === 'ref' ? typeof c?.v === 'string' : typeof c?.v === 'number' && Number.isSafeInteger(c.v);
-  if (!c || typeof c !== 'object' || typeof c.i !== 'string' || !valueOk || (c.s !== 'updated' && c.s !== 'created' && c.s !== 'ref')) throw bad('not a cursor of this list');
+  if (
+    !c ||
+    typeof c !== 'object' ||
+    typeof c.i !== 'string' ||
+    !valueOk ||
+    (c.s !== 'updated' && c.s !== 'created' && c.s !== 'ref')
+  )
+    throw bad('not a cursor of this list');
   if (c.s !== sort || c.o !== order) throw bad(`made for sort ${c.s} ${c.o}, not ${sort} ${order}`);
   return c as CursorState;
 }
@@ -100,14 +116,26 @@ function decodeCursor(text: string, sort: ItemSort, order: 'asc' | 'desc'): Curs
  * Reads one page of `q` in workspace `ws`. `reader` is asked only for `surfaced`.
  * @throws InvalidInput, naming the member in `param`, for a bad sort, order, limit, cursor, collection, set or time.
  */
-export async function itemListPage(store: Pick<TrackerReads, 'listCollections' | 'listItems'>, registry: Registry, reader: () => Promise<DecisionReader>, ws: WorkspaceRow, q: ItemListQuery): Promise<ItemListPage> {
+export async function itemListPage(
+  store: Pick<TrackerReads, 'listCollections' | 'listItems'>,
+  registry: Registry,
+  reader: () => Promise<DecisionReader>,
+  ws: WorkspaceRow,
+  q: ItemListQuery,
+): Promise<ItemListPage> {
   const sort = q.sort ?? 'updated';
-  if (!['updated', 'created', 'ref'].includes(sort)) throw new InvalidInput(`sort must be updated, created or ref; got ${String(sort)}`, { param: 'sort' });
+  if (!['updated', 'created', 'ref'].includes(sort))
+    throw new InvalidInput(`sort must be updated, created or ref; got ${String(sort)}`, { param: 'sort' });
   const order = q.order ?? (sort === 'ref' ? 'asc' : 'desc');
-  if (order !== 'asc' && order !== 'desc') throw new InvalidInput(`order must be asc or desc; got ${String(order)}`, { param: 'order' });
+  if (order !== 'asc' && order !== 'desc')
+    throw new InvalidInput(`order must be asc or desc; got ${String(order)}`, { param: 'order' });
   const limit = q.limit ?? ITEM_LIST_DEFAULT_LIMIT;
-  if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_LIST_MAX_LIMIT) throw new InvalidInput(`limit must be a whole number from 1 to ${ITEM_LIST_MAX_LIMIT}; got ${limit}`, { param: 'limit' });
-  if (q.updatedSince !== undefined && !Number.isSafeInteger(q.updatedSince)) throw new InvalidInput(`updatedSince must be a time in epoch ms; got ${q.updatedSince}`, { param: 'updatedSince' });
+  if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_LIST_MAX_LIMIT)
+    throw new InvalidInput(`limit must be a whole number from 1 to ${ITEM_LIST_MAX_LIMIT}; got ${limit}`, {
+      param: 'limit',
+    });
+  if (q.updatedSince !== undefined && !Number.isSafeInteger(q.updatedSince))
+    throw new InvalidInput(`updatedSince must be a time in epoch ms; got ${q.updatedSince}`, { param: 'updatedSince' });
   const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor, sort, order);
 
   const collections = await store.listCollections(ws.id);
@@ -115,14 +143,24 @@ export async function itemListPage(store: Pick<TrackerReads, 'listCollections' |
   let collectionId: string | undefined;
   if (q.collection !== undefined) {
     const c = collections.find((x) => x.slug === q.collection && x.deletedAt === null);
-    if (!c) throw new InvalidInput(`collection: no live collection of that slug in workspace ${ws.slug}`, { param: 'collection' });
+    if (!c)
+      throw new InvalidInput(`collection: no live collection of that slug in workspace ${ws.slug}`, {
+        param: 'collection',
+      });
     collectionId = c.id;
   }
   let ids: string[] | undefined;
   if (q.surfaced !== undefined) {
-    if (!registry.get(q.surfaced)) throw new InvalidInput('surfaced: no question set of that name', { param: 'surfaced' });
-    ids = (await (await reader()).surfacedViews(ws.id, q.surfaced)).items.filter((s) => s.views.length > 0).map((s) => s.item.id);
-    if (ids.length > ITEM_IDS_FILTER_MAX) throw new InvalidInput(`surfaced: more than ${ITEM_IDS_FILTER_MAX} items surface in this set; narrow by another filter first`, { param: 'surfaced' });
+    if (!registry.get(q.surfaced))
+      throw new InvalidInput('surfaced: no question set of that name', { param: 'surfaced' });
+    ids = (await (await reader()).surfacedViews(ws.id, q.surfaced)).items
+      .filter((s) => s.views.length > 0)
+      .map((s) => s.item.id);
+    if (ids.length > ITEM_IDS_FILTER_MAX)
+      throw new InvalidInput(
+        `surfaced: more than ${ITEM_IDS_FILTER_MAX} items surface in this set; narrow by another filter first`,
+        { param: 'surfaced' },
+      );
   }
   const query: ItemQuery = {
     workspaceId: ws.id,
@@ -153,7 +191,15 @@ function sortValue(i: ItemRow, sort: ItemSort): number | string {
 }
 
 function entryOf(i: ItemRow, collection: string, withContent: boolean): ItemListEntry {
-  const e: ItemListEntry = { id: i.id, ref: i.ref, collection, title: i.title, fields: parseFields(i.fields), createdAt: i.createdAt, updatedAt: i.updatedAt };
+  const e: ItemListEntry = {
+    id: i.id,
+    ref: i.ref,
+    collection,
+    title: i.title,
+    fields: parseFields(i.fields),
+    createdAt: i.createdAt,
+    updatedAt: i.updatedAt,
+  };
   if (withContent) e.content = i.content;
   return e;
 }

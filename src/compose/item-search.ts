@@ -51,15 +51,23 @@ const DELETED = ['live', 'deleted', 'all'] as const;
  * Reads one page of items of `ws` (see `ItemSearchQuery`).
  * @throws InvalidInput naming `text`, `deleted`, `offset` or `limit` when one is out of range.
  */
-export async function searchItemsPage(store: Pick<TrackerReads, 'listCollections'> & ItemSearchReads, ws: WorkspaceRow, q: ItemSearchQuery): Promise<ItemSearchPage> {
+export async function searchItemsPage(
+  store: Pick<TrackerReads, 'listCollections'> & ItemSearchReads,
+  ws: WorkspaceRow,
+  q: ItemSearchQuery,
+): Promise<ItemSearchPage> {
   const text = q.text ?? '';
-  if (typeof text !== 'string' || [...text].length > ITEM_SEARCH_MAX_TEXT) throw new InvalidInput(`text must be a string of at most ${ITEM_SEARCH_MAX_TEXT} characters`);
+  if (typeof text !== 'string' || [...text].length > ITEM_SEARCH_MAX_TEXT)
+    throw new InvalidInput(`text must be a string of at most ${ITEM_SEARCH_MAX_TEXT} characters`);
   const deleted = q.deleted ?? 'live';
-  if (!DELETED.includes(deleted)) throw new InvalidInput(`deleted must be live, deleted or all; got ${String(deleted)}`);
+  if (!DELETED.includes(deleted))
+    throw new InvalidInput(`deleted must be live, deleted or all; got ${String(deleted)}`);
   const offset = q.offset ?? 0;
-  if (!Number.isInteger(offset) || offset < 0) throw new InvalidInput(`offset must be a whole number of 0 or more; got ${offset}`);
+  if (!Number.isInteger(offset) || offset < 0)
+    throw new InvalidInput(`offset must be a whole number of 0 or more; got ${offset}`);
   const limit = q.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_SEARCH_MAX_LIMIT) throw new InvalidInput(`limit must be a whole number from 1 to ${ITEM_SEARCH_MAX_LIMIT}; got ${limit}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_SEARCH_MAX_LIMIT)
+    throw new InvalidInput(`limit must be a whole number from 1 to ${ITEM_SEARCH_MAX_LIMIT}; got ${limit}`);
   const collections = await store.listCollections(ws.id);
   let collectionId: string | undefined;
   if (q.collection) {
@@ -70,6 +78,13 @@ export async function searchItemsPage(store: Pick<TrackerReads, 'listCollections
   const found = await store.searchItems({ workspaceId: ws.id, text, collectionId, deleted, offset, limit });
   return {
     total: found.total,
-    rows: found.rows.map((i) => ({ ref: i.ref, title: i.title, collection: slugOf.get(i.collectionId) ?? '', fieldsObject: fieldsForDisplay(i.fields), updatedAt: i.updatedAt, deletedAt: i.deletedAt })),
+    rows: found.rows.map((i) => ({
+      ref: i.ref,
+      title: i.title,
+      collection: slugOf.get(i.collectionId) ?? '',
+      fieldsObject: fieldsForDisplay(i.fields),
+      updatedAt: i.updatedAt,
+      deletedAt: i.deletedAt,
+    })),
   };
 }

@@ -47,11 +47,26 @@ export function openStoreOn(
   opts: { migrate?: boolean; poolSize?: number; clock?: Clock; access?: DatabaseAccess } = {},
 ): OpenedStore {
   if (typeof database === 'string') {
-    if (isPostgresUrl(database)) return PgStore.connect(database, { registry, poolSize: opts.poolSize, migrate: opts.migrate });
+    if (isPostgresUrl(database))
+      return PgStore.connect(database, { registry, poolSize: opts.poolSize, migrate: opts.migrate });
     const access = opts.access ?? 'create';
-    return new SqliteStore({ url: database, registry, migrate: opts.migrate, clock: opts.clock, mustExist: access !== 'create', readOnly: access === 'read' });
+    return new SqliteStore({
+      url: database,
+      registry,
+      migrate: opts.migrate,
+      clock: opts.clock,
+      mustExist: access !== 'create',
+      readOnly: access === 'read',
+    });
   }
-  if ('sqlite' in database) return new SqliteStore({ url: database.sqlite.name, connection: database.sqlite, registry, migrate: opts.migrate, clock: opts.clock });
+  if ('sqlite' in database)
+    return new SqliteStore({
+      url: database.sqlite.name,
+      connection: database.sqlite,
+      registry,
+      migrate: opts.migrate,
+      clock: opts.clock,
+    });
   if ('postgres' in database) return PgStore.onPool(database.postgres, { registry, migrate: opts.migrate });
   throw new ConfigError('database: expected a path, a postgres:// URL, { sqlite: Database } or { postgres: Pool }');
 }
@@ -66,7 +81,13 @@ export function openStoreOn(
 export function buildRegistry(configFile?: string, sets: readonly QuestionSet[] = productionSets()): Registry {
   if (!configFile) return new Registry([...sets]);
   try {
-    return new Registry([...sets, ...loadQuestionSetConfig(configFile, sets.map((s) => s.name))]);
+    return new Registry([
+      ...sets,
+      ...loadQuestionSetConfig(
+        configFile,
+        sets.map((s) => s.name),
+      ),
+    ]);
   } catch (err) {
     if (err instanceof InvalidConfigFile) throw new ConfigError(err.message);
     throw err;

@@ -76,14 +76,24 @@ export interface SurfacedPage {
  * Reads the surfaced keys of `set` in `ws` (see `SurfacedPage`).
  * @throws InvalidInput for a bad offset, limit, threshold or currency.
  */
-export async function surfacedPage(store: Pick<TrackerReads, 'listCollections'>, reader: DecisionReader, ws: WorkspaceRow, set: string, q: SurfacedQuery): Promise<SurfacedPage> {
+export async function surfacedPage(
+  store: Pick<TrackerReads, 'listCollections'>,
+  reader: DecisionReader,
+  ws: WorkspaceRow,
+  set: string,
+  q: SurfacedQuery,
+): Promise<SurfacedPage> {
   const offset = q.offset ?? 0;
   const limit = q.limit ?? 50;
-  if (!Number.isInteger(offset) || offset < 0) throw new InvalidInput(`offset must be a whole number, 0 or more; got ${offset}`);
-  if (!Number.isInteger(limit) || limit < 1 || limit > SURFACED_MAX_LIMIT) throw new InvalidInput(`limit must be a whole number from 1 to ${SURFACED_MAX_LIMIT}; got ${limit}`);
-  if (q.threshold !== undefined && !(q.threshold >= 0 && q.threshold <= 1)) throw new InvalidInput(`threshold must be from 0 to 1; got ${q.threshold}`);
+  if (!Number.isInteger(offset) || offset < 0)
+    throw new InvalidInput(`offset must be a whole number, 0 or more; got ${offset}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > SURFACED_MAX_LIMIT)
+    throw new InvalidInput(`limit must be a whole number from 1 to ${SURFACED_MAX_LIMIT}; got ${limit}`);
+  if (q.threshold !== undefined && !(q.threshold >= 0 && q.threshold <= 1))
+    throw new InvalidInput(`threshold must be from 0 to 1; got ${q.threshold}`);
   const currency = q.currency ?? 'all';
-  if (!['current', 'stale', 'all'].includes(currency)) throw new InvalidInput(`currency must be current, stale or all; got ${String(currency)}`);
+  if (!['current', 'stale', 'all'].includes(currency))
+    throw new InvalidInput(`currency must be current, stale or all; got ${String(currency)}`);
   const slugs = new Map((await store.listCollections(ws.id)).map((c) => [c.id, c.slug]));
   const read = await reader.surfacedViews(ws.id, set, q.threshold);
   const all: SurfacedRow[] = [];
@@ -96,10 +106,24 @@ export async function surfacedPage(store: Pick<TrackerReads, 'listCollections'>,
   const keys = [...new Set(all.map((r) => r.key))].sort();
   const collections = [...new Set(all.map((r) => r.collection))].sort();
   const matching = all.filter(
-    (r) => (q.collection === undefined || r.collection === q.collection) && (q.key === undefined || r.key === q.key) && (currency === 'all' || (currency === 'current') === r.current),
+    (r) =>
+      (q.collection === undefined || r.collection === q.collection) &&
+      (q.key === undefined || r.key === q.key) &&
+      (currency === 'all' || (currency === 'current') === r.current),
   );
-  matching.sort((a, b) => b.p - a.p || (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0) || (a.questionKey < b.questionKey ? -1 : a.questionKey > b.questionKey ? 1 : 0));
-  return { rows: matching.slice(offset, offset + limit), total: matching.length, failing: read.failing, keys, collections };
+  matching.sort(
+    (a, b) =>
+      b.p - a.p ||
+      (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0) ||
+      (a.questionKey < b.questionKey ? -1 : a.questionKey > b.questionKey ? 1 : 0),
+  );
+  return {
+    rows: matching.slice(offset, offset + limit),
+    total: matching.length,
+    failing: read.failing,
+    keys,
+    collections,
+  };
 }
 
 function rowOf(item: ItemRow, collection: string, p: number, v: DecisionView): SurfacedRow {
@@ -152,12 +176,20 @@ export interface JobView extends JobRow {
 }
 
 /** Jobs matching a store filter (at most `f.limit`, default 50) with their item refs and timing: `Verdict.jobs.list` and `verdict jobs list`. */
-export async function listJobViews(store: Pick<TrackerStore, 'getItem' | 'now'> & Pick<QueueStore, 'listJobs'>, f: JobFilter): Promise<JobView[]> {
+export async function listJobViews(
+  store: Pick<TrackerStore, 'getItem' | 'now'> & Pick<QueueStore, 'listJobs'>,
+  f: JobFilter,
+): Promise<JobView[]> {
   const now = await store.now();
   const out: JobView[] = [];
   for (const j of await store.listJobs({ ...f, limit: f.limit ?? JOBS_LIST_DEFAULT_LIMIT })) {
     const item = await store.getItem(j.itemId);
-    out.push({ ...j, ref: item?.ref ?? null, inFlight: j.leaseExpiresAt !== null && j.leaseExpiresAt > now, dueInMs: Math.max(0, j.notBefore - now) });
+    out.push({
+      ...j,
+      ref: item?.ref ?? null,
+      inFlight: j.leaseExpiresAt !== null && j.leaseExpiresAt > now,
+      dueInMs: Math.max(0, j.notBefore - now),
+    });
   }
   return out;
 }
@@ -193,10 +225,14 @@ export interface VerdictJobs {
 const STATES = ['owed', 'parked', 'batched'];
 
 /** The jobs API over a store (compose/verdict.ts wires it). */
-export function jobsOn(store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'getWorkspaceBySlug' | 'now'> & Pick<QueueStore, 'dropJobs' | 'listJobs' | 'retryJobs'>): VerdictJobs {
+export function jobsOn(
+  store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'getWorkspaceBySlug' | 'now'> &
+    Pick<QueueStore, 'dropJobs' | 'listJobs' | 'retryJobs'>,
+): VerdictJobs {
   /** The store filter of a query, or null when its workspace or ref does not exist. */
   const filterOf = async (q: JobQuery, defaultState?: 'parked') => {
-    if (q.state !== undefined && !STATES.includes(q.state)) throw new InvalidInput(`state must be owed, parked or batched; got ${String(q.state)}`);
+    if (q.state !== undefined && !STATES.includes(q.state))
+      throw new InvalidInput(`state must be owed, parked or batched; got ${String(q.state)}`);
     const ws = await store.getWorkspaceBySlug(q.workspace);
     if (!ws || ws.deletedAt !== null) return null;
     let itemId: string | undefined;
@@ -210,7 +246,8 @@ export function jobsOn(store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'g
   return {
     async list(q) {
       const limit = q.limit ?? JOBS_LIST_DEFAULT_LIMIT;
-      if (!Number.isInteger(limit) || limit < 1 || limit > JOBS_LIST_MAX_LIMIT) throw new InvalidInput(`limit must be a whole number from 1 to ${JOBS_LIST_MAX_LIMIT}; got ${limit}`);
+      if (!Number.isInteger(limit) || limit < 1 || limit > JOBS_LIST_MAX_LIMIT)
+        throw new InvalidInput(`limit must be a whole number from 1 to ${JOBS_LIST_MAX_LIMIT}; got ${limit}`);
       const f = await filterOf(q);
       return f ? listJobViews(store, { ...f, limit }) : [];
     },
@@ -219,7 +256,8 @@ export function jobsOn(store: Pick<TrackerStore, 'getItem' | 'getItemByRef' | 'g
       return f ? store.retryJobs(f) : 0;
     },
     async drop(q) {
-      if (q.set === undefined && q.state === undefined && q.ref === undefined) throw new InvalidInput('drop needs set, state or ref: name a state to drop a whole workspace\u2019s jobs');
+      if (q.set === undefined && q.state === undefined && q.ref === undefined)
+        throw new InvalidInput('drop needs set, state or ref: name a state to drop a whole workspace\u2019s jobs');
       const f = await filterOf(q);
       return f ? store.dropJobs(f) : 0;
     },

@@ -68,7 +68,10 @@ export async function workerViews(store: Pick<MetaStore, 'listMeta'>, now: numbe
 }
 
 /** Provider batches submitting, in progress or ended but not yet swept. */
-export async function batchesInFlight(store: Pick<BatchStore, 'batchJobCounts' | 'listProviderBatches'> & Pick<MetaStore, 'listMeta'>, now: number): Promise<BatchesView> {
+export async function batchesInFlight(
+  store: Pick<BatchStore, 'batchJobCounts' | 'listProviderBatches'> & Pick<MetaStore, 'listMeta'>,
+  now: number,
+): Promise<BatchesView> {
   const open = await store.listProviderBatches(['submitting', 'in_progress', 'ended']);
   let jobs = 0;
   for (const b of open) jobs += (await store.batchJobCounts(b.id)).batched;
@@ -78,15 +81,24 @@ export async function batchesInFlight(store: Pick<BatchStore, 'batchJobCounts' |
     jobs,
     unconfirmed: open.filter((b) => b.status === 'submitting').length,
     oldestAgeMs: open.length ? now - Math.min(...open.map((b) => b.createdAt)) : null,
-    unavailable: (await listBatchUnavailable(store)).map((u) => ({ provider: u.provider, host: u.host, status: u.status })),
+    unavailable: (await listBatchUnavailable(store)).map((u) => ({
+      provider: u.provider,
+      host: u.host,
+      status: u.status,
+    })),
   };
 }
 
 /** Failing sets: those with failing jobs, merged with those whose schema was rejected (one entry per set, by name). */
-export async function failingSets(store: Pick<MetaStore, 'listMeta'>, bySet: readonly SetJobCounts[], now: number): Promise<FailingSet[]> {
+export async function failingSets(
+  store: Pick<MetaStore, 'listMeta'>,
+  bySet: readonly SetJobCounts[],
+  now: number,
+): Promise<FailingSet[]> {
   const cooloffs = parseSetCooloffs(await store.listMeta(SET_COOLOFF_META_PREFIX));
   const out = new Map<string, FailingSet>();
-  for (const s of bySet) if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
+  for (const s of bySet)
+    if (s.failing > 0) out.set(s.questionSet, { set: s.questionSet, jobs: s.failing, lastErrorAt: s.lastErrorAt });
   for (const c of cooloffs) {
     const e = out.get(c.set) ?? { set: c.set, jobs: 0, lastErrorAt: null };
     e.schemaRejected = { reason: c.reason, at: c.since, coolingOffUntil: c.until > now ? c.until : null };
@@ -98,8 +110,11 @@ export async function failingSets(store: Pick<MetaStore, 'listMeta'>, bySet: rea
 /** Parked jobs counted by reason (the job's last error code), most first. */
 export function parkedReasons(parked: readonly JobRow[]): Array<{ reason: string; count: number }> {
   const reasons = new Map<string, number>();
-  for (const j of parked) reasons.set(j.lastError ?? 'no reason recorded', (reasons.get(j.lastError ?? 'no reason recorded') ?? 0) + 1);
-  return [...reasons].map(([reason, count]) => ({ reason, count })).sort((a, b) => b.count - a.count || (a.reason < b.reason ? -1 : 1));
+  for (const j of parked)
+    reasons.set(j.lastError ?? 'no reason recorded', (reasons.get(j.lastError ?? 'no reason recorded') ?? 0) + 1);
+  return [...reasons]
+    .map(([reason, count]) => ({ reason, count }))
+    .sort((a, b) => b.count - a.count || (a.reason < b.reason ? -1 : 1));
 }
 
 /** A parked job as the queue reads show it. `at` is when its last error was recorded (epoch ms). */
@@ -117,11 +132,23 @@ export interface ParkedJobView {
 export const PARKED_READ_LIMIT = 10_000;
 
 /** The first `shown` parked jobs with their item refs. */
-export async function parkedJobViews(store: Pick<TrackerReads, 'getItem'>, parked: readonly JobRow[], shown: number): Promise<ParkedJobView[]> {
+export async function parkedJobViews(
+  store: Pick<TrackerReads, 'getItem'>,
+  parked: readonly JobRow[],
+  shown: number,
+): Promise<ParkedJobView[]> {
   const out: ParkedJobView[] = [];
   for (const j of parked.slice(0, shown)) {
     const item = await store.getItem(j.itemId);
-    out.push({ ref: item?.ref ?? null, itemId: j.itemId, set: j.questionSet, reason: j.lastError, at: j.lastErrorAt, attempts: j.attempts, refusals: j.refusals });
+    out.push({
+      ref: item?.ref ?? null,
+      itemId: j.itemId,
+      set: j.questionSet,
+      reason: j.lastError,
+      at: j.lastErrorAt,
+      attempts: j.attempts,
+      refusals: j.refusals,
+    });
   }
   return out;
 }
@@ -143,12 +170,24 @@ export interface QueueView {
 }
 
 /** Reads one workspace's queue (see `QueueView`). */
-export async function queueView(store: Pick<Store, 'batchJobCounts' | 'getItem' | 'jobCountsBySet' | 'listJobs' | 'listMeta' | 'listProviderBatches' | 'now'>, workspaceId: string, parkedShown: number): Promise<QueueView> {
+export async function queueView(
+  store: Pick<
+    Store,
+    'batchJobCounts' | 'getItem' | 'jobCountsBySet' | 'listJobs' | 'listMeta' | 'listProviderBatches' | 'now'
+  >,
+  workspaceId: string,
+  parkedShown: number,
+): Promise<QueueView> {
   const now = await store.now();
   const batched = new Map<string, number>();
-  for (const j of await store.listJobs({ workspaceId, state: 'batched', limit: PARKED_READ_LIMIT })) batched.set(j.questionSet, (batched.get(j.questionSet) ?? 0) + 1);
+  for (const j of await store.listJobs({ workspaceId, state: 'batched', limit: PARKED_READ_LIMIT }))
+    batched.set(j.questionSet, (batched.get(j.questionSet) ?? 0) + 1);
   const counts = await store.jobCountsBySet(workspaceId);
-  const bySet = counts.map((s) => ({ ...s, oldestOwedAgeMs: s.oldestOwedAt === null ? null : now - s.oldestOwedAt, batched: batched.get(s.questionSet) ?? 0 }));
+  const bySet = counts.map((s) => ({
+    ...s,
+    oldestOwedAgeMs: s.oldestOwedAt === null ? null : now - s.oldestOwedAt,
+    batched: batched.get(s.questionSet) ?? 0,
+  }));
   const ages = bySet.map((s) => s.oldestOwedAgeMs).filter((a): a is number => a !== null);
   const parked = await store.listJobs({ workspaceId, state: 'parked', limit: PARKED_READ_LIMIT });
   // A set cooling off after a rejected schema is the server's, not the workspace's: it is shown
@@ -158,7 +197,11 @@ export async function queueView(store: Pick<Store, 'batchJobCounts' | 'getItem' 
     now,
     bySet,
     oldestOwedAgeMs: ages.length ? Math.max(...ages) : null,
-    parked: { count: parked.length, reasons: parkedReasons(parked), jobs: await parkedJobViews(store, parked, parkedShown) },
+    parked: {
+      count: parked.length,
+      reasons: parkedReasons(parked),
+      jobs: await parkedJobViews(store, parked, parkedShown),
+    },
     failingSets: (await failingSets(store, counts, now)).filter((f) => mine.has(f.set)),
     workers: await workerViews(store, now),
     batches: await batchesInFlight(store, now),

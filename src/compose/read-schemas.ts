@@ -34,7 +34,10 @@ const verdictView = z.object({
   note: z.string().nullable(),
   createdAt: z.number(),
   stateHash: z.string(),
-  staleReason: z.enum(['override_stale']).nullable().describe('`override_stale`: the item changed since the person judged it; the value stays in force'),
+  staleReason: z
+    .enum(['override_stale'])
+    .nullable()
+    .describe('`override_stale`: the item changed since the person judged it; the value stays in force'),
   changedParts: z.array(z.string()),
 });
 
@@ -55,7 +58,11 @@ export const decisionView = z.object({
   questionKey: z.string().describe('The question key; `<key>@<commentId>` for a per-comment set'),
   commentId: z.string().nullable().describe('Per-comment sets: the comment the answer is about'),
   kind: z.enum(['noul', 'choice', 'score']),
-  answer: z.unknown().describe('`{"type":"noul","noul":p}`, `{"type":"choice","choice":option,"probabilities":{...}}` or `{"type":"score","score":x,"probabilities":{...},"legend":{...}}`'),
+  answer: z
+    .unknown()
+    .describe(
+      '`{"type":"noul","noul":p}`, `{"type":"choice","choice":option,"probabilities":{...}}` or `{"type":"score","score":x,"probabilities":{...},"legend":{...}}`',
+    ),
   confidence: z.number().nullable(),
   provider: z.string(),
   model: z.string(),
@@ -63,13 +70,23 @@ export const decisionView = z.object({
   current: z.boolean(),
   staleReason: z.string().nullable(),
   changedParts: z.array(z.string()),
-  surfacing: z.enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced']).describe('`not_surfaced`: a choice or score, or a key the set lists as unsurfaced'),
+  surfacing: z
+    .enum(['surfaced', 'below_threshold', 'stale', 'not_surfaced'])
+    .describe('`not_surfaced`: a choice or score, or a key the set lists as unsurfaced'),
   threshold: z.number(),
   rationale: z.string().nullable(),
   rowId: z.number(),
-  source: z.enum(['model', 'human']).describe('`human` when a person\u2019s value is in force: `answer` is theirs, `modelAnswer` the model\u2019s'),
-  modelAnswer: z.unknown().nullable().describe('With `source: human` only: the model\u2019s own answer; null when `answer` is the model\u2019s'),
-  proposed: z.unknown().nullable().describe('The model\u2019s later, disagreeing answer under a person\u2019s value: shown, never applied'),
+  source: z
+    .enum(['model', 'human'])
+    .describe('`human` when a person\u2019s value is in force: `answer` is theirs, `modelAnswer` the model\u2019s'),
+  modelAnswer: z
+    .unknown()
+    .nullable()
+    .describe('With `source: human` only: the model\u2019s own answer; null when `answer` is the model\u2019s'),
+  proposed: z
+    .unknown()
+    .nullable()
+    .describe('The model\u2019s later, disagreeing answer under a person\u2019s value: shown, never applied'),
   verdict: verdictView.nullable(),
   flips: z.number().describe('Surfacing flips the model\u2019s answers made in the last 30 days'),
 });
@@ -79,7 +96,13 @@ export const itemSetStatus = z.object({
   applies: z.boolean(),
   reason: z.string().nullable().describe('Why the set does not apply now, in words; null when it applies'),
   job: z
-    .object({ state: z.enum(['owed', 'parked', 'batched']), dueAt: z.number().describe('Not asked before this (quiet period, re-ask debounce, backoff)'), attempts: z.number(), refusals: z.number(), lastError: z.string().nullable() })
+    .object({
+      state: z.enum(['owed', 'parked', 'batched']),
+      dueAt: z.number().describe('Not asked before this (quiet period, re-ask debounce, backoff)'),
+      attempts: z.number(),
+      refusals: z.number(),
+      lastError: z.string().nullable(),
+    })
     .nullable()
     .describe('The set\u2019s job on this item, or null when nothing is owed'),
 });
@@ -110,12 +133,34 @@ export function itemJson(i: ItemRow, collection: string): z.infer<typeof itemVie
   } catch {
     // stored fields are always an object (the doors refuse anything else); an old row that is not reads as {}
   }
-  return { id: i.id, ref: i.ref, collectionId: i.collectionId, collection, title: i.title, content: i.content, fields, seq: i.seq, createdAt: i.createdAt, updatedAt: i.updatedAt, deletedAt: i.deletedAt };
+  return {
+    id: i.id,
+    ref: i.ref,
+    collectionId: i.collectionId,
+    collection,
+    title: i.title,
+    content: i.content,
+    fields,
+    seq: i.seq,
+    createdAt: i.createdAt,
+    updatedAt: i.updatedAt,
+    deletedAt: i.deletedAt,
+  };
 }
 
 /** A verdict row as JSON: its value parsed. */
 export function verdictRowJson(r: HumanVerdictRow): z.infer<typeof verdictRowView> {
-  return { id: r.id, questionSet: r.questionSet, questionKey: r.questionKey, verdict: r.verdict, value: r.value === null ? null : (JSON.parse(r.value) as unknown), stateHash: r.stateHash, author: r.author, note: r.note, createdAt: r.createdAt };
+  return {
+    id: r.id,
+    questionSet: r.questionSet,
+    questionKey: r.questionKey,
+    verdict: r.verdict,
+    value: r.value === null ? null : (JSON.parse(r.value) as unknown),
+    stateHash: r.stateHash,
+    author: r.author,
+    note: r.note,
+    createdAt: r.createdAt,
+  };
 }
 
 /**
@@ -144,7 +189,10 @@ export const flagRowView = z.object({
   staleReason: z.string().nullable(),
   changedParts: z.array(z.string()),
   source: z.enum(['model', 'human']),
-  proposed: z.number().nullable().describe('A newer model answer disagreeing with the person\u2019s value in force, as a probability'),
+  proposed: z
+    .number()
+    .nullable()
+    .describe('A newer model answer disagreeing with the person\u2019s value in force, as a probability'),
   provider: z.string(),
   model: z.string(),
   evaluatedAt: z.number(),

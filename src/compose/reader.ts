@@ -17,17 +17,43 @@ import type { Store } from '../store/whole-store.js';
  * (`verdict_meta` key `provider:pinned`); `null` for `'none'` (decisions off). With neither, the
  * context names no model and nothing reads current.
  */
-export async function readerContextFor(provider: Provider | 'none' | undefined, store: Pick<MetaStore, 'getMeta'>): Promise<ReaderContext | null> {
+export async function readerContextFor(
+  provider: Provider | 'none' | undefined,
+  store: Pick<MetaStore, 'getMeta'>,
+): Promise<ReaderContext | null> {
   if (provider === 'none') return null;
-  if (provider) return { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort };
-  return parsePinnedProvider(await store.getMeta(PINNED_PROVIDER_META_KEY)) ?? { name: 'unconfigured', model: '', promptVersion: '', effort: null };
+  if (provider)
+    return {
+      name: provider.name,
+      model: provider.model,
+      promptVersion: provider.promptVersion,
+      effort: provider.effort,
+    };
+  return (
+    parsePinnedProvider(await store.getMeta(PINNED_PROVIDER_META_KEY)) ?? {
+      name: 'unconfigured',
+      model: '',
+      promptVersion: '',
+      effort: null,
+    }
+  );
 }
 
 /**
  * A reader whose "current" is judged against `readerContextFor(provider)`, so answers from another
  * model read `model_changed`. With `'none'` every read is empty (DESIGN §9).
  */
-export async function readerOn(store: TrackerStore & QueueStore & MetaStore & HumanVerdictStore & DecisionStore & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, provider: Provider | 'none' | undefined, logger: Logger): Promise<DecisionReader> {
+export async function readerOn(
+  store: TrackerStore &
+    QueueStore &
+    MetaStore &
+    HumanVerdictStore &
+    DecisionStore &
+    Pick<Store, 'loadItemForEvaluation'>,
+  registry: Registry,
+  provider: Provider | 'none' | undefined,
+  logger: Logger,
+): Promise<DecisionReader> {
   const ctx = await readerContextFor(provider, store);
   if (ctx === null) return new DecisionsOffReader(store);
   return new DecisionReader(store, registry, ctx, logger);

@@ -74,19 +74,34 @@ const VERDICT_NOTE_MAX = 2_000;
  * that is not current, a value that does not fit the question, a withdrawal with no verdict to
  * withdraw or (with `withdraws: 'own'`) of another author's verdict, a blank author, a long note, a NUL in the author or note, or decisions off (provider `none`).
  */
-export async function recordVerdict(store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug'> & HumanVerdictStore, reader: DecisionReader, input: RecordVerdictInput): Promise<RecordedVerdict> {
-  if (!reader.enabled) throw new InvalidInput('decisions are off (provider none): there is no answer to give a verdict on; configure a provider');
-  if (!VERDICT_KINDS.includes(input.verdict)) throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
-  if (input.withdraws !== undefined && input.withdraws !== 'any' && input.withdraws !== 'own') throw new InvalidInput('withdraws must be any or own', { param: 'withdraws' });
+export async function recordVerdict(
+  store: Pick<TrackerReads, 'getItemByRef' | 'getWorkspaceBySlug'> & HumanVerdictStore,
+  reader: DecisionReader,
+  input: RecordVerdictInput,
+): Promise<RecordedVerdict> {
+  if (!reader.enabled)
+    throw new InvalidInput(
+      'decisions are off (provider none): there is no answer to give a verdict on; configure a provider',
+    );
+  if (!VERDICT_KINDS.includes(input.verdict))
+    throw new InvalidInput(`verdict must be one of ${VERDICT_KINDS.join(', ')}`);
+  if (input.withdraws !== undefined && input.withdraws !== 'any' && input.withdraws !== 'own')
+    throw new InvalidInput('withdraws must be any or own', { param: 'withdraws' });
   if ((input.verdict === 'value') !== (input.value !== undefined)) {
-    throw new InvalidInput(input.verdict === 'value' ? 'a value verdict needs a value' : `${input.verdict === 'agree' ? 'an' : 'a'} ${input.verdict} verdict takes no value`);
+    throw new InvalidInput(
+      input.verdict === 'value'
+        ? 'a value verdict needs a value'
+        : `${input.verdict === 'agree' ? 'an' : 'a'} ${input.verdict} verdict takes no value`,
+    );
   }
   const author = input.author?.trim() ?? '';
   if (author === '') throw new InvalidInput('a verdict needs an author (who said it)');
   const note = input.note === undefined || input.note === '' ? null : input.note;
-  if (note !== null && [...note].length > VERDICT_NOTE_MAX) throw new InvalidInput(`a note is at most ${VERDICT_NOTE_MAX} code points`);
+  if (note !== null && [...note].length > VERDICT_NOTE_MAX)
+    throw new InvalidInput(`a note is at most ${VERDICT_NOTE_MAX} code points`);
   // PostgreSQL text cannot hold NUL; refused on every store so a verdict reads the same everywhere.
-  if (author.includes('\u0000') || note?.includes('\u0000')) throw new InvalidInput('an author or note must not contain a NUL character');
+  if (author.includes('\u0000') || note?.includes('\u0000'))
+    throw new InvalidInput('an author or note must not contain a NUL character');
 
   const ws = await store.getWorkspaceBySlug(input.workspace);
   if (!ws || ws.deletedAt !== null) throw new NotFound('workspace', input.workspace);
@@ -94,57 +109,108 @@ export async function recordVerdict(store: Pick<TrackerReads, 'getItemByRef' | '
   if (!item) throw new NotFound('item', input.ref);
 
   const base = input.key.includes('@') ? splitCommentKey(input.key)?.key : input.key;
-  if (!base) throw new InvalidInput(`key ${JSON.stringify(input.key)} is malformed: a per-comment key is <key>@<commentId>`);
+  if (!base)
+    throw new InvalidInput(`key ${JSON.stringify(input.key)} is malformed: a per-comment key is <key>@<commentId>`);
   const withdrawing = input.verdict === 'withdrawn';
   // A withdrawal is always taken for a key a person gave a verdict on, even when the item, its
   // comment, the question or the set's applicability is gone since (nothing else could end it).
-  const given = withdrawing ? (await store.listVerdicts({ workspaceId: ws.id, itemId: item.id })).filter((v) => v.questionKey === input.key && (input.set === undefined || v.questionSet === input.set)) : [];
+  const given = withdrawing
+    ? (await store.listVerdicts({ workspaceId: ws.id, itemId: item.id })).filter(
+        (v) => v.questionKey === input.key && (input.set === undefined || v.questionSet === input.set),
+      )
+    : [];
   let setName = input.set;
   if (setName === undefined) {
-    let asking = withdrawing && given.length > 0 ? [...new Set(given.map((v) => v.questionSet))].sort() : await reader.setsAsking(item.id, base);
+    let asking =
+      withdrawing && given.length > 0
+        ? [...new Set(given.map((v) => v.questionSet))].sort()
+        : await reader.setsAsking(item.id, base);
     // A `<key>@<commentId>` key names a per-comment set, a plain key an item-level one.
     asking = asking.filter((name) => reader.isPerComment(name) === input.key.includes('@'));
     if (asking.length === 0) {
       const keys = await reader.keysAsked(item.id);
-      throw new InvalidInput(`no question set of ${input.ref} asks "${base}"${keys.length > 0 ? `; the keys asked of it: ${keys.join(', ')}` : ''}`);
+      throw new InvalidInput(
+        `no question set of ${input.ref} asks "${base}"${keys.length > 0 ? `; the keys asked of it: ${keys.join(', ')}` : ''}`,
+      );
     }
-    if (asking.length > 1) throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
+    if (asking.length > 1)
+      throw new InvalidInput(`several sets of ${input.ref} ask "${base}" (${asking.join(', ')}): name one`);
     setName = asking[0];
   }
   const at = await reader.keyNow(item.id, setName, input.key);
   if (withdrawing) {
     const last = given.filter((v) => v.questionSet === setName).at(-1);
-    if (!last || last.verdict === 'withdrawn') throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no verdict to withdraw`);
+    if (!last || last.verdict === 'withdrawn')
+      throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no verdict to withdraw`);
     if (input.withdraws === 'own' && last.author !== author) {
-      throw new InvalidInput(`the verdict in force on ${input.ref} ${setName}/${input.key} was given by someone else (${last.author}); an agent withdraws only its own`);
+      throw new InvalidInput(
+        `the verdict in force on ${input.ref} ${setName}/${input.key} was given by someone else (${last.author}); an agent withdraws only its own`,
+      );
     }
-    const state = at?.applies && at.target ? at.target : { hash: last.stateHash, version: last.stateVersion, parts: JSON.parse(last.stateParts) as Record<string, string> };
+    const state =
+      at?.applies && at.target
+        ? at.target
+        : {
+            hash: last.stateHash,
+            version: last.stateVersion,
+            parts: JSON.parse(last.stateParts) as Record<string, string>,
+          };
     // Surfacing moves only while the set applies; for a gone key reads surface nothing anyway.
     const surfaceable = at?.applies && at.question?.kind === 'noul' && !at.set.unsurfaced.includes(base);
     const row = await store.insertVerdict(
-      { workspaceId: ws.id, itemId: item.id, questionSet: setName, questionKey: input.key, verdict: 'withdrawn', value: null, stateHash: state.hash, stateVersion: state.version, stateParts: JSON.stringify(state.parts), decisionId: at?.view?.rowId ?? null, author, note },
+      {
+        workspaceId: ws.id,
+        itemId: item.id,
+        questionSet: setName,
+        questionKey: input.key,
+        verdict: 'withdrawn',
+        value: null,
+        stateHash: state.hash,
+        stateVersion: state.version,
+        stateParts: JSON.stringify(state.parts),
+        decisionId: at?.view?.rowId ?? null,
+        author,
+        note,
+      },
       surfaceable ? { ref: item.ref, threshold: at!.set.threshold, hysteresis: at!.set.hysteresis } : null,
     );
     return { row, value: null, inForce: false };
   }
   if (!at) throw new InvalidInput(`question set "${setName}" is not registered here`);
   if (at.set.perComment !== input.key.includes('@')) {
-    throw new InvalidInput(at.set.perComment ? `set "${setName}" asks per comment: give the key as ${base}@<commentId>` : `set "${setName}" does not ask per comment: give the key without "@"`);
+    throw new InvalidInput(
+      at.set.perComment
+        ? `set "${setName}" asks per comment: give the key as ${base}@<commentId>`
+        : `set "${setName}" does not ask per comment: give the key without "@"`,
+    );
   }
   if (!at.question) throw new InvalidInput(`set "${setName}" does not ask "${base}" of ${input.ref}`);
-  if (!at.applies) throw new InvalidInput(`set "${setName}" does not apply to ${input.ref} now: there is nothing to override`);
+  if (!at.applies)
+    throw new InvalidInput(`set "${setName}" does not apply to ${input.ref} now: there is nothing to override`);
   if (!at.target) {
-    throw new InvalidInput(at.set.perComment ? `${input.ref} has no live comment ${splitCommentKey(input.key)?.commentId ?? ''} for set "${setName}"` : `the state of ${input.ref} cannot be read for set "${setName}"`);
+    throw new InvalidInput(
+      at.set.perComment
+        ? `${input.ref} has no live comment ${splitCommentKey(input.key)?.commentId ?? ''} for set "${setName}"`
+        : `the state of ${input.ref} cannot be read for set "${setName}"`,
+    );
   }
-  if (!at.view) throw new InvalidInput(`${input.ref} ${setName}/${input.key} has no answer yet: a verdict is given on an answered key`);
+  if (!at.view)
+    throw new InvalidInput(
+      `${input.ref} ${setName}/${input.key} has no answer yet: a verdict is given on an answered key`,
+    );
   if ((input.verdict === 'agree' || input.verdict === 'disagree') && !at.view.current) {
-    throw new InvalidInput(`${input.ref} ${setName}/${input.key}: the model's answer is not current (${at.view.staleReason}); give a value instead, or wait for the re-ask`);
+    throw new InvalidInput(
+      `${input.ref} ${setName}/${input.key}: the model's answer is not current (${at.view.staleReason}); give a value instead, or wait for the re-ask`,
+    );
   }
 
   // agree/disagree resolve against what the person saw: the read's side, hysteresis included
   // (a noul held in the band reads surfaced); under another person's value, the model's own side.
   const v = at.view;
-  const seenSurfaced = v.source === 'model' && (v.surfacing === 'surfaced' || v.surfacing === 'below_threshold') ? v.surfacing === 'surfaced' : undefined;
+  const seenSurfaced =
+    v.source === 'model' && (v.surfacing === 'surfaced' || v.surfacing === 'below_threshold')
+      ? v.surfacing === 'surfaced'
+      : undefined;
   const value = verdictValue(input, at.question, v.modelAnswer, at.set.threshold, seenSurfaced);
   const surfaceable = at.question.kind === 'noul' && !at.set.unsurfaced.includes(base);
   const row = await store.insertVerdict(
@@ -173,7 +239,13 @@ export async function recordVerdict(store: Pick<TrackerReads, 'getItemByRef' | '
  * threshold when undefined. A score's level is the picked one (argmax), as `show` prints it.
  * @throws InvalidInput for a value that does not fit the question.
  */
-function verdictValue(input: Pick<RecordVerdictInput, 'verdict' | 'value'>, q: Question, model: Answer, threshold: number, seenSurfaced?: boolean): Answer | null {
+function verdictValue(
+  input: Pick<RecordVerdictInput, 'verdict' | 'value'>,
+  q: Question,
+  model: Answer,
+  threshold: number,
+  seenSurfaced?: boolean,
+): Answer | null {
   const side = model.type === 'noul' ? (seenSurfaced ?? model.noul >= threshold) : false;
   switch (input.verdict) {
     case 'withdrawn':
@@ -197,20 +269,39 @@ const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 function parseValue(v: boolean | number | string, q: Question): Answer {
   if (q.kind === 'noul') {
     const text = typeof v === 'string' ? v.trim().toLowerCase() : v;
-    const p = text === true || text === 'true' || text === 'yes' ? 1 : text === false || text === 'false' || text === 'no' ? 0 : typeof text === 'number' ? text : DECIMAL.test(text) ? Number(text) : NaN;
+    const p =
+      text === true || text === 'true' || text === 'yes'
+        ? 1
+        : text === false || text === 'false' || text === 'no'
+          ? 0
+          : typeof text === 'number'
+            ? text
+            : DECIMAL.test(text)
+              ? Number(text)
+              : NaN;
     if (!(p >= 0 && p <= 1)) throw new InvalidInput(`a noul takes true, false or a probability in [0, 1]`);
     return { type: 'noul', noul: p };
   }
   if (q.kind === 'choice') {
     const options = Object.keys(q.options).sort();
-    if (typeof v !== 'string' || !options.includes(v)) throw new InvalidInput(`a choice takes one of its options (${options.join(', ')})`);
+    if (typeof v !== 'string' || !options.includes(v))
+      throw new InvalidInput(`a choice takes one of its options (${options.join(', ')})`);
     return { type: 'choice', choice: v, probabilities: Object.fromEntries(options.map((o) => [o, o === v ? 1 : 0])) };
   }
   const levels = q.levels;
   const byName = typeof v === 'string' ? levels.indexOf(v) : -1;
-  const index = byName >= 0 ? byName : typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v.trim()) ? Number(v) : NaN;
+  const index =
+    byName >= 0
+      ? byName
+      : typeof v === 'number'
+        ? v
+        : typeof v === 'string' && /^\d+$/.test(v.trim())
+          ? Number(v)
+          : NaN;
   if (!Number.isInteger(index) || index < 0 || index >= levels.length) {
-    throw new InvalidInput(`a score takes one of its levels by name or index 0..${levels.length - 1} (${levels.join(', ')})`);
+    throw new InvalidInput(
+      `a score takes one of its levels by name or index 0..${levels.length - 1} (${levels.join(', ')})`,
+    );
   }
   return {
     type: 'score',

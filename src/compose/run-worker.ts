@@ -13,7 +13,14 @@ import { ProviderLimiter } from '../worker/limiter.js';
 import { startWalUpkeep } from '../worker/wal-upkeep.js';
 import { EventDeliverer, eventDeliverySettings } from '../worker/event-delivery.js';
 import type { Registry as MetricsRegistry } from 'prom-client';
-import { defaultStallAfterMs, judgeHealth, serveMetrics, WorkerMetrics, type Health, type MetricsServer } from '../worker/metrics.js';
+import {
+  defaultStallAfterMs,
+  judgeHealth,
+  serveMetrics,
+  WorkerMetrics,
+  type Health,
+  type MetricsServer,
+} from '../worker/metrics.js';
 import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { Actions } from '../actions/actions.js';
 import { ActionsWorker, type ActionsDrainReport } from '../actions/actions-worker.js';
@@ -113,7 +120,8 @@ export type RunSummary = WorkerSummary & { actions?: ActionsDrainReport };
  */
 export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   const events = eventDeliverySettings(p.cfg.eventUrls, p.cfg.eventSecret);
-  const metrics = p.cfg.metricsPort === undefined && !p.onMetrics ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
+  const metrics =
+    p.cfg.metricsPort === undefined && !p.onMetrics ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
   const store = metrics ? metrics.countingSpend(p.store) : p.store;
   const workerId = p.workerId ?? `${hostname()}:${process.pid}`;
   const limiter = new ProviderLimiter({
@@ -175,7 +183,13 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   const acting = p.actionsConfig
     ? await ActionsWorker.create({
         store: p.store,
-        actions: new Actions({ store: p.store, registry: p.registry, config: p.actionsConfig, reader: () => readerOn(p.store, worker.runtime.registry, worker.runtime.provider, p.logger), logger: p.logger }),
+        actions: new Actions({
+          store: p.store,
+          registry: p.registry,
+          config: p.actionsConfig,
+          reader: () => readerOn(p.store, worker.runtime.registry, worker.runtime.provider, p.logger),
+          logger: p.logger,
+        }),
         config: p.actionsConfig,
         cap: p.cfg.actions ?? 'propose',
         logger: p.logger,
@@ -192,14 +206,29 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
     metrics.setHealth(health);
     p.onMetrics?.({ registry: metrics.registry, health });
     if (p.cfg.metricsPort !== undefined) {
-      server = await serveMetrics({ metrics, health, port: p.cfg.metricsPort, host: p.cfg.metricsHost, logger: p.logger });
-      p.logger.info({ port: server.port, host: server.host, stallAfterMs }, 'metrics listening on /metrics and /healthz');
+      server = await serveMetrics({
+        metrics,
+        health,
+        port: p.cfg.metricsPort,
+        host: p.cfg.metricsHost,
+        logger: p.logger,
+      });
+      p.logger.info(
+        { port: server.port, host: server.host, stallAfterMs },
+        'metrics listening on /metrics and /healthz',
+      );
     }
   }
   const heartbeat = await startHeartbeat({
     store: p.store,
     source: worker,
-    info: { workerId, provider: p.provider.name, model: p.provider.model, concurrency: p.cfg.concurrency, dailyTokenCap: p.cfg.dailyTokenCap ?? null },
+    info: {
+      workerId,
+      provider: p.provider.name,
+      model: p.provider.model,
+      concurrency: p.cfg.concurrency,
+      dailyTokenCap: p.cfg.dailyTokenCap ?? null,
+    },
     everyMs: Math.max(p.cfg.tickMs, HEARTBEAT_MIN_MS),
     logger: p.logger,
   });
@@ -248,7 +277,12 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
         retentionHistoryMs: p.cfg.retentionHistoryMs,
       });
   const upkeepStop = new AbortController();
-  walUpkeep = startWalUpkeep({ store: p.store, logger: p.logger, everyMs: p.cfg.walCheckpointMs, signal: upkeepStop.signal });
+  walUpkeep = startWalUpkeep({
+    store: p.store,
+    logger: p.logger,
+    everyMs: p.cfg.walCheckpointMs,
+    signal: upkeepStop.signal,
+  });
   // Events: a long-running worker delivers beside the slots until it stops; a drain delivers once
   // its jobs are done (EventDeliverer.flush: every event due now is tried, a failed one waits for
   // its backoff and the next run), so undelivered events never hold a drain open.
@@ -260,7 +294,14 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       // A drain runs the sweeps to their end first (DESIGN §7.4), so what drifted or expired
       // is owed and asked in this run, not left for a long-running worker's passes.
       try {
-        await sweepUntilDone({ store: p.store, registry: p.registry, provider: p.provider, logger: p.logger, signal: worker.signal, driftSweepPerMinute: p.cfg.driftSweepPerMinute });
+        await sweepUntilDone({
+          store: p.store,
+          registry: p.registry,
+          provider: p.provider,
+          logger: p.logger,
+          signal: worker.signal,
+          driftSweepPerMinute: p.cfg.driftSweepPerMinute,
+        });
       } catch (err) {
         p.logger.error({ err: errCode(err) }, 'sweeps before the drain failed; the drain goes on');
       }
@@ -269,12 +310,18 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
     if (acting && p.untilIdle) {
       const a = await acting.drain(worker.signal);
       summary = { ...summary, actions: a };
-      p.logger.info({ planned: a.planned, queued: a.queued, delivered: a.delivered, failed: a.failed }, 'actions planned and delivered until idle');
+      p.logger.info(
+        { planned: a.planned, queued: a.queued, delivered: a.delivered, failed: a.failed },
+        'actions planned and delivered until idle',
+      );
     }
     if (deliverer && p.untilIdle) {
       const done = await deliverer.flush(worker.signal);
       const left = await p.store.eventDeliveryStats().catch(() => null);
-      p.logger.info({ ...done, pending: left?.pending ?? null, nextAttemptAt: left?.nextAttemptAt ?? null }, 'events delivered until idle');
+      p.logger.info(
+        { ...done, pending: left?.pending ?? null, nextAttemptAt: left?.nextAttemptAt ?? null },
+        'events delivered until idle',
+      );
     }
     return summary;
   } finally {

@@ -27,14 +27,29 @@ export interface SpendWindow {
   /** Dollars for the priced and free models; models without a price are listed in `unpriced`. */
   costUsd: number;
   unpriced: string[];
-  byModel: Array<{ provider: string; model: string; calls: number; inputTokens: number; outputTokens: number; costUsd: number | null; note: string | null }>;
-  bySet: Array<{ set: string; calls: number; inputTokens: number; outputTokens: number; failedCalls: number; abortedCalls: number; evalCalls: number }>;
+  byModel: Array<{
+    provider: string;
+    model: string;
+    calls: number;
+    inputTokens: number;
+    outputTokens: number;
+    costUsd: number | null;
+    note: string | null;
+  }>;
+  bySet: Array<{
+    set: string;
+    calls: number;
+    inputTokens: number;
+    outputTokens: number;
+    failedCalls: number;
+    abortedCalls: number;
+    evalCalls: number;
+  }>;
   /** Calls cut off by a worker's own stop or reload (spend outcome `aborted`), counted apart from failures. */
   abortedCalls: number;
   /** Calls made by `verdict eval` (spend outcomes `eval` and `eval_failed`): in the totals, never counted as the worker's failures. */
   evalCalls: number;
 }
-
 
 /** One spend row's dollars from the pricing table, a batch result at the batch discount (DESIGN §7.3); null for a model without a price. */
 function rowCostUsd(r: SpendRow): number | null {
@@ -48,8 +63,24 @@ function addCost(total: number | null, part: number | null): number | null {
 
 /** Prices spend rows per model and per set with the pricing table (a batch result at the batch discount). */
 export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
-  const w: SpendWindow = { sinceHour, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, unpriced: [], byModel: [], bySet: [], abortedCalls: 0, evalCalls: 0 };
-  const models = new Map<string, SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }>();
+  const w: SpendWindow = {
+    sinceHour,
+    calls: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    costUsd: 0,
+    unpriced: [],
+    byModel: [],
+    bySet: [],
+    abortedCalls: 0,
+    evalCalls: 0,
+  };
+  const models = new Map<
+    string,
+    SpendWindow['byModel'][number] & { cacheReadTokens: number; cacheWriteTokens: number }
+  >();
   const sets = new Map<string, SpendWindow['bySet'][number]>();
   for (const r of rows) {
     w.calls += r.calls;
@@ -58,7 +89,17 @@ export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
     w.cacheReadTokens += r.cacheReadTokens;
     w.cacheWriteTokens += r.cacheWriteTokens;
     const mk = `${r.provider}:${r.model}`;
-    const m = models.get(mk) ?? { provider: r.provider, model: r.model, calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, note: null };
+    const m = models.get(mk) ?? {
+      provider: r.provider,
+      model: r.model,
+      calls: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0,
+      note: null,
+    };
     m.calls += r.calls;
     m.inputTokens += r.inputTokens;
     m.outputTokens += r.outputTokens;
@@ -67,7 +108,15 @@ export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
     // Priced per row: a batch result's tokens at the batch discount.
     m.costUsd = addCost(m.costUsd, rowCostUsd(r));
     models.set(mk, m);
-    const s = sets.get(r.questionSet) ?? { set: r.questionSet, calls: 0, inputTokens: 0, outputTokens: 0, failedCalls: 0, abortedCalls: 0, evalCalls: 0 };
+    const s = sets.get(r.questionSet) ?? {
+      set: r.questionSet,
+      calls: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      failedCalls: 0,
+      abortedCalls: 0,
+      evalCalls: 0,
+    };
     s.calls += r.calls;
     s.inputTokens += r.inputTokens;
     s.outputTokens += r.outputTokens;
@@ -85,12 +134,19 @@ export function priceSpend(sinceHour: number, rows: SpendRow[]): SpendWindow {
     m.note = pricing.kind === 'priced' ? null : pricing.reason;
     if (m.costUsd === null) w.unpriced.push(mk);
     else w.costUsd += m.costUsd;
-    w.byModel.push({ provider: m.provider, model: m.model, calls: m.calls, inputTokens: m.inputTokens, outputTokens: m.outputTokens, costUsd: m.costUsd, note: m.note });
+    w.byModel.push({
+      provider: m.provider,
+      model: m.model,
+      calls: m.calls,
+      inputTokens: m.inputTokens,
+      outputTokens: m.outputTokens,
+      costUsd: m.costUsd,
+      note: m.note,
+    });
   }
   w.bySet = [...sets.values()];
   return w;
 }
-
 
 /** One bucket of a spend series, for one model. Tokens are input + output + cache reads + cache writes as billed. */
 export interface SpendPoint {
@@ -136,7 +192,10 @@ const SPEND_SERIES_MAX_WINDOW_MS = 90 * SPEND_DAY_MS;
  * is added up from the series' own rows when its window reaches back to the start of today (the
  * 24-hour and 30-day views do), so the spend table is read once and the clock once.
  */
-export async function spendWithDailyCap(store: Store, o: SpendSeriesOptions = {}): Promise<SpendSeries & { dailyCap: DailyCapView }> {
+export async function spendWithDailyCap(
+  store: Store,
+  o: SpendSeriesOptions = {},
+): Promise<SpendSeries & { dailyCap: DailyCapView }> {
   const windowMs = Math.min(Math.max(o.windowMs ?? SPEND_DAY_MS, 3_600_000), SPEND_SERIES_MAX_WINDOW_MS);
   const bucket = o.bucket ?? 'hour';
   const { sinceHour, rows } = await store.spendByHourSince(windowMs, bucket);
@@ -192,7 +251,15 @@ export interface DailyCapView {
 async function capOf(store: Store, rows: readonly SpendHourRow[], now: number): Promise<DailyCapView> {
   const dayStart = spendDayStart(now);
   let used = 0;
-  for (const r of rows) if (r.hour >= dayStart) used += r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens;
-  const caps = (await workerViews(store, now)).filter((w) => w.alive && w.dailyTokenCap !== null).map((w) => w.dailyTokenCap as number);
-  return { capTokens: caps.length ? Math.min(...caps) : null, usedTokens: used, dayStart, resetsInMs: dayStart + SPEND_DAY_MS - now };
+  for (const r of rows)
+    if (r.hour >= dayStart) used += r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens;
+  const caps = (await workerViews(store, now))
+    .filter((w) => w.alive && w.dailyTokenCap !== null)
+    .map((w) => w.dailyTokenCap as number);
+  return {
+    capTokens: caps.length ? Math.min(...caps) : null,
+    usedTokens: used,
+    dayStart,
+    resetsInMs: dayStart + SPEND_DAY_MS - now,
+  };
 }

@@ -21,17 +21,35 @@ import { readerOn } from './reader.js';
 import { runWorker, type WorkerMonitor, type WorkerSettings } from './run-worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../access/tokens.js';
-import { endDashboardSession, findDashboardSession, openDashboardSession, type OpenedDashboardSession } from '../access/sessions.js';
+import {
+  endDashboardSession,
+  findDashboardSession,
+  openDashboardSession,
+  type OpenedDashboardSession,
+} from '../access/sessions.js';
 import type { SetJobCounts } from '../store/queue-store.js';
 import type { ApiTokenRole, ApiTokenRow, DashboardSessionRow } from '../store/access-store.js';
-import { importGitHubFiles, importGitHubRepo, type GitHubImportReport, type ImportGitHubFilesOptions, type ImportGitHubRepoOptions } from '../integrations/github/import.js';
+import {
+  importGitHubFiles,
+  importGitHubRepo,
+  type GitHubImportReport,
+  type ImportGitHubFilesOptions,
+  type ImportGitHubRepoOptions,
+} from '../integrations/github/import.js';
 import { applyGitHubWebhook, type GitHubDelivery, type GitHubDeliveryResult } from '../integrations/github/webhooks.js';
 import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-eval.js';
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { spendWithDailyCap, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
 import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
-import { jobsOn, surfacedPage, type ItemHistory, type SurfacedPage, type SurfacedQuery, type VerdictJobs } from './operations-reads.js';
+import {
+  jobsOn,
+  surfacedPage,
+  type ItemHistory,
+  type SurfacedPage,
+  type SurfacedQuery,
+  type VerdictJobs,
+} from './operations-reads.js';
 import { itemListPage, type ItemListPage, type ItemListQuery } from './item-list.js';
 import { explainItem, type ExplainReport } from './explain.js';
 import { InvalidInput } from '../errors.js';
@@ -137,7 +155,12 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
   constructor(
     private readonly make: (
       untilIdle: boolean,
-      hooks: { onStarted: (w: Worker) => void; onOutcome: (r: RunReport) => void; onIdle?: () => void; onMetrics: (m: WorkerMonitor) => void },
+      hooks: {
+        onStarted: (w: Worker) => void;
+        onOutcome: (r: RunReport) => void;
+        onIdle?: () => void;
+        onMetrics: (m: WorkerMonitor) => void;
+      },
     ) => Promise<WorkerSummary>,
     private readonly logger: Logger,
   ) {
@@ -211,7 +234,10 @@ export class VerdictWorker extends EventEmitter<VerdictWorkerEvents> {
       },
       onOutcome: (r) => {
         // A provider-wide error (401, unknown model, billing): the worker cools off (DESIGN §3); the host hears of it.
-        if (r.outcome.kind === 'misconfigured') this.fail(new ProviderMisconfigured(`provider misconfigured (${r.outcome.reason}); the worker is cooling off`));
+        if (r.outcome.kind === 'misconfigured')
+          this.fail(
+            new ProviderMisconfigured(`provider misconfigured (${r.outcome.reason}); the worker is cooling off`),
+          );
         this.safeEmit('outcome', {
           itemId: r.claim.itemId,
           questionSet: r.claim.questionSet,
@@ -272,7 +298,13 @@ export interface ItemSetStatus {
   questionSet: string;
   applies: boolean;
   reason: string | null;
-  job: { state: 'owed' | 'parked' | 'batched'; dueAt: number; attempts: number; refusals: number; lastError: string | null } | null;
+  job: {
+    state: 'owed' | 'parked' | 'batched';
+    dueAt: number;
+    attempts: number;
+    refusals: number;
+    lastError: string | null;
+  } | null;
 }
 
 /** Reads of decisions (DESIGN §8), judged against the provider this Verdict was created with. */
@@ -283,7 +315,16 @@ export interface VerdictReader {
    * first (the latest of a key is in force), as `store.listVerdicts` returns them. One store read.
    * @returns null when the workspace or the item does not exist.
    */
-  item(ref: string, opts: { workspace: string }): Promise<{ item: ItemRow & { fieldsObject: Record<string, unknown> }; collection: string; decisions: DecisionView[]; sets: ItemSetStatus[]; verdicts: HumanVerdictRow[] } | null>;
+  item(
+    ref: string,
+    opts: { workspace: string },
+  ): Promise<{
+    item: ItemRow & { fieldsObject: Record<string, unknown> };
+    collection: string;
+    decisions: DecisionView[];
+    sets: ItemSetStatus[];
+    verdicts: HumanVerdictRow[];
+  } | null>;
   /**
    * The surfaced nouls of one set in a workspace, keyed by the item's ref: ref → { ref, key → probability in force,
    * `human`: the keys a person's value decides }, plus `failing` (a job of the set is parked or
@@ -291,7 +332,10 @@ export interface VerdictReader {
    * down to threshold − hysteresis (§8.2, at the set's own threshold only). @param opts.threshold overrides the set's (0 to 1).
    * @returns null when the workspace does not exist.
    */
-  flags(set: string, opts: { workspace: string; threshold?: number }): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean } | null>;
+  flags(
+    set: string,
+    opts: { workspace: string; threshold?: number },
+  ): Promise<{ flags: Record<string, WorkspaceFlag>; failing: boolean } | null>;
   /**
    * One workspace's counts: live items, and its jobs by set (due, waiting, in flight, parked,
    * failing; times in epoch ms). @returns null when the workspace does not exist.
@@ -301,7 +345,10 @@ export interface VerdictReader {
    * Keys of one set whose surfacing the model flipped at least `minFlips` times (default 3) within
    * `windowMs` (default 30 days) (DESIGN §8.2), most flips first. @returns null when the workspace does not exist.
    */
-  flapping(set: string, opts: { workspace: string; minFlips?: number; windowMs?: number }): Promise<FlappingKey[] | null>;
+  flapping(
+    set: string,
+    opts: { workspace: string; minFlips?: number; windowMs?: number },
+  ): Promise<FlappingKey[] | null>;
   /**
    * A workspace's live items as a list people can use: sorted by `updated` (default, newest
    * first), `created` or `ref`, filtered by collection, field values (`{status: 'open'}`), update
@@ -355,7 +402,9 @@ export interface VerdictReader {
    * every eval run, `EvalResult`, with the calibration bins a reliability diagram draws) and the
    * keys flipping surfacing (`flapping`, 3 or more flips in 30 days). @returns null when the workspace does not exist.
    */
-  quality(opts: { workspace: string }): Promise<{ sets: Array<{ set: string; eval: EvalResult | null; flapping: FlappingKey[] }> } | null>;
+  quality(opts: {
+    workspace: string;
+  }): Promise<{ sets: Array<{ set: string; eval: EvalResult | null; flapping: FlappingKey[] }> } | null>;
 }
 
 /**
@@ -369,7 +418,12 @@ export interface VerdictTokens {
    * @throws InvalidInput (with `param`) for an unknown role, an empty slug, a workspace that does
    *   not exist without `createWorkspace` (the message lists the workspaces), or a deleted one.
    */
-  create(o: { workspace: string; role: ApiTokenRole; name?: string; createWorkspace?: boolean }): Promise<CreatedApiToken>;
+  create(o: {
+    workspace: string;
+    role: ApiTokenRole;
+    name?: string;
+    createWorkspace?: boolean;
+  }): Promise<CreatedApiToken>;
   /** Tokens (never the tokens themselves), newest first; of one workspace when given. */
   list(opts?: { workspace?: string }): Promise<ApiTokenRow[]>;
   /** @returns false when no unrevoked token has this id. */
@@ -472,7 +526,11 @@ export interface Verdict {
 }
 
 /** Resolves the `provider` option. @throws ConfigError / ProviderMisconfigured as the CLI would. */
-function resolveProvider(p: VerdictOptions['provider'], logger: Logger, env: VerdictOptions['env'] = process.env): Provider | null {
+function resolveProvider(
+  p: VerdictOptions['provider'],
+  logger: Logger,
+  env: VerdictOptions['env'] = process.env,
+): Provider | null {
   if (p === undefined || p === 'none' || p === 'pinned') return null;
   if (typeof p === 'object') return p;
   return createProvider(loadConfig({ provider: p }, env as NodeJS.ProcessEnv), logger);
@@ -494,7 +552,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   /** What reads judge "current" against: the provider, the workers' pinned one (undefined), or 'none'. */
   const readsAgainst: Provider | 'none' | undefined = provider ?? (pinned ? undefined : 'none');
   // With no provider the doors owe nothing (DESIGN §9 "none"); any provider, or workers elsewhere ('pinned'), owes the registry's sets.
-  const inner: Store = openStoreOn(options.database, writeRegistryFor(provider || pinned ? undefined : 'none', registry), { migrate: options.migrate, poolSize: options.poolSize, access: options.access });
+  const inner: Store = openStoreOn(
+    options.database,
+    writeRegistryFor(provider || pinned ? undefined : 'none', registry),
+    { migrate: options.migrate, poolSize: options.poolSize, access: options.access },
+  );
   try {
     await inner.now(); // Postgres: connect and migrate now, so a bad URL fails here
   } catch (err) {
@@ -508,7 +570,10 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   facade.transaction = <T>(fn: (tx: TrackerStore) => Promise<T>) => inner.transaction((tx) => fn(trackerOnly(tx)));
   facade.joinTransaction = (host: unknown) => {
     const join = (inner as { joinTransaction?: (h: unknown) => TrackerStore }).joinTransaction;
-    if (!join) throw new ConfigError('joinTransaction needs a Postgres database; on SQLite use store.transaction (or BEGIN on your own connection)');
+    if (!join)
+      throw new ConfigError(
+        'joinTransaction needs a Postgres database; on SQLite use store.transaction (or BEGIN on your own connection)',
+      );
     return trackerOnly(join.call(inner, host));
   };
 
@@ -523,18 +588,33 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     async item(ref, opts) {
       const rows = await inner.readItemView(opts.workspace, ref);
       if (!rows) return null;
-      const { decisions, sets: applicability } = await (await readerOn(inner, registry, readsAgainst, logger)).itemView(rows);
+      const { decisions, sets: applicability } = await (
+        await readerOn(inner, registry, readsAgainst, logger)
+      ).itemView(rows);
       const jobs = new Map(rows.jobs.map((j) => [j.questionSet, j]));
       const sets: ItemSetStatus[] = applicability.map((a) => {
         const j = jobs.get(a.questionSet);
-        return { ...a, job: j ? { state: j.state, dueAt: j.notBefore, attempts: j.attempts, refusals: j.refusals, lastError: j.lastError } : null };
+        return {
+          ...a,
+          job: j
+            ? { state: j.state, dueAt: j.notBefore, attempts: j.attempts, refusals: j.refusals, lastError: j.lastError }
+            : null,
+        };
       });
-      return { item: { ...rows.item, fieldsObject: fieldsForDisplay(rows.item.fields) }, collection: rows.collection.slug, decisions, sets, verdicts: rows.verdicts };
+      return {
+        item: { ...rows.item, fieldsObject: fieldsForDisplay(rows.item.fields) },
+        collection: rows.collection.slug,
+        decisions,
+        sets,
+        verdicts: rows.verdicts,
+      };
     },
     async flags(set, opts) {
       const ws = await workspaceId(opts.workspace);
       if (!ws) return null;
-      const out = await (await readerOn(inner, registry, readsAgainst, logger)).workspaceFlags(ws.id, set, opts.threshold);
+      const out = await (
+        await readerOn(inner, registry, readsAgainst, logger)
+      ).workspaceFlags(ws.id, set, opts.threshold);
       // A host knows its items by ref; the internal id is Verdict's own (refs are unique in a workspace).
       return { flags: Object.fromEntries(Object.values(out.flags).map((f) => [f.ref, f])), failing: out.failing };
     },
@@ -568,7 +648,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!ws) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
-      return { itemId: item.id, ref: item.ref, entries: await (await readerOn(inner, registry, readsAgainst, logger)).history(item.id) };
+      return {
+        itemId: item.id,
+        ref: item.ref,
+        entries: await (await readerOn(inner, registry, readsAgainst, logger)).history(item.id),
+      };
     },
     async queue(opts) {
       const ws = await workspaceId(opts.workspace);
@@ -584,12 +668,16 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       const results = new Map((await latestEvalResults(inner, ws.id)).map((r) => [r.set, r]));
       const r = await readerOn(inner, registry, readsAgainst, logger);
       const sets = [];
-      for (const set of registry.all()) sets.push({ set: set.name, eval: results.get(set.name) ?? null, flapping: await r.flapping(ws.id, set.name) });
+      for (const set of registry.all())
+        sets.push({ set: set.name, eval: results.get(set.name) ?? null, flapping: await r.flapping(ws.id, set.name) });
       return { sets };
     },
   };
   // Driver errors reach the host as Verdict's (toStoreError), like the store's.
-  const mappedRead = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => (...a: A) => fn(...a).catch((err) => Promise.reject(toStoreError(err)));
+  const mappedRead =
+    <A extends unknown[], R>(fn: (...a: A) => Promise<R>) =>
+    (...a: A) =>
+      fn(...a).catch((err) => Promise.reject(toStoreError(err)));
   const reader: VerdictReader = {
     items: mappedRead(readers.items),
     item: mappedRead(readers.item),
@@ -605,7 +693,11 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     quality: mappedRead(readers.quality),
   };
   const rawJobs = jobsOn(inner);
-  const jobs: VerdictJobs = { list: mappedRead(rawJobs.list), retry: mappedRead(rawJobs.retry), drop: mappedRead(rawJobs.drop) };
+  const jobs: VerdictJobs = {
+    list: mappedRead(rawJobs.list),
+    retry: mappedRead(rawJobs.retry),
+    drop: mappedRead(rawJobs.drop),
+  };
   facade.recordVerdict = async (input: RecordVerdictInput) => {
     try {
       return await recordVerdict(inner, await readerOn(inner, registry, readsAgainst, logger), input);
@@ -668,7 +760,10 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       if (!item) return null;
       if (opts.set !== undefined) {
         const collection = (await inner.listCollections(ws.id)).find((c) => c.id === item.collectionId);
-        if (!registry.setsFor(collection?.slug ?? '').some((s) => s.name === opts.set)) throw new InvalidInput(`set: no question set ${JSON.stringify(opts.set)} reads this item's collection`, { param: 'set' });
+        if (!registry.setsFor(collection?.slug ?? '').some((s) => s.name === opts.set))
+          throw new InvalidInput(`set: no question set ${JSON.stringify(opts.set)} reads this item's collection`, {
+            param: 'set',
+          });
       }
       return explainItem(inner, registry, await readerOn(inner, registry, readsAgainst, logger), item.id, opts.set);
     }),
@@ -680,12 +775,23 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
           provider,
           logger,
           reader: () => readerOn(inner, registry, readsAgainst, logger),
-          makeProvider: (model) => (provider && ['fake', 'anthropic', 'openai'].includes(provider.name) ? createProvider(loadConfig({ provider: provider.name, model }, (options.env ?? process.env) as NodeJS.ProcessEnv), logger) : null),
+          makeProvider: (model) =>
+            provider && ['fake', 'anthropic', 'openai'].includes(provider.name)
+              ? createProvider(
+                  loadConfig({ provider: provider.name, model }, (options.env ?? process.env) as NodeJS.ProcessEnv),
+                  logger,
+                )
+              : null,
         },
         opts,
       ).catch((err) => Promise.reject(toStoreError(err))),
     worker(opts = {}) {
-      if (!provider) throw new WorkerStateError(pinned ? "provider is 'pinned': this Verdict reads beside workers elsewhere and runs none" : 'provider is none: decisions are off, there is nothing for a worker to do');
+      if (!provider)
+        throw new WorkerStateError(
+          pinned
+            ? "provider is 'pinned': this Verdict reads beside workers elsewhere and runs none"
+            : 'provider is none: decisions are off, there is nothing for a worker to do',
+        );
       const { workerId, ...settings } = opts;
       const cfg: WorkerSettings = {
         concurrency: DEFAULTS.concurrency,
@@ -706,7 +812,18 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       };
       const w = new VerdictWorker(
         (untilIdle, hooks) =>
-          runWorker({ cfg, store: inner, registry, provider, logger, untilIdle, workerId, database: describeDatabaseOption(options.database), actionsConfig, ...hooks }),
+          runWorker({
+            cfg,
+            store: inner,
+            registry,
+            provider,
+            logger,
+            untilIdle,
+            workerId,
+            database: describeDatabaseOption(options.database),
+            actionsConfig,
+            ...hooks,
+          }),
         logger,
       );
       workers.add(w);
@@ -725,7 +842,10 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
  * StoreFailure), so a host branches on `code` alone. Errors a host's own callback throws inside
  * `transaction` are not touched: only the doors are wrapped.
  */
-function mappingErrors(s: TrackerStore, name: (typeof TRACKER_STORE_METHODS)[number]): (...a: unknown[]) => Promise<unknown> {
+function mappingErrors(
+  s: TrackerStore,
+  name: (typeof TRACKER_STORE_METHODS)[number],
+): (...a: unknown[]) => Promise<unknown> {
   const fn = s[name] as (...a: unknown[]) => Promise<unknown>;
   return async (...args: unknown[]) => {
     try {

@@ -61,7 +61,11 @@ export function stackedBarsSpec(o: {
     background: 'white',
     title: { text: o.title, anchor: 'start', fontSize: 13 },
     data: [
-      { name: 'table', values: o.data.map((d) => ({ ...d })), transform: [{ type: 'stack', groupby: ['x'], sort: { field: 'series' }, field: 'value' }] },
+      {
+        name: 'table',
+        values: o.data.map((d) => ({ ...d })),
+        transform: [{ type: 'stack', groupby: ['x'], sort: { field: 'series' }, field: 'value' }],
+      },
     ],
     scales: [
       { name: 'x', type: 'band', range: 'width', domain: [...o.buckets], padding: 0.15 },
@@ -69,10 +73,22 @@ export function stackedBarsSpec(o: {
       { name: 'color', type: 'ordinal', range: PALETTE, domain: series.length ? [...series] : ['none'] },
     ],
     axes: [
-      { orient: 'bottom', scale: 'x', labelOverlap: true, labelAngle: 0, labelFontSize: 9, ...(o.xLabel === 'hour' ? { encode: { labels: { update: { text: { signal: 'slice(datum.value, 6)' } } } } } : {}) },
+      {
+        orient: 'bottom',
+        scale: 'x',
+        labelOverlap: true,
+        labelAngle: 0,
+        labelFontSize: 9,
+        ...(o.xLabel === 'hour'
+          ? { encode: { labels: { update: { text: { signal: 'slice(datum.value, 6)' } } } } }
+          : {}),
+      },
       { orient: 'left', scale: 'y', title: o.yTitle, format: o.format ?? '~s', tickCount: 4, grid: true },
     ],
-    legends: !o.series && own.length ? [{ fill: 'color', title: 'model', orient: 'bottom', direction: 'vertical', labelLimit: 320 }] : [],
+    legends:
+      !o.series && own.length
+        ? [{ fill: 'color', title: 'model', orient: 'bottom', direction: 'vertical', labelLimit: 320 }]
+        : [],
     marks: [
       {
         type: 'rect',
@@ -93,7 +109,10 @@ export function stackedBarsSpec(o: {
 }
 
 /** A horizontal bar chart of named probabilities (a choice's options, a score's levels), the picked one darker. */
-export function probabilityBarsSpec(o: { bars: ReadonlyArray<{ label: string; p: number; picked: boolean }>; width?: number }): Spec {
+export function probabilityBarsSpec(o: {
+  bars: ReadonlyArray<{ label: string; p: number; picked: boolean }>;
+  width?: number;
+}): Spec {
   return {
     $schema: 'https://vega.github.io/schema/vega/v6.json',
     width: o.width ?? 260,

@@ -94,7 +94,13 @@ export type AgedSet = { readonly maxAgeMs: number | null };
  * of DESIGN §8 (state hash, fingerprint, state version); for a set with one, the state is dated
  * with the answer's own as_of and the answer must not be expired.
  */
-export function answerIsCurrent(row: DatedAnswer, base: BuiltState, fingerprint: string, set: AgedSet, nowMs: number): boolean {
+export function answerIsCurrent(
+  row: DatedAnswer,
+  base: BuiltState,
+  fingerprint: string,
+  set: AgedSet,
+  nowMs: number,
+): boolean {
   if (row.questionHash !== fingerprint || row.stateVersion !== base.version) return false;
   if (set.maxAgeMs === null) return row.stateHash === base.hash;
   if (isExpired(row.evaluatedAt, set.maxAgeMs, nowMs)) return false;
@@ -106,7 +112,13 @@ export function answerIsCurrent(row: DatedAnswer, base: BuiltState, fingerprint:
  * The newest of one stored key's answers (oldest first) that is current now, or null (see
  * `answerIsCurrent`). Dated states are built once per distinct as_of.
  */
-export function currentAnswer<R extends DatedAnswer>(rows: readonly R[], base: BuiltState, fingerprint: string, set: AgedSet, nowMs: number): R | null {
+export function currentAnswer<R extends DatedAnswer>(
+  rows: readonly R[],
+  base: BuiltState,
+  fingerprint: string,
+  set: AgedSet,
+  nowMs: number,
+): R | null {
   for (let i = rows.length - 1; i >= 0; i--) {
     if (answerIsCurrent(rows[i], base, fingerprint, set, nowMs)) return rows[i];
   }
@@ -134,7 +146,11 @@ export function onlyExpired(row: DatedAnswer, base: BuiltState, set: AgedSet, no
  * change of the item and is left out; when only one side carries it (a set that gained or lost
  * `maxAge`), `as_of` is listed, since the state's shape moved.
  */
-export function movedParts(before: Readonly<Record<string, string>>, current: Readonly<Record<string, string>>, set: AgedSet): string[] {
+export function movedParts(
+  before: Readonly<Record<string, string>>,
+  current: Readonly<Record<string, string>>,
+  set: AgedSet,
+): string[] {
   const dated = set.maxAgeMs !== null;
   const hasAsOf = storedAsOf(before) !== null;
   const names = new Set([...Object.keys(before), ...Object.keys(current)]);

@@ -9,12 +9,7 @@ import { isLosslessNumber, parse as losslessParse, type LosslessNumber } from 'l
 
 /** A JSON value as parsed losslessly: numbers stay LosslessNumber (their literal text). */
 export type LosslessValue =
-  | null
-  | boolean
-  | string
-  | LosslessNumber
-  | LosslessValue[]
-  | { [key: string]: LosslessValue };
+  null | boolean | string | LosslessNumber | LosslessValue[] | { [key: string]: LosslessValue };
 
 /**
  * Parses JSON text keeping every number's literal.
@@ -41,7 +36,9 @@ export function compareCodePoints(a: string, b: string): number {
 
 /** JSON.stringify of a string, with U+2028 and U+2029 escaped too. */
 function canonicalString(s: string): string {
-  return JSON.stringify(s).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(s)
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 /**
@@ -60,7 +57,9 @@ export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (typeof value === 'object') {
     const obj = value as Record<string, unknown>;
-    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort(compareCodePoints);
+    const keys = Object.keys(obj)
+      .filter((k) => obj[k] !== undefined)
+      .sort(compareCodePoints);
     return `{${keys.map((k) => `${canonicalString(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
   }
   throw new TypeError(`canonicalJson: cannot serialise ${typeof value}`);

@@ -63,7 +63,10 @@ const maxAge = z.union([z.number(), z.string()]).transform((v, ctx) => {
     return z.NEVER;
   }
   if (parsed < MIN_MAX_AGE_MS) {
-    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(v)} is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)`,
+    });
     return z.NEVER;
   }
   return parsed;
@@ -74,7 +77,9 @@ const configSetSchema = z
   .object({
     name: z.string().refine((s) => s.trim() !== '', 'must not be blank'),
     collections: z.array(z.string().min(1)).optional(),
-    questions: z.record(z.string(), z.unknown()).refine((q) => Object.keys(q).length > 0, 'a set needs at least one question'),
+    questions: z
+      .record(z.string(), z.unknown())
+      .refine((q) => Object.keys(q).length > 0, 'a set needs at least one question'),
     eligible: z.array(eligibilityRule).optional(),
     withLinks: z.boolean().optional(),
     noTrail: z.boolean().optional(),
@@ -124,20 +129,30 @@ export function parseQuestionSetConfig(text: string, file: string, reserved: rea
   const seen = new Set(reserved);
   const out: QuestionSet[] = [];
   top.sets.forEach((raw, i) => {
-    const rawName = raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : null;
+    const rawName =
+      raw && typeof raw === 'object' && typeof (raw as { name?: unknown }).name === 'string'
+        ? (raw as { name: string }).name
+        : null;
     const label = rawName === null ? `#${i + 1}` : JSON.stringify(rawName);
     const parsed = configSetSchema.safeParse(raw);
     if (!parsed.success) throw new InvalidConfigFile(file, label, describeZod(parsed.error));
     const s = parsed.data;
     if (seen.has(s.name)) {
-      throw new InvalidConfigFile(file, label, reserved.includes(s.name) ? 'the name is already used by a built-in set' : 'the name is used twice in this file');
+      throw new InvalidConfigFile(
+        file,
+        label,
+        reserved.includes(s.name)
+          ? 'the name is already used by a built-in set'
+          : 'the name is used twice in this file',
+      );
     }
     seen.add(s.name);
     try {
       const { maxAge: maxAgeMs, ...settings } = s;
       out.push(defineQuestionSet({ ...settings, maxAgeMs, questions: validateQuestions(s.questions), source: file }));
     } catch (err) {
-      if (err instanceof InvalidQuestion || err instanceof InvalidQuestionSet) throw new InvalidConfigFile(file, label, err.message);
+      if (err instanceof InvalidQuestion || err instanceof InvalidQuestionSet)
+        throw new InvalidConfigFile(file, label, err.message);
       throw err;
     }
   });
@@ -162,7 +177,11 @@ export function parseConfigDocument(text: string, file: string): { sets: unknown
     doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
   } catch (err) {
     // The parser's position is useful and quotes no more than the file's own text.
-    throw new InvalidConfigFile(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`);
+    throw new InvalidConfigFile(
+      file,
+      null,
+      `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`,
+    );
   }
   const top = configFileSchema.safeParse(doc ?? {});
   if (!top.success) throw new InvalidConfigFile(file, null, describeZod(top.error));

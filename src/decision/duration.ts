@@ -7,7 +7,8 @@
 const DURATION_UNITS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 
 /** What a duration string must look like, for error messages. */
-export const DURATION_EXPECTED = 'a whole number with a unit (ms, s, m, h, d or w), such as 7d or 36h, or a number of milliseconds';
+export const DURATION_EXPECTED =
+  'a whole number with a unit (ms, s, m, h, d or w), such as 7d or 36h, or a number of milliseconds';
 
 /**
  * Parses `7d`, `36h`, `90m`, `30s`, `500ms`, `2w` (whole numbers, optional space before the unit)

@@ -7,7 +7,11 @@ import type { CollectionRow, ItemRow } from './rows.js';
  * Whether the item is terminal: a select field with `terminal_options` holds one of them
  * (for example `status: closed`).
  */
-export function isTerminal(item: Pick<ItemRow, 'fields'>, collection: Pick<CollectionRow, 'schema'>, fields?: Record<string, unknown>): boolean {
+export function isTerminal(
+  item: Pick<ItemRow, 'fields'>,
+  collection: Pick<CollectionRow, 'schema'>,
+  fields?: Record<string, unknown>,
+): boolean {
   const values = fields ?? parseFields(item.fields);
   const defs = Array.isArray(collection.schema?.fields) ? collection.schema.fields : [];
   for (const def of defs) {
@@ -28,7 +32,12 @@ function plain(v: unknown): unknown {
   return isLosslessNumber(v) ? Number((v as { toString(): string }).toString()) : v;
 }
 
-function ruleHolds(rule: EligibilityRule, item: ItemRow, collection: CollectionRow, fields: Record<string, unknown>): boolean {
+function ruleHolds(
+  rule: EligibilityRule,
+  item: ItemRow,
+  collection: CollectionRow,
+  fields: Record<string, unknown>,
+): boolean {
   if (rule === 'notSystem') return !collection.isSystem;
   if (rule === 'tracksWork') return collection.settings.tracks_work !== false;
   if (rule === 'notTerminal') return !isTerminal(item, collection, fields);
@@ -67,7 +76,8 @@ export function whyNotApplies(set: QuestionSet, item: ItemRow, collection: Colle
       return def ? `item is terminal (${def.key}: ${String(fields[def.key])})` : 'item is terminal';
     }
     const have = JSON.stringify(plain(fields[rule.field] ?? null));
-    const want = 'equals' in rule ? JSON.stringify(rule.equals) : `one of ${rule.in.map((v) => JSON.stringify(v)).join(', ')}`;
+    const want =
+      'equals' in rule ? JSON.stringify(rule.equals) : `one of ${rule.in.map((v) => JSON.stringify(v)).join(', ')}`;
     return `field ${rule.field} is ${have}; the set asks only when it is ${want}`;
   }
   return null;

@@ -24,7 +24,12 @@ export function parsePinnedProvider(value: string | null): PinnedProvider | null
   try {
     const v = JSON.parse(value) as Record<string, unknown>;
     if (typeof v.name !== 'string' || typeof v.model !== 'string' || typeof v.promptVersion !== 'string') return null;
-    return { name: v.name, model: v.model, promptVersion: v.promptVersion, effort: typeof v.effort === 'string' ? v.effort : null };
+    return {
+      name: v.name,
+      model: v.model,
+      promptVersion: v.promptVersion,
+      effort: typeof v.effort === 'string' ? v.effort : null,
+    };
   } catch {
     return null;
   }

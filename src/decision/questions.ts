@@ -61,10 +61,13 @@ const choiceSchema = z
     options: z.record(nonBlank, nonBlank),
   })
   .strict()
-  .refine((q) => {
-    const n = Object.keys(q.options).length;
-    return n >= 2 && n <= MAX_CHOICE_OPTIONS;
-  }, { message: `options must have 2 to ${MAX_CHOICE_OPTIONS} names` });
+  .refine(
+    (q) => {
+      const n = Object.keys(q.options).length;
+      return n >= 2 && n <= MAX_CHOICE_OPTIONS;
+    },
+    { message: `options must have 2 to ${MAX_CHOICE_OPTIONS} names` },
+  );
 
 const scoreSchema = z
   .object({
@@ -92,7 +95,8 @@ export class InvalidQuestion extends VerdictError {
  */
 export function validateQuestion(key: string, q: unknown): Question {
   if (typeof key !== 'string' || key.trim() === '') throw new InvalidQuestion(String(key), 'empty key');
-  if (key.includes('@')) throw new InvalidQuestion(key, 'a key must not contain "@": per-comment keys are <key>@<commentId>');
+  if (key.includes('@'))
+    throw new InvalidQuestion(key, 'a key must not contain "@": per-comment keys are <key>@<commentId>');
   const r = questionSchema.safeParse(q);
   if (!r.success) {
     const issue = r.error.issues[0];
@@ -200,8 +204,7 @@ export function questionFingerprint(q: Question, ctx: FingerprintContext): strin
 const fingerprints = new WeakMap<Question, Map<string, string>>();
 
 function computeFingerprint(q: Question, ctx: FingerprintContext): string {
-  const options =
-    q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;
+  const options = q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;
   const doc = [
     ['model', ctx.model],
     ['prompt_version', ctx.promptVersion],

@@ -29,7 +29,13 @@ export type QuestionMap = Readonly<Record<string, Question>>;
 export interface ResolveStore {
   listCollections(workspaceId: string): Promise<CollectionRow[]>;
   /** Items in (created_at, id) order, after the cursor id when given. */
-  listItems(q: { workspaceId?: string; collectionId?: string; includeDeleted?: boolean; afterId?: string; limit?: number }): Promise<ItemRow[]>;
+  listItems(q: {
+    workspaceId?: string;
+    collectionId?: string;
+    includeDeleted?: boolean;
+    afterId?: string;
+    limit?: number;
+  }): Promise<ItemRow[]>;
 }
 
 /** Context handed to `resolve`: the workspace, and read-only access the resolver needs. */
@@ -149,11 +155,18 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
     maxAgeMs: input.maxAgeMs ?? null,
     source: input.source ?? 'built-in',
   };
-  if (!Number.isInteger(set.maxPerCall) || set.maxPerCall < 1) throw new InvalidQuestionSet(name, 'maxPerCall must be a positive integer');
+  if (!Number.isInteger(set.maxPerCall) || set.maxPerCall < 1)
+    throw new InvalidQuestionSet(name, 'maxPerCall must be a positive integer');
   if (!(set.threshold >= 0 && set.threshold <= 1)) throw new InvalidQuestionSet(name, 'threshold must be in [0, 1]');
-  if (!(set.hysteresis >= 0 && set.hysteresis <= set.threshold)) throw new InvalidQuestionSet(name, `hysteresis must be in [0, threshold (${set.threshold})]`);
-  for (const [k, v] of [['quietPeriodMs', set.quietPeriodMs], ['reaskDebounceMs', set.reaskDebounceMs], ['maxDelayMs', set.maxDelayMs]] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new InvalidQuestionSet(name, `${k} must be a non-negative number of milliseconds`);
+  if (!(set.hysteresis >= 0 && set.hysteresis <= set.threshold))
+    throw new InvalidQuestionSet(name, `hysteresis must be in [0, threshold (${set.threshold})]`);
+  for (const [k, v] of [
+    ['quietPeriodMs', set.quietPeriodMs],
+    ['reaskDebounceMs', set.reaskDebounceMs],
+    ['maxDelayMs', set.maxDelayMs],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0)
+      throw new InvalidQuestionSet(name, `${k} must be a non-negative number of milliseconds`);
   }
   if (set.maxAgeMs !== null && !(Number.isSafeInteger(set.maxAgeMs) && set.maxAgeMs >= MIN_MAX_AGE_MS)) {
     throw new InvalidQuestionSet(
@@ -163,7 +176,8 @@ export function defineQuestionSet(input: QuestionSetInput): QuestionSet {
   }
   if (set.questions) {
     const unknown = set.unsurfaced.filter((k) => !(k in set.questions!));
-    if (unknown.length) throw new InvalidQuestionSet(name, `unsurfaced names keys the set does not ask: ${unknown.join(', ')}`);
+    if (unknown.length)
+      throw new InvalidQuestionSet(name, `unsurfaced names keys the set does not ask: ${unknown.join(', ')}`);
   }
   return set;
 }
@@ -185,7 +199,8 @@ export async function questionsOf(set: QuestionSet, ctx: ResolveContext): Promis
 export function validateQuestions(questions: Readonly<Record<string, unknown>>): QuestionMap {
   const out: Record<string, Question> = {};
   for (const key of Object.keys(questions).sort()) {
-    if (key.includes('@')) throw new InvalidQuestion(key, 'a key must not contain "@": per-comment keys are <key>@<commentId>');
+    if (key.includes('@'))
+      throw new InvalidQuestion(key, 'a key must not contain "@": per-comment keys are <key>@<commentId>');
     out[key] = validateQuestion(key, questions[key]);
   }
   return out;

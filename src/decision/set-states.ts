@@ -1,5 +1,13 @@
 import type { QuestionSet } from './registry.js';
-import { buildCommentState, buildItemState, LIMITS, newestComments, type BuiltState, type StateLink, type TrailComment } from './state.js';
+import {
+  buildCommentState,
+  buildItemState,
+  LIMITS,
+  newestComments,
+  type BuiltState,
+  type StateLink,
+  type TrailComment,
+} from './state.js';
 
 /** What the state builder reads of one loaded item (the store's `ItemForEvaluation` fits). */
 export interface LoadedItemForState {

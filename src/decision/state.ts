@@ -169,7 +169,13 @@ export const NO_CLIPS: StateClips = Object.freeze({
 /** Whether any clip or drop is recorded. */
 export function isClipped(c: StateClips): boolean {
   return (
-    c.omittedComments > 0 || c.commentsCut > 0 || c.titleCut || c.bodyCut || c.fieldsCut || c.linksDropped > 0 || c.linkTitlesCut > 0
+    c.omittedComments > 0 ||
+    c.commentsCut > 0 ||
+    c.titleCut ||
+    c.bodyCut ||
+    c.fieldsCut ||
+    c.linksDropped > 0 ||
+    c.linkTitlesCut > 0
   );
 }
 
@@ -182,13 +188,18 @@ export function describeClips(c: StateClips): string {
   const n = (x: number) => x.toLocaleString('en-US');
   const out: string[] = [];
   if (c.omittedComments > 0) {
-    out.push(`${n(c.omittedComments)} older comment${c.omittedComments === 1 ? '' : 's'} omitted (the trail holds the newest ${LIMITS.trailComments})`);
+    out.push(
+      `${n(c.omittedComments)} older comment${c.omittedComments === 1 ? '' : 's'} omitted (the trail holds the newest ${LIMITS.trailComments})`,
+    );
   }
   if (c.commentsCut > 0) out.push(`${n(c.commentsCut)} comment${c.commentsCut === 1 ? '' : 's'} cut`);
   if (c.titleCut) out.push(`title cut to ${n(LIMITS.titleCodePoints)} code points`);
   if (c.bodyCut) out.push(`body cut to ${n(LIMITS.bodyCodePoints)} code points`);
   if (c.fieldsCut) out.push('fields cut');
-  if (c.linksDropped > 0) out.push(`${n(c.linksDropped)} link${c.linksDropped === 1 ? '' : 's'} dropped (the state holds ${LIMITS.linkEntries})`);
+  if (c.linksDropped > 0)
+    out.push(
+      `${n(c.linksDropped)} link${c.linksDropped === 1 ? '' : 's'} dropped (the state holds ${LIMITS.linkEntries})`,
+    );
   if (c.linkTitlesCut > 0) out.push(`${n(c.linkTitlesCut)} link title${c.linkTitlesCut === 1 ? '' : 's'} cut`);
   return out.join('; ');
 }
@@ -267,7 +278,10 @@ function finish(members: Array<readonly [string, unknown]>, clips: StateClips, v
   for (const [name, value] of members) {
     if (name === 'omitted_comments') continue;
     // The trail part covers the omission count too: both say which comments the state shows.
-    if (name === 'recent_trail') parts.trail = sha256(omitted ? canonicalJson({ omitted_comments: omitted[1], recent_trail: value }) : canonicalJson(value));
+    if (name === 'recent_trail')
+      parts.trail = sha256(
+        omitted ? canonicalJson({ omitted_comments: omitted[1], recent_trail: value }) : canonicalJson(value),
+      );
     else parts[name] = sha256(canonicalJson(value));
   }
   return { bytes, hash: sha256(bytes), parts, truncated: isClipped(clips), clips, version };
@@ -321,7 +335,9 @@ export function buildItemState(src: ItemStateSource, shape: StateShape): BuiltSt
       })
       .sort(
         ({ entry: a }, { entry: b }) =>
-          compareCodePoints(a.relation, b.relation) || compareCodePoints(a.ref, b.ref) || compareCodePoints(a.title, b.title),
+          compareCodePoints(a.relation, b.relation) ||
+          compareCodePoints(a.ref, b.ref) ||
+          compareCodePoints(a.title, b.title),
       );
     clips.linksDropped = Math.max(0, links.length - LIMITS.linkEntries);
     const kept = links.slice(0, LIMITS.linkEntries);
@@ -383,7 +399,10 @@ export function withAsOf(base: BuiltState, asOf: string): BuiltState {
 }
 
 /** Names of the parts whose hashes differ between two `state_parts` maps (sorted). */
-export function changedParts(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): string[] {
+export function changedParts(
+  before: Readonly<Record<string, string>>,
+  after: Readonly<Record<string, string>>,
+): string[] {
   const names = new Set([...Object.keys(before), ...Object.keys(after)]);
   return [...names].filter((n) => before[n] !== after[n]).sort();
 }

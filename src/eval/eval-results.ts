@@ -67,7 +67,11 @@ export interface EvalResult {
 }
 
 /** Records the report's figures for every set it scored (replacing that set's previous entry). */
-export async function recordEvalResults(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>, workspaceId: string, report: EvalReportFigures): Promise<void> {
+export async function recordEvalResults(
+  store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>,
+  workspaceId: string,
+  report: EvalReportFigures,
+): Promise<void> {
   const at = await store.now();
   const columns = [report.a, ...(report.b ? [report.b] : [])];
   const sets = new Set(columns.flatMap((c) => c.bySet.map((s) => s.set)));
@@ -79,7 +83,18 @@ export async function recordEvalResults(store: Pick<TrackerStore, 'now'> & Pick<
       goldRows: report.gold.rows,
       columns: columns.flatMap((c) => {
         const s = c.bySet.find((x) => x.set === set);
-        return s ? [{ mode: c.mode, provider: c.provider, model: c.model, set: s, keys: c.byKey.filter((k) => k.set === set), stoppedAtMaxCost: c.stoppedAtMaxCost }] : [];
+        return s
+          ? [
+              {
+                mode: c.mode,
+                provider: c.provider,
+                model: c.model,
+                set: s,
+                keys: c.byKey.filter((k) => k.set === set),
+                stoppedAtMaxCost: c.stoppedAtMaxCost,
+              },
+            ]
+          : [];
       }),
     };
     await store.setMeta(`${EVAL_RESULT_META_PREFIX}${workspaceId}:${set}`, JSON.stringify(result));
@@ -87,7 +102,10 @@ export async function recordEvalResults(store: Pick<TrackerStore, 'now'> & Pick<
 }
 
 /** The latest eval result of each set in the workspace, by set name; an unreadable entry is left out. */
-export async function latestEvalResults(store: Pick<MetaStore, 'listMeta'>, workspaceId: string): Promise<EvalResult[]> {
+export async function latestEvalResults(
+  store: Pick<MetaStore, 'listMeta'>,
+  workspaceId: string,
+): Promise<EvalResult[]> {
   const out: EvalResult[] = [];
   for (const row of await store.listMeta(`${EVAL_RESULT_META_PREFIX}${workspaceId}:`)) {
     try {

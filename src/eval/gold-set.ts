@@ -65,14 +65,18 @@ const goldLineSchema = z
     label: z.union([
       z.boolean(),
       nonBlank,
-      z.number().int('a score label is an integer level index').nonnegative('a score label is a level index, 0 or more'),
+      z
+        .number()
+        .int('a score label is an integer level index')
+        .nonnegative('a score label is a level index, 0 or more'),
     ]),
   })
   .strict();
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const where = issue.path.length ? issue.path.join('.') : 'row';
-  if (issue.code === 'unrecognized_keys') return `unknown member ${issue.keys.map((k) => `"${k}"`).join(', ')}; a row has only ref, set, key, label`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown member ${issue.keys.map((k) => `"${k}"`).join(', ')}; a row has only ref, set, key, label`;
   if (issue.code === 'invalid_union' && issue.path[0] === 'label') {
     return 'label must be true/false (noul), an option name (choice) or an integer level index 0.. (score)';
   }
@@ -116,7 +120,8 @@ export function parseGoldSet(text: string, source: string): GoldRow[] {
     seen.set(id, line);
     rows.push({ ...r.data, line });
   }
-  if (rows.length === 0) throw new InvalidGoldSet(source, null, 'no rows; a gold set has one {"ref","set","key","label"} object per line');
+  if (rows.length === 0)
+    throw new InvalidGoldSet(source, null, 'no rows; a gold set has one {"ref","set","key","label"} object per line');
   return rows;
 }
 
@@ -152,8 +157,11 @@ export function checkGoldLabel(row: GoldRow, question: Question, source: string)
     if (typeof row.label !== 'boolean') fail('its label is true or false');
   } else if (question.kind === 'choice') {
     const names = choiceOptionNames(question);
-    if (typeof row.label !== 'string' || !names.includes(row.label)) fail(`its label is one of the option names ${names.join(', ')}`);
+    if (typeof row.label !== 'string' || !names.includes(row.label))
+      fail(`its label is one of the option names ${names.join(', ')}`);
   } else if (typeof row.label !== 'number' || row.label >= question.levels.length) {
-    fail(`its label is a level index 0..${question.levels.length - 1} (${question.levels.map((l, i) => `${i} = ${l}`).join(', ')})`);
+    fail(
+      `its label is a level index 0..${question.levels.length - 1} (${question.levels.map((l, i) => `${i} = ${l}`).join(', ')})`,
+    );
   }
 }

@@ -156,17 +156,28 @@ function where(r: ScoredRow): string {
 /** @throws InvalidInput when the label or the answer does not fit the row's kind. */
 function judge(r: ScoredRow): Judged | null {
   if (r.kind === 'noul') {
-    if (typeof r.label !== 'boolean') throw new InvalidInput(`${where(r)}: a noul label is true or false; got a ${typeof r.label}`);
-    if (!(r.threshold >= 0 && r.threshold <= 1)) throw new InvalidInput(`${where(r)}: threshold must be in [0, 1]; got ${r.threshold}`);
+    if (typeof r.label !== 'boolean')
+      throw new InvalidInput(`${where(r)}: a noul label is true or false; got a ${typeof r.label}`);
+    if (!(r.threshold >= 0 && r.threshold <= 1))
+      throw new InvalidInput(`${where(r)}: threshold must be in [0, 1]; got ${r.threshold}`);
     if (r.answer === null) return null;
     if (r.answer.type !== 'noul') throw new InvalidInput(`${where(r)}: a noul row has a ${r.answer.type} answer`);
     const p = r.answer.noul;
     const y = r.label ? 1 : 0;
     const predictedTrue = p >= r.threshold;
-    return { kind: 'noul', correct: predictedTrue === r.label, predictedTrue, labelTrue: r.label, p, y, brierTerm: (p - y) ** 2 };
+    return {
+      kind: 'noul',
+      correct: predictedTrue === r.label,
+      predictedTrue,
+      labelTrue: r.label,
+      p,
+      y,
+      brierTerm: (p - y) ** 2,
+    };
   }
   if (r.kind === 'choice') {
-    if (typeof r.label !== 'string') throw new InvalidInput(`${where(r)}: a choice label is an option name; got a ${typeof r.label}`);
+    if (typeof r.label !== 'string')
+      throw new InvalidInput(`${where(r)}: a choice label is an option name; got a ${typeof r.label}`);
     if (r.answer === null) return null;
     if (r.answer.type !== 'choice') throw new InvalidInput(`${where(r)}: a choice row has a ${r.answer.type} answer`);
     const label = r.label;
@@ -184,7 +195,8 @@ function judge(r: ScoredRow): Judged | null {
   if (r.answer.type !== 'score') throw new InvalidInput(`${where(r)}: a score row has a ${r.answer.type} answer`);
   const a = r.answer;
   const levels = Math.max(Object.keys(a.legend).length, Object.keys(a.probabilities).length);
-  if (r.label >= levels) throw new InvalidInput(`${where(r)}: score label ${r.label} is beyond the answer's ${levels} levels`);
+  if (r.label >= levels)
+    throw new InvalidInput(`${where(r)}: score label ${r.label} is beyond the answer's ${levels} levels`);
   const values = Array.from({ length: levels }, (_, i) => a.probabilities[String(i)] ?? 0);
   const picked = argmax(values);
   const correct = picked === r.label;
@@ -283,7 +295,8 @@ export function scoreGold(rows: readonly ScoredRow[]): GoldScore {
     if (first !== undefined) {
       const f = rows[first];
       if (f.kind !== r.kind) throw new InvalidInput(`${where(r)}: rows of one key have kinds ${f.kind} and ${r.kind}`);
-      if (f.threshold !== r.threshold) throw new InvalidInput(`${where(r)}: rows of one key have thresholds ${f.threshold} and ${r.threshold}`);
+      if (f.threshold !== r.threshold)
+        throw new InvalidInput(`${where(r)}: rows of one key have thresholds ${f.threshold} and ${r.threshold}`);
     }
     byKeyRows.set(k, [...(byKeyRows.get(k) ?? []), i]);
     bySetRows.set(r.set, [...(bySetRows.get(r.set) ?? []), i]);
@@ -297,7 +310,10 @@ export function scoreGold(rows: readonly ScoredRow[]): GoldScore {
         key: r0.key,
         kind: r0.kind,
         threshold: r0.threshold,
-        ...group(idx.map((i) => rows[i]), idx.map((i) => judged[i])),
+        ...group(
+          idx.map((i) => rows[i]),
+          idx.map((i) => judged[i]),
+        ),
       };
     })
     .sort((a, b) => cmp(a.set, b.set) || cmp(a.key, b.key));
@@ -306,7 +322,10 @@ export function scoreGold(rows: readonly ScoredRow[]): GoldScore {
       set,
       kinds: [...new Set(idx.map((i) => rows[i].kind))].sort(cmp),
       keys: [...new Set(idx.map((i) => rows[i].key))].sort(cmp),
-      ...group(idx.map((i) => rows[i]), idx.map((i) => judged[i])),
+      ...group(
+        idx.map((i) => rows[i]),
+        idx.map((i) => judged[i]),
+      ),
     }))
     .sort((a, b) => cmp(a.set, b.set));
   return { byKey, bySet };

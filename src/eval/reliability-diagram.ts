@@ -45,7 +45,10 @@ const MAX_SERIES = 2;
 export const POINT_MARK_NAME = 'bin_points';
 
 /** Builds the Vega spec of a reliability diagram (pure; exported for tests and for `--json`). */
-export function reliabilityDiagramSpec(series: readonly ReliabilitySeries[], options: ReliabilityDiagramOptions = {}): Spec {
+export function reliabilityDiagramSpec(
+  series: readonly ReliabilitySeries[],
+  options: ReliabilityDiagramOptions = {},
+): Spec {
   if (series.length < 1 || series.length > MAX_SERIES) {
     throw new InvalidInput(`a reliability diagram has 1 to ${MAX_SERIES} series; got ${series.length}`);
   }
@@ -75,7 +78,13 @@ export function reliabilityDiagramSpec(series: readonly ReliabilitySeries[], opt
     title: { text: options.title ?? 'Reliability diagram' },
     data: [
       { name: 'points', values: points },
-      { name: 'diagonal', values: [{ x: 0, y: 0 }, { x: 1, y: 1 }] },
+      {
+        name: 'diagonal',
+        values: [
+          { x: 0, y: 0 },
+          { x: 1, y: 1 },
+        ],
+      },
     ],
     scales: [
       { name: 'x', type: 'linear', domain: [0, 1], range: 'width', nice: false, zero: true },
@@ -89,12 +98,25 @@ export function reliabilityDiagramSpec(series: readonly ReliabilitySeries[], opt
       },
     ],
     axes: [
-      { orient: 'bottom', scale: 'x', title: options.xTitle ?? 'mean predicted probability', tickCount: 10, grid: true },
+      {
+        orient: 'bottom',
+        scale: 'x',
+        title: options.xTitle ?? 'mean predicted probability',
+        tickCount: 10,
+        grid: true,
+      },
       { orient: 'left', scale: 'y', title: options.yTitle ?? 'observed fraction positive', tickCount: 10, grid: true },
     ],
     legends: [
       { fill: 'color', stroke: 'color', title: 'model', symbolType: 'circle', labelLimit: 320 },
-      { size: 'size', title: 'rows in bin', symbolType: 'circle', symbolFillColor: '#888', format: 'd', values: [...new Set([1, Math.ceil(maxCount / 2), maxCount])] },
+      {
+        size: 'size',
+        title: 'rows in bin',
+        symbolType: 'circle',
+        symbolFillColor: '#888',
+        format: 'd',
+        values: [...new Set([1, Math.ceil(maxCount / 2), maxCount])],
+      },
     ],
     marks: [
       {

@@ -119,7 +119,11 @@ export interface EvalColumn {
    */
   overall: GroupMetrics & SpendFigures;
   /** Resolved rows without a prediction, by reason, and each of them. */
-  unanswered: { count: number; byReason: Record<string, number>; rows: Array<{ ref: string; set: string; key: string; reason: UnansweredReason }> };
+  unanswered: {
+    count: number;
+    byReason: Record<string, number>;
+    rows: Array<{ ref: string; set: string; key: string; reason: UnansweredReason }>;
+  };
   /** Asked only: what was estimated before the first call. */
   estimate: WorkEstimate | null;
   /** Asked only: the run stopped before a call that would have passed `maxCostUsd`. */
@@ -198,10 +202,16 @@ export class EvalCostNotConfirmed extends VerdictError {
 }
 
 /** How one column gets its predictions. */
-export type ColumnSource = { kind: 'stored'; reader: DecisionReader; judgedAgainst: { name: string; model: string } | null } | { kind: 'asked'; provider: Provider };
+export type ColumnSource =
+  | { kind: 'stored'; reader: DecisionReader; judgedAgainst: { name: string; model: string } | null }
+  | { kind: 'asked'; provider: Provider };
 
 export interface RunEvalOptions {
-  store: TrackerStore & QueueStore & DecisionStore & MetaStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>;
+  store: TrackerStore &
+    QueueStore &
+    DecisionStore &
+    MetaStore &
+    Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>;
   registry: Registry;
   workspace: { id: string; slug: string };
   gold: { rows: GoldRow[]; source: string; labelsAtOlderState?: number | null };
@@ -256,7 +266,13 @@ const ZERO_USAGE: Usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0,
  */
 export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
   const logger = o.logger ?? silentLogger;
-  const { resolved, unresolved, unresolvedByReason } = await resolveGold(o.store, o.registry, o.workspace.id, o.gold.rows, logger);
+  const { resolved, unresolved, unresolvedByReason } = await resolveGold(
+    o.store,
+    o.registry,
+    o.workspace.id,
+    o.gold.rows,
+    logger,
+  );
 
   if (o.maxCostUsd !== undefined && !(Number.isFinite(o.maxCostUsd) && o.maxCostUsd >= 0)) {
     throw new InvalidInput('maxCostUsd must be a finite number of US dollars, 0 or more');
@@ -269,7 +285,9 @@ export async function runEval(o: RunEvalOptions): Promise<EvalReport> {
 
   const budget = { spentUsd: 0, limitUsd: o.maxCostUsd, stopped: false };
   const runColumn = async (c: ColumnSource): Promise<ColumnRun> =>
-    c.kind === 'stored' ? storedColumn(o.store, c.reader, resolved) : askColumn(o.store, c.provider, resolved, plans[asked.indexOf(c)], budget, o.signal, logger);
+    c.kind === 'stored'
+      ? storedColumn(o.store, c.reader, resolved)
+      : askColumn(o.store, c.provider, resolved, plans[asked.indexOf(c)], budget, o.signal, logger);
   const a = await runColumn(o.a);
   const b = o.b ? await runColumn(o.b) : null;
 
@@ -347,12 +365,20 @@ async function resolveGold(
   const questions = new Map<string, QuestionMap | null>();
   const items = new Map<string, ItemRow | null>();
   const loadedItems = new Map<string, ItemForEvaluation | null>();
-  const miss = (g: GoldRow, reason: UnresolvedReason, detail: string) => unresolved.push({ ref: g.ref, set: g.set, key: g.key, line: g.line, reason, detail });
+  const miss = (g: GoldRow, reason: UnresolvedReason, detail: string) =>
+    unresolved.push({ ref: g.ref, set: g.set, key: g.key, line: g.line, reason, detail });
 
   for (const g of rows) {
     const set = registry.get(g.set);
     if (!set) {
-      miss(g, 'unknown_set', `no question set "${g.set}" (known: ${registry.all().map((s) => s.name).join(', ')})`);
+      miss(
+        g,
+        'unknown_set',
+        `no question set "${g.set}" (known: ${registry
+          .all()
+          .map((s) => s.name)
+          .join(', ')})`,
+      );
       continue;
     }
     if (!items.has(g.ref)) items.set(g.ref, await store.getItemByRef(workspaceId, g.ref));
@@ -396,7 +422,16 @@ async function resolveGold(
       continue;
     }
     if (!loadedItems.has(item.id)) loadedItems.set(item.id, await store.loadItemForEvaluation(item.id));
-    resolved.push({ gold: g, item, set, key, storedKey: g.key, commentId, question: q, target: targetOf(set, loadedItems.get(item.id)!, commentId) });
+    resolved.push({
+      gold: g,
+      item,
+      set,
+      key,
+      storedKey: g.key,
+      commentId,
+      question: q,
+      target: targetOf(set, loadedItems.get(item.id)!, commentId),
+    });
   }
   const unresolvedByReason: Record<string, number> = {};
   for (const u of unresolved) unresolvedByReason[u.reason] = (unresolvedByReason[u.reason] ?? 0) + 1;
@@ -408,7 +443,9 @@ function labelMisfit(q: Question, label: GoldRow['label']): string | null {
   if (q.kind === 'noul') return typeof label === 'boolean' ? null : 'a noul label is true or false';
   if (q.kind === 'choice') {
     if (typeof label !== 'string') return 'a choice label is an option name';
-    return Object.prototype.hasOwnProperty.call(q.options, label) ? null : `"${label}" is not an option (${Object.keys(q.options).sort().join(', ')})`;
+    return Object.prototype.hasOwnProperty.call(q.options, label)
+      ? null
+      : `"${label}" is not an option (${Object.keys(q.options).sort().join(', ')})`;
   }
   if (typeof label !== 'number' || !Number.isInteger(label)) return 'a score label is an integer level index';
   return label >= 0 && label < q.levels.length ? null : `level index ${label} is outside 0..${q.levels.length - 1}`;
@@ -437,8 +474,11 @@ function targetOf(set: QuestionSet, loaded: ItemForEvaluation | null, commentId:
 
 // ------------------------------------------------------------------ stored answers
 
-
-async function storedColumn(store: Pick<QueueStore, 'getJob'>, reader: DecisionReader, resolved: readonly Resolved[]): Promise<ColumnRun> {
+async function storedColumn(
+  store: Pick<QueueStore, 'getJob'>,
+  reader: DecisionReader,
+  resolved: readonly Resolved[],
+): Promise<ColumnRun> {
   const views = new Map<string, DecisionView[]>();
   const answers: ColumnRun['answers'] = [];
   for (const r of resolved) {
@@ -461,7 +501,13 @@ async function storedColumn(store: Pick<QueueStore, 'getJob'>, reader: DecisionR
     const job = await store.getJob(r.item.id, r.set.name);
     answers.push({ reason: job?.state === 'parked' ? 'parked' : job ? 'pending' : 'not_asked' });
   }
-  return { answers, perRow: resolved.map(() => ZERO_USAGE), calls: resolved.map(() => new Set()), estimate: null, stoppedAtMaxCost: false };
+  return {
+    answers,
+    perRow: resolved.map(() => ZERO_USAGE),
+    calls: resolved.map(() => new Set()),
+    estimate: null,
+    stoppedAtMaxCost: false,
+  };
 }
 
 // ------------------------------------------------------------------ asking
@@ -504,7 +550,9 @@ function planCalls(resolved: readonly Resolved[], provider: Provider, nowMs: num
   for (const idx of groups.values()) {
     const first = resolved[idx[0]];
     const state = stateToAsk((first.target as { state: BuiltState }).state, first.set, nowMs);
-    const sorted = [...idx].sort((x, y) => (resolved[x].key < resolved[y].key ? -1 : resolved[x].key > resolved[y].key ? 1 : 0));
+    const sorted = [...idx].sort((x, y) =>
+      resolved[x].key < resolved[y].key ? -1 : resolved[x].key > resolved[y].key ? 1 : 0,
+    );
     for (let i = 0; i < sorted.length; i += first.set.maxPerCall) {
       const part = sorted.slice(i, i + first.set.maxPerCall);
       const questions = new Map(part.map((j) => [resolved[j].key, resolved[j].question] as const));
@@ -540,7 +588,9 @@ function guardCost(plans: readonly CallPlan[], asked: ReadonlyArray<{ provider: 
   if (total.calls === 0) return;
   const to = asked.map((c) => `${c.provider.name}:${c.provider.model}`).join(' and ');
   const line = `${total.calls} calls to ${to}, ~${total.inputTokens.toLocaleString('en-US')} input / ~${total.outputTokens.toLocaleString('en-US')} output tokens`;
-  const unpriced = plans.map((p, i) => (p.pricing.kind === 'unknown' ? `${asked[i].provider.name}:${asked[i].provider.model}` : null)).filter((x): x is string => x !== null);
+  const unpriced = plans
+    .map((p, i) => (p.pricing.kind === 'unknown' ? `${asked[i].provider.name}:${asked[i].provider.model}` : null))
+    .filter((x): x is string => x !== null);
   if (unpriced.length && !o.confirmUnpriced) {
     throw new EvalCostNotConfirmed(
       `eval would send ${line}; ${unpriced.join(', ')} has no price in Verdict's price table, so the cost cannot be estimated or bounded; rerun with --yes to ask anyway`,
@@ -551,10 +601,16 @@ function guardCost(plans: readonly CallPlan[], asked: ReadonlyArray<{ provider: 
   if (!priced) return;
   const est = total.costUsd ?? plans.reduce((s, p) => s + (p.estimate.costUsd ?? 0), 0);
   if (o.maxCostUsd === undefined) {
-    throw new EvalCostNotConfirmed(`eval would send ${line}, estimated ${formatUsd(est)}; rerun with --max-cost USD at or above the estimate to ask`, total);
+    throw new EvalCostNotConfirmed(
+      `eval would send ${line}, estimated ${formatUsd(est)}; rerun with --max-cost USD at or above the estimate to ask`,
+      total,
+    );
   }
   if (est > o.maxCostUsd) {
-    throw new EvalCostNotConfirmed(`eval would send ${line}, estimated ${formatUsd(est)}, above --max-cost ${formatUsd(o.maxCostUsd)}; nothing was asked`, total);
+    throw new EvalCostNotConfirmed(
+      `eval would send ${line}, estimated ${formatUsd(est)}, above --max-cost ${formatUsd(o.maxCostUsd)}; nothing was asked`,
+      total,
+    );
   }
 }
 
@@ -581,7 +637,10 @@ async function askColumn(
     }
     // The bound counts the call's whole output ceiling, so an answer longer than the typical one
     // cannot carry the spend past max-cost (input is the estimate: the provider's count may differ).
-    if (budget.stopped || (budget.limitUsd !== undefined && budget.spentUsd + (call.worstCostUsd ?? 0) > budget.limitUsd)) {
+    if (
+      budget.stopped ||
+      (budget.limitUsd !== undefined && budget.spentUsd + (call.worstCostUsd ?? 0) > budget.limitUsd)
+    ) {
       budget.stopped = true;
       stoppedAtMaxCost = true;
       unasked('max_cost');
@@ -604,7 +663,11 @@ async function askColumn(
     let result;
     try {
       await liveness();
-      result = await provider.ask(call.state.bytes, call.questions, { signal: abort, beforeSend: liveness, explain: call.set.explain });
+      result = await provider.ask(call.state.bytes, call.questions, {
+        signal: abort,
+        beforeSend: liveness,
+        explain: call.set.explain,
+      });
     } catch (err) {
       if (err instanceof LivenessLost) {
         unasked(err.liveness);
@@ -624,7 +687,17 @@ async function askColumn(
       });
       if (err instanceof ProviderMisconfigured) throw err;
       const outcome = classify(err, abort, provider.retryAfterCapMs);
-      unasked(abort.aborted ? 'aborted' : err instanceof AnswerDefect ? 'defect' : outcome.kind === 'refuse' ? 'refused' : outcome.kind === 'misconfigured' ? 'misconfigured' : 'unavailable');
+      unasked(
+        abort.aborted
+          ? 'aborted'
+          : err instanceof AnswerDefect
+            ? 'defect'
+            : outcome.kind === 'refuse'
+              ? 'refused'
+              : outcome.kind === 'misconfigured'
+                ? 'misconfigured'
+                : 'unavailable',
+      );
       continue;
     }
     await recordEvalSpend(store, call.set.name, provider, SPEND_EVAL, result.usage, logger);
@@ -640,7 +713,14 @@ async function askColumn(
 }
 
 /** Records one eval call's spend; a store failure is logged, never thrown (the answers are in hand). */
-async function recordEvalSpend(store: Pick<Store, 'recordSpend'>, questionSet: string, provider: Provider, outcome: string, usage: Usage, logger: Logger): Promise<void> {
+async function recordEvalSpend(
+  store: Pick<Store, 'recordSpend'>,
+  questionSet: string,
+  provider: Provider,
+  outcome: string,
+  usage: Usage,
+  logger: Logger,
+): Promise<void> {
   try {
     await store.recordSpend({ questionSet, provider: provider.name, model: provider.model, outcome, calls: 1, usage });
   } catch (err) {
@@ -651,7 +731,12 @@ async function recordEvalSpend(store: Pick<Store, 'recordSpend'>, questionSet: s
 /** Row j's share of a call's usage over n rows: split evenly, the remainder to the first rows (as the runner splits it). */
 function shareOf(u: Usage, n: number, j: number): Usage {
   const share = (total: number) => Math.floor(total / n) + (j < total % n ? 1 : 0);
-  return { inputTokens: share(u.inputTokens), outputTokens: share(u.outputTokens), cacheReadTokens: share(u.cacheReadTokens), cacheWriteTokens: share(u.cacheWriteTokens) };
+  return {
+    inputTokens: share(u.inputTokens),
+    outputTokens: share(u.outputTokens),
+    cacheReadTokens: share(u.cacheReadTokens),
+    cacheWriteTokens: share(u.cacheWriteTokens),
+  };
 }
 
 function addUsage(to: Usage, u: Usage): void {
@@ -666,14 +751,22 @@ function addUsage(to: Usage, u: Usage): void {
 function column(source: ColumnSource, resolved: readonly Resolved[], run: ColumnRun): EvalColumn {
   const scored: ScoredRow[] = resolved.map((r, i) => {
     const a = run.answers[i];
-    return { set: r.set.name, key: r.key, kind: r.question.kind, label: r.gold.label, answer: 'answer' in a ? a.answer : null, threshold: r.set.threshold };
+    return {
+      set: r.set.name,
+      key: r.key,
+      kind: r.question.kind,
+      label: r.gold.label,
+      answer: 'answer' in a ? a.answer : null,
+      threshold: r.set.threshold,
+    };
   });
   const score: GoldScore = scoreGold(scored);
   // The whole gold set as one group; keys stay apart per set, so two sets' same-named keys never clash.
   const pooled = scoreGold(scored.map((r) => ({ ...r, set: '*', key: `${r.set}/${r.key}` }))).bySet[0];
   const name = source.kind === 'asked' ? source.provider.name : (source.judgedAgainst?.name ?? 'unconfigured');
   const model = source.kind === 'asked' ? source.provider.model : (source.judgedAgainst?.model ?? '');
-  const pricing: Pricing = source.kind === 'asked' ? pricingFor(name, model) : { kind: 'free', reason: 'stored answers: no call was made' };
+  const pricing: Pricing =
+    source.kind === 'asked' ? pricingFor(name, model) : { kind: 'free', reason: 'stored answers: no call was made' };
   const figures = (rows: number[]): SpendFigures => {
     const u = { ...ZERO_USAGE };
     const ids = new Set<string>();
@@ -720,7 +813,23 @@ function column(source: ColumnSource, resolved: readonly Resolved[], run: Column
 function groupOf(s: SetMetrics | undefined, n: number): GroupMetrics {
   if (!s) {
     const { bins } = calibrate([]);
-    return { n, answered: 0, correct: 0, accuracy: null, tp: 0, fp: 0, fn: 0, tn: 0, precision: null, recall: null, f1: null, brier: null, ece: null, bins, calibrationBasis: null };
+    return {
+      n,
+      answered: 0,
+      correct: 0,
+      accuracy: null,
+      tp: 0,
+      fp: 0,
+      fn: 0,
+      tn: 0,
+      precision: null,
+      recall: null,
+      f1: null,
+      brier: null,
+      ece: null,
+      bins,
+      calibrationBasis: null,
+    };
   }
   const { set: _set, keys: _keys, kinds: _kinds, ...g } = s;
   return g;
@@ -732,7 +841,8 @@ function decisionOf(a: Answer, threshold: number): { value: boolean | string | n
     const v = a.noul >= threshold;
     return { value: v, text: `${v} (p=${a.noul.toFixed(3)})` };
   }
-  if (a.type === 'choice') return { value: a.choice, text: `${a.choice} (p=${(a.probabilities[a.choice] ?? 0).toFixed(2)})` };
+  if (a.type === 'choice')
+    return { value: a.choice, text: `${a.choice} (p=${(a.probabilities[a.choice] ?? 0).toFixed(2)})` };
   const n = Object.keys(a.legend).length;
   const values = Array.from({ length: n }, (_, i) => a.probabilities[String(i)] ?? 0);
   const level = argmax(values);
@@ -740,9 +850,29 @@ function decisionOf(a: Answer, threshold: number): { value: boolean | string | n
 }
 
 /** The price of re-asking, with B's model, every live item of every workspace that each gold set's set applies to. */
-async function reaskEstimate(store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>, resolved: readonly Resolved[], provider: Provider): Promise<ReaskEstimate> {
-  const target = estimateTarget(provider.name, provider.model, { model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort });
-  const sets = [...new Map(resolved.map((r) => [r.set.name, r.set])).values()].sort((x, y) => (x.name < y.name ? -1 : 1));
+async function reaskEstimate(
+  store: Pick<
+    Store,
+    | 'answeredKeys'
+    | 'getWorkspace'
+    | 'listCollections'
+    | 'listDecisions'
+    | 'listItems'
+    | 'listWorkspaces'
+    | 'loadItemForEvaluation'
+    | 'now'
+  >,
+  resolved: readonly Resolved[],
+  provider: Provider,
+): Promise<ReaskEstimate> {
+  const target = estimateTarget(provider.name, provider.model, {
+    model: provider.model,
+    promptVersion: provider.promptVersion,
+    effort: provider.effort,
+  });
+  const sets = [...new Map(resolved.map((r) => [r.set.name, r.set])).values()].sort((x, y) =>
+    x.name < y.name ? -1 : 1,
+  );
   const out: ReaskEstimate['sets'] = [];
   const tally = new CoAskTally();
   for (const s of sets) {
@@ -787,9 +917,14 @@ export function labelOfValue(value: string, threshold: number): boolean | string
  * (item, set, key), skipping `withdrawn` ones and those without a value; `line` is the position in
  * that list (1-based). Also counts the labels given at a state other than the one the set reads now.
  */
-export async function goldFromVerdicts(store: Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>, registry: Registry, workspaceId: string): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
+export async function goldFromVerdicts(
+  store: Pick<HumanVerdictStore, 'listVerdicts'> & Pick<Store, 'loadItemForEvaluation'>,
+  registry: Registry,
+  workspaceId: string,
+): Promise<{ rows: GoldRow[]; labelsAtOlderState: number }> {
   const latest = new Map<string, HumanVerdictRow>();
-  for (const v of await store.listVerdicts({ workspaceId })) latest.set(JSON.stringify([v.itemId, v.questionSet, v.questionKey]), v); // oldest first: the last wins
+  for (const v of await store.listVerdicts({ workspaceId }))
+    latest.set(JSON.stringify([v.itemId, v.questionSet, v.questionKey]), v); // oldest first: the last wins
   const rows: GoldRow[] = [];
   let older = 0;
   const loaded = new Map<string, ItemForEvaluation | null>();
@@ -845,7 +980,19 @@ export class EvalUnavailable extends VerdictError {
  * @throws what `runEval` throws (EvalCostNotConfirmed, ProviderMisconfigured, store errors).
  */
 export async function evalWorkspace(
-  deps: { store: TrackerStore & QueueStore & DecisionStore & MetaStore & HumanVerdictStore & Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>; registry: Registry; provider: Provider | null; reader: () => Promise<DecisionReader>; makeProvider: (model: string) => Provider | null; logger?: Logger },
+  deps: {
+    store: TrackerStore &
+      QueueStore &
+      DecisionStore &
+      MetaStore &
+      HumanVerdictStore &
+      Pick<Store, 'answeredKeys' | 'checkLiveness' | 'loadItemForEvaluation' | 'recordSpend'>;
+    registry: Registry;
+    provider: Provider | null;
+    reader: () => Promise<DecisionReader>;
+    makeProvider: (model: string) => Provider | null;
+    logger?: Logger;
+  },
   opts: EvalOptions,
 ): Promise<EvalReport> {
   const ws = await deps.store.getWorkspaceBySlug(opts.workspace);
@@ -854,12 +1001,22 @@ export async function evalWorkspace(
     opts.gold === 'verdicts'
       ? { ...(await goldFromVerdicts(deps.store, deps.registry, ws.id)), source: `verdicts in ${ws.slug}` }
       : { rows: [...opts.gold], source: 'gold rows' };
-  if (gold.rows.length === 0) throw new EvalUnavailable(opts.gold === 'verdicts' ? `workspace ${ws.slug} has no human verdicts with a value yet` : 'no gold rows');
+  if (gold.rows.length === 0)
+    throw new EvalUnavailable(
+      opts.gold === 'verdicts' ? `workspace ${ws.slug} has no human verdicts with a value yet` : 'no gold rows',
+    );
   let a: ColumnSource;
   if (opts.stored) {
-    a = { kind: 'stored', reader: await deps.reader(), judgedAgainst: deps.provider ? { name: deps.provider.name, model: deps.provider.model } : null };
+    a = {
+      kind: 'stored',
+      reader: await deps.reader(),
+      judgedAgainst: deps.provider ? { name: deps.provider.name, model: deps.provider.model } : null,
+    };
   } else {
-    if (!deps.provider) throw new EvalUnavailable('provider is none: there is no model to ask (pass stored: true to score stored answers)');
+    if (!deps.provider)
+      throw new EvalUnavailable(
+        'provider is none: there is no model to ask (pass stored: true to score stored answers)',
+      );
     a = { kind: 'asked', provider: deps.provider };
   }
   let b: ColumnSource | undefined;

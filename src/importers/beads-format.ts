@@ -15,13 +15,31 @@ import type { CollectionSchema, CollectionSettings } from '../store/tracker-read
 export const BEADS_WORK_TYPES = ['task', 'bug', 'feature', 'epic', 'chore'] as const;
 
 /** Gas Town orchestration types: skipped and counted, never imported (DESIGN §15). */
-const BEADS_ORCHESTRATION_TYPES = ['event', 'message', 'agent', 'molecule', 'gate', 'rig', 'role', 'merge-request'] as const;
+const BEADS_ORCHESTRATION_TYPES = [
+  'event',
+  'message',
+  'agent',
+  'molecule',
+  'gate',
+  'rig',
+  'role',
+  'merge-request',
+] as const;
 
 /**
  * Every status beads knows, as the `status` select's options. The store does not enforce options,
  * so a row with another status is still imported with its value.
  */
-const BEADS_STATUSES = ['open', 'in_progress', 'blocked', 'deferred', 'hooked', 'pinned', 'closed', 'tombstone'] as const;
+const BEADS_STATUSES = [
+  'open',
+  'in_progress',
+  'blocked',
+  'deferred',
+  'hooked',
+  'pinned',
+  'closed',
+  'tombstone',
+] as const;
 
 /**
  * Schema of every imported collection. `status` is terminal at `closed` (DESIGN §15), so the
@@ -126,12 +144,15 @@ export const beadsRowSchema = z
     const idProblem = refProblem(row.id);
     if (idProblem) ctx.addIssue({ code: 'custom', path: ['id'], message: idProblem });
     row.dependencies?.forEach((d, i) => {
-      if (d.issue_id !== row.id) ctx.addIssue({ code: 'custom', path: ['dependencies', i, 'issue_id'], message: 'not the row id' });
+      if (d.issue_id !== row.id)
+        ctx.addIssue({ code: 'custom', path: ['dependencies', i, 'issue_id'], message: 'not the row id' });
     });
     const seen = new Set<string>();
     row.comments?.forEach((c, i) => {
-      if (c.issue_id != null && c.issue_id !== row.id) ctx.addIssue({ code: 'custom', path: ['comments', i, 'issue_id'], message: 'not the row id' });
-      if (seen.has(String(c.id))) ctx.addIssue({ code: 'custom', path: ['comments', i, 'id'], message: 'duplicate comment id' });
+      if (c.issue_id != null && c.issue_id !== row.id)
+        ctx.addIssue({ code: 'custom', path: ['comments', i, 'issue_id'], message: 'not the row id' });
+      if (seen.has(String(c.id)))
+        ctx.addIssue({ code: 'custom', path: ['comments', i, 'id'], message: 'duplicate comment id' });
       seen.add(String(c.id));
     });
   });
@@ -183,12 +204,15 @@ export function isTombstone(row: Pick<BeadsRow, 'status' | 'deleted_at'>): boole
  * Classifies a row: ephemeral rows ("wisps") are skipped first, then the type decides. A
  * tombstone's type is its `original_type` (falling back to `issue_type`).
  */
-export function classifyBeadsRow(row: Pick<BeadsRow, 'status' | 'deleted_at' | 'issue_type' | 'original_type' | 'ephemeral'>): BeadsRowClass {
+export function classifyBeadsRow(
+  row: Pick<BeadsRow, 'status' | 'deleted_at' | 'issue_type' | 'original_type' | 'ephemeral'>,
+): BeadsRowClass {
   const tombstone = isTombstone(row);
   const type = (tombstone ? row.original_type : null) || row.issue_type;
   if (row.ephemeral === true) return { kind: 'skip', reason: 'ephemeral', type };
   if ((BEADS_WORK_TYPES as readonly string[]).includes(type)) return { kind: 'work', collection: type, tombstone };
-  if ((BEADS_ORCHESTRATION_TYPES as readonly string[]).includes(type)) return { kind: 'skip', reason: 'orchestration', type };
+  if ((BEADS_ORCHESTRATION_TYPES as readonly string[]).includes(type))
+    return { kind: 'skip', reason: 'orchestration', type };
   return { kind: 'skip', reason: 'unknown_type', type };
 }
 
@@ -209,7 +233,16 @@ export function beadsBody(row: Pick<BeadsRow, 'description' | 'design' | 'accept
 }
 
 /** Field keys in their fixed order: the fields text is hashed, so its key order must not drift. */
-export const BEADS_FIELD_KEYS = ['status', 'priority', 'issue_type', 'labels', 'assignee', 'close_reason', 'created_by', 'external_ref'] as const;
+export const BEADS_FIELD_KEYS = [
+  'status',
+  'priority',
+  'issue_type',
+  'labels',
+  'assignee',
+  'close_reason',
+  'created_by',
+  'external_ref',
+] as const;
 
 /**
  * The item fields: the keys of `BEADS_FIELD_KEYS` in that order, each only when present (an

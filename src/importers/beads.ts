@@ -162,9 +162,14 @@ export type BeadsInput = string | Iterable<string> | AsyncIterable<string>;
  * @throws a read error mid-file, or a store error other than a rejected row (disk full, locked):
  *   what was written before stays, and a re-run completes it.
  */
-export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'listCollections' | 'listJobs' | 'now' | 'transaction'>, input: BeadsInput, opts: ImportBeadsOptions = {}): Promise<ImportReport> {
+export async function importBeads(
+  store: Pick<Store, 'getWorkspaceBySlug' | 'listCollections' | 'listJobs' | 'now' | 'transaction'>,
+  input: BeadsInput,
+  opts: ImportBeadsOptions = {},
+): Promise<ImportReport> {
   const slug = opts.workspaceSlug ?? 'beads';
-  if (typeof slug !== 'string' || slug.trim() === '') throw new TypeError(`workspaceSlug must be a non-empty string, got ${JSON.stringify(slug)}`);
+  if (typeof slug !== 'string' || slug.trim() === '')
+    throw new TypeError(`workspaceSlug must be a non-empty string, got ${JSON.stringify(slug)}`);
   const log = opts.logger ?? silentLogger;
   const maxListed = opts.maxRejectedListed ?? 100;
 
@@ -173,9 +178,12 @@ export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'lis
   const existing = await findWorkspace(store, slug);
   // The workspace is created at the first well-formed row, so input with none leaves nothing behind.
   let ws: WorkspaceRow | null = existing;
-  const workspace = async (s: TrackerStore) => (ws ??= await s.createWorkspace({ id: deriveId('workspace', slug), slug }));
+  const workspace = async (s: TrackerStore) =>
+    (ws ??= await s.createWorkspace({ id: deriveId('workspace', slug), slug }));
   const report = emptyImportReport(existing ?? { id: deriveId('workspace', slug), slug });
-  const collections = new Map<string, CollectionRow>(existing ? (await store.listCollections(existing.id)).map((c) => [c.slug, c]) : []);
+  const collections = new Map<string, CollectionRow>(
+    existing ? (await store.listCollections(existing.id)).map((c) => [c.slug, c]) : [],
+  );
   let wellFormed = 0;
   let firstError: RejectedLine | null = null;
 
@@ -188,7 +196,8 @@ export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'lis
   const reject = (line: number, reason: RejectReason, detail?: string, id?: string) => {
     firstError ??= detail ? { line, reason, detail } : { line, reason };
     report.rejected.count++;
-    if (report.rejected.lines.length < maxListed) report.rejected.lines.push(detail ? { line, reason, detail } : { line, reason });
+    if (report.rejected.lines.length < maxListed)
+      report.rejected.lines.push(detail ? { line, reason, detail } : { line, reason });
     if (id !== undefined && !fate.has(id)) fate.set(id, { kind: 'rejected' });
     if (report.rejected.count <= maxListed) log.warn({ workspace: slug, line, reason, detail }, 'beads line rejected');
   };
@@ -305,9 +314,10 @@ export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'lis
   const flush = async () => {
     const todo = chunk;
     chunk = [];
-    if (todo.length) await store.transaction(async (tx) => {
-      for (const l of todo) await importLine(tx, l.lineNo, l.source);
-    });
+    if (todo.length)
+      await store.transaction(async (tx) => {
+        for (const l of todo) await importLine(tx, l.lineNo, l.source);
+      });
   };
   for await (const source of lines(input)) {
     chunk.push({ lineNo: ++lineNo, source });
@@ -320,7 +330,11 @@ export async function importBeads(store: Pick<Store, 'getWorkspaceBySlug' | 'lis
       for (const dep of pending.slice(at, at + IMPORT_CHUNK)) {
         const target = fate.get(dep.depends_on_id);
         if (target?.kind !== 'imported') {
-          const reason: LinkDropReason = !target ? 'target_not_found' : target.kind === 'skipped' ? 'target_skipped' : 'target_rejected';
+          const reason: LinkDropReason = !target
+            ? 'target_not_found'
+            : target.kind === 'skipped'
+              ? 'target_skipped'
+              : 'target_rejected';
           report.links.dropped[reason]++;
           continue;
         }
@@ -460,7 +474,8 @@ async function assertReadableFile(path: string): Promise<void> {
   try {
     s = await stat(path);
   } catch (err) {
-    if ((err as { code?: string }).code === 'ENOENT' || (err as { code?: string }).code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
+    if ((err as { code?: string }).code === 'ENOENT' || (err as { code?: string }).code === 'ENOTDIR')
+      throw new InputNotFound(`no file at ${path}; check the path`);
     throw new InvalidInput(`cannot read ${path} (${errCode(err)}); check its permissions`);
   }
   if (!s.isFile()) throw new InputNotFound(`${path} is not a file; pass the JSONL file itself`);
@@ -472,21 +487,31 @@ async function assertReadableFile(path: string): Promise<void> {
 }
 
 /** The workspace of `slug`, or null. @throws InvalidWrite when it is soft-deleted. */
-async function findWorkspace(store: Pick<TrackerReads, 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow | null> {
+async function findWorkspace(
+  store: Pick<TrackerReads, 'getWorkspaceBySlug'>,
+  slug: string,
+): Promise<WorkspaceRow | null> {
   const ws = await store.getWorkspaceBySlug(slug);
-  if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
+  if (ws && ws.deletedAt !== null)
+    throw new InvalidWrite(`workspace "${slug}" is deleted; restore it before importing into it`);
   return ws;
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(
+  store: Pick<QueueStore, 'listJobs'>,
+  workspaceId: string,
+  since: number,
+): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }
 
 /** The one line for input with no well-formed row (`not beads JSONL: 0 of 182 lines parsed; …`). */
 function notBeadsMessage(linesRead: number, first: RejectedLine | null): string {
-  const where = first ? `; first error at line ${first.line}: ${first.detail ?? REJECT_WORDS[first.reason]}` : '; the input has no lines';
+  const where = first
+    ? `; first error at line ${first.line}: ${first.detail ?? REJECT_WORDS[first.reason]}`
+    : '; the input has no lines';
   return `not beads JSONL: 0 of ${linesRead} lines parsed${where}; nothing was imported (pass a beads export: one JSON object per line, see docs/guide.md)`;
 }
 
@@ -513,11 +538,21 @@ export function parseBeadsLine(text: string): ParsedBeadsLine {
     return { ok: false, reason: 'bad_json', detail: 'not JSON' }; // the parser's message quotes the line: never keep it
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    return { ok: false, reason: 'not_an_object', detail: Array.isArray(json) ? 'a JSON array, not one object per line' : 'JSON, but not an object' };
+    return {
+      ok: false,
+      reason: 'not_an_object',
+      detail: Array.isArray(json) ? 'a JSON array, not one object per line' : 'JSON, but not an object',
+    };
   }
   const rawId = (json as { id?: unknown }).id;
   const parsed = beadsRowSchema.safeParse(json);
-  if (!parsed.success) return { ok: false, reason: 'invalid_row', detail: describeIssues(parsed.error.issues), id: typeof rawId === 'string' ? rawId : undefined };
+  if (!parsed.success)
+    return {
+      ok: false,
+      reason: 'invalid_row',
+      detail: describeIssues(parsed.error.issues),
+      id: typeof rawId === 'string' ? rawId : undefined,
+    };
   return { ok: true, row: parsed.data };
 }
 
@@ -545,7 +580,12 @@ export async function assertBeadsFile(path: string): Promise<void> {
   throw new InvalidInput(notBeadsMessage(read, first));
 }
 
-async function createCollection(store: TrackerStore, ws: WorkspaceRow, slug: string, report: ImportReport): Promise<CollectionRow> {
+async function createCollection(
+  store: TrackerStore,
+  ws: WorkspaceRow,
+  slug: string,
+  report: ImportReport,
+): Promise<CollectionRow> {
   const c = await store.createCollection({
     id: deriveId(ws.id, 'collection', slug),
     workspaceId: ws.id,
@@ -558,7 +598,10 @@ async function createCollection(store: TrackerStore, ws: WorkspaceRow, slug: str
 }
 
 /** A tombstone's deletion time: `deleted_at`, else `updated_at`, else `created_at`, else now. */
-async function tombstoneTime(store: TrackerStore, row: { deleted_at?: string | null; updated_at?: string | null; created_at?: string | null }): Promise<number> {
+async function tombstoneTime(
+  store: TrackerStore,
+  row: { deleted_at?: string | null; updated_at?: string | null; created_at?: string | null },
+): Promise<number> {
   for (const t of [row.deleted_at, row.updated_at, row.created_at]) {
     if (t) return parseRfc3339(t)!;
   }

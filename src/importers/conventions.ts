@@ -80,7 +80,9 @@ export class InvalidConventionsFile extends VerdictError {
   readonly code = 'invalid_conventions_file';
   /** `problem` says what is wrong; the message adds where the file's shape is shown. */
   constructor(file: string, problem: string) {
-    super(`conventions file ${file}: ${problem}; a conventions file is JSON or YAML with a \`conventions:\` list, as examples/beads-conventions.yaml shows`);
+    super(
+      `conventions file ${file}: ${problem}; a conventions file is JSON or YAML with a \`conventions:\` list, as examples/beads-conventions.yaml shows`,
+    );
   }
 }
 
@@ -99,7 +101,10 @@ export function readConventionsFile(file: string): ConventionsFile {
   try {
     doc = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text, { uniqueKeys: true });
   } catch (err) {
-    throw new InvalidConventionsFile(file, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`);
+    throw new InvalidConventionsFile(
+      file,
+      `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${parserProblem(err)}`,
+    );
   }
   const r = conventionsFileSchema.safeParse(doc);
   if (!r.success) {
@@ -130,24 +135,41 @@ export interface ConventionsImportReport {
  * @throws InvalidWrite when a collection of that slug exists but is not a conventions collection,
  *   the workspace is deleted, or a ref is held by another item.
  */
-export async function importConventions(store: Pick<TrackerStore, 'createCollection' | 'createWorkspace' | 'getItemByRef' | 'getWorkspaceBySlug' | 'listCollections' | 'upsertItem'>, doc: ConventionsFile, workspaceSlug: string): Promise<ConventionsImportReport> {
+export async function importConventions(
+  store: Pick<
+    TrackerStore,
+    'createCollection' | 'createWorkspace' | 'getItemByRef' | 'getWorkspaceBySlug' | 'listCollections' | 'upsertItem'
+  >,
+  doc: ConventionsFile,
+  workspaceSlug: string,
+): Promise<ConventionsImportReport> {
   const ws = await openWorkspace(store, workspaceSlug);
   const collection = await conventionsCollection(store, ws, doc.collection);
-  const report: ConventionsImportReport = { workspaceId: ws.id, collectionId: collection.id, created: 0, updated: 0, unchanged: 0 };
+  const report: ConventionsImportReport = {
+    workspaceId: ws.id,
+    collectionId: collection.id,
+    created: 0,
+    updated: 0,
+    unchanged: 0,
+  };
   for (const c of doc.conventions) {
     const id = deriveId(ws.id, 'convention', c.ref);
     const holder = await store.getItemByRef(ws.id, c.ref);
-    if (holder && holder.id !== id) throw new InvalidWrite(`ref ${c.ref} is held by another item of workspace ${workspaceSlug}`);
-    const r = await store.upsertItem({
-      id,
-      workspaceId: ws.id,
-      collectionId: collection.id,
-      ref: c.ref,
-      title: c.title,
-      content: c.body,
-      fields: { status: c.status, trigger: c.trigger, decision_check: c.decision_check },
-      deletedAt: null,
-    }, CONVENTIONS_IMPORT_OWE);
+    if (holder && holder.id !== id)
+      throw new InvalidWrite(`ref ${c.ref} is held by another item of workspace ${workspaceSlug}`);
+    const r = await store.upsertItem(
+      {
+        id,
+        workspaceId: ws.id,
+        collectionId: collection.id,
+        ref: c.ref,
+        title: c.title,
+        content: c.body,
+        fields: { status: c.status, trigger: c.trigger, decision_check: c.decision_check },
+        deletedAt: null,
+      },
+      CONVENTIONS_IMPORT_OWE,
+    );
     if (!holder) report.created++;
     else if (r.changed) report.updated++;
     else report.unchanged++;
@@ -155,16 +177,26 @@ export async function importConventions(store: Pick<TrackerStore, 'createCollect
   return report;
 }
 
-async function openWorkspace(store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug'>, slug: string): Promise<WorkspaceRow> {
+async function openWorkspace(
+  store: Pick<TrackerStore, 'createWorkspace' | 'getWorkspaceBySlug'>,
+  slug: string,
+): Promise<WorkspaceRow> {
   const ws = await store.getWorkspaceBySlug(slug);
   if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${slug}" is deleted; restore it first`);
   return ws ?? (await store.createWorkspace({ id: deriveId('workspace', slug), slug }));
 }
 
-async function conventionsCollection(store: Pick<TrackerStore, 'createCollection' | 'listCollections'>, ws: WorkspaceRow, slug: string): Promise<CollectionRow> {
+async function conventionsCollection(
+  store: Pick<TrackerStore, 'createCollection' | 'listCollections'>,
+  ws: WorkspaceRow,
+  slug: string,
+): Promise<CollectionRow> {
   const existing = (await store.listCollections(ws.id)).find((c) => c.slug === slug);
   if (existing) {
-    if (existing.settings.role !== CONVENTIONS_ROLE) throw new InvalidWrite(`collection "${slug}" exists and is not a conventions collection (settings.role is not "conventions")`);
+    if (existing.settings.role !== CONVENTIONS_ROLE)
+      throw new InvalidWrite(
+        `collection "${slug}" exists and is not a conventions collection (settings.role is not "conventions")`,
+      );
     if (existing.deletedAt !== null) throw new InvalidWrite(`collection "${slug}" is deleted; restore it first`);
     return existing;
   }

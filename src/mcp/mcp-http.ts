@@ -46,7 +46,10 @@ interface Session {
 
 /** A JSON-RPC error answer with no id (the transport's own shape for transport-level refusals). */
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
-  return reply.code(status).header('content-type', 'application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
+  return reply
+    .code(status)
+    .header('content-type', 'application/json')
+    .send({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
 /** Session limits of `/mcp`; each defaults to the constant of its name. Tests shorten them. */
@@ -112,7 +115,13 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     const token = req.apiToken!;
     // One HTTP request, one message: MCP 2025-06-18 has no JSON-RPC batches, and a batch would run
     // up to 100 calls as one request of the per-token rate limit.
-    if (Array.isArray(req.body)) return rpcError(reply, 400, -32600, 'Invalid Request: JSON-RPC batches are not accepted; send one message per request');
+    if (Array.isArray(req.body))
+      return rpcError(
+        reply,
+        400,
+        -32600,
+        'Invalid Request: JSON-RPC batches are not accepted; send one message per request',
+      );
     const sid = req.headers['mcp-session-id'];
     if (typeof sid === 'string') {
       const s = sessions.get(sid);
@@ -122,12 +131,20 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       if (req.method === 'DELETE') close(sid, 'deleted');
       return reply;
     }
-    if (req.method !== 'POST' || !isInitializeRequest(req.body)) return rpcError(reply, 400, -32000, 'Bad Request: send initialize first, or the Mcp-Session-Id it answered with');
+    if (req.method !== 'POST' || !isInitializeRequest(req.body))
+      return rpcError(reply, 400, -32000, 'Bad Request: send initialize first, or the Mcp-Session-Id it answered with');
     // The session keeps the handshake's clientInfo for its life: a name is a name, not a megabyte.
-    if (JSON.stringify(req.body.params.clientInfo).length > CLIENT_INFO_MAX_CHARS) return rpcError(reply, 400, -32602, `clientInfo is limited to ${CLIENT_INFO_MAX_CHARS} characters of JSON`);
+    if (JSON.stringify(req.body.params.clientInfo).length > CLIENT_INFO_MAX_CHARS)
+      return rpcError(reply, 400, -32602, `clientInfo is limited to ${CLIENT_INFO_MAX_CHARS} characters of JSON`);
     // A token at its own cap makes room when its new session is open (below), so it is not counted here.
     const others = [...sessions.values()].filter((s) => s.token.id !== token.id).length;
-    if (others + Math.min(perToken - 1, [...sessions.values()].filter((s) => s.token.id === token.id).length) >= max) return rpcError(reply.header('retry-after', '60'), 503, -32000, 'Too many MCP sessions on this server; try again later');
+    if (others + Math.min(perToken - 1, [...sessions.values()].filter((s) => s.token.id === token.id).length) >= max)
+      return rpcError(
+        reply.header('retry-after', '60'),
+        503,
+        -32000,
+        'Too many MCP sessions on this server; try again later',
+      );
 
     let session: Session | null = null;
     const transport = new StreamableHTTPServerTransport({
@@ -135,8 +152,11 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         // Only an initialize the transport accepted costs the token its least recently used session.
-        const mine = [...sessions].filter(([, s]) => s.token.id === token.id).sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
-        for (const [old] of mine.slice(0, Math.max(0, mine.length - perToken + 1))) close(old, 'the token opened one more');
+        const mine = [...sessions]
+          .filter(([, s]) => s.token.id === token.id)
+          .sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
+        for (const [old] of mine.slice(0, Math.max(0, mine.length - perToken + 1)))
+          close(old, 'the token opened one more');
         sessions.set(id, session!);
         logger.info({ token: token.id, sessions: sessions.size }, 'mcp session opened');
       },
@@ -151,25 +171,56 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     await server.connect(transport);
     await serve(req, reply, opened);
     // An initialize the transport refused (a bad Accept, a bad protocol version) opened nothing.
-    if (transport.sessionId === undefined || !sessions.has(transport.sessionId)) void transport.close().catch(() => undefined);
+    if (transport.sessionId === undefined || !sessions.has(transport.sessionId))
+      void transport.close().catch(() => undefined);
     return reply;
   };
 
   const config = { role: 'read' as const };
   // Documented in /v1/openapi.json; the JSON-RPC messages themselves are MCP's (its specification, not this document).
-  const rpcRefusal = z.object({ jsonrpc: z.string(), error: z.object({ code: z.number(), message: z.string() }) }).loose();
+  const rpcRefusal = z
+    .object({ jsonrpc: z.string(), error: z.object({ code: z.number(), message: z.string() }) })
+    .loose();
   const refusal = z.object({ error: z.string(), message: z.string() }).loose();
   const doc = (summary: string, description: string) => ({
     tags: ['mcp'],
     summary,
     description,
     // 403 is the Origin check's JSON-RPC refusal, or the token check's plain one.
-    response: { 400: rpcRefusal, 401: refusal, 403: z.union([rpcRefusal, refusal]), 404: rpcRefusal, 405: rpcRefusal, 429: refusal, 503: rpcRefusal },
+    response: {
+      400: rpcRefusal,
+      401: refusal,
+      403: z.union([rpcRefusal, refusal]),
+      404: rpcRefusal,
+      405: rpcRefusal,
+      429: refusal,
+      503: rpcRefusal,
+    },
   });
-  const streamable = 'The MCP server over Streamable HTTP (JSON responses, no SSE stream), under the same bearer tokens as `/v1` (read role; `verdict_record` and `proposal_decide` need write). A session starts with `initialize` and continues with the `Mcp-Session-Id` it answered; a session belongs to its token.';
+  const streamable =
+    'The MCP server over Streamable HTTP (JSON responses, no SSE stream), under the same bearer tokens as `/v1` (read role; `verdict_record` and `proposal_decide` need write). A session starts with `initialize` and continues with the `Mcp-Session-Id` it answered; a session belongs to its token.';
   app.post('/mcp', { config, schema: doc('MCP messages (JSON-RPC)', streamable) }, handler);
-  app.delete('/mcp', { config, schema: doc('End an MCP session', 'Closes the session named by `Mcp-Session-Id`. ' + streamable) }, handler);
-  app.get('/mcp', { config, schema: doc('No SSE stream (405)', 'This server offers no server-to-client stream: always 405 with `Allow: POST, DELETE`.') }, async (_req, reply) => {
-    return rpcError(reply.header('allow', 'POST, DELETE'), 405, -32000, 'Method not allowed: this server offers no SSE stream');
-  });
+  app.delete(
+    '/mcp',
+    { config, schema: doc('End an MCP session', 'Closes the session named by `Mcp-Session-Id`. ' + streamable) },
+    handler,
+  );
+  app.get(
+    '/mcp',
+    {
+      config,
+      schema: doc(
+        'No SSE stream (405)',
+        'This server offers no server-to-client stream: always 405 with `Allow: POST, DELETE`.',
+      ),
+    },
+    async (_req, reply) => {
+      return rpcError(
+        reply.header('allow', 'POST, DELETE'),
+        405,
+        -32000,
+        'Method not allowed: this server offers no SSE stream',
+      );
+    },
+  );
 }

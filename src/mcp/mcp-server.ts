@@ -2,14 +2,30 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import { ErrorCode, McpError, type CallToolResult, type ReadResourceResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { roleAllows, tokenAuthor } from '../access/tokens.js';
-import { decisionJson, decisionView, flagRowView, itemJson, itemSetStatus, itemView, statusView, verdictRowJson, verdictRowView } from '../compose/read-schemas.js';
+import {
+  decisionJson,
+  decisionView,
+  flagRowView,
+  itemJson,
+  itemSetStatus,
+  itemView,
+  statusView,
+  verdictRowJson,
+  verdictRowView,
+} from '../compose/read-schemas.js';
 import type { Verdict } from '../compose/verdict.js';
 import { errCode, VerdictError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { VERSION } from '../version.js';
 import { isoTimesBySchema, isoTimesSchema } from '../compose/iso-times.js';
 import { registerProposalTools } from './proposal-tools.js';
-import { flagsListSummary, itemGetSummary, itemSearchSummary, statusGetSummary, verdictRecordSummary } from './summaries.js';
+import {
+  flagsListSummary,
+  itemGetSummary,
+  itemSearchSummary,
+  statusGetSummary,
+  verdictRecordSummary,
+} from './summaries.js';
 import type { FieldScalar } from '../store/tracker-reads.js';
 import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
 
@@ -48,7 +64,15 @@ import type { ApiTokenRole, ApiTokenRow } from '../store/access-store.js';
  */
 
 /** The tools, in the order they are listed. */
-export const MCP_TOOL_NAMES = ['item_get', 'flags_list', 'item_search', 'status_get', 'verdict_record', 'proposals_list', 'proposal_decide'] as const;
+export const MCP_TOOL_NAMES = [
+  'item_get',
+  'flags_list',
+  'item_search',
+  'status_get',
+  'verdict_record',
+  'proposals_list',
+  'proposal_decide',
+] as const;
 
 /** Most rows a `flags_list` or `item_search` page returns (an agent's context is the budget). */
 const MCP_PAGE_MAX = 100;
@@ -81,8 +105,9 @@ class ToolRefusal extends Error {}
  */
 function failureOf(err: unknown): { known: boolean; code: string; message: string } {
   if (err instanceof ToolRefusal) return { known: true, code: 'refused', message: err.message };
-  if (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code)) return { known: true, code: err.code, message: err.message };
-  const code = err instanceof VerdictError ? err.code : (errCode(err));
+  if (err instanceof VerdictError && ['not_found', 'invalid_input', 'invalid_write', 'conflict'].includes(err.code))
+    return { known: true, code: err.code, message: err.message };
+  const code = err instanceof VerdictError ? err.code : errCode(err);
   return { known: false, code, message: 'the store failed; try again' };
 }
 
@@ -103,16 +128,25 @@ const limit = z.number().int().min(1).max(MCP_PAGE_MAX).default(20).describe(`Ro
 const itemGetInput = z.strictObject({ ref });
 const itemGetOutput = z.object({
   item: itemView,
-  decisions: z.array(decisionView).describe('Every stored decision; `current` false comes with `staleReason` (and `changedParts`)'),
-  sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: applies or why not, and its owed job'),
-  verdicts: z.array(verdictRowView).describe('People\u2019s (and agents\u2019) verdicts, oldest first: the latest of a key is in force'),
+  decisions: z
+    .array(decisionView)
+    .describe('Every stored decision; `current` false comes with `staleReason` (and `changedParts`)'),
+  sets: z
+    .array(itemSetStatus)
+    .describe('Every set registered for the item\u2019s collection: applies or why not, and its owed job'),
+  verdicts: z
+    .array(verdictRowView)
+    .describe('People\u2019s (and agents\u2019) verdicts, oldest first: the latest of a key is in force'),
 });
 
 const flagsListInput = z.strictObject({
   set: z.string().min(1).max(200).optional().describe('One question set; every set when left out (one page each)'),
   collection: z.string().min(1).max(200).optional().describe('Only items of this collection (slug)'),
   key: z.string().min(1).max(600).optional().describe('Only this question key'),
-  currency: z.enum(['current', 'stale', 'all']).default('all').describe('`current`: asked about the item as it is now; `stale`: still surfacing while a re-ask is owed'),
+  currency: z
+    .enum(['current', 'stale', 'all'])
+    .default('all')
+    .describe('`current`: asked about the item as it is now; `stale`: still surfacing while a re-ask is owed'),
   limit,
   offset: z.number().int().min(0).default(0).describe('Rows skipped, per set'),
 });
@@ -144,8 +178,12 @@ const fieldFilters = z.preprocess(
   },
   z
     .record(z.string().min(1).max(200), fieldScalar)
-    .refine((f) => Object.keys(f).length <= MCP_FIELD_FILTERS_MAX, { message: `at most ${MCP_FIELD_FILTERS_MAX} fields` })
-    .describe('Top-level fields equal to these JSON scalars (`{"status":"open","priority":1}`); an array field never equals a scalar'),
+    .refine((f) => Object.keys(f).length <= MCP_FIELD_FILTERS_MAX, {
+      message: `at most ${MCP_FIELD_FILTERS_MAX} fields`,
+    })
+    .describe(
+      'Top-level fields equal to these JSON scalars (`{"status":"open","priority":1}`); an array field never equals a scalar',
+    ),
 );
 const itemSearchInput = z.strictObject({
   refPrefix: z.string().min(1).max(500).optional().describe('Refs starting with this (case matters)'),
@@ -155,7 +193,16 @@ const itemSearchInput = z.strictObject({
   after: z.string().min(1).max(200).optional().describe('The previous page\u2019s `next`'),
 });
 const itemSearchOutput = z.object({
-  items: z.array(z.object({ id: z.string(), ref: z.string(), title: z.string(), collection: z.string(), fields: z.record(z.string(), z.unknown()), updatedAt: z.number() })),
+  items: z.array(
+    z.object({
+      id: z.string(),
+      ref: z.string(),
+      title: z.string(),
+      collection: z.string(),
+      fields: z.record(z.string(), z.unknown()),
+      updatedAt: z.number(),
+    }),
+  ),
   next: z.string().nullable().describe('Pass as `after` for the next page; null on the last page'),
 });
 
@@ -163,13 +210,21 @@ const statusGetInput = z.strictObject({});
 const statusGetOutput = statusView.extend({
   queue: z.object({
     oldestOwedAgeMs: z.number().nullable().describe('Age of the oldest owed job, ms'),
-    parked: z.object({ count: z.number(), reasons: z.array(z.object({ reason: z.string(), count: z.number() })) }).describe('Jobs parked after their refusal limit: a person must look'),
+    parked: z
+      .object({ count: z.number(), reasons: z.array(z.object({ reason: z.string(), count: z.number() })) })
+      .describe('Jobs parked after their refusal limit: a person must look'),
     failingSets: z.array(z.object({ set: z.string(), jobs: z.number(), lastErrorAt: z.number().nullable() })),
     workersAlive: z.number().describe('Workers whose heartbeat is fresh'),
   }),
   spend: z
     .object({
-      last24h: z.object({ calls: z.number(), inputTokens: z.number(), outputTokens: z.number(), costUsd: z.number(), unpriced: z.array(z.string()) }),
+      last24h: z.object({
+        calls: z.number(),
+        inputTokens: z.number(),
+        outputTokens: z.number(),
+        costUsd: z.number(),
+        unpriced: z.array(z.string()),
+      }),
       dailyCap: z.object({ capTokens: z.number().nullable(), usedTokens: z.number(), resetsInMs: z.number() }),
     })
     .nullable()
@@ -182,11 +237,23 @@ const verdictRecordInput = z.strictObject({
   set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
   verdict: z
     .enum(['agree', 'disagree', 'value', 'withdraw'])
-    .describe('`agree`/`disagree` with the model\u2019s current answer, `value` to override it, or `withdraw` the verdict this client and token gave on the key (the model\u2019s answer is in force again)'),
-  value: z.union([z.boolean(), z.number(), z.string().max(200)]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level (score)'),
-  note: z.string().min(1).max(8_000).describe('Why, in a sentence or two (at most 2,000 code points): people read it beside the verdict'),
+    .describe(
+      '`agree`/`disagree` with the model\u2019s current answer, `value` to override it, or `withdraw` the verdict this client and token gave on the key (the model\u2019s answer is in force again)',
+    ),
+  value: z
+    .union([z.boolean(), z.number(), z.string().max(200)])
+    .optional()
+    .describe('With `value` only: true/false or a probability (noul), an option (choice), a level (score)'),
+  note: z
+    .string()
+    .min(1)
+    .max(8_000)
+    .describe('Why, in a sentence or two (at most 2,000 code points): people read it beside the verdict'),
 });
-const verdictRecordOutput = z.object({ verdict: verdictRowView, inForce: z.boolean().describe('The value now overrides the model for reads and flags') });
+const verdictRecordOutput = z.object({
+  verdict: verdictRowView,
+  inForce: z.boolean().describe('The value now overrides the model for reads and flags'),
+});
 
 /**
  * Builds the MCP server for one caller (not connected: `connect(transport)`). One server serves
@@ -208,20 +275,34 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
    * anything else. The result's times become ISO 8601 where `output` (the tool's schema in epoch
    * milliseconds) declares them, so a tracker's own data (an item's `fields`) is left as it is.
    */
-  const run = async <T extends Record<string, unknown>>(tool: string, role: ApiTokenRole, output: z.ZodType, body: (token: ApiTokenRow) => Promise<T>, summary: (out: NoInfer<T>) => string): Promise<CallToolResult> => {
+  const run = async <T extends Record<string, unknown>>(
+    tool: string,
+    role: ApiTokenRole,
+    output: z.ZodType,
+    body: (token: ApiTokenRow) => Promise<T>,
+    summary: (out: NoInfer<T>) => string,
+  ): Promise<CallToolResult> => {
     const t0 = performance.now();
     let token: string | null = null;
     try {
       const t = await o.principal();
       if (!t) throw new ToolRefusal(TOKEN_GONE);
       token = t.id;
-      if (!roleAllows(t.role, role)) throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
+      if (!roleAllows(t.role, role))
+        throw new ToolRefusal(`this needs a token of role ${role} or above; this one is ${t.role}`);
       const out = await body(t);
       logger.info({ tool, token, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp tool call');
-      return { structuredContent: isoTimesBySchema(output, out), content: [{ type: 'text', text: `${summary(out)}\n(${FULL_RESULT})` }] };
+      return {
+        structuredContent: isoTimesBySchema(output, out),
+        content: [{ type: 'text', text: `${summary(out)}\n(${FULL_RESULT})` }],
+      };
     } catch (err) {
       const f = failureOf(err);
-      (f.known ? logger.info : logger.error).call(logger, { tool, token, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp tool call');
+      (f.known ? logger.info : logger.error).call(
+        logger,
+        { tool, token, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) },
+        'mcp tool call',
+      );
       return { isError: true, content: [{ type: 'text', text: f.message }] };
     }
   };
@@ -229,23 +310,34 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
   /** `item_get`'s result, or a refusal for an unknown or deleted item. */
   const itemRead = async (token: ApiTokenRow, itemRef: string): Promise<z.infer<typeof itemGetOutput>> => {
     const out = await v.reader.item(itemRef, { workspace: token.workspaceSlug });
-    if (!out || out.item.deletedAt !== null) throw new ToolRefusal(`no live item of ref ${JSON.stringify(itemRef)} in this workspace`);
-    return { item: itemJson(out.item, out.collection), decisions: out.decisions.map(decisionJson), sets: out.sets, verdicts: out.verdicts.map(verdictRowJson) };
+    if (!out || out.item.deletedAt !== null)
+      throw new ToolRefusal(`no live item of ref ${JSON.stringify(itemRef)} in this workspace`);
+    return {
+      item: itemJson(out.item, out.collection),
+      decisions: out.decisions.map(decisionJson),
+      sets: out.sets,
+      verdicts: out.verdicts.map(verdictRowJson),
+    };
   };
 
   /** Refuses a `flags_list` key filter no set of `names` asks in the workspace, naming the keys they ask. */
   const knownKey = async (token: ApiTokenRow, names: string[], key: string): Promise<void> => {
     const asked = new Set<string>();
-    for (const name of names) for (const k of (await v.reader.keys(name, { workspace: token.workspaceSlug })) ?? []) asked.add(k);
+    for (const name of names)
+      for (const k of (await v.reader.keys(name, { workspace: token.workspaceSlug })) ?? []) asked.add(k);
     const base = key.includes('@') ? key.slice(0, key.indexOf('@')) : key;
-    if (!asked.has(base)) throw new ToolRefusal(`no question set${names.length === 1 ? ` ${JSON.stringify(names[0])}` : ''} asks key ${JSON.stringify(key)}; the keys asked: ${[...asked].sort().join(', ') || 'none'}`);
+    if (!asked.has(base))
+      throw new ToolRefusal(
+        `no question set${names.length === 1 ? ` ${JSON.stringify(names[0])}` : ''} asks key ${JSON.stringify(key)}; the keys asked: ${[...asked].sort().join(', ') || 'none'}`,
+      );
   };
 
   server.registerTool(
     'item_get',
     {
       title: 'One item\u2019s decisions',
-      description: 'An item by ref with every stored decision (current, or why it is stale), where each question set stands (applies or why not, its owed job), and people\u2019s verdicts.',
+      description:
+        'An item by ref with every stored decision (current, or why it is stale), where each question set stands (applies or why not, its owed job), and people\u2019s verdicts.',
       inputSchema: itemGetInput,
       outputSchema: isoTimesSchema(itemGetOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
@@ -257,96 +349,173 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
     'flags_list',
     {
       title: 'What needs a human',
-      description: 'Surfaced decisions (a noul at or above its threshold) per question set, highest probability first, with whether each is current; paged per set.',
+      description:
+        'Surfaced decisions (a noul at or above its threshold) per question set, highest probability first, with whether each is current; paged per set.',
       inputSchema: flagsListInput,
       outputSchema: isoTimesSchema(flagsListOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('flags_list', 'read', flagsListOutput, async (token: ApiTokenRow) => {
-        const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
-        const sets: z.infer<typeof flagsListOutput>['sets'] = [];
-        if (args.key !== undefined) await knownKey(token, names, args.key);
-        for (const set of names) {
-          const page = await v.reader.surfaced(set, { workspace: token.workspaceSlug, collection: args.collection, key: args.key, currency: args.currency, limit: args.limit, offset: args.offset });
-          if (!page) throw new ToolRefusal(`no question set ${JSON.stringify(set)} here; sets: ${v.registry.all().map((s) => s.name).join(', ')}`);
-          const nextOffset = args.offset + page.rows.length < page.total ? args.offset + page.rows.length : null;
-          sets.push({ set, total: page.total, offset: args.offset, nextOffset, failing: page.failing, rows: page.rows.map(({ itemId: _itemId, key: _key, ...row }) => row) });
-        }
-        return { sets };
-      }, flagsListSummary),
+      run(
+        'flags_list',
+        'read',
+        flagsListOutput,
+        async (token: ApiTokenRow) => {
+          const names = args.set !== undefined ? [args.set] : v.registry.all().map((s) => s.name);
+          const sets: z.infer<typeof flagsListOutput>['sets'] = [];
+          if (args.key !== undefined) await knownKey(token, names, args.key);
+          for (const set of names) {
+            const page = await v.reader.surfaced(set, {
+              workspace: token.workspaceSlug,
+              collection: args.collection,
+              key: args.key,
+              currency: args.currency,
+              limit: args.limit,
+              offset: args.offset,
+            });
+            if (!page)
+              throw new ToolRefusal(
+                `no question set ${JSON.stringify(set)} here; sets: ${v.registry
+                  .all()
+                  .map((s) => s.name)
+                  .join(', ')}`,
+              );
+            const nextOffset = args.offset + page.rows.length < page.total ? args.offset + page.rows.length : null;
+            sets.push({
+              set,
+              total: page.total,
+              offset: args.offset,
+              nextOffset,
+              failing: page.failing,
+              rows: page.rows.map(({ itemId: _itemId, key: _key, ...row }) => row),
+            });
+          }
+          return { sets };
+        },
+        flagsListSummary,
+      ),
   );
 
   server.registerTool(
     'item_search',
     {
       title: 'Find items',
-      description: 'Live items of this workspace by ref prefix, collection and field equality, in id order, a page at a time (no item text beyond the title).',
+      description:
+        'Live items of this workspace by ref prefix, collection and field equality, in id order, a page at a time (no item text beyond the title).',
       inputSchema: itemSearchInput,
       outputSchema: isoTimesSchema(itemSearchOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
-      run('item_search', 'read', itemSearchOutput, async (token: ApiTokenRow) => {
-        const collections = await v.store.listCollections(token.workspaceId);
-        let collectionId: string | undefined;
-        if (args.collection !== undefined) {
-          const c = collections.find((x) => x.slug === args.collection && x.deletedAt === null);
-          if (!c) throw new ToolRefusal(`no collection ${JSON.stringify(args.collection)} here; collections: ${collections.filter((x) => x.deletedAt === null).map((x) => x.slug).join(', ')}`);
-          collectionId = c.id;
-        }
-        const slugs = new Map(collections.map((c) => [c.id, c.slug]));
-        if (args.after !== undefined && (await v.store.getItem(args.after))?.workspaceId !== token.workspaceId) {
-          throw new ToolRefusal(`after ${JSON.stringify(args.after)} is not a cursor of this search: pass the previous page\u2019s \`next\`, or leave it out for the first page`);
-        }
-        // One row more than the page tells whether another page follows, so `next` is null on the last one.
-        const found = await v.store.listItems({ workspaceId: token.workspaceId, collectionId, refPrefix: args.refPrefix, fieldsEqual: args.fields as Record<string, FieldScalar> | undefined, afterId: args.after, limit: args.limit + 1 });
-        const rows = found.slice(0, args.limit);
-        const items = rows.map((i) => {
-          const { id, ref: r, title, fields, updatedAt } = itemJson(i, '');
-          return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
-        });
-        return { items, next: found.length > args.limit ? rows[rows.length - 1].id : null };
-      }, itemSearchSummary),
+      run(
+        'item_search',
+        'read',
+        itemSearchOutput,
+        async (token: ApiTokenRow) => {
+          const collections = await v.store.listCollections(token.workspaceId);
+          let collectionId: string | undefined;
+          if (args.collection !== undefined) {
+            const c = collections.find((x) => x.slug === args.collection && x.deletedAt === null);
+            if (!c)
+              throw new ToolRefusal(
+                `no collection ${JSON.stringify(args.collection)} here; collections: ${collections
+                  .filter((x) => x.deletedAt === null)
+                  .map((x) => x.slug)
+                  .join(', ')}`,
+              );
+            collectionId = c.id;
+          }
+          const slugs = new Map(collections.map((c) => [c.id, c.slug]));
+          if (args.after !== undefined && (await v.store.getItem(args.after))?.workspaceId !== token.workspaceId) {
+            throw new ToolRefusal(
+              `after ${JSON.stringify(args.after)} is not a cursor of this search: pass the previous page\u2019s \`next\`, or leave it out for the first page`,
+            );
+          }
+          // One row more than the page tells whether another page follows, so `next` is null on the last one.
+          const found = await v.store.listItems({
+            workspaceId: token.workspaceId,
+            collectionId,
+            refPrefix: args.refPrefix,
+            fieldsEqual: args.fields as Record<string, FieldScalar> | undefined,
+            afterId: args.after,
+            limit: args.limit + 1,
+          });
+          const rows = found.slice(0, args.limit);
+          const items = rows.map((i) => {
+            const { id, ref: r, title, fields, updatedAt } = itemJson(i, '');
+            return { id, ref: r, title, collection: slugs.get(i.collectionId) ?? '', fields, updatedAt };
+          });
+          return { items, next: found.length > args.limit ? rows[rows.length - 1].id : null };
+        },
+        itemSearchSummary,
+      ),
   );
 
   server.registerTool(
     'status_get',
     {
       title: 'Queue and spend',
-      description: 'The workspace\u2019s items and owed jobs by set (due, waiting, in flight, parked, failing), parked reasons, failing sets and live workers; for an admin token also the server\u2019s provider spend over 24 hours and the daily token cap.',
+      description:
+        'The workspace\u2019s items and owed jobs by set (due, waiting, in flight, parked, failing), parked reasons, failing sets and live workers; for an admin token also the server\u2019s provider spend over 24 hours and the daily token cap.',
       inputSchema: statusGetInput,
       outputSchema: isoTimesSchema(statusGetOutput),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     () =>
-      run('status_get', 'read', statusGetOutput, async (token: ApiTokenRow) => {
-        // The queue read holds the job counts by set already: no second read of them for `jobs`.
-        const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
-        if (!queue) throw new ToolRefusal('the token\u2019s workspace is gone');
-        const jobs = queue.bySet.map(({ questionSet, due, waiting, inFlight, parked, failing, oldestOwedAt, lastErrorAt }) => ({ questionSet, due, waiting, inFlight, parked, failing, oldestOwedAt, lastErrorAt }));
-        let spend: z.infer<typeof statusGetOutput>['spend'] = null;
-        if (roleAllows(token.role, 'admin')) {
-          const s = await v.reader.spend({ windowMs: 24 * 3_600_000 });
-          const t = s.totals;
-          spend = {
-            last24h: { calls: t.calls, inputTokens: t.inputTokens, outputTokens: t.outputTokens, costUsd: t.costUsd, unpriced: t.unpriced },
-            dailyCap: { capTokens: s.dailyCap.capTokens, usedTokens: s.dailyCap.usedTokens, resetsInMs: s.dailyCap.resetsInMs },
+      run(
+        'status_get',
+        'read',
+        statusGetOutput,
+        async (token: ApiTokenRow) => {
+          // The queue read holds the job counts by set already: no second read of them for `jobs`.
+          const queue = await v.reader.queue({ workspace: token.workspaceSlug, parkedShown: 0 });
+          if (!queue) throw new ToolRefusal('the token\u2019s workspace is gone');
+          const jobs = queue.bySet.map(
+            ({ questionSet, due, waiting, inFlight, parked, failing, oldestOwedAt, lastErrorAt }) => ({
+              questionSet,
+              due,
+              waiting,
+              inFlight,
+              parked,
+              failing,
+              oldestOwedAt,
+              lastErrorAt,
+            }),
+          );
+          let spend: z.infer<typeof statusGetOutput>['spend'] = null;
+          if (roleAllows(token.role, 'admin')) {
+            const s = await v.reader.spend({ windowMs: 24 * 3_600_000 });
+            const t = s.totals;
+            spend = {
+              last24h: {
+                calls: t.calls,
+                inputTokens: t.inputTokens,
+                outputTokens: t.outputTokens,
+                costUsd: t.costUsd,
+                unpriced: t.unpriced,
+              },
+              dailyCap: {
+                capTokens: s.dailyCap.capTokens,
+                usedTokens: s.dailyCap.usedTokens,
+                resetsInMs: s.dailyCap.resetsInMs,
+              },
+            };
+          }
+          return {
+            workspace: token.workspaceSlug,
+            items: await v.store.countItems(token.workspaceId),
+            jobs,
+            queue: {
+              oldestOwedAgeMs: queue.oldestOwedAgeMs,
+              parked: { count: queue.parked.count, reasons: queue.parked.reasons },
+              failingSets: queue.failingSets.map((f) => ({ set: f.set, jobs: f.jobs, lastErrorAt: f.lastErrorAt })),
+              workersAlive: queue.workers.filter((w) => w.alive).length,
+            },
+            spend,
           };
-        }
-        return {
-          workspace: token.workspaceSlug,
-          items: await v.store.countItems(token.workspaceId),
-          jobs,
-          queue: {
-            oldestOwedAgeMs: queue.oldestOwedAgeMs,
-            parked: { count: queue.parked.count, reasons: queue.parked.reasons },
-            failingSets: queue.failingSets.map((f) => ({ set: f.set, jobs: f.jobs, lastErrorAt: f.lastErrorAt })),
-            workersAlive: queue.workers.filter((w) => w.alive).length,
-          },
-          spend,
-        };
-      }, statusGetSummary),
+        },
+        statusGetSummary,
+      ),
   );
 
   server.registerTool(
@@ -360,13 +529,29 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     },
     (args) =>
-      run('verdict_record', 'write', verdictRecordOutput, async (token) => {
-        const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
-        const verdict = args.verdict === 'withdraw' ? 'withdrawn' : args.verdict;
-        // An agent withdraws only its own verdict (DESIGN §8.1).
-        const out = await v.store.recordVerdict({ workspace: token.workspaceSlug, ref: args.ref, key: args.key, set: args.set, verdict, value: args.value, note: args.note, author, withdraws: 'own' });
-        return { verdict: verdictRowJson(out.row), inForce: out.inForce };
-      }, (out) => verdictRecordSummary(out, args.ref)),
+      run(
+        'verdict_record',
+        'write',
+        verdictRecordOutput,
+        async (token) => {
+          const author = `${clientName(server.server.getClientVersion()?.name)} (MCP; ${tokenAuthor(token)})`;
+          const verdict = args.verdict === 'withdraw' ? 'withdrawn' : args.verdict;
+          // An agent withdraws only its own verdict (DESIGN §8.1).
+          const out = await v.store.recordVerdict({
+            workspace: token.workspaceSlug,
+            ref: args.ref,
+            key: args.key,
+            set: args.set,
+            verdict,
+            value: args.value,
+            note: args.note,
+            author,
+            withdraws: 'own',
+          });
+          return { verdict: verdictRowJson(out.row), inForce: out.inForce };
+        },
+        (out) => verdictRecordSummary(out, args.ref),
+      ),
   );
 
   server.registerResource(
@@ -380,16 +565,27 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
           try {
             const t = await o.principal();
             if (!t) return [];
-            const rows = await v.store.listItems({ workspaceId: t.workspaceId, refPrefix: decodeURIComponent(typed) || undefined, limit: 20 });
+            const rows = await v.store.listItems({
+              workspaceId: t.workspaceId,
+              refPrefix: decodeURIComponent(typed) || undefined,
+              limit: 20,
+            });
             return rows.map((i) => encodeURIComponent(i.ref));
           } catch (err) {
-            logger.info({ resource: 'item', outcome: 'error', err: err instanceof VerdictError ? err.code : (err as Error).name }, 'mcp completion');
+            logger.info(
+              { resource: 'item', outcome: 'error', err: err instanceof VerdictError ? err.code : (err as Error).name },
+              'mcp completion',
+            );
             return [];
           }
         },
       },
     }),
-    { title: 'An item\u2019s decisions', description: 'The same read as item_get, as JSON. The ref is URL-encoded (`%2312` for `#12`).', mimeType: 'application/json' },
+    {
+      title: 'An item\u2019s decisions',
+      description: 'The same read as item_get, as JSON. The ref is URL-encoded (`%2312` for `#12`).',
+      mimeType: 'application/json',
+    },
     async (uri, vars): Promise<ReadResourceResult> => {
       const t0 = performance.now();
       let token: ApiTokenRow | null = null;
@@ -404,11 +600,28 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
         }
         if ([...itemRef].length > REF_MAX) throw new ToolRefusal(`a ref is at most ${REF_MAX} characters`);
         const out = await itemRead(token, itemRef);
-        logger.info({ resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) }, 'mcp resource read');
-        return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(isoTimesBySchema(itemGetOutput, out)) }] };
+        logger.info(
+          { resource: 'item', token: token.id, outcome: 'ok', ms: Math.round(performance.now() - t0) },
+          'mcp resource read',
+        );
+        return {
+          contents: [
+            { uri: uri.href, mimeType: 'application/json', text: JSON.stringify(isoTimesBySchema(itemGetOutput, out)) },
+          ],
+        };
       } catch (err) {
         const f = failureOf(err);
-        (f.known ? logger.info : logger.error).call(logger, { resource: 'item', token: token?.id ?? null, outcome: 'error', err: f.code, ms: Math.round(performance.now() - t0) }, 'mcp resource read');
+        (f.known ? logger.info : logger.error).call(
+          logger,
+          {
+            resource: 'item',
+            token: token?.id ?? null,
+            outcome: 'error',
+            err: f.code,
+            ms: Math.round(performance.now() - t0),
+          },
+          'mcp resource read',
+        );
         // MCP's code for a resource that is not there (-32002); anything else is the store's.
         throw new McpError(f.known ? RESOURCE_NOT_FOUND : ErrorCode.InternalError, f.message);
       }
@@ -425,6 +638,14 @@ export function createMcpServer(v: Verdict, o: McpServerOptions): McpServer {
  * of its own (`alice (MCP; token:…)`); at most 100 code points; `mcp-client` when nothing is left.
  */
 export function clientName(name: string | undefined): string {
-  const clean = [...(name ?? '').replace(/\s+/gu, ' ').replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}()]/gu, '').trim()].slice(0, CLIENT_NAME_MAX).join('').trim();
+  const clean = [
+    ...(name ?? '')
+      .replace(/\s+/gu, ' ')
+      .replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}()]/gu, '')
+      .trim(),
+  ]
+    .slice(0, CLIENT_NAME_MAX)
+    .join('')
+    .trim();
   return clean === '' ? 'mcp-client' : clean;
 }

@@ -30,7 +30,9 @@ function normalise(key: string, names: readonly string[], raw: unknown): Record<
     sum += out[n];
   }
   if (Math.abs(sum - 1) > PROBABILITY_SUM_TOLERANCE) {
-    throw new AnswerDefect(`answer "${key}": probabilities sum to ${sum.toFixed(4)}, not 1 ± ${PROBABILITY_SUM_TOLERANCE}`);
+    throw new AnswerDefect(
+      `answer "${key}": probabilities sum to ${sum.toFixed(4)}, not 1 ± ${PROBABILITY_SUM_TOLERANCE}`,
+    );
   }
   for (const n of names) out[n] = out[n] / sum;
   return out;

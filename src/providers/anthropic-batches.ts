@@ -3,7 +3,14 @@ import type { Question } from '../decision/questions.js';
 import type { Usage } from '../decision/usage.js';
 import { checkBatchId, checkBatchRequests, checkCustomId } from './batch.js';
 import { BadEnvelope, classifyAnthropicError, classifyHttpStatus, safeToken, SchemaTooComplex } from './classify.js';
-import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
+import {
+  AnswerDefect,
+  BatchNotFound,
+  BatchUnsupported,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  ProviderUnavailable,
+} from './errors.js';
 import type { AskResult, BatchApi, BatchCounts, BatchInfo, BatchRequest, BatchResult } from './provider.js';
 import { AttemptTimeout, withRetries, type Fault, type ProviderLogger, type RetryContext } from './retry.js';
 
@@ -101,14 +108,18 @@ export class AnthropicBatches implements BatchApi {
     checkBatchRequests(requests, this.maxRequests);
     const items = requests.map((r) => this.#item(r));
     const bytes = items.reduce((n, item) => n + itemBytes(item), ENVELOPE_BYTES);
-    if (bytes > this.#d.maxBodyBytes) throw new TypeError(`a batch body holds at most ${this.#d.maxBodyBytes} bytes, got ${bytes}`);
+    if (bytes > this.#d.maxBodyBytes)
+      throw new TypeError(`a batch body holds at most ${this.#d.maxBodyBytes} bytes, got ${bytes}`);
     const client = await this.#d.client();
     const info = await withRetries(
       this.#d.context(opts.signal),
       async (signal) => toInfo(await client.messages.batches.create({ requests: items }, { signal })),
       classifyCreate,
     );
-    this.#d.log.info({ provider: 'anthropic', batchId: safeToken(info.id, 128), requests: items.length, bytes }, 'batch submitted');
+    this.#d.log.info(
+      { provider: 'anthropic', batchId: safeToken(info.id, 128), requests: items.length, bytes },
+      'batch submitted',
+    );
     return info;
   }
 
@@ -126,7 +137,8 @@ export class AnthropicBatches implements BatchApi {
 
   /** @throws BatchUnsupported when the endpoint has no batch API (`unsupportedBatchRoute`). */
   async list(opts: { signal: AbortSignal; since: number }): Promise<BatchInfo[]> {
-    if (typeof opts.since !== 'number' || !Number.isFinite(opts.since)) throw new TypeError(`since must be epoch milliseconds, got ${String(opts.since)}`);
+    if (typeof opts.since !== 'number' || !Number.isFinite(opts.since))
+      throw new TypeError(`since must be epoch milliseconds, got ${String(opts.since)}`);
     opts.signal.throwIfAborted();
     const client = await this.#d.client();
     const out: BatchInfo[] = [];
@@ -137,7 +149,10 @@ export class AnthropicBatches implements BatchApi {
         this.#d.context(opts.signal),
         async (signal) => {
           // The SDK's Page makes `data` an array and `last_id` a non-empty string or null, whatever the body held.
-          const p = await client.messages.batches.list({ limit: LIST_PAGE, ...(cursor !== null ? { after_id: cursor } : {}) }, { signal });
+          const p = await client.messages.batches.list(
+            { limit: LIST_PAGE, ...(cursor !== null ? { after_id: cursor } : {}) },
+            { signal },
+          );
           return { infos: p.data.map(toInfo), more: p.has_more === true ? p.last_id : null };
         },
         (err, timedOut) => unsupportedBatchRoute(err, timedOut) ?? classifyAnthropicError(err, timedOut),
@@ -159,7 +174,10 @@ export class AnthropicBatches implements BatchApi {
       async (signal) => toInfo(await client.messages.batches.cancel(id, {}, { signal })),
       classifyOf(id),
     );
-    this.#d.log.info({ provider: 'anthropic', batchId: safeToken(id, 128), status: info.status }, 'batch cancel requested');
+    this.#d.log.info(
+      { provider: 'anthropic', batchId: safeToken(id, 128), status: info.status },
+      'batch cancel requested',
+    );
     return info;
   }
 
@@ -202,7 +220,11 @@ export class AnthropicBatches implements BatchApi {
           if (signal.aborted) throw signal.reason;
           const stalled = stream.signal.aborted && stream.signal.reason instanceof AttemptTimeout;
           const fault = classifyAnthropicError(err, stalled);
-          throw fault.retry ? new ProviderUnavailable(`${fault.error.message} (batch results stream, after ${seen.size} results)`, { status: fault.error.status }) : fault.error;
+          throw fault.retry
+            ? new ProviderUnavailable(`${fault.error.message} (batch results stream, after ${seen.size} results)`, {
+                status: fault.error.status,
+              })
+            : fault.error;
         } finally {
           clearTimeout(idle);
         }
@@ -216,7 +238,11 @@ export class AnthropicBatches implements BatchApi {
         counts[r.type]++;
         yield r;
       }
-      if (counts.skipped > 0) log.warn({ provider: 'anthropic', batchId, skipped: counts.skipped }, 'batch result lines without a new custom id skipped');
+      if (counts.skipped > 0)
+        log.warn(
+          { provider: 'anthropic', batchId, skipped: counts.skipped },
+          'batch result lines without a new custom id skipped',
+        );
       log.info({ provider: 'anthropic', batchId, ...counts }, 'batch results read');
     } finally {
       signal.removeEventListener('abort', onAbort);
@@ -235,12 +261,23 @@ export class AnthropicBatches implements BatchApi {
     switch (type) {
       case 'succeeded': {
         const message = result!.message as Anthropic.Message;
-        if (message === null || typeof message !== 'object' || message.type !== 'message' || !Array.isArray(message.content)) {
+        if (
+          message === null ||
+          typeof message !== 'object' ||
+          message.type !== 'message' ||
+          !Array.isArray(message.content)
+        ) {
           return { customId, type: 'errored', error: new AnswerDefect('anthropic: batch result carries no message') };
         }
         const asked = lookup(customId);
         if (asked === null) {
-          return { customId, type: 'errored', error: new AnswerDefect('anthropic: batch result for an unknown custom id', { usage: this.#d.usage(message) }) };
+          return {
+            customId,
+            type: 'errored',
+            error: new AnswerDefect('anthropic: batch result for an unknown custom id', {
+              usage: this.#d.usage(message),
+            }),
+          };
         }
         try {
           return { customId, type: 'succeeded', result: this.#d.read(message, asked.questions, asked.explain) };
@@ -257,7 +294,9 @@ export class AnthropicBatches implements BatchApi {
         return {
           customId,
           type: 'errored',
-          error: new ProviderUnavailable(`anthropic: batch result of unknown type ${typeof type === 'string' ? safeToken(type) : String(type)}`),
+          error: new ProviderUnavailable(
+            `anthropic: batch result of unknown type ${typeof type === 'string' ? safeToken(type) : String(type)}`,
+          ),
         };
     }
   }
@@ -274,7 +313,10 @@ function itemBytes(item: BatchItem): number {
  *   status and parseable times (retried like a malformed message envelope).
  */
 function toInfo(value: unknown): BatchInfo {
-  const b = value as Partial<Anthropic.Messages.MessageBatch> & { error?: { type?: unknown }; _request_id?: string | null };
+  const b = value as Partial<Anthropic.Messages.MessageBatch> & {
+    error?: { type?: unknown };
+    _request_id?: string | null;
+  };
   const ok =
     b !== null &&
     typeof b === 'object' &&
@@ -296,7 +338,13 @@ function toInfo(value: unknown): BatchInfo {
     status: b.processing_status as BatchInfo['status'],
     createdAt,
     expiresAt,
-    counts: { processing: n(c.processing), succeeded: n(c.succeeded), errored: n(c.errored), canceled: n(c.canceled), expired: n(c.expired) },
+    counts: {
+      processing: n(c.processing),
+      succeeded: n(c.succeeded),
+      errored: n(c.errored),
+      canceled: n(c.canceled),
+      expired: n(c.expired),
+    },
   };
 }
 
@@ -330,7 +378,8 @@ function classifyCreate(err: unknown, timedOut: boolean): Fault {
  */
 function unsupportedBatchRoute(err: unknown, timedOut: boolean): Fault | null {
   if (timedOut) return null;
-  if (err instanceof BadEnvelope) return err.errorType === null ? { retry: false, error: new BatchUnsupported(200) } : null;
+  if (err instanceof BadEnvelope)
+    return err.errorType === null ? { retry: false, error: new BatchUnsupported(200) } : null;
   const status = (err as { status?: unknown } | null)?.status;
   if (status !== 404 && status !== 405 && status !== 400) return null;
   // Billing and account faults stay provider-wide (ProviderMisconfigured).
@@ -342,7 +391,8 @@ function unsupportedBatchRoute(err: unknown, timedOut: boolean): Fault | null {
 /** Classifies a failed call about one batch: a 404 is BatchNotFound, the rest as `ask`'s calls. */
 function classifyOf(id: string): (err: unknown, timedOut: boolean) => Fault {
   return (err, timedOut) => {
-    if (!timedOut && (err as { status?: unknown } | null)?.status === 404) return { retry: false, error: new BatchNotFound(safeToken(id, 128) ?? '') };
+    if (!timedOut && (err as { status?: unknown } | null)?.status === 404)
+      return { retry: false, error: new BatchNotFound(safeToken(id, 128) ?? '') };
     return classifyAnthropicError(err, timedOut);
   };
 }
@@ -355,7 +405,10 @@ function classifyOf(id: string): (err: unknown, timedOut: boolean) => Fault {
 function batchError(value: unknown): Error {
   const e = (value ?? {}) as { error?: { type?: unknown; message?: unknown }; request_id?: unknown };
   const type = typeof e.error?.type === 'string' ? e.error.type : null;
-  const status = (type !== null && Object.prototype.hasOwnProperty.call(STATUS_OF_ERROR_TYPE, type) ? STATUS_OF_ERROR_TYPE[type] : undefined) ?? 500;
+  const status =
+    (type !== null && Object.prototype.hasOwnProperty.call(STATUS_OF_ERROR_TYPE, type)
+      ? STATUS_OF_ERROR_TYPE[type]
+      : undefined) ?? 500;
   const fault = classifyHttpStatus('anthropic', status, {
     errorType: type,
     requestId: typeof e.request_id === 'string' ? e.request_id : null,

@@ -22,7 +22,15 @@ import { AnthropicBatches } from './anthropic-batches.js';
 import { ANTHROPIC_BATCH_MAX_BODY_BYTES, ANTHROPIC_BATCH_MAX_REQUESTS } from './batch.js';
 import { minCacheablePrefixTokens } from './pricing.js';
 import { parseRateLimitHeaders } from './rate-limit-headers.js';
-import { estimateTokens, tokenCount, type RateLimitSnapshot, type AskOptions, type AskResult, type CountTokensOptions, type Provider } from './provider.js';
+import {
+  estimateTokens,
+  tokenCount,
+  type RateLimitSnapshot,
+  type AskOptions,
+  type AskResult,
+  type CountTokensOptions,
+  type Provider,
+} from './provider.js';
 import {
   checkRetryPolicy,
   DEFAULT_RETRY_POLICY,
@@ -146,7 +154,13 @@ export function cachedPrefixTokens(body: Pick<CreateParams, 'system' | 'tools' |
 export function buildMessagesRequest(
   state: string,
   questions: ReadonlyMap<string, Question>,
-  opts: { model: string; effort: AnthropicEffort | null; explain: boolean; useTool: boolean; cacheTtl?: AnthropicCacheTtl },
+  opts: {
+    model: string;
+    effort: AnthropicEffort | null;
+    explain: boolean;
+    useTool: boolean;
+    cacheTtl?: AnthropicCacheTtl;
+  },
 ): { body: CreateParams; system: string; schema: JsonSchema; prefixTokens: number } {
   const schema = buildAnswerSchema(questions, { explain: opts.explain });
   const system = buildSystemPrompt(questions, { explain: opts.explain });
@@ -269,7 +283,8 @@ export class AnthropicProvider implements Provider {
       throw new TypeError(`effort must be one of ${EFFORTS.join(', ')} or null, got ${JSON.stringify(effort)}`);
     }
     const budget = opts.inputBudgetTokens ?? DEFAULT_INPUT_BUDGET_TOKENS;
-    if (!Number.isInteger(budget) || budget < 1) throw new TypeError(`inputBudgetTokens must be an integer ≥ 1, got ${String(budget)}`);
+    if (!Number.isInteger(budget) || budget < 1)
+      throw new TypeError(`inputBudgetTokens must be an integer ≥ 1, got ${String(budget)}`);
     const policy: RetryPolicy = {
       maxAttempts: opts.maxAttempts ?? DEFAULT_RETRY_POLICY.maxAttempts,
       perAttemptTimeoutMs: opts.perAttemptTimeoutMs ?? DEFAULT_RETRY_POLICY.perAttemptTimeoutMs,
@@ -307,7 +322,8 @@ export class AnthropicProvider implements Provider {
     };
     const limit = (name: string, v: number | undefined, max: number) => {
       if (v === undefined) return max;
-      if (!Number.isInteger(v) || v < 1 || v > max) throw new TypeError(`batchLimits.${name} must be an integer in [1, ${max}], got ${String(v)}`);
+      if (!Number.isInteger(v) || v < 1 || v > max)
+        throw new TypeError(`batchLimits.${name} must be an integer in [1, ${max}], got ${String(v)}`);
       return v;
     };
     this.batch = new AnthropicBatches({
@@ -351,7 +367,12 @@ export class AnthropicProvider implements Provider {
     return this.#askChunk(state, questions, explain, ctx);
   }
 
-  async #askChunk(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+  async #askChunk(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    explain: boolean,
+    ctx: RetryContext,
+  ): Promise<AskResult> {
     try {
       return await this.#askOnce(state, questions, explain, ctx);
     } catch (err) {
@@ -360,7 +381,10 @@ export class AnthropicProvider implements Provider {
         // Not provider-wide: only this question's set is affected, so the job parks.
         throw new ProviderRefusal(`anthropic: ${err.message}, even for a single question`, { status: err.status });
       }
-      this.#log.info({ provider: this.name, questions: questions.size }, 'answer schema too complex; splitting the chunk in halves');
+      this.#log.info(
+        { provider: this.name, questions: questions.size },
+        'answer schema too complex; splitting the chunk in halves',
+      );
       const [first, second] = halves(questions);
       const a = await this.#askChunk(state, first, explain, ctx);
       const b = await this.#askChunk(state, second, explain, ctx);
@@ -368,7 +392,12 @@ export class AnthropicProvider implements Provider {
     }
   }
 
-  async #askOnce(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+  async #askOnce(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    explain: boolean,
+    ctx: RetryContext,
+  ): Promise<AskResult> {
     const { body } = buildMessagesRequest(state, questions, this.#requestOptions(explain));
     const message = await withRetries(ctx, (signal) => this.#send(body, signal), classifyAnthropicError);
     return this.#read(message, questions, explain);
@@ -380,14 +409,25 @@ export class AnthropicProvider implements Provider {
    */
   #batchParams(r: { state: string; questions: ReadonlyMap<string, Question>; explain: boolean }): CreateParams {
     checkQuestions(r.questions);
-    const { body, system, schema } = buildMessagesRequest(r.state, r.questions, { ...this.#requestOptions(r.explain), cacheTtl: '1h' });
+    const { body, system, schema } = buildMessagesRequest(r.state, r.questions, {
+      ...this.#requestOptions(r.explain),
+      cacheTtl: '1h',
+    });
     checkInputBudget('anthropic', { system, schema, state: r.state }, this.inputBudgetTokens);
     return body;
   }
 
   /** The shared retry policy's context for one call of ours (a message, a count, a batch endpoint), its deadline the worst case from now. */
   #retryContext(signal: AbortSignal, beforeSend: RetryContext['beforeSend']): RetryContext {
-    return { provider: this.name, policy: this.#policy, runtime: this.#runtime, log: this.#log, signal, beforeSend, deadline: this.#runtime.now() + this.worstCaseCallMs };
+    return {
+      provider: this.name,
+      policy: this.#policy,
+      runtime: this.#runtime,
+      log: this.#log,
+      signal,
+      beforeSend,
+      deadline: this.#runtime.now() + this.worstCaseCallMs,
+    };
   }
 
   #requestOptions(explain: boolean) {
@@ -466,7 +506,8 @@ export class AnthropicProvider implements Provider {
     }
     if (this.useTool) {
       const block = message.content.find((b) => b.type === 'tool_use' && b.name === ANSWER_TOOL_NAME);
-      if (!block || block.type !== 'tool_use') throw new AnswerDefect(`anthropic: no ${ANSWER_TOOL_NAME} tool_use block in the reply`);
+      if (!block || block.type !== 'tool_use')
+        throw new AnswerDefect(`anthropic: no ${ANSWER_TOOL_NAME} tool_use block in the reply`);
       return parseReply(block.input, questions, explain);
     }
     const texts = message.content.filter((b) => b.type === 'text');
@@ -490,7 +531,11 @@ export class AnthropicProvider implements Provider {
    *   faults after the retries, a Retry-After above the cap, or a 200 without a usable
    *   `input_tokens` after the retries); `opts.signal.reason` on abort.
    */
-  async countTokens(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number> {
+  async countTokens(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    opts: CountTokensOptions,
+  ): Promise<number> {
     opts.signal.throwIfAborted();
     checkQuestions(questions);
     if (questions.size === 0) return 0;
@@ -501,7 +546,8 @@ export class AnthropicProvider implements Provider {
     try {
       return await withRetries(ctx, (signal) => this.#sendCount(params, signal), classifyAnthropicError);
     } catch (err) {
-      if (err instanceof SchemaTooComplex) throw new ProviderRefusal(`anthropic: ${err.message} (counting tokens)`, { status: err.status });
+      if (err instanceof SchemaTooComplex)
+        throw new ProviderRefusal(`anthropic: ${err.message} (counting tokens)`, { status: err.status });
       throw err;
     }
   }
@@ -536,10 +582,14 @@ export class AnthropicProvider implements Provider {
       if (opts.signal?.aborted) throw opts.signal.reason;
       throw classifyAnthropicError(err, false).error;
     }
-    const id = info && typeof info === 'object' && typeof info.id === 'string' && info.id.trim() !== '' ? info.id : null;
+    const id =
+      info && typeof info === 'object' && typeof info.id === 'string' && info.id.trim() !== '' ? info.id : null;
     const name = info && typeof info === 'object' && typeof info.display_name === 'string' ? info.display_name : null;
     // Both come from the response: keep them only when they look like an id and a short name.
-    return { model: id === null ? null : safeToken(id, 128), displayName: name !== null && /^[\w .:()-]{1,80}$/.test(name) ? name : null };
+    return {
+      model: id === null ? null : safeToken(id, 128),
+      displayName: name !== null && /^[\w .:()-]{1,80}$/.test(name) ? name : null,
+    };
   }
 
   /** Nothing to release: the SDK holds no sockets beyond the global fetch pool. */

@@ -25,7 +25,8 @@ export const ANTHROPIC_BATCH_MAX_BODY_BYTES = 256_000_000;
  */
 export function checkBatchRequests(requests: readonly BatchRequest[], maxRequests: number): void {
   if (!Array.isArray(requests) || requests.length === 0) throw new TypeError('a batch needs at least one request');
-  if (requests.length > maxRequests) throw new TypeError(`a batch holds at most ${maxRequests} requests, got ${requests.length}`);
+  if (requests.length > maxRequests)
+    throw new TypeError(`a batch holds at most ${maxRequests} requests, got ${requests.length}`);
   const seen = new Set<string>();
   for (const r of requests) {
     checkCustomId(r.customId);
@@ -44,5 +45,6 @@ export function checkCustomId(id: unknown): asserts id is string {
 
 /** @throws TypeError unless `id` is a non-blank string (a batch id the provider returned). */
 export function checkBatchId(id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id.trim() === '') throw new TypeError(`batch id must be a non-blank string, got ${String(id)}`);
+  if (typeof id !== 'string' || id.trim() === '')
+    throw new TypeError(`batch id must be a non-blank string, got ${String(id)}`);
 }

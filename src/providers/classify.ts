@@ -13,7 +13,10 @@ import { VerdictError } from '../errors.js';
 /** The API rejected the answer schema as too complex: the caller splits the chunk in halves. */
 export class SchemaTooComplex extends VerdictError {
   readonly code = 'schema_too_complex';
-  constructor(readonly status: number, readonly requestId: string | null) {
+  constructor(
+    readonly status: number,
+    readonly requestId: string | null,
+  ) {
     super(`HTTP ${status}: answer schema too complex${requestId ? ` (request ${requestId})` : ''}`);
   }
 }
@@ -32,8 +35,13 @@ export class ResponseFormatRejected extends VerdictError {
  */
 export class BadEnvelope extends VerdictError {
   readonly code = 'bad_envelope';
-  constructor(readonly errorType: string | null, readonly requestId: string | null) {
-    super(`HTTP 200 carrying ${errorType ? `error ${errorType}` : 'no message'}${requestId ? ` (request ${requestId})` : ''}`);
+  constructor(
+    readonly errorType: string | null,
+    readonly requestId: string | null,
+  ) {
+    super(
+      `HTTP 200 carrying ${errorType ? `error ${errorType}` : 'no message'}${requestId ? ` (request ${requestId})` : ''}`,
+    );
   }
 }
 
@@ -42,7 +50,8 @@ const ACCOUNT_CODES = /(_spend_limit_reached|organization_on_hold|billing_unavai
 /** Provider error text that means the account has no credit (Anthropic sends it as a 400). */
 const BILLING_TEXT = /credit balance|billing|insufficient.?(quota|funds|credit)|spend(ing)? limit|usage limits?/i;
 /** Provider error text of a schema the API would not compile because of its size. */
-const TOO_COMPLEX_TEXT = /(grammar|schema)[^.]{0,80}(too (large|complex|big)|exceeds)|too many (properties|optional|strict|enum)/i;
+const TOO_COMPLEX_TEXT =
+  /(grammar|schema)[^.]{0,80}(too (large|complex|big)|exceeds)|too many (properties|optional|strict|enum)/i;
 /** Provider error text that is about the schema or the response format at all. */
 const SCHEMA_TEXT = /schema|output_config|output_format|response_format|input_schema|grammar/i;
 
@@ -56,7 +65,13 @@ export function safeToken(v: string | null | undefined, max = 64): string | null
   return /^[A-Za-z0-9_.:-]+$/.test(v) && v.length <= max ? v : '[unprintable]';
 }
 
-function describe(provider: string, status: number | undefined, type: string | null | undefined, requestId: string | null | undefined, code?: string | null): string {
+function describe(
+  provider: string,
+  status: number | undefined,
+  type: string | null | undefined,
+  requestId: string | null | undefined,
+  code?: string | null,
+): string {
   const parts = [`${provider}:`, status !== undefined ? `HTTP ${status}` : 'no response'];
   const t = safeToken(type);
   const c = safeToken(code);
@@ -68,11 +83,7 @@ function describe(provider: string, status: number | undefined, type: string | n
 }
 
 /** Which typed error an error-type name means when the HTTP status does not settle it. */
-function byErrorType(
-  errorType: string | null,
-  status: number | undefined,
-  msg: string,
-): Fault | null {
+function byErrorType(errorType: string | null, status: number | undefined, msg: string): Fault | null {
   switch (errorType) {
     case 'overloaded_error':
     case 'api_error':
@@ -128,7 +139,8 @@ export function classifyHttpStatus(
   }
   if (status === 400) {
     if (BILLING_TEXT.test(text)) return { retry: false, error: new ProviderMisconfigured(msg, { status }) };
-    if (TOO_COMPLEX_TEXT.test(text)) return { retry: false, error: new SchemaTooComplex(status, info.requestId ?? null) };
+    if (TOO_COMPLEX_TEXT.test(text))
+      return { retry: false, error: new SchemaTooComplex(status, info.requestId ?? null) };
     if (SCHEMA_TEXT.test(text)) {
       // The set's fault, not the provider's (DESIGN §3.8): that set cools off, others keep running.
       return { retry: false, error: new SchemaRejected(`${msg}: answer schema rejected`, { status }) };
@@ -156,7 +168,12 @@ function isBrokenBody(err: unknown): boolean {
 let sdk: typeof AnthropicSdk | null = null;
 
 /** Stands for the SDK's error classes before it is loaded: classes nothing is an instance of. */
-const NO_SDK = { APIUserAbortError: class {}, APIConnectionTimeoutError: class {}, APIConnectionError: class {}, APIError: class {} } as unknown as typeof AnthropicSdk;
+const NO_SDK = {
+  APIUserAbortError: class {},
+  APIConnectionTimeoutError: class {},
+  APIConnectionError: class {},
+  APIError: class {},
+} as unknown as typeof AnthropicSdk;
 
 /** Loads the Anthropic SDK once; the classifier below then knows its error classes. */
 export async function loadAnthropicSdk(): Promise<typeof AnthropicSdk> {
@@ -178,7 +195,10 @@ export function classifyAnthropicError(err: unknown, timedOut: boolean): Fault {
   const { APIUserAbortError, APIConnectionTimeoutError, APIConnectionError, APIError } = sdk ?? NO_SDK;
   if (err instanceof APIUserAbortError) {
     // The job's own abort is handled before classification; this one is the attempt timeout.
-    return { retry: true, error: new ProviderUnavailable(`${provider}: attempt ${timedOut ? 'timed out' : 'aborted'}`) };
+    return {
+      retry: true,
+      error: new ProviderUnavailable(`${provider}: attempt ${timedOut ? 'timed out' : 'aborted'}`),
+    };
   }
   if (err instanceof APIConnectionTimeoutError) {
     return { retry: true, error: new ProviderUnavailable(`${provider}: attempt timed out`) };

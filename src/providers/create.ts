@@ -5,7 +5,8 @@ import { FakeProvider } from './fake.js';
 import { OpenAICompatibleProvider } from './openai-compatible.js';
 import type { Provider } from './provider.js';
 
-const PROVIDER_CHOICES = 'anthropic (set ANTHROPIC_API_KEY), openai (set VERDICT_OPENAI_BASE_URL and --model), fake (offline, deterministic) or none (decisions off)';
+const PROVIDER_CHOICES =
+  'anthropic (set ANTHROPIC_API_KEY), openai (set VERDICT_OPENAI_BASE_URL and --model), fake (offline, deterministic) or none (decisions off)';
 
 /**
  * Builds the configured provider (DESIGN §9 "Configuration errors"): a misconfiguration is an
@@ -21,9 +22,14 @@ export function createProvider(cfg: Config, logger: Logger): Provider | null {
     case 'none':
       return null;
     case 'fake':
-      return new FakeProvider({ latencyMs: cfg.fakeLatencyMs, model: cfg.model, inputBudgetTokens: cfg.inputBudgetTokens });
+      return new FakeProvider({
+        latencyMs: cfg.fakeLatencyMs,
+        model: cfg.model,
+        inputBudgetTokens: cfg.inputBudgetTokens,
+      });
     case 'anthropic':
-      if (!cfg.anthropicApiKey) throw new ConfigError('--provider anthropic needs ANTHROPIC_API_KEY in the environment');
+      if (!cfg.anthropicApiKey)
+        throw new ConfigError('--provider anthropic needs ANTHROPIC_API_KEY in the environment');
       return new AnthropicProvider({
         apiKey: cfg.anthropicApiKey,
         baseURL: cfg.anthropicBaseUrl,
@@ -32,8 +38,11 @@ export function createProvider(cfg: Config, logger: Logger): Provider | null {
         logger: logger.child({ component: 'anthropic' }),
       });
     case 'openai':
-      if (!cfg.openaiBaseUrl) throw new ConfigError('--provider openai needs VERDICT_OPENAI_BASE_URL (for example http://localhost:11434/v1)');
-      if (!cfg.model) throw new ConfigError('--provider openai needs --model / VERDICT_MODEL (the server\'s model id)');
+      if (!cfg.openaiBaseUrl)
+        throw new ConfigError(
+          '--provider openai needs VERDICT_OPENAI_BASE_URL (for example http://localhost:11434/v1)',
+        );
+      if (!cfg.model) throw new ConfigError("--provider openai needs --model / VERDICT_MODEL (the server's model id)");
       return new OpenAICompatibleProvider({
         baseURL: cfg.openaiBaseUrl,
         apiKey: cfg.openaiApiKey,

@@ -126,4 +126,3 @@ export class BatchUnsupported extends ProviderError {
     super(`batch API unavailable (HTTP ${status})`);
   }
 }
-

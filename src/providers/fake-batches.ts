@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Question } from '../decision/questions.js';
-import { ANTHROPIC_BATCH_MAX_BODY_BYTES, ANTHROPIC_BATCH_MAX_REQUESTS, checkBatchId, checkBatchRequests, checkCustomId } from './batch.js';
+import {
+  ANTHROPIC_BATCH_MAX_BODY_BYTES,
+  ANTHROPIC_BATCH_MAX_REQUESTS,
+  checkBatchId,
+  checkBatchRequests,
+  checkCustomId,
+} from './batch.js';
 import { AnswerDefect, BatchNotFound, ProviderRefusal, ProviderUnavailable } from './errors.js';
 import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult } from './provider.js';
 
@@ -26,7 +32,8 @@ import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult } from '
  *   batch is created;
  * - null: none.
  */
-export type FakeBatchFault = 'expired' | 'partial' | 'canceled' | 'ambiguous' | 'lost' | { status: number; retryAfterMs?: number } | null;
+export type FakeBatchFault =
+  'expired' | 'partial' | 'canceled' | 'ambiguous' | 'lost' | { status: number; retryAfterMs?: number } | null;
 
 /** A batch as the fake holds it. `fault` may be changed by a test until the batch ends. */
 export interface FakeBatch {
@@ -133,7 +140,8 @@ export class FakeBatches implements BatchApi {
       outcomes: null,
     };
     this.submitted.push(batch);
-    if (fault === 'ambiguous') throw new ProviderUnavailable('fake: batch create timed out; the batch may have been created (list finds it)');
+    if (fault === 'ambiguous')
+      throw new ProviderUnavailable('fake: batch create timed out; the batch may have been created (list finds it)');
     return info(batch);
   }
 
@@ -148,7 +156,8 @@ export class FakeBatches implements BatchApi {
 
   async list(opts: { signal: AbortSignal; since: number }): Promise<BatchInfo[]> {
     opts.signal.throwIfAborted();
-    if (typeof opts.since !== 'number' || !Number.isFinite(opts.since)) throw new TypeError(`since must be epoch milliseconds, got ${String(opts.since)}`);
+    if (typeof opts.since !== 'number' || !Number.isFinite(opts.since))
+      throw new TypeError(`since must be epoch milliseconds, got ${String(opts.since)}`);
     return this.submitted
       .map((b, i) => ({ b, i }))
       .filter(({ b }) => b.fault !== 'lost' && b.createdAt >= opts.since)
@@ -170,17 +179,28 @@ export class FakeBatches implements BatchApi {
   ): AsyncGenerator<BatchResult> {
     opts.signal.throwIfAborted();
     const batch = this.#find(id);
-    if (batch.status !== 'ended' || batch.outcomes === null) throw new TypeError(`batch ${id} has not ended (status ${batch.status})`);
+    if (batch.status !== 'ended' || batch.outcomes === null)
+      throw new TypeError(`batch ${id} has not ended (status ${batch.status})`);
     const asked = new Map(batch.requests.map((r) => [r.customId, r]));
     for (const outcome of batch.outcomes) {
       opts.signal.throwIfAborted();
       const known = lookup(outcome.customId);
       if (known === null) {
         const usage = outcome.type === 'succeeded' ? outcome.result.usage : undefined;
-        yield { customId: outcome.customId, type: 'errored', error: new AnswerDefect('fake: batch result for an unknown custom id', { usage }) };
+        yield {
+          customId: outcome.customId,
+          type: 'errored',
+          error: new AnswerDefect('fake: batch result for an unknown custom id', { usage }),
+        };
       } else if (outcome.type === 'succeeded' && !sameKeys(known.questions, asked.get(outcome.customId)!.questions)) {
         // A real reply is read against the looked-up questions; answers to other questions do not fit them.
-        yield { customId: outcome.customId, type: 'errored', error: new AnswerDefect('fake: batch answers do not fit the questions looked up', { usage: outcome.result.usage }) };
+        yield {
+          customId: outcome.customId,
+          type: 'errored',
+          error: new AnswerDefect('fake: batch answers do not fit the questions looked up', {
+            usage: outcome.result.usage,
+          }),
+        };
       } else {
         yield outcome;
       }
@@ -201,17 +221,30 @@ export class FakeBatches implements BatchApi {
     const expired = batch.createdAt + this.latencyMs >= batch.expiresAt;
     const due = batch.status === 'canceling' || now >= (expired ? batch.expiresAt : batch.createdAt + this.latencyMs);
     if (!due) return;
-    const kind = batch.status === 'canceling' || batch.fault === 'canceled' ? 'canceled' : expired || batch.fault === 'expired' ? 'expired' : null;
+    const kind =
+      batch.status === 'canceling' || batch.fault === 'canceled'
+        ? 'canceled'
+        : expired || batch.fault === 'expired'
+          ? 'expired'
+          : null;
     const outcomes: BatchResult[] = [];
     for (const [i, r] of batch.requests.entries()) {
       if (kind !== null) outcomes.push({ customId: r.customId, type: kind });
       else if (batch.fault === 'partial' && i % 2 === 0) {
-        outcomes.push({ customId: r.customId, type: 'errored', error: new ProviderRefusal('fake: batch request errored (invalid_request_error)', { status: 400 }) });
+        outcomes.push({
+          customId: r.customId,
+          type: 'errored',
+          error: new ProviderRefusal('fake: batch request errored (invalid_request_error)', { status: 400 }),
+        });
       } else {
         try {
           outcomes.push({ customId: r.customId, type: 'succeeded', result: await this.#d.answer(r) });
         } catch (err) {
-          outcomes.push({ customId: r.customId, type: 'errored', error: err instanceof Error ? err : new Error(String(err)) });
+          outcomes.push({
+            customId: r.customId,
+            type: 'errored',
+            error: err instanceof Error ? err : new Error(String(err)),
+          });
         }
       }
     }

@@ -4,7 +4,14 @@ import { questionFingerprint, type Question } from '../decision/questions.js';
 import { deriveAnswers } from './answers.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
 import { buildAnswerSchema, buildSystemPrompt, questionAliases } from './prompt.js';
-import { estimateTokens, type AskOptions, type AskResult, type BatchRequest, type CountTokensOptions, type Provider } from './provider.js';
+import {
+  estimateTokens,
+  type AskOptions,
+  type AskResult,
+  type BatchRequest,
+  type CountTokensOptions,
+  type Provider,
+} from './provider.js';
 import { FakeBatches, type FakeBatchFault } from './fake-batches.js';
 
 /**
@@ -14,12 +21,7 @@ import { FakeBatches, type FakeBatchFault } from './fake-batches.js';
  */
 
 /** One scripted fault, consumed by one call. */
-export type FakeFault =
-  | { status: number; retryAfterMs?: number }
-  | 'timeout'
-  | 'malformed'
-  | 'partial'
-  | 'wrong_kind';
+export type FakeFault = { status: number; retryAfterMs?: number } | 'timeout' | 'malformed' | 'partial' | 'wrong_kind';
 
 /** A request as the fake received it. */
 export interface FakeRequest {
@@ -84,19 +86,34 @@ function fakeRawAnswer(stateHash: string, fingerprint: string, q: Question): Rec
 }
 
 /** Input tokens the fake reports for a request (see FakeUsageMode), through `estimateTokens`. */
-function fakeInputTokens(state: string, questions: ReadonlyMap<string, Question>, mode: FakeUsageMode = 'questions', explain = false): number {
+function fakeInputTokens(
+  state: string,
+  questions: ReadonlyMap<string, Question>,
+  mode: FakeUsageMode = 'questions',
+  explain = false,
+): number {
   if (mode === 'prompt') {
-    return estimateTokens(buildSystemPrompt(questions, { explain })) + estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain }))) + estimateTokens(state);
+    return (
+      estimateTokens(buildSystemPrompt(questions, { explain })) +
+      estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain }))) +
+      estimateTokens(state)
+    );
   }
   const promptText = [...questions.values()].map((q) => JSON.stringify(q)).join('\n');
   return estimateTokens(promptText) + estimateTokens(state);
 }
 
 /** Output tokens the fake reports for a reply of raw answers `raw` (see FakeUsageMode). */
-function fakeOutputTokens(questions: ReadonlyMap<string, Question>, raw: Record<string, unknown>, mode: FakeUsageMode): number {
+function fakeOutputTokens(
+  questions: ReadonlyMap<string, Question>,
+  raw: Record<string, unknown>,
+  mode: FakeUsageMode,
+): number {
   if (mode === 'questions') return 12 * questions.size;
   const reply = Object.fromEntries(questionAliases(questions).map(([alias, key]) => [alias, raw[key]]));
-  return estimateTokens(JSON.stringify(reply, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v)));
+  return estimateTokens(
+    JSON.stringify(reply, (_k, v: unknown) => (typeof v === 'number' ? Math.round(v * 1000) / 1000 : v)),
+  );
 }
 
 export class FakeProvider implements Provider {
@@ -139,7 +156,12 @@ export class FakeProvider implements Provider {
           answer: (r) => this.#batchAnswer(r),
           statusError: fakeStatusError,
         },
-        { latencyMs: opts.batchLatencyMs, faults: opts.batchFaults, maxRequests: opts.batchMaxRequests, maxBytes: opts.batchMaxBytes },
+        {
+          latencyMs: opts.batchLatencyMs,
+          faults: opts.batchFaults,
+          maxRequests: opts.batchMaxRequests,
+          maxBytes: opts.batchMaxBytes,
+        },
       );
     }
   }
@@ -148,7 +170,10 @@ export class FakeProvider implements Provider {
   #checkBudget(state: string, questions: ReadonlyMap<string, Question>, explain: boolean | undefined): number {
     const inputTokens = fakeInputTokens(state, questions, this.usageMode, explain);
     if (inputTokens > this.inputBudgetTokens) {
-      throw new ProviderRefusal(`estimated ${inputTokens} input tokens exceed the budget of ${this.inputBudgetTokens}`, { overBudget: true });
+      throw new ProviderRefusal(
+        `estimated ${inputTokens} input tokens exceed the budget of ${this.inputBudgetTokens}`,
+        { overBudget: true },
+      );
     }
     return inputTokens;
   }
@@ -167,7 +192,12 @@ export class FakeProvider implements Provider {
     const answers = deriveAnswers(questions, raw);
     return {
       answers,
-      usage: { inputTokens, outputTokens: fakeOutputTokens(questions, raw, this.usageMode), cacheReadTokens: 0, cacheWriteTokens: 0 },
+      usage: {
+        inputTokens,
+        outputTokens: fakeOutputTokens(questions, raw, this.usageMode),
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+      },
       responseModel: this.model,
     };
   }
@@ -175,7 +205,12 @@ export class FakeProvider implements Provider {
   /** One batch request answered as `ask` answers it (no latency, faults or beforeSend; not in `requests`). */
   async #batchAnswer(r: BatchRequest): Promise<AskResult> {
     const inputTokens = this.#checkBudget(r.state, r.questions, r.explain);
-    const raw = await this.#rawAnswers({ state: r.state, keys: [...r.questions.keys()], questions: r.questions, at: this.#now() });
+    const raw = await this.#rawAnswers({
+      state: r.state,
+      keys: [...r.questions.keys()],
+      questions: r.questions,
+      at: this.#now(),
+    });
     return this.#askResult(r.questions, raw, inputTokens);
   }
 
@@ -183,7 +218,11 @@ export class FakeProvider implements Provider {
    * The fake's own exact count: the input tokens its `ask` reports for the same request (as its
    * `usage` mode counts them, FakeUsageMode), so `estimate --exact` runs offline. Records the request in `countRequests`; no latency, no faults, no budget check.
    */
-  async countTokens(state: string, questions: ReadonlyMap<string, Question>, opts: CountTokensOptions): Promise<number> {
+  async countTokens(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    opts: CountTokensOptions,
+  ): Promise<number> {
     opts.signal.throwIfAborted();
     this.countRequests.push({ state, keys: [...questions.keys()], questions, at: Date.now() });
     return questions.size === 0 ? 0 : fakeInputTokens(state, questions, this.usageMode, opts.explain);
@@ -215,8 +254,10 @@ export class FakeProvider implements Provider {
 
 /** Maps an HTTP status to the typed error a real provider would raise for it. */
 function fakeStatusError(status: number, retryAfterMs?: number): Error {
-  if (status === 429) return new ProviderUnavailable('fake: 429 rate limited', { status, rateLimited: true, retryAfterMs });
+  if (status === 429)
+    return new ProviderUnavailable('fake: 429 rate limited', { status, rateLimited: true, retryAfterMs });
   if (status === 400 || status === 422) return new ProviderRefusal(`fake: ${status} refused`, { status });
-  if (status === 401 || status === 403 || status === 404) return new ProviderMisconfigured(`fake: ${status}`, { status });
+  if (status === 401 || status === 403 || status === 404)
+    return new ProviderMisconfigured(`fake: ${status}`, { status });
   return new ProviderUnavailable(`fake: ${status}`, { status, retryAfterMs });
 }

@@ -90,9 +90,12 @@ export interface OpenAICompatibleProviderOptions {
 interface ChatCompletion {
   model?: unknown;
   choices?: Array<{ finish_reason?: unknown; message?: { content?: unknown; refusal?: unknown } }>;
-  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
+  usage?: {
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+    prompt_tokens_details?: { cached_tokens?: unknown } | null;
+  };
 }
-
 
 /** Finish reasons after which the content is complete (null: servers that leave it out). */
 const COMPLETE_FINISH = new Set(['stop', 'eos']);
@@ -142,12 +145,14 @@ export class OpenAICompatibleProvider implements Provider {
     if (typeof opts.baseURL !== 'string' || opts.baseURL.trim() === '') {
       throw new ProviderMisconfigured('openai: baseURL is missing');
     }
-    if (typeof opts.model !== 'string' || opts.model.trim() === '') throw new ProviderMisconfigured('openai: model is missing');
+    if (typeof opts.model !== 'string' || opts.model.trim() === '')
+      throw new ProviderMisconfigured('openai: model is missing');
     if (/-latest$/i.test(opts.model)) {
       throw new ProviderMisconfigured(`openai: model "${opts.model}" is a -latest alias; pin a model id`);
     }
     const budget = opts.inputBudgetTokens ?? DEFAULT_INPUT_BUDGET_TOKENS;
-    if (!Number.isInteger(budget) || budget < 1) throw new TypeError(`inputBudgetTokens must be an integer ≥ 1, got ${String(budget)}`);
+    if (!Number.isInteger(budget) || budget < 1)
+      throw new TypeError(`inputBudgetTokens must be an integer ≥ 1, got ${String(budget)}`);
     const temperature = opts.temperature === undefined ? 0 : opts.temperature;
     if (temperature !== null && (typeof temperature !== 'number' || !(temperature >= 0 && temperature <= 2))) {
       throw new TypeError(`temperature must be a number from 0 to 2 or null, got ${String(temperature)}`);
@@ -215,16 +220,27 @@ export class OpenAICompatibleProvider implements Provider {
 
   #prompt(questions: ReadonlyMap<string, Question>, explain: boolean): { system: string; schema: JsonSchema } {
     const schema = buildAnswerSchema(questions, { explain });
-    const system = buildSystemPrompt(questions, { explain, ...(this.#mode === 'json_object' ? { schemaInPrompt: schema } : {}) });
+    const system = buildSystemPrompt(questions, {
+      explain,
+      ...(this.#mode === 'json_object' ? { schemaInPrompt: schema } : {}),
+    });
     return { system, schema };
   }
 
-  async #askChunk(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+  async #askChunk(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    explain: boolean,
+    ctx: RetryContext,
+  ): Promise<AskResult> {
     try {
       return await this.#askOnce(state, questions, explain, ctx);
     } catch (err) {
       if (err instanceof ResponseFormatRejected && this.#mode === 'json_schema') {
-        this.#log.warn({ provider: this.name, status: err.status }, 'server rejected response_format json_schema; falling back to json_object');
+        this.#log.warn(
+          { provider: this.name, status: err.status },
+          'server rejected response_format json_schema; falling back to json_object',
+        );
         this.#mode = 'json_object';
         this.#checkBudget(state, questions, explain);
         return this.#askChunk(state, questions, explain, ctx);
@@ -233,7 +249,10 @@ export class OpenAICompatibleProvider implements Provider {
       if (questions.size <= 1) {
         throw new ProviderRefusal(`openai: ${err.message}, even for a single question`, { status: err.status });
       }
-      this.#log.info({ provider: this.name, questions: questions.size }, 'answer schema too complex; splitting the chunk in halves');
+      this.#log.info(
+        { provider: this.name, questions: questions.size },
+        'answer schema too complex; splitting the chunk in halves',
+      );
       const [first, second] = halves(questions);
       const a = await this.#askChunk(state, first, explain, ctx);
       const b = await this.#askChunk(state, second, explain, ctx);
@@ -261,7 +280,12 @@ export class OpenAICompatibleProvider implements Provider {
     return body;
   }
 
-  async #askOnce(state: string, questions: ReadonlyMap<string, Question>, explain: boolean, ctx: RetryContext): Promise<AskResult> {
+  async #askOnce(
+    state: string,
+    questions: ReadonlyMap<string, Question>,
+    explain: boolean,
+    ctx: RetryContext,
+  ): Promise<AskResult> {
     const payload = JSON.stringify(this.buildRequestBody(state, questions, explain));
     const jsonSchemaMode = this.#mode === 'json_schema';
     const completion = await withRetries(
@@ -290,8 +314,17 @@ export class OpenAICompatibleProvider implements Provider {
       throw new BadEnvelope(null, res.headers.get('x-request-id'));
     }
     const b = body as ChatCompletion & { error?: { type?: unknown } | string };
-    if (!b || typeof b !== 'object' || !Array.isArray(b.choices) || b.choices.length === 0 || typeof b.choices[0]?.message !== 'object') {
-      const errorType = b && typeof b === 'object' && b.error && typeof b.error === 'object' && typeof b.error.type === 'string' ? b.error.type : null;
+    if (
+      !b ||
+      typeof b !== 'object' ||
+      !Array.isArray(b.choices) ||
+      b.choices.length === 0 ||
+      typeof b.choices[0]?.message !== 'object'
+    ) {
+      const errorType =
+        b && typeof b === 'object' && b.error && typeof b.error === 'object' && typeof b.error.type === 'string'
+          ? b.error.type
+          : null;
       throw new BadEnvelope(errorType, res.headers.get('x-request-id'));
     }
     return b;
@@ -328,7 +361,8 @@ export class OpenAICompatibleProvider implements Provider {
       throw new AnswerDefect(`openai: reply incomplete, finish_reason ${String(finish)}`);
     }
     const message = choice.message!;
-    if (typeof message.refusal === 'string' && message.refusal !== '') throw new AnswerDefect('openai: reply is a refusal');
+    if (typeof message.refusal === 'string' && message.refusal !== '')
+      throw new AnswerDefect('openai: reply is a refusal');
     if (typeof message.content !== 'string') throw new AnswerDefect('openai: reply has no text content');
     return parseReplyText(unwrapJsonText(message.content), questions, explain);
   }
@@ -349,7 +383,8 @@ export class OpenAICompatibleProvider implements Provider {
       return { model: this.model, listed: ids.includes(this.model), models: ids.length };
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason;
-      if (err instanceof SyntaxError) throw new ProviderMisconfigured('openai: GET /models did not return JSON (is baseURL the /v1 base?)');
+      if (err instanceof SyntaxError)
+        throw new ProviderMisconfigured('openai: GET /models did not return JSON (is baseURL the /v1 base?)');
       throw classifyOpenAIError(err, false, false).error;
     }
   }

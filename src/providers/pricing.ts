@@ -72,7 +72,9 @@ export function pricingFor(provider: string, model: string): Pricing {
   if (provider === 'anthropic') {
     const exact = ANTHROPIC_PRICES[model];
     if (exact) return { kind: 'priced', price: exact, model };
-    const base = Object.keys(ANTHROPIC_PRICES).find((id) => model.startsWith(`${id}-`) && /^\d{8}$/.test(model.slice(id.length + 1)));
+    const base = Object.keys(ANTHROPIC_PRICES).find(
+      (id) => model.startsWith(`${id}-`) && /^\d{8}$/.test(model.slice(id.length + 1)),
+    );
     if (base) return { kind: 'priced', price: ANTHROPIC_PRICES[base], model: base };
   }
   return { kind: 'unknown', reason: `no price for ${provider}:${model} in Verdict's price table` };
@@ -142,7 +144,9 @@ export const ANTHROPIC_MIN_CACHEABLE_TOKENS: Readonly<Record<string, number>> = 
  */
 function modelEntry<T>(table: Readonly<Record<string, T>>, model: string): T | undefined {
   if (Object.prototype.hasOwnProperty.call(table, model)) return table[model];
-  const base = Object.keys(table).find((id) => model.startsWith(`${id}-`) && /^\d{8}$/.test(model.slice(id.length + 1)));
+  const base = Object.keys(table).find(
+    (id) => model.startsWith(`${id}-`) && /^\d{8}$/.test(model.slice(id.length + 1)),
+  );
   return base === undefined ? undefined : table[base];
 }
 

@@ -160,7 +160,10 @@ export function buildSystemPrompt(
 ): string {
   const parts = [ANSWERING_RULES];
   if (opts.explain) parts.push(RATIONALE_RULE);
-  parts.push('## Questions', ...questionAliases(questions).map(([alias, k]) => renderQuestion(alias, k, questions.get(k)!, opts.explain)));
+  parts.push(
+    '## Questions',
+    ...questionAliases(questions).map(([alias, k]) => renderQuestion(alias, k, questions.get(k)!, opts.explain)),
+  );
   if (opts.schemaInPrompt) parts.push(`${SCHEMA_IN_PROMPT_RULE}\n${promptJson(opts.schemaInPrompt)}`);
   return parts.join('\n\n');
 }
@@ -252,7 +255,8 @@ export function parseReply(reply: unknown, questions: ReadonlyMap<string, Questi
   // No prototype: a key such as `__proto__` stays an own member.
   const byKey = Object.create(null) as Record<string, unknown>;
   for (const [alias, key] of questionAliases(questions)) {
-    if (!Object.prototype.hasOwnProperty.call(top.data, alias)) throw new AnswerDefect(`answer "${key}" missing (property ${alias})`);
+    if (!Object.prototype.hasOwnProperty.call(top.data, alias))
+      throw new AnswerDefect(`answer "${key}" missing (property ${alias})`);
     byKey[key] = top.data[alias];
   }
   const answers = deriveAnswers(questions, byKey);
@@ -270,7 +274,11 @@ export function parseReply(reply: unknown, questions: ReadonlyMap<string, Questi
  * Parses reply text as JSON, then validates it like `parseReply`.
  * @throws AnswerDefect when the text is not JSON (the message carries its length, not its content).
  */
-export function parseReplyText(text: string, questions: ReadonlyMap<string, Question>, explain: boolean): ParsedAnswers {
+export function parseReplyText(
+  text: string,
+  questions: ReadonlyMap<string, Question>,
+  explain: boolean,
+): ParsedAnswers {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -311,7 +319,8 @@ export function checkInputBudget(
   parts: { system: string; schema: JsonSchema; state: string },
   budgetTokens: number,
 ): number {
-  const estimate = estimateTokens(parts.system) + estimateTokens(JSON.stringify(parts.schema)) + estimateTokens(parts.state);
+  const estimate =
+    estimateTokens(parts.system) + estimateTokens(JSON.stringify(parts.schema)) + estimateTokens(parts.state);
   if (estimate > budgetTokens) {
     throw new ProviderRefusal(
       `${provider}: estimated input of ${estimate} tokens exceeds the input budget of ${budgetTokens} tokens`,

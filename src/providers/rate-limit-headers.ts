@@ -23,7 +23,12 @@ import type { RateLimitSnapshot, RateLimitWindow } from './provider.js';
 export const RATE_LIMIT_RESET_CAP_MS = 60_000;
 
 /** Header name part of each window, as the API names it. */
-const WINDOWS = { requests: 'requests', tokens: 'tokens', inputTokens: 'input-tokens', outputTokens: 'output-tokens' } as const;
+const WINDOWS = {
+  requests: 'requests',
+  tokens: 'tokens',
+  inputTokens: 'input-tokens',
+  outputTokens: 'output-tokens',
+} as const;
 
 const COUNT = /^\d{1,15}$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;

@@ -78,8 +78,7 @@ export function backoffMs(p: RetryPolicy, retry: number, random: () => number): 
  * set, is the server's Retry-After), or `fatal` with the error to throw as is.
  */
 export type Fault =
-  | { readonly retry: true; readonly error: ProviderUnavailable }
-  | { readonly retry: false; readonly error: Error };
+  { readonly retry: true; readonly error: ProviderUnavailable } | { readonly retry: false; readonly error: Error };
 
 /** Minimal pino-compatible logger: a structured object first, then a message. */
 export interface ProviderLogger {
@@ -215,7 +214,8 @@ export async function withRetries<T>(
         if (!(error instanceof ProviderUnavailable)) throw error;
         const err = error;
         const retryAfter = err.retryAfterMs;
-        const waitMs = retriesLeft > 0 ? Math.max(backoffMs(policy, attemptNumber, runtime.random), retryAfter ?? 0) : 0;
+        const waitMs =
+          retriesLeft > 0 ? Math.max(backoffMs(policy, attemptNumber, runtime.random), retryAfter ?? 0) : 0;
         log.warn(
           {
             provider: ctx.provider,
@@ -243,7 +243,12 @@ export async function withRetries<T>(
 }
 
 /** The ProviderUnavailable a call ends with when it stops retrying; keeps the last Retry-After. */
-function gaveUp(ctx: RetryContext, last: ProviderUnavailable | undefined, attempts: number, why: string): ProviderUnavailable {
+function gaveUp(
+  ctx: RetryContext,
+  last: ProviderUnavailable | undefined,
+  attempts: number,
+  why: string,
+): ProviderUnavailable {
   const head = last ? `${last.message}; ` : `${ctx.provider}: `;
   return new ProviderUnavailable(`${head}${why} after ${attempts} attempt(s)`, {
     retryAfterMs: last?.retryAfterMs,
@@ -256,7 +261,10 @@ function gaveUp(ctx: RetryContext, last: ProviderUnavailable | undefined, attemp
  * Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date) into ms.
  * @returns undefined when absent or unparseable; 0 for a date in the past.
  */
-export function parseRetryAfter(headers: { get(name: string): string | null } | undefined | null, nowMs = Date.now()): number | undefined {
+export function parseRetryAfter(
+  headers: { get(name: string): string | null } | undefined | null,
+  nowMs = Date.now(),
+): number | undefined {
   if (!headers) return undefined;
   const ms = headers.get('retry-after-ms');
   if (ms !== null && ms.trim() !== '') {

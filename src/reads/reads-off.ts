@@ -13,7 +13,14 @@ import type { Store } from '../store/whole-store.js';
  * turned off are not shown as if they were still kept current.
  */
 export class DecisionsOffReader extends DecisionReader {
-  constructor(store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> & Pick<QueueStore, 'getJob' | 'listJobs'> & Pick<MetaStore, 'getMeta'> & Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>) {
+  constructor(
+    store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> &
+      Pick<QueueStore, 'getJob' | 'listJobs'> &
+      Pick<MetaStore, 'getMeta'> &
+      Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> &
+      HumanVerdictStore &
+      Pick<Store, 'loadItemForEvaluation'>,
+  ) {
     // A null context: `enabled` is false, so nothing (retention, for one) mistakes these empty
     // reads for "no answer is current".
     super(store, new Registry([]), null);
@@ -30,7 +37,9 @@ export class DecisionsOffReader extends DecisionReader {
   }
 
   /** Always no rows and zero counts. */
-  override async surfacedDecisions(_itemId: string): Promise<{ surfaced: DecisionView[]; belowThreshold: number; stale: number }> {
+  override async surfacedDecisions(
+    _itemId: string,
+  ): Promise<{ surfaced: DecisionView[]; belowThreshold: number; stale: number }> {
     return { surfaced: [], belowThreshold: 0, stale: 0 };
   }
 

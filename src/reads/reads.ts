@@ -28,7 +28,16 @@ import type { JobRow } from '../store/queue-store.js';
 import type { ItemViewRows } from '../store/item-view-store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
 import { silentLogger, type Logger } from '../log.js';
-import { answersAgree, FLAPPING_MIN_FLIPS, FLAPPING_WINDOW_MS, overrideValue, surfacesWithHysteresis, type HumanVerdictRow, type SurfacingChangeRow, type VerdictKind } from '../store/verdicts.js';
+import {
+  answersAgree,
+  FLAPPING_MIN_FLIPS,
+  FLAPPING_WINDOW_MS,
+  overrideValue,
+  surfacesWithHysteresis,
+  type HumanVerdictRow,
+  type SurfacingChangeRow,
+  type VerdictKind,
+} from '../store/verdicts.js';
 
 /**
  * Reads: which answers are current, and which are worth showing (DESIGN §8).
@@ -188,11 +197,18 @@ export function surfacingOf(r: {
   if (r.staleReason !== null && GONE.has(r.staleReason)) return 'stale';
   if (r.human) return r.answer.noul >= r.threshold ? 'surfaced' : 'below_threshold';
   if (!r.current && !(r.staleReason === 'expired' || (r.staleReason === 'state_changed' && r.jobOwed))) return 'stale';
-  return surfacesWithHysteresis(r.answer.noul, r.wasSurfaced ?? false, r.threshold, r.hysteresis ?? 0) ? 'surfaced' : 'below_threshold';
+  return surfacesWithHysteresis(r.answer.noul, r.wasSurfaced ?? false, r.threshold, r.hysteresis ?? 0)
+    ? 'surfaced'
+    : 'below_threshold';
 }
 
 /** Stale reasons that mean the key itself is gone for now: nothing of it surfaces. */
-const GONE: ReadonlySet<StaleReason> = new Set<StaleReason>(['not_applicable', 'comment_gone', 'question_removed', 'set_unknown']);
+const GONE: ReadonlySet<StaleReason> = new Set<StaleReason>([
+  'not_applicable',
+  'comment_gone',
+  'question_removed',
+  'set_unknown',
+]);
 
 /** What one (set, item) looks like now, as far as currency is concerned. */
 export interface SetNow {
@@ -240,9 +256,18 @@ export interface Judgement {
  * decision/as-of.ts `answerIsCurrent`, the same one the runner skips answered keys by). A row that
  * matches all but its age reads `expired`; `changedParts` never lists as_of of a dated row.
  */
-export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: FingerprintContext & { name: string }): Judgement {
+export function judgeRows(
+  rows: readonly DecisionRow[],
+  now: SetNow,
+  ctx: FingerprintContext & { name: string },
+): Judgement {
   const latest = rows[rows.length - 1];
-  const stale = (staleReason: StaleReason, parts: string[] = []): Judgement => ({ row: latest, current: false, staleReason, changedParts: parts });
+  const stale = (staleReason: StaleReason, parts: string[] = []): Judgement => ({
+    row: latest,
+    current: false,
+    staleReason,
+    changedParts: parts,
+  });
   if (!now.set) return stale('set_unknown');
   let key = latest.questionKey;
   let state = now.state;
@@ -257,7 +282,9 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
     return stale('not_applicable');
   }
   if (!now.questions) return stale('not_compared');
-  const q: Question | undefined = Object.prototype.hasOwnProperty.call(now.questions, key) ? now.questions[key] : undefined;
+  const q: Question | undefined = Object.prototype.hasOwnProperty.call(now.questions, key)
+    ? now.questions[key]
+    : undefined;
   if (!q) return stale('question_removed');
   if (!state) return stale('not_compared');
   const set = now.set;
@@ -273,7 +300,8 @@ export function judgeRows(rows: readonly DecisionRow[], now: SetNow, ctx: Finger
   if (latest.stateVersion !== state.version) return stale('not_compared');
   if (latest.questionHash !== fp) {
     const asked = parseFingerprintContext(latest.fingerprintContext);
-    if (asked) return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
+    if (asked)
+      return stale(questionFingerprint(q, asked) === latest.questionHash ? 'model_changed' : 'question_changed');
     return stale(latest.provider === ctx.name ? 'question_changed' : 'model_changed');
   }
   // Asked about the state as it still is, only older than maxAge (DESIGN §5.2); an item edit
@@ -303,7 +331,12 @@ export type ReaderContext = FingerprintContext & { name: string };
  */
 export class DecisionReader {
   constructor(
-    private readonly store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> & Pick<QueueStore, 'getJob' | 'listJobs'> & Pick<MetaStore, 'getMeta'> & Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> & HumanVerdictStore & Pick<Store, 'loadItemForEvaluation'>,
+    private readonly store: Pick<TrackerStore, 'getItem' | 'listCollections' | 'listItems' | 'now'> &
+      Pick<QueueStore, 'getJob' | 'listJobs'> &
+      Pick<MetaStore, 'getMeta'> &
+      Pick<DecisionStore, 'listDecisions' | 'listWorkspaceDecisions'> &
+      HumanVerdictStore &
+      Pick<Store, 'loadItemForEvaluation'>,
     private readonly registry: Registry,
     private readonly ctx: ReaderContext | null,
     private readonly logger: Logger = silentLogger,
@@ -332,18 +365,35 @@ export class DecisionReader {
    * (both only when the item has answers), and each answered set's questions. Empty when decisions
    * are off.
    */
-  async itemView(v: ItemViewRows): Promise<{ decisions: DecisionView[]; sets: Array<{ questionSet: string; applies: boolean; reason: string | null }> }> {
+  async itemView(
+    v: ItemViewRows,
+  ): Promise<{
+    decisions: DecisionView[];
+    sets: Array<{ questionSet: string; applies: boolean; reason: string | null }>;
+  }> {
     if (!this.ctx) return { decisions: [], sets: [] };
     const sets = this.applicability(v.item, v.collection);
     if (!v.judging) return { decisions: [], sets };
-    const loaded: ItemForEvaluation = { item: v.item, collection: v.collection, workspace: v.workspace, comments: v.judging.comments, links: v.judging.links };
+    const loaded: ItemForEvaluation = {
+      item: v.item,
+      collection: v.collection,
+      workspace: v.workspace,
+      comments: v.judging.comments,
+      links: v.judging.links,
+    };
     const changes = v.judging.surfacingChanges;
     const people = peopleIndex(v.verdicts, changes, changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0);
     return { decisions: await this.judgeItem(v.item.id, v.decisions, loaded, v.jobs, people), sets };
   }
 
   /** `decisions` from the item's rows (oldest first), its evaluation read, its jobs and what people said. */
-  private async judgeItem(itemId: string, rows: DecisionRow[], loaded: ItemForEvaluation | null, jobs: JobRow[], people: PeopleIndex): Promise<DecisionView[]> {
+  private async judgeItem(
+    itemId: string,
+    rows: DecisionRow[],
+    loaded: ItemForEvaluation | null,
+    jobs: JobRow[],
+    people: PeopleIndex,
+  ): Promise<DecisionView[]> {
     if (!this.ctx) return [];
     const owed = new Set(jobs.filter((j) => j.state === 'owed').map((j) => j.questionSet));
     if (loaded) for (const s of await this.pendingCollectionSets(loaded.item.collectionId)) owed.add(s);
@@ -353,7 +403,15 @@ export class DecisionReader {
       const set = this.registry.get(setName) ?? null;
       const now = await this.setNow(set, loaded);
       for (const keyRows of groupBy(setRows, (r) => r.questionKey).values()) {
-        out.push(this.view(judgeRows(keyRows, now, this.ctx), set, owed.has(setName), set?.threshold ?? 1, people.of(itemId, setName, keyRows[0].questionKey, now)));
+        out.push(
+          this.view(
+            judgeRows(keyRows, now, this.ctx),
+            set,
+            owed.has(setName),
+            set?.threshold ?? 1,
+            people.of(itemId, setName, keyRows[0].questionKey, now),
+          ),
+        );
       }
     }
     return out.sort((a, b) => cmp(a.questionSet, b.questionSet) || cmp(a.questionKey, b.questionKey));
@@ -392,7 +450,9 @@ export class DecisionReader {
    * is never asked, so `show` can say so instead of "none yet". [] when decisions are off or the
    * item does not exist.
    */
-  async setApplicability(itemId: string): Promise<Array<{ questionSet: string; applies: boolean; reason: string | null }>> {
+  async setApplicability(
+    itemId: string,
+  ): Promise<Array<{ questionSet: string; applies: boolean; reason: string | null }>> {
     if (!this.ctx) return [];
     const loaded = await this.store.loadItemForEvaluation(itemId);
     if (!loaded) return [];
@@ -400,8 +460,16 @@ export class DecisionReader {
   }
 
   /** `setApplicability` of an item already read with its collection. */
-  private applicability(item: ItemRow, collection: CollectionRow): Array<{ questionSet: string; applies: boolean; reason: string | null }> {
-    const gone = item.deletedAt !== null ? 'item is deleted' : collection.deletedAt !== null ? `collection "${collection.slug}" is deleted` : null;
+  private applicability(
+    item: ItemRow,
+    collection: CollectionRow,
+  ): Array<{ questionSet: string; applies: boolean; reason: string | null }> {
+    const gone =
+      item.deletedAt !== null
+        ? 'item is deleted'
+        : collection.deletedAt !== null
+          ? `collection "${collection.slug}" is deleted`
+          : null;
     return this.registry
       .setsFor(collection.slug)
       .map((set) => {
@@ -426,18 +494,27 @@ export class DecisionReader {
    * and, only when a question changed, one read of that set's rows in the workspace.
    * All counts are 0 when decisions are off (provider `none`).
    */
-  async staleWatch(workspaceId: string, itemId: string): Promise<{ madeStale(): Promise<{ itemAnswers: number; questionAnswers: number; changedQuestions: string[] }> }> {
+  async staleWatch(
+    workspaceId: string,
+    itemId: string,
+  ): Promise<{ madeStale(): Promise<{ itemAnswers: number; questionAnswers: number; changedQuestions: string[] }> }> {
     const ctx = this.ctx;
     if (!ctx) return { madeStale: async () => ({ itemAnswers: 0, questionAnswers: 0, changedQuestions: [] }) };
     const fingerprints = async (): Promise<Map<string, Map<string, string> | null>> => {
       const out = new Map<string, Map<string, string> | null>();
       for (const set of this.registry.all()) {
         const qs = await this.questions(set, workspaceId);
-        out.set(set.name, qs === null ? null : new Map(Object.entries(qs).map(([k, q]) => [k, questionFingerprint(q, ctx)])));
+        out.set(
+          set.name,
+          qs === null ? null : new Map(Object.entries(qs).map(([k, q]) => [k, questionFingerprint(q, ctx)])),
+        );
       }
       return out;
     };
-    const currentKeys = async () => new Set((await this.decisions(itemId)).filter((d) => d.current).map((d) => `${d.questionSet}\u0000${d.questionKey}`));
+    const currentKeys = async () =>
+      new Set(
+        (await this.decisions(itemId)).filter((d) => d.current).map((d) => `${d.questionSet}\u0000${d.questionKey}`),
+      );
     const before = await fingerprints();
     const currentBefore = await currentKeys();
     return {
@@ -474,7 +551,9 @@ export class DecisionReader {
   }
 
   /** Surfaced rows, plus counts of below-threshold and stale rows (of surfaceable keys). */
-  async surfacedDecisions(itemId: string): Promise<{ surfaced: DecisionView[]; belowThreshold: number; stale: number }> {
+  async surfacedDecisions(
+    itemId: string,
+  ): Promise<{ surfaced: DecisionView[]; belowThreshold: number; stale: number }> {
     const all = await this.decisions(itemId);
     return {
       surfaced: all.filter((d) => d.surfacing === 'surfaced'),
@@ -515,7 +594,11 @@ export class DecisionReader {
    * `workspaceFlags`, which is this read reduced to probabilities. Items deleted since their answer
    * surface nothing (their views read `not_applicable`).
    */
-  async surfacedViews(workspaceId: string, setName: string, threshold?: number): Promise<{ items: Array<{ item: ItemRow; views: DecisionView[] }>; failing: boolean }> {
+  async surfacedViews(
+    workspaceId: string,
+    setName: string,
+    threshold?: number,
+  ): Promise<{ items: Array<{ item: ItemRow; views: DecisionView[] }>; failing: boolean }> {
     const items: Array<{ item: ItemRow; views: DecisionView[] }> = [];
     if (!this.ctx) return { items, failing: false };
     const set = this.registry.get(setName);
@@ -546,10 +629,17 @@ export class DecisionReader {
       if (clock === undefined) clock = await this.clockFor(set);
       const now = this.setNowWith(set, loaded, questions, clock);
       const job = await this.store.getJob(itemId, setName);
-      const owed = job?.state === 'owed' || (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName);
+      const owed =
+        job?.state === 'owed' || (await this.pendingCollectionSets(loaded.item.collectionId)).includes(setName);
       const views: DecisionView[] = [];
       for (const keyRows of groupBy(itemRows, (r) => r.questionKey).values()) {
-        const v = this.view(judgeRows(keyRows, now, this.ctx), set, owed, cut, people.of(itemId, setName, keyRows[0].questionKey, now));
+        const v = this.view(
+          judgeRows(keyRows, now, this.ctx),
+          set,
+          owed,
+          cut,
+          people.of(itemId, setName, keyRows[0].questionKey, now),
+        );
         if (v.surfacing === 'surfaced' && v.answer.type === 'noul') views.push(v);
       }
       if (views.length) items.push({ item: loaded.item, views });
@@ -566,7 +656,9 @@ export class DecisionReader {
    */
   async history(itemId: string): Promise<HistoryEntry[]> {
     if (!this.ctx) return [];
-    const rows = [...(await this.store.listDecisions(itemId))].sort((a, b) => a.evaluatedAt - b.evaluatedAt || a.id - b.id);
+    const rows = [...(await this.store.listDecisions(itemId))].sort(
+      (a, b) => a.evaluatedAt - b.evaluatedAt || a.id - b.id,
+    );
     const entries: HistoryEntry[] = [];
     const open = new Map<string, { entry: HistoryEntry; parts: Record<string, string> }>();
     const lastOfTarget = new Map<string, Record<string, string>>();
@@ -575,8 +667,19 @@ export class DecisionReader {
       const commentId = set?.perComment ? (splitCommentKey(r.questionKey)?.commentId ?? null) : null;
       const target = `${r.questionSet}\u0000${commentId ?? ''}`;
       const cur = open.get(target);
-      const answer = { questionKey: r.questionKey, kind: r.kind, answer: JSON.parse(r.answer) as Answer, confidence: r.confidence, rationale: r.rationale ?? null };
-      if (cur && cur.entry.stateHash === r.stateHash && cur.entry.provider === r.provider && cur.entry.model === r.model) {
+      const answer = {
+        questionKey: r.questionKey,
+        kind: r.kind,
+        answer: JSON.parse(r.answer) as Answer,
+        confidence: r.confidence,
+        rationale: r.rationale ?? null,
+      };
+      if (
+        cur &&
+        cur.entry.stateHash === r.stateHash &&
+        cur.entry.provider === r.provider &&
+        cur.entry.model === r.model
+      ) {
         cur.entry.answers.push(answer);
         continue;
       }
@@ -591,7 +694,12 @@ export class DecisionReader {
         provider: r.provider,
         model: r.model,
         evaluatedAt: r.evaluatedAt,
-        changedParts: before === null ? null : [...new Set([...Object.keys(before), ...Object.keys(parts)])].filter((n) => before[n] !== parts[n]).sort(),
+        changedParts:
+          before === null
+            ? null
+            : [...new Set([...Object.keys(before), ...Object.keys(parts)])]
+                .filter((n) => before[n] !== parts[n])
+                .sort(),
         answers: [answer],
       };
       entries.push(entry);
@@ -612,8 +720,15 @@ export class DecisionReader {
   }
 
   private async failing(workspaceId: string, setName: string): Promise<boolean> {
-    if ((await this.store.listJobs({ workspaceId, questionSet: setName, state: 'parked', limit: 1 })).length > 0) return true;
-    const owed = await this.store.listJobs({ workspaceId, questionSet: setName, state: 'owed', errorWithinMs: FAILING_WINDOW_MS, limit: 1_000 });
+    if ((await this.store.listJobs({ workspaceId, questionSet: setName, state: 'parked', limit: 1 })).length > 0)
+      return true;
+    const owed = await this.store.listJobs({
+      workspaceId,
+      questionSet: setName,
+      state: 'owed',
+      errorWithinMs: FAILING_WINDOW_MS,
+      limit: 1_000,
+    });
     return owed.some((j) => j.attempts > 0 || j.refusals > 0);
   }
 
@@ -639,7 +754,12 @@ export class DecisionReader {
   }
 
   /** @param nowMs the store's now for a set with `maxAgeMs` (`clockFor`), else null. */
-  private setNowWith(set: QuestionSet, loaded: ItemForEvaluation | null, questions: QuestionMap | null, nowMs: number | null): SetNow {
+  private setNowWith(
+    set: QuestionSet,
+    loaded: ItemForEvaluation | null,
+    questions: QuestionMap | null,
+    nowMs: number | null,
+  ): SetNow {
     const live = loaded !== null && loaded.item.deletedAt === null && loaded.collection.deletedAt === null;
     const applies = live && appliesNow(set, loaded.item, loaded.collection);
     const commentStates = new Map<string, BuiltState>();
@@ -666,15 +786,29 @@ export class DecisionReader {
    * when the model never answered it). Null when decisions are off, the set is not registered, or
    * the item does not exist.
    */
-  async keyNow(itemId: string, setName: string, questionKey: string): Promise<{ set: QuestionSet; applies: boolean; question: Question | null; target: BuiltState | null; view: DecisionView | null } | null> {
+  async keyNow(
+    itemId: string,
+    setName: string,
+    questionKey: string,
+  ): Promise<{
+    set: QuestionSet;
+    applies: boolean;
+    question: Question | null;
+    target: BuiltState | null;
+    view: DecisionView | null;
+  } | null> {
     const set = this.registry.get(setName);
     if (!this.ctx || !set) return null;
     const loaded = await this.store.loadItemForEvaluation(itemId);
     if (!loaded) return null;
     const now = await this.setNow(set, loaded);
     const base = set.perComment ? (splitCommentKey(questionKey)?.key ?? null) : questionKey;
-    const question = base !== null && now.questions && Object.prototype.hasOwnProperty.call(now.questions, base) ? now.questions[base] : null;
-    const view = (await this.decisions(itemId)).find((d) => d.questionSet === setName && d.questionKey === questionKey) ?? null;
+    const question =
+      base !== null && now.questions && Object.prototype.hasOwnProperty.call(now.questions, base)
+        ? now.questions[base]
+        : null;
+    const view =
+      (await this.decisions(itemId)).find((d) => d.questionSet === setName && d.questionKey === questionKey) ?? null;
     return { set, applies: now.applies, question, target: targetState(now, questionKey), view };
   }
 
@@ -707,7 +841,8 @@ export class DecisionReader {
     if (!loaded) return [];
     const out = new Set<string>();
     for (const set of this.registry.setsFor(loaded.collection.slug)) {
-      for (const key of Object.keys((await this.questions(set, loaded.item.workspaceId)) ?? {})) out.add(set.perComment ? `${key}@…` : key);
+      for (const key of Object.keys((await this.questions(set, loaded.item.workspaceId)) ?? {}))
+        out.add(set.perComment ? `${key}@…` : key);
     }
     return [...out].sort();
   }
@@ -726,17 +861,31 @@ export class DecisionReader {
    * (then ref, key). A key's first answer is not a flip, nor is a person's verdict. [] when decisions are off.
    * @param opts.minFlips @defaultValue 3 @param opts.windowMs @defaultValue 30 days (ms)
    */
-  async flapping(workspaceId: string, setName: string, opts: { minFlips?: number; windowMs?: number } = {}): Promise<FlappingKey[]> {
+  async flapping(
+    workspaceId: string,
+    setName: string,
+    opts: { minFlips?: number; windowMs?: number } = {},
+  ): Promise<FlappingKey[]> {
     if (!this.ctx) return [];
     const minFlips = opts.minFlips ?? FLAPPING_MIN_FLIPS;
     const since = (await this.store.now()) - (opts.windowMs ?? FLAPPING_WINDOW_MS);
-    const changes = (await this.store.listSurfacingChanges({ workspaceId, questionSet: setName, sinceMs: since })).filter((c) => c.cause === 'model' && c.flip);
+    const changes = (
+      await this.store.listSurfacingChanges({ workspaceId, questionSet: setName, sinceMs: since })
+    ).filter((c) => c.cause === 'model' && c.flip);
     const out: FlappingKey[] = [];
     for (const keyChanges of groupBy(changes, (c) => `${c.itemId}\u0000${c.questionKey}`).values()) {
       if (keyChanges.length < minFlips) continue;
       const last = keyChanges[keyChanges.length - 1];
       const item = await this.store.getItem(last.itemId);
-      out.push({ itemId: last.itemId, ref: item?.ref ?? last.itemId, questionSet: setName, questionKey: last.questionKey, flips: keyChanges.length, lastFlipAt: last.changedAt, surfaced: last.surfaced });
+      out.push({
+        itemId: last.itemId,
+        ref: item?.ref ?? last.itemId,
+        questionSet: setName,
+        questionKey: last.questionKey,
+        flips: keyChanges.length,
+        lastFlipAt: last.changedAt,
+        surfaced: last.surfaced,
+      });
     }
     return out.sort((a, b) => b.flips - a.flips || cmp(a.ref, b.ref) || cmp(a.questionKey, b.questionKey));
   }
@@ -746,13 +895,21 @@ export class DecisionReader {
    * (workspace, set): the latest verdict of each key, its latest surfacing change, and its flips in
    * the last 30 days. Two reads (verdicts, changes) and the store's clock.
    */
-  private async peopleOf(q: { itemId: string; workspaceId: string } | { workspaceId: string; questionSet: string }): Promise<PeopleIndex> {
+  private async peopleOf(
+    q: { itemId: string; workspaceId: string } | { workspaceId: string; questionSet: string },
+  ): Promise<PeopleIndex> {
     const verdicts = await this.store.listVerdicts(q);
     const changes = await this.store.listSurfacingChanges('itemId' in q ? { itemId: q.itemId } : q);
     return peopleIndex(verdicts, changes, changes.length ? (await this.store.now()) - FLAPPING_WINDOW_MS : 0);
   }
 
-  private view(j: Judgement, set: QuestionSet | null, jobOwed: boolean, threshold: number, people: KeyPeople = NO_PEOPLE): DecisionView {
+  private view(
+    j: Judgement,
+    set: QuestionSet | null,
+    jobOwed: boolean,
+    threshold: number,
+    people: KeyPeople = NO_PEOPLE,
+  ): DecisionView {
     const r = j.row;
     const modelAnswer = JSON.parse(r.answer) as Answer;
     const split = set?.perComment ? splitCommentKey(r.questionKey) : null;
@@ -761,7 +918,10 @@ export class DecisionReader {
     const verdict = people.verdict ? verdictView(people.verdict, people.target, set) : null;
     const human = verdict?.inForce === true && verdict.value !== null;
     const answer = human ? verdict.value! : modelAnswer;
-    const proposed = human && j.current && r.evaluatedAt > verdict.createdAt && !answersAgree(modelAnswer, answer, threshold) ? modelAnswer : null;
+    const proposed =
+      human && j.current && r.evaluatedAt > verdict.createdAt && !answersAgree(modelAnswer, answer, threshold)
+        ? modelAnswer
+        : null;
     // The hysteresis' memory is kept at the set's own threshold; a read at another one uses the plain cut.
     const atSetThreshold = set !== null && threshold === set.threshold;
     return {
@@ -820,7 +980,13 @@ export interface HistoryEntry {
   /** State parts whose hash moved since the previous entry about the same target, sorted; [] when only the model or question moved; null for the first entry. */
   changedParts: string[] | null;
   /** The stored answers, by key. `confidence` is null for nouls. */
-  answers: Array<{ questionKey: string; kind: DecisionRow['kind']; answer: Answer; confidence: number | null; rationale: string | null }>;
+  answers: Array<{
+    questionKey: string;
+    kind: DecisionRow['kind'];
+    answer: Answer;
+    confidence: number | null;
+    rationale: string | null;
+  }>;
 }
 
 /** One item's surfaced keys in a `workspaceFlags` read: key → probability in force. */
@@ -864,7 +1030,11 @@ const NO_PEOPLE: KeyPeople = { verdict: null, wasSurfaced: null, flips: 0, targe
  * What people and the surfacing memory say, from their rows (oldest first): the latest verdict of
  * each key, its latest surfacing change, and its model flips since `since` (epoch ms).
  */
-function peopleIndex(verdicts: readonly HumanVerdictRow[], changes: readonly SurfacingChangeRow[], since: number): PeopleIndex {
+function peopleIndex(
+  verdicts: readonly HumanVerdictRow[],
+  changes: readonly SurfacingChangeRow[],
+  since: number,
+): PeopleIndex {
   const k = (itemId: string, set: string, key: string) => `${itemId}\u0000${set}\u0000${key}`;
   const latestVerdict = new Map<string, HumanVerdictRow>();
   const inForce = new Set<string>();
@@ -881,7 +1051,12 @@ function peopleIndex(verdicts: readonly HumanVerdictRow[], changes: readonly Sur
     hasValueInForce: (itemId) => inForce.has(itemId),
     of: (itemId, set, questionKey, now) => {
       const key = k(itemId, set, questionKey);
-      return { verdict: latestVerdict.get(key) ?? null, wasSurfaced: latestChange.get(key)?.surfaced ?? null, flips: flips.get(key) ?? 0, target: targetState(now, questionKey) };
+      return {
+        verdict: latestVerdict.get(key) ?? null,
+        wasSurfaced: latestChange.get(key)?.surfaced ?? null,
+        flips: flips.get(key) ?? 0,
+        target: targetState(now, questionKey),
+      };
     },
   };
 }
@@ -966,7 +1141,9 @@ function addClips(a: StateClips, b: StateClips): StateClips {
 export function fieldsForDisplay(text: string): Record<string, LosslessValue> {
   try {
     const v = parseLossless(text);
-    return v && typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v) ? (v as Record<string, LosslessValue>) : {};
+    return v && typeof v === 'object' && !Array.isArray(v) && !isLosslessNumber(v)
+      ? (v as Record<string, LosslessValue>)
+      : {};
   } catch {
     return {};
   }

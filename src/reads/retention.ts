@@ -48,9 +48,14 @@ const PRUNE_BATCH_SIZE = 200;
  * @throws TypeError for a decisions-off reader.
  * @throws when the store fails; rows deleted before stay deleted, and a re-run continues.
  */
-export async function pruneDecisions(store: Pick<DecisionStore, 'deleteDecisions' | 'listSupersededDecisions'>, reader: DecisionReader, o: PruneOptions): Promise<PruneReport> {
+export async function pruneDecisions(
+  store: Pick<DecisionStore, 'deleteDecisions' | 'listSupersededDecisions'>,
+  reader: DecisionReader,
+  o: PruneOptions,
+): Promise<PruneReport> {
   // A decisions-off reader calls nothing current: pruning with it would delete current answers.
-  if (!reader.enabled) throw new TypeError('pruneDecisions needs a reader that judges currency (a configured provider, not none)');
+  if (!reader.enabled)
+    throw new TypeError('pruneDecisions needs a reader that judges currency (a configured provider, not none)');
   const batchSize = o.batchSize ?? PRUNE_BATCH_SIZE;
   const report: PruneReport = { examined: 0, keptCurrent: 0, deleted: 0, batches: 0, done: false };
   let afterId = 0;
@@ -72,12 +77,23 @@ export async function pruneDecisions(store: Pick<DecisionStore, 'deleteDecisions
         if (d.staleReason === 'not_compared') unjudged.add(`${itemId}\u0000${d.questionSet}`);
       }
     }
-    const doomed = rows.filter((r) => !current.has(r.id) && !unjudged.has(`${r.itemId}\u0000${r.questionSet}`)).map((r) => r.id);
+    const doomed = rows
+      .filter((r) => !current.has(r.id) && !unjudged.has(`${r.itemId}\u0000${r.questionSet}`))
+      .map((r) => r.id);
     report.keptCurrent += rows.length - doomed.length;
     report.deleted += o.dryRun ? doomed.length : await store.deleteDecisions(doomed);
     afterId = rows[rows.length - 1].id;
     await yieldToOthers();
   }
-  o.logger?.info({ examined: report.examined, keptCurrent: report.keptCurrent, deleted: report.deleted, dryRun: !!o.dryRun, done: report.done }, 'retention pass');
+  o.logger?.info(
+    {
+      examined: report.examined,
+      keptCurrent: report.keptCurrent,
+      deleted: report.deleted,
+      dryRun: !!o.dryRun,
+      done: report.done,
+    },
+    'retention pass',
+  );
   return report;
 }

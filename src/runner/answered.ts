@@ -42,7 +42,12 @@ export async function answeredNow(
   const out: TargetWork[] = [];
   if (set.maxAgeMs === null) {
     for (const target of targets) {
-      const wanted = keys.map((k) => ({ questionKey: k + target.keySuffix, stateHash: target.state.hash, questionHash: fingerprints.get(k)!, stateVersion: target.state.version }));
+      const wanted = keys.map((k) => ({
+        questionKey: k + target.keySuffix,
+        stateHash: target.state.hash,
+        questionHash: fingerprints.get(k)!,
+        stateVersion: target.state.version,
+      }));
       const hits = await store.answeredKeys(itemId, set.name, wanted);
       out.push({ target, askState: target.state, done: new Set(keys.filter((k) => hits.has(k + target.keySuffix))) });
     }
@@ -56,7 +61,12 @@ export async function answeredNow(
     else byKey.set(r.questionKey, [r]);
   }
   for (const target of targets) {
-    const done = new Set(keys.filter((k) => currentAnswer(byKey.get(k + target.keySuffix) ?? [], target.state, fingerprints.get(k)!, set, nowMs) !== null));
+    const done = new Set(
+      keys.filter(
+        (k) =>
+          currentAnswer(byKey.get(k + target.keySuffix) ?? [], target.state, fingerprints.get(k)!, set, nowMs) !== null,
+      ),
+    );
     out.push({ target, askState: stateToAsk(target.state, set, nowMs), done });
   }
   return out;

@@ -47,11 +47,16 @@ export function backfillCursorKey(setName: string, workspaceId: string | null | 
 }
 
 /** Reads a stored cursor; null when there is none. @throws SyntaxError for a row that is not a cursor. */
-export async function loadBackfillCursor(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string | null | undefined): Promise<BackfillCursor | null> {
+export async function loadBackfillCursor(
+  store: Pick<MetaStore, 'getMeta'>,
+  setName: string,
+  workspaceId: string | null | undefined,
+): Promise<BackfillCursor | null> {
   const raw = await store.getMeta(backfillCursorKey(setName, workspaceId));
   if (raw === null) return null;
   const c = JSON.parse(raw) as BackfillCursor;
-  if (c?.v !== 1 || !Array.isArray(c.pending)) throw new SyntaxError(`backfill cursor ${backfillCursorKey(setName, workspaceId)} is not a version-1 cursor`);
+  if (c?.v !== 1 || !Array.isArray(c.pending))
+    throw new SyntaxError(`backfill cursor ${backfillCursorKey(setName, workspaceId)} is not a version-1 cursor`);
   return c;
 }
 
@@ -97,7 +102,18 @@ export interface BackfillReport {
 }
 
 export interface BackfillOptions {
-  store: Pick<Store, 'countChunkJobs' | 'deleteMeta' | 'getMeta' | 'getWorkspace' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs'>;
+  store: Pick<
+    Store,
+    | 'countChunkJobs'
+    | 'deleteMeta'
+    | 'getMeta'
+    | 'getWorkspace'
+    | 'listCollections'
+    | 'listItems'
+    | 'listWorkspaces'
+    | 'now'
+    | 'oweJobs'
+  >;
   set: QuestionSet;
   /** One workspace; all when omitted. */
   workspaceId?: string;
@@ -124,7 +140,8 @@ export class Backfill {
   private nudge = new AbortController();
 
   constructor(private readonly o: BackfillOptions) {
-    if (!Number.isInteger(o.chunkSize) || o.chunkSize < 1) throw new TypeError(`chunkSize must be an integer ≥ 1, got ${String(o.chunkSize)}`);
+    if (!Number.isInteger(o.chunkSize) || o.chunkSize < 1)
+      throw new TypeError(`chunkSize must be an integer ≥ 1, got ${String(o.chunkSize)}`);
   }
 
   /** Re-polls the draining chunk now instead of at the next tick. */
@@ -154,11 +171,14 @@ export class Backfill {
       startedAt: await store.now(),
     };
     let remaining = 0;
-    for await (const _ of eligibleItems(store, set, { workspaceId: this.o.workspaceId, afterId: cursor.afterId })) remaining++;
+    for await (const _ of eligibleItems(store, set, { workspaceId: this.o.workspaceId, afterId: cursor.afterId }))
+      remaining++;
     const report: BackfillReport = {
       set: set.name,
       workspaceId: wsId,
-      resumedAfter: stored ? { afterId: stored.afterId, owedItems: stored.owedItems, pending: stored.pending.length } : null,
+      resumedAfter: stored
+        ? { afterId: stored.afterId, owedItems: stored.owedItems, pending: stored.pending.length }
+        : null,
       total: cursor.owedItems + remaining,
       owedThisRun: 0,
       insertedThisRun: 0,
@@ -172,9 +192,24 @@ export class Backfill {
     };
     let drained = cursor.owedItems - cursor.pending.length;
     const progress = (phase: BackfillProgress['phase'], current: ChunkJobCounts | null) =>
-      this.o.onProgress?.({ phase, total: report.total, owed: cursor.owedItems, drained, chunk: cursor.chunks, current });
+      this.o.onProgress?.({
+        phase,
+        total: report.total,
+        owed: cursor.owedItems,
+        drained,
+        chunk: cursor.chunks,
+        current,
+      });
     logger.info(
-      { set: set.name, workspaceId: wsId, total: report.total, resumed: stored !== null, owedBefore: cursor.owedItems, pending: cursor.pending.length, chunkSize: this.o.chunkSize },
+      {
+        set: set.name,
+        workspaceId: wsId,
+        total: report.total,
+        resumed: stored !== null,
+        owedBefore: cursor.owedItems,
+        pending: cursor.pending.length,
+        chunkSize: this.o.chunkSize,
+      },
       stored ? 'backfill resuming from its cursor' : 'backfill starting',
     );
 
@@ -189,7 +224,16 @@ export class Backfill {
           report.parked += counts.parked;
           report.waiting += counts.waiting;
           logger.info(
-            { set: set.name, chunk: cursor.chunks, items: cursor.pending.length, drained, total: report.total, parked: counts.parked, waiting: counts.waiting, done: counts.gone },
+            {
+              set: set.name,
+              chunk: cursor.chunks,
+              items: cursor.pending.length,
+              drained,
+              total: report.total,
+              parked: counts.parked,
+              waiting: counts.waiting,
+              done: counts.gone,
+            },
             'backfill chunk drained',
           );
           progress('draining', counts);
@@ -217,7 +261,13 @@ export class Backfill {
         // without a call, instead of holding its job (and `status`) for an hour.
         const inserted = await store.oweJobs(
           ids.map((itemId) => ({ itemId, questionSet: set.name })),
-          { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false, insertOnly: true, meta: { key, value: JSON.stringify(nextCursor) } },
+          {
+            priority: PRIORITY_BACKFILL,
+            quietPeriod: false,
+            reaskDebounce: false,
+            insertOnly: true,
+            meta: { key, value: JSON.stringify(nextCursor) },
+          },
         );
         cursor = nextCursor;
         report.insertedThisRun += inserted;
@@ -233,14 +283,26 @@ export class Backfill {
     report.durationMs = Date.now() - started;
     progress(report.finished ? 'finished' : 'interrupted', null);
     logger.info(
-      { set: set.name, workspaceId: wsId, owedThisRun: report.owedThisRun, inserted: report.insertedThisRun, chunks: report.chunksOwed, parked: report.parked, waiting: report.waiting, ms: report.durationMs },
+      {
+        set: set.name,
+        workspaceId: wsId,
+        owedThisRun: report.owedThisRun,
+        inserted: report.insertedThisRun,
+        chunks: report.chunksOwed,
+        parked: report.parked,
+        waiting: report.waiting,
+        ms: report.durationMs,
+      },
       report.finished ? 'backfill finished' : 'backfill stopped; rerun to resume from the cursor',
     );
     return report;
   }
 
   /** Polls the pending chunk every tick (or on notify) until drained; null when the signal stopped it. */
-  private async waitDrained(cursor: BackfillCursor, onPoll: (c: ChunkJobCounts) => void): Promise<ChunkJobCounts | null> {
+  private async waitDrained(
+    cursor: BackfillCursor,
+    onPoll: (c: ChunkJobCounts) => void,
+  ): Promise<ChunkJobCounts | null> {
     let lastLog = Date.now();
     for (;;) {
       const c = await this.o.store.countChunkJobs(this.o.set.name, cursor.pending);
@@ -249,7 +311,10 @@ export class Backfill {
       onPoll(c);
       if (Date.now() - lastLog >= WAITING_LOG_EVERY_MS) {
         lastLog = Date.now();
-        this.o.logger.info({ set: this.o.set.name, chunk: cursor.chunks, claimable: c.claimable, inFlight: c.inFlight }, 'backfill waiting for its chunk to drain (is a worker running?)');
+        this.o.logger.info(
+          { set: this.o.set.name, chunk: cursor.chunks, claimable: c.claimable, inFlight: c.inFlight },
+          'backfill waiting for its chunk to drain (is a worker running?)',
+        );
       }
       await this.pause(this.o.tickMs);
     }

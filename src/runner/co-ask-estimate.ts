@@ -2,7 +2,14 @@ import type { Question } from '../decision/questions.js';
 import type { QuestionSet } from '../decision/registry.js';
 import { costOf, type Pricing } from '../providers/pricing.js';
 import { estimateTokens } from '../providers/provider.js';
-import { emptyWork, estimateOutputTokens, estimatePromptTokens, type EstimatedCall, type EstimatedItemCalls, type WorkEstimate } from './estimate.js';
+import {
+  emptyWork,
+  estimateOutputTokens,
+  estimatePromptTokens,
+  type EstimatedCall,
+  type EstimatedItemCalls,
+  type WorkEstimate,
+} from './estimate.js';
 import { coAskCalls } from './evaluate.js';
 
 /** Calls and tokens of several sets together, packed into calls as the worker packs them. */
@@ -34,8 +41,14 @@ export class CoAskTally {
     const all = emptyWork();
     const unanswered = emptyWork();
     for (const sets of this.byItem.values()) {
-      countCoAsked(all, sets.map(({ set, c }) => ({ set, calls: c.calls })));
-      countCoAsked(unanswered, sets.map(({ set, c }) => ({ set, calls: c.owed })));
+      countCoAsked(
+        all,
+        sets.map(({ set, c }) => ({ set, calls: c.calls })),
+      );
+      countCoAsked(
+        unanswered,
+        sets.map(({ set, c }) => ({ set, calls: c.owed })),
+      );
     }
     all.costUsd = costOf(pricing, all);
     unanswered.costUsd = costOf(pricing, unanswered);
@@ -45,7 +58,11 @@ export class CoAskTally {
 
 /** Adds one item's calls of several sets to `w`, co-asked by `coAskCalls`. */
 function countCoAsked(w: WorkEstimate, sets: Array<{ set: QuestionSet; calls: EstimatedCall[] }>): void {
-  const chunksOf = sets.map(({ set, calls }, claim) => ({ claim, set, chunks: calls.map((c) => ({ state: { bytes: c.state }, questions: c.questions })) }));
+  const chunksOf = sets.map(({ set, calls }, claim) => ({
+    claim,
+    set,
+    chunks: calls.map((c) => ({ state: { bytes: c.state }, questions: c.questions })),
+  }));
   const calls = coAskCalls(chunksOf);
   if (calls.length === 0) return;
   w.items++;

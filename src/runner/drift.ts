@@ -73,7 +73,13 @@ function stateVersionOf(set: Pick<QuestionSet, 'perComment'>): number {
  * Fingerprints a set's questions in one workspace (resolving them for resolved sets).
  * @throws whatever the set's `resolve` throws, or InvalidQuestion.
  */
-export async function planDrift(store: Pick<TrackerReads, 'listCollections' | 'listItems'>, set: QuestionSet, workspaceId: string, ctx: FingerprintContext, logger?: Logger): Promise<DriftPlan> {
+export async function planDrift(
+  store: Pick<TrackerReads, 'listCollections' | 'listItems'>,
+  set: QuestionSet,
+  workspaceId: string,
+  ctx: FingerprintContext,
+  logger?: Logger,
+): Promise<DriftPlan> {
   const questions = await questionsOf(set, { workspaceId, store, logger });
   const keys = Object.keys(questions).sort();
   const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k], ctx)]));
@@ -152,7 +158,13 @@ export async function scanDriftBatch(
     const calls = driftedCalls(plan, r, collections.get(r.item.collectionId));
     if (calls > 0) candidates.push({ itemId: r.item.id, ref: r.item.ref, calls, job: r.job });
   }
-  return { candidates, scanned: rows.length, itemIds: rows.map((r) => r.item.id), lastItemId: rows.length ? rows[rows.length - 1].item.id : afterItemId, exhausted: rows.length < limit };
+  return {
+    candidates,
+    scanned: rows.length,
+    itemIds: rows.map((r) => r.item.id),
+    lastItemId: rows.length ? rows[rows.length - 1].item.id : afterItemId,
+    exhausted: rows.length < limit,
+  };
 }
 
 /** The stored progress of the sweep for one (set, workspace), in `verdict_meta`. */
@@ -171,7 +183,11 @@ function driftMarkerKey(setName: string, workspaceId: string): string {
 }
 
 /** Reads a marker; an absent or unreadable one means "never swept", so the first pass scans (unknown is not absent). */
-export async function readDriftMarker(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string): Promise<DriftMarker> {
+export async function readDriftMarker(
+  store: Pick<MetaStore, 'getMeta'>,
+  setName: string,
+  workspaceId: string,
+): Promise<DriftMarker> {
   const text = await store.getMeta(driftMarkerKey(setName, workspaceId));
   if (text !== null) {
     try {
@@ -185,7 +201,12 @@ export async function readDriftMarker(store: Pick<MetaStore, 'getMeta'>, setName
 }
 
 /** Stores a (set, workspace) marker (see `DriftMarker`). */
-export async function writeDriftMarker(store: Pick<MetaStore, 'setMeta'>, setName: string, workspaceId: string, m: DriftMarker): Promise<void> {
+export async function writeDriftMarker(
+  store: Pick<MetaStore, 'setMeta'>,
+  setName: string,
+  workspaceId: string,
+  m: DriftMarker,
+): Promise<void> {
   await store.setMeta(driftMarkerKey(setName, workspaceId), JSON.stringify(m));
 }
 
@@ -204,7 +225,11 @@ export interface DriftSurvey {
 }
 
 /** Scans every live item of one workspace for drift of one set (no writes). */
-export async function surveyDrift(store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>, plan: DriftPlan, batchSize = 500): Promise<DriftSurvey> {
+export async function surveyDrift(
+  store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>,
+  plan: DriftPlan,
+  batchSize = 500,
+): Promise<DriftSurvey> {
   const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
   const survey: DriftSurvey = { plan, scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0, calls: 0 };
   let cursor: string | null = null;

@@ -99,7 +99,10 @@ export function estimateOutputTokens(questions: ReadonlyMap<string, Question>, e
 
 /** Input tokens of one call besides the state: the system prompt and the answer schema, as `checkInputBudget` counts them. */
 export function estimatePromptTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
-  return estimateTokens(buildSystemPrompt(questions, { explain })) + estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })));
+  return (
+    estimateTokens(buildSystemPrompt(questions, { explain })) +
+    estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })))
+  );
 }
 
 /** One call an estimate priced: what `ask` would get, and the heuristic's input tokens for it. */
@@ -136,7 +139,17 @@ export function emptyWork(): WorkEstimate {
  * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
  */
 export async function estimateSet(
-  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
+  store: Pick<
+    Store,
+    | 'answeredKeys'
+    | 'getWorkspace'
+    | 'listCollections'
+    | 'listDecisions'
+    | 'listItems'
+    | 'listWorkspaces'
+    | 'loadItemForEvaluation'
+    | 'now'
+  >,
   set: QuestionSet,
   target: EstimateTarget,
   opts: { workspaceId?: string; afterId?: string | null; onItemCalls?: (c: EstimatedItemCalls) => void } = {},
@@ -151,7 +164,10 @@ export async function estimateSet(
     const id = [...questions.keys()].join('\u0000');
     let c = perCall.get(id);
     if (!c) {
-      c = { prompt: estimatePromptTokens(questions, set.explain), output: estimateOutputTokens(questions, set.explain) };
+      c = {
+        prompt: estimatePromptTokens(questions, set.explain),
+        output: estimateOutputTokens(questions, set.explain),
+      };
       perCall.set(id, c);
     }
     return c;
@@ -187,7 +203,12 @@ export async function estimateSet(
           w.questions += chunk.size;
           w.inputTokens += c.prompt + stateTokens;
           w.outputTokens += c.output;
-          calls?.push({ state: askState.bytes, questions: chunk, explain: set.explain, inputTokens: c.prompt + stateTokens });
+          calls?.push({
+            state: askState.bytes,
+            questions: chunk,
+            explain: set.explain,
+            inputTokens: c.prompt + stateTokens,
+          });
         }
       };
       add(all, keys, itemCalls);
@@ -200,7 +221,8 @@ export async function estimateSet(
     }
     if (itemAll) all.items++;
     if (itemOwed) unanswered.items++;
-    if (itemCalls?.length) opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls, owed: itemOwedCalls! });
+    if (itemCalls?.length)
+      opts.onItemCalls!({ index: eligible - 1, itemId: item.id, calls: itemCalls, owed: itemOwedCalls! });
   }
   all.costUsd = costOf(target.pricing, all);
   unanswered.costUsd = costOf(target.pricing, unanswered);
@@ -239,4 +261,3 @@ export function sumWork(parts: readonly WorkEstimate[]): WorkEstimate {
   }
   return t;
 }
-

@@ -1,11 +1,23 @@
-import { fingerprintContextText, questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
+import {
+  fingerprintContextText,
+  questionFingerprint,
+  type FingerprintContext,
+  type Question,
+} from '../decision/questions.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
 import { answeredNow } from './answered.js';
 import type { BuiltState } from '../decision/state.js';
-import { AnswerDefect, ProviderError, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../providers/errors.js';
+import {
+  AnswerDefect,
+  ProviderError,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  ProviderUnavailable,
+  SchemaRejected,
+} from '../providers/errors.js';
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
 import { maxTokensFor } from '../providers/prompt.js';
 import { estimatePromptTokens } from './estimate.js';
@@ -25,7 +37,19 @@ import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
 export interface EvaluateDeps {
-  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> & Pick<DecisionStore, 'listDecisions'> & Pick<SpendStore, 'settleSpendReservation'> & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'insertDecisions' | 'loadItemForEvaluation' | 'recordSpend' | 'renewLease'>;
+  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> &
+    Pick<DecisionStore, 'listDecisions'> &
+    Pick<SpendStore, 'settleSpendReservation'> &
+    Pick<
+      Store,
+      | 'answeredKeys'
+      | 'checkClaim'
+      | 'checkLiveness'
+      | 'insertDecisions'
+      | 'loadItemForEvaluation'
+      | 'recordSpend'
+      | 'renewLease'
+    >;
   registry: Registry;
   provider: Provider;
   logger: Logger;
@@ -102,8 +126,15 @@ export function permitWaitBudgetMs(leaseMs: number): number {
  * budget estimates it (system prompt + answer schema + state, `estimateTokens`), and the output
  * ceiling the call sends as `max_tokens`. The daily cap reserves both (DESIGN §10.3).
  */
-export function callEstimate(questions: ReadonlyMap<string, Question>, state: string, explain: boolean): { inputTokens: number; maxOutputTokens: number } {
-  return { inputTokens: estimatePromptTokens(questions, explain) + estimateTokens(state), maxOutputTokens: maxTokensFor(questions, explain) };
+export function callEstimate(
+  questions: ReadonlyMap<string, Question>,
+  state: string,
+  explain: boolean,
+): { inputTokens: number; maxOutputTokens: number } {
+  return {
+    inputTokens: estimatePromptTokens(questions, explain) + estimateTokens(state),
+    maxOutputTokens: maxTokensFor(questions, explain),
+  };
 }
 
 /** Thrown by `beforeSend` when the item or workspace went away; never retried by a provider. */
@@ -173,7 +204,9 @@ export async function askGroup(claims: readonly Claim[], plan: GroupPlan, deps: 
   for (const [i, call] of plan.calls.entries()) {
     const parts = call.parts.filter((p) => !outcomes.has(p.claim));
     if (parts.length === 0) continue;
-    const holdFor = new Set(deps.finishInCompletion === true ? parts.filter((p) => lastCall.get(p.claim) === i).map((p) => p.claim) : []);
+    const holdFor = new Set(
+      deps.finishInCompletion === true ? parts.filter((p) => lastCall.get(p.claim) === i).map((p) => p.claim) : [],
+    );
     const after = { holdFor, held, failed: outcomes };
     const outcome = await askCall({ ...call, parts }, claims, plan.loaded!, deps, stats, after);
     if (outcome?.kind === 'schema_rejected' && parts.length > 1) {
@@ -190,7 +223,12 @@ export async function askGroup(claims: readonly Claim[], plan: GroupPlan, deps: 
   return claims.map((_, i) => {
     const outcome = outcomes.get(i) ?? { kind: 'complete', reason: 'answered' };
     const finish = held.get(i);
-    return { outcome, stats: stats[i], ...(plan.ref !== undefined ? { ref: plan.ref } : {}), ...(finish && outcome.kind === 'complete' ? { finish } : {}) };
+    return {
+      outcome,
+      stats: stats[i],
+      ...(plan.ref !== undefined ? { ref: plan.ref } : {}),
+      ...(finish && outcome.kind === 'complete' ? { finish } : {}),
+    };
   });
 }
 
@@ -200,7 +238,10 @@ export async function askGroup(claims: readonly Claim[], plan: GroupPlan, deps: 
  * byte-identical (`coAskCalls`). The batch assembler plans with it too, so a batched request asks
  * what a call would.
  */
-export async function planGroup(claims: readonly Claim[], deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>): Promise<GroupPlan> {
+export async function planGroup(
+  claims: readonly Claim[],
+  deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
+): Promise<GroupPlan> {
   const ended = new Map<number, EvalOutcome>();
   const all = (outcome: EvalOutcome, ref?: string): GroupPlan => {
     claims.forEach((_, i) => ended.set(i, outcome));
@@ -212,7 +253,8 @@ export async function planGroup(claims: readonly Claim[], deps: Pick<EvaluateDep
   } catch (err) {
     return all({ kind: 'fail', reason: `item read failed: ${errCode(err)}` });
   }
-  if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null) return all({ kind: 'drop', reason: 'item or collection gone' });
+  if (!loaded || loaded.item.deletedAt !== null || loaded.collection.deletedAt !== null)
+    return all({ kind: 'drop', reason: 'item or collection gone' });
   if (loaded.workspace.deletedAt !== null) return all({ kind: 'release', reason: 'workspace deleted' });
   const ref = loaded.item.ref;
   const sets = new Map<number, QuestionSet>();
@@ -235,7 +277,8 @@ async function planClaim(
   deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
 ): Promise<{ outcome: EvalOutcome } | { set: QuestionSet; chunks: Chunk[] }> {
   const set = deps.registry.get(claim.questionSet);
-  if (!set) return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` } };
+  if (!set)
+    return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` } };
   let applies: boolean;
   try {
     applies = appliesNow(set, loaded.item, loaded.collection);
@@ -247,7 +290,9 @@ async function planClaim(
   if (!applies) return { outcome: { kind: 'drop', reason: 'set no longer applies' } };
   let questions: Record<string, Question>;
   try {
-    questions = { ...(await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger })) };
+    questions = {
+      ...(await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger })),
+    };
   } catch (err) {
     return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` } };
   }
@@ -274,19 +319,26 @@ async function planClaim(
  * stay within every joined set's `maxPerCall`. Otherwise it starts a call. Claims are taken in
  * the group's order, chunks in plan order, so the plan is deterministic.
  */
-export function coAskCalls(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly Chunk[] }>): PlannedCall[];
+export function coAskCalls(
+  chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly Chunk[] }>,
+): PlannedCall[];
 /**
  * The same packing for anything shaped like a chunk (its state bytes and questions): the estimate
  * (src/runner/estimate.ts) counts calls with it, so it counts them as the runner makes them.
  */
-export function coAskCalls<C extends CoAskChunk>(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>): CoAskedCall<C>[];
-export function coAskCalls<C extends CoAskChunk>(chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>): CoAskedCall<C>[] {
+export function coAskCalls<C extends CoAskChunk>(
+  chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>,
+): CoAskedCall<C>[];
+export function coAskCalls<C extends CoAskChunk>(
+  chunksOf: ReadonlyArray<{ claim: number; set: QuestionSet; chunks: readonly C[] }>,
+): CoAskedCall<C>[] {
   const calls: CoAskedCall<C>[] = [];
   for (const { claim, set, chunks } of chunksOf) {
     for (const chunk of chunks) {
       const fits = (c: CoAskedCall<C>) => {
         if (c.state.bytes !== chunk.state.bytes || c.explain !== set.explain) return false;
-        if (c.parts.some((p) => p.claim === claim || [...chunk.questions.keys()].some((k) => p.chunk.questions.has(k)))) return false;
+        if (c.parts.some((p) => p.claim === claim || [...chunk.questions.keys()].some((k) => p.chunk.questions.has(k))))
+          return false;
         const keys = c.parts.reduce((n, p) => n + p.chunk.questions.size, 0) + chunk.questions.size;
         return keys <= Math.min(set.maxPerCall, ...c.parts.map((p) => p.set.maxPerCall));
       };
@@ -352,7 +404,8 @@ export function callQuestions(call: Pick<PlannedCall, 'parts'>): Map<string, Que
 async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<EvalOutcome | null> {
   for (const claim of claims) {
     try {
-      if (!(await deps.store.renewLease(claim, deps.leaseMs))) return { kind: 'lost', reason: 'lease lost before a call' };
+      if (!(await deps.store.renewLease(claim, deps.leaseMs)))
+        return { kind: 'lost', reason: 'lease lost before a call' };
     } catch (err) {
       return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
     }
@@ -493,7 +546,8 @@ async function sendCall(
         const now = await questionsOf(p.set, { workspaceId: claim.workspaceId, store, logger: deps.logger });
         for (const [key, q] of p.chunk.questions) {
           const cur = now[key];
-          if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider)) throw new LivenessLost('questions_changed');
+          if (!cur || questionFingerprint(cur, provider) !== questionFingerprint(q, provider))
+            throw new LivenessLost('questions_changed');
         }
       }
     }
@@ -508,7 +562,11 @@ async function sendCall(
     await liveness(true); // the last statement before the send (principle 8)
     lead.calls++;
     for (const p of call.parts) stats[p.claim].questions += p.chunk.questions.size;
-    result = await provider.ask(call.state.bytes, questions, { signal: deps.signal, beforeSend, explain: call.explain });
+    result = await provider.ask(call.state.bytes, questions, {
+      signal: deps.signal,
+      beforeSend,
+      explain: call.explain,
+    });
   } catch (err) {
     const outcome = classify(err, deps.signal, provider.retryAfterCapMs);
     if (err instanceof ProviderRefusal && err.code === 'input_over_budget') {
@@ -523,7 +581,14 @@ async function sendCall(
       addUsage(call, stats, usage);
       // A call cut off by our own stop (SIGTERM, reload) is spend of its own kind, `aborted`:
       // neither a provider failure nor a billed answer (DESIGN §10 shutdown).
-      await spend.settle(err instanceof AnswerDefect ? 'defect' : deps.signal.aborted && outcome.kind === 'release' ? SPEND_ABORTED : outcomeLabel(outcome), usage);
+      await spend.settle(
+        err instanceof AnswerDefect
+          ? 'defect'
+          : deps.signal.aborted && outcome.kind === 'release'
+            ? SPEND_ABORTED
+            : outcomeLabel(outcome),
+        usage,
+      );
     }
     return outcome;
   }
@@ -534,7 +599,12 @@ async function sendCall(
     itemId: partClaims[0].itemId,
     itemSeq: loaded.item.seq,
     state: call.state,
-    parts: call.parts.map((p) => ({ questionSet: p.set.name, storedKeys: [...p.chunk.storedKeys], fingerprints: p.chunk.fingerprints, explain: p.set.explain })),
+    parts: call.parts.map((p) => ({
+      questionSet: p.set.name,
+      storedKeys: [...p.chunk.storedKeys],
+      fingerprints: p.chunk.fingerprints,
+      explain: p.set.explain,
+    })),
     result,
     provider,
   });
@@ -547,9 +617,12 @@ async function sendCall(
       ref: loaded.item.ref,
       threshold: p.set.threshold,
       hysteresis: p.set.hysteresis,
-      unsurfaced: [...p.chunk.storedKeys].filter(([, key]) => p.set.unsurfaced.includes(key)).map(([storedKey]) => storedKey),
+      unsurfaced: [...p.chunk.storedKeys]
+        .filter(([, key]) => p.set.unsurfaced.includes(key))
+        .map(([storedKey]) => storedKey),
     };
-    if (after.holdFor.has(p.claim)) after.held.set(p.claim, { decisions: rows, ...spend.handOver(pi, 'ok', shares[pi]), surfacing });
+    if (after.holdFor.has(p.claim))
+      after.held.set(p.claim, { decisions: rows, ...spend.handOver(pi, 'ok', shares[pi]), surfacing });
     else inserts.push({ rows, surfacing, part: pi });
   }
   await spend.settle('ok', result.usage);
@@ -598,7 +671,8 @@ export function answerRows(o: {
 }): NewDecision[][] {
   const n = o.parts.reduce((s, p) => s + p.storedKeys.length, 0);
   const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
-  const fingerprintOf = (p: AnsweredPart, key: string) => (p.fingerprints instanceof Map ? p.fingerprints.get(key) : (p.fingerprints as Record<string, string>)[key])!;
+  const fingerprintOf = (p: AnsweredPart, key: string) =>
+    (p.fingerprints instanceof Map ? p.fingerprints.get(key) : (p.fingerprints as Record<string, string>)[key])!;
   let offset = 0;
   return o.parts.map((p) => {
     const rows = p.storedKeys.map(([storedKey, key], j): NewDecision => {
@@ -642,7 +716,10 @@ function zeroUsage(): Usage {
  * shares add up to the call's usage exactly.
  */
 function partUsages(call: { readonly parts: readonly CallPart[] }, usage: Usage): Usage[] {
-  return splitUsage(usage, call.parts.map((p) => p.chunk.questions.size));
+  return splitUsage(
+    usage,
+    call.parts.map((p) => p.chunk.questions.size),
+  );
 }
 
 /**
@@ -707,7 +784,11 @@ function providerDeferMs(resetMs: number): number {
  * @param retryAfterCapMs the provider's longest Retry-After honoured by waiting (ms); defaults to
  *   the shared retry policy's (30 000).
  */
-export function classify(err: unknown, signal: AbortSignal, retryAfterCapMs: number = DEFAULT_RETRY_POLICY.retryAfterCapMs): EvalOutcome {
+export function classify(
+  err: unknown,
+  signal: AbortSignal,
+  retryAfterCapMs: number = DEFAULT_RETRY_POLICY.retryAfterCapMs,
+): EvalOutcome {
   if (err instanceof LivenessLost) {
     switch (err.liveness) {
       case 'workspace_gone':
@@ -726,17 +807,23 @@ export function classify(err: unknown, signal: AbortSignal, retryAfterCapMs: num
   }
   if (signal.aborted) return { kind: 'release', reason: abortCode(signal) };
   if (err instanceof ProviderRefusal) {
-    return err.code === 'input_over_budget' ? { kind: 'park', reason: err.message } : { kind: 'refuse', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
+    return err.code === 'input_over_budget'
+      ? { kind: 'park', reason: err.message }
+      : { kind: 'refuse', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   }
   if (err instanceof ProviderUnavailable) {
     const reason = `${err.code}${err.status ? ` ${err.status}` : ''}`;
     const after = err.retryAfterMs;
-    if (err.rateLimited) return { kind: 'defer', delayMs: providerDeferMs(after ?? RATE_LIMIT_DEFAULT_DEFER_MS), reason };
-    if (after !== undefined && after > retryAfterCapMs) return { kind: 'defer', delayMs: providerDeferMs(after), reason };
+    if (err.rateLimited)
+      return { kind: 'defer', delayMs: providerDeferMs(after ?? RATE_LIMIT_DEFAULT_DEFER_MS), reason };
+    if (after !== undefined && after > retryAfterCapMs)
+      return { kind: 'defer', delayMs: providerDeferMs(after), reason };
     return after !== undefined ? { kind: 'fail', reason, retryAfterMs: after } : { kind: 'fail', reason };
   }
-  if (err instanceof SchemaRejected) return { kind: 'schema_rejected', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
-  if (err instanceof ProviderMisconfigured) return { kind: 'misconfigured', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
+  if (err instanceof SchemaRejected)
+    return { kind: 'schema_rejected', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
+  if (err instanceof ProviderMisconfigured)
+    return { kind: 'misconfigured', reason: `${err.code}${err.status ? ` ${err.status}` : ''}` };
   if (err instanceof ProviderError) return { kind: 'refuse', reason: err.code }; // AnswerDefect
   return { kind: 'fail', reason: `unexpected: ${errCode(err)}` };
 }
@@ -770,7 +857,14 @@ class CallSpend {
   /** Part `i`'s spend: its set, its share of the usage; the call itself is counted once, on the first part. */
   private record(i: number, outcome: string, usage: Usage): SpendRecord {
     const { provider } = this.deps;
-    return { questionSet: this.parts[i].set.name, provider: provider.name, model: provider.model, outcome, calls: i === 0 ? 1 : 0, usage };
+    return {
+      questionSet: this.parts[i].set.name,
+      provider: provider.name,
+      model: provider.model,
+      outcome,
+      calls: i === 0 ? 1 : 0,
+      usage,
+    };
   }
 
   /**
@@ -824,4 +918,3 @@ function abortCode(signal: AbortSignal): string {
   const code = (signal.reason as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }
-

@@ -4,7 +4,13 @@ import { costOf } from '../providers/pricing.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
-import { estimateSet, type EstimatedCall, type EstimateTarget, type SetEstimate, type WorkEstimate } from './estimate.js';
+import {
+  estimateSet,
+  type EstimatedCall,
+  type EstimateTarget,
+  type SetEstimate,
+  type WorkEstimate,
+} from './estimate.js';
 
 /**
  * `estimate --exact` and `backfill --dry-run --exact` (DESIGN §11): the
@@ -37,7 +43,8 @@ export const EXACT_SAMPLE_ITEMS = 50;
  */
 export function sampleIndices(total: number, size = EXACT_SAMPLE_ITEMS): number[] {
   if (!Number.isInteger(total) || total < 0) throw new TypeError(`total must be an integer ≥ 0, got ${String(total)}`);
-  if (!Number.isInteger(size) || size < 1) throw new TypeError(`sample size must be an integer ≥ 1, got ${String(size)}`);
+  if (!Number.isInteger(size) || size < 1)
+    throw new TypeError(`sample size must be an integer ≥ 1, got ${String(size)}`);
   if (total <= size) return Array.from({ length: total }, (_, i) => i);
   return Array.from({ length: size }, (_, k) => Math.floor(((2 * k + 1) * total) / (2 * size)));
 }
@@ -114,7 +121,17 @@ function corrected(w: WorkEstimate, ratio: number | null, target: EstimateTarget
  *   ProviderMisconfigured for a bad key, ...): no partial estimate is returned.
  */
 export async function exactEstimateSet(
-  store: Pick<Store, 'answeredKeys' | 'getWorkspace' | 'listCollections' | 'listDecisions' | 'listItems' | 'listWorkspaces' | 'loadItemForEvaluation' | 'now'>,
+  store: Pick<
+    Store,
+    | 'answeredKeys'
+    | 'getWorkspace'
+    | 'listCollections'
+    | 'listDecisions'
+    | 'listItems'
+    | 'listWorkspaces'
+    | 'loadItemForEvaluation'
+    | 'now'
+  >,
   set: QuestionSet,
   target: EstimateTarget,
   counter: Provider,
@@ -123,7 +140,9 @@ export async function exactEstimateSet(
   const count = counter.countTokens?.bind(counter);
   if (!count) throw new ExactCountUnavailable(counter.name);
   if (target.provider !== counter.name || target.fingerprint.model !== counter.model) {
-    throw new TypeError(`the estimate target ${target.provider}:${target.fingerprint.model} is not the counting provider ${counter.name}:${counter.model}`);
+    throw new TypeError(
+      `the estimate target ${target.provider}:${target.fingerprint.model} is not the counting provider ${counter.name}:${counter.model}`,
+    );
   }
   const scope = { workspaceId: opts.workspaceId, afterId: opts.afterId };
   // The sample's positions need the count of eligible items first (the same scan a backfill
@@ -185,7 +204,10 @@ export function formatSample(s: ExactSample): string {
   const n = (x: number) => x.toLocaleString('en-US');
   const head = `exact input count by ${s.counter}`;
   if (s.calls === 0) return `${head}: no calls to count`;
-  const which = s.method === 'every item' ? `every item (${n(s.sampledItems)} of ${n(s.ofItems)})` : `a sample of ${n(s.sampledItems)} of ${n(s.ofItems)} items (evenly spread)`;
+  const which =
+    s.method === 'every item'
+      ? `every item (${n(s.sampledItems)} of ${n(s.ofItems)})`
+      : `a sample of ${n(s.sampledItems)} of ${n(s.ofItems)} items (evenly spread)`;
   const off =
     s.heuristicErrorPct === null
       ? 'the heuristic cannot be compared with a count of 0'

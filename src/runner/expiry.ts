@@ -35,7 +35,12 @@ export interface ExpiryPlan {
  * Keys of one scanned item whose latest row has expired at `nowMs`, as stored keys
  * (`<key>@<commentId>` for per-comment sets); [] when the set does not apply. Pure.
  */
-function expiredKeys(plan: ExpiryPlan, scanned: DriftScanItem, collection: CollectionRow | undefined, nowMs: number): string[] {
+function expiredKeys(
+  plan: ExpiryPlan,
+  scanned: DriftScanItem,
+  collection: CollectionRow | undefined,
+  nowMs: number,
+): string[] {
   const { set, keys } = plan;
   if (keys.length === 0 || !collection || collection.deletedAt !== null) return [];
   if (!appliesNow(set, scanned.item, collection)) return [];
@@ -78,13 +83,25 @@ export async function scanExpiryBatch(
   limit: number,
   nowMs: number,
 ): Promise<ExpiryBatch> {
-  const rows = await store.scanItemsForDrift({ workspaceId: plan.workspaceId, questionSet: plan.set.name, afterItemId, limit, withComments: plan.set.perComment });
+  const rows = await store.scanItemsForDrift({
+    workspaceId: plan.workspaceId,
+    questionSet: plan.set.name,
+    afterItemId,
+    limit,
+    withComments: plan.set.perComment,
+  });
   const candidates: ExpiryCandidate[] = [];
   for (const r of rows) {
     const expired = expiredKeys(plan, r, collections.get(r.item.collectionId), nowMs).length;
     if (expired > 0) candidates.push({ itemId: r.item.id, expired, job: r.job });
   }
-  return { candidates, scanned: rows.length, itemIds: rows.map((r) => r.item.id), lastItemId: rows.length ? rows[rows.length - 1].item.id : afterItemId, exhausted: rows.length < limit };
+  return {
+    candidates,
+    scanned: rows.length,
+    itemIds: rows.map((r) => r.item.id),
+    lastItemId: rows.length ? rows[rows.length - 1].item.id : afterItemId,
+    exhausted: rows.length < limit,
+  };
 }
 
 /** What a whole-workspace expiry scan found (`verdict reask`): expired items by what their job is. */
@@ -97,7 +114,12 @@ export interface ExpirySurvey {
 }
 
 /** Scans every live item of one workspace for answers of `plan.set` expired at `nowMs` (no writes). */
-export async function surveyExpiry(store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>, plan: ExpiryPlan, nowMs: number, batchSize = 500): Promise<ExpirySurvey> {
+export async function surveyExpiry(
+  store: Pick<TrackerReads, 'listCollections'> & Pick<DecisionStore, 'scanItemsForDrift'>,
+  plan: ExpiryPlan,
+  nowMs: number,
+  batchSize = 500,
+): Promise<ExpirySurvey> {
   const collections = new Map((await store.listCollections(plan.workspaceId)).map((c) => [c.id, c]));
   const survey: ExpirySurvey = { scanned: 0, toOwe: [], alreadyOwed: 0, parked: 0 };
   let cursor: string | null = null;
@@ -128,12 +150,19 @@ function expiryMarkerKey(setName: string, workspaceId: string): string {
 }
 
 /** Reads a marker; an absent or unreadable one means "never walked", so the next pass walks. */
-export async function readExpiryMarker(store: Pick<MetaStore, 'getMeta'>, setName: string, workspaceId: string): Promise<ExpiryMarker> {
+export async function readExpiryMarker(
+  store: Pick<MetaStore, 'getMeta'>,
+  setName: string,
+  workspaceId: string,
+): Promise<ExpiryMarker> {
   const text = await store.getMeta(expiryMarkerKey(setName, workspaceId));
   if (text !== null) {
     try {
       const m = JSON.parse(text) as Partial<ExpiryMarker>;
-      return { cursor: typeof m.cursor === 'string' ? m.cursor : null, walkedAt: typeof m.walkedAt === 'number' ? m.walkedAt : null };
+      return {
+        cursor: typeof m.cursor === 'string' ? m.cursor : null,
+        walkedAt: typeof m.walkedAt === 'number' ? m.walkedAt : null,
+      };
     } catch {
       /* fall through */
     }
@@ -142,6 +171,11 @@ export async function readExpiryMarker(store: Pick<MetaStore, 'getMeta'>, setNam
 }
 
 /** Stores a (set, workspace) expiry marker. */
-export async function writeExpiryMarker(store: Pick<MetaStore, 'setMeta'>, setName: string, workspaceId: string, m: ExpiryMarker): Promise<void> {
+export async function writeExpiryMarker(
+  store: Pick<MetaStore, 'setMeta'>,
+  setName: string,
+  workspaceId: string,
+  m: ExpiryMarker,
+): Promise<void> {
   await store.setMeta(expiryMarkerKey(setName, workspaceId), JSON.stringify(m));
 }

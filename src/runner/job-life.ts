@@ -17,7 +17,28 @@ import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
 /** Runner settings (DESIGN §3, §10). Durations in milliseconds. */
 export interface RunnerOptions {
-  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> & Pick<DecisionStore, 'listDecisions'> & Pick<SpendStore, 'settleSpendReservation'> & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
+  store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> &
+    Pick<DecisionStore, 'listDecisions'> &
+    Pick<SpendStore, 'settleSpendReservation'> &
+    Pick<
+      Store,
+      | 'answeredKeys'
+      | 'checkClaim'
+      | 'checkLiveness'
+      | 'claimNextJob'
+      | 'completeJob'
+      | 'deferJob'
+      | 'dropJob'
+      | 'failJob'
+      | 'finishJob'
+      | 'insertDecisions'
+      | 'loadItemForEvaluation'
+      | 'parkJob'
+      | 'recordSpend'
+      | 'refuseJob'
+      | 'releaseJob'
+      | 'renewLease'
+    >;
   registry: Registry;
   provider: Provider;
   logger: Logger;
@@ -103,7 +124,11 @@ export interface RunReport {
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
  * claiming propagates so the caller can back off.
  */
-export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Claim | null = null): Promise<RunReport | null> {
+export async function runOnce(
+  opts: RunnerOptions,
+  signal: AbortSignal,
+  held: Claim | null = null,
+): Promise<RunReport | null> {
   if (signal.aborted) {
     if (held) await releaseHeld(opts, held);
     return null;
@@ -130,7 +155,13 @@ export async function runOnce(opts: RunnerOptions, signal: AbortSignal, held: Cl
 /** Claims the next job (with the sets cooling off passed over and the co-asked jobs taken with it). */
 async function claimJob(opts: RunnerOptions): Promise<Claim | null> {
   const skip = await skipSets(opts);
-  return opts.store.claimNextJob(opts.workerId, opts.leaseMs, opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skip, claimOptions(opts, skip));
+  return opts.store.claimNextJob(
+    opts.workerId,
+    opts.leaseMs,
+    opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT,
+    skip,
+    claimOptions(opts, skip),
+  );
 }
 
 /** What the evaluation of a claimed group needs from the runner's settings. */
@@ -154,13 +185,20 @@ function evaluateDeps(opts: RunnerOptions, signal: AbortSignal): EvaluateDeps {
  * partners (`coAskPartners`) less the sets cooling off, claimed with the job when due; with
  * `liveOnly`, live work only.
  */
-function claimOptions(opts: RunnerOptions, skip: readonly string[]): { liveOnly: boolean; coAsk?: Record<string, string[]> } {
+function claimOptions(
+  opts: RunnerOptions,
+  skip: readonly string[],
+): { liveOnly: boolean; coAsk?: Record<string, string[]> } {
   const liveOnly = opts.liveOnly === true;
   if (opts.coAsk === false) return { liveOnly };
   let coAsk = partnersOf(opts.registry);
   if (skip.length) {
     const skipped = new Set(skip);
-    coAsk = Object.fromEntries(Object.entries(coAsk).map(([set, p]) => [set, p.filter((s) => !skipped.has(s))]).filter(([, p]) => p.length > 0));
+    coAsk = Object.fromEntries(
+      Object.entries(coAsk)
+        .map(([set, p]) => [set, p.filter((s) => !skipped.has(s))])
+        .filter(([, p]) => p.length > 0),
+    );
   }
   return Object.keys(coAsk).length ? { liveOnly, coAsk } : { liveOnly };
 }
@@ -188,12 +226,25 @@ function partnersOf(registry: Registry): Record<string, string[]> {
  */
 export function coAskPartners(set: QuestionSet, all: readonly QuestionSet[]): string[] {
   return all
-    .filter((s) => s.name !== set.name && s.perComment === set.perComment && s.withLinks === set.withLinks && s.noTrail === set.noTrail && (s.maxAgeMs === null) === (set.maxAgeMs === null))
+    .filter(
+      (s) =>
+        s.name !== set.name &&
+        s.perComment === set.perComment &&
+        s.withLinks === set.withLinks &&
+        s.noTrail === set.noTrail &&
+        (s.maxAgeMs === null) === (set.maxAgeMs === null),
+    )
     .map((s) => s.name);
 }
 
 /** Records one job's evaluation (with its answers, and with `claimNext` the slot's next claim), logs it and reports it. */
-async function record(opts: RunnerOptions, claim: Claim, evaluation: Evaluation, started: number, claimNext: boolean): Promise<RunReport> {
+async function record(
+  opts: RunnerOptions,
+  claim: Claim,
+  evaluation: Evaluation,
+  started: number,
+  claimNext: boolean,
+): Promise<RunReport> {
   const cool = opts.setCooloffs;
   const { stats, ref, finish } = evaluation;
   let { outcome } = evaluation;
@@ -253,12 +304,25 @@ async function finishWithAnswers(
   const { store } = opts;
   try {
     const skip = withNext ? await skipSets(opts) : [];
-    const claimNext = withNext ? { workerId: opts.workerId, leaseMs: opts.leaseMs, abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT, skipSets: skip, ...claimOptions(opts, skip) } : undefined;
-    const f = opts.committer ? await opts.committer.finish(claim, { answers, claimNext }) : await store.finishJob(claim, { answers, claimNext });
+    const claimNext = withNext
+      ? {
+          workerId: opts.workerId,
+          leaseMs: opts.leaseMs,
+          abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT,
+          skipSets: skip,
+          ...claimOptions(opts, skip),
+        }
+      : undefined;
+    const f = opts.committer
+      ? await opts.committer.finish(claim, { answers, claimNext })
+      : await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };
   } catch (err) {
-    opts.logger.warn({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'completion with answers failed: storing them on their own');
+    opts.logger.warn(
+      { set: claim.questionSet, itemId: claim.itemId, err: errCode(err) },
+      'completion with answers failed: storing them on their own',
+    );
   }
   if (answers) {
     try {
@@ -316,7 +380,10 @@ export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOu
       });
     case 'fail':
       // DESIGN §3.7: not_before = now + max(backoff(attempts), retry-after).
-      return store.failJob(claim, { backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0), error: o.reason });
+      return store.failJob(claim, {
+        backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0),
+        error: o.reason,
+      });
     case 'defer':
       return store.deferJob(claim, {
         delayMs: o.delayMs,
@@ -361,8 +428,14 @@ function logReport(logger: Logger, r: RunReport, ref: string | undefined): void 
     );
   }
   if (r.outcome.kind !== 'complete') {
-    const level = r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected' ? 'warn' : 'debug';
-    logger[level]({ ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts }, 'job outcome');
+    const level =
+      r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected'
+        ? 'warn'
+        : 'debug';
+    logger[level](
+      { ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts },
+      'job outcome',
+    );
   } else {
     logger.debug({ ...base, outcome: 'complete', reason: r.outcome.reason, recorded: r.recorded }, 'job outcome');
   }

@@ -33,5 +33,14 @@ export interface EvalStats {
 }
 
 export function emptyStats(): EvalStats {
-  return { calls: 0, questions: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, answersStored: 0, truncated: false };
+  return {
+    calls: 0,
+    questions: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    answersStored: 0,
+    truncated: false,
+  };
 }

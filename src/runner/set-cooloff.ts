@@ -39,8 +39,20 @@ export function parseSetCooloffs(rows: readonly MetaRow[]): SetCooloffRecord[] {
     if (!r.key.startsWith(SET_COOLOFF_META_PREFIX)) continue;
     try {
       const v = JSON.parse(r.value) as Partial<SetCooloffRecord>;
-      if (typeof v.reason !== 'string' || typeof v.until !== 'number' || typeof v.since !== 'number' || typeof v.periodMs !== 'number') continue;
-      out.push({ set: r.key.slice(SET_COOLOFF_META_PREFIX.length), reason: v.reason, since: v.since, until: v.until, periodMs: v.periodMs });
+      if (
+        typeof v.reason !== 'string' ||
+        typeof v.until !== 'number' ||
+        typeof v.since !== 'number' ||
+        typeof v.periodMs !== 'number'
+      )
+        continue;
+      out.push({
+        set: r.key.slice(SET_COOLOFF_META_PREFIX.length),
+        reason: v.reason,
+        since: v.since,
+        until: v.until,
+        periodMs: v.periodMs,
+      });
     } catch {
       /* not ours */
     }
@@ -87,7 +99,10 @@ export class SetCooloffs {
     const periodMs = cur ? Math.min(cur.periodMs * 2, SET_COOLOFF_CAP_MS) : SET_COOLOFF_BASE_MS;
     const p = { until: now + periodMs, periodMs, reason };
     this.#periods.set(set, p);
-    this.logger.error({ set, reason, cooloffMs: periodMs }, 'answer schema rejected: not claiming this set during the cooling-off period');
+    this.logger.error(
+      { set, reason, cooloffMs: periodMs },
+      'answer schema rejected: not claiming this set during the cooling-off period',
+    );
     const record: Omit<SetCooloffRecord, 'set'> = { reason, since: now, until: p.until, periodMs };
     try {
       await this.store.setMeta(SET_COOLOFF_META_PREFIX + set, JSON.stringify(record));

@@ -26,7 +26,10 @@ export class SpendBacklog {
   /** Keeps `record` after its write failed with `err` (logged by code, with the count kept). */
   keep(record: SpendRecord, err: unknown): void {
     this.kept.push(record);
-    this.logger.warn({ set: record.questionSet, err: errCode(err), kept: this.kept.length }, 'spend record failed: kept until it can be written');
+    this.logger.warn(
+      { set: record.questionSet, err: errCode(err), kept: this.kept.length },
+      'spend record failed: kept until it can be written',
+    );
   }
 
   /**

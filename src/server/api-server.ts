@@ -2,7 +2,12 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import fastifySwagger from '@fastify/swagger';
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
-import { hasZodFastifySchemaValidationErrors, jsonSchemaTransform, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import {
+  hasZodFastifySchemaValidationErrors,
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+} from 'fastify-type-provider-zod';
 import { Counter, Registry } from 'prom-client';
 import type { Verdict, VerdictWorker } from '../compose/verdict.js';
 import { InvalidInput, VerdictError } from '../errors.js';
@@ -86,7 +91,8 @@ declare module 'fastify' {
 export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Promise<FastifyInstance> {
   const logger = o.logger ?? silentLogger;
   const perMinute = o.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
-  if (!Number.isInteger(perMinute) || perMinute < 1) throw new InvalidInput(`rateLimitPerMinute must be a positive integer; got ${perMinute}`);
+  if (!Number.isInteger(perMinute) || perMinute < 1)
+    throw new InvalidInput(`rateLimitPerMinute must be a positive integer; got ${perMinute}`);
 
   const app = Fastify({
     bodyLimit: BODY_LIMIT_BYTES,
@@ -103,7 +109,12 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // Fastify's own answers for a URL it cannot route (bad percent-encoding) would echo the path.
     frameworkErrors: (err, _req, reply) => {
-      void sendError(reply, err.statusCode ?? 400, 'bad_request', err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid (bad percent-encoding)' : 'bad request');
+      void sendError(
+        reply,
+        err.statusCode ?? 400,
+        'bad_request',
+        err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid (bad percent-encoding)' : 'bad request',
+      );
     },
   });
   app.setValidatorCompiler(validatorCompiler);
@@ -136,7 +147,11 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
 
   await app.register(fastifySwagger, {
     openapi: {
-      info: { title: 'Verdict HTTP API', version: '1', description: 'Write doors and decision reads (DESIGN §16.2). Bearer tokens scoped to a workspace and a role.' },
+      info: {
+        title: 'Verdict HTTP API',
+        version: '1',
+        description: 'Write doors and decision reads (DESIGN §16.2). Bearer tokens scoped to a workspace and a role.',
+      },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
     },
@@ -158,8 +173,14 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     }
     req.apiToken = row;
     const wanted = (req.params as { workspace?: string }).workspace;
-    if (wanted !== undefined && wanted !== row.workspaceSlug) req.refusal = { status: 403, error: 'forbidden', message: 'this token is not for that workspace' };
-    else if (!roleAllows(row.role, role)) req.refusal = { status: 403, error: 'forbidden', message: `this route needs a token of role ${role} or above; this one is ${row.role}` };
+    if (wanted !== undefined && wanted !== row.workspaceSlug)
+      req.refusal = { status: 403, error: 'forbidden', message: 'this token is not for that workspace' };
+    else if (!roleAllows(row.role, role))
+      req.refusal = {
+        status: 403,
+        error: 'forbidden',
+        message: `this route needs a token of role ${role} or above; this one is ${row.role}`,
+      };
   });
   await app.register(fastifyRateLimit, {
     global: true,
@@ -167,7 +188,11 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     max: perMinute,
     timeWindow: 60_000,
     keyGenerator: (req) => (req.apiToken ? `token:${req.apiToken.id}` : `ip:${req.ip}`),
-    errorResponseBuilder: (_req, ctx) => ({ statusCode: 429, error: 'rate_limited', message: `rate limit: ${ctx.max} requests per minute; retry after ${Math.ceil(ctx.ttl / 1000)} s` }),
+    errorResponseBuilder: (_req, ctx) => ({
+      statusCode: 429,
+      error: 'rate_limited',
+      message: `rate limit: ${ctx.max} requests per minute; retry after ${Math.ceil(ctx.ttl / 1000)} s`,
+    }),
   });
   app.addHook('preParsing', async (req, reply) => {
     const r = req.refusal;
@@ -177,7 +202,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   });
 
   app.addHook('preSerialization', async (req, reply, payload: unknown) => {
-    const schema = (req.routeOptions.schema?.response as Record<string, zod.ZodType> | undefined)?.[String(reply.statusCode)];
+    const schema = (req.routeOptions.schema?.response as Record<string, zod.ZodType> | undefined)?.[
+      String(reply.statusCode)
+    ];
     return schema && req.routeOptions.url?.startsWith('/v1/') ? isoTimesBySchema(schema, payload) : payload;
   });
   app.addHook('onSend', async (req, reply) => {
@@ -187,31 +214,60 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     const route = req.routeOptions.url ?? 'unmatched';
     requests.inc({ route, method: req.method, status: String(reply.statusCode) });
     // A flood of 429s would write a line per refusal; the counter above still counts them.
-    (reply.statusCode === 429 ? logger.debug : logger.info).call(logger, { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime), token: req.apiToken?.id ?? null, requestId: req.id }, 'http request');
+    (reply.statusCode === 429 ? logger.debug : logger.info).call(
+      logger,
+      {
+        method: req.method,
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+        token: req.apiToken?.id ?? null,
+        requestId: req.id,
+      },
+      'http request',
+    );
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
       const members = err.validation.map((i) => String(i.instancePath).split('/').filter(Boolean).join('.'));
-      const issues = err.validation.map((i, n) => ({ path: [err.validationContext ?? 'body', ...(members[n] ? [members[n]] : [])].join('.'), message: i.message ?? 'invalid' }));
+      const issues = err.validation.map((i, n) => ({
+        path: [err.validationContext ?? 'body', ...(members[n] ? [members[n]] : [])].join('.'),
+        message: i.message ?? 'invalid',
+      }));
       const param = members.find(Boolean);
-      return sendError(reply, 400, 'invalid_request', `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`, { param, issues });
+      return sendError(
+        reply,
+        400,
+        'invalid_request',
+        `invalid ${err.validationContext ?? 'request'}: ${issues.map((i) => i.path).join(', ')}`,
+        { param, issues },
+      );
     }
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendError(reply, 413, 'payload_too_large', `bodies are limited to ${BODY_LIMIT_BYTES} bytes`);
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return sendError(reply, 413, 'payload_too_large', `bodies are limited to ${BODY_LIMIT_BYTES} bytes`);
     if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) {
-      return sendError(reply, 400, 'invalid_json', 'the body is not valid JSON, or has a __proto__ or constructor.prototype key (refused)');
+      return sendError(
+        reply,
+        400,
+        'invalid_json',
+        'the body is not valid JSON, or has a __proto__ or constructor.prototype key (refused)',
+      );
     }
     if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return sendError(reply, 400, 'invalid_json', 'the body is empty');
-    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return sendError(reply, 415, 'unsupported_media_type', 'send application/json');
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+      return sendError(reply, 415, 'unsupported_media_type', 'send application/json');
     if (err.statusCode === 429) return reply.code(429).send({ error: 'rate_limited', message: err.message });
     if (err instanceof VerdictError) {
-      const status = { not_found: 404, invalid_write: 400, invalid_input: 400, conflict: 409 }[err.code as string] ?? 500;
+      const status =
+        { not_found: 404, invalid_write: 400, invalid_input: 400, conflict: 409 }[err.code as string] ?? 500;
       if (err instanceof Conflict) return sendError(reply, 409, err.code, ...conflictWords(err.constraint));
       if (status < 500) return sendError(reply, status, err.code, err.message, { param: (err as VerdictError).param });
       logger.error({ route: req.routeOptions.url, err: err.code }, 'http request failed');
       return sendError(reply, 503, err.code, 'the store failed; try again');
     }
-    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) return sendError(reply, err.statusCode, 'bad_request', err.code ?? 'bad request');
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
+      return sendError(reply, err.statusCode, 'bad_request', err.code ?? 'bad request');
     logger.error({ route: req.routeOptions.url, err: err.code ?? err.name }, 'http request failed');
     return sendError(reply, 500, 'internal', 'internal error');
   });
@@ -221,8 +277,17 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
     // A stable operationId for every documented operation that names none: the method and the
     // path's words (`GET /v1/items/:ref` is `getItemsByRef`), so client generators get names.
     if (r.schema && !(r.schema as { hide?: boolean }).hide && !(r.schema as { operationId?: string }).operationId) {
-      const words = r.url.split('/').filter((w) => w && w !== 'v1').map((w) => (w.startsWith(':') ? `by-${w.slice(1)}` : w));
-      const id = [[r.method].flat()[0].toLowerCase(), ...words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1))].join('');
+      const words = r.url
+        .split('/')
+        .filter((w) => w && w !== 'v1')
+        .map((w) => (w.startsWith(':') ? `by-${w.slice(1)}` : w));
+      const id = [
+        [r.method].flat()[0].toLowerCase(),
+        ...words
+          .flatMap((w) => w.split(/[^A-Za-z0-9]+/))
+          .filter(Boolean)
+          .map((w) => w[0].toUpperCase() + w.slice(1)),
+      ].join('');
       (r.schema as { operationId?: string }).operationId = id;
     }
     // `/v1` answers give times as ISO 8601 (DESIGN §16.3): the documented schema here, the value
@@ -232,16 +297,25 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       for (const code of Object.keys(response)) response[code] = isoTimesSchema(response[code]);
       // The answers every route can give beyond its own: a body over the limit or not JSON (on the
       // methods that take one), and the store failing (the error handler below).
-      if ([r.method].flat().some((m) => m === 'POST' || m === 'PATCH' || m === 'PUT' || m === 'DELETE')) Object.assign(response, { 413: errorBody, 415: errorBody });
+      if ([r.method].flat().some((m) => m === 'POST' || m === 'PATCH' || m === 'PUT' || m === 'DELETE'))
+        Object.assign(response, { 413: errorBody, 415: errorBody });
       Object.assign(response, { 503: errorBody });
     }
-    const pattern = new RegExp(`^${r.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}/?$`);
+    const pattern = new RegExp(
+      `^${r.url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+')}/?$`,
+    );
     for (const m of [r.method].flat()) if (m !== 'HEAD') routes.push({ pattern, method: m });
   });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0];
     const allowed = [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))].sort();
-    if (allowed.length > 0) return sendError(reply.header('allow', allowed.join(', ')), 405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${allowed.join(', ')}`);
+    if (allowed.length > 0)
+      return sendError(
+        reply.header('allow', allowed.join(', ')),
+        405,
+        'method_not_allowed',
+        `${req.method} is not allowed here; allowed: ${allowed.join(', ')}`,
+      );
     return sendError(reply, 404, 'not_found', 'no such route');
   });
 
@@ -253,16 +327,19 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
       schema: {
         tags: ['operations'],
         summary: 'Liveness and the worker\u2019s health',
-        description: 'No token. 200 while the worker in this process (if any) is healthy, 503 with its reasons otherwise; `worker: none` when no worker runs here.',
+        description:
+          'No token. 200 while the worker in this process (if any) is healthy, 503 with its reasons otherwise; `worker: none` when no worker runs here.',
         security: [],
         response: { 200: health, 503: health },
       },
       config: { rateLimit: false },
     },
     async (_req, reply) => {
-    const h = o.worker?.monitoring?.health();
-    if (!h) return { status: 'ok', worker: o.worker ? 'starting' : 'none' };
-    return reply.code(h.healthy ? 200 : 503).send({ status: h.status, reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs });
+      const h = o.worker?.monitoring?.health();
+      if (!h) return { status: 'ok', worker: o.worker ? 'starting' : 'none' };
+      return reply
+        .code(h.healthy ? 200 : 503)
+        .send({ status: h.status, reasons: h.reasons, lastLoopAgeMs: h.lastLoopAgeMs });
     },
   );
   app.get('/metrics', { schema: { hide: true }, config: { rateLimit: false } }, async (_req, reply) => {
@@ -272,7 +349,9 @@ export async function createApiServer(v: Verdict, o: ApiServerOptions = {}): Pro
   });
 
   await app.register(async (scope) => registerV1Routes(scope, v, false, logger), { prefix: '/v1' });
-  await app.register(async (scope) => registerV1Routes(scope, v, true, logger), { prefix: '/v1/workspaces/:workspace' });
+  await app.register(async (scope) => registerV1Routes(scope, v, true, logger), {
+    prefix: '/v1/workspaces/:workspace',
+  });
   if (o.dashboard !== false) {
     const { registerDashboard } = await import('../dashboard/dashboard-routes.js');
     await app.register(async (scope) => registerDashboard(scope, v, logger), { prefix: '/ui' });
@@ -306,7 +385,8 @@ function bearer(req: FastifyRequest): string | null {
  */
 function conflictWords(constraint: string): [string, { param?: string }] {
   if (/items\.ref/.test(constraint)) return ['an item of that ref already exists in this workspace', { param: 'ref' }];
-  if (/collections\.slug/.test(constraint)) return ['a collection of that slug already exists in this workspace', { param: 'slug' }];
+  if (/collections\.slug/.test(constraint))
+    return ['a collection of that slug already exists in this workspace', { param: 'slug' }];
   if (/workspaces\.slug/.test(constraint)) return ['a workspace of that slug already exists', { param: 'slug' }];
   return ['it already exists', {}];
 }

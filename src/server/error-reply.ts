@@ -12,7 +12,13 @@ export interface RequestIssue {
  * when one is (see schemas.ts `errorBody`). The request id is in the `x-request-id` header of every
  * answer (api-server.ts), errors included.
  */
-export function sendError(reply: FastifyReply, status: number, error: string, message: string, extra: { param?: string; issues?: RequestIssue[] } = {}): FastifyReply {
+export function sendError(
+  reply: FastifyReply,
+  status: number,
+  error: string,
+  message: string,
+  extra: { param?: string; issues?: RequestIssue[] } = {},
+): FastifyReply {
   const body: { error: string; message: string; param?: string; issues?: RequestIssue[] } = { error, message };
   if (extra.param !== undefined) body.param = extra.param;
   if (extra.issues) body.issues = extra.issues;

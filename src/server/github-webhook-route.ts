@@ -27,7 +27,12 @@ const MAX_DELIVERY_ID_LENGTH = 100;
  * redelivery is a 200 no-op. `ping` is answered 200. Statuses: 401 bad or missing signature, 400
  * missing headers, bad JSON or a payload not of the documented shape, 202 an event or action Verdict does not map (nothing written).
  */
-export function registerGitHubWebhook(scope: FastifyInstance, v: Verdict, o: GitHubWebhookOptions, logger: Logger): void {
+export function registerGitHubWebhook(
+  scope: FastifyInstance,
+  v: Verdict,
+  o: GitHubWebhookOptions,
+  logger: Logger,
+): void {
   scope.removeContentTypeParser('application/json'); // this scope's own: the raw bytes, for the signature
   scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   const answer = z.object({ status: z.string() }).loose();
@@ -38,7 +43,16 @@ export function registerGitHubWebhook(scope: FastifyInstance, v: Verdict, o: Git
     description:
       'Signed with the webhook secret: `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the raw body>`, with `X-GitHub-Event` and `X-GitHub-Delivery`. No bearer token. Applied in one transaction with the delivery id, so a redelivery is a 200 no-op; `ping` answers `{status: pong}`. 202: an event or action Verdict does not map (nothing written). 404 when the server has no webhook secret.',
     security: [],
-    response: { 200: answer, 202: answer, 400: z.union([refusal, answer]).describe('Missing headers, bad JSON, or a payload not of the documented shape (`{status: invalid, issues}`)'), 401: refusal, 413: refusal, 415: refusal },
+    response: {
+      200: answer,
+      202: answer,
+      400: z
+        .union([refusal, answer])
+        .describe('Missing headers, bad JSON, or a payload not of the documented shape (`{status: invalid, issues}`)'),
+      401: refusal,
+      413: refusal,
+      415: refusal,
+    },
   };
   scope.post('/hooks/github', { schema, config: { rateLimit: false } }, async (req, reply) => {
     const raw = req.body as Buffer;
@@ -49,7 +63,8 @@ export function registerGitHubWebhook(scope: FastifyInstance, v: Verdict, o: Git
     }
     const event = req.headers['x-github-event'];
     const delivery = headerId(req.headers['x-github-delivery']);
-    if (typeof event !== 'string' || !delivery) return sendError(reply, 400, 'invalid_request', 'X-GitHub-Event and X-GitHub-Delivery are required');
+    if (typeof event !== 'string' || !delivery)
+      return sendError(reply, 400, 'invalid_request', 'X-GitHub-Event and X-GitHub-Delivery are required');
     if (event === 'ping') return { status: 'pong' };
     let payload: unknown;
     try {

@@ -23,7 +23,11 @@ interface StoreParams {
 }
 
 // The plugin exports no store types; its LocalStore is a CommonJS file of the package.
-const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/LocalStore.js') as new (continueExceeding: boolean, exponentialBackoff: boolean, cache?: number) => PluginStore;
+const LocalStore = createRequire(import.meta.url)('@fastify/rate-limit/store/LocalStore.js') as new (
+  continueExceeding: boolean,
+  exponentialBackoff: boolean,
+  cache?: number,
+) => PluginStore;
 
 export class SnapshotLocalStore implements PluginStore {
   readonly #inner: PluginStore;

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { refString } from '../store/input-rules.js';
-import { decisionView, flagRowView, itemSetStatus, itemView, statusView, verdictRowView } from '../compose/read-schemas.js';
+import {
+  decisionView,
+  flagRowView,
+  itemSetStatus,
+  itemView,
+  statusView,
+  verdictRowView,
+} from '../compose/read-schemas.js';
 
 // The reads' shapes are shared with the MCP server (src/mcp/); they live beside the reads.
 export { itemView, statusView, verdictRowView };
@@ -23,13 +30,25 @@ const slug = z.string().min(1).max(200);
 const MAX_FIELD_KEYS = 1_000;
 
 /** A field value map: the item's `fields` JSON object. Numbers beyond 2^53 lose digits in the JSON parse. */
-const fields = z.record(z.string(), z.unknown()).refine((o) => Object.keys(o).length <= MAX_FIELD_KEYS, { message: `at most ${MAX_FIELD_KEYS} keys` });
+const fields = z
+  .record(z.string(), z.unknown())
+  .refine((o) => Object.keys(o).length <= MAX_FIELD_KEYS, { message: `at most ${MAX_FIELD_KEYS} keys` });
 
 export const errorBody = z.object({
-  error: z.string().describe('A stable code: unauthorized, forbidden, not_found, method_not_allowed, invalid_request, invalid_input, invalid_write, invalid_json, payload_too_large, unsupported_media_type, conflict, rate_limited, internal'),
+  error: z
+    .string()
+    .describe(
+      'A stable code: unauthorized, forbidden, not_found, method_not_allowed, invalid_request, invalid_input, invalid_write, invalid_json, payload_too_large, unsupported_media_type, conflict, rate_limited, internal',
+    ),
   message: z.string(),
-  param: z.string().optional().describe('The request member at fault, when one is: `cursor`, `limit`, `ref`, `fields.status`'),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional().describe('invalid_request only: each bad member, by path'),
+  param: z
+    .string()
+    .optional()
+    .describe('The request member at fault, when one is: `cursor`, `limit`, `ref`, `fields.status`'),
+  issues: z
+    .array(z.object({ path: z.string(), message: z.string() }))
+    .optional()
+    .describe('invalid_request only: each bad member, by path'),
 });
 
 /**
@@ -39,7 +58,9 @@ export const errorBody = z.object({
  * parameters each path has.
  */
 export function pathParams(withWorkspace: boolean) {
-  const base = withWorkspace ? z.object({ workspace: slug.describe('Must be the token\u2019s workspace (403 otherwise)') }) : z.object({});
+  const base = withWorkspace
+    ? z.object({ workspace: slug.describe('Must be the token\u2019s workspace (403 otherwise)') })
+    : z.object({});
   const item = base.extend({ ref: z.string().min(1).max(500).describe('URL-encoded: `#12` is `%2312`') });
   return {
     workspace: base,
@@ -65,11 +86,17 @@ export const newCollectionBody = z.strictObject({
   schema: collectionSchema.optional().describe('`{fields: [{key, type, options?, terminal_options?}]}`'),
   settings: collectionSettings.optional().describe('`{tracks_work?: boolean, role?: "conventions"}`'),
 });
-export const collectionPatchBody = z.strictObject({ slug: slug.optional(), schema: collectionSchema.optional(), settings: collectionSettings.optional() });
+export const collectionPatchBody = z.strictObject({
+  slug: slug.optional(),
+  schema: collectionSchema.optional(),
+  settings: collectionSettings.optional(),
+});
 
 export const newItemBody = z.strictObject({
   collection: slug.describe('The collection\u2019s slug'),
-  ref: refString.describe('At most 500 characters, in NFC, without control characters; refused (never altered) otherwise'),
+  ref: refString.describe(
+    'At most 500 characters, in NFC, without control characters; refused (never altered) otherwise',
+  ),
   title: z.string().max(100_000),
   content: z.string().optional(),
   fields: fields.optional(),
@@ -78,24 +105,39 @@ export const itemPatchBody = z
   .strictObject({
     title: z.string().max(100_000).optional(),
     content: z.string().optional(),
-    fields: fields.optional().describe('A JSON Merge Patch (RFC 7396) of the fields object: a key set to null is removed, an object value merges into the stored object, anything else replaces; keys not named are kept byte for byte'),
+    fields: fields
+      .optional()
+      .describe(
+        'A JSON Merge Patch (RFC 7396) of the fields object: a key set to null is removed, an object value merges into the stored object, anything else replaces; keys not named are kept byte for byte',
+      ),
     setFields: fields.optional().describe('Only these keys; every other member is kept byte for byte'),
   })
   .refine((p) => !(p.fields && p.setFields), { message: 'give fields or setFields, not both', path: ['setFields'] });
 export const moveBody = z.strictObject({ collection: slug });
 
 export const newCommentBody = z.strictObject({
-  author: z.string().min(1).max(500).optional().describe('The person, as the tracker names them; the token (`token:<id>`) when left out'),
+  author: z
+    .string()
+    .min(1)
+    .max(500)
+    .optional()
+    .describe('The person, as the tracker names them; the token (`token:<id>`) when left out'),
   content: z.string().describe('The comment\u2019s text (markdown), as an item\u2019s `content`'),
   parentCommentId: z.string().optional(),
 });
 export const commentPatchBody = z.strictObject({ content: z.string() });
-export const newLinkBody = z.strictObject({ target: refString.describe('The target item\u2019s ref'), type: z.string().min(1).max(100) });
+export const newLinkBody = z.strictObject({
+  target: refString.describe('The target item\u2019s ref'),
+  type: z.string().min(1).max(100),
+});
 
 export const flagsQuery = z.strictObject({
   collection: slug.optional().describe('Only items of this collection (slug)'),
   key: z.string().min(1).max(600).optional().describe('Only this question key'),
-  currency: z.enum(['current', 'stale', 'all']).default('all').describe('`current`: asked about the item as it is now; `stale`: still surfacing while its re-ask is owed'),
+  currency: z
+    .enum(['current', 'stale', 'all'])
+    .default('all')
+    .describe('`current`: asked about the item as it is now; `stale`: still surfacing while its re-ask is owed'),
   threshold: z.coerce.number().min(0).max(1).optional().describe('Overrides the set\u2019s threshold'),
   cursor: z.string().max(2000).optional().describe('The `next_cursor` of the previous page, unchanged (opaque)'),
   limit: z.coerce.number().int().min(1).max(500).default(50),
@@ -103,10 +145,16 @@ export const flagsQuery = z.strictObject({
 export const listItemsQuery = z.strictObject({
   collection: slug.optional().describe('Only items of this collection (slug)'),
   status: z.string().max(200).optional().describe('Only items whose `status` field is this value'),
-  updated_since: z.iso.datetime({ offset: true }).optional().describe('Only items updated at or after this time (ISO 8601)'),
+  updated_since: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .describe('Only items updated at or after this time (ISO 8601)'),
   q: z.string().min(1).max(200).optional().describe('Only items whose title holds this text, ignoring case'),
   surfaced: z.string().min(1).max(200).optional().describe('Only items with a key surfaced in this question set'),
-  sort: z.enum(['updated', 'created', 'ref']).default('updated').describe('Newest first for times, ascending for ref, unless `order`'),
+  sort: z
+    .enum(['updated', 'created', 'ref'])
+    .default('updated')
+    .describe('Newest first for times, ascending for ref, unless `order`'),
   order: z.enum(['asc', 'desc']).optional(),
   cursor: z.string().max(2000).optional().describe('The `next_cursor` of the previous page, unchanged (opaque)'),
   limit: z.coerce.number().int().min(1).max(500).default(50),
@@ -122,7 +170,11 @@ const itemListEntry = z.object({
   updatedAt: z.number(),
   content: z.string().optional().describe('Only with `include=content`'),
 });
-export const itemListPage = z.object({ items: z.array(itemListEntry), has_more: z.boolean(), next_cursor: z.string().nullable() });
+export const itemListPage = z.object({
+  items: z.array(itemListEntry),
+  has_more: z.boolean(),
+  next_cursor: z.string().nullable(),
+});
 
 export const collectionView = z.object({
   id: z.string(),
@@ -152,12 +204,30 @@ export const linkView = z.object({
 });
 export const newVerdictBody = z
   .object({
-    key: z.string().min(1).max(600).describe('The set\u2019s question key, or `<key>@<commentId>` for a per-comment set'),
+    key: z
+      .string()
+      .min(1)
+      .max(600)
+      .describe('The set\u2019s question key, or `<key>@<commentId>` for a per-comment set'),
     set: z.string().min(1).max(200).optional().describe('Needed only when several sets of the item ask the key'),
-    verdict: z.enum(['agree', 'disagree', 'value', 'withdraw']).describe('`withdraw` ends the verdict in force on the key (stored as a `withdrawn` verdict), as `verdict review REF KEY withdraw` and MCP\u2019s `verdict_record` do'),
-    value: z.union([z.boolean(), z.number(), z.string()]).optional().describe('With `value` only: true/false or a probability (noul), an option (choice), a level name or index (score)'),
+    verdict: z
+      .enum(['agree', 'disagree', 'value', 'withdraw'])
+      .describe(
+        '`withdraw` ends the verdict in force on the key (stored as a `withdrawn` verdict), as `verdict review REF KEY withdraw` and MCP\u2019s `verdict_record` do',
+      ),
+    value: z
+      .union([z.boolean(), z.number(), z.string()])
+      .optional()
+      .describe(
+        'With `value` only: true/false or a probability (noul), an option (choice), a level name or index (score)',
+      ),
     note: z.string().max(8_000).optional().describe('Why, at most 2,000 code points'),
-    author: z.string().min(1).max(200).optional().describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
+    author: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('The person, when one token serves many: stored as `<author> (token:<id>)`'),
   })
   .strict();
 /** What a write repaired in its text (DESIGN §3.1): never zero silently, always reported. */
@@ -166,14 +236,21 @@ const normalisedView = z.object({
   nulsRemoved: z.number().describe('NUL characters removed'),
 });
 /** What a write did: whether anything changed, what its text repairs were, and the jobs it owed (DESIGN §3). */
-export const writeInfo = z.object({ changed: z.boolean().describe('False when nothing stored changed (nothing owed)'), normalised: normalisedView, owed: z.number().describe('Jobs the write owed') });
+export const writeInfo = z.object({
+  changed: z.boolean().describe('False when nothing stored changed (nothing owed)'),
+  normalised: normalisedView,
+  owed: z.number().describe('Jobs the write owed'),
+});
 /** Every write's answer (DESIGN §16.3): the resource under its kind's name, as a GET of it answers, and `write`. */
-export const written = <K extends string, T extends z.ZodType>(kind: K, row: T) => z.object({ [kind]: row, write: writeInfo } as { [k in K]: T } & { write: typeof writeInfo });
+export const written = <K extends string, T extends z.ZodType>(kind: K, row: T) =>
+  z.object({ [kind]: row, write: writeInfo } as { [k in K]: T } & { write: typeof writeInfo });
 
 export const itemWithDecisions = z.object({
   item: itemView,
   decisions: z.array(decisionView),
-  sets: z.array(itemSetStatus).describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"'),
+  sets: z
+    .array(itemSetStatus)
+    .describe('Every set registered for the item\u2019s collection: tells "not asked" from "pending"'),
   verdicts: z.array(verdictRowView).describe('People\u2019s verdicts, oldest first: the latest of a key is in force'),
 });
 
@@ -218,7 +295,10 @@ export const jobView = z.object({
   lastError: z.string().nullable(),
   lastErrorAt: z.number().nullable(),
 });
-const jobsFilter = { set: z.string().min(1).max(200).optional(), ref: refString.optional().describe('One item\u2019s jobs') };
+const jobsFilter = {
+  set: z.string().min(1).max(200).optional(),
+  ref: refString.optional().describe('One item\u2019s jobs'),
+};
 /** The body every job action takes; each route's schema narrows it. */
 export interface JobsActionBody {
   set?: string;
@@ -226,14 +306,26 @@ export interface JobsActionBody {
   state?: 'owed' | 'parked' | 'batched';
   reason?: string;
 }
-export const jobsRetryBody = z.strictObject({ ...jobsFilter, state: jobState.optional().describe('Which jobs: parked (default), owed (waiting ones), batched') });
+export const jobsRetryBody = z.strictObject({
+  ...jobsFilter,
+  state: jobState.optional().describe('Which jobs: parked (default), owed (waiting ones), batched'),
+});
 export const jobsDueNowBody = z.strictObject(jobsFilter);
 export const jobsDropBody = z
-  .strictObject({ ...jobsFilter, state: jobState.optional(), reason: z.string().min(1).max(200).describe('Why: kept in the server\u2019s log line') })
-  .refine((b) => b.set !== undefined || b.state !== undefined || b.ref !== undefined, { message: 'name set, state or ref: a whole workspace\u2019s jobs are dropped only by naming a state', path: ['state'] });
+  .strictObject({
+    ...jobsFilter,
+    state: jobState.optional(),
+    reason: z.string().min(1).max(200).describe('Why: kept in the server\u2019s log line'),
+  })
+  .refine((b) => b.set !== undefined || b.state !== undefined || b.ref !== undefined, {
+    message: 'name set, state or ref: a whole workspace\u2019s jobs are dropped only by naming a state',
+    path: ['state'],
+  });
 export const jobsChanged = z.object({ count: z.number().int().describe('Jobs changed') });
 
-export const explainQuery = z.strictObject({ set: z.string().min(1).max(200).optional().describe('Only this question set') });
+export const explainQuery = z.strictObject({
+  set: z.string().min(1).max(200).optional().describe('Only this question set'),
+});
 export const explainView = z.object({
   itemId: z.string(),
   ref: z.string(),

@@ -59,7 +59,10 @@ export interface AccessStore {
    * The live session with this hex SHA-256 (not expired, seen within `idleMs`, its token live), or
    * null; marks it seen when its mark is older than `touchAfterMs`.
    */
-  findDashboardSession(idHash: string, o: { idleMs: number; touchAfterMs: number }): Promise<DashboardSessionRow | null>;
+  findDashboardSession(
+    idHash: string,
+    o: { idleMs: number; touchAfterMs: number },
+  ): Promise<DashboardSessionRow | null>;
   /** Deletes one session (logout). @returns false when none had this hash. */
   deleteDashboardSession(idHash: string): Promise<boolean>;
   /** Deletes up to `limit` expired, idle (past `idleMs`) or revoked sessions (retention). @returns rows deleted. */

@@ -32,7 +32,16 @@ export interface ItemActionRow {
 /** What the planner decided for one (item, set, key) (`saveItemAction`): the row without what deliveries record. */
 export type PlannedAction = Pick<
   ItemActionRow,
-  'workspaceId' | 'itemId' | 'questionSet' | 'questionKey' | 'want' | 'source' | 'decisionId' | 'proposal' | 'proposalReason' | 'proposalDecisionId'
+  | 'workspaceId'
+  | 'itemId'
+  | 'questionSet'
+  | 'questionKey'
+  | 'want'
+  | 'source'
+  | 'decisionId'
+  | 'proposal'
+  | 'proposalReason'
+  | 'proposalDecisionId'
 >;
 
 /** The outbox row to queue with a plan whose `want` is not yet handed over (see `saveItemAction`). */
@@ -83,7 +92,13 @@ export interface ActionStore {
    * Rows of a workspace, by (item id, set, key), after `afterItemId` when given, at most `limit`;
    * only those with a proposal when `proposalsOnly`; of one set when given.
    */
-  listWorkspaceActions(q: { workspaceId: string; questionSet?: string; proposalsOnly?: boolean; afterItemId?: string; limit?: number }): Promise<ItemActionRow[]>;
+  listWorkspaceActions(q: {
+    workspaceId: string;
+    questionSet?: string;
+    proposalsOnly?: boolean;
+    afterItemId?: string;
+    limit?: number;
+  }): Promise<ItemActionRow[]>;
   /**
    * Stores a plan for one (item, set, key) and, when its `want` is not null, differs from what the
    * row last queued and `queue` is given, queues `queue` in the outbox (kind `github`) and records
@@ -96,9 +111,20 @@ export interface ActionStore {
    * now; `skipped` clears `queued` (the write was not made: the item is closed or gone), so a later
    * plan queues it again; `commented` records the comment's time.
    */
-  recordActionDelivery(r: { itemId: string; questionSet: string; questionKey: string; applied: string[] | null; skipped: boolean; commented: boolean }): Promise<void>;
+  recordActionDelivery(r: {
+    itemId: string;
+    questionSet: string;
+    questionKey: string;
+    applied: string[] | null;
+    skipped: boolean;
+    commented: boolean;
+  }): Promise<void>;
   /** The group labels seen on an issue (a webhook's payload), per (set, key) of the item: sets `applied`, inserting rows as needed. */
-  observeActionLabels(workspaceId: string, itemId: string, seen: ReadonlyArray<{ questionSet: string; questionKey: string; applied: string[] }>): Promise<void>;
+  observeActionLabels(
+    workspaceId: string,
+    itemId: string,
+    seen: ReadonlyArray<{ questionSet: string; questionKey: string; applied: string[] }>,
+  ): Promise<void>;
   /**
    * Rows of `item_decisions` (`decisions`) or `human_verdicts` (`verdicts`) by id: those after
    * `after`, or those among `ids`; at most `limit`, every set's (`acts`: the row's set is one of
@@ -106,7 +132,13 @@ export interface ActionStore {
    * @returns the rows, and `mark`: on Postgres the database clock after the read (µs since the
    *   epoch) for `actionWritersEnded`; null on SQLite, whose single writer commits ids in order.
    */
-  actionRows(q: { table: ActionRowTable; sets: readonly string[]; after?: number; ids?: readonly number[]; limit: number }): Promise<{ rows: ActionRowRef[]; mark: number | null }>;
+  actionRows(q: {
+    table: ActionRowTable;
+    sets: readonly string[];
+    after?: number;
+    ids?: readonly number[];
+    limit: number;
+  }): Promise<{ rows: ActionRowRef[]; mark: number | null }>;
   /**
    * Whether every transaction open at `mark` (an `actionRows` mark) has ended, so an id missing
    * from that read is either visible now or never will be. Postgres: no client session of the
@@ -115,7 +147,12 @@ export interface ActionStore {
    */
   actionWritersEnded(mark: number): Promise<boolean>;
   /** Item ids of a workspace with an answer of `set` (every item a key of the set may act on), by id. */
-  actionItemsOfSet(q: { workspaceId: string; questionSet: string; afterItemId?: string; limit: number }): Promise<string[]>;
+  actionItemsOfSet(q: {
+    workspaceId: string;
+    questionSet: string;
+    afterItemId?: string;
+    limit: number;
+  }): Promise<string[]>;
   /** The latest verdict per (item, key) of one set in a workspace, with the answer the person judged. */
   labelledAnswers(workspaceId: string, questionSet: string): Promise<LabelledAnswer[]>;
   /** Undelivered `github` outbox rows of a workspace, by id. */

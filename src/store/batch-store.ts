@@ -29,7 +29,12 @@ export interface NewProviderBatch {
 }
 
 /** Fields of a batch row to change. */
-export type ProviderBatchPatch = Partial<Pick<ProviderBatchRow, 'providerBatchId' | 'status' | 'submittedAt' | 'expiresAt' | 'endedAt' | 'polledAt' | 'outcome'>>;
+export type ProviderBatchPatch = Partial<
+  Pick<
+    ProviderBatchRow,
+    'providerBatchId' | 'status' | 'submittedAt' | 'expiresAt' | 'endedAt' | 'polledAt' | 'outcome'
+  >
+>;
 
 /**
  * What one batch request asked, kept until its result is stored (DESIGN §7.3): the state (hash,
@@ -113,7 +118,10 @@ export interface BatchStore {
    * §7.3), under a lease of `leaseMs` while it is assembled, counting their attempts; jobs at
    * the abandon limit are parked instead. @returns the claims, by item then set.
    */
-  claimBatchJobs(workerId: string, o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] }): Promise<Claim[]>;
+  claimBatchJobs(
+    workerId: string,
+    o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] },
+  ): Promise<Claim[]>;
   /**
    * Records a batch before its submit: the batch row (`submitting`), its requests, and its claimed
    * jobs moved to `batched`, in one transaction.

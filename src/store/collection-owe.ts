@@ -55,11 +55,19 @@ export function collectionIdOfKey(key: string): string {
  * Reads a stored continuation. A row that does not parse is not dropped: it reads as a walk from
  * the first item with `fallbackSets` (the current slug's sets), so bad data owes more, never less.
  */
-export function parseContinuation(value: string | null | undefined, fallbackSets: readonly string[]): CollectionContinuation | null {
+export function parseContinuation(
+  value: string | null | undefined,
+  fallbackSets: readonly string[],
+): CollectionContinuation | null {
   if (value === null || value === undefined) return null;
   try {
     const v = JSON.parse(value) as Partial<CollectionContinuation>;
-    if (Array.isArray(v.sets) && v.sets.every((s) => typeof s === 'string') && typeof v.after === 'string' && Number.isInteger(v.generation)) {
+    if (
+      Array.isArray(v.sets) &&
+      v.sets.every((s) => typeof s === 'string') &&
+      typeof v.after === 'string' &&
+      Number.isInteger(v.generation)
+    ) {
       return { sets: v.sets, after: v.after, generation: v.generation! };
     }
   } catch {
@@ -69,8 +77,15 @@ export function parseContinuation(value: string | null | undefined, fallbackSets
 }
 
 /** The continuation a new change starts: from the first item, with its sets and any pending ones. */
-export function restartContinuation(prev: CollectionContinuation | null, sets: readonly string[]): CollectionContinuation {
-  return { sets: [...new Set([...(prev?.sets ?? []), ...sets])].sort(), after: '', generation: (prev?.generation ?? 0) + 1 };
+export function restartContinuation(
+  prev: CollectionContinuation | null,
+  sets: readonly string[],
+): CollectionContinuation {
+  return {
+    sets: [...new Set([...(prev?.sets ?? []), ...sets])].sort(),
+    after: '',
+    generation: (prev?.generation ?? 0) + 1,
+  };
 }
 
 /**

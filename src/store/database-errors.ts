@@ -25,7 +25,8 @@ function codeOf(err: unknown): string {
 }
 
 /** The fix for a better-sqlite3 addon that does not load: rebuild it for the Node.js that runs verdict. */
-const SQLITE_ADDON_FIX = 'run `npm rebuild better-sqlite3` in the folder verdict is installed in, with the Node.js that runs verdict';
+const SQLITE_ADDON_FIX =
+  'run `npm rebuild better-sqlite3` in the folder verdict is installed in, with the Node.js that runs verdict';
 
 /**
  * better-sqlite3's native addon failing to load (it loads at the first database open), which says
@@ -47,7 +48,10 @@ export function sqliteAddonError(err: unknown): DatabaseUnavailable | null {
       : dlopen
         ? 'it was built for another Node.js version or platform'
         : 'it was never built (its install script did not run)';
-  return new DatabaseUnavailable(`better-sqlite3's native addon does not load, so no SQLite database can be opened: ${why} (${dlopen ? 'ERR_DLOPEN_FAILED' : 'no addon'}); ${SQLITE_ADDON_FIX}`, { cause: err });
+  return new DatabaseUnavailable(
+    `better-sqlite3's native addon does not load, so no SQLite database can be opened: ${why} (${dlopen ? 'ERR_DLOPEN_FAILED' : 'no addon'}); ${SQLITE_ADDON_FIX}`,
+    { cause: err },
+  );
 }
 
 /**
@@ -63,40 +67,61 @@ export function databaseError(err: unknown, label: string): Error {
   const addon = sqliteAddonError(err);
   if (addon) return addon;
   const code = codeOf(err);
-  const unavailable = (what: string, fix: string) => new DatabaseUnavailable(`${what} (${code}); ${fix}`, { cause: err });
+  const unavailable = (what: string, fix: string) =>
+    new DatabaseUnavailable(`${what} (${code}); ${fix}`, { cause: err });
   switch (code) {
     case 'SQLITE_CANTOPEN':
     case 'EACCES':
     case 'EPERM':
     case 'ENOTDIR':
-      return unavailable(`cannot open the database at ${label}`, 'check that its folder exists and that you may read it (and write it, for commands that write)');
+      return unavailable(
+        `cannot open the database at ${label}`,
+        'check that its folder exists and that you may read it (and write it, for commands that write)',
+      );
     case 'SQLITE_READONLY':
     case 'SQLITE_READONLY_DIRECTORY':
     case 'SQLITE_READONLY_DBMOVED':
     case 'SQLITE_READONLY_CANTINIT':
     case 'SQLITE_READONLY_CANTLOCK':
     case 'EROFS':
-      return unavailable(`the database at ${label} cannot be written`, 'give this user write access to the file and its folder, or run a read command (status, show, flags)');
+      return unavailable(
+        `the database at ${label} cannot be written`,
+        'give this user write access to the file and its folder, or run a read command (status, show, flags)',
+      );
     case 'SQLITE_NOTADB':
       return unavailable(`${label} is not a SQLite database`, 'check --database-url / VERDICT_DATABASE_URL');
     case 'SQLITE_CORRUPT':
       return unavailable(`the database at ${label} is corrupt`, 'restore it from a backup');
     case 'SQLITE_FULL':
     case 'ENOSPC':
-      return unavailable(`the disk holding ${label} is full`, 'free space, then run the command again (nothing owed was lost)');
+      return unavailable(
+        `the disk holding ${label} is full`,
+        'free space, then run the command again (nothing owed was lost)',
+      );
     case 'ECONNREFUSED':
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
     case 'ETIMEDOUT':
     case 'EHOSTUNREACH':
     case 'ECONNRESET':
-      return unavailable(`cannot reach the database at ${label}`, 'check that the server is running and that --database-url / VERDICT_DATABASE_URL names its host and port');
+      return unavailable(
+        `cannot reach the database at ${label}`,
+        'check that the server is running and that --database-url / VERDICT_DATABASE_URL names its host and port',
+      );
     case '28P01':
     case '28000':
-      return unavailable(`the database at ${label} refused the login`, 'check the user and password in --database-url / VERDICT_DATABASE_URL');
+      return unavailable(
+        `the database at ${label} refused the login`,
+        'check the user and password in --database-url / VERDICT_DATABASE_URL',
+      );
     case '3D000':
-      return new DatabaseNotFound(`no database at ${label} (3D000); create it (e.g. \`createdb\`) or fix --database-url / VERDICT_DATABASE_URL`);
+      return new DatabaseNotFound(
+        `no database at ${label} (3D000); create it (e.g. \`createdb\`) or fix --database-url / VERDICT_DATABASE_URL`,
+      );
     default:
-      return unavailable(`cannot open the database at ${label}`, 'check --database-url / VERDICT_DATABASE_URL; set VERDICT_DEBUG=1 for the stack');
+      return unavailable(
+        `cannot open the database at ${label}`,
+        'check --database-url / VERDICT_DATABASE_URL; set VERDICT_DEBUG=1 for the stack',
+      );
   }
 }

@@ -46,7 +46,13 @@ export interface DecisionStore {
    * `questionSet`, its job state for that set, and (with `withComments`) the ids of its newest 10
    * live comments. One read; no lock held between calls.
    */
-  scanItemsForDrift(q: { workspaceId: string; questionSet: string; afterItemId: string | null; limit: number; withComments: boolean }): Promise<DriftScanItem[]>;
+  scanItemsForDrift(q: {
+    workspaceId: string;
+    questionSet: string;
+    afterItemId: string | null;
+    limit: number;
+    withComments: boolean;
+  }): Promise<DriftScanItem[]>;
   /**
    * Retention's walk: rows with id > `afterId`, evaluated more than `olderThanMs` milliseconds
    * ago, that a newer row of the same (item, set, key) supersedes; in id order, at most `limit`.

@@ -142,7 +142,10 @@ export interface EventClaimRequest {
 }
 
 /** A claimed delivery: one event for one target, under `owner`'s lease. */
-export type EventDelivery = Pick<DecisionEventRow, 'id' | 'targetUrl' | 'eventId' | 'itemId' | 'type' | 'payload' | 'attempts' | 'createdAt'>;
+export type EventDelivery = Pick<
+  DecisionEventRow,
+  'id' | 'targetUrl' | 'eventId' | 'itemId' | 'type' | 'payload' | 'attempts' | 'createdAt'
+>;
 
 /** Undelivered webhook events of enabled targets (`eventDeliveryStats`). */
 export interface EventDeliveryStats {

@@ -110,7 +110,13 @@ const sourceUrl = z
   .optional();
 const time = z.number().finite().optional();
 const fieldsInput = z.union([z.string(), z.record(z.string(), z.unknown())]);
-const oweOptions = z.object({ priority: z.number().int().optional(), quietPeriod: z.boolean().optional(), reaskDebounce: z.boolean().optional() }).optional();
+const oweOptions = z
+  .object({
+    priority: z.number().int().optional(),
+    quietPeriod: z.boolean().optional(),
+    reaskDebounce: z.boolean().optional(),
+  })
+  .optional();
 
 /** The argument shapes of the tracker write doors (TrackerStore), by door. */
 export const DOOR_INPUT = {
@@ -120,10 +126,20 @@ export const DOOR_INPUT = {
     workspaceId: refString,
     slug: refString,
     isSystem: z.boolean().optional(),
-    schema: z.object({ fields: z.array(z.unknown()) }).loose().optional(),
+    schema: z
+      .object({ fields: z.array(z.unknown()) })
+      .loose()
+      .optional(),
     settings: z.record(z.string(), z.unknown()).optional(),
   }),
-  updateCollection: z.object({ slug: refString.optional(), schema: z.object({ fields: z.array(z.unknown()) }).loose().optional(), settings: z.record(z.string(), z.unknown()).optional() }),
+  updateCollection: z.object({
+    slug: refString.optional(),
+    schema: z
+      .object({ fields: z.array(z.unknown()) })
+      .loose()
+      .optional(),
+    settings: z.record(z.string(), z.unknown()).optional(),
+  }),
   newItem: z.object({
     id: optionalRef,
     workspaceId: refString,
@@ -137,7 +153,12 @@ export const DOOR_INPUT = {
     sourceUrl,
   }),
   upsertItem: z.object({ id: refString }),
-  itemPatch: z.object({ title: z.string().optional(), content: z.string().optional(), fields: fieldsInput.optional(), setFields: z.record(z.string(), z.unknown()).optional() }),
+  itemPatch: z.object({
+    title: z.string().optional(),
+    content: z.string().optional(),
+    fields: fieldsInput.optional(),
+    setFields: z.record(z.string(), z.unknown()).optional(),
+  }),
   newComment: z.object({
     id: optionalRef,
     itemId: refString,
@@ -148,7 +169,14 @@ export const DOOR_INPUT = {
   }),
   upsertComment: z.object({ id: refString }),
   commentBody: z.string(),
-  newLink: z.object({ id: optionalRef, workspaceId: refString, sourceId: refString, targetId: refString, linkType: refString, createdAt: time }),
+  newLink: z.object({
+    id: optionalRef,
+    workspaceId: refString,
+    sourceId: refString,
+    targetId: refString,
+    linkType: refString,
+    createdAt: time,
+  }),
   id: refString,
   oweOptions,
 } as const;

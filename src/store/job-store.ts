@@ -1,4 +1,17 @@
-import type { AnswerKey, Claim, ClaimCheck, ClaimRequest, FinishedJob, ItemForEvaluation, JobFinish, JobFinishResult, Liveness, NewDecision, OutcomeResult, SpendRecord } from './store.js';
+import type {
+  AnswerKey,
+  Claim,
+  ClaimCheck,
+  ClaimRequest,
+  FinishedJob,
+  ItemForEvaluation,
+  JobFinish,
+  JobFinishResult,
+  Liveness,
+  NewDecision,
+  OutcomeResult,
+  SpendRecord,
+} from './store.js';
 import type { SurfacingContext } from './events.js';
 
 /**
@@ -41,7 +54,11 @@ export interface JobStore {
    * claimed job's (co-asking, DESIGN §7.2). Rows held by another claimant, not due, or at the
    * abandon limit are left alone. @returns the sibling claims in set-name order.
    */
-  claimSiblingJobs(claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]>;
+  claimSiblingJobs(
+    claim: Claim,
+    sets: readonly string[],
+    o: { leaseMs: number; abandonLimit: number },
+  ): Promise<Claim[]>;
 
   // ------------------------------------------------------------- outcomes (fenced by the claim token)
   /** Extends the lease; false when the claim was lost (the runner must stop sending). */
@@ -64,7 +81,10 @@ export interface JobStore {
   finishJobs(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]>;
   dropJob(claim: Claim, reason: string): Promise<OutcomeResult>;
   /** Permanent refusal: refusals += 1 and back off, or park at `refusalLimit`. */
-  refuseJob(claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'>;
+  refuseJob(
+    claim: Claim,
+    o: { backoffMs: number; error: string; refusalLimit: number },
+  ): Promise<OutcomeResult | 'parked'>;
   parkJob(claim: Claim, reason: string): Promise<OutcomeResult>;
   /** Transient failure: back off (`not_before >= now + backoffMs`), never drop; resets `defers`. */
   failJob(claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult>;
@@ -74,7 +94,10 @@ export interface JobStore {
    * transient fail instead (DESIGN §3.7): the attempt counts, `defers` resets to 0 and
    * `not_before >= now + max(failBackoffMs, delayMs)`; the result is then `failed`.
    */
-  deferJob(claim: Claim, o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number }): Promise<OutcomeResult | 'failed'>;
+  deferJob(
+    claim: Claim,
+    o: { delayMs: number; reason: string; deferLimit: number; failBackoffMs: number },
+  ): Promise<OutcomeResult | 'failed'>;
   /**
    * Release without counting an attempt. Claimable at once, or from now + `holdMs` when given (a
    * set cooling off after a rejected schema, DESIGN §3.8). `defers` is kept: a release says

@@ -211,7 +211,9 @@ export function toStoreError(err: unknown): VerdictError {
   const code = typeof e.code === 'string' ? e.code : null;
   const message = typeof e.message === 'string' ? e.message : String(err);
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
-    return new Conflict(message.replace(/^UNIQUE constraint failed: /, '').replace(/^PRIMARY KEY constraint failed: /, ''));
+    return new Conflict(
+      message.replace(/^UNIQUE constraint failed: /, '').replace(/^PRIMARY KEY constraint failed: /, ''),
+    );
   }
   if (code === '23505') return new Conflict(typeof e.constraint === 'string' ? e.constraint : 'a unique constraint');
   if (/connection is not open|pool after calling end|Client was closed/i.test(message)) {
@@ -220,7 +222,9 @@ export function toStoreError(err: unknown): VerdictError {
   // SQLite's messages name tables and columns, never values, so they are kept; other drivers'
   // (Postgres' can quote an input value) are left to `cause`.
   const detail = code?.startsWith('SQLITE_') ? `: ${message}` : '';
-  return new StoreFailure(`the database failed: ${code ?? (err as Error)?.name ?? 'error'}${detail}`, code, { cause: err });
+  return new StoreFailure(`the database failed: ${code ?? (err as Error)?.name ?? 'error'}${detail}`, code, {
+    cause: err,
+  });
 }
 
 /** Thrown by a write door for bad input (fields not an object, unknown collection ...). */

@@ -52,7 +52,9 @@ export const TRACKER_STORE_METHODS = [
 ] as const satisfies ReadonlyArray<keyof TrackerStore>;
 
 // Every TrackerStore method is listed (a compile error names the missing one).
-const _everyTrackerMethodListed: [Exclude<keyof TrackerStore, (typeof TRACKER_STORE_METHODS)[number]>] extends [never] ? true : never = true;
+const _everyTrackerMethodListed: [Exclude<keyof TrackerStore, (typeof TRACKER_STORE_METHODS)[number]>] extends [never]
+  ? true
+  : never = true;
 void _everyTrackerMethodListed;
 
 /**

@@ -98,7 +98,10 @@ export interface TrackerWrites {
    * (`owed` counts its rows), the rest through a continuation that `advanceCollectionOwes` works
    * off and a crash resumes. Soft delete and restore do the same.
    */
-  updateCollection(id: string, patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema }): Promise<WriteResult<CollectionRow>>;
+  updateCollection(
+    id: string,
+    patch: { slug?: string; settings?: CollectionSettings; schema?: CollectionSchema },
+  ): Promise<WriteResult<CollectionRow>>;
   softDeleteCollection(id: string): Promise<WriteResult<CollectionRow>>;
   restoreCollection(id: string): Promise<WriteResult<CollectionRow>>;
   createItem(item: NewItem, opts?: OweOptions): Promise<WriteResult<ItemRow>>;

@@ -22,6 +22,8 @@ export class TransactionClosed extends VerdictError {
 export class TransactionMisuse extends VerdictError {
   readonly code = 'transaction_misuse';
   constructor() {
-    super('inside store.transaction(fn), call the doors on fn\'s tx argument, not on the store: the store waits for this transaction to end');
+    super(
+      "inside store.transaction(fn), call the doors on fn's tx argument, not on the store: the store waits for this transaction to end",
+    );
   }
 }

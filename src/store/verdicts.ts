@@ -86,7 +86,12 @@ export function overrideValue(v: Pick<HumanVerdictRow, 'verdict' | 'value'> | nu
  * one that surfaced at its previous state keeps surfacing down to `threshold − hysteresis`.
  * @param wasSurfaced whether the key surfaced at its previous state (the latest surfacing change).
  */
-export function surfacesWithHysteresis(p: number, wasSurfaced: boolean, threshold: number, hysteresis: number): boolean {
+export function surfacesWithHysteresis(
+  p: number,
+  wasSurfaced: boolean,
+  threshold: number,
+  hysteresis: number,
+): boolean {
   return p >= threshold || (wasSurfaced && p >= threshold - hysteresis);
 }
 
@@ -111,7 +116,11 @@ export function surfacingNow(o: {
   }
   const p = o.modelAnswer === null ? null : noulProbability(o.modelAnswer);
   if (p === null) return { surfaced: false, probability: 0, cause: 'model' };
-  return { surfaced: surfacesWithHysteresis(p, o.wasSurfaced, o.threshold, o.hysteresis), probability: p, cause: 'model' };
+  return {
+    surfaced: surfacesWithHysteresis(p, o.wasSurfaced, o.threshold, o.hysteresis),
+    probability: p,
+    cause: 'model',
+  };
 }
 
 /**
@@ -138,5 +147,7 @@ export interface HumanVerdictStore {
   /** Verdicts of a workspace (one set, one item when given), oldest first; never pruned. */
   listVerdicts(q: { workspaceId: string; questionSet?: string; itemId?: string }): Promise<HumanVerdictRow[]>;
   /** Surfacing changes of an item (every set) or of a (workspace, set), oldest first, since `sinceMs` (epoch ms) when given. */
-  listSurfacingChanges(q: { itemId: string; sinceMs?: number } | { workspaceId: string; questionSet: string; sinceMs?: number }): Promise<SurfacingChangeRow[]>;
+  listSurfacingChanges(
+    q: { itemId: string; sinceMs?: number } | { workspaceId: string; questionSet: string; sinceMs?: number },
+  ): Promise<SurfacingChangeRow[]>;
 }

@@ -44,7 +44,8 @@ export interface StorageHealth {
  * the whole store takes `Store`.
  */
 export interface Store
-  extends TrackerStore,
+  extends
+    TrackerStore,
     ItemSearchReads,
     QueueStore,
     BatchStore,

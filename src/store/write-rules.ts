@@ -26,7 +26,8 @@ export function fieldsText(fields: Record<string, unknown> | string | undefined,
   if (typeof fields === 'string') {
     text = normaliseText(fields, report);
   } else {
-    if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) throw new InvalidWrite('fields must be a JSON object');
+    if (fields === null || typeof fields !== 'object' || Array.isArray(fields))
+      throw new InvalidWrite('fields must be a JSON object');
     checkDepth(fields, 'fields');
     text = normaliseText(valueText(fields, 'fields'), report);
   }
@@ -62,7 +63,8 @@ function checkedFieldsObject(text: string): Record<string, LosslessValue> {
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || isLosslessNumber(parsed)) {
     throw new InvalidWrite('fields must be a JSON object');
   }
-  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH) throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
+  if (nestingDepth(parsed) > MAX_FIELDS_DEPTH)
+    throw new InvalidWrite(`fields nest deeper than ${MAX_FIELDS_DEPTH} levels`);
   return parsed as Record<string, LosslessValue>;
 }
 
@@ -93,7 +95,8 @@ function patchFieldsText(
   patch: { fields?: Record<string, unknown> | string; setFields?: Record<string, unknown> },
   report: NormaliseReport,
 ): string {
-  if (patch.fields !== undefined && patch.setFields !== undefined) throw new InvalidWrite('give fields or setFields, not both');
+  if (patch.fields !== undefined && patch.setFields !== undefined)
+    throw new InvalidWrite('give fields or setFields, not both');
   if (typeof patch.fields === 'string') return fieldsText(patch.fields, report);
   const next = patch.fields ?? patch.setFields;
   if (next === undefined) return cur;
@@ -107,7 +110,8 @@ function patchFieldsText(
   } catch {
     // A stored text that does not parse cannot be patched member by member; the caller's object
     // becomes the whole text (only reachable for a whole-object replace).
-    if (patch.setFields !== undefined) throw new InvalidWrite('the stored fields are not a JSON object; replace them whole');
+    if (patch.setFields !== undefined)
+      throw new InvalidWrite('the stored fields are not a JSON object; replace them whole');
     return fieldsText(next, report);
   }
   const set = new Map<string, string>();
@@ -139,7 +143,8 @@ function normaliseJsonStrings(v: unknown, report: NormaliseReport, seen: { chang
   if (v === null || typeof v !== 'object' || isLosslessNumber(v) || v instanceof Date) return v;
   if (Array.isArray(v)) return v.map((x) => normaliseJsonStrings(x, report, seen));
   const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[text(k)] = normaliseJsonStrings(x, report, seen);
+  for (const [k, x] of Object.entries(v as Record<string, unknown>))
+    out[text(k)] = normaliseJsonStrings(x, report, seen);
   return out;
 }
 
@@ -177,7 +182,11 @@ export interface StoredCollection {
 
 /** Parses a stored collection's JSON columns. */
 export function toCollectionRow(r: StoredCollection): CollectionRow {
-  return { ...r, schema: JSON.parse(r.schema) as CollectionSchema, settings: JSON.parse(r.settings) as CollectionSettings };
+  return {
+    ...r,
+    schema: JSON.parse(r.schema) as CollectionSchema,
+    settings: JSON.parse(r.settings) as CollectionSettings,
+  };
 }
 
 /**
@@ -197,16 +206,26 @@ export function checkFieldOptions(schemaText: string, nextText: string, prevText
   } catch {
     return;
   }
-  const selects = (Array.isArray(schema?.fields) ? schema.fields : []).filter((f) => f && f.type === 'select' && Array.isArray(f.options) && f.options.length > 0);
+  const selects = (Array.isArray(schema?.fields) ? schema.fields : []).filter(
+    (f) => f && f.type === 'select' && Array.isArray(f.options) && f.options.length > 0,
+  );
   if (selects.length === 0) return;
   const next = JSON.parse(nextText) as Record<string, unknown>;
   const prev = prevText === null ? {} : (JSON.parse(prevText) as Record<string, unknown>);
   for (const f of selects) {
     if (!Object.prototype.hasOwnProperty.call(next, f.key)) continue;
     const value = next[f.key];
-    if (prevText !== null && Object.prototype.hasOwnProperty.call(prev, f.key) && JSON.stringify(prev[f.key]) === JSON.stringify(value)) continue;
+    if (
+      prevText !== null &&
+      Object.prototype.hasOwnProperty.call(prev, f.key) &&
+      JSON.stringify(prev[f.key]) === JSON.stringify(value)
+    )
+      continue;
     if (value === null || (typeof value === 'string' && f.options!.includes(value))) continue;
-    throw new InvalidWrite(`fields.${f.key}: not an option of this collection's ${f.key} field; options: ${f.options!.join(', ')}`, { param: `fields.${f.key}` });
+    throw new InvalidWrite(
+      `fields.${f.key}: not an option of this collection's ${f.key} field; options: ${f.options!.join(', ')}`,
+      { param: `fields.${f.key}` },
+    );
   }
 }
 
@@ -251,14 +270,22 @@ export function planItemUpsert(
   cur: ItemRow,
   item: NewItem & { id: string },
   report: NormaliseReport,
-): { next: Pick<ItemRow, 'collectionId' | 'ref' | 'title' | 'content' | 'fields' | 'deletedAt' | 'sourceUrl'>; changed: boolean; linkers: boolean; sourceUrlChanged: boolean } {
+): {
+  next: Pick<ItemRow, 'collectionId' | 'ref' | 'title' | 'content' | 'fields' | 'deletedAt' | 'sourceUrl'>;
+  changed: boolean;
+  linkers: boolean;
+  sourceUrlChanged: boolean;
+} {
   if (cur.workspaceId !== item.workspaceId) throw new InvalidWrite(`item ${item.id} belongs to another workspace`);
   const next = {
     collectionId: item.collectionId,
     ref: normaliseText(item.ref, report),
     title: normaliseText(item.title, report),
     content: normaliseText(item.content ?? '', report),
-    fields: item.fields === undefined ? fieldsText(undefined, report) : patchFieldsText(cur.fields, { fields: item.fields }, report),
+    fields:
+      item.fields === undefined
+        ? fieldsText(undefined, report)
+        : patchFieldsText(cur.fields, { fields: item.fields }, report),
     deletedAt: item.deletedAt === undefined ? cur.deletedAt : item.deletedAt,
     sourceUrl: item.sourceUrl === undefined ? cur.sourceUrl : item.sourceUrl,
   };
@@ -273,7 +300,12 @@ export function planItemUpsert(
   );
   if (sameDeleted) next.deletedAt = cur.deletedAt;
   // `changed` is about the state's parts only: the source URL is shown to people, never asked about.
-  return { next, changed, linkers: next.title !== cur.title || !sameDeleted, sourceUrlChanged: next.sourceUrl !== cur.sourceUrl };
+  return {
+    next,
+    changed,
+    linkers: next.title !== cur.title || !sameDeleted,
+    sourceUrlChanged: next.sourceUrl !== cur.sourceUrl,
+  };
 }
 
 /**
@@ -301,7 +333,12 @@ export function planCollectionPatch(
     schema: patch.schema && !sameJsonText(c.schema, patch.schema) ? JSON.stringify(patch.schema) : c.schema,
     deletedAt: patch.deleted === undefined ? c.deletedAt : patch.deleted ? (c.deletedAt ?? now) : null,
   };
-  const changed = !(next.slug === c.slug && next.settings === c.settings && next.schema === c.schema && next.deletedAt === c.deletedAt);
+  const changed = !(
+    next.slug === c.slug &&
+    next.settings === c.settings &&
+    next.schema === c.schema &&
+    next.deletedAt === c.deletedAt
+  );
   return { next, changed };
 }
 
@@ -319,7 +356,10 @@ export function boundError(s: string): string {
 }
 
 /** The debounce settings of a job's set, or the defaults when the set is unknown in this process. */
-export function setTiming(registry: Registry, name: string): { quietPeriodMs: number; reaskDebounceMs: number; maxDelayMs: number } {
+export function setTiming(
+  registry: Registry,
+  name: string,
+): { quietPeriodMs: number; reaskDebounceMs: number; maxDelayMs: number } {
   const set = registry.get(name);
   return {
     quietPeriodMs: set?.quietPeriodMs ?? SET_DEFAULTS.quietPeriodMs,

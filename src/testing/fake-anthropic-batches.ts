@@ -133,27 +133,41 @@ export class FakeAnthropicBatches {
   validate(req: RecordedRequest): Reply | undefined {
     if (req.method !== 'POST' || req.path !== BATCHES) return undefined;
     if (this.routeMode !== 'batches') return this.#withoutBatches();
-    if (Buffer.byteLength(req.rawBody) > this.maxBodyBytes) return apiError(413, 'request_too_large', `Request exceeds the maximum allowed number of bytes (${this.maxBodyBytes})`);
+    if (Buffer.byteLength(req.rawBody) > this.maxBodyBytes)
+      return apiError(
+        413,
+        'request_too_large',
+        `Request exceeds the maximum allowed number of bytes (${this.maxBodyBytes})`,
+      );
     const requests: unknown = req.body?.requests;
     if (!Array.isArray(requests)) return apiError(400, 'invalid_request_error', 'requests: Field required');
-    if (requests.length === 0) return apiError(400, 'invalid_request_error', 'requests: List should have at least 1 item');
-    if (requests.length > this.maxRequests) return apiError(400, 'invalid_request_error', `requests: List should have at most ${this.maxRequests} items`);
+    if (requests.length === 0)
+      return apiError(400, 'invalid_request_error', 'requests: List should have at least 1 item');
+    if (requests.length > this.maxRequests)
+      return apiError(400, 'invalid_request_error', `requests: List should have at most ${this.maxRequests} items`);
     const seen = new Set<string>();
     for (const [i, r] of requests.entries()) {
       const id: unknown = r?.custom_id;
       if (typeof id !== 'string' || !CUSTOM_ID.test(id)) {
-        return apiError(400, 'invalid_request_error', `requests.${i}.custom_id: String should match pattern '${CUSTOM_ID.source}'`);
+        return apiError(
+          400,
+          'invalid_request_error',
+          `requests.${i}.custom_id: String should match pattern '${CUSTOM_ID.source}'`,
+        );
       }
-      if (seen.has(id)) return apiError(400, 'invalid_request_error', `requests.${i}.custom_id: Duplicate custom_id found: ${id}`);
+      if (seen.has(id))
+        return apiError(400, 'invalid_request_error', `requests.${i}.custom_id: Duplicate custom_id found: ${id}`);
       seen.add(id);
-      if (r.params === null || typeof r.params !== 'object') return apiError(400, 'invalid_request_error', `requests.${i}.params: Field required`);
+      if (r.params === null || typeof r.params !== 'object')
+        return apiError(400, 'invalid_request_error', `requests.${i}.params: Field required`);
     }
     return undefined;
   }
 
   /** The reply of a batch endpoint; undefined when `req` is not for one. */
   route(req: RecordedRequest): Reply | undefined {
-    if (this.routeMode !== 'batches' && (req.path === BATCHES || req.path.startsWith(`${BATCHES}/`))) return this.#withoutBatches();
+    if (this.routeMode !== 'batches' && (req.path === BATCHES || req.path.startsWith(`${BATCHES}/`)))
+      return this.#withoutBatches();
     if (req.path === BATCHES) {
       if (req.method === 'POST') return this.#create(req);
       if (req.method === 'GET') return this.#list(req);
@@ -163,7 +177,11 @@ export class FakeAnthropicBatches {
     if (!m) return undefined;
     const batch = this.get(decodeURIComponent(m[1]));
     const what = m[2] ?? '';
-    if (!(req.method === 'GET' && (what === '' || what === '/results')) && !(req.method === 'POST' && what === '/cancel')) return undefined;
+    if (
+      !(req.method === 'GET' && (what === '' || what === '/results')) &&
+      !(req.method === 'POST' && what === '/cancel')
+    )
+      return undefined;
     if (!batch) return apiError(404, 'not_found_error', 'message batch not found');
     if (what === '/results') return this.#results(batch);
     if (what === '/cancel') {
@@ -174,7 +192,8 @@ export class FakeAnthropicBatches {
       return json(this.#object(batch));
     }
     batch.retrieves++;
-    if (batch.status === 'canceling' || (batch.status === 'in_progress' && batch.retrieves >= batch.endAfterRetrieves)) this.#end(batch);
+    if (batch.status === 'canceling' || (batch.status === 'in_progress' && batch.retrieves >= batch.endAfterRetrieves))
+      this.#end(batch);
     return json(this.#object(batch));
   }
 
@@ -214,7 +233,8 @@ export class FakeAnthropicBatches {
   #list(req: RecordedRequest): Reply {
     const q = req.query ?? new URLSearchParams();
     const limit = q.has('limit') ? Number(q.get('limit')) : 20;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return apiError(400, 'invalid_request_error', 'limit: Input should be between 1 and 1000');
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      return apiError(400, 'invalid_request_error', 'limit: Input should be between 1 and 1000');
     const all = this.batches
       .map((b, i) => ({ b, i }))
       .sort((x, y) => y.b.createdAt - x.b.createdAt || y.i - x.i)
@@ -224,16 +244,34 @@ export class FakeAnthropicBatches {
     const after = q.get('after_id');
     const before = q.get('before_id');
     if (after !== null) from = all.findIndex((b) => b.id === after) + 1;
-    if (before !== null) to = Math.max(0, all.findIndex((b) => b.id === before));
-    const page = before !== null && after === null ? all.slice(Math.max(from, to - limit), to) : all.slice(from, Math.min(to, from + limit));
+    if (before !== null)
+      to = Math.max(
+        0,
+        all.findIndex((b) => b.id === before),
+      );
+    const page =
+      before !== null && after === null
+        ? all.slice(Math.max(from, to - limit), to)
+        : all.slice(from, Math.min(to, from + limit));
     const more = before !== null && after === null ? to - limit > from : from + limit < to;
-    return json({ data: page.map((b) => this.#object(b)), has_more: more, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
+    return json({
+      data: page.map((b) => this.#object(b)),
+      has_more: more,
+      first_id: page[0]?.id ?? null,
+      last_id: page.at(-1)?.id ?? null,
+    });
   }
 
   #results(batch: FakeServerBatch): Reply {
-    if (batch.results === null) return apiError(400, 'invalid_request_error', 'message batch has not ended; its results are not available yet');
+    if (batch.results === null)
+      return apiError(400, 'invalid_request_error', 'message batch has not ended; its results are not available yet');
     const text = batch.rawResults ?? batch.results.map((r) => JSON.stringify(r)).join('\n') + '\n';
-    return { kind: 'raw', status: 200, text, headers: { 'content-type': 'application/binary', 'request-id': `req_fakebatch_${++counter}` } };
+    return {
+      kind: 'raw',
+      status: 200,
+      text,
+      headers: { 'content-type': 'application/binary', 'request-id': `req_fakebatch_${++counter}` },
+    };
   }
 
   /** Ends the batch: every request's result, from the fault, the cancel or the answer. */

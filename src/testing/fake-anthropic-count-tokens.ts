@@ -37,7 +37,9 @@ function textLength(v: unknown): number {
   if (typeof v === 'string') return v.length;
   if (!Array.isArray(v)) return 0;
   let n = 0;
-  for (const b of v) if (b && typeof b === 'object' && typeof (b as { text?: unknown }).text === 'string') n += (b as { text: string }).text.length;
+  for (const b of v)
+    if (b && typeof b === 'object' && typeof (b as { text?: unknown }).text === 'string')
+      n += (b as { text: string }).text.length;
   return n;
 }
 
@@ -53,7 +55,8 @@ export function countedCodeUnits(body: any): number {
   const schema = body?.output_config?.format?.schema;
   if (schema !== undefined) n += JSON.stringify(schema).length;
   for (const t of Array.isArray(body?.tools) ? body.tools : []) {
-    n += String(t?.name ?? '').length + String(t?.description ?? '').length + JSON.stringify(t?.input_schema ?? {}).length;
+    n +=
+      String(t?.name ?? '').length + String(t?.description ?? '').length + JSON.stringify(t?.input_schema ?? {}).length;
   }
   return n;
 }
@@ -81,5 +84,10 @@ export function countTokensReply(req: RecordedRequest): Reply {
   }
   const extra = Object.keys(body).find((k) => !COUNT_TOKENS_FIELDS.has(k));
   if (extra !== undefined) return error('invalid_request_error', `${extra}: Extra inputs are not permitted`);
-  return { kind: 'json', status: 200, body: { input_tokens: fakeCountTokens(body) }, headers: { 'request-id': `req_fake_count_${req.index}` } };
+  return {
+    kind: 'json',
+    status: 200,
+    body: { input_tokens: fakeCountTokens(body) },
+    headers: { 'request-id': `req_fake_count_${req.index}` },
+  };
 }

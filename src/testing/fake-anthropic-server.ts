@@ -18,7 +18,12 @@ import { FakeAnthropicBatches } from './fake-anthropic-batches.js';
 export interface MessageOptions {
   stopReason?: string;
   model?: string;
-  usage?: Partial<{ input_tokens: number; output_tokens: number; cache_read_input_tokens: number | null; cache_creation_input_tokens: number | null }>;
+  usage?: Partial<{
+    input_tokens: number;
+    output_tokens: number;
+    cache_read_input_tokens: number | null;
+    cache_creation_input_tokens: number | null;
+  }>;
   /** Blocks put before the answer (e.g. a thinking block), to prove blocks are selected by type. */
   leadingBlocks?: unknown[];
   delayMs?: number;
@@ -48,7 +53,10 @@ function envelope(req: RecordedRequest | undefined, content: unknown[], o: Messa
   };
 }
 
-const json = (body: unknown, o: { status?: number; headers?: Record<string, string>; delayMs?: number } = {}): Reply => ({
+const json = (
+  body: unknown,
+  o: { status?: number; headers?: Record<string, string>; delayMs?: number } = {},
+): Reply => ({
   kind: 'json',
   status: o.status ?? 200,
   body,
@@ -72,7 +80,9 @@ export const TOOL_PROPERTY_KEY = /^[a-zA-Z0-9_.-]{1,64}$/;
 /** The 400 the API sends for a tool whose input_schema has a property name it refuses; undefined when all are legal. */
 function toolPropertyKeyError(req: RecordedRequest): Reply | undefined {
   if (req.method !== 'POST' || req.path !== '/v1/messages' || !Array.isArray(req.body?.tools)) return undefined;
-  const bad = (req.body.tools as any[]).findIndex((t) => Object.keys(t?.input_schema?.properties ?? {}).some((k) => !TOOL_PROPERTY_KEY.test(k)));
+  const bad = (req.body.tools as any[]).findIndex((t) =>
+    Object.keys(t?.input_schema?.properties ?? {}).some((k) => !TOOL_PROPERTY_KEY.test(k)),
+  );
   if (bad < 0) return undefined;
   return FakeAnthropicServer.errorReply(
     400,
@@ -110,7 +120,9 @@ export class FakeAnthropicServer extends FakeHttpServer {
   }
 
   /** Starts a fake server on 127.0.0.1:0. */
-  static async start(opts: { realisticUsage?: boolean | FakeAnthropicUsageOptions } = {}): Promise<FakeAnthropicServer> {
+  static async start(
+    opts: { realisticUsage?: boolean | FakeAnthropicUsageOptions } = {},
+  ): Promise<FakeAnthropicServer> {
     return new FakeAnthropicServer(opts).listen();
   }
 
@@ -162,7 +174,20 @@ export class FakeAnthropicServer extends FakeHttpServer {
   static toolAnswer(input: unknown, o: MessageOptions = {}): Handler {
     return (req) =>
       json(
-        envelope(req, [{ type: 'tool_use', id: 'toolu_fake', name: req.body?.tool_choice?.name ?? 'record_answers', input, caller: { type: 'direct' } }], o, 'tool_use'),
+        envelope(
+          req,
+          [
+            {
+              type: 'tool_use',
+              id: 'toolu_fake',
+              name: req.body?.tool_choice?.name ?? 'record_answers',
+              input,
+              caller: { type: 'direct' },
+            },
+          ],
+          o,
+          'tool_use',
+        ),
         o,
       );
   }
@@ -183,7 +208,13 @@ export class FakeAnthropicServer extends FakeHttpServer {
   }
 
   /** An API error with the wire shape `{"type":"error","error":{type,message}}`. */
-  static errorReply(status: number, type: string, message = 'fake error', headers: Record<string, string> = {}, details?: unknown): Reply {
+  static errorReply(
+    status: number,
+    type: string,
+    message = 'fake error',
+    headers: Record<string, string> = {},
+    details?: unknown,
+  ): Reply {
     return json({ type: 'error', error: { type, message, ...(details ? { details } : {}) } }, { status, headers });
   }
 
@@ -198,7 +229,8 @@ export class FakeAnthropicServer extends FakeHttpServer {
 
   /** 429 rate_limit_error with `retry-after` in seconds (as the API sends it). */
   static rateLimited(retryAfterSeconds?: number, extraHeaders: Record<string, string> = {}): Reply {
-    const headers = retryAfterSeconds === undefined ? extraHeaders : { 'retry-after': String(retryAfterSeconds), ...extraHeaders };
+    const headers =
+      retryAfterSeconds === undefined ? extraHeaders : { 'retry-after': String(retryAfterSeconds), ...extraHeaders };
     return FakeAnthropicServer.errorReply(429, 'rate_limit_error', 'Rate limited', headers);
   }
 

@@ -70,7 +70,12 @@ function partsOf(body: any): { parts: Part[]; prefixEnd: number; ttl: '5m' | '1h
     parts.push({ text: JSON.stringify(tools) });
     for (const t of tools) mark(ttlOf(t));
   }
-  const system: any[] = typeof body?.system === 'string' ? [{ type: 'text', text: body.system }] : Array.isArray(body?.system) ? body.system : [];
+  const system: any[] =
+    typeof body?.system === 'string'
+      ? [{ type: 'text', text: body.system }]
+      : Array.isArray(body?.system)
+        ? body.system
+        : [];
   for (const b of system) {
     parts.push({ text: typeof b?.text === 'string' ? b.text : '' });
     mark(ttlOf(b));
@@ -85,7 +90,8 @@ function partsOf(body: any): { parts: Part[]; prefixEnd: number; ttl: '5m' | '1h
   for (const m of Array.isArray(body?.messages) ? body.messages : []) {
     const content = m?.content;
     if (typeof content === 'string') parts.push({ text: content });
-    else if (Array.isArray(content)) for (const c of content) parts.push({ text: typeof c?.text === 'string' ? c.text : JSON.stringify(c) });
+    else if (Array.isArray(content))
+      for (const c of content) parts.push({ text: typeof c?.text === 'string' ? c.text : JSON.stringify(c) });
   }
   return { parts, prefixEnd, ttl };
 }
@@ -115,7 +121,12 @@ export class FakeAnthropicUsage {
     const { parts, prefixEnd, ttl } = partsOf(body);
     const total = parts.reduce((n, p) => n + tokens(p.text), 0);
     const prefix = parts.slice(0, prefixEnd).reduce((n, p) => n + tokens(p.text), 0);
-    const none = { input_tokens: total, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 } };
+    const none = {
+      input_tokens: total,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+    };
     const model = typeof body?.model === 'string' ? body.model : '';
     const minimum = minCacheablePrefixTokens('anthropic', model);
     if (prefixEnd === 0 || minimum === null || prefix < minimum) return none;
@@ -134,7 +145,10 @@ export class FakeAnthropicUsage {
       input_tokens: total - prefix,
       cache_creation_input_tokens: prefix,
       cache_read_input_tokens: 0,
-      cache_creation: { ephemeral_5m_input_tokens: ttl === '5m' ? prefix : 0, ephemeral_1h_input_tokens: ttl === '1h' ? prefix : 0 },
+      cache_creation: {
+        ephemeral_5m_input_tokens: ttl === '5m' ? prefix : 0,
+        ephemeral_1h_input_tokens: ttl === '1h' ? prefix : 0,
+      },
     };
   }
 
@@ -144,7 +158,8 @@ export class FakeAnthropicUsage {
    * reply's.
    */
   applyTo(req: RecordedRequest, reply: Reply): Reply {
-    if (req.method !== 'POST' || req.path !== '/v1/messages' || reply.kind !== 'json' || (reply.status ?? 200) !== 200) return reply;
+    if (req.method !== 'POST' || req.path !== '/v1/messages' || reply.kind !== 'json' || (reply.status ?? 200) !== 200)
+      return reply;
     const body = reply.body as { type?: unknown; usage?: Record<string, unknown> } | null;
     if (!body || typeof body !== 'object' || body.type !== 'message') return reply;
     return { ...reply, body: { ...body, usage: { ...body.usage, ...this.usageFor(req.body) } } };

@@ -58,11 +58,18 @@ export class FakeOpenAIServer extends FakeHttpServer {
 
   defaultReply(req: RecordedRequest): Reply {
     if (req.method === 'GET' && req.path === '/v1/models') {
-      return { kind: 'json', body: { object: 'list', data: this.models.map((id) => ({ id, object: 'model', owned_by: 'fake' })) } };
+      return {
+        kind: 'json',
+        body: { object: 'list', data: this.models.map((id) => ({ id, object: 'model', owned_by: 'fake' })) },
+      };
     }
     if (req.method === 'POST' && req.path === '/v1/chat/completions') {
       if (this.rejectJsonSchema && req.body?.response_format?.type === 'json_schema') {
-        return FakeOpenAIServer.error(400, 'invalid_request_error', 'Either "json_schema" or "grammar" can be specified, but not both');
+        return FakeOpenAIServer.error(
+          400,
+          'invalid_request_error',
+          'Either "json_schema" or "grammar" can be specified, but not both',
+        );
       }
       return FakeOpenAIServer.autoReply(req, {});
     }
@@ -112,7 +119,13 @@ export class FakeOpenAIServer extends FakeHttpServer {
   }
 
   /** An OpenAI-style error body `{"error":{message,type,code}}`. */
-  static error(status: number, type: string, message = 'fake error', headers: Record<string, string> = {}, code: string | null = null): Reply {
+  static error(
+    status: number,
+    type: string,
+    message = 'fake error',
+    headers: Record<string, string> = {},
+    code: string | null = null,
+  ): Reply {
     return { kind: 'json', status, body: { error: { message, type, param: null, code } }, headers };
   }
 

@@ -1,4 +1,10 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
@@ -28,9 +34,21 @@ export interface RecordedRequest {
 /** What the server does with one request. */
 export type Reply =
   /** A JSON body with a status (default 200), optional headers, optionally after a delay (ms). */
-  | { readonly kind: 'json'; readonly status?: number; readonly body: unknown; readonly headers?: Record<string, string>; readonly delayMs?: number }
+  | {
+      readonly kind: 'json';
+      readonly status?: number;
+      readonly body: unknown;
+      readonly headers?: Record<string, string>;
+      readonly delayMs?: number;
+    }
   /** A raw text body (for non-JSON answers). */
-  | { readonly kind: 'raw'; readonly status?: number; readonly text: string; readonly headers?: Record<string, string>; readonly delayMs?: number }
+  | {
+      readonly kind: 'raw';
+      readonly status?: number;
+      readonly text: string;
+      readonly headers?: Record<string, string>;
+      readonly delayMs?: number;
+    }
   /** Never answers; the request stays open until the client gives up. */
   | { readonly kind: 'hang' }
   /** Destroys the socket without a response (optionally after sending the headers). */

@@ -25,7 +25,14 @@ import { pruneDashboardSessions } from '../access/sessions.js';
  * when `signal` aborts; the returned promise resolves once they have.
  */
 export interface BackgroundOptions {
-  store: TrackerStore & DecisionStore & QueueStore & MetaStore & HumanVerdictStore & AccessStore & EventOutbox & Pick<Store, 'loadItemForEvaluation'>;
+  store: TrackerStore &
+    DecisionStore &
+    QueueStore &
+    MetaStore &
+    HumanVerdictStore &
+    AccessStore &
+    EventOutbox &
+    Pick<Store, 'loadItemForEvaluation'>;
   /**
    * The registry and provider in force, read at every pass, so a SIGHUP reload reaches the
    * background passes too (the sweep fingerprints under the provider's context; retention judges
@@ -53,8 +60,21 @@ export function startBackgroundPasses(o: BackgroundOptions): Promise<void> {
     const { registry, provider } = o.runtime();
     // One bucket: the drift and expiry sweeps together owe at most driftSweepPerMinute (DESIGN §5.2).
     const bucket = new OweBucket(o.store, o.driftSweepPerMinute);
-    const drift = new DriftSweeper({ store: o.store, registry, ctx: provider, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
-    const expiry = new ExpirySweeper({ store: o.store, registry, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
+    const drift = new DriftSweeper({
+      store: o.store,
+      registry,
+      ctx: provider,
+      logger: o.logger,
+      perMinute: o.driftSweepPerMinute,
+      bucket,
+    });
+    const expiry = new ExpirySweeper({
+      store: o.store,
+      registry,
+      logger: o.logger,
+      perMinute: o.driftSweepPerMinute,
+      bucket,
+    });
     loops.push(
       runSweepLoop(
         [
@@ -93,13 +113,32 @@ export interface SweepsDoneReport {
  * claims. `driftSweepPerMinute` 0 keeps both sweeps off, as in a long-running worker.
  * @throws when the store fails (the drain reports it; what was owed stays owed).
  */
-export async function sweepUntilDone(o: Pick<BackgroundOptions, 'store' | 'logger' | 'driftSweepPerMinute'> & { registry: Registry; provider: Provider; signal: AbortSignal }): Promise<SweepsDoneReport> {
+export async function sweepUntilDone(
+  o: Pick<BackgroundOptions, 'store' | 'logger' | 'driftSweepPerMinute'> & {
+    registry: Registry;
+    provider: Provider;
+    signal: AbortSignal;
+  },
+): Promise<SweepsDoneReport> {
   const report: SweepsDoneReport = { passes: 0, driftOwed: 0, expiryOwed: 0 };
   if (o.driftSweepPerMinute <= 0) return report;
   // Infinity tokens: the bucket never cuts a walk short (OweBucket keeps Infinity as it is).
   const bucket = new OweBucket(o.store, Number.POSITIVE_INFINITY);
-  const drift = new DriftSweeper({ store: o.store, registry: o.registry, ctx: o.provider, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
-  const expiry = new ExpirySweeper({ store: o.store, registry: o.registry, logger: o.logger, perMinute: o.driftSweepPerMinute, bucket });
+  const drift = new DriftSweeper({
+    store: o.store,
+    registry: o.registry,
+    ctx: o.provider,
+    logger: o.logger,
+    perMinute: o.driftSweepPerMinute,
+    bucket,
+  });
+  const expiry = new ExpirySweeper({
+    store: o.store,
+    registry: o.registry,
+    logger: o.logger,
+    perMinute: o.driftSweepPerMinute,
+    bucket,
+  });
   while (!o.signal.aborted) {
     const d = await drift.sweepOnce();
     const e = await expiry.sweepOnce();
@@ -120,9 +159,18 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
       return;
     }
     const { registry, provider } = o.runtime();
-    const reader = new DecisionReader(o.store, registry, { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort }, o.logger);
+    const reader = new DecisionReader(
+      o.store,
+      registry,
+      { name: provider.name, model: provider.model, promptVersion: provider.promptVersion, effort: provider.effort },
+      o.logger,
+    );
     try {
-      await pruneDecisions(o.store, reader, { historyMs: o.retentionHistoryMs, maxBatches: WORKER_PRUNE_MAX_BATCHES, logger: o.logger });
+      await pruneDecisions(o.store, reader, {
+        historyMs: o.retentionHistoryMs,
+        maxBatches: WORKER_PRUNE_MAX_BATCHES,
+        logger: o.logger,
+      });
       // Delivered decision events past the same window (DESIGN §16.2); undelivered ones are kept.
       await pruneDeliveredEvents(o.store, o.retentionHistoryMs, o.logger);
       // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.6).

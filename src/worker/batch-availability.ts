@@ -37,14 +37,23 @@ export function endpointHost(endpoint: string): string {
 }
 
 /** Marks `endpoint` of `provider` as having no batch API. */
-export async function markBatchUnavailable(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>, provider: string, endpoint: string, status: number): Promise<BatchUnavailable> {
+export async function markBatchUnavailable(
+  store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'setMeta'>,
+  provider: string,
+  endpoint: string,
+  status: number,
+): Promise<BatchUnavailable> {
   const mark: BatchUnavailable = { provider, endpoint, host: endpointHost(endpoint), status, at: await store.now() };
   await store.setMeta(keyOf(provider, endpoint), JSON.stringify(mark));
   return mark;
 }
 
 /** Clears the mark of `endpoint` (a batch was created there). */
-export function clearBatchUnavailable(store: Pick<MetaStore, 'deleteMeta'>, provider: string, endpoint: string): Promise<void> {
+export function clearBatchUnavailable(
+  store: Pick<MetaStore, 'deleteMeta'>,
+  provider: string,
+  endpoint: string,
+): Promise<void> {
   return store.deleteMeta(keyOf(provider, endpoint));
 }
 
@@ -56,7 +65,13 @@ export async function listBatchUnavailable(store: Pick<MetaStore, 'listMeta'>): 
     try {
       const v = JSON.parse(r.value) as Partial<BatchUnavailable>;
       if (typeof v.provider !== 'string' || typeof v.endpoint !== 'string' || typeof v.status !== 'number') continue;
-      out.push({ provider: v.provider, endpoint: v.endpoint, host: endpointHost(v.endpoint), status: v.status, at: typeof v.at === 'number' ? v.at : 0 });
+      out.push({
+        provider: v.provider,
+        endpoint: v.endpoint,
+        host: endpointHost(v.endpoint),
+        status: v.status,
+        at: typeof v.at === 'number' ? v.at : 0,
+      });
     } catch {
       /* skipped */
     }
@@ -65,6 +80,10 @@ export async function listBatchUnavailable(store: Pick<MetaStore, 'listMeta'>): 
 }
 
 /** Whether `endpoint` of `provider` is marked. */
-export async function isBatchUnavailable(store: Pick<MetaStore, 'getMeta'>, provider: string, endpoint: string): Promise<boolean> {
+export async function isBatchUnavailable(
+  store: Pick<MetaStore, 'getMeta'>,
+  provider: string,
+  endpoint: string,
+): Promise<boolean> {
   return (await store.getMeta(keyOf(provider, endpoint))) !== null;
 }

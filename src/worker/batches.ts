@@ -2,16 +2,45 @@ import { randomBytes } from 'node:crypto';
 import type { Question } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { AnswerDefect, BatchNotFound, BatchUnsupported, ProviderMisconfigured, ProviderRefusal, SchemaRejected } from '../providers/errors.js';
+import {
+  AnswerDefect,
+  BatchNotFound,
+  BatchUnsupported,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  SchemaRejected,
+} from '../providers/errors.js';
 import { pricingFor } from '../providers/pricing.js';
-import type { AskResult, BatchApi, BatchInfo, BatchRequest, BatchResult, Provider, Usage } from '../providers/provider.js';
+import type {
+  AskResult,
+  BatchApi,
+  BatchInfo,
+  BatchRequest,
+  BatchResult,
+  Provider,
+  Usage,
+} from '../providers/provider.js';
 import { backoffMs } from '../runner/backoff.js';
 import { errCode } from '../errors.js';
-import { answerRows, callEstimate, callQuestions, planGroup, splitUsage, type PlannedCall } from '../runner/evaluate.js';
+import {
+  answerRows,
+  callEstimate,
+  callQuestions,
+  planGroup,
+  splitUsage,
+  type PlannedCall,
+} from '../runner/evaluate.js';
 import type { EvalOutcome } from '../runner/outcome.js';
 import { DEFAULT_REFUSAL_LIMIT, recordOutcome, type RunnerOptions } from '../runner/job-life.js';
 import type { Claim, SpendRecord } from '../store/store.js';
-import type { BatchJobOutcome, BatchPlan, BatchRequestRow, BatchResultWrite, NewBatchRequest, ProviderBatchRow } from '../store/batch-store.js';
+import type {
+  BatchJobOutcome,
+  BatchPlan,
+  BatchRequestRow,
+  BatchResultWrite,
+  NewBatchRequest,
+  ProviderBatchRow,
+} from '../store/batch-store.js';
 import type { BatchStore } from '../store/batch-store.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
@@ -74,14 +103,39 @@ export const SPEND_BATCH = 'batch';
  * answers would only arrive later); `on` whenever the provider has a batch API (tests and the
  * cost benchmark, with the fake provider's).
  */
-export function batchingActive(provider: Provider, setting: 'auto' | 'on' | 'off'): provider is Provider & { batch: BatchApi } {
+export function batchingActive(
+  provider: Provider,
+  setting: 'auto' | 'on' | 'off',
+): provider is Provider & { batch: BatchApi } {
   if (setting === 'off' || !provider.batch) return false;
   return setting === 'on' || pricingFor(provider.name, provider.model).kind === 'priced';
 }
 
 /** What a batch pipeline needs. Durations in milliseconds. */
 export interface BatchPipelineOptions {
-  store: TrackerStore & BatchStore & DecisionStore & SpendStore & Pick<Store, 'answeredKeys' | 'checkClaim' | 'checkLiveness' | 'claimNextJob' | 'completeJob' | 'deferJob' | 'dropJob' | 'failJob' | 'finishJob' | 'insertDecisions' | 'loadItemForEvaluation' | 'parkJob' | 'recordSpend' | 'refuseJob' | 'releaseJob' | 'renewLease'>;
+  store: TrackerStore &
+    BatchStore &
+    DecisionStore &
+    SpendStore &
+    Pick<
+      Store,
+      | 'answeredKeys'
+      | 'checkClaim'
+      | 'checkLiveness'
+      | 'claimNextJob'
+      | 'completeJob'
+      | 'deferJob'
+      | 'dropJob'
+      | 'failJob'
+      | 'finishJob'
+      | 'insertDecisions'
+      | 'loadItemForEvaluation'
+      | 'parkJob'
+      | 'recordSpend'
+      | 'refuseJob'
+      | 'releaseJob'
+      | 'renewLease'
+    >;
   registry: Registry;
   provider: Provider & { batch: BatchApi };
   logger: Logger;
@@ -150,7 +204,16 @@ export class BatchPipeline {
 
   private runner(): RunnerOptions {
     const o = this.opts;
-    return { store: o.store, registry: o.registry, provider: o.provider, logger: o.logger, workerId: o.workerId, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit, random: o.random };
+    return {
+      store: o.store,
+      registry: o.registry,
+      provider: o.provider,
+      logger: o.logger,
+      workerId: o.workerId,
+      leaseMs: o.leaseMs,
+      abandonLimit: o.abandonLimit,
+      random: o.random,
+    };
   }
 
   /** True once the endpoint answered that it has no batch API (see `onUnsupported`). */
@@ -169,7 +232,12 @@ export class BatchPipeline {
     const o = this.opts;
     const report: AssembleReport = { batches: 0, requests: 0, jobs: 0, settled: 0 };
     if (this.#unsupported) return report;
-    const claims = await o.store.claimBatchJobs(o.workerId, { leaseMs: o.leaseMs, limit: o.maxJobs ?? BATCH_MAX_JOBS, abandonLimit: o.abandonLimit, skipSets: o.skipSets?.() ?? [] });
+    const claims = await o.store.claimBatchJobs(o.workerId, {
+      leaseMs: o.leaseMs,
+      limit: o.maxJobs ?? BATCH_MAX_JOBS,
+      abandonLimit: o.abandonLimit,
+      skipSets: o.skipSets?.() ?? [],
+    });
     if (claims.length === 0) return report;
     const byItem = new Map<string, Claim[]>();
     for (const c of claims) byItem.set(c.itemId, [...(byItem.get(c.itemId) ?? []), c]);
@@ -179,7 +247,8 @@ export class BatchPipeline {
       if (pending.requests.length === 0) return;
       if (signal.aborted || this.#unsupported) {
         // Stopping, or no batch API here: nothing is recorded or sent; the claims go back at once.
-        for (const c of pending.claims) await this.record(c, { kind: 'release', reason: signal.aborted ? 'shutdown' : 'batching unavailable' });
+        for (const c of pending.claims)
+          await this.record(c, { kind: 'release', reason: signal.aborted ? 'shutdown' : 'batching unavailable' });
         pending = newPending();
         return;
       }
@@ -195,7 +264,8 @@ export class BatchPipeline {
     for (const group of byItem.values()) {
       if (signal.aborted || capReached || this.#unsupported) {
         if (capReached || this.#unsupported) {
-          for (const c of group) await this.record(c, { kind: 'release', reason: capReached ? 'daily token cap' : 'batching unavailable' });
+          for (const c of group)
+            await this.record(c, { kind: 'release', reason: capReached ? 'daily token cap' : 'batching unavailable' });
           continue;
         }
         for (const c of group) await this.record(c, { kind: 'release', reason: 'shutdown' });
@@ -211,7 +281,11 @@ export class BatchPipeline {
         continue;
       }
       const bytes = item.requests.reduce((n, r) => n + r.bytes, 0);
-      if (pending.requests.length > 0 && (pending.requests.length + item.requests.length > api.maxRequests || pending.bytes + bytes > api.maxBytes)) await flush();
+      if (
+        pending.requests.length > 0 &&
+        (pending.requests.length + item.requests.length > api.maxRequests || pending.bytes + bytes > api.maxBytes)
+      )
+        await flush();
       pending.requests.push(...item.requests);
       pending.claims.push(...item.claims);
       pending.bytes += bytes;
@@ -225,7 +299,9 @@ export class BatchPipeline {
    * at assembly: a claim that ended, or is no longer live, is recorded at once; the rest become
    * requests (custom ids are given at submit).
    */
-  private async planItem(group: Claim[]): Promise<{ requests: Array<PendingRequest>; claims: Claim[]; settled: number }> {
+  private async planItem(
+    group: Claim[],
+  ): Promise<{ requests: Array<PendingRequest>; claims: Claim[]; settled: number }> {
     const o = this.opts;
     const plan = await planGroup(group, o);
     let settled = 0;
@@ -245,7 +321,15 @@ export class BatchPipeline {
       if (live === 'live') continue;
       dead.add(i);
       const outcome: EvalOutcome =
-        live === 'item_gone' ? { kind: 'drop', reason: 'item gone before batching' } : live === 'lost' ? { kind: 'lost', reason: 'claim lost before batching' } : live === 'workspace_gone' ? { kind: 'release', reason: 'workspace deleted' } : live === 'superseded' ? { kind: 'release', reason: 'superseded: a write landed before batching' } : { kind: 'fail', reason: live };
+        live === 'item_gone'
+          ? { kind: 'drop', reason: 'item gone before batching' }
+          : live === 'lost'
+            ? { kind: 'lost', reason: 'claim lost before batching' }
+            : live === 'workspace_gone'
+              ? { kind: 'release', reason: 'workspace deleted' }
+              : live === 'superseded'
+                ? { kind: 'release', reason: 'superseded: a write landed before batching' }
+                : { kind: 'fail', reason: live };
       await this.record(group[i], outcome);
       settled++;
     }
@@ -263,7 +347,10 @@ export class BatchPipeline {
       } catch (err) {
         // What `ask` refuses before any request (over the input budget, an invalid question)
         // parks or refuses the jobs, as a call would.
-        const outcome: EvalOutcome = err instanceof ProviderRefusal && err.code === 'input_over_budget' ? { kind: 'park', reason: err.message } : { kind: 'refuse', reason: errCode(err) };
+        const outcome: EvalOutcome =
+          err instanceof ProviderRefusal && err.code === 'input_over_budget'
+            ? { kind: 'park', reason: err.message }
+            : { kind: 'refuse', reason: errCode(err) };
         for (const p of parts) {
           if (refused.has(p.claim)) continue;
           refused.add(p.claim);
@@ -272,11 +359,20 @@ export class BatchPipeline {
         }
         continue;
       }
-      requests.push({ call: live, questions, bytes, plan: toPlan(live, plan.loaded.item.seq, plan.ref ?? '', group, questions) });
+      requests.push({
+        call: live,
+        questions,
+        bytes,
+        plan: toPlan(live, plan.loaded.item.seq, plan.ref ?? '', group, questions),
+      });
     }
     const kept = requests.filter((r) => r.call.parts.every((p) => !refused.has(p.claim)));
     const claims = group.filter((_, i) => plan.sets.has(i) && !dead.has(i) && !refused.has(i));
-    return { requests: kept.map((r) => ({ ...r, itemId: group[0].itemId, workspaceId: group[0].workspaceId })), claims, settled };
+    return {
+      requests: kept.map((r) => ({ ...r, itemId: group[0].itemId, workspaceId: group[0].workspaceId })),
+      claims,
+      settled,
+    };
   }
 
   /**
@@ -308,13 +404,20 @@ export class BatchPipeline {
   private async submit(p: Pending, signal: AbortSignal): Promise<boolean> {
     const o = this.opts;
     const id = newBatchId();
-    const rows: NewBatchRequest[] = p.requests.map((r, n) => ({ customId: `${id}-${n}`, workspaceId: r.workspaceId!, itemId: r.itemId!, plan: r.plan }));
+    const rows: NewBatchRequest[] = p.requests.map((r, n) => ({
+      customId: `${id}-${n}`,
+      workspaceId: r.workspaceId!,
+      itemId: r.itemId!,
+      plan: r.plan,
+    }));
     try {
       await o.store.recordBatch({ id, provider: o.provider.name, model: o.provider.model }, rows, p.claims);
     } catch (err) {
       // A lost claim (or a failed write): nothing was recorded; give every claim back.
       o.logger.warn({ batch: id, jobs: p.claims.length, err: errCode(err) }, 'batch not recorded; jobs released');
-      for (const r of p.requests) if (r.plan.reservationId) await o.store.settleSpendReservation(r.plan.reservationId, null).catch(() => undefined);
+      for (const r of p.requests)
+        if (r.plan.reservationId)
+          await o.store.settleSpendReservation(r.plan.reservationId, null).catch(() => undefined);
       for (const c of p.claims) await this.record(c, { kind: 'release', reason: 'batch not recorded' });
       return false;
     }
@@ -322,11 +425,24 @@ export class BatchPipeline {
     o.onRecorded?.(id);
     try {
       const info = await o.provider.batch.submit(
-        p.requests.map((r, n) => ({ customId: rows[n].customId, state: r.call.state.bytes, questions: r.questions, explain: r.call.explain })),
+        p.requests.map((r, n) => ({
+          customId: rows[n].customId,
+          state: r.call.state.bytes,
+          questions: r.questions,
+          explain: r.call.explain,
+        })),
         { signal },
       );
-      await o.store.updateProviderBatch(id, { providerBatchId: info.id, status: 'in_progress', submittedAt: await o.store.now(), expiresAt: info.expiresAt });
-      o.logger.info({ batch: id, providerBatch: info.id, requests: rows.length, jobs: p.claims.length }, 'batch submitted');
+      await o.store.updateProviderBatch(id, {
+        providerBatchId: info.id,
+        status: 'in_progress',
+        submittedAt: await o.store.now(),
+        expiresAt: info.expiresAt,
+      });
+      o.logger.info(
+        { batch: id, providerBatch: info.id, requests: rows.length, jobs: p.claims.length },
+        'batch submitted',
+      );
       await o.onSubmitted?.();
     } catch (err) {
       if (err instanceof BatchUnsupported) {
@@ -336,10 +452,20 @@ export class BatchPipeline {
         await this.#markUnsupported(err);
         return false;
       }
-      if (err instanceof ProviderRefusal || err instanceof ProviderMisconfigured || err instanceof SchemaRejected || err instanceof TypeError) {
+      if (
+        err instanceof ProviderRefusal ||
+        err instanceof ProviderMisconfigured ||
+        err instanceof SchemaRejected ||
+        err instanceof TypeError
+      ) {
         // Refused as a whole before it was created: nothing was submitted. The jobs wait
         // BATCH_REFUSED_HOLD_MS, so a provider that refuses every batch is not asked every tick.
-        const n = await o.store.closeBatch(id, 'not_submitted', `batch refused: ${errCode(err)}`, BATCH_REFUSED_HOLD_MS);
+        const n = await o.store.closeBatch(
+          id,
+          'not_submitted',
+          `batch refused: ${errCode(err)}`,
+          BATCH_REFUSED_HOLD_MS,
+        );
         o.logger.warn({ batch: id, jobs: n, err: errCode(err) }, 'batch refused; jobs re-owed');
       } else {
         // It may exist (a timeout after sending): the sweep looks for it in the provider's list.
@@ -369,7 +495,9 @@ export class BatchPipeline {
     // Provider ids already recorded, so a `submitting` row never adopts another row's batch: read
     // only when such a row exists (the table keeps a row per batch ever sent).
     const known = rows.some((r) => r.status === 'submitting')
-      ? new Set((await o.store.listProviderBatches()).map((b) => b.providerBatchId).filter((x): x is string => x !== null))
+      ? new Set(
+          (await o.store.listProviderBatches()).map((b) => b.providerBatchId).filter((x): x is string => x !== null),
+        )
       : new Set<string>();
     for (const row of rows) {
       if (signal.aborted) break;
@@ -396,7 +524,12 @@ export class BatchPipeline {
     return report;
   }
 
-  private async sweepOne(row: ProviderBatchRow, known: Set<string>, signal: AbortSignal, report: SweepReport): Promise<boolean> {
+  private async sweepOne(
+    row: ProviderBatchRow,
+    known: Set<string>,
+    signal: AbortSignal,
+    report: SweepReport,
+  ): Promise<boolean> {
     const o = this.opts;
     const api = o.provider.batch;
     const now = await o.store.now();
@@ -412,12 +545,24 @@ export class BatchPipeline {
         await this.#markUnsupported(err);
         return true;
       }
-      const match = listed.find((b) => !known.has(b.id) && totalOf(b) === row.requestCount && b.createdAt >= row.createdAt - CLOCK_SLACK_MS);
+      const match = listed.find(
+        (b) => !known.has(b.id) && totalOf(b) === row.requestCount && b.createdAt >= row.createdAt - CLOCK_SLACK_MS,
+      );
       if (match) {
         known.add(match.id);
-        await o.store.updateProviderBatch(row.id, { providerBatchId: match.id, status: 'in_progress', submittedAt: match.createdAt, expiresAt: match.expiresAt });
+        await o.store.updateProviderBatch(row.id, {
+          providerBatchId: match.id,
+          status: 'in_progress',
+          submittedAt: match.createdAt,
+          expiresAt: match.expiresAt,
+        });
         o.logger.info({ batch: row.id, providerBatch: match.id }, 'batch found again after an unconfirmed submit');
-        return this.sweepOne({ ...row, providerBatchId: match.id, status: 'in_progress', expiresAt: match.expiresAt }, known, signal, report);
+        return this.sweepOne(
+          { ...row, providerBatchId: match.id, status: 'in_progress', expiresAt: match.expiresAt },
+          known,
+          signal,
+          report,
+        );
       }
       if (now - row.createdAt < SUBMIT_LOST_AFTER_MS) return false;
       report.reowed += await o.store.closeBatch(row.id, 'not_submitted', 'batch never reached the provider');
@@ -456,8 +601,17 @@ export class BatchPipeline {
     }
     if (row.status !== 'ended') await o.store.updateProviderBatch(row.id, { status: 'ended', endedAt: now });
     await this.storeResults(row, signal, report);
-    const outcome = info.counts.expired > 0 && info.counts.succeeded === 0 ? 'expired' : info.counts.canceled > 0 && info.counts.succeeded === 0 ? 'canceled' : 'results';
-    report.reowed += await o.store.closeBatch(row.id, outcome, outcome === 'results' ? 'batch ended without a result for this job' : `batch ${outcome}`);
+    const outcome =
+      info.counts.expired > 0 && info.counts.succeeded === 0
+        ? 'expired'
+        : info.counts.canceled > 0 && info.counts.succeeded === 0
+          ? 'canceled'
+          : 'results';
+    report.reowed += await o.store.closeBatch(
+      row.id,
+      outcome,
+      outcome === 'results' ? 'batch ended without a result for this job' : `batch ${outcome}`,
+    );
     return true;
   }
 
@@ -491,10 +645,15 @@ export class BatchPipeline {
         questionSet: p.questionSet,
         outcome,
         ...(error !== undefined ? { error } : {}),
-        ...(outcome === 'fail' || outcome === 'refuse' ? { backoffMs: backoffMs(1, o.random), refusalLimit: o.refusalLimit ?? DEFAULT_REFUSAL_LIMIT } : {}),
+        ...(outcome === 'fail' || outcome === 'refuse'
+          ? { backoffMs: backoffMs(1, o.random), refusalLimit: o.refusalLimit ?? DEFAULT_REFUSAL_LIMIT }
+          : {}),
       }));
     const spendOf = (outcome: string, usage: Usage): SpendRecord[] =>
-      splitUsage(usage, plan.parts.map((p) => p.storedKeys.length)).map((u, i) => ({
+      splitUsage(
+        usage,
+        plan.parts.map((p) => p.storedKeys.length),
+      ).map((u, i) => ({
         questionSet: plan.parts[i].questionSet,
         provider: row.provider,
         model: row.model,
@@ -509,7 +668,12 @@ export class BatchPipeline {
       case 'errored': {
         const err = result.error;
         const spend = err instanceof AnswerDefect && err.usage ? spendOf('defect', err.usage) : [];
-        if (err instanceof ProviderRefusal || err instanceof AnswerDefect || err instanceof SchemaRejected || err instanceof ProviderMisconfigured) {
+        if (
+          err instanceof ProviderRefusal ||
+          err instanceof AnswerDefect ||
+          err instanceof SchemaRejected ||
+          err instanceof ProviderMisconfigured
+        ) {
           return { ...base, answers: [], spend, jobs: jobs('refuse', `batch: ${errCode(err)}`) };
         }
         return { ...base, answers: [], spend, jobs: jobs('fail', `batch: ${errCode(err)}`) };
@@ -522,7 +686,12 @@ export class BatchPipeline {
         } catch (err) {
           // A result missing a key it was asked (a provider that broke its own contract): billed,
           // refused like a defective reply, never allowed to stop the rest of the batch.
-          return { ...base, answers: [], spend: spendOf('defect', result.result.usage), jobs: jobs('refuse', `batch: result unreadable (${errCode(err)})`) };
+          return {
+            ...base,
+            answers: [],
+            spend: spendOf('defect', result.result.usage),
+            jobs: jobs('refuse', `batch: result unreadable (${errCode(err)})`),
+          };
         }
         // The store checks liveness in the transaction that stores them (DESIGN §7.3): an item
         // deleted since keeps none of them and its jobs drop.
@@ -531,13 +700,15 @@ export class BatchPipeline {
     }
   }
 
-
   /** Records a job's outcome as the runner would (fenced by its claim). */
   private async record(claim: Claim, outcome: EvalOutcome): Promise<void> {
     try {
       await recordOutcome(this.runner(), claim, outcome);
     } catch (err) {
-      this.opts.logger.error({ set: claim.questionSet, itemId: claim.itemId, err: errCode(err) }, 'outcome not recorded');
+      this.opts.logger.error(
+        { set: claim.questionSet, itemId: claim.itemId, err: errCode(err) },
+        'outcome not recorded',
+      );
     }
   }
 }
@@ -546,7 +717,11 @@ export class BatchPipeline {
  * Closes a batch no worker can collect once it is past its expiry by BATCH_GIVE_UP_AFTER_EXPIRY_MS
  * (a `submitting` row: 24 h after its creation): its jobs re-owed. @returns whether it was closed.
  */
-async function closeIfStranded(store: Pick<BatchStore, 'closeBatch'>, row: ProviderBatchRow, now: number): Promise<boolean> {
+async function closeIfStranded(
+  store: Pick<BatchStore, 'closeBatch'>,
+  row: ProviderBatchRow,
+  now: number,
+): Promise<boolean> {
   const expires = row.expiresAt ?? row.createdAt + 24 * 3_600_000;
   if (now <= expires + BATCH_GIVE_UP_AFTER_EXPIRY_MS) return false;
   await store.closeBatch(row.id, 'lost', `batch of ${row.provider} not collected by its expiry`);
@@ -558,7 +733,11 @@ async function closeIfStranded(store: Pick<BatchStore, 'closeBatch'>, row: Provi
  * DESIGN §7.3): the open batches it cannot collect, each given up (jobs re-owed) once past its
  * expiry. @returns the batches still open, by provider, for the worker to say so.
  */
-export async function closeStrandedBatches(store: Pick<TrackerStore, 'now'> & Pick<BatchStore, 'closeBatch' | 'listProviderBatches'>, providerName: string, canCollect: boolean): Promise<Record<string, number>> {
+export async function closeStrandedBatches(
+  store: Pick<TrackerStore, 'now'> & Pick<BatchStore, 'closeBatch' | 'listProviderBatches'>,
+  providerName: string,
+  canCollect: boolean,
+): Promise<Record<string, number>> {
   const now = await store.now();
   const open: Record<string, number> = {};
   for (const row of await store.listProviderBatches(['submitting', 'in_progress', 'ended'])) {
@@ -589,7 +768,10 @@ function newPending(): Pending {
 
 /** `vb` + 12 base-36 characters: short enough that `<id>-<n>` is a legal custom id (≤ 64). */
 function newBatchId(): string {
-  return `vb${BigInt(`0x${randomBytes(8).toString('hex')}`).toString(36).padStart(12, '0').slice(0, 12)}`;
+  return `vb${BigInt(`0x${randomBytes(8).toString('hex')}`)
+    .toString(36)
+    .padStart(12, '0')
+    .slice(0, 12)}`;
 }
 
 function totalOf(b: BatchInfo): number {
@@ -598,7 +780,13 @@ function totalOf(b: BatchInfo): number {
 }
 
 /** The plan of one request, as stored with it. */
-function toPlan(call: PlannedCall, itemSeq: number, ref: string, group: readonly Claim[], questions: ReadonlyMap<string, Question>): BatchPlan {
+function toPlan(
+  call: PlannedCall,
+  itemSeq: number,
+  ref: string,
+  group: readonly Claim[],
+  questions: ReadonlyMap<string, Question>,
+): BatchPlan {
   return {
     stateHash: call.state.hash,
     stateVersion: call.state.version,
@@ -629,15 +817,28 @@ function questionsOfPlan(plan: BatchPlan): Map<string, Question> {
 }
 
 /** The answer rows of a succeeded result, per part, for the state the request asked about (`answerRows`). */
-function answersOf(plan: BatchPlan, request: BatchRequestRow, result: AskResult, provider: Provider): BatchResultWrite['answers'] {
+function answersOf(
+  plan: BatchPlan,
+  request: BatchRequestRow,
+  result: AskResult,
+  provider: Provider,
+): BatchResultWrite['answers'] {
   const rows = answerRows({
     workspaceId: request.workspaceId,
     itemId: request.itemId,
     itemSeq: plan.itemSeq,
     state: { hash: plan.stateHash, version: plan.stateVersion, parts: plan.stateParts, truncated: plan.stateTruncated },
-    parts: plan.parts.map((p) => ({ questionSet: p.questionSet, storedKeys: p.storedKeys, fingerprints: p.fingerprints, explain: plan.explain })),
+    parts: plan.parts.map((p) => ({
+      questionSet: p.questionSet,
+      storedKeys: p.storedKeys,
+      fingerprints: p.fingerprints,
+      explain: plan.explain,
+    })),
     result,
     provider,
   });
-  return plan.parts.map((p, i) => ({ decisions: rows[i], surfacing: { ref: plan.ref, threshold: p.threshold, hysteresis: p.hysteresis, unsurfaced: p.unsurfaced } }));
+  return plan.parts.map((p, i) => ({
+    decisions: rows[i],
+    surfacing: { ref: plan.ref, threshold: p.threshold, hysteresis: p.hysteresis, unsurfaced: p.unsurfaced },
+  }));
 }

@@ -27,7 +27,10 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface DriftSweepOptions {
-  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
+  store: Pick<
+    Store,
+    'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'
+  >;
   registry: Registry;
   /** The configured provider's fingerprint context. */
   ctx: FingerprintContext;
@@ -96,15 +99,23 @@ export class DriftSweeper {
           plan = await planDrift(store, set, ws.id, ctx, logger);
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });
-          logger.warn({ set: set.name, workspaceId: ws.id, err: errCode(err) }, 'drift sweep: questions could not be read');
+          logger.warn(
+            { set: set.name, workspaceId: ws.id, err: errCode(err) },
+            'drift sweep: questions could not be read',
+          );
           continue;
         }
         const marker = await readDriftMarker(store, set.name, ws.id);
         if (marker.swept === plan.signature) continue;
         const next: DriftMarker =
-          marker.target === plan.signature ? { ...marker } : { swept: marker.swept, target: plan.signature, cursor: null };
-        const walked = await walkSweep(store, this.bucket, { setName: set.name, workspaceId: ws.id, cursor: next.cursor, scanBudget, batchSize }, (collections, cursor, limit) =>
-          scanDriftBatch(store, plan, collections, cursor, limit),
+          marker.target === plan.signature
+            ? { ...marker }
+            : { swept: marker.swept, target: plan.signature, cursor: null };
+        const walked = await walkSweep(
+          store,
+          this.bucket,
+          { setName: set.name, workspaceId: ws.id, cursor: next.cursor, scanBudget, batchSize },
+          (collections, cursor, limit) => scanDriftBatch(store, plan, collections, cursor, limit),
         );
         report.owed += walked.owed;
         report.scanned += walked.scanned;

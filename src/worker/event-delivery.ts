@@ -42,7 +42,10 @@ import type { EventOutbox } from '../store/events.js';
  * @throws ConfigError naming `eventUrls` for a URL that is not http(s), or `eventSecret` when it is
  *   missing or holds a control character while URLs are given.
  */
-export function eventDeliverySettings(urls: readonly string[] | undefined, secret: string | undefined): { urls: string[]; secret: string } | null {
+export function eventDeliverySettings(
+  urls: readonly string[] | undefined,
+  secret: string | undefined,
+): { urls: string[]; secret: string } | null {
   const unique = [...new Set(urls ?? [])];
   if (unique.length === 0) return null;
   for (const [i, u] of unique.entries()) {
@@ -52,7 +55,10 @@ export function eventDeliverySettings(urls: readonly string[] | undefined, secre
     } catch {
       ok = false;
     }
-    if (!ok) throw new ConfigError(`eventUrls: entry ${i + 1} is not an http(s) URL; expected URLs such as https://example.com/hooks/verdict`);
+    if (!ok)
+      throw new ConfigError(
+        `eventUrls: entry ${i + 1} is not an http(s) URL; expected URLs such as https://example.com/hooks/verdict`,
+      );
   }
   const problem = eventSettingsProblem(unique, secret);
   if (problem) throw new ConfigError(`eventSecret ${problem}`);
@@ -197,7 +203,12 @@ export class EventDeliverer {
 
   /** One claim and its deliveries. @returns rows claimed. */
   private async round(signal: AbortSignal, total: DeliveryCounts): Promise<number> {
-    const rows = await this.o.store.claimEventDeliveries({ owner: this.o.owner, leaseMs: this.leaseMs, limit: this.batchSize, kind: this.o.kind ?? 'webhook' });
+    const rows = await this.o.store.claimEventDeliveries({
+      owner: this.o.owner,
+      leaseMs: this.leaseMs,
+      limit: this.batchSize,
+      kind: this.o.kind ?? 'webhook',
+    });
     if (rows.length === 0) return 0;
     const results = await Promise.all(rows.map((r) => this.deliver(r, signal)));
     let delivered = 0;
@@ -212,7 +223,8 @@ export class EventDeliverer {
     }
     total.delivered += delivered;
     total.failed += failed;
-    if (failed > 0) this.o.logger.warn({ delivered, failed, error: firstError }, 'event deliveries failed; retrying with backoff');
+    if (failed > 0)
+      this.o.logger.warn({ delivered, failed, error: firstError }, 'event deliveries failed; retrying with backoff');
     else this.o.logger.debug({ delivered }, 'events delivered');
     return rows.length;
   }
@@ -241,20 +253,39 @@ export class EventDeliverer {
       return a.error;
     }
     if (a.ok === false && !a.error.startsWith('http ')) {
-      this.unreachable.set(row.targetUrl, Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS));
+      this.unreachable.set(
+        row.targetUrl,
+        Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS),
+      );
     } else if (a.ok === true) this.unreachable.delete(row.targetUrl);
     if (a.ok === 'stopped') return 'stopped';
     try {
       if (a.ok) {
         const held = await this.o.store.completeEventDelivery(row.id, this.o.owner);
         this.o.onDelivery?.(true);
-        this.o.logger.debug({ eventRow: row.id, eventId: row.eventId, status: a.status, recorded: held }, 'event delivered');
+        this.o.logger.debug(
+          { eventRow: row.id, eventId: row.eventId, status: a.status, recorded: held },
+          'event delivered',
+        );
         return 'delivered';
       }
-      const backoff = Math.max(backoffMs(row.attempts + 1, this.o.random), Math.min(a.retryAfterMs ?? 0, BACKOFF_CAP_MS));
+      const backoff = Math.max(
+        backoffMs(row.attempts + 1, this.o.random),
+        Math.min(a.retryAfterMs ?? 0, BACKOFF_CAP_MS),
+      );
       const held = await this.o.store.failEventDelivery(row.id, this.o.owner, { backoffMs: backoff, error: a.error });
       this.o.onDelivery?.(false);
-      this.o.logger.debug({ eventRow: row.id, eventId: row.eventId, error: a.error, attempts: row.attempts + 1, backoffMs: backoff, recorded: held }, 'event delivery failed');
+      this.o.logger.debug(
+        {
+          eventRow: row.id,
+          eventId: row.eventId,
+          error: a.error,
+          attempts: row.attempts + 1,
+          backoffMs: backoff,
+          recorded: held,
+        },
+        'event delivery failed',
+      );
       return a.error;
     } catch (err) {
       // The lease bounds the row: it is claimable again when the lease ends.
@@ -308,7 +339,12 @@ export class EventDeliverer {
 function networkError(err: unknown): string {
   const e = err as { name?: string; cause?: { code?: unknown; name?: unknown } };
   if (e?.name === 'TimeoutError') return 'timeout';
-  const code = typeof e?.cause?.code === 'string' ? e.cause.code : typeof e?.cause?.name === 'string' ? e.cause.name : (e?.name ?? 'error');
+  const code =
+    typeof e?.cause?.code === 'string'
+      ? e.cause.code
+      : typeof e?.cause?.name === 'string'
+        ? e.cause.name
+        : (e?.name ?? 'error');
   return `network ${code}`;
 }
 
@@ -321,7 +357,12 @@ const EVENT_PRUNE_BATCH = 500;
  * Undelivered rows are never deleted, whatever their age. @returns rows deleted.
  * @throws when the store fails (rows deleted before stay deleted).
  */
-export async function pruneDeliveredEvents(store: Pick<EventOutbox, 'pruneDeliveredEvents'>, historyMs: number, logger?: Logger, maxBatches = 50): Promise<number> {
+export async function pruneDeliveredEvents(
+  store: Pick<EventOutbox, 'pruneDeliveredEvents'>,
+  historyMs: number,
+  logger?: Logger,
+  maxBatches = 50,
+): Promise<number> {
   let deleted = 0;
   for (let i = 0; i < maxBatches; i++) {
     const n = await store.pruneDeliveredEvents(historyMs, EVENT_PRUNE_BATCH);

@@ -25,7 +25,10 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  */
 
 export interface ExpirySweepOptions {
-  store: Pick<Store, 'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'>;
+  store: Pick<
+    Store,
+    'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'
+  >;
   registry: Registry;
   logger: Logger;
   /** Items owed per minute at most; 0 turns the sweep off. @defaultValue 60 (config `driftSweepPerMinute`, shared with the drift sweep) */
@@ -87,14 +90,24 @@ export class ExpirySweeper {
         if (marker.cursor === null && marker.walkedAt !== null && nowMs - marker.walkedAt < rewalkMs) continue;
         let plan: ExpiryPlan;
         try {
-          plan = { set, workspaceId: ws.id, keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort() };
+          plan = {
+            set,
+            workspaceId: ws.id,
+            keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort(),
+          };
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });
-          logger.warn({ set: set.name, workspaceId: ws.id, err: errCode(err) }, 'expiry sweep: questions could not be read');
+          logger.warn(
+            { set: set.name, workspaceId: ws.id, err: errCode(err) },
+            'expiry sweep: questions could not be read',
+          );
           continue;
         }
-        const walked = await walkSweep(store, this.bucket, { setName: set.name, workspaceId: ws.id, cursor: marker.cursor, scanBudget, batchSize }, (collections, cursor, limit) =>
-          scanExpiryBatch(store, plan, collections, cursor, limit, nowMs),
+        const walked = await walkSweep(
+          store,
+          this.bucket,
+          { setName: set.name, workspaceId: ws.id, cursor: marker.cursor, scanBudget, batchSize },
+          (collections, cursor, limit) => scanExpiryBatch(store, plan, collections, cursor, limit, nowMs),
         );
         report.owed += walked.owed;
         report.scanned += walked.scanned;

@@ -52,7 +52,13 @@ export async function startHeartbeat(o: {
     o.logger.warn({ err: errCode(err) }, 'heartbeat prune failed');
   }
   const beat = async () => {
-    const hb: Heartbeat = { ...o.info, beatEveryMs: o.everyMs, startedAt, lastLoopAt: o.source.lastLoopAt, providerProblem: o.source.providerProblem };
+    const hb: Heartbeat = {
+      ...o.info,
+      beatEveryMs: o.everyMs,
+      startedAt,
+      lastLoopAt: o.source.lastLoopAt,
+      providerProblem: o.source.providerProblem,
+    };
     try {
       await o.store.setMeta(key, JSON.stringify(hb));
     } catch (err) {
@@ -75,7 +81,9 @@ export async function startHeartbeat(o: {
 }
 
 /** Parses heartbeat rows; rows that do not parse are skipped. */
-export function parseHeartbeats(rows: Array<{ key: string; value: string; updatedAt: number }>): Array<Heartbeat & { updatedAt: number }> {
+export function parseHeartbeats(
+  rows: Array<{ key: string; value: string; updatedAt: number }>,
+): Array<Heartbeat & { updatedAt: number }> {
   const out: Array<Heartbeat & { updatedAt: number }> = [];
   for (const r of rows) {
     try {
@@ -97,7 +105,9 @@ export function heartbeatAlive(h: Pick<Heartbeat, 'beatEveryMs'> & { updatedAt: 
 }
 
 /** The workers whose heartbeat is fresh (see heartbeatAlive), read from `verdict_meta`. */
-export async function liveWorkers(store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'listMeta'>): Promise<Array<Heartbeat & { updatedAt: number }>> {
+export async function liveWorkers(
+  store: Pick<TrackerStore, 'now'> & Pick<MetaStore, 'listMeta'>,
+): Promise<Array<Heartbeat & { updatedAt: number }>> {
   const now = await store.now();
   return parseHeartbeats(await store.listMeta(HEARTBEAT_PREFIX)).filter((h) => heartbeatAlive(h, now));
 }

@@ -94,7 +94,10 @@ const WINDOW_NAMES: readonly WindowName[] = ['requests', 'tokens', 'inputTokens'
  * reads `performance.now()` in `drip`, which no test can move without faking the global timers.
  */
 class ClockBucket extends TokenBucket {
-  constructor(private readonly clock: WaitClock, perMinute: number) {
+  constructor(
+    private readonly clock: WaitClock,
+    perMinute: number,
+  ) {
     super({ bucketSize: perMinute, tokensPerInterval: perMinute, interval: MINUTE_MS });
     this.content = perMinute; // the package starts its buckets empty; ours start full
     this.lastDrip = clock.now();
@@ -104,7 +107,10 @@ class ClockBucket extends TokenBucket {
   override drip(): boolean {
     const now = this.clock.now();
     const before = this.content;
-    this.content = Math.min(this.bucketSize, this.content + (Math.max(0, now - this.lastDrip) * this.tokensPerInterval) / this.interval);
+    this.content = Math.min(
+      this.bucketSize,
+      this.content + (Math.max(0, now - this.lastDrip) * this.tokensPerInterval) / this.interval,
+    );
     this.lastDrip = now;
     return Math.floor(this.content) > Math.floor(before);
   }
@@ -127,7 +133,8 @@ export class ProviderLimiter {
   constructor(private readonly opts: ProviderLimiterOptions) {
     for (const k of ['requestsPerMinute', 'inputTokensPerMinute', 'dailyTokenCap'] as const) {
       const v = opts[k];
-      if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new RangeError(`${k} must be a positive number, got ${v}`);
+      if (v !== undefined && !(Number.isFinite(v) && v > 0))
+        throw new RangeError(`${k} must be a positive number, got ${v}`);
     }
     this.clock = opts.clock ?? monotonicClock;
     this.requests = opts.requestsPerMinute ? new ClockBucket(this.clock, opts.requestsPerMinute) : null;
@@ -138,7 +145,12 @@ export class ProviderLimiter {
 
   /** True when any cap is configured. */
   get active(): boolean {
-    return this.requests !== null || this.tokens !== null || this.opts.dailyTokenCap !== undefined || this.opts.rateLimitState !== undefined;
+    return (
+      this.requests !== null ||
+      this.tokens !== null ||
+      this.opts.dailyTokenCap !== undefined ||
+      this.opts.rateLimitState !== undefined
+    );
   }
 
   /**
@@ -180,7 +192,11 @@ export class ProviderLimiter {
     // A request larger than the bucket takes the whole bucket once it is full (DESIGN §10).
     const want = this.tokens ? Math.min(tokens, this.tokens.bucketSize) : 0;
     for (;;) {
-      const wait = Math.max(this.requests?.getWaitTime(1) ?? 0, want > 0 ? this.tokens!.getWaitTime(want) : 0, this.serverWait(tokens));
+      const wait = Math.max(
+        this.requests?.getWaitTime(1) ?? 0,
+        want > 0 ? this.tokens!.getWaitTime(want) : 0,
+        this.serverWait(tokens),
+      );
       if (wait === 0) {
         // No await between the check above and these debits, so no other slot can interleave.
         this.requests?.tryRemoveTokens(1);
@@ -236,7 +252,12 @@ export class ProviderLimiter {
   /** Reserves the call's estimate against the daily cap (DESIGN §10.3). */
   private async reserve(req: PermitRequest, cap: number): Promise<Permit> {
     const tokens = Math.max(0, Math.ceil(req.inputTokens)) + Math.max(0, Math.ceil(req.maxOutputTokens));
-    const r = await this.opts.store.reserveSpend({ tokens, capTokens: cap, ttlMs: req.reservationTtlMs, holder: req.holder });
+    const r = await this.opts.store.reserveSpend({
+      tokens,
+      capTokens: cap,
+      ttlMs: req.reservationTtlMs,
+      holder: req.holder,
+    });
     if (r.granted) return { granted: true, reservationId: r.id };
     if (r.settledTokens >= cap) this.spend = { readAt: this.clock.now(), leftMs: r.windowEndsInMs }; // stop claiming at once
     // Room may come back today only if the calls in flight settle below their reservations.

@@ -54,13 +54,24 @@ export interface Health {
  * (`Store.storageProblem()`): while it is set, slots wait on the database's retries, so a stall
  * is that problem and is not reported as a second one.
  */
-export function judgeHealth(src: HealthSource, stallAfterMs: number, now = Date.now(), storageProblem: string | null = null): Health {
+export function judgeHealth(
+  src: HealthSource,
+  stallAfterMs: number,
+  now = Date.now(),
+  storageProblem: string | null = null,
+): Health {
   const lastLoopAgeMs = Math.max(0, now - src.lastLoopAt);
   const reasons: string[] = [];
   if (storageProblem) reasons.push(storageProblem);
-  else if (lastLoopAgeMs > stallAfterMs) reasons.push(`loop stalled: no turn for ${lastLoopAgeMs} ms (limit ${stallAfterMs} ms)`);
+  else if (lastLoopAgeMs > stallAfterMs)
+    reasons.push(`loop stalled: no turn for ${lastLoopAgeMs} ms (limit ${stallAfterMs} ms)`);
   if (src.providerProblem) reasons.push(`provider misconfigured: ${src.providerProblem}`);
-  const status = src.providerProblem || (!storageProblem && lastLoopAgeMs > stallAfterMs) ? 'unhealthy' : storageProblem ? 'degraded' : 'ok';
+  const status =
+    src.providerProblem || (!storageProblem && lastLoopAgeMs > stallAfterMs)
+      ? 'unhealthy'
+      : storageProblem
+        ? 'degraded'
+        : 'ok';
   return { healthy: status === 'ok', status, reasons, lastLoopAgeMs };
 }
 
@@ -86,10 +97,17 @@ export class WorkerMetrics {
   private health: (() => Health) | null = null;
 
   /** @param o.store read at every scrape for the queue depth and the oldest owed age. */
-  constructor(private readonly o: { store: Pick<Store, 'eventDeliveryStats' | 'queueStats' | 'walBytes'>; logger?: Logger }) {
+  constructor(
+    private readonly o: { store: Pick<Store, 'eventDeliveryStats' | 'queueStats' | 'walBytes'>; logger?: Logger },
+  ) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'verdict_' });
-    this.claimed = new Counter({ name: 'verdict_jobs_claimed_total', help: 'Jobs claimed, by question set.', labelNames: ['set'], registers });
+    this.claimed = new Counter({
+      name: 'verdict_jobs_claimed_total',
+      help: 'Jobs claimed, by question set.',
+      labelNames: ['set'],
+      registers,
+    });
     this.outcomes = new Counter({
       name: 'verdict_job_outcomes_total',
       help: 'Job outcomes recorded, by question set and outcome (complete, drop, refuse, fail, defer, park, release, misconfigured, schema_rejected, lost).',
@@ -153,7 +171,11 @@ export class WorkerMetrics {
       },
     });
     // Outbound decision events (DESIGN §16.2): no labels (a target URL can hold a token).
-    this.eventsDelivered = new Counter({ name: 'verdict_events_delivered_total', help: 'Decision events delivered (the receiver answered 2xx).', registers });
+    this.eventsDelivered = new Counter({
+      name: 'verdict_events_delivered_total',
+      help: 'Decision events delivered (the receiver answered 2xx).',
+      registers,
+    });
     this.eventFailures = new Counter({
       name: 'verdict_event_delivery_failures_total',
       help: 'Failed decision event deliveries (non-2xx, network error or timeout); each is retried with backoff.',
@@ -304,7 +326,13 @@ export interface MetricsServer {
  * it answers on the next turn of the event loop (DESIGN §10.1: within 1 s at all times).
  * @throws when the port cannot be bound (EADDRINUSE, EACCES).
  */
-export async function serveMetrics(o: { metrics: WorkerMetrics; health: () => Health; port: number; host: string; logger?: Logger }): Promise<MetricsServer> {
+export async function serveMetrics(o: {
+  metrics: WorkerMetrics;
+  health: () => Health;
+  port: number;
+  host: string;
+  logger?: Logger;
+}): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {

@@ -96,7 +96,13 @@ export async function walkSweep(
  * run out, the cursor stops before the first candidate not owed, so the next pass starts there.
  * @param cursor the walk's cursor before the batch. @returns jobs owed, where the walk got to, and whether tokens cut it short.
  */
-async function oweBatch(store: Pick<QueueStore, 'oweJobs'>, bucket: OweBucket, setName: string, batch: SweepBatch, cursor: string | null): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
+async function oweBatch(
+  store: Pick<QueueStore, 'oweJobs'>,
+  bucket: OweBucket,
+  setName: string,
+  batch: SweepBatch,
+  cursor: string | null,
+): Promise<{ owed: number; handledUpTo: string | null; cutShort: boolean }> {
   const toOwe: string[] = [];
   let handledUpTo = batch.lastItemId;
   let cutShort = false;
@@ -109,7 +115,12 @@ async function oweBatch(store: Pick<QueueStore, 'oweJobs'>, bucket: OweBucket, s
     }
     toOwe.push(c.itemId);
   }
-  const owed = toOwe.length ? await store.oweJobs(toOwe.map((itemId) => ({ itemId, questionSet: setName })), DRIFT_OWE) : 0;
+  const owed = toOwe.length
+    ? await store.oweJobs(
+        toOwe.map((itemId) => ({ itemId, questionSet: setName })),
+        DRIFT_OWE,
+      )
+    : 0;
   return { owed, handledUpTo, cutShort };
 }
 

@@ -49,7 +49,11 @@ export function startWalUpkeep(o: WalUpkeepOptions): { idle: () => void; stop: (
         o.logger.debug({ walBytes: bytes, why }, 'wal checkpoint');
         if (bytes !== null && bytes > WAL_WARN_BYTES) {
           // Still large after a TRUNCATE checkpoint: a reader holds an old snapshot. Once per episode.
-          if (!warned) o.logger.warn({ walBytes: bytes, why }, 'write-ahead log still large after a checkpoint: a reader holds an old snapshot');
+          if (!warned)
+            o.logger.warn(
+              { walBytes: bytes, why },
+              'write-ahead log still large after a checkpoint: a reader holds an old snapshot',
+            );
           warned = true;
         } else warned = false;
       } catch (err) {
@@ -59,9 +63,12 @@ export function startWalUpkeep(o: WalUpkeepOptions): { idle: () => void; stop: (
       }
     })();
   };
-  const timer = setInterval(() => {
-    if (Date.now() - lastAt >= everyMs) run('periodic');
-  }, Math.min(everyMs, 1_000));
+  const timer = setInterval(
+    () => {
+      if (Date.now() - lastAt >= everyMs) run('periodic');
+    },
+    Math.min(everyMs, 1_000),
+  );
   timer.unref();
   const onAbort = () => clearInterval(timer);
   o.signal.addEventListener('abort', onAbort, { once: true });

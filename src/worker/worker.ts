@@ -171,13 +171,22 @@ export class Worker {
   private lastAdvanceAt = 0;
   /** The provider error code that started the current cooling-off, if any. */
   providerProblem: string | null = null;
-  readonly summary: WorkerSummary = { claimed: 0, outcomes: {}, calls: 0, answersStored: 0, inputTokens: 0, outputTokens: 0, misconfigured: null };
+  readonly summary: WorkerSummary = {
+    claimed: 0,
+    outcomes: {},
+    calls: 0,
+    answersStored: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    misconfigured: null,
+  };
   /** Sets cooling off after a rejected schema; shared by the slots (DESIGN §3.8). */
   readonly setCooloffs: SetCooloffs;
 
   /** @throws LeaseTooShort when the lease cannot cover the provider's worst-case call. */
   constructor(private opts: WorkerOptions) {
-    if (opts.leaseMs < opts.provider.worstCaseCallMs) throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
+    if (opts.leaseMs < opts.provider.worstCaseCallMs)
+      throw new LeaseTooShort(opts.leaseMs, opts.provider.worstCaseCallMs);
     this.spendBacklog = new SpendBacklog(opts.logger);
     this.committer = new Committer(opts.store);
     // Every in-flight call (and permit wait) listens on the one abort signal; Node warns past 10.
@@ -193,7 +202,8 @@ export class Worker {
    * @throws LeaseTooShort when the lease cannot cover the new provider's worst-case call.
    */
   swap(provider: Provider, registry: Registry): void {
-    if (this.opts.leaseMs < provider.worstCaseCallMs) throw new LeaseTooShort(this.opts.leaseMs, provider.worstCaseCallMs);
+    if (this.opts.leaseMs < provider.worstCaseCallMs)
+      throw new LeaseTooShort(this.opts.leaseMs, provider.worstCaseCallMs);
     this.opts = { ...this.opts, provider, registry };
     this.cooloffUntil = 0;
     this.cooloffMs = 0;
@@ -267,7 +277,11 @@ export class Worker {
     if (this.opts.untilIdle && this.submittedBatches.size > 0) await this.awaitSubmittedBatches();
     await batching;
     await this.spendBacklog.flush(this.opts.store);
-    if (this.spendBacklog.size > 0) this.opts.logger.error({ kept: this.spendBacklog.size }, 'spend still not written at stop: lost with this process');
+    if (this.spendBacklog.size > 0)
+      this.opts.logger.error(
+        { kept: this.spendBacklog.size },
+        'spend still not written at stop: lost with this process',
+      );
     return this.summary;
   }
 
@@ -292,7 +306,10 @@ export class Worker {
     try {
       if (await isBatchUnavailable(this.opts.store, provider.name, provider.batch.endpoint)) {
         this.batchOff = true;
-        this.opts.logger.info({ provider: provider.name, host: endpointHost(provider.batch.endpoint) }, 'batching unavailable at this endpoint: asking directly');
+        this.opts.logger.info(
+          { provider: provider.name, host: endpointHost(provider.batch.endpoint) },
+          'batching unavailable at this endpoint: asking directly',
+        );
       }
     } catch (err) {
       // Unread, the mark only costs one refused create, which marks it again.
@@ -306,7 +323,10 @@ export class Worker {
     this.batchOff = true;
     const host = endpointHost(provider.batch.endpoint);
     this.summary.batchUnavailableAt = host;
-    this.opts.logger.warn({ provider: provider.name, host, status }, 'batching unavailable at this endpoint: asking directly');
+    this.opts.logger.warn(
+      { provider: provider.name, host, status },
+      'batching unavailable at this endpoint: asking directly',
+    );
     try {
       await markBatchUnavailable(this.opts.store, provider.name, provider.batch.endpoint, status);
     } catch (err) {
@@ -323,11 +343,16 @@ export class Worker {
   private async awaitSubmittedBatches(): Promise<void> {
     const pollMs = this.opts.batchPollMs ?? BATCH_POLL_MS;
     while (!this.stopping) {
-      const open = (await this.opts.store.listProviderBatches(['submitting', 'in_progress', 'ended'])).filter((b) => this.submittedBatches.has(b.id));
+      const open = (await this.opts.store.listProviderBatches(['submitting', 'in_progress', 'ended'])).filter((b) =>
+        this.submittedBatches.has(b.id),
+      );
       if (open.length === 0) return;
       let jobs = 0;
       for (const b of open) jobs += (await this.opts.store.batchJobCounts(b.id)).batched;
-      this.opts.logger.info({ batches: open.length, jobs, pollMs }, 'waiting for the provider batches this drain submitted (a stop leaves them for a later worker)');
+      this.opts.logger.info(
+        { batches: open.length, jobs, pollMs },
+        'waiting for the provider batches this drain submitted (a stop leaves them for a later worker)',
+      );
       await this.idle(pollMs);
       if (this.stopping) return;
       await this.batchPass({ sweep: true, assemble: 'none' });
@@ -358,7 +383,10 @@ export class Worker {
           ...(this.opts.dailyTokenCap !== undefined ? { dailyTokenCap: this.opts.dailyTokenCap } : {}),
           onUnsupported: (status) => this.batchUnsupported(provider, status),
           onSubmitted: async () => {
-            if (this.batchSetting() === 'on') await clearBatchUnavailable(this.opts.store, provider.name, provider.batch!.endpoint).catch(() => undefined);
+            if (this.batchSetting() === 'on')
+              await clearBatchUnavailable(this.opts.store, provider.name, provider.batch!.endpoint).catch(
+                () => undefined,
+              );
           },
           onRecorded: (id) => this.submittedBatches.add(id),
         }),
@@ -390,7 +418,10 @@ export class Worker {
         } else stranded = await closeStrandedBatches(this.opts.store, this.runtime.provider.name, false);
         if (Object.keys(stranded).length && !this.strandedLogged) {
           this.strandedLogged = true;
-          this.opts.logger.warn({ batches: stranded }, 'provider batches in flight that this provider cannot collect: a worker with that provider collects them; past their expiry they are given up and their jobs re-owed');
+          this.opts.logger.warn(
+            { batches: stranded },
+            'provider batches in flight that this provider cannot collect: a worker with that provider collects them; past their expiry they are given up and their jobs re-owed',
+          );
         }
       }
       if (!pipeline || !this.batching()) return;
@@ -417,7 +448,6 @@ export class Worker {
       await this.idle(this.opts.tickMs);
     }
   }
-
 
   /**
    * Owes the pending collection changes (DESIGN §3.3) one chunk of 1,000 items per transaction,
@@ -496,7 +526,10 @@ export class Worker {
     this.cooloffMs = Math.min(this.cooloffMs ? this.cooloffMs * 2 : COOLOFF_BASE_MS, COOLOFF_CAP_MS);
     this.cooloffUntil = Date.now() + this.cooloffMs;
     this.providerProblem = reason;
-    this.opts.logger.error({ reason, cooloffMs: this.cooloffMs }, 'provider misconfigured: not claiming during the cooling-off period');
+    this.opts.logger.error(
+      { reason, cooloffMs: this.cooloffMs },
+      'provider misconfigured: not claiming during the cooling-off period',
+    );
   }
 
   private async slot(i: number): Promise<void> {
@@ -598,14 +631,16 @@ export class Worker {
   private logGate(ms: number): void {
     if (Date.now() - this.lastGateLog < 60_000) return;
     this.lastGateLog = Date.now();
-    this.opts.logger.warn({ resumeInMs: Math.round(ms) }, 'daily spend cap reached: not claiming until the next window');
+    this.opts.logger.warn(
+      { resumeInMs: Math.round(ms) },
+      'daily spend cap reached: not claiming until the next window',
+    );
   }
 
   /** Waits `ms`, or less when `stop()` or `wake()` is called. */
   private idle(ms: number): Promise<void> {
     return sleepUnless(ms, AbortSignal.any([this.idleWake.signal, this.nudge.signal]));
   }
-
 }
 
 /** Waits `ms`, or until `signal` aborts, whichever comes first; never rejects. */

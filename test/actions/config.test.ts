@@ -17,9 +17,23 @@ describe('actions config', () => {
     const block = /```yaml\n(actions:[\s\S]*?)```/.exec(guide)![1];
     const cfg = parseActionsConfig((parseYaml(block) as { actions: unknown }).actions, registry);
     expect(cfg.modes).toEqual({ attention: 'apply', effort: 'propose' });
-    expect(cfg.keys.map((k) => `${k.set}/${k.key}`)).toEqual(['attention/blocked', 'attention/needs_human_decision', 'effort/effort']);
-    expect(cfg.keys[0]).toMatchObject({ kind: 'noul', labels: { true: 'verdict:blocked' }, comment: true, gate: { minPrecision: 0.9, minLabels: 30 } });
-    expect(cfg.keys[2].group).toEqual(['verdict:effort-l', 'verdict:effort-s', 'verdict:effort-xl', 'verdict:effort-xs']);
+    expect(cfg.keys.map((k) => `${k.set}/${k.key}`)).toEqual([
+      'attention/blocked',
+      'attention/needs_human_decision',
+      'effort/effort',
+    ]);
+    expect(cfg.keys[0]).toMatchObject({
+      kind: 'noul',
+      labels: { true: 'verdict:blocked' },
+      comment: true,
+      gate: { minPrecision: 0.9, minLabels: 30 },
+    });
+    expect(cfg.keys[2].group).toEqual([
+      'verdict:effort-l',
+      'verdict:effort-s',
+      'verdict:effort-xl',
+      'verdict:effort-xs',
+    ]);
   });
 
   it.each([
@@ -29,7 +43,10 @@ describe('actions config', () => {
     ['sets: { attention: { keys: { nope: { label: "verdict:x" } } } }', 'set "attention" asks no key "nope"'],
     ['sets: { effort: { keys: { effort: { labels: { huge: "verdict:x" } } } } }', 'huge is not a level of the key'],
     ['sets: { conventions_comments: { keys: {} } }', 'the set asks per comment'],
-    ['sets: { attention: { keys: { blocked: { label: "verdict:x" }, waiting_on_external: { label: "VERDICT:X" } } } }', 'already belongs to attention/blocked'],
+    [
+      'sets: { attention: { keys: { blocked: { label: "verdict:x" }, waiting_on_external: { label: "VERDICT:X" } } } }',
+      'already belongs to attention/blocked',
+    ],
     ['labels: { prefix: "" }\nsets: {}', 'give a prefix or an allowlist'],
     ['sets: { attention: { mode: always, keys: {} } }', 'actions.sets.attention.mode'],
     ['gate: { minPrecision: 2 }\nsets: {}', 'actions.gate.minPrecision'],
@@ -51,8 +68,14 @@ describe('actions config', () => {
     const cfg = parse(`sets: { attention: { keys: { blocked: { label: "verdict:blocked" } } } }
 comment: "{set}/{key} {decision} {decision} {unknown} {link}"
 link: "https://v.example.com/$&/{workspace}/{ref}?again={ref}"`);
-    expect(renderComment(cfg, { set: 'attention', key: 'blocked', ref: '#7', workspace: 'github', decision: 'yes (p=0.91)' })).toBe(
-      'attention/blocked yes (p=0.91) yes (p=0.91) {unknown} https://v.example.com/$&/github/%237?again=%237',
-    );
+    expect(
+      renderComment(cfg, {
+        set: 'attention',
+        key: 'blocked',
+        ref: '#7',
+        workspace: 'github',
+        decision: 'yes (p=0.91)',
+      }),
+    ).toBe('attention/blocked yes (p=0.91) yes (p=0.91) {unknown} https://v.example.com/$&/github/%237?again=%237');
   });
 });

@@ -39,7 +39,15 @@ describe('actions in GitHub', () => {
   });
 
   it('30 agreeing verdicts put the key past the gate: every label is written, with its comment, once', async () => {
-    for (let n = 1; n <= 30; n++) await fx.actions.decide({ workspace: 'github', ref: `#${n}`, set: 'triage', key: 'blocked', decision: 'apply', author: 'alice' });
+    for (let n = 1; n <= 30; n++)
+      await fx.actions.decide({
+        workspace: 'github',
+        ref: `#${n}`,
+        set: 'triage',
+        key: 'blocked',
+        decision: 'apply',
+        author: 'alice',
+      });
     const gate = (await fx.actions.gates({ workspace: 'github' }))![0];
     expect(gate).toMatchObject({ passes: true, labels: 30, precision: 1, source: 'verdicts' });
     const r = await fx.drain();
@@ -48,7 +56,9 @@ describe('actions in GitHub', () => {
     for (let n = 36; n <= 40; n++) expect(ghLabels(fx, n)).toEqual([]);
     const comments = fx.github.comments.filter((c) => String(c.issue_url).endsWith('/issues/31'));
     expect(comments).toHaveLength(1);
-    expect(String(comments[0].body)).toBe('Verdict (triage/blocked): yes (p=0.95). https://verdict.example.com/items/%2331');
+    expect(String(comments[0].body)).toBe(
+      'Verdict (triage/blocked): yes (p=0.95). https://verdict.example.com/items/%2331',
+    );
     expect(await fx.actions.proposals({ workspace: 'github' })).toEqual([]);
     const writes = fx.github.writes().length;
     expect(writes).toBe(35 + 35); // one label add and one comment per issue
@@ -77,7 +87,12 @@ describe('actions in GitHub', () => {
   it('a clear removes the label', async () => {
     const issue = ghIssue(fx, 32);
     issue.body = FINE;
-    await fx.deliver('issues', { action: 'edited', issue: structuredClone(issue), changes: { body: { from: BLOCKED } }, sender: { login: 'bob', type: 'User' } });
+    await fx.deliver('issues', {
+      action: 'edited',
+      issue: structuredClone(issue),
+      changes: { body: { from: BLOCKED } },
+      sender: { login: 'bob', type: 'User' },
+    });
     await fx.drain();
     expect(ghLabels(fx, 32)).toEqual([]);
   });
@@ -85,12 +100,26 @@ describe('actions in GitHub', () => {
   it("a person's unlabeled delivery records a disagree, and the model never adds the label back", async () => {
     const issue = ghIssue(fx, 33);
     issue.labels = [];
-    await fx.deliver('issues', { action: 'unlabeled', issue: structuredClone(issue), label: { name: LABEL }, sender: { login: 'carol', type: 'User' } });
+    await fx.deliver('issues', {
+      action: 'unlabeled',
+      issue: structuredClone(issue),
+      label: { name: LABEL },
+      sender: { login: 'carol', type: 'User' },
+    });
     const v = (await fx.store.listVerdicts({ workspaceId: wsId, itemId: itemOf(33) })).at(-1)!;
-    expect(v).toMatchObject({ verdict: 'disagree', author: 'github:carol', value: JSON.stringify({ type: 'noul', noul: 0 }) });
+    expect(v).toMatchObject({
+      verdict: 'disagree',
+      author: 'github:carol',
+      value: JSON.stringify({ type: 'noul', noul: 0 }),
+    });
     // The issue changes and the model answers again, still "blocked": a proposal, never a write.
     issue.body = `${BLOCKED}\n\nStill waiting on the vendor.`;
-    await fx.deliver('issues', { action: 'edited', issue: structuredClone(issue), changes: { body: { from: BLOCKED } }, sender: { login: 'carol', type: 'User' } });
+    await fx.deliver('issues', {
+      action: 'edited',
+      issue: structuredClone(issue),
+      changes: { body: { from: BLOCKED } },
+      sender: { login: 'carol', type: 'User' },
+    });
     const writes = fx.github.writes().length;
     await fx.drain();
     expect(ghLabels(fx, 33)).toEqual([]);
@@ -105,7 +134,11 @@ describe('actions in GitHub', () => {
     await fx.open(44, BLOCKED);
     await fx.drain({ token: false }); // planned and queued, nothing written without a token
     expect(ghLabels(fx, 41)).toEqual([]);
-    await fx.deliver('issues', { action: 'deleted', issue: structuredClone(ghIssue(fx, 41)), sender: { login: 'dave', type: 'User' } });
+    await fx.deliver('issues', {
+      action: 'deleted',
+      issue: structuredClone(ghIssue(fx, 41)),
+      sender: { login: 'dave', type: 'User' },
+    });
     fx.github.deleted.add(42); // gone on GitHub only: it answers 410
     ghIssue(fx, 44).state = 'closed'; // closed on GitHub before its webhook arrived
     const writes = fx.github.writes().length;
@@ -143,7 +176,15 @@ describe('actions in GitHub', () => {
 
   it('status shows applied, proposed, failed and the gate per key', async () => {
     const [s] = (await fx.actions.status({ workspace: 'github' }))!;
-    expect(s).toMatchObject({ set: 'triage', key: 'blocked', mode: 'apply', applied: 34, proposed: 1, pending: 0, failed: 0 });
+    expect(s).toMatchObject({
+      set: 'triage',
+      key: 'blocked',
+      mode: 'apply',
+      applied: 34,
+      proposed: 1,
+      pending: 0,
+      failed: 0,
+    });
     expect(s.gate.passes).toBe(true);
   });
 });
@@ -156,14 +197,36 @@ describe('the allowlist at delivery', () => {
       const ws = (await fx.store.getWorkspaceBySlug('github'))!;
       const itemId = githubItemId({ repo: REPO, workspaceId: ws.id, collectionId: '' }, 1);
       // A row that asks for `bug` (a hand-edited database, or a bug of ours): the sender refuses it.
-      const change = { repo: REPO, number: 1, set: 'triage', key: 'blocked', group: [LABEL, 'bug'], want: ['bug'], comment: null };
+      const change = {
+        repo: REPO,
+        number: 1,
+        set: 'triage',
+        key: 'blocked',
+        group: [LABEL, 'bug'],
+        want: ['bug'],
+        comment: null,
+      };
       await fx.store.saveItemAction(
-        { workspaceId: ws.id, itemId, questionSet: 'triage', questionKey: 'blocked', want: ['bug'], source: 'human', decisionId: null, proposal: null, proposalReason: null, proposalDecisionId: null },
+        {
+          workspaceId: ws.id,
+          itemId,
+          questionSet: 'triage',
+          questionKey: 'blocked',
+          want: ['bug'],
+          source: 'human',
+          decisionId: null,
+          proposal: null,
+          proposalReason: null,
+          proposalDecisionId: null,
+        },
         { targetUrl: `github:${REPO}`, eventId: 'e1', payload: JSON.stringify(change) },
       );
       await fx.actions.apply({ token: 'ghp_test_token', baseUrl: fx.github.url, mode: 'propose' });
       expect(fx.github.writes()).toEqual([]);
-      expect((await fx.store.pendingActionWrites(ws.id))[0]).toMatchObject({ attempts: 1, lastError: 'labels outside the allowlist' });
+      expect((await fx.store.pendingActionWrites(ws.id))[0]).toMatchObject({
+        attempts: 1,
+        lastError: 'labels outside the allowlist',
+      });
     } finally {
       await fx.cleanup();
     }

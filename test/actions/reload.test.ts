@@ -5,7 +5,13 @@ import { reloadActions } from '../../src/cli/reload.js';
 import { runWorker } from '../../src/compose/run-worker.js';
 import { DEFAULTS } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
-import { blockedProvider, actionsConfigText, makeActionsFixture, TOKEN, type ActionsFixture } from '../harness/actions-fixture.js';
+import {
+  blockedProvider,
+  actionsConfigText,
+  makeActionsFixture,
+  TOKEN,
+  type ActionsFixture,
+} from '../harness/actions-fixture.js';
 import { waitFor } from '../harness/cli-process.js';
 import type { Worker } from '../../src/worker/worker.js';
 
@@ -67,7 +73,14 @@ describe('SIGHUP reload of the actions config', () => {
       expect(reload(actionsConfigText('off'))).toEqual({ status: 'applied' });
       await waitFor(async () => (await proposed()).length === 0); // #1 planned again under `off`
       await f.open(2, BLOCKED);
-      await waitFor(async () => (await f.store.listDecisions((await f.store.getItemByRef((await f.store.getWorkspaceBySlug('github'))!.id, '#2'))!.id)).length > 0);
+      await waitFor(
+        async () =>
+          (
+            await f.store.listDecisions(
+              (await f.store.getItemByRef((await f.store.getWorkspaceBySlug('github'))!.id, '#2'))!.id,
+            )
+          ).length > 0,
+      );
 
       expect(reload(actionsConfigText('propose'))).toEqual({ status: 'applied' });
       await waitFor(async () => (await proposed()).length === 2);

@@ -50,10 +50,16 @@ describe('replay of GitHub-shaped history with actions', () => {
   it('on propose: one proposal per surfaced open issue, and 0 GitHub writes', async () => {
     const r = await fx.drain({ mode: 'propose' });
     expect(r.claimed).toBeGreaterThan(1_000);
-    const flags = (await (await readerOn(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger)).workspaceFlags(wsId, 'triage'))!;
-    surfaced = Object.values(flags.flags).map((f) => f.ref).sort();
+    const flags = (await (
+      await readerOn(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger)
+    ).workspaceFlags(wsId, 'triage'))!;
+    surfaced = Object.values(flags.flags)
+      .map((f) => f.ref)
+      .sort();
     const proposals = (await fx.actions.proposals({ workspace: 'github' }))!;
-    console.log(`replay: ${r.claimed} jobs, ${surfaced.length} surfaced open issues, ${proposals.length} proposals, ${fx.github.writes().length} GitHub writes`);
+    console.log(
+      `replay: ${r.claimed} jobs, ${surfaced.length} surfaced open issues, ${proposals.length} proposals, ${fx.github.writes().length} GitHub writes`,
+    );
     expect(proposals.map((p) => p.ref).sort()).toEqual(surfaced);
     expect(proposals.every((p) => p.reason === 'mode')).toBe(true);
     expect(surfaced.length).toBeGreaterThan(30);
@@ -62,7 +68,15 @@ describe('replay of GitHub-shaped history with actions', () => {
 
   it('on apply with the gate met by 30 seeded verdicts: every surfaced issue labelled, and a second drain writes nothing', async () => {
     const proposals = (await fx.actions.proposals({ workspace: 'github' }))!;
-    for (const p of proposals.slice(0, 30)) await fx.actions.decide({ workspace: 'github', ref: p.ref, set: 'triage', key: 'blocked', decision: 'apply', author: 'seed' });
+    for (const p of proposals.slice(0, 30))
+      await fx.actions.decide({
+        workspace: 'github',
+        ref: p.ref,
+        set: 'triage',
+        key: 'blocked',
+        decision: 'apply',
+        author: 'seed',
+      });
     expect((await fx.actions.gates({ workspace: 'github' }))![0]).toMatchObject({ passes: true, labels: 30 });
     await fx.drain({ mode: 'apply' });
     const writes = fx.github.writes();
@@ -74,7 +88,8 @@ describe('replay of GitHub-shaped history with actions', () => {
     expect(fx.github.writes()).toHaveLength(writes.length);
     // GitHub's echoes of those writes, delivered back: nothing owed, no verdict, no write.
     const verdicts = (await fx.store.listVerdicts({ workspaceId: wsId })).length;
-    for (const h of fx.github.hooks.splice(0)) expect(await fx.deliver(h.event, h.payload)).toMatchObject({ status: 'applied', owed: 0 });
+    for (const h of fx.github.hooks.splice(0))
+      expect(await fx.deliver(h.event, h.payload)).toMatchObject({ status: 'applied', owed: 0 });
     expect((await fx.store.listVerdicts({ workspaceId: wsId })).length).toBe(verdicts);
     const r = await fx.drain({ mode: 'apply' });
     expect(r.claimed).toBe(0);

@@ -2,7 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { choice, createVerdict, defineQuestionSet, noul, VerdictError, type OutcomeEvent, type Verdict } from '../../src/index.js';
+import {
+  choice,
+  createVerdict,
+  defineQuestionSet,
+  noul,
+  VerdictError,
+  type OutcomeEvent,
+  type Verdict,
+} from '../../src/index.js';
 import { FakeProvider, startFakeAnthropicServer } from '../../src/testing.js';
 import { captureLog } from '../harness/log-capture.js';
 
@@ -10,7 +18,10 @@ import { captureLog } from '../harness/log-capture.js';
 
 const triage = defineQuestionSet({
   name: 'triage',
-  questions: { blocked: noul('Is the item blocked on something outside the team?'), kind: choice('What kind of work is it?', { bug: 'a defect', feature: 'new behaviour' }) },
+  questions: {
+    blocked: noul('Is the item blocked on something outside the team?'),
+    kind: choice('What kind of work is it?', { bug: 'a defect', feature: 'new behaviour' }),
+  },
   quietPeriodMs: 0,
 });
 
@@ -40,7 +51,9 @@ describe('createVerdict', () => {
     worker.on('idle', () => idle++);
     const summary = await worker.runUntilIdle();
     expect(summary).toMatchObject({ claimed: 1, calls: 1, answersStored: 2 });
-    expect(outcomes.map((o) => [o.questionSet, o.outcome.kind, o.recorded])).toEqual([['triage', 'complete', 'applied']]);
+    expect(outcomes.map((o) => [o.questionSet, o.outcome.kind, o.recorded])).toEqual([
+      ['triage', 'complete', 'applied'],
+    ]);
     expect(idle).toBe(1);
     const read = await v.reader.item('T-1', { workspace: 'acme' });
     expect(read?.decisions.map((d) => [d.questionKey, d.current, d.provider])).toEqual([
@@ -67,7 +80,11 @@ describe('createVerdict', () => {
   });
 
   it("a provider-wide error reaches the host as an 'error' event with code provider_misconfigured; the job stays owed", async () => {
-    v = await createVerdict({ database: ':memory:', sets: [triage], provider: new FakeProvider({ faults: [{ status: 401 }] }) });
+    v = await createVerdict({
+      database: ':memory:',
+      sets: [triage],
+      provider: new FakeProvider({ faults: [{ status: 401 }] }),
+    });
     await seed(v);
     const worker = v.worker({ concurrency: 1 });
     const errors: Error[] = [];
@@ -105,7 +122,9 @@ describe('createVerdict', () => {
     v = await createVerdict({ database: ':memory:', sets: [triage] });
     const ws = await v.store.createWorkspace({ slug: 'acme' });
     const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
-    expect((await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'x' })).owed).toBe(0);
+    expect((await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'x' })).owed).toBe(
+      0,
+    );
     expect(() => v!.worker()).toThrow(VerdictError);
   });
 
@@ -125,10 +144,18 @@ describe('createVerdict', () => {
       ]);
       const ws = (await v.store.getWorkspaceBySlug('acme'))!;
       const col = (await v.store.listCollections(ws.id))[0];
-      expect((await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-2', title: 'next' })).owed).toBe(1);
+      expect(
+        (await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-2', title: 'next' })).owed,
+      ).toBe(1);
       expect(() => v!.worker()).toThrow(/pinned/);
       // A person's verdict is taken: the reads are live, not off.
-      const rec = await v.store.recordVerdict({ workspace: 'acme', ref: 'T-1', key: 'blocked', verdict: 'agree', author: 'ann' });
+      const rec = await v.store.recordVerdict({
+        workspace: 'acme',
+        ref: 'T-1',
+        key: 'blocked',
+        verdict: 'agree',
+        author: 'ann',
+      });
       expect(rec.row.verdict).toBe('agree');
     } finally {
       await v?.close();
@@ -149,7 +176,12 @@ describe('createVerdict', () => {
     const server = await startFakeAnthropicServer();
     const before = process.env.ANTHROPIC_BASE_URL;
     try {
-      v = await createVerdict({ database: ':memory:', sets: [triage], provider: 'anthropic', env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' } });
+      v = await createVerdict({
+        database: ':memory:',
+        sets: [triage],
+        provider: 'anthropic',
+        env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' },
+      });
       await seed(v);
       const summary = await v.worker({ concurrency: 1 }).runUntilIdle();
       expect(summary.outcomes).toEqual({ complete: 1 });
@@ -170,7 +202,9 @@ describe('createVerdict', () => {
     const dupSlug = await v.store.createWorkspace({ slug: 'acme' }).catch((e: unknown) => e);
     expect(dupSlug).toBeInstanceOf(VerdictError);
     expect(dupSlug).toMatchObject({ code: 'conflict', message: 'already exists: workspaces.slug' });
-    const dupRef = await v.store.transaction((tx) => tx.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'again' })).catch((e: unknown) => e);
+    const dupRef = await v.store
+      .transaction((tx) => tx.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'again' }))
+      .catch((e: unknown) => e);
     expect(dupRef).toMatchObject({ code: 'conflict' });
     expect(String((dupRef as Error).message)).not.toContain('again');
     await v.close();

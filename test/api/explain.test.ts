@@ -22,11 +22,18 @@ const sample = readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8')
 
 const triage = defineQuestionSet({
   name: 'triage',
-  questions: { blocked: noul('Is the item blocked on something outside the team?'), kind: choice('What kind of work is it?', { bug: 'a defect', feature: 'new behaviour' }) },
+  questions: {
+    blocked: noul('Is the item blocked on something outside the team?'),
+    kind: choice('What kind of work is it?', { bug: 'a defect', feature: 'new behaviour' }),
+  },
   quietPeriodMs: 0,
   explain: true,
 });
-const plain = defineQuestionSet({ name: 'plain', questions: { stale: noul('Has nobody touched this in a month?') }, quietPeriodMs: 0 });
+const plain = defineQuestionSet({
+  name: 'plain',
+  questions: { stale: noul('Has nobody touched this in a month?') },
+  quietPeriodMs: 0,
+});
 
 let server: FakeAnthropicServer;
 let v: Verdict;
@@ -34,10 +41,24 @@ const log = captureLog();
 
 beforeAll(async () => {
   server = await startFakeAnthropicServer();
-  v = await createVerdict({ database: ':memory:', sets: [triage, plain], provider: 'anthropic', logger: log.logger, env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' } });
+  v = await createVerdict({
+    database: ':memory:',
+    sets: [triage, plain],
+    provider: 'anthropic',
+    logger: log.logger,
+    env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' },
+  });
   const ws = await v.store.createWorkspace({ slug: 'beads' });
   const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
-  for (const r of sample) await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: r.id, title: r.title, content: r.description ?? '', fields: { status: r.status } });
+  for (const r of sample)
+    await v.store.createItem({
+      workspaceId: ws.id,
+      collectionId: col.id,
+      ref: r.id,
+      title: r.title,
+      content: r.description ?? '',
+      fields: { status: r.status },
+    });
 });
 afterAll(async () => {
   await v?.close();
@@ -53,7 +74,9 @@ describe('explain', () => {
     expect(report.sets.map((s) => s.questionSet)).toEqual(['plain', 'triage']);
 
     const item = (await v.reader.item(ref, { workspace: 'beads' }))!.item;
-    const sent = server.requestsTo('/v1/messages').filter((r) => r.body.messages[0].content.includes(JSON.stringify(item.title).slice(1, -1)));
+    const sent = server
+      .requestsTo('/v1/messages')
+      .filter((r) => r.body.messages[0].content.includes(JSON.stringify(item.title).slice(1, -1)));
     expect(sent).toHaveLength(2); // one call per set
     for (const set of report.sets) {
       expect(set.applies).toBe(true);
@@ -61,12 +84,16 @@ describe('explain', () => {
       const call = sent.find((r) => r.body.system[0].text === t.system);
       expect(call, `a request with ${set.questionSet}'s system prompt`).toBeDefined();
       expect(call!.body.messages).toEqual([{ role: 'user', content: t.user }]);
-      expect(t.stored.map((a) => [a.questionKey, a.matchesState, a.current])).toEqual(t.questionKeys.map((k) => [k, true, true]));
+      expect(t.stored.map((a) => [a.questionKey, a.matchesState, a.current])).toEqual(
+        t.questionKeys.map((k) => [k, true, true]),
+      );
     }
     // The set that asks for reasons shows them; the other shows none.
     const [plainSet, triageSet] = report.sets;
     expect(triageSet.rationale).toBe(true);
-    expect(triageSet.targets[0].stored.every((a) => typeof a.rationale === 'string' && a.rationale.length > 0)).toBe(true);
+    expect(triageSet.targets[0].stored.every((a) => typeof a.rationale === 'string' && a.rationale.length > 0)).toBe(
+      true,
+    );
     expect(plainSet.targets[0].stored.every((a) => a.rationale === null)).toBe(true);
   });
 
@@ -95,7 +122,7 @@ describe('explain', () => {
   });
 
   it('logs none of the prompt, the item text or the answers', () => {
-    const text = log.lines.join("\n");
+    const text = log.lines.join('\n');
     expect(log.lines.length).toBeGreaterThan(0);
     for (const r of sample) {
       expect(text).not.toContain(r.title);
@@ -117,7 +144,8 @@ describe('GET /v1/items/{ref}/explain', () => {
       expect(ok.statusCode).toBe(200);
       // The same report, its times as ISO 8601 (the HTTP API's convention).
       const report = JSON.parse(JSON.stringify(await v.explain(sample[0].id, { workspace: 'beads', set: 'triage' })));
-      for (const set of report.sets) for (const t of set.targets) for (const a of t.stored) a.evaluatedAt = new Date(a.evaluatedAt).toISOString();
+      for (const set of report.sets)
+        for (const t of set.targets) for (const a of t.stored) a.evaluatedAt = new Date(a.evaluatedAt).toISOString();
       expect(ok.json()).toEqual(report);
       expect((await app.inject({ url, headers: { authorization: `Bearer ${reader}` } })).statusCode).toBe(403);
     } finally {

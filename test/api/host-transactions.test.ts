@@ -13,7 +13,12 @@ import { tempDir } from '../harness/store-fixture.js';
  * (DESIGN §16.1): all or nothing, on SQLite and on PostgreSQL.
  */
 
-const sets = [defineQuestionSet({ name: 'triage', questions: { blocked: noul('Is the item blocked on something outside the team?') } })];
+const sets = [
+  defineQuestionSet({
+    name: 'triage',
+    questions: { blocked: noul('Is the item blocked on something outside the team?') },
+  }),
+];
 
 class Boom extends Error {}
 
@@ -89,10 +94,12 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
     });
     await entered;
     let outsideDone = false;
-    const outside = v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'OUT', title: 'outside' }).then((r) => {
-      outsideDone = true;
-      return r;
-    });
+    const outside = v.store
+      .createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'OUT', title: 'outside' })
+      .then((r) => {
+        outsideDone = true;
+        return r;
+      });
     await new Promise((r) => setImmediate(r));
     expect(outsideDone).toBe(false); // waiting for the mutex, not running inside the open transaction
     letGo();
@@ -106,25 +113,39 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
     const { ws, col } = await open();
     await expect(
       v.store.transaction(async () => {
-        await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'WRONG', title: 'on the store, not on tx' });
+        await v.store.createItem({
+          workspaceId: ws.id,
+          collectionId: col.id,
+          ref: 'WRONG',
+          title: 'on the store, not on tx',
+        });
       }),
     ).rejects.toMatchObject({ code: 'transaction_misuse' });
-    await expect(v.store.transaction(async () => v.store.transaction(async () => undefined))).rejects.toMatchObject({ code: 'transaction_misuse' });
+    await expect(v.store.transaction(async () => v.store.transaction(async () => undefined))).rejects.toMatchObject({
+      code: 'transaction_misuse',
+    });
     expect(count('items')).toBe(0);
     // The store is usable again afterwards.
     await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'AFTER', title: 'after' });
     expect(count('items')).toBe(1);
   });
 
-  it("an in-process worker never writes inside a transaction the host opened itself: a host ROLLBACK loses no answer and re-asks nothing", async () => {
+  it('an in-process worker never writes inside a transaction the host opened itself: a host ROLLBACK loses no answer and re-asks nothing', async () => {
     t = tempDir();
     host = new Database(join(t.dir, 'host.db'));
     host.exec('CREATE TABLE host_audit (id INTEGER PRIMARY KEY, note TEXT NOT NULL)');
-    const due = [defineQuestionSet({ name: 'triage', quietPeriodMs: 0, questions: { blocked: noul('Is the item blocked on something outside the team?') } })];
+    const due = [
+      defineQuestionSet({
+        name: 'triage',
+        quietPeriodMs: 0,
+        questions: { blocked: noul('Is the item blocked on something outside the team?') },
+      }),
+    ];
     v = await createVerdict({ database: { sqlite: host }, sets: due, provider: 'fake' });
     const ws = await v.store.createWorkspace({ slug: 'acme' });
     const col = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
-    for (let i = 1; i <= 6; i++) await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `T-${i}`, title: `Task ${i}` });
+    for (let i = 1; i <= 6; i++)
+      await v.store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `T-${i}`, title: `Task ${i}` });
     expect(count('decision_jobs')).toBe(6);
 
     host.exec('BEGIN IMMEDIATE');
@@ -141,7 +162,9 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
 
     expect(outcomesWhileOpen).toBe(0); // it waited for the host's transaction instead of writing inside it
     const calls = (host.prepare('SELECT coalesce(sum(calls), 0) AS n FROM decision_spend').get() as { n: number }).n;
-    expect([count('host_audit'), count('items'), count('item_decisions'), calls, count('decision_jobs')]).toEqual([0, 6, 6, 6, 0]);
+    expect([count('host_audit'), count('items'), count('item_decisions'), calls, count('decision_jobs')]).toEqual([
+      0, 6, 6, 6, 0,
+    ]);
   });
 
   it('a transaction handle used after its transaction ended is refused', async () => {
@@ -150,7 +173,9 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
     await v.store.transaction(async (tx) => {
       leaked = tx;
     });
-    await expect(leaked!.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'LATE', title: 'late' })).rejects.toMatchObject({ code: 'transaction_closed' });
+    await expect(
+      leaked!.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'LATE', title: 'late' }),
+    ).rejects.toMatchObject({ code: 'transaction_closed' });
     expect(count('items')).toBe(0);
   });
 
@@ -159,7 +184,8 @@ describe('SQLite: { sqlite: db } and store.transaction', () => {
     const s = v.store as unknown as Record<string, unknown>;
     expect(typeof s.createItem).toBe('function');
     expect(typeof s.transaction).toBe('function');
-    for (const internal of ['claimNextJob', 'insertDecisions', 'close', 'oweJobs', 'setMeta']) expect(s[internal]).toBeUndefined();
+    for (const internal of ['claimNextJob', 'insertDecisions', 'close', 'oweJobs', 'setMeta'])
+      expect(s[internal]).toBeUndefined();
   });
 });
 
@@ -192,14 +218,16 @@ describe.skipIf(!TEST_PG_URL)(`PostgreSQL: { postgres: pool }${TEST_PG_URL ? '' 
     return r.rows[0] as { audit: number; items: number; jobs: number };
   };
 
-  it("a host transaction on its own client (BEGIN) that writes its row and an item, then throws: neither, nor an owed job", async () => {
+  it('a host transaction on its own client (BEGIN) that writes its row and an item, then throws: neither, nor an owed job', async () => {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
       await expect(
         (async () => {
           await client.query('INSERT INTO host_audit (note) VALUES ($1)', ['created P-1']);
-          const it = await v.store.joinTransaction(client).createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'P-1', title: 'Ship it' });
+          const it = await v.store
+            .joinTransaction(client)
+            .createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'P-1', title: 'Ship it' });
           expect(it.owed).toBe(1);
           throw new Boom('host failed');
         })(),
@@ -229,7 +257,9 @@ describe.skipIf(!TEST_PG_URL)(`PostgreSQL: { postgres: pool }${TEST_PG_URL ? '' 
     const hostDb = drizzle({ client: pool });
     await hostDb.transaction(async (htx) => {
       await htx.execute(sql`INSERT INTO host_audit (note) VALUES ('created P-3')`);
-      await v.store.joinTransaction(htx).createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'P-3', title: 'Ship it' });
+      await v.store
+        .joinTransaction(htx)
+        .createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'P-3', title: 'Ship it' });
     });
     expect(await counts()).toEqual({ audit: 1, items: 1, jobs: 1 });
     await pool.query('DELETE FROM decision_jobs; DELETE FROM items');

@@ -18,7 +18,15 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 const ROOT = join(import.meta.dirname, '../..');
 let f: Fixture;
 let ws: WorkspaceRow;
-let all: Array<{ id: string; ref: string; title: string; updatedAt: number; createdAt: number; fields: string; collectionId: string }>;
+let all: Array<{
+  id: string;
+  ref: string;
+  title: string;
+  updatedAt: number;
+  createdAt: number;
+  fields: string;
+  collectionId: string;
+}>;
 
 beforeAll(async () => {
   f = await makeFixture();
@@ -34,7 +42,11 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => f?.cleanup());
 
-const page = (q: Omit<ItemListQuery, 'workspace'>) => itemListPage(f.store, f.registry, () => readerOn(f.store, f.registry, 'none', silentLogger), ws, { workspace: 'beads', ...q });
+const page = (q: Omit<ItemListQuery, 'workspace'>) =>
+  itemListPage(f.store, f.registry, () => readerOn(f.store, f.registry, 'none', silentLogger), ws, {
+    workspace: 'beads',
+    ...q,
+  });
 
 async function walk(q: Omit<ItemListQuery, 'workspace'>): Promise<ItemListEntry[]> {
   const out: ItemListEntry[] = [];
@@ -65,7 +77,8 @@ describe('items: a list people can use', () => {
     ['ref', 'desc'],
   ] as const)('sort %s %s pages through every item once, in order, ties by id', async (sort, order) => {
     const seen = await walk({ sort, order, limit: 7 });
-    const key = (i: { updatedAt: number; createdAt: number; ref: string }) => (sort === 'updated' ? i.updatedAt : sort === 'created' ? i.createdAt : i.ref);
+    const key = (i: { updatedAt: number; createdAt: number; ref: string }) =>
+      sort === 'updated' ? i.updatedAt : sort === 'created' ? i.createdAt : i.ref;
     const sign = order === 'asc' ? 1 : -1;
     const expected = [...all].sort((a, b) => sign * (cmp(key(a), key(b)) || cmp(a.id, b.id)));
     expect(seen.map((i) => i.id)).toEqual(expected.map((i) => i.id));
@@ -89,11 +102,21 @@ describe('items: a list people can use', () => {
 
     const since = [...new Set(all.map((i) => i.updatedAt))].sort((a, b) => a - b)[10];
     const recent = await walk({ updatedSince: since, limit: 50 });
-    expect(recent.map((i) => i.id).sort()).toEqual(all.filter((i) => i.updatedAt >= since).map((i) => i.id).sort());
+    expect(recent.map((i) => i.id).sort()).toEqual(
+      all
+        .filter((i) => i.updatedAt >= since)
+        .map((i) => i.id)
+        .sort(),
+    );
 
     const word = all[5].title.split(/\s+/).find((w) => w.length > 4)!;
     const found = await walk({ search: word.toUpperCase(), limit: 50 });
-    expect(found.map((i) => i.id).sort()).toEqual(all.filter((i) => i.title.toLowerCase().includes(word.toLowerCase())).map((i) => i.id).sort());
+    expect(found.map((i) => i.id).sort()).toEqual(
+      all
+        .filter((i) => i.title.toLowerCase().includes(word.toLowerCase()))
+        .map((i) => i.id)
+        .sort(),
+    );
     // `%` is the text itself, not a wildcard.
     expect((await walk({ search: '%', limit: 100 })).length).toBe(all.filter((i) => i.title.includes('%')).length);
 

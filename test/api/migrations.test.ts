@@ -17,7 +17,8 @@ import { spawnCli } from '../harness/cli-process.js';
 /** Migrations keep their own table, `verdict_migrations` (DESIGN §16.1). */
 
 const known = readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS });
-const rows = (db: Database.Database, table: string) => db.prepare(`SELECT hash, created_at FROM ${table} ORDER BY id`).all() as Array<{ hash: string; created_at: number }>;
+const rows = (db: Database.Database, table: string) =>
+  db.prepare(`SELECT hash, created_at FROM ${table} ORDER BY id`).all() as Array<{ hash: string; created_at: number }>;
 
 describe('SQLite migrations table', () => {
   let t: ReturnType<typeof tempDir>;
@@ -29,7 +30,9 @@ describe('SQLite migrations table', () => {
     const host = new Database(file);
     // The host's own drizzle migrations, in drizzle's default table, newer than all of Verdict's.
     host.exec('CREATE TABLE __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)');
-    host.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run('host-migration-hash', 4_102_444_800_000);
+    host
+      .prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)')
+      .run('host-migration-hash', 4_102_444_800_000);
     const v = await createVerdict({ database: { sqlite: host } });
     await v.store.createWorkspace({ slug: 'acme' }); // the tables exist: the host's later row did not make drizzle skip them
     await v.close();
@@ -85,7 +88,9 @@ describe.skipIf(!TEST_PG_URL)(`Postgres migrations table${TEST_PG_URL ? '' : ` (
       await v.close();
       const q = async (t: string) => (await pool.query(`SELECT hash, created_at FROM drizzle.${t} ORDER BY id`)).rows;
       expect(await q('verdict_migrations')).toEqual(await q('__drizzle_migrations'));
-      expect(await q('verdict_migrations')).toHaveLength(readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length);
+      expect(await q('verdict_migrations')).toHaveLength(
+        readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length,
+      );
     } finally {
       await pool.end();
       await db.drop();
@@ -96,7 +101,9 @@ describe.skipIf(!TEST_PG_URL)(`Postgres migrations table${TEST_PG_URL ? '' : ` (
       await v.close();
       const c = new pg.Client({ connectionString: fresh.url });
       await c.connect();
-      const r = await c.query(`SELECT to_regclass('drizzle.verdict_migrations') IS NOT NULL AS new, to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS old`);
+      const r = await c.query(
+        `SELECT to_regclass('drizzle.verdict_migrations') IS NOT NULL AS new, to_regclass('drizzle.__drizzle_migrations') IS NOT NULL AS old`,
+      );
       await c.end();
       expect(r.rows[0]).toEqual({ new: true, old: false });
     } finally {

@@ -39,7 +39,8 @@ const program = (() => {
   };
   const host = ts.createCompilerHost(options);
   const read = host.getSourceFile.bind(host);
-  host.getSourceFile = (file, language, ...rest) => (/[\\/]node_modules[\\/]/.test(file) ? ts.createSourceFile(file, '', language) : read(file, language, ...rest));
+  host.getSourceFile = (file, language, ...rest) =>
+    /[\\/]node_modules[\\/]/.test(file) ? ts.createSourceFile(file, '', language) : read(file, language, ...rest);
   return ts.createProgram(['src/index.ts', 'src/testing.ts'], options, host);
 })();
 
@@ -73,7 +74,12 @@ function loaded(entry: string): { names: string[]; errors: Array<[string, boolea
       .filter(([name, v]) => typeof v === 'function' && v.prototype instanceof Error && name !== 'VerdictError')
       .map(([name, v]) => [name, Base !== undefined && v.prototype instanceof Base]);
     process.stdout.write(JSON.stringify({ names: Object.keys(api).sort(), errors }));`;
-  const got = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('../..', import.meta.url), encoding: 'utf8' })) as {
+  const got = JSON.parse(
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: new URL('../..', import.meta.url),
+      encoding: 'utf8',
+    }),
+  ) as {
     names: string[];
     errors: Array<[string, boolean]>;
   };

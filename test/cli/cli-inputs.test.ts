@@ -26,8 +26,25 @@ beforeAll(() => {
   writeFileSync(
     jsonl,
     [
-      { id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task', comments: [{ id: 1, author: 'a', text: 'x' }, { id: 2, author: 'b', text: 'y' }] },
-      { id: 'bd-2', title: 'Two', status: 'open', priority: 1, issue_type: 'task', dependencies: [{ issue_id: 'bd-2', depends_on_id: 'bd-1', type: 'blocks' }] },
+      {
+        id: 'bd-1',
+        title: 'One',
+        status: 'open',
+        priority: 2,
+        issue_type: 'task',
+        comments: [
+          { id: 1, author: 'a', text: 'x' },
+          { id: 2, author: 'b', text: 'y' },
+        ],
+      },
+      {
+        id: 'bd-2',
+        title: 'Two',
+        status: 'open',
+        priority: 1,
+        issue_type: 'task',
+        dependencies: [{ issue_id: 'bd-2', depends_on_id: 'bd-1', type: 'blocks' }],
+      },
     ]
       .map((r) => JSON.stringify(r))
       .join('\n'),
@@ -54,7 +71,17 @@ describe('import and worker (built CLI)', () => {
 
   it('a worker creates a missing database only with --create, and its start line names the database', async () => {
     const file = join(t.dir, 'new', 'worker.db');
-    const { stderr } = await runBuiltCli(['worker', '--until-idle', '--create', '--database-url', file, '--provider', 'fake', '--log-level', 'info']);
+    const { stderr } = await runBuiltCli([
+      'worker',
+      '--until-idle',
+      '--create',
+      '--database-url',
+      file,
+      '--provider',
+      'fake',
+      '--log-level',
+      'info',
+    ]);
     expect(existsSync(file)).toBe(true);
     const started = stderr
       .split('\n')
@@ -65,7 +92,9 @@ describe('import and worker (built CLI)', () => {
   }, 30_000);
 
   it('a Postgres database is named by host and database, never by user or password', () => {
-    expect(databaseLabel('postgres://verdict:s3cret@db.example:5433/verdict?sslmode=require')).toBe('postgres://db.example:5433/verdict');
+    expect(databaseLabel('postgres://verdict:s3cret@db.example:5433/verdict?sslmode=require')).toBe(
+      'postgres://db.example:5433/verdict',
+    );
     expect(databaseLabel('postgresql://u@localhost/v')).toBe('postgres://localhost/v');
     expect(databaseLabel('./data/verdict.db')).toBe('./data/verdict.db');
   });
@@ -77,7 +106,10 @@ describe('reads open read-only', () => {
     expect(() => openStoreOn(file, new Registry([]), { access: 'read' })).toThrow(/^no database at /);
     expect(existsSync(file)).toBe(false);
     await openStoreOn(file, new Registry([])).close();
-    const store = openStoreOn(file, new Registry([]), { access: 'read' }) as unknown as { ctx: { db: { $client: Database.Database } }; close(): Promise<void> };
+    const store = openStoreOn(file, new Registry([]), { access: 'read' }) as unknown as {
+      ctx: { db: { $client: Database.Database } };
+      close(): Promise<void>;
+    };
     expect(store.ctx.db.$client.readonly).toBe(true);
     await store.close();
   });
@@ -91,12 +123,16 @@ describe('reads open read-only', () => {
     chmodSync(t.dir, 0o755);
     try {
       // As root every folder is writable: run as `nobody` then, which may read but not write.
-      const asUser = process.getuid?.() === 0 ? ['runuser', '-u', 'nobody', '--', process.execPath] : [process.execPath];
+      const asUser =
+        process.getuid?.() === 0 ? ['runuser', '-u', 'nobody', '--', process.execPath] : [process.execPath];
       // Four readers side by side (each a process of its own): any of them writing would fail the same.
       const [cmd, ...pre] = asUser;
       const runs = await Promise.all(
         [['status'], ['show', 'bd-1'], ['flags', '--set', 'attention'], ['jobs', 'list']].map((args) =>
-          promisify(execFile)(cmd, [...pre, BUILT_MAIN, ...args, '--database-url', file, '--provider', 'fake'], { cwd: ROOT, env: { ...process.env, CI: '1', NO_COLOR: '1' } }),
+          promisify(execFile)(cmd, [...pre, BUILT_MAIN, ...args, '--database-url', file, '--provider', 'fake'], {
+            cwd: ROOT,
+            env: { ...process.env, CI: '1', NO_COLOR: '1' },
+          }),
         ),
       );
       for (const r of runs) expect(r.stderr).toBe('');
@@ -108,7 +144,7 @@ describe('reads open read-only', () => {
 });
 
 describe('help lists the global options once', () => {
-  it('a command\'s help shows its own options and points at `verdict help options`', async () => {
+  it("a command's help shows its own options and points at `verdict help options`", async () => {
     const cmds = ['show', 'worker', 'import', 'jobs list'];
     const outs = await Promise.all(cmds.map((cmd) => runBuiltCli([...cmd.split(' '), '--help'])));
     for (const { stdout } of outs) {
@@ -134,7 +170,11 @@ describe('help lists the global options once', () => {
       const def = (DEFAULTS as Record<string, unknown>)[key];
       if (def !== undefined) {
         expect(OPTION_HELP[key as keyof typeof OPTIONS].default, key).toContain(String(def));
-        expect(example, key).toMatch(new RegExp(`Default:? ${String(def).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}|${spec.env}=${String(def).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`));
+        expect(example, key).toMatch(
+          new RegExp(
+            `Default:? ${String(def).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}|${spec.env}=${String(def).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`,
+          ),
+        );
       }
     }
   });

@@ -25,7 +25,11 @@ beforeAll(async () => {
   dir = tempDir();
   sample = join(dir.dir, 'sample.jsonl');
   // Eight open rows of the bundled sample; the first gets the title canary.
-  const rows = readFileSync(bundledSamplePath(), 'utf8').split('\n').filter((l) => l.includes('"status":"open"')).slice(0, 8).map((l) => JSON.parse(l));
+  const rows = readFileSync(bundledSamplePath(), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"status":"open"'))
+    .slice(0, 8)
+    .map((l) => JSON.parse(l));
   rows[0].title = `${TITLE} ${rows[0].title}`;
   writeFileSync(sample, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
 });
@@ -35,10 +39,13 @@ afterAll(async () => {
 });
 
 function demo(db: string, extra: string[]) {
-  return spawnCli(['demo', '--provider', 'anthropic', '--sample', sample, '--database-url', db, '--log-level', 'debug', ...extra], {
-    ANTHROPIC_API_KEY: KEY,
-    ANTHROPIC_BASE_URL: server.url,
-  });
+  return spawnCli(
+    ['demo', '--provider', 'anthropic', '--sample', sample, '--database-url', db, '--log-level', 'debug', ...extra],
+    {
+      ANTHROPIC_API_KEY: KEY,
+      ANTHROPIC_BASE_URL: server.url,
+    },
+  );
 }
 
 describe('verdict demo --provider anthropic', () => {
@@ -47,7 +54,9 @@ describe('verdict demo --provider anthropic', () => {
     const p = demo(join(dir.dir, 'refused.db'), []);
     const { code } = await p.exited;
     expect(code).toBe(2);
-    expect(p.stdout()).toMatch(/estimate: \d+ jobs owed, about \d+ calls to anthropic claude-haiku-5-5, about \d+ input tokens/);
+    expect(p.stdout()).toMatch(
+      /estimate: \d+ jobs owed, about \d+ calls to anthropic claude-haiku-5-5, about \d+ input tokens/,
+    );
     expect(p.stderr()).toMatch(/nothing was sent and .* was not touched\. Rerun with --yes/);
     expect(server.messages).toHaveLength(0);
     expect(existsSync(join(dir.dir, 'refused.db'))).toBe(false); // the estimate used a scratch database
@@ -56,7 +65,10 @@ describe('verdict demo --provider anthropic', () => {
   it('with --yes: imports and drains the sample against the fake server; the key canary is in no line', async () => {
     server.reset();
     // A 529 (retried), then a 400 (one job refused): failure paths log too.
-    server.script(FakeAnthropicServer.overloaded(), FakeAnthropicServer.error(400, 'invalid_request_error', `bad key ${KEY} for ${TITLE}`));
+    server.script(
+      FakeAnthropicServer.overloaded(),
+      FakeAnthropicServer.error(400, 'invalid_request_error', `bad key ${KEY} for ${TITLE}`),
+    );
     const db = join(dir.dir, 'demo.db');
     const p = demo(db, ['--yes']);
     const { code } = await p.exited;
@@ -68,7 +80,10 @@ describe('verdict demo --provider anthropic', () => {
     expect(Number(m![3])).toBe(server.messages.length - 1); // the 529 was retried inside one call
     expect(m![2]).toMatch(/refuse 2/); // the refused call asked attention and effort together (DESIGN §7.2)
     const d = new Database(db, { readonly: true });
-    const answers = d.prepare('SELECT count(*) AS n, min(provider) AS p FROM item_decisions').get() as { n: number; p: string };
+    const answers = d.prepare('SELECT count(*) AS n, min(provider) AS p FROM item_decisions').get() as {
+      n: number;
+      p: string;
+    };
     d.close();
     expect(answers.n).toBe(Number(m![4]));
     expect(answers.n).toBeGreaterThan(0);

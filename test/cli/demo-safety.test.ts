@@ -20,7 +20,7 @@ afterEach(() => {
 });
 
 describe('demo safety', () => {
-  it('refuses to reset a database that is not the demo\'s own, and leaves it as it was', async () => {
+  it("refuses to reset a database that is not the demo's own, and leaves it as it was", async () => {
     const file = join(dir.dir, 'team.db');
     const store = new SqliteStore({ url: file, registry: new Registry([]) });
     await store.createWorkspace({ slug: 'myteam' });
@@ -33,7 +33,9 @@ describe('demo safety', () => {
 
   it('checks --sample before creating anything', async () => {
     const file = join(dir.dir, 'fresh.db');
-    expect(await main(['node', 'verdict', 'demo', '--database-url', file, '--sample', join(dir.dir, 'missing.jsonl')])).toBe(2);
+    expect(
+      await main(['node', 'verdict', 'demo', '--database-url', file, '--sample', join(dir.dir, 'missing.jsonl')]),
+    ).toBe(2);
     expect(existsSync(file)).toBe(false);
   });
 });

@@ -34,7 +34,11 @@ beforeEach(() => {
 afterEach(() => dir.cleanup());
 
 async function doctor(args: string[] = [], env: Record<string, string> = {}) {
-  const p = spawnCli(['doctor', '--database-url', db, ...args], { ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: server.url, ...env });
+  const p = spawnCli(['doctor', '--database-url', db, ...args], {
+    ANTHROPIC_API_KEY: KEY,
+    ANTHROPIC_BASE_URL: server.url,
+    ...env,
+  });
   const { code } = await p.exited;
   return { code, out: p.stdout(), err: p.stderr() };
 }
@@ -62,7 +66,9 @@ describe('verdict doctor', () => {
   it('an unknown model: says the model is unknown, exit 1', async () => {
     const r = await doctor(['--model', 'claude-nonesuch-9']);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/FAIL\s+provider\s+model "claude-nonesuch-9" is unknown to the API \(anthropic: HTTP 404 not_found_error/);
+    expect(r.out).toMatch(
+      /FAIL\s+provider\s+model "claude-nonesuch-9" is unknown to the API \(anthropic: HTTP 404 not_found_error/,
+    );
     expect(r.out).toMatch(/fix: set --model \/ VERDICT_MODEL/);
   });
 
@@ -75,7 +81,11 @@ describe('verdict doctor', () => {
     expect(down.code).toBe(1);
     const report = JSON.parse(down.out);
     expect(report.ok).toBe(false);
-    expect(report.checks.find((c: any) => c.name === 'provider')).toMatchObject({ ok: false, detail: expect.stringMatching(/unreachable/), fix: expect.stringMatching(/ANTHROPIC_BASE_URL/) });
+    expect(report.checks.find((c: any) => c.name === 'provider')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/unreachable/),
+      fix: expect.stringMatching(/ANTHROPIC_BASE_URL/),
+    });
     expect(none.code).toBe(1);
     expect(none.out).toMatch(/FAIL\s+config\s+no provider configured/);
     expect(lease.code).toBe(1);
@@ -88,16 +98,26 @@ describe('doctor database check', () => {
 
   it('a migrated file is ok; a missing file is not an error (created at first use)', async () => {
     expect(await checkDatabase(cfg(db))).toMatchObject({ ok: true, detail: expect.stringMatching(/queue readable/) });
-    expect(await checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({ ok: true, detail: expect.stringMatching(/does not exist yet/) });
+    expect(await checkDatabase(cfg(join(dir.dir, 'new.db')))).toMatchObject({
+      ok: true,
+      detail: expect.stringMatching(/does not exist yet/),
+    });
   });
 
   it('an unmigrated file and a file that is not a database each fail with a fix', async () => {
     const bare = join(dir.dir, 'bare.db');
     openSqlite(bare, { migrate: false }).$client.close();
-    expect(await checkDatabase(cfg(bare))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/migrations apply at open/) });
+    expect(await checkDatabase(cfg(bare))).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/(\d+) of \1 migrations not applied/),
+      fix: expect.stringMatching(/migrations apply at open/),
+    });
     const junk = join(dir.dir, 'junk.db');
     writeFileSync(junk, 'this is not a database file, just text long enough to have a header'.repeat(10));
-    expect(await checkDatabase(cfg(junk))).toMatchObject({ ok: false, detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/) });
+    expect(await checkDatabase(cfg(junk))).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/cannot be read \(SQLITE_NOTADB\)/),
+    });
   });
 });
 
@@ -107,41 +127,76 @@ describe('doctor provider check, OpenAI-compatible', () => {
     try {
       const check = (model: string) =>
         checkProvider(new OpenAICompatibleProvider({ baseURL: `${srv.url}/v1`, model }), AbortSignal.timeout(5_000));
-      expect(await check('qwen3:8b')).toMatchObject({ ok: true, detail: expect.stringMatching(/model qwen3:8b is listed/) });
+      expect(await check('qwen3:8b')).toMatchObject({
+        ok: true,
+        detail: expect.stringMatching(/model qwen3:8b is listed/),
+      });
       expect(await check('mistral:7b')).toMatchObject({
         ok: false,
         detail: expect.stringMatching(/model "mistral:7b" is not among the 2 it lists/),
         fix: expect.stringMatching(/ollama pull/),
       });
       srv.script({ kind: 'json', status: 401, body: { error: { type: 'invalid_request_error', message: 'bad key' } } });
-      expect(await check('qwen3:8b')).toMatchObject({ ok: false, detail: expect.stringMatching(/API key was rejected/), fix: expect.stringMatching(/VERDICT_OPENAI_API_KEY/) });
+      expect(await check('qwen3:8b')).toMatchObject({
+        ok: false,
+        detail: expect.stringMatching(/API key was rejected/),
+        fix: expect.stringMatching(/VERDICT_OPENAI_API_KEY/),
+      });
     } finally {
       await srv.close();
     }
   });
 });
 
-describe.skipIf(!TEST_PG_URL)(`doctor database check on Postgres (real server)${TEST_PG_URL ? '' : ` ${PG_SKIP_REASON}`}`, () => {
-  const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
-  let pgdb: { url: string; drop(): Promise<void> };
-  beforeAll(async () => {
-    pgdb = await createTestDatabase(TEST_PG_URL!);
-  });
-  afterAll(async () => pgdb?.drop());
+describe.skipIf(!TEST_PG_URL)(
+  `doctor database check on Postgres (real server)${TEST_PG_URL ? '' : ` ${PG_SKIP_REASON}`}`,
+  () => {
+    const cfg = (databaseUrl: string) => loadConfig({ databaseUrl, provider: 'fake' }, {});
+    let pgdb: { url: string; drop(): Promise<void> };
+    beforeAll(async () => {
+      pgdb = await createTestDatabase(TEST_PG_URL!);
+    });
+    afterAll(async () => pgdb?.drop());
 
-  it('an unmigrated database fails with the count and a fix; a migrated one reads its queue and workers', async () => {
-    expect(await checkDatabase(cfg(pgdb.url))).toMatchObject({ ok: false, detail: expect.stringMatching(/(\d+) of \1 migrations not applied/), fix: expect.stringMatching(/verdict migrate/) });
-    const store = PgStore.connect(pgdb.url, { registry: new Registry([]) });
-    await store.opened();
-    await store.setMeta('worker:w1', JSON.stringify({ workerId: 'w1', provider: 'fake', model: 'm', concurrency: 1, beatEveryMs: 60_000, startedAt: 0, lastLoopAt: 0, providerProblem: null }));
-    await store.close();
-    const c = await checkDatabase(cfg(pgdb.url));
-    expect(c).toMatchObject({ ok: true, detail: expect.stringMatching(/^postgres:\/\/[^@]+: reachable, \d+ migrations applied, queue readable \(0 owed, 0 parked\), 1 worker alive$/) });
-  }, 60_000);
+    it('an unmigrated database fails with the count and a fix; a migrated one reads its queue and workers', async () => {
+      expect(await checkDatabase(cfg(pgdb.url))).toMatchObject({
+        ok: false,
+        detail: expect.stringMatching(/(\d+) of \1 migrations not applied/),
+        fix: expect.stringMatching(/verdict migrate/),
+      });
+      const store = PgStore.connect(pgdb.url, { registry: new Registry([]) });
+      await store.opened();
+      await store.setMeta(
+        'worker:w1',
+        JSON.stringify({
+          workerId: 'w1',
+          provider: 'fake',
+          model: 'm',
+          concurrency: 1,
+          beatEveryMs: 60_000,
+          startedAt: 0,
+          lastLoopAt: 0,
+          providerProblem: null,
+        }),
+      );
+      await store.close();
+      const c = await checkDatabase(cfg(pgdb.url));
+      expect(c).toMatchObject({
+        ok: true,
+        detail: expect.stringMatching(
+          /^postgres:\/\/[^@]+: reachable, \d+ migrations applied, queue readable \(0 owed, 0 parked\), 1 worker alive$/,
+        ),
+      });
+    }, 60_000);
 
-  it('a server that is down fails with the code and a fix, never the password', async () => {
-    const c = await checkDatabase(cfg('postgres://verdict:s3cret@127.0.0.1:1/verdict'));
-    expect(c).toMatchObject({ ok: false, detail: 'cannot reach the database at postgres://127.0.0.1:1/verdict (ECONNREFUSED)', fix: expect.stringMatching(/server is running/) });
-    expect(JSON.stringify(c)).not.toContain('s3cret');
-  });
-});
+    it('a server that is down fails with the code and a fix, never the password', async () => {
+      const c = await checkDatabase(cfg('postgres://verdict:s3cret@127.0.0.1:1/verdict'));
+      expect(c).toMatchObject({
+        ok: false,
+        detail: 'cannot reach the database at postgres://127.0.0.1:1/verdict (ECONNREFUSED)',
+        fix: expect.stringMatching(/server is running/),
+      });
+      expect(JSON.stringify(c)).not.toContain('s3cret');
+    });
+  },
+);

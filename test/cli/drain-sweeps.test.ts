@@ -42,7 +42,10 @@ async function cli(db: string, days: number, ...args: string[]): Promise<{ stdou
   }
   globalThis.Date = MovedDate as DateConstructor;
   try {
-    return await runCli([...args, '--database-url', db, '--config', CONFIG], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
+    return await runCli([...args, '--database-url', db, '--config', CONFIG], {
+      VERDICT_PROVIDER: 'fake',
+      VERDICT_LOG_LEVEL: 'warn',
+    });
   } finally {
     globalThis.Date = RealDate;
   }
@@ -72,8 +75,21 @@ afterAll(() => cleanup?.());
 
 /** The stale reasons `show --json` gives for an item's latest answers, by set/key. */
 async function staleOf(db: string, days: number, ref: string): Promise<Record<string, string | null>> {
-  const doc = JSON.parse((await cli(db, days, 'show', ref, '--json')).stdout) as { decisions: Array<{ questionSet: string; questionKey: string; current: boolean; stale?: string | null; staleReason?: string | null }> };
-  return Object.fromEntries(doc.decisions.map((d) => [`${d.questionSet}/${d.questionKey}`, d.current ? null : (d.staleReason ?? d.stale ?? 'stale')]));
+  const doc = JSON.parse((await cli(db, days, 'show', ref, '--json')).stdout) as {
+    decisions: Array<{
+      questionSet: string;
+      questionKey: string;
+      current: boolean;
+      stale?: string | null;
+      staleReason?: string | null;
+    }>;
+  };
+  return Object.fromEntries(
+    doc.decisions.map((d) => [
+      `${d.questionSet}/${d.questionKey}`,
+      d.current ? null : (d.staleReason ?? d.stale ?? 'stale'),
+    ]),
+  );
 }
 
 describe('worker --until-idle runs the sweeps to their end first', () => {
@@ -82,7 +98,9 @@ describe('worker --until-idle runs the sweeps to their end first', () => {
     expect(Object.values(await staleOf(db, 0, 'bd-a2f5a')).filter((s) => s !== null)).toEqual([]);
     await cli(db, 0, 'edit', 'CONV-2', '--append', 'Name the split items.');
     const before = await staleOf(db, 0, 'bd-a2f5a');
-    expect(Object.entries(before).filter(([k, s]) => k.endsWith('conv:CONV-2') && s !== null).length).toBeGreaterThan(0);
+    expect(Object.entries(before).filter(([k, s]) => k.endsWith('conv:CONV-2') && s !== null).length).toBeGreaterThan(
+      0,
+    );
     const drained = (await cli(db, 0, 'worker', '--until-idle')).stdout;
     expect(drained).toMatch(/^drained: \d+ jobs claimed/m);
     expect(await staleOf(db, 0, 'bd-a2f5a')).toEqual(Object.fromEntries(Object.keys(before).map((k) => [k, null])));

@@ -48,13 +48,18 @@ async function edit(file: string, ...args: string[]): Promise<string> {
 }
 
 describe('verdict edit --field (CLI in process, real SQLite file)', () => {
-
   it('changes only the named field; every other byte survives', async () => {
     const file = await seeded();
-    expect(await edit(file, '--field', 'status=in_progress')).toMatch(/^T-1: changed; \d+ jobs owed\n {2}no stored answer went stale\n$/);
-    expect((await stored(file)).fields).toBe('{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"in_progress"}');
+    expect(await edit(file, '--field', 'status=in_progress')).toMatch(
+      /^T-1: changed; \d+ jobs owed\n {2}no stored answer went stale\n$/,
+    );
+    expect((await stored(file)).fields).toBe(
+      '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"in_progress"}',
+    );
     await edit(file, '--field', 'ext_id=12345678901234567891', '--field', 'size=2.50');
-    expect((await stored(file)).fields).toBe('{"estimate":3.0,"ext_id":12345678901234567891,"ratio":1e2,"status":"in_progress","size":2.50}');
+    expect((await stored(file)).fields).toBe(
+      '{"estimate":3.0,"ext_id":12345678901234567891,"ratio":1e2,"status":"in_progress","size":2.50}',
+    );
   }, 30_000);
 
   it('a same-value edit changes nothing and owes nothing', async () => {

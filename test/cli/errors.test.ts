@@ -19,7 +19,10 @@ let closedPort = 0;
 
 beforeAll(async () => {
   const jsonl = join(t.dir, 'tiny.jsonl');
-  writeFileSync(jsonl, `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`);
+  writeFileSync(
+    jsonl,
+    `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`,
+  );
   writeFileSync(join(t.dir, 'github.json'), JSON.stringify([{ number: 1, title: 'an issue', state: 'open' }]));
   writeFileSync(join(t.dir, 'a-file'), 'not a folder');
   await runCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
@@ -52,8 +55,18 @@ interface Row {
 }
 
 const TABLE: Row[] = [
-  { name: 'show of an unknown ref', args: () => ['show', 'bd-nosuch', '--database-url', db], exit: 2, line: /^verdict: no item bd-nosuch in workspace beads; check the ref/ },
-  { name: 'edit of an unknown ref', args: () => ['edit', 'bd-nosuch', '--field', 'status=open', '--database-url', db], exit: 2, line: /^verdict: no item bd-nosuch in workspace beads; check the ref/ },
+  {
+    name: 'show of an unknown ref',
+    args: () => ['show', 'bd-nosuch', '--database-url', db],
+    exit: 2,
+    line: /^verdict: no item bd-nosuch in workspace beads; check the ref/,
+  },
+  {
+    name: 'edit of an unknown ref',
+    args: () => ['edit', 'bd-nosuch', '--field', 'status=open', '--database-url', db],
+    exit: 2,
+    line: /^verdict: no item bd-nosuch in workspace beads; check the ref/,
+  },
   {
     name: 'import of a missing file',
     args: () => ['import', 'beads', '/nonexistent.jsonl', '--database-url', fresh('missing-input.db')],
@@ -75,7 +88,12 @@ const TABLE: Row[] = [
     line: /^verdict: not beads JSONL: 0 of 1 lines parsed; first error at line 1: a JSON array, not one object per line; /,
     creates: () => fresh('github.db'),
   },
-  { name: 'import of an unknown format', args: () => ['import', 'jira', join(t.dir, 'github.json'), '--database-url', db], exit: 2, line: /^verdict: unknown format "jira"; known: beads, conventions, github$/ },
+  {
+    name: 'import of an unknown format',
+    args: () => ['import', 'jira', join(t.dir, 'github.json'), '--database-url', db],
+    exit: 2,
+    line: /^verdict: unknown format "jira"; known: beads, conventions, github$/,
+  },
   {
     name: 'Postgres down',
     args: () => ['status', '--database-url', `postgres://verdict:s3cret@127.0.0.1:${closedPort}/verdict`],
@@ -101,29 +119,49 @@ const TABLE: Row[] = [
     line: /^verdict: no database at .*nonexistent-dir\/sub\/verdict\.db; .*or --create to start a new one$/,
     creates: () => fresh('nonexistent-dir'),
   },
-  { name: 'a read of a database that does not exist', args: () => ['status', '--database-url', fresh('typo.db')], exit: 2, line: /^verdict: no database at .*typo\.db \(.* holds .*\); /, creates: () => fresh('typo.db') },
+  {
+    name: 'a read of a database that does not exist',
+    args: () => ['status', '--database-url', fresh('typo.db')],
+    exit: 2,
+    line: /^verdict: no database at .*typo\.db \(.* holds .*\); /,
+    creates: () => fresh('typo.db'),
+  },
   {
     name: 'backfill with no worker running',
     args: () => ['backfill', '--set', 'effort', '--yes', '--database-url', db],
     exit: 1,
     line: /^verdict: no worker is running \(no live heartbeat; `verdict status` lists workers\), so nothing would drain the backfill; nothing was owed \(\d+ jobs owed already wait\); start `verdict worker` and rerun, or rerun with --drain/,
   },
-  { name: 'flags of an unknown set', args: () => ['flags', '--set', 'nosuch', '--database-url', db], exit: 2, line: /^verdict: --set: no question set "nosuch"; known: / },
-  { name: 'flags with a bad --limit', args: () => ['flags', '--set', 'attention', '--limit', '0', '--database-url', db], exit: 2, line: /^verdict: --limit: got "0"; expected a whole number/ },
+  {
+    name: 'flags of an unknown set',
+    args: () => ['flags', '--set', 'nosuch', '--database-url', db],
+    exit: 2,
+    line: /^verdict: --set: no question set "nosuch"; known: /,
+  },
+  {
+    name: 'flags with a bad --limit',
+    args: () => ['flags', '--set', 'attention', '--limit', '0', '--database-url', db],
+    exit: 2,
+    line: /^verdict: --limit: got "0"; expected a whole number/,
+  },
 ];
 
 // The rows are independent processes (each reads the shared database or writes only its own
 // fresh path, and asserts on its own exit and stderr), so they run a few at a time: the spawns are
 // most of this file's time, and the machine's cores take them side by side.
 describe.concurrent('the CLI has one error voice (CLI in process)', () => {
-  it.each(TABLE)('$name: exit $exit, one line `verdict: <what>; <how to fix>`', async (row) => {
-    const r = await run(row.args());
-    expect(r.code).toBe(row.exit);
-    const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(row.line);
-    expect(lines[0]).toMatch(/^verdict: [^;]+; /);
-    expect(r.stderr).not.toContain('s3cret');
-    if (row.creates) expect(existsSync(row.creates())).toBe(false);
-  }, 30_000);
+  it.each(TABLE)(
+    '$name: exit $exit, one line `verdict: <what>; <how to fix>`',
+    async (row) => {
+      const r = await run(row.args());
+      expect(r.code).toBe(row.exit);
+      const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(row.line);
+      expect(lines[0]).toMatch(/^verdict: [^;]+; /);
+      expect(r.stderr).not.toContain('s3cret');
+      if (row.creates) expect(existsSync(row.creates())).toBe(false);
+    },
+    30_000,
+  );
 });

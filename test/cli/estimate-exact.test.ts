@@ -22,7 +22,14 @@ beforeEach(async () => {
   fx = await makeFixture([attentionSet, effortSet]);
   for (const ref of ['T-1', 'T-2', 'T-3']) {
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `The release waits on a signed contract. ${'More detail. '.repeat(40)}`, fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref,
+        title: ref,
+        content: `The release waits on a signed contract. ${'More detail. '.repeat(40)}`,
+        fields: { status: 'open' },
+      },
       { quietPeriod: false },
     );
   }
@@ -57,8 +64,12 @@ describe('estimate --exact', () => {
     const r = await cli('estimate', '--set', 'attention', '--provider', 'anthropic', '--exact');
     expect(r.code).toBe(0);
     expect(r.out).toContain('estimate for anthropic:claude-haiku-5-5');
-    expect(r.out).toContain('input tokens corrected by an exact count, output tokens estimated; tokens are estimates, not a bill');
-    expect(r.out).toMatch(/exact input count by anthropic: every item \(3 of 3\), 3 calls: [\d,]+ tokens; the heuristic said ~[\d,]+, (19|20)\.\d % over/);
+    expect(r.out).toContain(
+      'input tokens corrected by an exact count, output tokens estimated; tokens are estimates, not a bill',
+    );
+    expect(r.out).toMatch(
+      /exact input count by anthropic: every item \(3 of 3\), 3 calls: [\d,]+ tokens; the heuristic said ~[\d,]+, (19|20)\.\d % over/,
+    );
     expect(server.requestsTo(COUNT_TOKENS_PATH)).toHaveLength(3);
     expect(server.messages).toHaveLength(0);
     expect((await fx.store.spendRowsSince(86_400_000)).rows).toEqual([]);
@@ -72,7 +83,13 @@ describe('estimate --exact', () => {
     const r = await cli('estimate', '--set', 'attention', '--provider', 'anthropic', '--exact', '--json');
     expect(r.code).toBe(0);
     const [e] = JSON.parse(r.out).estimates;
-    expect(e.sample).toMatchObject({ counter: 'anthropic', method: 'every item', sampledItems: 3, ofItems: 3, calls: 3 });
+    expect(e.sample).toMatchObject({
+      counter: 'anthropic',
+      method: 'every item',
+      sampledItems: 3,
+      ofItems: 3,
+      calls: 3,
+    });
     expect(e.all.inputTokens).toBe(e.sample.exactInputTokens);
     expect(e.heuristic.all.inputTokens).toBe(e.sample.heuristicInputTokens);
     expect(e.sample.heuristicErrorPct).toBeGreaterThan(15);

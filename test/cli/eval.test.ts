@@ -55,10 +55,19 @@ interface Group {
 describe('verdict eval on the demo database', () => {
   it('--stored --json: every gold row resolved and answered, figures in [0, 1] and equal to a count from the database, an SVG written', async () => {
     const svg = join(dir.dir, 'reliability.svg');
-    const { stdout } = await runCli(['eval', '--stored', '--gold', GOLD, '--json', '--svg', svg, '--database-url', db], env);
+    const { stdout } = await runCli(
+      ['eval', '--stored', '--gold', GOLD, '--json', '--svg', svg, '--database-url', db],
+      env,
+    );
     const r = JSON.parse(stdout) as {
       gold: { rows: number; resolved: number; unresolved: unknown[] };
-      a: { mode: string; byKey: Array<Group & { key: string }>; bySet: Group[]; overall: Group; unanswered: { count: number } };
+      a: {
+        mode: string;
+        byKey: Array<Group & { key: string }>;
+        bySet: Group[];
+        overall: Group;
+        unanswered: { count: number };
+      };
       b: null;
       svg: string;
     };
@@ -78,9 +87,13 @@ describe('verdict eval on the demo database', () => {
     // Counted by hand from the stored answers (attention's threshold 0.7): correct decisions and the Brier score per key.
     const conn = new Database(db, { readonly: true });
     const stored = new Map(
-      (conn.prepare(`SELECT i.ref AS ref, d.question_key AS key, d.answer AS answer FROM item_decisions d JOIN items i ON i.id = d.item_id WHERE d.question_set = 'attention'`).all() as Array<{ ref: string; key: string; answer: string }>).map(
-        (x) => [`${x.ref}/${x.key}`, (JSON.parse(x.answer) as { noul: number }).noul],
-      ),
+      (
+        conn
+          .prepare(
+            `SELECT i.ref AS ref, d.question_key AS key, d.answer AS answer FROM item_decisions d JOIN items i ON i.id = d.item_id WHERE d.question_set = 'attention'`,
+          )
+          .all() as Array<{ ref: string; key: string; answer: string }>
+      ).map((x) => [`${x.ref}/${x.key}`, (JSON.parse(x.answer) as { noul: number }).noul]),
     );
     conn.close();
     for (const k of r.a.byKey) {
@@ -95,9 +108,14 @@ describe('verdict eval on the demo database', () => {
 
   it('--compare fake-model-2 prints A and B side by side, the differing decisions and the re-ask price', async () => {
     const svg = join(dir.dir, 'compare.svg');
-    const { stdout } = await runCli(['eval', '--stored', '--compare', 'fake-model-2', '--gold', GOLD, '--svg', svg, '--database-url', db], env);
+    const { stdout } = await runCli(
+      ['eval', '--stored', '--compare', 'fake-model-2', '--gold', GOLD, '--svg', svg, '--database-url', db],
+      env,
+    );
     expect(stdout).toMatch(/^A: stored answers current under fake:fake-model-1; no calls$/m);
-    expect(stdout).toMatch(/^B: asked fake:fake-model-2 now \(estimated before asking: 80 calls, .*\); fake provider: no model is called, it costs nothing$/m);
+    expect(stdout).toMatch(
+      /^B: asked fake:fake-model-2 now \(estimated before asking: 80 calls, .*\); fake provider: no model is called, it costs nothing$/m,
+    );
     expect(stdout).toMatch(/^ {2}attention\/blocked +A +79 +79 /m);
     expect(stdout).toMatch(/^ +B +79 +79 /m);
     expect(stdout).toMatch(/^decisions that differ: \d+ of the rows both answered$/m);
@@ -112,12 +130,20 @@ describe('verdict eval on the demo database', () => {
   it('a bad gold line is an input error naming the line; unknown refs are listed, not fatal', async () => {
     const bad = join(dir.dir, 'bad.jsonl');
     writeFileSync(bad, '{"ref":"bd-077e","set":"attention","key":"blocked","label":false}\n{"ref": oops}\n');
-    const err = (await runCli(['eval', '--stored', '--gold', bad, '--database-url', db], env).catch((e: unknown) => e)) as { code: number; stderr: string };
+    const err = (await runCli(['eval', '--stored', '--gold', bad, '--database-url', db], env).catch(
+      (e: unknown) => e,
+    )) as { code: number; stderr: string };
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/^verdict: .*bad\.jsonl:2: not JSON/m);
     const unknown = join(dir.dir, 'unknown.jsonl');
-    writeFileSync(unknown, '{"ref":"bd-077e","set":"attention","key":"blocked","label":false}\n{"ref":"bd-none","set":"attention","key":"blocked","label":true}\n');
-    const { stdout } = await runCli(['eval', '--stored', '--gold', unknown, '--svg', join(dir.dir, 'u.svg'), '--database-url', db], env);
+    writeFileSync(
+      unknown,
+      '{"ref":"bd-077e","set":"attention","key":"blocked","label":false}\n{"ref":"bd-none","set":"attention","key":"blocked","label":true}\n',
+    );
+    const { stdout } = await runCli(
+      ['eval', '--stored', '--gold', unknown, '--svg', join(dir.dir, 'u.svg'), '--database-url', db],
+      env,
+    );
     expect(stdout).toMatch(/^eval of 2 gold rows from .*: 1 resolved, 1 not \(1 unknown_ref\)$/m);
     expect(stdout).toMatch(/line +2: bd-none attention\/blocked: unknown_ref/);
   });

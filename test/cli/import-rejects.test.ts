@@ -19,12 +19,17 @@ describe('verdict import beads and rejected lines', () => {
     const strict = spawnCli(['import', 'beads', file, '--database-url', db]);
     expect((await strict.exited).code).toBe(1);
     expect(strict.stdout()).toContain('  lines rejected: 1 (lines 2)\n  normalised: 0 lines\n');
-    expect(strict.stderr()).toContain('1 input entry was rejected (see the report); pass --allow-rejects to exit 0 anyway');
+    expect(strict.stderr()).toContain(
+      '1 input entry was rejected (see the report); pass --allow-rejects to exit 0 anyway',
+    );
     const allowed = spawnCli(['import', 'beads', file, '--database-url', db, '--allow-rejects']);
     expect((await allowed.exited).code).toBe(0);
     expect(allowed.stdout()).toContain('  lines rejected: 1 (lines 2)\n');
 
-    const broken = Buffer.concat([Buffer.from(first.replace('"title":"', '"title":"\u0000'.replace('\u0000', '\\u0000'))), Buffer.from('\n')]);
+    const broken = Buffer.concat([
+      Buffer.from(first.replace('"title":"', '"title":"\u0000'.replace('\u0000', '\\u0000'))),
+      Buffer.from('\n'),
+    ]);
     writeFileSync(file, broken);
     const repaired = spawnCli(['import', 'beads', file, '--database-url', db]);
     expect((await repaired.exited).code).toBe(0);

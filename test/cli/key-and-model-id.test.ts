@@ -41,7 +41,14 @@ function cli(args: string[], env: Record<string, string>): Promise<{ code: numbe
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args, '--database-url', db], {
       cwd: ROOT,
-      env: { ...process.env, NO_COLOR: '1', CI: '1', VERDICT_LOG_LEVEL: 'warn', ANTHROPIC_BASE_URL: server.url, ...env },
+      env: {
+        ...process.env,
+        NO_COLOR: '1',
+        CI: '1',
+        VERDICT_LOG_LEVEL: 'warn',
+        ANTHROPIC_BASE_URL: server.url,
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -76,13 +83,22 @@ describe('a key that cannot be sent as a header', () => {
 
   it('is refused only for the provider that sends it', () => {
     expect(loadConfig({ provider: 'fake' }, { ANTHROPIC_API_KEY: `${CANARY}\n` }).provider).toBe('fake');
-    expect(() => loadConfig({ provider: 'openai', model: 'm' }, { VERDICT_OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', VERDICT_OPENAI_API_KEY: `${CANARY}\n` })).toThrow(/^VERDICT_OPENAI_API_KEY contains a line break/);
+    expect(() =>
+      loadConfig(
+        { provider: 'openai', model: 'm' },
+        { VERDICT_OPENAI_BASE_URL: 'http://127.0.0.1:1/v1', VERDICT_OPENAI_API_KEY: `${CANARY}\n` },
+      ),
+    ).toThrow(/^VERDICT_OPENAI_API_KEY contains a line break/);
   });
 
   it('is refused by the providers themselves (library use)', () => {
     expect(() => new AnthropicProvider({ apiKey: `${CANARY}\n`, baseURL: server.url })).toThrow(ProviderMisconfigured);
-    expect(() => new OpenAICompatibleProvider({ apiKey: `${CANARY}\n`, baseURL: server.url, model: 'm' })).toThrow(ProviderMisconfigured);
-    expect(() => new AnthropicProvider({ apiKey: `${CANARY}\n`, baseURL: server.url })).toThrow(/apiKey contains a line break/);
+    expect(() => new OpenAICompatibleProvider({ apiKey: `${CANARY}\n`, baseURL: server.url, model: 'm' })).toThrow(
+      ProviderMisconfigured,
+    );
+    expect(() => new AnthropicProvider({ apiKey: `${CANARY}\n`, baseURL: server.url })).toThrow(
+      /apiKey contains a line break/,
+    );
   });
 
   it('worker: exit 2 at start with a clear message, no request sent, the key never printed', async () => {
@@ -107,9 +123,14 @@ describe('doctor checks the model id the API answers with', () => {
 
   it('a 200 without an id: FAIL, never "model undefined is available"', async () => {
     server.script(noId);
-    const c = await checkProvider(new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url }), AbortSignal.timeout(5_000));
+    const c = await checkProvider(
+      new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url }),
+      AbortSignal.timeout(5_000),
+    );
     expect(c.ok).toBe(false);
-    expect(c.detail).toBe('the models endpoint answered without a model id, so model "claude-haiku-5-5" is not confirmed');
+    expect(c.detail).toBe(
+      'the models endpoint answered without a model id, so model "claude-haiku-5-5" is not confirmed',
+    );
     expect(c.fix).toContain('ANTHROPIC_BASE_URL');
   });
 
@@ -122,8 +143,19 @@ describe('doctor checks the model id the API answers with', () => {
   });
 
   it('an id other than the configured one is reported as the API names it', async () => {
-    server.script({ kind: 'json', status: 200, body: { type: 'model', id: 'claude-haiku-5-5-20261007', display_name: 'Claude Haiku 5.5' } });
-    const c = await checkProvider(new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url }), AbortSignal.timeout(5_000));
-    expect(c).toMatchObject({ ok: true, detail: 'anthropic reachable; model claude-haiku-5-5 (the API reports it as claude-haiku-5-5-20261007) (Claude Haiku 5.5) is available' });
+    server.script({
+      kind: 'json',
+      status: 200,
+      body: { type: 'model', id: 'claude-haiku-5-5-20261007', display_name: 'Claude Haiku 5.5' },
+    });
+    const c = await checkProvider(
+      new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url }),
+      AbortSignal.timeout(5_000),
+    );
+    expect(c).toMatchObject({
+      ok: true,
+      detail:
+        'anthropic reachable; model claude-haiku-5-5 (the API reports it as claude-haiku-5-5-20261007) (Claude Haiku 5.5) is available',
+    });
   });
 });

@@ -17,7 +17,8 @@ let dir: string;
 let cleanup: () => void;
 let base: string;
 
-const cli = (db: string, ...args: string[]) => runCli([...args, '--database-url', db], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
+const cli = (db: string, ...args: string[]) =>
+  runCli([...args, '--database-url', db], { VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' });
 
 /** A fresh copy of the drained fixture database. */
 function copy(name: string): string {
@@ -29,7 +30,10 @@ function copy(name: string): string {
 beforeAll(async () => {
   ({ dir, cleanup } = tempDir());
   const sample = join(dir, 'sample.jsonl');
-  writeFileSync(sample, readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8').split('\n').slice(0, 40).join('\n') + '\n');
+  writeFileSync(
+    sample,
+    readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8').split('\n').slice(0, 40).join('\n') + '\n',
+  );
   base = join(dir, 'base.db');
   await cli(base, 'import', 'beads', sample, '--workspace', 'beads');
   await cli(base, 'import', 'conventions', join(ROOT, 'examples/beads-conventions.yaml'), '--workspace', 'beads');
@@ -66,7 +70,9 @@ describe('show', () => {
     const db = copy('noset');
     // bd-06px is a tombstone in the sample: imported deleted, never asked.
     const out = (await cli(db, 'show', 'bd-06px')).stdout;
-    expect(out).toMatch(/^decisions: none: no set applies \(attention, conventions, conventions_comments, effort: item is deleted\)$/m);
+    expect(out).toMatch(
+      /^decisions: none: no set applies \(attention, conventions, conventions_comments, effort: item is deleted\)$/m,
+    );
   }, 30_000);
 
   it('a stale answer says its reason once: [stale: question_changed], no trailing "; stale"', async () => {
@@ -103,9 +109,15 @@ describe('edit says how many answers it made stale', () => {
   it('an item edit counts its own answers that went stale', async () => {
     const db = copy('item');
     const before = (await cli(db, 'show', 'bd-0088', '--json')).stdout;
-    const current = (JSON.parse(before) as { decisions: Array<{ current: boolean }> }).decisions.filter((x) => x.current).length;
+    const current = (JSON.parse(before) as { decisions: Array<{ current: boolean }> }).decisions.filter(
+      (x) => x.current,
+    ).length;
     expect(current).toBeGreaterThan(0);
     const out = (await cli(db, 'edit', 'bd-0088', '--append', 'Update: landed.')).stdout;
-    expect(out).toMatch(new RegExp(`^bd-0088: changed; \\d+ jobs owed\\n  ${current} answers about bd-0088 went stale \\(its state changed\\); the jobs owed re-ask them\\n$`));
+    expect(out).toMatch(
+      new RegExp(
+        `^bd-0088: changed; \\d+ jobs owed\\n  ${current} answers about bd-0088 went stale \\(its state changed\\); the jobs owed re-ask them\\n$`,
+      ),
+    );
   }, 30_000);
 });

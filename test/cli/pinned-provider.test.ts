@@ -20,7 +20,19 @@ afterEach(async () => fx.cleanup());
 
 describe('reads without a configured provider', () => {
   it('use the pinned provider recorded by the worker', async () => {
-    const it1 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row;
+    const it1 = (
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'T-1',
+          title: 't',
+          content: 'b',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      )
+    ).row;
     const fake = new FakeProvider({ model: 'fake-model-7' });
     await drainNow(runnerOptions(fx, fake));
     const cfg = loadConfig({ databaseUrl: join(fx.file) }, {});

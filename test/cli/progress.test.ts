@@ -33,7 +33,10 @@ async function seeded(): Promise<string> {
   const t = tempDir();
   cleanups.push(t.cleanup);
   const sample = join(t.dir, 'sample.jsonl');
-  writeFileSync(sample, readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8').split('\n').slice(0, 40).join('\n') + '\n');
+  writeFileSync(
+    sample,
+    readFileSync(join(ROOT, 'sample/beads-issues.jsonl'), 'utf8').split('\n').slice(0, 40).join('\n') + '\n',
+  );
   const db = join(t.dir, 'verdict.db');
   await runBuiltCli(['import', 'beads', sample, '--workspace', 'beads', '--database-url', db]);
   return db;
@@ -42,30 +45,52 @@ async function seeded(): Promise<string> {
 describe('worker --until-idle output', () => {
   beforeAll(requireBuiltCli);
 
-  it.skipIf(!hasScript)('on a TTY: the start line, then a progress bar, then the summary last; no per-job lines', async () => {
-    const db = await seeded();
-    const cmd = `${process.execPath} ${BUILT_MAIN} worker --until-idle --provider fake --log-level info --database-url ${db}`;
-    const env = { ...process.env, NO_COLOR: '1', ANTHROPIC_API_KEY: '' } as NodeJS.ProcessEnv;
-    delete env.CI;
-    delete env.VERDICT_LOG_LEVEL;
-    const { stdout } = await promisify(execFile)('script', ['-qec', cmd, '/dev/null'], { cwd: ROOT, env, maxBuffer: 16 * 1024 * 1024 });
-    const text = stdout.replace(/\r/g, '');
-    const started = text.indexOf('worker started');
-    const bar = text.indexOf('draining [');
-    const summary = text.indexOf('drained: ');
-    expect(started).toBeGreaterThanOrEqual(0);
-    expect(bar).toBeGreaterThan(started);
-    expect(summary).toBeGreaterThan(bar);
-    expect(text).toMatch(/draining \[[^\]]*\] (\d+)\/\1 jobs/);
-    expect(text.trimEnd()).toMatch(/\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none$/);
-    expect(text).not.toMatch(/job outcome|\bspend\b/);
-  }, 60_000);
+  it.skipIf(!hasScript)(
+    'on a TTY: the start line, then a progress bar, then the summary last; no per-job lines',
+    async () => {
+      const db = await seeded();
+      const cmd = `${process.execPath} ${BUILT_MAIN} worker --until-idle --provider fake --log-level info --database-url ${db}`;
+      const env = { ...process.env, NO_COLOR: '1', ANTHROPIC_API_KEY: '' } as NodeJS.ProcessEnv;
+      delete env.CI;
+      delete env.VERDICT_LOG_LEVEL;
+      const { stdout } = await promisify(execFile)('script', ['-qec', cmd, '/dev/null'], {
+        cwd: ROOT,
+        env,
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      const text = stdout.replace(/\r/g, '');
+      const started = text.indexOf('worker started');
+      const bar = text.indexOf('draining [');
+      const summary = text.indexOf('drained: ');
+      expect(started).toBeGreaterThanOrEqual(0);
+      expect(bar).toBeGreaterThan(started);
+      expect(summary).toBeGreaterThan(bar);
+      expect(text).toMatch(/draining \[[^\]]*\] (\d+)\/\1 jobs/);
+      expect(text.trimEnd()).toMatch(/\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none$/);
+      expect(text).not.toMatch(/job outcome|\bspend\b/);
+    },
+    60_000,
+  );
 
   it('not on a TTY: no bar on stdout, only the summary; no per-job lines at info', async () => {
     const db = await seeded();
-    const { stdout, stderr } = await runBuiltCli(['worker', '--until-idle', '--provider', 'fake', '--log-level', 'info', '--database-url', db]);
-    expect(stdout).toMatch(/^drained: \d+ jobs claimed, \d+ provider calls \(fake\), 0 batch results, \d+ answers stored\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none\n$/);
-    const msgs = stderr.trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    const { stdout, stderr } = await runBuiltCli([
+      'worker',
+      '--until-idle',
+      '--provider',
+      'fake',
+      '--log-level',
+      'info',
+      '--database-url',
+      db,
+    ]);
+    expect(stdout).toMatch(
+      /^drained: \d+ jobs claimed, \d+ provider calls \(fake\), 0 batch results, \d+ answers stored\nleft: 0 due, 0 waiting \(backoff or debounce\), 0 parked; next due none\n$/,
+    );
+    const msgs = stderr
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { msg: string }).msg);
     expect(msgs[0]).toBe('worker started');
     expect(msgs).not.toContain('job outcome');
     expect(msgs).not.toContain('spend');

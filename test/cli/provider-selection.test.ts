@@ -33,15 +33,37 @@ describe('loadConfig: provider selection', () => {
   });
 
   it('model, base URLs and budget are flags and environment variables; flags win', () => {
-    const env = { VERDICT_MODEL: 'm-env', VERDICT_OPENAI_BASE_URL: 'http://env:1/v1', ANTHROPIC_BASE_URL: 'http://a-env:2', VERDICT_INPUT_BUDGET_TOKENS: '5000' };
+    const env = {
+      VERDICT_MODEL: 'm-env',
+      VERDICT_OPENAI_BASE_URL: 'http://env:1/v1',
+      ANTHROPIC_BASE_URL: 'http://a-env:2',
+      VERDICT_INPUT_BUDGET_TOKENS: '5000',
+    };
     const fromEnv = loadConfig({}, env);
-    expect([fromEnv.model, fromEnv.openaiBaseUrl, fromEnv.anthropicBaseUrl, fromEnv.inputBudgetTokens]).toEqual(['m-env', 'http://env:1/v1', 'http://a-env:2', 5000]);
-    const fromFlags = loadConfig({ model: 'm-flag', openaiBaseUrl: 'http://flag:1/v1', anthropicBaseUrl: 'https://a-flag', inputBudgetTokens: '6000' }, env);
-    expect([fromFlags.model, fromFlags.openaiBaseUrl, fromFlags.anthropicBaseUrl, fromFlags.inputBudgetTokens]).toEqual(['m-flag', 'http://flag:1/v1', 'https://a-flag', 6000]);
+    expect([fromEnv.model, fromEnv.openaiBaseUrl, fromEnv.anthropicBaseUrl, fromEnv.inputBudgetTokens]).toEqual([
+      'm-env',
+      'http://env:1/v1',
+      'http://a-env:2',
+      5000,
+    ]);
+    const fromFlags = loadConfig(
+      {
+        model: 'm-flag',
+        openaiBaseUrl: 'http://flag:1/v1',
+        anthropicBaseUrl: 'https://a-flag',
+        inputBudgetTokens: '6000',
+      },
+      env,
+    );
+    expect([fromFlags.model, fromFlags.openaiBaseUrl, fromFlags.anthropicBaseUrl, fromFlags.inputBudgetTokens]).toEqual(
+      ['m-flag', 'http://flag:1/v1', 'https://a-flag', 6000],
+    );
   });
 
   it('a base URL that is not http(s) is refused, naming the option and the value', () => {
-    expect(() => loadConfig({}, { VERDICT_OPENAI_BASE_URL: 'localhost:11434' })).toThrow(/VERDICT_OPENAI_BASE_URL: got "localhost:11434", expected an http\(s\) URL/);
+    expect(() => loadConfig({}, { VERDICT_OPENAI_BASE_URL: 'localhost:11434' })).toThrow(
+      /VERDICT_OPENAI_BASE_URL: got "localhost:11434", expected an http\(s\) URL/,
+    );
     expect(() => loadConfig({ anthropicBaseUrl: 'ftp://x' }, {})).toThrow(ConfigError);
   });
 
@@ -54,17 +76,24 @@ describe('loadConfig: provider selection', () => {
     expect(cfg.anthropicApiKey).toBe('sk-ant-file');
     expect(cfg.provider).toBe('anthropic');
     expect(loadConfig({}, { VERDICT_ENV_FILE: f }).model).toBe('from-file');
-    expect(() => loadConfig({ envFile: join(dir.dir, 'missing.env') }, {})).toThrow(/--env-vars-file: cannot read .*missing\.env.*ENOENT/);
+    expect(() => loadConfig({ envFile: join(dir.dir, 'missing.env') }, {})).toThrow(
+      /--env-vars-file: cannot read .*missing\.env.*ENOENT/,
+    );
   });
 });
 
 describe('verdict worker refuses to start on a misconfiguration', () => {
   it('a real process with no provider configured exits 2 naming the choices; with none it starts nothing and exits 0', async () => {
     const db = join(dir.dir, 'verdict.db');
-    const [unset, none] = [spawnCli(['worker', '--database-url', db]), spawnCli(['worker', '--database-url', db, '--provider', 'none'])];
+    const [unset, none] = [
+      spawnCli(['worker', '--database-url', db]),
+      spawnCli(['worker', '--database-url', db, '--provider', 'none']),
+    ];
     const [a, b] = await Promise.all([unset.exited, none.exited]);
     expect(a.code).toBe(2);
-    expect(unset.stderr()).toMatch(/verdict: no provider configured: set --provider \/ VERDICT_PROVIDER to anthropic \(set ANTHROPIC_API_KEY\), openai .*, fake .* or none \(decisions off\)/);
+    expect(unset.stderr()).toMatch(
+      /verdict: no provider configured: set --provider \/ VERDICT_PROVIDER to anthropic \(set ANTHROPIC_API_KEY\), openai .*, fake .* or none \(decisions off\)/,
+    );
     expect(b.code).toBe(0);
     expect(none.stderr()).toMatch(/decisions are off/);
   }, 30_000);
@@ -73,10 +102,23 @@ describe('verdict worker refuses to start on a misconfiguration', () => {
     const db = join(dir.dir, 'verdict.db');
     const cases: Array<{ args: string[]; env?: Record<string, string>; says: RegExp }> = [
       { args: ['--provider', 'anthropic'], says: /--provider anthropic needs ANTHROPIC_API_KEY/ },
-      { args: ['--provider', 'openai', '--model', 'qwen3:8b'], says: /--provider openai needs VERDICT_OPENAI_BASE_URL/ },
-      { args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1'], says: /--provider openai needs --model/ },
-      { args: ['--provider', 'anthropic', '--model', 'claude-haiku-latest'], env: { ANTHROPIC_API_KEY: 'sk-ant-test' }, says: /-latest alias/ },
-      { args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1', '--model', 'gpt-latest'], says: /-latest alias/ },
+      {
+        args: ['--provider', 'openai', '--model', 'qwen3:8b'],
+        says: /--provider openai needs VERDICT_OPENAI_BASE_URL/,
+      },
+      {
+        args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1'],
+        says: /--provider openai needs --model/,
+      },
+      {
+        args: ['--provider', 'anthropic', '--model', 'claude-haiku-latest'],
+        env: { ANTHROPIC_API_KEY: 'sk-ant-test' },
+        says: /-latest alias/,
+      },
+      {
+        args: ['--provider', 'openai', '--openai-base-url', 'http://127.0.0.1:9/v1', '--model', 'gpt-latest'],
+        says: /-latest alias/,
+      },
       { args: ['--provider', 'bogus'], says: /--provider: got "bogus", expected one of anthropic, openai, fake, none/ },
     ];
     const saved = { ...process.env };
@@ -86,7 +128,14 @@ describe('verdict worker refuses to start on a misconfiguration', () => {
     try {
       for (const c of cases) {
         err = '';
-        process.env = { ...saved, ANTHROPIC_API_KEY: '', VERDICT_PROVIDER: '', VERDICT_MODEL: '', VERDICT_OPENAI_BASE_URL: '', ...c.env };
+        process.env = {
+          ...saved,
+          ANTHROPIC_API_KEY: '',
+          VERDICT_PROVIDER: '',
+          VERDICT_MODEL: '',
+          VERDICT_OPENAI_BASE_URL: '',
+          ...c.env,
+        };
         const code = await main(['node', 'verdict', 'worker', '--database-url', db, ...c.args]);
         expect({ args: c.args, code }).toEqual({ args: c.args, code: 2 });
         expect(err).toMatch(c.says);
@@ -100,18 +149,32 @@ describe('verdict worker refuses to start on a misconfiguration', () => {
 });
 
 describe('provider none: decisions off', () => {
-  const cfgFor = (provider: Config['provider']) => loadConfig({ provider, databaseUrl: join(dir.dir, 'verdict.db') }, {});
+  const cfgFor = (provider: Config['provider']) =>
+    loadConfig({ provider, databaseUrl: join(dir.dir, 'verdict.db') }, {});
 
   it('the write doors owe nothing, while another provider owes the same write (control)', async () => {
-    for (const [provider, owes] of [['fake', true], ['none', false]] as const) {
+    for (const [provider, owes] of [
+      ['fake', true],
+      ['none', false],
+    ] as const) {
       const cfg = loadConfig({ provider, databaseUrl: join(dir.dir, `${provider}.db`) }, {});
       const store = openStore(cfg, buildRegistry(cfg));
       try {
         const ws = await store.createWorkspace({ slug: 'acme' });
         const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-        const r = await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 't', fields: { status: 'open' } });
+        const r = await store.createItem({
+          workspaceId: ws.id,
+          collectionId: col.id,
+          ref: 'T-1',
+          title: 't',
+          fields: { status: 'open' },
+        });
         await store.updateItem(r.row.id, { title: 't2' });
-        expect({ provider, owed: r.owed > 0, jobs: (await store.listJobs({})).length > 0 }).toEqual({ provider, owed: owes, jobs: owes });
+        expect({ provider, owed: r.owed > 0, jobs: (await store.listJobs({})).length > 0 }).toEqual({
+          provider,
+          owed: owes,
+          jobs: owes,
+        });
       } finally {
         await store.close();
       }
@@ -125,8 +188,24 @@ describe('provider none: decisions off', () => {
     try {
       const ws = await store.createWorkspace({ slug: 'acme' });
       const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-      const r = await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'Blocked on vendor', fields: { status: 'open' } }, { quietPeriod: false });
-      const provider = new FakeProvider({ handler: () => ({ needs_human_decision: { probability: 0.9 }, blocked: { probability: 0.9 }, waiting_on_external: { probability: 0.9 }, effort: { probabilities: { 0: 0.2, 1: 0.2, 2: 0.2, 3: 0.2, 4: 0.2 } } }) });
+      const r = await store.createItem(
+        {
+          workspaceId: ws.id,
+          collectionId: col.id,
+          ref: 'T-1',
+          title: 'Blocked on vendor',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
+      const provider = new FakeProvider({
+        handler: () => ({
+          needs_human_decision: { probability: 0.9 },
+          blocked: { probability: 0.9 },
+          waiting_on_external: { probability: 0.9 },
+          effort: { probabilities: { 0: 0.2, 1: 0.2, 2: 0.2, 3: 0.2, 4: 0.2 } },
+        }),
+      });
       await drainNow(runnerOptions({ store, registry } as never, provider));
       const on = await readerFor(fake, store, registry, silentLogger);
       expect((await on.decisions(r.row.id)).length).toBe(4); // control: the answers are there

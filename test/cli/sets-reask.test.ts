@@ -44,14 +44,38 @@ beforeAll(async () => {
   const store = new SqliteStore({ url: file, registry: new Registry(productionSets()) });
   const doc = {
     collection: 'conventions',
-    conventions: ['CONV-1', 'CONV-2', 'CONV-3'].map((ref) => ({ ref, title: `Title ${ref}`, body: `Body ${ref}.`, status: 'active', trigger: 'always', decision_check: 'on' })),
+    conventions: ['CONV-1', 'CONV-2', 'CONV-3'].map((ref) => ({
+      ref,
+      title: `Title ${ref}`,
+      body: `Body ${ref}.`,
+      status: 'active',
+      trigger: 'always',
+      decision_check: 'on',
+    })),
   };
   const { workspaceId } = await importConventions(store, doc, 'acme');
   const col = await store.createCollection({ workspaceId, slug: 'task', schema: TASK_SCHEMA });
   for (let i = 1; i <= 4; i++) {
-    await store.createItem({ workspaceId, collectionId: col.id, ref: `T-${i}`, title: `Task ${i}`, content: 'body', fields: { status: 'open' } }, { quietPeriod: false });
+    await store.createItem(
+      {
+        workspaceId,
+        collectionId: col.id,
+        ref: `T-${i}`,
+        title: `Task ${i}`,
+        content: 'body',
+        fields: { status: 'open' },
+      },
+      { quietPeriod: false },
+    );
   }
-  const opts = { store, registry: new Registry(productionSets()), provider: new FakeProvider(), logger: silentLogger, workerId: 'seed', leaseMs: 60_000 };
+  const opts = {
+    store,
+    registry: new Registry(productionSets()),
+    provider: new FakeProvider(),
+    logger: silentLogger,
+    workerId: 'seed',
+    leaseMs: 60_000,
+  };
   const signal = new AbortController().signal;
   while (await runOnce(opts, signal));
   const conv2 = (await store.getItemByRef(workspaceId, 'CONV-2'))!;
@@ -70,16 +94,30 @@ describe('verdict sets', () => {
     ]);
     expect(list.code).toBe(0);
     const l = JSON.parse(list.stdout);
-    expect(l.sets.map((s: { name: string }) => s.name)).toEqual(['attention', 'conventions', 'conventions_comments', 'effort', 'readiness']);
+    expect(l.sets.map((s: { name: string }) => s.name)).toEqual([
+      'attention',
+      'conventions',
+      'conventions_comments',
+      'effort',
+      'readiness',
+    ]);
     expect(l.sets.find((s: { name: string }) => s.name === 'readiness').source).toBe(EXAMPLE_CONFIG);
-    expect(l.sets.find((s: { name: string }) => s.name === 'conventions')).toMatchObject({ questions: 'resolved per workspace', maxPerCall: 12, threshold: 0.9, withLinks: true, noTrail: true });
+    expect(l.sets.find((s: { name: string }) => s.name === 'conventions')).toMatchObject({
+      questions: 'resolved per workspace',
+      maxPerCall: 12,
+      threshold: 0.9,
+      withLinks: true,
+      noTrail: true,
+    });
 
     expect(show.code).toBe(0);
     const s = JSON.parse(show.stdout);
     const [set] = loadQuestionSetConfig(EXAMPLE_CONFIG);
     const fake = new FakeProvider();
     expect(s.questions.map((q: { key: string; fingerprint: string }) => [q.key, q.fingerprint])).toEqual(
-      Object.keys(set.questions!).sort().map((k) => [k, questionFingerprint(set.questions![k], fake)]),
+      Object.keys(set.questions!)
+        .sort()
+        .map((k) => [k, questionFingerprint(set.questions![k], fake)]),
     );
     expect(s.fingerprintContext).toEqual({ model: 'fake-model-1', prompt_version: 'fake-v1', effort: null });
 
@@ -92,7 +130,10 @@ describe('verdict sets', () => {
   it('the time-dependent example loads: sets show prints its maxAge (DESIGN §5.2), and a bad maxAge is refused at start', async () => {
     const example = join(ROOT, 'examples/time-dependent.yaml');
     const bad = join(dir.dir, 'bad-max-age.yaml');
-    writeFileSync(bad, 'sets:\n  - name: mine\n    maxAge: 12h\n    questions:\n      q: {kind: noul, instructions: x}\n');
+    writeFileSync(
+      bad,
+      'sets:\n  - name: mine\n    maxAge: 12h\n    questions:\n      q: {kind: noul, instructions: x}\n',
+    );
     const [text, json, refused] = await Promise.all([
       run(['sets', 'show', 'staleness', '--config', example, '--provider', 'fake']),
       run(['sets', 'show', 'staleness', '--config', example, '--json']),
@@ -101,7 +142,12 @@ describe('verdict sets', () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('max age 7d (604800000 ms): older answers read stale: expired and are asked again');
     expect(text.stdout).toMatch(/no_progress_14d {2}\[noul\] {2}fingerprint [0-9a-f]{64}/);
-    expect(JSON.parse(json.stdout).set).toMatchObject({ name: 'staleness', maxAgeMs: 604_800_000, maxAge: '7d', source: example });
+    expect(JSON.parse(json.stdout).set).toMatchObject({
+      name: 'staleness',
+      maxAgeMs: 604_800_000,
+      maxAge: '7d',
+      source: example,
+    });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain(`config file ${bad}: set "mine": maxAge: "12h" is shorter than 1d`);
   }, 30_000);
@@ -115,7 +161,9 @@ describe('verdict sets', () => {
     ]);
     for (const r of [worker, list]) {
       expect(r.code).toBe(2);
-      expect(r.stderr).toContain(`config file ${bad}: set "mine": question "q" is invalid: instructions: must not be blank`);
+      expect(r.stderr).toContain(
+        `config file ${bad}: set "mine": question "q" is invalid: instructions: must not be blank`,
+      );
     }
   }, 30_000);
 });
@@ -125,7 +173,9 @@ describe('verdict reask', () => {
     const jobs = () => {
       const d = new Database(file, { readonly: true });
       try {
-        return d.prepare("SELECT question_set, priority FROM decision_jobs WHERE question_set = 'conventions'").all() as Array<{ priority: number }>;
+        return d
+          .prepare("SELECT question_set, priority FROM decision_jobs WHERE question_set = 'conventions'")
+          .all() as Array<{ priority: number }>;
       } finally {
         d.close();
       }
@@ -133,11 +183,15 @@ describe('verdict reask', () => {
     // Three runs that write nothing, side by side.
     const [dry, paid, unknown] = await Promise.all([
       run(['reask', '--set', 'conventions', '--dry-run', '--database-url', file, '--provider', 'fake']),
-      run(['reask', '--set', 'conventions', '--database-url', file, '--provider', 'openai', '--model', 'm'], { VERDICT_OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }),
+      run(['reask', '--set', 'conventions', '--database-url', file, '--provider', 'openai', '--model', 'm'], {
+        VERDICT_OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+      }),
       run(['reask', '--set', 'nope', '--database-url', file, '--provider', 'fake']),
     ]);
     expect(dry.code).toBe(0);
-    expect(dry.stdout).toContain('conventions in acme: 7 items scanned, 3 keys asked now; 4 items drifted to re-ask, estimated 4 calls (maxPerCall 12)');
+    expect(dry.stdout).toContain(
+      'conventions in acme: 7 items scanned, 3 keys asked now; 4 items drifted to re-ask, estimated 4 calls (maxPerCall 12)',
+    );
     expect(dry.stdout).toContain('dry run: nothing owed');
     expect(paid.code).toBe(2);
     expect(paid.stdout).toContain('nothing owed: openai is a paid provider; run again with --yes');
@@ -147,12 +201,33 @@ describe('verdict reask', () => {
 
     const real = await run(['reask', '--set', 'conventions', '--database-url', file, '--provider', 'fake', '--json']);
     expect(real.code).toBe(0);
-    expect(JSON.parse(real.stdout)).toMatchObject({ total: { items: 4, calls: 4, alreadyOwed: 0, parked: 0 }, owed: 4 });
+    expect(JSON.parse(real.stdout)).toMatchObject({
+      total: { items: 4, calls: 4, alreadyOwed: 0, parked: 0 },
+      owed: 4,
+    });
     expect(jobs()).toEqual(Array(4).fill({ question_set: 'conventions', priority: 1 }));
 
-    const drain = await run(['worker', '--until-idle', '--database-url', file, '--provider', 'fake', '--tick-ms', '50']);
+    const drain = await run([
+      'worker',
+      '--until-idle',
+      '--database-url',
+      file,
+      '--provider',
+      'fake',
+      '--tick-ms',
+      '50',
+    ]);
     expect(drain.stdout).toContain('drained: 4 jobs claimed, 4 provider calls');
-    const after = await run(['reask', '--set', 'conventions', '--dry-run', '--database-url', file, '--provider', 'fake']);
+    const after = await run([
+      'reask',
+      '--set',
+      'conventions',
+      '--dry-run',
+      '--database-url',
+      file,
+      '--provider',
+      'fake',
+    ]);
     expect(after.stdout).toContain('0 items drifted to re-ask, estimated 0 calls');
   }, 60_000);
 });

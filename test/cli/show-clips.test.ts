@@ -35,19 +35,22 @@ async function seeded(opts: { comments: number; body: string }): Promise<string>
       fields: '{"estimate":3.0,"ext_id":12345678901234567890,"status":"open"}',
     })
   ).row;
-  for (let i = 0; i < opts.comments; i++) await store.addComment({ itemId: item.id, author: 'amy', body: `comment ${i}`, createdAt: 1_000 * (i + 1) });
+  for (let i = 0; i < opts.comments; i++)
+    await store.addComment({ itemId: item.id, author: 'amy', body: `comment ${i}`, createdAt: 1_000 * (i + 1) });
   await store.close();
   return file;
 }
 
-const show = async (file: string, ...args: string[]) => (await runCli(['show', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
+const show = async (file: string, ...args: string[]) =>
+  (await runCli(['show', 'T-1', ...args, '--database-url', file, '--provider', 'fake'])).stdout;
 
 describe('verdict show: the clip note and lossless fields (CLI in process, real SQLite file)', () => {
-
   it('says which sets read a clipped state and how: comments omitted, body cut', async () => {
     const file = await seeded({ comments: 12, body: 'b'.repeat(16_001) });
     const lines = (await show(file)).split('\n');
-    expect(lines).toContain('state clipped for attention, effort: 2 older comments omitted (the trail holds the newest 10); body cut to 16,000 code points');
+    expect(lines).toContain(
+      'state clipped for attention, effort: 2 older comments omitted (the trail holds the newest 10); body cut to 16,000 code points',
+    );
     expect(lines).toContain('state clipped for conventions: body cut to 16,000 code points'); // NoTrail: no comments to omit
   }, 30_000);
 
@@ -61,7 +64,9 @@ describe('verdict show: the clip note and lossless fields (CLI in process, real 
     const out = await show(file, '--json');
     expect(out).toContain('"estimate": 3.0');
     expect(out).toContain('"ext_id": 12345678901234567890');
-    const doc = JSON.parse(out) as { stateClips: Array<{ questionSet: string; omittedComments: number; note: string }> };
+    const doc = JSON.parse(out) as {
+      stateClips: Array<{ questionSet: string; omittedComments: number; note: string }>;
+    };
     expect(doc.stateClips.map((c) => [c.questionSet, c.omittedComments])).toEqual([
       ['attention', 1],
       ['effort', 1],

@@ -21,9 +21,13 @@ const cli = (args: string[]) => runCli([...args, '--database-url', db]);
 
 describe('verdict tokens', () => {
   it('create refuses a workspace that does not exist (a typo must not make an empty one) unless --create-workspace', async () => {
-    const r = await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'write']).catch((e: { code: number; stdout: string; stderr: string }) => e);
+    const r = await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'write']).catch(
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
     expect(r).toMatchObject({ code: 2, stdout: '' });
-    expect((r as { stderr: string }).stderr).toContain('--workspace: no workspace "acme"; add --create-workspace to create it');
+    expect((r as { stderr: string }).stderr).toContain(
+      '--workspace: no workspace "acme"; add --create-workspace to create it',
+    );
     const v = await createVerdict({ database: db, provider: 'none' });
     try {
       expect(await v.store.getWorkspaceBySlug('acme')).toBeNull();
@@ -34,7 +38,17 @@ describe('verdict tokens', () => {
   }, 60_000);
 
   it('create prints the token once; the database keeps only its SHA-256; list never shows it; revoke ends it', async () => {
-    const made = await cli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'write', '--name', 'tracker sync']);
+    const made = await cli([
+      'tokens',
+      'create',
+      '--workspace',
+      'acme',
+      '--create-workspace',
+      '--role',
+      'write',
+      '--name',
+      'tracker sync',
+    ]);
     const token = made.stdout.trim();
     expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
     expect(made.stderr).toMatch(/write on workspace acme \(workspace created\)\. It is shown this once/);
@@ -52,7 +66,15 @@ describe('verdict tokens', () => {
 
     const listed = await cli(['tokens', 'list', '--json']);
     const list = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
-    expect(list).toEqual([expect.objectContaining({ id: rows[0].id, workspaceSlug: 'acme', role: 'write', name: 'tracker sync', revokedAt: null })]);
+    expect(list).toEqual([
+      expect.objectContaining({
+        id: rows[0].id,
+        workspaceSlug: 'acme',
+        role: 'write',
+        name: 'tracker sync',
+        revokedAt: null,
+      }),
+    ]);
     expect(listed.stdout).not.toContain(token);
     expect(listed.stdout).not.toContain(String(rows[0].token_hash));
 
@@ -68,13 +90,19 @@ describe('verdict tokens', () => {
     expect(again).toMatchObject({ code: 2 });
     expect((again as { stderr: string }).stderr).toContain('no live token with id');
     // Once it exists, the workspace needs no flag, and the refusal names the workspaces there are.
-    expect((await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'read'])).stderr).not.toContain('workspace created');
-    const typo = await cli(['tokens', 'create', '--workspace', 'acmee', '--role', 'read']).catch((e: { code: number; stderr: string }) => e);
+    expect((await cli(['tokens', 'create', '--workspace', 'acme', '--role', 'read'])).stderr).not.toContain(
+      'workspace created',
+    );
+    const typo = await cli(['tokens', 'create', '--workspace', 'acmee', '--role', 'read']).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     expect((typo as { stderr: string }).stderr).toContain('(workspaces: acme)');
   }, 60_000);
 
   it('an unknown role is a usage error (exit 2) and creates nothing', async () => {
-    const r = await cli(['tokens', 'create', '--workspace', 'globex', '--role', 'owner']).catch((e: { code: number; stderr: string }) => e);
+    const r = await cli(['tokens', 'create', '--workspace', 'globex', '--role', 'owner']).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     expect(r).toMatchObject({ code: 2 });
     expect((r as { stderr: string }).stderr).toContain('--role: role must be one of read, write, admin');
     const v = await createVerdict({ database: db, provider: 'none' });
@@ -89,7 +117,11 @@ describe('verdict tokens', () => {
     const v = await createVerdict({ database: db, provider: 'none' });
     try {
       const before = (await v.tokens.list({})).length;
-      await expect(v.tokens.create({ workspace: 'initech', role: 'read' })).rejects.toMatchObject({ code: 'invalid_input', param: 'workspace', message: expect.stringContaining('no workspace "initech" (workspaces: acme)') });
+      await expect(v.tokens.create({ workspace: 'initech', role: 'read' })).rejects.toMatchObject({
+        code: 'invalid_input',
+        param: 'workspace',
+        message: expect.stringContaining('no workspace "initech" (workspaces: acme)'),
+      });
       expect(await v.store.getWorkspaceBySlug('initech')).toBeNull();
       expect(await v.tokens.list({})).toHaveLength(before);
       const made = await v.tokens.create({ workspace: 'initech', role: 'read', createWorkspace: true });

@@ -23,7 +23,10 @@ const MISMATCH = join(ROOT, 'test/harness/dlopen-mismatch-preload.mjs');
 beforeAll(async () => {
   requireBuiltCli();
   const jsonl = join(t.dir, 'tiny.jsonl');
-  writeFileSync(jsonl, `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`);
+  writeFileSync(
+    jsonl,
+    `${JSON.stringify({ id: 'bd-1', title: 'One', status: 'open', priority: 2, issue_type: 'task' })}\n`,
+  );
   await runCli(['import', 'beads', jsonl, '--database-url', db, '--provider', 'fake']);
 }, 60_000);
 afterAll(() => t.cleanup());
@@ -51,7 +54,9 @@ describe('better-sqlite3 built for another Node.js (ERR_DLOPEN_FAILED)', () => {
   it('the CLI names the addon and the fix, not the database', async () => {
     const r = await cli(['status', '--database-url', db, '--provider', 'fake'], [MISMATCH]);
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/^verdict: better-sqlite3's native addon does not load, so no SQLite database can be opened: it was built for another Node\.js version \(NODE_MODULE_VERSION 115, this Node\.js v[\d.]+ needs \d+\) \(ERR_DLOPEN_FAILED\); run `npm rebuild better-sqlite3`/);
+    expect(r.err).toMatch(
+      /^verdict: better-sqlite3's native addon does not load, so no SQLite database can be opened: it was built for another Node\.js version \(NODE_MODULE_VERSION 115, this Node\.js v[\d.]+ needs \d+\) \(ERR_DLOPEN_FAILED\); run `npm rebuild better-sqlite3`/,
+    );
     expect(r.err).not.toContain('cannot open the database');
     expect(r.err.trim().split('\n')).toHaveLength(1);
   });
@@ -59,7 +64,9 @@ describe('better-sqlite3 built for another Node.js (ERR_DLOPEN_FAILED)', () => {
   it('doctor says the same, and does not send the user to a backup', async () => {
     const r = await cli(['doctor', '--database-url', db, '--provider', 'fake', '--json'], [MISMATCH]);
     expect(r.code).toBe(1);
-    const database = (JSON.parse(r.out) as { checks: Array<{ name: string; ok: boolean; detail: string; fix?: string }> }).checks.find((c) => c.name === 'database')!;
+    const database = (
+      JSON.parse(r.out) as { checks: Array<{ name: string; ok: boolean; detail: string; fix?: string }> }
+    ).checks.find((c) => c.name === 'database')!;
     expect(database.ok).toBe(false);
     expect(database.detail).toMatch(/native addon does not load.*NODE_MODULE_VERSION 115/);
     expect(database.fix).toMatch(/^run `npm rebuild better-sqlite3`/);
@@ -71,13 +78,18 @@ describe('better-sqlite3 built for another Node.js (ERR_DLOPEN_FAILED)', () => {
       const { createVerdict } = await import(${JSON.stringify(join(ROOT, 'dist/index.js'))});
       try { await createVerdict({ database: ${JSON.stringify(db)}, provider: 'none' }); console.log('opened'); }
       catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); }`;
-    const child = spawn(process.execPath, ['--import', MISMATCH, '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', MISMATCH, '--input-type=module', '-e', script], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     await new Promise((r) => child.on('exit', r));
     const e = JSON.parse(out.trim()) as { name: string; code: string; message: string };
     expect(e).toMatchObject({ name: 'DatabaseUnavailable', code: 'database_unavailable' });
-    expect(e.message).toMatch(/native addon does not load.*NODE_MODULE_VERSION 115.*; run `npm rebuild better-sqlite3`/);
+    expect(e.message).toMatch(
+      /native addon does not load.*NODE_MODULE_VERSION 115.*; run `npm rebuild better-sqlite3`/,
+    );
   });
 });
 
@@ -98,7 +110,10 @@ describe('parse errors in the `verdict: <what>; <how to fix>` form', () => {
     [['--databse-url', 'x.db', 'status'], "verdict: unknown option '--databse-url'; did you mean --database-url?"],
     [['worker', '--concurency', '3'], "verdict: unknown option '--concurency'; did you mean --concurrency?"],
     [['statsu'], "verdict: unknown command 'statsu'; did you mean status?"],
-    [['status', '--frobnicate'], "verdict: unknown option '--frobnicate'; run with --help for the command's options, and `verdict help options` for the global ones"],
+    [
+      ['status', '--frobnicate'],
+      "verdict: unknown option '--frobnicate'; run with --help for the command's options, and `verdict help options` for the global ones",
+    ],
   ])('%j', async (args, line) => {
     const r = await inProcess(args);
     expect(r.code).toBe(2);
@@ -126,17 +141,29 @@ describe('a read of a database that is not there', () => {
     writeFileSync(join(dir, 'notes.txt'), '');
     const r = await inProcess(['show', 'bd-1', '--database-url', join(dir, 'verdict.db'), '--provider', 'fake']);
     expect(r.code).toBe(2);
-    expect(r.err).toMatch(new RegExp(`^verdict: no database at ${dir}/verdict\\.db \\(${dir} holds ${dir}/demo\\.db\\); pass the path`));
+    expect(r.err).toMatch(
+      new RegExp(`^verdict: no database at ${dir}/verdict\\.db \\(${dir} holds ${dir}/demo\\.db\\); pass the path`),
+    );
   });
 });
 
 describe('estimate --model under the fake provider', () => {
-  it('prices the named model, never at the fake\'s $0; a model with no price is refused with the reason', async () => {
-    const priced = await inProcess(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'claude-haiku-4-5']);
+  it("prices the named model, never at the fake's $0; a model with no price is refused with the reason", async () => {
+    const priced = await inProcess([
+      'estimate',
+      '--database-url',
+      db,
+      '--provider',
+      'fake',
+      '--model',
+      'claude-haiku-4-5',
+    ]);
     expect(priced.code).toBe(0);
     expect(priced.out).toMatch(/^estimate for anthropic:claude-haiku-4-5 \(prices from Verdict's price table/);
     const unknown = await inProcess(['estimate', '--database-url', db, '--provider', 'fake', '--model', 'nonesuch-1']);
     expect(unknown.code).toBe(2);
-    expect(unknown.err).toMatch(/^verdict: --model nonesuch-1 with --provider fake: the fake provider calls no model and would price it at \$0.*; name the model's provider/);
+    expect(unknown.err).toMatch(
+      /^verdict: --model nonesuch-1 with --provider fake: the fake provider calls no model and would price it at \$0.*; name the model's provider/,
+    );
   });
 });

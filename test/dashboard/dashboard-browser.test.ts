@@ -43,25 +43,56 @@ const SOURCE_URL = 'https://github.com/verdict-fixture/beads/issues/7';
 /** Where the named screenshots go: docs/screenshots/ with VERDICT_DOCS_SCREENSHOTS=1 (to refresh the committed ones), else the artifacts. */
 const SHOTS = process.env.VERDICT_DOCS_SCREENSHOTS === '1' ? join(ROOT, 'docs/screenshots') : join(ARTIFACTS, 'named');
 const HOSTILE_COMMENT = '<script>alert(1)</script>\u202Egnp.exe said: blocked on legal';
-const metrics: Array<{ page: string; url: string; transferredBytes: number; requests: number; firstContentfulPaintMs: number | null; domContentLoadedMs: number | null }> = [];
+const metrics: Array<{
+  page: string;
+  url: string;
+  transferredBytes: number;
+  requests: number;
+  firstContentfulPaintMs: number | null;
+  domContentLoadedMs: number | null;
+}> = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set VERDICT_CHROMIUM); .ci/run installs it`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: apt-get install chromium (or set VERDICT_CHROMIUM); .ci/run installs it`,
+    );
   dir = mkdtempSync(join(tmpdir(), 'verdict-dashboard-'));
   const db = join(dir, 'demo.db');
   await runBuiltCli(['demo', '--database-url', db]);
   const v = await createVerdict({ database: db, provider: 'fake' });
   try {
-    tokens.admin = (await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'ops', createWorkspace: true })).token;
-    tokens.write = (await v.tokens.create({ workspace: 'beads', role: 'write', name: 'triage', createWorkspace: true })).token;
-    tokens.read = (await v.tokens.create({ workspace: 'beads', role: 'read', name: 'viewer', createWorkspace: true })).token;
+    tokens.admin = (
+      await v.tokens.create({ workspace: 'beads', role: 'admin', name: 'ops', createWorkspace: true })
+    ).token;
+    tokens.write = (
+      await v.tokens.create({ workspace: 'beads', role: 'write', name: 'triage', createWorkspace: true })
+    ).token;
+    tokens.read = (
+      await v.tokens.create({ workspace: 'beads', role: 'read', name: 'viewer', createWorkspace: true })
+    ).token;
     tokens.other = (await v.tokens.create({ workspace: 'other', role: 'admin', createWorkspace: true })).token;
     const other = (await v.store.getWorkspaceBySlug('other'))!;
     const c = await v.store.createCollection({ workspaceId: other.id, slug: 'task' });
-    otherRef = (await v.store.createItem({ workspaceId: other.id, collectionId: c.id, ref: 'OTHER-1', title: 'Secret plan of the other workspace' })).row.ref;
+    otherRef = (
+      await v.store.createItem({
+        workspaceId: other.id,
+        collectionId: c.id,
+        ref: 'OTHER-1',
+        title: 'Secret plan of the other workspace',
+      })
+    ).row.ref;
     // People's verdicts on three surfaced keys, then an eval of the stored answers against them.
     const flags = (await v.reader.surfaced('attention', { workspace: 'beads', limit: 40 }))!;
-    for (const r of flags.rows.slice(3, 6)) await v.store.recordVerdict({ workspace: 'beads', ref: r.ref, key: r.questionKey, set: 'attention', ...(r.p > 0.95 ? { verdict: 'agree' as const } : { verdict: 'value' as const, value: false }), author: 'fixture' });
+    for (const r of flags.rows.slice(3, 6))
+      await v.store.recordVerdict({
+        workspace: 'beads',
+        ref: r.ref,
+        key: r.questionKey,
+        set: 'attention',
+        ...(r.p > 0.95 ? { verdict: 'agree' as const } : { verdict: 'value' as const, value: false }),
+        author: 'fixture',
+      });
     await v.eval({ workspace: 'beads', gold: 'verdicts', stored: true });
     // A parked job: an edit owes the item's jobs, then the job is left as a worker parks it.
     const beads = (await v.store.getWorkspaceBySlug('beads'))!;
@@ -70,7 +101,9 @@ beforeAll(async () => {
     await v.store.updateItem(item.id, { title: `${item.title} (edited)` });
     // Two more parked jobs of other items, for the bulk retry.
     const verdictRefs = new Set(flags.rows.slice(3, 6).map((r) => r.ref));
-    const others = [...new Set(flags.rows.slice(9).map((r) => r.ref))].filter((ref) => ref !== parkedRef && !verdictRefs.has(ref)).slice(0, 2);
+    const others = [...new Set(flags.rows.slice(9).map((r) => r.ref))]
+      .filter((ref) => ref !== parkedRef && !verdictRefs.has(ref))
+      .slice(0, 2);
     expect(others).toHaveLength(2);
     for (const ref of others) {
       const it = (await v.store.getItemByRef(beads.id, ref))!;
@@ -81,11 +114,15 @@ beforeAll(async () => {
     await v.close();
   }
   const sql = new Database(db);
-  const park = sql.prepare(`UPDATE decision_jobs SET state = 'parked', last_error = 'AnswerDefect: answer_schema', last_error_at = ?, attempts = 3 WHERE item_id = (SELECT id FROM items WHERE ref = ?) AND question_set = 'attention'`);
+  const park = sql.prepare(
+    `UPDATE decision_jobs SET state = 'parked', last_error = 'AnswerDefect: answer_schema', last_error_at = ?, attempts = 3 WHERE item_id = (SELECT id FROM items WHERE ref = ?) AND question_set = 'attention'`,
+  );
   for (const ref of [parkedRef, ...bulkRefs]) expect(park.run(Date.now(), ref).changes).toBe(1);
   // An item of the sample with a description, a comment and a link, as imported from the real tracker.
   const withText = sql
-    .prepare(`SELECT i.ref AS ref, i.title AS title FROM items i WHERE i.content <> '' AND EXISTS (SELECT 1 FROM comments c WHERE c.item_id = i.id AND c.deleted_at IS NULL) AND EXISTS (SELECT 1 FROM item_links l WHERE l.source_id = i.id OR l.target_id = i.id) ORDER BY i.ref LIMIT 1`)
+    .prepare(
+      `SELECT i.ref AS ref, i.title AS title FROM items i WHERE i.content <> '' AND EXISTS (SELECT 1 FROM comments c WHERE c.item_id = i.id AND c.deleted_at IS NULL) AND EXISTS (SELECT 1 FROM item_links l WHERE l.source_id = i.id OR l.target_id = i.id) ORDER BY i.ref LIMIT 1`,
+    )
     .get() as { ref: string; title: string };
   sql.close();
   textRef = withText.ref;
@@ -123,7 +160,12 @@ async function loggedIn(token: string, viewport = DESKTOP): Promise<{ context: B
   const page = await context.newPage();
   await page.goto('/ui/login');
   // The field has autofocus; where the browser did not apply it, Tab reaches it (after the skip link).
-  for (let i = 0; i < 3 && (await page.evaluate('document.activeElement && document.activeElement.name')) !== 'token'; i++) await page.keyboard.press('Tab');
+  for (
+    let i = 0;
+    i < 3 && (await page.evaluate('document.activeElement && document.activeElement.name')) !== 'token';
+    i++
+  )
+    await page.keyboard.press('Tab');
   expect(await page.evaluate('document.activeElement && document.activeElement.name')).toBe('token');
   await page.keyboard.type(token);
   await page.keyboard.press('Enter');
@@ -158,7 +200,14 @@ async function measured(page: Page, name: string, url: string): Promise<void> {
       if (e) { clearTimeout(timer); resolve({ fcp: e.startTime, dcl }); }
     }).observe({ type: 'paint', buffered: true });
   })`)) as { fcp: number | null; dcl: number | null };
-  metrics.push({ page: name, url, transferredBytes: bytes, requests, firstContentfulPaintMs: timing.fcp === null ? null : Math.round(timing.fcp), domContentLoadedMs: timing.dcl === null ? null : Math.round(timing.dcl) });
+  metrics.push({
+    page: name,
+    url,
+    transferredBytes: bytes,
+    requests,
+    firstContentfulPaintMs: timing.fcp === null ? null : Math.round(timing.fcp),
+    domContentLoadedMs: timing.dcl === null ? null : Math.round(timing.dcl),
+  });
   expect(bytes, `${name} transferred ${bytes} bytes`).toBeLessThan(PAGE_BUDGET_BYTES);
 }
 
@@ -171,7 +220,10 @@ describe('the dashboard in Chromium', () => {
     await page.goto('/ui/flags');
     expect(new URL(page.url()).pathname).toBe('/ui/login');
     await page.fill('input[name=token]', 'vdt_this-is-not-a-token-of-this-server-at-all00');
-    const [resp] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/ui/login') && r.request().method() === 'POST'), page.click('button[type=submit]')]);
+    const [resp] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/ui/login') && r.request().method() === 'POST'),
+      page.click('button[type=submit]'),
+    ]);
     expect(resp.status()).toBe(401);
     await expect(page.getByRole('alert').textContent()).resolves.toContain('not valid');
     expect((await context.cookies()).map((c) => c.name)).not.toContain('verdict_session');
@@ -207,7 +259,10 @@ describe('the dashboard in Chromium', () => {
     await expect(page.locator('main').textContent()).resolves.not.toContain('token:');
     // Reflected in the flags: the key overridden to false no longer surfaces for that item.
     await page.goto('/ui/flags');
-    const still = await page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(firstRef)}"]`) }).locator('code').allTextContents();
+    const still = await page
+      .locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(firstRef)}"]`) })
+      .locator('code')
+      .allTextContents();
     expect(still).not.toContain(firstKey);
     await context.close();
   });
@@ -221,13 +276,18 @@ describe('the dashboard in Chromium', () => {
     await row.getByRole('button', { name: 'Retry' }).click();
     await page.waitForURL('**notice=jobs-retried');
     await page.goto('/ui/queue?state=parked');
-    expect(await page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) }).count()).toBe(0);
+    expect(
+      await page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) }).count(),
+    ).toBe(0);
     await page.goto(itemUrl(parkedRef));
     const setRow = page.locator('main table tbody tr', { hasText: 'attention' });
     await expect(setRow.textContent()).resolves.toMatch(/owed, due/);
     // Retrying it again changes nothing: the refusal says why for this job, not a list of maybes.
     const csrf = (await page.locator('input[name=_csrf]').first().getAttribute('value'))!;
-    const again = await page.request.post('/ui/jobs/retry', { form: { _csrf: csrf, only: JSON.stringify([parkedRef, 'attention']) }, maxRedirects: 0 });
+    const again = await page.request.post('/ui/jobs/retry', {
+      form: { _csrf: csrf, only: JSON.stringify([parkedRef, 'attention']) },
+      maxRedirects: 0,
+    });
     expect(again.status()).toBe(409);
     const text = await again.text();
     expect(text).toContain('it is not parked');
@@ -239,9 +299,12 @@ describe('the dashboard in Chromium', () => {
     const { context, page } = await loggedIn(tokens.admin);
     await page.goto('/ui/queue');
     const header = (await page.locator('#queue-jobs thead th').allTextContents()).map((t) => t.trim());
-    expect(header).toEqual(expect.arrayContaining(['Item', 'Set', 'State', 'Next due', 'Tries', 'Last error', 'Action']));
+    expect(header).toEqual(
+      expect.arrayContaining(['Item', 'Set', 'State', 'Next due', 'Tries', 'Last error', 'Action']),
+    );
     // An item owes a job per set: its attention job's row is the one parked.
-    const rowOf = (ref: string) => page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(ref)}/jobs/attention"]`) });
+    const rowOf = (ref: string) =>
+      page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(ref)}/jobs/attention"]`) });
     for (const ref of bulkRefs) {
       await expect(rowOf(ref).textContent()).resolves.toContain('parked');
       await expect(rowOf(ref).textContent()).resolves.toContain('AnswerDefect: answer_schema');
@@ -328,7 +391,10 @@ describe('the dashboard in Chromium', () => {
     for (const [name, url] of pages) {
       const r = await page.goto(url);
       expect(r!.status(), name).toBe(200);
-      expect(await page.evaluate('document.documentElement.scrollWidth'), `${name} scrolls sideways`).toBeLessThanOrEqual(PHONE.width);
+      expect(
+        await page.evaluate('document.documentElement.scrollWidth'),
+        `${name} scrolls sideways`,
+      ).toBeLessThanOrEqual(PHONE.width);
       // A control or table outside the screen is reachable only inside a box that scrolls (.table-wrap), and that box fits.
       const out = (await page.evaluate(`(() => {
         const bad = [];
@@ -352,9 +418,18 @@ describe('the dashboard in Chromium', () => {
     await context.close();
     // The pages people are shown first, at desktop and phone size (viewport screenshots, named in the notes).
     mkdirSync(SHOTS, { recursive: true });
-    for (const [label, viewport] of [['1280x900', DESKTOP], ['390x844', PHONE]] as const) {
+    for (const [label, viewport] of [
+      ['1280x900', DESKTOP],
+      ['390x844', PHONE],
+    ] as const) {
       const s = await loggedIn(tokens.admin, viewport);
-      for (const [name, url] of [['item', itemUrl(textRef)], ['items', '/ui/items'], ['queue', '/ui/queue'], ['flags', '/ui/flags'], ['spend', '/ui/spend']]) {
+      for (const [name, url] of [
+        ['item', itemUrl(textRef)],
+        ['items', '/ui/items'],
+        ['queue', '/ui/queue'],
+        ['flags', '/ui/flags'],
+        ['spend', '/ui/spend'],
+      ]) {
         await s.page.goto(url);
         await s.page.screenshot({ path: join(SHOTS, `${name}-${label}.png`) });
       }
@@ -366,16 +441,22 @@ describe('the dashboard in Chromium', () => {
     const { context, page } = await loggedIn(tokens.read);
     await page.getByRole('link', { name: 'Items' }).click();
     await page.waitForURL('**/ui/items');
-    await expect(page.locator('main p.muted').first().textContent()).resolves.toMatch(/^\d+ items, most recently changed first; 1–50 shown\.$/);
+    await expect(page.locator('main p.muted').first().textContent()).resolves.toMatch(
+      /^\d+ items, most recently changed first; 1–50 shown\.$/,
+    );
     await expect(page.getByRole('link', { name: 'Next →' }).count()).resolves.toBe(1);
     // A word of the title, in other case: the item is found.
-    const word = textTitle.split(/\s+/).filter((x) => x.length >= 5).sort((x, y) => y.length - x.length)[0];
+    const word = textTitle
+      .split(/\s+/)
+      .filter((x) => x.length >= 5)
+      .sort((x, y) => y.length - x.length)[0];
     await page.getByRole('searchbox').fill(word.toUpperCase());
     await page.getByRole('button', { name: 'Search' }).click();
     await page.waitForURL('**/ui/items?q=*');
     const refs = await page.locator('main table tbody tr td:first-child a').allTextContents();
     expect(refs).toContain(textRef);
-    for (const t of await page.locator('main table tbody tr td.title').allTextContents()) expect(t.toLowerCase()).toContain(word.toLowerCase());
+    for (const t of await page.locator('main table tbody tr td.title').allTextContents())
+      expect(t.toLowerCase()).toContain(word.toLowerCase());
     // By ref: exactly that item among the matches, and the search box keeps the text.
     await page.getByRole('searchbox').fill(textRef);
     await page.getByRole('button', { name: 'Search' }).click();
@@ -400,10 +481,15 @@ describe('the dashboard in Chromium', () => {
     await page.waitForURL('**page=2**');
     expect(new URL(page.url()).searchParams.get('currency')).toBe('current');
     expect(await page.locator('select[name=currency]').inputValue()).toBe('current');
-    for (const href of await page.locator('nav.pager a').evaluateAll((as) => as.map((a) => a.getAttribute('href')))) expect(href).toContain('currency=current');
+    for (const href of await page.locator('nav.pager a').evaluateAll((as) => as.map((a) => a.getAttribute('href'))))
+      expect(href).toContain('currency=current');
     // A tracker's labels (a list of strings) read as chips, one per label, on the item page and in the items list.
     const sql = new Database(join(dir, 'demo.db'), { readonly: true });
-    const labelled = sql.prepare(`SELECT ref, fields FROM items WHERE deleted_at IS NULL AND json_array_length(json_extract(fields, '$.labels')) >= 2 ORDER BY ref LIMIT 1`).get() as { ref: string; fields: string };
+    const labelled = sql
+      .prepare(
+        `SELECT ref, fields FROM items WHERE deleted_at IS NULL AND json_array_length(json_extract(fields, '$.labels')) >= 2 ORDER BY ref LIMIT 1`,
+      )
+      .get() as { ref: string; fields: string };
     sql.close();
     const labels = (JSON.parse(labelled.fields) as { labels: string[] }).labels;
     await page.goto(itemUrl(labelled.ref));
@@ -429,14 +515,19 @@ describe('the dashboard in Chromium', () => {
     try {
       const ws = (await v.store.getWorkspaceBySlug('beads'))!;
       const listed = new Set(await page.locator('#queue-jobs tbody tr a[href^="/ui/items/"]').allTextContents());
-      const it = (await v.store.listItems({ workspaceId: ws.id, limit: 200 })).find((i) => !listed.has(i.ref) && i.ref !== textRef)!;
+      const it = (await v.store.listItems({ workspaceId: ws.id, limit: 200 })).find(
+        (i) => !listed.has(i.ref) && i.ref !== textRef,
+      )!;
       freshRef = it.ref;
       await v.store.updateItem(it.id, { title: `${it.title} (edited while the queue was open)` });
     } finally {
       await v.close();
     }
     // Polls every 5 s (LIVE_REFRESH_MS): a wait for the row, not a timing.
-    await page.locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`).first().waitFor({ timeout: 60_000 });
+    await page
+      .locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`)
+      .first()
+      .waitFor({ timeout: 60_000 });
     expect(await page.locator('#queue-jobs tbody tr').count()).toBeGreaterThan(target);
     expect(await page.evaluate('window.__same === true')).toBe(true);
     // Not back at the top (Chromium's scroll anchoring may move it down by the rows added above).
@@ -458,17 +549,26 @@ describe('the dashboard in Chromium', () => {
     // Its session and a valid CSRF token still cannot record: the role is checked on the POST.
     await page.goto(itemUrl(parkedRef));
     const csrf = (await page.locator('input[name=_csrf]').first().getAttribute('value'))!;
-    const r = await page.request.post(`${itemUrl(parkedRef)}/verdicts`, { form: { _csrf: csrf, key: 'blocked', set: 'attention', verdict: 'agree' }, maxRedirects: 0 });
+    const r = await page.request.post(`${itemUrl(parkedRef)}/verdicts`, {
+      form: { _csrf: csrf, key: 'blocked', set: 'attention', verdict: 'agree' },
+      maxRedirects: 0,
+    });
     expect(r.status()).toBe(403);
     await context.close();
   });
 
   it('refuses a POST without a valid CSRF token, with a session', async () => {
     const { context, page } = await loggedIn(tokens.admin);
-    const none = await page.request.post('/ui/jobs/drop', { form: { ref: parkedRef, set: 'attention' }, maxRedirects: 0 });
+    const none = await page.request.post('/ui/jobs/drop', {
+      form: { ref: parkedRef, set: 'attention' },
+      maxRedirects: 0,
+    });
     expect(none.status()).toBe(403);
     await expect(none.text()).resolves.toContain('CSRF');
-    const forged = await page.request.post('/ui/jobs/drop', { form: { _csrf: 'forged-token', ref: parkedRef, set: 'attention' }, maxRedirects: 0 });
+    const forged = await page.request.post('/ui/jobs/drop', {
+      form: { _csrf: 'forged-token', ref: parkedRef, set: 'attention' },
+      maxRedirects: 0,
+    });
     expect(forged.status()).toBe(403);
     // The job is still there: nothing was dropped.
     await page.goto(itemUrl(parkedRef));
@@ -503,7 +603,10 @@ describe('the dashboard in Chromium', () => {
       ['spend', '/ui/spend'],
       ['quality', '/ui/quality'],
     ];
-    for (const [label, viewport] of [['desktop', DESKTOP], ['phone', PHONE]] as const) {
+    for (const [label, viewport] of [
+      ['desktop', DESKTOP],
+      ['phone', PHONE],
+    ] as const) {
       const { context, page } = await loggedIn(tokens.admin, viewport);
       for (const [name, url] of pages) {
         await measured(page, `${name} (${label})`, url);
@@ -517,6 +620,8 @@ describe('the dashboard in Chromium', () => {
     }
     const quality = metrics.find((m) => m.page === 'quality (desktop)');
     expect(quality).toBeDefined();
-    process.stdout.write(`dashboard pages (transferred bytes, first contentful paint ms):\n${metrics.map((m) => `  ${m.page.padEnd(20)} ${String(m.transferredBytes).padStart(7)} B  FCP ${m.firstContentfulPaintMs ?? '-'} ms`).join('\n')}\n`);
+    process.stdout.write(
+      `dashboard pages (transferred bytes, first contentful paint ms):\n${metrics.map((m) => `  ${m.page.padEnd(20)} ${String(m.transferredBytes).padStart(7)} B  FCP ${m.firstContentfulPaintMs ?? '-'} ms`).join('\n')}\n`,
+    );
   }, 120_000);
 });

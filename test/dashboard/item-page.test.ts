@@ -10,7 +10,14 @@ import type { Viewer } from '../../src/dashboard/layout.js';
  */
 function page(sourceUrl: string | null): ItemPageData {
   return {
-    item: { ref: 'T-1', title: 'a title', content: 'body', fieldsObject: { status: 'open' }, deletedAt: null, sourceUrl },
+    item: {
+      ref: 'T-1',
+      title: 'a title',
+      content: 'body',
+      fieldsObject: { status: 'open' },
+      deletedAt: null,
+      sourceUrl,
+    },
     collection: 'task',
     comments: [],
     links: [],
@@ -27,11 +34,20 @@ const viewer = { token: { id: 't1', name: 'admin', role: 'admin', workspaceId: n
 describe('the item page source link', () => {
   it('links an http(s) source URL, opening without a referrer', async () => {
     const body = String(await itemBody(viewer, page('https://github.com/o/r/issues/1')));
-    expect(body).toContain('<a href="https://github.com/o/r/issues/1" rel="noopener noreferrer" target="_blank">Open in github.com ↗</a>');
+    expect(body).toContain(
+      '<a href="https://github.com/o/r/issues/1" rel="noopener noreferrer" target="_blank">Open in github.com ↗</a>',
+    );
   });
 
   it('shows no link for a stored URL that is not http(s), nor for none', async () => {
-    for (const url of ['javascript:alert(1)', 'JavaScript:alert(1)', 'data:text/html,<script>alert(1)</script>', 'ftp://example.com/x', '//example.com/x', null]) {
+    for (const url of [
+      'javascript:alert(1)',
+      'JavaScript:alert(1)',
+      'data:text/html,<script>alert(1)</script>',
+      'ftp://example.com/x',
+      '//example.com/x',
+      null,
+    ]) {
       const body = String(await itemBody(viewer, page(url)));
       expect(body, String(url)).not.toContain('class="source"');
       expect(body, String(url)).not.toMatch(/href="(javascript|data|ftp):/i);

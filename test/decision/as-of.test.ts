@@ -41,7 +41,14 @@ const plain = { maxAgeMs: null };
 
 /** A stored answer keyed to `state`, stored at `evaluatedAt`. */
 function row(state: BuiltState, evaluatedAt: number, over: Partial<DatedAnswer> = {}): DatedAnswer {
-  return { stateHash: state.hash, questionHash: 'fp', stateVersion: state.version, stateParts: JSON.stringify(state.parts), evaluatedAt, ...over };
+  return {
+    stateHash: state.hash,
+    questionHash: 'fp',
+    stateVersion: state.version,
+    stateParts: JSON.stringify(state.parts),
+    evaluatedAt,
+    ...over,
+  };
 }
 
 describe('the dated state (withAsOf)', () => {
@@ -74,7 +81,8 @@ describe('answerIsCurrent: the one rule of the runner and the reads', () => {
   const dayOld = row(withAsOf(base, '2026-01-01'), DAY0);
 
   it('a dated answer stays current on later dates while unchanged and unexpired (no midnight cut-off)', () => {
-    for (const days of [0, 0.6, 1, 6, 7]) expect(answerIsCurrent(dayOld, base, 'fp', aged, DAY0 + days * DAY_MS)).toBe(true);
+    for (const days of [0, 0.6, 1, 6, 7])
+      expect(answerIsCurrent(dayOld, base, 'fp', aged, DAY0 + days * DAY_MS)).toBe(true);
     expect(currentAnswer([dayOld], base, 'fp', aged, DAY0 + 6 * DAY_MS)).toBe(dayOld);
   });
 
@@ -132,14 +140,34 @@ describe('movedParts and onlyExpired', () => {
 describe('judgeRows with maxAge', () => {
   const set = defineQuestionSet({ name: 'stale', questions: { q: noul('No progress in 14 days.') }, maxAgeMs: WEEK });
   const ctx = { name: 'fake', model: 'm', promptVersion: 'v', effort: null };
-  it('reads current, expired, state_changed; without the store\'s now a dated set is not compared', async () => {
+  it("reads current, expired, state_changed; without the store's now a dated set is not compared", async () => {
     const { questionFingerprint } = await import('../../src/decision/questions.js');
     const fp = questionFingerprint(set.questions!.q, ctx);
-    const r = { ...row(withAsOf(base, '2026-01-01'), DAY0, { questionHash: fp }), id: 1, questionKey: 'q', provider: 'fake', fingerprintContext: null } as unknown as DecisionRow;
-    const now = (state: BuiltState, nowMs?: number) => ({ set, applies: true, questions: set.questions!, state, commentStates: new Map(), nowMs });
+    const r = {
+      ...row(withAsOf(base, '2026-01-01'), DAY0, { questionHash: fp }),
+      id: 1,
+      questionKey: 'q',
+      provider: 'fake',
+      fingerprintContext: null,
+    } as unknown as DecisionRow;
+    const now = (state: BuiltState, nowMs?: number) => ({
+      set,
+      applies: true,
+      questions: set.questions!,
+      state,
+      commentStates: new Map(),
+      nowMs,
+    });
     expect(judgeRows([r], now(base, DAY0 + 6 * DAY_MS), ctx)).toMatchObject({ current: true, staleReason: null });
-    expect(judgeRows([r], now(base, DAY0 + 8 * DAY_MS), ctx)).toMatchObject({ current: false, staleReason: 'expired', changedParts: [] });
-    expect(judgeRows([r], now(edited, DAY0 + 8 * DAY_MS), ctx)).toMatchObject({ staleReason: 'state_changed', changedParts: ['body'] });
+    expect(judgeRows([r], now(base, DAY0 + 8 * DAY_MS), ctx)).toMatchObject({
+      current: false,
+      staleReason: 'expired',
+      changedParts: [],
+    });
+    expect(judgeRows([r], now(edited, DAY0 + 8 * DAY_MS), ctx)).toMatchObject({
+      staleReason: 'state_changed',
+      changedParts: ['body'],
+    });
     expect(judgeRows([r], now(base), ctx)).toMatchObject({ current: false, staleReason: 'not_compared' });
   });
 });
@@ -152,16 +180,21 @@ describe('maxAge in the registry and the config file', () => {
     for (const bad of [0, -1, DAY_MS - 1, 1.5 * DAY_MS + 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
       expect(() => defineQuestionSet({ name: 's', questions: q, maxAgeMs: bad })).toThrow(InvalidQuestionSet);
     }
-    expect(() => defineQuestionSet({ name: 's', questions: q, maxAgeMs: 3_600_000 })).toThrow(/at least 86400000 .*day precision/);
+    expect(() => defineQuestionSet({ name: 's', questions: q, maxAgeMs: 3_600_000 })).toThrow(
+      /at least 86400000 .*day precision/,
+    );
   });
 
-  const config = (maxAge: string) => `sets:\n  - name: t\n    maxAge: ${maxAge}\n    questions:\n      q: {kind: noul, instructions: x}\n`;
+  const config = (maxAge: string) =>
+    `sets:\n  - name: t\n    maxAge: ${maxAge}\n    questions:\n      q: {kind: noul, instructions: x}\n`;
   it('reads a duration string or milliseconds', () => {
     expect(parseQuestionSetConfig(config('7d'), 'f.yaml')[0].maxAgeMs).toBe(WEEK);
     expect(parseQuestionSetConfig(config('"36h"'), 'f.yaml')[0].maxAgeMs).toBe(36 * 3_600_000);
     expect(parseQuestionSetConfig(config('2w'), 'f.yaml')[0].maxAgeMs).toBe(2 * WEEK);
     expect(parseQuestionSetConfig(config('86400000'), 'f.yaml')[0].maxAgeMs).toBe(DAY_MS);
-    expect(parseQuestionSetConfig(config('86400000').replace('    maxAge: 86400000\n', ''), 'f.yaml')[0].maxAgeMs).toBeNull();
+    expect(
+      parseQuestionSetConfig(config('86400000').replace('    maxAge: 86400000\n', ''), 'f.yaml')[0].maxAgeMs,
+    ).toBeNull();
   });
 
   it('refuses a bad value with a message naming the file, the set, the key, the value and what was expected', () => {
@@ -174,16 +207,35 @@ describe('maxAge in the registry and the config file', () => {
       }
       throw new Error(`accepted ${v}`);
     };
-    expect(refusal('7x')).toBe('config file f.yaml: set "t": maxAge: "7x" is not a duration: expected a whole number with a unit (ms, s, m, h, d or w), such as 7d or 36h, or a number of milliseconds');
-    expect(refusal('12h')).toBe('config file f.yaml: set "t": maxAge: "12h" is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)');
+    expect(refusal('7x')).toBe(
+      'config file f.yaml: set "t": maxAge: "7x" is not a duration: expected a whole number with a unit (ms, s, m, h, d or w), such as 7d or 36h, or a number of milliseconds',
+    );
+    expect(refusal('12h')).toBe(
+      'config file f.yaml: set "t": maxAge: "12h" is shorter than 1d, the least a maxAge can be (as_of has day precision, DESIGN §5.2)',
+    );
     expect(refusal('0')).toMatch(/maxAge: 0 is not a duration/);
     expect(refusal('1.5')).toMatch(/maxAge: 1.5 is not a duration/);
     expect(refusal('"7 days"')).toMatch(/maxAge: "7 days" is not a duration/);
   });
 
   it('durations parse and print as the config writes them; sets show prints maxAge', () => {
-    expect(['500ms', '30s', '90m', '36h', '7d', '2w', ' 7 d '].map(parseDuration)).toEqual([500, 30_000, 5_400_000, 129_600_000, WEEK, 2 * WEEK, WEEK]);
-    expect(['7', 'd', '-1d', '1.5d', '7days', '99999999999999999d'].map(parseDuration)).toEqual([null, null, null, null, null, null]);
+    expect(['500ms', '30s', '90m', '36h', '7d', '2w', ' 7 d '].map(parseDuration)).toEqual([
+      500,
+      30_000,
+      5_400_000,
+      129_600_000,
+      WEEK,
+      2 * WEEK,
+      WEEK,
+    ]);
+    expect(['7', 'd', '-1d', '1.5d', '7days', '99999999999999999d'].map(parseDuration)).toEqual([
+      null,
+      null,
+      null,
+      null,
+      null,
+      null,
+    ]);
     expect([WEEK, 36 * 3_600_000, 90 * 60_000, 1_500].map(formatDuration)).toEqual(['7d', '36h', '90m', '1500ms']);
     const shown = describeSet(defineQuestionSet({ name: 's', questions: q, maxAgeMs: WEEK }));
     expect(shown).toMatchObject({ maxAgeMs: WEEK, maxAge: '7d' });

@@ -22,7 +22,13 @@ let conv: CollectionRow;
 let fake: FakeProvider;
 beforeEach(async () => {
   fx = await makeFixture([conventionsSet, conventionsCommentsSet]);
-  conv = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'conventions', isSystem: true, schema: CONVENTIONS_COLLECTION_SCHEMA, settings: CONVENTIONS_COLLECTION_SETTINGS });
+  conv = await fx.store.createCollection({
+    workspaceId: fx.ws.id,
+    slug: 'conventions',
+    isSystem: true,
+    schema: CONVENTIONS_COLLECTION_SCHEMA,
+    settings: CONVENTIONS_COLLECTION_SETTINGS,
+  });
   fake = new FakeProvider();
   resetConventionSkipLog();
 });
@@ -30,15 +36,32 @@ afterEach(async () => fx.cleanup());
 
 const ON = { status: 'active', trigger: 'always', decision_check: 'on' };
 
-async function convention(ref: string, fields: Record<string, unknown> = ON, content = `Body of ${ref}.`, collectionId = conv.id) {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId, ref, title: `Title of ${ref}`, content, fields })).row;
+async function convention(
+  ref: string,
+  fields: Record<string, unknown> = ON,
+  content = `Body of ${ref}.`,
+  collectionId = conv.id,
+) {
+  return (
+    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId, ref, title: `Title of ${ref}`, content, fields })
+  ).row;
 }
 
 async function task(ref = 'T-1') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Task ${ref}`, content: 'the body', fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Task ${ref}`,
+      content: 'the body',
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 
-const resolve = (logger = createLogger('silent')) => resolveConventions({ workspaceId: fx.ws.id, store: fx.store, logger });
+const resolve = (logger = createLogger('silent')) =>
+  resolveConventions({ workspaceId: fx.ws.id, store: fx.store, logger });
 
 function captureLogger() {
   const lines: Array<Record<string, unknown>> = [];
@@ -51,13 +74,16 @@ function captureLogger() {
   return { logger: createLogger('info', stream), lines };
 }
 
-describe('resolving a workspace\'s conventions', () => {
+describe("resolving a workspace's conventions", () => {
   it('one noul per active convention, key conv:<ref>, with its title and body in the instructions', async () => {
     await convention('CONV-1');
     await convention('CONV-2', ON, '');
     const qs = await resolve();
     expect(Object.keys(qs)).toEqual(['conv:CONV-1', 'conv:CONV-2']);
-    expect(qs['conv:CONV-1']).toEqual({ kind: 'noul', instructions: `${CONVENTION_STATEMENT}\n\nConvention CONV-1: Title of CONV-1\n\nBody of CONV-1.` });
+    expect(qs['conv:CONV-1']).toEqual({
+      kind: 'noul',
+      instructions: `${CONVENTION_STATEMENT}\n\nConvention CONV-1: Title of CONV-1\n\nBody of CONV-1.`,
+    });
     expect(qs['conv:CONV-2'].instructions).toBe(`${CONVENTION_STATEMENT}\n\nConvention CONV-2: Title of CONV-2`);
   });
 
@@ -98,7 +124,9 @@ describe('resolving a workspace\'s conventions', () => {
 
   it('pins the wording of the convention question (it is part of every convention fingerprint)', () => {
     const q = conventionQuestion({ ref: 'CONV-1', title: 'No secrets', content: 'Never paste a key.' });
-    expect(questionFingerprint(q, { model: 'claude-haiku-5-5', promptVersion: 'anthropic-v1', effort: 'low' }).slice(0, 16)).toBe(PINNED_CONVENTION_FP);
+    expect(
+      questionFingerprint(q, { model: 'claude-haiku-5-5', promptVersion: 'anthropic-v1', effort: 'low' }).slice(0, 16),
+    ).toBe(PINNED_CONVENTION_FP);
   });
 });
 
@@ -106,8 +134,23 @@ const PINNED_CONVENTION_FP = 'd506f245659fa03f';
 
 describe('the sets', () => {
   it('have the settings DESIGN §6 gives them and are production sets', () => {
-    expect(conventionsSet).toMatchObject({ withLinks: true, noTrail: true, perComment: false, maxPerCall: 12, threshold: 0.9, eligible: ['notSystem'], collections: [] });
-    expect(conventionsCommentsSet).toMatchObject({ noTrail: true, perComment: true, maxPerCall: 12, threshold: 0.9, eligible: ['notSystem'], collections: [] });
+    expect(conventionsSet).toMatchObject({
+      withLinks: true,
+      noTrail: true,
+      perComment: false,
+      maxPerCall: 12,
+      threshold: 0.9,
+      eligible: ['notSystem'],
+      collections: [],
+    });
+    expect(conventionsCommentsSet).toMatchObject({
+      noTrail: true,
+      perComment: true,
+      maxPerCall: 12,
+      threshold: 0.9,
+      eligible: ['notSystem'],
+      collections: [],
+    });
     expect(conventionsSet.questions).toBeUndefined();
     expect(conventionsSet.resolve).toBe(resolveConventions);
     expect(conventionsCommentsSet.resolve).toBe(resolveConventions);
@@ -117,9 +160,16 @@ describe('the sets', () => {
   it('the write doors owe them for items of every collection; a convention item itself drops without a call', async () => {
     await convention('CONV-1');
     const t = await task();
-    expect((await fx.store.listJobs({ itemId: t.id })).map((j) => j.questionSet).sort()).toEqual(['conventions', 'conventions_comments']);
+    expect((await fx.store.listJobs({ itemId: t.id })).map((j) => j.questionSet).sort()).toEqual([
+      'conventions',
+      'conventions_comments',
+    ]);
     const reports = await settle(fx, fake);
-    const byItem = (id: string) => reports.filter((r) => r.claim.itemId === id).map((r) => `${r.claim.questionSet}:${r.outcome.kind}`).sort();
+    const byItem = (id: string) =>
+      reports
+        .filter((r) => r.claim.itemId === id)
+        .map((r) => `${r.claim.questionSet}:${r.outcome.kind}`)
+        .sort();
     expect(byItem(t.id)).toEqual(['conventions:complete', 'conventions_comments:complete']);
     const convItem = (await fx.store.getItemByRef(fx.ws.id, 'CONV-1'))!;
     expect(byItem(convItem.id)).toEqual(['conventions:drop', 'conventions_comments:drop']);
@@ -144,7 +194,10 @@ describe('the sets', () => {
     const perComment = fake.requests.filter((r) => 'comment' in JSON.parse(r.state));
     expect(perComment).toHaveLength(1);
     expect(perComment[0].keys).toEqual(['conv:CONV-1']);
-    expect(await currency(readerOf(fx), t.id)).toEqual({ 'conventions/conv:CONV-1': 'current', [`conventions_comments/conv:CONV-1@${c.id}`]: 'current' });
+    expect(await currency(readerOf(fx), t.id)).toEqual({
+      'conventions/conv:CONV-1': 'current',
+      [`conventions_comments/conv:CONV-1@${c.id}`]: 'current',
+    });
     // the comment state has no links: a link write owes conventions, not conventions_comments
     const other = await task('T-2');
     await fx.store.dropJobs({});
@@ -157,13 +210,22 @@ describe('the sets', () => {
     const c2 = await convention('CONV-2');
     const t = await task();
     await settle(fx, fake);
-    expect(await currency(readerOf(fx), t.id)).toEqual({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'current' });
+    expect(await currency(readerOf(fx), t.id)).toEqual({
+      'conventions/conv:CONV-1': 'current',
+      'conventions/conv:CONV-2': 'current',
+    });
     await fx.store.updateItem(c2.id, { content: 'Body of CONV-2, now stricter.' });
-    expect(await currency(readerOf(fx), t.id)).toEqual({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'question_changed' });
+    expect(await currency(readerOf(fx), t.id)).toEqual({
+      'conventions/conv:CONV-1': 'current',
+      'conventions/conv:CONV-2': 'question_changed',
+    });
     // nothing about the task was written, so nothing is owed for it: the drift sweep's job
     expect(await fx.store.listJobs({ itemId: t.id })).toEqual([]);
     // switched off: the key is no longer asked
     await fx.store.updateItem(c2.id, { fields: { ...ON, decision_check: 'off' } });
-    expect(await currency(readerOf(fx), t.id)).toEqual({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'question_removed' });
+    expect(await currency(readerOf(fx), t.id)).toEqual({
+      'conventions/conv:CONV-1': 'current',
+      'conventions/conv:CONV-2': 'question_removed',
+    });
   });
 });

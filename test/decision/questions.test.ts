@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { choice, noul, pickedLevel, questionFingerprint, score, validateQuestion, type ScoreAnswer } from '../../src/decision/questions.js';
+import {
+  choice,
+  noul,
+  pickedLevel,
+  questionFingerprint,
+  score,
+  validateQuestion,
+  type ScoreAnswer,
+} from '../../src/decision/questions.js';
 import { deriveAnswer, deriveAnswers } from '../../src/providers/answers.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
@@ -10,18 +18,27 @@ const ctx = { model: 'claude-haiku-5-5', promptVersion: 'anthropic-v1', effort: 
 describe('question validation', () => {
   it('refuses blank instructions, lone trueDesc, too few options, blank levels', () => {
     expect(() => noul('  ')).toThrow(/instructions/);
-    expect(() => validateQuestion('k', { kind: 'noul', instructions: 'x', trueDesc: 'yes' })).toThrow(/both or neither/);
+    expect(() => validateQuestion('k', { kind: 'noul', instructions: 'x', trueDesc: 'yes' })).toThrow(
+      /both or neither/,
+    );
     expect(() => choice('x', { only: 'one' })).toThrow(/2 to 64/);
     expect(() => choice('x', { a: 'A', b: ' ' })).toThrow(/blank/);
     expect(() => score('x', ['low', ''])).toThrow(/blank/);
-    expect(() => score('x', Array.from({ length: 12 }, (_, i) => `l${i}`))).toThrow();
+    expect(() =>
+      score(
+        'x',
+        Array.from({ length: 12 }, (_, i) => `l${i}`),
+      ),
+    ).toThrow();
     expect(noul('x', { trueDesc: 'y', falseDesc: 'n' }).kind).toBe('noul');
   });
 
   it('refuses a key holding @ (DESIGN §7.1: per-comment keys split at the first @), and takes other punctuation', () => {
     const q = { kind: 'noul', instructions: 'x' };
-    for (const key of ['a@b', '@a', 'a@', 'conv:bd@7h7']) expect(() => validateQuestion(key, q)).toThrow(/must not contain "@"/);
-    for (const key of ['conv:bd-7h7', 'conv:CONV-1', 'a.b_c', 'with space', 'é']) expect(validateQuestion(key, q).kind).toBe('noul');
+    for (const key of ['a@b', '@a', 'a@', 'conv:bd@7h7'])
+      expect(() => validateQuestion(key, q)).toThrow(/must not contain "@"/);
+    for (const key of ['conv:bd-7h7', 'conv:CONV-1', 'a.b_c', 'with space', 'é'])
+      expect(validateQuestion(key, q).kind).toBe('noul');
   });
 });
 
@@ -50,20 +67,31 @@ describe('deriveAnswer', () => {
 
   it('normalises sums within 1 ± 0.02 and refuses others', () => {
     const q = choice('x', { a: 'A', b: 'B' });
-    const ok = deriveAnswer('k', q, { probabilities: { a: 0.51, b: 0.5 } }).answer as { probabilities: Record<string, number> };
+    const ok = deriveAnswer('k', q, { probabilities: { a: 0.51, b: 0.5 } }).answer as {
+      probabilities: Record<string, number>;
+    };
     expect(ok.probabilities.a + ok.probabilities.b).toBeCloseTo(1, 12);
     expect(() => deriveAnswer('k', q, { probabilities: { a: 0.6, b: 0.5 } })).toThrow(AnswerDefect);
   });
 
   it('a noul has no confidence: null, never 0', () => {
-    expect(deriveAnswer('k', noul('x'), { probability: 0.2 })).toEqual({ answer: { type: 'noul', noul: 0.2 }, confidence: null });
+    expect(deriveAnswer('k', noul('x'), { probability: 0.2 })).toEqual({
+      answer: { type: 'noul', noul: 0.2 },
+      confidence: null,
+    });
     expect(() => deriveAnswer('k', noul('x'), { probability: 1.2 })).toThrow(AnswerDefect);
     expect(() => deriveAnswer('k', noul('x'), { probabilities: { a: 1 } })).toThrow(/wrong kind/);
   });
 
   it('builds a call from the questions asked: extras ignored, a missing key fails all', () => {
-    const qs = new Map([['a', noul('x')], ['b', noul('y')]]);
-    expect([...deriveAnswers(qs, { a: { probability: 0.1 }, b: { probability: 0.2 }, extra: 1 }).keys()]).toEqual(['a', 'b']);
+    const qs = new Map([
+      ['a', noul('x')],
+      ['b', noul('y')],
+    ]);
+    expect([...deriveAnswers(qs, { a: { probability: 0.1 }, b: { probability: 0.2 }, extra: 1 }).keys()]).toEqual([
+      'a',
+      'b',
+    ]);
     expect(() => deriveAnswers(qs, { a: { probability: 0.1 } })).toThrow(/"b" missing/);
   });
 });
@@ -76,12 +104,17 @@ describe('questionFingerprint', () => {
     expect(questionFingerprint(q, { ...ctx, model: 'claude-sonnet-5-5' })).not.toBe(f);
     expect(questionFingerprint(q, { ...ctx, promptVersion: 'anthropic-v2' })).not.toBe(f);
     expect(questionFingerprint(q, { ...ctx, effort: 'high' })).not.toBe(f);
-    expect(questionFingerprint(choice('x', { a: 'A', b: 'B' }), ctx)).toBe(questionFingerprint(choice('x', { b: 'B', a: 'A' }), ctx));
+    expect(questionFingerprint(choice('x', { a: 'A', b: 'B' }), ctx)).toBe(
+      questionFingerprint(choice('x', { b: 'B', a: 'A' }), ctx),
+    );
   });
 
   it('pins the production questions (their wording is part of the fingerprint)', () => {
     const fps = Object.fromEntries(
-      [...Object.entries(attentionSet.questions!), ...Object.entries(effortSet.questions!)].map(([k, q]) => [k, questionFingerprint(q, ctx).slice(0, 16)]),
+      [...Object.entries(attentionSet.questions!), ...Object.entries(effortSet.questions!)].map(([k, q]) => [
+        k,
+        questionFingerprint(q, ctx).slice(0, 16),
+      ]),
     );
     expect(fps).toEqual(PINNED);
   });

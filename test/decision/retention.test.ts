@@ -21,7 +21,16 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'v1', fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: 'v1',
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 
 /** Answers the item at three states: v1, v2, v3 (3 keys each). */
@@ -42,7 +51,11 @@ describe('pruneDecisions', () => {
     const all = await ids(it1.id);
     expect(all).toHaveLength(9);
     // control: everything is inside a 30-day window
-    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({ examined: 0, deleted: 0, done: true });
+    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({
+      examined: 0,
+      deleted: 0,
+      done: true,
+    });
     expect(await ids(it1.id)).toEqual(all);
     fx.clock.advance(31 * DAY);
     const r = await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY });
@@ -67,7 +80,10 @@ describe('pruneDecisions', () => {
     expect(Object.values(await currency(readerOf(fx), it1.id))).toEqual(['current', 'current', 'current']);
     // control: at S2 again the S1 rows are neither current nor latest, and go
     await fx.store.updateItem(it1.id, { content: 'v2' });
-    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({ keptCurrent: 0, deleted: 3 });
+    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({
+      keptCurrent: 0,
+      deleted: 3,
+    });
     expect(fake.requests.length).toBe(calls);
   });
 
@@ -81,12 +97,26 @@ describe('pruneDecisions', () => {
     await settle(fx, fake);
     fx.clock.advance(31 * DAY);
     // The same set, but its questions cannot be read now (a resolver that throws).
-    const broken = defineQuestionSet({ ...attentionSet, questions: undefined, resolve: async () => { throw new Error('db down'); } });
-    const blind = new DecisionReader(fx.store, new Registry([broken]), { name: fake.name, model: fake.model, promptVersion: fake.promptVersion, effort: fake.effort });
+    const broken = defineQuestionSet({
+      ...attentionSet,
+      questions: undefined,
+      resolve: async () => {
+        throw new Error('db down');
+      },
+    });
+    const blind = new DecisionReader(fx.store, new Registry([broken]), {
+      name: fake.name,
+      model: fake.model,
+      promptVersion: fake.promptVersion,
+      effort: fake.effort,
+    });
     expect(await pruneDecisions(fx.store, blind, { historyMs: 30 * DAY })).toMatchObject({ deleted: 0 });
     expect(await ids(it1.id)).toHaveLength(6);
     // control: with the questions readable, the superseded S2 rows go and S1 stays
-    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({ keptCurrent: 3, deleted: 0 });
+    expect(await pruneDecisions(fx.store, readerOf(fx), { historyMs: 30 * DAY })).toMatchObject({
+      keptCurrent: 3,
+      deleted: 0,
+    });
   });
 
   it('works in small batches; dry run deletes nothing', async () => {
@@ -113,6 +143,8 @@ describe('pruneDecisions', () => {
   });
 
   it('refuses a decisions-off reader, which would call nothing current', async () => {
-    await expect(pruneDecisions(fx.store, new DecisionReader(fx.store, fx.registry, null), { historyMs: 0 })).rejects.toThrow(/needs a reader/);
+    await expect(
+      pruneDecisions(fx.store, new DecisionReader(fx.store, fx.registry, null), { historyMs: 0 }),
+    ).rejects.toThrow(/needs a reader/);
   });
 });

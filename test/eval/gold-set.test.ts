@@ -50,10 +50,18 @@ describe('parseGoldSet', () => {
     ['a missing label', '{"ref":"bd-2","set":"attention","key":"blocked"}', /missing "label"/],
     ['a blank key', '{"ref":"bd-2","set":"attention","key":"  ","label":true}', /key: must not be blank/],
     ['a numeric ref', '{"ref":2,"set":"attention","key":"blocked","label":true}', /ref: expected a string$/],
-    ['an unknown member', '{"ref":"bd-2","set":"attention","key":"blocked","lable":true,"label":true}', /unknown member "lable"/],
+    [
+      'an unknown member',
+      '{"ref":"bd-2","set":"attention","key":"blocked","lable":true,"label":true}',
+      /unknown member "lable"/,
+    ],
     ['a null label', '{"ref":"bd-2","set":"attention","key":"blocked","label":null}', /label must be true\/false/],
     ['a fractional score label', '{"ref":"bd-2","set":"effort","key":"effort","label":2.5}', /label must be/],
-    ['a negative score label', '{"ref":"bd-2","set":"effort","key":"effort","label":-1}', /label: a score label is a level index, 0 or more/],
+    [
+      'a negative score label',
+      '{"ref":"bd-2","set":"effort","key":"effort","label":-1}',
+      /label: a score label is a level index, 0 or more/,
+    ],
     ['a blank choice label', '{"ref":"bd-2","set":"triage","key":"kind","label":""}', /label: must not be blank/],
   ])('refuses %s, naming the file and line', (_what, bad, detail) => {
     const err = errorAt2(bad);
@@ -105,9 +113,15 @@ describe('checkGoldLabel', () => {
     expect(() => checkGoldLabel({ ...row, label: 2 }, score('x', ['lo', 'mid', 'hi']), 'g')).not.toThrow();
   });
   it('refuses one that does not fit, naming the line', () => {
-    expect(() => checkGoldLabel({ ...row, label: 'yes' }, noul('x'), 'g')).toThrow('g:1: s/k is a noul: its label is true or false');
-    expect(() => checkGoldLabel({ ...row, label: 'c' }, choice('x', { a: 'A', b: 'B' }), 'g')).toThrow(/one of the option names a, b/);
-    expect(() => checkGoldLabel({ ...row, label: 3 }, score('x', ['lo', 'mid', 'hi']), 'g')).toThrow(/level index 0\.\.2 \(0 = lo, 1 = mid, 2 = hi\)/);
+    expect(() => checkGoldLabel({ ...row, label: 'yes' }, noul('x'), 'g')).toThrow(
+      'g:1: s/k is a noul: its label is true or false',
+    );
+    expect(() => checkGoldLabel({ ...row, label: 'c' }, choice('x', { a: 'A', b: 'B' }), 'g')).toThrow(
+      /one of the option names a, b/,
+    );
+    expect(() => checkGoldLabel({ ...row, label: 3 }, score('x', ['lo', 'mid', 'hi']), 'g')).toThrow(
+      /level index 0\.\.2 \(0 = lo, 1 = mid, 2 = hi\)/,
+    );
     expect(() => checkGoldLabel(row, score('x', ['lo', 'hi']), 'g')).toThrow(InvalidGoldSet);
   });
 });
@@ -122,7 +136,8 @@ describe('the committed sample gold set (sample/gold/attention.jsonl)', () => {
       expect(row.set).toBe('attention');
       checkGoldLabel(row, questions[row.key], source);
     }
-    const count = (key: string, label?: boolean) => rows.filter((r) => r.key === key && (label === undefined || r.label === label)).length;
+    const count = (key: string, label?: boolean) =>
+      rows.filter((r) => r.key === key && (label === undefined || r.label === label)).length;
     expect(rows).toHaveLength(239);
     expect([count('blocked'), count('blocked', true)]).toEqual([79, 2]);
     expect([count('needs_human_decision'), count('needs_human_decision', true)]).toEqual([80, 7]);

@@ -81,7 +81,11 @@ const attentionRows: ScoredRow[] = [
   noulRow('waiting_on_external', null, false),
 ];
 
-const choiceAnswer = (choice: string, probabilities: Record<string, number>): ChoiceAnswer => ({ type: 'choice', choice, probabilities });
+const choiceAnswer = (choice: string, probabilities: Record<string, number>): ChoiceAnswer => ({
+  type: 'choice',
+  choice,
+  probabilities,
+});
 const levels = ['trivial', 'small', 'medium', 'large', 'epic'];
 const scoreAnswer = (probs: number[]): ScoreAnswer => ({
   type: 'score',
@@ -107,11 +111,39 @@ const scoreAnswer = (probs: number[]): ScoreAnswer => ({
  *   accuracy 1/2; Brier (0.22 + 0.54)/2 = 0.38; ECE: bin 6 gap 0.4, bin 4 gap 0.4 → 0.4.
  */
 const otherRows: ScoredRow[] = [
-  { set: 'triage', key: 'kind', kind: 'choice', label: 'bug', answer: choiceAnswer('bug', { bug: 0.8, chore: 0.1, feature: 0.1 }), threshold: 0.5 },
-  { set: 'triage', key: 'kind', kind: 'choice', label: 'feature', answer: choiceAnswer('bug', { bug: 0.5, chore: 0.2, feature: 0.3 }), threshold: 0.5 },
+  {
+    set: 'triage',
+    key: 'kind',
+    kind: 'choice',
+    label: 'bug',
+    answer: choiceAnswer('bug', { bug: 0.8, chore: 0.1, feature: 0.1 }),
+    threshold: 0.5,
+  },
+  {
+    set: 'triage',
+    key: 'kind',
+    kind: 'choice',
+    label: 'feature',
+    answer: choiceAnswer('bug', { bug: 0.5, chore: 0.2, feature: 0.3 }),
+    threshold: 0.5,
+  },
   { set: 'triage', key: 'kind', kind: 'choice', label: 'chore', answer: null, threshold: 0.5 },
-  { set: 'effort', key: 'effort', kind: 'score', label: 1, answer: scoreAnswer([0.1, 0.6, 0.2, 0.1, 0]), threshold: 0.7 },
-  { set: 'effort', key: 'effort', kind: 'score', label: 3, answer: scoreAnswer([0, 0.1, 0.4, 0.4, 0.1]), threshold: 0.7 },
+  {
+    set: 'effort',
+    key: 'effort',
+    kind: 'score',
+    label: 1,
+    answer: scoreAnswer([0.1, 0.6, 0.2, 0.1, 0]),
+    threshold: 0.7,
+  },
+  {
+    set: 'effort',
+    key: 'effort',
+    kind: 'score',
+    label: 3,
+    answer: scoreAnswer([0, 0.1, 0.4, 0.4, 0.1]),
+    threshold: 0.7,
+  },
 ];
 
 describe('scoreGold: the hand-computed 10-row noul case', () => {
@@ -120,7 +152,15 @@ describe('scoreGold: the hand-computed 10-row noul case', () => {
 
   it('counts and decides at p >= threshold', () => {
     expect(byKey).toHaveLength(1);
-    expect(m).toMatchObject({ set: 'attention', key: 'blocked', kind: 'noul', threshold: 0.7, n: 10, answered: 10, correct: 7 });
+    expect(m).toMatchObject({
+      set: 'attention',
+      key: 'blocked',
+      kind: 'noul',
+      threshold: 0.7,
+      n: 10,
+      answered: 10,
+      correct: 7,
+    });
     expect([m.tp, m.fp, m.fn, m.tn]).toEqual([3, 1, 2, 4]);
   });
 
@@ -160,7 +200,18 @@ describe('scoreGold: keys without positives, unanswered rows, pooled sets', () =
 
   it('gives null precision when nothing was predicted true, and leaves unanswered rows out of every ratio', () => {
     const m = key('attention', 'needs_human_decision');
-    expect(m).toMatchObject({ n: 3, answered: 2, correct: 1, tp: 0, fp: 0, fn: 1, tn: 1, precision: null, recall: 0, f1: 0 });
+    expect(m).toMatchObject({
+      n: 3,
+      answered: 2,
+      correct: 1,
+      tp: 0,
+      fp: 0,
+      fn: 1,
+      tn: 1,
+      precision: null,
+      recall: 0,
+      f1: 0,
+    });
     expect(m.accuracy).toBeCloseTo(0.5, DIGITS);
     expect(m.brier).toBeCloseTo(0.1, DIGITS);
     expect(m.ece).toBeCloseTo(0.3, DIGITS);
@@ -168,7 +219,16 @@ describe('scoreGold: keys without positives, unanswered rows, pooled sets', () =
 
   it('gives null precision, recall and F1 (never NaN) for a key with no positive label or prediction', () => {
     const m = key('attention', 'waiting_on_external');
-    expect(m).toMatchObject({ n: 3, answered: 2, correct: 2, tn: 2, precision: null, recall: null, f1: null, accuracy: 1 });
+    expect(m).toMatchObject({
+      n: 3,
+      answered: 2,
+      correct: 2,
+      tn: 2,
+      precision: null,
+      recall: null,
+      f1: null,
+      accuracy: 1,
+    });
     expect(m.brier).toBeCloseTo(0.05, DIGITS);
     expect(m.ece).toBeCloseTo(0.2, DIGITS);
     expect(JSON.stringify(byKey)).not.toContain('NaN');
@@ -176,7 +236,17 @@ describe('scoreGold: keys without positives, unanswered rows, pooled sets', () =
 
   it('pools a set of nouls over all its rows', () => {
     const s = bySet.find((m) => m.set === 'attention')!;
-    expect(s).toMatchObject({ n: 16, answered: 14, correct: 10, tp: 3, fp: 1, fn: 3, tn: 7, kinds: ['noul'], calibrationBasis: 'noul' });
+    expect(s).toMatchObject({
+      n: 16,
+      answered: 14,
+      correct: 10,
+      tp: 3,
+      fp: 1,
+      fn: 3,
+      tn: 7,
+      kinds: ['noul'],
+      calibrationBasis: 'noul',
+    });
     expect(s.keys).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
     expect(s.accuracy).toBeCloseTo(10 / 14, DIGITS);
     expect(s.precision).toBeCloseTo(0.75, DIGITS);
@@ -189,7 +259,19 @@ describe('scoreGold: keys without positives, unanswered rows, pooled sets', () =
 
   it('scores a choice key by its argmax and calibrates it top-label', () => {
     const m = key('triage', 'kind');
-    expect(m).toMatchObject({ kind: 'choice', n: 3, answered: 2, correct: 1, tp: 0, fp: 0, fn: 0, tn: 0, precision: null, recall: null, f1: null });
+    expect(m).toMatchObject({
+      kind: 'choice',
+      n: 3,
+      answered: 2,
+      correct: 1,
+      tp: 0,
+      fp: 0,
+      fn: 0,
+      tn: 0,
+      precision: null,
+      recall: null,
+      f1: null,
+    });
     expect(m.calibrationBasis).toBe('top_label');
     expect(m.accuracy).toBeCloseTo(0.5, DIGITS);
     expect(m.brier).toBeCloseTo(0.42, DIGITS);
@@ -209,21 +291,38 @@ describe('scoreGold: keys without positives, unanswered rows, pooled sets', () =
 describe('scoreGold: edge cases and refusals', () => {
   it('gives null figures for a key with no answer at all', () => {
     const [m] = scoreGold([noulRow('blocked', null, true)]).byKey;
-    expect(m).toMatchObject({ n: 1, answered: 0, accuracy: null, precision: null, recall: null, f1: null, brier: null, ece: null, calibrationBasis: null });
+    expect(m).toMatchObject({
+      n: 1,
+      answered: 0,
+      accuracy: null,
+      precision: null,
+      recall: null,
+      f1: null,
+      brier: null,
+      ece: null,
+      calibrationBasis: null,
+    });
     expect(m.bins).toHaveLength(10);
   });
 
   it('refuses a label or answer that does not fit the kind, and one key with two kinds or thresholds', () => {
     expect(() => scoreGold([{ ...noulRow('blocked', 0.5, true), label: 'yes' }])).toThrow(InvalidInput);
-    expect(() => scoreGold([{ ...noulRow('blocked', 0.5, true), answer: choiceAnswer('a', { a: 1 }) }])).toThrow(/noul row has a choice answer/);
+    expect(() => scoreGold([{ ...noulRow('blocked', 0.5, true), answer: choiceAnswer('a', { a: 1 }) }])).toThrow(
+      /noul row has a choice answer/,
+    );
     expect(() => scoreGold([{ ...otherRows[3], label: 5 }])).toThrow(/beyond the answer's 5 levels/);
     expect(() => scoreGold([{ ...otherRows[3], label: 1.5 }])).toThrow(/integer level index/);
-    expect(() => scoreGold([noulRow('blocked', 0.5, true), { ...noulRow('blocked', 0.5, true), threshold: 0.9 }])).toThrow(/thresholds/);
+    expect(() =>
+      scoreGold([noulRow('blocked', 0.5, true), { ...noulRow('blocked', 0.5, true), threshold: 0.9 }]),
+    ).toThrow(/thresholds/);
   });
 
   it('bins by floor(10p), with p = 1 in the last bin', () => {
     expect([0, 0.05, 0.1, 0.7, 0.99, 1].map(binIndex)).toEqual([0, 0, 1, 7, 9, 9]);
-    const { bins, ece } = calibrate([{ p: 1, y: 1 }, { p: 0, y: 0 }]);
+    const { bins, ece } = calibrate([
+      { p: 1, y: 1 },
+      { p: 0, y: 0 },
+    ]);
     expect(bins[9].count).toBe(1);
     expect(bins[0].count).toBe(1);
     expect(ece).toBe(0);

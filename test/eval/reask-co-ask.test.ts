@@ -43,15 +43,31 @@ async function goldOver(f: Fixture, ws: WorkspaceRow, ref: string) {
 }
 
 /** The re-ask estimate of `eval --compare`, then what a drain with model B bills for the same items. */
-async function reaskThenDrain(f: Fixture, ws: WorkspaceRow, ref: string, b: Provider = new FakeProvider({ model: MODEL_B })) {
-  const report = await runEval({ store: f.store, registry: f.registry, workspace: ws, gold: await goldOver(f, ws, ref), a: { kind: 'asked', provider: new FakeProvider() }, b: { kind: 'asked', provider: b } });
+async function reaskThenDrain(
+  f: Fixture,
+  ws: WorkspaceRow,
+  ref: string,
+  b: Provider = new FakeProvider({ model: MODEL_B }),
+) {
+  const report = await runEval({
+    store: f.store,
+    registry: f.registry,
+    workspace: ws,
+    gold: await goldOver(f, ws, ref),
+    a: { kind: 'asked', provider: new FakeProvider() },
+    b: { kind: 'asked', provider: b },
+  });
   const reask = report.reask!;
   // The eval's own calls are billed as outcome "eval": only the drain's calls are compared.
   const before = await f.store.spendSince(365 * 86_400_000);
   f.clock.advance(24 * 3_600_000);
   await drainNow(runnerOptions(f, new FakeProvider({ model: MODEL_B, usage: 'prompt' })), 100_000);
   const after = await f.store.spendSince(365 * 86_400_000);
-  const billed = { calls: after.calls - before.calls, inputTokens: after.inputTokens - before.inputTokens, outputTokens: after.outputTokens - before.outputTokens };
+  const billed = {
+    calls: after.calls - before.calls,
+    inputTokens: after.inputTokens - before.inputTokens,
+    outputTokens: after.outputTokens - before.outputTokens,
+  };
   return { report, reask, billed };
 }
 
@@ -59,7 +75,17 @@ describe('eval --compare: the price of re-asking with model B', () => {
   it('a co-asked set pair: calls and tokens within 10 % of what the drain bills', async () => {
     fx = await makeFixture([attentionSet, effortSet]);
     for (const ref of ['T-1', 'T-2', 'T-3']) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref,
+          title: ref,
+          content: `body of ${ref}`,
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     const { reask, billed } = await reaskThenDrain(fx, fx.ws, 'T-1');
     expect(billed.calls).toBe(3);
@@ -89,12 +115,30 @@ describe('eval --compare: the price of re-asking with model B', () => {
   it('states the batch price where a worker would batch the re-ask, and not with --batch off', async () => {
     fx = await makeFixture([attentionSet, effortSet]);
     for (const ref of ['T-1', 'T-2']) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref,
+          title: ref,
+          content: `body of ${ref}`,
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     // Model B priced as an Anthropic model with a batch API; its calls answered by the fake.
     const fake = new FakeProvider({ model: 'claude-haiku-4-5' });
     const b = Object.assign(Object.create(fake) as Provider, { name: 'anthropic', batch: {} as BatchApi });
-    const report = await runEval({ store: fx.store, registry: fx.registry, workspace: fx.ws, gold: await goldOver(fx, fx.ws, 'T-1'), a: { kind: 'asked', provider: new FakeProvider() }, b: { kind: 'asked', provider: b }, maxCostUsd: 1 });
+    const report = await runEval({
+      store: fx.store,
+      registry: fx.registry,
+      workspace: fx.ws,
+      gold: await goldOver(fx, fx.ws, 'T-1'),
+      a: { kind: 'asked', provider: new FakeProvider() },
+      b: { kind: 'asked', provider: b },
+      maxCostUsd: 1,
+    });
     const reask = report.reask!;
     expect(reask.total.calls).toBe(2);
     const half = batchCostOf(estimateTarget('anthropic', 'claude-haiku-4-5').pricing, reask.total)!;
@@ -102,7 +146,9 @@ describe('eval --compare: the price of re-asking with model B', () => {
     expect(half).toBeCloseTo(reask.total.costUsd! / 2, 12);
     expect(reask.batchCostUsd).toBeCloseTo(half, 12);
     const text = formatEvalReport(report, 'r.svg', 'auto');
-    expect(text).toContain('total, with sets reading the same state asked in one call as the worker asks them: 2 items, 2 calls');
+    expect(text).toContain(
+      'total, with sets reading the same state asked in one call as the worker asks them: 2 items, 2 calls',
+    );
     expect(text).toContain(`a worker sends the re-ask as Message Batches at the batch price: ${formatUsd(half)}`);
     expect(formatEvalReport(report, 'r.svg', 'off')).not.toContain('Message Batches');
   });

@@ -55,7 +55,15 @@ describe('reliabilityDiagramSvg', () => {
     expect(childPaths(points)).toBe(3);
     const texts = root.getElementsByTagNameNS(SVG_NS, 'text');
     const words = Array.from({ length: texts.length }, (_, i) => texts.item(i)!.textContent);
-    expect(words).toEqual(expect.arrayContaining(['attention', 'fake-model', 'mean predicted probability', 'observed fraction positive', '2']));
+    expect(words).toEqual(
+      expect.arrayContaining([
+        'attention',
+        'fake-model',
+        'mean predicted probability',
+        'observed fraction positive',
+        '2',
+      ]),
+    );
   });
 
   it('draws two series with a legend entry each (--compare)', async () => {
@@ -67,7 +75,8 @@ describe('reliabilityDiagramSvg', () => {
     const [points] = elementsWithClass(root, POINT_MARK_NAME);
     expect(childPaths(points)).toBe(5);
     const fills = new Set<string>();
-    for (let c = points.firstChild; c; c = c.nextSibling) if (c.nodeType === 1) fills.add((c as Element).getAttribute('fill')!);
+    for (let c = points.firstChild; c; c = c.nextSibling)
+      if (c.nodeType === 1) fills.add((c as Element).getAttribute('fill')!);
     expect(fills.size).toBe(2);
     expect(svg).toContain('>model-a<');
     expect(svg).toContain('>model-b<');
@@ -83,8 +92,19 @@ describe('reliabilityDiagramSvg', () => {
 
   it('refuses no series, three, or duplicate names; the spec loads no data from outside', () => {
     expect(() => reliabilityDiagramSpec([])).toThrow(InvalidInput);
-    expect(() => reliabilityDiagramSpec([{ name: 'x', bins: a }, { name: 'y', bins: a }, { name: 'z', bins: a }])).toThrow(/1 to 2/);
-    expect(() => reliabilityDiagramSpec([{ name: 'x', bins: a }, { name: 'x', bins: b }])).toThrow(/distinct/);
+    expect(() =>
+      reliabilityDiagramSpec([
+        { name: 'x', bins: a },
+        { name: 'y', bins: a },
+        { name: 'z', bins: a },
+      ]),
+    ).toThrow(/1 to 2/);
+    expect(() =>
+      reliabilityDiagramSpec([
+        { name: 'x', bins: a },
+        { name: 'x', bins: b },
+      ]),
+    ).toThrow(/distinct/);
     const spec = reliabilityDiagramSpec([{ name: 'x', bins: a }]);
     for (const d of spec.data ?? []) expect(d).not.toHaveProperty('url');
   });

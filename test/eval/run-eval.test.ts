@@ -3,7 +3,15 @@ import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { parseGoldSet } from '../../src/eval/gold-set.js';
 import { parseMaxCost } from '../../src/cli/eval.js';
-import { EvalCostNotConfirmed, goldFromVerdicts, labelOfValue, runEval, type EvalColumn, type EvalReport, type RunEvalOptions } from '../../src/eval/run-eval.js';
+import {
+  EvalCostNotConfirmed,
+  goldFromVerdicts,
+  labelOfValue,
+  runEval,
+  type EvalColumn,
+  type EvalReport,
+  type RunEvalOptions,
+} from '../../src/eval/run-eval.js';
 import { FakeProvider, type FakeRequest } from '../../src/providers/fake.js';
 import type { AskOptions, AskResult, Provider } from '../../src/providers/provider.js';
 import type { Question } from '../../src/decision/questions.js';
@@ -85,7 +93,14 @@ beforeEach(async () => {
   fakeA = new FakeProvider({ handler: scripted(P_A) });
   for (const n of [1, 2, 3, 4, 5, 6]) {
     const status = n === 5 ? 'closed' : 'open';
-    const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${n}`, title: `Item T-${n}`, content: `body ${n}`, fields: { status } });
+    const r = await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: `T-${n}`,
+      title: `Item T-${n}`,
+      content: `body ${n}`,
+      fields: { status },
+    });
     ids[`T-${n}`] = r.row.id;
   }
   await settle(fx, fakeA); // every open item answered, all three keys (2 calls each: maxPerCall 2)
@@ -133,7 +148,13 @@ function expectHandFigures(r: EvalReport, blockedN: number): void {
   expect(set.f1).toBeCloseTo(4 / 7, 12);
   expect(set.brier).toBeCloseTo((1 + 0.6625) / 8, 12);
   expect(set.ece).toBeCloseTo((0.1 + 0.2 + 0.7 + 0.4 + 0.55 + 0.4 + 0.7 + 0.1) / 8, 12); // 8 points, 8 distinct bins
-  expect(r.a.overall).toMatchObject({ n: blockedN + 4, answered: 8, accuracy: set.accuracy, brier: set.brier, ece: set.ece });
+  expect(r.a.overall).toMatchObject({
+    n: blockedN + 4,
+    answered: 8,
+    accuracy: set.accuracy,
+    brier: set.brier,
+    ece: set.ece,
+  });
 }
 
 describe('stored answers (no calls)', () => {
@@ -141,7 +162,11 @@ describe('stored answers (no calls)', () => {
     const calls = fakeA.requests.length;
     const r = await runEval(base({}));
     expect(fakeA.requests.length).toBe(calls); // no call
-    expect(r.gold).toMatchObject({ rows: 14, resolved: 10, unresolvedByReason: { unknown_ref: 1, unknown_set: 1, unknown_key: 1, label_mismatch: 1 } });
+    expect(r.gold).toMatchObject({
+      rows: 14,
+      resolved: 10,
+      unresolvedByReason: { unknown_ref: 1, unknown_set: 1, unknown_key: 1, label_mismatch: 1 },
+    });
     expect(r.gold.unresolved.map((u) => [u.line, u.reason])).toEqual([
       [11, 'unknown_ref'],
       [12, 'unknown_set'],
@@ -154,21 +179,41 @@ describe('stored answers (no calls)', () => {
       ['T-5', 'not_applicable'],
       ['T-6', 'state_changed'],
     ]);
-    expect(r.a).toMatchObject({ mode: 'stored', provider: 'fake', model: 'fake-model-1', answeredBy: { 'fake:fake-model-1': 8 } });
+    expect(r.a).toMatchObject({
+      mode: 'stored',
+      provider: 'fake',
+      model: 'fake-model-1',
+      answeredBy: { 'fake:fake-model-1': 8 },
+    });
     expect(r.a.overall).toMatchObject({ calls: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 });
     expect(r.b).toBeNull();
     expect(r.answersStored).toBe(false);
   });
 });
 
-describe('a person\'s override', () => {
-  it('is never the prediction: the model\'s own answer is scored', async () => {
+describe("a person's override", () => {
+  it("is never the prediction: the model's own answer is scored", async () => {
     const d = (await fx.store.listDecisions(ids['T-2'])).find((x) => x.questionKey === 'blocked')!;
     await fx.store.insertVerdict(
-      { workspaceId: fx.ws.id, itemId: ids['T-2'], questionSet: 'triage', questionKey: 'blocked', verdict: 'value', value: JSON.stringify({ type: 'noul', noul: 0 }), stateHash: d.stateHash, stateVersion: d.stateVersion, stateParts: d.stateParts, decisionId: d.id, author: 'ann', note: null },
+      {
+        workspaceId: fx.ws.id,
+        itemId: ids['T-2'],
+        questionSet: 'triage',
+        questionKey: 'blocked',
+        verdict: 'value',
+        value: JSON.stringify({ type: 'noul', noul: 0 }),
+        stateHash: d.stateHash,
+        stateVersion: d.stateVersion,
+        stateParts: d.stateParts,
+        decisionId: d.id,
+        author: 'ann',
+        note: null,
+      },
       null,
     );
-    const view = (await readerOf(fx, fx.registry, fakeA).decisions(ids['T-2'])).find((x) => x.questionKey === 'blocked')!;
+    const view = (await readerOf(fx, fx.registry, fakeA).decisions(ids['T-2'])).find(
+      (x) => x.questionKey === 'blocked',
+    )!;
     expect(view).toMatchObject({ source: 'human', answer: { noul: 0 }, modelAnswer: { noul: 0.7 } }); // the read shows the person's value
     expectHandFigures(await runEval(base({})), 6); // and eval still scores 0.7 (a false positive)
   });
@@ -204,7 +249,15 @@ describe('asking the provider', () => {
     expect(key(r.a, 'urgent').calls).toBe(4);
     expect(r.a.bySet[0].calls).toBe(5);
     const spend = (await fx.store.spendRowsSince(86_400_000)).rows.filter((s) => s.outcome === 'eval');
-    expect(spend).toEqual([expect.objectContaining({ questionSet: 'triage', provider: 'fake', model: 'fake-model-1', calls: 5, outputTokens: 12 * 9 })]);
+    expect(spend).toEqual([
+      expect.objectContaining({
+        questionSet: 'triage',
+        provider: 'fake',
+        model: 'fake-model-1',
+        calls: 5,
+        outputTokens: 12 * 9,
+      }),
+    ]);
   });
 
   it('asked with the same model as the stored answers, the figures are the stored ones', async () => {
@@ -231,7 +284,10 @@ function pricedProvider(inner: FakeProvider, inflate = 1): Provider & { asked: n
     async ask(state: string, questions: ReadonlyMap<string, Question>, opts: AskOptions): Promise<AskResult> {
       p.asked++;
       const r = await inner.ask(state, questions, opts);
-      return { ...r, usage: { ...r.usage, inputTokens: r.usage.inputTokens * inflate, outputTokens: r.usage.outputTokens * inflate } };
+      return {
+        ...r,
+        usage: { ...r.usage, inputTokens: r.usage.inputTokens * inflate, outputTokens: r.usage.outputTokens * inflate },
+      };
     },
   };
   return p;
@@ -242,13 +298,20 @@ describe('cost guard', () => {
     const p = pricedProvider(new FakeProvider({ handler: scripted(P_A) }));
     const none = await runEval(base({ a: { kind: 'asked', provider: p } })).catch((e: unknown) => e);
     expect(none).toBeInstanceOf(EvalCostNotConfirmed);
-    expect((none as Error).message).toMatch(/5 calls to anthropic:claude-haiku-5-5, ~[\d,]+ input \/ ~[\d,]+ output tokens, estimated \$0\.\d{4}; rerun with --max-cost/);
-    const low = await runEval(base({ a: { kind: 'asked', provider: p }, maxCostUsd: 0.00001 })).catch((e: unknown) => e);
+    expect((none as Error).message).toMatch(
+      /5 calls to anthropic:claude-haiku-5-5, ~[\d,]+ input \/ ~[\d,]+ output tokens, estimated \$0\.\d{4}; rerun with --max-cost/,
+    );
+    const low = await runEval(base({ a: { kind: 'asked', provider: p }, maxCostUsd: 0.00001 })).catch(
+      (e: unknown) => e,
+    );
     expect(low).toBeInstanceOf(EvalCostNotConfirmed);
     expect((low as Error).message).toMatch(/above --max-cost \$0\.0000; nothing was asked/);
     expect((low as EvalCostNotConfirmed).estimate.calls).toBe(5);
     // A library caller's NaN or negative limit is refused, not read as "no limit".
-    for (const bad of [NaN, -1, Infinity]) await expect(runEval(base({ a: { kind: 'asked', provider: p }, maxCostUsd: bad }))).rejects.toThrow(/finite number of US dollars/);
+    for (const bad of [NaN, -1, Infinity])
+      await expect(runEval(base({ a: { kind: 'asked', provider: p }, maxCostUsd: bad }))).rejects.toThrow(
+        /finite number of US dollars/,
+      );
     expect(p.asked).toBe(0);
     const spend = (await fx.store.spendRowsSince(86_400_000)).rows.filter((s) => s.outcome.startsWith('eval'));
     expect(spend).toEqual([]);
@@ -266,8 +329,13 @@ describe('cost guard', () => {
     const p = pricedProvider(new FakeProvider({ handler: scripted(P_A) }));
     // One row, one call: a limit of exactly its typical estimate passes the check before the run,
     // but the call's max_tokens would not fit under it, so it is not sent.
-    const one = { rows: parseGoldSet('{"ref":"T-1","set":"triage","key":"blocked","label":true}\n', 'one.jsonl'), source: 'one.jsonl' };
-    const est = await runEval(base({ gold: one, a: { kind: 'asked', provider: p }, maxCostUsd: 1 })).then((r) => r.a.estimate!);
+    const one = {
+      rows: parseGoldSet('{"ref":"T-1","set":"triage","key":"blocked","label":true}\n', 'one.jsonl'),
+      source: 'one.jsonl',
+    };
+    const est = await runEval(base({ gold: one, a: { kind: 'asked', provider: p }, maxCostUsd: 1 })).then(
+      (r) => r.a.estimate!,
+    );
     expect(est.calls).toBe(1);
     const before = p.asked;
     const r = await runEval(base({ gold: one, a: { kind: 'asked', provider: p }, maxCostUsd: est.costUsd! }));
@@ -299,11 +367,31 @@ describe('compare', () => {
     expect(key(r.b!, 'blocked')).toMatchObject({ answered: 5, tp: 2, fp: 0, fn: 1, tn: 2 });
     expect(key(r.b!, 'urgent')).toMatchObject({ answered: 4, tp: 1, fp: 2, fn: 0, tn: 1 });
     expect(r.differences).toEqual([
-      { ref: 'T-2', set: 'triage', key: 'blocked', label: false, a: 'true (p=0.700)', b: 'false (p=0.200)', correct: 'b' },
-      { ref: 'T-1', set: 'triage', key: 'urgent', label: false, a: 'false (p=0.200)', b: 'true (p=0.800)', correct: 'a' },
+      {
+        ref: 'T-2',
+        set: 'triage',
+        key: 'blocked',
+        label: false,
+        a: 'true (p=0.700)',
+        b: 'false (p=0.200)',
+        correct: 'b',
+      },
+      {
+        ref: 'T-1',
+        set: 'triage',
+        key: 'urgent',
+        label: false,
+        a: 'false (p=0.200)',
+        b: 'true (p=0.800)',
+        correct: 'a',
+      },
     ]);
     expect(r.answeredByOneOnly).toBe(1); // T-6: stale in A, asked at its new state in B
-    expect(r.reask).toMatchObject({ provider: 'fake', model: 'fake-model-2', sets: [{ set: 'triage', eligibleItems: 5, items: 5, calls: 10, costUsd: 0 }] });
+    expect(r.reask).toMatchObject({
+      provider: 'fake',
+      model: 'fake-model-2',
+      sets: [{ set: 'triage', eligibleItems: 5, items: 5, calls: 10, costUsd: 0 }],
+    });
     expect(r.reask!.total.calls).toBe(10); // 5 live open items × 3 keys at maxPerCall 2
     expect(fakeB.requests.every((q) => !q.keys.includes('other'))).toBe(true);
     expect(await fx.store.countDecisions()).toBe(stored);
@@ -314,9 +402,28 @@ describe('labels from human verdicts', () => {
   it('takes the latest verdict per key, skips withdrawn and valueless ones, and counts labels at an older state', async () => {
     const rows = await fx.store.listDecisions(ids['T-1']);
     const at = rows.find((d) => d.questionKey === 'blocked')!;
-    const verdict = (itemId: string, k: string, kind: 'value' | 'withdrawn' | 'disagree', value: string | null, stateHash = at.stateHash) =>
+    const verdict = (
+      itemId: string,
+      k: string,
+      kind: 'value' | 'withdrawn' | 'disagree',
+      value: string | null,
+      stateHash = at.stateHash,
+    ) =>
       fx.store.insertVerdict(
-        { workspaceId: fx.ws.id, itemId, questionSet: 'triage', questionKey: k, verdict: kind, value, stateHash, stateVersion: at.stateVersion, stateParts: at.stateParts, decisionId: null, author: 'ann', note: null },
+        {
+          workspaceId: fx.ws.id,
+          itemId,
+          questionSet: 'triage',
+          questionKey: k,
+          verdict: kind,
+          value,
+          stateHash,
+          stateVersion: at.stateVersion,
+          stateParts: at.stateParts,
+          decisionId: null,
+          author: 'ann',
+          note: null,
+        },
         null,
       );
     await verdict(ids['T-1'], 'blocked', 'value', JSON.stringify({ type: 'noul', noul: 0 }));
@@ -331,7 +438,10 @@ describe('labels from human verdicts', () => {
     ]);
     expect(g.labelsAtOlderState).toBe(1);
     // A noul value's label is its side of the set's threshold, as it surfaces: 0.6 is false at 0.7.
-    expect([labelOfValue('{"type":"noul","noul":0.6}', 0.7), labelOfValue('{"type":"noul","noul":0.6}', 0.5)]).toEqual([false, true]);
+    expect([labelOfValue('{"type":"noul","noul":0.6}', 0.7), labelOfValue('{"type":"noul","noul":0.6}', 0.5)]).toEqual([
+      false,
+      true,
+    ]);
     const r = await runEval(base({ gold: { ...g, source: 'verdicts' } }));
     expect(r.a.overall).toMatchObject({ n: 2, answered: 2, correct: 2 });
   });
@@ -339,21 +449,46 @@ describe('labels from human verdicts', () => {
 
 describe('--max-cost parsing (src/cli/eval.ts)', () => {
   it('takes decimal dollars only: 0x10 is not 16, blank, negative and NaN are usage errors', () => {
-    expect([parseMaxCost('0.05'), parseMaxCost(' 2 '), parseMaxCost('1e-2'), parseMaxCost(undefined)]).toEqual([0.05, 2, 0.01, undefined]);
-    for (const bad of ['0x10', '0b1', '', '-1', 'NaN', 'Infinity']) expect(() => parseMaxCost(bad)).toThrow(/--max-cost: got/);
+    expect([parseMaxCost('0.05'), parseMaxCost(' 2 '), parseMaxCost('1e-2'), parseMaxCost(undefined)]).toEqual([
+      0.05,
+      2,
+      0.01,
+      undefined,
+    ]);
+    for (const bad of ['0x10', '0b1', '', '-1', 'NaN', 'Infinity'])
+      expect(() => parseMaxCost(bad)).toThrow(/--max-cost: got/);
   });
 });
 
 describe('time-dependent sets (DESIGN §5.2)', () => {
   it('asks a set with maxAge at the state dated today, as the worker asks it', async () => {
-    const aged = defineQuestionSet({ name: 'aged', questions: { stalled: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000, eligible: ['notTerminal'] });
+    const aged = defineQuestionSet({
+      name: 'aged',
+      questions: { stalled: noul('No progress in 14 days.') },
+      maxAgeMs: 7 * 86_400_000,
+      eligible: ['notTerminal'],
+    });
     const own = await makeFixture([aged]);
     try {
-      await own.store.createItem({ workspaceId: own.ws.id, collectionId: own.tasks.id, ref: 'A-1', title: 'Item A-1', fields: { status: 'open' } });
-      const fake = new FakeProvider({ handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: 0.9 }])) });
+      await own.store.createItem({
+        workspaceId: own.ws.id,
+        collectionId: own.tasks.id,
+        ref: 'A-1',
+        title: 'Item A-1',
+        fields: { status: 'open' },
+      });
+      const fake = new FakeProvider({
+        handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: 0.9 }])),
+      });
       const today = new Date(await own.store.now()).toISOString().slice(0, 10);
       const rows = parseGoldSet('{"ref":"A-1","set":"aged","key":"stalled","label":true}\n', 'aged.jsonl');
-      const r = await runEval({ store: own.store, registry: own.registry, workspace: own.ws, gold: { rows, source: 'aged.jsonl' }, a: { kind: 'asked', provider: fake } });
+      const r = await runEval({
+        store: own.store,
+        registry: own.registry,
+        workspace: own.ws,
+        gold: { rows, source: 'aged.jsonl' },
+        a: { kind: 'asked', provider: fake },
+      });
       expect(r.a.overall).toMatchObject({ n: 1, answered: 1 });
       expect(fake.requests).toHaveLength(1);
       expect(fake.requests[0].state).toContain(`"as_of":"${today}"`);
@@ -373,7 +508,9 @@ describe('verdict.eval (the library door)', () => {
       const c = await v.eval({ workspace: 'acme', gold: gold().rows, stored: true, compare: 'fake-model-2' });
       expect(c.b).toMatchObject({ mode: 'asked', provider: 'fake', model: 'fake-model-2' });
       expect(c.b!.overall.calls).toBe(5);
-      await expect(v.eval({ workspace: 'nowhere', gold: gold().rows, stored: true })).rejects.toMatchObject({ code: 'eval_unavailable' });
+      await expect(v.eval({ workspace: 'nowhere', gold: gold().rows, stored: true })).rejects.toMatchObject({
+        code: 'eval_unavailable',
+      });
     } finally {
       await v.close();
     }

@@ -3,7 +3,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadActionsConfig, type ActionMode, type ActionsConfig } from '../../src/actions/config.js';
 import { ManualClock } from '../../src/clock.js';
-import { actionsApi, webhookActionOptions, type ActionsApiDeps, type VerdictActions } from '../../src/compose/actions-api.js';
+import {
+  actionsApi,
+  webhookActionOptions,
+  type ActionsApiDeps,
+  type VerdictActions,
+} from '../../src/compose/actions-api.js';
 import { buildRegistry } from '../../src/compose/open.js';
 import { runWorker, type RunSummary } from '../../src/compose/run-worker.js';
 import { DEFAULTS } from '../../src/config.js';
@@ -47,7 +52,11 @@ actions:
 
 /** p(blocked) of a state: high when the issue's text says BLOCKED. */
 export const blockedProvider = (clock: ManualClock) =>
-  new FakeProvider({ now: () => clock.now(), handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: req.state.includes('BLOCKED') ? 0.95 : 0.05 }])) });
+  new FakeProvider({
+    now: () => clock.now(),
+    handler: (req) =>
+      Object.fromEntries(req.keys.map((k) => [k, { probability: req.state.includes('BLOCKED') ? 0.95 : 0.05 }])),
+  });
 
 export interface ActionsFixture {
   store: SqliteStore;
@@ -72,7 +81,9 @@ export interface ActionsFixture {
  * @param o.configText the config file's text. @defaultValue `actionsConfigText(mode)`
  * @param o.provider `blocked` (p from the text, `blockedProvider`) or `hashed` (the fake's deterministic answers). @defaultValue 'blocked'
  */
-export async function makeActionsFixture(o: { mode?: ActionMode; configText?: string; provider?: 'blocked' | 'hashed' } = {}): Promise<ActionsFixture> {
+export async function makeActionsFixture(
+  o: { mode?: ActionMode; configText?: string; provider?: 'blocked' | 'hashed' } = {},
+): Promise<ActionsFixture> {
   const t = tempDir('verdict-actions-');
   const configFile = join(t.dir, 'verdict.config.yaml');
   writeFileSync(configFile, o.configText ?? actionsConfigText(o.mode ?? 'apply'));
@@ -94,15 +105,46 @@ export async function makeActionsFixture(o: { mode?: ActionMode; configText?: st
     github,
     actions: actionsApi(deps),
     deps,
-    deliver: (event, payload) => applyGitHubWebhook(store, { event, deliveryId: randomUUID(), payload: { repository: { full_name: REPO }, ...payload } }, hookOptions),
+    deliver: (event, payload) =>
+      applyGitHubWebhook(
+        store,
+        { event, deliveryId: randomUUID(), payload: { repository: { full_name: REPO }, ...payload } },
+        hookOptions,
+      ),
     async open(number, body) {
-      const issue = { number, title: `Issue ${number}`, body, state: 'open', state_reason: null, labels: [], user: { login: 'alice' }, milestone: null, created_at: iso(), updated_at: iso(), closed_at: null };
+      const issue = {
+        number,
+        title: `Issue ${number}`,
+        body,
+        state: 'open',
+        state_reason: null,
+        labels: [],
+        user: { login: 'alice' },
+        milestone: null,
+        created_at: iso(),
+        updated_at: iso(),
+        closed_at: null,
+      };
       github.issues.push(issue);
-      return fx.deliver('issues', { action: 'opened', issue: structuredClone(issue), sender: { login: 'alice', type: 'User' } });
+      return fx.deliver('issues', {
+        action: 'opened',
+        issue: structuredClone(issue),
+        sender: { login: 'alice', type: 'User' },
+      });
     },
     drain: (d = {}) =>
       runWorker({
-        cfg: { ...DEFAULTS, metricsPort: undefined, requestsPerMinute: undefined, inputTokensPerMinute: undefined, dailyTokenCap: undefined, concurrency: 1, actions: d.mode ?? 'apply', githubToken: d.token === false ? undefined : TOKEN, githubApiUrl: github.url },
+        cfg: {
+          ...DEFAULTS,
+          metricsPort: undefined,
+          requestsPerMinute: undefined,
+          inputTokensPerMinute: undefined,
+          dailyTokenCap: undefined,
+          concurrency: 1,
+          actions: d.mode ?? 'apply',
+          githubToken: d.token === false ? undefined : TOKEN,
+          githubApiUrl: github.url,
+        },
         store,
         registry,
         provider,
@@ -121,8 +163,13 @@ export async function makeActionsFixture(o: { mode?: ActionMode; configText?: st
 }
 
 /** The fake GitHub's copy of an issue. */
-export function ghIssue(fx: ActionsFixture, number: number): Record<string, unknown> & { labels: Array<{ name: string }> } {
-  return fx.github.issues.find((i) => i.number === number) as Record<string, unknown> & { labels: Array<{ name: string }> };
+export function ghIssue(
+  fx: ActionsFixture,
+  number: number,
+): Record<string, unknown> & { labels: Array<{ name: string }> } {
+  return fx.github.issues.find((i) => i.number === number) as Record<string, unknown> & {
+    labels: Array<{ name: string }>;
+  };
 }
 
 /** The label names on the fake GitHub's issue. */

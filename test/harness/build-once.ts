@@ -25,7 +25,10 @@ function newestMtime(path: string): number {
 export function staleBuild(): string | null {
   if (!existsSync(BUILT_MAIN)) return 'dist/cli/main.js is missing';
   const built = statSync(BUILT_MAIN).mtimeMs;
-  const sources = Math.max(newestMtime(join(ROOT, 'src')), ...['tsconfig.build.json', 'tsconfig.json', 'package.json'].map((f) => statSync(join(ROOT, f)).mtimeMs));
+  const sources = Math.max(
+    newestMtime(join(ROOT, 'src')),
+    ...['tsconfig.build.json', 'tsconfig.json', 'package.json'].map((f) => statSync(join(ROOT, f)).mtimeMs),
+  );
   return sources > built ? 'src/ is newer than dist/' : null;
 }
 
@@ -37,6 +40,9 @@ export default function setup(): void {
     execFileSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string };
-    throw new Error(`test setup: npm run build failed; the process tests spawn dist/cli/main.js\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
+    throw new Error(
+      `test setup: npm run build failed; the process tests spawn dist/cli/main.js\n${e.stdout ?? ''}${e.stderr ?? ''}`,
+      { cause: err },
+    );
   }
 }

@@ -20,7 +20,10 @@ export function requireBuiltCli(): void {
  * environment. Resolves with stdout and stderr; rejects (with `code`, `stdout`, `stderr`) on a
  * non-zero exit.
  */
-export async function runBuiltCli(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string }> {
+export async function runBuiltCli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ stdout: string; stderr: string }> {
   return promisify(execFile)(process.execPath, [BUILT_MAIN, ...args], {
     cwd: ROOT,
     env: { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '', ...env },

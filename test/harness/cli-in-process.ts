@@ -15,7 +15,10 @@ import { ROOT } from './cli-process.js';
  * run one at a time (the streams and the environment are the process's own); the working folder
  * must be the repository root, as runBuiltCli's is.
  */
-export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string }> {
+export async function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ stdout: string; stderr: string }> {
   const run = queue.then(() => runOnce(args, env));
   queue = run.then(
     () => undefined,
@@ -38,7 +41,8 @@ export async function loadCli(): Promise<void> {
 type Write = typeof process.stdout.write;
 
 async function runOnce(args: string[], env: Record<string, string>): Promise<{ stdout: string; stderr: string }> {
-  if (process.cwd() !== ROOT.replace(/\/$/, '')) throw new Error(`runCli: the working folder is ${process.cwd()}, not the repository root`);
+  if (process.cwd() !== ROOT.replace(/\/$/, ''))
+    throw new Error(`runCli: the working folder is ${process.cwd()}, not the repository root`);
   // The bin sets this before the driver loads (src/cli/main.ts); the same here.
   process.env.SQLITE_USE_URI ??= '1';
   const { main } = await import('../../src/cli/program.js');
@@ -48,7 +52,13 @@ async function runOnce(args: string[], env: Record<string, string>): Promise<{ s
   const err: string[] = [];
   const capture = (into: string[]): Write =>
     function (chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
-      into.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString((typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding));
+      into.push(
+        typeof chunk === 'string'
+          ? chunk
+          : Buffer.from(chunk as Uint8Array).toString(
+              (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding,
+            ),
+      );
       const done = typeof encoding === 'function' ? encoding : cb;
       if (typeof done === 'function') queueMicrotask(() => (done as () => void)());
       return true;
@@ -73,6 +83,7 @@ async function runOnce(args: string[], env: Record<string, string>): Promise<{ s
   }
   const stdout = out.join('');
   const stderr = err.join('');
-  if (code !== 0) throw Object.assign(new Error(`verdict ${args.join(' ')} exited ${code}\n${stderr}`), { code, stdout, stderr });
+  if (code !== 0)
+    throw Object.assign(new Error(`verdict ${args.join(' ')} exited ${code}\n${stderr}`), { code, stdout, stderr });
   return { stdout, stderr };
 }

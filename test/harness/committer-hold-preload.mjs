@@ -20,7 +20,12 @@ Committer.prototype.commit = function (batch) {
     // The held batch, and whatever was handed in after it (the committer keeps it waiting).
     const waiting = [...batch, ...this.waiting];
     if (waiting.length < slots) return void setTimeout(report, 5);
-    const claims = waiting.map((w) => ({ itemId: w.claim.itemId, questionSet: w.claim.questionSet, claimToken: w.claim.claimToken, answers: w.finish.answers ? w.finish.answers.decisions.length : 0 }));
+    const claims = waiting.map((w) => ({
+      itemId: w.claim.itemId,
+      questionSet: w.claim.questionSet,
+      claimToken: w.claim.claimToken,
+      answers: w.finish.answers ? w.finish.answers.decisions.length : 0,
+    }));
     writeFileSync(file, JSON.stringify(claims));
   };
   report();

@@ -28,7 +28,10 @@ export default class CountsReporter implements Reporter {
       }
     }
     failed += unhandledErrors.length;
-    if (noServer > 0) process.stdout.write(`WARNING: ${noServer} tests SKIPPED for want of a server ${SERVER_SKIP_MARK}; CI runs them\n`);
+    if (noServer > 0)
+      process.stdout.write(
+        `WARNING: ${noServer} tests SKIPPED for want of a server ${SERVER_SKIP_MARK}; CI runs them\n`,
+      );
     process.stdout.write(`vitest: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
     if (passed + failed === 0) process.exitCode = 1;
   }

@@ -83,7 +83,12 @@ const SECONDARY_MESSAGE = 'You have exceeded a secondary rate limit. Please wait
  * Starts the server. `token`, when given, must be sent (`Authorization: token …` or `Bearer …`),
  * else 401.
  */
-export async function startFakeGitHub(o: { repo: string; issues?: Array<Record<string, unknown>>; comments?: Array<Record<string, unknown>>; token?: string }): Promise<FakeGitHub> {
+export async function startFakeGitHub(o: {
+  repo: string;
+  issues?: Array<Record<string, unknown>>;
+  comments?: Array<Record<string, unknown>>;
+  token?: string;
+}): Promise<FakeGitHub> {
   const fake: FakeGitHub = {
     url: '',
     repo: o.repo,
@@ -111,7 +116,13 @@ export async function startFakeGitHub(o: { repo: string; issues?: Array<Record<s
   return fake;
 }
 
-function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessage, res: ServerResponse, rawBody: string): void {
+function handle(
+  fake: FakeGitHub,
+  token: string | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+  rawBody: string,
+): void {
   const u = new URL(req.url ?? '/', fake.url);
   const query = Object.fromEntries(u.searchParams);
   const entry: FakeGitHubRequest = {
@@ -162,7 +173,13 @@ function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessag
     return error(fault.status, fault.status === 404 ? 'Not Found' : 'Server Error');
   }
 
-  const limits = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600), 'x-ratelimit-resource': 'core', ...fake.extraHeaders };
+  const limits = {
+    'x-ratelimit-limit': '5000',
+    'x-ratelimit-remaining': '4999',
+    'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600),
+    'x-ratelimit-resource': 'core',
+    ...fake.extraHeaders,
+  };
   if (req.method === 'GET' && u.pathname === '/user') return send(200, { login: fake.login, type: 'User' }, limits);
   const one = /^\/repos\/([^/]+)\/([^/]+)\/issues\/(\d+)(\/labels(?:\/([^/]+))?|\/comments)?$/.exec(u.pathname);
   if (one) {
@@ -173,7 +190,16 @@ function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessag
     if (!issue) return error(404, 'Not Found');
     const labels = () => (issue.labels as Array<{ name: string }> | undefined) ?? [];
     const hook = (action: 'labeled' | 'unlabeled', name: string) =>
-      fake.hooks.push({ event: 'issues', payload: { action, issue: structuredClone(issue), label: { name }, repository: { full_name: fake.repo }, sender: { login: fake.login, type: 'Bot' } } });
+      fake.hooks.push({
+        event: 'issues',
+        payload: {
+          action,
+          issue: structuredClone(issue),
+          label: { name },
+          repository: { full_name: fake.repo },
+          sender: { login: fake.login, type: 'Bot' },
+        },
+      });
     const body = rawBody ? (JSON.parse(rawBody) as Record<string, unknown>) : {};
     if (req.method === 'GET' && one[4] === undefined) return send(200, issue, limits);
     if (req.method === 'POST' && one[4] === '/labels') {
@@ -194,7 +220,14 @@ function handle(fake: FakeGitHub, token: string | undefined, req: IncomingMessag
     if (req.method === 'POST' && one[4] === '/comments') {
       const id = 100_000 + fake.comments.length + 1;
       const at = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-      const comment = { id, body: body.body, user: { login: fake.login, type: 'Bot' }, created_at: at, updated_at: at, issue_url: `${fake.url}/repos/${fake.repo}/issues/${number}` };
+      const comment = {
+        id,
+        body: body.body,
+        user: { login: fake.login, type: 'Bot' },
+        created_at: at,
+        updated_at: at,
+        issue_url: `${fake.url}/repos/${fake.repo}/issues/${number}`,
+      };
       fake.comments.push(comment);
       return send(201, comment, limits);
     }

@@ -44,7 +44,11 @@ const matrixSet = defineQuestionSet({
   collections: ['task'],
   questions: {
     blocked: noul('The work on this item is blocked by something outside it.'),
-    area: choice('Which part of the system does the item touch?', { api: 'Server API code', ui: 'User interface code', docs: 'Documentation' }),
+    area: choice('Which part of the system does the item touch?', {
+      api: 'Server API code',
+      ui: 'User interface code',
+      docs: 'Documentation',
+    }),
     size: score('How much work remains on this item?', ['small', 'medium', 'large']),
   },
   eligible: ['notTerminal'],
@@ -64,7 +68,9 @@ function goodMatrixAnswers(): Record<string, any> {
  * in key order (DESIGN §9.2); members that name no question of `set` pass unchanged.
  */
 function asSent(raw: Record<string, unknown>, set: QuestionSet = matrixSet): Record<string, unknown> {
-  const aliasOf = new Map(questionAliases(new Map(Object.entries(set.questions ?? {}))).map(([alias, key]) => [key, alias]));
+  const aliasOf = new Map(
+    questionAliases(new Map(Object.entries(set.questions ?? {}))).map(([alias, key]) => [key, alias]),
+  );
   return Object.fromEntries(Object.entries(raw).map(([k, v]) => [aliasOf.get(k) ?? k, v]));
 }
 
@@ -142,21 +148,54 @@ export function faultCases(): FaultCase[] {
     { name: '529 twice, then 200', replies: [S.overloaded(), S.overloaded()] },
     { name: '529 forever (3 passes)', fallback: () => S.overloaded(), passes: 3 },
     // DESIGN §3.7: a short Retry-After on a 5xx/529 is a transient fail, not a defer.
-    { name: '529 + retry-after 0.1 s forever (2 passes)', fallback: () => S.overloaded({ 'retry-after': '0.1' }), passes: 2 },
-    { name: '503 api_error + retry-after 0.1 s forever (2 passes)', fallback: () => S.error(503, 'api_error', 'unavailable', { 'retry-after': '0.1' }), passes: 2 },
-    { name: '503 + retry-after 30 s (over the cap)', replies: [S.error(503, 'api_error', 'unavailable', { 'retry-after': '30' })] },
+    {
+      name: '529 + retry-after 0.1 s forever (2 passes)',
+      fallback: () => S.overloaded({ 'retry-after': '0.1' }),
+      passes: 2,
+    },
+    {
+      name: '503 api_error + retry-after 0.1 s forever (2 passes)',
+      fallback: () => S.error(503, 'api_error', 'unavailable', { 'retry-after': '0.1' }),
+      passes: 2,
+    },
+    {
+      name: '503 + retry-after 30 s (over the cap)',
+      replies: [S.error(503, 'api_error', 'unavailable', { 'retry-after': '30' })],
+    },
     { name: 'overloaded_error inside a 200, then 200', replies: [S.errorIn200()] },
-    { name: '400 invalid_request_error', replies: [S.error(400, 'invalid_request_error', 'messages: content is empty')] },
+    {
+      name: '400 invalid_request_error',
+      replies: [S.error(400, 'invalid_request_error', 'messages: content is empty')],
+    },
     { name: '401 authentication_error', replies: [S.error(401, 'authentication_error', 'invalid x-api-key')] },
     // DESIGN §3.8: the set's fault; its jobs are held, the worker is not stopped.
-    { name: '400 rejecting the schema', replies: [S.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword')] },
+    {
+      name: '400 rejecting the schema',
+      replies: [
+        S.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword'),
+      ],
+    },
     { name: 'stop_reason max_tokens', replies: [S.truncated()] },
     { name: 'malformed JSON', replies: [S.text('{"area": {"probabilities": ')] },
-    { name: 'wrong kind (noul answered with probabilities)', replies: [S.answer(asSent({ ...answers(), blocked: { probabilities: { yes: 0.8, no: 0.2 } } }))] },
+    {
+      name: 'wrong kind (noul answered with probabilities)',
+      replies: [S.answer(asSent({ ...answers(), blocked: { probabilities: { yes: 0.8, no: 0.2 } } }))],
+    },
     { name: 'missing key', replies: [S.answer(asSent((({ size: _s, ...rest }) => rest)(answers())))] },
-    { name: 'extra keys (ignored)', replies: [S.answer(asSent({ ...answers(), unasked: { probability: 1 }, blocked: { probability: 0.8, note: 'x' } }))] },
-    { name: 'probabilities sum to 0.7', replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.4, ui: 0.2, docs: 0.1 } } }))] },
-    { name: 'probabilities sum to 1.015 (normalised)', replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.615, ui: 0.3, docs: 0.1 } } }))] },
+    {
+      name: 'extra keys (ignored)',
+      replies: [
+        S.answer(asSent({ ...answers(), unasked: { probability: 1 }, blocked: { probability: 0.8, note: 'x' } })),
+      ],
+    },
+    {
+      name: 'probabilities sum to 0.7',
+      replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.4, ui: 0.2, docs: 0.1 } } }))],
+    },
+    {
+      name: 'probabilities sum to 1.015 (normalised)',
+      replies: [S.answer(asSent({ ...answers(), area: { probabilities: { api: 0.615, ui: 0.3, docs: 0.1 } } }))],
+    },
     { name: 'timeout (slow reply), then 200', replies: [S.slow(1_500)] },
     { name: 'dropped connection, then 200', replies: [S.drop()] },
     { name: 'connection dropped mid-body, then 200', replies: [S.drop(true)] },
@@ -198,7 +237,14 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
     const ws = await store.createWorkspace({ slug: 'acme' });
     const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
     const item = await store.createItem(
-      { workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'Fix the login page', content: 'It fails on Safari.', fields: { status: 'open' } },
+      {
+        workspaceId: ws.id,
+        collectionId: col.id,
+        ref: 'T-1',
+        title: 'Fix the login page',
+        content: 'It fails on Safari.',
+        fields: { status: 'open' },
+      },
       { quietPeriod: false },
     );
     const provider = new AnthropicProvider({
@@ -230,7 +276,13 @@ export async function runFaultCase(c: FaultCase, opts: { apiKey?: string } = {})
         passLimit: 20,
         abandonLimit: 8,
         untilIdle: c.stopAfterRequests === undefined,
-        onOutcome: (r: RunReport) => outcomes.push({ kind: r.outcome.kind, reason: r.outcome.reason, attempts: r.claim.attempts, recorded: String(r.recorded) }),
+        onOutcome: (r: RunReport) =>
+          outcomes.push({
+            kind: r.outcome.kind,
+            reason: r.outcome.reason,
+            attempts: r.claim.attempts,
+            recorded: String(r.recorded),
+          }),
       });
       const running = worker.run();
       if (c.stopAfterRequests !== undefined) {
@@ -285,8 +337,12 @@ function summariseLog(logs: LogLine[]): string {
     counts.set(s, (counts.get(s) ?? 0) + 1);
   };
   for (const l of logs) {
-    if (l.msg === 'provider attempt failed') add(`attempt failed: ${String(l.reason).replace(/ \(request [^)]*\)/, '')}, ${l.waitMs !== undefined ? 'retry' : 'gave up'}`);
-    else if (l.msg === 'provider asked to wait longer than the cap; deferring') add(`retry-after ${l.retryAfterMs} ms over the cap: deferring`);
+    if (l.msg === 'provider attempt failed')
+      add(
+        `attempt failed: ${String(l.reason).replace(/ \(request [^)]*\)/, '')}, ${l.waitMs !== undefined ? 'retry' : 'gave up'}`,
+      );
+    else if (l.msg === 'provider asked to wait longer than the cap; deferring')
+      add(`retry-after ${l.retryAfterMs} ms over the cap: deferring`);
     else if (l.msg === 'job outcome') add(`job outcome ${l.outcome} (${l.reason})`);
     else if (l.msg.startsWith('provider misconfigured')) add(`misconfigured: cooling off ${l.cooloffMs} ms`);
     else if (l.msg === 'worker stopping') add(`worker stopping (${l.reason})`);
@@ -302,7 +358,8 @@ function secs(ms: number): string {
 
 /** One Markdown table row of a result. */
 export function tableRow(r: FaultResult): string {
-  const outcome = r.outcomes.map((o) => `${o.kind}${o.kind === 'complete' ? '' : ` (${o.reason})`}`).join(' → ') || 'none';
+  const outcome =
+    r.outcomes.map((o) => `${o.kind}${o.kind === 'complete' ? '' : ` (${o.reason})`}`).join(' → ') || 'none';
   const job = r.job
     ? `${r.job.state}; attempts ${r.job.attempts}, refusals ${r.job.refusals}; ${r.delays.length ? `due ${r.delays.map(secs).join(' → ')}` : ''}`
     : 'deleted (done)';

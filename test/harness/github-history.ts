@@ -1,5 +1,12 @@
 import { readFileSync } from 'node:fs';
-import { beadsBody, beadsRowSchema, classifyBeadsRow, isTombstone, parseRfc3339, type BeadsRow } from '../../src/importers/beads-format.js';
+import {
+  beadsBody,
+  beadsRowSchema,
+  classifyBeadsRow,
+  isTombstone,
+  parseRfc3339,
+  type BeadsRow,
+} from '../../src/importers/beads-format.js';
 
 /**
  * The bundled sample (`sample/beads-issues.jsonl`, real tracker rows nobody on the team wrote) as
@@ -68,22 +75,59 @@ export function githubHistory(repo: string, file = 'sample/beads-issues.jsonl'):
     const sender = { login: r.created_by ?? 'ghost', type: 'User' };
     const at0 = created(r);
     const open = { ...base, state: 'open', state_reason: null, updated_at: gh(at0), closed_at: null };
-    events.push({ at: at0, order: ORDER.opened, number, event: 'issues', payload: { action: 'opened', issue: open, repository, sender } });
+    events.push({
+      at: at0,
+      order: ORDER.opened,
+      number,
+      event: 'issues',
+      payload: { action: 'opened', issue: open, repository, sender },
+    });
     const sorted = [...(r.comments ?? [])].sort((a, b) => parseRfc3339(a.created_at!)! - parseRfc3339(b.created_at!)!);
     for (const [j, c] of sorted.entries()) {
       const at = parseRfc3339(c.created_at!)!;
-      const comment = { id: number * 1000 + j + 1, body: c.text, user: c.author ? { login: c.author, type: 'User' } : null, created_at: gh(at), updated_at: gh(at), issue_url: `https://api.github.com/repos/${repo}/issues/${number}` };
-      events.push({ at, order: ORDER.comment, number, event: 'issue_comment', payload: { action: 'created', issue: { ...open, updated_at: gh(at) }, comment, repository, sender: { login: c.author ?? 'ghost', type: 'User' } } });
+      const comment = {
+        id: number * 1000 + j + 1,
+        body: c.text,
+        user: c.author ? { login: c.author, type: 'User' } : null,
+        created_at: gh(at),
+        updated_at: gh(at),
+        issue_url: `https://api.github.com/repos/${repo}/issues/${number}`,
+      };
+      events.push({
+        at,
+        order: ORDER.comment,
+        number,
+        event: 'issue_comment',
+        payload: {
+          action: 'created',
+          issue: { ...open, updated_at: gh(at) },
+          comment,
+          repository,
+          sender: { login: c.author ?? 'ghost', type: 'User' },
+        },
+      });
     }
     const end = parseRfc3339(r.updated_at ?? r.created_at!)!;
     if (isTombstone(r)) {
       const at = Math.max(at0, parseRfc3339(r.deleted_at ?? '') ?? end);
-      events.push({ at, order: ORDER.deleted, number, event: 'issues', payload: { action: 'deleted', issue: { ...open, updated_at: gh(at) }, repository, sender } });
+      events.push({
+        at,
+        order: ORDER.deleted,
+        number,
+        event: 'issues',
+        payload: { action: 'deleted', issue: { ...open, updated_at: gh(at) }, repository, sender },
+      });
       deleted.push(number);
     } else if (r.status === 'closed') {
       const at = Math.max(at0, closedAt.get(r.id) ?? end);
       const closed = { ...base, state: 'closed', state_reason: 'completed', updated_at: gh(at), closed_at: gh(at) };
-      events.push({ at, order: ORDER.closed, number, event: 'issues', payload: { action: 'closed', issue: closed, repository, sender } });
+      events.push({
+        at,
+        order: ORDER.closed,
+        number,
+        event: 'issues',
+        payload: { action: 'closed', issue: closed, repository, sender },
+      });
       issues.push(closed);
     } else issues.push({ ...open, updated_at: gh(Math.max(at0, end)) });
   });

@@ -19,7 +19,8 @@ if (file) {
   let lastCpu = process.cpuUsage();
   const record = (now) => {
     const cpu = process.cpuUsage(lastCpu);
-    if (now - last > 2 * EVERY_MS && gaps.length < 100_000) gaps.push([now, now - last, Math.round((cpu.user + cpu.system) / 1000)]);
+    if (now - last > 2 * EVERY_MS && gaps.length < 100_000)
+      gaps.push([now, now - last, Math.round((cpu.user + cpu.system) / 1000)]);
     last = now;
     lastCpu = process.cpuUsage();
   };

@@ -16,7 +16,11 @@ const writes = Number(writesArg);
 const acks = openSync(acksPath, 'w');
 const ack = (line) => writeSync(acks, `${line}\n`);
 
-const triage = defineQuestionSet({ name: 'triage', questions: { blocked: noul('Is the item blocked on something outside the team?') }, quietPeriodMs: 0 });
+const triage = defineQuestionSet({
+  name: 'triage',
+  questions: { blocked: noul('Is the item blocked on something outside the team?') },
+  quietPeriodMs: 0,
+});
 let database = dbPath;
 if (mode === 'host-normal') {
   const host = new Database(dbPath);

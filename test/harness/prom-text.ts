@@ -38,7 +38,8 @@ function parseValue(s: string, line: number): number {
   if (/^nan$/i.test(s)) return NaN;
   if (/^\+?inf(inity)?$/i.test(s)) return Infinity;
   if (/^-inf(inity)?$/i.test(s)) return -Infinity;
-  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s)) throw new Error(`line ${line}: bad value ${JSON.stringify(s)}`);
+  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s))
+    throw new Error(`line ${line}: bad value ${JSON.stringify(s)}`);
   return Number(s);
 }
 
@@ -140,7 +141,8 @@ export function parsePromText(text: string): Map<string, Family> {
     let labels: Record<string, string> = {};
     if (raw[i] === '{') [labels, i] = parseLabels(raw, i, line);
     const rest = raw.slice(i).trim().split(/\s+/);
-    if (rest.length < 1 || rest.length > 2 || rest[0] === '') throw new Error(`line ${line}: expected a value and an optional timestamp`);
+    if (rest.length < 1 || rest.length > 2 || rest[0] === '')
+      throw new Error(`line ${line}: expected a value and an optional timestamp`);
     const value = parseValue(rest[0], line);
     if (rest.length === 2 && !/^-?\d+$/.test(rest[1])) throw new Error(`line ${line}: bad timestamp`);
     const f = familyOf(name, families);
@@ -155,7 +157,11 @@ export function parsePromText(text: string): Map<string, Family> {
 function checkHistogram(f: Family): void {
   const series = new Map<string, { buckets: Array<[number, number]>; count?: number }>();
   const key = (l: Record<string, string>) =>
-    JSON.stringify(Object.entries(l).filter(([k]) => k !== 'le').sort(([a], [b]) => (a < b ? -1 : 1)));
+    JSON.stringify(
+      Object.entries(l)
+        .filter(([k]) => k !== 'le')
+        .sort(([a], [b]) => (a < b ? -1 : 1)),
+    );
   for (const s of f.samples) {
     const k = key(s.labels);
     const e = series.get(k) ?? { buckets: [] };
@@ -173,12 +179,17 @@ function checkHistogram(f: Family): void {
     }
     const last = e.buckets[e.buckets.length - 1];
     if (last[0] !== Infinity) throw new Error(`${f.name}${k}: last bucket is not +Inf`);
-    if (e.count !== last[1]) throw new Error(`${f.name}${k}: _count ${e.count} differs from the +Inf bucket ${last[1]}`);
+    if (e.count !== last[1])
+      throw new Error(`${f.name}${k}: _count ${e.count} differs from the +Inf bucket ${last[1]}`);
   }
 }
 
 /** The value of one sample (labels must match exactly), or undefined. */
-export function sampleValue(families: Map<string, Family>, name: string, labels: Record<string, string> = {}): number | undefined {
+export function sampleValue(
+  families: Map<string, Family>,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
   for (const f of families.values()) {
     for (const s of f.samples) {
       if (s.name !== name) continue;

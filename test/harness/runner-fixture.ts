@@ -5,7 +5,11 @@ import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/jo
 import type { Fixture } from './store-fixture.js';
 
 /** Runner options over a fixture, with the fake provider unless one is given. */
-export function runnerOptions(fx: Fixture, provider: Provider = new FakeProvider(), over: Partial<RunnerOptions> = {}): RunnerOptions {
+export function runnerOptions(
+  fx: Fixture,
+  provider: Provider = new FakeProvider(),
+  over: Partial<RunnerOptions> = {},
+): RunnerOptions {
   return {
     store: fx.store,
     registry: fx.registry,

@@ -28,7 +28,8 @@ try {
 if (Database && !Database.prototype.pragma.verdictTestSync) {
   const pragma = Database.prototype.pragma;
   const patched = function (source, options) {
-    const s = typeof source === 'string' && /^\s*synchronous\s*=\s*FULL\s*$/i.test(source) ? 'synchronous = NORMAL' : source;
+    const s =
+      typeof source === 'string' && /^\s*synchronous\s*=\s*FULL\s*$/i.test(source) ? 'synchronous = NORMAL' : source;
     return pragma.call(this, s, options);
   };
   patched.verdictTestSync = true;

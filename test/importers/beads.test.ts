@@ -41,7 +41,13 @@ function line(id: string, extra: Record<string, unknown> = {}): string {
 }
 
 function dep(issueId: string, dependsOn: string, type: string) {
-  return { issue_id: issueId, depends_on_id: dependsOn, type, created_at: '2025-11-02T22:23:49.475356-08:00', created_by: 'stevey' };
+  return {
+    issue_id: issueId,
+    depends_on_id: dependsOn,
+    type,
+    created_at: '2025-11-02T22:23:49.475356-08:00',
+    created_by: 'stevey',
+  };
 }
 
 async function run(lines: string[], slug?: string): Promise<ImportReport> {
@@ -94,16 +100,30 @@ describe('importBeads: collections and skipped rows', () => {
   it('orchestration, ephemeral and unknown-type rows are skipped and counted; nothing of them is written', async () => {
     const orchestration = ['event', 'message', 'agent', 'molecule', 'gate', 'rig', 'role', 'merge-request'];
     const r = await run([
-      ...orchestration.map((t) => line(`bd-${t}`, { issue_type: t, comments: [{ id: 1, issue_id: `bd-${t}`, author: 'mayor', text: 'x', created_at: '2026-01-12T02:16:51Z' }] })),
+      ...orchestration.map((t) =>
+        line(`bd-${t}`, {
+          issue_type: t,
+          comments: [{ id: 1, issue_id: `bd-${t}`, author: 'mayor', text: 'x', created_at: '2026-01-12T02:16:51Z' }],
+        }),
+      ),
       line('bd-wisp', { issue_type: 'task', ephemeral: true }),
       line('bd-wisp-event', { issue_type: 'event', ephemeral: true }),
-      line('bd-molstone', { status: 'tombstone', issue_type: 'molecule', original_type: 'molecule', deleted_at: UPDATED }),
+      line('bd-molstone', {
+        status: 'tombstone',
+        issue_type: 'molecule',
+        original_type: 'molecule',
+        deleted_at: UPDATED,
+      }),
       line('bd-odd', { issue_type: 'decision' }),
       line('bd-work'),
     ]);
     expect(r.rowsRead).toBe(13);
     expect(r.skipped).toEqual({ ephemeral: 2, orchestration: 9, unknown_type: 1 });
-    expect(r.skippedTypes).toEqual({ ...Object.fromEntries(orchestration.map((t) => [t, 1])), molecule: 2, decision: 1 });
+    expect(r.skippedTypes).toEqual({
+      ...Object.fromEntries(orchestration.map((t) => [t, 1])),
+      molecule: 2,
+      decision: 1,
+    });
     expect(r.imported).toMatchObject({ created: 1, updated: 0, unchanged: 0 });
     expect((await allItems(r.workspaceId)).map((i) => i.ref)).toEqual(['bd-work']);
     expect(sqlAll('SELECT id FROM comments')).toHaveLength(0);
@@ -131,7 +151,9 @@ describe('importBeads: the item', () => {
       line('bd-design', { design: 'Only design' }),
       line('bd-none', { description: undefined }),
     ]);
-    expect((await item(r, 'bd-all'))!.content).toBe('Desc text\n\n## Design\n\nD text\n\n## Acceptance criteria\n\nAC text\n\n## Notes\n\nN text');
+    expect((await item(r, 'bd-all'))!.content).toBe(
+      'Desc text\n\n## Design\n\nD text\n\n## Acceptance criteria\n\nAC text\n\n## Notes\n\nN text',
+    );
     expect((await item(r, 'bd-notes'))!.content).toBe('## Notes\n\nOnly notes');
     expect((await item(r, 'bd-design'))!.content).toBe('Description of bd-design\n\n## Design\n\nOnly design');
     expect((await item(r, 'bd-none'))!.content).toBe('');
@@ -168,7 +190,14 @@ describe('importBeads: the item', () => {
   it('tombstones become soft-deleted items in their original_type collection, deleted at the source time', async () => {
     const deletedAt = '2025-12-25T01:21:01.952723-08:00';
     const r = await run([
-      line('bd-stone', { status: 'tombstone', issue_type: 'bug', original_type: 'bug', deleted_at: deletedAt, deleted_by: 'stevey', delete_reason: 'dup' }),
+      line('bd-stone', {
+        status: 'tombstone',
+        issue_type: 'bug',
+        original_type: 'bug',
+        deleted_at: deletedAt,
+        deleted_by: 'stevey',
+        delete_reason: 'dup',
+      }),
       // original_type decides the collection, not issue_type
       line('bd-moved', { status: 'tombstone', issue_type: 'task', original_type: 'feature', deleted_at: deletedAt }),
       // deleted_at alone makes a tombstone (bd-6s61 in the real data is a closed epic with deleted_at)
@@ -202,8 +231,18 @@ describe('importBeads: the item', () => {
       it1.id,
     );
     expect(rows).toEqual([
-      { id: deriveId(r.workspaceId, 'comment', 'bd-c', '1'), author: 'stevey', body: 'first', created_at: Date.UTC(2025, 11, 26, 23, 20, 20) },
-      { id: deriveId(r.workspaceId, 'comment', 'bd-c', '2'), author: 'beads/crew/dave', body: 'second', created_at: Date.UTC(2025, 11, 28, 17, 27, 59) },
+      {
+        id: deriveId(r.workspaceId, 'comment', 'bd-c', '1'),
+        author: 'stevey',
+        body: 'first',
+        created_at: Date.UTC(2025, 11, 26, 23, 20, 20),
+      },
+      {
+        id: deriveId(r.workspaceId, 'comment', 'bd-c', '2'),
+        author: 'beads/crew/dave',
+        body: 'second',
+        created_at: Date.UTC(2025, 11, 28, 17, 27, 59),
+      },
     ]);
     expect(r.comments).toEqual({ written: 2, unchanged: 0 });
   });
@@ -235,7 +274,11 @@ describe('importBeads: links', () => {
       line('bd-b', { dependencies: [dep('bd-b', 'bd-a', 'blocks'), dep('bd-b', 'bd-epic', 'discovered-from')] }),
       line('bd-a'), // after its dependant: links wait for every row
     ]);
-    expect(links(r.workspaceId)).toEqual(['bd-a -blocks-> bd-b', 'bd-b -discovered-from-> bd-epic', 'bd-epic.1 -parent-> bd-epic']);
+    expect(links(r.workspaceId)).toEqual([
+      'bd-a -blocks-> bd-b',
+      'bd-b -discovered-from-> bd-epic',
+      'bd-epic.1 -parent-> bd-epic',
+    ]);
     expect(r.links).toMatchObject({ created: 3, unchanged: 0 });
     const ids = sqlAll<{ id: string }>('SELECT id FROM item_links ORDER BY id').map((x) => x.id);
     expect(ids).toEqual(
@@ -272,7 +315,13 @@ describe('importBeads: links', () => {
       }),
       line('bd-y'),
     ]);
-    expect(r.links.dropped).toEqual({ target_skipped: 2, target_rejected: 1, target_not_found: 1, source_skipped: 1, self_link: 1 });
+    expect(r.links.dropped).toEqual({
+      target_skipped: 2,
+      target_rejected: 1,
+      target_not_found: 1,
+      source_skipped: 1,
+      self_link: 1,
+    });
     expect(r.links.created).toBe(1);
     expect(links(r.workspaceId)).toEqual(['bd-y -blocks-> bd-x']);
   });
@@ -287,7 +336,10 @@ describe('importBeads: malformed lines', () => {
       /* 4 */ line('', {}).replace('"id":"",', ''),
       // 5: the item part is fine, a comment is not: the whole row is refused before any write
       /* 5 */ line('bd-badcomment', {
-        comments: [{ id: 1, issue_id: 'bd-badcomment', author: 'stevey', text: 'ok', created_at: '2025-12-26T23:20:20Z' }, { id: 2, author: 'stevey' }],
+        comments: [
+          { id: 1, issue_id: 'bd-badcomment', author: 'stevey', text: 'ok', created_at: '2025-12-26T23:20:20Z' },
+          { id: 2, author: 'stevey' },
+        ],
         dependencies: [dep('bd-badcomment', 'bd-1', 'blocks')],
       }),
       /* 6 */ '[1, 2]',
@@ -323,8 +375,18 @@ describe('importBeads: malformed lines', () => {
   it('a row whose ref is held by an item not made from it is rejected, and that item is left alone', async () => {
     const first = await run([line('bd-0')]);
     const task = (await fx.store.listCollections(first.workspaceId)).find((c) => c.slug === 'task')!;
-    const hand = (await fx.store.createItem({ workspaceId: first.workspaceId, collectionId: task.id, ref: 'bd-1', title: 'Made by hand' })).row;
-    const r = await run([line('bd-1', { comments: [{ id: 1, author: 'a', text: 'x' }] }), line('bd-2', { dependencies: [dep('bd-2', 'bd-1', 'blocks')] })]);
+    const hand = (
+      await fx.store.createItem({
+        workspaceId: first.workspaceId,
+        collectionId: task.id,
+        ref: 'bd-1',
+        title: 'Made by hand',
+      })
+    ).row;
+    const r = await run([
+      line('bd-1', { comments: [{ id: 1, author: 'a', text: 'x' }] }),
+      line('bd-2', { dependencies: [dep('bd-2', 'bd-1', 'blocks')] }),
+    ]);
     expect(r.rejected.lines).toEqual([{ line: 1, reason: 'ref_taken' }]);
     expect(await fx.store.getItem(hand.id)).toEqual(hand);
     expect(await fx.store.getItem(deriveId(r.workspaceId, 'item', 'bd-1'))).toBeNull();
@@ -333,7 +395,9 @@ describe('importBeads: malformed lines', () => {
   });
 
   it('the rejected list is capped, the count is not', async () => {
-    const r = await importBeads(fx.store, [...Array.from({ length: 7 }, () => 'nope'), line('bd-ok')], { maxRejectedListed: 3 });
+    const r = await importBeads(fx.store, [...Array.from({ length: 7 }, () => 'nope'), line('bd-ok')], {
+      maxRejectedListed: 3,
+    });
     expect(r.rejected.count).toBe(7);
     expect(r.rejected.lines.map((l) => l.line)).toEqual([1, 2, 3]);
   });
@@ -344,7 +408,11 @@ describe('importBeads: malformed lines', () => {
     await importBeads(
       fx.store,
       [
-        line('bd-s1', { title: 'SECRET-title', description: 'SECRET-body', comments: [{ id: 1, author: 'a', text: 'SECRET-comment' }] }),
+        line('bd-s1', {
+          title: 'SECRET-title',
+          description: 'SECRET-body',
+          comments: [{ id: 1, author: 'a', text: 'SECRET-comment' }],
+        }),
         '{"id":"bd-s2","title":"SECRET-truncated',
         line('bd-s3', { title: 'SECRET-title', labels: 'SECRET-not-an-array' }),
       ],
@@ -366,7 +434,11 @@ describe('importBeads: owed work and re-import', () => {
     }),
     line('bd-blocker', { issue_type: 'bug', notes: 'some notes', labels: ['x'] }),
     line('bd-stone', { status: 'tombstone', original_type: 'task', deleted_at: UPDATED }),
-    line('bd-closed', { status: 'closed', close_reason: 'done', dependencies: [dep('bd-closed', 'bd-stone', 'related')] }),
+    line('bd-closed', {
+      status: 'closed',
+      close_reason: 'done',
+      dependencies: [dep('bd-closed', 'bd-stone', 'related')],
+    }),
     line('bd-event', { issue_type: 'event' }),
   ];
 
@@ -411,7 +483,9 @@ describe('importBeads: owed work and re-import', () => {
       expect(sqlAll('SELECT * FROM item_links ORDER BY id')).toEqual(linksBefore);
 
       // control: the same file with one title changed updates that row, same id, and owes it
-      const changed = fileLines().map((l) => (l.includes('"id":"bd-blocker"') ? l.replace('Title of bd-blocker', 'Renamed') : l));
+      const changed = fileLines().map((l) =>
+        l.includes('"id":"bd-blocker"') ? l.replace('Title of bd-blocker', 'Renamed') : l,
+      );
       writeFileSync(file, changed.join('\n') + '\n');
       const third = await importBeads(fx.store, file);
       expect(third.imported).toEqual({ created: 0, updated: 1, unchanged: 4, tombstones: 1 });
@@ -434,7 +508,10 @@ describe('importBeads: owed work and re-import', () => {
   });
 
   it('a missing file fails before anything is written', async () => {
-    await expect(importBeads(fx.store, join(fx.file, '..', 'no-such.jsonl'))).rejects.toMatchObject({ code: 'input_not_found', message: expect.stringMatching(/^no file at .*no-such\.jsonl; check the path$/) });
+    await expect(importBeads(fx.store, join(fx.file, '..', 'no-such.jsonl'))).rejects.toMatchObject({
+      code: 'input_not_found',
+      message: expect.stringMatching(/^no file at .*no-such\.jsonl; check the path$/),
+    });
     expect(await fx.store.getWorkspaceBySlug('beads')).toBeNull();
   });
 
@@ -469,7 +546,9 @@ describe('importBeads: the bundled sample', () => {
     const byType: Record<string, number> = {};
     for (const i of all) byType[cols.get(i.collectionId)!] = (byType[cols.get(i.collectionId)!] ?? 0) + 1;
     expect(byType).toEqual(BY_TYPE);
-    expect(sqlAll('SELECT c.id FROM comments c JOIN items i ON i.id = c.item_id WHERE i.workspace_id = ?', r.workspaceId)).toHaveLength(SAMPLE.comments);
+    expect(
+      sqlAll('SELECT c.id FROM comments c JOIN items i ON i.id = c.item_id WHERE i.workspace_id = ?', r.workspaceId),
+    ).toHaveLength(SAMPLE.comments);
     expect(sqlAll('SELECT id FROM item_links WHERE workspace_id = ?', r.workspaceId)).toHaveLength(SAMPLE.links);
     // a real row: bd-0088 is a child of bd-44d0
     expect(links(r.workspaceId)).toContain('bd-0088 -parent-> bd-44d0');
@@ -489,19 +568,37 @@ describe('importBeads: input that is not beads JSONL (issue 11)', () => {
   });
 
   it("raw GitHub JSON (one array) reads as 'a JSON array', and creates nothing", async () => {
-    await expect(importBeads(fx.store, ['[{"number": 1, "title": "x"}]'])).rejects.toThrow(/^not beads JSONL: 0 of 1 lines parsed; first error at line 1: a JSON array, not one object per line; /);
+    await expect(importBeads(fx.store, ['[{"number": 1, "title": "x"}]'])).rejects.toThrow(
+      /^not beads JSONL: 0 of 1 lines parsed; first error at line 1: a JSON array, not one object per line; /,
+    );
     expect(await fx.store.getWorkspaceBySlug('beads')).toBeNull();
   });
 
   it('a rejected line names the field and its rule, never a zod code', async () => {
-    const r = await run([line('bd-1', { priority: 9 }), line('bd-2', { priority: 'high' }), line('bd-3', { title: undefined }), line('bd-4', { labels: 'x' }), line('bd-5')]);
-    expect(r.rejected.lines.map((l) => l.detail)).toEqual(['priority: expected an integer 0–4', 'priority: expected an integer 0–4', 'title: missing', 'labels: expected a list of strings']);
+    const r = await run([
+      line('bd-1', { priority: 9 }),
+      line('bd-2', { priority: 'high' }),
+      line('bd-3', { title: undefined }),
+      line('bd-4', { labels: 'x' }),
+      line('bd-5'),
+    ]);
+    expect(r.rejected.lines.map((l) => l.detail)).toEqual([
+      'priority: expected an integer 0–4',
+      'priority: expected an integer 0–4',
+      'title: missing',
+      'labels: expected a list of strings',
+    ]);
     for (const l of r.rejected.lines) expect(l.detail).not.toMatch(/invalid_type|too_big|too_small/);
   });
 
   it('jobRowsOwed counts the distinct job rows owed, not the upserts', async () => {
     const r = await run([
-      line('bd-1', { comments: [{ id: 1, author: 'a', text: 'one' }, { id: 2, author: 'b', text: 'two' }] }),
+      line('bd-1', {
+        comments: [
+          { id: 1, author: 'a', text: 'one' },
+          { id: 2, author: 'b', text: 'two' },
+        ],
+      }),
       line('bd-2', { dependencies: [dep('bd-2', 'bd-1', 'blocks')] }),
     ]);
     const rows = sqlAll<{ n: number }>('SELECT count(*) AS n FROM decision_jobs')[0].n;
@@ -509,4 +606,3 @@ describe('importBeads: input that is not beads JSONL (issue 11)', () => {
     expect(r.jobRowsOwed).toBe(rows);
   });
 });
-

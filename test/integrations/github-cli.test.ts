@@ -40,7 +40,10 @@ afterAll(() => dir.cleanup());
 
 const fake = ['--provider', 'fake', '--fake-latency-ms', '0'];
 
-async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const r = await runCli(args, { VERDICT_LOG_LEVEL: 'warn', GITHUB_TOKEN: '', VERDICT_GITHUB_API_URL: '', ...env });
     return { code: 0, ...r };
@@ -50,7 +53,9 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<{ 
   }
 }
 
-async function status(db: string): Promise<{ queue: Record<string, number>; spend: { last24h: { calls: number } }; answersStored: number }> {
+async function status(
+  db: string,
+): Promise<{ queue: Record<string, number>; spend: { last24h: { calls: number } }; answersStored: number }> {
   const r = await cli(['status', '--json', '--database-url', db]);
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout);
@@ -63,7 +68,17 @@ describe('verdict import github --file (the fixture from the beads tracker)', ()
     expect(renderedLinks).toBe(71);
     const db = join(dir.dir, 'file.db');
 
-    const human = await cli(['import', 'github', '--file', ISSUES, '--comments', COMMENTS, '--database-url', db, ...fake]);
+    const human = await cli([
+      'import',
+      'github',
+      '--file',
+      ISSUES,
+      '--comments',
+      COMMENTS,
+      '--database-url',
+      db,
+      ...fake,
+    ]);
     expect(human.stderr).toBe('');
     expect(human.code).toBe(0);
     expect(human.stdout).toContain('workspace github: verdict-fixture/beads, 300 issue rows read\n');
@@ -80,12 +95,27 @@ describe('verdict import github --file (the fixture from the beads tracker)', ()
     expect(drained.queue).toMatchObject({ due: 0, waiting: 0, inFlight: 0, parked: 0 });
     expect(drained.spend.last24h.calls).toBeGreaterThan(0); // the first import's jobs asked the provider
 
-    const again = await cli(['import', 'github', ISSUES, '--comments', COMMENTS, '--database-url', db, '--json', ...fake]);
+    const again = await cli([
+      'import',
+      'github',
+      ISSUES,
+      '--comments',
+      COMMENTS,
+      '--database-url',
+      db,
+      '--json',
+      ...fake,
+    ]);
     expect(again.code).toBe(0);
     const r = JSON.parse(again.stdout) as GitHubImportReport;
     expect(r.items).toEqual({ created: 0, updated: 0, unchanged: 297 });
     expect(r.pullRequestsSkipped).toBe(3);
-    expect(r.comments).toEqual({ read: fixtureComments.length, written: 0, unchanged: fixtureComments.length, skipped: 0 });
+    expect(r.comments).toEqual({
+      read: fixtureComments.length,
+      written: 0,
+      unchanged: fixtureComments.length,
+      skipped: 0,
+    });
     expect(r.links).toEqual({ created: 0, unchanged: 71, dropped: 0 });
     expect(r.jobsOwed).toBe(0);
     expect(r.jobRowsOwed).toBe(0);
@@ -101,14 +131,22 @@ describe('verdict import github --file (the fixture from the beads tracker)', ()
 describe('verdict import github --repo (against the fake GitHub REST server)', () => {
   let gh: FakeGitHub;
   beforeAll(async () => {
-    gh = await startFakeGitHub({ repo: 'verdict-fixture/beads', token: 'ghp_cli_test', issues: fixtureIssues, comments: fixtureComments });
+    gh = await startFakeGitHub({
+      repo: 'verdict-fixture/beads',
+      token: 'ghp_cli_test',
+      issues: fixtureIssues,
+      comments: fixtureComments,
+    });
   });
   afterAll(async () => gh.close());
 
   it('reads every page with GITHUB_TOKEN and VERDICT_GITHUB_API_URL; a second run gets 304s and owes nothing', async () => {
     const db = join(dir.dir, 'repo.db');
     const env = { GITHUB_TOKEN: 'ghp_cli_test', VERDICT_GITHUB_API_URL: gh.url };
-    const first = await cli(['import', 'github', '--repo', 'verdict-fixture/beads', '--database-url', db, '--json', ...fake], env);
+    const first = await cli(
+      ['import', 'github', '--repo', 'verdict-fixture/beads', '--database-url', db, '--json', ...fake],
+      env,
+    );
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
     const r1 = JSON.parse(first.stdout) as GitHubImportReport;
@@ -118,10 +156,15 @@ describe('verdict import github --repo (against the fake GitHub REST server)', (
     expect(r1.links).toEqual({ created: 71, unchanged: 0, dropped: 0 });
     // issues: 3 pages, then the stable re-listing; comments: 1 page, then its re-listing
     expect(r1.requests).toBe(6);
-    expect(gh.requests.filter((q) => q.path.endsWith('/issues') && !q.query.since).map((q) => q.query.page ?? '1')).toEqual(['1', '2', '3']);
+    expect(
+      gh.requests.filter((q) => q.path.endsWith('/issues') && !q.query.since).map((q) => q.query.page ?? '1'),
+    ).toEqual(['1', '2', '3']);
 
     const before = gh.requests.length;
-    const second = await cli(['import', 'github', '--repo', 'verdict-fixture/beads', '--database-url', db, ...fake], env);
+    const second = await cli(
+      ['import', 'github', '--repo', 'verdict-fixture/beads', '--database-url', db, ...fake],
+      env,
+    );
     expect(second.code).toBe(0);
     expect(second.stdout).toContain('verdict-fixture/beads, 0 issue rows read (2 requests, 2 not modified)\n');
     expect(second.stdout).toContain('  jobs owed: 0 (item, question set) rows\n');
@@ -140,7 +183,9 @@ describe('verdict import github --repo (against the fake GitHub REST server)', (
     ];
     // Independent processes, none of which may create the database: run side by side, then each
     // checked on its own output; the file is looked for once all have exited.
-    const results = await Promise.all(cases.map(([args, env]) => cli(['import', 'github', ...args, '--database-url', db], env)));
+    const results = await Promise.all(
+      cases.map(([args, env]) => cli(['import', 'github', ...args, '--database-url', db], env)),
+    );
     cases.forEach(([args, , line], i) => {
       const r = results[i];
       expect(r.code, args.join(' ')).toBe(2);

@@ -4,7 +4,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { appliesNow } from '../../src/decision/eligibility.js';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { IMPORT_OWE } from '../../src/importers/beads.js';
-import { GitHubRequestFailed, githubSyncMetaKey, importGitHubFiles, importGitHubRepo, rateLimitWaitMs, type GitHubImportReport } from '../../src/integrations/github/import.js';
+import {
+  GitHubRequestFailed,
+  githubSyncMetaKey,
+  importGitHubFiles,
+  importGitHubRepo,
+  rateLimitWaitMs,
+  type GitHubImportReport,
+} from '../../src/integrations/github/import.js';
 import {
   applyGitHubIssue,
   findGitHubTarget,
@@ -59,11 +66,22 @@ function issue(n: number, extra: Record<string, unknown> = {}): Record<string, u
 }
 
 function pr(n: number): Record<string, unknown> {
-  return issue(n, { title: `PR ${n}`, pull_request: { url: `${API}/pulls/${n}`, html_url: `https://github.com/${REPO}/pull/${n}`, merged_at: null } });
+  return issue(n, {
+    title: `PR ${n}`,
+    pull_request: { url: `${API}/pulls/${n}`, html_url: `https://github.com/${REPO}/pull/${n}`, merged_at: null },
+  });
 }
 
 function comment(id: number, issueNumber: number, m: number, body = `Comment ${id}`): Record<string, unknown> {
-  return { id, url: `${API}/issues/comments/${id}`, issue_url: `${API}/issues/${issueNumber}`, body, user: { login: 'hubot', type: 'Bot' }, created_at: at(m), updated_at: at(m) };
+  return {
+    id,
+    url: `${API}/issues/comments/${id}`,
+    issue_url: `${API}/issues/${issueNumber}`,
+    body,
+    user: { login: 'hubot', type: 'Bot' },
+    created_at: at(m),
+    updated_at: at(m),
+  };
 }
 
 let fx: Fixture;
@@ -102,7 +120,15 @@ async function sleep(ms: number): Promise<void> {
 }
 
 function run(extra: Partial<Parameters<typeof importGitHubRepo>[1]> = {}): Promise<GitHubImportReport> {
-  return importGitHubRepo(fx.store, { repo: REPO, token: TOKEN, baseUrl: gh.url, sleep, now: () => NOW, perPage: 2, ...extra });
+  return importGitHubRepo(fx.store, {
+    repo: REPO,
+    token: TOKEN,
+    baseUrl: gh.url,
+    sleep,
+    now: () => NOW,
+    perPage: 2,
+    ...extra,
+  });
 }
 
 function sqlAll<T>(query: string, ...params: unknown[]): T[] {
@@ -138,7 +164,8 @@ describe('importGitHubRepo: the first run', () => {
       ['3', null],
       ['1', at(6)],
     ]);
-    for (const q of issueRequests()) expect(q.query).toMatchObject({ state: 'all', sort: 'updated', direction: 'asc', per_page: '2' });
+    for (const q of issueRequests())
+      expect(q.query).toMatchObject({ state: 'all', sort: 'updated', direction: 'asc', per_page: '2' });
     for (const q of gh.requests) {
       expect(q.authorization).toBe(`token ${TOKEN}`);
       expect(q.apiVersion).toBe('2022-11-28');
@@ -154,7 +181,9 @@ describe('importGitHubRepo: the first run', () => {
     expect(two.content).toBe('Body of 2');
     expect(two.fields).toBe('{"status":"open","labels":["bug","ui"],"author":"octocat","milestone":"v1"}');
     expect(two.createdAt).toBe(Date.parse(at(2)));
-    expect((await fx.store.getItemByRef(target.workspaceId, '#6'))!.fields).toBe('{"status":"closed","state_reason":"duplicate","labels":["bug"]}');
+    expect((await fx.store.getItemByRef(target.workspaceId, '#6'))!.fields).toBe(
+      '{"status":"closed","state_reason":"duplicate","labels":["bug"]}',
+    );
 
     // task list of #1: #4 (a later page) and #5 are its children; #3 is a PR and #99 does not exist: dropped
     expect(links(target.workspaceId)).toEqual(['#4 -parent-> #1', '#5 -parent-> #1', '#6 -duplicates-> #2']);
@@ -195,7 +224,9 @@ describe('importGitHubRepo: later runs', () => {
 
     const r = await run();
     const sent = gh.requests.slice(before);
-    expect(sent.map((q) => [q.path.endsWith('/comments') ? 'comments' : 'issues', q.query.since, q.ifNoneMatch, q.status])).toEqual([
+    expect(
+      sent.map((q) => [q.path.endsWith('/comments') ? 'comments' : 'issues', q.query.since, q.ifNoneMatch, q.status]),
+    ).toEqual([
       ['issues', at(6), sync.issues.etag, 304],
       ['comments', at(42), sync.comments.etag, 304],
     ]);
@@ -244,7 +275,12 @@ describe('importGitHubRepo: later runs', () => {
     expect(sync.issues).toEqual({ since: at(50), etag: null }); // a first page's 304 would not show an appended change
     const next = gh.requests.length;
     await run();
-    expect(gh.requests.slice(next).filter((q) => q.path.endsWith('/issues')).map((q) => [q.ifNoneMatch, q.status])).toEqual([
+    expect(
+      gh.requests
+        .slice(next)
+        .filter((q) => q.path.endsWith('/issues'))
+        .map((q) => [q.ifNoneMatch, q.status]),
+    ).toEqual([
       [null, 200],
       [null, 200],
     ]);
@@ -350,7 +386,8 @@ describe('importGitHubRepo: errors and secrecy', () => {
     expect((err as Error).message).toBe('GitHub refused the token (401); check GITHUB_TOKEN');
     const log = lines.join('');
     expect(log).toContain('github import finished');
-    for (const secret of [TOKEN, 'Issue 2', 'Body of', 'Comment 11', 'Bad credentials', 'Tracks:']) expect(log).not.toContain(secret);
+    for (const secret of [TOKEN, 'Issue 2', 'Body of', 'Comment 11', 'Bad credentials', 'Tracks:'])
+      expect(log).not.toContain(secret);
   });
 
   it('a first run GitHub refuses leaves no workspace behind', async () => {
@@ -375,8 +412,12 @@ describe('the mapping', () => {
   it('resolveGitHubTarget records the mapping once; one repository per workspace', async () => {
     expect(JSON.parse((await fx.store.getMeta(githubRepoMetaKey(REPO)))!)).toEqual(target);
     expect(await resolveGitHubTarget(fx.store, { repo: 'ACME/Web', workspaceSlug: 'web' })).toEqual(target);
-    await expect(resolveGitHubTarget(fx.store, { repo: 'acme/other', workspaceSlug: 'web' })).rejects.toThrow(/already holds acme\/web/);
-    await expect(resolveGitHubTarget(fx.store, { repo: REPO, workspaceSlug: 'elsewhere' })).rejects.toThrow(/already imported into workspace "web"/);
+    await expect(resolveGitHubTarget(fx.store, { repo: 'acme/other', workspaceSlug: 'web' })).rejects.toThrow(
+      /already holds acme\/web/,
+    );
+    await expect(resolveGitHubTarget(fx.store, { repo: REPO, workspaceSlug: 'elsewhere' })).rejects.toThrow(
+      /already imported into workspace "web"/,
+    );
   });
 
   it('works on a transaction handle; a re-apply with labels reordered changes nothing and owes nothing', async () => {
@@ -395,28 +436,62 @@ describe('the mapping', () => {
     const item = (await fx.store.getItemByRef(target.workspaceId, '#9'))!;
     expect(item.sourceUrl).toBe(`https://github.com/${REPO}/issues/9`);
     // The repository renamed: GitHub gives the new page; the state is the same, so nothing is owed.
-    const moved = await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(9, { html_url: 'https://github.com/acme/site/issues/9' })), IMPORT_OWE);
+    const moved = await applyGitHubIssue(
+      fx.store,
+      target,
+      githubIssueSchema.parse(issue(9, { html_url: 'https://github.com/acme/site/issues/9' })),
+      IMPORT_OWE,
+    );
     expect(moved.outcome).toBe('updated');
     expect(moved.outcome !== 'ref_taken' && moved.write.owed).toBe(0);
     const after = (await fx.store.getItemByRef(target.workspaceId, '#9'))!;
     expect(after.sourceUrl).toBe('https://github.com/acme/site/issues/9');
     expect(after.seq).toBe(item.seq);
-    await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(10, { html_url: 'javascript:alert(1)' })), IMPORT_OWE);
+    await applyGitHubIssue(
+      fx.store,
+      target,
+      githubIssueSchema.parse(issue(10, { html_url: 'javascript:alert(1)' })),
+      IMPORT_OWE,
+    );
     expect((await fx.store.getItemByRef(target.workspaceId, '#10'))!.sourceUrl).toBeNull();
     // The door refuses one, naming the field: every writer follows the same rule.
-    await expect(fx.store.createItem({ workspaceId: target.workspaceId, collectionId: target.collectionId, ref: 'x-1', title: 't', sourceUrl: 'data:text/html,hi' })).rejects.toThrow(/sourceUrl/);
+    await expect(
+      fx.store.createItem({
+        workspaceId: target.workspaceId,
+        collectionId: target.collectionId,
+        ref: 'x-1',
+        title: 't',
+        sourceUrl: 'data:text/html,hi',
+      }),
+    ).rejects.toThrow(/sourceUrl/);
   });
 
   it('an item of another origin holding the ref is never overwritten', async () => {
-    await fx.store.createItem({ workspaceId: target.workspaceId, collectionId: target.collectionId, ref: '#8', title: 'mine' });
+    await fx.store.createItem({
+      workspaceId: target.workspaceId,
+      collectionId: target.collectionId,
+      ref: '#8',
+      title: 'mine',
+    });
     const r = await applyGitHubIssue(fx.store, target, githubIssueSchema.parse(issue(8)), IMPORT_OWE);
     expect(r.outcome).toBe('ref_taken');
     expect((await fx.store.getItemByRef(target.workspaceId, '#8'))!.title).toBe('mine');
   });
 
   it('githubIssueFields and githubIssueLinks', () => {
-    expect(githubIssueFields(githubIssueSchema.parse(issue(1, { labels: ['z', { name: 'a' }] })))).toEqual({ status: 'open', labels: ['a', 'z'], author: 'octocat' });
-    const links = githubIssueLinks({ number: 9, state_reason: 'duplicate', body: '* [X] #3 later\n1. [ ] #4\n- [ ] see #5\n- [ ] #9\nDuplicate of #1' }, ['Duplicate of #2', 'noise']);
+    expect(githubIssueFields(githubIssueSchema.parse(issue(1, { labels: ['z', { name: 'a' }] })))).toEqual({
+      status: 'open',
+      labels: ['a', 'z'],
+      author: 'octocat',
+    });
+    const links = githubIssueLinks(
+      {
+        number: 9,
+        state_reason: 'duplicate',
+        body: '* [X] #3 later\n1. [ ] #4\n- [ ] see #5\n- [ ] #9\nDuplicate of #1',
+      },
+      ['Duplicate of #2', 'noise'],
+    );
     expect(links).toEqual([
       { source: 3, target: 9, linkType: 'parent' },
       { source: 4, target: 9, linkType: 'parent' },
@@ -426,7 +501,13 @@ describe('the mapping', () => {
   });
 
   it('the webhook payload schemas parse an issues event and refuse an unknown action', () => {
-    const payload = { action: 'labeled', issue: issue(1), repository: { full_name: REPO, id: 1 }, label: { name: 'bug' }, sender: { login: 'x' } };
+    const payload = {
+      action: 'labeled',
+      issue: issue(1),
+      repository: { full_name: REPO, id: 1 },
+      label: { name: 'bug' },
+      sender: { login: 'x' },
+    };
     expect(githubIssuesEventSchema.parse(payload).repository.full_name).toBe(REPO);
     expect(githubIssuesEventSchema.safeParse({ ...payload, action: 'pinned' }).success).toBe(false);
   });
@@ -441,9 +522,19 @@ describe('importGitHubFiles', () => {
   };
 
   it('reads gh api --paginate output back to back, slurped, or one array; a bad row is reported by index and not written', async () => {
-    const rows = [issue(1, { body: '- [ ] #2' }), issue(2), pr(3), { number: 4, title: 'no state' }, 'not an object', issue(5, { created_at: 'yesterday' })];
+    const rows = [
+      issue(1, { body: '- [ ] #2' }),
+      issue(2),
+      pr(3),
+      { number: 4, title: 'no state' },
+      'not an object',
+      issue(5, { created_at: 'yesterday' }),
+    ];
     const paged = write('paged.json', `${JSON.stringify(rows.slice(0, 2))}${JSON.stringify(rows.slice(2))}\n`);
-    const comments = write('comments.json', JSON.stringify([comment(11, 1, 40), comment(12, 3, 41), { id: 13, body: 'x' }]));
+    const comments = write(
+      'comments.json',
+      JSON.stringify([comment(11, 1, 40), comment(12, 3, 41), { id: 13, body: 'x' }]),
+    );
     const r = await importGitHubFiles(fx.store, { issuesFile: paged, commentsFile: comments });
     expect(r.repo).toBe(REPO); // from repository_url
     expect(r.issuesRead).toBe(6);
@@ -474,17 +565,28 @@ describe('importGitHubFiles', () => {
   });
 
   it('an issue listed twice (pages shifted while gh paginated) is applied once, its latest copy', async () => {
-    const p = write('twice.json', JSON.stringify([issue(1, { title: 'new', updated_at: at(9) }), issue(1, { title: 'old' })]));
+    const p = write(
+      'twice.json',
+      JSON.stringify([issue(1, { title: 'new', updated_at: at(9) }), issue(1, { title: 'old' })]),
+    );
     const r = await importGitHubFiles(fx.store, { issuesFile: p, repo: REPO });
     expect(r.items.created).toBe(1);
     expect((await fx.store.getItemByRef(r.workspaceId, '#1'))!.title).toBe('new');
   });
 
   it('a file that is not gh api JSON, or a missing one, is refused before anything is written', async () => {
-    await expect(importGitHubFiles(fx.store, { issuesFile: write('bad.json', '[{"a":1}] trailing') })).rejects.toThrow(/not JSON saved with gh api/);
-    await expect(importGitHubFiles(fx.store, { issuesFile: write('obj.json', '{"message":"Not Found"}') })).rejects.toThrow(/where a page \(an array\) was expected/);
+    await expect(importGitHubFiles(fx.store, { issuesFile: write('bad.json', '[{"a":1}] trailing') })).rejects.toThrow(
+      /not JSON saved with gh api/,
+    );
+    await expect(
+      importGitHubFiles(fx.store, { issuesFile: write('obj.json', '{"message":"Not Found"}') }),
+    ).rejects.toThrow(/where a page \(an array\) was expected/);
     await expect(importGitHubFiles(fx.store, { issuesFile: join(dir(), 'nope.json') })).rejects.toThrow(/no file at/);
-    await expect(importGitHubFiles(fx.store, { issuesFile: write('norepo.json', JSON.stringify([{ ...issue(1), repository_url: undefined }])) })).rejects.toThrow(/pass --repo/);
+    await expect(
+      importGitHubFiles(fx.store, {
+        issuesFile: write('norepo.json', JSON.stringify([{ ...issue(1), repository_url: undefined }])),
+      }),
+    ).rejects.toThrow(/pass --repo/);
     expect(await fx.store.getWorkspaceBySlug('github')).toBeNull();
   });
 });

@@ -34,7 +34,10 @@ function q<T>(sql: string, ...params: unknown[]): T[] {
 }
 
 const cursorNow = (): BackfillCursor | null => {
-  const row = q<{ value: string }>('SELECT value FROM verdict_meta WHERE key = ?', backfillCursorKey('effort', null))[0];
+  const row = q<{ value: string }>(
+    'SELECT value FROM verdict_meta WHERE key = ?',
+    backfillCursorKey('effort', null),
+  )[0];
   return row ? (JSON.parse(row.value) as BackfillCursor) : null;
 };
 
@@ -49,7 +52,22 @@ describe('backfill process', () => {
     await store.close();
     expect(eligible.length).toBeGreaterThan(40);
 
-    const args = ['backfill', '--set', 'effort', '--drain', '--database-url', file, '--provider', 'fake', '--concurrency', '1', '--tick-ms', '50', '--backfill-chunk', '10'];
+    const args = [
+      'backfill',
+      '--set',
+      'effort',
+      '--drain',
+      '--database-url',
+      file,
+      '--provider',
+      'fake',
+      '--concurrency',
+      '1',
+      '--tick-ms',
+      '50',
+      '--backfill-chunk',
+      '10',
+    ];
     const first = spawnCli([...args, '--fake-latency-ms', '80']);
     // At least one chunk drained and the next one owed: then Ctrl-C.
     await waitFor(() => (cursorNow()?.chunks ?? 0) >= 2, 30_000);
@@ -57,7 +75,11 @@ describe('backfill process', () => {
     const { code } = await first.exited;
     expect(code).toBe(1);
     expect(first.stdout()).toContain('stopped before the end');
-    const progress = first.stderr().split('\n').filter((l) => l.includes('"backfill chunk drained"')).map((l) => JSON.parse(l));
+    const progress = first
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('"backfill chunk drained"'))
+      .map((l) => JSON.parse(l));
     expect(progress.length).toBeGreaterThanOrEqual(1);
     expect(progress[0]).toMatchObject({ set: 'effort', chunk: 1, items: 10, drained: 10, total: eligible.length });
 
@@ -67,8 +89,14 @@ describe('backfill process', () => {
     const owedSoFar = eligible.slice(0, cursor.owedItems);
     expect(cursor.afterId).toBe(owedSoFar[owedSoFar.length - 1]);
     // Nothing owed is lost: every item owed so far is answered or still owed; nothing after the cursor is owed.
-    const answered = new Set(q<{ id: string }>("SELECT DISTINCT item_id AS id FROM item_decisions WHERE question_set = 'effort'").map((r) => r.id));
-    const jobs = q<{ id: string; claim: string | null }>("SELECT item_id AS id, claim_token AS claim FROM decision_jobs WHERE question_set = 'effort'");
+    const answered = new Set(
+      q<{ id: string }>("SELECT DISTINCT item_id AS id FROM item_decisions WHERE question_set = 'effort'").map(
+        (r) => r.id,
+      ),
+    );
+    const jobs = q<{ id: string; claim: string | null }>(
+      "SELECT item_id AS id, claim_token AS claim FROM decision_jobs WHERE question_set = 'effort'",
+    );
     const stillOwed = new Set(jobs.map((j) => j.id));
     for (const id of owedSoFar) expect(answered.has(id) || stillOwed.has(id)).toBe(true);
     expect([...stillOwed].every((id) => cursor.pending.includes(id))).toBe(true);
@@ -86,18 +114,24 @@ describe('backfill process', () => {
     });
     expect(cursorNow()).toBeNull();
     // Every eligible item answered exactly once, and each asked exactly once (no call repeated).
-    const perItem = q<{ id: string; n: number }>("SELECT item_id AS id, count(*) AS n FROM item_decisions WHERE question_set = 'effort' GROUP BY item_id");
+    const perItem = q<{ id: string; n: number }>(
+      "SELECT item_id AS id, count(*) AS n FROM item_decisions WHERE question_set = 'effort' GROUP BY item_id",
+    );
     expect(perItem.map((r) => r.id).sort()).toEqual([...eligible].sort());
     expect(perItem.every((r) => r.n === 1)).toBe(true);
     // The import's collection changes owe attention too; an item's attention and effort jobs that
     // are due together are co-asked (DESIGN §7.2), the call counted once, under the job claimed
     // first. So no call repeated means: at most one call per job, at least one per item, and the
     // effort answers' tokens are exactly the effort spend.
-    const ok = q<{ calls: number; input: number; set: string }>("SELECT question_set AS \"set\", sum(calls) AS calls, sum(input_tokens) AS input FROM decision_spend WHERE outcome = 'ok' GROUP BY question_set");
+    const ok = q<{ calls: number; input: number; set: string }>(
+      'SELECT question_set AS "set", sum(calls) AS calls, sum(input_tokens) AS input FROM decision_spend WHERE outcome = \'ok\' GROUP BY question_set',
+    );
     const okCalls = ok.reduce((n, r) => n + r.calls, 0);
     expect(okCalls).toBeLessThanOrEqual(2 * eligible.length);
     expect(okCalls).toBeGreaterThanOrEqual(eligible.length);
-    const effortInput = q<{ n: number }>("SELECT coalesce(sum(input_tokens), 0) AS n FROM item_decisions WHERE question_set = 'effort'")[0].n;
+    const effortInput = q<{ n: number }>(
+      "SELECT coalesce(sum(input_tokens), 0) AS n FROM item_decisions WHERE question_set = 'effort'",
+    )[0].n;
     expect(ok.find((r) => r.set === 'effort')?.input).toBe(effortInput);
     expect(q('SELECT 1 FROM decision_jobs')).toHaveLength(0);
   }, 90_000);

@@ -2,7 +2,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { Backfill, backfillCursorKey, loadBackfillCursor, type BackfillOptions, type BackfillProgress } from '../../src/runner/backfill.js';
+import {
+  Backfill,
+  backfillCursorKey,
+  loadBackfillCursor,
+  type BackfillOptions,
+  type BackfillProgress,
+} from '../../src/runner/backfill.js';
 import { runOnce } from '../../src/runner/job-life.js';
 import { PRIORITY_BACKFILL, PRIORITY_LIVE } from '../../src/store/queue-store.js';
 import type { Store } from '../../src/store/whole-store.js';
@@ -25,7 +31,14 @@ async function seed(n: number, status = 'open', prefix = 'T'): Promise<string[]>
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
     const r = await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `${prefix}-${i + 1}`, title: `item ${prefix}-${i + 1}`, content: 'body', fields: { status } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `${prefix}-${i + 1}`,
+        title: `item ${prefix}-${i + 1}`,
+        content: 'body',
+        fields: { status },
+      },
       { quietPeriod: false },
     );
     ids.push(r.row.id);
@@ -53,7 +66,8 @@ function recordingStore(store: Store, owed: string[]): Store {
 function events() {
   const waiters: Array<{ kind: 'owed' | 'poll'; resolve: () => void }> = [];
   const fire = (kind: 'owed' | 'poll') => {
-    for (const w of waiters.splice(0)) if (w.kind === kind) w.resolve();
+    for (const w of waiters.splice(0))
+      if (w.kind === kind) w.resolve();
       else waiters.push(w);
   };
   return {
@@ -106,16 +120,32 @@ describe('backfill', () => {
 
     // The live write already got the last item its effort answer; the backfill's job for it is
     // owed without the re-ask debounce, so it is due at once and completes without a call.
-    expect(report).toMatchObject({ finished: true, interrupted: false, total: 5, owedThisRun: 5, chunksOwed: 3, chunksDrained: 3, parked: 0, waiting: 0 });
+    expect(report).toMatchObject({
+      finished: true,
+      interrupted: false,
+      total: 5,
+      owedThisRun: 5,
+      chunksOwed: 3,
+      chunksDrained: 3,
+      parked: 0,
+      waiting: 0,
+    });
     expect(await fx.store.getJob(ids[4], 'effort')).toBeNull();
-    for (const id of ids) expect((await fx.store.listDecisions(id)).filter((d) => d.questionSet === 'effort')).toHaveLength(1);
+    for (const id of ids)
+      expect((await fx.store.listDecisions(id)).filter((d) => d.questionSet === 'effort')).toHaveLength(1);
     expect(await fx.store.getMeta(backfillCursorKey('effort', null))).toBeNull();
   });
 
   it('is insert-only: a parked job stays parked, a backing-off job keeps its time; neither holds a chunk up, both are counted', async () => {
     const [parkedId, backoffId, freshId] = await seed(3);
     await fx.store.dropJobs({});
-    await fx.store.oweJobs([{ itemId: parkedId, questionSet: 'effort' }, { itemId: backoffId, questionSet: 'effort' }], { priority: PRIORITY_LIVE, quietPeriod: false });
+    await fx.store.oweJobs(
+      [
+        { itemId: parkedId, questionSet: 'effort' },
+        { itemId: backoffId, questionSet: 'effort' },
+      ],
+      { priority: PRIORITY_LIVE, quietPeriod: false },
+    );
     const c1 = (await fx.store.claimNextJob('w', 60_000, 8))!;
     await fx.store.parkJob(c1, 'refused 5 times: invalid_request 400');
     const c2 = (await fx.store.claimNextJob('w', 60_000, 8))!;
@@ -164,9 +194,15 @@ describe('backfill', () => {
     };
     await drainAll();
     const report = await second;
-    expect(report).toMatchObject({ finished: true, resumedAfter: { afterId: ids[1], owedItems: 2, pending: 2 }, owedThisRun: 3, total: 5 });
+    expect(report).toMatchObject({
+      finished: true,
+      resumedAfter: { afterId: ids[1], owedItems: 2, pending: 2 },
+      owedThisRun: 3,
+      total: 5,
+    });
     expect(owed).toEqual(ids); // each item owed exactly once, in order, across both runs
-    for (const id of ids) expect((await fx.store.listDecisions(id)).filter((d) => d.questionSet === 'effort')).toHaveLength(1);
+    for (const id of ids)
+      expect((await fx.store.listDecisions(id)).filter((d) => d.questionSet === 'effort')).toHaveLength(1);
   });
 
   it('owes one workspace only with workspaceId, and never deleted items', async () => {
@@ -174,11 +210,21 @@ describe('backfill', () => {
     await fx.store.softDeleteItem(ids[1]);
     const other = await fx.store.createWorkspace({ slug: 'other' });
     const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: fx.tasks.schema });
-    await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'other', fields: { status: 'open' } });
+    await fx.store.createItem({
+      workspaceId: other.id,
+      collectionId: col.id,
+      ref: 'O-1',
+      title: 'other',
+      fields: { status: 'open' },
+    });
     await fx.store.dropJobs({});
     const owed: string[] = [];
     const ev = events();
-    const run = backfill({ store: recordingStore(fx.store, owed), workspaceId: fx.ws.id, onProgress: ev.onProgress }).run();
+    const run = backfill({
+      store: recordingStore(fx.store, owed),
+      workspaceId: fx.ws.id,
+      onProgress: ev.onProgress,
+    }).run();
     await ev.next('poll');
     await drainNow(runnerOptions(fx, new FakeProvider()));
     expect(await run).toMatchObject({ finished: true, total: 1 });
@@ -189,7 +235,9 @@ describe('backfill', () => {
     const ids = await seed(3);
     await fx.store.dropJobs({});
     // Make the insert of the second item's job fail inside the owe transaction.
-    fx.store.ctx.db.$client.exec(`CREATE TRIGGER fail_owe BEFORE INSERT ON decision_jobs WHEN NEW.item_id = '${ids[1]}' BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    fx.store.ctx.db.$client.exec(
+      `CREATE TRIGGER fail_owe BEFORE INSERT ON decision_jobs WHEN NEW.item_id = '${ids[1]}' BEGIN SELECT RAISE(ABORT, 'disk full'); END`,
+    );
     await expect(backfill({ chunkSize: 3 }).run()).rejects.toThrow(/Failed to run the query/);
     expect(await fx.store.getMeta(backfillCursorKey('effort', null))).toBeNull();
     expect(await effortJobs()).toHaveLength(0);

@@ -7,11 +7,19 @@ import { BenchArgsError, parseBenchArgs } from '../../scripts/bench-args.js';
  */
 describe('parseBenchArgs', () => {
   it('--quick alone runs every part, shrunk', () => {
-    expect(parseBenchArgs(['--quick'])).toEqual({ quick: true, smoke: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'] });
+    expect(parseBenchArgs(['--quick'])).toEqual({
+      quick: true,
+      smoke: false,
+      parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'],
+    });
   });
 
   it('no flags run every part at full size', () => {
-    expect(parseBenchArgs([])).toEqual({ quick: false, smoke: false, parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'] });
+    expect(parseBenchArgs([])).toEqual({
+      quick: false,
+      smoke: false,
+      parts: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'],
+    });
   });
 
   it('--only takes its value in either spelling, in run order, without repeats', () => {

@@ -1,5 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { deriveReplayWrites, initialStatus, parseReplayLine, readReplayRows, type ReplayRow } from '../../scripts/bench-cost-writes.js';
+import {
+  deriveReplayWrites,
+  initialStatus,
+  parseReplayLine,
+  readReplayRows,
+  type ReplayRow,
+} from '../../scripts/bench-cost-writes.js';
 import { parseRfc3339 } from '../../src/importers/beads-format.js';
 import { bundledSamplePath, parseBeadsLine } from '../../src/importers/beads.js';
 
@@ -33,7 +39,8 @@ describe('deriveReplayWrites', () => {
       ['bd-0vu3q', 'create'],
       ['bd-0vu3q', 'comment'],
     ]);
-    for (let i = 1; i < plan.writes.length; i++) expect(plan.writes[i].at).toBeGreaterThanOrEqual(plan.writes[i - 1].at);
+    for (let i = 1; i < plan.writes.length; i++)
+      expect(plan.writes[i].at).toBeGreaterThanOrEqual(plan.writes[i - 1].at);
     expect(plan).toMatchObject({ items: 2, byKind: { create: 2, comment: 3, close: 1, delete: 0 } });
   });
 
@@ -93,7 +100,12 @@ describe('deriveReplayWrites', () => {
 
   it('the whole sample: 1,572 work items, 15 comments, 1,492 closings; the issue’s 3,039 writes without the 40 dated before creation', () => {
     const plan = deriveReplayWrites(sample);
-    expect(plan).toMatchObject({ items: 1_572, byKind: { create: 1_572, comment: 15, close: 1_492, delete: 0 }, clamped: { close: 38, comment: 2 }, skipped: { tombstone: 309, notWork: 0 } });
+    expect(plan).toMatchObject({
+      items: 1_572,
+      byKind: { create: 1_572, comment: 15, close: 1_492, delete: 0 },
+      clamped: { close: 38, comment: 2 },
+      skipped: { tombstone: 309, notWork: 0 },
+    });
     expect(plan.writes).toHaveLength(3_079);
     expect(deriveReplayWrites(sample, { earlyWrites: 'drop' }).writes).toHaveLength(3_039);
   });
@@ -101,7 +113,14 @@ describe('deriveReplayWrites', () => {
 
 describe('parseReplayLine', () => {
   it('keeps closed_at, which the importer’s row schema drops', () => {
-    const line = JSON.stringify({ id: 'bd-x', title: 't', status: 'closed', issue_type: 'task', created_at: '2025-12-01T10:00:00Z', closed_at: '2025-12-02T10:00:00Z' });
+    const line = JSON.stringify({
+      id: 'bd-x',
+      title: 't',
+      status: 'closed',
+      issue_type: 'task',
+      created_at: '2025-12-01T10:00:00Z',
+      closed_at: '2025-12-02T10:00:00Z',
+    });
     const imported = parseBeadsLine(line);
     expect(imported.ok && 'closed_at' in imported.row).toBe(false);
     expect(parseReplayLine(line)).toMatchObject({ id: 'bd-x', closed_at: '2025-12-02T10:00:00Z' });
@@ -111,7 +130,16 @@ describe('parseReplayLine', () => {
 
   it('a line the importer rejects is null; a closed_at that is not a time is left out', () => {
     expect(parseReplayLine('{"id":"bd-x"}')).toBeNull();
-    const bad = parseReplayLine(JSON.stringify({ id: 'bd-y', title: 't', status: 'closed', issue_type: 'task', created_at: '2025-12-01T10:00:00Z', closed_at: 'yesterday' }));
+    const bad = parseReplayLine(
+      JSON.stringify({
+        id: 'bd-y',
+        title: 't',
+        status: 'closed',
+        issue_type: 'task',
+        created_at: '2025-12-01T10:00:00Z',
+        closed_at: 'yesterday',
+      }),
+    );
     expect(bad).not.toBeNull();
     expect(bad!.closed_at).toBeUndefined();
   });

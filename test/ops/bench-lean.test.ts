@@ -17,10 +17,14 @@ describe('bench part h: the lean write door', () => {
   it('throws naming the item when an update finds none, and writes nothing for it', async () => {
     fx = await makeFixture();
     const file = fx.file;
-    expect(() => writeDoorLean(file, ['no-such-item'], ['attention'], 1)).toThrow('lean write door: no item no-such-item');
+    expect(() => writeDoorLean(file, ['no-such-item'], ['attention'], 1)).toThrow(
+      'lean write door: no item no-such-item',
+    );
     const db = new Database(file, { readonly: true });
     try {
-      expect(db.prepare("SELECT count(*) AS n FROM decision_jobs WHERE item_id = 'no-such-item'").get()).toEqual({ n: 0 });
+      expect(db.prepare("SELECT count(*) AS n FROM decision_jobs WHERE item_id = 'no-such-item'").get()).toEqual({
+        n: 0,
+      });
     } finally {
       db.close();
     }
@@ -28,7 +32,14 @@ describe('bench part h: the lean write door', () => {
 
   it('an update that finds its item bumps it and owes each set once', async () => {
     fx = await makeFixture();
-    const made = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'b', fields: { status: 'open' } });
+    const made = await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: 'T-1',
+      title: 't',
+      content: 'b',
+      fields: { status: 'open' },
+    });
     const before = (await fx.store.getItem(made.row.id))!.seq;
     const r = writeDoorLean(fx.file, [made.row.id], ['attention', 'effort'], 3);
     expect(r.wallUs).toBeGreaterThan(0);

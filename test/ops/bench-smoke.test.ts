@@ -18,12 +18,16 @@ describe('npm run bench -- --smoke', () => {
   it(`runs parts ${parts.join(',')} green at their smallest sizes${TEST_PG_URL ? '' : ` (part d skipped: ${PG_SKIP_REASON})`}`, () => {
     // The bench's part i runs vitest itself: this run's own VITEST_* variables would confuse it.
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VITEST')));
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/bench.ts', '--smoke', '--only', parts.join(',')], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      env: { ...env, NO_COLOR: '1' },
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/bench.ts', '--smoke', '--only', parts.join(',')],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        env: { ...env, NO_COLOR: '1' },
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
     expect(r.stderr, r.stdout).not.toMatch(/Error/);
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     const summary = r.stdout.slice(r.stdout.indexOf('\nsummary\n'));

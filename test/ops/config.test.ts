@@ -21,14 +21,23 @@ describe('configuration', () => {
 
   it('rejects bad values naming the option, the value and what was expected', () => {
     expect(() => loadConfig({}, { VERDICT_METRICS_HOST: 'local host;rm' })).toThrow(ConfigError);
-    expect(() => loadConfig({}, { VERDICT_METRICS_HOST: 'local host;rm' })).toThrow(/^VERDICT_METRICS_HOST: got "local host;rm", expected a host name or IP address/);
-    expect(() => loadConfig({ backfillChunk: '0' }, {})).toThrow(/^--backfill-chunk: got "0", expected an integer from 1 to 100000/);
+    expect(() => loadConfig({}, { VERDICT_METRICS_HOST: 'local host;rm' })).toThrow(
+      /^VERDICT_METRICS_HOST: got "local host;rm", expected a host name or IP address/,
+    );
+    expect(() => loadConfig({ backfillChunk: '0' }, {})).toThrow(
+      /^--backfill-chunk: got "0", expected an integer from 1 to 100000/,
+    );
     expect(() => loadConfig({ metricsPort: '70000' }, {})).toThrow(/^--metrics-port: got "70000"/);
   });
 
   it('defaults: metrics on 127.0.0.1 when a port is given, backfill chunk from the pass limit', () => {
     const cfg = loadConfig({ metricsPort: '9464' }, {});
-    expect(cfg).toMatchObject({ metricsPort: 9464, metricsHost: DEFAULTS.metricsHost, backfillChunk: undefined, passLimit: 20 });
+    expect(cfg).toMatchObject({
+      metricsPort: 9464,
+      metricsHost: DEFAULTS.metricsHost,
+      backfillChunk: undefined,
+      passLimit: 20,
+    });
     expect(loadConfig({}, { VERDICT_BACKFILL_CHUNK: '50' }).backfillChunk).toBe(50);
   });
 });

@@ -42,7 +42,17 @@ describe('estimate with co-asking', () => {
   it('a co-asked set pair: calls and tokens within 10 % of what the drain bills', async () => {
     fx = await makeFixture([attentionSet, effortSet]);
     for (const ref of ['T-1', 'T-2', 'T-3']) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref,
+          title: ref,
+          content: `body of ${ref}`,
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     const { total, alone, billed } = await estimateThenDrain(fx);
     expect(billed.calls).toBe(3);
@@ -52,7 +62,7 @@ describe('estimate with co-asking', () => {
     expect(within(total.unanswered.outputTokens, billed.outputTokens)).toBeLessThan(0.1);
   });
 
-  it('the bundled sample: calls and tokens of estimate and of the demo\'s estimate within 10 % of what the drain bills', async () => {
+  it("the bundled sample: calls and tokens of estimate and of the demo's estimate within 10 % of what the drain bills", async () => {
     fx = await makeFixture();
     await importBeads(fx.store, bundledSamplePath(), { workspaceSlug: 'beads' });
     const demo = await estimateDrain(fx.store, fx.registry);
@@ -73,7 +83,17 @@ describe('verdict estimate', () => {
   it('prints the co-asked total, and its batch price where a worker would batch the work', async () => {
     fx = await makeFixture([attentionSet, effortSet]);
     for (const ref of ['T-1', 'T-2', 'T-3']) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: `body of ${ref}`, fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref,
+          title: ref,
+          content: `body of ${ref}`,
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     vi.stubEnv('ANTHROPIC_API_KEY', 'sk-ant-test');
     let out = '';
@@ -82,7 +102,22 @@ describe('verdict estimate', () => {
       out = '';
       try {
         process.exitCode = undefined;
-        expect(await main(['node', 'verdict', 'estimate', '--provider', 'anthropic', '--model', 'claude-haiku-5-5', ...args, '--database-url', fx!.file, '--log-level', 'silent'])).toBe(0);
+        expect(
+          await main([
+            'node',
+            'verdict',
+            'estimate',
+            '--provider',
+            'anthropic',
+            '--model',
+            'claude-haiku-5-5',
+            ...args,
+            '--database-url',
+            fx!.file,
+            '--log-level',
+            'silent',
+          ]),
+        ).toBe(0);
       } finally {
         process.exitCode = undefined;
       }
@@ -92,10 +127,14 @@ describe('verdict estimate', () => {
       const json = JSON.parse(await run('--json'));
       expect(json.total.unanswered).toMatchObject({ items: 3, calls: 3 });
       const text = await run('--batch', 'auto');
-      expect(text).toMatch(/total, with sets reading the same state asked in one call as the worker asks them:\n {2}unanswered now: 3 items, 3 calls/);
+      expect(text).toMatch(
+        /total, with sets reading the same state asked in one call as the worker asks them:\n {2}unanswered now: 3 items, 3 calls/,
+      );
       const half = batchCostOf(estimateTarget('anthropic', 'claude-haiku-5-5').pricing, json.total.unanswered)!;
       expect(half).toBeCloseTo(json.total.unanswered.costUsd / 2, 12);
-      expect(text).toContain(`a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(half)}`);
+      expect(text).toContain(
+        `a worker sends the unanswered work as Message Batches at the batch price: ${formatUsd(half)}`,
+      );
       expect(await run('--batch', 'off')).not.toContain('Message Batches');
     } finally {
       w.mockRestore();

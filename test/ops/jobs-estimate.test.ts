@@ -18,7 +18,12 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function item(ref: string, status = 'open', content = 'b') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content, fields: { status } }, { quietPeriod: false })).row;
+  return (
+    await fx.store.createItem(
+      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content, fields: { status } },
+      { quietPeriod: false },
+    )
+  ).row;
 }
 
 /** Runs the CLI in this process; returns the exit code and what it printed. */
@@ -51,8 +56,14 @@ describe('jobs', () => {
     const all = JSON.parse((await cli('jobs', 'list', '--json')).out);
     expect(all).toHaveLength(4);
     const parked = JSON.parse((await cli('jobs', 'list', '--state', 'parked', '--json')).out);
-    expect(parked.map((j: { ref: string; questionSet: string }) => [j.ref, j.questionSet])).toEqual([['T-1', 'attention']]);
-    expect(JSON.parse((await cli('jobs', 'list', '--item', 'T-2', '--set', 'effort', '--json')).out).map((j: { itemId: string }) => j.itemId)).toEqual([b.id]);
+    expect(parked.map((j: { ref: string; questionSet: string }) => [j.ref, j.questionSet])).toEqual([
+      ['T-1', 'attention'],
+    ]);
+    expect(
+      JSON.parse((await cli('jobs', 'list', '--item', 'T-2', '--set', 'effort', '--json')).out).map(
+        (j: { itemId: string }) => j.itemId,
+      ),
+    ).toEqual([b.id]);
     const text = (await cli('jobs', 'list')).out;
     expect(text).toMatch(/T-1\s+attention\s+parked\s+0\s+1\s+0\s+0\s+-\s+refused 5 times: provider_refusal 400/);
     expect((await cli('jobs', 'list', '--state', 'stuck')).code).toBe(2);
@@ -74,7 +85,9 @@ describe('jobs', () => {
     const inFlight = (await fx.store.claimNextJob('w', 86_400_000 * 365, 8))!;
     const dropped = await cli('jobs', 'drop', '--all', '--json');
     expect(JSON.parse(dropped.out).dropped).toBe(3);
-    expect((await fx.store.listJobs({})).map((j) => [j.itemId, j.questionSet])).toEqual([[inFlight.itemId, inFlight.questionSet]]);
+    expect((await fx.store.listJobs({})).map((j) => [j.itemId, j.questionSet])).toEqual([
+      [inFlight.itemId, inFlight.questionSet],
+    ]);
   });
 });
 
@@ -84,7 +97,11 @@ describe('estimate', () => {
     await item('T-4', 'closed'); // the set does not apply
     const fake = estimateTarget('fake', 'fake-model-1');
     const before = await estimateSet(fx.store, attentionSet, fake);
-    expect(before).toMatchObject({ eligibleItems: 3, unanswered: { items: 3, calls: 3, questions: 9, costUsd: 0 }, all: { items: 3, calls: 3 } });
+    expect(before).toMatchObject({
+      eligibleItems: 3,
+      unanswered: { items: 3, calls: 3, questions: 9, costUsd: 0 },
+      all: { items: 3, calls: 3 },
+    });
     expect(before.pricingNote).toContain('fake provider');
     // The long body costs more input tokens than the short ones.
     expect(before.all.inputTokens).toBeGreaterThan(3 * 1_000);
@@ -97,11 +114,18 @@ describe('estimate', () => {
     const haiku = estimateTarget('anthropic', 'claude-haiku-5-5');
     const switched = await estimateSet(fx.store, attentionSet, haiku);
     expect(switched.unanswered.calls).toBe(3);
-    expect(switched.unanswered.costUsd).toBeCloseTo(costUsd(ANTHROPIC_PRICES['claude-haiku-5-5'], switched.unanswered), 12);
+    expect(switched.unanswered.costUsd).toBeCloseTo(
+      costUsd(ANTHROPIC_PRICES['claude-haiku-5-5'], switched.unanswered),
+      12,
+    );
     expect(switched.unanswered.costUsd).toBeGreaterThan(0);
 
     await fx.store.updateItem(items[0].id, { content: 'changed' });
-    expect((await estimateSet(fx.store, attentionSet, fake)).unanswered).toMatchObject({ items: 1, calls: 1, questions: 3 });
+    expect((await estimateSet(fx.store, attentionSet, fake)).unanswered).toMatchObject({
+      items: 1,
+      calls: 1,
+      questions: 3,
+    });
   });
 
   it('splits keys into calls of maxPerCall, as the runner does', async () => {
@@ -121,7 +145,9 @@ describe('estimate', () => {
     const r = await cli('estimate', '--set', 'attention', '--provider', 'anthropic', '--model', 'claude-haiku-4-5');
     expect(r.code).toBe(0);
     expect(r.out).toContain('estimate for anthropic:claude-haiku-4-5');
-    expect(r.out).toMatch(/unanswered now \(what a backfill or reask sends\): 1 items, 1 calls, ~[\d,]+ input \/ ~[\d,]+ output tokens, \$0\.\d{4}/);
+    expect(r.out).toMatch(
+      /unanswered now \(what a backfill or reask sends\): 1 items, 1 calls, ~[\d,]+ input \/ ~[\d,]+ output tokens, \$0\.\d{4}/,
+    );
     const bf = await cli('backfill', '--set', 'attention', '--provider', 'anthropic', '--model', 'claude-haiku-4-5');
     expect(bf.code).toBe(2);
     expect(bf.err).toContain('rerun with --yes');
@@ -137,11 +163,23 @@ describe('pricing', () => {
     const haiku = pricingFor('anthropic', 'claude-haiku-5-5');
     expect(haiku.kind).toBe('priced');
     const p = (haiku as unknown as { price: Record<string, number> }).price;
-    expect([p.inputPerMTok, p.outputPerMTok, p.cacheReadPerMTok, p.cacheWritePerMTok].map((x) => Math.round(x * 1e6) / 1e6)).toEqual([0.1, 0.5, 0.01, 0.125]);
-    expect(pricingFor('anthropic', 'claude-haiku-5-5-20261007')).toMatchObject({ kind: 'priced', model: 'claude-haiku-5-5' });
+    expect(
+      [p.inputPerMTok, p.outputPerMTok, p.cacheReadPerMTok, p.cacheWritePerMTok].map((x) => Math.round(x * 1e6) / 1e6),
+    ).toEqual([0.1, 0.5, 0.01, 0.125]);
+    expect(pricingFor('anthropic', 'claude-haiku-5-5-20261007')).toMatchObject({
+      kind: 'priced',
+      model: 'claude-haiku-5-5',
+    });
     expect(pricingFor('anthropic', 'claude-haiku-5-5-preview').kind).toBe('unknown');
     expect(pricingFor('fake', 'fake-model-1').kind).toBe('free');
     expect(pricingFor('openai', 'gpt-x').kind).toBe('unknown');
-    expect(costUsd(ANTHROPIC_PRICES['claude-opus-5-5'], { inputTokens: 1_000_000, outputTokens: 1_000_000, cacheReadTokens: 1_000_000, cacheWriteTokens: 1_000_000 })).toBeCloseTo(4 + 20 + 0.4 + 5, 10);
+    expect(
+      costUsd(ANTHROPIC_PRICES['claude-opus-5-5'], {
+        inputTokens: 1_000_000,
+        outputTokens: 1_000_000,
+        cacheReadTokens: 1_000_000,
+        cacheWriteTokens: 1_000_000,
+      }),
+    ).toBeCloseTo(4 + 20 + 0.4 + 5, 10);
   });
 });

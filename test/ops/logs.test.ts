@@ -14,7 +14,12 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function item(ref: string, status = 'open') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: 'b', fields: { status } }, { quietPeriod: false })).row;
+  return (
+    await fx.store.createItem(
+      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: 'b', fields: { status } },
+      { quietPeriod: false },
+    )
+  ).row;
 }
 
 const PINO_KEYS = ['level', 'time', 'service', 'msg'];
@@ -27,9 +32,30 @@ describe('logs', () => {
     const spend = records().filter((r) => r.msg === 'spend');
     expect(spend).toHaveLength(1);
     expect(Object.keys(spend[0]).sort()).toEqual(
-      [...PINO_KEYS, 'set', 'workspaceId', 'ref', 'itemId', 'questions', 'calls', 'inputTokens', 'outputTokens', 'truncated', 'outcome'].sort(),
+      [
+        ...PINO_KEYS,
+        'set',
+        'workspaceId',
+        'ref',
+        'itemId',
+        'questions',
+        'calls',
+        'inputTokens',
+        'outputTokens',
+        'truncated',
+        'outcome',
+      ].sort(),
     );
-    expect(spend[0]).toMatchObject({ set: 'attention', workspaceId: fx.ws.id, ref: 'T-1', itemId: it1.id, questions: 3, calls: 1, truncated: false, outcome: 'complete' });
+    expect(spend[0]).toMatchObject({
+      set: 'attention',
+      workspaceId: fx.ws.id,
+      ref: 'T-1',
+      itemId: it1.id,
+      questions: 3,
+      calls: 1,
+      truncated: false,
+      outcome: 'complete',
+    });
     expect(spend[0].level).toBe(20);
   });
 
@@ -72,8 +98,16 @@ describe('logs', () => {
   it('redacts API keys and authorization headers wherever they are put', () => {
     const KEY = 'sk-ant-api03-REDACTME-1234';
     const { logger, lines } = captureLog('trace');
-    logger.info({ apiKey: KEY, authorization: `Bearer ${KEY}`, headers: { authorization: `Bearer ${KEY}`, 'x-api-key': KEY } }, 'a');
-    logger.child({ component: 'anthropic' }).warn({ options: { headers: { 'x-api-key': KEY, authorization: KEY } }, req: { headers: { authorization: KEY } } }, 'b');
+    logger.info(
+      { apiKey: KEY, authorization: `Bearer ${KEY}`, headers: { authorization: `Bearer ${KEY}`, 'x-api-key': KEY } },
+      'a',
+    );
+    logger
+      .child({ component: 'anthropic' })
+      .warn(
+        { options: { headers: { 'x-api-key': KEY, authorization: KEY } }, req: { headers: { authorization: KEY } } },
+        'b',
+      );
     logger.info({ client: { apiKey: KEY }, config: { key: KEY } }, 'c');
     expect(lines).toHaveLength(3);
     expect(lines.join('\n')).not.toContain('REDACTME');

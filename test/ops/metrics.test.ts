@@ -27,7 +27,14 @@ afterEach(async () => {
 async function seed(n: number, status = 'open') {
   for (let i = 0; i < n; i++) {
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `${status}-${i + 1}`, title: `item ${i}`, content: 'body', fields: { status } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `${status}-${i + 1}`,
+        title: `item ${i}`,
+        content: 'body',
+        fields: { status },
+      },
       { quietPeriod: false },
     );
   }
@@ -84,12 +91,18 @@ describe('metrics', () => {
     const v = (name: string, labels: Record<string, string>) => sampleValue(after, name, labels) ?? 0;
     const outcomes = await fx.store.jobCountsBySet();
     // 4 attention jobs and 4 effort jobs claimed: 3 + 3 answered, 1 + 1 dropped (closed), one refusal retried later.
-    expect(v('verdict_jobs_claimed_total', { set: 'attention' }) + v('verdict_jobs_claimed_total', { set: 'effort' })).toBe(8);
+    expect(
+      v('verdict_jobs_claimed_total', { set: 'attention' }) + v('verdict_jobs_claimed_total', { set: 'effort' }),
+    ).toBe(8);
     expect(v('verdict_job_outcomes_total', { set: 'attention', outcome: 'drop' })).toBe(1);
     expect(v('verdict_job_outcomes_total', { set: 'effort', outcome: 'drop' })).toBe(1);
-    const refused = v('verdict_job_outcomes_total', { set: 'attention', outcome: 'refuse' }) + v('verdict_job_outcomes_total', { set: 'effort', outcome: 'refuse' });
+    const refused =
+      v('verdict_job_outcomes_total', { set: 'attention', outcome: 'refuse' }) +
+      v('verdict_job_outcomes_total', { set: 'effort', outcome: 'refuse' });
     expect(refused).toBe(1);
-    const complete = v('verdict_job_outcomes_total', { set: 'attention', outcome: 'complete' }) + v('verdict_job_outcomes_total', { set: 'effort', outcome: 'complete' });
+    const complete =
+      v('verdict_job_outcomes_total', { set: 'attention', outcome: 'complete' }) +
+      v('verdict_job_outcomes_total', { set: 'effort', outcome: 'complete' });
     expect(complete).toBe(5);
     // The refused job backs off: the queue gauge says so.
     expect(v('verdict_queue_jobs', { state: 'waiting' })).toBe(1);
@@ -105,18 +118,42 @@ describe('metrics', () => {
       expect(v('verdict_provider_tokens_total', { ...l, type: 'output' })).toBe(r.outputTokens);
     }
     expect(rows.find((r) => r.outcome === 'refused')?.calls).toBe(1);
-    expect(v('verdict_provider_calls_total', { set: 'attention', outcome: 'ok' }) + v('verdict_provider_calls_total', { set: 'effort', outcome: 'ok' })).toBe(5);
+    expect(
+      v('verdict_provider_calls_total', { set: 'attention', outcome: 'ok' }) +
+        v('verdict_provider_calls_total', { set: 'effort', outcome: 'ok' }),
+    ).toBe(5);
     // Every job observed once in the latency histogram.
-    const counted = ['attention', 'effort'].flatMap((set) => ['complete', 'drop', 'refuse'].map((outcome) => v('verdict_evaluation_duration_seconds_count', { set, outcome })));
+    const counted = ['attention', 'effort'].flatMap((set) =>
+      ['complete', 'drop', 'refuse'].map((outcome) => v('verdict_evaluation_duration_seconds_count', { set, outcome })),
+    );
     expect(counted.reduce((a, n) => a + n, 0)).toBe(8);
     // Labels are set names, outcomes, token types, states and histogram bounds only: never an item id or ref.
     const ids = (await fx.store.listItems({ includeDeleted: true })).flatMap((i) => [i.id, i.ref]);
-    for (const f of after.values()) for (const s of f.samples) for (const [k, val] of Object.entries(s.labels)) {
-      expect(['set', 'outcome', 'type', 'state', 'le', 'version', 'major', 'minor', 'patch', 'kind', 'space']).toContain(k);
-      expect(ids).not.toContain(val);
-    }
+    for (const f of after.values())
+      for (const s of f.samples)
+        for (const [k, val] of Object.entries(s.labels)) {
+          expect([
+            'set',
+            'outcome',
+            'type',
+            'state',
+            'le',
+            'version',
+            'major',
+            'minor',
+            'patch',
+            'kind',
+            'space',
+          ]).toContain(k);
+          expect(ids).not.toContain(val);
+        }
 
-    health = { healthy: false, status: 'unhealthy', reasons: ['loop stalled: no turn for 99999 ms (limit 1000 ms)'], lastLoopAgeMs: 99_999 };
+    health = {
+      healthy: false,
+      status: 'unhealthy',
+      reasons: ['loop stalled: no turn for 99999 ms (limit 1000 ms)'],
+      lastLoopAgeMs: 99_999,
+    };
     expect(sampleValue(parsePromText((await get('/metrics')).text), 'verdict_worker_healthy')).toBe(0);
   });
 
@@ -142,13 +179,22 @@ describe('metrics', () => {
     expect(w.providerProblem).toBe('provider_misconfigured 401');
     const bad = await get('/healthz');
     expect(bad.status).toBe(503);
-    expect(JSON.parse(bad.text)).toEqual({ status: 'unhealthy', reasons: ['provider misconfigured: provider_misconfigured 401'], lastLoopAgeMs: expect.any(Number) });
+    expect(JSON.parse(bad.text)).toEqual({
+      status: 'unhealthy',
+      reasons: ['provider misconfigured: provider_misconfigured 401'],
+      lastLoopAgeMs: expect.any(Number),
+    });
     expect((await get('/nope')).status).toBe(404);
   });
 
   it('judges a stall by the loop age against the limit', () => {
     const now = 1_000_000;
-    expect(judgeHealth({ lastLoopAt: now - 500, providerProblem: null }, 1_000, now)).toEqual({ healthy: true, status: 'ok', reasons: [], lastLoopAgeMs: 500 });
+    expect(judgeHealth({ lastLoopAt: now - 500, providerProblem: null }, 1_000, now)).toEqual({
+      healthy: true,
+      status: 'ok',
+      reasons: [],
+      lastLoopAgeMs: 500,
+    });
     expect(judgeHealth({ lastLoopAt: now - 1_001, providerProblem: null }, 1_000, now).healthy).toBe(false);
   });
 

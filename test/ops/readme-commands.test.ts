@@ -16,7 +16,14 @@ import { tempDir } from '../harness/store-fixture.js';
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const exec = promisify(execFile);
-const env = { ...process.env, NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '', VERDICT_PROVIDER: 'fake', VERDICT_LOG_LEVEL: 'warn' };
+const env = {
+  ...process.env,
+  NO_COLOR: '1',
+  CI: '1',
+  ANTHROPIC_API_KEY: '',
+  VERDICT_PROVIDER: 'fake',
+  VERDICT_LOG_LEVEL: 'warn',
+};
 
 let t: { dir: string; cleanup: () => void };
 let db: string;
@@ -46,14 +53,20 @@ describe('README commands', () => {
     // run there and rebuild dist/ (deleting it first), breaking every other process running from it.
     const main = join(ROOT, 'dist/cli/main.js');
     const before = statSync(main);
-    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], { cwd: ROOT, env });
+    const { stdout } = await exec('npx', ['--no', '--', 'verdict', 'status', '--json', '--database-url', db], {
+      cwd: ROOT,
+      env,
+    });
     expect(JSON.parse(stdout)).toMatchObject({ queue: { due: 0 } });
     const after = statSync(main);
     expect({ ino: after.ino, mtimeMs: after.mtimeMs }).toEqual({ ino: before.ino, mtimeMs: before.mtimeMs });
   }, 60_000);
 
   it('`npm run -s verdict -- status --json` prints JSON and nothing else on stdout', async () => {
-    const { stdout } = await exec('npm', ['run', '-s', 'verdict', '--', 'status', '--json', '--database-url', db], { cwd: ROOT, env });
+    const { stdout } = await exec('npm', ['run', '-s', 'verdict', '--', 'status', '--json', '--database-url', db], {
+      cwd: ROOT,
+      env,
+    });
     expect(JSON.parse(stdout)).toMatchObject({ queue: { due: 0 } });
   }, 60_000);
 });

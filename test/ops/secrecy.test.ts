@@ -52,7 +52,15 @@ function beadsRow(i: number, status = 'open'): string {
     issue_type: 'task',
     created_at: '2026-01-10T10:00:00Z',
     updated_at: '2026-01-10T10:00:00Z',
-    comments: [{ id: 100 + i, issue_id: `bd-s${i}`, author: 'amy', text: `Comment ${COMMENT} here`, created_at: '2026-01-11T10:00:00Z' }],
+    comments: [
+      {
+        id: 100 + i,
+        issue_id: `bd-s${i}`,
+        author: 'amy',
+        text: `Comment ${COMMENT} here`,
+        created_at: '2026-01-11T10:00:00Z',
+      },
+    ],
   });
 }
 
@@ -81,8 +89,12 @@ describe('secrecy: the CLI as real processes', () => {
     await run(['import', 'beads', input]);
     // The canaries are in the store: the checks below can see a leak.
     const d = new Database(file, { readonly: true });
-    expect((d.prepare('SELECT count(*) AS n FROM items WHERE content LIKE ?').get(`%${ITEM}%`) as { n: number }).n).toBe(5);
-    expect((d.prepare('SELECT count(*) AS n FROM comments WHERE body LIKE ?').get(`%${COMMENT}%`) as { n: number }).n).toBe(5);
+    expect(
+      (d.prepare('SELECT count(*) AS n FROM items WHERE content LIKE ?').get(`%${ITEM}%`) as { n: number }).n,
+    ).toBe(5);
+    expect(
+      (d.prepare('SELECT count(*) AS n FROM comments WHERE body LIKE ?').get(`%${COMMENT}%`) as { n: number }).n,
+    ).toBe(5);
     d.close();
 
     const worker = spawnCli(['worker', '--metrics-port', '0', '--tick-ms', '50', '--concurrency', '2', ...db], env);
@@ -152,10 +164,20 @@ describe('secrecy: in-process with the Anthropic provider and a custom set', () 
     for (let i = 1; i <= 4; i++) {
       const item = await fx.store.createItem(
         // S-4's body is over the input budget below, so its jobs park (status lists parked jobs).
-        { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `S-${i}`, title: `Title ${ITEM}`, content: `Body ${ITEM} ${i === 4 ? 'x'.repeat(12_000) : ''}`, fields: { status: 'open', note: ITEM } },
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `S-${i}`,
+          title: `Title ${ITEM}`,
+          content: `Body ${ITEM} ${i === 4 ? 'x'.repeat(12_000) : ''}`,
+          fields: { status: 'open', note: ITEM },
+        },
         { quietPeriod: false },
       );
-      await fx.store.addComment({ itemId: item.row.id, author: 'amy', body: `Comment ${COMMENT}` }, { quietPeriod: false });
+      await fx.store.addComment(
+        { itemId: item.row.id, author: 'amy', body: `Comment ${COMMENT}` },
+        { quietPeriod: false },
+      );
     }
     const echo = `bad key ${KEY}; prompt ${ITEM} ${COMMENT} ${QUESTION}`;
     // Job 1 is refused (400), job 2 meets four 529s (fails, backs off), the rest are answered; then a 401.
@@ -164,7 +186,14 @@ describe('secrecy: in-process with the Anthropic provider and a custom set', () 
       ...Array.from({ length: 4 }, () => FakeAnthropicServer.error(529, 'overloaded_error', echo)),
     );
     const { logger, lines } = captureLog('trace');
-    const provider = new AnthropicProvider({ apiKey: KEY, baseURL: server.url, logger: logger.child({ component: 'anthropic' }), minBackoffMs: 1, maxBackoffMs: 2, inputBudgetTokens: 3_000 });
+    const provider = new AnthropicProvider({
+      apiKey: KEY,
+      baseURL: server.url,
+      logger: logger.child({ component: 'anthropic' }),
+      minBackoffMs: 1,
+      maxBackoffMs: 2,
+      inputBudgetTokens: 3_000,
+    });
     const metrics = new WorkerMetrics({ store: fx.store, logger });
     const make = () =>
       new Worker({
@@ -182,7 +211,13 @@ describe('secrecy: in-process with the Anthropic provider and a custom set', () 
         onOutcome: (r) => metrics.observe(r),
       });
     let w = make();
-    metricsServer = await serveMetrics({ metrics, health: () => judgeHealth(w, 60_000), port: 0, host: '127.0.0.1', logger });
+    metricsServer = await serveMetrics({
+      metrics,
+      health: () => judgeHealth(w, 60_000),
+      port: 0,
+      host: '127.0.0.1',
+      logger,
+    });
     await w.run();
     // The failure paths ran: a refusal and a transient failure are on record.
     const jobsAfterFailures = await listJobViews(fx.store, {});
@@ -210,8 +245,18 @@ describe('secrecy: in-process with the Anthropic provider and a custom set', () 
     expect(JSON.parse(health).status).toBe('unhealthy');
     const status = await statusReport(fx.store);
     const target = estimateTarget('anthropic', 'claude-haiku-5-5');
-    const estimates = [await estimateSet(fx.store, secretSet, target), await estimateSet(fx.store, attentionSet, target)];
-    const bf = new Backfill({ store: fx.store, set: secretSet, chunkSize: 2, tickMs: 1, logger, signal: AbortSignal.abort() });
+    const estimates = [
+      await estimateSet(fx.store, secretSet, target),
+      await estimateSet(fx.store, attentionSet, target),
+    ];
+    const bf = new Backfill({
+      store: fx.store,
+      set: secretSet,
+      chunkSize: 2,
+      tickMs: 1,
+      logger,
+      signal: AbortSignal.abort(),
+    });
     await bf.run();
 
     expect(lines.some((l) => l.includes('"msg":"spend"'))).toBe(true);

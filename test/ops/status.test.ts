@@ -15,10 +15,20 @@ beforeEach(async () => {
 });
 afterEach(async () => fx.cleanup());
 
-const usage = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 });
+const usage = (inputTokens: number, outputTokens: number) => ({
+  inputTokens,
+  outputTokens,
+  cacheReadTokens: 0,
+  cacheWriteTokens: 0,
+});
 
 async function item(ref: string) {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row;
+  return (
+    await fx.store.createItem(
+      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: 'b', fields: { status: 'open' } },
+      { quietPeriod: false },
+    )
+  ).row;
 }
 
 describe('status', () => {
@@ -41,13 +51,39 @@ describe('status', () => {
     expect(s.queue).toEqual({ due: 3, waiting: 1, inFlight: 1, parked: 1, batched: 0 });
     expect(s.oldestOwedAgeMs).toBe(90_000);
     expect(s.bySet).toEqual([
-      expect.objectContaining({ questionSet: 'attention', due: 1, waiting: 0, inFlight: 1, parked: 1, failing: 1, oldestOwedAgeMs: 90_000 }),
-      expect.objectContaining({ questionSet: 'effort', due: 2, waiting: 1, inFlight: 0, parked: 0, failing: 1, oldestOwedAgeMs: 90_000 }),
+      expect.objectContaining({
+        questionSet: 'attention',
+        due: 1,
+        waiting: 0,
+        inFlight: 1,
+        parked: 1,
+        failing: 1,
+        oldestOwedAgeMs: 90_000,
+      }),
+      expect.objectContaining({
+        questionSet: 'effort',
+        due: 2,
+        waiting: 1,
+        inFlight: 0,
+        parked: 0,
+        failing: 1,
+        oldestOwedAgeMs: 90_000,
+      }),
     ]);
     expect(s.parked).toEqual({
       count: 1,
       reasons: [{ reason: 'refused 5 times: provider_refusal 400', count: 1 }],
-      jobs: [{ ref: 'T-1', itemId: a.id, set: 'attention', reason: 'refused 5 times: provider_refusal 400', at: await fx.store.now(), attempts: 1, refusals: 0 }],
+      jobs: [
+        {
+          ref: 'T-1',
+          itemId: a.id,
+          set: 'attention',
+          reason: 'refused 5 times: provider_refusal 400',
+          at: await fx.store.now(),
+          attempts: 1,
+          refusals: 0,
+        },
+      ],
     });
     expect(s.failingSets.map((f) => [f.set, f.jobs])).toEqual([
       ['attention', 1],
@@ -62,25 +98,70 @@ describe('status', () => {
 
   it('prices spend per model for the last hour and the last 24 hours from the spend table', async () => {
     // 2 hours ago: counted in 24 h only.
-    await fx.store.recordSpend({ questionSet: 'attention', provider: 'anthropic', model: 'claude-haiku-4-5', outcome: 'ok', calls: 10, usage: usage(1_000_000, 0) });
+    await fx.store.recordSpend({
+      questionSet: 'attention',
+      provider: 'anthropic',
+      model: 'claude-haiku-4-5',
+      outcome: 'ok',
+      calls: 10,
+      usage: usage(1_000_000, 0),
+    });
     fx.clock.advance(2 * 3_600_000);
-    await fx.store.recordSpend({ questionSet: 'attention', provider: 'anthropic', model: 'claude-haiku-5-5', outcome: 'ok', calls: 3, usage: usage(1_000_000, 1_000_000) });
-    await fx.store.recordSpend({ questionSet: 'effort', provider: 'anthropic', model: 'claude-haiku-5-5', outcome: 'unavailable', calls: 1, usage: usage(0, 0) });
-    await fx.store.recordSpend({ questionSet: 'effort', provider: 'fake', model: 'fake-model-1', outcome: 'ok', calls: 5, usage: usage(500, 60) });
-    await fx.store.recordSpend({ questionSet: 'effort', provider: 'openai', model: 'qwen3:8b', outcome: 'ok', calls: 2, usage: usage(100, 10) });
+    await fx.store.recordSpend({
+      questionSet: 'attention',
+      provider: 'anthropic',
+      model: 'claude-haiku-5-5',
+      outcome: 'ok',
+      calls: 3,
+      usage: usage(1_000_000, 1_000_000),
+    });
+    await fx.store.recordSpend({
+      questionSet: 'effort',
+      provider: 'anthropic',
+      model: 'claude-haiku-5-5',
+      outcome: 'unavailable',
+      calls: 1,
+      usage: usage(0, 0),
+    });
+    await fx.store.recordSpend({
+      questionSet: 'effort',
+      provider: 'fake',
+      model: 'fake-model-1',
+      outcome: 'ok',
+      calls: 5,
+      usage: usage(500, 60),
+    });
+    await fx.store.recordSpend({
+      questionSet: 'effort',
+      provider: 'openai',
+      model: 'qwen3:8b',
+      outcome: 'ok',
+      calls: 2,
+      usage: usage(100, 10),
+    });
 
     const s = await statusReport(fx.store);
     const h = s.spend.lastHour;
-    expect(h).toMatchObject({ calls: 11, inputTokens: 1_000_600, outputTokens: 1_000_070, unpriced: ['openai:qwen3:8b'] });
+    expect(h).toMatchObject({
+      calls: 11,
+      inputTokens: 1_000_600,
+      outputTokens: 1_000_070,
+      unpriced: ['openai:qwen3:8b'],
+    });
     // claude-haiku-5-5: $0.10 + $0.50 per MTok (src/providers/pricing.ts); the fake costs 0.
     expect(h.costUsd).toBeCloseTo(0.6, 10);
-    expect(h.byModel.find((m) => m.model === 'fake-model-1')).toMatchObject({ costUsd: 0, note: expect.stringContaining('fake provider') });
+    expect(h.byModel.find((m) => m.model === 'fake-model-1')).toMatchObject({
+      costUsd: 0,
+      note: expect.stringContaining('fake provider'),
+    });
     expect(h.bySet.find((x) => x.set === 'effort')).toMatchObject({ calls: 8, failedCalls: 1 });
     // 24 h adds the older hour: 1 MTok of input on claude-haiku-4-5 at $1.
     expect(s.spend.last24h.calls).toBe(21);
     expect(s.spend.last24h.costUsd).toBeCloseTo(1.6, 10);
     const text = formatStatus(s);
-    expect(text).toContain('spend, last hour (since 2026-01-01 01:00 UTC): 11 calls, 1,000,600 input / 1,000,070 output tokens, estimated cost $0.6000 + unpriced (openai:qwen3:8b)');
+    expect(text).toContain(
+      'spend, last hour (since 2026-01-01 01:00 UTC): 11 calls, 1,000,600 input / 1,000,070 output tokens, estimated cost $0.6000 + unpriced (openai:qwen3:8b)',
+    );
     expect(text).toContain('spend, last 24 h');
   });
 
@@ -95,16 +176,49 @@ describe('status', () => {
       ['attention', 1, true],
       ['effort', 0, true],
     ]);
-    expect(s.batches).toEqual({ inFlight: 0, requests: 0, jobs: 0, unconfirmed: 0, oldestAgeMs: null, unavailable: [] });
+    expect(s.batches).toEqual({
+      inFlight: 0,
+      requests: 0,
+      jobs: 0,
+      unconfirmed: 0,
+      oldestAgeMs: null,
+      unavailable: [],
+    });
     const perCall = await fx.store.listDecisions((await fx.store.listItems({}))[0].id);
     expect(s.spend.lastHour.inputTokens).toBe(perCall.reduce((a, d) => a + d.inputTokens, 0));
 
     const now = await fx.store.now();
-    await fx.store.setMeta(`${HEARTBEAT_PREFIX}host:1`, JSON.stringify({ workerId: 'host:1', provider: 'anthropic', model: 'claude-haiku-5-5', concurrency: 4, beatEveryMs: 5_000, startedAt: now, lastLoopAt: now, providerProblem: 'provider_misconfigured 401' }));
-    await fx.store.setMeta('backfill:effort:*', JSON.stringify({ v: 1, set: 'effort', workspaceId: null, afterId: 'x', pending: ['x'], chunks: 3, owedItems: 41, startedAt: now }));
+    await fx.store.setMeta(
+      `${HEARTBEAT_PREFIX}host:1`,
+      JSON.stringify({
+        workerId: 'host:1',
+        provider: 'anthropic',
+        model: 'claude-haiku-5-5',
+        concurrency: 4,
+        beatEveryMs: 5_000,
+        startedAt: now,
+        lastLoopAt: now,
+        providerProblem: 'provider_misconfigured 401',
+      }),
+    );
+    await fx.store.setMeta(
+      'backfill:effort:*',
+      JSON.stringify({
+        v: 1,
+        set: 'effort',
+        workspaceId: null,
+        afterId: 'x',
+        pending: ['x'],
+        chunks: 3,
+        owedItems: 41,
+        startedAt: now,
+      }),
+    );
     fx.clock.advance(4_000);
     let text = formatStatus(await statusReport(fx.store));
-    expect(text).toContain('worker host:1: alive (last beat 4s ago), provider anthropic:claude-haiku-5-5, PROVIDER MISCONFIGURED: provider_misconfigured 401 (cooling off)');
+    expect(text).toContain(
+      'worker host:1: alive (last beat 4s ago), provider anthropic:claude-haiku-5-5, PROVIDER MISCONFIGURED: provider_misconfigured 401 (cooling off)',
+    );
     expect(text).toContain('backfill effort (all workspaces): 41 items owed in 3 chunks, last chunk 1 item');
     fx.clock.advance(60_000);
     text = formatStatus(await statusReport(fx.store));
@@ -123,11 +237,29 @@ describe('status', () => {
     const c3 = await claim();
     await fx.store.failJob(c3, { backoffMs: 60_000, error: 'y' }); // ids[2] waiting
     expect([c1.itemId, c2.itemId, c3.itemId]).toEqual(ids.slice(0, 3));
-    expect(await fx.store.countChunkJobs('effort', ids)).toEqual({ claimable: 1, inFlight: 1, waiting: 1, parked: 1, gone: 1 });
+    expect(await fx.store.countChunkJobs('effort', ids)).toEqual({
+      claimable: 1,
+      inFlight: 1,
+      waiting: 1,
+      parked: 1,
+      gone: 1,
+    });
     // A deleted workspace holds its jobs: not claimable, so waiting.
     await fx.store.softDeleteWorkspace(fx.ws.id);
-    expect(await fx.store.countChunkJobs('effort', ids)).toEqual({ claimable: 0, inFlight: 1, waiting: 2, parked: 1, gone: 1 });
-    expect(await fx.store.countChunkJobs('effort', [])).toEqual({ claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 0 });
+    expect(await fx.store.countChunkJobs('effort', ids)).toEqual({
+      claimable: 0,
+      inFlight: 1,
+      waiting: 2,
+      parked: 1,
+      gone: 1,
+    });
+    expect(await fx.store.countChunkJobs('effort', [])).toEqual({
+      claimable: 0,
+      inFlight: 0,
+      waiting: 0,
+      parked: 0,
+      gone: 0,
+    });
     expect(PRIORITY_LIVE).toBe(0);
   });
 

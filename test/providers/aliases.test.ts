@@ -20,10 +20,19 @@ import { askOpts, STATE } from './support.js';
 const WANT: Record<string, number> = { 'conv:bd-7h7': 0.91, 'conv:bd-0088': 0.12, 'conv:bd-00u3': 0.47, effort: -1 };
 function chunk(): Map<string, Question> {
   return new Map<string, Question>([
-    ['conv:bd-7h7', noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-7h7: first')],
+    [
+      'conv:bd-7h7',
+      noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-7h7: first'),
+    ],
     ['effort', score('How much effort is the item?', ['small', 'medium', 'large'])],
-    ['conv:bd-0088', noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-0088: second')],
-    ['conv:bd-00u3', noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-00u3: third')],
+    [
+      'conv:bd-0088',
+      noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-0088: second'),
+    ],
+    [
+      'conv:bd-00u3',
+      noul('The content does what the convention forbids, or lacks what it requires.\n\nConvention bd-00u3: third'),
+    ],
   ]);
 }
 
@@ -49,7 +58,8 @@ function answersFor(system: string): Record<string, unknown> {
 
 function expectAnswersByKey(answers: Map<string, { answer: any }>): void {
   expect([...answers.keys()].sort()).toEqual(Object.keys(WANT).sort());
-  for (const [key, p] of Object.entries(WANT)) if (key !== 'effort') expect(answers.get(key)!.answer).toEqual({ type: 'noul', noul: p });
+  for (const [key, p] of Object.entries(WANT))
+    if (key !== 'effort') expect(answers.get(key)!.answer).toEqual({ type: 'noul', noul: p });
   expect(answers.get('effort')!.answer).toMatchObject({ type: 'score', legend: { '2': 'large' } });
 }
 
@@ -63,7 +73,11 @@ describe('Anthropic: aliases round-trip', () => {
 
   const anthropicModel: Handler = (req: RecordedRequest) => {
     const system: string = req.body.system[0].text;
-    return (req.body.tools ? FakeAnthropicServer.toolAnswer(answersFor(system)) : FakeAnthropicServer.answer(answersFor(system)))(req);
+    return (
+      req.body.tools
+        ? FakeAnthropicServer.toolAnswer(answersFor(system))
+        : FakeAnthropicServer.answer(answersFor(system))
+    )(req);
   };
 
   for (const useTool of [false, true]) {
@@ -91,15 +105,21 @@ describe('Anthropic: aliases round-trip', () => {
     const res = await fetch(`${server.url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ tools: [{ name: 't', input_schema: { type: 'object', properties: { 'conv:bd-7h7': { type: 'object' } } } }] }),
+      body: JSON.stringify({
+        tools: [{ name: 't', input_schema: { type: 'object', properties: { 'conv:bd-7h7': { type: 'object' } } } }],
+      }),
     });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as any).error.message).toMatch(/^tools\.0\.custom\.input_schema\.properties: Property keys should match pattern/);
+    expect(((await res.json()) as any).error.message).toMatch(
+      /^tools\.0\.custom\.input_schema\.properties: Property keys should match pattern/,
+    );
   });
 
   it('a key holding @ is refused before any request (DESIGN §7.1)', async () => {
     const p = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url });
-    await expect(p.ask(STATE, new Map([['conv:bd@7h7', noul('x')]]), askOpts())).rejects.toBeInstanceOf(ProviderRefusal);
+    await expect(p.ask(STATE, new Map([['conv:bd@7h7', noul('x')]]), askOpts())).rejects.toBeInstanceOf(
+      ProviderRefusal,
+    );
     expect(server.messages).toHaveLength(0);
   });
 });
@@ -124,7 +144,10 @@ describe('OpenAI-compatible: aliases round-trip', () => {
       const r = await p.ask(STATE, chunk(), askOpts());
       const body = server.completions[0].body;
       const system: string = body.messages[0].content;
-      const schema = responseFormat === 'json_schema' ? body.response_format.json_schema.schema : JSON.parse(system.split('\n').at(-1)!);
+      const schema =
+        responseFormat === 'json_schema'
+          ? body.response_format.json_schema.schema
+          : JSON.parse(system.split('\n').at(-1)!);
       expect(Object.keys(schema.properties)).toEqual(['q1', 'q2', 'q3', 'q4']);
       expect(aliasesInPrompt(system).get('q3')).toBe('conv:bd-7h7');
       expectAnswersByKey(r.answers);

@@ -39,7 +39,14 @@ beforeEach(() => {
 });
 
 function provider(over: Partial<AnthropicProviderOptions> = {}): AnthropicProvider {
-  return new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4, runtime: { random: () => 0 }, ...over });
+  return new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+    runtime: { random: () => 0 },
+    ...over,
+  });
 }
 
 const sig = () => ({ signal: new AbortController().signal });
@@ -67,10 +74,16 @@ async function collect(it: AsyncIterable<BatchResult>): Promise<Map<string, Batc
   return out;
 }
 
-const lookupAll = (qs: ReadonlyMap<string, Question> = questions(), explain = false) => () => ({ questions: qs, explain });
+const lookupAll =
+  (qs: ReadonlyMap<string, Question> = questions(), explain = false) =>
+  () => ({ questions: qs, explain });
 
 /** Submits, retrieves until ended, and reads every result. */
-async function runBatch(p: AnthropicProvider, requests: BatchRequest[], lookup: Parameters<BatchApi['results']>[1] = lookupAll()): Promise<Map<string, BatchResult>> {
+async function runBatch(
+  p: AnthropicProvider,
+  requests: BatchRequest[],
+  lookup: Parameters<BatchApi['results']>[1] = lookupAll(),
+): Promise<Map<string, BatchResult>> {
   const info = await p.batch.submit(requests, sig());
   let status = info.status;
   for (let i = 0; i < 5 && status !== 'ended'; i++) status = (await p.batch.retrieve(info.id, sig())).status;
@@ -79,7 +92,8 @@ async function runBatch(p: AnthropicProvider, requests: BatchRequest[], lookup: 
 }
 
 function succeeded(r: BatchResult | undefined): AskResult {
-  if (r?.type !== 'succeeded') throw new Error(`expected a succeeded result, got ${r?.type}: ${r?.type === 'errored' ? r.error.message : ''}`);
+  if (r?.type !== 'succeeded')
+    throw new Error(`expected a succeeded result, got ${r?.type}: ${r?.type === 'errored' ? r.error.message : ''}`);
   return r.result;
 }
 
@@ -97,7 +111,10 @@ describe('AnthropicProvider batches: submit, retrieve, results', () => {
     server.batches.answer = byState;
     const requests = STATES.map((state, i) => req(`item-${i}`, { state }));
     const info = await p.batch.submit(requests, sig());
-    expect(info).toMatchObject({ status: 'in_progress', counts: { processing: 3, succeeded: 0, errored: 0, canceled: 0, expired: 0 } });
+    expect(info).toMatchObject({
+      status: 'in_progress',
+      counts: { processing: 3, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
+    });
     expect(info.id).toMatch(/^msgbatch_/);
     expect(info.expiresAt - info.createdAt).toBe(24 * 3600 * 1000);
     expect((await p.batch.retrieve(info.id, sig())).status).toBe('in_progress');
@@ -163,9 +180,17 @@ describe('AnthropicProvider batches: submit, retrieve, results', () => {
 
   it('reports billed usage of a succeeded result undiscounted, as ask reports it', async () => {
     const p = provider();
-    server.batches.answer = (r) => FakeAnthropicServer.auto({ usage: { input_tokens: 1234, output_tokens: 56, cache_read_input_tokens: 7, cache_creation_input_tokens: null } })(r) as Reply;
+    server.batches.answer = (r) =>
+      FakeAnthropicServer.auto({
+        usage: { input_tokens: 1234, output_tokens: 56, cache_read_input_tokens: 7, cache_creation_input_tokens: null },
+      })(r) as Reply;
     const results = await runBatch(p, [req('u')]);
-    expect(succeeded(results.get('u')).usage).toEqual({ inputTokens: 1234, outputTokens: 56, cacheReadTokens: 7, cacheWriteTokens: 0 });
+    expect(succeeded(results.get('u')).usage).toEqual({
+      inputTokens: 1234,
+      outputTokens: 56,
+      cacheReadTokens: 7,
+      cacheWriteTokens: 0,
+    });
   });
 
   it('stops reading when the caller breaks out, leaving nothing to fail', async () => {
@@ -225,7 +250,14 @@ describe('AnthropicProvider batches: list', () => {
   });
 
   it('stops at a page that says more follow but names no last id (it could never be continued)', async () => {
-    const batch = { id: 'msgbatch_x', type: 'message_batch', processing_status: 'ended', request_counts: {}, created_at: '2026-11-30T00:00:00Z', expires_at: '2026-12-01T00:00:00Z' };
+    const batch = {
+      id: 'msgbatch_x',
+      type: 'message_batch',
+      processing_status: 'ended',
+      request_counts: {},
+      created_at: '2026-11-30T00:00:00Z',
+      expires_at: '2026-12-01T00:00:00Z',
+    };
     server.script({ kind: 'json', body: { data: [batch], has_more: true, first_id: null, last_id: null } });
     expect((await provider().batch.list({ ...sig(), since: 0 })).map((b) => b.id)).toEqual(['msgbatch_x']);
     expect(server.requests).toHaveLength(1);
@@ -246,7 +278,10 @@ describe('AnthropicProvider batches: faults of a batch', () => {
 
   it('a partially errored batch maps invalid_request_error to ProviderRefusal and answers the rest', async () => {
     server.batches.plan({ fault: 'partial' });
-    const results = await runBatch(provider(), ['a', 'b', 'c', 'd'].map((id) => req(id)));
+    const results = await runBatch(
+      provider(),
+      ['a', 'b', 'c', 'd'].map((id) => req(id)),
+    );
     expect(erroredWith(results.get('a'))).toBeInstanceOf(ProviderRefusal);
     expect(erroredWith(results.get('c'))).toBeInstanceOf(ProviderRefusal);
     expect(succeeded(results.get('b')).answers.size).toBe(3);
@@ -283,7 +318,10 @@ describe('AnthropicProvider batches: faults of a batch', () => {
     ['invalid_request_error', 400, ProviderRefusal],
     ['some_new_error', 500, ProviderUnavailable],
   ] as const)('an errored result of type %s is the typed error ask would throw', async (type, status, cls) => {
-    server.batches.answer = (r) => (r.body.messages[0].content === 'bad' ? FakeAnthropicServer.errorReply(status, type, 'secret provider text') : FakeAnthropicServer.autoReply(r, {}));
+    server.batches.answer = (r) =>
+      r.body.messages[0].content === 'bad'
+        ? FakeAnthropicServer.errorReply(status, type, 'secret provider text')
+        : FakeAnthropicServer.autoReply(r, {});
     const results = await runBatch(provider(), [req('bad', { state: 'bad' }), req('good')]);
     const err = erroredWith(results.get('bad'));
     expect(err).toBeInstanceOf(cls);
@@ -293,24 +331,34 @@ describe('AnthropicProvider batches: faults of a batch', () => {
   });
 
   it('a request whose schema is refused as too complex is a ProviderRefusal (a batch request is not split)', async () => {
-    server.batches.answer = () => FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'The compiled grammar is too large for this schema');
+    server.batches.answer = () =>
+      FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'The compiled grammar is too large for this schema');
     const err = erroredWith((await runBatch(provider(), [req('a')])).get('a'));
     expect(err).toBeInstanceOf(ProviderRefusal);
     expect(err.message).toContain('not split');
   });
 
   it('a request whose schema the API rejects is SchemaRejected (the set cools off)', async () => {
-    server.batches.answer = () => FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'output_config.format.schema: invalid');
+    server.batches.answer = () =>
+      FakeAnthropicServer.errorReply(400, 'invalid_request_error', 'output_config.format.schema: invalid');
     expect(erroredWith((await runBatch(provider(), [req('a')])).get('a'))).toBeInstanceOf(SchemaRejected);
   });
 
   it('a truncated or refused reply is an AnswerDefect carrying the billed usage', async () => {
-    server.batches.answer = (r) => (r.body.messages[0].content === 'cut' ? FakeAnthropicServer.truncated()(r) : FakeAnthropicServer.refusal()(r)) as Reply;
+    server.batches.answer = (r) =>
+      (r.body.messages[0].content === 'cut'
+        ? FakeAnthropicServer.truncated()(r)
+        : FakeAnthropicServer.refusal()(r)) as Reply;
     const results = await runBatch(provider(), [req('cut', { state: 'cut' }), req('refused')]);
     for (const id of ['cut', 'refused']) {
       const err = erroredWith(results.get(id));
       expect(err).toBeInstanceOf(AnswerDefect);
-      expect((err as AnswerDefect).usage).toEqual({ inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheWriteTokens: 0 });
+      expect((err as AnswerDefect).usage).toEqual({
+        inputTokens: 100,
+        outputTokens: 20,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+      });
     }
     expect(erroredWith(results.get('cut')).message).toContain('max_tokens');
   });
@@ -321,7 +369,9 @@ describe('AnthropicProvider batches: faults of a batch', () => {
   });
 
   it('a result for a custom id the lookup does not know is errored, with its usage', async () => {
-    const results = await runBatch(provider(), [req('known'), req('stranger')], (id) => (id === 'known' ? { questions: questions(), explain: false } : null));
+    const results = await runBatch(provider(), [req('known'), req('stranger')], (id) =>
+      id === 'known' ? { questions: questions(), explain: false } : null,
+    );
     const err = erroredWith(results.get('stranger'));
     expect(err).toBeInstanceOf(AnswerDefect);
     expect(err.message).toContain('unknown custom id');
@@ -335,7 +385,8 @@ describe('AnthropicProvider batches: result lines the API should never send', ()
     const p = provider();
     const info = await p.batch.submit([req('a')], sig());
     await p.batch.retrieve(info.id, sig());
-    server.batches.get(info.id)!.rawResults = lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n';
+    server.batches.get(info.id)!.rawResults =
+      lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n';
     const results: BatchResult[] = [];
     try {
       for await (const r of p.batch.results(info.id, lookupAll(), sig())) results.push(r);
@@ -344,7 +395,13 @@ describe('AnthropicProvider batches: result lines the API should never send', ()
     }
     return { results };
   }
-  const message = () => ({ type: 'message', model: 'claude-fake', content: [{ type: 'text', text: JSON.stringify(aliased(goodAnswers())) }], stop_reason: 'end_turn', usage: { input_tokens: 1, output_tokens: 1 } });
+  const message = () => ({
+    type: 'message',
+    model: 'claude-fake',
+    content: [{ type: 'text', text: JSON.stringify(aliased(goodAnswers())) }],
+    stop_reason: 'end_turn',
+    usage: { input_tokens: 1, output_tokens: 1 },
+  });
 
   it('skips a line without a custom id and a repeated custom id', async () => {
     const { results, error } = await withLines([
@@ -377,7 +434,10 @@ describe('AnthropicProvider batches: result lines the API should never send', ()
   });
 
   it('a line that is not JSON ends the stream with ProviderUnavailable after the results before it', async () => {
-    const { results, error } = await withLines([{ custom_id: 'a', result: { type: 'expired' } }, '{"custom_id": "b", "res']);
+    const { results, error } = await withLines([
+      { custom_id: 'a', result: { type: 'expired' } },
+      '{"custom_id": "b", "res',
+    ]);
     expect(results.map((r) => r.customId)).toEqual(['a']);
     expect(error).toBeInstanceOf(ProviderUnavailable);
     expect((error as Error).message).toContain('after 1 results');
@@ -398,7 +458,9 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
     ['a dropped connection', () => FakeAnthropicServer.drop()],
   ])('does not retry a create after %s (the batch may exist): ProviderUnavailable, list tells', async (_, reply) => {
     server.script(reply());
-    const err = await provider().batch.submit([req('a')], sig()).catch((e: unknown) => e);
+    const err = await provider()
+      .batch.submit([req('a')], sig())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderUnavailable);
     expect((err as Error).message).toContain('may have been created');
     expect(createRequests()).toHaveLength(1);
@@ -406,7 +468,9 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
 
   it('does not retry a create that timed out', async () => {
     server.script(FakeAnthropicServer.hang());
-    const err = await provider({ perAttemptTimeoutMs: 100 }).batch.submit([req('a')], sig()).catch((e: unknown) => e);
+    const err = await provider({ perAttemptTimeoutMs: 100 })
+      .batch.submit([req('a')], sig())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderUnavailable);
     expect(createRequests()).toHaveLength(1);
   });
@@ -420,7 +484,9 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
     ['a 200 that is no batch', () => ({ kind: 'json', body: { type: 'something' } }) as Reply, 200],
   ])('a create answered with %s is BatchUnsupported, not retried', async (_, reply, status) => {
     server.script(reply());
-    const err = await provider().batch.submit([req('a')], sig()).catch((e: unknown) => e);
+    const err = await provider()
+      .batch.submit([req('a')], sig())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BatchUnsupported);
     expect(err).toMatchObject({ status, code: 'batch_unsupported' });
     expect(createRequests()).toHaveLength(1);
@@ -467,8 +533,17 @@ describe('AnthropicProvider batches: retries and lookups of the batch endpoints'
   });
 
   it('reads request counts that are not non-negative integers as 0', async () => {
-    server.script({ kind: 'json', body: batchObject({ request_counts: { processing: -3, succeeded: '7', errored: 1.5, canceled: null } }) });
-    expect((await provider().batch.retrieve('msgbatch_x', sig())).counts).toEqual({ processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 });
+    server.script({
+      kind: 'json',
+      body: batchObject({ request_counts: { processing: -3, succeeded: '7', errored: 1.5, canceled: null } }),
+    });
+    expect((await provider().batch.retrieve('msgbatch_x', sig())).counts).toEqual({
+      processing: 0,
+      succeeded: 0,
+      errored: 0,
+      canceled: 0,
+      expired: 0,
+    });
   });
 
   it('an unknown batch id is BatchNotFound on retrieve, cancel and results, without retries', async () => {
@@ -547,7 +622,9 @@ describe('AnthropicProvider batches: guards before any request', () => {
     expect(p.batch.maxRequests).toBe(ANTHROPIC_BATCH_MAX_REQUESTS);
     const many = Array.from({ length: ANTHROPIC_BATCH_MAX_REQUESTS + 1 }, (_, i) => req(`r${i}`));
     await expect(p.batch.submit(many, sig())).rejects.toThrow(/at most 100000 requests/);
-    await expect(provider({ batchLimits: { maxRequests: 2 } }).batch.submit([req('a'), req('b'), req('c')], sig())).rejects.toThrow(TypeError);
+    await expect(
+      provider({ batchLimits: { maxRequests: 2 } }).batch.submit([req('a'), req('b'), req('c')], sig()),
+    ).rejects.toThrow(TypeError);
     expect(server.requests).toHaveLength(0);
   });
 
@@ -618,7 +695,11 @@ describe('AnthropicProvider batches: logs', () => {
     expect(text).not.toContain('PROVIDER-SECRET');
     expect(text).not.toContain('refused');
     const submitted = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'batch submitted');
-    expect(submitted).toMatchObject({ provider: 'anthropic', requests: 2, batchId: expect.stringMatching(/^msgbatch_/) });
+    expect(submitted).toMatchObject({
+      provider: 'anthropic',
+      requests: 2,
+      batchId: expect.stringMatching(/^msgbatch_/),
+    });
     const read = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'batch results read');
     expect(read).toMatchObject({ errored: 2, succeeded: 0 });
   });
@@ -650,7 +731,8 @@ describe('AnthropicProvider batches: a stalled results stream', () => {
         res.writeHead(200, { 'content-type': 'application/binary' });
         res.write(`${JSON.stringify({ custom_id: 'a', result: { type: 'expired' } })}\n`);
         // msgbatch_slow: a second line 100 ms later, then the end; msgbatch_stall: nothing more.
-        if (id === 'msgbatch_slow') setTimeout(() => res.end(`${JSON.stringify({ custom_id: 'b', result: { type: 'expired' } })}\n`), 100);
+        if (id === 'msgbatch_slow')
+          setTimeout(() => res.end(`${JSON.stringify({ custom_id: 'b', result: { type: 'expired' } })}\n`), 100);
         open.push(res);
         res.on('close', () => closed++);
         return;
@@ -669,7 +751,8 @@ describe('AnthropicProvider batches: a stalled results stream', () => {
     open = [];
     closed = 0;
   });
-  const stalled = (over: Partial<AnthropicProviderOptions> = {}) => new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: url, perAttemptTimeoutMs: 150, ...over });
+  const stalled = (over: Partial<AnthropicProviderOptions> = {}) =>
+    new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: url, perAttemptTimeoutMs: 150, ...over });
 
   it('gives up after the per-attempt timeout without a new line: ProviderUnavailable after the results so far', async () => {
     const seen: string[] = [];
@@ -697,7 +780,9 @@ describe('AnthropicProvider batches: a stalled results stream', () => {
     const c = new AbortController();
     const started = performance.now();
     const run = (async () => {
-      for await (const _ of stalled({ perAttemptTimeoutMs: 10_000 }).batch.results('msgbatch_stall', lookupAll(), { signal: c.signal })) {
+      for await (const _ of stalled({ perAttemptTimeoutMs: 10_000 }).batch.results('msgbatch_stall', lookupAll(), {
+        signal: c.signal,
+      })) {
         setTimeout(() => c.abort(new Error('shutdown')), 50);
       }
     })();
@@ -709,7 +794,8 @@ describe('AnthropicProvider batches: a stalled results stream', () => {
   });
 
   it('a caller that stops early closes the download', async () => {
-    for await (const _ of stalled({ perAttemptTimeoutMs: 10_000 }).batch.results('msgbatch_stall', lookupAll(), sig())) break;
+    for await (const _ of stalled({ perAttemptTimeoutMs: 10_000 }).batch.results('msgbatch_stall', lookupAll(), sig()))
+      break;
     await new Promise((r) => setTimeout(r, 50));
     expect(open).toHaveLength(1);
     expect(closed).toBe(1);

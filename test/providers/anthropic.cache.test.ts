@@ -1,8 +1,18 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { choice, noul, type Question } from '../../src/decision/questions.js';
-import { AnthropicProvider, buildMessagesRequest, cachedPrefixTokens, type AnthropicProviderOptions } from '../../src/providers/anthropic.js';
-import { ANTHROPIC_MIN_CACHEABLE_TOKENS, ANTHROPIC_PRICES, minCacheablePrefixTokens, pricingFor } from '../../src/providers/pricing.js';
+import {
+  AnthropicProvider,
+  buildMessagesRequest,
+  cachedPrefixTokens,
+  type AnthropicProviderOptions,
+} from '../../src/providers/anthropic.js';
+import {
+  ANTHROPIC_MIN_CACHEABLE_TOKENS,
+  ANTHROPIC_PRICES,
+  minCacheablePrefixTokens,
+  pricingFor,
+} from '../../src/providers/pricing.js';
 import { buildAnswerSchema, buildSystemPrompt } from '../../src/providers/prompt.js';
 import { estimateTokens } from '../../src/providers/provider.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
@@ -19,7 +29,13 @@ import { askOpts, questions, STATE } from './support.js';
  */
 
 const DEFAULT = 'claude-haiku-5-5';
-const reqOpts = (over: Partial<Parameters<typeof buildMessagesRequest>[2]> = {}) => ({ model: DEFAULT, effort: 'low' as const, explain: false, useTool: false, ...over });
+const reqOpts = (over: Partial<Parameters<typeof buildMessagesRequest>[2]> = {}) => ({
+  model: DEFAULT,
+  effort: 'low' as const,
+  explain: false,
+  useTool: false,
+  ...over,
+});
 
 /** A conventions-sized set: `n` noul questions with long instructions (about 600 characters each). */
 function longQuestions(n = 40, prefix = 'conv'): Map<string, Question> {
@@ -30,7 +46,10 @@ function longQuestions(n = 40, prefix = 'conv'): Map<string, Question> {
   return new Map(
     Array.from({ length: n }, (_, i) => [
       `${prefix}:${String(i).padStart(3, '0')}`,
-      noul(`Does the item break convention ${prefix} ${i}? ${body}${body}`, { trueDesc: 'It breaks the convention', falseDesc: 'It follows the convention or the convention does not apply' }),
+      noul(`Does the item break convention ${prefix} ${i}? ${body}${body}`, {
+        trueDesc: 'It breaks the convention',
+        falseDesc: 'It follows the convention or the convention does not apply',
+      }),
     ]),
   );
 }
@@ -50,7 +69,10 @@ describe('minCacheablePrefixTokens (pricing.ts)', () => {
     expect(minCacheablePrefixTokens('anthropic', 'claude-opus-4-20250514')).toBe(1024);
     expect(minCacheablePrefixTokens('anthropic', 'claude-opus-4-1-20250805')).toBe(1024);
     expect(minCacheablePrefixTokens('anthropic', 'claude-3-5-haiku-20241022')).toBe(2048);
-    expect(pricingFor('anthropic', 'claude-haiku-4-5-20251001')).toMatchObject({ kind: 'priced', model: 'claude-haiku-4-5' });
+    expect(pricingFor('anthropic', 'claude-haiku-4-5-20251001')).toMatchObject({
+      kind: 'priced',
+      model: 'claude-haiku-4-5',
+    });
     for (const id of ['claude-haiku-4-5-2025', 'claude-haiku-4-5-x', 'claude-haiku-4', 'claude-haiku-4-5-202510011']) {
       expect(minCacheablePrefixTokens('anthropic', id), id).toBeNull();
     }
@@ -79,7 +101,7 @@ describe('where buildMessagesRequest puts the breakpoint', () => {
     expect(long.body.system).toEqual([{ type: 'text', text: long.system, cache_control: { type: 'ephemeral' } }]);
   });
 
-  it('places it exactly when the estimate reaches each model\'s minimum', () => {
+  it("places it exactly when the estimate reaches each model's minimum", () => {
     const seen = new Map<number, Set<boolean>>();
     for (const [model, minimum] of Object.entries(ANTHROPIC_MIN_CACHEABLE_TOKENS)) {
       for (const qs of [questions(), longQuestions(3), longQuestions(8), longQuestions()]) {
@@ -92,7 +114,15 @@ describe('where buildMessagesRequest puts the breakpoint', () => {
     // The fixtures fall on both sides of the 2048 and 4096 minimums; the rules and three questions
     // alone are estimated at about 1150 tokens, so a 512 or 1024 minimum is always reached (by the
     // estimate; the real count is lower, and such a breakpoint writes nothing: free).
-    expect([...seen].filter(([m]) => m >= 2048).map(([m, s]) => [m, s.size]).sort()).toEqual([[2048, 2], [4096, 2]]);
+    expect(
+      [...seen]
+        .filter(([m]) => m >= 2048)
+        .map(([m, s]) => [m, s.size])
+        .sort(),
+    ).toEqual([
+      [2048, 2],
+      [4096, 2],
+    ]);
     expect(buildMessagesRequest(STATE, questions(), reqOpts()).prefixTokens).toBeGreaterThan(1024);
   });
 
@@ -111,10 +141,17 @@ describe('where buildMessagesRequest puts the breakpoint', () => {
 
   it('counts the output schema in the prefix: a system prompt under the minimum plus its schema reaches it', () => {
     // Choice questions with many options: their schema is large against their prompt text.
-    const options = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`option_${String(i).padStart(2, '0')}`, `meaning ${i}`]));
+    const options = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`option_${String(i).padStart(2, '0')}`, `meaning ${i}`]),
+    );
     let qs: Map<string, Question>;
     for (let n = 1; ; n++) {
-      qs = new Map(Array.from({ length: n }, (_, i) => [`pick${String(i).padStart(3, '0')}`, choice(`Which option fits? ${i}`, options)] as const));
+      qs = new Map(
+        Array.from(
+          { length: n },
+          (_, i) => [`pick${String(i).padStart(3, '0')}`, choice(`Which option fits? ${i}`, options)] as const,
+        ),
+      );
       const system = estimateTokens(buildSystemPrompt(qs, { explain: false }));
       const schema = estimateTokens(JSON.stringify(buildAnswerSchema(qs, { explain: false })));
       if (system + schema >= 4096) {
@@ -165,7 +202,8 @@ describe('through the SDK against the fake server with realistic usage', () => {
   const provider = (over: Partial<AnthropicProviderOptions> = {}) =>
     new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4, ...over });
   const client = () => new Anthropic({ apiKey: 'sk-ant-test', baseURL: server.url, maxRetries: 0 });
-  const other = '{"title":"a different item","collection":"bugs","fields":{},"body":"more text here","recent_trail":[]}';
+  const other =
+    '{"title":"a different item","collection":"bugs","fields":{},"body":"more text here","recent_trail":[]}';
 
   it('a long prefix is written once, then read by the next items within 5 minutes, and written again after', async () => {
     const qs = longQuestions();
@@ -173,17 +211,31 @@ describe('through the SDK against the fake server with realistic usage', () => {
     const { prefixTokens } = buildMessagesRequest(STATE, qs, reqOpts());
 
     const first = await p.ask(STATE, qs, askOpts());
-    expect(first.usage).toMatchObject({ cacheWriteTokens: prefixTokens, cacheReadTokens: 0, inputTokens: estimateTokens(STATE) });
+    expect(first.usage).toMatchObject({
+      cacheWriteTokens: prefixTokens,
+      cacheReadTokens: 0,
+      inputTokens: estimateTokens(STATE),
+    });
 
     now += 4 * 60_000;
     const second = await p.ask(other, qs, askOpts());
-    expect(second.usage).toMatchObject({ cacheWriteTokens: 0, cacheReadTokens: prefixTokens, inputTokens: estimateTokens(other) });
+    expect(second.usage).toMatchObject({
+      cacheWriteTokens: 0,
+      cacheReadTokens: prefixTokens,
+      inputTokens: estimateTokens(other),
+    });
 
     now += 4 * 60_000; // 8 minutes after the write, 4 after the read that refreshed it
-    expect((await p.ask(STATE, qs, askOpts())).usage).toMatchObject({ cacheWriteTokens: 0, cacheReadTokens: prefixTokens });
+    expect((await p.ask(STATE, qs, askOpts())).usage).toMatchObject({
+      cacheWriteTokens: 0,
+      cacheReadTokens: prefixTokens,
+    });
 
     now += FAKE_CACHE_TTL_MS['5m'] + 1;
-    expect((await p.ask(STATE, qs, askOpts())).usage).toMatchObject({ cacheWriteTokens: prefixTokens, cacheReadTokens: 0 });
+    expect((await p.ask(STATE, qs, askOpts())).usage).toMatchObject({
+      cacheWriteTokens: prefixTokens,
+      cacheReadTokens: 0,
+    });
     expect(server.messages.every((r) => r.body.system[0].cache_control?.type === 'ephemeral')).toBe(true);
   });
 
@@ -201,7 +253,11 @@ describe('through the SDK against the fake server with realistic usage', () => {
     const { prefixTokens } = buildMessagesRequest(STATE, questions(), reqOpts());
     for (let i = 0; i < 3; i++) {
       const r = await p.ask(STATE, questions(), askOpts());
-      expect(r.usage).toMatchObject({ cacheWriteTokens: 0, cacheReadTokens: 0, inputTokens: prefixTokens + estimateTokens(STATE) });
+      expect(r.usage).toMatchObject({
+        cacheWriteTokens: 0,
+        cacheReadTokens: 0,
+        inputTokens: prefixTokens + estimateTokens(STATE),
+      });
     }
     expect(server.messages.map((r) => r.body.system[0].cache_control)).toEqual([undefined, undefined, undefined]);
     expect(server.usageModel).toMatchObject({ writes: 0, reads: 0 });
@@ -214,12 +270,18 @@ describe('through the SDK against the fake server with realistic usage', () => {
     expect(r.usage).toMatchObject({ cacheWriteTokens: 0, cacheReadTokens: 0 });
   });
 
-  it('the fake caches nothing below the model\'s minimum, even behind a breakpoint', async () => {
+  it("the fake caches nothing below the model's minimum, even behind a breakpoint", async () => {
     const c = client();
     const body = {
       model: DEFAULT,
       max_tokens: 64,
-      system: [{ type: 'text' as const, text: buildSystemPrompt(questions(), { explain: false }), cache_control: { type: 'ephemeral' as const } }],
+      system: [
+        {
+          type: 'text' as const,
+          text: buildSystemPrompt(questions(), { explain: false }),
+          cache_control: { type: 'ephemeral' as const },
+        },
+      ],
       messages: [{ role: 'user' as const, content: STATE }],
     };
     for (let i = 0; i < 2; i++) {
@@ -227,7 +289,10 @@ describe('through the SDK against the fake server with realistic usage', () => {
       expect(m.usage).toMatchObject({ cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
     }
     // The same prefix on a model with a lower minimum (Opus 5: 512) is cached.
-    const opus = [await c.messages.create({ ...body, model: 'claude-opus-5' }), await c.messages.create({ ...body, model: 'claude-opus-5' })];
+    const opus = [
+      await c.messages.create({ ...body, model: 'claude-opus-5' }),
+      await c.messages.create({ ...body, model: 'claude-opus-5' }),
+    ];
     expect(opus[0].usage.cache_creation_input_tokens).toBeGreaterThan(512);
     expect(opus[1].usage.cache_read_input_tokens).toBe(opus[0].usage.cache_creation_input_tokens);
     // A model without a known minimum caches nothing, however long the prefix behind the breakpoint.
@@ -238,7 +303,7 @@ describe('through the SDK against the fake server with realistic usage', () => {
     }
   });
 
-  it('a batch request\'s 1-hour breakpoint still reads after 30 minutes', async () => {
+  it("a batch request's 1-hour breakpoint still reads after 30 minutes", async () => {
     const c = client();
     const { body, prefixTokens } = buildMessagesRequest(STATE, longQuestions(), reqOpts({ cacheTtl: '1h' }));
     const w = await c.messages.create(body);
@@ -252,7 +317,11 @@ describe('through the SDK against the fake server with realistic usage', () => {
   it('off by default: a server without realistic usage reports the fixed 100 / 20', async () => {
     const plain = await FakeAnthropicServer.start();
     try {
-      const r = await new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: plain.url }).ask(STATE, longQuestions(), askOpts());
+      const r = await new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: plain.url }).ask(
+        STATE,
+        longQuestions(),
+        askOpts(),
+      );
       expect(r.usage).toEqual({ inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheWriteTokens: 0 });
       expect(plain.messages[0].body.system[0].cache_control).toEqual({ type: 'ephemeral' });
     } finally {

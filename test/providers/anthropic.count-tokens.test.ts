@@ -1,9 +1,19 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AnthropicProvider, buildMessagesRequest, countTokensRequest, type AnthropicProviderOptions } from '../../src/providers/anthropic.js';
+import {
+  AnthropicProvider,
+  buildMessagesRequest,
+  countTokensRequest,
+  type AnthropicProviderOptions,
+} from '../../src/providers/anthropic.js';
 import { ProviderMisconfigured, ProviderUnavailable } from '../../src/providers/errors.js';
 import { estimateTokens } from '../../src/providers/provider.js';
 import { buildAnswerSchema, buildSystemPrompt } from '../../src/providers/prompt.js';
-import { COUNT_TOKENS_PATH, countedCodeUnits, fakeCountTokens, FAKE_CHARS_PER_TOKEN } from '../../src/testing/fake-anthropic-count-tokens.js';
+import {
+  COUNT_TOKENS_PATH,
+  countedCodeUnits,
+  fakeCountTokens,
+  FAKE_CHARS_PER_TOKEN,
+} from '../../src/testing/fake-anthropic-count-tokens.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { askOpts, captureLogger, questions, recordingRuntime, STATE } from './support.js';
 
@@ -23,7 +33,13 @@ afterAll(async () => {
 beforeEach(() => server.reset());
 
 function provider(over: Partial<AnthropicProviderOptions> = {}): AnthropicProvider {
-  return new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4, ...over });
+  return new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+    ...over,
+  });
 }
 
 const counts = () => server.requestsTo(COUNT_TOKENS_PATH);
@@ -38,7 +54,11 @@ function withoutMaxTokens(body: Record<string, unknown>): Record<string, unknown
 describe('AnthropicProvider.countTokens', () => {
   for (const mode of [
     { name: 'structured output', over: {} },
-    { name: 'the forced tool, with explain and another effort', over: { useTool: true, effort: 'high' as const }, explain: true },
+    {
+      name: 'the forced tool, with explain and another effort',
+      over: { useTool: true, effort: 'high' as const },
+      explain: true,
+    },
     { name: 'no effort', over: { effort: null } },
   ]) {
     it(`counts exactly the Messages request ask sends (${mode.name}): same model, system, messages, schema`, async () => {
@@ -70,9 +90,18 @@ describe('AnthropicProvider.countTokens', () => {
   });
 
   it('the fake refuses a field count_tokens does not take, as the API does (so copying the Messages body would fail)', async () => {
-    const { body } = buildMessagesRequest(STATE, questions(), { model: 'claude-haiku-5-5', effort: 'low', explain: false, useTool: false });
+    const { body } = buildMessagesRequest(STATE, questions(), {
+      model: 'claude-haiku-5-5',
+      effort: 'low',
+      explain: false,
+      useTool: false,
+    });
     const post = (b: unknown) =>
-      fetch(`${server.url}${COUNT_TOKENS_PATH}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b) });
+      fetch(`${server.url}${COUNT_TOKENS_PATH}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(b),
+      });
     const bad = await post(body);
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { message: string } }).error.message).toContain('max_tokens');
@@ -101,7 +130,9 @@ describe('AnthropicProvider.countTokens', () => {
 
   it('a Retry-After above the cap ends the count at once with ProviderUnavailable(retryAfterMs)', async () => {
     server.script(FakeAnthropicServer.rateLimited(120));
-    const err = await provider().countTokens(STATE, questions(), countOpts()).catch((e: unknown) => e);
+    const err = await provider()
+      .countTokens(STATE, questions(), countOpts())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderUnavailable);
     expect(err).toMatchObject({ rateLimited: true, retryAfterMs: 120_000 });
     expect(counts()).toHaveLength(1);
@@ -110,7 +141,9 @@ describe('AnthropicProvider.countTokens', () => {
   it('a 401 is ProviderMisconfigured, not retried, and the message carries no provider text', async () => {
     const { lines, logger } = captureLogger();
     server.script(FakeAnthropicServer.errorReply(401, 'authentication_error', 'invalid x-api-key SECRET-ECHO'));
-    const err = await provider({ logger }).countTokens(STATE, questions(), countOpts()).catch((e: unknown) => e);
+    const err = await provider({ logger })
+      .countTokens(STATE, questions(), countOpts())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderMisconfigured);
     expect(String((err as Error).message)).not.toContain('SECRET-ECHO');
     expect(counts()).toHaveLength(1);
@@ -120,12 +153,16 @@ describe('AnthropicProvider.countTokens', () => {
   it('a 200 without a usable input_tokens is never read as a count: retried, then ProviderUnavailable', async () => {
     const bad = (input_tokens: unknown) => ({ kind: 'json' as const, status: 200, body: { input_tokens } });
     server.script(bad(undefined), bad(-1), bad(1.5), bad('12'));
-    const err = await provider({ maxAttempts: 4 }).countTokens(STATE, questions(), countOpts()).catch((e: unknown) => e);
+    const err = await provider({ maxAttempts: 4 })
+      .countTokens(STATE, questions(), countOpts())
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderUnavailable);
     expect(counts()).toHaveLength(4);
     server.reset();
     server.script(bad(undefined));
-    expect(await provider({ maxAttempts: 2 }).countTokens(STATE, questions(), countOpts())).toBe(fakeCountTokens(counts()[1].body));
+    expect(await provider({ maxAttempts: 2 }).countTokens(STATE, questions(), countOpts())).toBe(
+      fakeCountTokens(counts()[1].body),
+    );
   });
 
   it('never calls the Messages endpoint (counting asks nothing and is not billed)', async () => {

@@ -37,12 +37,13 @@ function provider(over: Partial<AnthropicProviderOptions> = {}): AnthropicProvid
 }
 
 const ask = (p: AnthropicProvider, opts = askOpts()) => p.ask(STATE, questions(), opts);
-const fail = (p: AnthropicProvider, opts = askOpts()) => ask(p, opts).then(
-  () => {
-    throw new Error('expected the ask to fail');
-  },
-  (e: unknown) => e as any,
-);
+const fail = (p: AnthropicProvider, opts = askOpts()) =>
+  ask(p, opts).then(
+    () => {
+      throw new Error('expected the ask to fail');
+    },
+    (e: unknown) => e as any,
+  );
 
 /**
  * Each attempt was closed before the next one was sent. The server learns of a client's abort
@@ -54,7 +55,9 @@ const fail = (p: AnthropicProvider, opts = askOpts()) => ask(p, opts).then(
 const ONE_AT_A_TIME_SLACK_MS = 40;
 function expectOneAtATime(messages: ReadonlyArray<{ receivedAt: number; closedAt?: number }>): void {
   for (let i = 1; i < messages.length; i++) {
-    expect(messages[i - 1].closedAt!, `attempt ${i} closed before attempt ${i + 1} was sent`).toBeLessThanOrEqual(messages[i].receivedAt + ONE_AT_A_TIME_SLACK_MS);
+    expect(messages[i - 1].closedAt!, `attempt ${i} closed before attempt ${i + 1} was sent`).toBeLessThanOrEqual(
+      messages[i].receivedAt + ONE_AT_A_TIME_SLACK_MS,
+    );
   }
 }
 
@@ -82,7 +85,11 @@ describe('transient faults are retried', () => {
 
   it('backs off 0.5 s doubling by default between attempts', async () => {
     const { waits, runtime } = recordingRuntime();
-    server.script(FakeAnthropicServer.overloaded(), FakeAnthropicServer.error(500, 'api_error'), FakeAnthropicServer.error(503, 'api_error'));
+    server.script(
+      FakeAnthropicServer.overloaded(),
+      FakeAnthropicServer.error(500, 'api_error'),
+      FakeAnthropicServer.error(503, 'api_error'),
+    );
     const p = new AnthropicProvider({ apiKey: 'k', baseURL: server.url, runtime });
     await ask(p);
     expect(waits).toEqual([500, 1000, 2000]);
@@ -171,24 +178,60 @@ describe('transient faults are retried', () => {
 });
 
 describe('permanent faults are not retried', () => {
-  const cases: Array<[string, () => ReturnType<typeof FakeAnthropicServer.error>, new (...a: any[]) => Error, number]> = [
-    ['400 invalid_request_error', () => FakeAnthropicServer.error(400, 'invalid_request_error', 'messages: bad'), ProviderRefusal, 400],
-    ['422', () => FakeAnthropicServer.error(422, 'invalid_request_error'), ProviderRefusal, 422],
-    ['413 request too large', () => FakeAnthropicServer.error(413, 'request_too_large'), ProviderRefusal, 413],
-    ['401 authentication_error', () => FakeAnthropicServer.error(401, 'authentication_error', 'invalid x-api-key'), ProviderMisconfigured, 401],
-    ['403 permission_error', () => FakeAnthropicServer.error(403, 'permission_error'), ProviderMisconfigured, 403],
-    ['404 unknown model', () => FakeAnthropicServer.error(404, 'not_found_error', 'model: claude-nope'), ProviderMisconfigured, 404],
-    ['400 low credit', () => FakeAnthropicServer.error(400, 'invalid_request_error', 'Your credit balance is too low to access the Anthropic API.'), ProviderMisconfigured, 400],
-    ['400 billing_error', () => FakeAnthropicServer.error(400, 'billing_error', 'billing'), ProviderMisconfigured, 400],
-    ['402 payment required', () => FakeAnthropicServer.error(402, 'billing_error'), ProviderMisconfigured, 402],
+  const cases: Array<[string, () => ReturnType<typeof FakeAnthropicServer.error>, new (...a: any[]) => Error, number]> =
     [
-      // DESIGN §3.8: the set's fault, not provider-wide.
-      '400 rejecting the schema → SchemaRejected',
-      () => FakeAnthropicServer.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword'),
-      SchemaRejected,
-      400,
-    ],
-  ];
+      [
+        '400 invalid_request_error',
+        () => FakeAnthropicServer.error(400, 'invalid_request_error', 'messages: bad'),
+        ProviderRefusal,
+        400,
+      ],
+      ['422', () => FakeAnthropicServer.error(422, 'invalid_request_error'), ProviderRefusal, 422],
+      ['413 request too large', () => FakeAnthropicServer.error(413, 'request_too_large'), ProviderRefusal, 413],
+      [
+        '401 authentication_error',
+        () => FakeAnthropicServer.error(401, 'authentication_error', 'invalid x-api-key'),
+        ProviderMisconfigured,
+        401,
+      ],
+      ['403 permission_error', () => FakeAnthropicServer.error(403, 'permission_error'), ProviderMisconfigured, 403],
+      [
+        '404 unknown model',
+        () => FakeAnthropicServer.error(404, 'not_found_error', 'model: claude-nope'),
+        ProviderMisconfigured,
+        404,
+      ],
+      [
+        '400 low credit',
+        () =>
+          FakeAnthropicServer.error(
+            400,
+            'invalid_request_error',
+            'Your credit balance is too low to access the Anthropic API.',
+          ),
+        ProviderMisconfigured,
+        400,
+      ],
+      [
+        '400 billing_error',
+        () => FakeAnthropicServer.error(400, 'billing_error', 'billing'),
+        ProviderMisconfigured,
+        400,
+      ],
+      ['402 payment required', () => FakeAnthropicServer.error(402, 'billing_error'), ProviderMisconfigured, 402],
+      [
+        // DESIGN §3.8: the set's fault, not provider-wide.
+        '400 rejecting the schema → SchemaRejected',
+        () =>
+          FakeAnthropicServer.error(
+            400,
+            'invalid_request_error',
+            'output_config.format.schema: Invalid schema: unsupported keyword',
+          ),
+        SchemaRejected,
+        400,
+      ],
+    ];
   for (const [name, reply, cls, status] of cases) {
     it(`${name} → ${cls.name} after 1 request`, async () => {
       server.script(reply());
@@ -201,7 +244,13 @@ describe('permanent faults are not retried', () => {
 
   it('an account error code wins over a retryable status', async () => {
     server.script(
-      FakeAnthropicServer.errorReply(429, 'rate_limit_error', 'limit', {}, { error_code: 'enforced_spend_limit_reached' }),
+      FakeAnthropicServer.errorReply(
+        429,
+        'rate_limit_error',
+        'limit',
+        {},
+        { error_code: 'enforced_spend_limit_reached' },
+      ),
     );
     const err = await fail(provider());
     expect(err).toBeInstanceOf(ProviderMisconfigured);
@@ -215,11 +264,37 @@ describe('defective answers', () => {
     ['stop_reason refusal', () => FakeAnthropicServer.refusal(), /refusal/],
     ['malformed JSON', () => FakeAnthropicServer.text('{"blocked": {"probability": 0.5}'), /not valid JSON/],
     ['a JSON array', () => FakeAnthropicServer.answer([1, 2]), /not a JSON object/],
-    ['a wrong kind', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probabilities: { yes: 1 } } })), /"blocked": wrong kind/],
-    ['a missing key', () => FakeAnthropicServer.answer(aliased({ area: goodAnswers().area, effort: goodAnswers().effort })), /"blocked" missing/],
-    ['a missing option', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.5 } } })), /"docs" missing/],
-    ['probabilities summing to 0.8', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.2, docs: 0.1 } } })), /sum to 0\.8/],
-    ['a probability above 1', () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probability: 1.5 } })), /not a probability/],
+    [
+      'a wrong kind',
+      () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probabilities: { yes: 1 } } })),
+      /"blocked": wrong kind/,
+    ],
+    [
+      'a missing key',
+      () => FakeAnthropicServer.answer(aliased({ area: goodAnswers().area, effort: goodAnswers().effort })),
+      /"blocked" missing/,
+    ],
+    [
+      'a missing option',
+      () =>
+        FakeAnthropicServer.answer(
+          aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.5 } } }),
+        ),
+      /"docs" missing/,
+    ],
+    [
+      'probabilities summing to 0.8',
+      () =>
+        FakeAnthropicServer.answer(
+          aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.5, backend: 0.2, docs: 0.1 } } }),
+        ),
+      /sum to 0\.8/,
+    ],
+    [
+      'a probability above 1',
+      () => FakeAnthropicServer.answer(aliased({ ...goodAnswers(), blocked: { probability: 1.5 } })),
+      /not a probability/,
+    ],
     ['a tool reply on the text path', () => FakeAnthropicServer.toolAnswer(aliased(goodAnswers())), /no text block/],
   ];
   for (const [name, reply, pattern] of defects) {
@@ -240,13 +315,21 @@ describe('defective answers', () => {
   });
 
   it('extra keys and members are ignored', async () => {
-    server.script(FakeAnthropicServer.answer(aliased({ ...goodAnswers(), unasked: { probability: 0.3 }, blocked: { probability: 0.8, note: 'x' } })));
+    server.script(
+      FakeAnthropicServer.answer(
+        aliased({ ...goodAnswers(), unasked: { probability: 0.3 }, blocked: { probability: 0.8, note: 'x' } }),
+      ),
+    );
     const r = await ask(provider());
     expect([...r.answers.keys()].sort()).toEqual(['area', 'blocked', 'effort']);
   });
 
   it('probabilities summing to 1.01 are normalised', async () => {
-    server.script(FakeAnthropicServer.answer(aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.11, backend: 0.7, docs: 0.2 } } })));
+    server.script(
+      FakeAnthropicServer.answer(
+        aliased({ ...goodAnswers(), area: { probabilities: { frontend: 0.11, backend: 0.7, docs: 0.2 } } }),
+      ),
+    );
     const r = await ask(provider());
     const a = r.answers.get('area')!.answer;
     if (a.type !== 'choice') throw new Error('expected a choice');
@@ -343,7 +426,11 @@ describe('abort, beforeSend and budget', () => {
   });
 
   it('the default budget admits a large bounded state', async () => {
-    const big = JSON.stringify({ title: 't'.repeat(500), body: 'b'.repeat(16_000), fields: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`f${i}`, 'v'.repeat(1_000)])) });
+    const big = JSON.stringify({
+      title: 't'.repeat(500),
+      body: 'b'.repeat(16_000),
+      fields: Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`f${i}`, 'v'.repeat(1_000)])),
+    });
     const r = await provider().ask(big, questions(), askOpts());
     expect(r.answers.size).toBe(3);
   });

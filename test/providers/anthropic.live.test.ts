@@ -26,8 +26,21 @@ describe.skipIf(!key)('AnthropicProvider live', () => {
       recent_trail: [],
     });
     const questions = new Map<string, Question>([
-      ['is_bug', noul('Does the item describe a defect in existing behaviour?', { trueDesc: 'Something that worked or should work is broken', falseDesc: 'A feature request, question or chore' })],
-      ['area', choice('Which area does the item mainly touch?', { auth: 'Login, sessions, passwords', billing: 'Payments and invoices', docs: 'Documentation only' })],
+      [
+        'is_bug',
+        noul('Does the item describe a defect in existing behaviour?', {
+          trueDesc: 'Something that worked or should work is broken',
+          falseDesc: 'A feature request, question or chore',
+        }),
+      ],
+      [
+        'area',
+        choice('Which area does the item mainly touch?', {
+          auth: 'Login, sessions, passwords',
+          billing: 'Payments and invoices',
+          docs: 'Documentation only',
+        }),
+      ],
       ['effort', score('How much work is the fix?', ['trivial', 'small', 'medium', 'large'])],
     ]);
     const r = await provider.ask(state, questions, askOpts({ explain: true }));

@@ -23,7 +23,13 @@ afterAll(async () => {
 beforeEach(() => server.reset());
 
 function provider(over: Partial<AnthropicProviderOptions> = {}): AnthropicProvider {
-  return new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4, ...over });
+  return new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+    ...over,
+  });
 }
 
 describe('AnthropicProvider request', () => {
@@ -34,7 +40,7 @@ describe('AnthropicProvider request', () => {
     expect(req.body.messages[0].content).toBe(STATE);
   });
 
-  it('puts rules and questions in one system block, without a breakpoint below the model\'s cacheable minimum', async () => {
+  it("puts rules and questions in one system block, without a breakpoint below the model's cacheable minimum", async () => {
     await provider().ask(STATE, questions(), askOpts());
     const { system } = server.messages[0].body;
     expect(system).toHaveLength(1);
@@ -140,7 +146,12 @@ describe('AnthropicProvider reply', () => {
     server.script(
       FakeAnthropicServer.answer(aliased(goodAnswers()), {
         model: 'claude-haiku-5-5-20261007',
-        usage: { input_tokens: 1200, output_tokens: 60, cache_read_input_tokens: 900, cache_creation_input_tokens: null },
+        usage: {
+          input_tokens: 1200,
+          output_tokens: 60,
+          cache_read_input_tokens: 900,
+          cache_creation_input_tokens: null,
+        },
       }),
     );
     const r = await provider().ask(STATE, questions(), askOpts());
@@ -167,7 +178,11 @@ describe('AnthropicProvider reply', () => {
   });
 
   it('reads the tool_use input on the tool path', async () => {
-    server.script(FakeAnthropicServer.toolAnswer(aliased(goodAnswers()), { leadingBlocks: [{ type: 'text', text: 'Sure!', citations: null }] }));
+    server.script(
+      FakeAnthropicServer.toolAnswer(aliased(goodAnswers()), {
+        leadingBlocks: [{ type: 'text', text: 'Sure!', citations: null }],
+      }),
+    );
     const r = await provider({ useTool: true }).ask(STATE, questions(), askOpts());
     expect(r.answers.get('area')!.answer).toMatchObject({ choice: 'backend' });
   });
@@ -179,8 +194,12 @@ describe('AnthropicProvider reply', () => {
   });
 
   it('refuses an invalid question before any request', async () => {
-    const bad = new Map<string, Question>([['x', { kind: 'choice', instructions: 'Which?', options: { only: 'one' } }]]);
-    const err = await provider().ask(STATE, bad, askOpts()).catch((e) => e);
+    const bad = new Map<string, Question>([
+      ['x', { kind: 'choice', instructions: 'Which?', options: { only: 'one' } }],
+    ]);
+    const err = await provider()
+      .ask(STATE, bad, askOpts())
+      .catch((e) => e);
     expect(err).toBeInstanceOf(ProviderRefusal);
     expect(err.message).toContain('"x"');
     expect(server.messages).toHaveLength(0);
@@ -208,7 +227,9 @@ describe('AnthropicProvider configuration', () => {
     expect(p.promptVersion).toBe(ANTHROPIC_PROMPT_VERSION);
     // 4 attempts × 60 s + 3 waits of at most the 30 s Retry-After cap.
     expect(p.worstCaseCallMs).toBe(4 * 60_000 + 3 * 30_000);
-    expect(provider({ maxAttempts: 2, perAttemptTimeoutMs: 100, retryAfterCapMs: 50, maxBackoffMs: 10 }).worstCaseCallMs).toBe(2 * 100 + 50);
+    expect(
+      provider({ maxAttempts: 2, perAttemptTimeoutMs: 100, retryAfterCapMs: 50, maxBackoffMs: 10 }).worstCaseCallMs,
+    ).toBe(2 * 100 + 50);
   });
 
   it('doctor finds the configured model, and maps an unknown one and a bad key', async () => {
@@ -221,7 +242,11 @@ describe('AnthropicProvider configuration', () => {
 
 describe('AnthropicProvider usage and provider text', () => {
   it('counts a broken usage block (negative, string) as 0, never lowering or corrupting spend', async () => {
-    server.script(FakeAnthropicServer.auto({ usage: { input_tokens: -500, output_tokens: '7' as never, cache_read_input_tokens: 12.9 } }));
+    server.script(
+      FakeAnthropicServer.auto({
+        usage: { input_tokens: -500, output_tokens: '7' as never, cache_read_input_tokens: 12.9 },
+      }),
+    );
     const r = await provider().ask(STATE, questions(), askOpts());
     expect(r.usage).toEqual({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 12, cacheWriteTokens: 0 });
   });
@@ -230,9 +255,12 @@ describe('AnthropicProvider usage and provider text', () => {
     const { safeToken } = await import('../../src/providers/classify.js');
     expect(safeToken('overloaded_error')).toBe('overloaded_error');
     expect(safeToken('x'.repeat(65))).toBe('[unprintable]');
-    const weird = () => FakeAnthropicServer.errorReply(500, 'the item said SECRET words', 'm', { 'request-id': 'req SECRET id' });
+    const weird = () =>
+      FakeAnthropicServer.errorReply(500, 'the item said SECRET words', 'm', { 'request-id': 'req SECRET id' });
     server.script(weird(), weird(), weird(), weird());
-    const err = await provider().ask(STATE, questions(), askOpts()).catch((e: Error) => e);
+    const err = await provider()
+      .ask(STATE, questions(), askOpts())
+      .catch((e: Error) => e);
     expect((err as Error).message).toMatch(/HTTP 500/);
     expect((err as Error).message).not.toContain('SECRET');
   });

@@ -32,7 +32,13 @@ const scenarios: Array<[string, Array<Reply | ReturnType<typeof FakeAnthropicSer
   ['400 schema', [FakeAnthropicServer.error(400, 'invalid_request_error', `output_config schema ${echo}`)]],
   ['529 exhausted', Array.from({ length: 4 }, () => FakeAnthropicServer.error(529, 'overloaded_error', echo))],
   ['429 over the cap', [FakeAnthropicServer.error(429, 'rate_limit_error', echo, { 'retry-after': '600' })]],
-  ['error in 200, then 500s', [FakeAnthropicServer.errorIn200(), ...Array.from({ length: 3 }, () => FakeAnthropicServer.error(500, 'api_error', echo))]],
+  [
+    'error in 200, then 500s',
+    [
+      FakeAnthropicServer.errorIn200(),
+      ...Array.from({ length: 3 }, () => FakeAnthropicServer.error(500, 'api_error', echo)),
+    ],
+  ],
   ['malformed answer', [FakeAnthropicServer.text(`{"leak": ${echo}`)]],
   ['wrong kind answer', [FakeAnthropicServer.answer({ leak: { probabilities: { [echo]: 1 } } })]],
   ['out-of-range answer', [FakeAnthropicServer.answer({ leak: { probability: 2, why: echo } })]],

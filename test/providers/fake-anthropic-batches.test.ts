@@ -25,10 +25,22 @@ const params = (content = 'state') => ({
   model: 'claude-haiku-5-5',
   max_tokens: 100,
   messages: [{ role: 'user', content }],
-  output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { q1: { type: 'object', properties: { probability: { type: 'number' } } } } } } },
+  output_config: {
+    format: {
+      type: 'json_schema',
+      schema: {
+        type: 'object',
+        properties: { q1: { type: 'object', properties: { probability: { type: 'number' } } } },
+      },
+    },
+  },
 });
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; type: string | null; body: any; text: string }> {
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; type: string | null; body: any; text: string }> {
   const res = await fetch(`${server.url}${path}`, {
     method,
     headers: { 'content-type': 'application/json', 'x-api-key': 'test' },
@@ -48,7 +60,10 @@ const create = (requests: unknown) => call('POST', '/v1/messages/batches', { req
 
 describe('fake Anthropic server: creating a batch', () => {
   it('answers with a message_batch object in progress, expiring 24 h after creation', async () => {
-    const r = await create([{ custom_id: 'a', params: params() }, { custom_id: 'b', params: params() }]);
+    const r = await create([
+      { custom_id: 'a', params: params() },
+      { custom_id: 'b', params: params() },
+    ]);
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({
       type: 'message_batch',
@@ -67,10 +82,23 @@ describe('fake Anthropic server: creating a batch', () => {
   it.each([
     ['requests missing', { nope: [] }, /requests: Field required/],
     ['no requests', { requests: [] }, /at least 1 item/],
-    ['a bad custom id', { requests: [{ custom_id: 'a b', params: params() }] }, /requests\.0\.custom_id: String should match pattern/],
+    [
+      'a bad custom id',
+      { requests: [{ custom_id: 'a b', params: params() }] },
+      /requests\.0\.custom_id: String should match pattern/,
+    ],
     ['a custom id of 65 characters', { requests: [{ custom_id: 'x'.repeat(65), params: params() }] }, /custom_id/],
     ['a custom id that is not a string', { requests: [{ custom_id: 7, params: params() }] }, /custom_id/],
-    ['a repeated custom id', { requests: [{ custom_id: 'a', params: params() }, { custom_id: 'a', params: params() }] }, /requests\.1\.custom_id: Duplicate/],
+    [
+      'a repeated custom id',
+      {
+        requests: [
+          { custom_id: 'a', params: params() },
+          { custom_id: 'a', params: params() },
+        ],
+      },
+      /requests\.1\.custom_id: Duplicate/,
+    ],
     ['a request without params', { requests: [{ custom_id: 'a' }] }, /requests\.0\.params/],
   ])('refuses %s with a 400 invalid_request_error, creating nothing', async (_, body, message) => {
     const r = await call('POST', '/v1/messages/batches', body);
@@ -103,14 +131,20 @@ describe('fake Anthropic server: creating a batch', () => {
 
 describe('fake Anthropic server: a batch ending and its results', () => {
   it('ends at the first retrieve by default, with results_url and counts, and serves JSONL results', async () => {
-    const { body: b } = await create([{ custom_id: 'a', params: params('one') }, { custom_id: 'b', params: params('two') }]);
+    const { body: b } = await create([
+      { custom_id: 'a', params: params('one') },
+      { custom_id: 'b', params: params('two') },
+    ]);
     const ended = (await call('GET', `/v1/messages/batches/${b.id}`)).body;
     expect(ended).toMatchObject({ processing_status: 'ended', request_counts: { processing: 0, succeeded: 2 } });
     expect(ended.results_url).toBe(`${server.url}/v1/messages/batches/${b.id}/results`);
     expect(Date.parse(ended.ended_at)).not.toBeNaN();
     const r = await call('GET', `/v1/messages/batches/${b.id}/results`);
     expect(r.type).toBe('application/binary');
-    const lines = r.text.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = r.text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     // Not in request order.
     expect(lines.map((l) => l.custom_id)).toEqual(['b', 'a']);
     expect(lines[0].result.type).toBe('succeeded');
@@ -132,18 +166,37 @@ describe('fake Anthropic server: a batch ending and its results', () => {
   it('writes an errored result in the API shape, with the error type of the reply', async () => {
     server.batches.plan({ fault: 'partial' });
     const { body: b } = await create(['a', 'b', 'c'].map((custom_id) => ({ custom_id, params: params() })));
-    expect((await call('GET', `/v1/messages/batches/${b.id}`)).body.request_counts).toMatchObject({ errored: 2, succeeded: 1 });
-    const lines = (await call('GET', `/v1/messages/batches/${b.id}/results`)).text.trimEnd().split('\n').map((l) => JSON.parse(l));
+    expect((await call('GET', `/v1/messages/batches/${b.id}`)).body.request_counts).toMatchObject({
+      errored: 2,
+      succeeded: 1,
+    });
+    const lines = (await call('GET', `/v1/messages/batches/${b.id}/results`)).text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const a = lines.find((l) => l.custom_id === 'a');
-    expect(a.result).toEqual({ type: 'errored', error: { type: 'error', error: { type: 'invalid_request_error', message: expect.any(String) }, request_id: null } });
+    expect(a.result).toEqual({
+      type: 'errored',
+      error: { type: 'error', error: { type: 'invalid_request_error', message: expect.any(String) }, request_id: null },
+    });
     expect(lines.find((l) => l.custom_id === 'b').result.type).toBe('succeeded');
   });
 
   it('applies the server’s request checks to each request: a refused tool property name is an errored result', async () => {
-    const tool = { ...params(), output_config: undefined, tools: [{ name: 'record_answers', input_schema: { type: 'object', properties: { 'conv:bd-7h7': {} } } }] };
-    const { body: b } = await create([{ custom_id: 'bad', params: tool }, { custom_id: 'good', params: params() }]);
+    const tool = {
+      ...params(),
+      output_config: undefined,
+      tools: [{ name: 'record_answers', input_schema: { type: 'object', properties: { 'conv:bd-7h7': {} } } }],
+    };
+    const { body: b } = await create([
+      { custom_id: 'bad', params: tool },
+      { custom_id: 'good', params: params() },
+    ]);
     await call('GET', `/v1/messages/batches/${b.id}`);
-    const lines = (await call('GET', `/v1/messages/batches/${b.id}/results`)).text.trimEnd().split('\n').map((l) => JSON.parse(l));
+    const lines = (await call('GET', `/v1/messages/batches/${b.id}/results`)).text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.find((l) => l.custom_id === 'bad').result.error.error.type).toBe('invalid_request_error');
     expect(lines.find((l) => l.custom_id === 'good').result.type).toBe('succeeded');
   });
@@ -170,9 +223,16 @@ describe('fake Anthropic server: a batch ending and its results', () => {
     expect(c.body).toMatchObject({ processing_status: 'canceling' });
     expect(Date.parse(c.body.cancel_initiated_at)).not.toBeNaN();
     expect((await call('POST', `/v1/messages/batches/${canceled}/cancel`)).body.processing_status).toBe('canceling');
-    expect((await call('GET', `/v1/messages/batches/${canceled}`)).body).toMatchObject({ processing_status: 'ended', request_counts: { canceled: 1 } });
+    expect((await call('GET', `/v1/messages/batches/${canceled}`)).body).toMatchObject({
+      processing_status: 'ended',
+      request_counts: { canceled: 1 },
+    });
     expect((await call('POST', `/v1/messages/batches/${canceled}/cancel`)).body.processing_status).toBe('ended');
-    for (const [id, type] of [[expired, 'expired'], [canceledElsewhere, 'canceled'], [canceled, 'canceled']]) {
+    for (const [id, type] of [
+      [expired, 'expired'],
+      [canceledElsewhere, 'canceled'],
+      [canceled, 'canceled'],
+    ]) {
       expect(JSON.parse((await call('GET', `/v1/messages/batches/${id}/results`)).text).result).toEqual({ type });
     }
   });
@@ -191,8 +251,15 @@ describe('fake Anthropic server: a batch ending and its results', () => {
   it('gives each batch message the realistic usage of the server’s usage model, as /v1/messages', async () => {
     const real = await FakeAnthropicServer.start({ realisticUsage: true });
     try {
-      const post = (path: string, body: unknown) => fetch(`${real.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
-      const b = await post('/v1/messages/batches', { requests: [{ custom_id: 'a', params: params('x'.repeat(3000)) }] });
+      const post = (path: string, body: unknown) =>
+        fetch(`${real.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        }).then((r) => r.json() as Promise<any>);
+      const b = await post('/v1/messages/batches', {
+        requests: [{ custom_id: 'a', params: params('x'.repeat(3000)) }],
+      });
       await fetch(`${real.url}/v1/messages/batches/${b.id}`);
       const line = JSON.parse(await (await fetch(`${real.url}/v1/messages/batches/${b.id}/results`)).text());
       const direct = await post('/v1/messages', params('x'.repeat(3000)));
@@ -228,6 +295,11 @@ describe('fake Anthropic server: listing batches', () => {
   });
 
   it('lists nothing with null ids when there are no batches', async () => {
-    expect((await call('GET', '/v1/messages/batches')).body).toEqual({ data: [], has_more: false, first_id: null, last_id: null });
+    expect((await call('GET', '/v1/messages/batches')).body).toEqual({
+      data: [],
+      has_more: false,
+      first_id: null,
+      last_id: null,
+    });
   });
 });

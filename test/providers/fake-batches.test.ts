@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { choice, noul, score, type Question } from '../../src/decision/questions.js';
-import { AnswerDefect, BatchNotFound, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../../src/providers/errors.js';
+import {
+  AnswerDefect,
+  BatchNotFound,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  ProviderUnavailable,
+} from '../../src/providers/errors.js';
 import { BATCH_EXPIRY_MS } from '../../src/providers/fake-batches.js';
 import { FakeProvider, type FakeProviderOptions } from '../../src/providers/fake.js';
 import type { AskResult, BatchRequest, BatchResult } from '../../src/providers/provider.js';
@@ -40,7 +46,12 @@ async function runBatch(p: ReturnType<typeof fake>, requests: BatchRequest[]): P
 
 /** An AskResult as bytes: every member, Maps as entry lists, in order. */
 function bytes(r: AskResult): string {
-  return JSON.stringify({ answers: [...r.answers], rationales: r.rationales ? [...r.rationales] : null, usage: r.usage, responseModel: r.responseModel });
+  return JSON.stringify({
+    answers: [...r.answers],
+    rationales: r.rationales ? [...r.rationales] : null,
+    usage: r.usage,
+    responseModel: r.responseModel,
+  });
 }
 
 function succeeded(r: BatchResult | undefined): AskResult {
@@ -56,26 +67,44 @@ function erroredWith(r: BatchResult | undefined): Error {
 const STATES = ['{"title":"a"}', '{"title":"b"}', STATE, '{"title":"long","body":"' + 'x'.repeat(2000) + '"}'];
 
 describe('FakeProvider batch: answers', () => {
-  it.each(['questions', 'prompt'] as const)('answers each request byte-identically to ask (usage mode %s)', async (usage) => {
-    const p = fake({ usage });
-    const one = new Map<string, Question>([['solo', noul('Is it solo?')]]);
-    const requests = STATES.flatMap((state, i) => [req(`s${i}`, { state }), req(`e${i}`, { state, explain: true }), req(`o${i}`, { state, questions: one })]);
-    const results = await runBatch(p, requests);
-    expect(results.size).toBe(requests.length);
-    for (const r of requests) {
-      const asked = await p.ask(r.state, r.questions, askOpts({ explain: r.explain }));
-      expect(bytes(succeeded(results.get(r.customId)))).toBe(bytes(asked));
-    }
-    // Different states answer differently: the results are not one answer copied.
-    expect(bytes(succeeded(results.get('s0')))).not.toBe(bytes(succeeded(results.get('s1'))));
-  });
+  it.each(['questions', 'prompt'] as const)(
+    'answers each request byte-identically to ask (usage mode %s)',
+    async (usage) => {
+      const p = fake({ usage });
+      const one = new Map<string, Question>([['solo', noul('Is it solo?')]]);
+      const requests = STATES.flatMap((state, i) => [
+        req(`s${i}`, { state }),
+        req(`e${i}`, { state, explain: true }),
+        req(`o${i}`, { state, questions: one }),
+      ]);
+      const results = await runBatch(p, requests);
+      expect(results.size).toBe(requests.length);
+      for (const r of requests) {
+        const asked = await p.ask(r.state, r.questions, askOpts({ explain: r.explain }));
+        expect(bytes(succeeded(results.get(r.customId)))).toBe(bytes(asked));
+      }
+      // Different states answer differently: the results are not one answer copied.
+      expect(bytes(succeeded(results.get('s0')))).not.toBe(bytes(succeeded(results.get('s1'))));
+    },
+  );
 
   it('answers through the handler as ask does, and a handler’s defective answer is an errored AnswerDefect', async () => {
     const p = fake({
-      handler: (r) => (r.state === 'broken' ? {} : Object.fromEntries(r.keys.map((k) => [k, r.questions.get(k)!.kind === 'noul' ? { probability: 0.25 } : { probabilities: { x: 1 } }]))),
+      handler: (r) =>
+        r.state === 'broken'
+          ? {}
+          : Object.fromEntries(
+              r.keys.map((k) => [
+                k,
+                r.questions.get(k)!.kind === 'noul' ? { probability: 0.25 } : { probabilities: { x: 1 } },
+              ]),
+            ),
     });
     const only = new Map<string, Question>([['n', noul('Is it?')]]);
-    const results = await runBatch(p, [req('ok', { questions: only }), req('bad', { state: 'broken', questions: only })]);
+    const results = await runBatch(p, [
+      req('ok', { questions: only }),
+      req('bad', { state: 'broken', questions: only }),
+    ]);
     expect(succeeded(results.get('ok')).answers.get('n')!.answer).toEqual({ type: 'noul', noul: 0.25 });
     expect(bytes(succeeded(results.get('ok')))).toBe(bytes(await p.ask(STATE, only, askOpts())));
     expect(erroredWith(results.get('bad'))).toBeInstanceOf(AnswerDefect);
@@ -95,7 +124,9 @@ describe('FakeProvider batch: answers', () => {
     const p = fake();
     const info = await p.batch.submit([req('a'), req('b')], sig());
     await p.batch.retrieve(info.id, sig());
-    const results = await collect(p.batch.results(info.id, (id) => (id === 'a' ? { questions: questions(), explain: false } : null), sig()));
+    const results = await collect(
+      p.batch.results(info.id, (id) => (id === 'a' ? { questions: questions(), explain: false } : null), sig()),
+    );
     const b = results.find((r) => r.customId === 'b');
     expect(erroredWith(b)).toBeInstanceOf(AnswerDefect);
     expect((erroredWith(b) as AnswerDefect).usage?.inputTokens).toBeGreaterThan(0);
@@ -133,7 +164,10 @@ describe('FakeProvider batch: time', () => {
     const p = fake();
     const info = await p.batch.submit([req('a')], sig());
     expect(info).toMatchObject({ status: 'in_progress', counts: { processing: 1, succeeded: 0 } });
-    expect(await p.batch.retrieve(info.id, sig())).toMatchObject({ status: 'ended', counts: { processing: 0, succeeded: 1 } });
+    expect(await p.batch.retrieve(info.id, sig())).toMatchObject({
+      status: 'ended',
+      counts: { processing: 0, succeeded: 1 },
+    });
   });
 
   it('with a latency, ends at the first retrieve once the injected clock has passed it', async () => {
@@ -187,7 +221,10 @@ describe('FakeProvider batch: faults', () => {
   });
 
   it('partial: the first request and every second one errored (ProviderRefusal), the rest answered', async () => {
-    const results = await runBatch(fake({ batchFaults: ['partial'] }), ['a', 'b', 'c', 'd', 'e'].map((id) => req(id)));
+    const results = await runBatch(
+      fake({ batchFaults: ['partial'] }),
+      ['a', 'b', 'c', 'd', 'e'].map((id) => req(id)),
+    );
     for (const id of ['a', 'c', 'e']) expect(erroredWith(results.get(id))).toBeInstanceOf(ProviderRefusal);
     for (const id of ['b', 'd']) expect(succeeded(results.get(id)).answers.size).toBe(3);
   });
@@ -277,7 +314,9 @@ describe('FakeProvider batch: guards before any batch', () => {
 
   it('requestBytes grows with the state and refuses what submit refuses', () => {
     const p = fake();
-    expect(p.batch.requestBytes(req('a', { state: 'x'.repeat(1000) }))).toBeGreaterThan(p.batch.requestBytes(req('a', { state: 'x' })) + 998);
+    expect(p.batch.requestBytes(req('a', { state: 'x'.repeat(1000) }))).toBeGreaterThan(
+      p.batch.requestBytes(req('a', { state: 'x' })) + 998,
+    );
     expect(() => p.batch.requestBytes(req('a b'))).toThrow(TypeError);
     expect(() => p.batch.requestBytes(req('a', { questions: new Map() }))).toThrow(TypeError);
   });

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from '../../src/providers/errors.js';
+import {
+  AnswerDefect,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  ProviderUnavailable,
+} from '../../src/providers/errors.js';
 import {
   OpenAICompatibleProvider,
   RESPONSE_FORMAT_NAME,
@@ -56,7 +61,11 @@ describe('request', () => {
     expect(req.body.messages[1]).toEqual({ role: 'user', content: STATE });
     expect(req.body.response_format).toEqual({
       type: 'json_schema',
-      json_schema: { name: RESPONSE_FORMAT_NAME, strict: true, schema: buildAnswerSchema(questions(), { explain: false }) },
+      json_schema: {
+        name: RESPONSE_FORMAT_NAME,
+        strict: true,
+        schema: buildAnswerSchema(questions(), { explain: false }),
+      },
     });
     expect(req.body.temperature).toBe(0);
     expect(req.body.max_tokens).toBe(maxTokensFor(questions(), false));
@@ -74,7 +83,12 @@ describe('request', () => {
   });
 
   it('derives answers, usage with cached tokens, and the response model', async () => {
-    server.script(FakeOpenAIServer.answer(aliased(goodAnswers()), { model: 'qwen3:8b-q4_K_M', usage: { prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 512 } } }));
+    server.script(
+      FakeOpenAIServer.answer(aliased(goodAnswers()), {
+        model: 'qwen3:8b-q4_K_M',
+        usage: { prompt_tokens: 900, completion_tokens: 40, prompt_tokens_details: { cached_tokens: 512 } },
+      }),
+    );
     const r = await ask(provider());
     expect(r.responseModel).toBe('qwen3:8b-q4_K_M');
     expect(r.usage).toEqual({ inputTokens: 900, outputTokens: 40, cacheReadTokens: 512, cacheWriteTokens: 0 });
@@ -103,7 +117,9 @@ describe('response-format fallback', () => {
     expect(server.completions).toHaveLength(2);
     expect(first.body.response_format.type).toBe('json_schema');
     expect(second.body.response_format).toEqual({ type: 'json_object' });
-    expect(second.body.messages[0].content).toContain(JSON.stringify(buildAnswerSchema(questions(), { explain: false })));
+    expect(second.body.messages[0].content).toContain(
+      JSON.stringify(buildAnswerSchema(questions(), { explain: false })),
+    );
     expect(second.body.messages[1]).toEqual({ role: 'user', content: STATE });
     expect(p.responseFormat).toBe('json_object');
     expect(lines.join('\n')).toContain('falling back to json_object');
@@ -217,7 +233,14 @@ describe('faults', () => {
     server.script(FakeOpenAIServer.error(500, 'server_error'));
     const gone = new Error('item deleted');
     let calls = 0;
-    const err = await fail(provider(), askOpts({ beforeSend: () => { if (++calls === 2) throw gone; } }));
+    const err = await fail(
+      provider(),
+      askOpts({
+        beforeSend: () => {
+          if (++calls === 2) throw gone;
+        },
+      }),
+    );
     expect(err).toBe(gone);
     expect(server.completions).toHaveLength(1);
   });
@@ -232,12 +255,23 @@ describe('faults', () => {
 
 describe('defective answers', () => {
   it.each([
-    ['finish_reason length', () => FakeOpenAIServer.text('{"blocked":', { finishReason: 'length' }), /finish_reason length/],
+    [
+      'finish_reason length',
+      () => FakeOpenAIServer.text('{"blocked":', { finishReason: 'length' }),
+      /finish_reason length/,
+    ],
     ['content_filter', () => FakeOpenAIServer.text('', { finishReason: 'content_filter' }), /content_filter/],
     ['a refusal', () => FakeOpenAIServer.completion(undefined, null, { refusal: 'I cannot help' }), /refusal/],
     ['malformed JSON', () => FakeOpenAIServer.text('{"blocked": {"probability": 0.5'), /not valid JSON/],
     ['a missing key', () => FakeOpenAIServer.answer(aliased({ blocked: { probability: 0.5 } })), /"area" missing/],
-    ['a bad sum', () => FakeOpenAIServer.answer(aliased({ ...goodAnswers(), effort: { probabilities: { '0': 0.9, '1': 0.9, '2': 0.9 } } })), /sum to/],
+    [
+      'a bad sum',
+      () =>
+        FakeOpenAIServer.answer(
+          aliased({ ...goodAnswers(), effort: { probabilities: { '0': 0.9, '1': 0.9, '2': 0.9 } } }),
+        ),
+      /sum to/,
+    ],
   ])('%s → AnswerDefect, not retried', async (_name, reply, pattern) => {
     server.script(reply() as any);
     const err = await fail(provider());

@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ANTHROPIC_PROMPT_VERSION } from '../../src/providers/anthropic.js';
 import { classifyHttpStatus, SchemaTooComplex } from '../../src/providers/classify.js';
-import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from '../../src/providers/errors.js';
+import {
+  AnswerDefect,
+  ProviderMisconfigured,
+  ProviderRefusal,
+  ProviderUnavailable,
+  SchemaRejected,
+} from '../../src/providers/errors.js';
 import { OPENAI_PROMPT_VERSION } from '../../src/providers/openai-compatible.js';
 import {
   buildAnswerSchema,
@@ -43,13 +49,17 @@ describe('prompt template', () => {
   it('renders questions in key order whatever the map order', () => {
     const reversed = new Map([...questions()].reverse());
     expect(buildSystemPrompt(reversed, { explain: false })).toBe(buildSystemPrompt(questions(), { explain: false }));
-    expect(JSON.stringify(buildAnswerSchema(reversed, { explain: false }))).toBe(JSON.stringify(buildAnswerSchema(questions(), { explain: false })));
+    expect(JSON.stringify(buildAnswerSchema(reversed, { explain: false }))).toBe(
+      JSON.stringify(buildAnswerSchema(questions(), { explain: false })),
+    );
   });
 
   it('appends the schema only when asked to put it in the prompt', () => {
     const schema = buildAnswerSchema(questions(), { explain: false });
     expect(buildSystemPrompt(questions(), { explain: false })).not.toContain('"additionalProperties"');
-    expect(buildSystemPrompt(questions(), { explain: false, schemaInPrompt: schema })).toContain(JSON.stringify(schema));
+    expect(buildSystemPrompt(questions(), { explain: false, schemaInPrompt: schema })).toContain(
+      JSON.stringify(schema),
+    );
   });
 });
 
@@ -61,7 +71,9 @@ describe('parseReply', () => {
   });
 
   it('requires a string rationale per key with explain, and trims it', () => {
-    const withWhy = Object.fromEntries(Object.entries(aliased(goodAnswers())).map(([k, v]) => [k, { ...(v as object), rationale: `  because ${k} ` }]));
+    const withWhy = Object.fromEntries(
+      Object.entries(aliased(goodAnswers())).map(([k, v]) => [k, { ...(v as object), rationale: `  because ${k} ` }]),
+    );
     expect(parseReply(withWhy, questions(), true).rationales?.get('area')).toBe('because q1'); // read by alias, returned by key
     expect(() => parseReply(aliased(goodAnswers()), questions(), true)).toThrow(/rationale/);
   });
@@ -79,7 +91,9 @@ describe('input budget', () => {
   it('counts system, schema and state, and refuses above the budget with input_over_budget', () => {
     const parts = { system: 'x'.repeat(300), schema: { type: 'object' }, state: 'y'.repeat(600) };
     const estimate = checkInputBudget('t', parts, 10_000);
-    expect(estimate).toBe(estimateTokens(parts.system) + estimateTokens('{"type":"object"}') + estimateTokens(parts.state));
+    expect(estimate).toBe(
+      estimateTokens(parts.system) + estimateTokens('{"type":"object"}') + estimateTokens(parts.state),
+    );
     expect(() => checkInputBudget('t', parts, estimate)).not.toThrow();
     try {
       checkInputBudget('t', parts, estimate - 1);
@@ -118,7 +132,8 @@ describe('retry arithmetic', () => {
 });
 
 describe('classifyHttpStatus', () => {
-  const c = (status: number, info: Parameters<typeof classifyHttpStatus>[2] = {}) => classifyHttpStatus('p', status, info);
+  const c = (status: number, info: Parameters<typeof classifyHttpStatus>[2] = {}) =>
+    classifyHttpStatus('p', status, info);
   it.each([408, 409, 500, 502, 503, 504, 529])('%i is retryable', (status) => {
     const f = c(status);
     expect(f.retry).toBe(true);
@@ -139,12 +154,18 @@ describe('classifyHttpStatus', () => {
     expect(c(400, { text: 'Schema is too complex for compilation' }).error).toBeInstanceOf(SchemaTooComplex);
     // DESIGN §3.8: a rejected schema is the set's fault, not provider-wide.
     expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).toBeInstanceOf(SchemaRejected);
-    expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).not.toBeInstanceOf(ProviderMisconfigured);
+    expect(c(400, { text: 'output_config.format.schema: Invalid schema' }).error).not.toBeInstanceOf(
+      ProviderMisconfigured,
+    );
     expect(c(429, { errorCode: 'insufficient_quota' }).error).toBeInstanceOf(ProviderMisconfigured);
   });
 
   it('never copies the provider text into the message', () => {
-    const f = c(400, { text: 'prompt contained SECRET-ITEM-TEXT', errorType: 'invalid_request_error', requestId: 'req_1' });
+    const f = c(400, {
+      text: 'prompt contained SECRET-ITEM-TEXT',
+      errorType: 'invalid_request_error',
+      requestId: 'req_1',
+    });
     expect(f.error.message).toBe('p: HTTP 400 invalid_request_error (request req_1)');
   });
 });

@@ -39,7 +39,11 @@ describe('withRetries', () => {
   it('returns the first success without waiting', async () => {
     const ctx = context();
     let classified = 0;
-    const r = await withRetries(ctx, async () => 'ok', () => (classified++, transient()));
+    const r = await withRetries(
+      ctx,
+      async () => 'ok',
+      () => (classified++, transient()),
+    );
     expect(r).toBe('ok');
     expect(classified).toBe(0);
     expect(ctx.waits).toEqual([]);
@@ -50,7 +54,14 @@ describe('withRetries', () => {
     // backoff would end at 1500 > 700, so the call ends there with 2 sends.
     const ctx = context({ deadline: 700 });
     let sends = 0;
-    const err = await withRetries(ctx, async () => { sends++; throw new Error('503'); }, transient).catch((e) => e);
+    const err = await withRetries(
+      ctx,
+      async () => {
+        sends++;
+        throw new Error('503');
+      },
+      transient,
+    ).catch((e) => e);
     expect(err).toBeInstanceOf(ProviderUnavailable);
     expect(err.message).toMatch(/time budget spent after 2 attempt/);
     expect(err.status).toBe(503);
@@ -70,7 +81,14 @@ describe('withRetries', () => {
   it('throws a fatal fault’s error unchanged after one attempt', async () => {
     const refusal = new ProviderRefusal('test: HTTP 400', { status: 400 });
     let sends = 0;
-    const err = await withRetries(context(), async () => { sends++; throw new Error('400'); }, () => ({ retry: false, error: refusal })).catch((e) => e);
+    const err = await withRetries(
+      context(),
+      async () => {
+        sends++;
+        throw new Error('400');
+      },
+      () => ({ retry: false, error: refusal }),
+    ).catch((e) => e);
     expect(err).toBe(refusal);
     expect(sends).toBe(1);
   });

@@ -11,8 +11,17 @@ export const STATE =
 /** One question of each kind. */
 export function questions(): Map<string, Question> {
   return new Map<string, Question>([
-    ['blocked', noul('Is the item blocked by another item?', { trueDesc: 'It waits on other work', falseDesc: 'Nothing blocks it' })],
-    ['area', choice('Which area does the item touch?', { frontend: 'UI code', backend: 'Server code', docs: 'Documentation' })],
+    [
+      'blocked',
+      noul('Is the item blocked by another item?', {
+        trueDesc: 'It waits on other work',
+        falseDesc: 'Nothing blocks it',
+      }),
+    ],
+    [
+      'area',
+      choice('Which area does the item touch?', { frontend: 'UI code', backend: 'Server code', docs: 'Documentation' }),
+    ],
     ['effort', score('How much effort is the item?', ['small', 'medium', 'large'])],
   ]);
 }
@@ -30,7 +39,10 @@ export function goodAnswers(): Record<string, unknown> {
  * Raw answers keyed by question key, renamed to the schema's property aliases (`q1`…`qN` in key
  * order, DESIGN §9.2) as a model would send them; members that name no question pass unchanged.
  */
-export function aliased(raw: Record<string, unknown>, qs: ReadonlyMap<string, Question> = questions()): Record<string, unknown> {
+export function aliased(
+  raw: Record<string, unknown>,
+  qs: ReadonlyMap<string, Question> = questions(),
+): Record<string, unknown> {
   const aliasOf = new Map(questionAliases(qs).map(([alias, key]) => [key, alias]));
   return Object.fromEntries(Object.entries(raw).map(([k, v]) => [aliasOf.get(k) ?? k, v]));
 }
@@ -69,8 +81,14 @@ export function recordingRuntime(): { waits: number[]; runtime: Partial<RetryRun
 }
 
 /** Options of one ask with a fresh signal and a no-op beforeSend. */
-export function askOpts(over: { signal?: AbortSignal; beforeSend?: () => void | Promise<void>; explain?: boolean } = {}) {
-  return { signal: over.signal ?? new AbortController().signal, beforeSend: over.beforeSend ?? (() => {}), explain: over.explain };
+export function askOpts(
+  over: { signal?: AbortSignal; beforeSend?: () => void | Promise<void>; explain?: boolean } = {},
+) {
+  return {
+    signal: over.signal ?? new AbortController().signal,
+    beforeSend: over.beforeSend ?? (() => {}),
+    explain: over.explain,
+  };
 }
 
 /** Collects every key of every object in a JSON value, at any depth. */

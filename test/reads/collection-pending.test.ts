@@ -24,7 +24,15 @@ describe('reads during a chunked collection change', () => {
     fx.store.setRegistry(new Registry([]));
     let last = '';
     for (let i = 0; i < 1_001; i++) {
-      last = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } })).row.id;
+      last = (
+        await fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          fields: { status: 'open' },
+        })
+      ).row.id;
     }
     fx.store.setRegistry(fx.registry);
     await fx.store.oweJobs([{ itemId: last, questionSet: 'signals' }], {});

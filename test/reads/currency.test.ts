@@ -15,8 +15,18 @@ import { ctxOf, currency, readerOf, settle } from './support.js';
  * was current right before the change.
  */
 
-const linked = defineQuestionSet({ name: 'linked', questions: { risky: noul('The change is risky.') }, withLinks: true, noTrail: true, eligible: ['notSystem'] });
-const taskOnly = defineQuestionSet({ name: 'task_only', collections: ['task'], questions: { clear: noul('The item is clear.') } });
+const linked = defineQuestionSet({
+  name: 'linked',
+  questions: { risky: noul('The change is risky.') },
+  withLinks: true,
+  noTrail: true,
+  eligible: ['notSystem'],
+});
+const taskOnly = defineQuestionSet({
+  name: 'task_only',
+  collections: ['task'],
+  questions: { clear: noul('The item is clear.') },
+});
 const SETS = [attentionSet, linked, taskOnly];
 
 let fx: Fixture;
@@ -29,7 +39,15 @@ afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1', extra: Record<string, unknown> = {}) {
   return (
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'waiting for legal', fields: { status: 'open' }, ...extra })
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: 'waiting for legal',
+      fields: { status: 'open' },
+      ...extra,
+    })
   ).row;
 }
 
@@ -121,7 +139,10 @@ describe('question_changed and model_changed', () => {
     await settle(fx, fake);
     expect(await currency(readerOf(fx), it1.id)).toEqual(ALL_CURRENT);
     const reworded = new Registry([
-      defineQuestionSet({ ...attentionSet, questions: { ...attentionSet.questions, blocked: noul('Is the work blocked by anything?') } }),
+      defineQuestionSet({
+        ...attentionSet,
+        questions: { ...attentionSet.questions, blocked: noul('Is the work blocked by anything?') },
+      }),
       linked,
       taskOnly,
     ]);
@@ -145,7 +166,11 @@ describe('question_changed and model_changed', () => {
   it('a reworded question read by another provider is question_changed (the stored context decides, not the provider name)', async () => {
     const it1 = await newItem();
     await settle(fx, fake);
-    const reworded = new Registry([defineQuestionSet({ ...attentionSet, questions: { ...attentionSet.questions, blocked: noul('Blocked?') } }), linked, taskOnly]);
+    const reworded = new Registry([
+      defineQuestionSet({ ...attentionSet, questions: { ...attentionSet.questions, blocked: noul('Blocked?') } }),
+      linked,
+      taskOnly,
+    ]);
     // Same model and template as the answers were asked under, under another provider name.
     const c = await currency(new DecisionReader(fx.store, reworded, { ...ctxOf(fake), name: 'other' }), it1.id);
     expect(c['attention/blocked']).toBe('question_changed');
@@ -155,17 +180,40 @@ describe('question_changed and model_changed', () => {
   it('rows carry the fingerprint context they were asked under', async () => {
     const it1 = await newItem();
     await settle(fx, fake);
-    for (const r of await fx.store.listDecisions(it1.id)) expect(r.fingerprintContext).toBe(fingerprintContextText(fake));
+    for (const r of await fx.store.listDecisions(it1.id))
+      expect(r.fingerprintContext).toBe(fingerprintContextText(fake));
   });
 
   it('rows stored before fingerprint contexts fall back to the provider name', () => {
     const q = attentionSet.questions!.blocked;
-    const now: SetNow = { set: attentionSet, applies: true, questions: attentionSet.questions!, state: { bytes: '{}', hash: 'h', parts: {}, truncated: false, clips: NO_CLIPS, version: STATE_VERSION }, commentStates: new Map() };
-    const row = legacyRow({ questionKey: 'blocked', stateHash: 'h', questionHash: questionFingerprint(q, { model: 'old', promptVersion: 'fake-v1', effort: null }), provider: 'fake' });
+    const now: SetNow = {
+      set: attentionSet,
+      applies: true,
+      questions: attentionSet.questions!,
+      state: { bytes: '{}', hash: 'h', parts: {}, truncated: false, clips: NO_CLIPS, version: STATE_VERSION },
+      commentStates: new Map(),
+    };
+    const row = legacyRow({
+      questionKey: 'blocked',
+      stateHash: 'h',
+      questionHash: questionFingerprint(q, { model: 'old', promptVersion: 'fake-v1', effort: null }),
+      provider: 'fake',
+    });
     expect(judgeRows([row], now, ctxOf(fake)).staleReason).toBe('question_changed');
     expect(judgeRows([{ ...row, provider: 'anthropic' }], now, ctxOf(fake)).staleReason).toBe('model_changed');
     // control: with the stored context, the same row is known to be a model change
-    expect(judgeRows([{ ...row, fingerprintContext: fingerprintContextText({ model: 'old', promptVersion: 'fake-v1', effort: null }) }], now, ctxOf(fake)).staleReason).toBe('model_changed');
+    expect(
+      judgeRows(
+        [
+          {
+            ...row,
+            fingerprintContext: fingerprintContextText({ model: 'old', promptVersion: 'fake-v1', effort: null }),
+          },
+        ],
+        now,
+        ctxOf(fake),
+      ).staleReason,
+    ).toBe('model_changed');
   });
 });
 
@@ -176,7 +224,10 @@ describe('question_removed, not_applicable, set_unknown, not_compared', () => {
     expect(await currency(readerOf(fx), it1.id)).toEqual(ALL_CURRENT);
     const { blocked: _gone, ...rest } = attentionSet.questions!;
     const fewer = new Registry([defineQuestionSet({ ...attentionSet, questions: rest }), linked, taskOnly]);
-    expect(await currency(readerOf(fx, fewer), it1.id)).toEqual({ ...ALL_CURRENT, 'attention/blocked': 'question_removed' });
+    expect(await currency(readerOf(fx, fewer), it1.id)).toEqual({
+      ...ALL_CURRENT,
+      'attention/blocked': 'question_removed',
+    });
   });
 
   it('not_applicable: the item became terminal (attention is notTerminal; linked is not)', async () => {
@@ -211,7 +262,14 @@ describe('question_removed, not_applicable, set_unknown, not_compared', () => {
     await fx.store.dropJobs({});
     const loaded = (await fx.store.loadItemForEvaluation(it1.id))!;
     const state = buildItemState(
-      { title: loaded.item.title, collectionSlug: 'task', fieldsText: loaded.item.fields, content: loaded.item.content, comments: [], links: [] },
+      {
+        title: loaded.item.title,
+        collectionSlug: 'task',
+        fieldsText: loaded.item.fields,
+        content: loaded.item.content,
+        comments: [],
+        links: [],
+      },
       { withLinks: true, noTrail: true },
     );
     const row = {
@@ -294,12 +352,18 @@ describe('state version 2 (DESIGN §5.1: omitted_comments)', () => {
     await settle(fx, fake);
     expect(fake.requests.filter((r) => r.keys.includes('blocked'))).toHaveLength(1); // re-asked at version 2
     expect(await currency(readerOf(fx), it1.id)).toEqual(ALL_CURRENT);
-    expect((await fx.store.listDecisions(it1.id)).filter((r) => r.questionSet === 'attention').map((r) => r.stateVersion).sort()).toEqual([1, 1, 1, 2, 2, 2]);
+    expect(
+      (await fx.store.listDecisions(it1.id))
+        .filter((r) => r.questionSet === 'attention')
+        .map((r) => r.stateVersion)
+        .sort(),
+    ).toEqual([1, 1, 1, 2, 2, 2]);
   });
 
   it('stateClips: the sets whose state leaves comments out, not a NoTrail set; empty with decisions off', async () => {
     const it1 = await newItem();
-    for (let i = 0; i < 10; i++) await fx.store.addComment({ itemId: it1.id, author: 'amy', body: `c${i}`, createdAt: i + 1 });
+    for (let i = 0; i < 10; i++)
+      await fx.store.addComment({ itemId: it1.id, author: 'amy', body: `c${i}`, createdAt: i + 1 });
     expect(await readerOf(fx).stateClips(it1.id)).toEqual([]); // control: 10 comments fit the trail
     await fx.store.addComment({ itemId: it1.id, author: 'amy', body: 'c10', createdAt: 11 });
     const clips = await readerOf(fx).stateClips(it1.id);

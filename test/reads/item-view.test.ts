@@ -43,7 +43,19 @@ beforeEach(async () => {
   const tasks = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
   fx = { store, clock, registry, ws, tasks, file, cleanup: async () => store.close() };
   items = [];
-  for (const s of sample) items.push((await store.createItem({ workspaceId: ws.id, collectionId: tasks.id, ref: s.id, title: s.title, content: s.description, fields: { status: 'open' } })).row);
+  for (const s of sample)
+    items.push(
+      (
+        await store.createItem({
+          workspaceId: ws.id,
+          collectionId: tasks.id,
+          ref: s.id,
+          title: s.title,
+          content: s.description,
+          fields: { status: 'open' },
+        })
+      ).row,
+    );
   await store.addLink({ workspaceId: ws.id, sourceId: items[0].id, targetId: items[1].id, linkType: 'blocks' });
   await store.addComment({ itemId: items[0].id, author: 'amy', body: sample[2].title });
   clock.advance(3_600_001);
@@ -76,7 +88,15 @@ describe('the item view', () => {
   });
 
   it('an item never answered is shown without reading what judging needs', async () => {
-    const fresh = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `${sample[0].id}-copy`, title: sample[0].title, fields: { status: 'closed' } })).row;
+    const fresh = (
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `${sample[0].id}-copy`,
+        title: sample[0].title,
+        fields: { status: 'closed' },
+      })
+    ).row;
     const rows = (await fx.store.readItemView('acme', fresh.ref))!;
     expect(rows.decisions).toEqual([]);
     expect(rows.judging).toBeNull();
@@ -92,7 +112,13 @@ describe('the item view', () => {
     it('reader.item reads no statement twice and returns the collection slug and the verdicts', async () => {
       v = await createVerdict({ database: { sqlite: host }, provider: 'fake' });
       const item = items[0];
-      await v.store.recordVerdict({ workspace: 'acme', ref: item.ref, key: (await v.reader.item(item.ref, { workspace: 'acme' }))!.decisions[0].questionKey, verdict: 'agree', author: 'amy' });
+      await v.store.recordVerdict({
+        workspace: 'acme',
+        ref: item.ref,
+        key: (await v.reader.item(item.ref, { workspace: 'acme' }))!.decisions[0].questionKey,
+        verdict: 'agree',
+        author: 'amy',
+      });
       ran = [];
       const out = (await v.reader.item(item.ref, { workspace: 'acme' }))!;
       const statements = [...ran];

@@ -50,7 +50,16 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref: string, p: number) {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: `P=${p}`, fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: `P=${p}`,
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 const setP = (id: string, p: number, extra = '') => fx.store.updateItem(id, { content: `P=${p}${extra}` });
 const record = (o: Partial<RecordVerdictInput> & Pick<RecordVerdictInput, 'ref' | 'verdict'>) =>
@@ -58,7 +67,10 @@ const record = (o: Partial<RecordVerdictInput> & Pick<RecordVerdictInput, 'ref' 
 async function view(itemId: string, key = 'blocked'): Promise<DecisionView> {
   return (await readerOf(fx).decisions(itemId)).find((d) => d.questionKey === key)!;
 }
-const flagged = async () => Object.values((await readerOf(fx).workspaceFlags(fx.ws.id, 'triage')).flags).map((f) => `${f.ref} ${f.keys.blocked}${f.human ? ' human' : ''}`);
+const flagged = async () =>
+  Object.values((await readerOf(fx).workspaceFlags(fx.ws.id, 'triage')).flags).map(
+    (f) => `${f.ref} ${f.keys.blocked}${f.human ? ' human' : ''}`,
+  );
 
 describe('a person’s value overrides the model (DESIGN §8.1)', () => {
   it('survives a re-ask at a new state (the disagreeing answer is proposed), reads override_stale after an edit, and flags honour it', async () => {
@@ -69,18 +81,40 @@ describe('a person’s value overrides the model (DESIGN §8.1)', () => {
     const rec = await record({ ref: 'T-1', verdict: 'value', value: 'false', note: 'the vendor shipped the fix' });
     expect(rec).toMatchObject({ inForce: true, value: { type: 'noul', noul: 0 } });
     let v = await view(a.id);
-    expect(v).toMatchObject({ source: 'human', answer: { type: 'noul', noul: 0 }, modelAnswer: { type: 'noul', noul: 0.9 }, current: true, proposed: null, surfacing: 'below_threshold' });
-    expect(v.verdict).toMatchObject({ verdict: 'value', author: 'ana', note: 'the vendor shipped the fix', inForce: true, staleReason: null, changedParts: [] });
+    expect(v).toMatchObject({
+      source: 'human',
+      answer: { type: 'noul', noul: 0 },
+      modelAnswer: { type: 'noul', noul: 0.9 },
+      current: true,
+      proposed: null,
+      surfacing: 'below_threshold',
+    });
+    expect(v.verdict).toMatchObject({
+      verdict: 'value',
+      author: 'ana',
+      note: 'the vendor shipped the fix',
+      inForce: true,
+      staleReason: null,
+      changedParts: [],
+    });
     expect(await flagged()).toEqual([]); // "not blocked", whatever the model says
 
     // The item changes; the model is asked again and still says blocked (0.95).
     await setP(a.id, 0.95);
     await settle(fx, fake);
     v = await view(a.id);
-    expect(v).toMatchObject({ source: 'human', answer: { type: 'noul', noul: 0 }, current: true, proposed: { type: 'noul', noul: 0.95 } });
+    expect(v).toMatchObject({
+      source: 'human',
+      answer: { type: 'noul', noul: 0 },
+      current: true,
+      proposed: { type: 'noul', noul: 0.95 },
+    });
     expect(v.verdict).toMatchObject({ staleReason: 'override_stale', changedParts: ['body'] });
     expect(await flagged()).toEqual([]); // still honoured: a person must look again
-    expect((await fx.store.listSurfacingChanges({ itemId: a.id })).map((c) => `${c.surfaced} ${c.cause}`)).toEqual(['true model', 'false human']);
+    expect((await fx.store.listSurfacingChanges({ itemId: a.id })).map((c) => `${c.surfaced} ${c.cause}`)).toEqual([
+      'true model',
+      'false human',
+    ]);
 
     // A person looks again and agrees with the model now: its answer is theirs, in force.
     await record({ ref: 'T-1', verdict: 'agree' });
@@ -111,12 +145,25 @@ describe('a person’s value overrides the model (DESIGN §8.1)', () => {
     const a = await newItem('T-1', 0.4);
     await settle(fx, fake);
     expect((await record({ ref: 'T-1', verdict: 'disagree' })).value).toEqual({ type: 'noul', noul: 1 }); // the model said below: the person says blocked
-    expect((await record({ ref: 'T-1', key: 'kind', verdict: 'agree' })).value).toMatchObject({ type: 'choice', choice: 'bug' });
+    expect((await record({ ref: 'T-1', key: 'kind', verdict: 'agree' })).value).toMatchObject({
+      type: 'choice',
+      choice: 'bug',
+    });
     const dis = await record({ ref: 'T-1', key: 'kind', verdict: 'disagree' });
     expect(dis).toMatchObject({ inForce: false, value: null });
-    expect(await view(a.id, 'kind')).toMatchObject({ source: 'model', verdict: { verdict: 'disagree', inForce: false } });
-    expect((await record({ ref: 'T-1', key: 'size', verdict: 'value', value: 'large' })).value).toMatchObject({ type: 'score', score: 2, legend: { '2': 'large' } });
-    expect((await record({ ref: 'T-1', key: 'size', verdict: 'value', value: '0' })).value).toMatchObject({ type: 'score', score: 0 });
+    expect(await view(a.id, 'kind')).toMatchObject({
+      source: 'model',
+      verdict: { verdict: 'disagree', inForce: false },
+    });
+    expect((await record({ ref: 'T-1', key: 'size', verdict: 'value', value: 'large' })).value).toMatchObject({
+      type: 'score',
+      score: 2,
+      legend: { '2': 'large' },
+    });
+    expect((await record({ ref: 'T-1', key: 'size', verdict: 'value', value: '0' })).value).toMatchObject({
+      type: 'score',
+      score: 0,
+    });
     expect(await view(a.id, 'size')).toMatchObject({ source: 'human', answer: { type: 'score', score: 0 } });
     expect((await record({ ref: 'T-1', verdict: 'value', value: 0.35 })).value).toEqual({ type: 'noul', noul: 0.35 });
 
@@ -151,7 +198,10 @@ describe('a person’s value overrides the model (DESIGN §8.1)', () => {
     expect(await flagged()).toEqual([]);
     expect(await view(a.id)).toMatchObject({ source: 'human', staleReason: 'not_applicable', surfacing: 'stale' });
     // Withdrawn while deleted: taken (nothing else could end it), and moves no surfacing.
-    expect(await record({ ref: 'T-1', verdict: 'withdrawn' })).toMatchObject({ inForce: false, row: { verdict: 'withdrawn' } });
+    expect(await record({ ref: 'T-1', verdict: 'withdrawn' })).toMatchObject({
+      inForce: false,
+      row: { verdict: 'withdrawn' },
+    });
     await fx.store.restoreItem(a.id);
     expect(await view(a.id)).toMatchObject({ source: 'model', answer: { noul: 0.2 }, surfacing: 'below_threshold' });
     expect(await flagged()).toEqual([]);
@@ -164,23 +214,42 @@ describe('a person’s value overrides the model (DESIGN §8.1)', () => {
     await newItem('T-1', 0.9);
     await settle(fx, fake);
     await record({ ref: 'T-1', verdict: 'value', value: 'false', author: 'ana' });
-    await expect(record({ ref: 'T-1', verdict: 'withdrawn', author: 'agent (MCP; token:t1)', withdraws: 'own' })).rejects.toMatchObject({
+    await expect(
+      record({ ref: 'T-1', verdict: 'withdrawn', author: 'agent (MCP; token:t1)', withdraws: 'own' }),
+    ).rejects.toMatchObject({
       code: 'invalid_input',
       message: expect.stringMatching(/given by someone else \(ana\); an agent withdraws only its own/),
     });
-    await expect(record({ ref: 'T-1', verdict: 'withdrawn', withdraws: 'some' as 'own' })).rejects.toMatchObject({ param: 'withdraws' });
-    expect((await record({ ref: 'T-1', verdict: 'withdrawn', author: 'ana', withdraws: 'own' })).row.verdict).toBe('withdrawn');
+    await expect(record({ ref: 'T-1', verdict: 'withdrawn', withdraws: 'some' as 'own' })).rejects.toMatchObject({
+      param: 'withdraws',
+    });
+    expect((await record({ ref: 'T-1', verdict: 'withdrawn', author: 'ana', withdraws: 'own' })).row.verdict).toBe(
+      'withdrawn',
+    );
     await record({ ref: 'T-1', verdict: 'value', value: 'false', author: 'agent (MCP; token:t1)' });
     // A person (the default, `any`) ends an agent's verdict.
     expect((await record({ ref: 'T-1', verdict: 'withdrawn', author: 'bo' })).row.verdict).toBe('withdrawn');
   });
 
   it('a score’s agree takes the picked level (the argmax show prints), not the rounded mean', async () => {
-    fake.handler = (req) => Object.fromEntries(req.keys.map((k) => [k, k === 'size' ? { probabilities: { '0': 0.6, '1': 0, '2': 0.4 } } : k === 'kind' ? { probabilities: { bug: 1, feature: 0 } } : { probability: 0.5 }]));
+    fake.handler = (req) =>
+      Object.fromEntries(
+        req.keys.map((k) => [
+          k,
+          k === 'size'
+            ? { probabilities: { '0': 0.6, '1': 0, '2': 0.4 } }
+            : k === 'kind'
+              ? { probabilities: { bug: 1, feature: 0 } }
+              : { probability: 0.5 },
+        ]),
+      );
     const a = await newItem('T-1', 0.5);
     await settle(fx, fake);
     expect((await view(a.id, 'size')).modelAnswer).toMatchObject({ score: 0.8 }); // the mean rounds to 1 (medium)
-    expect((await record({ ref: 'T-1', key: 'size', verdict: 'agree' })).value).toMatchObject({ score: 0, legend: { '0': 'small' } });
+    expect((await record({ ref: 'T-1', key: 'size', verdict: 'agree' })).value).toMatchObject({
+      score: 0,
+      legend: { '0': 'small' },
+    });
   });
 
   it('a verdict on a key never answered is refused; verdicts are never pruned by retention', async () => {
@@ -220,7 +289,11 @@ describe('surfacing without flip-flops (DESIGN §8.2)', () => {
       await settle(fx, fake);
     }
     expect(await side()).toBe('surfaced');
-    expect((await fx.store.listSurfacingChanges({ itemId: a.id })).map((c) => `${c.surfaced ? 'up' : 'down'} ${c.probability}${c.flip ? '' : ' (first)'}`)).toEqual(['up 0.72 (first)', 'down 0.6', 'up 0.75', 'down 0.55', 'up 0.8']);
+    expect(
+      (await fx.store.listSurfacingChanges({ itemId: a.id })).map(
+        (c) => `${c.surfaced ? 'up' : 'down'} ${c.probability}${c.flip ? '' : ' (first)'}`,
+      ),
+    ).toEqual(['up 0.72 (first)', 'down 0.6', 'up 0.75', 'down 0.55', 'up 0.8']);
     expect((await view(a.id)).flips).toBe(4);
 
     // A steady item does not flap.
@@ -240,7 +313,10 @@ describe('surfacing without flip-flops (DESIGN §8.2)', () => {
     const a = await newItem('T-1', 0.9);
     const b = await newItem('T-2', 0.1);
     await settle(fx, fake);
-    for (const [i, [pa, pb]] of [[0.1, 0.9], [0.9, 0.1]].entries()) {
+    for (const [i, [pa, pb]] of [
+      [0.1, 0.9],
+      [0.9, 0.1],
+    ].entries()) {
       await setP(a.id, pa, ` e${i}`);
       await setP(b.id, pb, ` e${i}`);
       await settle(fx, fake);

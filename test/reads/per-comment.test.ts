@@ -28,7 +28,16 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'body', fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: 'body',
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 
 async function comment(itemId: string, body: string) {
@@ -54,7 +63,10 @@ describe('keys', () => {
     await settle(fx, fake);
     const keys = (await fx.store.listDecisions(it1.id)).map((r) => r.questionKey);
     expect(keys).toEqual(['rude@gh@comment@42', 'vague@gh@comment@42']);
-    expect(await currency(readerOf(fx), it1.id)).toEqual({ 'tone/rude@gh@comment@42': 'current', 'tone/vague@gh@comment@42': 'current' });
+    expect(await currency(readerOf(fx), it1.id)).toEqual({
+      'tone/rude@gh@comment@42': 'current',
+      'tone/vague@gh@comment@42': 'current',
+    });
     await fx.store.editComment(c.id, 'hello, edited');
     expect((await currency(readerOf(fx), it1.id))['tone/rude@gh@comment@42']).toBe('state_changed(comment)');
   });
@@ -63,10 +75,16 @@ describe('keys', () => {
     const it1 = await newItem();
     const c = await comment(it1.id, 'hello');
     await settle(fx, fake);
-    expect(await currency(readerOf(fx), it1.id)).toEqual({ [`tone/rude@${c.id}`]: 'current', [`tone/vague@${c.id}`]: 'current' }); // control
+    expect(await currency(readerOf(fx), it1.id)).toEqual({
+      [`tone/rude@${c.id}`]: 'current',
+      [`tone/vague@${c.id}`]: 'current',
+    }); // control
     const good = (await fx.store.listDecisions(it1.id)).find((r) => r.questionKey === `rude@${c.id}`)!;
     const { id: _id, evaluatedAt: _at, ...row } = good;
-    await fx.store.insertDecisions([{ ...row, questionKey: 'rude' }, { ...row, questionKey: 'rude@' }]);
+    await fx.store.insertDecisions([
+      { ...row, questionKey: 'rude' },
+      { ...row, questionKey: 'rude@' },
+    ]);
     const cur = await currency(readerOf(fx), it1.id);
     expect(cur['tone/rude']).toBe('question_removed');
     expect(cur['tone/rude@']).toBe('question_removed');
@@ -91,7 +109,7 @@ describe('per-comment answers', () => {
     expect(fake.requests).toHaveLength(11);
   });
 
-  it('answers are inserted per comment: a later call failing keeps the earlier comment\'s answers', async () => {
+  it("answers are inserted per comment: a later call failing keeps the earlier comment's answers", async () => {
     const it1 = await newItem();
     const a = await comment(it1.id, 'first');
     await comment(it1.id, 'second');
@@ -136,9 +154,15 @@ describe('per-comment answers', () => {
     const c = await comment(it1.id, 'soon gone');
     const kept = await comment(it1.id, 'stays');
     await settle(fx, fake);
-    expect(await currency(readerOf(fx), it1.id)).toMatchObject({ [`tone/rude@${c.id}`]: 'current', [`tone/rude@${kept.id}`]: 'current' });
+    expect(await currency(readerOf(fx), it1.id)).toMatchObject({
+      [`tone/rude@${c.id}`]: 'current',
+      [`tone/rude@${kept.id}`]: 'current',
+    });
     await fx.store.deleteComment(c.id);
-    expect(await currency(readerOf(fx), it1.id)).toMatchObject({ [`tone/rude@${c.id}`]: 'comment_gone', [`tone/rude@${kept.id}`]: 'current' });
+    expect(await currency(readerOf(fx), it1.id)).toMatchObject({
+      [`tone/rude@${c.id}`]: 'comment_gone',
+      [`tone/rude@${kept.id}`]: 'current',
+    });
   });
 
   it('a title edit moves every comment state (the title is part of it)', async () => {
@@ -155,7 +179,11 @@ describe('per-comment answers', () => {
     const c = await comment(it1.id, 'hello');
     await settle(fx, fake);
     const row = (await fx.store.listDecisions(it1.id)).find((r) => r.questionKey === `rude@${c.id}`)!;
-    const state = buildCommentState({ title: 'Item T-1', collectionSlug: 'task', comment: { id: c.id, author: 'amy', body: 'hello', createdAt: c.createdAt } });
+    const state = buildCommentState({
+      title: 'Item T-1',
+      collectionSlug: 'task',
+      comment: { id: c.id, author: 'amy', body: 'hello', createdAt: c.createdAt },
+    });
     expect(row).toMatchObject({
       stateHash: state.hash,
       stateVersion: COMMENT_STATE_VERSION,

@@ -18,7 +18,11 @@ export function ctxOf(p: Pick<Provider, 'name' | 'model' | 'promptVersion' | 'ef
 }
 
 /** A reader over the fixture judging against `provider` (default: a fresh fake, model fake-model-1). */
-export function readerOf(fx: Fixture, registry: Registry = fx.registry, provider: Pick<Provider, 'name' | 'model' | 'promptVersion' | 'effort'> = new FakeProvider()): DecisionReader {
+export function readerOf(
+  fx: Fixture,
+  registry: Registry = fx.registry,
+  provider: Pick<Provider, 'name' | 'model' | 'promptVersion' | 'effort'> = new FakeProvider(),
+): DecisionReader {
   return new DecisionReader(fx.store, registry, ctxOf(provider));
 }
 
@@ -26,7 +30,9 @@ export function readerOf(fx: Fixture, registry: Registry = fx.registry, provider
 export async function currency(reader: DecisionReader, itemId: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const d of await reader.decisions(itemId)) {
-    out[`${d.questionSet}/${d.questionKey}`] = d.current ? 'current' : `${d.staleReason}${d.changedParts.length ? `(${d.changedParts.join(',')})` : ''}`;
+    out[`${d.questionSet}/${d.questionKey}`] = d.current
+      ? 'current'
+      : `${d.staleReason}${d.changedParts.length ? `(${d.changedParts.join(',')})` : ''}`;
   }
   return out;
 }

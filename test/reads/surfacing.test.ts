@@ -27,16 +27,29 @@ let fake: FakeProvider;
 beforeEach(async () => {
   fx = await makeFixture([signals, lenient]);
   fake = new FakeProvider({
-    handler: (req) => Object.fromEntries(req.keys.map((k) => [k, k === 'kind' ? { probabilities: { bug: 0.8, feature: 0.2 } } : { probability: P[k] }])),
+    handler: (req) =>
+      Object.fromEntries(
+        req.keys.map((k) => [k, k === 'kind' ? { probabilities: { bug: 0.8, feature: 0.2 } } : { probability: P[k] }]),
+      ),
   });
 });
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'body', fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: 'body',
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 
-const surfacing = async (itemId: string, r = readerOf(fx)) => Object.fromEntries((await r.decisions(itemId)).map((d) => [`${d.questionSet}/${d.questionKey}`, d.surfacing]));
+const surfacing = async (itemId: string, r = readerOf(fx)) =>
+  Object.fromEntries((await r.decisions(itemId)).map((d) => [`${d.questionSet}/${d.questionKey}`, d.surfacing]));
 
 describe('the shared surfacing rule', () => {
   it('only nouls surface; unsurfaced keys never do; thresholds are per set', async () => {
@@ -55,12 +68,20 @@ describe('the shared surfacing rule', () => {
     const it1 = await newItem();
     await settle(fx, fake);
     const r = readerOf(fx);
-    expect((await r.itemReadDecisions(it1.id)).map((d) => `${d.questionSet}/${d.questionKey}`)).toEqual(['lenient/low', 'signals/high', 'signals/kind', 'signals/low']);
+    expect((await r.itemReadDecisions(it1.id)).map((d) => `${d.questionSet}/${d.questionKey}`)).toEqual([
+      'lenient/low',
+      'signals/high',
+      'signals/kind',
+      'signals/low',
+    ]);
     const s = await r.surfacedDecisions(it1.id);
     expect(s.surfaced.map((d) => `${d.questionSet}/${d.questionKey}`)).toEqual(['lenient/low', 'signals/high']);
     expect(s).toMatchObject({ belowThreshold: 1, stale: 0 });
     // a reworded question: its row reads stale, and is counted so
-    const reworded = new Registry([defineQuestionSet({ ...signals, questions: { ...signals.questions, high: noul('High, reworded.') } }), lenient]);
+    const reworded = new Registry([
+      defineQuestionSet({ ...signals, questions: { ...signals.questions, high: noul('High, reworded.') } }),
+      lenient,
+    ]);
     expect(await readerOf(fx, reworded).surfacedDecisions(it1.id)).toMatchObject({ belowThreshold: 1, stale: 1 });
   });
 
@@ -69,7 +90,9 @@ describe('the shared surfacing rule', () => {
     await settle(fx, fake);
     expect((await surfacing(it1.id))['signals/high']).toBe('surfaced'); // control
     await fx.store.updateItem(it1.id, { content: 'edited' }); // owes the job, within the debounce
-    const d = (await readerOf(fx).decisions(it1.id)).find((x) => x.questionKey === 'high' && x.questionSet === 'signals')!;
+    const d = (await readerOf(fx).decisions(it1.id)).find(
+      (x) => x.questionKey === 'high' && x.questionSet === 'signals',
+    )!;
     expect(d).toMatchObject({ current: false, staleReason: 'state_changed', surfacing: 'surfaced' });
     // the job parks (refused five times): the row no longer surfaces
     const claim = async () => {
@@ -90,21 +113,87 @@ describe('the shared surfacing rule', () => {
 
   it('every other stale reason does not surface', () => {
     const answer = { type: 'noul' as const, noul: 0.99 };
-    for (const reason of ['question_changed', 'model_changed', 'question_removed', 'not_applicable', 'set_unknown', 'not_compared', 'comment_gone'] as const) {
-      expect(surfacingOf({ answer, current: false, staleReason: reason, jobOwed: true, threshold: 0.5, unsurfacedKey: false })).toBe('stale');
+    for (const reason of [
+      'question_changed',
+      'model_changed',
+      'question_removed',
+      'not_applicable',
+      'set_unknown',
+      'not_compared',
+      'comment_gone',
+    ] as const) {
+      expect(
+        surfacingOf({
+          answer,
+          current: false,
+          staleReason: reason,
+          jobOwed: true,
+          threshold: 0.5,
+          unsurfacedKey: false,
+        }),
+      ).toBe('stale');
     }
-    expect(surfacingOf({ answer, current: false, staleReason: 'state_changed', jobOwed: true, threshold: 0.5, unsurfacedKey: false })).toBe('surfaced');
-    expect(surfacingOf({ answer, current: false, staleReason: 'state_changed', jobOwed: false, threshold: 0.5, unsurfacedKey: false })).toBe('stale');
-    expect(surfacingOf({ answer, current: true, staleReason: null, jobOwed: false, threshold: 0.99, unsurfacedKey: false })).toBe('surfaced'); // at the threshold
+    expect(
+      surfacingOf({
+        answer,
+        current: false,
+        staleReason: 'state_changed',
+        jobOwed: true,
+        threshold: 0.5,
+        unsurfacedKey: false,
+      }),
+    ).toBe('surfaced');
+    expect(
+      surfacingOf({
+        answer,
+        current: false,
+        staleReason: 'state_changed',
+        jobOwed: false,
+        threshold: 0.5,
+        unsurfacedKey: false,
+      }),
+    ).toBe('stale');
+    expect(
+      surfacingOf({ answer, current: true, staleReason: null, jobOwed: false, threshold: 0.99, unsurfacedKey: false }),
+    ).toBe('surfaced'); // at the threshold
   });
 
   it('an expired answer surfaces until its re-ask, owed yet or not (DESIGN §5.2); a person’s value surfaces nothing once its key is gone', () => {
     const answer = { type: 'noul' as const, noul: 0.99 };
-    expect(surfacingOf({ answer, current: false, staleReason: 'expired', jobOwed: false, threshold: 0.5, unsurfacedKey: false })).toBe('surfaced');
+    expect(
+      surfacingOf({
+        answer,
+        current: false,
+        staleReason: 'expired',
+        jobOwed: false,
+        threshold: 0.5,
+        unsurfacedKey: false,
+      }),
+    ).toBe('surfaced');
     const human = { type: 'noul' as const, noul: 1 };
-    expect(surfacingOf({ answer: human, current: false, staleReason: 'question_changed', jobOwed: false, threshold: 0.5, unsurfacedKey: false, human: true })).toBe('surfaced');
+    expect(
+      surfacingOf({
+        answer: human,
+        current: false,
+        staleReason: 'question_changed',
+        jobOwed: false,
+        threshold: 0.5,
+        unsurfacedKey: false,
+        human: true,
+      }),
+    ).toBe('surfaced');
     for (const reason of ['not_applicable', 'comment_gone', 'question_removed', 'set_unknown'] as const) {
-      expect(surfacingOf({ answer: human, current: false, staleReason: reason, jobOwed: true, threshold: 0.5, unsurfacedKey: false, human: true })).toBe('stale');
+      expect(
+        surfacingOf({
+          answer: human,
+          current: false,
+          staleReason: reason,
+          jobOwed: true,
+          threshold: 0.5,
+          unsurfacedKey: false,
+          human: true,
+        }),
+      ).toBe('stale');
     }
   });
 });
@@ -129,7 +218,10 @@ describe('workspaceFlags', () => {
     await fx.store.updateItem(a.id, { content: 'edited' });
     const flags = await readerOf(fx).workspaceFlags(fx.ws.id, 'signals');
     expect(Object.keys(flags.flags).sort()).toEqual([a.id, b.id].sort());
-    const reworded = new Registry([defineQuestionSet({ ...signals, questions: { ...signals.questions, high: noul('High, reworded.') } }), lenient]);
+    const reworded = new Registry([
+      defineQuestionSet({ ...signals, questions: { ...signals.questions, high: noul('High, reworded.') } }),
+      lenient,
+    ]);
     expect((await readerOf(fx, reworded).workspaceFlags(fx.ws.id, 'signals')).flags).toEqual({});
   });
 

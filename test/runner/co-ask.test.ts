@@ -41,12 +41,23 @@ async function items(fx: Fixture, n: number): Promise<void> {
 
 /** What a stored answer is, without what differs between two databases (ids, times). */
 function answerOf(d: DecisionRow) {
-  return [d.questionSet, d.questionKey, d.answer, d.confidence, d.stateHash, d.questionHash, d.stateVersion, d.stateParts, d.model].join('|');
+  return [
+    d.questionSet,
+    d.questionKey,
+    d.answer,
+    d.confidence,
+    d.stateHash,
+    d.questionHash,
+    d.stateVersion,
+    d.stateParts,
+    d.model,
+  ].join('|');
 }
 
 async function answers(fx: Fixture): Promise<string[]> {
   const out: string[] = [];
-  for (const item of await fx.store.listItems({ workspaceId: fx.ws.id })) out.push(...(await fx.store.listDecisions(item.id)).map((d) => `${item.ref}|${answerOf(d)}`));
+  for (const item of await fx.store.listItems({ workspaceId: fx.ws.id }))
+    out.push(...(await fx.store.listDecisions(item.id)).map((d) => `${item.ref}|${answerOf(d)}`));
   return out.sort();
 }
 
@@ -66,7 +77,8 @@ describe('co-asking', () => {
     expect(fakeApart.requests).toHaveLength(6);
     expect(fakeTogether.requests).toHaveLength(3);
     // Each co-asked call carries both sets' keys about one state, sent once.
-    for (const r of fakeTogether.requests) expect(r.keys.sort()).toEqual(['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']);
+    for (const r of fakeTogether.requests)
+      expect(r.keys.sort()).toEqual(['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']);
     expect(new Set(fakeTogether.requests.map((r) => r.state))).toEqual(new Set(fakeApart.requests.map((r) => r.state)));
     const a = await answers(together);
     expect(a).toHaveLength(12);
@@ -97,7 +109,12 @@ describe('co-asking', () => {
     const fx = await fixture([attentionSet, effortSet]);
     await items(fx, 1);
     const seen: string[] = [];
-    await runOnce(runnerOptions(fx, new FakeProvider(), { onOutcome: (rep) => seen.push(`${rep.claim.questionSet}:${rep.outcome.kind}:${rep.stats.calls}`) }), signal);
+    await runOnce(
+      runnerOptions(fx, new FakeProvider(), {
+        onOutcome: (rep) => seen.push(`${rep.claim.questionSet}:${rep.outcome.kind}:${rep.stats.calls}`),
+      }),
+      signal,
+    );
     expect(seen.sort()).toEqual(['attention:complete:1', 'effort:complete:0']);
   });
 
@@ -111,7 +128,16 @@ describe('co-asking', () => {
     await items(fx, 1);
     const [item] = await fx.store.listItems({ workspaceId: fx.ws.id });
     // Another worker holds the effort job.
-    const other = await fx.store.claimSiblingJobs({ ...(await fx.store.getJob(item.id, 'attention'))!, claimToken: 'x', claimedBy: 'other', itemId: item.id } as never, ['effort'], { leaseMs: 60_000, abandonLimit: 8 });
+    const other = await fx.store.claimSiblingJobs(
+      {
+        ...(await fx.store.getJob(item.id, 'attention'))!,
+        claimToken: 'x',
+        claimedBy: 'other',
+        itemId: item.id,
+      } as never,
+      ['effort'],
+      { leaseMs: 60_000, abandonLimit: 8 },
+    );
     expect(other.map((c) => c.questionSet)).toEqual(['effort']);
     const fake = new FakeProvider();
     const r = (await runOnce(runnerOptions(fx, fake), signal))!;
@@ -140,7 +166,10 @@ describe('co-asking', () => {
     await items(fx, 1);
     const [item] = await fx.store.listItems({ workspaceId: fx.ws.id });
     const fake = new FakeProvider();
-    const r = (await runOnce(runnerOptions(fx, fake, { beforeAsk: async () => void (await fx.store.softDeleteItem(item.id)) }), signal))!;
+    const r = (await runOnce(
+      runnerOptions(fx, fake, { beforeAsk: async () => void (await fx.store.softDeleteItem(item.id)) }),
+      signal,
+    ))!;
     expect(r.outcome.kind).toBe('drop');
     expect(fake.requests).toHaveLength(0);
     // The delete owed both jobs again (a newer generation); they drop without a call.
@@ -167,7 +196,12 @@ describe('co-asking', () => {
     await drainNow(runnerOptions(fx, fake));
     expect(fake.requests.map((r) => r.keys)).toEqual([['effort']]);
     expect(await fx.store.listJobs({})).toEqual([]);
-    expect((await fx.store.listDecisions(item.id)).map((d) => d.questionKey).sort()).toEqual(['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']);
+    expect((await fx.store.listDecisions(item.id)).map((d) => d.questionKey).sort()).toEqual([
+      'blocked',
+      'effort',
+      'needs_human_decision',
+      'waiting_on_external',
+    ]);
   });
 });
 
@@ -175,25 +209,56 @@ describe('coAskCalls (the packing rule)', () => {
   const state = { bytes: '{"title":"x"}', hash: 'h', version: 2, parts: {}, truncated: false } as never;
   const other = { bytes: '{"title":"y"}', hash: 'h2', version: 2, parts: {}, truncated: false } as never;
   const q = noul('A question?');
-  const chunk = (s: never, keys: string[]): Chunk => ({ state: s, questions: new Map(keys.map((k) => [k, q])), storedKeys: new Map(keys.map((k) => [k, k])), fingerprints: new Map(keys.map((k) => [k, `fp-${k}`])) });
-  const set = (name: string, maxPerCall = 8, explain = false) => defineQuestionSet({ name, questions: { a: q }, maxPerCall, explain });
+  const chunk = (s: never, keys: string[]): Chunk => ({
+    state: s,
+    questions: new Map(keys.map((k) => [k, q])),
+    storedKeys: new Map(keys.map((k) => [k, k])),
+    fingerprints: new Map(keys.map((k) => [k, `fp-${k}`])),
+  });
+  const set = (name: string, maxPerCall = 8, explain = false) =>
+    defineQuestionSet({ name, questions: { a: q }, maxPerCall, explain });
 
   it('joins chunks of one state, keeps different states apart', () => {
     const calls = coAskCalls([
       { claim: 0, set: set('a'), chunks: [chunk(state, ['k1', 'k2'])] },
       { claim: 1, set: set('b'), chunks: [chunk(state, ['k3']), chunk(other, ['k4'])] },
     ]);
-    expect(calls.map((c) => c.parts.map((p) => `${p.claim}:${[...p.chunk.questions.keys()].join(',')}`))).toEqual([['0:k1,k2', '1:k3'], ['1:k4']]);
+    expect(calls.map((c) => c.parts.map((p) => `${p.claim}:${[...p.chunk.questions.keys()].join(',')}`))).toEqual([
+      ['0:k1,k2', '1:k3'],
+      ['1:k4'],
+    ]);
   });
 
   it('never joins past the smallest maxPerCall, across explain settings, or when a key is in both', () => {
-    expect(coAskCalls([{ claim: 0, set: set('a', 3), chunks: [chunk(state, ['k1', 'k2'])] }, { claim: 1, set: set('b'), chunks: [chunk(state, ['k3', 'k4'])] }])).toHaveLength(2);
-    expect(coAskCalls([{ claim: 0, set: set('a', 4), chunks: [chunk(state, ['k1', 'k2'])] }, { claim: 1, set: set('b'), chunks: [chunk(state, ['k3', 'k4'])] }])).toHaveLength(1);
-    expect(coAskCalls([{ claim: 0, set: set('a'), chunks: [chunk(state, ['k1'])] }, { claim: 1, set: set('b', 8, true), chunks: [chunk(state, ['k2'])] }])).toHaveLength(2);
-    expect(coAskCalls([{ claim: 0, set: set('a'), chunks: [chunk(state, ['k1'])] }, { claim: 1, set: set('b'), chunks: [chunk(state, ['k1'])] }])).toHaveLength(2);
+    expect(
+      coAskCalls([
+        { claim: 0, set: set('a', 3), chunks: [chunk(state, ['k1', 'k2'])] },
+        { claim: 1, set: set('b'), chunks: [chunk(state, ['k3', 'k4'])] },
+      ]),
+    ).toHaveLength(2);
+    expect(
+      coAskCalls([
+        { claim: 0, set: set('a', 4), chunks: [chunk(state, ['k1', 'k2'])] },
+        { claim: 1, set: set('b'), chunks: [chunk(state, ['k3', 'k4'])] },
+      ]),
+    ).toHaveLength(1);
+    expect(
+      coAskCalls([
+        { claim: 0, set: set('a'), chunks: [chunk(state, ['k1'])] },
+        { claim: 1, set: set('b', 8, true), chunks: [chunk(state, ['k2'])] },
+      ]),
+    ).toHaveLength(2);
+    expect(
+      coAskCalls([
+        { claim: 0, set: set('a'), chunks: [chunk(state, ['k1'])] },
+        { claim: 1, set: set('b'), chunks: [chunk(state, ['k1'])] },
+      ]),
+    ).toHaveLength(2);
   });
 
   it('never puts two chunks of one claim in one call', () => {
-    expect(coAskCalls([{ claim: 0, set: set('a'), chunks: [chunk(state, ['k1']), chunk(state, ['k2'])] }])).toHaveLength(2);
+    expect(
+      coAskCalls([{ claim: 0, set: set('a'), chunks: [chunk(state, ['k1']), chunk(state, ['k2'])] }]),
+    ).toHaveLength(2);
   });
 });

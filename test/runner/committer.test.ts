@@ -24,7 +24,14 @@ afterEach(async () => fx.cleanup());
 async function items(n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 1; i <= n; i++) {
-    const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Item ${i}`, content: 'waiting for legal sign-off', fields: { status: 'open' } });
+    const r = await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: `T-${i}`,
+      title: `Item ${i}`,
+      content: 'waiting for legal sign-off',
+      fields: { status: 'open' },
+    });
     ids.push(r.row.id);
   }
   fx.clock.advance(30_000);
@@ -61,7 +68,9 @@ const client = () => fx.store.ctx.db.$client;
 
 /** Answer rows per (item, set, key, state hash): a duplicate is a count above 1. */
 function answerCounts(): Array<{ n: number }> {
-  return client().prepare('SELECT count(*) AS n FROM item_decisions GROUP BY item_id, question_set, question_key, state_hash').all() as Array<{ n: number }>;
+  return client()
+    .prepare('SELECT count(*) AS n FROM item_decisions GROUP BY item_id, question_set, question_key, state_hash')
+    .all() as Array<{ n: number }>;
 }
 
 const claimRequest = (workerId: string) => ({ workerId, leaseMs: 60_000, abandonLimit: 8, skipSets: [] as string[] });
@@ -76,7 +85,9 @@ describe('group commit', () => {
     // Slot 2's claim was lost (another claimant took the job since): its result alone says so.
     const lostToken = { ...claims[2], claimToken: 'not-the-token' };
     const handed = [claims[0], claims[1], lostToken, claims[3]];
-    const results = await Promise.all(handed.map((claim, i) => committer.finish(claim, { claimNext: claimRequest(`slot-${i}`) })));
+    const results = await Promise.all(
+      handed.map((claim, i) => committer.finish(claim, { claimNext: claimRequest(`slot-${i}`) })),
+    );
     expect(c.batches).toEqual([4]);
     expect(committer.commits).toBe(1);
     expect(results.map((r) => r.result)).toEqual(['applied', 'applied', 'lost', 'applied']);
@@ -86,7 +97,8 @@ describe('group commit', () => {
     expect(new Set(nextItems).size).toBe(4);
     expect(nextItems.filter((id) => claims.some((cl) => cl.itemId === id))).toEqual([]);
     // Committed before any slot woke: every next claim is in the database under its token.
-    for (const r of results) expect((await fx.store.getJob(r.next!.itemId, 'attention'))!.claimToken).toBe(r.next!.claimToken);
+    for (const r of results)
+      expect((await fx.store.getJob(r.next!.itemId, 'attention'))!.claimToken).toBe(r.next!.claimToken);
   });
 
   it('a finish handed in while a commit runs goes in the next transaction, not a third', async () => {
@@ -109,23 +121,52 @@ describe('group commit', () => {
     const claims: Claim[] = [];
     for (let i = 0; i < 3; i++) claims.push((await fx.store.claimNextJob(`slot-${i}`, 60_000, 8))!);
     const bad = claims[1].itemId;
-    client().exec(`CREATE TEMP TRIGGER refuse_one BEFORE DELETE ON main.decision_jobs WHEN OLD.item_id = '${bad}' BEGIN SELECT RAISE(ABORT, 'injected'); END`);
-    const spend = { questionSet: 'attention', provider: 'fake', model: 'fake-model-1', outcome: 'ok', calls: 1, usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 } };
+    client().exec(
+      `CREATE TEMP TRIGGER refuse_one BEFORE DELETE ON main.decision_jobs WHEN OLD.item_id = '${bad}' BEGIN SELECT RAISE(ABORT, 'injected'); END`,
+    );
+    const spend = {
+      questionSet: 'attention',
+      provider: 'fake',
+      model: 'fake-model-1',
+      outcome: 'ok',
+      calls: 1,
+      usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    };
     // Each entry carries one answer row for its item, so a half-applied entry would show.
     const answersFor = (itemId: string): JobFinish['answers'] => ({
-      decisions: [{
-        workspaceId: fx.ws.id, itemId, questionSet: 'attention', questionKey: 'blocked', kind: 'noul', answer: 'true', confidence: 0.9,
-        provider: 'fake', model: 'fake-model-1', stateHash: `sh-${itemId}`, questionHash: 'qh', stateVersion: 1, stateParts: '{}',
-        inputTokens: 10, outputTokens: 5, itemSeq: 1, stateTruncated: false,
-      }],
+      decisions: [
+        {
+          workspaceId: fx.ws.id,
+          itemId,
+          questionSet: 'attention',
+          questionKey: 'blocked',
+          kind: 'noul',
+          answer: 'true',
+          confidence: 0.9,
+          provider: 'fake',
+          model: 'fake-model-1',
+          stateHash: `sh-${itemId}`,
+          questionHash: 'qh',
+          stateVersion: 1,
+          stateParts: '{}',
+          inputTokens: 10,
+          outputTokens: 5,
+          itemSeq: 1,
+          stateTruncated: false,
+        },
+      ],
       spend,
       reservationId: null,
     });
-    const settled = await Promise.allSettled(claims.map((claim) => committer.finish(claim, { answers: answersFor(claim.itemId) })));
+    const settled = await Promise.allSettled(
+      claims.map((claim) => committer.finish(claim, { answers: answersFor(claim.itemId) })),
+    );
     expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(String((settled[1] as PromiseRejectedResult).reason)).toContain('injected');
     expect(committer.commits).toBe(1);
-    const stored = client().prepare('SELECT item_id AS id FROM item_decisions ORDER BY item_id').all() as Array<{ id: string }>;
+    const stored = client().prepare('SELECT item_id AS id FROM item_decisions ORDER BY item_id').all() as Array<{
+      id: string;
+    }>;
     expect(stored.map((r) => r.id)).toEqual([claims[0].itemId, claims[2].itemId].sort());
     expect((await fx.store.spendSince(3_600_000)).calls).toBe(2);
     expect(await fx.store.getJob(bad, 'attention')).toMatchObject({ claimToken: claims[1].claimToken });
@@ -164,8 +205,17 @@ describe('group commit', () => {
     });
     const fake = new FakeProvider();
     const worker = new Worker({
-      store, registry: fx.registry, provider: fake, logger: silentLogger, workerId: 'w',
-      concurrency: 4, tickMs: 20, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8, untilIdle: true,
+      store,
+      registry: fx.registry,
+      provider: fake,
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 4,
+      tickMs: 20,
+      leaseMs: 60_000,
+      passLimit: 1_000,
+      abandonLimit: 8,
+      untilIdle: true,
     });
     const summary = await worker.run();
     expect(failed).toHaveLength(1);

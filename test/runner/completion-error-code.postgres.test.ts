@@ -28,25 +28,51 @@ afterEach(async () => {
   await db.drop();
 });
 
-describe.skipIf(!TEST_PG_URL)(`failed completion on PostgreSQL${TEST_PG_URL ? '' : ` (skipped: ${PG_SKIP_REASON})`}`, () => {
-  it("the log line carries the driver's SQLSTATE (40P01, a deadlock), not the wrapper's class", async () => {
-    const ws = await store.createWorkspace({ slug: 'acme' });
-    const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-    await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'Item 1', content: 'body', fields: { status: 'open' } }, { quietPeriod: false });
-    // The database fails every answer insert as the losing side of a deadlock does.
-    const c = new pg.Client({ connectionString: db.url });
-    await c.connect();
-    await c.query(`CREATE FUNCTION refuse_answers() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '40P01'; END $$`);
-    await c.query(`CREATE TRIGGER refuse_answers BEFORE INSERT ON item_decisions FOR EACH ROW EXECUTE FUNCTION refuse_answers()`);
-    await c.end();
-    const log = captureLog('warn');
-    const registry = new Registry([attentionSet]);
-    const r = (await runOnce(
-      { store, registry, provider: new FakeProvider(), logger: log.logger, workerId: 'runner-a', leaseMs: 60_000, random: () => 0.5, claimNext: true },
-      new AbortController().signal,
-    ))!;
-    expect(r.outcome).toEqual({ kind: 'fail', reason: 'answer insert failed: 40P01' });
-    const line = log.records().find((l) => l.msg === 'completion with answers failed: storing them on their own');
-    expect(line).toMatchObject({ err: '40P01', set: 'attention' });
-  });
-});
+describe.skipIf(!TEST_PG_URL)(
+  `failed completion on PostgreSQL${TEST_PG_URL ? '' : ` (skipped: ${PG_SKIP_REASON})`}`,
+  () => {
+    it("the log line carries the driver's SQLSTATE (40P01, a deadlock), not the wrapper's class", async () => {
+      const ws = await store.createWorkspace({ slug: 'acme' });
+      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+      await store.createItem(
+        {
+          workspaceId: ws.id,
+          collectionId: col.id,
+          ref: 'T-1',
+          title: 'Item 1',
+          content: 'body',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
+      // The database fails every answer insert as the losing side of a deadlock does.
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      await c.query(
+        `CREATE FUNCTION refuse_answers() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '40P01'; END $$`,
+      );
+      await c.query(
+        `CREATE TRIGGER refuse_answers BEFORE INSERT ON item_decisions FOR EACH ROW EXECUTE FUNCTION refuse_answers()`,
+      );
+      await c.end();
+      const log = captureLog('warn');
+      const registry = new Registry([attentionSet]);
+      const r = (await runOnce(
+        {
+          store,
+          registry,
+          provider: new FakeProvider(),
+          logger: log.logger,
+          workerId: 'runner-a',
+          leaseMs: 60_000,
+          random: () => 0.5,
+          claimNext: true,
+        },
+        new AbortController().signal,
+      ))!;
+      expect(r.outcome).toEqual({ kind: 'fail', reason: 'answer insert failed: 40P01' });
+      const line = log.records().find((l) => l.msg === 'completion with answers failed: storing them on their own');
+      expect(line).toMatchObject({ err: '40P01', set: 'attention' });
+    });
+  },
+);

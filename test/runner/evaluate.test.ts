@@ -18,7 +18,16 @@ afterEach(async () => fx.cleanup());
 const signal = new AbortController().signal;
 
 async function newItem(ref = 'T-1') {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'waiting for legal sign-off', fields: { status: 'open' } })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `Item ${ref}`,
+      content: 'waiting for legal sign-off',
+      fields: { status: 'open' },
+    })
+  ).row;
 }
 
 describe('evaluate: what costs a call', () => {
@@ -31,7 +40,13 @@ describe('evaluate: what costs a call', () => {
     expect(fake.requests[0].keys).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
     const rows = await fx.store.listDecisions(it1.id);
     expect(rows.map((d) => d.questionKey)).toEqual(['blocked', 'needs_human_decision', 'waiting_on_external']);
-    expect(rows[0]).toMatchObject({ provider: 'fake', model: 'fake-model-1', kind: 'noul', confidence: null, stateVersion: 2 });
+    expect(rows[0]).toMatchObject({
+      provider: 'fake',
+      model: 'fake-model-1',
+      kind: 'noul',
+      confidence: null,
+      stateVersion: 2,
+    });
     expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
   });
 
@@ -65,7 +80,10 @@ describe('evaluate: what costs a call', () => {
     const it1 = await newItem();
     fx.clock.advance(30_000);
     await drainNow(runnerOptions(fx, fake));
-    const reworded = defineQuestionSet({ ...attentionSet, questions: { ...attentionSet.questions, blocked: noul('Is the work blocked by anything?') } });
+    const reworded = defineQuestionSet({
+      ...attentionSet,
+      questions: { ...attentionSet.questions, blocked: noul('Is the work blocked by anything?') },
+    });
     const reg2 = new Registry([reworded]);
     fx.store.setRegistry(reg2);
     await fx.store.oweJobs([{ itemId: it1.id, questionSet: 'attention' }], { quietPeriod: false });
@@ -86,8 +104,12 @@ describe('evaluate: what costs a call', () => {
     expect(other.requests).toHaveLength(1);
   });
 
-  it('splits keys into calls of maxPerCall and stores each call\'s answers even when a later one fails', async () => {
-    const big = defineQuestionSet({ name: 'big', questions: Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((k) => [k, noul(`q ${k}`)])), maxPerCall: 2 });
+  it("splits keys into calls of maxPerCall and stores each call's answers even when a later one fails", async () => {
+    const big = defineQuestionSet({
+      name: 'big',
+      questions: Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((k) => [k, noul(`q ${k}`)])),
+      maxPerCall: 2,
+    });
     await fx.cleanup();
     fx = await makeFixture([big]);
     const it1 = await newItem();
@@ -260,11 +282,17 @@ describe('liveness before the send', () => {
   it('a deleted workspace holds the job; a restore resumes it', async () => {
     const it1 = await newItem();
     fx.clock.advance(30_000);
-    const opts = runnerOptions(fx, fake, { beforeAsk: async () => void (await fx.store.softDeleteWorkspace(fx.ws.id)) });
+    const opts = runnerOptions(fx, fake, {
+      beforeAsk: async () => void (await fx.store.softDeleteWorkspace(fx.ws.id)),
+    });
     const r = await runOnce(opts, signal);
     expect(r!.outcome.kind).toBe('release');
     expect(fake.requests).toHaveLength(0);
-    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', attempts: 0, claimToken: null });
+    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+      state: 'owed',
+      attempts: 0,
+      claimToken: null,
+    });
     expect(await runOnce(runnerOptions(fx, fake), signal)).toBeNull(); // held
     await fx.store.restoreWorkspace(fx.ws.id);
     const resumed = await runOnce(runnerOptions(fx, fake), signal);
@@ -304,16 +332,24 @@ describe('permanent versus transient failures', () => {
       waits.push(job.notBefore - fx.clock.now());
       fx.clock.set(job.notBefore);
     }
-    expect(waits).toEqual([30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000]);
+    expect(waits).toEqual([
+      30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000,
+    ]);
     expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', refusals: 0, attempts: 10 });
   });
 
   it('a 429 defers without counting an attempt', async () => {
     const it1 = await newItem();
     fx.clock.advance(30_000);
-    const r = await runOnce(runnerOptions(fx, new FakeProvider({ faults: [{ status: 429, retryAfterMs: 90_000 }] })), signal);
+    const r = await runOnce(
+      runnerOptions(fx, new FakeProvider({ faults: [{ status: 429, retryAfterMs: 90_000 }] })),
+      signal,
+    );
     expect(r!.outcome).toMatchObject({ kind: 'defer', delayMs: 90_000 });
-    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ attempts: 0, notBefore: fx.clock.now() + 90_000 });
+    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+      attempts: 0,
+      notBefore: fx.clock.now() + 90_000,
+    });
   });
 
   it('a broken answer (missing key, wrong kind) is a refusal, never a crash', async () => {
@@ -331,7 +367,11 @@ describe('permanent versus transient failures', () => {
     fx.clock.advance(30_000);
     const r = await runOnce(runnerOptions(fx, new FakeProvider({ faults: [{ status: 401 }] })), signal);
     expect(r!.outcome.kind).toBe('misconfigured');
-    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ attempts: 0, state: 'owed', claimToken: null });
+    expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+      attempts: 0,
+      state: 'owed',
+      claimToken: null,
+    });
   });
 
   it('the abandon limit parks a job whose claims keep dying, before any call', async () => {
@@ -351,11 +391,40 @@ describe('rows the builder cannot read park visibly instead of failing forever',
   it('fields nested deeper than the parser can follow park the job at the first claim', async () => {
     const deep = '{"a":' + '['.repeat(20_000) + ']'.repeat(20_000) + '}';
     // The write door refuses it with a clear error...
-    await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: deep })).rejects.toThrow(/not valid JSON|nest deeper/);
-    await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: '{"a":' + '['.repeat(40) + ']'.repeat(40) + '}' })).rejects.toThrow(/nest deeper than 32/);
+    await expect(
+      fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-D',
+        title: 't',
+        content: 'b',
+        fields: deep,
+      }),
+    ).rejects.toThrow(/not valid JSON|nest deeper/);
+    await expect(
+      fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-D',
+        title: 't',
+        content: 'b',
+        fields: '{"a":' + '['.repeat(40) + ']'.repeat(40) + '}',
+      }),
+    ).rejects.toThrow(/nest deeper than 32/);
     // ...and a row that got past it (an older row, another writer) parks instead of failing forever.
-    const it1 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-D', title: 't', content: 'b', fields: { status: 'open' } })).row;
-    fx.store.ctx.db.$client.prepare('UPDATE items SET fields = ? WHERE id = ?').run('{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', it1.id);
+    const it1 = (
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-D',
+        title: 't',
+        content: 'b',
+        fields: { status: 'open' },
+      })
+    ).row;
+    fx.store.ctx.db.$client
+      .prepare('UPDATE items SET fields = ? WHERE id = ?')
+      .run('{"a":' + '['.repeat(5_000) + ']'.repeat(5_000) + '}', it1.id);
     fx.clock.advance(30_000);
     const r = await runOnce(runnerOptions(fx, fake), signal);
     expect(r!.outcome.kind).toBe('park');
@@ -365,11 +434,20 @@ describe('rows the builder cannot read park visibly instead of failing forever',
 
   it('a collection schema whose fields is not a list does not break the runner', async () => {
     // The door refuses such a schema (DESIGN §3.1)...
-    await expect(fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never })).rejects.toThrow(/schema\.fields/);
+    await expect(
+      fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: 5 } as never }),
+    ).rejects.toThrow(/schema\.fields/);
     // ...and a row that got past it (an older row, another writer) does not break the runner.
     const odd = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'odd', schema: { fields: [] } });
     fx.store.ctx.db.$client.prepare('UPDATE collections SET schema = ? WHERE id = ?').run('{"fields":5}', odd.id);
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: odd.id, ref: 'O-1', title: 't', content: 'b', fields: { status: 'open' } });
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: odd.id,
+      ref: 'O-1',
+      title: 't',
+      content: 'b',
+      fields: { status: 'open' },
+    });
     fx.clock.advance(30_000);
     const r = await runOnce(runnerOptions(fx, fake), signal);
     expect(r!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
@@ -381,7 +459,8 @@ describe('resolved questions before the send', () => {
     let wording: string | null = 'The item breaks rule CONF-1: never mention the SECRET codename.';
     const resolved = defineQuestionSet({
       name: 'rules',
-      resolve: async (): Promise<Record<string, Question>> => (wording === null ? {} : { 'conv:CONF-1': noul(wording) }),
+      resolve: async (): Promise<Record<string, Question>> =>
+        wording === null ? {} : { 'conv:CONF-1': noul(wording) },
     });
     await fx.cleanup();
     fx = await makeFixture([resolved]);

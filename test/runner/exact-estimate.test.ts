@@ -6,7 +6,13 @@ import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.
 import { costOf } from '../../src/providers/pricing.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { estimateSet, estimateTarget, type EstimateTarget } from '../../src/runner/estimate.js';
-import { EXACT_SAMPLE_ITEMS, ExactCountUnavailable, exactEstimateSet, formatSample, sampleIndices } from '../../src/runner/exact-estimate.js';
+import {
+  EXACT_SAMPLE_ITEMS,
+  ExactCountUnavailable,
+  exactEstimateSet,
+  formatSample,
+  sampleIndices,
+} from '../../src/runner/exact-estimate.js';
 import { COUNT_TOKENS_PATH, fakeCountTokens } from '../../src/testing/fake-anthropic-count-tokens.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
@@ -35,12 +41,27 @@ afterEach(async () => fx.cleanup());
 async function items(n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     const content = `Body of item ${i}. ${'The work waits on a vendor reply before it can go on. '.repeat(5 + (i % 7) * 6)}`;
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `T-${i}`, content, fields: { status: 'open' } }, { quietPeriod: false });
+    await fx.store.createItem(
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `T-${i}`,
+        title: `T-${i}`,
+        content,
+        fields: { status: 'open' },
+      },
+      { quietPeriod: false },
+    );
   }
 }
 
 function anthropic(): { provider: AnthropicProvider; target: EstimateTarget } {
-  const provider = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
+  const provider = new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+  });
   return { provider, target: estimateTarget(provider.name, provider.model, provider) };
 }
 
@@ -69,7 +90,7 @@ describe('sampleIndices', () => {
 });
 
 describe('exactEstimateSet with the real AnthropicProvider', () => {
-  it('counts every item of a small set; the correction is the exact count; the heuristic error is the fake\'s known ~20 %', async () => {
+  it("counts every item of a small set; the correction is the exact count; the heuristic error is the fake's known ~20 %", async () => {
     await items(7);
     const { provider, target } = anthropic();
     const heuristic = await estimateSet(fx.store, attentionSet, target);
@@ -77,7 +98,13 @@ describe('exactEstimateSet with the real AnthropicProvider', () => {
     const bodies = server.requestsTo(COUNT_TOKENS_PATH).map((r) => r.body);
 
     expect(bodies).toHaveLength(7);
-    expect(e.sample).toMatchObject({ counter: 'anthropic', method: 'every item', sampledItems: 7, ofItems: 7, calls: 7 });
+    expect(e.sample).toMatchObject({
+      counter: 'anthropic',
+      method: 'every item',
+      sampledItems: 7,
+      ofItems: 7,
+      calls: 7,
+    });
     const exact = bodies.reduce((a, b) => a + fakeCountTokens(b), 0);
     expect(e.sample.exactInputTokens).toBe(exact);
     expect(e.sample.heuristicInputTokens).toBe(heuristic.all.inputTokens);
@@ -93,7 +120,9 @@ describe('exactEstimateSet with the real AnthropicProvider', () => {
     expect(e.unanswered.outputTokens).toBe(heuristic.unanswered.outputTokens);
     expect(e.all.costUsd).toBeCloseTo(costOf(target.pricing, e.all)!, 12);
     expect(e.all.costUsd!).toBeLessThan(heuristic.all.costUsd!);
-    expect(formatSample(e.sample)).toMatch(/^exact input count by anthropic: every item \(7 of 7\), 7 calls: [\d,]+ tokens; the heuristic said ~[\d,]+, (19|20)\.\d % over; input tokens below are the heuristic's × 0\.8\d\d$/);
+    expect(formatSample(e.sample)).toMatch(
+      /^exact input count by anthropic: every item \(7 of 7\), 7 calls: [\d,]+ tokens; the heuristic said ~[\d,]+, (19|20)\.\d % over; input tokens below are the heuristic's × 0\.8\d\d$/,
+    );
 
     // Counting asked nothing and recorded no spend.
     expect(server.messages).toHaveLength(0);
@@ -105,7 +134,10 @@ describe('exactEstimateSet with the real AnthropicProvider', () => {
     const { provider, target } = anthropic();
     await exactEstimateSet(fx.store, attentionSet, target, provider);
     const byState = (a: any, b: any) => (a.messages[0].content < b.messages[0].content ? -1 : 1);
-    const counted = server.requestsTo(COUNT_TOKENS_PATH).map((r) => r.body).sort(byState);
+    const counted = server
+      .requestsTo(COUNT_TOKENS_PATH)
+      .map((r) => r.body)
+      .sort(byState);
     await fx.store.dropJobs({ questionSet: 'effort' });
     await drainNow(runnerOptions(fx, provider));
     const sent = server.messages.map((r) => {
@@ -120,7 +152,9 @@ describe('exactEstimateSet with the real AnthropicProvider', () => {
     await items(2);
     server.script(FakeAnthropicServer.errorReply(401, 'authentication_error', 'bad key'));
     const { provider, target } = anthropic();
-    await expect(exactEstimateSet(fx.store, attentionSet, target, provider)).rejects.toMatchObject({ code: 'provider_misconfigured' });
+    await expect(exactEstimateSet(fx.store, attentionSet, target, provider)).rejects.toMatchObject({
+      code: 'provider_misconfigured',
+    });
   });
 });
 
@@ -132,11 +166,19 @@ describe('exactEstimateSet sampling (fake provider: its own count)', () => {
     const e = await exactEstimateSet(fx.store, attentionSet, target, counter);
     expect(counter.countRequests).toHaveLength(EXACT_SAMPLE_ITEMS);
     expect(counter.countRequests.map((r) => titleOf(r.state))).toEqual(sampleIndices(60).map((i) => `T-${i}`));
-    expect(e.sample).toMatchObject({ counter: 'fake', method: 'evenly spread', sampledItems: 50, ofItems: 60, calls: 50 });
+    expect(e.sample).toMatchObject({
+      counter: 'fake',
+      method: 'evenly spread',
+      sampledItems: 50,
+      ofItems: 60,
+      calls: 50,
+    });
     // The fake counts the questions' JSON where the heuristic counts the whole system prompt and schema.
     expect(e.sample.exactInputTokens).toBeLessThan(e.sample.heuristicInputTokens);
     expect(e.sample.heuristicInputTokens).toBeLessThan(e.heuristic.all.inputTokens);
-    expect(e.all.inputTokens).toBe(Math.round(e.heuristic.all.inputTokens * (e.sample.exactInputTokens / e.sample.heuristicInputTokens)));
+    expect(e.all.inputTokens).toBe(
+      Math.round(e.heuristic.all.inputTokens * (e.sample.exactInputTokens / e.sample.heuristicInputTokens)),
+    );
     expect(formatSample(e.sample)).toContain('a sample of 50 of 60 items (evenly spread), 50 calls');
 
     const again = new FakeProvider();
@@ -165,7 +207,9 @@ describe('exactEstimateSet refuses what it cannot do', () => {
     await items(1);
     const openai = new OpenAICompatibleProvider({ baseURL: 'http://127.0.0.1:9/v1', model: 'llama3' });
     expect((openai as Provider).countTokens).toBeUndefined();
-    const err = await exactEstimateSet(fx.store, attentionSet, estimateTarget('openai', 'llama3'), openai).catch((x: unknown) => x);
+    const err = await exactEstimateSet(fx.store, attentionSet, estimateTarget('openai', 'llama3'), openai).catch(
+      (x: unknown) => x,
+    );
     expect(err).toBeInstanceOf(ExactCountUnavailable);
     expect(err).toMatchObject({ code: 'exact_count_unavailable', provider: 'openai' });
     expect((err as Error).message).toContain('provider openai cannot count tokens exactly');
@@ -173,7 +217,9 @@ describe('exactEstimateSet refuses what it cannot do', () => {
 
   it('a target that is not the counting provider is a TypeError (the count would price another model)', async () => {
     const { provider } = anthropic();
-    await expect(exactEstimateSet(fx.store, attentionSet, estimateTarget('anthropic', 'claude-opus-5-5'), provider)).rejects.toThrow(TypeError);
+    await expect(
+      exactEstimateSet(fx.store, attentionSet, estimateTarget('anthropic', 'claude-opus-5-5'), provider),
+    ).rejects.toThrow(TypeError);
     expect(server.requests).toHaveLength(0);
   });
 });

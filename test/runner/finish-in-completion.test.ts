@@ -27,7 +27,14 @@ const signal = new AbortController().signal;
 
 async function items(n: number) {
   for (let i = 1; i <= n; i++) {
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Item ${i}`, content: 'waiting for legal sign-off', fields: { status: 'open' } });
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: `T-${i}`,
+      title: `Item ${i}`,
+      content: 'waiting for legal sign-off',
+      fields: { status: 'open' },
+    });
   }
   fx.clock.advance(30_000);
 }
@@ -79,7 +86,10 @@ describe('answers with the completion', () => {
   it('when that transaction fails, the answers (paid for) are stored on their own and the job completes', async () => {
     await items(1);
     const fake = new FakeProvider();
-    const r = (await runOnce({ ...runnerOptions(fx, fake), store: failingFinish(fx.store, 1), claimNext: true }, signal))!;
+    const r = (await runOnce(
+      { ...runnerOptions(fx, fake), store: failingFinish(fx.store, 1), claimNext: true },
+      signal,
+    ))!;
     expect(r).toMatchObject({ outcome: { kind: 'complete', reason: 'answered' }, recorded: 'applied', next: null });
     expect(await fx.store.countDecisions()).toBe(3);
     expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
@@ -91,7 +101,11 @@ describe('answers with the completion', () => {
     const fake = new FakeProvider();
     const disk = failingFinish(fx.store, 1, ['recordSpend', 'insertDecisions', 'failJob']);
     const r = (await runOnce({ ...runnerOptions(fx, fake), store: disk, claimNext: true }, signal))!;
-    expect(r).toMatchObject({ outcome: { kind: 'fail', reason: 'answer insert failed: SQLITE_FULL' }, recorded: 'unrecorded', next: null });
+    expect(r).toMatchObject({
+      outcome: { kind: 'fail', reason: 'answer insert failed: SQLITE_FULL' },
+      recorded: 'unrecorded',
+      next: null,
+    });
     expect((await fx.store.getJob(r.claim.itemId, 'attention'))!.claimToken).toBe(r.claim.claimToken);
   });
 
@@ -107,7 +121,11 @@ describe('answers with the completion', () => {
     expect(first).toMatchObject({ outcome: { kind: 'complete', reason: 'answered' }, recorded: 'applied' });
     expect((await fx.store.spendSince(3_600_000)).calls).toBe(0);
     expect(backlog.size).toBe(1);
-    expect(log.records().find((l) => l.msg === 'spend record failed: kept until it can be written')).toMatchObject({ err: 'SQLITE_CONSTRAINT_TRIGGER', kept: 1, set: 'attention' });
+    expect(log.records().find((l) => l.msg === 'spend record failed: kept until it can be written')).toMatchObject({
+      err: 'SQLITE_CONSTRAINT_TRIGGER',
+      kept: 1,
+      set: 'attention',
+    });
     // Room again: the next run writes the kept record before it claims, then its own.
     raw.exec('DROP TRIGGER refuse_spend');
     raw.close();
@@ -125,7 +143,11 @@ describe('answers with the completion', () => {
     const ac = new AbortController();
     ac.abort();
     expect(await runOnce(opts, ac.signal, first.next)).toBeNull();
-    expect((await fx.store.getJob(first.next!.itemId, 'attention'))!).toMatchObject({ claimToken: null, attempts: 0, state: 'owed' });
+    expect((await fx.store.getJob(first.next!.itemId, 'attention'))!).toMatchObject({
+      claimToken: null,
+      attempts: 0,
+      state: 'owed',
+    });
     expect(fake.requests).toHaveLength(1);
   });
 
@@ -133,8 +155,16 @@ describe('answers with the completion', () => {
     await items(40);
     const fake = new FakeProvider({ latencyMs: 1 });
     const worker = new Worker({
-      store: fx.store, registry: fx.registry, provider: fake, logger: silentLogger, workerId: 'w',
-      concurrency: 2, tickMs: 20, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8,
+      store: fx.store,
+      registry: fx.registry,
+      provider: fake,
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 2,
+      tickMs: 20,
+      leaseMs: 60_000,
+      passLimit: 1_000,
+      abandonLimit: 8,
       onOutcome: () => {
         if (fake.requests.length >= 6) worker.stop();
       },

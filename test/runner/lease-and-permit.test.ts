@@ -26,7 +26,14 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1') {
-  const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'waiting on the vendor', fields: { status: 'open' } });
+  const r = await fx.store.createItem({
+    workspaceId: fx.ws.id,
+    collectionId: fx.tasks.id,
+    ref,
+    title: `Item ${ref}`,
+    content: 'waiting on the vendor',
+    fields: { status: 'open' },
+  });
   fx.clock.advance(30_000); // past the quiet period
   return r.row;
 }
@@ -63,7 +70,11 @@ describe('the lease is renewed after the permits, right before the final livenes
     expect(await fx.store.getJob(it1.id, 'attention')).toBeNull();
     // The wait was bounded by the lease it ran under, and a reservation lives as long as a lease.
     expect(asked).toHaveLength(1);
-    expect(asked[0]).toMatchObject({ maxWaitMs: permitWaitBudgetMs(LEASE), reservationTtlMs: LEASE, holder: 'runner-a' });
+    expect(asked[0]).toMatchObject({
+      maxWaitMs: permitWaitBudgetMs(LEASE),
+      reservationTtlMs: LEASE,
+      holder: 'runner-a',
+    });
     expect(asked[0].maxWaitMs).toBeLessThan(LEASE);
     expect(asked[0].inputTokens).toBeGreaterThan(0);
     expect(asked[0].maxOutputTokens).toBeGreaterThan(0);
@@ -92,7 +103,16 @@ describe('the lease is renewed after the permits, right before the final livenes
     const limiter = new ProviderLimiter({ store: fx.store, requestsPerMinute: 10 });
     const opts = runnerOptions(fx, fake, { leaseMs: 4_000, acquirePermit: limiter.acquire });
     // The bucket starts full: nine other calls and our first job take this minute's ten requests.
-    for (let i = 0; i < 9; i++) expect(await limiter.acquire({ inputTokens: 1, maxOutputTokens: 0, maxWaitMs: 0, reservationTtlMs: 0, holder: 'other' })).toMatchObject({ granted: true });
+    for (let i = 0; i < 9; i++)
+      expect(
+        await limiter.acquire({
+          inputTokens: 1,
+          maxOutputTokens: 0,
+          maxWaitMs: 0,
+          reservationTtlMs: 0,
+          holder: 'other',
+        }),
+      ).toMatchObject({ granted: true });
     const first = (await runOnce(opts, signal))!;
     const second = (await runOnce(opts, signal))!;
     expect(first.outcome.kind).toBe('complete');
@@ -117,7 +137,11 @@ describe('a permit wait cut short', () => {
     });
     const r = (await runOnce(opts, ac.signal))!;
     expect(r.outcome).toEqual({ kind: 'release', reason: 'shutdown' });
-    expect(await fx.store.getJob(it1.id, 'attention')).toMatchObject({ attempts: 0, claimToken: null, notBefore: fx.clock.now() });
+    expect(await fx.store.getJob(it1.id, 'attention')).toMatchObject({
+      attempts: 0,
+      claimToken: null,
+      notBefore: fx.clock.now(),
+    });
   });
 
   it('by a store failure while reserving: a transient fail, the lease is not left to run out', async () => {
@@ -151,7 +175,9 @@ describe('the daily-cap reservation in the runner (DESIGN §10.3)', () => {
     expect(real).toBe(r.stats.inputTokens + r.stats.outputTokens);
     // The estimate covered the real usage, and the reservation is gone: the whole rest of the cap is free.
     expect(reserved[0]).toBeGreaterThanOrEqual(real);
-    expect(await fx.store.reserveSpend({ tokens: cap - real, capTokens: cap, ttlMs: 60_000, holder: 'probe' })).toMatchObject({ granted: true, reservedTokens: 0 });
+    expect(
+      await fx.store.reserveSpend({ tokens: cap - real, capTokens: cap, ttlMs: 60_000, holder: 'probe' }),
+    ).toMatchObject({ granted: true, reservedTokens: 0 });
   });
 
   it('a call not sent (the item deleted before the send) releases its reservation and bills nothing', async () => {
@@ -166,7 +192,10 @@ describe('the daily-cap reservation in the runner (DESIGN §10.3)', () => {
     expect(r.outcome.kind).toBe('drop');
     expect(fake.requests).toHaveLength(0);
     expect(await billed()).toBe(0);
-    expect(await fx.store.reserveSpend({ tokens: cap, capTokens: cap, ttlMs: 60_000, holder: 'probe' })).toMatchObject({ granted: true, reservedTokens: 0 });
+    expect(await fx.store.reserveSpend({ tokens: cap, capTokens: cap, ttlMs: 60_000, holder: 'probe' })).toMatchObject({
+      granted: true,
+      reservedTokens: 0,
+    });
   });
 
   it('a call refused its reservation defers without an attempt; the cap is never passed', async () => {
@@ -179,6 +208,10 @@ describe('the daily-cap reservation in the runner (DESIGN §10.3)', () => {
     const r = (await runOnce(runnerOptions(fx, fake, { acquirePermit: limiter.acquire }), signal))!;
     expect(r.outcome).toMatchObject({ kind: 'defer' });
     expect(fake.requests).toHaveLength(0);
-    expect(await fx.store.getJob(r.claim.itemId, 'attention')).toMatchObject({ attempts: 0, abandons: 0, claimToken: null });
+    expect(await fx.store.getJob(r.claim.itemId, 'attention')).toMatchObject({
+      attempts: 0,
+      abandons: 0,
+      claimToken: null,
+    });
   });
 });

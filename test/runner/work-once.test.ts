@@ -25,7 +25,14 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function newItem(ref = 'T-1') {
-  const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Item ${ref}`, content: 'waiting on the vendor', fields: { status: 'open' } });
+  const r = await fx.store.createItem({
+    workspaceId: fx.ws.id,
+    collectionId: fx.tasks.id,
+    ref,
+    title: `Item ${ref}`,
+    content: 'waiting on the vendor',
+    fields: { status: 'open' },
+  });
   fx.clock.advance(30_000); // past the quiet period
   return r.row;
 }

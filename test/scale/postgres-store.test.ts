@@ -22,7 +22,12 @@ const registry = () => new Registry([attentionSet]);
 async function seedOne(store: PgStore) {
   const ws = await store.createWorkspace({ slug: 'acme' });
   const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-  return (await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 't', fields: { status: 'open' } }, { quietPeriod: false })).row;
+  return (
+    await store.createItem(
+      { workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 't', fields: { status: 'open' } },
+      { quietPeriod: false },
+    )
+  ).row;
 }
 
 describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: ${PG_SKIP_REASON})`}`, () => {
@@ -70,7 +75,9 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       const it1 = await seedOne(store);
       const tx = store.transaction(async (t) => {
         await t.updateItem(it1.id, { title: 'renamed in the doomed transaction' });
-        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+        await admin.query(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+        );
         await t.updateItem(it1.id, { title: 'never written' });
       });
       await expect(tx).rejects.toThrow();
@@ -91,12 +98,17 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
   it('concurrent writes to two linked items take their locks in one order: no deadlock', async () => {
     const db = await createTestDatabase(TEST_PG_URL!);
     // a set that reads links, so a retitle owes the linked item's jobs too
-    const linked = new Registry([attentionSet, defineQuestionSet({ ...attentionSet, name: 'linked', withLinks: true })]);
+    const linked = new Registry([
+      attentionSet,
+      defineQuestionSet({ ...attentionSet, name: 'linked', withLinks: true }),
+    ]);
     const [s1, s2] = [0, 1].map(() => PgStore.connect(db.url, { registry: linked, poolSize: 2 }));
     try {
       const ws = await s1.createWorkspace({ slug: 'acme' });
       const col = await s1.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-      const item = async (ref: string) => (await s1.createItem({ workspaceId: ws.id, collectionId: col.id, ref, title: ref, fields: { status: 'open' } })).row;
+      const item = async (ref: string) =>
+        (await s1.createItem({ workspaceId: ws.id, collectionId: col.id, ref, title: ref, fields: { status: 'open' } }))
+          .row;
       for (let round = 0; round < 8; round++) {
         const [a, b] = [await item(`A-${round}`), await item(`B-${round}`)];
         const ab = (await s1.addLink({ workspaceId: ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).row;
@@ -138,7 +150,9 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       await store.ctx.db.execute(sql`ALTER TABLE decision_jobs SET (autovacuum_enabled = off)`);
       await seedJobs(db.url, 1_500);
       const plan = async (q: SQL) => {
-        const r = (await store.ctx.db.execute(sql`EXPLAIN (FORMAT JSON) ${q}`)) as unknown as { rows: Array<{ 'QUERY PLAN': unknown }> };
+        const r = (await store.ctx.db.execute(sql`EXPLAIN (FORMAT JSON) ${q}`)) as unknown as {
+          rows: Array<{ 'QUERY PLAN': unknown }>;
+        };
         const nodes: Array<{ 'Node Type': string; 'Index Name'?: string }> = [];
         const walk = (n: { Plan?: unknown; Plans?: unknown[] } & Record<string, unknown>) => {
           nodes.push(n as never);
@@ -151,12 +165,18 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       const ours = await plan(claimCandidateSql(postgresDialect(store.ctx), now));
       expect(ours.map((n) => n['Node Type'])).not.toContain('Sort');
       expect(ours.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
-      expect(ours.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
+      expect(
+        ours.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx'),
+      ).toBe(true);
       // With co-asking, the first-of-group rule adds a lookup per candidate, not a sort.
-      const grouped = await plan(claimCandidateSql(postgresDialect(store.ctx), now, [], false, [['effort', 'attention']]));
+      const grouped = await plan(
+        claimCandidateSql(postgresDialect(store.ctx), now, [], false, [['effort', 'attention']]),
+      );
       expect(grouped.map((n) => n['Node Type'])).not.toContain('Sort');
       expect(grouped.map((n) => n['Node Type'])).not.toContain('Incremental Sort');
-      expect(grouped.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx')).toBe(true);
+      expect(
+        grouped.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx'),
+      ).toBe(true);
       // control: the plain spelling of the same query reads every due row and sorts them here
       const plain = await plan(sql`
         SELECT j.item_id, j.question_set FROM decision_jobs j

@@ -1,6 +1,13 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BUILT_CLI, checkDrain, JOBS_PER_ITEM, runWorkerProcesses, seedJobs, troubleLines } from '../../scripts/bench-drain.js';
+import {
+  BUILT_CLI,
+  checkDrain,
+  JOBS_PER_ITEM,
+  runWorkerProcesses,
+  seedJobs,
+  troubleLines,
+} from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { SCALE_ITEMS } from './scale-size.js';
 

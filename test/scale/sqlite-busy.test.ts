@@ -41,7 +41,7 @@ async function holdWriteLock(ms: number): Promise<{ done: Promise<void> }> {
   return { done: new Promise<void>((resolve) => t.once('exit', () => resolve())) };
 }
 
-describe('SQLite under another process\'s write lock', () => {
+describe("SQLite under another process's write lock", () => {
   it('a write that outlasts the busy timeout is retried and lands', async () => {
     const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]), busyTimeoutMs: 20 });
     try {
@@ -56,7 +56,12 @@ describe('SQLite under another process\'s write lock', () => {
   });
 
   it('control: the same lock held past the retry deadline surfaces SQLITE_BUSY (the test can fail)', async () => {
-    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]), busyTimeoutMs: 20, busyDeadlineMs: 500 });
+    const store = new SqliteStore({
+      url: file,
+      registry: new Registry([attentionSet]),
+      busyTimeoutMs: 20,
+      busyDeadlineMs: 500,
+    });
     try {
       const lock = await holdWriteLock(2_500);
       await expect(store.createWorkspace({ slug: 'acme' })).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
@@ -81,7 +86,9 @@ describe('SQLite under another process\'s write lock', () => {
         seen.add(store.storageProblem());
       }, 20);
       try {
-        const writes = Array.from({ length: 5 }, (_, i) => store.createCollection({ workspaceId: ws.id, slug: `c${i}` }));
+        const writes = Array.from({ length: 5 }, (_, i) =>
+          store.createCollection({ workspaceId: ws.id, slug: `c${i}` }),
+        );
         await Promise.all(writes);
       } finally {
         clearInterval(probe);
@@ -106,7 +113,9 @@ describe('SQLite under another process\'s write lock', () => {
       const pages = client.pragma('page_count', { simple: true }) as number;
       client.pragma(`max_page_count = ${pages}`); // SQLite's own "database or disk is full"
       const big = 'x'.repeat(200_000);
-      await expect(store.createItem({ workspaceId: ws.id, collectionId: tasks.id, ref: 'BIG-1', title: 'big', content: big })).rejects.toMatchObject({ code: 'SQLITE_FULL' });
+      await expect(
+        store.createItem({ workspaceId: ws.id, collectionId: tasks.id, ref: 'BIG-1', title: 'big', content: big }),
+      ).rejects.toMatchObject({ code: 'SQLITE_FULL' });
       expect(store.storageProblem()).toBe('disk full');
       client.pragma('max_page_count = 1073741823');
       await store.createCollection({ workspaceId: ws.id, slug: 'small' });

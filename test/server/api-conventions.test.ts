@@ -30,11 +30,24 @@ const log = captureLog('info');
 
 beforeAll(async () => {
   v = await createVerdict({ database: ':memory:', provider: 'none' });
-  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'beads', role: 'admin', createWorkspace: true })).token}` };
+  h = {
+    authorization: `Bearer ${(await v.tokens.create({ workspace: 'beads', role: 'admin', createWorkspace: true })).token}`,
+  };
   app = await createApiServer(v, { logger: log.logger });
   await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'task' } });
   for (const r of sample) {
-    const res = await app.inject({ method: 'POST', url: '/v1/items', headers: h, payload: { collection: 'task', ref: r.id, title: r.title, content: r.description ?? '', fields: { status: r.status, priority: r.priority ?? null } } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: h,
+      payload: {
+        collection: 'task',
+        ref: r.id,
+        title: r.title,
+        content: r.description ?? '',
+        fields: { status: r.status, priority: r.priority ?? null },
+      },
+    });
     expect(res.statusCode).toBe(201);
   }
 });
@@ -71,14 +84,25 @@ describe('GET /v1/items', () => {
   });
 
   it('filters by status and title text, and leaves content out unless include=content', async () => {
-    const closed = (await get('/v1/items?status=closed&limit=500')).json() as { items: Array<{ ref: string; fields: { status: string }; content?: string }> };
-    expect(closed.items.map((i) => i.ref).sort()).toEqual(sample.filter((r) => r.status === 'closed').map((r) => r.id).sort());
+    const closed = (await get('/v1/items?status=closed&limit=500')).json() as {
+      items: Array<{ ref: string; fields: { status: string }; content?: string }>;
+    };
+    expect(closed.items.map((i) => i.ref).sort()).toEqual(
+      sample
+        .filter((r) => r.status === 'closed')
+        .map((r) => r.id)
+        .sort(),
+    );
     expect(closed.items.every((i) => i.content === undefined)).toBe(true);
     const word = sample[3].title.split(' ')[0];
-    const found = (await get(`/v1/items?q=${encodeURIComponent(word.toLowerCase())}&limit=500`)).json() as { items: Array<{ ref: string }> };
+    const found = (await get(`/v1/items?q=${encodeURIComponent(word.toLowerCase())}&limit=500`)).json() as {
+      items: Array<{ ref: string }>;
+    };
     expect(found.items.map((i) => i.ref)).toContain(sample[3].id);
-    const full = (await get('/v1/items?include=content&limit=500')).json() as { items: Array<{ ref: string; content: string }> };
-    const bare = (await get("/v1/items?limit=500")).payload.length;
+    const full = (await get('/v1/items?include=content&limit=500')).json() as {
+      items: Array<{ ref: string; content: string }>;
+    };
+    const bare = (await get('/v1/items?limit=500')).payload.length;
     expect(full.items.find((i) => i.ref === sample[0].id)!.content).toBe(sample[0].description ?? '');
     expect(bare).toBeLessThan(JSON.stringify(full).length);
   });
@@ -107,7 +131,12 @@ describe('errors', () => {
   });
 
   it('a wrong method on a real path is 405 with Allow, an unknown path 404', async () => {
-    const r = await app.inject({ method: 'PUT', url: `/v1/items/${encodeURIComponent(sample[0].id)}`, headers: h, payload: {} });
+    const r = await app.inject({
+      method: 'PUT',
+      url: `/v1/items/${encodeURIComponent(sample[0].id)}`,
+      headers: h,
+      payload: {},
+    });
     expect(r.statusCode).toBe(405);
     expect(r.headers.allow).toBe('DELETE, GET, PATCH');
     expect(r.json()).toMatchObject({ error: 'method_not_allowed' });
@@ -116,14 +145,28 @@ describe('errors', () => {
   });
 
   it('a duplicate is 409 naming the member, never the table or columns', async () => {
-    const r = await app.inject({ method: 'POST', url: '/v1/items', headers: h, payload: { collection: 'task', ref: sample[0].id, title: 'again' } });
+    const r = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: h,
+      payload: { collection: 'task', ref: sample[0].id, title: 'again' },
+    });
     expect(r.statusCode).toBe(409);
-    expect(r.json()).toEqual({ error: 'conflict', message: 'an item of that ref already exists in this workspace', param: 'ref' });
+    expect(r.json()).toEqual({
+      error: 'conflict',
+      message: 'an item of that ref already exists in this workspace',
+      param: 'ref',
+    });
     expect(r.payload).not.toMatch(/items\.|workspace_id/);
   });
 
   it('a bad body member is a 400 naming it in param and issues', async () => {
-    const r = await app.inject({ method: 'POST', url: '/v1/items', headers: h, payload: { collection: 'task', ref: 'X-1', title: 5 } });
+    const r = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: h,
+      payload: { collection: 'task', ref: 'X-1', title: 5 },
+    });
     expect(r.statusCode).toBe(400);
     expect(r.json()).toMatchObject({ error: 'invalid_request', param: 'title', issues: [{ path: 'body.title' }] });
   });
@@ -143,11 +186,15 @@ describe('PATCH merges fields as JSON Merge Patch (RFC 7396)', () => {
 
 describe('the OpenAPI document', () => {
   it('passes a validator, and every operation has an operationId, tags and a summary', async () => {
-    const doc = (await get('/v1/openapi.json')).json() as { paths: Record<string, Record<string, { operationId?: string; tags?: string[]; summary?: string }>> };
+    const doc = (await get('/v1/openapi.json')).json() as {
+      paths: Record<string, Record<string, { operationId?: string; tags?: string[]; summary?: string }>>;
+    };
     const result = await validate(structuredClone(doc) as never);
     expect('errors' in result ? result.errors : []).toEqual([]);
     expect(result.valid).toBe(true);
-    const ops = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods).map(([m, op]) => ({ at: `${m.toUpperCase()} ${path}`, ...op })));
+    const ops = Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([m, op]) => ({ at: `${m.toUpperCase()} ${path}`, ...op })),
+    );
     expect(ops.length).toBeGreaterThan(30);
     expect(ops.filter((o) => !o.operationId || !o.tags?.length || !o.summary).map((o) => o.at)).toEqual([]);
     const ids = ops.map((o) => o.operationId);

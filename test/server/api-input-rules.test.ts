@@ -20,7 +20,9 @@ let h: { authorization: string };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-input-rules-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
-  h = { authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin', createWorkspace: true })).token}` };
+  h = {
+    authorization: `Bearer ${(await v.tokens.create({ workspace: 'acme', role: 'admin', createWorkspace: true })).token}`,
+  };
   app = await createApiServer(v, {});
   await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'task' } });
 });
@@ -31,7 +33,12 @@ afterAll(async () => {
 });
 
 const post = async (url: string, payload: unknown) => {
-  const r = await app.inject({ method: 'POST', url, headers: { ...h, 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+  const r = await app.inject({
+    method: 'POST',
+    url,
+    headers: { ...h, 'content-type': 'application/json' },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
   return { status: r.statusCode, body: r.json() as Record<string, any> };
 };
 
@@ -44,7 +51,10 @@ describe('/v1 input rules', () => {
       ['Cafe\u0301', 'is not in Unicode NFC'],
     ]) {
       const r = await post('/v1/items', { collection: 'task', ref, title: 't' });
-      expect(r).toMatchObject({ status: 400, body: { error: 'invalid_request', issues: [{ path: 'body.ref', message: reason }] } });
+      expect(r).toMatchObject({
+        status: 400,
+        body: { error: 'invalid_request', issues: [{ path: 'body.ref', message: reason }] },
+      });
     }
     expect((await app.inject({ method: 'GET', url: '/v1/items/NUL', headers: h })).statusCode).toBe(404);
   });
@@ -52,15 +62,26 @@ describe('/v1 input rules', () => {
   it('a lone surrogate in a title is repaired and the answer says so', async () => {
     // JSON.stringify writes the lone surrogate as the escape \ud800, which the body parser decodes.
     const r = await post('/v1/items', { collection: 'task', ref: 'S-1', title: 'a\uD800b' });
-    expect(r).toMatchObject({ status: 201, body: { item: { title: 'a\uFFFDb' }, write: { normalised: { loneSurrogates: 1, nulsRemoved: 0 } } } });
+    expect(r).toMatchObject({
+      status: 201,
+      body: { item: { title: 'a\uFFFDb' }, write: { normalised: { loneSurrogates: 1, nulsRemoved: 0 } } },
+    });
     const clean = await post('/v1/items', { collection: 'task', ref: 'S-2', title: 'clean' });
     expect(clean.body.write.normalised).toEqual({ loneSurrogates: 0, nulsRemoved: 0 });
   });
 
   it('CRLF and NFD forms of stored text are unchanged and owe nothing', async () => {
     await post('/v1/items', { collection: 'task', ref: 'L-1', title: 'Café', content: 'one\ntwo' });
-    const r = await app.inject({ method: 'PATCH', url: '/v1/items/L-1', headers: h, payload: { title: 'Cafe\u0301', content: 'one\r\ntwo' } });
-    expect(r.json()).toMatchObject({ write: { changed: false, owed: 0 }, item: { title: 'Café', content: 'one\ntwo' } });
+    const r = await app.inject({
+      method: 'PATCH',
+      url: '/v1/items/L-1',
+      headers: h,
+      payload: { title: 'Cafe\u0301', content: 'one\r\ntwo' },
+    });
+    expect(r.json()).toMatchObject({
+      write: { changed: false, owed: 0 },
+      item: { title: 'Café', content: 'one\ntwo' },
+    });
   });
 
   it('5,000-deep fields answer 400 with the depth rule, never internal error text', async () => {

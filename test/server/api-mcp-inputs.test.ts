@@ -5,7 +5,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMcpServer, createVerdict, defineQuestionSet, noul, type ApiTokenRow, type Verdict } from '../../src/index.js';
+import {
+  createMcpServer,
+  createVerdict,
+  defineQuestionSet,
+  noul,
+  type ApiTokenRow,
+  type Verdict,
+} from '../../src/index.js';
 import { clientName } from '../../src/mcp/mcp-server.js';
 
 /**
@@ -25,16 +32,33 @@ async function connect(name: string): Promise<Client> {
   await client.connect(b);
   return client;
 }
-const call = async (c: Client, name: string, args: Record<string, unknown>) => (await c.callTool({ name, arguments: args })) as CallToolResult;
+const call = async (c: Client, name: string, args: Record<string, unknown>) =>
+  (await c.callTool({ name, arguments: args })) as CallToolResult;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-inputs-'));
-  const triage = defineQuestionSet({ name: 'triage', questions: { blocked: noul('Is the item blocked on something outside the team?') }, quietPeriodMs: 0 });
+  const triage = defineQuestionSet({
+    name: 'triage',
+    questions: { blocked: noul('Is the item blocked on something outside the team?') },
+    quietPeriodMs: 0,
+  });
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake', sets: [triage] });
   const ws = await v.store.createWorkspace({ slug: 'acme' });
   const c = await v.store.createCollection({ workspaceId: ws.id, slug: 'task' });
-  await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: 'T-1', title: 'one', fields: { status: 'open' } });
-  await v.store.createItem({ workspaceId: ws.id, collectionId: c.id, ref: 'T-2', title: 'two', fields: { status: 'closed' } });
+  await v.store.createItem({
+    workspaceId: ws.id,
+    collectionId: c.id,
+    ref: 'T-1',
+    title: 'one',
+    fields: { status: 'open' },
+  });
+  await v.store.createItem({
+    workspaceId: ws.id,
+    collectionId: c.id,
+    ref: 'T-2',
+    title: 'two',
+    fields: { status: 'closed' },
+  });
   row = (await v.tokens.create({ workspace: 'acme', role: 'write', createWorkspace: true })).row;
   await v.worker().runUntilIdle();
 });
@@ -70,7 +94,13 @@ describe('MCP tool inputs', () => {
     expect(clientName('a\n\tb')).toBe('a b');
     expect([...clientName('é'.repeat(500))]).toHaveLength(100);
     const c = await connect('alice (MCP; token:00000000-0000-0000-0000-000000000000)');
-    const r = await call(c, 'verdict_record', { ref: 'T-1', key: 'blocked', verdict: 'value', value: true, note: 'checked' });
+    const r = await call(c, 'verdict_record', {
+      ref: 'T-1',
+      key: 'blocked',
+      verdict: 'value',
+      value: true,
+      note: 'checked',
+    });
     expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
     const author = (r.structuredContent as { verdict: { author: string } }).verdict.author;
     expect(author).toBe(`alice MCP; token:00000000-0000-0000-0000-000000000000 (MCP; token:${row.id})`);

@@ -25,7 +25,12 @@ const headers = (token: string, sid?: string) => ({
   ...(sid ? { 'mcp-session-id': sid } : {}),
 });
 async function open(token: string): Promise<Response> {
-  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } };
+  const init = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } },
+  };
   return fetch(`${base}/mcp`, { method: 'POST', headers: headers(token), body: JSON.stringify(init) });
 }
 async function sessionOf(token: string): Promise<string> {
@@ -34,7 +39,11 @@ async function sessionOf(token: string): Promise<string> {
   return r.headers.get('mcp-session-id')!;
 }
 async function ping(token: string, sid: string): Promise<number> {
-  const r = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(token, sid), body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+  const r = await fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: headers(token, sid),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }),
+  });
   await r.text();
   return r.status;
 }
@@ -42,8 +51,12 @@ async function ping(token: string, sid: string): Promise<number> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-sessions-'));
   v = await createVerdict({ database: join(dir, 'v.db'), provider: 'fake' });
-  for (const ws of ['a', 'b', 'c']) tok.push((await v.tokens.create({ workspace: ws, role: 'read', createWorkspace: true })).token);
-  app = await createApiServer(v, { dashboard: false, mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, sweepMs: 50 } });
+  for (const ws of ['a', 'b', 'c'])
+    tok.push((await v.tokens.create({ workspace: ws, role: 'read', createWorkspace: true })).token);
+  app = await createApiServer(v, {
+    dashboard: false,
+    mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, sweepMs: 50 },
+  });
   base = await app.listen({ port: 0, host: '127.0.0.1' });
 });
 
@@ -75,7 +88,7 @@ describe('/mcp sessions', () => {
     const idle = await sessionOf(tok[1]);
     const busy = await sessionOf(tok[2]);
     // `busy` is used every 100 ms for twice the idle limit; `idle` is left alone (a ping would refresh it).
-    for (const until = Date.now() + 700; Date.now() < until; ) {
+    for (const until = Date.now() + 700; Date.now() < until;) {
       expect(await ping(tok[2], busy)).toBe(200);
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -95,17 +108,42 @@ describe('/mcp sessions', () => {
 
   it('refuses JSON-RPC batches, an oversize clientInfo, and costs a token no session for an initialize the transport refuses', async () => {
     const sid = await sessionOf(tok[1]);
-    const batch = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(tok[1], sid), body: JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }]) });
+    const batch = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: headers(tok[1], sid),
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'ping' },
+        { jsonrpc: '2.0', id: 2, method: 'ping' },
+      ]),
+    });
     expect(batch.status).toBe(400);
     expect(await batch.text()).toMatch(/batches are not accepted/);
-    const big = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x'.repeat(5_000), version: '1' } } };
+    const big = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-06-18',
+        capabilities: {},
+        clientInfo: { name: 'x'.repeat(5_000), version: '1' },
+      },
+    };
     const refused = await fetch(`${base}/mcp`, { method: 'POST', headers: headers(tok[1]), body: JSON.stringify(big) });
     expect(refused.status).toBe(400);
     expect(await refused.text()).toMatch(/clientInfo is limited/);
     // (after the idle sweep above) tok[1] holds `sid` and one more (cap 2): an initialize without the Accept the transport needs is a 406 and closes neither.
     const second = await sessionOf(tok[1]);
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } } };
-    const noAccept = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...headers(tok[1]), accept: 'text/html' }, body: JSON.stringify(init) });
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '1' } },
+    };
+    const noAccept = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { ...headers(tok[1]), accept: 'text/html' },
+      body: JSON.stringify(init),
+    });
     expect(noAccept.status).toBe(406);
     expect(await ping(tok[1], sid)).toBe(200);
     expect(await ping(tok[1], second)).toBe(200);

@@ -36,11 +36,32 @@ beforeAll(async () => {
   h = { authorization: `Bearer ${made.token}` };
   tokenId = made.row.id;
   app = await createApiServer(v, { logger: log.logger, github: { secret: 'shapes-secret' } });
-  const col = await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'task', schema: { fields: [{ key: 'status', type: 'select', options: STATUSES }] } } });
+  const col = await app.inject({
+    method: 'POST',
+    url: '/v1/collections',
+    headers: h,
+    payload: { slug: 'task', schema: { fields: [{ key: 'status', type: 'select', options: STATUSES }] } },
+  });
   expect(col.statusCode).toBe(201);
-  await app.inject({ method: 'POST', url: '/v1/collections', headers: h, payload: { slug: 'idea', schema: { fields: [{ key: 'status', type: 'select', options: ['new', 'kept'] }] } } });
+  await app.inject({
+    method: 'POST',
+    url: '/v1/collections',
+    headers: h,
+    payload: { slug: 'idea', schema: { fields: [{ key: 'status', type: 'select', options: ['new', 'kept'] }] } },
+  });
   for (const r of sample) {
-    const res = await app.inject({ method: 'POST', url: '/v1/items', headers: h, payload: { collection: 'task', ref: r.id, title: r.title, content: r.description ?? '', fields: { status: r.status } } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: h,
+      payload: {
+        collection: 'task',
+        ref: r.id,
+        title: r.title,
+        content: r.description ?? '',
+        fields: { status: r.status },
+      },
+    });
     expect(res.statusCode).toBe(201);
   }
   // The API's writes owe after the quiet period: make them due, then let the fake provider answer.
@@ -53,7 +74,12 @@ afterAll(async () => {
 });
 
 const call = async (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown) => {
-  const r = await app.inject({ method, url, headers: h, ...(payload === undefined ? {} : { payload: payload as object }) });
+  const r = await app.inject({
+    method,
+    url,
+    headers: h,
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
   return { status: r.statusCode, body: r.json() as Record<string, any>, headers: r.headers };
 };
 const ref = encodeURIComponent(sample[0].id);
@@ -91,7 +117,8 @@ describe('times', () => {
     expect(item.item.fields.closedAt).toBe(1234);
     // The OpenAPI document says the same: a date-time string.
     const doc = (await call('GET', '/v1/openapi.json')).body;
-    const itemSchema = doc.paths['/v1/items/{ref}'].get.responses['200'].content['application/json'].schema.properties.item;
+    const itemSchema =
+      doc.paths['/v1/items/{ref}'].get.responses['200'].content['application/json'].schema.properties.item;
     expect(itemSchema.properties.updatedAt).toMatchObject({ type: 'string', format: 'date-time' });
   });
 });
@@ -102,42 +129,83 @@ describe('one envelope', () => {
     const patched = (await call('PATCH', `/v1/items/${ref}`, { content: 'new text' })).body;
     expect(Object.keys(patched).sort()).toEqual(['item', 'write']);
     expect(Object.keys(patched.item).sort()).toEqual(Object.keys(got.item).sort());
-    expect(patched.write).toEqual({ changed: true, normalised: { loneSurrogates: 0, nulsRemoved: 0 }, owed: expect.any(Number) });
+    expect(patched.write).toEqual({
+      changed: true,
+      normalised: { loneSurrogates: 0, nulsRemoved: 0 },
+      owed: expect.any(Number),
+    });
     const col = (await call('PATCH', '/v1/collections/idea', { settings: { tracks_work: true } })).body;
     expect(Object.keys(col).sort()).toEqual(['collection', 'write']);
   });
 
   it('GET /v1/items/{ref} carries the decisions and the verdicts, as MCP item_get; a decision names each thing once', async () => {
     const key = (await call('GET', `/v1/items/${ref}`)).body.decisions[0].questionKey as string;
-    expect((await call('POST', `/v1/items/${ref}/verdicts`, { key, set: 'attention', verdict: 'value', value: true, note: 'checked' })).status).toBe(201);
+    expect(
+      (
+        await call('POST', `/v1/items/${ref}/verdicts`, {
+          key,
+          set: 'attention',
+          verdict: 'value',
+          value: true,
+          note: 'checked',
+        })
+      ).status,
+    ).toBe(201);
     const got = (await call('GET', `/v1/items/${ref}`)).body;
-    expect(got.verdicts).toMatchObject([{ questionKey: key, verdict: 'value', note: 'checked', createdAt: expect.stringMatching(ISO) }]);
+    expect(got.verdicts).toMatchObject([
+      { questionKey: key, verdict: 'value', note: 'checked', createdAt: expect.stringMatching(ISO) },
+    ]);
     for (const d of got.decisions) {
       expect(d).not.toHaveProperty('key');
       expect(d).not.toHaveProperty('unsurfaced');
       if (d.source === 'model') expect(d.modelAnswer).toBeNull();
     }
-    const human = got.decisions.find((d: { questionKey: string; questionSet: string }) => d.questionKey === key && d.questionSet === 'attention');
+    const human = got.decisions.find(
+      (d: { questionKey: string; questionSet: string }) => d.questionKey === key && d.questionSet === 'attention',
+    );
     expect(human).toMatchObject({ source: 'human', answer: { noul: 1 }, modelAnswer: { type: 'noul' } });
-    expect((await call('POST', `/v1/items/${ref}/verdicts`, { key, set: 'attention', verdict: 'withdraw' })).body.inForce).toBe(false);
+    expect(
+      (await call('POST', `/v1/items/${ref}/verdicts`, { key, set: 'attention', verdict: 'withdraw' })).body.inForce,
+    ).toBe(false);
   });
 });
 
 describe('one name per thing', () => {
   it('a comment\u2019s text is `content`, written and read; its author is the token unless named', async () => {
-    const c = await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, { content: 'Looks blocked on the parser.' });
-    expect(c).toMatchObject({ status: 201, body: { comment: { content: 'Looks blocked on the parser.', author: `token:${tokenId}` }, write: { changed: true } } });
-    const named = await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, { content: 'x', author: 'steveyegge' });
+    const c = await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, {
+      content: 'Looks blocked on the parser.',
+    });
+    expect(c).toMatchObject({
+      status: 201,
+      body: {
+        comment: { content: 'Looks blocked on the parser.', author: `token:${tokenId}` },
+        write: { changed: true },
+      },
+    });
+    const named = await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, {
+      content: 'x',
+      author: 'steveyegge',
+    });
     expect(named.body.comment.author).toBe('steveyegge');
-    expect((await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, { body: 'old name' })).body).toMatchObject({ error: 'invalid_request' });
+    expect(
+      (await call('POST', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`, { body: 'old name' })).body,
+    ).toMatchObject({ error: 'invalid_request' });
     const listed = (await call('GET', `/v1/items/${encodeURIComponent(sample[1].id)}/comments`)).body.comments;
     expect(listed.map((x: { content: string }) => x.content)).toEqual(['Looks blocked on the parser.', 'x']);
     expect(listed[0]).not.toHaveProperty('body');
   });
 
   it('a link reads back in the shape it was written: refs and type', async () => {
-    const l = await call('POST', `/v1/items/${encodeURIComponent(sample[2].id)}/links`, { target: sample[3].id, type: 'blocks' });
-    expect(l.body.link).toMatchObject({ source: sample[2].id, target: sample[3].id, type: 'blocks', createdAt: expect.stringMatching(ISO) });
+    const l = await call('POST', `/v1/items/${encodeURIComponent(sample[2].id)}/links`, {
+      target: sample[3].id,
+      type: 'blocks',
+    });
+    expect(l.body.link).toMatchObject({
+      source: sample[2].id,
+      target: sample[3].id,
+      type: 'blocks',
+      createdAt: expect.stringMatching(ISO),
+    });
     const read = (await call('GET', `/v1/items/${encodeURIComponent(sample[3].id)}/links`)).body.links;
     expect(read).toEqual([l.body.link]);
   });
@@ -145,7 +213,12 @@ describe('one name per thing', () => {
 
 describe('select options', () => {
   it('fields outside a select field\u2019s options are refused with 400 naming the field and listing the options, at create, patch and move', async () => {
-    const bad = await call('POST', '/v1/items', { collection: 'task', ref: 'wip-1', title: 'x', fields: { status: 'wip' } });
+    const bad = await call('POST', '/v1/items', {
+      collection: 'task',
+      ref: 'wip-1',
+      title: 'x',
+      fields: { status: 'wip' },
+    });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ error: 'invalid_write', param: 'fields.status' });
     expect(bad.body.message).toContain(`options: ${STATUSES.join(', ')}`);
@@ -153,20 +226,47 @@ describe('select options', () => {
     expect(await v.store.getItemByRef((await v.store.getWorkspaceBySlug('beads'))!.id, 'wip-1')).toBeNull();
     const patch = await call('PATCH', `/v1/items/${encodeURIComponent(sample[4].id)}`, { fields: { status: 'wip' } });
     expect(patch.body).toMatchObject({ error: 'invalid_write', param: 'fields.status' });
-    expect((await call('GET', `/v1/items/${encodeURIComponent(sample[4].id)}`)).body.item.fields.status).toBe(sample[4].status);
-    expect((await call('PATCH', `/v1/items/${encodeURIComponent(sample[4].id)}`, { fields: { status: null } })).status).toBe(200); // unset is allowed
+    expect((await call('GET', `/v1/items/${encodeURIComponent(sample[4].id)}`)).body.item.fields.status).toBe(
+      sample[4].status,
+    );
+    expect(
+      (await call('PATCH', `/v1/items/${encodeURIComponent(sample[4].id)}`, { fields: { status: null } })).status,
+    ).toBe(200); // unset is allowed
     // Moving into a collection whose options the item's value is not among.
     const move = await call('POST', `/v1/items/${encodeURIComponent(sample[5].id)}/move`, { collection: 'idea' });
-    expect(move.body).toMatchObject({ error: 'invalid_write', param: 'fields.status', message: expect.stringContaining('options: new, kept') });
+    expect(move.body).toMatchObject({
+      error: 'invalid_write',
+      param: 'fields.status',
+      message: expect.stringContaining('options: new, kept'),
+    });
   });
 
   it('the library\u2019s write doors refuse the same (createItem, updateItem, upsertItem)', async () => {
     const ws = (await v.store.getWorkspaceBySlug('beads'))!;
     const task = (await v.store.listCollections(ws.id)).find((c) => c.slug === 'task')!;
-    await expect(v.store.createItem({ workspaceId: ws.id, collectionId: task.id, ref: 'lib-1', title: 't', fields: { status: 'wip' } })).rejects.toMatchObject({ code: 'invalid_write', param: 'fields.status' });
+    await expect(
+      v.store.createItem({
+        workspaceId: ws.id,
+        collectionId: task.id,
+        ref: 'lib-1',
+        title: 't',
+        fields: { status: 'wip' },
+      }),
+    ).rejects.toMatchObject({ code: 'invalid_write', param: 'fields.status' });
     const item = (await v.store.getItemByRef(ws.id, sample[6].id))!;
-    await expect(v.store.updateItem(item.id, { setFields: { status: 'wip' } })).rejects.toMatchObject({ param: 'fields.status' });
-    await expect(v.store.upsertItem({ id: item.id, workspaceId: ws.id, collectionId: task.id, ref: item.ref, title: item.title, fields: { status: 'wip' } })).rejects.toMatchObject({ param: 'fields.status' });
+    await expect(v.store.updateItem(item.id, { setFields: { status: 'wip' } })).rejects.toMatchObject({
+      param: 'fields.status',
+    });
+    await expect(
+      v.store.upsertItem({
+        id: item.id,
+        workspaceId: ws.id,
+        collectionId: task.id,
+        ref: item.ref,
+        title: item.title,
+        fields: { status: 'wip' },
+      }),
+    ).rejects.toMatchObject({ param: 'fields.status' });
     // A write that leaves the field as stored is not checked again.
     expect((await v.store.updateItem(item.id, { title: 'retitled' })).changed).toBe(true);
   });
@@ -177,7 +277,13 @@ describe('flags, sets and jobs', () => {
     const all = (await call('GET', '/v1/flags/attention?threshold=0&limit=500')).body;
     expect(Array.isArray(all.flags)).toBe(true);
     expect(all.flags.length).toBeGreaterThan(2);
-    expect(all.flags[0]).toMatchObject({ ref: expect.any(String), title: expect.any(String), questionKey: expect.any(String), p: expect.any(Number), evaluatedAt: expect.stringMatching(ISO) });
+    expect(all.flags[0]).toMatchObject({
+      ref: expect.any(String),
+      title: expect.any(String),
+      questionKey: expect.any(String),
+      p: expect.any(Number),
+      evaluatedAt: expect.stringMatching(ISO),
+    });
     expect(all.flags[0]).not.toHaveProperty('itemId');
     const ps = all.flags.map((f: { p: number }) => f.p);
     expect(ps).toEqual([...ps].sort((a, b) => b - a));
@@ -190,21 +296,35 @@ describe('flags, sets and jobs', () => {
       url = r.body.has_more ? /^<([^>]+)>; rel="next"$/.exec(r.headers.link as string)![1] : null;
     }
     expect(seen).toEqual(all.flags.map((f: { ref: string; questionKey: string }) => `${f.ref} ${f.questionKey}`));
-    expect((await call('GET', '/v1/flags/attention?cursor=bogus')).body).toMatchObject({ error: 'invalid_input', param: 'cursor' });
+    expect((await call('GET', '/v1/flags/attention?cursor=bogus')).body).toMatchObject({
+      error: 'invalid_input',
+      param: 'cursor',
+    });
     const other = (await call('GET', '/v1/flags/attention?threshold=0&limit=1')).body.next_cursor;
     expect((await call('GET', `/v1/flags/triage?cursor=${other}`)).body).toMatchObject({ param: 'cursor' }); // another list's cursor
   });
 
   it('GET /v1/sets lists the sets by name', async () => {
     const sets = (await call('GET', '/v1/sets')).body.sets as Array<{ name: string; threshold: number }>;
-    expect(sets.map((s) => s.name)).toEqual(v.registry.all().map((s) => s.name).sort());
-    expect(sets.find((s) => s.name === 'attention')).toMatchObject({ threshold: v.registry.get('attention')!.threshold });
+    expect(sets.map((s) => s.name)).toEqual(
+      v.registry
+        .all()
+        .map((s) => s.name)
+        .sort(),
+    );
+    expect(sets.find((s) => s.name === 'attention')).toMatchObject({
+      threshold: v.registry.get('attention')!.threshold,
+    });
   });
 
   it('jobs: list filtered by state, make due now, retry, drop with a reason (logged with the count)', async () => {
     const target = encodeURIComponent(sample[7].id);
     await call('PATCH', `/v1/items/${target}`, { content: 'changed, so a job is owed after the quiet period' });
-    const owed = (await call('GET', `/v1/jobs?state=owed&ref=${target}`)).body.jobs as Array<{ ref: string; state: string; dueAt: string }>;
+    const owed = (await call('GET', `/v1/jobs?state=owed&ref=${target}`)).body.jobs as Array<{
+      ref: string;
+      state: string;
+      dueAt: string;
+    }>;
     expect(owed.length).toBeGreaterThan(0);
     expect(owed.every((j) => j.ref === sample[7].id && j.state === 'owed' && ISO.test(j.dueAt))).toBe(true);
     const now = Date.parse((await call('GET', `/v1/items/${target}`)).body.item.updatedAt);
@@ -213,11 +333,22 @@ describe('flags, sets and jobs', () => {
     const due = (await call('GET', `/v1/jobs?ref=${target}`)).body.jobs as Array<{ dueAt: string }>;
     expect(due.every((j) => Date.parse(j.dueAt) < now + 60_000)).toBe(true); // due now, not after the quiet period
     expect((await call('POST', '/v1/jobs/retry', { ref: sample[7].id })).body).toEqual({ count: 0 }); // nothing parked
-    expect((await call('POST', '/v1/jobs/drop', { ref: sample[7].id })).body).toMatchObject({ error: 'invalid_request', param: 'reason' });
-    expect((await call('POST', '/v1/jobs/drop', { reason: 'no filter' })).body).toMatchObject({ error: 'invalid_request', param: 'state' });
-    expect((await call('POST', '/v1/jobs/drop', { ref: sample[7].id, reason: 'duplicate of another item' })).body).toEqual({ count: owed.length });
+    expect((await call('POST', '/v1/jobs/drop', { ref: sample[7].id })).body).toMatchObject({
+      error: 'invalid_request',
+      param: 'reason',
+    });
+    expect((await call('POST', '/v1/jobs/drop', { reason: 'no filter' })).body).toMatchObject({
+      error: 'invalid_request',
+      param: 'state',
+    });
+    expect(
+      (await call('POST', '/v1/jobs/drop', { ref: sample[7].id, reason: 'duplicate of another item' })).body,
+    ).toEqual({ count: owed.length });
     expect((await call('GET', `/v1/jobs?ref=${target}`)).body.jobs).toEqual([]);
-    expect(log.records().find((l) => l.msg === 'jobs dropped')).toMatchObject({ dropped: owed.length, reason: 'duplicate of another item' });
+    expect(log.records().find((l) => l.msg === 'jobs dropped')).toMatchObject({
+      dropped: owed.length,
+      reason: 'duplicate of another item',
+    });
     expect((await call('GET', '/v1/jobs?state=nope')).status).toBe(400);
     expect((await call('GET', '/v1/jobs?ref=missing')).status).toBe(404);
   });
@@ -225,11 +356,21 @@ describe('flags, sets and jobs', () => {
 
 describe('413 and 415', () => {
   it('a body over 1 MiB is 413 and a body that is not JSON is 415, each in the documented error shape with a request id', async () => {
-    const big = await app.inject({ method: 'POST', url: '/v1/items', headers: { ...h, 'content-type': 'application/json' }, payload: JSON.stringify({ collection: 'task', ref: 'BIG', title: 'x', content: 'x'.repeat(1024 * 1024 + 1) }) });
+    const big = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: { ...h, 'content-type': 'application/json' },
+      payload: JSON.stringify({ collection: 'task', ref: 'BIG', title: 'x', content: 'x'.repeat(1024 * 1024 + 1) }),
+    });
     expect(big.statusCode).toBe(413);
     expect(big.json()).toEqual({ error: 'payload_too_large', message: expect.any(String) });
     expect(big.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
-    const text = await app.inject({ method: 'PATCH', url: `/v1/items/${ref}`, headers: { ...h, 'content-type': 'text/plain' }, payload: 'title=x' });
+    const text = await app.inject({
+      method: 'PATCH',
+      url: `/v1/items/${ref}`,
+      headers: { ...h, 'content-type': 'text/plain' },
+      payload: 'title=x',
+    });
     expect(text.statusCode).toBe(415);
     expect(text.json()).toEqual({ error: 'unsupported_media_type', message: 'send application/json' });
     expect(text.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
@@ -238,11 +379,28 @@ describe('413 and 415', () => {
 
 describe('the OpenAPI document', () => {
   it('has /hooks/github, /mcp and /healthz, a summary and a description on every operation, 413 and 415 where a body is taken, and passes the validator', async () => {
-    const doc = (await call('GET', '/v1/openapi.json')).body as { paths: Record<string, Record<string, { summary?: string; description?: string; responses: Record<string, unknown> }>> };
+    const doc = (await call('GET', '/v1/openapi.json')).body as {
+      paths: Record<
+        string,
+        Record<string, { summary?: string; description?: string; responses: Record<string, unknown> }>
+      >;
+    };
     const result = await validate(structuredClone(doc) as never);
     expect('errors' in result ? result.errors : []).toEqual([]);
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/hooks/github', '/mcp', '/healthz', '/v1/sets', '/v1/jobs', '/v1/jobs/drop', '/v1/flags/{set}']));
-    const ops = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods).map(([m, op]) => ({ at: `${m.toUpperCase()} ${path}`, ...op })));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/hooks/github',
+        '/mcp',
+        '/healthz',
+        '/v1/sets',
+        '/v1/jobs',
+        '/v1/jobs/drop',
+        '/v1/flags/{set}',
+      ]),
+    );
+    const ops = Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([m, op]) => ({ at: `${m.toUpperCase()} ${path}`, ...op })),
+    );
     expect(ops.filter((o) => !o.summary || !o.description).map((o) => o.at)).toEqual([]);
     const v1Writes = ops.filter((o) => /^(POST|PATCH|DELETE) \/v1\//.test(o.at));
     expect(v1Writes.filter((o) => !o.responses['413'] || !o.responses['415']).map((o) => o.at)).toEqual([]);

@@ -19,7 +19,16 @@ import { captureLog } from '../harness/log-capture.js';
  */
 
 const HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>';
-const triage = defineQuestionSet({ name: 'triage', questions: { blocked: noul('The work is blocked by something outside the team.'), urgent: noul('The item is urgent.') }, threshold: 0.5, quietPeriodMs: 0, reaskDebounceMs: 0 });
+const triage = defineQuestionSet({
+  name: 'triage',
+  questions: {
+    blocked: noul('The work is blocked by something outside the team.'),
+    urgent: noul('The item is urgent.'),
+  },
+  threshold: 0.5,
+  quietPeriodMs: 0,
+  reaskDebounceMs: 0,
+});
 const P: Record<string, number> = { 'T-1': 0.95, 'T-2': 0.8, 'T-3': 0.6, 'T-4': 0.1, 'B-1': 0.99 };
 let dir: string;
 let v: Verdict;
@@ -39,7 +48,7 @@ beforeAll(async () => {
       },
     }),
   });
-  const acme = (await v.store.createWorkspace({ slug: 'acme' }));
+  const acme = await v.store.createWorkspace({ slug: 'acme' });
   const task = await v.store.createCollection({ workspaceId: acme.id, slug: 'task' });
   const bug = await v.store.createCollection({ workspaceId: acme.id, slug: 'bug' });
   await v.store.createItem({ workspaceId: acme.id, collectionId: task.id, ref: 'T-1', title: 'T-1 first' });
@@ -68,15 +77,30 @@ describe('reader.surfaced', () => {
       ['T-3', 'blocked', 0.6],
     ]);
     expect(all).toMatchObject({ total: 4, keys: ['blocked', 'urgent'], collections: ['bug', 'task'], failing: false });
-    expect(all.rows[0]).toMatchObject({ title: 'T-1 first', collection: 'task', current: true, staleReason: null, source: 'model', threshold: 0.5 });
+    expect(all.rows[0]).toMatchObject({
+      title: 'T-1 first',
+      collection: 'task',
+      current: true,
+      staleReason: null,
+      source: 'model',
+      threshold: 0.5,
+    });
     expect(all.rows[1].title).toBe(`T-4 ${HOSTILE}`);
-    expect((await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug' }))!.rows.map((r) => r.ref)).toEqual(['T-4', 'T-3']);
-    expect((await v.reader.surfaced('triage', { workspace: 'acme', key: 'urgent' }))!.rows.map((r) => r.ref)).toEqual(['T-4']);
+    expect(
+      (await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug' }))!.rows.map((r) => r.ref),
+    ).toEqual(['T-4', 'T-3']);
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', key: 'urgent' }))!.rows.map((r) => r.ref)).toEqual([
+      'T-4',
+    ]);
     const page2 = (await v.reader.surfaced('triage', { workspace: 'acme', offset: 2, limit: 1 }))!;
     expect(page2).toMatchObject({ total: 4, rows: [{ ref: 'T-2' }] });
     expect((await v.reader.surfaced('triage', { workspace: 'acme', currency: 'stale' }))!.total).toBe(0);
-    await expect(v.reader.surfaced('triage', { workspace: 'acme', limit: 0 })).rejects.toMatchObject({ code: 'invalid_input' });
-    await expect(v.reader.surfaced('triage', { workspace: 'acme', offset: -1 })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(v.reader.surfaced('triage', { workspace: 'acme', limit: 0 })).rejects.toMatchObject({
+      code: 'invalid_input',
+    });
+    await expect(v.reader.surfaced('triage', { workspace: 'acme', offset: -1 })).rejects.toMatchObject({
+      code: 'invalid_input',
+    });
     expect(await v.reader.surfaced('triage', { workspace: 'nope' })).toBeNull();
     expect(await v.reader.surfaced('nope', { workspace: 'acme' })).toBeNull();
   });
@@ -86,10 +110,23 @@ describe('reader.surfaced', () => {
     const t2 = (await v.store.getItemByRef(ws.id, 'T-2'))!;
     await v.store.updateItem(t2.id, { title: 'T-2 second, edited' });
     const stale = (await v.reader.surfaced('triage', { workspace: 'acme', currency: 'stale' }))!;
-    expect(stale.rows).toEqual([expect.objectContaining({ ref: 'T-2', current: false, staleReason: 'state_changed', changedParts: ['title'] })]);
-    expect((await v.reader.surfaced('triage', { workspace: 'acme', currency: 'current' }))!.rows.map((r) => r.ref)).not.toContain('T-2');
-    await v.store.recordVerdict({ workspace: 'acme', ref: 'T-3', key: 'blocked', verdict: 'value', value: 0.7, author: 'ana' });
-    expect((await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug', key: 'blocked' }))!.rows).toEqual([expect.objectContaining({ ref: 'T-3', p: 0.7, source: 'human' })]);
+    expect(stale.rows).toEqual([
+      expect.objectContaining({ ref: 'T-2', current: false, staleReason: 'state_changed', changedParts: ['title'] }),
+    ]);
+    expect(
+      (await v.reader.surfaced('triage', { workspace: 'acme', currency: 'current' }))!.rows.map((r) => r.ref),
+    ).not.toContain('T-2');
+    await v.store.recordVerdict({
+      workspace: 'acme',
+      ref: 'T-3',
+      key: 'blocked',
+      verdict: 'value',
+      value: 0.7,
+      author: 'ana',
+    });
+    expect((await v.reader.surfaced('triage', { workspace: 'acme', collection: 'bug', key: 'blocked' }))!.rows).toEqual(
+      [expect.objectContaining({ ref: 'T-3', p: 0.7, source: 'human' })],
+    );
     await v.worker({ concurrency: 1 }).runUntilIdle();
   });
 });
@@ -133,7 +170,9 @@ describe('jobs, queue and spend', () => {
     // A day's hourly buckets span two dates: each needs its own label, or today's hour is drawn on yesterday's.
     const day = await v.reader.spend({ windowMs: 86_400_000 });
     expect(new Set(day.buckets.map((b) => bucketLabel(b, 'hour'))).size).toBe(day.buckets.length);
-    expect(bucketLabel(day.buckets[day.buckets.length - 1], 'hour')).toBe(bucketLabel(day.points[day.points.length - 1].at, 'hour'));
+    expect(bucketLabel(day.buckets[day.buckets.length - 1], 'hour')).toBe(
+      bucketLabel(day.points[day.points.length - 1].at, 'hour'),
+    );
     const s = await v.reader.spend({ windowMs: 3 * 3_600_000 });
     expect(s.bucket).toBe('hour');
     expect(s.buckets.length).toBeGreaterThanOrEqual(3);
@@ -156,10 +195,16 @@ describe('jobs, queue and spend', () => {
   });
 
   it('records every eval as the set\u2019s latest result, read by quality', async () => {
-    expect((await v.reader.quality({ workspace: 'acme' }))!.sets).toEqual([{ set: 'triage', eval: null, flapping: [] }]);
+    expect((await v.reader.quality({ workspace: 'acme' }))!.sets).toEqual([
+      { set: 'triage', eval: null, flapping: [] },
+    ]);
     await v.eval({ workspace: 'acme', gold: 'verdicts', stored: true });
     const q = (await v.reader.quality({ workspace: 'acme' }))!;
-    expect(q.sets[0].eval).toMatchObject({ set: 'triage', goldSource: 'verdicts in acme', columns: [{ mode: 'stored', provider: 'fake', set: { set: 'triage', n: 1 } }] });
+    expect(q.sets[0].eval).toMatchObject({
+      set: 'triage',
+      goldSource: 'verdicts in acme',
+      columns: [{ mode: 'stored', provider: 'fake', set: { set: 'triage', n: 1 } }],
+    });
     expect(q.sets[0].eval!.columns[0].set.bins).toHaveLength(10);
     expect((await v.reader.quality({ workspace: 'beta' }))!.sets[0].eval).toBeNull(); // per workspace
   });
@@ -169,7 +214,13 @@ describe('the dashboard over HTTP', () => {
   let cookie = '';
   let csrf = '';
   const form = (o: Record<string, string>) => new URLSearchParams(o).toString();
-  const post = (url: string, body: Record<string, string>, c = cookie) => app.inject({ method: 'POST', url, headers: { cookie: c, 'content-type': 'application/x-www-form-urlencoded' }, payload: form(body) });
+  const post = (url: string, body: Record<string, string>, c = cookie) =>
+    app.inject({
+      method: 'POST',
+      url,
+      headers: { cookie: c, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: form(body),
+    });
 
   beforeAll(async () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
@@ -186,14 +237,18 @@ describe('the dashboard over HTTP', () => {
   it('escapes tracker text, sends a CSP that runs only the dashboard\u2019s own script file, and shows only the token\u2019s workspace', async () => {
     const flags = await app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie } });
     expect(flags.statusCode).toBe(200);
-    expect(flags.body).toContain('T-4 &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
+    expect(flags.body).toContain(
+      'T-4 &lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;',
+    );
     const item = await app.inject({ method: 'GET', url: '/ui/items/T-4', headers: { cookie } });
     expect(item.body).toContain('&lt;script&gt;alert(1)');
     expect(item.statusCode).toBe(200);
     expect(flags.headers['content-security-policy']).toContain("default-src 'none'");
     // Scripts only from the dashboard itself: no inline script, no other origin.
     expect(flags.headers['content-security-policy']).toContain("script-src 'self';");
-    expect(flags.headers['content-security-policy']).not.toMatch(/unsafe-inline[^;]*;[^;]*$|script-src[^;]*(unsafe|http|\*)/);
+    expect(flags.headers['content-security-policy']).not.toMatch(
+      /unsafe-inline[^;]*;[^;]*$|script-src[^;]*(unsafe|http|\*)/,
+    );
     expect(flags.body).toContain('<script src="/ui/assets/live.js" defer></script>');
     expect((await app.inject({ method: 'GET', url: '/ui/items/B-1', headers: { cookie } })).statusCode).toBe(404);
     expect(flags.body).not.toContain('B-1');
@@ -217,7 +272,12 @@ describe('the dashboard over HTTP', () => {
     expect(anon).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
     // The /v1 API still takes JSON only: the form parser lives in the dashboard's scope.
     const writer = (await v.tokens.create({ workspace: 'acme', role: 'write', createWorkspace: true })).token;
-    const v1 = await app.inject({ method: 'POST', url: '/v1/items', headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'a=1' });
+    const v1 = await app.inject({
+      method: 'POST',
+      url: '/v1/items',
+      headers: { authorization: `Bearer ${writer}`, 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'a=1',
+    });
     expect(v1.statusCode).toBe(415);
   });
 
@@ -225,19 +285,47 @@ describe('the dashboard over HTTP', () => {
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const secret = login.cookies.find((c) => c.name === 'verdict_csrf')!;
     const c0 = /name="_csrf" value="([^"]+)"/.exec(login.body)![1];
-    const token = (await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage', createWorkspace: true })).token;
+    const token = (await v.tokens.create({ workspace: 'acme', role: 'write', name: 'triage', createWorkspace: true }))
+      .token;
     const r = await post('/ui/login', { _csrf: c0, token }, `verdict_csrf=${secret.value}`);
     const writer = `verdict_csrf=${secret.value}; verdict_session=${r.cookies.find((c) => c.name === 'verdict_session')!.value}`;
     const before = (await v.store.listVerdicts({ workspace: 'acme', ref: 'T-2' })).length;
-    const bad = await post('/ui/items/T-2/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'value', value: 'perhaps' }, writer);
+    const bad = await post(
+      '/ui/items/T-2/verdicts',
+      { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'value', value: 'perhaps' },
+      writer,
+    );
     expect(bad.statusCode).toBe(400);
     const reason = /That verdict was refused: ([^<]*)</.exec(bad.body)?.[1] ?? '';
     // The library's own words for this value, not a list of possible causes.
-    const lib = String(await v.store.recordVerdict({ workspace: 'acme', ref: 'T-2', set: 'triage', key: 'blocked', verdict: 'value', value: 'perhaps', author: 'x' }).catch((e: Error) => e.message));
+    const lib = String(
+      await v.store
+        .recordVerdict({
+          workspace: 'acme',
+          ref: 'T-2',
+          set: 'triage',
+          key: 'blocked',
+          verdict: 'value',
+          value: 'perhaps',
+          author: 'x',
+        })
+        .catch((e: Error) => e.message),
+    );
     expect(reason).not.toBe('');
-    expect(reason).toBe(lib.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;'));
+    expect(reason).toBe(
+      lib
+        .replace(/&/g, '&amp;')
+        .replace(/</g, '&lt;')
+        .replace(/>/g, '&gt;')
+        .replace(/"/g, '&quot;')
+        .replace(/'/g, '&#39;'),
+    );
     expect(bad.body).toContain('<h1><bdi>T-2</bdi>');
-    const kind = await post('/ui/items/T-2/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'shrug' }, writer);
+    const kind = await post(
+      '/ui/items/T-2/verdicts',
+      { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'shrug' },
+      writer,
+    );
     expect(kind.statusCode).toBe(400);
     expect(kind.body).toContain('verdict must be agree, disagree, value or withdrawn');
     expect((await v.store.listVerdicts({ workspace: 'acme', ref: 'T-2' })).length).toBe(before);
@@ -250,16 +338,27 @@ describe('the dashboard over HTTP', () => {
     const r = await app.inject({
       method: 'POST',
       url: '/ui/login',
-      headers: { cookie: `verdict_csrf=${secret.value}`, 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-proto': 'https' },
+      headers: {
+        cookie: `verdict_csrf=${secret.value}`,
+        'content-type': 'application/x-www-form-urlencoded',
+        'x-forwarded-proto': 'https',
+      },
       payload: form({ _csrf: /name="_csrf" value="([^"]+)"/.exec(login.body)![1], token }),
     });
     expect(r.cookies.find((c) => c.name === 'verdict_session')).toMatchObject({ secure: true, httpOnly: true });
     const far = await app.inject({ method: 'GET', url: '/ui/flags?page=999', headers: { cookie } });
     expect(far.body).toContain('page 1 of 1');
     expect(far.body).toContain('<td class="num">1</td>');
-    for (const code of ['constructor', '__proto__', 'toString']) expect((await app.inject({ method: 'GET', url: `/ui/flags?notice=${code}`, headers: { cookie } })).body).not.toContain('class="notice');
-    expect((await app.inject({ method: 'GET', url: '/ui/flags?notice=jobs-retried', headers: { cookie } })).body).toContain('class="notice"');
-    const doc = (await app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, unknown> };
+    for (const code of ['constructor', '__proto__', 'toString'])
+      expect(
+        (await app.inject({ method: 'GET', url: `/ui/flags?notice=${code}`, headers: { cookie } })).body,
+      ).not.toContain('class="notice');
+    expect(
+      (await app.inject({ method: 'GET', url: '/ui/flags?notice=jobs-retried', headers: { cookie } })).body,
+    ).toContain('class="notice"');
+    const doc = (await app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as {
+      paths: Record<string, unknown>;
+    };
     expect(Object.keys(doc.paths).some((p) => p.startsWith('/ui'))).toBe(false);
   });
 
@@ -276,12 +375,18 @@ describe('the dashboard over HTTP', () => {
     const sid = await logIn();
     expect(sid).toMatch(/^vds_[A-Za-z0-9_-]{43}$/);
     expect(sid).not.toContain(created.token.slice(4));
-    const page = (value: string) => app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie: `${secret}; verdict_session=${value}` } });
+    const page = (value: string) =>
+      app.inject({ method: 'GET', url: '/ui/flags', headers: { cookie: `${secret}; verdict_session=${value}` } });
     expect((await page(sid)).statusCode).toBe(200);
     // The token itself is no session, and the session id is no API credential.
     expect(await page(created.token)).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
-    expect((await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${sid}` } })).statusCode).toBe(401);
-    expect((await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${created.token}` } })).statusCode).toBe(200);
+    expect(
+      (await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${sid}` } })).statusCode,
+    ).toBe(401);
+    expect(
+      (await app.inject({ method: 'GET', url: '/v1/items', headers: { authorization: `Bearer ${created.token}` } }))
+        .statusCode,
+    ).toBe(200);
     // Only the id's SHA-256 is in the database.
     const db = new Database(join(dir, 'v.db'), { readonly: true });
     const stored = JSON.stringify(db.prepare('SELECT * FROM dashboard_sessions').all());
@@ -292,7 +397,15 @@ describe('the dashboard over HTTP', () => {
     const out = await post('/ui/logout', { _csrf: c0 }, `${secret}; verdict_session=${sid}`);
     expect(out).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
     expect(await page(sid)).toMatchObject({ statusCode: 303, headers: { location: '/ui/login' } });
-    expect((await post('/ui/items/T-1/verdicts', { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'agree' }, `${secret}; verdict_session=${sid}`)).statusCode).toBe(401);
+    expect(
+      (
+        await post(
+          '/ui/items/T-1/verdicts',
+          { _csrf: c0, set: 'triage', key: 'blocked', verdict: 'agree' },
+          `${secret}; verdict_session=${sid}`,
+        )
+      ).statusCode,
+    ).toBe(401);
     // Revoking the token ends its other sessions too.
     const again = await logIn();
     expect((await page(again)).statusCode).toBe(200);

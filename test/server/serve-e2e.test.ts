@@ -47,7 +47,10 @@ const CONFIG = `sets:
 const api = async (method: string, path: string, body?: unknown) => {
   const r = await fetch(base + path, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: r.status, json: (await r.json()) as Record<string, any> };
@@ -56,7 +59,16 @@ const api = async (method: string, path: string, body?: unknown) => {
 const hook = async (event: string, delivery: string, payload: unknown, secret = WEBHOOK_SECRET) => {
   const body = JSON.stringify(payload);
   const signature = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
-  const r = await fetch(`${base}/hooks/github`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-github-event': event, 'x-github-delivery': delivery, 'x-hub-signature-256': signature }, body });
+  const r = await fetch(`${base}/hooks/github`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-github-event': event,
+      'x-github-delivery': delivery,
+      'x-hub-signature-256': signature,
+    },
+    body,
+  });
   return { status: r.status, json: (await r.json()) as Record<string, any> };
 };
 
@@ -73,7 +85,10 @@ const issue = (title: string, body: string) => ({
   updated_at: '2026-11-30T09:00:00Z',
 });
 
-const e2eDecisions = async (ref: string) => ((await api('GET', `/v1/items/${encodeURIComponent(ref)}`)).json.decisions ?? []).filter((d: { questionSet: string }) => d.questionSet === 'e2e');
+const e2eDecisions = async (ref: string) =>
+  ((await api('GET', `/v1/items/${encodeURIComponent(ref)}`)).json.decisions ?? []).filter(
+    (d: { questionSet: string }) => d.questionSet === 'e2e',
+  );
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'verdict-serve-'));
@@ -98,7 +113,9 @@ beforeAll(async () => {
     VERDICT_EVENT_URLS: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/verdict-events`,
     VERDICT_EVENT_SECRET: EVENT_SECRET,
   };
-  token = (await runBuiltCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)).stdout.trim();
+  token = (
+    await runBuiltCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)
+  ).stdout.trim();
   expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
   serve = spawnCli(['serve', '--worker'], env);
   base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 30_000))!;
@@ -116,26 +133,58 @@ afterAll(async () => {
 describe('verdict serve --worker', () => {
   it('an item and a comment POSTed over HTTP get their decision, read at GET /v1/items/{ref}', async () => {
     expect((await api('POST', '/v1/collections', { slug: 'task' })).status).toBe(201);
-    const created = await api('POST', '/v1/items', { collection: 'task', ref: 'T-1', title: 'Upgrade the build image', content: 'Waiting on the platform team.' });
+    const created = await api('POST', '/v1/items', {
+      collection: 'task',
+      ref: 'T-1',
+      title: 'Upgrade the build image',
+      content: 'Waiting on the platform team.',
+    });
     expect(created.status).toBe(201);
     expect(created.json.write.owed).toBeGreaterThan(0);
-    expect((await api('POST', '/v1/items/T-1/comments', { author: 'ann', content: 'Still blocked on their review.' })).status).toBe(201);
-    const decisions = await waitFor(async () => {
-      const d = await e2eDecisions('T-1');
-      return d.length > 0 && d.every((x: { current: boolean }) => x.current) ? d : null;
-    }, 30_000, 200);
-    expect(decisions[0]).toMatchObject({ questionKey: 'blocked', kind: 'noul', provider: 'fake', current: true, staleReason: null, surfacing: 'surfaced' });
+    expect(
+      (await api('POST', '/v1/items/T-1/comments', { author: 'ann', content: 'Still blocked on their review.' }))
+        .status,
+    ).toBe(201);
+    const decisions = await waitFor(
+      async () => {
+        const d = await e2eDecisions('T-1');
+        return d.length > 0 && d.every((x: { current: boolean }) => x.current) ? d : null;
+      },
+      30_000,
+      200,
+    );
+    expect(decisions[0]).toMatchObject({
+      questionKey: 'blocked',
+      kind: 'noul',
+      provider: 'fake',
+      current: true,
+      staleReason: null,
+      surfacing: 'surfaced',
+    });
   }, 60_000);
 
   it('a signed issues webhook creates #7; an edited one makes its answer stale, then the worker re-asks it', async () => {
-    const opened = await hook('issues', 'delivery-1', { action: 'opened', issue: issue('Flaky upload test', 'Fails one run in ten.'), repository: { full_name: 'acme/widgets' } });
+    const opened = await hook('issues', 'delivery-1', {
+      action: 'opened',
+      issue: issue('Flaky upload test', 'Fails one run in ten.'),
+      repository: { full_name: 'acme/widgets' },
+    });
     expect(opened).toMatchObject({ status: 200, json: { status: 'applied', ref: '#7' } });
-    const first = await waitFor(async () => {
-      const d = await e2eDecisions('#7');
-      return d.length && d[0].current ? d[0] : null;
-    }, 30_000, 200);
+    const first = await waitFor(
+      async () => {
+        const d = await e2eDecisions('#7');
+        return d.length && d[0].current ? d[0] : null;
+      },
+      30_000,
+      200,
+    );
 
-    const edited = await hook('issues', 'delivery-2', { action: 'edited', issue: issue('Flaky upload test', 'Fails one run in ten; blocked on the storage vendor.'), changes: { body: { from: 'Fails one run in ten.' } }, repository: { full_name: 'acme/widgets' } });
+    const edited = await hook('issues', 'delivery-2', {
+      action: 'edited',
+      issue: issue('Flaky upload test', 'Fails one run in ten; blocked on the storage vendor.'),
+      changes: { body: { from: 'Fails one run in ten.' } },
+      repository: { full_name: 'acme/widgets' },
+    });
     expect(edited).toMatchObject({ status: 200, json: { status: 'applied' } });
     expect(edited.json.owed).toBeGreaterThan(0);
     // Within the quiet period the old answer reads stale, with the part that moved.
@@ -143,24 +192,48 @@ describe('verdict serve --worker', () => {
     expect(stale).toMatchObject({ rowId: first.rowId, current: false, staleReason: 'state_changed' });
     expect(stale.changedParts).toContain('body');
     // Then the worker re-asks: a new current row.
-    const again = await waitFor(async () => {
-      const d = (await e2eDecisions('#7'))[0];
-      return d.current && d.rowId !== first.rowId ? d : null;
-    }, 30_000, 200);
+    const again = await waitFor(
+      async () => {
+        const d = (await e2eDecisions('#7'))[0];
+        return d.current && d.rowId !== first.rowId ? d : null;
+      },
+      30_000,
+      200,
+    );
     expect(Date.parse(again.evaluatedAt)).toBeGreaterThanOrEqual(Date.parse(first.evaluatedAt)); // ISO 8601 at /v1
 
     // A redelivery of the edit is a no-op.
-    const replay = await hook('issues', 'delivery-2', { action: 'edited', issue: issue('Flaky upload test', 'Fails one run in ten; blocked on the storage vendor.'), repository: { full_name: 'acme/widgets' } });
+    const replay = await hook('issues', 'delivery-2', {
+      action: 'edited',
+      issue: issue('Flaky upload test', 'Fails one run in ten; blocked on the storage vendor.'),
+      repository: { full_name: 'acme/widgets' },
+    });
     expect(replay).toMatchObject({ status: 200, json: { status: 'duplicate', owed: 0 } });
     // A wrong secret is refused.
-    expect((await hook('issues', 'delivery-3', { action: 'edited', issue: issue('x', 'y'), repository: { full_name: 'acme/widgets' } }, 'wrong')).status).toBe(401);
+    expect(
+      (
+        await hook(
+          'issues',
+          'delivery-3',
+          { action: 'edited', issue: issue('x', 'y'), repository: { full_name: 'acme/widgets' } },
+          'wrong',
+        )
+      ).status,
+    ).toBe(401);
   }, 90_000);
 
   it('the outbound receiver gets decision.surfaced for T-1 and #7, each signed over its body', async () => {
-    await waitFor(() => {
-      const refs = received.map((r) => JSON.parse(r.body)).filter((e) => e.type === 'decision.surfaced').map((e) => e.item.ref);
-      return refs.includes('T-1') && refs.includes('#7');
-    }, 30_000, 100);
+    await waitFor(
+      () => {
+        const refs = received
+          .map((r) => JSON.parse(r.body))
+          .filter((e) => e.type === 'decision.surfaced')
+          .map((e) => e.item.ref);
+        return refs.includes('T-1') && refs.includes('#7');
+      },
+      30_000,
+      100,
+    );
     for (const r of received) {
       const sig = r.headers[EVENT_SIGNATURE_HEADER] as string;
       expect(verifyEventSignature(EVENT_SECRET, r.body, sig)).toBe(true);
@@ -172,7 +245,9 @@ describe('verdict serve --worker', () => {
       expect(r.body).not.toContain('Upgrade the build image');
     }
     // #7 surfaced once: its re-ask kept it surfaced, which is no transition.
-    const sevens = received.map((r) => JSON.parse(r.body)).filter((e) => e.item.ref === '#7' && e.type === 'decision.surfaced');
+    const sevens = received
+      .map((r) => JSON.parse(r.body))
+      .filter((e) => e.item.ref === '#7' && e.type === 'decision.surfaced');
     expect(sevens).toHaveLength(1);
   }, 60_000);
 

@@ -70,7 +70,8 @@ export function sqliteBackend(): StoreBackend {
   };
 }
 
-const TABLES = 'workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend, decision_spend_reservations, verdict_meta, event_targets, decision_events, api_tokens, dashboard_sessions, webhook_deliveries, human_verdicts, surfacing_changes, provider_batches, batch_requests, item_actions';
+const TABLES =
+  'workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend, decision_spend_reservations, verdict_meta, event_targets, decision_events, api_tokens, dashboard_sessions, webhook_deliveries, human_verdicts, surfacing_changes, provider_batches, batch_requests, item_actions';
 
 export function pgliteBackend(): StoreBackend {
   let client: PGlite;
@@ -93,7 +94,11 @@ export function pgliteBackend(): StoreBackend {
           for (const s of [store, ...peers]) s.advanceClockForTests(ms);
         },
         peer: async (r) => {
-          const p = await PgStore.onPglite(client, { registry: r, closeClient: false, clockOffsetMs: store.ctx.clockOffsetMs });
+          const p = await PgStore.onPglite(client, {
+            registry: r,
+            closeClient: false,
+            clockOffsetMs: store.ctx.clockOffsetMs,
+          });
           peers.push(p);
           return p;
         },
@@ -154,7 +159,12 @@ export function postgresBackend(adminUrl: string): StoreBackend {
           for (const s of [store, ...peers]) s.advanceClockForTests(ms);
         },
         peer: async (r) => {
-          const p = PgStore.connect(db.url, { registry: r, clockOffsetMs: store.ctx.clockOffsetMs, poolSize: 8, migrate: false });
+          const p = PgStore.connect(db.url, {
+            registry: r,
+            clockOffsetMs: store.ctx.clockOffsetMs,
+            poolSize: 8,
+            migrate: false,
+          });
           await p.opened();
           peers.push(p);
           return p;

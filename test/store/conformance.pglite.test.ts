@@ -10,7 +10,8 @@ import { pgliteBackend } from './conformance-backends.js';
  * did not (issue 15's closing note).
  */
 if (process.env.VERDICT_TEST_PG_URL) {
-  describe.skip('pglite conformance: VERDICT_TEST_PG_URL is set, so conformance.postgres.test.ts runs the suite on a real server', () => it.skip('runs without a server', () => undefined));
+  describe.skip('pglite conformance: VERDICT_TEST_PG_URL is set, so conformance.postgres.test.ts runs the suite on a real server', () =>
+    it.skip('runs without a server', () => undefined));
 } else {
   runStoreConformance(pgliteBackend());
 }

@@ -13,7 +13,14 @@ import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import type { CollectionRow, WorkspaceRow } from '../../src/store/tracker-reads.js';
 import type { Store } from '../../src/store/whole-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
-import { endDashboardSession, findDashboardSession, openDashboardSession, pruneDashboardSessions, SESSION_IDLE_MS, SESSION_MAX_AGE_MS } from '../../src/access/sessions.js';
+import {
+  endDashboardSession,
+  findDashboardSession,
+  openDashboardSession,
+  pruneDashboardSessions,
+  SESSION_IDLE_MS,
+  SESSION_MAX_AGE_MS,
+} from '../../src/access/sessions.js';
 import { authenticateApiToken, createApiToken } from '../../src/access/tokens.js';
 import { Actions, ACTIONS_CURSOR_META_KEY } from '../../src/actions/actions.js';
 import { parseActionsConfig } from '../../src/actions/config.js';
@@ -61,12 +68,29 @@ export function runStoreConformance(backend: StoreBackend): void {
 
   async function item(ref: string, extra: Record<string, unknown> = {}) {
     return (
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `title ${ref}`, content: 'waiting for legal sign-off', fields: { status: 'open' }, ...extra })
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref,
+        title: `title ${ref}`,
+        content: 'waiting for legal sign-off',
+        fields: { status: 'open' },
+        ...extra,
+      })
     ).row;
   }
 
   function runner(provider: Provider, over: Partial<RunnerOptions> = {}): RunnerOptions {
-    return { store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'runner-a', leaseMs: 60_000, random: () => 0.5, ...over };
+    return {
+      store: fx.store,
+      registry: fx.registry,
+      provider,
+      logger: silentLogger,
+      workerId: 'runner-a',
+      leaseMs: 60_000,
+      random: () => 0.5,
+      ...over,
+    };
   }
 
   async function drain(opts: RunnerOptions, max = 1000): Promise<RunReport[]> {
@@ -105,16 +129,26 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
 
     it('lists jobs and per-set counts by set name in byte order', async () => {
-      const sets = names.map((n) => defineQuestionSet({ name: `set-${n}`, questions: { k: noul('x') }, quietPeriodMs: 0 }));
+      const sets = names.map((n) =>
+        defineQuestionSet({ name: `set-${n}`, questions: { k: noul('x') }, quietPeriodMs: 0 }),
+      );
       await reopen(sets);
       const ids = ['i-b', 'i-Zeta', 'i-a', 'i-été', 'i-B'];
-      for (const id of ids) await fx.store.createItem({ id, workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: id, title: id });
+      for (const id of ids)
+        await fx.store.createItem({ id, workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: id, title: id });
       const stats = await fx.store.queueStats();
-      expect(stats.bySet.map((r) => r.questionSet).filter((s, i, a) => a.indexOf(s) === i)).toEqual(byteOrder.map((n) => `set-${n}`));
+      expect(stats.bySet.map((r) => r.questionSet).filter((s, i, a) => a.indexOf(s) === i)).toEqual(
+        byteOrder.map((n) => `set-${n}`),
+      );
       // Same priority and enqueue time (one clock): the item id breaks the tie.
       const jobs = await fx.store.listJobs({ questionSet: 'set-a' });
       expect(jobs).toHaveLength(ids.length);
-      const expected = [...jobs].sort((x, y) => x.priority - y.priority || x.enqueuedAt - y.enqueuedAt || Buffer.compare(Buffer.from(x.itemId), Buffer.from(y.itemId)));
+      const expected = [...jobs].sort(
+        (x, y) =>
+          x.priority - y.priority ||
+          x.enqueuedAt - y.enqueuedAt ||
+          Buffer.compare(Buffer.from(x.itemId), Buffer.from(y.itemId)),
+      );
       expect(jobs.map((j) => j.itemId)).toEqual(expected.map((j) => j.itemId));
     });
   });
@@ -188,9 +222,16 @@ export function runStoreConformance(backend: StoreBackend): void {
       const b = await item('T-2');
       await fx.store.dropJobs({});
       const l = await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' });
-      expect((await fx.store.listJobs({})).map((j) => `${j.itemId}:${j.questionSet}`).sort()).toEqual([`${a.id}:linked`, `${b.id}:linked`]);
-      expect((await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).changed).toBe(false);
-      await expect(fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: a.id, linkType: 'blocks' })).rejects.toThrow(/itself/);
+      expect((await fx.store.listJobs({})).map((j) => `${j.itemId}:${j.questionSet}`).sort()).toEqual([
+        `${a.id}:linked`,
+        `${b.id}:linked`,
+      ]);
+      expect(
+        (await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).changed,
+      ).toBe(false);
+      await expect(
+        fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: a.id, linkType: 'blocks' }),
+      ).rejects.toThrow(/itself/);
       await fx.store.dropJobs({});
       await fx.store.removeLink(l.row.id);
       expect(await fx.store.listJobs({})).toHaveLength(2);
@@ -218,14 +259,28 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
 
     it('normalises lone surrogates and NUL and reports them', async () => {
-      const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'a\uD800b\u0000c', content: 'x\uDC00' });
+      const r = await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-9',
+        title: 'a\uD800b\u0000c',
+        content: 'x\uDC00',
+      });
       expect(r.row.title).toBe('a\uFFFDbc');
       expect(r.normalised).toEqual({ loneSurrogates: 2, nulsRemoved: 1 });
       expect((await fx.store.getItem(r.row.id))!.content).toBe('x\uFFFD');
     });
 
     it('refuses fields that are not a JSON object and writes nothing', async () => {
-      await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 't', fields: '[1]' })).rejects.toThrow(/JSON object/);
+      await expect(
+        fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'T-9',
+          title: 't',
+          fields: '[1]',
+        }),
+      ).rejects.toThrow(/JSON object/);
       expect(await fx.store.getItemByRef(fx.ws.id, 'T-9')).toBeNull();
       expect(await fx.store.listJobs({})).toHaveLength(0);
     });
@@ -240,22 +295,32 @@ export function runStoreConformance(backend: StoreBackend): void {
       const it1 = await item('T-1', { fields: stored });
       const r = await fx.store.updateItem(it1.id, { setFields: { status: 'in_progress' } });
       expect(r.changed).toBe(true);
-      expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"in_progress"}');
+      expect((await fx.store.getItem(it1.id))!.fields).toBe(
+        '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"in_progress"}',
+      );
 
       // the old edit path: parse the stored text, change one key, hand the whole object back
       const roundTripped = { ...(JSON.parse(r.row.fields) as Record<string, unknown>), status: 'closed' };
       await fx.store.updateItem(it1.id, { fields: roundTripped });
-      expect((await fx.store.getItem(it1.id))!.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"closed"}');
+      expect((await fx.store.getItem(it1.id))!.fields).toBe(
+        '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"closed"}',
+      );
 
       const spaced = await item('T-2', { fields: '{ "name" : "caf\\u00e9\\/x",\n  "n": 1.50 ,"status":"open" }' });
       await fx.store.updateItem(spaced.id, { setFields: { status: 'closed', added: new LosslessNumber('2.50') } });
-      expect((await fx.store.getItem(spaced.id))!.fields).toBe('{ "name" : "caf\\u00e9\\/x",\n  "n": 1.50 ,"status":"closed","added":2.50 }');
+      expect((await fx.store.getItem(spaced.id))!.fields).toBe(
+        '{ "name" : "caf\\u00e9\\/x",\n  "n": 1.50 ,"status":"closed","added":2.50 }',
+      );
       await fx.store.updateItem(spaced.id, { fields: { name: 'café/x', status: 'closed', added: 2.5 } });
-      expect((await fx.store.getItem(spaced.id))!.fields).toBe('{ "name" : "caf\\u00e9\\/x" ,"status":"closed","added":2.50 }');
+      expect((await fx.store.getItem(spaced.id))!.fields).toBe(
+        '{ "name" : "caf\\u00e9\\/x" ,"status":"closed","added":2.50 }',
+      );
     });
 
     it('a field set to the value it has is a no-op: no seq bump, nothing owed (DESIGN §3.2)', async () => {
-      const it1 = await item('T-1', { fields: '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}' });
+      const it1 = await item('T-1', {
+        fields: '{"estimate":3.0,"ext_id":12345678901234567890,"ratio":1e2,"status":"open"}',
+      });
       await fx.store.dropJobs({});
       const same = [
         { setFields: { status: 'open' } },
@@ -273,12 +338,21 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.getItem(it1.id))!.fields).toBe(it1.fields);
       // a different integer beyond 2^53, equal as a double, is a different value
       // the importer's door: the same values again, as a JS object, keep the stored bytes
-      const up = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c' };
+      const up = {
+        id: 'imp-1',
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'B-1',
+        title: 'imported',
+        content: 'c',
+      };
       await fx.store.upsertItem({ ...up, fields: '{"priority":2.0, "status":"open"}' });
       const again = await fx.store.upsertItem({ ...up, fields: { status: 'open', priority: 2 } });
       expect(again).toMatchObject({ changed: false, owed: 0 });
       expect(again.row.fields).toBe('{"priority":2.0, "status":"open"}');
-      const bigger = await fx.store.updateItem(it1.id, { setFields: { ext_id: new LosslessNumber('12345678901234567891') } });
+      const bigger = await fx.store.updateItem(it1.id, {
+        setFields: { ext_id: new LosslessNumber('12345678901234567891') },
+      });
       expect(bigger.changed).toBe(true);
       expect(bigger.row.fields).toBe('{"estimate":3.0,"ext_id":12345678901234567891,"ratio":1e2,"status":"open"}');
     });
@@ -297,7 +371,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.dropJobs({});
       const c = (await fx.store.updateCollection(fx.tasks.id, { settings: { tracks_work: true, role: 'work' } })).row;
       await fx.store.dropJobs({});
-      const r = await fx.store.updateCollection(fx.tasks.id, { settings: { role: 'work', tracks_work: true }, schema: JSON.parse(JSON.stringify(c.schema)) });
+      const r = await fx.store.updateCollection(fx.tasks.id, {
+        settings: { role: 'work', tracks_work: true },
+        schema: JSON.parse(JSON.stringify(c.schema)),
+      });
       expect(r).toMatchObject({ changed: false, owed: 0 });
       expect(await fx.store.listJobs({})).toHaveLength(0);
     });
@@ -331,7 +408,13 @@ export function runStoreConformance(backend: StoreBackend): void {
       const N = 2_100;
       fx.store.setRegistry(new Registry([])); // items first, owing nothing, so the change is the only owe
       for (let i = 0; i < N; i++) {
-        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+        await fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          fields: { status: 'open' },
+        });
       }
       fx.store.setRegistry(fx.registry);
       const r = await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' });
@@ -342,7 +425,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(step).toEqual({ collectionId: fx.tasks.id, items: 1_000, owed: 2_000, pending: 1 });
       // The process dies here; another opens the same data and resumes from the committed cursor.
       const peer = await fx.opened.peer(fx.registry);
-      expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: fx.tasks.id, items: 100, owed: 200, pending: 0 });
+      expect(await peer.advanceCollectionOwes()).toEqual({
+        collectionId: fx.tasks.id,
+        items: 100,
+        owed: 200,
+        pending: 0,
+      });
       expect(await peer.advanceCollectionOwes()).toEqual({ collectionId: null, items: 0, owed: 0, pending: 0 });
       const jobs = await fx.store.listJobs({ limit: 10_000 });
       expect(jobs).toHaveLength(2 * N);
@@ -350,21 +438,34 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.listMeta('collection-owe:')).toEqual([]);
     }, 120_000);
 
-    it('a second change while a collection change is pending restarts the walk with both changes\' sets', async () => {
+    it("a second change while a collection change is pending restarts the walk with both changes' sets", async () => {
       await reopen([attentionSet, effortSet]);
       fx.store.setRegistry(new Registry([]));
       for (let i = 0; i < 1_500; i++) {
-        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+        await fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          fields: { status: 'open' },
+        });
       }
       // Only `effort` knows the first slug; after the rename only `attention` would apply.
       const onlyEffort = defineQuestionSet({ name: 'effort', questions: { effort: noul('x') }, collections: ['task'] });
-      const onlyAttention = defineQuestionSet({ name: 'attention', questions: { blocked: noul('x') }, collections: ['tasks'] });
+      const onlyAttention = defineQuestionSet({
+        name: 'attention',
+        questions: { blocked: noul('x') },
+        collections: ['tasks'],
+      });
       const reg = new Registry([onlyEffort, onlyAttention]);
       fx.store.setRegistry(reg);
       expect((await fx.store.updateCollection(fx.tasks.id, { slug: 'tasks' })).owed).toBe(2 * 1_000);
       // The restart owes the first chunk again, for the pending change's sets as well as its own.
       expect((await fx.store.updateCollection(fx.tasks.id, { settings: { tracks_work: false } })).owed).toBe(2 * 1_000);
-      const pending = JSON.parse((await fx.store.getMeta(`collection-owe:${fx.tasks.id}`))!) as { sets: string[]; generation: number };
+      const pending = JSON.parse((await fx.store.getMeta(`collection-owe:${fx.tasks.id}`))!) as {
+        sets: string[];
+        generation: number;
+      };
       expect(pending).toMatchObject({ sets: ['attention', 'effort'], generation: 2 });
       // Two processes work it off at once: a chunk is owed by one of them, never by both.
       const peer = await fx.opened.peer(reg);
@@ -381,7 +482,15 @@ export function runStoreConformance(backend: StoreBackend): void {
     }, 120_000);
 
     it('upsertItem: creates, then changes nothing on the same values, then sets every value', async () => {
-      const base = { id: 'imp-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'B-1', title: 'imported', content: 'c', fields: { status: 'open' } };
+      const base = {
+        id: 'imp-1',
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'B-1',
+        title: 'imported',
+        content: 'c',
+        fields: { status: 'open' },
+      };
       expect((await fx.store.upsertItem(base, { priority: PRIORITY_BACKFILL, quietPeriod: false })).owed).toBe(3);
       await fx.store.dropJobs({});
       const same = await fx.store.upsertItem(base);
@@ -394,8 +503,12 @@ export function runStoreConformance(backend: StoreBackend): void {
 
     it('the write doors refuse missing rows with NotFound', async () => {
       await expect(fx.store.updateItem('nope', { title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
-      await expect(fx.store.addComment({ itemId: 'nope', author: 'a', body: 'b' })).rejects.toMatchObject({ code: 'not_found' });
-      await expect(fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' })).rejects.toMatchObject({ code: 'not_found' });
+      await expect(fx.store.addComment({ itemId: 'nope', author: 'a', body: 'b' })).rejects.toMatchObject({
+        code: 'not_found',
+      });
+      await expect(
+        fx.store.createItem({ workspaceId: fx.ws.id, collectionId: 'nope', ref: 'X', title: 'x' }),
+      ).rejects.toMatchObject({ code: 'not_found' });
     });
 
     it('storage health and upkeep (DESIGN §10.1, §10.2): a refused write is no storage problem; a checkpoint empties the log where there is one', async () => {
@@ -430,10 +543,17 @@ export function runStoreConformance(backend: StoreBackend): void {
       const boom = new Error('host failed');
       await expect(
         fx.store.transaction(async (tx) => {
-          const a = await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-1', title: 'one' });
+          const a = await tx.createItem({
+            workspaceId: fx.ws.id,
+            collectionId: fx.tasks.id,
+            ref: 'TX-1',
+            title: 'one',
+          });
           await tx.addComment({ itemId: a.row.id, author: 'ann', body: 'first' });
           // A nested transaction on the handle joins the outer one.
-          await (tx as Store).transaction(async (inner) => inner.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-2', title: 'two' }));
+          await (tx as Store).transaction(async (inner) =>
+            inner.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'TX-2', title: 'two' }),
+          );
           throw boom;
         }),
       ).rejects.toBe(boom);
@@ -461,7 +581,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(l.item.id).toBe(a.id);
       expect(l.collection.schema).toEqual(TASK_SCHEMA);
       expect(l.workspace.slug).toBe('acme');
-      expect(l.comments.map((c) => [c.body, c.createdAt])).toEqual([['first', 1_000], ['second', 2_000]]);
+      expect(l.comments.map((c) => [c.body, c.createdAt])).toEqual([
+        ['first', 1_000],
+        ['second', 2_000],
+      ]);
       expect(l.links.map((x) => `${x.relation}:${x.ref}`).sort()).toEqual(['blocked_by:T-3', 'parent:T-2']);
       expect(await fx.store.loadItemForEvaluation('nope')).toBeNull();
       expect(await fx.store.checkLiveness(a.id)).toBe('live');
@@ -486,7 +609,8 @@ export function runStoreConformance(backend: StoreBackend): void {
   describe(`${backend.name}: item search (listItems filters)`, () => {
     it('narrows by ref prefix code point by code point, case kept, and pages in id order', async () => {
       for (const ref of ['bd-1', 'bd-12', 'BD-3', 'bd_4', 'b%-5', 'é-6', 'éa-7']) await item(ref);
-      const refs = async (q: Record<string, unknown>) => (await fx.store.listItems({ workspaceId: fx.ws.id, ...q })).map((i) => i.ref);
+      const refs = async (q: Record<string, unknown>) =>
+        (await fx.store.listItems({ workspaceId: fx.ws.id, ...q })).map((i) => i.ref);
       expect(await refs({ refPrefix: 'bd-1' })).toEqual(['bd-1', 'bd-12']);
       expect(await refs({ refPrefix: 'bd' })).toEqual(['bd-1', 'bd-12', 'bd_4']); // not BD-3: case matters
       expect(await refs({ refPrefix: 'b%' })).toEqual(['b%-5']); // no LIKE wildcards
@@ -504,7 +628,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       await item('S-5', { fields: { status: 'in_progress', priority: true } });
       const gone = await item('S-4', { fields: { status: 'open', priority: 1 } });
       await fx.store.softDeleteItem(gone.id);
-      const refs = async (f: Record<string, string | number | boolean | null>, extra: Record<string, unknown> = {}) => (await fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: f, ...extra })).map((i) => i.ref);
+      const refs = async (f: Record<string, string | number | boolean | null>, extra: Record<string, unknown> = {}) =>
+        (await fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: f, ...extra })).map((i) => i.ref);
       expect(await refs({ status: 'open' })).toEqual(['S-1', 'S-2']);
       expect(await refs({ status: 'open' }, { includeDeleted: true })).toEqual(['S-1', 'S-2', 'S-4']);
       expect(await refs({ priority: 1 })).toEqual(['S-1']); // not the string "1" of S-3, nor the true of S-5
@@ -518,8 +643,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await refs({ 'we"ird key': 'x' })).toEqual(['S-2']);
       expect(await refs({ status: 'open', priority: 2 })).toEqual(['S-2']);
       expect(await refs({ status: 'open' }, { refPrefix: 'S-2' })).toEqual(['S-2']);
-      await expect(fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: Number.NaN } })).rejects.toThrow(/finite number/);
-      await expect(fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: [1] as never } })).rejects.toThrow(/compare with a string/);
+      await expect(
+        fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: Number.NaN } }),
+      ).rejects.toThrow(/finite number/);
+      await expect(
+        fx.store.listItems({ workspaceId: fx.ws.id, fieldsEqual: { priority: [1] as never } }),
+      ).rejects.toThrow(/compare with a string/);
     });
   });
 
@@ -532,7 +661,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       const gone = await item('bd-5', { title: 'blocked, then deleted' });
       await fx.store.softDeleteItem(gone.id);
       const found = async (text: string, extra: Record<string, unknown> = {}) =>
-        (await fx.store.searchItems({ workspaceId: fx.ws.id, text, offset: 0, limit: 50, ...extra })).rows.map((i) => i.ref).sort();
+        (await fx.store.searchItems({ workspaceId: fx.ws.id, text, offset: 0, limit: 50, ...extra })).rows
+          .map((i) => i.ref)
+          .sort();
       expect(await found('blocked')).toEqual(['bd-1']); // title, case ignored; the deleted one left out
       expect(await found('blocked', { deleted: 'deleted' })).toEqual(['bd-5']);
       expect(await found('blocked', { deleted: 'all' })).toEqual(['bd-1', 'bd-5']);
@@ -545,7 +676,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(page.total).toBe(3);
       expect(page.rows).toHaveLength(1);
       const other = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'elsewhere' });
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: other.id, ref: 'bd-9', title: 'in another collection' });
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: other.id,
+        ref: 'bd-9',
+        title: 'in another collection',
+      });
       expect(await found('bd', { collectionId: other.id })).toEqual(['bd-9']);
     });
   });
@@ -569,27 +705,49 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention')).toHaveLength(3);
     });
 
-    it('listDecisions with a set lists that set\'s rows only, oldest first (the runner\'s read for a set with maxAge)', async () => {
+    it("listDecisions with a set lists that set's rows only, oldest first (the runner's read for a set with maxAge)", async () => {
       const [a, b] = [await item('T-1'), await item('T-2')];
-      await fx.store.insertDecisions([decision(a.id, 'attention', 'k', 'h1', fx.ws.id), decision(a.id, 'effort', 'k', 'h1', fx.ws.id)]);
-      await fx.store.insertDecisions([decision(a.id, 'attention', 'k', 'h2', fx.ws.id), decision(b.id, 'attention', 'k', 'h1', fx.ws.id)]);
+      await fx.store.insertDecisions([
+        decision(a.id, 'attention', 'k', 'h1', fx.ws.id),
+        decision(a.id, 'effort', 'k', 'h1', fx.ws.id),
+      ]);
+      await fx.store.insertDecisions([
+        decision(a.id, 'attention', 'k', 'h2', fx.ws.id),
+        decision(b.id, 'attention', 'k', 'h1', fx.ws.id),
+      ]);
       const all = await fx.store.listDecisions(a.id);
-      expect(all.map((r) => [r.questionSet, r.stateHash])).toEqual([['attention', 'h1'], ['effort', 'h1'], ['attention', 'h2']]);
+      expect(all.map((r) => [r.questionSet, r.stateHash])).toEqual([
+        ['attention', 'h1'],
+        ['effort', 'h1'],
+        ['attention', 'h2'],
+      ]);
       const only = await fx.store.listDecisions(a.id, 'attention');
-      expect(only.map((r) => [r.questionSet, r.stateHash])).toEqual([['attention', 'h1'], ['attention', 'h2']]);
+      expect(only.map((r) => [r.questionSet, r.stateHash])).toEqual([
+        ['attention', 'h1'],
+        ['attention', 'h2'],
+      ]);
       expect(only).toEqual(all.filter((r) => r.questionSet === 'attention'));
       expect(await fx.store.listDecisions(a.id, 'nope')).toEqual([]);
     });
 
-    it('a set with maxAge on the store\'s clock: unexpired answers are skipped across days; past maxAge the re-ask is a new state hash beside the old row (DESIGN §5.2)', async () => {
-      const aging = defineQuestionSet({ name: 'aging', questions: { stale: noul('No progress in 14 days.') }, maxAgeMs: 7 * 86_400_000 });
+    it("a set with maxAge on the store's clock: unexpired answers are skipped across days; past maxAge the re-ask is a new state hash beside the old row (DESIGN §5.2)", async () => {
+      const aging = defineQuestionSet({
+        name: 'aging',
+        questions: { stale: noul('No progress in 14 days.') },
+        maxAgeMs: 7 * 86_400_000,
+      });
       await reopen([aging]);
       const it1 = await item('T-1');
       const fake = new FakeProvider();
       fx.advance(3_600_001);
       await drain(runner(fake));
       expect(fake.requests).toHaveLength(1);
-      const owe = () => fx.store.oweJobs([{ itemId: it1.id, questionSet: 'aging' }], { priority: PRIORITY_BACKFILL, quietPeriod: false, reaskDebounce: false });
+      const owe = () =>
+        fx.store.oweJobs([{ itemId: it1.id, questionSet: 'aging' }], {
+          priority: PRIORITY_BACKFILL,
+          quietPeriod: false,
+          reaskDebounce: false,
+        });
       fx.advance(6 * 86_400_000);
       await owe();
       expect((await drain(runner(fake))).map((r) => r.outcome.kind)).toEqual(['complete']);
@@ -609,9 +767,29 @@ export function runStoreConformance(backend: StoreBackend): void {
 
     it('spend adds up per hour bucket and is read back over a window', async () => {
       const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 };
-      await fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
-      await fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
-      expect(await fx.store.spendSince(3_600_000)).toEqual({ calls: 2, inputTokens: 200, outputTokens: 20, cacheReadTokens: 2, cacheWriteTokens: 4 });
+      await fx.store.recordSpend({
+        questionSet: 'attention',
+        provider: 'fake',
+        model: 'm',
+        outcome: 'ok',
+        calls: 1,
+        usage,
+      });
+      await fx.store.recordSpend({
+        questionSet: 'attention',
+        provider: 'fake',
+        model: 'm',
+        outcome: 'ok',
+        calls: 1,
+        usage,
+      });
+      expect(await fx.store.spendSince(3_600_000)).toEqual({
+        calls: 2,
+        inputTokens: 200,
+        outputTokens: 20,
+        cacheReadTokens: 2,
+        cacheWriteTokens: 4,
+      });
       fx.advance(3 * 3_600_000);
       expect((await fx.store.spendSince(3_600_000)).calls).toBe(0);
       expect((await fx.store.spendSince(5 * 3_600_000)).calls).toBe(2);
@@ -620,10 +798,15 @@ export function runStoreConformance(backend: StoreBackend): void {
 
   describe(`${backend.name}: daily-token-cap reservations (DESIGN §10.3)`, () => {
     const spendOf = (inputTokens: number, outputTokens: number) => ({
-      questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1,
+      questionSet: 'attention',
+      provider: 'fake',
+      model: 'm',
+      outcome: 'ok',
+      calls: 1,
       usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 },
     });
-    const reserve = (tokens: number, capTokens = 1_000, ttlMs = 60_000, store = fx.store) => store.reserveSpend({ tokens, capTokens, ttlMs, holder: 'w/0' });
+    const reserve = (tokens: number, capTokens = 1_000, ttlMs = 60_000, store = fx.store) =>
+      store.reserveSpend({ tokens, capTokens, ttlMs, holder: 'w/0' });
     const billed = async () => {
       const s = await fx.store.spendSince(86_400_000);
       return s.inputTokens + s.outputTokens + s.cacheReadTokens + s.cacheWriteTokens;
@@ -668,7 +851,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await billed()).toBe(60);
     });
 
-    it('yesterday\'s spend does not count; a call larger than the cap runs only on an untouched day', async () => {
+    it("yesterday's spend does not count; a call larger than the cap runs only on an untouched day", async () => {
       await fx.store.recordSpend(spendOf(1_000, 0));
       const r = await reserve(10);
       expect(r).toMatchObject({ granted: false, settledTokens: 1_000 });
@@ -684,7 +867,9 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('concurrent reservers on several connections never pass the cap together', async () => {
       const stores = [fx.store, ...(await Promise.all([1, 2, 3].map(() => fx.opened.peer(fx.registry))))];
       // 4 connections × 10 attempts of 100 tokens against a cap of 1 000: exactly 10 fit.
-      const results = await Promise.all(stores.flatMap((s) => Array.from({ length: 10 }, () => reserve(100, 1_000, 60_000, s))));
+      const results = await Promise.all(
+        stores.flatMap((s) => Array.from({ length: 10 }, () => reserve(100, 1_000, 60_000, s))),
+      );
       const granted = results.filter((r) => r.granted);
       expect(granted).toHaveLength(10);
       expect(new Set(granted.map((r) => (r.granted ? r.id : ''))).size).toBe(10);
@@ -697,7 +882,10 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('claims live work before backfill, oldest first, and only when due', async () => {
       const a = await item('T-1', { fields: { status: 'open' } });
       await fx.store.dropJobs({});
-      await fx.store.oweJobs([{ itemId: a.id, questionSet: 'effort' }], { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      await fx.store.oweJobs([{ itemId: a.id, questionSet: 'effort' }], {
+        priority: PRIORITY_BACKFILL,
+        quietPeriod: false,
+      });
       fx.advance(1_000);
       const b = await item('T-2');
       expect(await fx.store.claimNextJob('w', 60_000, 8)).toMatchObject({ itemId: a.id, questionSet: 'effort' }); // backfill, but the only due job
@@ -709,13 +897,17 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('skips jobs in flight, not yet due, parked, or of a soft-deleted workspace', async () => {
       const other = await fx.store.createWorkspace({ slug: 'other' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
-      await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o', fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        { workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o', fields: { status: 'open' } },
+        { quietPeriod: false },
+      );
       await fx.store.softDeleteWorkspace(other.id);
       const a = await item('T-1');
       expect(await fx.store.claimNextJob('w', 60_000, 8)).toBeNull(); // quiet period; other workspace held
       fx.advance(30_000);
       const claims = [];
-      for (let c = await fx.store.claimNextJob('w', 60_000, 8); c; c = await fx.store.claimNextJob('w', 60_000, 8)) claims.push(c);
+      for (let c = await fx.store.claimNextJob('w', 60_000, 8); c; c = await fx.store.claimNextJob('w', 60_000, 8))
+        claims.push(c);
       expect(claims.map((c) => c.itemId)).toEqual([a.id, a.id, a.id]);
       await fx.store.parkJob(claims[0], 'parked for the test');
       expect((await fx.store.queueStats()).parked).toBe(1);
@@ -724,7 +916,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(held!.workspaceId).toBe(other.id);
     });
 
-    it('claims an item\'s due siblings for co-asking under the same lease, and only those that are claimable', async () => {
+    it("claims an item's due siblings for co-asking under the same lease, and only those that are claimable", async () => {
       const a = await item('T-1');
       const b = await item('T-2');
       fx.advance(30_000);
@@ -733,7 +925,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       // A sibling claimed once is under a live lease: a second sibling claim passes over it.
       const held = (await fx.store.claimSiblingJobs(first, ['effort'], { leaseMs: 60_000, abandonLimit: 8 }))[0];
       expect(held).toMatchObject({ itemId: a.id, questionSet: 'effort', attempts: 1 });
-      const sets = (await fx.store.listJobs({})).filter((j) => j.itemId === a.id).map((j) => j.questionSet).filter((s) => s !== first.questionSet);
+      const sets = (await fx.store.listJobs({}))
+        .filter((j) => j.itemId === a.id)
+        .map((j) => j.questionSet)
+        .filter((s) => s !== first.questionSet);
       const again = await fx.store.claimSiblingJobs(first, sets, { leaseMs: 60_000, abandonLimit: 8 });
       expect(again.map((c) => c.questionSet)).toEqual(sets.filter((s) => s !== 'effort').sort());
       for (const c of again) {
@@ -741,54 +936,123 @@ export function runStoreConformance(backend: StoreBackend): void {
         expect(await fx.store.completeJob(c)).toBe('applied');
       }
       // Another item's jobs are never touched; a sibling not yet due is not taken.
-      expect((await fx.store.listJobs({})).filter((j) => j.itemId === b.id).every((j) => j.claimToken === null)).toBe(true);
+      expect((await fx.store.listJobs({})).filter((j) => j.itemId === b.id).every((j) => j.claimToken === null)).toBe(
+        true,
+      );
       const c = await item('T-3');
       const cFirst = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(cFirst.itemId).toBe(b.id);
-      await fx.store.oweJobs([{ itemId: c.id, questionSet: 'effort' }], { priority: PRIORITY_BACKFILL, quietPeriod: false });
+      await fx.store.oweJobs([{ itemId: c.id, questionSet: 'effort' }], {
+        priority: PRIORITY_BACKFILL,
+        quietPeriod: false,
+      });
       const cJob = (await fx.store.listJobs({})).find((j) => j.itemId === c.id && j.questionSet === 'attention')!;
-      expect(await fx.store.claimSiblingJobs({ ...cFirst, itemId: c.id, questionSet: 'effort' }, [cJob.questionSet], { leaseMs: 60_000, abandonLimit: 8 })).toEqual([]);
+      expect(
+        await fx.store.claimSiblingJobs({ ...cFirst, itemId: c.id, questionSet: 'effort' }, [cJob.questionSet], {
+          leaseMs: 60_000,
+          abandonLimit: 8,
+        }),
+      ).toEqual([]);
       expect(await fx.store.renewLease(held, 60_000)).toBe(true);
     });
 
     it('provider batches (DESIGN §7.3): backfill jobs claimed in bulk, batched, not claimable, then stored or re-owed', async () => {
       await reopen([attentionSet, effortSet]);
       const items = [];
-      for (let i = 1; i <= 3; i++) items.push(await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false }));
+      for (let i = 1; i <= 3; i++)
+        items.push(
+          await fx.store.createItem(
+            { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } },
+            { priority: PRIORITY_BACKFILL, quietPeriod: false },
+          ),
+        );
       const live = await item('L-1');
       fx.advance(30_000);
       const claims = await fx.store.claimBatchJobs('w', { leaseMs: 60_000, limit: 4, abandonLimit: 8 });
       expect(claims.map((c) => [c.priority, c.attempts])).toEqual(Array(4).fill([PRIORITY_BACKFILL, 1]));
       expect(claims.every((c) => c.itemId !== live.id)).toBe(true); // live work is the slots'
-      const plan = { stateHash: 'h', stateVersion: 2, stateParts: {}, stateTruncated: false, explain: false, itemSeq: 1, ref: 'B-1', estimate: { inputTokens: 1, maxOutputTokens: 1 }, parts: [] };
-      const requests = claims.map((c, i) => ({ customId: `vbtest-${i}`, workspaceId: fx.ws.id, itemId: c.itemId, plan }));
+      const plan = {
+        stateHash: 'h',
+        stateVersion: 2,
+        stateParts: {},
+        stateTruncated: false,
+        explain: false,
+        itemSeq: 1,
+        ref: 'B-1',
+        estimate: { inputTokens: 1, maxOutputTokens: 1 },
+        parts: [],
+      };
+      const requests = claims.map((c, i) => ({
+        customId: `vbtest-${i}`,
+        workspaceId: fx.ws.id,
+        itemId: c.itemId,
+        plan,
+      }));
       await fx.store.recordBatch({ id: 'vbtest', provider: 'fake', model: 'm' }, requests, claims);
-      expect((await fx.store.listJobs({ state: 'batched' })).map((j) => [j.batchId, j.claimToken])).toEqual(Array(4).fill(['vbtest', null]));
+      expect((await fx.store.listJobs({ state: 'batched' })).map((j) => [j.batchId, j.claimToken])).toEqual(
+        Array(4).fill(['vbtest', null]),
+      );
       // Batched jobs are passed over by every claim: live-only claims take the live jobs and stop;
       // a plain claim then takes only the backfill jobs left owed, never a batched one.
       const liveClaims = [];
-      for (let c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true }); c; c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true })) liveClaims.push(c);
+      for (
+        let c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true });
+        c;
+        c = await fx.store.claimNextJob('w2', 60_000, 8, [], { liveOnly: true })
+      )
+        liveClaims.push(c);
       expect(liveClaims.map((c) => [c.itemId, c.priority])).toEqual([
         [live.id, 0],
         [live.id, 0],
       ]);
       const batchedKeys = new Set(claims.map((c) => `${c.itemId}/${c.questionSet}`));
       const rest = [];
-      for (let c = await fx.store.claimNextJob('w3', 60_000, 8); c; c = await fx.store.claimNextJob('w3', 60_000, 8)) rest.push(c);
+      for (let c = await fx.store.claimNextJob('w3', 60_000, 8); c; c = await fx.store.claimNextJob('w3', 60_000, 8))
+        rest.push(c);
       expect(rest).toHaveLength(2);
       expect(rest.some((c) => batchedKeys.has(`${c.itemId}/${c.questionSet}`))).toBe(false);
-      expect(await fx.store.listProviderBatches(['submitting'])).toMatchObject([{ id: 'vbtest', status: 'submitting', requestCount: 4, providerBatchId: null }]);
-      await fx.store.updateProviderBatch('vbtest', { providerBatchId: 'msgbatch_1', status: 'in_progress', expiresAt: 123 });
-      expect((await fx.store.listBatchRequests('vbtest')).map((r) => r.customId)).toEqual(['vbtest-0', 'vbtest-1', 'vbtest-2', 'vbtest-3']);
+      expect(await fx.store.listProviderBatches(['submitting'])).toMatchObject([
+        { id: 'vbtest', status: 'submitting', requestCount: 4, providerBatchId: null },
+      ]);
+      await fx.store.updateProviderBatch('vbtest', {
+        providerBatchId: 'msgbatch_1',
+        status: 'in_progress',
+        expiresAt: 123,
+      });
+      expect((await fx.store.listBatchRequests('vbtest')).map((r) => r.customId)).toEqual([
+        'vbtest-0',
+        'vbtest-1',
+        'vbtest-2',
+        'vbtest-3',
+      ]);
       // One result completes its job; storing it again does nothing.
-      const done = { itemId: claims[0].itemId, answers: [], spend: [{ questionSet: claims[0].questionSet, provider: 'fake', model: 'm', outcome: 'batch', calls: 1, usage: { inputTokens: 10, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0 } }], jobs: [{ itemId: claims[0].itemId, questionSet: claims[0].questionSet, outcome: 'complete' as const }] };
+      const done = {
+        itemId: claims[0].itemId,
+        answers: [],
+        spend: [
+          {
+            questionSet: claims[0].questionSet,
+            provider: 'fake',
+            model: 'm',
+            outcome: 'batch',
+            calls: 1,
+            usage: { inputTokens: 10, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0 },
+          },
+        ],
+        jobs: [{ itemId: claims[0].itemId, questionSet: claims[0].questionSet, outcome: 'complete' as const }],
+      };
       await fx.store.storeBatchResult('vbtest', 'vbtest-0', done);
       await fx.store.storeBatchResult('vbtest', 'vbtest-0', done);
       expect(await fx.store.getJob(claims[0].itemId, claims[0].questionSet)).toBeNull();
       expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
       // A write re-owes a batched job: its result then leaves it alone.
       await fx.store.updateItem(claims[1].itemId, { title: 'written' });
-      await fx.store.storeBatchResult('vbtest', 'vbtest-1', { itemId: claims[1].itemId, answers: [], spend: [], jobs: [{ itemId: claims[1].itemId, questionSet: claims[1].questionSet, outcome: 'complete' }] });
+      await fx.store.storeBatchResult('vbtest', 'vbtest-1', {
+        itemId: claims[1].itemId,
+        answers: [],
+        spend: [],
+        jobs: [{ itemId: claims[1].itemId, questionSet: claims[1].questionSet, outcome: 'complete' }],
+      });
       expect(await fx.store.getJob(claims[1].itemId, claims[1].questionSet)).toMatchObject({ state: 'owed' });
       expect((await fx.store.batchJobCounts('vbtest')).batched).toBe(2);
       // The re-owed job still names the batch (its result serves it): the batch is not left empty.
@@ -809,23 +1073,35 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(10_000);
       const again = await fx.store.claimBatchJobs('w', { leaseMs: 60_000, limit: 10, abandonLimit: 8 });
       expect(again.length).toBeGreaterThan(0);
-      await expect(fx.store.recordBatch({ id: 'vblost', provider: 'fake', model: 'm' }, [], [...again, { ...again[0], claimToken: 'stale' }])).rejects.toMatchObject({ code: 'batch_claim_lost' });
+      await expect(
+        fx.store.recordBatch(
+          { id: 'vblost', provider: 'fake', model: 'm' },
+          [],
+          [...again, { ...again[0], claimToken: 'stale' }],
+        ),
+      ).rejects.toMatchObject({ code: 'batch_claim_lost' });
       expect(await fx.store.listProviderBatches(['submitting'])).toEqual([]);
       expect(await fx.store.listJobs({ state: 'batched' })).toEqual([]);
     });
 
-    it('interleaves workspaces: a busy workspace\'s backlog does not starve a quiet one (fair claim order)', async () => {
+    it("interleaves workspaces: a busy workspace's backlog does not starve a quiet one (fair claim order)", async () => {
       await reopen([attentionSet]);
       const other = await fx.store.createWorkspace({ slug: 'quiet' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
       const busy = 150;
       for (let i = 0; i < busy; i++) {
-        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `A-${i}`, title: 'a', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+        await fx.store.createItem(
+          { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `A-${i}`, title: 'a', fields: { status: 'open' } },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
       }
       fx.advance(1_000);
       const quiet = new Set<string>();
       for (let i = 0; i < 10; i++) {
-        const r = await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } }, { priority: PRIORITY_BACKFILL, quietPeriod: false });
+        const r = await fx.store.createItem(
+          { workspaceId: other.id, collectionId: col.id, ref: `B-${i}`, title: 'b', fields: { status: 'open' } },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
         quiet.add(r.row.id);
       }
       let claims = 0;
@@ -843,14 +1119,26 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.claimNextJob('w', 60_000, 8))!.itemId).toBe(live.id);
     });
 
-    it('numbers each workspace\'s jobs on from its latest tag, in one statement for a batch; a re-enqueue keeps the tag', async () => {
+    it("numbers each workspace's jobs on from its latest tag, in one statement for a batch; a re-enqueue keeps the tag", async () => {
       await reopen([attentionSet]);
       const other = await fx.store.createWorkspace({ slug: 'other' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
       const mine = [await item('T-1'), await item('T-2'), await item('T-3')];
       const theirs = [];
-      for (const ref of ['O-1', 'O-2']) theirs.push((await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref, title: 'o', fields: { status: 'open' } })).row);
-      const tags = async (ids: string[]) => (await Promise.all(ids.map((id) => fx.store.getJob(id, 'attention')))).map((j) => j!.fairTag);
+      for (const ref of ['O-1', 'O-2'])
+        theirs.push(
+          (
+            await fx.store.createItem({
+              workspaceId: other.id,
+              collectionId: col.id,
+              ref,
+              title: 'o',
+              fields: { status: 'open' },
+            })
+          ).row,
+        );
+      const tags = async (ids: string[]) =>
+        (await Promise.all(ids.map((id) => fx.store.getJob(id, 'attention')))).map((j) => j!.fairTag);
       expect(await tags(mine.map((i) => i.id))).toEqual([1, 2, 3]);
       expect(await tags(theirs.map((i) => i.id))).toEqual([1, 2]);
       await fx.store.dropJobs({});
@@ -897,11 +1185,21 @@ export function runStoreConformance(backend: StoreBackend): void {
         expect(await fx.store.claimNextJob('next', 1_000, 8)).toBeNull();
         if (i === 7) break;
         const job = (await fx.store.getJob(it1.id, 'attention'))!;
-        expect(job).toMatchObject({ state: 'owed', abandons: i + 1, claimToken: null, leaseExpiresAt: null, attempts: i + 1 });
+        expect(job).toMatchObject({
+          state: 'owed',
+          abandons: i + 1,
+          claimToken: null,
+          leaseExpiresAt: null,
+          attempts: i + 1,
+        });
         expect(job.notBefore).toBe(leaseEnd + 1_000 * 2 ** i);
         fx.advance(1_000 * 2 ** i - 1);
       }
-      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'parked', abandons: 8, claimToken: null });
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+        state: 'parked',
+        abandons: 8,
+        claimToken: null,
+      });
       expect((await fx.store.getJob(it1.id, 'attention'))!.lastError).toMatch(/abandon limit/);
     });
 
@@ -912,7 +1210,11 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(30_000);
       const coAsk = { attention: ['effort'], effort: ['attention'] };
       const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
-      expect(dead).toMatchObject({ itemId: a.id, questionSet: 'attention', coAsked: [expect.objectContaining({ questionSet: 'effort' })] });
+      expect(dead).toMatchObject({
+        itemId: a.id,
+        questionSet: 'attention',
+        coAsked: [expect.objectContaining({ questionSet: 'effort' })],
+      });
       // The sibling's lease was renewed a moment later (renewals are one per claim), then the
       // worker was killed: both leases end, a few milliseconds apart.
       const leaseEnd = (await fx.store.getJob(a.id, 'attention'))!.leaseExpiresAt!;
@@ -921,9 +1223,16 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(10_001);
       // The next claim passes over the abandoned group (each counted once) and takes other work.
       const other = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
-      expect(other).toMatchObject({ itemId: b.id, questionSet: 'attention', abandons: 0, coAsked: [expect.objectContaining({ questionSet: 'effort' })] });
+      expect(other).toMatchObject({
+        itemId: b.id,
+        questionSet: 'attention',
+        abandons: 0,
+        coAsked: [expect.objectContaining({ questionSet: 'effort' })],
+      });
       // listJobs gives no order between the sets of one item: compared by set name.
-      const group = (await fx.store.listJobs({})).filter((j) => j.itemId === a.id).sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+      const group = (await fx.store.listJobs({}))
+        .filter((j) => j.itemId === a.id)
+        .sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
       expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken])).toEqual([
         ['attention', 1, 1, null],
         ['effort', 1, 1, null],
@@ -933,7 +1242,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
       fx.advance(2_000);
       const again = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
-      expect(again).toMatchObject({ itemId: a.id, questionSet: 'attention', abandons: 1, coAsked: [expect.objectContaining({ questionSet: 'effort', abandons: 1 })] });
+      expect(again).toMatchObject({
+        itemId: a.id,
+        questionSet: 'attention',
+        abandons: 1,
+        coAsked: [expect.objectContaining({ questionSet: 'effort', abandons: 1 })],
+      });
     });
 
     it('retry re-owes parked jobs with counters at 0; drop leaves jobs in flight alone', async () => {
@@ -942,7 +1256,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       const c = (await fx.store.claimNextJob('w', 60_000, 8))!;
       await fx.store.parkJob(c, 'test');
       expect(await fx.store.retryJobs({ state: 'parked' })).toBe(1);
-      expect((await fx.store.getJob(c.itemId, c.questionSet))!).toMatchObject({ state: 'owed', attempts: 0, refusals: 0, abandons: 0 });
+      expect((await fx.store.getJob(c.itemId, c.questionSet))!).toMatchObject({
+        state: 'owed',
+        attempts: 0,
+        refusals: 0,
+        abandons: 0,
+      });
       const inFlight = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(await fx.store.dropJobs({ itemId: it1.id })).toBe(2);
       expect(await fx.store.getJob(inFlight.itemId, inFlight.questionSet)).not.toBeNull();
@@ -963,7 +1282,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.failJob(late, { backoffMs: 1000, error: 'x' })).toBe('lost');
       expect(await fx.store.dropJob(late, 'x')).toBe('lost');
       expect(await fx.store.releaseJob(late)).toBe('lost');
-      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x', deferLimit: 20, failBackoffMs: 1000 })).toBe('lost');
+      expect(await fx.store.deferJob(late, { delayMs: 1000, reason: 'x', deferLimit: 20, failBackoffMs: 1000 })).toBe(
+        'lost',
+      );
       expect(await fx.store.parkJob(late, 'x')).toBe('lost');
       expect(await fx.store.refuseJob(late, { backoffMs: 1, error: 'x', refusalLimit: 5 })).toBe('lost');
       expect(await fx.store.renewLease(late, 60_000)).toBe(false);
@@ -973,9 +1294,16 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getJob(it1.id, late.questionSet)).toBeNull();
     });
 
-    describe('finishJob: the completion, the last call\'s answers and spend, and the next claim in one transaction (issue 13)', () => {
+    describe("finishJob: the completion, the last call's answers and spend, and the next claim in one transaction (issue 13)", () => {
       const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 0, cacheWriteTokens: 0 };
-      const spend = (set: string) => ({ questionSet: set, provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage });
+      const spend = (set: string) => ({
+        questionSet: set,
+        provider: 'fake',
+        model: 'm',
+        outcome: 'ok',
+        calls: 1,
+        usage,
+      });
       const next = { workerId: 'runner-a', leaseMs: 60_000, abandonLimit: 8 };
 
       it('applied: the job is gone, its answers and spend are stored, and the next job is claimed for the same claimant', async () => {
@@ -984,7 +1312,14 @@ export function runStoreConformance(backend: StoreBackend): void {
         const b = await item('T-2');
         fx.advance(30_000);
         const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
-        const f = await fx.store.finishJob(c, { answers: { decisions: [decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id)], spend: spend('attention'), reservationId: null }, claimNext: next });
+        const f = await fx.store.finishJob(c, {
+          answers: {
+            decisions: [decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id)],
+            spend: spend('attention'),
+            reservationId: null,
+          },
+          claimNext: next,
+        });
         expect(f).toMatchObject({ result: 'applied', answersStored: 1 });
         expect(await fx.store.getJob(c.itemId, 'attention')).toBeNull();
         const other = c.itemId === a.id ? b.id : a.id;
@@ -993,7 +1328,11 @@ export function runStoreConformance(backend: StoreBackend): void {
         expect(await fx.store.countDecisions()).toBe(1);
         expect((await fx.store.spendSince(3_600_000)).calls).toBe(1);
         // Nothing left to claim: the next is null, and the completion still applies.
-        expect(await fx.store.finishJob(f.next!, { claimNext: next })).toEqual({ result: 'applied', answersStored: 0, next: null });
+        expect(await fx.store.finishJob(f.next!, { claimNext: next })).toEqual({
+          result: 'applied',
+          answersStored: 0,
+          next: null,
+        });
       });
 
       it('lost or superseded: the answers and spend are still stored (they were paid for), and the job is left to its holder or its newer generation', async () => {
@@ -1003,27 +1342,45 @@ export function runStoreConformance(backend: StoreBackend): void {
         const late = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
         fx.advance(121_000); // the lease and the abandon backoff run out
         const taker = (await fx.store.claimNextJob('runner-b', 60_000, 8))!;
-        const answers = { decisions: [decision(it1.id, 'attention', 'blocked', 'h1', fx.ws.id)], spend: spend('attention'), reservationId: null };
-        expect(await fx.store.finishJob(late, { answers, claimNext: next })).toEqual({ result: 'lost', answersStored: 1, next: null });
+        const answers = {
+          decisions: [decision(it1.id, 'attention', 'blocked', 'h1', fx.ws.id)],
+          spend: spend('attention'),
+          reservationId: null,
+        };
+        expect(await fx.store.finishJob(late, { answers, claimNext: next })).toEqual({
+          result: 'lost',
+          answersStored: 1,
+          next: null,
+        });
         expect((await fx.store.getJob(it1.id, 'attention'))!.claimToken).toBe(taker.claimToken);
         await fx.store.updateItem(it1.id, { content: 'edited while asking' });
-        const superseded = await fx.store.finishJob(taker, { answers: { ...answers, decisions: [decision(it1.id, 'attention', 'blocked', 'h2', fx.ws.id)] } });
+        const superseded = await fx.store.finishJob(taker, {
+          answers: { ...answers, decisions: [decision(it1.id, 'attention', 'blocked', 'h2', fx.ws.id)] },
+        });
         expect(superseded).toMatchObject({ result: 'superseded', answersStored: 1 });
-        expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', claimToken: null, generation: 2 });
+        expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+          state: 'owed',
+          claimToken: null,
+          generation: 2,
+        });
         expect(await fx.store.countDecisions()).toBe(2);
         expect((await fx.store.spendSince(3_600_000)).calls).toBe(2);
       });
 
-      it('settles the call\'s daily-cap reservation with its spend', async () => {
+      it("settles the call's daily-cap reservation with its spend", async () => {
         await reopen([attentionSet]);
         await item('T-1');
         fx.advance(30_000);
         const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
         const r = await fx.store.reserveSpend({ tokens: 500, capTokens: 1_000, holder: 'runner-a', ttlMs: 60_000 });
         expect(r.granted).toBe(true);
-        await fx.store.finishJob(c, { answers: { decisions: [], spend: spend('attention'), reservationId: (r as { id: string }).id } });
+        await fx.store.finishJob(c, {
+          answers: { decisions: [], spend: spend('attention'), reservationId: (r as { id: string }).id },
+        });
         // The reservation is gone and the real usage (110 tokens) counts: 890 tokens are left.
-        expect(await fx.store.reserveSpend({ tokens: 890, capTokens: 1_000, holder: 'runner-a', ttlMs: 60_000 })).toMatchObject({ granted: true, settledTokens: 110, reservedTokens: 0 });
+        expect(
+          await fx.store.reserveSpend({ tokens: 890, capTokens: 1_000, holder: 'runner-a', ttlMs: 60_000 }),
+        ).toMatchObject({ granted: true, settledTokens: 110, reservedTokens: 0 });
       });
 
       it('a failing write leaves everything as it was: the job still claimed, no answer, no spend, no next claim', async () => {
@@ -1033,7 +1390,13 @@ export function runStoreConformance(backend: StoreBackend): void {
         fx.advance(30_000);
         const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
         // An answer with no kind breaks a NOT NULL constraint, after the spend upsert ran.
-        const broken = { decisions: [{ ...decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id), kind: null as unknown as 'noul' }], spend: spend('attention'), reservationId: null };
+        const broken = {
+          decisions: [
+            { ...decision(c.itemId, 'attention', 'blocked', 'h', fx.ws.id), kind: null as unknown as 'noul' },
+          ],
+          spend: spend('attention'),
+          reservationId: null,
+        };
         await expect(fx.store.finishJob(c, { answers: broken, claimNext: next })).rejects.toThrow();
         expect((await fx.store.getJob(c.itemId, 'attention'))!.claimToken).toBe(c.claimToken);
         expect((await fx.store.getJob(c.itemId === a.id ? b.id : a.id, 'attention'))!.claimToken).toBeNull();
@@ -1089,7 +1452,11 @@ export function runStoreConformance(backend: StoreBackend): void {
       const opts = runner(fake);
       const first = await runOnce(opts, signal);
       expect(first!.recorded).toBe('superseded');
-      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ claimToken: null, state: 'owed', generation: 2 });
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+        claimToken: null,
+        state: 'owed',
+        generation: 2,
+      });
       fx.advance(3_600_000);
       const second = await runOnce(opts, signal);
       expect(second!.recorded).toBe('applied');
@@ -1148,7 +1515,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.getJob(it1.id, 'attention'))!.enqueuedAt).toBe(w.row.updatedAt);
     });
 
-    it('a lease-expiry race: the late runner\'s outcome is fenced off and each key is answered once', async () => {
+    it("a lease-expiry race: the late runner's outcome is fenced off and each key is answered once", async () => {
       await reopen([attentionSet]);
       const it1 = await item('T-1');
       fx.advance(30_000);
@@ -1188,10 +1555,17 @@ export function runStoreConformance(backend: StoreBackend): void {
       const it1 = await item('T-1');
       fx.advance(30_000);
       const fake = new FakeProvider();
-      const r = await runOnce(runner(fake, { beforeAsk: async () => void (await fx.store.softDeleteWorkspace(fx.ws.id)) }), signal);
+      const r = await runOnce(
+        runner(fake, { beforeAsk: async () => void (await fx.store.softDeleteWorkspace(fx.ws.id)) }),
+        signal,
+      );
       expect(r!.outcome.kind).toBe('release');
       expect(fake.requests).toHaveLength(0);
-      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', attempts: 0, claimToken: null });
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+        state: 'owed',
+        attempts: 0,
+        claimToken: null,
+      });
       expect(await runOnce(runner(fake), signal)).toBeNull();
       await fx.store.restoreWorkspace(fx.ws.id);
       expect((await runOnce(runner(fake), signal))!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
@@ -1222,7 +1596,9 @@ export function runStoreConformance(backend: StoreBackend): void {
         waits.push(job.notBefore - job.lastErrorAt!);
         fx.advance(job.notBefore - (await fx.store.now()) + 1);
       }
-      expect(waits).toEqual([30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000]);
+      expect(waits).toEqual([
+        30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000, 3_600_000,
+      ]);
       expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ state: 'owed', refusals: 0, attempts: 10 });
     });
 
@@ -1249,7 +1625,11 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(30_000);
       const r = await runOnce(runner(new FakeProvider({ faults: [{ status: 401 }] })), signal);
       expect(r!.outcome.kind).toBe('misconfigured');
-      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({ attempts: 0, state: 'owed', claimToken: null });
+      expect((await fx.store.getJob(it1.id, 'attention'))!).toMatchObject({
+        attempts: 0,
+        state: 'owed',
+        claimToken: null,
+      });
     });
 
     it('the whole pipeline: answers every key once, sends the bytes it hashes, and a second pass costs nothing', async () => {
@@ -1259,8 +1639,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       const fake = new FakeProvider();
       const reports = await drain(runner(fake));
       // attention and effort read the same state: one co-asked call (DESIGN §7.2), two jobs done.
-      expect(reports.map((r) => [r.outcome.kind, r.claim.coAsked?.map((c) => c.questionSet)])).toEqual([['complete', ['effort']]]);
-      expect(fake.requests.map((q) => q.keys.sort())).toEqual([['blocked', 'effort', 'needs_human_decision', 'waiting_on_external']]);
+      expect(reports.map((r) => [r.outcome.kind, r.claim.coAsked?.map((c) => c.questionSet)])).toEqual([
+        ['complete', ['effort']],
+      ]);
+      expect(fake.requests.map((q) => q.keys.sort())).toEqual([
+        ['blocked', 'effort', 'needs_human_decision', 'waiting_on_external'],
+      ]);
       expect(await fx.store.listJobs({ itemId: it1.id })).toEqual([]);
       const rows = await fx.store.listDecisions(it1.id);
       expect(rows.map((r) => `${r.questionSet}:${r.questionKey}`).sort()).toEqual([
@@ -1293,7 +1677,12 @@ export function runStoreConformance(backend: StoreBackend): void {
     async function claimDue(itemId: string, set = 'attention') {
       const j = (await fx.store.getJob(itemId, set))!;
       fx.advance(Math.max(0, j.notBefore - (await fx.store.now())) + 1);
-      const c = (await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'].filter((s) => s !== set)))!;
+      const c = (await fx.store.claimNextJob(
+        'w',
+        60_000,
+        8,
+        ['effort', 'linked'].filter((s) => s !== set),
+      ))!;
       expect(c).toMatchObject({ itemId, questionSet: set });
       return c;
     }
@@ -1325,7 +1714,9 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('a defer past the limit waits for the longer of the backoff and the defer delay', async () => {
       const it1 = await item('T-1');
       await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 1 }));
-      expect(await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 1, delayMs: 600_000 }))).toBe('failed');
+      expect(await fx.store.deferJob(await claimDue(it1.id), deferOpts({ deferLimit: 1, delayMs: 600_000 }))).toBe(
+        'failed',
+      );
       const j = (await fx.store.getJob(it1.id, 'attention'))!;
       expect(j.notBefore).toBe(j.lastErrorAt! + 600_000);
     });
@@ -1379,7 +1770,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(29_000);
       expect(await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'])).toBeNull();
       fx.advance(1_001);
-      expect(await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'])).toMatchObject({ itemId: it1.id, questionSet: 'attention' });
+      expect(await fx.store.claimNextJob('w', 60_000, 8, ['effort', 'linked'])).toMatchObject({
+        itemId: it1.id,
+        questionSet: 'attention',
+      });
     });
   });
 
@@ -1398,7 +1792,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.deleteMeta('cursor'); // a missing key is not an error
       expect(await fx.store.getMeta('cursor')).toBeNull();
 
-      for (const k of ['a%b:2', 'a%b:1', 'aXb:1', 'a%', 'a_b:1', 'aZb:1', 'a\\b:1', 'a\\\\b:1', 'p:a', 'p:B', 'p:_']) await fx.store.setMeta(k, `v ${k}`);
+      for (const k of ['a%b:2', 'a%b:1', 'aXb:1', 'a%', 'a_b:1', 'aZb:1', 'a\\b:1', 'a\\\\b:1', 'p:a', 'p:B', 'p:_'])
+        await fx.store.setMeta(k, `v ${k}`);
       const keys = async (prefix: string) => (await fx.store.listMeta(prefix)).map((r) => r.key);
       expect(await keys('a%b:')).toEqual(['a%b:1', 'a%b:2']);
       expect(await keys('a%')).toEqual(['a%', 'a%b:1', 'a%b:2']);
@@ -1420,14 +1815,24 @@ export function runStoreConformance(backend: StoreBackend): void {
       const b = await item('T-2');
       await fx.store.dropJobs({});
       const pairs = [a, b].map((i) => ({ itemId: i.id, questionSet: 'attention' }));
-      const n = await fx.store.oweJobs(pairs, { priority: PRIORITY_BACKFILL, quietPeriod: false, insertOnly: true, meta: { key: 'backfill:acme', value: '{"after":"T-2"}' } });
+      const n = await fx.store.oweJobs(pairs, {
+        priority: PRIORITY_BACKFILL,
+        quietPeriod: false,
+        insertOnly: true,
+        meta: { key: 'backfill:acme', value: '{"after":"T-2"}' },
+      });
       expect(n).toBe(2);
       const [meta] = await fx.store.listMeta('backfill:');
       expect(meta).toMatchObject({ key: 'backfill:acme', value: '{"after":"T-2"}' });
       expect(meta.updatedAt).toBe((await fx.store.getJob(a.id, 'attention'))!.enqueuedAt); // one transaction, one "now"
       // A meta write that fails (value NOT NULL) rolls the jobs back with it.
       await fx.store.dropJobs({});
-      await expect(fx.store.oweJobs(pairs, { quietPeriod: false, meta: { key: 'backfill:acme', value: null as unknown as string } })).rejects.toThrow();
+      await expect(
+        fx.store.oweJobs(pairs, {
+          quietPeriod: false,
+          meta: { key: 'backfill:acme', value: null as unknown as string },
+        }),
+      ).rejects.toThrow();
       expect(await fx.store.listJobs({})).toHaveLength(0);
       expect(await fx.store.getMeta('backfill:acme')).toBe('{"after":"T-2"}');
     });
@@ -1435,30 +1840,68 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('countChunkJobs: claimable, in flight, waiting (not due or workspace deleted), parked, gone', async () => {
       await reopen([attentionSet]);
       const now = { quietPeriod: false };
-      expect(await fx.store.countChunkJobs('attention', [])).toEqual({ claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 0 });
-      const b = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-b', title: 'b' }, now)).row;
+      expect(await fx.store.countChunkJobs('attention', [])).toEqual({
+        claimable: 0,
+        inFlight: 0,
+        waiting: 0,
+        parked: 0,
+        gone: 0,
+      });
+      const b = (
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-b', title: 'b' }, now)
+      ).row;
       const inFlight = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(inFlight.itemId).toBe(b.id);
-      const c = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-c', title: 'c' }, now)).row;
+      const c = (
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-c', title: 'c' }, now)
+      ).row;
       const parked = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(parked.itemId).toBe(c.id);
       await fx.store.parkJob(parked, 'test');
-      const a = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-a', title: 'a' }, now)).row;
+      const a = (
+        await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-a', title: 'a' }, now)
+      ).row;
       const d = await item('T-d'); // quiet period: not due yet
       const e = await item('T-e');
       await fx.store.dropJobs({ itemId: e.id });
       const other = await fx.store.createWorkspace({ slug: 'gone' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
-      const f = (await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o' }, now)).row;
+      const f = (
+        await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o' }, now)
+      ).row;
       await fx.store.softDeleteWorkspace(other.id);
       const ids = [a.id, b.id, c.id, d.id, e.id, f.id, 'nope', a.id];
-      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({ claimable: 1, inFlight: 1, waiting: 2, parked: 1, gone: 2 });
-      expect(await fx.store.countChunkJobs('effort', ids)).toEqual({ claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 7 });
+      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({
+        claimable: 1,
+        inFlight: 1,
+        waiting: 2,
+        parked: 1,
+        gone: 2,
+      });
+      expect(await fx.store.countChunkJobs('effort', ids)).toEqual({
+        claimable: 0,
+        inFlight: 0,
+        waiting: 0,
+        parked: 0,
+        gone: 7,
+      });
       // More ids than one statement binds: counted across statements.
       const many = [...Array.from({ length: 1_200 }, (_, i) => `missing-${i}`), ...ids];
-      expect(await fx.store.countChunkJobs('attention', many)).toEqual({ claimable: 1, inFlight: 1, waiting: 2, parked: 1, gone: 1_202 });
+      expect(await fx.store.countChunkJobs('attention', many)).toEqual({
+        claimable: 1,
+        inFlight: 1,
+        waiting: 2,
+        parked: 1,
+        gone: 1_202,
+      });
       fx.advance(61_000); // the lease runs out: claimable again; the quiet period is over too
-      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({ claimable: 3, inFlight: 0, waiting: 1, parked: 1, gone: 2 });
+      expect(await fx.store.countChunkJobs('attention', ids)).toEqual({
+        claimable: 3,
+        inFlight: 0,
+        waiting: 1,
+        parked: 1,
+        gone: 2,
+      });
     });
 
     it('jobCountsBySet: states per set; failing counts parked and retried-after-attempt errors, not deferrals', async () => {
@@ -1469,7 +1912,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       await owe(t1.id, 'attention');
       const deferred = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(deferred.questionSet).toBe('attention');
-      await fx.store.deferJob(deferred, { delayMs: 3_600_000, reason: 'rate limited', deferLimit: 20, failBackoffMs: 30_000 });
+      await fx.store.deferJob(deferred, {
+        delayMs: 3_600_000,
+        reason: 'rate limited',
+        deferLimit: 20,
+        failBackoffMs: 30_000,
+      });
       fx.advance(1_000);
       await owe(t1.id, 'effort');
       const failed = (await fx.store.claimNextJob('w', 60_000, 8))!;
@@ -1485,12 +1933,42 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.dropJobs({ itemId: t2.id });
       await owe(t2.id, 'attention');
       expect((await fx.store.claimNextJob('w', 60_000, 8))!).toMatchObject({ itemId: t2.id, questionSet: 'attention' });
-      await fx.store.oweJobs(['effort', 'linked'].map((questionSet) => ({ itemId: t2.id, questionSet })), now);
+      await fx.store.oweJobs(
+        ['effort', 'linked'].map((questionSet) => ({ itemId: t2.id, questionSet })),
+        now,
+      );
       const job = async (i: string, s: string) => (await fx.store.getJob(i, s))!;
       expect(await fx.store.jobCountsBySet()).toEqual([
-        { questionSet: 'attention', due: 0, waiting: 1, inFlight: 1, parked: 0, failing: 0, oldestOwedAt: (await job(t1.id, 'attention')).enqueuedAt, lastErrorAt: null },
-        { questionSet: 'effort', due: 1, waiting: 1, inFlight: 0, parked: 0, failing: 1, oldestOwedAt: (await job(t1.id, 'effort')).enqueuedAt, lastErrorAt: (await job(t1.id, 'effort')).lastErrorAt },
-        { questionSet: 'linked', due: 1, waiting: 0, inFlight: 0, parked: 1, failing: 1, oldestOwedAt: (await job(t2.id, 'linked')).enqueuedAt, lastErrorAt: (await job(t1.id, 'linked')).lastErrorAt },
+        {
+          questionSet: 'attention',
+          due: 0,
+          waiting: 1,
+          inFlight: 1,
+          parked: 0,
+          failing: 0,
+          oldestOwedAt: (await job(t1.id, 'attention')).enqueuedAt,
+          lastErrorAt: null,
+        },
+        {
+          questionSet: 'effort',
+          due: 1,
+          waiting: 1,
+          inFlight: 0,
+          parked: 0,
+          failing: 1,
+          oldestOwedAt: (await job(t1.id, 'effort')).enqueuedAt,
+          lastErrorAt: (await job(t1.id, 'effort')).lastErrorAt,
+        },
+        {
+          questionSet: 'linked',
+          due: 1,
+          waiting: 0,
+          inFlight: 0,
+          parked: 1,
+          failing: 1,
+          oldestOwedAt: (await job(t2.id, 'linked')).enqueuedAt,
+          lastErrorAt: (await job(t1.id, 'linked')).lastErrorAt,
+        },
       ]);
       await fx.store.dropJobs({});
       await fx.store.retryJobs({});
@@ -1498,35 +1976,99 @@ export function runStoreConformance(backend: StoreBackend): void {
     });
 
     it('spendRowsSince groups by (provider, model, set, outcome) over the hour buckets of the window', async () => {
-      const usage = (n: number) => ({ inputTokens: 100 * n, outputTokens: 10 * n, cacheReadTokens: n, cacheWriteTokens: 2 * n });
+      const usage = (n: number) => ({
+        inputTokens: 100 * n,
+        outputTokens: 10 * n,
+        cacheReadTokens: n,
+        cacheWriteTokens: 2 * n,
+      });
       const spend = (questionSet: string, model: string, outcome: string, n = 1) =>
         fx.store.recordSpend({ questionSet, provider: 'fake', model, outcome, calls: 1, usage: usage(n) });
       await spend('attention', 'm', 'ok');
       await spend('attention', 'm', 'ok', 2);
       await spend('effort', 'm', 'ok');
       await spend('attention', 'm2', 'error');
-      await fx.store.recordSpend({ questionSet: 'attention', provider: 'Other', model: 'm', outcome: 'ok', calls: 3, usage: usage(1) });
+      await fx.store.recordSpend({
+        questionSet: 'attention',
+        provider: 'Other',
+        model: 'm',
+        outcome: 'ok',
+        calls: 3,
+        usage: usage(1),
+      });
       fx.advance(2 * 3_600_000);
       await spend('attention', 'm', 'ok', 5);
       const recent = await fx.store.spendRowsSince(3_600_000);
       expect(recent.sinceHour % 3_600_000).toBe(0);
       expect(recent.rows).toEqual([
-        { provider: 'fake', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 1, inputTokens: 500, outputTokens: 50, cacheReadTokens: 5, cacheWriteTokens: 10 },
+        {
+          provider: 'fake',
+          model: 'm',
+          questionSet: 'attention',
+          outcome: 'ok',
+          calls: 1,
+          inputTokens: 500,
+          outputTokens: 50,
+          cacheReadTokens: 5,
+          cacheWriteTokens: 10,
+        },
       ]);
       const all = await fx.store.spendRowsSince(4 * 3_600_000);
       expect(all.sinceHour).toBeLessThanOrEqual(recent.sinceHour - 3 * 3_600_000);
       expect(all.rows).toEqual([
-        { provider: 'Other', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 3, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
-        { provider: 'fake', model: 'm', questionSet: 'attention', outcome: 'ok', calls: 3, inputTokens: 800, outputTokens: 80, cacheReadTokens: 8, cacheWriteTokens: 16 },
-        { provider: 'fake', model: 'm', questionSet: 'effort', outcome: 'ok', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
-        { provider: 'fake', model: 'm2', questionSet: 'attention', outcome: 'error', calls: 1, inputTokens: 100, outputTokens: 10, cacheReadTokens: 1, cacheWriteTokens: 2 },
+        {
+          provider: 'Other',
+          model: 'm',
+          questionSet: 'attention',
+          outcome: 'ok',
+          calls: 3,
+          inputTokens: 100,
+          outputTokens: 10,
+          cacheReadTokens: 1,
+          cacheWriteTokens: 2,
+        },
+        {
+          provider: 'fake',
+          model: 'm',
+          questionSet: 'attention',
+          outcome: 'ok',
+          calls: 3,
+          inputTokens: 800,
+          outputTokens: 80,
+          cacheReadTokens: 8,
+          cacheWriteTokens: 16,
+        },
+        {
+          provider: 'fake',
+          model: 'm',
+          questionSet: 'effort',
+          outcome: 'ok',
+          calls: 1,
+          inputTokens: 100,
+          outputTokens: 10,
+          cacheReadTokens: 1,
+          cacheWriteTokens: 2,
+        },
+        {
+          provider: 'fake',
+          model: 'm2',
+          questionSet: 'attention',
+          outcome: 'error',
+          calls: 1,
+          inputTokens: 100,
+          outputTokens: 10,
+          cacheReadTokens: 1,
+          cacheWriteTokens: 2,
+        },
       ]);
       // The same rows kept apart per hour, oldest first, the hour a number (the dashboard's series).
       const hours = await fx.store.spendByHourSince(4 * 3_600_000);
       expect(hours.sinceHour).toBe(all.sinceHour);
       const first = hours.rows[0].hour;
       expect(first % 3_600_000).toBe(0);
-      expect(hours.rows.map((r) => [r.hour - first, r.provider, r.model, r.questionSet, r.outcome, r.calls, r.inputTokens])).toEqual([
+      expect(
+        hours.rows.map((r) => [r.hour - first, r.provider, r.model, r.questionSet, r.outcome, r.calls, r.inputTokens]),
+      ).toEqual([
         [0, 'Other', 'm', 'attention', 'ok', 3, 100],
         [0, 'fake', 'm', 'attention', 'ok', 2, 300],
         [0, 'fake', 'm', 'effort', 'ok', 1, 100],
@@ -1542,7 +2084,11 @@ export function runStoreConformance(backend: StoreBackend): void {
         const k = JSON.stringify([r.hour - (r.hour % 86_400_000), r.provider, r.model, r.questionSet, r.outcome]);
         want.set(k, (want.get(k) ?? 0) + r.calls);
       }
-      expect(new Map(days.rows.map((r) => [JSON.stringify([r.hour, r.provider, r.model, r.questionSet, r.outcome]), r.calls]))).toEqual(want);
+      expect(
+        new Map(
+          days.rows.map((r) => [JSON.stringify([r.hour, r.provider, r.model, r.questionSet, r.outcome]), r.calls]),
+        ),
+      ).toEqual(want);
       expect(days.rows.every((r) => typeof r.hour === 'number' && r.hour % 86_400_000 === 0)).toBe(true);
       expect(days.rows.length).toBeLessThanOrEqual(hours.rows.length);
     });
@@ -1557,12 +2103,21 @@ export function runStoreConformance(backend: StoreBackend): void {
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
       await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'O-1', title: 'o' });
       await fx.store.dropJobs({ workspaceId: other.id });
-      const d = (itemId: string, key: string, stateHash: string, questionHash: string, set = 'attention') => ({ ...decision(itemId, set, key, stateHash, fx.ws.id), questionHash });
+      const d = (itemId: string, key: string, stateHash: string, questionHash: string, set = 'attention') => ({
+        ...decision(itemId, set, key, stateHash, fx.ws.id),
+        questionHash,
+      });
       await fx.store.insertDecisions([d(a.id, 'blocked', 's1', 'q-old'), d(a.id, 'waiting_on_external', 's1', 'q-w')]);
-      await fx.store.insertDecisions([{ ...d(a.id, 'blocked', 's2', 'q-new'), stateVersion: 2 }, d(a.id, 'blocked', 's1', 'q-other-set', 'effort')]);
+      await fx.store.insertDecisions([
+        { ...d(a.id, 'blocked', 's2', 'q-new'), stateVersion: 2 },
+        d(a.id, 'blocked', 's1', 'q-other-set', 'effort'),
+      ]);
       await fx.store.insertDecisions([d(a.id, 'mentions@cm-1', 's1', 'q-c')]);
       const commentIds: string[] = [];
-      for (let i = 0; i < 12; i++) commentIds.push((await fx.store.addComment({ itemId: a.id, author: 'x', body: `c${i}`, createdAt: 1_000 + i })).row.id);
+      for (let i = 0; i < 12; i++)
+        commentIds.push(
+          (await fx.store.addComment({ itemId: a.id, author: 'x', body: `c${i}`, createdAt: 1_000 + i })).row.id,
+        );
       await fx.store.deleteComment(commentIds[11]);
       await fx.store.dropJobs({ itemId: c.id });
       fx.advance(30_000);
@@ -1571,16 +2126,38 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.parkJob(claim, 'test');
 
       const scan = (afterItemId: string | null, limit: number, withComments = true) =>
-        fx.store.scanItemsForDrift({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId, limit, withComments });
+        fx.store.scanItemsForDrift({
+          workspaceId: fx.ws.id,
+          questionSet: 'attention',
+          afterItemId,
+          limit,
+          withComments,
+        });
       const all = await scan(null, 10);
-      expect(all.map((s) => [s.item.ref, s.job])).toEqual([['T-1', 'owed'], ['T-2', 'parked'], ['T-3', null]]);
+      expect(all.map((s) => [s.item.ref, s.job])).toEqual([
+        ['T-1', 'owed'],
+        ['T-2', 'parked'],
+        ['T-3', null],
+      ]);
       expect(all[0].item).toEqual(await fx.store.getItem(a.id));
       // evaluatedAt is the latest row's own (the expiry sweep's input, DESIGN §5.2).
-      const storedAt = new Map((await fx.store.listDecisions(a.id, 'attention')).map((r) => [r.questionKey, r.evaluatedAt]));
+      const storedAt = new Map(
+        (await fx.store.listDecisions(a.id, 'attention')).map((r) => [r.questionKey, r.evaluatedAt]),
+      );
       expect([...all[0].latest].sort((x, y) => x.questionKey.localeCompare(y.questionKey))).toEqual([
         { questionKey: 'blocked', questionHash: 'q-new', stateVersion: 2, evaluatedAt: storedAt.get('blocked') },
-        { questionKey: 'mentions@cm-1', questionHash: 'q-c', stateVersion: 1, evaluatedAt: storedAt.get('mentions@cm-1') },
-        { questionKey: 'waiting_on_external', questionHash: 'q-w', stateVersion: 1, evaluatedAt: storedAt.get('waiting_on_external') },
+        {
+          questionKey: 'mentions@cm-1',
+          questionHash: 'q-c',
+          stateVersion: 1,
+          evaluatedAt: storedAt.get('mentions@cm-1'),
+        },
+        {
+          questionKey: 'waiting_on_external',
+          questionHash: 'q-w',
+          stateVersion: 1,
+          evaluatedAt: storedAt.get('waiting_on_external'),
+        },
       ]);
       for (const l of all[0].latest) expect(typeof l.evaluatedAt).toBe('number');
       expect(all[0].commentIds).toEqual(commentIds.slice(1, 11));
@@ -1607,13 +2184,18 @@ export function runStoreConformance(backend: StoreBackend): void {
       const r6 = await ins(b.id, 'k', 'h2');
       fx.advance(2 * 86_400_000);
       const r7 = await ins(a.id, 'k', 'h4'); // supersedes r3, itself too new to list
-      const list = (afterId: number, limit: number) => fx.store.listSupersededDecisions({ olderThanMs: 86_400_000, afterId, limit });
+      const list = (afterId: number, limit: number) =>
+        fx.store.listSupersededDecisions({ olderThanMs: 86_400_000, afterId, limit });
       const listed = await list(0, 100);
       expect(listed.map((r) => r.id)).toEqual([r1, r2, r3, r5]);
       expect(listed[0]).toMatchObject({ itemId: a.id, questionSet: 'attention', questionKey: 'k' });
       expect(listed[0].evaluatedAt).toBe((await fx.store.listDecisions(a.id))[0].evaluatedAt);
       expect((await list(r1, 2)).map((r) => r.id)).toEqual([r2, r3]);
-      expect((await fx.store.listSupersededDecisions({ olderThanMs: 3 * 86_400_000, afterId: 0, limit: 100 })).map((r) => r.id)).toEqual([]);
+      expect(
+        (await fx.store.listSupersededDecisions({ olderThanMs: 3 * 86_400_000, afterId: 0, limit: 100 })).map(
+          (r) => r.id,
+        ),
+      ).toEqual([]);
       expect(await fx.store.deleteDecisions([])).toBe(0);
       // The latest rows (r4, r6, r7) survive even when passed in.
       expect(await fx.store.deleteDecisions([r1, r2, r3, r4, r5, r6, r7])).toBe(4);
@@ -1657,7 +2239,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       const second = (await fx.store.claimNextJob('w', 60_000, 8))!;
       expect(second.itemId).toBe(b.id);
       await fx.store.failJob(second, { backoffMs: 3_600_000, error: 'HTTP 503' });
-      const ids = async (f: { errorWithinMs?: number; itemId?: string }) => (await fx.store.listJobs(f)).map((j) => j.itemId);
+      const ids = async (f: { errorWithinMs?: number; itemId?: string }) =>
+        (await fx.store.listJobs(f)).map((j) => j.itemId);
       expect(await ids({ errorWithinMs: 5 * 60_000 })).toEqual([b.id]);
       expect((await ids({ errorWithinMs: 60 * 60_000 })).sort()).toEqual([a.id, b.id].sort());
       expect(await ids({ errorWithinMs: 60 * 60_000, itemId: a.id })).toEqual([a.id]);
@@ -1667,8 +2250,14 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('fingerprintContext is stored and read back; null when not given', async () => {
       const it1 = await item('T-1');
       const ctx = '{"effort":null,"model":"m","prompt_version":3}';
-      await fx.store.insertDecisions([{ ...decision(it1.id, 'attention', 'a', 'h', fx.ws.id), fingerprintContext: ctx }, decision(it1.id, 'attention', 'b', 'h', fx.ws.id)]);
-      expect((await fx.store.listDecisions(it1.id)).map((r) => [r.questionKey, r.fingerprintContext])).toEqual([['a', ctx], ['b', null]]);
+      await fx.store.insertDecisions([
+        { ...decision(it1.id, 'attention', 'a', 'h', fx.ws.id), fingerprintContext: ctx },
+        decision(it1.id, 'attention', 'b', 'h', fx.ws.id),
+      ]);
+      expect((await fx.store.listDecisions(it1.id)).map((r) => [r.questionKey, r.fingerprintContext])).toEqual([
+        ['a', ctx],
+        ['b', null],
+      ]);
       expect((await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention'))[0].fingerprintContext).toBe(ctx);
     });
   });
@@ -1678,7 +2267,13 @@ export function runStoreConformance(backend: StoreBackend): void {
     const hash = (s: string) => createHash('sha256').update(s).digest('hex');
 
     it('a token is found by its hash until revoked, and not once its workspace is soft-deleted; list shows it without the hash', async () => {
-      const row = await fx.store.createApiToken({ id: 'tok-1', workspaceId: fx.ws.id, role: 'write', tokenHash: hash('t1'), name: 'sync' });
+      const row = await fx.store.createApiToken({
+        id: 'tok-1',
+        workspaceId: fx.ws.id,
+        role: 'write',
+        tokenHash: hash('t1'),
+        name: 'sync',
+      });
       expect(row).toMatchObject({ id: 'tok-1', workspaceSlug: 'acme', role: 'write', name: 'sync', revokedAt: null });
       expect(await fx.store.findApiToken(hash('t1'))).toMatchObject({ id: 'tok-1' });
       expect(await fx.store.findApiToken(hash('t2'))).toBeNull();
@@ -1693,7 +2288,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.revokeApiToken('tok-1')).toBe(false);
       expect(await fx.store.findApiToken(hash('t1'))).toBeNull();
       expect((await fx.store.listApiTokens(fx.ws.id))[0].revokedAt).not.toBeNull();
-      await expect(fx.store.createApiToken({ id: 'tok-3', workspaceId: fx.ws.id, role: 'read', tokenHash: hash('t1') })).rejects.toThrow();
+      await expect(
+        fx.store.createApiToken({ id: 'tok-3', workspaceId: fx.ws.id, role: 'read', tokenHash: hash('t1') }),
+      ).rejects.toThrow();
     });
 
     it('a dashboard session lives until logout, 12 h, an hour idle or its token\u2019s revocation, and is no token; prune deletes the ended ones (DESIGN §16.6)', async () => {
@@ -1702,7 +2299,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       const open = async () => (await openDashboardSession(fx.store, token))!;
       const s1 = await open();
       expect(s1.sessionId).toMatch(/^vds_[A-Za-z0-9_-]{43}$/);
-      expect(s1.session).toMatchObject({ token: { id: row.id, workspaceSlug: 'acme', role: 'write', revokedAt: null } });
+      expect(s1.session).toMatchObject({
+        token: { id: row.id, workspaceSlug: 'acme', role: 'write', revokedAt: null },
+      });
       expect(s1.session.expiresAt - s1.session.createdAt).toBe(SESSION_MAX_AGE_MS);
       expect(await openDashboardSession(fx.store, `${token}x`)).toBeNull();
       expect(await find(s1.sessionId)).toMatchObject({ token: { id: row.id } });
@@ -1739,7 +2338,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.revokeApiToken(other.row.id)).toBe(true);
       expect(await find(s4.sessionId)).toBeNull();
       expect(await openDashboardSession(fx.store, other.token)).toBeNull();
-      expect(await fx.store.createDashboardSession({ idHash: 'h', tokenId: other.row.id, maxAgeMs: SESSION_MAX_AGE_MS })).toBeNull();
+      expect(
+        await fx.store.createDashboardSession({ idHash: 'h', tokenId: other.row.id, maxAgeMs: SESSION_MAX_AGE_MS }),
+      ).toBeNull();
       // Retention: the idle (s1) and expired (s2) rows; the logged-out and revoked ones are gone already.
       expect(await pruneDashboardSessions(fx.store)).toBe(2);
       expect(await pruneDashboardSessions(fx.store)).toBe(0);
@@ -1751,7 +2352,12 @@ export function runStoreConformance(backend: StoreBackend): void {
       await expect(
         fx.store.transaction(async (tx) => {
           expect(await (tx as Store).recordWebhookDelivery(d)).toBe(true);
-          await tx.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'HOOK-1', title: 'from a hook' });
+          await tx.createItem({
+            workspaceId: fx.ws.id,
+            collectionId: fx.tasks.id,
+            ref: 'HOOK-1',
+            title: 'from a hook',
+          });
           throw new Error('boom');
         }),
       ).rejects.toThrow('boom');
@@ -1770,7 +2376,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       const a = await item('API-1');
       const b = await item('API-2');
       const cm = (await fx.store.addComment({ itemId: a.id, author: 'ann', body: 'hi' })).row;
-      const ln = (await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' })).row;
+      const ln = (await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' }))
+        .row;
       expect(await fx.store.getComment(cm.id)).toMatchObject({ id: cm.id, itemId: a.id, deletedAt: null });
       expect(await fx.store.getLink(ln.id)).toMatchObject({ sourceId: a.id, targetId: b.id, linkType: 'blocks' });
       expect(await fx.store.getComment('nope')).toBeNull();
@@ -1783,8 +2390,15 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.getLink('nope')).toBeNull();
       const other = await fx.store.createWorkspace({ slug: 'initech' });
       const col = await fx.store.createCollection({ workspaceId: other.id, slug: 'task', schema: TASK_SCHEMA });
-      await fx.store.createItem({ workspaceId: other.id, collectionId: col.id, ref: 'X-1', title: 't', fields: { status: 'open' } });
-      const total = (rows: Array<{ due: number; waiting: number; inFlight: number }>) => rows.reduce((n, r) => n + r.due + r.waiting + r.inFlight, 0);
+      await fx.store.createItem({
+        workspaceId: other.id,
+        collectionId: col.id,
+        ref: 'X-1',
+        title: 't',
+        fields: { status: 'open' },
+      });
+      const total = (rows: Array<{ due: number; waiting: number; inFlight: number }>) =>
+        rows.reduce((n, r) => n + r.due + r.waiting + r.inFlight, 0);
       const all = total(await fx.store.jobCountsBySet());
       const mine = total(await fx.store.jobCountsBySet(fx.ws.id));
       const theirs = total(await fx.store.jobCountsBySet(other.id));
@@ -1796,8 +2410,16 @@ export function runStoreConformance(backend: StoreBackend): void {
   describe(`${backend.name}: people in the loop: verdicts and surfacing memory (DESIGN §8.1, §8.2)`, () => {
     const T1 = 'http://127.0.0.1:9/one';
     const ctx = (ref: string) => ({ ref, threshold: 0.7, hysteresis: 0.05 });
-    const p = (itemId: string, key: string, hash: string, prob: number) => ({ ...decision(itemId, 'attention', key, hash, fx.ws.id), answer: `{"type":"noul","noul":${prob}}` });
-    const verdict = (itemId: string, verdict: 'agree' | 'disagree' | 'value' | 'withdrawn', value: string | null, extra: Record<string, unknown> = {}) => ({
+    const p = (itemId: string, key: string, hash: string, prob: number) => ({
+      ...decision(itemId, 'attention', key, hash, fx.ws.id),
+      answer: `{"type":"noul","noul":${prob}}`,
+    });
+    const verdict = (
+      itemId: string,
+      verdict: 'agree' | 'disagree' | 'value' | 'withdrawn',
+      value: string | null,
+      extra: Record<string, unknown> = {},
+    ) => ({
       workspaceId: fx.ws.id,
       itemId,
       questionSet: 'attention',
@@ -1812,7 +2434,10 @@ export function runStoreConformance(backend: StoreBackend): void {
       note: null,
       ...extra,
     });
-    const moves = async (itemId: string) => (await fx.store.listSurfacingChanges({ itemId })).map((c) => `${c.surfaced ? 'surfaced' : 'cleared'} ${c.cause} ${c.probability}`);
+    const moves = async (itemId: string) =>
+      (await fx.store.listSurfacingChanges({ itemId })).map(
+        (c) => `${c.surfaced ? 'surfaced' : 'cleared'} ${c.cause} ${c.probability}`,
+      );
 
     it('answers keep a surfacing memory without any event target: the band holds a surfaced key, flips are rows', async () => {
       const a = await item('T-1');
@@ -1824,7 +2449,11 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await moves(a.id)).toEqual(['surfaced model 0.71', 'cleared model 0.6', 'surfaced model 0.7']);
       expect(await fx.store.listDecisionEvents()).toEqual([]); // no target: no outbox rows
       const rows = await fx.store.listSurfacingChanges({ workspaceId: fx.ws.id, questionSet: 'attention' });
-      expect(rows.map((r) => [r.itemId, r.questionKey, r.stateHash])).toEqual([[a.id, 'blocked', 's1'], [a.id, 'blocked', 's3'], [a.id, 'blocked', 's5']]);
+      expect(rows.map((r) => [r.itemId, r.questionKey, r.stateHash])).toEqual([
+        [a.id, 'blocked', 's1'],
+        [a.id, 'blocked', 's3'],
+        [a.id, 'blocked', 's5'],
+      ]);
       const later = rows[1].changedAt;
       expect((await fx.store.listSurfacingChanges({ itemId: a.id, sinceMs: later })).length).toBeGreaterThanOrEqual(2);
       expect(await fx.store.listSurfacingChanges({ workspaceId: fx.ws.id, questionSet: 'other' })).toEqual([]);
@@ -1842,13 +2471,30 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.syncEventTargets([T1]);
       const a = await item('T-1');
       await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9)], ctx('T-1'));
-      const v = await fx.store.insertVerdict(verdict(a.id, 'value', '{"type":"noul","noul":0}', { note: 'not blocked: the API landed' }), ctx('T-1'));
-      expect(v).toMatchObject({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', verdict: 'value', value: '{"type":"noul","noul":0}', stateHash: 's1', stateVersion: 2, author: 'ana', note: 'not blocked: the API landed', decisionId: null });
+      const v = await fx.store.insertVerdict(
+        verdict(a.id, 'value', '{"type":"noul","noul":0}', { note: 'not blocked: the API landed' }),
+        ctx('T-1'),
+      );
+      expect(v).toMatchObject({
+        itemId: a.id,
+        questionSet: 'attention',
+        questionKey: 'blocked',
+        verdict: 'value',
+        value: '{"type":"noul","noul":0}',
+        stateHash: 's1',
+        stateVersion: 2,
+        author: 'ana',
+        note: 'not blocked: the API landed',
+        decisionId: null,
+      });
       expect(typeof v.id).toBe('number');
       expect(typeof v.createdAt).toBe('number');
       expect(await moves(a.id)).toEqual(['surfaced model 0.9', 'cleared human 0']);
       const evs = await fx.store.listDecisionEvents();
-      expect(evs.map((e) => `${e.type} ${(JSON.parse(e.payload) as { source: string }).source}`)).toEqual(['decision.surfaced model', 'decision.cleared human']);
+      expect(evs.map((e) => `${e.type} ${(JSON.parse(e.payload) as { source: string }).source}`)).toEqual([
+        'decision.surfaced model',
+        'decision.cleared human',
+      ]);
       // The model keeps answering 0.95 at new states: the person's value is in force, nothing moves.
       await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.95)], ctx('T-1'));
       await fx.store.insertDecisions([p(a.id, 'blocked', 's3', 0.97)], ctx('T-1'));
@@ -1871,11 +2517,24 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('verdicts list by workspace, set and item; a key that never surfaces records the verdict and moves nothing', async () => {
       const a = await item('T-1');
       const b = await item('T-2');
-      await fx.store.insertVerdict(verdict(a.id, 'value', '{"type":"choice","choice":"x","probabilities":{"x":1}}', { questionKey: 'kind' }), null);
-      await fx.store.insertVerdict(verdict(b.id, 'value', '{"type":"noul","noul":1}', { questionSet: 'effort', questionKey: 'size' }), null);
-      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id })).map((r) => r.questionKey)).toEqual(['kind', 'size']);
-      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id, questionSet: 'effort' })).map((r) => r.itemId)).toEqual([b.id]);
-      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id, itemId: a.id })).map((r) => r.questionKey)).toEqual(['kind']);
+      await fx.store.insertVerdict(
+        verdict(a.id, 'value', '{"type":"choice","choice":"x","probabilities":{"x":1}}', { questionKey: 'kind' }),
+        null,
+      );
+      await fx.store.insertVerdict(
+        verdict(b.id, 'value', '{"type":"noul","noul":1}', { questionSet: 'effort', questionKey: 'size' }),
+        null,
+      );
+      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id })).map((r) => r.questionKey)).toEqual([
+        'kind',
+        'size',
+      ]);
+      expect(
+        (await fx.store.listVerdicts({ workspaceId: fx.ws.id, questionSet: 'effort' })).map((r) => r.itemId),
+      ).toEqual([b.id]);
+      expect((await fx.store.listVerdicts({ workspaceId: fx.ws.id, itemId: a.id })).map((r) => r.questionKey)).toEqual([
+        'kind',
+      ]);
       expect(await fx.store.listVerdicts({ workspaceId: 'nope' })).toEqual([]);
       expect(await moves(a.id)).toEqual([]);
       expect(await moves(b.id)).toEqual([]);
@@ -1886,9 +2545,13 @@ export function runStoreConformance(backend: StoreBackend): void {
     const T1 = 'http://127.0.0.1:9/one';
     const T2 = 'http://127.0.0.1:9/two';
     const surfacing = (ref: string) => ({ ref, threshold: 0.7 });
-    const p = (itemId: string, key: string, hash: string, prob: number) => ({ ...decision(itemId, 'attention', key, hash, fx.ws.id), answer: `{"type":"noul","noul":${prob}}` });
+    const p = (itemId: string, key: string, hash: string, prob: number) => ({
+      ...decision(itemId, 'attention', key, hash, fx.ws.id),
+      answer: `{"type":"noul","noul":${prob}}`,
+    });
     const events = async (f: { targetUrl?: string; itemId?: string } = {}) => fx.store.listDecisionEvents(f);
-    const types = async (f: { targetUrl?: string; itemId?: string } = {}) => (await events(f)).map((e) => `${e.type} ${(JSON.parse(e.payload) as { key: string }).key}`);
+    const types = async (f: { targetUrl?: string; itemId?: string } = {}) =>
+      (await events(f)).map((e) => `${e.type} ${(JSON.parse(e.payload) as { key: string }).key}`);
 
     it('a noul that crosses the threshold queues surfaced, then cleared; an unchanged side, a conflict, choice and score queue nothing', async () => {
       await fx.store.syncEventTargets([T1]);
@@ -1909,9 +2572,24 @@ export function runStoreConformance(backend: StoreBackend): void {
       // Cleared, the band no longer holds it: 0.69 is below the threshold and stays cleared.
       expect(await fx.store.insertDecisions([p(a.id, 'blocked', 's4b', 0.69)], surfacing('T-1'))).toBe(1);
       // Choice and score answers never surface; a key listed as unsurfaced neither.
-      const choice = { ...decision(a.id, 'attention', 'kind', 's5', fx.ws.id), kind: 'choice' as const, answer: '{"type":"choice","choice":"x","probabilities":{"x":0.99,"y":0.01}}', confidence: 0.99 };
-      const score = { ...decision(a.id, 'attention', 'size', 's5', fx.ws.id), kind: 'score' as const, answer: '{"type":"score","score":3.9,"probabilities":{"0":0,"1":0,"2":0,"3":0.1,"4":0.9}}', confidence: 0.9 };
-      expect(await fx.store.insertDecisions([choice, score, p(a.id, 'quiet', 's5', 0.99)], { ...surfacing('T-1'), unsurfaced: ['quiet'] })).toBe(3);
+      const choice = {
+        ...decision(a.id, 'attention', 'kind', 's5', fx.ws.id),
+        kind: 'choice' as const,
+        answer: '{"type":"choice","choice":"x","probabilities":{"x":0.99,"y":0.01}}',
+        confidence: 0.99,
+      };
+      const score = {
+        ...decision(a.id, 'attention', 'size', 's5', fx.ws.id),
+        kind: 'score' as const,
+        answer: '{"type":"score","score":3.9,"probabilities":{"0":0,"1":0,"2":0,"3":0.1,"4":0.9}}',
+        confidence: 0.9,
+      };
+      expect(
+        await fx.store.insertDecisions([choice, score, p(a.id, 'quiet', 's5', 0.99)], {
+          ...surfacing('T-1'),
+          unsurfaced: ['quiet'],
+        }),
+      ).toBe(3);
       // Without a surfacing context (an older caller) nothing is compared or queued.
       expect(await fx.store.insertDecisions([p(a.id, 'waiting_on_external', 's5', 0.99)])).toBe(1);
       expect(await types()).toEqual(['decision.surfaced blocked', 'decision.cleared blocked']);
@@ -1920,10 +2598,21 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('the payload is the exact stored and sent body: ids, ref, set, key, probability, state hash, time; no text', async () => {
       await fx.store.syncEventTargets([T1]);
       const a = await item('T-1');
-      await fx.store.insertDecisions([{ ...p(a.id, 'blocked', 'hash-1', 0.83), rationale: 'secret rationale text' }], surfacing('T-1'));
+      await fx.store.insertDecisions(
+        [{ ...p(a.id, 'blocked', 'hash-1', 0.83), rationale: 'secret rationale text' }],
+        surfacing('T-1'),
+      );
       const [e] = await events();
       const stored = (await fx.store.listDecisions(a.id))[0];
-      expect(e).toMatchObject({ targetUrl: T1, workspaceId: fx.ws.id, itemId: a.id, type: 'decision.surfaced', attempts: 0, deliveredAt: null, leaseOwner: null });
+      expect(e).toMatchObject({
+        targetUrl: T1,
+        workspaceId: fx.ws.id,
+        itemId: a.id,
+        type: 'decision.surfaced',
+        attempts: 0,
+        deliveredAt: null,
+        leaseOwner: null,
+      });
       expect(e.createdAt).toBe(stored.evaluatedAt);
       expect(e.nextAttemptAt).toBe(e.createdAt);
       expect(e.payload).toBe(
@@ -1946,7 +2635,10 @@ export function runStoreConformance(backend: StoreBackend): void {
     it('fans out once per enabled target with one event id; a disabled target gets none; sync re-enables', async () => {
       expect(await fx.store.syncEventTargets([T1, T2, T1])).toEqual({ enabled: 2, disabled: 0 });
       const a = await item('T-1');
-      await fx.store.insertDecisions([p(a.id, 'blocked', 's1', 0.9), p(a.id, 'waiting_on_external', 's1', 0.8)], surfacing('T-1'));
+      await fx.store.insertDecisions(
+        [p(a.id, 'blocked', 's1', 0.9), p(a.id, 'waiting_on_external', 's1', 0.8)],
+        surfacing('T-1'),
+      );
       const all = await events();
       expect(all).toHaveLength(4);
       for (const key of ['blocked', 'waiting_on_external']) {
@@ -1958,7 +2650,11 @@ export function runStoreConformance(backend: StoreBackend): void {
       // T2 leaves the configuration: it gets no new events, and its queued ones are not claimed.
       expect(await fx.store.syncEventTargets([T1])).toEqual({ enabled: 1, disabled: 1 });
       await fx.store.insertDecisions([p(a.id, 'blocked', 's2', 0.1)], surfacing('T-1'));
-      expect(await types({ targetUrl: T1 })).toEqual(['decision.surfaced blocked', 'decision.surfaced waiting_on_external', 'decision.cleared blocked']);
+      expect(await types({ targetUrl: T1 })).toEqual([
+        'decision.surfaced blocked',
+        'decision.surfaced waiting_on_external',
+        'decision.cleared blocked',
+      ]);
       expect(await events({ targetUrl: T2 })).toHaveLength(2);
       const claimed = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
       expect(claimed.every((d) => d.targetUrl === T1)).toBe(true);
@@ -1970,33 +2666,66 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.eventDeliveryStats()).toEqual({ pending: 0, due: 0, nextAttemptAt: null });
       // Enabled again: the queued rows are claimable once more (one at a time: both are of one item).
       await fx.store.syncEventTargets([T2]);
-      expect((await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.targetUrl)).toEqual([T2]);
+      expect(
+        (await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.targetUrl),
+      ).toEqual([T2]);
     });
 
-    it('finishJob queues the last call\'s events in its transaction, and a failed finishJob queues none', async () => {
+    it("finishJob queues the last call's events in its transaction, and a failed finishJob queues none", async () => {
       await reopen([attentionSet]);
       await fx.store.syncEventTargets([T1]);
       const a = await item('T-1');
       fx.advance(30_000);
-      const spend = { questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 } };
+      const spend = {
+        questionSet: 'attention',
+        provider: 'fake',
+        model: 'm',
+        outcome: 'ok',
+        calls: 1,
+        usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      };
       const c = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
       const broken = { ...p(a.id, 'waiting_on_external', 's1', 0.9), kind: null as unknown as 'noul' };
-      await expect(fx.store.finishJob(c, { answers: { decisions: [p(a.id, 'blocked', 's1', 0.9), broken], spend, reservationId: null, surfacing: surfacing('T-1') } })).rejects.toThrow();
+      await expect(
+        fx.store.finishJob(c, {
+          answers: {
+            decisions: [p(a.id, 'blocked', 's1', 0.9), broken],
+            spend,
+            reservationId: null,
+            surfacing: surfacing('T-1'),
+          },
+        }),
+      ).rejects.toThrow();
       expect(await events()).toEqual([]);
-      const f = await fx.store.finishJob(c, { answers: { decisions: [p(a.id, 'blocked', 's1', 0.9)], spend, reservationId: null, surfacing: surfacing('T-1') } });
+      const f = await fx.store.finishJob(c, {
+        answers: {
+          decisions: [p(a.id, 'blocked', 's1', 0.9)],
+          spend,
+          reservationId: null,
+          surfacing: surfacing('T-1'),
+        },
+      });
       expect(f).toMatchObject({ result: 'applied', answersStored: 1 });
       expect(await types()).toEqual(['decision.surfaced blocked']);
     });
 
-    it('the runner passes the set\'s threshold and the ref: the first surfaced answer queues an event', async () => {
+    it("the runner passes the set's threshold and the ref: the first surfaced answer queues an event", async () => {
       await reopen([attentionSet]);
       await fx.store.syncEventTargets([T1]);
       const a = await item('T-1');
       fx.advance(30_000);
-      const provider = new FakeProvider({ handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: k === 'blocked' ? 0.95 : 0.05 }])) });
+      const provider = new FakeProvider({
+        handler: (req) => Object.fromEntries(req.keys.map((k) => [k, { probability: k === 'blocked' ? 0.95 : 0.05 }])),
+      });
       await drain(runner(provider));
       const [e] = await events();
-      expect(JSON.parse(e.payload)).toMatchObject({ type: 'decision.surfaced', item: { id: a.id, ref: 'T-1' }, set: 'attention', key: 'blocked', probability: 0.95 });
+      expect(JSON.parse(e.payload)).toMatchObject({
+        type: 'decision.surfaced',
+        item: { id: a.id, ref: 'T-1' },
+        set: 'attention',
+        key: 'blocked',
+        probability: 0.95,
+      });
       expect(await events()).toHaveLength(1);
     });
 
@@ -2010,7 +2739,14 @@ export function runStoreConformance(backend: StoreBackend): void {
       const [a1, a2, b1] = await events();
       const first = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
       expect(first.map((d) => d.id)).toEqual([a1.id, b1.id]);
-      expect(first[0]).toMatchObject({ eventId: a1.eventId, itemId: a.id, type: 'decision.surfaced', payload: a1.payload, attempts: 0, targetUrl: T1 });
+      expect(first[0]).toMatchObject({
+        eventId: a1.eventId,
+        itemId: a.id,
+        type: 'decision.surfaced',
+        payload: a1.payload,
+        attempts: 0,
+        targetUrl: T1,
+      });
       // a1 fails: its line waits for the backoff, a2 is not claimable meanwhile.
       expect(await fx.store.failEventDelivery(a1.id, 'w1', { backoffMs: 30_000, error: 'http 503' })).toBe(true);
       expect(await fx.store.completeEventDelivery(b1.id, 'w1')).toBe(true);
@@ -2023,7 +2759,9 @@ export function runStoreConformance(backend: StoreBackend): void {
       const again = await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 });
       expect(again.map((d) => [d.id, d.attempts])).toEqual([[a1.id, 1]]);
       expect(await fx.store.completeEventDelivery(a1.id, 'w1')).toBe(true);
-      expect((await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.id)).toEqual([a2.id]);
+      expect(
+        (await fx.store.claimEventDeliveries({ owner: 'w1', leaseMs: 60_000, limit: 10 })).map((d) => d.id),
+      ).toEqual([a2.id]);
       expect(await fx.store.completeEventDelivery(a2.id, 'w1')).toBe(true);
       expect(await fx.store.completeEventDelivery(a2.id, 'w1')).toBe(false);
       expect(await fx.store.eventDeliveryStats()).toEqual({ pending: 0, due: 0, nextAttemptAt: null });
@@ -2053,7 +2791,8 @@ export function runStoreConformance(backend: StoreBackend): void {
       await fx.store.syncEventTargets([T1, T2]);
       const items = await Promise.all(['T-1', 'T-2', 'T-3', 'T-4', 'T-5'].map((r) => item(r)));
       for (const [i, it1] of items.entries()) {
-        for (let s = 0; s < 4; s++) await fx.store.insertDecisions([p(it1.id, 'blocked', `s${s}`, s % 2 ? 0.1 : 0.9)], surfacing(`T-${i + 1}`));
+        for (let s = 0; s < 4; s++)
+          await fx.store.insertDecisions([p(it1.id, 'blocked', `s${s}`, s % 2 ? 0.1 : 0.9)], surfacing(`T-${i + 1}`));
       }
       expect(await events()).toHaveLength(40);
       const peers = await Promise.all([1, 2, 3].map(() => fx.opened.peer(fx.registry)));
@@ -2061,7 +2800,15 @@ export function runStoreConformance(backend: StoreBackend): void {
       const seen = new Map<number, string>();
       const delivered: string[] = [];
       for (let round = 0; round < 12; round++) {
-        const got = await Promise.all(stores.flatMap((s, i) => [0, 1].map((k) => s.claimEventDeliveries({ owner: `w${i}-${k}`, leaseMs: 60_000, limit: 3 }).then((rs) => rs.map((r) => ({ r, owner: `w${i}-${k}`, s }))))));
+        const got = await Promise.all(
+          stores.flatMap((s, i) =>
+            [0, 1].map((k) =>
+              s
+                .claimEventDeliveries({ owner: `w${i}-${k}`, leaseMs: 60_000, limit: 3 })
+                .then((rs) => rs.map((r) => ({ r, owner: `w${i}-${k}`, s }))),
+            ),
+          ),
+        );
         const flat = got.flat();
         const lines = flat.map(({ r }) => `${r.targetUrl} ${r.itemId}`);
         expect(new Set(lines).size).toBe(lines.length);
@@ -2118,21 +2865,43 @@ export function runStoreConformance(backend: StoreBackend): void {
 
     it('saveItemAction stores the plan and queues one github outbox row per want not yet handed over', async () => {
       const a = await item('#1');
-      expect(await fx.store.saveItemAction(plan(a.id, { proposal: ['verdict:blocked', 'verdict:a'], proposalReason: 'gate', proposalDecisionId: 7 }), outbox(1))).toBe(false); // no want: nothing queued
+      expect(
+        await fx.store.saveItemAction(
+          plan(a.id, { proposal: ['verdict:blocked', 'verdict:a'], proposalReason: 'gate', proposalDecisionId: 7 }),
+          outbox(1),
+        ),
+      ).toBe(false); // no want: nothing queued
       expect(await github()).toEqual([]);
       const [row] = await fx.store.listItemActions(a.id);
-      expect(row).toMatchObject({ workspaceId: fx.ws.id, questionSet: 'attention', questionKey: 'blocked', want: null, proposal: ['verdict:a', 'verdict:blocked'], proposalReason: 'gate', proposalDecisionId: 7, queued: null, applied: null, commentedAt: null });
+      expect(row).toMatchObject({
+        workspaceId: fx.ws.id,
+        questionSet: 'attention',
+        questionKey: 'blocked',
+        want: null,
+        proposal: ['verdict:a', 'verdict:blocked'],
+        proposalReason: 'gate',
+        proposalDecisionId: 7,
+        queued: null,
+        applied: null,
+        commentedAt: null,
+      });
       expect(typeof row.updatedAt).toBe('number');
       const wants = plan(a.id, { want: ['verdict:blocked'], source: 'model', decisionId: 8 });
       expect(await fx.store.saveItemAction(wants, outbox(2))).toBe(true);
       expect(await fx.store.saveItemAction(wants, outbox(3))).toBe(false); // the same want again: already queued
-      expect(await fx.store.saveItemAction(plan(a.id, { want: [], source: 'model', decisionId: 9 }), outbox(4))).toBe(true);
+      expect(await fx.store.saveItemAction(plan(a.id, { want: [], source: 'model', decisionId: 9 }), outbox(4))).toBe(
+        true,
+      );
       expect((await github()).map((e) => [e.eventId, e.itemId, e.payload, e.deliveredAt])).toEqual([
         ['ev-2', a.id, '{"n":2}', null],
         ['ev-4', a.id, '{"n":4}', null],
       ]);
-      expect(await fx.store.listItemActions(a.id)).toMatchObject([{ want: [], source: 'model', decisionId: 9, queued: [], proposal: null }]);
-      expect((await fx.store.pendingActionWrites(fx.ws.id)).map((w) => [w.itemId, w.payload, w.attempts, w.lastError])).toEqual([
+      expect(await fx.store.listItemActions(a.id)).toMatchObject([
+        { want: [], source: 'model', decisionId: 9, queued: [], proposal: null },
+      ]);
+      expect(
+        (await fx.store.pendingActionWrites(fx.ws.id)).map((w) => [w.itemId, w.payload, w.attempts, w.lastError]),
+      ).toEqual([
         [a.id, '{"n":2}', 0, null],
         [a.id, '{"n":4}', 0, null],
       ]);
@@ -2143,42 +2912,115 @@ export function runStoreConformance(backend: StoreBackend): void {
       const a = await item('#1');
       const wants = plan(a.id, { want: ['verdict:blocked'], source: 'model', decisionId: 8 });
       await fx.store.saveItemAction(wants, outbox(1));
-      await fx.store.recordActionDelivery({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', applied: ['verdict:blocked'], skipped: false, commented: true });
+      await fx.store.recordActionDelivery({
+        itemId: a.id,
+        questionSet: 'attention',
+        questionKey: 'blocked',
+        applied: ['verdict:blocked'],
+        skipped: false,
+        commented: true,
+      });
       const [done] = await fx.store.listItemActions(a.id);
       expect(done).toMatchObject({ applied: ['verdict:blocked'], queued: ['verdict:blocked'] });
       expect(done.commentedAt).toBe(done.updatedAt);
-      await fx.store.recordActionDelivery({ itemId: a.id, questionSet: 'attention', questionKey: 'blocked', applied: null, skipped: true, commented: false });
-      expect(await fx.store.listItemActions(a.id)).toMatchObject([{ applied: ['verdict:blocked'], queued: null, commentedAt: done.commentedAt }]);
+      await fx.store.recordActionDelivery({
+        itemId: a.id,
+        questionSet: 'attention',
+        questionKey: 'blocked',
+        applied: null,
+        skipped: true,
+        commented: false,
+      });
+      expect(await fx.store.listItemActions(a.id)).toMatchObject([
+        { applied: ['verdict:blocked'], queued: null, commentedAt: done.commentedAt },
+      ]);
       expect(await fx.store.saveItemAction(wants, outbox(2))).toBe(true); // handed over again
       const b = await item('#2');
-      await fx.store.observeActionLabels(fx.ws.id, b.id, [{ questionSet: 'attention', questionKey: 'blocked', applied: ['verdict:z', 'verdict:blocked'] }]);
-      expect(await fx.store.listItemActions(b.id)).toMatchObject([{ workspaceId: fx.ws.id, applied: ['verdict:blocked', 'verdict:z'], want: null, queued: null }]);
-      await fx.store.observeActionLabels(fx.ws.id, b.id, [{ questionSet: 'attention', questionKey: 'blocked', applied: [] }]);
+      await fx.store.observeActionLabels(fx.ws.id, b.id, [
+        { questionSet: 'attention', questionKey: 'blocked', applied: ['verdict:z', 'verdict:blocked'] },
+      ]);
+      expect(await fx.store.listItemActions(b.id)).toMatchObject([
+        { workspaceId: fx.ws.id, applied: ['verdict:blocked', 'verdict:z'], want: null, queued: null },
+      ]);
+      await fx.store.observeActionLabels(fx.ws.id, b.id, [
+        { questionSet: 'attention', questionKey: 'blocked', applied: [] },
+      ]);
       expect(await fx.store.listItemActions(b.id)).toMatchObject([{ applied: [] }]);
     });
 
     it('listWorkspaceActions narrows and pages by item; actionItemsOfSet lists answered items by id; labelledAnswers takes the latest verdict per key with the answer judged', async () => {
       const [a, b, c] = [await item('#1'), await item('#2'), await item('#3')];
-      await fx.store.saveItemAction(plan(a.id, { proposal: ['verdict:blocked'], proposalReason: 'mode', proposalDecisionId: 1 }), null);
+      await fx.store.saveItemAction(
+        plan(a.id, { proposal: ['verdict:blocked'], proposalReason: 'mode', proposalDecisionId: 1 }),
+        null,
+      );
       await fx.store.saveItemAction(plan(b.id), null);
-      await fx.store.saveItemAction(plan(c.id, { questionSet: 'effort', questionKey: 'size', proposal: ['verdict:l'], proposalReason: 'gate', proposalDecisionId: 2 }), null);
+      await fx.store.saveItemAction(
+        plan(c.id, {
+          questionSet: 'effort',
+          questionKey: 'size',
+          proposal: ['verdict:l'],
+          proposalReason: 'gate',
+          proposalDecisionId: 2,
+        }),
+        null,
+      );
       const ids = (rows: ItemActionRow[]) => rows.map((r) => `${r.itemId} ${r.questionSet}`);
-      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id }))).toEqual([`${a.id} attention`, `${b.id} attention`, `${c.id} effort`]);
-      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, proposalsOnly: true }))).toEqual([`${a.id} attention`, `${c.id} effort`]);
-      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId: a.id }))).toEqual([`${b.id} attention`]);
-      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, limit: 1 }))).toEqual([`${a.id} attention`]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id }))).toEqual([
+        `${a.id} attention`,
+        `${b.id} attention`,
+        `${c.id} effort`,
+      ]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, proposalsOnly: true }))).toEqual([
+        `${a.id} attention`,
+        `${c.id} effort`,
+      ]);
+      expect(
+        ids(
+          await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId: a.id }),
+        ),
+      ).toEqual([`${b.id} attention`]);
+      expect(ids(await fx.store.listWorkspaceActions({ workspaceId: fx.ws.id, limit: 1 }))).toEqual([
+        `${a.id} attention`,
+      ]);
       expect(await fx.store.listWorkspaceActions({ workspaceId: 'ws-other' })).toEqual([]);
 
-      await fx.store.insertDecisions([decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(c.id, 'effort', 'size', 'h1', fx.ws.id)]);
+      await fx.store.insertDecisions([
+        decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id),
+        decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id),
+        decision(c.id, 'effort', 'size', 'h1', fx.ws.id),
+      ]);
       await fx.store.insertDecisions([decision(a.id, 'attention', 'blocked', 'h2', fx.ws.id)]);
-      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 10 })).toEqual([a.id, b.id]);
-      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', afterItemId: a.id, limit: 10 })).toEqual([b.id]);
-      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 1 })).toEqual([a.id]);
+      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 10 })).toEqual([
+        a.id,
+        b.id,
+      ]);
+      expect(
+        await fx.store.actionItemsOfSet({
+          workspaceId: fx.ws.id,
+          questionSet: 'attention',
+          afterItemId: a.id,
+          limit: 10,
+        }),
+      ).toEqual([b.id]);
+      expect(await fx.store.actionItemsOfSet({ workspaceId: fx.ws.id, questionSet: 'attention', limit: 1 })).toEqual([
+        a.id,
+      ]);
 
       const [judged] = (await fx.store.listDecisions(a.id)).filter((d) => d.stateHash === 'h2');
       const v = (itemId: string, verdict: 'agree' | 'disagree', decisionId: number | null) => ({
-        workspaceId: fx.ws.id, itemId, questionSet: 'attention', questionKey: 'blocked', verdict, value: null,
-        stateHash: 'h2', stateVersion: 1, stateParts: '{}', decisionId, author: 'ana', note: null,
+        workspaceId: fx.ws.id,
+        itemId,
+        questionSet: 'attention',
+        questionKey: 'blocked',
+        verdict,
+        value: null,
+        stateHash: 'h2',
+        stateVersion: 1,
+        stateParts: '{}',
+        decisionId,
+        author: 'ana',
+        note: null,
       });
       await fx.store.insertVerdict(v(a.id, 'disagree', null), null);
       await fx.store.insertVerdict(v(a.id, 'agree', judged.id), null); // the latest of (item, key) counts
@@ -2193,17 +3035,56 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.labelledAnswers(fx.ws.id, 'effort')).toEqual([]);
     });
 
-    it('actionRows reads every set\'s rows by id (after an id, or among ids) and says which act; the mark is the database clock on Postgres only', async () => {
+    it("actionRows reads every set's rows by id (after an id, or among ids) and says which act; the mark is the database clock on Postgres only", async () => {
       const [a, b] = [await item('#1'), await item('#2')];
-      await fx.store.insertDecisions([decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id), decision(b.id, 'effort', 'size', 'h1', fx.ws.id), decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id)]);
+      await fx.store.insertDecisions([
+        decision(a.id, 'attention', 'blocked', 'h1', fx.ws.id),
+        decision(b.id, 'effort', 'size', 'h1', fx.ws.id),
+        decision(b.id, 'attention', 'blocked', 'h1', fx.ws.id),
+      ]);
       const all = await fx.store.actionRows({ table: 'decisions', sets: ['attention'], after: 0, limit: 10 });
-      expect(all.rows.map((r) => [r.itemId, r.acts])).toEqual([[a.id, true], [b.id, false], [b.id, true]]);
+      expect(all.rows.map((r) => [r.itemId, r.acts])).toEqual([
+        [a.id, true],
+        [b.id, false],
+        [b.id, true],
+      ]);
       expect(all.rows.map((r) => r.id)).toEqual([...all.rows.map((r) => r.id)].sort((x, y) => x - y));
       const [first, second, third] = all.rows.map((r) => r.id);
-      expect((await fx.store.actionRows({ table: 'decisions', sets: ['attention'], after: first, limit: 1 })).rows.map((r) => r.id)).toEqual([second]);
-      expect((await fx.store.actionRows({ table: 'decisions', sets: ['attention'], ids: [third, first, third + 100], limit: 10 })).rows.map((r) => r.id)).toEqual([first, third]);
-      expect((await fx.store.actionRows({ table: 'decisions', sets: [], after: 0, limit: 10 })).rows.every((r) => !r.acts)).toBe(true);
-      await fx.store.insertVerdict({ workspaceId: fx.ws.id, itemId: b.id, questionSet: 'attention', questionKey: 'blocked', verdict: 'disagree', value: null, stateHash: 'h1', stateVersion: 1, stateParts: '{}', decisionId: null, author: 'ana', note: null }, null);
+      expect(
+        (await fx.store.actionRows({ table: 'decisions', sets: ['attention'], after: first, limit: 1 })).rows.map(
+          (r) => r.id,
+        ),
+      ).toEqual([second]);
+      expect(
+        (
+          await fx.store.actionRows({
+            table: 'decisions',
+            sets: ['attention'],
+            ids: [third, first, third + 100],
+            limit: 10,
+          })
+        ).rows.map((r) => r.id),
+      ).toEqual([first, third]);
+      expect(
+        (await fx.store.actionRows({ table: 'decisions', sets: [], after: 0, limit: 10 })).rows.every((r) => !r.acts),
+      ).toBe(true);
+      await fx.store.insertVerdict(
+        {
+          workspaceId: fx.ws.id,
+          itemId: b.id,
+          questionSet: 'attention',
+          questionKey: 'blocked',
+          verdict: 'disagree',
+          value: null,
+          stateHash: 'h1',
+          stateVersion: 1,
+          stateParts: '{}',
+          decisionId: null,
+          author: 'ana',
+          note: null,
+        },
+        null,
+      );
       const verdicts = await fx.store.actionRows({ table: 'verdicts', sets: ['attention'], after: 0, limit: 10 });
       expect(verdicts.rows.map((r) => [r.itemId, r.acts])).toEqual([[b.id, true]]);
       if (backend.name === 'sqlite') expect(all.mark).toBeNull();
@@ -2215,42 +3096,66 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.actionWritersEnded(verdicts.mark ?? 0)).toBe(true);
     });
 
-    it.runIf(backend.concurrentConnections)('an answer whose id commits after a larger one was read is planned at a later pass: the cursor keeps the gap until its writer ends', async () => {
-      const registry = fx.registry;
-      const config = parseActionsConfig({ sets: { attention: { mode: 'propose', keys: { blocked: { label: 'verdict:blocked' } } } } }, registry);
-      const actions = new Actions({ store: fx.store, registry, config, reader: () => readerOn(fx.store, registry, 'none', silentLogger), logger: silentLogger });
-      await fx.store.setMeta(githubWorkspaceMetaKey(fx.ws.id), 'acme/widgets');
-      const [late, early] = [await item('#1'), await item('#2')];
-      let release!: () => void;
-      const held = new Promise<void>((r) => (release = r));
-      let inserted!: () => void;
-      const taken = new Promise<void>((r) => (inserted = r));
-      // The late writer takes its id first and commits last.
-      const lateTx = fx.store.transaction(async (tx) => {
-        await (tx as Store).insertDecisions([decision(late.id, 'attention', 'blocked', 'late', fx.ws.id)]);
-        inserted();
-        await held;
-      });
-      try {
-        await taken;
-        await fx.store.insertDecisions([decision(early.id, 'attention', 'blocked', 'early', fx.ws.id)]);
-        expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #2 only: #1's row is not visible
-        const cursor = JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!) as { decisions: { to: number; gaps: number[] }; mark: number };
-        expect(cursor.decisions.gaps).toHaveLength(1);
-        expect(await fx.store.actionWritersEnded(cursor.mark)).toBe(false); // the late writer is still open
-        expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 }); // still open: the gap stays
-      } finally {
-        release();
-        await lateTx;
-      }
-      expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #1, read through its gap
-      expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 });
-      expect(JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!)).toMatchObject({ decisions: { gaps: [] }, mark: null });
-    });
+    it.runIf(backend.concurrentConnections)(
+      'an answer whose id commits after a larger one was read is planned at a later pass: the cursor keeps the gap until its writer ends',
+      async () => {
+        const registry = fx.registry;
+        const config = parseActionsConfig(
+          { sets: { attention: { mode: 'propose', keys: { blocked: { label: 'verdict:blocked' } } } } },
+          registry,
+        );
+        const actions = new Actions({
+          store: fx.store,
+          registry,
+          config,
+          reader: () => readerOn(fx.store, registry, 'none', silentLogger),
+          logger: silentLogger,
+        });
+        await fx.store.setMeta(githubWorkspaceMetaKey(fx.ws.id), 'acme/widgets');
+        const [late, early] = [await item('#1'), await item('#2')];
+        let release!: () => void;
+        const held = new Promise<void>((r) => (release = r));
+        let inserted!: () => void;
+        const taken = new Promise<void>((r) => (inserted = r));
+        // The late writer takes its id first and commits last.
+        const lateTx = fx.store.transaction(async (tx) => {
+          await (tx as Store).insertDecisions([decision(late.id, 'attention', 'blocked', 'late', fx.ws.id)]);
+          inserted();
+          await held;
+        });
+        try {
+          await taken;
+          await fx.store.insertDecisions([decision(early.id, 'attention', 'blocked', 'early', fx.ws.id)]);
+          expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #2 only: #1's row is not visible
+          const cursor = JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!) as {
+            decisions: { to: number; gaps: number[] };
+            mark: number;
+          };
+          expect(cursor.decisions.gaps).toHaveLength(1);
+          expect(await fx.store.actionWritersEnded(cursor.mark)).toBe(false); // the late writer is still open
+          expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 }); // still open: the gap stays
+        } finally {
+          release();
+          await lateTx;
+        }
+        expect(await actions.planPass('propose')).toEqual({ items: 1, queued: 0 }); // #1, read through its gap
+        expect(await actions.planPass('propose')).toEqual({ items: 0, queued: 0 });
+        expect(JSON.parse((await fx.store.getMeta(ACTIONS_CURSOR_META_KEY))!)).toMatchObject({
+          decisions: { gaps: [] },
+          mark: null,
+        });
+      },
+    );
   });
 }
 
-function decision(itemId: string, questionSet: string, questionKey: string, stateHash: string, workspaceId = 'ws-acme'): NewDecision {
+function decision(
+  itemId: string,
+  questionSet: string,
+  questionKey: string,
+  stateHash: string,
+  workspaceId = 'ws-acme',
+): NewDecision {
   return {
     workspaceId,
     itemId,

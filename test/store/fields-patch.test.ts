@@ -3,7 +3,10 @@ import { sameNumberLiteral, scanObject, spliceMembers } from '../../src/store/fi
 
 /** The splice under the field edit door (DESIGN §3.2): only the touched members' bytes move. */
 
-const edits = (set: Record<string, string> = {}, remove: string[] = []) => ({ set: new Map(Object.entries(set)), remove: new Set(remove) });
+const edits = (set: Record<string, string> = {}, remove: string[] = []) => ({
+  set: new Map(Object.entries(set)),
+  remove: new Set(remove),
+});
 
 describe('scanObject', () => {
   it('finds top-level members past strings holding braces, quotes and escapes, and nested values', () => {

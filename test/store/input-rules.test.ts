@@ -22,7 +22,10 @@ afterEach(async () => {
 
 /** The first `n` lines of the bundled sample (real beads rows). */
 function sampleLines(n: number): string[] {
-  return readFileSync(bundledSamplePath(), 'utf8').split('\n').filter((l) => l.trim() !== '').slice(0, n);
+  return readFileSync(bundledSamplePath(), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .slice(0, n);
 }
 
 /** Every string of a JSON value mapped through `f`. */
@@ -42,14 +45,33 @@ describe('text is stored in NFC with LF line ends', () => {
   });
 
   it('the same item written with CRLF or in NFD is unchanged and owes nothing, on the library doors', async () => {
-    const base = { id: 'it-1', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'bd-1', title: 'Café title', content: 'line one\nline two', fields: { note: 'naïve\nfield' } };
+    const base = {
+      id: 'it-1',
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: 'bd-1',
+      title: 'Café title',
+      content: 'line one\nline two',
+      fields: { note: 'naïve\nfield' },
+    };
     const first = await fx.store.upsertItem(base);
     expect(first.changed).toBe(true);
-    const crlf = await fx.store.upsertItem({ ...base, content: 'line one\r\nline two', fields: { note: 'naïve\r\nfield' } });
+    const crlf = await fx.store.upsertItem({
+      ...base,
+      content: 'line one\r\nline two',
+      fields: { note: 'naïve\r\nfield' },
+    });
     expect(crlf).toMatchObject({ changed: false, owed: 0 });
-    const nfd = await fx.store.upsertItem({ ...base, title: base.title.normalize('NFD'), fields: { note: 'naïve\nfield'.normalize('NFD') } });
+    const nfd = await fx.store.upsertItem({
+      ...base,
+      title: base.title.normalize('NFD'),
+      fields: { note: 'naïve\nfield'.normalize('NFD') },
+    });
     expect(nfd).toMatchObject({ changed: false, owed: 0 });
-    const patched = await fx.store.updateItem('it-1', { content: 'line one\rline two', setFields: { note: 'naïve\r\nfield'.normalize('NFD') } });
+    const patched = await fx.store.updateItem('it-1', {
+      content: 'line one\rline two',
+      setFields: { note: 'naïve\r\nfield'.normalize('NFD') },
+    });
     expect(patched).toMatchObject({ changed: false, owed: 0 });
     // Fields given as text: escaped CRLF inside a string is stored as LF too.
     const asText = await fx.store.updateItem('it-1', { fields: '{"note":"na\\u0069\\u0308ve\\r\\nfield"}' });
@@ -57,7 +79,9 @@ describe('text is stored in NFC with LF line ends', () => {
 
     await fx.store.addComment({ id: 'c-1', itemId: 'it-1', author: 'Zoë', body: 'a\nb' });
     expect(await fx.store.editComment('c-1', 'a\r\nb')).toMatchObject({ changed: false, owed: 0 });
-    expect(await fx.store.upsertComment({ id: 'c-1', itemId: 'it-1', author: 'Zoe\u0308', body: 'a\r\nb' })).toMatchObject({ changed: false, owed: 0 });
+    expect(
+      await fx.store.upsertComment({ id: 'c-1', itemId: 'it-1', author: 'Zoe\u0308', body: 'a\r\nb' }),
+    ).toMatchObject({ changed: false, owed: 0 });
   });
 
   it('a beads file re-imported with CRLF inside its strings and as its line ends updates nothing and owes nothing', async () => {
@@ -71,7 +95,12 @@ describe('text is stored in NFC with LF line ends', () => {
     expect(crlfInside.join('\n')).not.toBe(lines.map((l) => JSON.stringify(JSON.parse(l))).join('\n'));
     writeFileSync(file, crlfInside.join('\r\n') + '\r\n');
     const again = await importBeads(fx.store, file);
-    expect(again).toMatchObject({ imported: { created: 0, updated: 0 }, comments: { written: 0 }, jobsOwed: 0, jobRowsOwed: 0 });
+    expect(again).toMatchObject({
+      imported: { created: 0, updated: 0 },
+      comments: { written: 0 },
+      jobsOwed: 0,
+      jobRowsOwed: 0,
+    });
     // The sample has no character that NFD decomposes (checked: NFD leaves every string of its
     // 1,881 rows as it is), so the NFD form is checked on the doors above, not on a re-import.
   });
@@ -87,7 +116,9 @@ describe('a ref or id that would have to change is refused, text repairs are rep
     ['empty', '', /ref: is empty/],
   ];
   it.each(bad)('a ref with %s is refused (InvalidInput naming ref), nothing written', async (_what, ref, message) => {
-    const err = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: 't' }).catch((e: unknown) => e);
+    const err = await fx.store
+      .createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: 't' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInput);
     expect((err as Error).message).toMatch(/^createItem: /);
     expect((err as Error).message).toMatch(message);
@@ -99,7 +130,12 @@ describe('a ref or id that would have to change is refused, text repairs are rep
   });
 
   it('text with a lone surrogate or NUL is repaired, and the write reports how many', async () => {
-    const r = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'x', title: 'a\uD800b\u0000c' });
+    const r = await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: 'x',
+      title: 'a\uD800b\u0000c',
+    });
     expect(r.row.title).toBe('a\uFFFDbc');
     expect(r.normalised).toEqual({ loneSurrogates: 1, nulsRemoved: 1 });
   });
@@ -122,32 +158,72 @@ describe('every library door checks its input before touching the database', () 
 
   const cases: Array<[string, (s: Fixture['store'], f: Fixture) => Promise<unknown>, RegExp]> = [
     ['createWorkspace', (s) => s.createWorkspace({ slug: 5 } as never), /^createWorkspace: slug: expected string$/],
-    ['createCollection', (s, f) => s.createCollection({ workspaceId: f.ws.id } as never), /^createCollection: slug: expected string$/],
-    ['updateCollection', (s, f) => s.updateCollection(f.tasks.id, { settings: 'x' } as never), /^updateCollection: settings: expected record$/],
-    ['createItem', (s, f) => s.createItem({ workspaceId: f.ws.id, collectionId: f.tasks.id, ref: 'r' } as never), /^createItem: title: expected string$/],
+    [
+      'createCollection',
+      (s, f) => s.createCollection({ workspaceId: f.ws.id } as never),
+      /^createCollection: slug: expected string$/,
+    ],
+    [
+      'updateCollection',
+      (s, f) => s.updateCollection(f.tasks.id, { settings: 'x' } as never),
+      /^updateCollection: settings: expected record$/,
+    ],
+    [
+      'createItem',
+      (s, f) => s.createItem({ workspaceId: f.ws.id, collectionId: f.tasks.id, ref: 'r' } as never),
+      /^createItem: title: expected string$/,
+    ],
     ['updateItem', (s) => s.updateItem('x', { title: 3 } as never), /^updateItem: title: expected string$/],
-    ['upsertItem', (s, f) => s.upsertItem({ workspaceId: f.ws.id, collectionId: f.tasks.id, ref: 'r', title: 't' } as never), /^upsertItem: id: expected string$/],
+    [
+      'upsertItem',
+      (s, f) => s.upsertItem({ workspaceId: f.ws.id, collectionId: f.tasks.id, ref: 'r', title: 't' } as never),
+      /^upsertItem: id: expected string$/,
+    ],
     ['moveItem', (s) => s.moveItem('x', undefined as never), /^moveItem: collectionId: expected string$/],
     ['softDeleteItem', (s) => s.softDeleteItem(undefined as never), /^softDeleteItem: id: expected string$/],
-    ['upsertComment', (s) => s.upsertComment({ itemId: 'i', author: 'a', body: 'b' } as never), /^upsertComment: id: expected string$/],
+    [
+      'upsertComment',
+      (s) => s.upsertComment({ itemId: 'i', author: 'a', body: 'b' } as never),
+      /^upsertComment: id: expected string$/,
+    ],
     ['editComment', (s) => s.editComment('c', null as never), /^editComment: body: expected string$/],
     ['deleteComment', (s) => s.deleteComment(7 as never), /^deleteComment: id: expected string$/],
-    ['addLink', (s, f) => s.addLink({ workspaceId: f.ws.id, sourceId: 'a', targetId: 'b' } as never), /^addLink: linkType: expected string$/],
+    [
+      'addLink',
+      (s, f) => s.addLink({ workspaceId: f.ws.id, sourceId: 'a', targetId: 'b' } as never),
+      /^addLink: linkType: expected string$/,
+    ],
     ['removeLink', (s) => s.removeLink(undefined as never), /^removeLink: id: expected string$/],
-    ['softDeleteWorkspace', (s) => s.softDeleteWorkspace(undefined as never), /^softDeleteWorkspace: id: expected string$/],
+    [
+      'softDeleteWorkspace',
+      (s) => s.softDeleteWorkspace(undefined as never),
+      /^softDeleteWorkspace: id: expected string$/,
+    ],
   ];
-  it.each(cases)('%s refuses a missing or mistyped member with InvalidInput naming it', async (_door, call, message) => {
-    const err = await call(fx.store, fx).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(InvalidInput);
-    expect((err as Error).message).toMatch(message);
-  });
+  it.each(cases)(
+    '%s refuses a missing or mistyped member with InvalidInput naming it',
+    async (_door, call, message) => {
+      const err = await call(fx.store, fx).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidInput);
+      expect((err as Error).message).toMatch(message);
+    },
+  );
 
   it('5,000-deep fields are refused with the depth rule, not a stack overflow', async () => {
     let deep: Record<string, unknown> = {};
     for (let i = 0; i < 5000; i++) deep = { a: deep };
     for (const write of [
-      () => fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'd', title: 't', fields: deep }),
-      () => fx.store.upsertItem({ id: 'd2', workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'd2', title: 't', fields: deep }),
+      () =>
+        fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'd', title: 't', fields: deep }),
+      () =>
+        fx.store.upsertItem({
+          id: 'd2',
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'd2',
+          title: 't',
+          fields: deep,
+        }),
     ]) {
       const err = await write().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidWrite);
@@ -174,7 +250,10 @@ describe('the beads importer follows the same rules', () => {
     const r = await importBeads(fx.store, file);
     expect(r.imported.created).toBe(2);
     expect(r.repairedLines).toEqual({ count: 2, invalidUtf8: 1, loneSurrogates: 0, nulsRemoved: 1, lines: [1, 2] });
-    expect(r.rejected).toEqual({ count: 1, lines: [{ line: 3, reason: 'invalid_row', detail: 'id: is longer than 500 characters' }] });
+    expect(r.rejected).toEqual({
+      count: 1,
+      lines: [{ line: 3, reason: 'invalid_row', detail: 'id: is longer than 500 characters' }],
+    });
     expect((await fx.store.getItemByRef(r.workspaceId, String(a.id)))!.title).toBe(`\uFFFD${String(a.title)}`);
   });
 });

@@ -25,14 +25,26 @@ describe('PostgreSQL job statements', () => {
   });
   beforeEach(async () => {
     store = await PgStore.onPglite(client, { registry: new Registry([attentionSet, effortSet]), closeClient: false });
-    await client.exec('TRUNCATE workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend RESTART IDENTITY CASCADE');
+    await client.exec(
+      'TRUNCATE workspaces, collections, items, comments, item_links, decision_jobs, item_decisions, decision_spend RESTART IDENTITY CASCADE',
+    );
     ws = (await store.createWorkspace({ slug: 'acme' })).id;
     col = (await store.createCollection({ workspaceId: ws, slug: 'task' })).id;
   }, 120_000);
   afterEach(async () => {
     await store.close();
   });
-  const item = async (ref: string) => (await store.createItem({ workspaceId: ws, collectionId: col, ref, title: `title of ${ref}`, content: `body of ${ref}`, fields: { status: 'open' } })).row;
+  const item = async (ref: string) =>
+    (
+      await store.createItem({
+        workspaceId: ws,
+        collectionId: col,
+        ref,
+        title: `title of ${ref}`,
+        content: `body of ${ref}`,
+        fields: { status: 'open' },
+      })
+    ).row;
 
   it('the state read in one statement returns what the shared five selects return: live comments in order, links both ways, none to a deleted item', async () => {
     const a = await item('T-1');
@@ -41,7 +53,8 @@ describe('PostgreSQL job statements', () => {
     const blocker = await item('T-4');
     const gone = await item('T-5');
     await store.addComment({ itemId: a.id, author: 'ann', body: 'first', createdAt: 1_000 });
-    const dropped = (await store.addComment({ itemId: a.id, author: 'bob', body: 'deleted later', createdAt: 2_000 })).row;
+    const dropped = (await store.addComment({ itemId: a.id, author: 'bob', body: 'deleted later', createdAt: 2_000 }))
+      .row;
     await store.addComment({ itemId: a.id, author: 'cy', body: 'third', createdAt: 3_000 });
     await store.deleteComment(dropped.id);
     await store.addLink({ workspaceId: ws, sourceId: a.id, targetId: parent.id, linkType: 'parent' });
@@ -55,7 +68,11 @@ describe('PostgreSQL job statements', () => {
     const shared = await loadItemForEvaluation((store as unknown as { c: SqlContext }).c, a.id);
     expect(one).toEqual(shared);
     expect(one!.comments.map((c) => c.body)).toEqual(['first', 'third']);
-    expect(one!.links.map((l) => `${l.relation} ${l.ref}`).sort()).toEqual(['blocked_by T-4', 'blocks T-3', 'parent T-2']);
+    expect(one!.links.map((l) => `${l.relation} ${l.ref}`).sort()).toEqual([
+      'blocked_by T-4',
+      'blocks T-3',
+      'parent T-2',
+    ]);
     expect(one!.collection.schema).toEqual({ fields: [] });
     expect(await store.loadItemForEvaluation('no-such-item')).toBeNull();
   });
@@ -97,11 +114,22 @@ describe('PostgreSQL job statements', () => {
     store.advanceClockForTests(30_000);
     const coAsk = { attention: ['effort'], effort: ['attention'] };
     const first = (await store.claimNextJob('runner', 60_000, 8, [], { coAsk }))!;
-    expect(first).toMatchObject({ itemId: a.id, questionSet: 'attention', coAsked: [{ itemId: a.id, questionSet: 'effort' }] });
+    expect(first).toMatchObject({
+      itemId: a.id,
+      questionSet: 'attention',
+      coAsked: [{ itemId: a.id, questionSet: 'effort' }],
+    });
     await store.finishJob(first.coAsked![0], {});
-    const f = await store.finishJob(first, { claimNext: { workerId: 'runner', leaseMs: 60_000, abandonLimit: 8, coAsk } });
+    const f = await store.finishJob(first, {
+      claimNext: { workerId: 'runner', leaseMs: 60_000, abandonLimit: 8, coAsk },
+    });
     expect(f.result).toBe('applied');
-    expect(f.next).toMatchObject({ itemId: b.id, questionSet: 'attention', claimedBy: 'runner', coAsked: [{ itemId: b.id, questionSet: 'effort', claimedBy: 'runner' }] });
+    expect(f.next).toMatchObject({
+      itemId: b.id,
+      questionSet: 'attention',
+      claimedBy: 'runner',
+      coAsked: [{ itemId: b.id, questionSet: 'effort', claimedBy: 'runner' }],
+    });
     expect((await store.getJob(b.id, 'effort'))!.claimToken).toBe(f.next!.coAsked![0].claimToken);
     expect(await store.getJob(a.id, 'attention')).toBeNull();
   });

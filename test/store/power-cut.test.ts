@@ -86,7 +86,8 @@ function filesAtCut(ops: Op[], cut: number, files: string[]): Map<string, Buffer
     let lastSync = -1;
     for (let i = 0; i < cut; i++) if (ops[i].file === file && ops[i].kind === 'sync') lastSync = i;
     let size = 0;
-    for (let i = 0; i < lastSync; i++) if (ops[i].file === file && ops[i].kind === 'write') size = Math.max(size, ops[i].offset! + ops[i].data!.length);
+    for (let i = 0; i < lastSync; i++)
+      if (ops[i].file === file && ops[i].kind === 'write') size = Math.max(size, ops[i].offset! + ops[i].data!.length);
     const buf = Buffer.alloc(size);
     let length = 0;
     for (let i = 0; i < lastSync; i++) {
@@ -118,14 +119,32 @@ function seeded(seed: number): () => number {
 }
 
 /** Runs the child under strace, then every cut; returns the figures. */
-function simulate(mode: 'own' | 'host-normal', writes: number): { cuts: number; checked: number; lost: number; acks: number } {
+function simulate(
+  mode: 'own' | 'host-normal',
+  writes: number,
+): { cuts: number; checked: number; lost: number; acks: number } {
   const run = join(dir, mode);
   mkdirSync(run, { recursive: true });
   const db = join(run, 'v.db');
   const tracePath = join(run, 'trace');
   execFileSync(
     'strace',
-    ['-qq', '-o', tracePath, '-e', 'trace=openat,pwrite64,write,fsync,fdatasync,ftruncate,close', '-s', '1000000', '-xx', process.execPath, join(ROOT, 'test/harness/power-cut-child.mjs'), db, join(run, 'acks'), String(writes), mode],
+    [
+      '-qq',
+      '-o',
+      tracePath,
+      '-e',
+      'trace=openat,pwrite64,write,fsync,fdatasync,ftruncate,close',
+      '-s',
+      '1000000',
+      '-xx',
+      process.execPath,
+      join(ROOT, 'test/harness/power-cut-child.mjs'),
+      db,
+      join(run, 'acks'),
+      String(writes),
+      mode,
+    ],
     { cwd: ROOT, env: { ...process.env, VERDICT_LOG_LEVEL: 'silent' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const ops = parseTrace(readFileSync(tracePath, 'latin1'), { 'v.db': 'db', 'v.db-wal': 'wal', acks: 'acks' });
@@ -133,16 +152,22 @@ function simulate(mode: 'own' | 'host-normal', writes: number): { cuts: number; 
   const ready = ackAt.find((i) => ops[i].text === 'ready')!;
   expect(ops[ackAt.at(-1)!].text).toBe('done');
   const rnd = seeded(20261202);
-  const cuts = [...ackAt.filter((i) => i > ready).map((i) => i + 1), ...Array.from({ length: 40 }, () => ready + 1 + Math.floor(rnd() * (ops.length - ready)))];
+  const cuts = [
+    ...ackAt.filter((i) => i > ready).map((i) => i + 1),
+    ...Array.from({ length: 40 }, () => ready + 1 + Math.floor(rnd() * (ops.length - ready))),
+  ];
   let checked = 0;
   let lost = 0;
   for (const [n, cut] of cuts.entries()) {
     const at = join(run, `cut-${n}`);
     mkdirSync(at);
-    for (const [file, bytes] of filesAtCut(ops, cut, ['db', 'wal'])) writeFileSync(join(at, file === 'db' ? 'v.db' : 'v.db-wal'), bytes);
+    for (const [file, bytes] of filesAtCut(ops, cut, ['db', 'wal']))
+      writeFileSync(join(at, file === 'db' ? 'v.db' : 'v.db-wal'), bytes);
     const sqlite = new Database(join(at, 'v.db'));
     // With the schema itself never synced, nothing acknowledged is there.
-    const schemaThere = sqlite.prepare("SELECT count(*) FROM sqlite_master WHERE name IN ('items', 'item_decisions')").pluck().get() === 2;
+    const schemaThere =
+      sqlite.prepare("SELECT count(*) FROM sqlite_master WHERE name IN ('items', 'item_decisions')").pluck().get() ===
+      2;
     if (!schemaThere) {
       const acked = ackAt.filter((i) => i < cut && /^(item|answer) /.test(ops[i].text!)).length;
       checked += acked;
@@ -170,11 +195,15 @@ describe('a power cut keeps every acknowledged write and stored answer', () => {
   it('with Verdict opening the file (synchronous = FULL): lost 0 over every cut; the NORMAL control loses writes', () => {
     requireBuiltCli();
     const full = simulate('own', 24);
-    console.log(`power cut (synchronous = FULL): ${full.cuts} cuts, ${full.checked} acknowledged writes and answers checked, lost: ${full.lost}`);
+    console.log(
+      `power cut (synchronous = FULL): ${full.cuts} cuts, ${full.checked} acknowledged writes and answers checked, lost: ${full.lost}`,
+    );
     expect(full.checked).toBeGreaterThan(500);
     expect(full.lost).toBe(0);
     const normal = simulate('host-normal', 24);
-    console.log(`power cut (control, synchronous = NORMAL): ${normal.cuts} cuts, ${normal.checked} checked, lost: ${normal.lost}`);
+    console.log(
+      `power cut (control, synchronous = NORMAL): ${normal.cuts} cuts, ${normal.checked} checked, lost: ${normal.lost}`,
+    );
     expect(normal.lost).toBeGreaterThan(0);
   }, 600_000);
 });

@@ -38,6 +38,8 @@ describe('prepared statement shapes on SQLite', () => {
 
   it('an SQL expression as a value is refused: a placeholder binds plain values only', async () => {
     const echo = shape<'a'>('echo one', (_d, p) => sql`SELECT ${p.a} AS a`);
-    await expect(read(c, one(bind(echo, { a: sql`1 + 1` })))).rejects.toThrow(/statement echo one: parameter a is an expression/);
+    await expect(read(c, one(bind(echo, { a: sql`1 + 1` })))).rejects.toThrow(
+      /statement echo one: parameter a is an expression/,
+    );
   });
 });

@@ -45,9 +45,21 @@ describe('storage problems', () => {
       reasons: ['database locked'],
       lastLoopAgeMs: 10,
     });
-    expect(judgeHealth({ lastLoopAt: now - 5_000, providerProblem: null }, 1_000, now, 'disk full')).toMatchObject({ status: 'degraded', reasons: ['disk full'] });
-    expect(judgeHealth({ lastLoopAt: now - 5_000, providerProblem: null }, 1_000, now, null)).toMatchObject({ status: 'unhealthy' });
-    expect(judgeHealth({ lastLoopAt: now - 10, providerProblem: 'provider_misconfigured 401' }, 1_000, now, 'database locked')).toMatchObject({
+    expect(judgeHealth({ lastLoopAt: now - 5_000, providerProblem: null }, 1_000, now, 'disk full')).toMatchObject({
+      status: 'degraded',
+      reasons: ['disk full'],
+    });
+    expect(judgeHealth({ lastLoopAt: now - 5_000, providerProblem: null }, 1_000, now, null)).toMatchObject({
+      status: 'unhealthy',
+    });
+    expect(
+      judgeHealth(
+        { lastLoopAt: now - 10, providerProblem: 'provider_misconfigured 401' },
+        1_000,
+        now,
+        'database locked',
+      ),
+    ).toMatchObject({
       status: 'unhealthy',
       reasons: ['database locked', 'provider misconfigured: provider_misconfigured 401'],
     });

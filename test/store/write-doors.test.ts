@@ -14,7 +14,17 @@ beforeEach(async () => {
 afterEach(async () => fx.cleanup());
 
 async function item(ref: string, extra: Record<string, unknown> = {}) {
-  return (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `title ${ref}`, content: 'body', fields: { status: 'open' }, ...extra })).row;
+  return (
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref,
+      title: `title ${ref}`,
+      content: 'body',
+      fields: { status: 'open' },
+      ...extra,
+    })
+  ).row;
 }
 
 // The write-door rules both backends share (owing, coalescing, debounce, no-op writes,
@@ -33,7 +43,10 @@ describe('write doors owe jobs in the same transaction', () => {
     const b = await item('T-2');
     await fx.store.dropJobs({});
     const l = await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: a.id, targetId: b.id, linkType: 'blocks' });
-    expect((await fx.store.listJobs({})).map((j) => `${j.itemId}:${j.questionSet}`).sort()).toEqual([`${a.id}:linked`, `${b.id}:linked`]);
+    expect((await fx.store.listJobs({})).map((j) => `${j.itemId}:${j.questionSet}`).sort()).toEqual([
+      `${a.id}:linked`,
+      `${b.id}:linked`,
+    ]);
     await fx.store.dropJobs({});
     await fx.store.removeLink(l.row.id);
     expect(await fx.store.listJobs({})).toHaveLength(2);
@@ -66,11 +79,23 @@ describe('normalisation inside fields', () => {
   it('normalises escaped NUL and lone surrogates inside the fields JSON, and keeps number literals', async () => {
     const fx2 = await makeFixture();
     try {
-      const r = await fx2.store.createItem({ workspaceId: fx2.ws.id, collectionId: fx2.tasks.id, ref: 'F-1', title: 't', fields: '{"note":"a\\u0000b\\ud800","n":3.0}' });
+      const r = await fx2.store.createItem({
+        workspaceId: fx2.ws.id,
+        collectionId: fx2.tasks.id,
+        ref: 'F-1',
+        title: 't',
+        fields: '{"note":"a\\u0000b\\ud800","n":3.0}',
+      });
       expect(r.normalised).toEqual({ loneSurrogates: 1, nulsRemoved: 1 });
       expect(r.row.fields).toBe('{"note":"ab\uFFFD","n":3.0}');
       // control: clean fields keep their bytes exactly
-      const clean = await fx2.store.createItem({ workspaceId: fx2.ws.id, collectionId: fx2.tasks.id, ref: 'F-2', title: 't', fields: '{ "n": 3.0 }' });
+      const clean = await fx2.store.createItem({
+        workspaceId: fx2.ws.id,
+        collectionId: fx2.tasks.id,
+        ref: 'F-2',
+        title: 't',
+        fields: '{ "n": 3.0 }',
+      });
       expect(clean.row.fields).toBe('{ "n": 3.0 }');
     } finally {
       await fx2.cleanup();

@@ -44,16 +44,43 @@ async function fixture(): Promise<Fixture> {
 async function backfillItems(fx: Fixture, n: number): Promise<void> {
   for (let i = 1; i <= n; i++) {
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Item ${i}`, content: 'waiting for legal sign-off', fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `T-${i}`,
+        title: `Item ${i}`,
+        content: 'waiting for legal sign-off',
+        fields: { status: 'open' },
+      },
       { priority: PRIORITY_BACKFILL, quietPeriod: false },
     );
   }
 }
 
-const anthropic = () => new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 }) as AnthropicProvider & { batch: BatchApi };
+const anthropic = () =>
+  new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+  }) as AnthropicProvider & { batch: BatchApi };
 
-function pipeline(fx: Fixture, provider = anthropic(), onUnsupported?: (status: number) => Promise<void>): BatchPipeline {
-  return new BatchPipeline({ store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', leaseMs: 600_000, abandonLimit: 8, random: () => 0.5, ...(onUnsupported ? { onUnsupported } : {}) });
+function pipeline(
+  fx: Fixture,
+  provider = anthropic(),
+  onUnsupported?: (status: number) => Promise<void>,
+): BatchPipeline {
+  return new BatchPipeline({
+    store: fx.store,
+    registry: fx.registry,
+    provider,
+    logger: silentLogger,
+    workerId: 'w',
+    leaseMs: 600_000,
+    abandonLimit: 8,
+    random: () => 0.5,
+    ...(onUnsupported ? { onUnsupported } : {}),
+  });
 }
 
 const signal = new AbortController().signal;
@@ -65,7 +92,15 @@ function recordingLogger(lines: Array<{ level: string; msg: string; fields: Reco
     if (typeof fields === 'string') lines.push({ level, msg: fields, fields: {} });
     else lines.push({ level, msg: msg ?? '', fields: (fields ?? {}) as Record<string, unknown> });
   };
-  const logger: any = { trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), fatal: at('fatal'), level: 'info' };
+  const logger: any = {
+    trace: at('trace'),
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    fatal: at('fatal'),
+    level: 'info',
+  };
   logger.child = () => logger;
   return logger;
 }
@@ -105,11 +140,15 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     const jobs = await fx.store.listJobs({});
     expect(jobs).toHaveLength(6);
     expect(jobs.map((j) => [j.state, j.attempts, j.notBefore <= now])).toEqual(jobs.map(() => ['owed', 0, true]));
-    expect((await fx.store.listProviderBatches()).map((b) => [b.status, b.outcome])).toEqual([['done', 'not_submitted']]);
+    expect((await fx.store.listProviderBatches()).map((b) => [b.status, b.outcome])).toEqual([
+      ['done', 'not_submitted'],
+    ]);
     // One create was tried, and no second one: not in this assembly, not in the next.
     expect(await p.assemble(signal)).toMatchObject({ batches: 0, jobs: 0 });
     expect(batchClaims).toBe(1); // no job was claimed by the next assembly
-    expect((await fx.store.listJobs({})).map((j) => [j.state, j.attempts, j.abandons, j.claimToken])).toEqual(jobs.map(() => ['owed', 0, 0, null]));
+    expect((await fx.store.listJobs({})).map((j) => [j.state, j.attempts, j.abandons, j.claimToken])).toEqual(
+      jobs.map(() => ['owed', 0, 0, null]),
+    );
     expect(batchPosts()).toHaveLength(1);
     expect(server.messages).toHaveLength(0);
   });
@@ -120,7 +159,20 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     server.batches.routeMode = mode;
     const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
     const provider = anthropic();
-    const w = new Worker({ store: fx.store, registry: fx.registry, provider, logger: recordingLogger(lines), workerId: 'w', concurrency: 2, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'on' });
+    const w = new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider,
+      logger: recordingLogger(lines),
+      workerId: 'w',
+      concurrency: 2,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'on',
+    });
     const summary = await w.run();
     const host = new URL(server.url).host;
     expect(summary).toMatchObject({ batchUnavailableAt: host, answersStored: 12 });
@@ -129,7 +181,11 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     expect(await fx.store.countDecisions()).toBe(12);
     expect(batchPosts()).toHaveLength(1);
     expect(lines.filter((l) => l.msg.startsWith('batching unavailable'))).toEqual([
-      { level: 'warn', msg: 'batching unavailable at this endpoint: asking directly', fields: { provider: 'anthropic', host, status } },
+      {
+        level: 'warn',
+        msg: 'batching unavailable at this endpoint: asking directly',
+        fields: { provider: 'anthropic', host, status },
+      },
     ]);
     expect(await isBatchUnavailable(fx.store, 'anthropic', server.url)).toBe(true);
     expect(await listBatchUnavailable(fx.store)).toMatchObject([{ provider: 'anthropic', host, status }]);
@@ -143,14 +199,46 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     await backfillItems(fx, 2);
     server.batches.routeMode = mode;
     // The first worker finds out and marks the endpoint ...
-    await new Worker({ store: fx.store, registry: fx.registry, provider: anthropic(), logger: silentLogger, workerId: 'w1', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'on' }).run();
+    await new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: anthropic(),
+      logger: silentLogger,
+      workerId: 'w1',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'on',
+    }).run();
     expect(batchPosts()).toHaveLength(1);
     // ... a later long-running worker (auto) with new backfill work never tries a batch there.
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'Item 9', content: 'later', fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-9',
+        title: 'Item 9',
+        content: 'later',
+        fields: { status: 'open' },
+      },
       { priority: PRIORITY_BACKFILL, quietPeriod: false },
     );
-    const w = new Worker({ store: fx.store, registry: fx.registry, provider: anthropic(), logger: silentLogger, workerId: 'w2', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, batch: 'auto' });
+    const w = new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: anthropic(),
+      logger: silentLogger,
+      workerId: 'w2',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      batch: 'auto',
+    });
     const run = w.run();
     await waitFor(async () => (await fx.store.listJobs({})).length === 0);
     w.stop();
@@ -164,7 +252,9 @@ describe.each(MODES)('an endpoint whose batch route answers $mode', ({ mode, sta
     await backfillItems(fx, 1);
     // An earlier run recorded the batch, and its create never confirmed (the row stays `submitting`).
     const failing = anthropic();
-    Object.assign(failing.batch, { submit: async () => Promise.reject(Object.assign(new Error('socket hang up'), { code: 'provider_unavailable' })) });
+    Object.assign(failing.batch, {
+      submit: async () => Promise.reject(Object.assign(new Error('socket hang up'), { code: 'provider_unavailable' })),
+    });
     await pipeline(fx, failing).assemble(signal);
     expect((await fx.store.listJobs({})).every((j) => j.state === 'batched')).toBe(true);
     server.batches.routeMode = mode;
@@ -190,14 +280,47 @@ describe('an endpoint with batches', () => {
     const fx = await fixture();
     await backfillItems(fx, 1);
     server.batches.routeMode = 404;
-    await new Worker({ store: fx.store, registry: fx.registry, provider: anthropic(), logger: silentLogger, workerId: 'w1', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'on' }).run();
+    await new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: anthropic(),
+      logger: silentLogger,
+      workerId: 'w1',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'on',
+    }).run();
     expect(await isBatchUnavailable(fx.store, 'anthropic', server.url)).toBe(true);
     server.batches.routeMode = 'batches';
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-2', title: 'Item 2', content: 'later', fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-2',
+        title: 'Item 2',
+        content: 'later',
+        fields: { status: 'open' },
+      },
       { priority: PRIORITY_BACKFILL, quietPeriod: false },
     );
-    const summary = await new Worker({ store: fx.store, registry: fx.registry, provider: anthropic(), logger: silentLogger, workerId: 'w2', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'on' }).run();
+    const summary = await new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: anthropic(),
+      logger: silentLogger,
+      workerId: 'w2',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'on',
+    }).run();
     expect(summary).toMatchObject({ batched: 2, batchResults: 1 });
     expect(await isBatchUnavailable(fx.store, 'anthropic', server.url)).toBe(false);
   });

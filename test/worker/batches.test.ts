@@ -7,7 +7,14 @@ import type { BatchApi, Provider } from '../../src/providers/provider.js';
 import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import type { Store } from '../../src/store/whole-store.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
-import { BATCH_GIVE_UP_AFTER_EXPIRY_MS, BatchPipeline, batchingActive, closeStrandedBatches, SPEND_BATCH, SUBMIT_LOST_AFTER_MS } from '../../src/worker/batches.js';
+import {
+  BATCH_GIVE_UP_AFTER_EXPIRY_MS,
+  BatchPipeline,
+  batchingActive,
+  closeStrandedBatches,
+  SPEND_BATCH,
+  SUBMIT_LOST_AFTER_MS,
+} from '../../src/worker/batches.js';
 import { Worker } from '../../src/worker/worker.js';
 import { batchedBackfillCost } from '../../src/cli/estimate.js';
 import { loadConfig } from '../../src/config.js';
@@ -41,7 +48,14 @@ async function backfillItems(fx: Fixture, n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 1; i <= n; i++) {
     const r = await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Item ${i}`, content: i % 2 ? 'waiting for legal sign-off' : 'refactor the parser', fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `T-${i}`,
+        title: `Item ${i}`,
+        content: i % 2 ? 'waiting for legal sign-off' : 'refactor the parser',
+        fields: { status: 'open' },
+      },
       { priority: PRIORITY_BACKFILL, quietPeriod: false },
     );
     ids.push(r.row.id);
@@ -49,8 +63,23 @@ async function backfillItems(fx: Fixture, n: number): Promise<string[]> {
   return ids;
 }
 
-function pipeline(fx: Fixture, provider: Provider & { batch: BatchApi }, store: Store = fx.store, dailyTokenCap?: number): BatchPipeline {
-  return new BatchPipeline({ store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', leaseMs: 600_000, abandonLimit: 8, random: () => 0.5, ...(dailyTokenCap ? { dailyTokenCap } : {}) });
+function pipeline(
+  fx: Fixture,
+  provider: Provider & { batch: BatchApi },
+  store: Store = fx.store,
+  dailyTokenCap?: number,
+): BatchPipeline {
+  return new BatchPipeline({
+    store,
+    registry: fx.registry,
+    provider,
+    logger: silentLogger,
+    workerId: 'w',
+    leaseMs: 600_000,
+    abandonLimit: 8,
+    random: () => 0.5,
+    ...(dailyTokenCap ? { dailyTokenCap } : {}),
+  });
 }
 
 const signal = new AbortController().signal;
@@ -58,7 +87,8 @@ const signal = new AbortController().signal;
 async function answersOf(fx: Fixture): Promise<string[]> {
   const out: string[] = [];
   for (const item of await fx.store.listItems({ workspaceId: fx.ws.id })) {
-    for (const d of await fx.store.listDecisions(item.id)) out.push([item.ref, d.questionSet, d.questionKey, d.answer, d.confidence, d.stateHash, d.questionHash].join('|'));
+    for (const d of await fx.store.listDecisions(item.id))
+      out.push([item.ref, d.questionSet, d.questionKey, d.answer, d.confidence, d.stateHash, d.questionHash].join('|'));
   }
   return out.sort();
 }
@@ -75,13 +105,24 @@ describe('batches with the fake provider', () => {
   });
 
   it('backfill --dry-run prices the batched path at half when a worker would batch it, and only then', () => {
-    const work = { set: 'effort', eligibleItems: 10, unanswered: { items: 10, calls: 10, questions: 10, inputTokens: 100_000, outputTokens: 10_000, costUsd: 0 } } as never;
+    const work = {
+      set: 'effort',
+      eligibleItems: 10,
+      unanswered: { items: 10, calls: 10, questions: 10, inputTokens: 100_000, outputTokens: 10_000, costUsd: 0 },
+    } as never;
     const anthropic = estimateTarget('anthropic', 'claude-haiku-5-5');
     const full = costOf(anthropic.pricing, { inputTokens: 100_000, outputTokens: 10_000 })!;
     const cfg = (batch: string) => loadConfig({ provider: 'anthropic', batch }, { ANTHROPIC_API_KEY: 'sk-ant-test' });
     expect(batchedBackfillCost(cfg('auto'), silentLogger, anthropic, work)).toBeCloseTo(full / 2, 12);
     expect(batchedBackfillCost(cfg('off'), silentLogger, anthropic, work)).toBeNull();
-    expect(batchedBackfillCost(loadConfig({ provider: 'fake' }, {}), silentLogger, estimateTarget('fake', 'fake-model-1'), work)).toBeNull();
+    expect(
+      batchedBackfillCost(
+        loadConfig({ provider: 'fake' }, {}),
+        silentLogger,
+        estimateTarget('fake', 'fake-model-1'),
+        work,
+      ),
+    ).toBeNull();
     // No key here: the line is left out rather than guessed.
     expect(batchedBackfillCost(loadConfig({ provider: 'anthropic' }, {}), silentLogger, anthropic, work)).toBeNull();
   });
@@ -108,7 +149,11 @@ describe('batches with the fake provider', () => {
     const { rows } = await fx.store.spendRowsSince(3_600_000);
     expect(rows.every((r) => r.outcome === SPEND_BATCH)).toBe(true);
     expect(rows.reduce((n, r) => n + r.calls, 0)).toBe(4);
-    expect((await fx.store.listProviderBatches())[0]).toMatchObject({ status: 'done', outcome: 'results', requestCount: 4 });
+    expect((await fx.store.listProviderBatches())[0]).toMatchObject({
+      status: 'done',
+      outcome: 'results',
+      requestCount: 4,
+    });
   });
 
   it('an item deleted between assembly and results leaves no answer; its jobs drop', async () => {
@@ -181,7 +226,9 @@ describe('batches with the fake provider', () => {
     expect(s.results).toBe(4);
     const jobs = await fx.store.listJobs({});
     expect(jobs.length).toBeGreaterThan(0);
-    expect(jobs.every((j) => j.state === 'owed' && j.attempts === 1 && j.notBefore > fx.clock.now() && j.lastError !== null)).toBe(true);
+    expect(
+      jobs.every((j) => j.state === 'owed' && j.attempts === 1 && j.notBefore > fx.clock.now() && j.lastError !== null),
+    ).toBe(true);
     const answered = new Set((await answersOf(fx)).map((a) => a.split('|')[0]));
     expect(answered.size + new Set(jobs.map((j) => j.itemId)).size).toBe(4);
   });
@@ -192,7 +239,8 @@ describe('batches with the fake provider', () => {
     const fake = new FakeProvider({ now: () => fx.clock.now() });
     const store = new Proxy(fx.store, {
       get(target, key, receiver) {
-        if (key === 'recordBatch') return async () => Promise.reject(Object.assign(new Error('lost'), { code: 'batch_claim_lost' }));
+        if (key === 'recordBatch')
+          return async () => Promise.reject(Object.assign(new Error('lost'), { code: 'batch_claim_lost' }));
         const v = Reflect.get(target, key, receiver);
         return typeof v === 'function' ? v.bind(target) : v;
       },
@@ -200,7 +248,9 @@ describe('batches with the fake provider', () => {
     const r = await pipeline(fx, fake as never, store).assemble(signal);
     expect(r.batches).toBe(0);
     expect(fake.batch!.submitted).toHaveLength(0);
-    expect((await fx.store.listJobs({})).map((j) => [j.state, j.claimToken, j.attempts])).toEqual(Array(4).fill(['owed', null, 0]));
+    expect((await fx.store.listJobs({})).map((j) => [j.state, j.claimToken, j.attempts])).toEqual(
+      Array(4).fill(['owed', null, 0]),
+    );
   });
 
   it('the daily token cap holds for batches: requests reserve their estimate; what does not fit stays owed; results settle', async () => {
@@ -210,15 +260,23 @@ describe('batches with the fake provider', () => {
     // Find one item's reservation size, then allow room for two items only.
     const probe = await fixture();
     await backfillItems(probe, 1);
-    await pipeline(probe, new FakeProvider({ now: () => probe.clock.now(), usage: 'prompt' }) as never, probe.store, 1_000_000).assemble(signal);
-    const perItem = (await probe.store.listBatchRequests((await probe.store.listProviderBatches())[0].id))[0].plan.estimate;
+    await pipeline(
+      probe,
+      new FakeProvider({ now: () => probe.clock.now(), usage: 'prompt' }) as never,
+      probe.store,
+      1_000_000,
+    ).assemble(signal);
+    const perItem = (await probe.store.listBatchRequests((await probe.store.listProviderBatches())[0].id))[0].plan
+      .estimate;
     const cap = 2 * (perItem.inputTokens + perItem.maxOutputTokens) + 1;
     const p = pipeline(fx, fake as never, fx.store, cap);
     const a = await p.assemble(signal);
     expect(a).toMatchObject({ batches: 1, requests: 2, jobs: 4 });
     const jobs = await fx.store.listJobs({});
     expect(jobs.filter((j) => j.state === 'batched')).toHaveLength(4);
-    expect(jobs.filter((j) => j.state === 'owed').map((j) => [j.attempts, j.claimToken])).toEqual(Array(8).fill([0, null]));
+    expect(jobs.filter((j) => j.state === 'owed').map((j) => [j.attempts, j.claimToken])).toEqual(
+      Array(8).fill([0, null]),
+    );
     // A second assembly finds no room either (the reservations hold), so nothing more is sent.
     expect((await p.assemble(signal)).batches).toBe(0);
     await p.sweep(signal);
@@ -235,14 +293,30 @@ describe('batches with the fake provider', () => {
     await pipeline(fx, fake as never).assemble(signal);
     fx.clock.advance(120_000);
     const s = await statusReport(fx.store);
-    expect(s.batches).toEqual({ inFlight: 1, requests: 3, jobs: 6, unconfirmed: 0, oldestAgeMs: 120_000, unavailable: [] });
+    expect(s.batches).toEqual({
+      inFlight: 1,
+      requests: 3,
+      jobs: 6,
+      unconfirmed: 0,
+      oldestAgeMs: 120_000,
+      unavailable: [],
+    });
     expect(s.queue.batched).toBe(6);
     const text = formatStatus(s);
-    expect(text).toContain('batches in flight: 1 (3 requests, 6 jobs batched; oldest created 2m 00s ago); results within 24 h');
+    expect(text).toContain(
+      'batches in flight: 1 (3 requests, 6 jobs batched; oldest created 2m 00s ago); results within 24 h',
+    );
     expect(text).toMatch(/^jobs: 0 due, .* 0 parked, 6 batched$/m);
     // The same tokens cost half under outcome `batch` as under `ok`.
     const usage = { inputTokens: 1_000_000, outputTokens: 100_000, cacheReadTokens: 0, cacheWriteTokens: 0 };
-    await fx.store.recordSpend({ questionSet: 'attention', provider: 'anthropic', model: 'claude-haiku-5-5', outcome: SPEND_BATCH, calls: 1, usage });
+    await fx.store.recordSpend({
+      questionSet: 'attention',
+      provider: 'anthropic',
+      model: 'claude-haiku-5-5',
+      outcome: SPEND_BATCH,
+      calls: 1,
+      usage,
+    });
     const priced = (await statusReport(fx.store)).spend.lastHour;
     const pricing = pricingFor('anthropic', 'claude-haiku-5-5');
     expect(priced.costUsd).toBeCloseTo(batchCostOf(pricing, usage)!, 12);
@@ -260,7 +334,9 @@ describe('batches with the fake provider', () => {
     expect(await fx.store.retryJobs({ state: 'parked' })).toBe(0);
     expect(await fx.store.retryJobs({ state: 'batched', itemId: a })).toBe(2);
     expect(await fx.store.dropJobs({ itemId: b })).toBe(2);
-    expect((await fx.store.listJobs({})).map((j) => [j.itemId === a ? 'a' : 'c', j.state, j.batchId === null]).sort()).toEqual([
+    expect(
+      (await fx.store.listJobs({})).map((j) => [j.itemId === a ? 'a' : 'c', j.state, j.batchId === null]).sort(),
+    ).toEqual([
       ['a', 'owed', true],
       ['a', 'owed', true],
       ['c', 'batched', false],
@@ -269,7 +345,9 @@ describe('batches with the fake provider', () => {
     // The retried item is asked directly; then the batch ends and its results come.
     await drainNow(runnerOptions(fx, fake));
     const direct = await answersOf(fx);
-    const spendBefore = (await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === SPEND_BATCH).reduce((n, r) => n + r.calls, 0);
+    const spendBefore = (await fx.store.spendRowsSince(86_400_000)).rows
+      .filter((r) => r.outcome === SPEND_BATCH)
+      .reduce((n, r) => n + r.calls, 0);
     expect(spendBefore).toBe(0);
     fx.clock.advance(60_000);
     expect(await p.sweep(signal)).toMatchObject({ finished: 1, results: 3 });
@@ -279,7 +357,11 @@ describe('batches with the fake provider', () => {
     expect(after.filter((x) => x.startsWith('T-2|'))).toEqual([]);
     expect(after.filter((x) => x.startsWith('T-3|')).length).toBeGreaterThan(0);
     // The three results were billed once each: spend counts each batch request once.
-    expect((await fx.store.spendRowsSince(86_400_000)).rows.filter((r) => r.outcome === SPEND_BATCH).reduce((n, r) => n + r.calls, 0)).toBe(3);
+    expect(
+      (await fx.store.spendRowsSince(86_400_000)).rows
+        .filter((r) => r.outcome === SPEND_BATCH)
+        .reduce((n, r) => n + r.calls, 0),
+    ).toBe(3);
     // A second sweep stores nothing again.
     expect(await p.sweep(signal)).toMatchObject({ finished: 0, results: 0 });
     expect(await answersOf(fx)).toEqual(after);
@@ -335,7 +417,20 @@ describe('batches with the fake provider', () => {
     await backfillItems(fx, 2);
     const fake = new FakeProvider({ now: () => fx.clock.now() });
     await pipeline(fx, fake as never).assemble(signal);
-    const w = new Worker({ store: fx.store, registry: fx.registry, provider: fake, logger: silentLogger, workerId: 'w', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'off' });
+    const w = new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: fake,
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'off',
+    });
     const summary = await w.run();
     expect(summary.batchResults).toBe(2);
     expect(await fx.store.listJobs({})).toEqual([]);
@@ -345,9 +440,32 @@ describe('batches with the fake provider', () => {
   it('a worker drain sends backfill work to a batch and live work to calls', async () => {
     const fx = await fixture();
     await backfillItems(fx, 3);
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'L-1', title: 'live', content: 'x', fields: { status: 'open' } }, { quietPeriod: false });
+    await fx.store.createItem(
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'L-1',
+        title: 'live',
+        content: 'x',
+        fields: { status: 'open' },
+      },
+      { quietPeriod: false },
+    );
     const fake = new FakeProvider({ now: () => fx.clock.now() });
-    const w = new Worker({ store: fx.store, registry: fx.registry, provider: fake, logger: silentLogger, workerId: 'w', concurrency: 2, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'on' });
+    const w = new Worker({
+      store: fx.store,
+      registry: fx.registry,
+      provider: fake,
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 2,
+      tickMs: 10,
+      leaseMs: 600_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      untilIdle: true,
+      batch: 'on',
+    });
     const summary = await w.run();
     expect(summary.batched).toBe(6);
     expect(summary.batchResults).toBe(3);
@@ -368,7 +486,13 @@ describe('batches through the real SDK and the fake Anthropic server', () => {
     server.batches.clear();
   });
 
-  const anthropic = () => new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 }) as AnthropicProvider & { batch: BatchApi };
+  const anthropic = () =>
+    new AnthropicProvider({
+      apiKey: 'sk-ant-test',
+      baseURL: server.url,
+      minBackoffMs: 1,
+      maxBackoffMs: 4,
+    }) as AnthropicProvider & { batch: BatchApi };
 
   it('life of a batch, with a crash between submit and storing the results: found again by its id, submitted once', async () => {
     const fx = await fixture();
@@ -400,7 +524,8 @@ describe('batches through the real SDK and the fake Anthropic server', () => {
     // The process dies after the create returned and before it recorded the id.
     const dying = new Proxy(fx.store, {
       get(target, key, receiver) {
-        if (key === 'updateProviderBatch') return async () => Promise.reject(Object.assign(new Error('killed'), { code: 'SIGKILL' }));
+        if (key === 'updateProviderBatch')
+          return async () => Promise.reject(Object.assign(new Error('killed'), { code: 'SIGKILL' }));
         const v = Reflect.get(target, key, receiver);
         return typeof v === 'function' ? v.bind(target) : v;
       },
@@ -422,7 +547,8 @@ describe('batches through the real SDK and the fake Anthropic server', () => {
     const p = pipeline(fx, anthropic());
     expect(await p.assemble(signal)).toMatchObject({ batches: 1, requests: 2, jobs: 4 });
     const batch = server.batches.batches[0];
-    const cancels = () => server.requestsTo(`/v1/messages/batches/${batch.id}/cancel`).filter((r) => r.method === 'POST');
+    const cancels = () =>
+      server.requestsTo(`/v1/messages/batches/${batch.id}/cancel`).filter((r) => r.method === 'POST');
     // One item retried: the other still waits for the batch, which is left running.
     expect(await fx.store.retryJobs({ state: 'batched', itemId: a })).toBe(2);
     expect(await p.sweep(signal)).toMatchObject({ finished: 0, inFlight: 1 });
@@ -450,7 +576,9 @@ describe('batches through the real SDK and the fake Anthropic server', () => {
     await backfillItems(fx, 1);
     // The create dies on the wire before the server saw it (as far as we can tell: it throws).
     const failing = anthropic();
-    Object.assign(failing.batch, { submit: async () => Promise.reject(Object.assign(new Error('socket hang up'), { code: 'provider_unavailable' })) });
+    Object.assign(failing.batch, {
+      submit: async () => Promise.reject(Object.assign(new Error('socket hang up'), { code: 'provider_unavailable' })),
+    });
     await pipeline(fx, failing).assemble(signal);
     const p = pipeline(fx, anthropic());
     expect(await p.sweep(signal)).toMatchObject({ finished: 0, inFlight: 1 });

@@ -17,7 +17,13 @@ async function collectionOf(n: number): Promise<Fixture> {
   const fx = await makeFixture([attentionSet]);
   fx.store.setRegistry(new Registry([]));
   for (let i = 0; i < n; i++) {
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, fields: { status: 'open' } });
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: fx.tasks.id,
+      ref: `T-${i}`,
+      title: `t${i}`,
+      fields: { status: 'open' },
+    });
   }
   fx.store.setRegistry(fx.registry);
   return fx;
@@ -25,8 +31,18 @@ async function collectionOf(n: number): Promise<Fixture> {
 
 function worker(fx: Fixture, over: Partial<WorkerOptions> = {}): Worker {
   return new Worker({
-    store: fx.store, registry: fx.registry, provider: new FakeProvider(), logger: silentLogger, workerId: 'w', concurrency: 2,
-    tickMs: 10, leaseMs: 60_000, passLimit: 20, abandonLimit: 8, claimGate: async () => 60_000, ...over,
+    store: fx.store,
+    registry: fx.registry,
+    provider: new FakeProvider(),
+    logger: silentLogger,
+    workerId: 'w',
+    concurrency: 2,
+    tickMs: 10,
+    leaseMs: 60_000,
+    passLimit: 20,
+    abandonLimit: 8,
+    claimGate: async () => 60_000,
+    ...over,
   });
 }
 

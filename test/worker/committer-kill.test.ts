@@ -36,7 +36,17 @@ async function seed(n: number): Promise<void> {
   const ws = await store.createWorkspace({ slug: 'acme' });
   const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
   for (let i = 0; i < n; i++) {
-    await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: `T-${i + 1}`, title: `item ${i + 1}`, content: 'body', fields: { status: 'open' } }, { quietPeriod: false });
+    await store.createItem(
+      {
+        workspaceId: ws.id,
+        collectionId: col.id,
+        ref: `T-${i + 1}`,
+        title: `item ${i + 1}`,
+        content: 'body',
+        fields: { status: 'open' },
+      },
+      { quietPeriod: false },
+    );
   }
   await store.close();
 }
@@ -58,7 +68,21 @@ describe('group commit and a crash', () => {
     const jobsAtStart = q<{ n: number }>('SELECT count(*) AS n FROM decision_jobs')[0].n;
     const held = join(dir.dir, 'held.json');
     const w = spawnCli(
-      ['worker', '--database-url', file, '--provider', 'fake', '--fake-latency-ms', '0', '--lease-ms', String(LEASE_MS), '--tick-ms', '50', '--concurrency', String(SLOTS)],
+      [
+        'worker',
+        '--database-url',
+        file,
+        '--provider',
+        'fake',
+        '--fake-latency-ms',
+        '0',
+        '--lease-ms',
+        String(LEASE_MS),
+        '--tick-ms',
+        '50',
+        '--concurrency',
+        String(SLOTS),
+      ],
       { COMMIT_HOLD_FILE: held, COMMIT_HOLD_SLOTS: String(SLOTS), COMMIT_HOLD_AFTER: '3' },
       [preload],
     );
@@ -67,18 +91,34 @@ describe('group commit and a crash', () => {
     expect((await w.exited).signal).toBe('SIGKILL');
 
     // Every slot handed in a paid-for finish, and none of it was written.
-    const waiting = JSON.parse(readFileSync(held, 'utf8')) as Array<{ itemId: string; questionSet: string; claimToken: string; answers: number }>;
+    const waiting = JSON.parse(readFileSync(held, 'utf8')) as Array<{
+      itemId: string;
+      questionSet: string;
+      claimToken: string;
+      answers: number;
+    }>;
     expect(waiting.length).toBeGreaterThanOrEqual(SLOTS);
     // (A co-asked call's answers travel with one of its jobs' finishes.)
     expect(waiting.some((e) => e.answers > 0)).toBe(true);
     for (const e of waiting) {
-      expect(q<{ t: string }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND question_set = ?', e.itemId, e.questionSet)).toEqual([{ t: e.claimToken }]);
-      if (e.answers > 0) expect(q('SELECT 1 FROM item_decisions WHERE item_id = ? AND question_set = ?', e.itemId, e.questionSet)).toEqual([]);
+      expect(
+        q<{ t: string }>(
+          'SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND question_set = ?',
+          e.itemId,
+          e.questionSet,
+        ),
+      ).toEqual([{ t: e.claimToken }]);
+      if (e.answers > 0)
+        expect(
+          q('SELECT 1 FROM item_decisions WHERE item_id = ? AND question_set = ?', e.itemId, e.questionSet),
+        ).toEqual([]);
     }
     // No slot acted past its uncommitted finish: every job still under a claim is one of a waiting
     // finish's items (its own job, or a job co-asked with it whose finish comes after).
     const heldItems = new Set(waiting.map((e) => e.itemId));
-    const claimedNow = q<{ item: string }>('SELECT DISTINCT item_id AS item FROM decision_jobs WHERE claim_token IS NOT NULL');
+    const claimedNow = q<{ item: string }>(
+      'SELECT DISTINCT item_id AS item FROM decision_jobs WHERE claim_token IS NOT NULL',
+    );
     expect(claimedNow.filter((r) => !heldItems.has(r.item))).toEqual([]);
     // Some work was committed before the hold (three group commits), not all of it.
     const left = q<{ item: string }>('SELECT DISTINCT item_id AS item FROM decision_jobs');
@@ -91,18 +131,33 @@ describe('group commit and a crash', () => {
     // backoff its own claims would give them (the drain's 60 s lease × 2^0, DESIGN §3 "Abandons"),
     // so nothing is waited on.
     const registry = new Registry(productionSets());
-    const store = new SqliteStore({ url: file, registry, clock: { now: () => Date.now() + 10 * LEASE_MS + 2 * 60_000 } });
+    const store = new SqliteStore({
+      url: file,
+      registry,
+      clock: { now: () => Date.now() + 10 * LEASE_MS + 2 * 60_000 },
+    });
     const fake = new FakeProvider();
     const summary = await new Worker({
-      store, registry, provider: fake, logger: silentLogger, workerId: 'drain',
-      concurrency: SLOTS, tickMs: 20, leaseMs: 60_000, passLimit: 1_000, abandonLimit: 8, untilIdle: true,
+      store,
+      registry,
+      provider: fake,
+      logger: silentLogger,
+      workerId: 'drain',
+      concurrency: SLOTS,
+      tickMs: 20,
+      leaseMs: 60_000,
+      passLimit: 1_000,
+      abandonLimit: 8,
+      untilIdle: true,
     }).run();
     await store.close();
 
     // Nothing lost: no job owed or parked, every item answered on every key.
     expect(q('SELECT 1 FROM decision_jobs')).toEqual([]);
     expect(summary.claimed).toBe(jobsLeft);
-    const perKey = q<{ n: number }>('SELECT count(*) AS n FROM item_decisions GROUP BY item_id, question_set, question_key, state_hash');
+    const perKey = q<{ n: number }>(
+      'SELECT count(*) AS n FROM item_decisions GROUP BY item_id, question_set, question_key, state_hash',
+    );
     expect(perKey).toHaveLength(ITEMS * 4); // three attention keys and one effort key per item
     // Nothing doubled: one answer per idempotency key.
     expect(perKey.every((r) => r.n === 1)).toBe(true);

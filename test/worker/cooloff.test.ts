@@ -16,17 +16,39 @@ afterEach(async () => fx.cleanup());
 describe('cooling-off after a provider-wide error', () => {
   it('several slots hitting a 401 at once start one 30 s period, logged once', async () => {
     for (let i = 1; i <= 4; i++) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, content: 'b', fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          content: 'b',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     const lines: Array<{ msg: string; cooloffMs?: number }> = [];
     const sink = new Writable({ write: (c, _e, cb) => (lines.push(JSON.parse(String(c))), cb()) });
     const fake = new FakeProvider({ latencyMs: 30, faults: Array(8).fill({ status: 401 }) });
     const worker = new Worker({
-      store: fx.store, registry: fx.registry, provider: fake, logger: createLogger('debug', sink), workerId: 'w',
-      concurrency: 4, tickMs: 20, leaseMs: 60_000, passLimit: 20, abandonLimit: 8,
+      store: fx.store,
+      registry: fx.registry,
+      provider: fake,
+      logger: createLogger('debug', sink),
+      workerId: 'w',
+      concurrency: 4,
+      tickMs: 20,
+      leaseMs: 60_000,
+      passLimit: 20,
+      abandonLimit: 8,
     });
     const run = worker.run();
-    await waitFor(() => fake.requests.length >= 4 && lines.filter((l) => l.msg?.startsWith('job outcome')).length >= 4, 10_000, 5);
+    await waitFor(
+      () => fake.requests.length >= 4 && lines.filter((l) => l.msg?.startsWith('job outcome')).length >= 4,
+      10_000,
+      5,
+    );
     worker.stop();
     await run;
     const periods = lines.filter((l) => l.msg.startsWith('provider misconfigured'));

@@ -29,14 +29,34 @@ async function fixture(): Promise<Fixture> {
 async function backfillItems(fx: Fixture, n: number): Promise<void> {
   for (let i = 1; i <= n; i++) {
     await fx.store.createItem(
-      { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Item ${i}`, content: 'refactor the parser', fields: { status: 'open' } },
+      {
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: `T-${i}`,
+        title: `Item ${i}`,
+        content: 'refactor the parser',
+        fields: { status: 'open' },
+      },
       { priority: PRIORITY_BACKFILL, quietPeriod: false },
     );
   }
 }
 
 const drain = (fx: Fixture, provider: FakeProvider, batch: 'auto' | 'on' | 'off') =>
-  new Worker({ store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', concurrency: 2, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch });
+  new Worker({
+    store: fx.store,
+    registry: fx.registry,
+    provider,
+    logger: silentLogger,
+    workerId: 'w',
+    concurrency: 2,
+    tickMs: 10,
+    leaseMs: 600_000,
+    passLimit: 20,
+    abandonLimit: 8,
+    untilIdle: true,
+    batch,
+  });
 
 describe('a one-shot drain', () => {
   it('with batch auto asks directly: a paid provider with a batch API gets calls, no batch', async () => {
@@ -45,10 +65,40 @@ describe('a one-shot drain', () => {
     const server = await FakeAnthropicServer.start();
     try {
       // Anthropic is paid, so `auto` batches in a long-running worker; a drain asks directly.
-      const provider = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
-      const long = new Worker({ store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'l', concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, batch: 'auto' });
+      const provider = new AnthropicProvider({
+        apiKey: 'sk-ant-test',
+        baseURL: server.url,
+        minBackoffMs: 1,
+        maxBackoffMs: 4,
+      });
+      const long = new Worker({
+        store: fx.store,
+        registry: fx.registry,
+        provider,
+        logger: silentLogger,
+        workerId: 'l',
+        concurrency: 1,
+        tickMs: 10,
+        leaseMs: 600_000,
+        passLimit: 20,
+        abandonLimit: 8,
+        batch: 'auto',
+      });
       expect(long.batching()).toBe(true);
-      const w = new Worker({ store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w', concurrency: 2, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, batch: 'auto' });
+      const w = new Worker({
+        store: fx.store,
+        registry: fx.registry,
+        provider,
+        logger: silentLogger,
+        workerId: 'w',
+        concurrency: 2,
+        tickMs: 10,
+        leaseMs: 600_000,
+        passLimit: 20,
+        abandonLimit: 8,
+        untilIdle: true,
+        batch: 'auto',
+      });
       expect(w.batching()).toBe(false);
       const summary = await w.run();
       expect(server.requestsTo('/v1/messages/batches')).toHaveLength(0);
@@ -82,7 +132,7 @@ describe('a one-shot drain', () => {
     expect(summary.answersStored).toBeGreaterThan(0);
   });
 
-  it('left: names the jobs held under a dead worker\'s leases and when the last lease ends', async () => {
+  it("left: names the jobs held under a dead worker's leases and when the last lease ends", async () => {
     const fx = await fixture();
     await backfillItems(fx, 3);
     // A worker claimed 5 jobs and died (no heartbeat): its leases hold them for 10 minutes.

@@ -30,15 +30,39 @@ const ON = { status: 'active', trigger: 'always', decision_check: 'on' };
 
 beforeEach(async () => {
   fx = await makeFixture([attentionSet, conventionsSet]);
-  conv = await fx.store.createCollection({ workspaceId: fx.ws.id, slug: 'conventions', isSystem: true, schema: CONVENTIONS_COLLECTION_SCHEMA, settings: CONVENTIONS_COLLECTION_SETTINGS });
+  conv = await fx.store.createCollection({
+    workspaceId: fx.ws.id,
+    slug: 'conventions',
+    isSystem: true,
+    schema: CONVENTIONS_COLLECTION_SCHEMA,
+    settings: CONVENTIONS_COLLECTION_SETTINGS,
+  });
   fake = new FakeProvider();
   resetConventionSkipLog();
   for (const ref of ['CONV-1', 'CONV-2', 'CONV-3']) {
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: conv.id, ref, title: `Title ${ref}`, content: `Body ${ref}.`, fields: ON });
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: conv.id,
+      ref,
+      title: `Title ${ref}`,
+      content: `Body ${ref}.`,
+      fields: ON,
+    });
   }
   tasks = [];
   for (let i = 1; i <= 3; i++) {
-    tasks.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Task ${i}`, content: 'body', fields: { status: 'open' } })).row);
+    tasks.push(
+      (
+        await fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `Task ${i}`,
+          content: 'body',
+          fields: { status: 'open' },
+        })
+      ).row,
+    );
   }
   await settle(fx, fake);
 });
@@ -56,7 +80,8 @@ describe('the drift sweep', () => {
     expect((await s.sweepOnce()).owed).toBe(0); // control: nothing drifted, nothing owed
     expect(fake.requests.filter((r) => r.keys.some((k) => k.startsWith('conv:')))).toHaveLength(3); // one call per task
     await fx.store.updateItem((await conventionRef('CONV-2')).id, { content: 'Body CONV-2, now stricter.' });
-    for (const t of tasks) expect((await currency(readerOf(fx), t.id))['conventions/conv:CONV-2']).toBe('question_changed');
+    for (const t of tasks)
+      expect((await currency(readerOf(fx), t.id))['conventions/conv:CONV-2']).toBe('question_changed');
     expect(await taskJobs()).toEqual([]); // the gap: nothing owed by the edit itself
 
     const pass = await s.sweepOnce();
@@ -64,7 +89,8 @@ describe('the drift sweep', () => {
     const jobs = await taskJobs();
     expect(jobs.map((j) => j.questionSet)).toEqual(['conventions', 'conventions', 'conventions']);
     // backfill priority, due now: no quiet period and no re-ask debounce (the answers are minutes old)
-    for (const j of jobs) expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed', notBefore: fx.clock.now() });
+    for (const j of jobs)
+      expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed', notBefore: fx.clock.now() });
 
     const before = fake.requests.length;
     await settle(fx, fake);
@@ -72,12 +98,25 @@ describe('the drift sweep', () => {
     expect(asked).toHaveLength(3);
     for (const r of asked) expect(r.keys).toEqual(['conv:CONV-2']); // the other conventions are not re-asked
     for (const t of tasks) {
-      expect(await currency(readerOf(fx), t.id)).toMatchObject({ 'conventions/conv:CONV-1': 'current', 'conventions/conv:CONV-2': 'current', 'conventions/conv:CONV-3': 'current' });
+      expect(await currency(readerOf(fx), t.id)).toMatchObject({
+        'conventions/conv:CONV-1': 'current',
+        'conventions/conv:CONV-2': 'current',
+        'conventions/conv:CONV-3': 'current',
+      });
     }
   });
 
   it('answers of an older item-state version are re-owed and re-asked once (DESIGN §5.1: version 2)', async () => {
-    const t9 = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 'Task 9', content: 'body', fields: { status: 'open' } })).row;
+    const t9 = (
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-9',
+        title: 'Task 9',
+        content: 'body',
+        fields: { status: 'open' },
+      })
+    ).row;
     await fx.store.dropJobs({});
     const state = itemStateFor(attentionSet, (await fx.store.loadItemForEvaluation(t9.id))!);
     await fx.store.insertDecisions(
@@ -107,7 +146,9 @@ describe('the drift sweep', () => {
     expect((await fx.store.listJobs({})).map((j) => [j.itemId, j.questionSet])).toEqual([[t9.id, 'attention']]);
     const before = fake.requests.length;
     await settle(fx, fake);
-    expect(fake.requests.slice(before).map((r) => r.keys)).toEqual([['blocked', 'needs_human_decision', 'waiting_on_external']]);
+    expect(fake.requests.slice(before).map((r) => r.keys)).toEqual([
+      ['blocked', 'needs_human_decision', 'waiting_on_external'],
+    ]);
     expect((await currency(readerOf(fx), t9.id))['attention/blocked']).toBe('current');
   });
 
@@ -139,7 +180,14 @@ describe('the drift sweep', () => {
   it('a new convention is asked of every item, and only it', async () => {
     const s = sweeper();
     await s.sweepOnce();
-    await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: conv.id, ref: 'CONV-4', title: 'New', content: 'Newly agreed.', fields: ON });
+    await fx.store.createItem({
+      workspaceId: fx.ws.id,
+      collectionId: conv.id,
+      ref: 'CONV-4',
+      title: 'New',
+      content: 'Newly agreed.',
+      fields: ON,
+    });
     await fx.store.dropJobs({}); // the convention item's own jobs (they would drop)
     expect((await s.sweepOnce()).owed).toBe(3);
     const before = fake.requests.length;
@@ -147,10 +195,16 @@ describe('the drift sweep', () => {
     expect(fake.requests.slice(before).map((r) => r.keys)).toEqual([['conv:CONV-4'], ['conv:CONV-4'], ['conv:CONV-4']]);
   });
 
-  it('a newly pinned model re-owes every set\'s items; the new model is asked everything once', async () => {
+  it("a newly pinned model re-owes every set's items; the new model is asked everything once", async () => {
     await sweeper().sweepOnce();
     const model2 = new FakeProvider({ model: 'fake-model-2' });
-    const s2 = new DriftSweeper({ store: fx.store, registry: fx.registry, ctx: model2, logger: silentLogger, perMinute: 1_000 });
+    const s2 = new DriftSweeper({
+      store: fx.store,
+      registry: fx.registry,
+      ctx: model2,
+      logger: silentLogger,
+      perMinute: 1_000,
+    });
     expect((await s2.sweepOnce()).owed).toBe(6); // 3 tasks × (attention, conventions)
     await settle(fx, model2);
     expect(model2.requests).toHaveLength(6);
@@ -159,7 +213,18 @@ describe('the drift sweep', () => {
 
   it('owes at most perMinute items a minute, continuing from its cursor', async () => {
     for (let i = 4; i <= 7; i++) {
-      tasks.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `Task ${i}`, content: 'body', fields: { status: 'open' } })).row);
+      tasks.push(
+        (
+          await fx.store.createItem({
+            workspaceId: fx.ws.id,
+            collectionId: fx.tasks.id,
+            ref: `T-${i}`,
+            title: `Task ${i}`,
+            content: 'body',
+            fields: { status: 'open' },
+          })
+        ).row,
+      );
     }
     await settle(fx, fake);
     const s = sweeper(2);
@@ -208,7 +273,13 @@ describe('the drift sweep', () => {
     await fx.store.updateItem(tasks[1].id, { content: 'edited again' });
     const owedBefore = (await fx.store.getJob(tasks[1].id, 'attention'))!;
     const model2 = new FakeProvider({ model: 'fake-model-2' });
-    const s2 = new DriftSweeper({ store: fx.store, registry: fx.registry, ctx: model2, logger: silentLogger, perMinute: 1_000 });
+    const s2 = new DriftSweeper({
+      store: fx.store,
+      registry: fx.registry,
+      ctx: model2,
+      logger: silentLogger,
+      perMinute: 1_000,
+    });
     await s2.sweepOnce();
     expect(await fx.store.getJob(tasks[0].id, 'attention')).toBeNull(); // closed: attention does not apply
     expect((await fx.store.getJob(tasks[0].id, 'conventions'))!.priority).toBe(PRIORITY_BACKFILL); // conventions does
@@ -219,14 +290,23 @@ describe('the drift sweep', () => {
   it('model A → B → A: the latest row decides, so A is asked again at the state B last saw', async () => {
     const t = tasks[0];
     const modelB = new FakeProvider({ model: 'fake-model-2' });
-    const sweepAs = (p: FakeProvider) => new DriftSweeper({ store: fx.store, registry: new Registry([attentionSet]), ctx: p, logger: silentLogger, perMinute: 1_000 }).sweepOnce();
+    const sweepAs = (p: FakeProvider) =>
+      new DriftSweeper({
+        store: fx.store,
+        registry: new Registry([attentionSet]),
+        ctx: p,
+        logger: silentLogger,
+        perMinute: 1_000,
+      }).sweepOnce();
     await sweepAs(fake);
     await sweepAs(modelB);
     await settle(fx, modelB, new Registry([attentionSet]));
     await fx.store.updateItem(t.id, { content: 'moved on while B was pinned' });
     await settle(fx, modelB, new Registry([attentionSet]));
     // Back to A: an old row at A's fingerprint exists, but of the first state.
-    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe('model_changed');
+    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe(
+      'model_changed',
+    );
     const rep = await sweepAs(fake);
     // All three items' latest rows are B's, so all are owed; the runner then asks only T-1: the
     // others still hold A rows at their current state (S1 → S2 → S1 across models costs a claim, no call).
@@ -234,7 +314,9 @@ describe('the drift sweep', () => {
     const before = fake.requests.length;
     await settle(fx, fake, new Registry([attentionSet]));
     expect(fake.requests.slice(before).map((r) => JSON.parse(r.state).body)).toEqual(['moved on while B was pinned']);
-    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe('current');
+    expect((await currency(readerOf(fx, new Registry([attentionSet]), fake), t.id))['attention/blocked']).toBe(
+      'current',
+    );
   });
 
   it('drift owes are insert-only: a job created between the scan and the owe is never reset or un-parked', async () => {
@@ -260,7 +342,8 @@ describe('the drift sweep', () => {
       await fx.store.addComment({ itemId: t.id, author: 'amy', body });
     }
     await settle(fx, fake, registry);
-    const sweep = () => new DriftSweeper({ store: fx.store, registry, ctx: fake, logger: silentLogger, perMinute: 1_000 }).sweepOnce();
+    const sweep = () =>
+      new DriftSweeper({ store: fx.store, registry, ctx: fake, logger: silentLogger, perMinute: 1_000 }).sweepOnce();
     expect((await sweep()).owed).toBe(0); // control
     await fx.store.updateItem((await conventionRef('CONV-3')).id, { title: 'Title CONV-3, sharper' });
     await fx.store.dropJobs({});
@@ -276,7 +359,7 @@ describe('the drift sweep', () => {
     ]);
   });
 
-  it('the worker\'s background passes follow a reload: the next pass fingerprints under the provider in force', async () => {
+  it("the worker's background passes follow a reload: the next pass fingerprints under the provider in force", async () => {
     let provider = fake;
     const controller = new AbortController();
     const done = startBackgroundPasses({

@@ -5,7 +5,11 @@ import { runWorker, type WorkerSettings } from '../../src/compose/run-worker.js'
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
-import { EVENT_SIGNATURE_HEADER, signEventBody, verifyEventSignature } from '../../src/integrations/events/signature.js';
+import {
+  EVENT_SIGNATURE_HEADER,
+  signEventBody,
+  verifyEventSignature,
+} from '../../src/integrations/events/signature.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { EventDeliverer } from '../../src/worker/event-delivery.js';
@@ -25,8 +29,16 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
  */
 
 const SECRET = 'test-event-secret';
-const flagSet = defineQuestionSet({ name: 'flag', questions: { urgent: noul('the item is urgent') }, threshold: 0.5, quietPeriodMs: 0, reaskDebounceMs: 0, noTrail: true });
-const provider = () => new FakeProvider({ handler: (req) => ({ urgent: { probability: req.state.includes('HIGH') ? 0.9 : 0.1 } }) });
+const flagSet = defineQuestionSet({
+  name: 'flag',
+  questions: { urgent: noul('the item is urgent') },
+  threshold: 0.5,
+  quietPeriodMs: 0,
+  reaskDebounceMs: 0,
+  noTrail: true,
+});
+const provider = () =>
+  new FakeProvider({ handler: (req) => ({ urgent: { probability: req.state.includes('HIGH') ? 0.9 : 0.1 } }) });
 
 type Mode = 'down' | 'refused' | 'up';
 
@@ -149,10 +161,27 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
   });
 
   const drain = (logger = silentLogger, over: Partial<WorkerSettings> = {}) =>
-    runWorker({ cfg: settings(over), store: fx.store, registry: fx.registry, provider: provider(), logger, untilIdle: true, workerId: 'w-test' });
+    runWorker({
+      cfg: settings(over),
+      store: fx.store,
+      registry: fx.registry,
+      provider: provider(),
+      logger,
+      untilIdle: true,
+      workerId: 'w-test',
+    });
 
   const item = async (ref: string, hot: boolean) =>
-    (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: hot ? 'HIGH' : 'calm', fields: { status: 'open' } })).row;
+    (
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref,
+        title: ref,
+        content: hot ? 'HIGH' : 'calm',
+        fields: { status: 'open' },
+      })
+    ).row;
   const setHot = (id: string, hot: boolean) => fx.store.updateItem(id, { content: hot ? 'HIGH again' : 'calm now' });
 
   it('a receiver down for an hour loses nothing: afterwards every event arrives once, in order per item, signed', async () => {
@@ -197,7 +226,9 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(queued.map((e) => e.eventId).sort());
     for (const it of [a.id, b.id]) {
-      expect(receiver.accepted.filter((r) => r.itemId === it).map((r) => r.eventId)).toEqual(queued.filter((e) => e.itemId === it).map((e) => e.eventId));
+      expect(receiver.accepted.filter((r) => r.itemId === it).map((r) => r.eventId)).toEqual(
+        queued.filter((e) => e.itemId === it).map((e) => e.eventId),
+      );
     }
     expect(receiver.accepted.every((r) => r.signatureOk)).toBe(true);
     for (const r of receiver.accepted) expect(r.body).toBe(queued.find((e) => e.eventId === r.eventId)!.payload);
@@ -216,7 +247,7 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
     expect(text).not.toContain(receiver.url);
   }, 30_000);
 
-  it('one line at a time: an item\'s later events wait behind its undelivered head, other items go on', async () => {
+  it("one line at a time: an item's later events wait behind its undelivered head, other items go on", async () => {
     const a = await item('A-1', true);
     await receiver.set('down');
     await drain();
@@ -249,7 +280,8 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
     await drain(silentLogger, { eventUrls: [], eventSecret: undefined });
     expect((await fx.store.listDecisionEvents()).length).toBe(6);
     const stop = new AbortController();
-    const mk = (owner: string) => new EventDeliverer({ store: fx.store, logger: silentLogger, owner, secret: SECRET, pollMs: 10, batchSize: 4 });
+    const mk = (owner: string) =>
+      new EventDeliverer({ store: fx.store, logger: silentLogger, owner, secret: SECRET, pollMs: 10, batchSize: 4 });
     const [x, y] = await Promise.all([mk('one').flush(stop.signal), mk('two').flush(stop.signal)]);
     expect(x.delivered + y.delivered).toBe(6);
     const ids = receiver.accepted.map((r) => r.eventId);
@@ -305,7 +337,15 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
       for (const it of await fx.store.listItems({ workspaceId: fx.ws.id })) await setHot(it.id, false);
       await drain(silentLogger, { eventUrls: [], eventSecret: undefined });
       expect(await fx.store.listDecisionEvents()).toHaveLength(6);
-      const d = new EventDeliverer({ store: fx.store, logger: silentLogger, owner: 'one', secret: SECRET, pollMs: 10, batchSize: 2, timeoutMs: 200 });
+      const d = new EventDeliverer({
+        store: fx.store,
+        logger: silentLogger,
+        owner: 'one',
+        secret: SECRET,
+        pollMs: 10,
+        batchSize: 2,
+        timeoutMs: 200,
+      });
       const started = Date.now();
       expect(await d.flush(new AbortController().signal)).toEqual({ delivered: 0, failed: 6 });
       expect(Date.now() - started).toBeLessThan(2_000);
@@ -318,7 +358,12 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
       expect(tried.map((r) => r.lastError)).toEqual(['timeout', 'timeout']);
       expect(held).toHaveLength(4);
       const now = await fx.store.now();
-      expect(held.every((r) => r.lastError === null && r.leaseOwner === null && r.nextAttemptAt > now && r.nextAttemptAt <= now + 60_000)).toBe(true);
+      expect(
+        held.every(
+          (r) =>
+            r.lastError === null && r.leaseOwner === null && r.nextAttemptAt > now && r.nextAttemptAt <= now + 60_000,
+        ),
+      ).toBe(true);
       expect(rows.every((r) => r.deliveredAt === null)).toBe(true);
     } finally {
       black.closeAllConnections();
@@ -340,7 +385,9 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
     await drain(silentLogger, { eventUrls: [], eventSecret: undefined });
     await item('A-1', true);
     await drain(silentLogger, { eventUrls: [], eventSecret: undefined });
-    expect((await fx.store.listDecisionEvents()).map((e) => e.targetUrl).sort()).toEqual(['http://127.0.0.1:9/other', receiver.url].sort());
+    expect((await fx.store.listDecisionEvents()).map((e) => e.targetUrl).sort()).toEqual(
+      ['http://127.0.0.1:9/other', receiver.url].sort(),
+    );
     expect(receiver.requests).toBe(0); // no secret: no delivery
     await drain(); // URLs [receiver]: the other target is disabled, the receiver's event delivered
     expect(receiver.accepted).toHaveLength(1);
@@ -351,24 +398,60 @@ describe('outbound decision events: a worker delivers them signed, once, in orde
 describe('event settings', () => {
   it('VERDICT_EVENT_URLS takes comma-separated http(s) URLs and needs VERDICT_EVENT_SECRET', () => {
     expect(loadConfig({}, {}).eventUrls).toEqual([]);
-    expect(loadConfig({}, { VERDICT_EVENT_URLS: ' https://a.example/h , http://b.example/h,https://a.example/h', VERDICT_EVENT_SECRET: 's' }).eventUrls).toEqual(['https://a.example/h', 'http://b.example/h']);
+    expect(
+      loadConfig(
+        {},
+        {
+          VERDICT_EVENT_URLS: ' https://a.example/h , http://b.example/h,https://a.example/h',
+          VERDICT_EVENT_SECRET: 's',
+        },
+      ).eventUrls,
+    ).toEqual(['https://a.example/h', 'http://b.example/h']);
     expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h' })).toThrow(ConfigError);
-    expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h' })).toThrow(/^VERDICT_EVENT_SECRET must be set/);
-    expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h,ftp://b.example/x', VERDICT_EVENT_SECRET: 's' })).toThrow(/^VERDICT_EVENT_URLS: got .*expected comma-separated http\(s\) URLs/);
+    expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h' })).toThrow(
+      /^VERDICT_EVENT_SECRET must be set/,
+    );
+    expect(() =>
+      loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h,ftp://b.example/x', VERDICT_EVENT_SECRET: 's' }),
+    ).toThrow(/^VERDICT_EVENT_URLS: got .*expected comma-separated http\(s\) URLs/);
     expect(() => loadConfig({ eventUrls: 'not a url' }, { VERDICT_EVENT_SECRET: 's' })).toThrow(/^--event-urls: /);
-    expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h', VERDICT_EVENT_SECRET: 's\n' })).toThrow(/^VERDICT_EVENT_SECRET contains a line break/);
+    expect(() => loadConfig({}, { VERDICT_EVENT_URLS: 'https://a.example/h', VERDICT_EVENT_SECRET: 's\n' })).toThrow(
+      /^VERDICT_EVENT_SECRET contains a line break/,
+    );
   });
 
   it('a library worker is refused at start without a secret or with a bad URL', async () => {
     const fx = await makeFixture([flagSet]);
     const cfg = (events: Partial<WorkerSettings>): WorkerSettings => ({
-      concurrency: 1, tickMs: 50, leaseMs: 60_000, passLimit: 20, abandonLimit: 8, metricsPort: undefined, metricsHost: '127.0.0.1',
-      requestsPerMinute: undefined, inputTokensPerMinute: undefined, dailyTokenCap: undefined, driftSweepPerMinute: 0, pruneIntervalMs: 0,
-      retentionHistoryMs: 1, walCheckpointMs: 60_000, ...events,
+      concurrency: 1,
+      tickMs: 50,
+      leaseMs: 60_000,
+      passLimit: 20,
+      abandonLimit: 8,
+      metricsPort: undefined,
+      metricsHost: '127.0.0.1',
+      requestsPerMinute: undefined,
+      inputTokensPerMinute: undefined,
+      dailyTokenCap: undefined,
+      driftSweepPerMinute: 0,
+      pruneIntervalMs: 0,
+      retentionHistoryMs: 1,
+      walCheckpointMs: 60_000,
+      ...events,
     });
-    const run = (events: Partial<WorkerSettings>) => runWorker({ cfg: cfg(events), store: fx.store, registry: fx.registry, provider: provider(), logger: silentLogger, untilIdle: true });
+    const run = (events: Partial<WorkerSettings>) =>
+      runWorker({
+        cfg: cfg(events),
+        store: fx.store,
+        registry: fx.registry,
+        provider: provider(),
+        logger: silentLogger,
+        untilIdle: true,
+      });
     await expect(run({ eventUrls: ['https://a.example/h'] })).rejects.toThrow(/^eventSecret must be set/);
-    await expect(run({ eventUrls: ['file:///etc/passwd'], eventSecret: 's' })).rejects.toThrow(/^eventUrls: entry 1 is not an http\(s\) URL/);
+    await expect(run({ eventUrls: ['file:///etc/passwd'], eventSecret: 's' })).rejects.toThrow(
+      /^eventUrls: entry 1 is not an http\(s\) URL/,
+    );
     await fx.cleanup();
   });
 });

@@ -24,7 +24,20 @@ const MAX_GAP_MS = 200;
 const fx = seededWorkerFixture(ITEMS);
 const children = fx.children;
 
-const workerArgs = (extra: string[] = []) => ['worker', '--database-url', fx.file(), '--provider', 'fake', '--fake-latency-ms', '0', '--tick-ms', '50', '--concurrency', '4', ...extra];
+const workerArgs = (extra: string[] = []) => [
+  'worker',
+  '--database-url',
+  fx.file(),
+  '--provider',
+  'fake',
+  '--fake-latency-ms',
+  '0',
+  '--tick-ms',
+  '50',
+  '--concurrency',
+  '4',
+  ...extra,
+];
 
 async function drainWithProbe(name: string): Promise<number> {
   const probeFile = `${fx.file()}.${name}.probe.json`;

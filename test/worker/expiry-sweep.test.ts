@@ -44,7 +44,18 @@ beforeEach(async () => {
   fake = new FakeProvider();
   items = [];
   for (const ref of ['T-1', 'T-2', 'T-3', 'T-4', 'T-5']) {
-    items.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: `Task ${ref}`, content: 'body', fields: { status: 'open' } })).row);
+    items.push(
+      (
+        await fx.store.createItem({
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref,
+          title: `Task ${ref}`,
+          content: 'body',
+          fields: { status: 'open' },
+        })
+      ).row,
+    );
   }
   fx.clock.set(DAY0);
   await drainNow(runnerOptions(fx, fake));
@@ -55,7 +66,8 @@ const at = (days: number, ms = 0) => fx.clock.set(DAY0 + days * DAY_MS + ms);
 const drain = () => drainNow(runnerOptions(fx, fake));
 const sweeper = (perMinute: number, over: Partial<ConstructorParameters<typeof ExpirySweeper>[0]> = {}) =>
   new ExpirySweeper({ store: fx.store, registry: fx.registry, logger: silentLogger, perMinute, ...over });
-const rowsOf = async (item: ItemRow) => (await fx.store.listDecisions(item.id)).filter((r) => r.questionSet === 'staleness');
+const rowsOf = async (item: ItemRow) =>
+  (await fx.store.listDecisions(item.id)).filter((r) => r.questionSet === 'staleness');
 const asOfOf = (r: { stateParts: string }) => (JSON.parse(r.stateParts) as Record<string, string>).as_of;
 
 describe('maxAge: expiry through the sweep, on an injected clock', () => {
@@ -105,7 +117,12 @@ describe('maxAge: expiry through the sweep, on an injected clock', () => {
     owed.push((await s8.sweepOnce()).owed); // T-4 (closed) and T-5 (deleted) are never owed
     expect(owed).toEqual([2, 0, 1, 0]);
     const jobs = await fx.store.listJobs({ questionSet: 'staleness' });
-    expect(jobs.map((j) => j.itemId).sort()).toEqual(items.slice(0, 3).map((i) => i.id).sort());
+    expect(jobs.map((j) => j.itemId).sort()).toEqual(
+      items
+        .slice(0, 3)
+        .map((i) => i.id)
+        .sort(),
+    );
     for (const j of jobs) expect(j).toMatchObject({ priority: PRIORITY_BACKFILL, state: 'owed' });
 
     // The worker asks them again, at the state dated day 8: a new state hash, the old row kept.
@@ -181,18 +198,34 @@ describe('maxAge: expiry through the sweep, on an injected clock', () => {
     expect((await s.sweepOnce()).owed).toBe(5);
 
     const spy = vi.spyOn(fx.store, 'scanItemsForDrift');
-    const plain = new ExpirySweeper({ store: fx.store, registry: new Registry([attentionSet]), logger: silentLogger, perMinute: 1_000 });
+    const plain = new ExpirySweeper({
+      store: fx.store,
+      registry: new Registry([attentionSet]),
+      logger: silentLogger,
+      perMinute: 1_000,
+    });
     expect(await plain.sweepOnce()).toMatchObject({ scanned: 0, owed: 0 });
     expect(spy).not.toHaveBeenCalled();
   });
 
   it('shares one bucket with the drift sweep: together they owe at most perMinute', async () => {
-    const other: QuestionSet = defineQuestionSet({ name: 'other', collections: ['task'], questions: { q: noul('Something about the item.') } });
+    const other: QuestionSet = defineQuestionSet({
+      name: 'other',
+      collections: ['task'],
+      questions: { q: noul('Something about the item.') },
+    });
     const registry = new Registry([staleness, other]);
     fx.store.setRegistry(registry);
     at(8);
     const bucket = new OweBucket(fx.store, 3);
-    const drift = new DriftSweeper({ store: fx.store, registry, ctx: fake, logger: silentLogger, perMinute: 3, bucket });
+    const drift = new DriftSweeper({
+      store: fx.store,
+      registry,
+      ctx: fake,
+      logger: silentLogger,
+      perMinute: 3,
+      bucket,
+    });
     const expiry = new ExpirySweeper({ store: fx.store, registry, logger: silentLogger, perMinute: 3, bucket });
     const d = await drift.sweepOnce(); // `other` was never asked: 5 items drifted, 3 tokens
     const e = await expiry.sweepOnce(); // 5 expired, no token left
@@ -201,8 +234,14 @@ describe('maxAge: expiry through the sweep, on an injected clock', () => {
     expect((await expiry.sweepOnce()).owed).toBe(3);
   });
 
-  it('per-comment sets: each comment\'s answer expires on its own, and the re-ask dates that comment\'s state', async () => {
-    const tone = defineQuestionSet({ name: 'tone', collections: ['task'], perComment: true, questions: { stuck: noul('The comment says the work is stuck.') }, maxAgeMs: 7 * DAY_MS });
+  it("per-comment sets: each comment's answer expires on its own, and the re-ask dates that comment's state", async () => {
+    const tone = defineQuestionSet({
+      name: 'tone',
+      collections: ['task'],
+      perComment: true,
+      questions: { stuck: noul('The comment says the work is stuck.') },
+      maxAgeMs: 7 * DAY_MS,
+    });
     const registry = new Registry([tone]);
     fx.store.setRegistry(registry);
     const opts = runnerOptions(fx, fake, { registry });
@@ -213,23 +252,30 @@ describe('maxAge: expiry through the sweep, on an injected clock', () => {
     await fx.store.addComment({ itemId: items[0].id, author: 'bo', body: 'second' });
     at(4, 60_000);
     await drainNow(opts);
-    const asked = () => fake.requests.slice(5).map((r) => [JSON.parse(r.state).comment.body, JSON.parse(r.state).as_of]);
-    expect(asked()).toEqual([['first', '2026-01-01'], ['second', '2026-01-05']]); // the first is not re-asked on day 4
+    const asked = () =>
+      fake.requests.slice(5).map((r) => [JSON.parse(r.state).comment.body, JSON.parse(r.state).as_of]);
+    expect(asked()).toEqual([
+      ['first', '2026-01-01'],
+      ['second', '2026-01-05'],
+    ]); // the first is not re-asked on day 4
     at(8);
     const byBody = async () => {
       const out: Record<string, string> = {};
       const comments = await fx.store.listComments(items[0].id);
-      for (const d of (await readerOf(fx, registry).decisions(items[0].id)).filter((x) => x.questionSet === 'tone')) out[comments.find((c) => c.id === d.commentId)!.body] = d.current ? 'current' : d.staleReason!;
+      for (const d of (await readerOf(fx, registry).decisions(items[0].id)).filter((x) => x.questionSet === 'tone'))
+        out[comments.find((c) => c.id === d.commentId)!.body] = d.current ? 'current' : d.staleReason!;
       return out;
     };
     expect(await byBody()).toEqual({ first: 'expired', second: 'current' });
-    expect((await new ExpirySweeper({ store: fx.store, registry, logger: silentLogger, perMinute: 10 }).sweepOnce()).owed).toBe(1);
+    expect(
+      (await new ExpirySweeper({ store: fx.store, registry, logger: silentLogger, perMinute: 10 }).sweepOnce()).owed,
+    ).toBe(1);
     await drainNow(opts);
     expect(asked().slice(2)).toEqual([['first', '2026-01-09']]);
     expect(await byBody()).toEqual({ first: 'current', second: 'current' });
   });
 
-  it('the worker\'s background passes run the expiry sweep', async () => {
+  it("the worker's background passes run the expiry sweep", async () => {
     at(8);
     const controller = new AbortController();
     const done = startBackgroundPasses({

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { checkDrain } from '../../scripts/bench-drain.js';
-import { holdWriteLock, jobCounts, metricsPortOf, probeHealth, ROOT, spawnDist, type HealthProbe } from '../../scripts/fault-support.js';
+import {
+  holdWriteLock,
+  jobCounts,
+  metricsPortOf,
+  probeHealth,
+  ROOT,
+  spawnDist,
+  type HealthProbe,
+} from '../../scripts/fault-support.js';
 import { waitFor } from '../harness/cli-process.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
 
@@ -20,7 +28,21 @@ const children = fx.children;
 
 describe('a write lock held by another process (real worker process)', () => {
   it('/healthz answers every probe within 1 s: degraded with the reason while locked, then ok; nothing lost', async () => {
-    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--fake-latency-ms', '20', '--tick-ms', '100', '--concurrency', '4', '--metrics-port', '0']);
+    const w = spawnDist(ROOT, [
+      'worker',
+      '--database-url',
+      fx.file(),
+      '--provider',
+      'fake',
+      '--fake-latency-ms',
+      '20',
+      '--tick-ms',
+      '100',
+      '--concurrency',
+      '4',
+      '--metrics-port',
+      '0',
+    ]);
     children.push(w.child);
     await w.started;
     const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
@@ -50,7 +72,8 @@ describe('a write lock held by another process (real worker process)', () => {
     expect(unanswered, JSON.stringify(unanswered)).toEqual([]); // the old code: no answer while the busy handler slept
     const whileLocked = probes.filter((p) => p.at > lockedAt + 500 && p.at + p.ms < releasedAt);
     expect(whileLocked.length).toBeGreaterThan(5);
-    for (const p of whileLocked) expect(p, JSON.stringify(p)).toMatchObject({ http: 503, status: 'degraded', reasons: ['database locked'] });
+    for (const p of whileLocked)
+      expect(p, JSON.stringify(p)).toMatchObject({ http: 503, status: 'degraded', reasons: ['database locked'] });
     expect(probes.filter((p) => p.at > releasedAt).at(-1)).toMatchObject({ http: 200, status: 'ok' });
 
     // Nothing lost: every job completed exactly once, no outcome left unrecorded.

@@ -16,12 +16,23 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 const noSpend = {
   now: async () => 0,
   spendSince: async () => ({ calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }),
-  reserveSpend: async () => ({ granted: true as const, id: 'r', settledTokens: 0, reservedTokens: 0, windowEndsInMs: DAY_MS }),
+  reserveSpend: async () => ({
+    granted: true as const,
+    id: 'r',
+    settledTokens: 0,
+    reservedTokens: 0,
+    windowEndsInMs: DAY_MS,
+  }),
 };
 
 /** One call's permit request: `inputTokens`, no output ceiling, no lease bound unless given. */
 const req = (inputTokens: number, over: Partial<PermitRequest> = {}): PermitRequest => ({
-  inputTokens, maxOutputTokens: 0, maxWaitMs: Number.POSITIVE_INFINITY, reservationTtlMs: 60_000, holder: 'w/0', ...over,
+  inputTokens,
+  maxOutputTokens: 0,
+  maxWaitMs: Number.POSITIVE_INFINITY,
+  reservationTtlMs: 60_000,
+  holder: 'w/0',
+  ...over,
 });
 /** null when granted, else the deferral in ms (the shape the worker tests below read). */
 const delayOf = (p: Permit): number | null => (p.granted ? null : p.delayMs);
@@ -31,11 +42,16 @@ const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 describe('per-minute caps', () => {
   let clock: ManualClock;
   beforeEach(() => void (clock = new ManualClock()));
-  const limiter = (o: Omit<ConstructorParameters<typeof ProviderLimiter>[0], 'store' | 'clock'>) => new ProviderLimiter({ store: noSpend, clock, ...o });
+  const limiter = (o: Omit<ConstructorParameters<typeof ProviderLimiter>[0], 'store' | 'clock'>) =>
+    new ProviderLimiter({ store: noSpend, clock, ...o });
 
-  it('lets a minute\'s allowance through at once, then defers with the time until the next request', async () => {
+  it("lets a minute's allowance through at once, then defers with the time until the next request", async () => {
     const l = limiter({ requestsPerMinute: 3, maxWaitMs: 0 });
-    expect([await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf), await l.acquire(req(10)).then(delayOf)]).toEqual([null, null, null]);
+    expect([
+      await l.acquire(req(10)).then(delayOf),
+      await l.acquire(req(10)).then(delayOf),
+      await l.acquire(req(10)).then(delayOf),
+    ]).toEqual([null, null, null]);
     expect(await l.acquire(req(10)).then(delayOf)).toBe(20_000); // one request per 20 s
     clock.advance(20_000);
     expect(await l.acquire(req(10)).then(delayOf)).toBeNull();
@@ -46,7 +62,10 @@ describe('per-minute caps', () => {
     const l = limiter({ requestsPerMinute: 60, maxWaitMs: 5_000 });
     for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
     let got: number | null | undefined;
-    void l.acquire(req(1)).then(delayOf).then((v) => (got = v));
+    void l
+      .acquire(req(1))
+      .then(delayOf)
+      .then((v) => (got = v));
     clock.advance(500);
     await settle();
     expect(got).toBeUndefined();
@@ -71,8 +90,14 @@ describe('per-minute caps', () => {
     const l = limiter({ inputTokensPerMinute: 1_000, maxWaitMs: 120_000 });
     expect(await l.acquire(req(1_000)).then(delayOf)).toBeNull();
     const order: string[] = [];
-    void l.acquire(req(1_000)).then(delayOf).then(() => order.push('large'));
-    void l.acquire(req(10)).then(delayOf).then(() => order.push('small'));
+    void l
+      .acquire(req(1_000))
+      .then(delayOf)
+      .then(() => order.push('large'));
+    void l
+      .acquire(req(10))
+      .then(delayOf)
+      .then(() => order.push('small'));
     clock.advance(30_000);
     await settle(); // enough for the small one alone, not the large one
     expect(order).toEqual([]);
@@ -95,14 +120,20 @@ describe('per-minute caps', () => {
     expect(await p).toBeGreaterThan(0);
   });
 
-  it('a wait counts the time queued behind other slots, and never passes the request\'s own bound (half its lease)', async () => {
+  it("a wait counts the time queued behind other slots, and never passes the request's own bound (half its lease)", async () => {
     const l = limiter({ requestsPerMinute: 60, maxWaitMs: 120_000 });
     for (let i = 0; i < 60; i++) expect(await l.acquire(req(1)).then(delayOf)).toBeNull();
     // Two slots ask at once, each bounded to 1.5 s: the first gets the next token at 1 s; the
     // second reaches the bucket only then and would need until 2 s, past its bound: it defers.
     const got: Array<number | null> = [];
-    const a = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
-    const b = l.acquire(req(1, { maxWaitMs: 1_500 })).then(delayOf).then((v) => got.push(v));
+    const a = l
+      .acquire(req(1, { maxWaitMs: 1_500 }))
+      .then(delayOf)
+      .then((v) => got.push(v));
+    const b = l
+      .acquire(req(1, { maxWaitMs: 1_500 }))
+      .then(delayOf)
+      .then((v) => got.push(v));
     clock.advance(1_100);
     await settle();
     await Promise.all([a, b]);
@@ -131,7 +162,14 @@ describe('daily spend cap and the worker', () => {
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
       const r = await fx.store.createItem(
-        { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, content: 'c', fields: { status: 'open' } },
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          content: 'c',
+          fields: { status: 'open' },
+        },
         { quietPeriod: false },
       );
       ids.push(r.row.id);
@@ -157,7 +195,14 @@ describe('daily spend cap and the worker', () => {
   }
 
   const spend = (inputTokens: number, outputTokens: number) =>
-    fx.store.recordSpend({ questionSet: 'attention', provider: 'fake', model: 'm', outcome: 'ok', calls: 1, usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 } });
+    fx.store.recordSpend({
+      questionSet: 'attention',
+      provider: 'fake',
+      model: 'm',
+      outcome: 'ok',
+      calls: 1,
+      usage: { inputTokens, outputTokens, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    });
 
   it('reaching the cap defers until the next UTC day; below it, permits are given', async () => {
     fx.clock.set(Date.UTC(2026, 0, 1, 18));
@@ -171,7 +216,11 @@ describe('daily spend cap and the worker', () => {
     expect(granted).toMatchObject({ granted: true, reservationId: expect.any(String) });
     expect(await below.acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(SETTLE_RETRY_MS); // in flight may settle lower
     if (granted.granted) await fx.store.settleSpendReservation(granted.reservationId!, null);
-    expect(await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_014, spendRefreshMs: 0, clock: fx.clock }).acquire(req(10, { maxOutputTokens: 5 })).then(delayOf)).toBe(6 * 3_600_000);
+    expect(
+      await new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_014, spendRefreshMs: 0, clock: fx.clock })
+        .acquire(req(10, { maxOutputTokens: 5 }))
+        .then(delayOf),
+    ).toBe(6 * 3_600_000);
     fx.clock.advance(6 * 3_600_000); // yesterday's spend no longer counts
     expect(await capped.claimDelay()).toBeNull();
     expect(DAY_MS).toBe(86_400_000);
@@ -181,7 +230,12 @@ describe('daily spend cap and the worker', () => {
     // The limiter counts the time since its reading on the store's manual clock, which does not
     // move between the refusal and the check.
     fx.clock.set(Date.UTC(2026, 0, 1, 18));
-    const l = new ProviderLimiter({ store: fx.store, dailyTokenCap: 1_000, spendRefreshMs: 3_600_000, clock: fx.clock });
+    const l = new ProviderLimiter({
+      store: fx.store,
+      dailyTokenCap: 1_000,
+      spendRefreshMs: 3_600_000,
+      clock: fx.clock,
+    });
     expect(await l.claimDelay()).toBeNull(); // read once: nothing billed
     await spend(900, 100); // another process bills up to the cap
     expect(await l.claimDelay()).toBeNull(); // the cached reading still says go
@@ -222,7 +276,11 @@ describe('daily spend cap and the worker', () => {
     const fake = new FakeProvider({ faults: [{ status: 429, retryAfterMs: 90_000 }] });
     const s = await worker({}, fake).run();
     expect(s.outcomes).toEqual({ defer: 1 });
-    expect(await fx.store.getJob(id, 'attention')).toMatchObject({ attempts: 0, claimToken: null, notBefore: fx.clock.now() + 90_000 });
+    expect(await fx.store.getJob(id, 'attention')).toMatchObject({
+      attempts: 0,
+      claimToken: null,
+      notBefore: fx.clock.now() + 90_000,
+    });
     expect((await worker({}, fake).run()).claimed).toBe(0); // not before the reset
     fx.clock.advance(90_000);
     expect((await worker({}, fake).run()).outcomes).toEqual({ complete: 1 });

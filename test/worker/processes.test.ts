@@ -28,7 +28,14 @@ async function seed(titles: string[]): Promise<string[]> {
   const ids: string[] = [];
   for (const [i, title] of titles.entries()) {
     const r = await store.createItem(
-      { workspaceId: ws.id, collectionId: col.id, ref: `T-${i + 1}`, title, content: 'body', fields: { status: 'open' } },
+      {
+        workspaceId: ws.id,
+        collectionId: col.id,
+        ref: `T-${i + 1}`,
+        title,
+        content: 'body',
+        fields: { status: 'open' },
+      },
       { quietPeriod: false },
     );
     ids.push(r.row.id);
@@ -51,7 +58,18 @@ function q<T>(sql: string, ...params: unknown[]): T[] {
 }
 
 const common = (latency: number, lease: number) => [
-  '--database-url', file, '--provider', 'fake', '--fake-latency-ms', String(latency), '--lease-ms', String(lease), '--tick-ms', '50', '--concurrency', '1',
+  '--database-url',
+  file,
+  '--provider',
+  'fake',
+  '--fake-latency-ms',
+  String(latency),
+  '--lease-ms',
+  String(lease),
+  '--tick-ms',
+  '50',
+  '--concurrency',
+  '1',
 ];
 
 describe('worker processes', () => {
@@ -59,7 +77,14 @@ describe('worker processes', () => {
     const [itemId] = await seed(['only item']);
     const a = spawnCli(['worker', ...common(1_500, 2_600)]);
     // Wait until A's call is under way (the fake records nothing to the db, so watch the claim).
-    await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND question_set = ?', itemId, 'attention')[0]?.t);
+    await waitFor(
+      () =>
+        q<{ t: string | null }>(
+          'SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND question_set = ?',
+          itemId,
+          'attention',
+        )[0]?.t,
+    );
     await new Promise((r) => setTimeout(r, 300));
     a.child.kill('SIGKILL');
     expect((await a.exited).signal).toBe('SIGKILL');
@@ -69,33 +94,60 @@ describe('worker processes', () => {
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
     const rows = q<{ k: string; n: number }>(
-      'SELECT question_key AS k, count(*) AS n FROM item_decisions WHERE item_id = ? GROUP BY question_set, question_key, state_hash', itemId,
+      'SELECT question_key AS k, count(*) AS n FROM item_decisions WHERE item_id = ? GROUP BY question_set, question_key, state_hash',
+      itemId,
     );
     expect(rows).toHaveLength(4); // three attention keys and one effort key
     expect(rows.every((r) => r.n === 1)).toBe(true);
     // The worker pins its provider for readers in other processes.
-    expect(q<{ value: string }>("SELECT value FROM verdict_meta WHERE key = 'provider:pinned'")[0]?.value).toContain('"model":"fake-model-1"');
+    expect(q<{ value: string }>("SELECT value FROM verdict_meta WHERE key = 'provider:pinned'")[0]?.value).toContain(
+      '"model":"fake-model-1"',
+    );
   }, 60_000);
 
   it('SIGTERM mid-call: exits 0 within the grace period and releases the job without an attempt', async () => {
     const [itemId] = await seed(['slow item']);
     const a = spawnCli(['worker', ...common(20_000, 30_000), '--grace-ms', '5000']);
-    await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL', itemId)[0]?.t);
+    await waitFor(
+      () =>
+        q<{ t: string | null }>(
+          'SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL',
+          itemId,
+        )[0]?.t,
+    );
     const t0 = Date.now();
     a.child.kill('SIGTERM');
     const { code } = await a.exited;
     expect(code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(5_000);
-    const jobs = q<{ attempts: number; claim_token: string | null }>('SELECT attempts, claim_token FROM decision_jobs WHERE item_id = ?', itemId);
+    const jobs = q<{ attempts: number; claim_token: string | null }>(
+      'SELECT attempts, claim_token FROM decision_jobs WHERE item_id = ?',
+      itemId,
+    );
     expect(jobs.length).toBeGreaterThan(0);
     for (const j of jobs) expect(j).toEqual({ attempts: 0, claim_token: null });
     // The aborted call is spend of its own kind, not a provider failure (DESIGN §10 shutdown).
-    expect(q<{ outcome: string; calls: number }>('SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome')).toEqual([{ outcome: 'aborted', calls: 1 }]);
+    expect(
+      q<{ outcome: string; calls: number }>('SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome'),
+    ).toEqual([{ outcome: 'aborted', calls: 1 }]);
     // The last log line says what the stop cut short.
-    const lines = a.stderr().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = a
+      .stderr()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     // attention and effort were co-asked in the one call (DESIGN §7.2): two jobs, one call.
-    expect(lines[lines.length - 1]).toMatchObject({ msg: 'worker stopped', claimed: 2, calls: 1, answersStored: 0, releasedAtStop: 2, abortedCalls: 1 });
-    const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as { spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } } };
+    expect(lines[lines.length - 1]).toMatchObject({
+      msg: 'worker stopped',
+      claimed: 2,
+      calls: 1,
+      answersStored: 0,
+      releasedAtStop: 2,
+      abortedCalls: 1,
+    });
+    const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as {
+      spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } };
+    };
     expect(status.spend.last24h.abortedCalls).toBe(1);
     expect(status.spend.last24h.bySet.map((s) => [s.failedCalls, s.abortedCalls])).toEqual([
       [0, 1],
@@ -108,24 +160,30 @@ describe('worker processes', () => {
     const runs: Array<number | null> = [];
     // A limit of 3 keeps this test short (2 poisoned jobs × 3 deaths); the default of 8 is
     // covered against the store in test/runner/evaluate.test.ts.
-    const owed = () => q<{ n: number; due: number | null }>("SELECT count(*) AS n, max(not_before) AS due FROM decision_jobs WHERE state = 'owed'")[0];
+    const owed = () =>
+      q<{ n: number; due: number | null }>(
+        "SELECT count(*) AS n, max(not_before) AS due FROM decision_jobs WHERE state = 'owed'",
+      )[0];
     let offsetMs = 0;
     for (let i = 0; i < 16; i++) {
       // Each run's clock is moved ahead (test/harness/clock-offset-preload.mjs) instead of the test
       // waiting: past the dead run's 30 s lease, so the next claim counts an abandon, and past the
       // backoff of a job put back after an abandon (DESIGN §3, "Abandons"). Without the moved clock
       // no abandon is ever counted, since no process start outlasts the lease.
-      const w = spawnCli(['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 30_000)], { VERDICT_TEST_CLOCK_OFFSET_MS: String(offsetMs) }, [
-        join(ROOT, 'test/harness/poison-preload.mjs'),
-        join(ROOT, 'test/harness/clock-offset-preload.mjs'),
-      ]);
+      const w = spawnCli(
+        ['worker', '--until-idle', '--abandon-limit', '3', ...common(0, 30_000)],
+        { VERDICT_TEST_CLOCK_OFFSET_MS: String(offsetMs) },
+        [join(ROOT, 'test/harness/poison-preload.mjs'), join(ROOT, 'test/harness/clock-offset-preload.mjs')],
+      );
       const { code } = await w.exited;
       runs.push(code);
       if (code === 0 && owed().n === 0) break;
       offsetMs = Math.max(offsetMs + 31_000, (owed().due ?? 0) - Date.now() + 1_000);
     }
     expect(runs[runs.length - 1]).toBe(0);
-    const jobs = q<{ item_id: string; question_set: string; state: string; abandons: number }>('SELECT item_id, question_set, state, abandons FROM decision_jobs');
+    const jobs = q<{ item_id: string; question_set: string; state: string; abandons: number }>(
+      'SELECT item_id, question_set, state, abandons FROM decision_jobs',
+    );
     // Both sets of the poison item are parked at the abandon limit; nothing else is left.
     expect(jobs.map((j) => [j.item_id, j.state, j.abandons])).toEqual([
       [ids[0], 'parked', 3],

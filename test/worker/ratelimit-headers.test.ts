@@ -26,7 +26,12 @@ import { askOpts, questions, STATE } from '../providers/support.js';
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The rate-limit headers of one response: a window of `limit` requests and tokens. */
-function rlHeaders(o: { requests?: number; inputTokens?: number; resetAt: number; limit?: number }): Record<string, string> {
+function rlHeaders(o: {
+  requests?: number;
+  inputTokens?: number;
+  resetAt: number;
+  limit?: number;
+}): Record<string, string> {
   const limit = String(o.limit ?? 50);
   const h: Record<string, string> = {
     'anthropic-ratelimit-requests-limit': limit,
@@ -44,10 +49,21 @@ function rlHeaders(o: { requests?: number; inputTokens?: number; resetAt: number
 const noSpend = {
   now: async () => 0,
   spendSince: async () => ({ calls: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 }),
-  reserveSpend: async () => ({ granted: true as const, id: 'r', settledTokens: 0, reservedTokens: 0, windowEndsInMs: DAY_MS }),
+  reserveSpend: async () => ({
+    granted: true as const,
+    id: 'r',
+    settledTokens: 0,
+    reservedTokens: 0,
+    windowEndsInMs: DAY_MS,
+  }),
 };
 const req = (inputTokens: number, over: Partial<PermitRequest> = {}): PermitRequest => ({
-  inputTokens, maxOutputTokens: 0, maxWaitMs: Number.POSITIVE_INFINITY, reservationTtlMs: 60_000, holder: 'w/0', ...over,
+  inputTokens,
+  maxOutputTokens: 0,
+  maxWaitMs: Number.POSITIVE_INFINITY,
+  reservationTtlMs: 60_000,
+  holder: 'w/0',
+  ...over,
 });
 const delayOf = (p: Permit): number | null => (p.granted ? null : p.delayMs);
 
@@ -85,14 +101,37 @@ describe('parseRateLimitHeaders', () => {
 
   it('ignores malformed values window by window, and gives null when nothing is usable', () => {
     for (const remaining of ['-1', '1.5', 'abc', '', '1e3', '0x10', '12345678901234567', 'NaN']) {
-      expect(parseRateLimitHeaders(new Headers({ ...rlHeaders({ resetAt: now + 2_000 }), 'anthropic-ratelimit-requests-remaining': remaining }), now), remaining).toBeNull();
+      expect(
+        parseRateLimitHeaders(
+          new Headers({ ...rlHeaders({ resetAt: now + 2_000 }), 'anthropic-ratelimit-requests-remaining': remaining }),
+          now,
+        ),
+        remaining,
+      ).toBeNull();
     }
-    for (const reset of ['tomorrow', '2026-11-30', '1796040002', '2026-11-30T12:00:02', 'Mon, 30 Nov 2026 12:00:02 GMT', '2026-13-30T12:00:02Z']) {
-      expect(parseRateLimitHeaders(new Headers({ ...rlHeaders({ requests: 0, resetAt: now }), 'anthropic-ratelimit-requests-reset': reset }), now), reset).toBeNull();
+    for (const reset of [
+      'tomorrow',
+      '2026-11-30',
+      '1796040002',
+      '2026-11-30T12:00:02',
+      'Mon, 30 Nov 2026 12:00:02 GMT',
+      '2026-13-30T12:00:02Z',
+    ]) {
+      expect(
+        parseRateLimitHeaders(
+          new Headers({ ...rlHeaders({ requests: 0, resetAt: now }), 'anthropic-ratelimit-requests-reset': reset }),
+          now,
+        ),
+        reset,
+      ).toBeNull();
     }
     // A bad limit keeps the window, without a limit; a good window survives a bad neighbour.
     const s = parseRateLimitHeaders(
-      new Headers({ ...rlHeaders({ requests: 3, inputTokens: 10, resetAt: now + 1_000 }), 'anthropic-ratelimit-requests-limit': 'lots', 'anthropic-ratelimit-input-tokens-remaining': 'x' }),
+      new Headers({
+        ...rlHeaders({ requests: 3, inputTokens: 10, resetAt: now + 1_000 }),
+        'anthropic-ratelimit-requests-limit': 'lots',
+        'anthropic-ratelimit-input-tokens-remaining': 'x',
+      }),
       now,
     );
     expect(s).toEqual({ observedAt: now, requests: { limit: null, remaining: 3, resetAt: now + 1_000 } });
@@ -102,13 +141,22 @@ describe('parseRateLimitHeaders', () => {
     expect(parseRateLimitHeaders(undefined, now)).toBeNull();
     expect(parseRateLimitHeaders(null, now)).toBeNull();
     expect(parseRateLimitHeaders({ 'anthropic-ratelimit-requests-remaining': '0' }, now)).toBeNull();
-    expect(parseRateLimitHeaders({ get: () => { throw new Error('boom'); } }, now)).toBeNull();
+    expect(
+      parseRateLimitHeaders(
+        {
+          get: () => {
+            throw new Error('boom');
+          },
+        },
+        now,
+      ),
+    ).toBeNull();
     expect(parseRateLimitHeaders({ get: () => 42 }, now)).toBeNull();
     expect(parseRateLimitHeaders(new Headers(), now)).toBeNull();
   });
 });
 
-describe('ProviderLimiter with the server\'s rate-limit reading', () => {
+describe("ProviderLimiter with the server's rate-limit reading", () => {
   // The limiter's buckets and waits run on its injected clock; the server's reset times are wall
   // clock (Date), so a test moves both together.
   let clock: ManualClock;
@@ -124,7 +172,8 @@ describe('ProviderLimiter with the server\'s rate-limit reading', () => {
   };
 
   const snapshot = (over: Partial<RateLimitSnapshot>): RateLimitSnapshot => ({ observedAt: Date.now(), ...over });
-  const limiterOf = (read: () => RateLimitSnapshot | null, maxWaitMs = 0) => new ProviderLimiter({ store: noSpend, rateLimitState: read, maxWaitMs, clock });
+  const limiterOf = (read: () => RateLimitSnapshot | null, maxWaitMs = 0) =>
+    new ProviderLimiter({ store: noSpend, rateLimitState: read, maxWaitMs, clock });
 
   it('is active with only the reading, and grants at once while there is none', async () => {
     const l = limiterOf(() => null);
@@ -135,44 +184,91 @@ describe('ProviderLimiter with the server\'s rate-limit reading', () => {
 
   it('no request left: defers by the time to the reset, or waits for it in process', async () => {
     const s = snapshot({ requests: { limit: 50, remaining: 0, resetAt: Date.now() + 2_000 } });
-    expect(await limiterOf(() => s, 0).acquire(req(10)).then(delayOf)).toBe(2_000);
+    expect(
+      await limiterOf(() => s, 0)
+        .acquire(req(10))
+        .then(delayOf),
+    ).toBe(2_000);
 
     const l = limiterOf(() => s, 5_000);
     let got: number | null | undefined;
-    void l.acquire(req(10)).then(delayOf).then((v) => (got = v));
+    void l
+      .acquire(req(10))
+      .then(delayOf)
+      .then((v) => (got = v));
     await advance(1_990);
     expect(got).toBeUndefined();
     await advance(20);
     expect(got).toBeNull();
   });
 
-  it('a wait longer than the request\'s own budget defers with the time left to the reset', async () => {
+  it("a wait longer than the request's own budget defers with the time left to the reset", async () => {
     const s = snapshot({ requests: { limit: 50, remaining: 0, resetAt: Date.now() + 2_000 } });
-    expect(await limiterOf(() => s, 10_000).acquire(req(10, { maxWaitMs: 500 })).then(delayOf)).toBe(2_000);
+    expect(
+      await limiterOf(() => s, 10_000)
+        .acquire(req(10, { maxWaitMs: 500 }))
+        .then(delayOf),
+    ).toBe(2_000);
     vi.advanceTimersByTime(1_500);
-    expect(await limiterOf(() => s, 0).acquire(req(10)).then(delayOf)).toBe(500);
+    expect(
+      await limiterOf(() => s, 0)
+        .acquire(req(10))
+        .then(delayOf),
+    ).toBe(500);
   });
 
-  it('input tokens: waits when fewer are left than the call\'s estimate; a call larger than the window goes when it is full', async () => {
+  it("input tokens: waits when fewer are left than the call's estimate; a call larger than the window goes when it is full", async () => {
     const resetAt = Date.now() + 3_000;
     const tight = snapshot({ inputTokens: { limit: 2_000, remaining: 500, resetAt } });
-    expect(await limiterOf(() => tight).acquire(req(1_000)).then(delayOf)).toBe(3_000);
-    expect(await limiterOf(() => tight).acquire(req(400)).then(delayOf)).toBeNull();
+    expect(
+      await limiterOf(() => tight)
+        .acquire(req(1_000))
+        .then(delayOf),
+    ).toBe(3_000);
+    expect(
+      await limiterOf(() => tight)
+        .acquire(req(400))
+        .then(delayOf),
+    ).toBeNull();
     const full = snapshot({ inputTokens: { limit: 2_000, remaining: 2_000, resetAt } });
-    expect(await limiterOf(() => full).acquire(req(50_000)).then(delayOf)).toBeNull();
+    expect(
+      await limiterOf(() => full)
+        .acquire(req(50_000))
+        .then(delayOf),
+    ).toBeNull();
     const almost = snapshot({ inputTokens: { limit: 2_000, remaining: 1_999, resetAt } });
-    expect(await limiterOf(() => almost).acquire(req(50_000)).then(delayOf)).toBe(3_000);
+    expect(
+      await limiterOf(() => almost)
+        .acquire(req(50_000))
+        .then(delayOf),
+    ).toBe(3_000);
     // The combined `tokens` window is read the same way; output tokens only when spent.
-    expect(await limiterOf(() => snapshot({ tokens: { limit: 2_000, remaining: 10, resetAt } })).acquire(req(100)).then(delayOf)).toBe(3_000);
-    expect(await limiterOf(() => snapshot({ outputTokens: { limit: 8_000, remaining: 0, resetAt } })).acquire(req(100)).then(delayOf)).toBe(3_000);
-    expect(await limiterOf(() => snapshot({ outputTokens: { limit: 8_000, remaining: 1, resetAt } })).acquire(req(100)).then(delayOf)).toBeNull();
+    expect(
+      await limiterOf(() => snapshot({ tokens: { limit: 2_000, remaining: 10, resetAt } }))
+        .acquire(req(100))
+        .then(delayOf),
+    ).toBe(3_000);
+    expect(
+      await limiterOf(() => snapshot({ outputTokens: { limit: 8_000, remaining: 0, resetAt } }))
+        .acquire(req(100))
+        .then(delayOf),
+    ).toBe(3_000);
+    expect(
+      await limiterOf(() => snapshot({ outputTokens: { limit: 8_000, remaining: 1, resetAt } }))
+        .acquire(req(100))
+        .then(delayOf),
+    ).toBeNull();
   });
 
   it('remaining > 0 changes nothing, and a reset that has passed is ignored', async () => {
     const l = limiterOf(() => snapshot({ requests: { limit: 50, remaining: 40, resetAt: Date.now() + 2_000 } }));
     for (let i = 0; i < 5; i++) expect(await l.acquire(req(10)).then(delayOf)).toBeNull();
     const past = snapshot({ requests: { limit: 50, remaining: 0, resetAt: Date.now() - 1 } });
-    expect(await limiterOf(() => past).acquire(req(10)).then(delayOf)).toBeNull();
+    expect(
+      await limiterOf(() => past)
+        .acquire(req(10))
+        .then(delayOf),
+    ).toBeNull();
   });
 
   it('grants spend the reading until a newer response replaces it', async () => {
@@ -188,7 +284,11 @@ describe('ProviderLimiter with the server\'s rate-limit reading', () => {
 
   it('never waits more than 60 s on a reading, whatever its reset', async () => {
     const s = snapshot({ requests: { limit: 50, remaining: 0, resetAt: Date.now() + 10 * 60_000 } });
-    expect(await limiterOf(() => s).acquire(req(10)).then(delayOf)).toBe(RATE_LIMIT_RESET_CAP_MS);
+    expect(
+      await limiterOf(() => s)
+        .acquire(req(10))
+        .then(delayOf),
+    ).toBe(RATE_LIMIT_RESET_CAP_MS);
   });
 });
 
@@ -200,9 +300,11 @@ describe('through the SDK and the fake Anthropic server', () => {
   afterAll(async () => server.close());
   beforeEach(() => server.reset());
 
-  const provider = () => new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
+  const provider = () =>
+    new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
   /** A limiter that never waits in process, so a wait shows as a deferral. */
-  const limiterFor = (p: AnthropicProvider) => new ProviderLimiter({ store: noSpend, rateLimitState: () => p.rateLimitState(), maxWaitMs: 0 });
+  const limiterFor = (p: AnthropicProvider) =>
+    new ProviderLimiter({ store: noSpend, rateLimitState: () => p.rateLimitState(), maxWaitMs: 0 });
 
   it('remaining 0 with a reset 2 s ahead: the next call defers until the reset, before any second request or 429', async () => {
     const p = provider();
@@ -249,7 +351,11 @@ describe('through the SDK and the fake Anthropic server', () => {
 
   it('remaining > 0 changes nothing', async () => {
     const p = provider();
-    server.script(FakeAnthropicServer.auto({ headers: rlHeaders({ requests: 5, inputTokens: 30_000, resetAt: Date.now() + 2_000 }) }));
+    server.script(
+      FakeAnthropicServer.auto({
+        headers: rlHeaders({ requests: 5, inputTokens: 30_000, resetAt: Date.now() + 2_000 }),
+      }),
+    );
     await p.ask(STATE, questions(), askOpts());
     expect(p.rateLimitState()?.requests?.remaining).toBe(5);
     expect(await limiterFor(p).acquire(req(100)).then(delayOf)).toBeNull();
@@ -257,7 +363,14 @@ describe('through the SDK and the fake Anthropic server', () => {
 });
 
 describe('a real worker against a server that allows one request per window', () => {
-  const set = defineQuestionSet({ name: 'flag', questions: { urgent: noul('the item is urgent') }, threshold: 0.5, quietPeriodMs: 0, reaskDebounceMs: 0, noTrail: true });
+  const set = defineQuestionSet({
+    name: 'flag',
+    questions: { urgent: noul('the item is urgent') },
+    threshold: 0.5,
+    quietPeriodMs: 0,
+    reaskDebounceMs: 0,
+    noTrail: true,
+  });
   const WINDOW_MS = 1_500;
   let server: FakeAnthropicServer;
   let fx: Fixture;
@@ -313,13 +426,35 @@ describe('a real worker against a server that allows one request per window', ()
 
   const items = async () => {
     for (const ref of ['A-1', 'B-1']) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref, title: ref, content: 'text', fields: { status: 'open' } });
+      await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref,
+        title: ref,
+        content: 'text',
+        fields: { status: 'open' },
+      });
     }
   };
   const anthropic = () =>
-    new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, perAttemptTimeoutMs: 5_000, maxAttempts: 2, retryAfterCapMs: 1_000, maxBackoffMs: 100 });
+    new AnthropicProvider({
+      apiKey: 'sk-ant-test',
+      baseURL: server.url,
+      perAttemptTimeoutMs: 5_000,
+      maxAttempts: 2,
+      retryAfterCapMs: 1_000,
+      maxBackoffMs: 100,
+    });
   const drain = (provider: Provider) =>
-    runWorker({ cfg: settings, store: fx.store, registry: fx.registry, provider, logger: silentLogger, untilIdle: true, workerId: 'w-rl' });
+    runWorker({
+      cfg: settings,
+      store: fx.store,
+      registry: fx.registry,
+      provider,
+      logger: silentLogger,
+      untilIdle: true,
+      workerId: 'w-rl',
+    });
 
   it('the second call waits for the reset: two requests, no 429, answers stored for both items', async () => {
     await items();

@@ -27,13 +27,29 @@ describe('Worker.cancelPass', () => {
       const a = new FakeProvider({ model: 'fake-A', latencyMs: 30_000 });
       const b = new FakeProvider({ model: 'fake-B' });
       const item = await fx.store.createItem(
-        { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'c', fields: { status: 'open' } },
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'T-1',
+          title: 't',
+          content: 'c',
+          fields: { status: 'open' },
+        },
         { quietPeriod: false },
       );
       const outcomes: RunReport[] = [];
       const worker = new Worker({
-        store: fx.store, registry: fx.registry, provider: a, logger: silentLogger, workerId: 'w', concurrency: 1,
-        tickMs: 10, leaseMs: 60_000, passLimit: 20, abandonLimit: 8, onOutcome: (r) => outcomes.push(r),
+        store: fx.store,
+        registry: fx.registry,
+        provider: a,
+        logger: silentLogger,
+        workerId: 'w',
+        concurrency: 1,
+        tickMs: 10,
+        leaseMs: 60_000,
+        passLimit: 20,
+        abandonLimit: 8,
+        onOutcome: (r) => outcomes.push(r),
       });
       const running = worker.run();
       await waitFor(() => a.requests.length === 1, 5_000, 5);
@@ -49,9 +65,12 @@ describe('Worker.cancelPass', () => {
       worker.stop();
       await running;
       const released = outcomes.slice(0, 2);
-      expect(released.map((r) => [r.claim.questionSet, r.outcome]).sort()).toEqual(inFlight.map((j) => [j.questionSet, { kind: 'release', reason: 'reload' }]));
+      expect(released.map((r) => [r.claim.questionSet, r.outcome]).sort()).toEqual(
+        inFlight.map((j) => [j.questionSet, { kind: 'release', reason: 'reload' }]),
+      );
       // The released jobs' next claims are attempt 1 again: the cancelled one was not counted.
-      for (const j of inFlight) expect(outcomes.slice(2).find((r) => r.claim.questionSet === j.questionSet)!.claim.attempts).toBe(1);
+      for (const j of inFlight)
+        expect(outcomes.slice(2).find((r) => r.claim.questionSet === j.questionSet)!.claim.attempts).toBe(1);
       expect(outcomes.slice(2).every((r) => r.outcome.kind === 'complete')).toBe(true);
       expect(a.requests).toHaveLength(1); // the old provider got nothing after the cancel
       const models = new Set((await fx.store.listDecisions(item.row.id)).map((d) => d.model));
@@ -67,12 +86,27 @@ describe('Worker.cancelPass', () => {
       const a = new FakeProvider({ model: 'fake-A', faults: [{ status: 401 }] });
       const b = new FakeProvider({ model: 'fake-B' });
       const item = await fx.store.createItem(
-        { workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't', content: 'c', fields: { status: 'open' } },
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'T-1',
+          title: 't',
+          content: 'c',
+          fields: { status: 'open' },
+        },
         { quietPeriod: false },
       );
       const worker = new Worker({
-        store: fx.store, registry: fx.registry, provider: a, logger: silentLogger, workerId: 'w', concurrency: 1,
-        tickMs: 10, leaseMs: 60_000, passLimit: 20, abandonLimit: 8,
+        store: fx.store,
+        registry: fx.registry,
+        provider: a,
+        logger: silentLogger,
+        workerId: 'w',
+        concurrency: 1,
+        tickMs: 10,
+        leaseMs: 60_000,
+        passLimit: 20,
+        abandonLimit: 8,
       });
       const running = worker.run();
       await waitFor(() => worker.providerProblem !== null, 5_000, 5); // cooling off for 30 s now
@@ -80,7 +114,9 @@ describe('Worker.cancelPass', () => {
       const t0 = worker.lastLoopAt;
       await waitFor(() => worker.lastLoopAt >= t0 + 60, 5_000, 5);
       expect(a.requests).toHaveLength(1);
-      expect((await fx.store.listJobs({ itemId: item.row.id })).map((j) => [j.attempts, j.claimToken])).toEqual(fx.registry.all().map(() => [0, null])); // one job per production set
+      expect((await fx.store.listJobs({ itemId: item.row.id })).map((j) => [j.attempts, j.claimToken])).toEqual(
+        fx.registry.all().map(() => [0, null]),
+      ); // one job per production set
       worker.swap(b, fx.registry);
       worker.cancelPass('reload');
       await waitFor(async () => (await fx.store.listJobs({ itemId: item.row.id })).length === 0, 5_000, 5);
@@ -100,8 +136,16 @@ describe('reloadWorker', () => {
     const cfg = loadConfig({ provider: 'fake', model: 'fake-A', leaseMs: '60000', databaseUrl: fx.file }, {});
     const current = buildRuntime(cfg, silentLogger);
     const worker = new Worker({
-      store: fx.store, registry: fx.registry, provider: current.provider!, logger: silentLogger, workerId: 'w', concurrency: 1,
-      tickMs: 10, leaseMs: cfg.leaseMs, passLimit: 20, abandonLimit: 8,
+      store: fx.store,
+      registry: fx.registry,
+      provider: current.provider!,
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 1,
+      tickMs: 10,
+      leaseMs: cfg.leaseMs,
+      passLimit: 20,
+      abandonLimit: 8,
     });
     return { fx, cfg, current, worker };
   }
@@ -109,9 +153,15 @@ describe('reloadWorker', () => {
   it('refuses a provider whose worst-case call the running lease cannot cover, and keeps the old runtime', async () => {
     const { fx, current, worker } = await setup();
     try {
-      const next = loadConfig({ provider: 'anthropic', leaseMs: '60000', databaseUrl: fx.file }, { ANTHROPIC_API_KEY: 'sk-ant-x' });
+      const next = loadConfig(
+        { provider: 'anthropic', leaseMs: '60000', databaseUrl: fx.file },
+        { ANTHROPIC_API_KEY: 'sk-ant-x' },
+      );
       const r = reloadWorker({ worker, store: fx.store, current, read: () => next, logger: silentLogger });
-      expect(r.result).toEqual({ status: 'refused', reason: expect.stringMatching(/--lease-ms 60000 is shorter than one provider call's worst case/) });
+      expect(r.result).toEqual({
+        status: 'refused',
+        reason: expect.stringMatching(/--lease-ms 60000 is shorter than one provider call's worst case/),
+      });
       expect(r.runtime).toBe(current);
     } finally {
       await fx.cleanup();
@@ -122,10 +172,22 @@ describe('reloadWorker', () => {
     const { fx, current, worker } = await setup();
     try {
       const running = worker.run();
-      const r = reloadWorker({ worker, store: fx.store, current, read: () => loadConfig({ provider: 'none', databaseUrl: fx.file }, {}), logger: silentLogger });
+      const r = reloadWorker({
+        worker,
+        store: fx.store,
+        current,
+        read: () => loadConfig({ provider: 'none', databaseUrl: fx.file }, {}),
+        logger: silentLogger,
+      });
       expect(r.result).toEqual({ status: 'disabled' });
       await running; // stopped
-      const w = await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-9', title: 't', fields: { status: 'open' } });
+      const w = await fx.store.createItem({
+        workspaceId: fx.ws.id,
+        collectionId: fx.tasks.id,
+        ref: 'T-9',
+        title: 't',
+        fields: { status: 'open' },
+      });
       expect(w.owed).toBe(0);
     } finally {
       await fx.cleanup();
@@ -135,9 +197,17 @@ describe('reloadWorker', () => {
   it('names options that only change at a restart, and applies the rest', async () => {
     const { fx, current, worker } = await setup();
     try {
-      const next = loadConfig({ provider: 'fake', model: 'fake-B', leaseMs: '60000', concurrency: '7', databaseUrl: fx.file }, {});
+      const next = loadConfig(
+        { provider: 'fake', model: 'fake-B', leaseMs: '60000', concurrency: '7', databaseUrl: fx.file },
+        {},
+      );
       const r = reloadWorker({ worker, store: fx.store, current, read: () => next, logger: silentLogger });
-      expect(r.result).toEqual({ status: 'applied', provider: 'fake', model: 'fake-B', restartNeeded: ['concurrency'] });
+      expect(r.result).toEqual({
+        status: 'applied',
+        provider: 'fake',
+        model: 'fake-B',
+        restartNeeded: ['concurrency'],
+      });
       expect(r.runtime.provider!.model).toBe('fake-B');
     } finally {
       worker.stop();
@@ -160,7 +230,17 @@ async function seedOne(): Promise<string> {
   const store = new SqliteStore({ url: file, registry: new Registry(productionSets()) });
   const ws = await store.createWorkspace({ slug: 'acme' });
   const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-  const r = await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'reload me', content: 'body', fields: { status: 'open' } }, { quietPeriod: false });
+  const r = await store.createItem(
+    {
+      workspaceId: ws.id,
+      collectionId: col.id,
+      ref: 'T-1',
+      title: 'reload me',
+      content: 'body',
+      fields: { status: 'open' },
+    },
+    { quietPeriod: false },
+  );
   await store.close();
   return r.row.id;
 }
@@ -175,10 +255,27 @@ function q<T>(sql: string, ...params: unknown[]): T[] {
 }
 
 function logLines(stderr: string): Array<Record<string, any>> {
-  return stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  return stderr
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
 }
 
-const workerArgs = () => ['worker', '--database-url', file, '--env-vars-file', envFile, '--tick-ms', '50', '--concurrency', '1', '--lease-ms', '60000', '--log-level', 'debug'];
+const workerArgs = () => [
+  'worker',
+  '--database-url',
+  file,
+  '--env-vars-file',
+  envFile,
+  '--tick-ms',
+  '50',
+  '--concurrency',
+  '1',
+  '--lease-ms',
+  '60000',
+  '--log-level',
+  'debug',
+];
 
 describe('SIGHUP reload of a worker process', () => {
   it('a valid new config: the provider is swapped (answers carry model B) and the in-flight job is released without an attempt', async () => {
@@ -186,15 +283,31 @@ describe('SIGHUP reload of a worker process', () => {
     writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=20000\n');
     const w = spawnCli(workerArgs());
     try {
-      await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL', itemId)[0]?.t);
+      await waitFor(
+        () =>
+          q<{ t: string | null }>(
+            'SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL',
+            itemId,
+          )[0]?.t,
+      );
       writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-B\nVERDICT_FAKE_LATENCY_MS=1500\n');
       w.child.kill('SIGHUP');
-      const release = (await waitFor(() => logLines(w.stderr()).find((l) => l.msg === 'job outcome' && l.outcome === 'release')))!;
+      const release = (await waitFor(() =>
+        logLines(w.stderr()).find((l) => l.msg === 'job outcome' && l.outcome === 'release'),
+      ))!;
       expect(release).toMatchObject({ reason: 'reload', attempts: 1 });
-      expect(logLines(w.stderr()).find((l) => l.msg === 'config reloaded')).toMatchObject({ provider: 'fake', model: 'fake-B' });
+      expect(logLines(w.stderr()).find((l) => l.msg === 'config reloaded')).toMatchObject({
+        provider: 'fake',
+        model: 'fake-B',
+      });
       // The released job is claimed again (by model B, which takes 1.5 s) as attempt 1, not 2.
-      const reclaimed = await waitFor(() =>
-        q<{ attempts: number }>('SELECT attempts FROM decision_jobs WHERE item_id = ? AND question_set = ? AND claim_token IS NOT NULL', itemId, release.set)[0],
+      const reclaimed = await waitFor(
+        () =>
+          q<{ attempts: number }>(
+            'SELECT attempts FROM decision_jobs WHERE item_id = ? AND question_set = ? AND claim_token IS NOT NULL',
+            itemId,
+            release.set,
+          )[0],
       );
       expect(reclaimed.attempts).toBe(1);
       await waitFor(() => q('SELECT 1 FROM decision_jobs').length === 0, 30_000);
@@ -211,7 +324,13 @@ describe('SIGHUP reload of a worker process', () => {
     writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-A\nVERDICT_FAKE_LATENCY_MS=2000\n');
     const w = spawnCli(workerArgs());
     try {
-      await waitFor(() => q<{ t: string | null }>('SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL', itemId)[0]?.t);
+      await waitFor(
+        () =>
+          q<{ t: string | null }>(
+            'SELECT claim_token AS t FROM decision_jobs WHERE item_id = ? AND claim_token IS NOT NULL',
+            itemId,
+          )[0]?.t,
+      );
       writeFileSync(envFile, 'VERDICT_PROVIDER=anthropic\nVERDICT_MODEL=fake-B\n'); // no ANTHROPIC_API_KEY
       w.child.kill('SIGHUP');
       const refused = (await waitFor(() => logLines(w.stderr()).find((l) => l.msg.startsWith('reload refused'))))!;
@@ -219,11 +338,15 @@ describe('SIGHUP reload of a worker process', () => {
       writeFileSync(envFile, 'VERDICT_PROVIDER=fake\nVERDICT_MODEL=fake-B\nVERDICT_INPUT_BUDGET_TOKENS=lots\n');
       w.child.kill('SIGHUP');
       await waitFor(() => logLines(w.stderr()).filter((l) => l.msg.startsWith('reload refused')).length === 2);
-      expect(logLines(w.stderr()).filter((l) => l.msg.startsWith('reload refused'))[1].reason).toMatch(/VERDICT_INPUT_BUDGET_TOKENS: got "lots"/);
+      expect(logLines(w.stderr()).filter((l) => l.msg.startsWith('reload refused'))[1].reason).toMatch(
+        /VERDICT_INPUT_BUDGET_TOKENS: got "lots"/,
+      );
       await waitFor(() => q('SELECT 1 FROM decision_jobs').length === 0, 30_000);
       expect(logLines(w.stderr()).some((l) => l.msg === 'job outcome' && l.outcome === 'release')).toBe(false);
       expect(logLines(w.stderr()).some((l) => l.msg === 'config reloaded')).toBe(false);
-      expect(q<{ model: string; n: number }>('SELECT model, count(*) AS n FROM item_decisions GROUP BY model')).toEqual([{ model: 'fake-A', n: 4 }]);
+      expect(q<{ model: string; n: number }>('SELECT model, count(*) AS n FROM item_decisions GROUP BY model')).toEqual(
+        [{ model: 'fake-A', n: 4 }],
+      );
     } finally {
       w.child.kill('SIGTERM');
     }

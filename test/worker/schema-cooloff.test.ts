@@ -17,15 +17,27 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
  * AnthropicProvider and SDK against the fake Anthropic server, real SQLite file, manual clock.
  */
 
-const alpha = defineQuestionSet({ name: 'alpha', collections: ['task'], questions: { a: noul('Alpha marker: the item needs a review.') } });
-const beta = defineQuestionSet({ name: 'beta', collections: ['task'], questions: { b: noul('Beta: the item is blocked.') } });
+const alpha = defineQuestionSet({
+  name: 'alpha',
+  collections: ['task'],
+  questions: { a: noul('Alpha marker: the item needs a review.') },
+});
+const beta = defineQuestionSet({
+  name: 'beta',
+  collections: ['task'],
+  questions: { b: noul('Beta: the item is blocked.') },
+});
 
 let server: FakeAnthropicServer;
 let fx: Fixture;
 const isAlpha = (r: RecordedRequest) => r.rawBody.includes('Alpha marker');
 const rejectAlpha = (req: RecordedRequest) =>
   isAlpha(req)
-    ? FakeAnthropicServer.error(400, 'invalid_request_error', 'output_config.format.schema: Invalid schema: unsupported keyword')
+    ? FakeAnthropicServer.error(
+        400,
+        'invalid_request_error',
+        'output_config.format.schema: Invalid schema: unsupported keyword',
+      )
     : FakeAnthropicServer.autoReply(req, {});
 
 beforeAll(async () => {
@@ -43,24 +55,59 @@ afterEach(async () => {
 
 /** A worker asking each set on its own (`coAsk: false`) unless told otherwise. */
 function worker(coAsk = false): Worker {
-  const provider = new AnthropicProvider({ apiKey: 'sk-ant-test', baseURL: server.url, minBackoffMs: 1, maxBackoffMs: 4 });
+  const provider = new AnthropicProvider({
+    apiKey: 'sk-ant-test',
+    baseURL: server.url,
+    minBackoffMs: 1,
+    maxBackoffMs: 4,
+  });
   return new Worker({
-    store: fx.store, registry: fx.registry, provider, logger: silentLogger, workerId: 'w',
-    concurrency: 1, tickMs: 10, leaseMs: 600_000, passLimit: 20, abandonLimit: 8, untilIdle: true, coAsk,
+    store: fx.store,
+    registry: fx.registry,
+    provider,
+    logger: silentLogger,
+    workerId: 'w',
+    concurrency: 1,
+    tickMs: 10,
+    leaseMs: 600_000,
+    passLimit: 20,
+    abandonLimit: 8,
+    untilIdle: true,
+    coAsk,
   });
 }
 
 describe('a rejected schema in a co-asked call (DESIGN §7.2)', () => {
   it('re-asks set by set: only the set whose own schema is refused cools off, the other is answered', async () => {
-    const id = (await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: 'T-1', title: 't1', content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row.id;
+    const id = (
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: 'T-1',
+          title: 't1',
+          content: 'b',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      )
+    ).row.id;
     server.setFallback(rejectAlpha);
     const summary = await worker(true).run();
     expect(summary.schemaRejected).toEqual({ alpha: 'schema_rejected 400' });
     // The joint call (both sets), then alpha alone (refused), then beta alone (answered).
     const bodies = server.messages.map((r) => [isAlpha(r), r.rawBody.includes('Beta: the item is blocked')]);
-    expect(bodies).toEqual([[true, true], [true, false], [false, true]]);
+    expect(bodies).toEqual([
+      [true, true],
+      [true, false],
+      [false, true],
+    ]);
     expect(await fx.store.getJob(id, 'beta')).toBeNull();
-    expect(await fx.store.getJob(id, 'alpha')).toMatchObject({ state: 'owed', attempts: 0, lastError: 'schema_rejected 400' });
+    expect(await fx.store.getJob(id, 'alpha')).toMatchObject({
+      state: 'owed',
+      attempts: 0,
+      lastError: 'schema_rejected 400',
+    });
     expect((await fx.store.listDecisions(id)).map((d) => d.questionSet)).toEqual(['beta']);
   });
 });
@@ -69,7 +116,21 @@ describe('a rejected schema cools off its set only', () => {
   it('one request for the rejected set, its jobs held without an attempt; the other set answered; status says why', async () => {
     const ids: string[] = [];
     for (let i = 1; i <= 3; i++) {
-      ids.push((await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, content: 'b', fields: { status: 'open' } }, { quietPeriod: false })).row.id);
+      ids.push(
+        (
+          await fx.store.createItem(
+            {
+              workspaceId: fx.ws.id,
+              collectionId: fx.tasks.id,
+              ref: `T-${i}`,
+              title: `t${i}`,
+              content: 'b',
+              fields: { status: 'open' },
+            },
+            { quietPeriod: false },
+          )
+        ).row.id,
+      );
     }
     server.setFallback(rejectAlpha);
     const summary = await worker().run();
@@ -83,13 +144,24 @@ describe('a rejected schema cools off its set only', () => {
       const j = (await fx.store.getJob(id, 'alpha'))!;
       expect(j).toMatchObject({ state: 'owed', attempts: 0, claimToken: null });
     }
-    const held = (await fx.store.listJobs({ questionSet: 'alpha' })).filter((j) => j.lastError === 'schema_rejected 400');
+    const held = (await fx.store.listJobs({ questionSet: 'alpha' })).filter(
+      (j) => j.lastError === 'schema_rejected 400',
+    );
     expect(held).toHaveLength(1);
     expect(held[0].notBefore - fx.clock.now()).toBe(30_000);
 
     const s = await statusReport(fx.store);
-    expect(s.failingSets).toEqual([{ set: 'alpha', jobs: 0, lastErrorAt: null, schemaRejected: { reason: 'schema_rejected 400', at: fx.clock.now(), coolingOffUntil: fx.clock.now() + 30_000 } }]);
-    expect(formatStatus(s)).toContain('failing sets: alpha (answer schema rejected: schema_rejected 400, 0ms ago; not claimed for another 30s)');
+    expect(s.failingSets).toEqual([
+      {
+        set: 'alpha',
+        jobs: 0,
+        lastErrorAt: null,
+        schemaRejected: { reason: 'schema_rejected 400', at: fx.clock.now(), coolingOffUntil: fx.clock.now() + 30_000 },
+      },
+    ]);
+    expect(formatStatus(s)).toContain(
+      'failing sets: alpha (answer schema rejected: schema_rejected 400, 0ms ago; not claimed for another 30s)',
+    );
 
     // The schema is fixed and the period is over: the set runs, and status no longer lists it.
     server.setFallback((req) => FakeAnthropicServer.autoReply(req, {}));
@@ -100,9 +172,19 @@ describe('a rejected schema cools off its set only', () => {
     expect((await statusReport(fx.store)).failingSets).toEqual([]);
   });
 
-  it('a rejection that repeats doubles the set\'s period within one worker', async () => {
+  it("a rejection that repeats doubles the set's period within one worker", async () => {
     for (let i = 1; i <= 2; i++) {
-      await fx.store.createItem({ workspaceId: fx.ws.id, collectionId: fx.tasks.id, ref: `T-${i}`, title: `t${i}`, content: 'b', fields: { status: 'open' } }, { quietPeriod: false });
+      await fx.store.createItem(
+        {
+          workspaceId: fx.ws.id,
+          collectionId: fx.tasks.id,
+          ref: `T-${i}`,
+          title: `t${i}`,
+          content: 'b',
+          fields: { status: 'open' },
+        },
+        { quietPeriod: false },
+      );
     }
     server.setFallback(rejectAlpha);
     const w = worker();

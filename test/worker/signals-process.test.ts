@@ -41,7 +41,15 @@ describe('worker shutdown signals', () => {
     w.child.kill('SIGTERM');
     const exit = await w.exited;
     expect(exit).toEqual({ code: 1, signal: null });
-    const line = w.stderr().split('\n').find((l) => l.includes('second signal'));
-    expect(line && JSON.parse(line)).toMatchObject({ level: 40, signal: 'SIGTERM', first: 'SIGTERM', msg: 'second signal: exiting at once' });
+    const line = w
+      .stderr()
+      .split('\n')
+      .find((l) => l.includes('second signal'));
+    expect(line && JSON.parse(line)).toMatchObject({
+      level: 40,
+      signal: 'SIGTERM',
+      first: 'SIGTERM',
+      msg: 'second signal: exiting at once',
+    });
   }, 60_000);
 });

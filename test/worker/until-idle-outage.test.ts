@@ -27,7 +27,9 @@ beforeAll(async () => {
 afterAll(async () => server.close());
 beforeEach(() => {
   server.reset();
-  server.setFallback((req) => (req.method === 'GET' ? server.defaultReply(req) : FakeAnthropicServer.overloaded({ 'retry-after': '1' })));
+  server.setFallback((req) =>
+    req.method === 'GET' ? server.defaultReply(req) : FakeAnthropicServer.overloaded({ 'retry-after': '1' }),
+  );
   dir = tempDir();
   env = {
     NO_COLOR: '1',
@@ -44,9 +46,16 @@ afterEach(() => {
   dir.cleanup();
 });
 
-function cli(args: string[], timeoutMs: number): Promise<{ code: number | null; out: string; err: string; killed: boolean }> {
+function cli(
+  args: string[],
+  timeoutMs: number,
+): Promise<{ code: number | null; out: string; err: string; killed: boolean }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     let killed = false;
@@ -83,10 +92,14 @@ describe('worker --until-idle during a 529 outage with retry-after: 1', () => {
     // attention and effort ask (conventions has no conventions to ask about), co-asked in one
     // call (DESIGN §7.2): 4 requests for the two jobs, each of which fails once.
     expect(server.messages).toHaveLength(4);
-    expect(drain.out).toMatch(/^left: 0 due, 2 waiting \(backoff or debounce\), 0 parked; next due in (2[7-9]|3[0-3])s$/m);
+    expect(drain.out).toMatch(
+      /^left: 0 due, 2 waiting \(backoff or debounce\), 0 parked; next due in (2[7-9]|3[0-3])s$/m,
+    );
 
     const status = await cli(['status'], 30_000);
     expect(status.code).toBe(0);
-    expect(status.out).toMatch(/^failing sets: attention \(1 job with errors, last \d+m?s ago\), effort \(1 job with errors, last \d+m?s ago\)$/m);
+    expect(status.out).toMatch(
+      /^failing sets: attention \(1 job with errors, last \d+m?s ago\), effort \(1 job with errors, last \d+m?s ago\)$/m,
+    );
   }, 60_000);
 });

@@ -1,6 +1,14 @@
 import { truncateSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { holdReadSnapshot, jobCounts, metricsPortOf, ROOT, runDist, spawnDist, walBytes } from '../../scripts/fault-support.js';
+import {
+  holdReadSnapshot,
+  jobCounts,
+  metricsPortOf,
+  ROOT,
+  runDist,
+  spawnDist,
+  walBytes,
+} from '../../scripts/fault-support.js';
 import { checkDatabase } from '../../src/cli/doctor.js';
 import { loadConfig } from '../../src/config.js';
 import { WAL_WARN_BYTES } from '../../src/worker/wal-upkeep.js';
@@ -25,10 +33,30 @@ const children = fx.children;
 describe('the write-ahead log stays bounded (real worker process)', () => {
   it('grows behind an outside reader, is truncated once the reader lets go, and is shown in /metrics, status and doctor', async () => {
     const reader = holdReadSnapshot(fx.file());
-    const w = spawnDist(ROOT, ['worker', '--database-url', fx.file(), '--provider', 'fake', '--tick-ms', '100', '--wal-checkpoint-ms', '500', '--metrics-port', '0'], {
-      env: { VERDICT_LOG_LEVEL: 'debug' }, // each checkpoint logs a "wal checkpoint" line at debug
-    });
-    const checkpoints = () => w.stderr().split('\n').filter((l) => l.includes('"msg":"wal checkpoint"')).length;
+    const w = spawnDist(
+      ROOT,
+      [
+        'worker',
+        '--database-url',
+        fx.file(),
+        '--provider',
+        'fake',
+        '--tick-ms',
+        '100',
+        '--wal-checkpoint-ms',
+        '500',
+        '--metrics-port',
+        '0',
+      ],
+      {
+        env: { VERDICT_LOG_LEVEL: 'debug' }, // each checkpoint logs a "wal checkpoint" line at debug
+      },
+    );
+    const checkpoints = () =>
+      w
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('"msg":"wal checkpoint"')).length;
     children.push(w.child);
     await w.started;
     const port = (await waitFor(() => metricsPortOf(w), 10_000))!;
@@ -39,7 +67,10 @@ describe('the write-ahead log stays bounded (real worker process)', () => {
     const peak = walBytes(fx.file());
     expect(peak).toBeGreaterThan(4 * 1024 * 1024); // the reader kept every frame of the drain
 
-    const scraped = sampleValue(parsePromText(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()), 'verdict_sqlite_wal_bytes');
+    const scraped = sampleValue(
+      parsePromText(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()),
+      'verdict_sqlite_wal_bytes',
+    );
     expect(scraped).toBeGreaterThan(4 * 1024 * 1024);
     const status = await runDist(ROOT, ['status', '--database-url', fx.file()]);
     expect(status.stdout).toMatch(/^write-ahead log: \d+(\.\d)? MiB$/m);
@@ -62,6 +93,9 @@ describe('the write-ahead log stays bounded (real worker process)', () => {
     expect((await checkDatabase(cfg)).warning).toBeUndefined();
     truncateSync(`${fx.file()}-wal`, WAL_WARN_BYTES + 4096); // sparse: a WAL of that size without writing it
     const checked = await checkDatabase(cfg);
-    expect(checked, JSON.stringify(checked)).toMatchObject({ ok: true, warning: expect.stringMatching(/write-ahead log is 256 MiB .*above 256 MiB/) });
+    expect(checked, JSON.stringify(checked)).toMatchObject({
+      ok: true,
+      warning: expect.stringMatching(/write-ahead log is 256 MiB .*above 256 MiB/),
+    });
   });
 });

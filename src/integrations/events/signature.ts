@@ -20,7 +20,8 @@ const PREFIX = 'sha256=';
  * @example signEventBody('s3cret', '{"id":"e1"}') // 'sha256=…' (64 hex digits)
  */
 export function signEventBody(secret: string, body: string | Uint8Array): string {
-  if (typeof secret !== 'string' || secret.length === 0) throw new TypeError('signEventBody: secret must be a non-empty string');
+  if (typeof secret !== 'string' || secret.length === 0)
+    throw new TypeError('signEventBody: secret must be a non-empty string');
   return PREFIX + createHmac('sha256', secret).update(body).digest('hex');
 }
 

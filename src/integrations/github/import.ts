@@ -18,7 +18,15 @@ import {
   type GitHubTarget,
 } from './mapping.js';
 import type { LabelRule } from './managed-labels.js';
-import { commentIssueNumber, githubCommentSchema, githubIssueSchema, isPullRequest, REPO_NAME, type GitHubComment, type GitHubIssue } from './rest-shapes.js';
+import {
+  commentIssueNumber,
+  githubCommentSchema,
+  githubIssueSchema,
+  isPullRequest,
+  REPO_NAME,
+  type GitHubComment,
+  type GitHubIssue,
+} from './rest-shapes.js';
 
 /**
  * Imports a repository's GitHub issues and their comments into a workspace (DESIGN §3.1 for its input rules), through
@@ -129,7 +137,10 @@ function parseSyncState(text: string | null): GitHubSyncState {
     const v = JSON.parse(text) as Partial<GitHubSyncState>;
     const list = (l: unknown): GitHubListState => {
       const o = (l ?? {}) as Partial<GitHubListState>;
-      return { since: typeof o.since === 'string' && parseRfc3339(o.since) !== null ? o.since : null, etag: typeof o.etag === 'string' ? o.etag : null };
+      return {
+        since: typeof o.since === 'string' && parseRfc3339(o.since) !== null ? o.since : null,
+        etag: typeof o.etag === 'string' ? o.etag : null,
+      };
     };
     return { issues: list(v.issues), comments: list(v.comments) };
   } catch {
@@ -176,15 +187,23 @@ const RESET_MARGIN_MS = 1_000;
  * with each consecutive wait (`attempt` counts from 1). A 403 without any of these is a
  * permission error: null.
  */
-export function rateLimitWaitMs(status: number, headers: Record<string, string | number | undefined>, message: string, nowMs: number, attempt: number): number | null {
+export function rateLimitWaitMs(
+  status: number,
+  headers: Record<string, string | number | undefined>,
+  message: string,
+  nowMs: number,
+  attempt: number,
+): number | null {
   if (status !== 403 && status !== 429) return null;
   const retryAfter = Number(headers['retry-after']);
-  if (headers['retry-after'] !== undefined && Number.isFinite(retryAfter) && retryAfter >= 0) return Math.max(1, retryAfter) * 1000;
+  if (headers['retry-after'] !== undefined && Number.isFinite(retryAfter) && retryAfter >= 0)
+    return Math.max(1, retryAfter) * 1000;
   if (String(headers['x-ratelimit-remaining']) === '0') {
     const reset = Number(headers['x-ratelimit-reset']);
     if (Number.isFinite(reset)) return Math.max(RESET_MARGIN_MS, reset * 1000 - nowMs + RESET_MARGIN_MS);
   }
-  if (status === 429 || /rate limit/i.test(message)) return SECONDARY_LIMIT_DEFAULT_WAIT_MS * 2 ** Math.max(0, attempt - 1);
+  if (status === 429 || /rate limit/i.test(message))
+    return SECONDARY_LIMIT_DEFAULT_WAIT_MS * 2 ** Math.max(0, attempt - 1);
   return null;
 }
 
@@ -235,9 +254,13 @@ const GITHUB_API_VERSION = '2022-11-28';
  *   state does not move.
  * @throws InvalidInput / InvalidWrite from `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubRepoOptions): Promise<GitHubImportReport> {
+export async function importGitHubRepo(
+  store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>,
+  o: ImportGitHubRepoOptions,
+): Promise<GitHubImportReport> {
   if (!REPO_NAME.test(o.repo)) throw new TypeError(`repo must be owner/name, got ${JSON.stringify(o.repo)}`);
-  if (typeof o.token !== 'string' || o.token.trim() === '') throw new TypeError('token must be a non-empty string (GITHUB_TOKEN)');
+  if (typeof o.token !== 'string' || o.token.trim() === '')
+    throw new TypeError('token must be a non-empty string (GITHUB_TOKEN)');
   const log = o.logger ?? silentLogger;
   const sleep = o.sleep ?? ((ms: number) => delay(ms).then(() => undefined));
   const now = o.now ?? Date.now;
@@ -279,12 +302,22 @@ export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<Qu
   let blockedUntil = 0;
   const wait = async (ms: number, why: string, status: number | null) => {
     if (report.rateLimitWaits >= maxWaits) {
-      throw new GitHubRequestFailed(`GitHub's rate limit held after ${maxWaits} waits (${Math.round(report.waitedMs / 1000)} s in all); run the import again later`, status);
+      throw new GitHubRequestFailed(
+        `GitHub's rate limit held after ${maxWaits} waits (${Math.round(report.waitedMs / 1000)} s in all); run the import again later`,
+        status,
+      );
     }
-    if (ms > maxWaitMs) throw new GitHubRequestFailed(`GitHub's rate limit resets in ${Math.ceil(ms / 60_000)} min, past the ${Math.round(maxWaitMs / 60_000)} min allowed; run the import again later`, status);
+    if (ms > maxWaitMs)
+      throw new GitHubRequestFailed(
+        `GitHub's rate limit resets in ${Math.ceil(ms / 60_000)} min, past the ${Math.round(maxWaitMs / 60_000)} min allowed; run the import again later`,
+        status,
+      );
     report.rateLimitWaits++;
     report.waitedMs += ms;
-    log.warn({ repo: o.repo, status, waitMs: ms, waits: report.rateLimitWaits, limit: why }, 'github rate limit: waiting');
+    log.warn(
+      { repo: o.repo, status, waitMs: ms, waits: report.rateLimitWaits, limit: why },
+      'github rate limit: waiting',
+    );
     await sleep(ms);
   };
   octokit.hook.wrap('request', async (request, options) => {
@@ -301,17 +334,26 @@ export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<Qu
       try {
         const res = await request(options);
         const h = res.headers as Record<string, string | undefined>;
-        if (String(h['x-ratelimit-remaining']) === '0' && Number.isFinite(Number(h['x-ratelimit-reset']))) blockedUntil = Number(h['x-ratelimit-reset']) * 1000;
+        if (String(h['x-ratelimit-remaining']) === '0' && Number.isFinite(Number(h['x-ratelimit-reset'])))
+          blockedUntil = Number(h['x-ratelimit-reset']) * 1000;
         return res;
       } catch (err) {
-        const e = err as { status?: number; message?: string; response?: { headers?: Record<string, string | undefined> } };
+        const e = err as {
+          status?: number;
+          message?: string;
+          response?: { headers?: Record<string, string | undefined> };
+        };
         const status = typeof e.status === 'number' ? e.status : null;
         if (status === 304) throw err; // the caller's "not modified"
         const h = e.response?.headers ?? {};
         const ms = status === null ? null : rateLimitWaitMs(status, h, e.message ?? '', now(), attempt);
         // Octokit reports a request that got no response (refused, reset, DNS) as status 500 with no `response`.
         if (ms === null) throw requestFailed(e.response === undefined ? null : status, o.repo);
-        await wait(ms, h['retry-after'] === undefined && String(h['x-ratelimit-remaining']) === '0' ? 'primary' : 'secondary', status);
+        await wait(
+          ms,
+          h['retry-after'] === undefined && String(h['x-ratelimit-remaining']) === '0' ? 'primary' : 'secondary',
+          status,
+        );
       }
     }
   });
@@ -335,9 +377,20 @@ export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<Qu
     let etag = state.etag;
     let offset = 0;
     for (let pass = 1; ; pass++) {
-      const params = { owner, repo: name, per_page: o.perPage ?? 100, sort: 'updated' as const, direction: 'asc' as const, ...(since ? { since } : {}), headers: { 'x-github-api-version': GITHUB_API_VERSION } };
+      const params = {
+        owner,
+        repo: name,
+        per_page: o.perPage ?? 100,
+        sort: 'updated' as const,
+        direction: 'asc' as const,
+        ...(since ? { since } : {}),
+        headers: { 'x-github-api-version': GITHUB_API_VERSION },
+      };
       const route = list === 'issues' ? octokit.rest.issues.listForRepo : octokit.rest.issues.listCommentsForRepo;
-      const it = octokit.paginate.iterator(route as typeof octokit.rest.issues.listForRepo, list === 'issues' ? { ...params, state: 'all' as const } : params);
+      const it = octokit.paginate.iterator(
+        route as typeof octokit.rest.issues.listForRepo,
+        list === 'issues' ? { ...params, state: 'all' as const } : params,
+      );
       let pages = 0;
       let firstEtag: string | null = null;
       let mark = since;
@@ -383,7 +436,8 @@ export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<Qu
       }
       // A re-listing from the advanced mark returns the issues at the mark again: applied already.
       if (applied.get(issue.number)?.updated_at === issue.updated_at) continue;
-      if (await applyIssue(store, target, issue, report, log, offset + i, tally, o.labelRule)) applied.set(issue.number, issue);
+      if (await applyIssue(store, target, issue, report, log, offset + i, tally, o.labelRule))
+        applied.set(issue.number, issue);
     }
     return top;
   });
@@ -415,10 +469,22 @@ export async function importGitHubRepo(store: TrackerStore & MetaStore & Pick<Qu
 
 /** The error for a response that is no rate limit: status and what to check, never GitHub's body. */
 function requestFailed(status: number | null, repo: string): GitHubRequestFailed {
-  if (status === null) return new GitHubRequestFailed('could not reach GitHub (no response); check the network and the API URL (baseUrl; VERDICT_GITHUB_API_URL for the CLI)', status);
+  if (status === null)
+    return new GitHubRequestFailed(
+      'could not reach GitHub (no response); check the network and the API URL (baseUrl; VERDICT_GITHUB_API_URL for the CLI)',
+      status,
+    );
   if (status === 401) return new GitHubRequestFailed('GitHub refused the token (401); check GITHUB_TOKEN', status);
-  if (status === 403) return new GitHubRequestFailed(`GitHub denied access to ${repo} (403); the token needs read access to its issues`, status);
-  if (status === 404) return new GitHubRequestFailed(`GitHub has no repository ${repo} the token can see (404); check the name and the token's access`, status);
+  if (status === 403)
+    return new GitHubRequestFailed(
+      `GitHub denied access to ${repo} (403); the token needs read access to its issues`,
+      status,
+    );
+  if (status === 404)
+    return new GitHubRequestFailed(
+      `GitHub has no repository ${repo} the token can see (404); check the name and the token's access`,
+      status,
+    );
   return new GitHubRequestFailed(`GitHub answered ${status} for ${repo}; try again later`, status);
 }
 
@@ -448,12 +514,18 @@ export interface ImportGitHubFilesOptions {
  * @throws InputNotFound when a file is missing; InvalidInput when a file is not JSON of that
  *   form, or no repository can be told; errors of `resolveGitHubTarget`; store errors.
  */
-export async function importGitHubFiles(store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>, o: ImportGitHubFilesOptions): Promise<GitHubImportReport> {
+export async function importGitHubFiles(
+  store: TrackerStore & MetaStore & Pick<QueueStore, 'listJobs'>,
+  o: ImportGitHubFilesOptions,
+): Promise<GitHubImportReport> {
   const log = o.logger ?? silentLogger;
   const issueRows = await readGhJson(o.issuesFile);
   const commentRows = o.commentsFile ? await readGhJson(o.commentsFile) : [];
   const repo = o.repo ?? repoFromRows(issueRows);
-  if (!repo) throw new InvalidInput(`cannot tell the repository of ${o.issuesFile} (no repository_url in its rows); pass --repo OWNER/NAME`);
+  if (!repo)
+    throw new InvalidInput(
+      `cannot tell the repository of ${o.issuesFile} (no repository_url in its rows); pass --repo OWNER/NAME`,
+    );
   if (!REPO_NAME.test(repo)) throw new InvalidInput(`repository must be owner/name, got ${JSON.stringify(repo)}`);
   const slug = o.workspaceSlug ?? 'github';
   const startedAt = await store.now();
@@ -471,11 +543,13 @@ export async function importGitHubFiles(store: TrackerStore & MetaStore & Pick<Q
       continue;
     }
     const seen = latest.get(issue.number);
-    if (!seen || parseRfc3339(issue.updated_at)! >= parseRfc3339(seen.issue.updated_at)!) latest.set(issue.number, { issue, index: i });
+    if (!seen || parseRfc3339(issue.updated_at)! >= parseRfc3339(seen.issue.updated_at)!)
+      latest.set(issue.number, { issue, index: i });
   }
   const applied = new Map<number, GitHubIssue>();
   for (const { issue, index } of latest.values()) {
-    if (await applyIssue(store, target, issue, report, log, index, tally, o.labelRule)) applied.set(issue.number, issue);
+    if (await applyIssue(store, target, issue, report, log, index, tally, o.labelRule))
+      applied.set(issue.number, issue);
   }
   const commentsByIssue = new Map<number, string[]>();
   for (const [i, raw] of commentRows.entries()) {
@@ -511,16 +585,24 @@ async function readGhJson(path: string): Promise<unknown[]> {
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
-    if (code === 'EISDIR') throw new InputNotFound(`${path} is a folder; pass the JSON file saved with gh api --paginate`);
+    if (code === 'EISDIR')
+      throw new InputNotFound(`${path} is a folder; pass the JSON file saved with gh api --paginate`);
     throw new InvalidInput(`cannot read ${path} (${code ?? 'error'}); check its permissions`);
   }
   const values = splitJsonValues(text.replace(/^\uFEFF/, ''));
-  if (values === null) throw new InvalidInput(`${path} is not JSON saved with gh api --paginate (expected arrays of issues or comments, back to back or slurped)`);
+  if (values === null)
+    throw new InvalidInput(
+      `${path} is not JSON saved with gh api --paginate (expected arrays of issues or comments, back to back or slurped)`,
+    );
   const rows: unknown[] = [];
   for (const v of values) {
-    if (!Array.isArray(v)) throw new InvalidInput(`${path} holds a JSON ${v === null ? 'null' : typeof v} where a page (an array) was expected; save the list endpoint with gh api --paginate`);
+    if (!Array.isArray(v))
+      throw new InvalidInput(
+        `${path} holds a JSON ${v === null ? 'null' : typeof v} where a page (an array) was expected; save the list endpoint with gh api --paginate`,
+      );
     for (const e of v) {
-      if (Array.isArray(e)) rows.push(...e); // --slurp: an array of pages
+      if (Array.isArray(e))
+        rows.push(...e); // --slurp: an array of pages
       else rows.push(e);
     }
   }
@@ -583,7 +665,11 @@ function repoFromRows(rows: unknown[]): string | null {
 
 // ------------------------------------------------------------------ shared steps
 
-function emptyReport(target: Pick<GitHubTarget, 'repo' | 'workspaceId'>, slug: string, source: 'api' | 'files'): GitHubImportReport {
+function emptyReport(
+  target: Pick<GitHubTarget, 'repo' | 'workspaceId'>,
+  slug: string,
+  source: 'api' | 'files',
+): GitHubImportReport {
   return {
     repo: target.repo,
     workspaceId: target.workspaceId,
@@ -609,11 +695,22 @@ function emptyReport(target: Pick<GitHubTarget, 'repo' | 'workspaceId'>, slug: s
 function reject(report: GitHubImportReport, log: Logger, row: GitHubRejectedRow): void {
   report.rejected.count++;
   if (report.rejected.rows.length < MAX_REJECTED_LISTED) report.rejected.rows.push(row);
-  if (report.rejected.count <= MAX_REJECTED_LISTED) log.warn({ repo: report.repo, list: row.list, index: row.index, reason: row.reason, detail: row.detail }, 'github row rejected');
+  if (report.rejected.count <= MAX_REJECTED_LISTED)
+    log.warn(
+      { repo: report.repo, list: row.list, index: row.index, reason: row.reason, detail: row.detail },
+      'github row rejected',
+    );
 }
 
 /** One row validated whole before anything of it is written; null (and reported) when it fails. */
-function parseRow<S extends z.ZodType>(schema: S, raw: unknown, list: 'issues' | 'comments', index: number, report: GitHubImportReport, log: Logger): z.infer<S> | null {
+function parseRow<S extends z.ZodType>(
+  schema: S,
+  raw: unknown,
+  list: 'issues' | 'comments',
+  index: number,
+  report: GitHubImportReport,
+  log: Logger,
+): z.infer<S> | null {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     reject(report, log, { list, index, reason: 'not_an_object' });
     return null;
@@ -648,7 +745,12 @@ async function applyIssue(
 ): Promise<boolean> {
   const r = await applyGitHubIssue(store, target, issue, IMPORT_OWE, labelRule);
   if (r.outcome === 'ref_taken') {
-    reject(report, log, { list: 'issues', index, reason: 'ref_taken', detail: `#${issue.number} belongs to another item` });
+    reject(report, log, {
+      list: 'issues',
+      index,
+      reason: 'ref_taken',
+      detail: `#${issue.number} belongs to another item`,
+    });
     return false;
   }
   tally(r.write.owed);
@@ -699,7 +801,11 @@ async function applyLinks(
 }
 
 /** Owed job rows of the workspace whose latest enqueue is at or after `since` (epoch ms). */
-async function countRowsOwedSince(store: Pick<QueueStore, 'listJobs'>, workspaceId: string, since: number): Promise<number> {
+async function countRowsOwedSince(
+  store: Pick<QueueStore, 'listJobs'>,
+  workspaceId: string,
+  since: number,
+): Promise<number> {
   const rows = await store.listJobs({ workspaceId, state: 'owed', limit: Number.MAX_SAFE_INTEGER });
   return rows.filter((j) => j.owedAt >= since).length;
 }

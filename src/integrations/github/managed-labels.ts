@@ -14,7 +14,10 @@ export interface LabelRule {
 }
 
 /** DESIGN §17's default: the `verdict:` prefix, no allowlist. */
-export const DEFAULT_LABEL_RULE: Readonly<LabelRule> = Object.freeze({ prefix: 'verdict:', allow: Object.freeze([]) as readonly string[] });
+export const DEFAULT_LABEL_RULE: Readonly<LabelRule> = Object.freeze({
+  prefix: 'verdict:',
+  allow: Object.freeze([]) as readonly string[],
+});
 
 /**
  * True for a label Verdict manages (the prefix, or the allowlist). GitHub compares label names
@@ -22,5 +25,7 @@ export const DEFAULT_LABEL_RULE: Readonly<LabelRule> = Object.freeze({ prefix: '
  */
 export function isManagedLabel(rule: LabelRule, name: string): boolean {
   const n = name.toLowerCase();
-  return (rule.prefix !== '' && n.startsWith(rule.prefix.toLowerCase())) || rule.allow.some((a) => a.toLowerCase() === n);
+  return (
+    (rule.prefix !== '' && n.startsWith(rule.prefix.toLowerCase())) || rule.allow.some((a) => a.toLowerCase() === n)
+  );
 }

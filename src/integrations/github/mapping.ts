@@ -103,7 +103,9 @@ export async function findGitHubTarget(store: Pick<MetaStore, 'getMeta'>, repo: 
   }
   const t = v as Partial<GitHubTarget> | null;
   if (!t || typeof t.repo !== 'string' || typeof t.workspaceId !== 'string' || typeof t.collectionId !== 'string') {
-    throw new InvalidInput(`verdict_meta ${githubRepoMetaKey(repo)} is not a GitHub mapping; delete it to map the repository again`);
+    throw new InvalidInput(
+      `verdict_meta ${githubRepoMetaKey(repo)} is not a GitHub mapping; delete it to map the repository again`,
+    );
   }
   return { repo: t.repo, workspaceId: t.workspaceId, collectionId: t.collectionId };
 }
@@ -118,24 +120,36 @@ export async function findGitHubTarget(store: Pick<MetaStore, 'getMeta'>, repo: 
  *   or the workspace already holds another repository.
  * @throws InvalidWrite when the workspace or the collection is soft-deleted (restore it first).
  */
-export async function resolveGitHubTarget(store: GitHubMetaStore, o: { repo: string; workspaceSlug: string }): Promise<GitHubTarget> {
+export async function resolveGitHubTarget(
+  store: GitHubMetaStore,
+  o: { repo: string; workspaceSlug: string },
+): Promise<GitHubTarget> {
   const known = await findGitHubTarget(store, o.repo);
   const ws = await store.getWorkspaceBySlug(o.workspaceSlug);
   if (known) {
     if (ws?.id !== known.workspaceId) {
       const holder = await store.getWorkspace(known.workspaceId);
-      throw new InvalidInput(`${o.repo} is already imported into workspace "${holder?.slug ?? known.workspaceId}"; pass --workspace ${holder?.slug ?? '<slug>'}`);
+      throw new InvalidInput(
+        `${o.repo} is already imported into workspace "${holder?.slug ?? known.workspaceId}"; pass --workspace ${holder?.slug ?? '<slug>'}`,
+      );
     }
     return assertGitHubTargetLive(store, known);
   }
-  if (ws && ws.deletedAt !== null) throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
-  const workspace = ws ?? (await store.createWorkspace({ id: deriveId('workspace', o.workspaceSlug), slug: o.workspaceSlug }));
+  if (ws && ws.deletedAt !== null)
+    throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
+  const workspace =
+    ws ?? (await store.createWorkspace({ id: deriveId('workspace', o.workspaceSlug), slug: o.workspaceSlug }));
   const holds = await store.getMeta(githubWorkspaceMetaKey(workspace.id));
   if (holds !== null && holds.toLowerCase() !== o.repo.toLowerCase()) {
-    throw new InvalidInput(`workspace "${workspace.slug}" already holds ${holds}; import ${o.repo} into another workspace (--workspace SLUG)`);
+    throw new InvalidInput(
+      `workspace "${workspace.slug}" already holds ${holds}; import ${o.repo} into another workspace (--workspace SLUG)`,
+    );
   }
   const existing = (await store.listCollections(workspace.id)).find((c) => c.slug === GITHUB_COLLECTION_SLUG);
-  if (existing && existing.deletedAt !== null) throw new InvalidWrite(`collection "${existing.slug}" of workspace "${workspace.slug}" is deleted; restore it before importing into it`);
+  if (existing && existing.deletedAt !== null)
+    throw new InvalidWrite(
+      `collection "${existing.slug}" of workspace "${workspace.slug}" is deleted; restore it before importing into it`,
+    );
   const collection =
     existing ??
     (await store.createCollection({
@@ -159,11 +173,21 @@ export async function resolveGitHubTarget(store: GitHubMetaStore, o: { repo: str
  */
 export async function assertGitHubTargetLive(store: TrackerStore, target: GitHubTarget): Promise<GitHubTarget> {
   const ws = await store.getWorkspace(target.workspaceId);
-  if (!ws) throw new InvalidInput(`the workspace ${target.repo} was imported into is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`);
-  if (ws.deletedAt !== null) throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
+  if (!ws)
+    throw new InvalidInput(
+      `the workspace ${target.repo} was imported into is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`,
+    );
+  if (ws.deletedAt !== null)
+    throw new InvalidWrite(`workspace "${ws.slug}" is deleted; restore it before importing into it`);
   const col = (await store.listCollections(ws.id)).find((c) => c.id === target.collectionId);
-  if (!col) throw new InvalidInput(`the github collection of workspace "${ws.slug}" is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`);
-  if (col.deletedAt !== null) throw new InvalidWrite(`collection "${col.slug}" of workspace "${ws.slug}" is deleted; restore it before importing into it`);
+  if (!col)
+    throw new InvalidInput(
+      `the github collection of workspace "${ws.slug}" is gone; delete verdict_meta ${githubRepoMetaKey(target.repo)} to map it again`,
+    );
+  if (col.deletedAt !== null)
+    throw new InvalidWrite(
+      `collection "${col.slug}" of workspace "${ws.slug}" is deleted; restore it before importing into it`,
+    );
   return target;
 }
 
@@ -181,7 +205,15 @@ function githubCommentId(target: GitHubTarget, commentId: number): string {
 
 /** Derived id of a link between issue numbers. */
 function githubLinkId(target: GitHubTarget, link: GitHubLink): string {
-  return deriveId(target.workspaceId, 'github', target.repo.toLowerCase(), 'link', String(link.source), String(link.target), link.linkType);
+  return deriveId(
+    target.workspaceId,
+    'github',
+    target.repo.toLowerCase(),
+    'link',
+    String(link.source),
+    String(link.target),
+    link.linkType,
+  );
 }
 
 // ------------------------------------------------------------------ fields
@@ -197,7 +229,10 @@ function githubLinkId(target: GitHubTarget, link: GitHubLink): string {
  * - `author`: `user.login` (absent for a deleted account);
  * - `milestone`: the milestone's title (absent when none).
  */
-export function githubIssueFields(issue: Pick<GitHubIssue, 'state' | 'state_reason' | 'labels' | 'user' | 'milestone'>, rule: LabelRule = DEFAULT_LABEL_RULE): Record<string, unknown> {
+export function githubIssueFields(
+  issue: Pick<GitHubIssue, 'state' | 'state_reason' | 'labels' | 'user' | 'milestone'>,
+  rule: LabelRule = DEFAULT_LABEL_RULE,
+): Record<string, unknown> {
   const out: Record<string, unknown> = { status: issue.state };
   if (issue.state_reason) out.state_reason = issue.state_reason;
   const labels = [...new Set(githubLabelNames(issue).filter((l) => !isManagedLabel(rule, l)))].sort();
@@ -226,8 +261,15 @@ export type ApplyIssueResult =
  * requests must be left out by the caller (`isPullRequest`).
  * @throws InvalidWrite (pull request given, or a write the store refuses), store errors.
  */
-export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget, issue: GitHubIssue, owe: OweOptions, rule: LabelRule = DEFAULT_LABEL_RULE): Promise<ApplyIssueResult> {
-  if (issue.pull_request !== undefined && issue.pull_request !== null) throw new InvalidWrite(`#${issue.number} is a pull request; only issues are imported`);
+export async function applyGitHubIssue(
+  store: TrackerStore,
+  target: GitHubTarget,
+  issue: GitHubIssue,
+  owe: OweOptions,
+  rule: LabelRule = DEFAULT_LABEL_RULE,
+): Promise<ApplyIssueResult> {
+  if (issue.pull_request !== undefined && issue.pull_request !== null)
+    throw new InvalidWrite(`#${issue.number} is a pull request; only issues are imported`);
   const itemId = githubItemId(target, issue.number);
   const ref = `#${issue.number}`;
   const holder = await store.getItemByRef(target.workspaceId, ref);
@@ -244,7 +286,10 @@ export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget
       createdAt: parseRfc3339(issue.created_at)!,
       deletedAt: null,
       // A page people can open; anything but an http(s) URL of a sane length is left out, not refused.
-      sourceUrl: issue.html_url && issue.html_url.length <= MAX_SOURCE_URL_LENGTH && isHttpUrl(issue.html_url) ? issue.html_url : null,
+      sourceUrl:
+        issue.html_url && issue.html_url.length <= MAX_SOURCE_URL_LENGTH && isHttpUrl(issue.html_url)
+          ? issue.html_url
+          : null,
     },
     owe,
   );
@@ -255,7 +300,12 @@ export async function applyGitHubIssue(store: TrackerStore, target: GitHubTarget
  * Soft-deletes the item of issue `number` (webhook `deleted`, and `transferred`: the issue left
  * the repository). @returns the write, or null when no item of that number exists.
  */
-export async function deleteGitHubIssue(store: TrackerStore, target: GitHubTarget, number: number, owe: OweOptions): Promise<WriteResult<ItemRow> | null> {
+export async function deleteGitHubIssue(
+  store: TrackerStore,
+  target: GitHubTarget,
+  number: number,
+  owe: OweOptions,
+): Promise<WriteResult<ItemRow> | null> {
   const id = githubItemId(target, number);
   const item = await store.getItem(id);
   if (!item) return null;
@@ -265,7 +315,8 @@ export async function deleteGitHubIssue(store: TrackerStore, target: GitHubTarge
 // ------------------------------------------------------------------ comments
 
 /** What `applyGitHubComment` did. `no_issue`: no item of that issue number (a pull request's comment, or an issue not imported). */
-export type ApplyCommentResult = { outcome: 'written' | 'unchanged'; write: WriteResult<CommentRow> } | { outcome: 'no_issue' };
+export type ApplyCommentResult =
+  { outcome: 'written' | 'unchanged'; write: WriteResult<CommentRow> } | { outcome: 'no_issue' };
 
 /**
  * Upserts comment `comment` of issue `issueNumber` (derived id, author = `user.login` or `''`,
@@ -295,7 +346,12 @@ export async function applyGitHubComment(
 }
 
 /** Deletes the comment of GitHub comment id `commentId` (webhook `issue_comment` `deleted`). @returns the write, or null when there is no such comment. */
-export async function deleteGitHubComment(store: TrackerStore, target: GitHubTarget, commentId: number, owe: OweOptions): Promise<WriteResult<CommentRow | null> | null> {
+export async function deleteGitHubComment(
+  store: TrackerStore,
+  target: GitHubTarget,
+  commentId: number,
+  owe: OweOptions,
+): Promise<WriteResult<CommentRow | null> | null> {
   try {
     return await store.deleteComment(githubCommentId(target, commentId), owe);
   } catch (err) {
@@ -324,7 +380,10 @@ const DUPLICATE_OF = /^[ \t]*Duplicate of #(\d+)\b/im;
  * `comments` are the issue's comment bodies, oldest first (for "Duplicate of #N"); pass [] when
  * they are not at hand. Self-references are left out.
  */
-export function githubIssueLinks(issue: Pick<GitHubIssue, 'number' | 'body' | 'state_reason'>, comments: readonly string[] = []): GitHubLink[] {
+export function githubIssueLinks(
+  issue: Pick<GitHubIssue, 'number' | 'body' | 'state_reason'>,
+  comments: readonly string[] = [],
+): GitHubLink[] {
   const out: GitHubLink[] = [];
   const seen = new Set<string>();
   const push = (l: GitHubLink) => {
@@ -333,7 +392,8 @@ export function githubIssueLinks(issue: Pick<GitHubIssue, 'number' | 'body' | 's
     seen.add(k);
     out.push(l);
   };
-  for (const m of (issue.body ?? '').matchAll(TASK_LIST_REF)) push({ source: Number(m[1]), target: issue.number, linkType: 'parent' });
+  for (const m of (issue.body ?? '').matchAll(TASK_LIST_REF))
+    push({ source: Number(m[1]), target: issue.number, linkType: 'parent' });
   if (issue.state_reason === 'duplicate') {
     const texts = [...comments].reverse().concat(issue.body ?? '');
     for (const t of texts) {
@@ -417,4 +477,3 @@ export async function applyGitHubIssueLinks(
 }
 
 /** The issue number of a REST comment (re-exported for callers of this module). */
-;

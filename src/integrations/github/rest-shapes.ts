@@ -73,10 +73,23 @@ export function commentIssueNumber(c: Pick<GitHubComment, 'issue_url'>): number 
 }
 
 /** The repository member of a webhook payload: only `full_name` (`owner/name`) is read. */
-const githubRepositoryRefSchema = z.object({ full_name: z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'expected owner/name') });
+const githubRepositoryRefSchema = z.object({
+  full_name: z.string().regex(/^[^/\s]+\/[^/\s]+$/, 'expected owner/name'),
+});
 
 /** `issues` event actions Verdict acts on. Other actions (assigned, milestoned, pinned, locked …) fail the parse: acknowledge and ignore them. */
-export const GITHUB_ISSUES_ACTIONS = ['opened', 'edited', 'closed', 'reopened', 'deleted', 'transferred', 'labeled', 'unlabeled', 'milestoned', 'demilestoned'] as const;
+export const GITHUB_ISSUES_ACTIONS = [
+  'opened',
+  'edited',
+  'closed',
+  'reopened',
+  'deleted',
+  'transferred',
+  'labeled',
+  'unlabeled',
+  'milestoned',
+  'demilestoned',
+] as const;
 
 /** `issue_comment` event actions. */
 export const GITHUB_ISSUE_COMMENT_ACTIONS = ['created', 'edited', 'deleted'] as const;

@@ -52,7 +52,11 @@ const LIVE: Readonly<OweOptions> = Object.freeze({});
  * `verify`: `crypto.timingSafeEqual`). Anything missing or malformed is false, never a throw.
  * Bytes that are not UTF-8 fail (the body is verified as the UTF-8 text GitHub sends).
  */
-export async function verifyGitHubSignature(secret: string, rawBody: Buffer | string, signatureHeader: string | undefined): Promise<boolean> {
+export async function verifyGitHubSignature(
+  secret: string,
+  rawBody: Buffer | string,
+  signatureHeader: string | undefined,
+): Promise<boolean> {
   if (!secret || !signatureHeader || rawBody.length === 0) return false;
   const text = typeof rawBody === 'string' ? rawBody : rawBody.toString('utf8');
   if (typeof rawBody !== 'string' && !Buffer.from(text, 'utf8').equals(rawBody)) return false;
@@ -96,7 +100,12 @@ export interface ApplyWebhookOptions {
   /** @defaultValue the `verdict:` prefix */
   labelRule?: LabelRule;
   /** Runs after the item of an `issues` (not deleted or transferred) or `issue_comment` (not deleted) event is written, on the transaction's store. */
-  afterIssue?: (tx: Store, target: GitHubTarget, e: GitHubIssuesEvent | GitHubIssueCommentEvent, itemId: string) => Promise<void>;
+  afterIssue?: (
+    tx: Store,
+    target: GitHubTarget,
+    e: GitHubIssuesEvent | GitHubIssueCommentEvent,
+    itemId: string,
+  ) => Promise<void>;
 }
 
 /**
@@ -106,7 +115,11 @@ export interface ApplyWebhookOptions {
  * already holds another (resolveGitHubTarget); store errors. Nothing is written then, the
  * delivery id included, so GitHub's redelivery can apply it later.
  */
-export async function applyGitHubWebhook(store: Pick<Store, 'transaction'>, d: GitHubDelivery, o: ApplyWebhookOptions = {}): Promise<GitHubDeliveryResult> {
+export async function applyGitHubWebhook(
+  store: Pick<Store, 'transaction'>,
+  d: GitHubDelivery,
+  o: ApplyWebhookOptions = {},
+): Promise<GitHubDeliveryResult> {
   if (d.event === 'issues') {
     const a = accept(d, GITHUB_ISSUES_ACTIONS, githubIssuesEventSchema);
     if ('status' in a) return a;
@@ -159,7 +172,11 @@ const NOT_IMPORTED: GitHubDeliveryResult = { status: 'ignored', reason: 'not_imp
 function accept<E extends { issue: { pull_request?: unknown } }>(
   d: GitHubDelivery,
   actions: readonly string[],
-  schema: { safeParse(v: unknown): { success: true; data: E } | { success: false; error: { issues: ReadonlyArray<{ path: PropertyKey[] }> } } },
+  schema: {
+    safeParse(
+      v: unknown,
+    ): { success: true; data: E } | { success: false; error: { issues: ReadonlyArray<{ path: PropertyKey[] }> } };
+  },
 ): E | GitHubDeliveryResult {
   const action = (d.payload as { action?: unknown } | null)?.action;
   if (typeof action === 'string' && !actions.includes(action)) return { status: 'ignored', reason: 'action', owed: 0 };
@@ -177,10 +194,17 @@ function accept<E extends { issue: { pull_request?: unknown } }>(
  * - one never mapped is created in `d.workspace` when `creates` (an event that writes an issue),
  *   and is `not_imported` otherwise (a deletion of something never imported).
  */
-async function once(store: Pick<Store, 'transaction'>, d: GitHubDelivery, repo: string, creates: boolean, apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>): Promise<GitHubDeliveryResult> {
+async function once(
+  store: Pick<Store, 'transaction'>,
+  d: GitHubDelivery,
+  repo: string,
+  creates: boolean,
+  apply: (tx: Store, target: GitHubTarget) => Promise<GitHubDeliveryResult>,
+): Promise<GitHubDeliveryResult> {
   return store.transaction(async (handle) => {
     const tx = handle as Store; // the handle is the store bound to the transaction (both dialects)
-    if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event }))) return { status: 'duplicate', owed: 0 };
+    if (!(await tx.recordWebhookDelivery({ source: GITHUB_DELIVERY_SOURCE, deliveryId: d.deliveryId, event: d.event })))
+      return { status: 'duplicate', owed: 0 };
     const known = await findGitHubTarget(tx, repo);
     if (known) return apply(tx, await assertGitHubTargetLive(tx, known));
     if (!creates) return NOT_IMPORTED;
@@ -189,5 +213,9 @@ async function once(store: Pick<Store, 'transaction'>, d: GitHubDelivery, repo: 
 }
 
 function invalid(issues: ReadonlyArray<{ path: PropertyKey[] }>): GitHubDeliveryResult {
-  return { status: 'invalid', issues: [...new Set(issues.map((i) => i.path.map(String).join('.') || '(root)'))].slice(0, 20), owed: 0 };
+  return {
+    status: 'invalid',
+    issues: [...new Set(issues.map((i) => i.path.map(String).join('.') || '(root)'))].slice(0, 20),
+    owed: 0,
+  };
 }

@@ -1,5 +1,14 @@
 import { sql, StringChunk, type SQL } from 'drizzle-orm';
-import { builtWithValues, isBound, isSql, type Dialect, type Statement, type Step, type Steps, type Tables } from '../sql/steps.js';
+import {
+  builtWithValues,
+  isBound,
+  isSql,
+  type Dialect,
+  type Statement,
+  type Step,
+  type Steps,
+  type Tables,
+} from '../sql/steps.js';
 import type { PgDb } from './open.js';
 import * as schema from './schema.js';
 
@@ -20,7 +29,8 @@ const SPEND_RESERVATION_LOCK_KEY = 0x7665_7273; // "vers"
  *   "now" past a lease or a backoff without sleeping; 0 in production. Read at each statement.
  */
 export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
-  const nowExpr = (): SQL => sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.clockOffsetMs)))})`;
+  const nowExpr = (): SQL =>
+    sql`(floor(extract(epoch from now()) * 1000)::bigint + ${sql.raw(String(Math.trunc(clock.clockOffsetMs)))})`;
   // A bound shape is built per call with its values as parameters (see ../sql/steps.ts `Shape`):
   // next to a round trip, the build is noise, and SQL expressions can stand for values here.
   const statement = (q: Statement) => (isBound(q) ? builtWithValues(d, q) : q);
@@ -34,12 +44,16 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
         }
         case 'changes': {
           const q = statement(s.q);
-          const r = (isSql(q) ? await db.execute(q) : await (q(db as never) as unknown as Promise<unknown>)) as { rowCount?: number | null; affectedRows?: number };
+          const r = (isSql(q) ? await db.execute(q) : await (q(db as never) as unknown as Promise<unknown>)) as {
+            rowCount?: number | null;
+            affectedRows?: number;
+          };
           // node-postgres reports rowCount, PGlite affectedRows
           return r.rowCount ?? r.affectedRows ?? 0;
         }
         case 'now':
-          return ((await db.execute(sql`SELECT ${nowExpr()} AS now`)) as unknown as { rows: Array<{ now: number }> }).rows[0].now;
+          return ((await db.execute(sql`SELECT ${nowExpr()} AS now`)) as unknown as { rows: Array<{ now: number }> })
+            .rows[0].now;
         case 'nowSql':
           return nowExpr();
       }
@@ -67,10 +81,14 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     text: (v) => sql`${v}::text`,
     byteOrder: (x) => sql`${x} COLLATE "C"`,
     // jsonb equality is by value: 1 = 1.0, "a" <> 1; a missing key is NULL, so never equal.
-    jsonFieldEquals: (column, key, value) => sql`((${column})::jsonb -> ${key}::text) = ${JSON.stringify(value)}::jsonb`,
+    jsonFieldEquals: (column, key, value) =>
+      sql`((${column})::jsonb -> ${key}::text) = ${JSON.stringify(value)}::jsonb`,
     indexedBy: () => NOTHING,
     unindexed: (column) => new StringChunk(`${column} + 0`),
-    claimStates: { where: new StringChunk("j.state > 'batched' AND j.state <> 'parked'"), orderPrefix: new StringChunk('j.state, ') },
+    claimStates: {
+      where: new StringChunk("j.state > 'batched' AND j.state <> 'parked'"),
+      orderPrefix: new StringChunk('j.state, '),
+    },
     forUpdate: new StringChunk(' FOR UPDATE'),
     skipLocked: new StringChunk(' FOR UPDATE OF j SKIP LOCKED'),
     lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,

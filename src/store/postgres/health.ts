@@ -27,18 +27,46 @@ const PG_HEALTH_CONNECT_TIMEOUT_MS = 5_000;
  * dialects): one client (no pool, no migration, no write), and whether the server is reachable.
  * Never throws: the problem is in `error`.
  */
-export async function checkPgHealth(url: string, heartbeatPrefix: string, connectTimeoutMs = PG_HEALTH_CONNECT_TIMEOUT_MS): Promise<PgHealth> {
+export async function checkPgHealth(
+  url: string,
+  heartbeatPrefix: string,
+  connectTimeoutMs = PG_HEALTH_CONNECT_TIMEOUT_MS,
+): Promise<PgHealth> {
   const known = readMigrationFiles({ migrationsFolder: PG_MIGRATIONS });
-  const out: PgHealth = { label: databaseLabel(url), reachable: false, migrationsKnown: known.length, migrationsApplied: 0, migrationsPending: known.length, queue: null, heartbeats: null, error: null };
+  const out: PgHealth = {
+    label: databaseLabel(url),
+    reachable: false,
+    migrationsKnown: known.length,
+    migrationsApplied: 0,
+    migrationsPending: known.length,
+    queue: null,
+    heartbeats: null,
+    error: null,
+  };
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
   client.on('error', () => undefined);
   try {
     await client.connect();
-    out.reachable = true;const table = (name: string) => sql`${sql.identifier(PG_MIGRATIONS_SCHEMA)}.${sql.identifier(name)}`;
-    Object.assign(out, await readDatabaseHealth(postgresDialect({ clockOffsetMs: 0 }), drizzle({ client, schema }), { migrationTables: [table(MIGRATIONS_TABLE), table(LEGACY_MIGRATIONS_TABLE)], known, heartbeatPrefix }));
+    out.reachable = true;
+    const table = (name: string) => sql`${sql.identifier(PG_MIGRATIONS_SCHEMA)}.${sql.identifier(name)}`;
+    Object.assign(
+      out,
+      await readDatabaseHealth(postgresDialect({ clockOffsetMs: 0 }), drizzle({ client, schema }), {
+        migrationTables: [table(MIGRATIONS_TABLE), table(LEGACY_MIGRATIONS_TABLE)],
+        known,
+        heartbeatPrefix,
+      }),
+    );
   } catch (err) {
     const e = err as { code?: unknown; name?: unknown; errors?: Array<{ code?: unknown }> };
-    out.error = typeof e.code === 'string' ? e.code : typeof e.errors?.[0]?.code === 'string' ? (e.errors[0].code as string) : typeof e.name === 'string' ? e.name : 'error';
+    out.error =
+      typeof e.code === 'string'
+        ? e.code
+        : typeof e.errors?.[0]?.code === 'string'
+          ? (e.errors[0].code as string)
+          : typeof e.name === 'string'
+            ? e.name
+            : 'error';
   } finally {
     await client.end().catch(() => undefined);
   }

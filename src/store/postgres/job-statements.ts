@@ -2,7 +2,14 @@ import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../decision/rows.js';
 import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
 import type { WorkspaceRow } from '../tracker-reads.js';
-import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError, toClaim, toCollectionRow, type RawJob } from '../write-rules.js';
+import {
+  ABANDON_BACKOFF_CAP_MS,
+  abandonReason,
+  boundError,
+  toClaim,
+  toCollectionRow,
+  type RawJob,
+} from '../write-rules.js';
 import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
 
 /**
@@ -22,7 +29,11 @@ import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
  */
 
 /** Runs one named prepared statement: its rows, and the rows it changed. */
-export type PgQuery = (name: string, text: string, values: readonly unknown[]) => Promise<{ rows: Array<Record<string, unknown>>; rowCount: number }>;
+export type PgQuery = (
+  name: string,
+  text: string,
+  values: readonly unknown[],
+) => Promise<{ rows: Array<Record<string, unknown>>; rowCount: number }>;
 
 /** What the statements need: how to send one, and the test-only clock offset (DESIGN §2). */
 export interface PgJobContext {
@@ -82,7 +93,13 @@ export async function loadState(x: PgJobContext, itemId: string): Promise<ItemFo
   };
   // PGlite reads int8 columns as bigint; node-postgres as numbers (open.ts).
   const ms = (v: unknown) => (v === null ? null : Number(v));
-  const row: ItemRow = { ...item, seq: Number(item.seq), createdAt: Number(item.createdAt), updatedAt: Number(item.updatedAt), deletedAt: ms(item.deletedAt) };
+  const row: ItemRow = {
+    ...item,
+    seq: Number(item.seq),
+    createdAt: Number(item.createdAt),
+    updatedAt: Number(item.updatedAt),
+    deletedAt: ms(item.deletedAt),
+  };
   return { item: row, collection: toCollectionRow(collection), workspace, comments, links };
 }
 
@@ -153,7 +170,8 @@ function claimValues(x: PgJobContext, r: ClaimRequest): unknown[] {
   const coAsk = Object.fromEntries(Object.entries(r.coAsk ?? {}).filter(([set]) => !skipped.has(set)));
   const first = firstOfGroupPairs(coAsk);
   const partners: Array<[string, string]> = [];
-  for (const set of Object.keys(coAsk).sort()) for (const p of [...new Set(coAsk[set])].sort()) if (p !== set) partners.push([set, p]);
+  for (const set of Object.keys(coAsk).sort())
+    for (const p of [...new Set(coAsk[set])].sort()) if (p !== set) partners.push([set, p]);
   return [
     r.workerId,
     x.newToken(),
@@ -173,7 +191,10 @@ function claimValues(x: PgJobContext, r: ClaimRequest): unknown[] {
  * A claim from the statement's `next` and `siblings` columns, or null: none claimed, or one the
  * caller must handle first (`atLimit`: park it; `backOff`: put it back, DESIGN §3 "Abandons").
  */
-function claimOf(r: Record<string, unknown>, req: ClaimRequest): { claim: Claim | null; atLimit: RawJob | null; backOff?: RawJob } {
+function claimOf(
+  r: Record<string, unknown>,
+  req: ClaimRequest,
+): { claim: Claim | null; atLimit: RawJob | null; backOff?: RawJob } {
   const row = r.next as RawJob | null;
   if (!row) return { claim: null, atLimit: null };
   if (row.abandons >= req.abandonLimit) return { claim: null, atLimit: row };
@@ -225,31 +246,73 @@ WHERE item_id = $2 AND question_set = ANY ($6::text[]) AND question_set <> $3
 
 async function putBack(x: PgJobContext, row: RawJob, r: ClaimRequest): Promise<void> {
   const partners = [...new Set(r.coAsk?.[row.question_set] ?? [])];
-  await x.query('verdict_put_back', PUT_BACK, [x.clockOffsetMs(), row.item_id, row.question_set, row.claim_token, Number(row.not_before), partners]);
+  await x.query('verdict_put_back', PUT_BACK, [
+    x.clockOffsetMs(),
+    row.item_id,
+    row.question_set,
+    row.claim_token,
+    Number(row.not_before),
+    partners,
+  ]);
 }
 
 async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
-  await x.query('verdict_park_claimed', PARK_CLAIMED, [x.clockOffsetMs(), row.item_id, row.question_set, row.claim_token, boundError(abandonReason(row.abandons))]);
+  await x.query('verdict_park_claimed', PARK_CLAIMED, [
+    x.clockOffsetMs(),
+    row.item_id,
+    row.question_set,
+    row.claim_token,
+    boundError(abandonReason(row.abandons)),
+  ]);
 }
 
 // ----------------------------------------------------------------------------------- the finish
 
 /** The answer columns, in the order of the insert's arrays (`evaluated_at` is the statement's now). */
 const ANSWER_COLUMNS = [
-  ['workspace_id', 'text'], ['item_id', 'text'], ['question_set', 'text'], ['question_key', 'text'], ['kind', 'text'], ['answer', 'text'],
-  ['confidence', 'float8'], ['provider', 'text'], ['model', 'text'], ['state_hash', 'text'], ['question_hash', 'text'], ['state_version', 'int'],
-  ['state_parts', 'text'], ['input_tokens', 'int'], ['output_tokens', 'int'], ['item_seq', 'int'], ['state_truncated', 'boolean'],
-  ['rationale', 'text'], ['fingerprint_context', 'text'],
+  ['workspace_id', 'text'],
+  ['item_id', 'text'],
+  ['question_set', 'text'],
+  ['question_key', 'text'],
+  ['kind', 'text'],
+  ['answer', 'text'],
+  ['confidence', 'float8'],
+  ['provider', 'text'],
+  ['model', 'text'],
+  ['state_hash', 'text'],
+  ['question_hash', 'text'],
+  ['state_version', 'int'],
+  ['state_parts', 'text'],
+  ['input_tokens', 'int'],
+  ['output_tokens', 'int'],
+  ['item_seq', 'int'],
+  ['state_truncated', 'boolean'],
+  ['rationale', 'text'],
+  ['fingerprint_context', 'text'],
 ] as const;
 
 /** The answers' parameters, one array per column, in ANSWER_COLUMNS' order. */
 function answerArrays(list: readonly NewDecision[]): unknown[][] {
   return [
-    list.map((d) => d.workspaceId), list.map((d) => d.itemId), list.map((d) => d.questionSet), list.map((d) => d.questionKey),
-    list.map((d) => d.kind), list.map((d) => d.answer), list.map((d) => d.confidence), list.map((d) => d.provider), list.map((d) => d.model),
-    list.map((d) => d.stateHash), list.map((d) => d.questionHash), list.map((d) => d.stateVersion), list.map((d) => d.stateParts),
-    list.map((d) => d.inputTokens), list.map((d) => d.outputTokens), list.map((d) => d.itemSeq), list.map((d) => d.stateTruncated),
-    list.map((d) => d.rationale ?? null), list.map((d) => d.fingerprintContext ?? null),
+    list.map((d) => d.workspaceId),
+    list.map((d) => d.itemId),
+    list.map((d) => d.questionSet),
+    list.map((d) => d.questionKey),
+    list.map((d) => d.kind),
+    list.map((d) => d.answer),
+    list.map((d) => d.confidence),
+    list.map((d) => d.provider),
+    list.map((d) => d.model),
+    list.map((d) => d.stateHash),
+    list.map((d) => d.questionHash),
+    list.map((d) => d.stateVersion),
+    list.map((d) => d.stateParts),
+    list.map((d) => d.inputTokens),
+    list.map((d) => d.outputTokens),
+    list.map((d) => d.itemSeq),
+    list.map((d) => d.stateTruncated),
+    list.map((d) => d.rationale ?? null),
+    list.map((d) => d.fingerprintContext ?? null),
   ];
 }
 
@@ -315,9 +378,27 @@ function finishValues(claim: Claim, f: JobFinish): unknown[] {
   const a = f.answers;
   const u = a?.spend.usage;
   const spend = a
-    ? [a.spend.questionSet, a.spend.provider, a.spend.model, a.spend.outcome, a.spend.calls, u!.inputTokens, u!.outputTokens, u!.cacheReadTokens, u!.cacheWriteTokens]
+    ? [
+        a.spend.questionSet,
+        a.spend.provider,
+        a.spend.model,
+        a.spend.outcome,
+        a.spend.calls,
+        u!.inputTokens,
+        u!.outputTokens,
+        u!.cacheReadTokens,
+        u!.cacheWriteTokens,
+      ]
     : [null, null, null, null, null, null, null, null, null];
-  return [claim.itemId, claim.questionSet, claim.claimToken, claim.generation, ...answerArrays(a?.decisions ?? []), ...spend, a?.reservationId ?? null];
+  return [
+    claim.itemId,
+    claim.questionSet,
+    claim.claimToken,
+    claim.generation,
+    ...answerArrays(a?.decisions ?? []),
+    ...spend,
+    a?.reservationId ?? null,
+  ];
 }
 
 /** What the finish statement did: whether the completion applied, the keys of the answers it stored, and the slot's next claim. */
@@ -338,8 +419,12 @@ export interface FinishDone {
  */
 export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinish): Promise<FinishDone> {
   const r = f.claimNext;
-  const values = r ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f)] : [x.clockOffsetMs(), ...finishValues(claim, f)];
-  const row = (await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))).rows[0];
+  const values = r
+    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f)]
+    : [x.clockOffsetMs(), ...finishValues(claim, f)];
+  const row = (
+    await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))
+  ).rows[0];
   let next: Claim | null = null;
   if (r) {
     const got = claimOf(row, r);

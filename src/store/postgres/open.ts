@@ -111,7 +111,11 @@ export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): Pg
         try {
           const mdb = drizzleNodePg({ client, schema });
           await adoptLegacyMigrations((q) => mdb.execute(q) as unknown as Promise<{ rows: unknown[] }>);
-          await migrateNodePg(mdb, { migrationsFolder: PG_MIGRATIONS, migrationsSchema: PG_MIGRATIONS_SCHEMA, migrationsTable: MIGRATIONS_TABLE });
+          await migrateNodePg(mdb, {
+            migrationsFolder: PG_MIGRATIONS,
+            migrationsSchema: PG_MIGRATIONS_SCHEMA,
+            migrationsTable: MIGRATIONS_TABLE,
+          });
         } finally {
           await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
         }
@@ -136,11 +140,22 @@ export const PG_MIGRATIONS_SCHEMA = 'drizzle';
  * migration lock.
  */
 async function adoptLegacyMigrations(exec: (q: SQL) => Promise<{ rows: unknown[] }>): Promise<void> {
-  const t = (await exec(sql`SELECT to_regclass('drizzle.verdict_migrations') AS new, to_regclass('drizzle.__drizzle_migrations') AS old`)).rows[0] as { new: string | null; old: string | null };
+  const t = (
+    await exec(
+      sql`SELECT to_regclass('drizzle.verdict_migrations') AS new, to_regclass('drizzle.__drizzle_migrations') AS old`,
+    )
+  ).rows[0] as { new: string | null; old: string | null };
   if (t.new !== null || t.old === null) return;
   const known = readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).map((m) => m.hash);
-  await exec(sql`CREATE TABLE IF NOT EXISTS drizzle.verdict_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
-  await exec(sql`INSERT INTO drizzle.verdict_migrations (hash, created_at) SELECT hash, created_at FROM drizzle.__drizzle_migrations WHERE hash IN (${sql.join(known.map((h) => sql`${h}`), sql`, `)}) ORDER BY id`);
+  await exec(
+    sql`CREATE TABLE IF NOT EXISTS drizzle.verdict_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+  );
+  await exec(
+    sql`INSERT INTO drizzle.verdict_migrations (hash, created_at) SELECT hash, created_at FROM drizzle.__drizzle_migrations WHERE hash IN (${sql.join(
+      known.map((h) => sql`${h}`),
+      sql`, `,
+    )}) ORDER BY id`,
+  );
 }
 
 /**
@@ -160,7 +175,11 @@ export async function connectPglite(client: PGlite, opts: { closeClient?: boolea
     },
     migrate: async () => {
       await adoptLegacyMigrations((q) => db.execute(q) as unknown as Promise<{ rows: unknown[] }>);
-      await migrate(db, { migrationsFolder: PG_MIGRATIONS, migrationsSchema: PG_MIGRATIONS_SCHEMA, migrationsTable: MIGRATIONS_TABLE });
+      await migrate(db, {
+        migrationsFolder: PG_MIGRATIONS,
+        migrationsSchema: PG_MIGRATIONS_SCHEMA,
+        migrationsTable: MIGRATIONS_TABLE,
+      });
     },
     close: async () => {
       if (opts.closeClient !== false && !client.closed) await client.close();

@@ -68,7 +68,10 @@ export class PgStore extends SqlStore implements Store {
       newToken: () => randomBytes(16).toString('hex'),
     };
     // A server that is down or a wrong password reads `verdict: cannot reach …; <fix>`, not a raw ECONNREFUSED.
-    this.ready = opts.migrate === false ? Promise.resolve() : conn.migrate().catch((err: unknown) => Promise.reject(databaseError(err, label)));
+    this.ready =
+      opts.migrate === false
+        ? Promise.resolve()
+        : conn.migrate().catch((err: unknown) => Promise.reject(databaseError(err, label)));
     this.ready.catch(() => undefined); // surfaced by the first call, not as an unhandled rejection
   }
 
@@ -130,7 +133,10 @@ export class PgStore extends SqlStore implements Store {
     if (typeof (host as pg.ClientBase).query === 'function' && typeof (host as PgDb).select !== 'function') {
       // drizzle's own transaction object over the host's client, at nesting depth 0: its
       // `transaction()` opens savepoints. `dialect` and `session` are drizzle internals (0.45).
-      const db = drizzleNodePg({ client: host as pg.PoolClient, schema }) as unknown as { dialect: never; session: never };
+      const db = drizzleNodePg({ client: host as pg.PoolClient, schema }) as unknown as {
+        dialect: never;
+        session: never;
+      };
       const tx = new NodePgTransaction(db.dialect, db.session, undefined);
       return this.boundTo(tx as unknown as PgDb);
     }
@@ -199,9 +205,11 @@ export class PgStore extends SqlStore implements Store {
           await db.execute(sql`BEGIN`);
           try {
             const decisions = f.answers!.decisions;
-            const watch = await steps((function* () {
-              return yield* watchSurfacing(tc, yield* nowSql(), decisions, surfacing);
-            })());
+            const watch = await steps(
+              (function* () {
+                return yield* watchSurfacing(tc, yield* nowSql(), decisions, surfacing);
+              })(),
+            );
             const got = await finishStatement({ ...this.jobs, query }, claim, f);
             if (watch) await steps(queueSurfacingEvents(tc, watch, got.stored));
             await db.execute(sql`COMMIT`);
@@ -238,7 +246,9 @@ export class PgStore extends SqlStore implements Store {
     return this.call((c) => jobs.releaseJob(c, ...a));
   }
   /** The state read in one statement (job-statements.ts `loadState`). */
-  loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
+  loadItemForEvaluation(
+    ...a: Parameters<JobStore['loadItemForEvaluation']>
+  ): ReturnType<JobStore['loadItemForEvaluation']> {
     if (!this.unbound) return this.call((c) => decisions.loadItemForEvaluation(c, ...a));
     return this.call(() => loadState(this.jobs, a[0]));
   }
@@ -306,7 +316,12 @@ export function pgStorageProblem(err: unknown): string | null {
   const e = err as { code?: unknown; message?: unknown } | null;
   const code = typeof e?.code === 'string' ? e.code : '';
   if (code === '53100') return 'disk full';
-  if (/^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|EHOSTUNREACH)$/.test(code) || code.startsWith('08') || code.startsWith('57P')) return 'database unreachable';
+  if (
+    /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|EHOSTUNREACH)$/.test(code) ||
+    code.startsWith('08') ||
+    code.startsWith('57P')
+  )
+    return 'database unreachable';
   const message = typeof e?.message === 'string' ? e.message : '';
   if (/Connection terminated|timeout exceeded when trying to connect/i.test(message)) return 'database unreachable';
   return null;

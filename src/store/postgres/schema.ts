@@ -1,5 +1,15 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, doublePrecision, index, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  doublePrecision,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 
 /**
  * PostgreSQL schema (DESIGN §2, §13), kept column for column identical to `../sqlite/schema.ts`:
@@ -28,7 +38,9 @@ export const collections = pgTable(
   'collections',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     slug: text('slug').notNull(),
     isSystem: boolean('is_system').notNull().default(false),
     /** JSON: `{fields: [{key, type, options?, terminal_options?}]}` */
@@ -45,8 +57,12 @@ export const items = pgTable(
   'items',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
-    collectionId: text('collection_id').notNull().references(() => collections.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id),
     ref: text('ref').notNull(),
     title: text('title').notNull(),
     content: text('content').notNull().default(''),
@@ -74,7 +90,9 @@ export const comments = pgTable(
   'comments',
   {
     id: text('id').primaryKey(),
-    itemId: text('item_id').notNull().references(() => items.id),
+    itemId: text('item_id')
+      .notNull()
+      .references(() => items.id),
     parentCommentId: text('parent_comment_id'),
     author: text('author').notNull(),
     body: text('body').notNull(),
@@ -82,16 +100,25 @@ export const comments = pgTable(
     updatedAt: ms('updated_at').notNull(),
     deletedAt: ms('deleted_at'),
   },
-  (t) => [index('comments_item_idx').on(t.itemId, t.createdAt, t.id), index('comments_parent_idx').on(t.parentCommentId)],
+  (t) => [
+    index('comments_item_idx').on(t.itemId, t.createdAt, t.id),
+    index('comments_parent_idx').on(t.parentCommentId),
+  ],
 );
 
 export const itemLinks = pgTable(
   'item_links',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
-    sourceId: text('source_id').notNull().references(() => items.id),
-    targetId: text('target_id').notNull().references(() => items.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
+    sourceId: text('source_id')
+      .notNull()
+      .references(() => items.id),
+    targetId: text('target_id')
+      .notNull()
+      .references(() => items.id),
     /** `parent`: source's parent is target; `blocks`: source blocks target; others kept, not read. */
     linkType: text('link_type').notNull(),
     createdAt: ms('created_at').notNull(),
@@ -125,7 +152,9 @@ export const decisionJobs = pgTable(
      */
     defers: integer('defers').notNull().default(0),
     /** `owed`, `parked`, or `batched`: in a provider batch (DESIGN §7.3), not claimable until its result is stored or the batch re-owes it. */
-    state: text('state', { enum: ['owed', 'parked', 'batched'] }).notNull().default('owed'),
+    state: text('state', { enum: ['owed', 'parked', 'batched'] })
+      .notNull()
+      .default('owed'),
     /** The `provider_batches` row a batched job is in; null otherwise (a write that re-owes the job leaves it, and the batch then leaves the job alone). */
     batchId: text('batch_id'),
     lastError: text('last_error'),
@@ -179,7 +208,14 @@ export const itemDecisions = pgTable(
   },
   (t) => [
     // The idempotency key (DESIGN §2): an insert that conflicts does nothing.
-    uniqueIndex('item_decisions_idem_uq').on(t.itemId, t.questionSet, t.questionKey, t.stateHash, t.questionHash, t.stateVersion),
+    uniqueIndex('item_decisions_idem_uq').on(
+      t.itemId,
+      t.questionSet,
+      t.questionKey,
+      t.stateHash,
+      t.questionHash,
+      t.stateVersion,
+    ),
     index('item_decisions_latest_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
     index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet, t.itemId),
   ],
@@ -227,7 +263,9 @@ export const decisionSpendReservations = pgTable(
 export const verdictMeta = pgTable('verdict_meta', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
-  updatedAt: ms('updated_at').notNull().default(sql`0`),
+  updatedAt: ms('updated_at')
+    .notNull()
+    .default(sql`0`),
 });
 
 /**
@@ -238,7 +276,9 @@ export const apiTokens = pgTable(
   'api_tokens',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     /** `read`, `write` or `admin`. */
     role: text('role').notNull(),
     /** Hex SHA-256 of the whole token. */
@@ -262,8 +302,12 @@ export const dashboardSessions = pgTable(
   {
     /** Hex SHA-256 of the session id the cookie carries. */
     idHash: text('id_hash').primaryKey(),
-    tokenId: text('token_id').notNull().references(() => apiTokens.id),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    tokenId: text('token_id')
+      .notNull()
+      .references(() => apiTokens.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     /** The token's role at login: `read`, `write` or `admin`. */
     role: text('role').notNull(),
     createdAt: ms('created_at').notNull(),

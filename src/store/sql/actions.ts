@@ -1,5 +1,14 @@
 import { sql } from 'drizzle-orm';
-import type { ActionOutboxRow, ActionRowRef, ActionRowTable, ItemActionRow, LabelledAnswer, PendingActionWrite, PlannedAction, ProposalReason } from '../actions.js';
+import type {
+  ActionOutboxRow,
+  ActionRowRef,
+  ActionRowTable,
+  ItemActionRow,
+  LabelledAnswer,
+  PendingActionWrite,
+  PlannedAction,
+  ProposalReason,
+} from '../actions.js';
 import { ACTION_LABELS_SET } from '../events.js';
 import { changes, inList, nowMs, one, read, rows, write, type SqlContext } from './steps.js';
 
@@ -31,7 +40,8 @@ const COLUMNS = sql`workspace_id, item_id, question_set, question_key, want, sou
 const list = (text: string | null): string[] | null => (text === null ? null : (JSON.parse(text) as string[]));
 const num = (v: number | string | null): number | null => (v === null ? null : Number(v));
 /** A label list as stored: sorted, JSON. */
-const stored = (labels: readonly string[] | null): string | null => (labels === null ? null : JSON.stringify([...labels].sort()));
+const stored = (labels: readonly string[] | null): string | null =>
+  labels === null ? null : JSON.stringify([...labels].sort());
 
 function toRow(r: ActionDbRow): ItemActionRow {
   return {
@@ -54,7 +64,9 @@ function toRow(r: ActionDbRow): ItemActionRow {
 
 export function listItemActions(c: SqlContext, itemId: string): Promise<ItemActionRow[]> {
   return read(c, function* () {
-    const got = yield* rows<ActionDbRow>(sql`SELECT ${COLUMNS} FROM item_actions WHERE item_id = ${itemId} ORDER BY question_set, question_key`);
+    const got = yield* rows<ActionDbRow>(
+      sql`SELECT ${COLUMNS} FROM item_actions WHERE item_id = ${itemId} ORDER BY question_set, question_key`,
+    );
     return got.map(toRow);
   });
 }
@@ -108,7 +120,14 @@ export function saveItemAction(c: SqlContext, p: PlannedAction, queue: ActionOut
 
 export function recordActionDelivery(
   c: SqlContext,
-  r: { itemId: string; questionSet: string; questionKey: string; applied: string[] | null; skipped: boolean; commented: boolean },
+  r: {
+    itemId: string;
+    questionSet: string;
+    questionKey: string;
+    applied: string[] | null;
+    skipped: boolean;
+    commented: boolean;
+  },
 ): Promise<void> {
   return write(c, function* () {
     const now = yield* nowMs();
@@ -146,7 +165,12 @@ export function actionRows(
   return read(c, function* () {
     const table = q.table === 'decisions' ? sql`item_decisions` : sql`human_verdicts`;
     const which =
-      q.ids !== undefined ? inList(sql`id`, q.ids.map((id) => c.d.int8(id))) : sql`id > ${c.d.int8(q.after ?? 0)}`;
+      q.ids !== undefined
+        ? inList(
+            sql`id`,
+            q.ids.map((id) => c.d.int8(id)),
+          )
+        : sql`id > ${c.d.int8(q.after ?? 0)}`;
     // Every row, not only the acting sets' ones: the caller tells a gap in the ids (a row not yet
     // committed) from a row of another set.
     const got = yield* rows<{ id: number | string; item_id: string; acts: number | string }>(sql`
@@ -157,7 +181,11 @@ export function actionRows(
     // SQLite's single writer commits ids in order: nothing can appear below a read id.
     const mark =
       c.d.name === 'postgres'
-        ? Number((yield* one<{ mark: number | string }>(sql`SELECT (extract(epoch from clock_timestamp()) * 1000000)::int8 AS mark`))!.mark)
+        ? Number(
+            (yield* one<{ mark: number | string }>(
+              sql`SELECT (extract(epoch from clock_timestamp()) * 1000000)::int8 AS mark`,
+            ))!.mark,
+          )
         : null;
     return { rows: got.map((r) => ({ id: Number(r.id), itemId: r.item_id, acts: Number(r.acts) === 1 })), mark };
   });
@@ -178,7 +206,10 @@ export function actionWritersEnded(c: SqlContext, mark: number): Promise<boolean
   });
 }
 
-export function actionItemsOfSet(c: SqlContext, q: { workspaceId: string; questionSet: string; afterItemId?: string; limit: number }): Promise<string[]> {
+export function actionItemsOfSet(
+  c: SqlContext,
+  q: { workspaceId: string; questionSet: string; afterItemId?: string; limit: number },
+): Promise<string[]> {
   return read(c, function* () {
     const got = yield* rows<{ item_id: string }>(sql`
       SELECT DISTINCT item_id FROM item_decisions WHERE workspace_id = ${q.workspaceId} AND question_set = ${q.questionSet}
@@ -190,21 +221,45 @@ export function actionItemsOfSet(c: SqlContext, q: { workspaceId: string; questi
 
 export function labelledAnswers(c: SqlContext, workspaceId: string, questionSet: string): Promise<LabelledAnswer[]> {
   return read(c, function* () {
-    const got = yield* rows<{ item_id: string; question_key: string; verdict: string; value: string | null; answer: string | null }>(sql`
+    const got = yield* rows<{
+      item_id: string;
+      question_key: string;
+      verdict: string;
+      value: string | null;
+      answer: string | null;
+    }>(sql`
       SELECT v.item_id, v.question_key, v.verdict, v.value, d.answer
       FROM human_verdicts v LEFT JOIN item_decisions d ON d.id = v.decision_id
       WHERE v.id IN (SELECT max(id) FROM human_verdicts WHERE workspace_id = ${workspaceId} AND question_set = ${questionSet} GROUP BY item_id, question_key)
       ORDER BY v.item_id, v.question_key`);
-    return got.map((r) => ({ itemId: r.item_id, questionKey: r.question_key, verdict: r.verdict, value: r.value, answer: r.answer }));
+    return got.map((r) => ({
+      itemId: r.item_id,
+      questionKey: r.question_key,
+      verdict: r.verdict,
+      value: r.value,
+      answer: r.answer,
+    }));
   });
 }
 
 export function pendingActionWrites(c: SqlContext, workspaceId: string): Promise<PendingActionWrite[]> {
   return read(c, function* () {
-    const got = yield* rows<{ id: number | string; item_id: string; payload: string; attempts: number | string; last_error: string | null }>(sql`
+    const got = yield* rows<{
+      id: number | string;
+      item_id: string;
+      payload: string;
+      attempts: number | string;
+      last_error: string | null;
+    }>(sql`
       SELECT id, item_id, payload, attempts, last_error FROM decision_events
       WHERE kind = 'github' AND workspace_id = ${workspaceId} AND delivered_at IS NULL ORDER BY id`);
-    return got.map((r) => ({ id: Number(r.id), itemId: r.item_id, payload: r.payload, attempts: Number(r.attempts), lastError: r.last_error }));
+    return got.map((r) => ({
+      id: Number(r.id),
+      itemId: r.item_id,
+      payload: r.payload,
+      attempts: Number(r.attempts),
+      lastError: r.last_error,
+    }));
   });
 }
 

@@ -39,7 +39,9 @@ export function createApiToken(c: SqlContext, t: NewApiToken): Promise<ApiTokenR
     yield* changes(sql`
       INSERT INTO api_tokens (id, workspace_id, role, token_hash, name, created_at)
       VALUES (${t.id}, ${t.workspaceId}, ${t.role}, ${t.tokenHash}, ${t.name ?? ''}, ${now})`);
-    const row = yield* one<TokenDbRow>(sql`SELECT ${TOKEN_COLUMNS} FROM api_tokens t JOIN workspaces w ON w.id = t.workspace_id WHERE t.id = ${t.id}`);
+    const row = yield* one<TokenDbRow>(
+      sql`SELECT ${TOKEN_COLUMNS} FROM api_tokens t JOIN workspaces w ON w.id = t.workspace_id WHERE t.id = ${t.id}`,
+    );
     return toRow(row!);
   });
 }
@@ -62,7 +64,8 @@ export function listApiTokens(c: SqlContext, workspaceId?: string): Promise<ApiT
 export function revokeApiToken(c: SqlContext, id: string): Promise<boolean> {
   return write(c, function* () {
     const now = yield* nowSql();
-    const revoked = (yield* changes(sql`UPDATE api_tokens SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`)) > 0;
+    const revoked =
+      (yield* changes(sql`UPDATE api_tokens SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`)) > 0;
     yield* changes(sql`DELETE FROM dashboard_sessions WHERE token_id = ${id}`);
     return revoked;
   });
@@ -96,11 +99,16 @@ const findTokenShape = shape<'tokenHash'>(
  * so a crash between them cannot apply a delivery twice or mark one applied that was not.
  * @returns true when the id is new (apply the delivery), false for a redelivery (a no-op).
  */
-export function recordWebhookDelivery(c: SqlContext, d: { source: string; deliveryId: string; event: string }): Promise<boolean> {
+export function recordWebhookDelivery(
+  c: SqlContext,
+  d: { source: string; deliveryId: string; event: string },
+): Promise<boolean> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
-    return (yield* changes(sql`
+    return (
+      (yield* changes(sql`
       INSERT INTO webhook_deliveries (source, delivery_id, event, received_at) VALUES (${d.source}, ${d.deliveryId}, ${d.event}, ${now})
-      ON CONFLICT (source, delivery_id) DO NOTHING`)) > 0;
+      ON CONFLICT (source, delivery_id) DO NOTHING`)) > 0
+    );
   });
 }

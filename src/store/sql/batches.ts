@@ -1,12 +1,33 @@
 import { sql } from 'drizzle-orm';
 import type { Claim } from '../store.js';
-import type { BatchJobOutcome, BatchRequestRow, BatchResultWrite, NewBatchRequest, NewProviderBatch, ProviderBatchPatch, ProviderBatchRow } from '../batch-store.js';
+import type {
+  BatchJobOutcome,
+  BatchRequestRow,
+  BatchResultWrite,
+  NewBatchRequest,
+  NewProviderBatch,
+  ProviderBatchPatch,
+  ProviderBatchRow,
+} from '../batch-store.js';
 import { VerdictError } from '../../errors.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
 import { abandonReason, boundError as bound, refusalParkReason, toClaim, type RawJob } from '../write-rules.js';
 import { backsOff, claimSet, park, putBack } from './jobs.js';
-import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  autocommit,
+  changes,
+  exec,
+  nowMs,
+  nowSql,
+  one,
+  read,
+  rows,
+  write,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * Provider batches on the job queue (DESIGN §7.3). A batched job is `state = 'batched'` with
@@ -19,7 +40,10 @@ import { autocommit, changes, exec, nowMs, nowSql, one, read, rows, write, type 
 /** Thrown by `recordBatch` when a job's claim was lost before the batch was recorded: nothing was written. */
 class BatchClaimLost extends VerdictError {
   readonly code = 'batch_claim_lost';
-  constructor(readonly itemId: string, readonly questionSet: string) {
+  constructor(
+    readonly itemId: string,
+    readonly questionSet: string,
+  ) {
     super(`claim lost before batching: job (${itemId}, ${questionSet})`);
   }
 }
@@ -35,7 +59,12 @@ export function claimBatchJobs(
   workerId: string,
   o: { leaseMs: number; limit: number; abandonLimit: number; skipSets?: readonly string[] },
 ): Promise<Claim[]> {
-  const skip = (o.skipSets ?? []).length ? sql`AND j.question_set NOT IN (${sql.join((o.skipSets ?? []).map((s) => sql`${s}`), sql`, `)})` : sql``;
+  const skip = (o.skipSets ?? []).length
+    ? sql`AND j.question_set NOT IN (${sql.join(
+        (o.skipSets ?? []).map((s) => sql`${s}`),
+        sql`, `,
+      )})`
+    : sql``;
   return autocommit(c, function* () {
     const now = yield* nowSql();
     const token = c.newToken();
@@ -53,11 +82,14 @@ export function claimBatchJobs(
       RETURNING *`);
     const out: Claim[] = [];
     for (const row of got) {
-      if (row.abandons >= o.abandonLimit) yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
+      if (row.abandons >= o.abandonLimit)
+        yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), token);
       else if (backsOff(row, o.leaseMs)) yield* putBack(row);
       else out.push(toClaim(row));
     }
-    return out.sort((a, b) => (a.itemId === b.itemId ? (a.questionSet < b.questionSet ? -1 : 1) : a.itemId < b.itemId ? -1 : 1));
+    return out.sort((a, b) =>
+      a.itemId === b.itemId ? (a.questionSet < b.questionSet ? -1 : 1) : a.itemId < b.itemId ? -1 : 1,
+    );
   });
 }
 
@@ -67,7 +99,12 @@ export function claimBatchJobs(
  * fenced by its claim token. A job whose claim was lost aborts the whole transaction.
  * @throws BatchClaimLost when a claim no longer holds (nothing was written).
  */
-export function recordBatch(c: SqlContext, b: NewProviderBatch, requests: readonly NewBatchRequest[], claims: readonly Claim[]): Promise<void> {
+export function recordBatch(
+  c: SqlContext,
+  b: NewProviderBatch,
+  requests: readonly NewBatchRequest[],
+  claims: readonly Claim[],
+): Promise<void> {
   return write(c, function* () {
     const now = yield* nowMs();
     yield* exec(sql`
@@ -139,8 +176,17 @@ function toBatch(r: RawBatch): ProviderBatchRow {
 }
 
 /** Batch rows, oldest first; only those in `statuses` when given. */
-export function listProviderBatches(c: SqlContext, statuses?: readonly ProviderBatchRow['status'][]): Promise<ProviderBatchRow[]> {
-  const where = statuses && statuses.length ? sql`WHERE status IN (${sql.join(statuses.map((s) => sql`${s}`), sql`, `)})` : sql``;
+export function listProviderBatches(
+  c: SqlContext,
+  statuses?: readonly ProviderBatchRow['status'][],
+): Promise<ProviderBatchRow[]> {
+  const where =
+    statuses && statuses.length
+      ? sql`WHERE status IN (${sql.join(
+          statuses.map((s) => sql`${s}`),
+          sql`, `,
+        )})`
+      : sql``;
   return read(c, function* () {
     return (yield* rows<RawBatch>(sql`SELECT * FROM provider_batches ${where} ORDER BY created_at, id`)).map(toBatch);
   });
@@ -149,10 +195,20 @@ export function listProviderBatches(c: SqlContext, statuses?: readonly ProviderB
 /** The requests of a batch whose results are not stored yet. */
 export function listBatchRequests(c: SqlContext, batchId: string): Promise<BatchRequestRow[]> {
   return read(c, function* () {
-    const got = yield* rows<{ batch_id: string; custom_id: string; workspace_id: string; item_id: string; plan: string }>(
-      sql`SELECT * FROM batch_requests WHERE batch_id = ${batchId} ORDER BY custom_id`,
-    );
-    return got.map((r) => ({ batchId: r.batch_id, customId: r.custom_id, workspaceId: r.workspace_id, itemId: r.item_id, plan: JSON.parse(r.plan) }));
+    const got = yield* rows<{
+      batch_id: string;
+      custom_id: string;
+      workspace_id: string;
+      item_id: string;
+      plan: string;
+    }>(sql`SELECT * FROM batch_requests WHERE batch_id = ${batchId} ORDER BY custom_id`);
+    return got.map((r) => ({
+      batchId: r.batch_id,
+      customId: r.custom_id,
+      workspaceId: r.workspace_id,
+      itemId: r.item_id,
+      plan: JSON.parse(r.plan),
+    }));
   });
 }
 
@@ -178,10 +234,17 @@ export function batchJobCounts(c: SqlContext, batchId: string): Promise<{ batche
  * that stops halfway stores each result once.
  * @returns answers inserted (conflicts, already stored, do nothing).
  */
-export function storeBatchResult(c: SqlContext, batchId: string, customId: string, r: BatchResultWrite): Promise<number> {
+export function storeBatchResult(
+  c: SqlContext,
+  batchId: string,
+  customId: string,
+  r: BatchResultWrite,
+): Promise<number> {
   return write(c, function* () {
     const now = yield* nowSql();
-    const gone = yield* changes(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId} AND custom_id = ${customId}`);
+    const gone = yield* changes(
+      sql`DELETE FROM batch_requests WHERE batch_id = ${batchId} AND custom_id = ${customId}`,
+    );
     if (gone !== 1) return 0; // stored already (a sweep that stopped after its commit)
     let stored = 0;
     let jobs = r.jobs;
@@ -197,8 +260,12 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
           if (part && !(yield* inBatchTx(c, batchId, part.itemId, part.questionSet))) continue;
           stored += yield* insertDecisionsTx(c, now, a.decisions, a.surfacing);
         }
-      }
-      else jobs = jobs.map((j) => ({ ...j, outcome: live === 'item_gone' ? 'drop' : 'release', error: live === 'item_gone' ? undefined : 'workspace deleted' }));
+      } else
+        jobs = jobs.map((j) => ({
+          ...j,
+          outcome: live === 'item_gone' ? 'drop' : 'release',
+          error: live === 'item_gone' ? undefined : 'workspace deleted',
+        }));
     }
     for (const j of jobs) yield* batchJobOutcome(c, now, batchId, j);
     if (r.reservationId) yield* settleReservationTx(r.reservationId);
@@ -209,7 +276,11 @@ export function storeBatchResult(c: SqlContext, batchId: string, customId: strin
 
 /** Whether the job of (item, set) still names this batch (batched, or re-owed by a write since). */
 function* inBatchTx(c: SqlContext, batchId: string, itemId: string, questionSet: string): Steps<boolean> {
-  return (yield* one<{ n: number }>(sql`SELECT 1 AS n FROM decision_jobs WHERE item_id = ${itemId} AND question_set = ${questionSet} AND batch_id = ${batchId}`)) !== undefined;
+  return (
+    (yield* one<{ n: number }>(
+      sql`SELECT 1 AS n FROM decision_jobs WHERE item_id = ${itemId} AND question_set = ${questionSet} AND batch_id = ${batchId}`,
+    )) !== undefined
+  );
 }
 
 /** The item's liveness, its row locked (Postgres) until the transaction ends. */
@@ -272,7 +343,13 @@ function* batchJobOutcome(c: SqlContext, now: Expr, batchId: string, j: BatchJob
  * transaction.
  * @returns the jobs re-owed.
  */
-export function closeBatch(c: SqlContext, batchId: string, outcome: string, error?: string, holdMs = 0): Promise<number> {
+export function closeBatch(
+  c: SqlContext,
+  batchId: string,
+  outcome: string,
+  error?: string,
+  holdMs = 0,
+): Promise<number> {
   return write(c, function* () {
     const now = yield* nowMs();
     const n = yield* changes(sql`
@@ -286,7 +363,9 @@ export function closeBatch(c: SqlContext, batchId: string, outcome: string, erro
       if (id) yield* settleReservationTx(id);
     }
     yield* exec(sql`DELETE FROM batch_requests WHERE batch_id = ${batchId}`);
-    yield* exec(sql`UPDATE provider_batches SET status = 'done', outcome = ${outcome}, ended_at = coalesce(ended_at, ${c.d.int8(now)}) WHERE id = ${batchId}`);
+    yield* exec(
+      sql`UPDATE provider_batches SET status = 'done', outcome = ${outcome}, ended_at = coalesce(ended_at, ${c.d.int8(now)}) WHERE id = ${batchId}`,
+    );
     return n;
   });
 }

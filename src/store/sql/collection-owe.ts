@@ -29,10 +29,25 @@ import { exec, nowMs, one, read, rows, write, type SqlContext, type Steps } from
  * The door's part, inside its transaction: restarts the collection's continuation with `sets`
  * (plus any still pending) and owes the first chunk. @returns job rows inserted or updated.
  */
-export function* oweCollectionChange(c: SqlContext, now: number, collectionId: string, sets: readonly QuestionSet[]): Steps<number> {
-  const row = yield* one<{ value: string }>(sql`SELECT value FROM verdict_meta WHERE key = ${continuationKey(collectionId)}${c.d.forUpdate}`);
+export function* oweCollectionChange(
+  c: SqlContext,
+  now: number,
+  collectionId: string,
+  sets: readonly QuestionSet[],
+): Steps<number> {
+  const row = yield* one<{ value: string }>(
+    sql`SELECT value FROM verdict_meta WHERE key = ${continuationKey(collectionId)}${c.d.forUpdate}`,
+  );
   const prev = parseContinuation(row?.value, yield* currentSetNames(c, collectionId));
-  return (yield* oweChunk(c, now, collectionId, restartContinuation(prev, sets.map((s) => s.name)))).owed;
+  return (yield* oweChunk(
+    c,
+    now,
+    collectionId,
+    restartContinuation(
+      prev,
+      sets.map((s) => s.name),
+    ),
+  )).owed;
 }
 
 /**
@@ -57,10 +72,17 @@ export async function advanceCollectionOwes(c: SqlContext): Promise<CollectionOw
 }
 
 function* countPending(c: SqlContext): Steps<number> {
-  return (yield* one<{ n: number }>(sql`SELECT ${c.d.int4(sql`count(*)`)} AS n FROM verdict_meta WHERE ${keyHasPrefix(c, COLLECTION_OWE_PREFIX)}`))!.n;
+  return (yield* one<{ n: number }>(
+    sql`SELECT ${c.d.int4(sql`count(*)`)} AS n FROM verdict_meta WHERE ${keyHasPrefix(c, COLLECTION_OWE_PREFIX)}`,
+  ))!.n;
 }
 
-function* oweChunk(c: SqlContext, now: number, collectionId: string, cont: CollectionContinuation): Steps<{ items: number; owed: number }> {
+function* oweChunk(
+  c: SqlContext,
+  now: number,
+  collectionId: string,
+  cont: CollectionContinuation,
+): Steps<{ items: number; owed: number }> {
   const key = continuationKey(collectionId);
   // items_collection_idx (collection_id, id): a range read from the cursor, in the index's order.
   const ids = yield* rows<{ id: string }>(sql`

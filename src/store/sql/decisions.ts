@@ -7,7 +7,22 @@ import type { SpendTotals } from '../spend-store.js';
 import { toCollectionRow } from '../write-rules.js';
 import type { SurfacingContext } from '../events.js';
 import { queueSurfacingEvents, watchSurfacing } from './events.js';
-import { autocommit, bind, exec, nowSql, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps, type Tables } from './steps.js';
+import {
+  autocommit,
+  bind,
+  exec,
+  nowSql,
+  one,
+  read,
+  rows,
+  shape,
+  shapeFamily,
+  write,
+  type Expr,
+  type SqlContext,
+  type Steps,
+  type Tables,
+} from './steps.js';
 
 /** Evaluation reads, stored answers and spend (DESIGN §2, §7). */
 
@@ -52,13 +67,37 @@ export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<It
 }
 
 /** A row by primary key, as the table's builder maps it (camelCase, JSON columns as text). */
-const itemByIdShape = shape<'id'>('item by id', (d, p) => (db) => db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper)));
-const collectionByIdShape = shape<'id'>('collection by id', (d, p) => (db) => db.select().from(d.t.collections).where(eq(d.t.collections.id, p.id as SQLWrapper)));
-const workspaceByIdShape = shape<'id'>('workspace by id', (d, p) => (db) => db.select().from(d.t.workspaces).where(eq(d.t.workspaces.id, p.id as SQLWrapper)));
+const itemByIdShape = shape<'id'>(
+  'item by id',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.items)
+      .where(eq(d.t.items.id, p.id as SQLWrapper)),
+);
+const collectionByIdShape = shape<'id'>(
+  'collection by id',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.collections)
+      .where(eq(d.t.collections.id, p.id as SQLWrapper)),
+);
+const workspaceByIdShape = shape<'id'>(
+  'workspace by id',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.workspaces)
+      .where(eq(d.t.workspaces.id, p.id as SQLWrapper)),
+);
 type CollectionDbRow = Tables['collections']['$inferSelect'];
-export const stateCommentsShape = shape<'itemId'>('state comments', (_d, p) => sql`
+export const stateCommentsShape = shape<'itemId'>(
+  'state comments',
+  (_d, p) => sql`
   SELECT id, author, body, created_at AS "createdAt" FROM comments
-  WHERE item_id = ${p.itemId} AND deleted_at IS NULL ORDER BY created_at, id`);
+  WHERE item_id = ${p.itemId} AND deleted_at IS NULL ORDER BY created_at, id`,
+);
 export const stateLinksShape = shape<'itemId'>('state links', (_d, p) => stateLinksSql(p.itemId));
 
 /** Liveness as the last statement before a send: item and collection live, workspace live, and the claim still held at its generation. */
@@ -79,14 +118,26 @@ export function checkLiveness(c: SqlContext, itemId: string, claim?: Claim): Pro
 export function checkClaim(c: SqlContext, claim: Claim): Promise<ClaimCheck> {
   return read(c, function* (): Steps<ClaimCheck> {
     const now = yield* nowSql();
-    const r = yield* one<LivenessRow>(bind(livenessShape(1), { itemId: claim.itemId, jobItemId: claim.itemId, questionSet: claim.questionSet, now }));
+    const r = yield* one<LivenessRow>(
+      bind(livenessShape(1), { itemId: claim.itemId, jobItemId: claim.itemId, questionSet: claim.questionSet, now }),
+    );
     const left = r?.lease_left;
-    return { liveness: livenessOf(r, claim), leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left) };
+    return {
+      liveness: livenessOf(r, claim),
+      leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
+    };
   });
 }
 
 /** The liveness read's row (see `livenessShape`; SQLite's text is sqlite/job-statements.ts `CHECK_CLAIM`). */
-export type LivenessRow = { i: number | null; c: number | null; w: number | null; token?: string | null; generation?: number | null; lease_left?: number | string | null };
+export type LivenessRow = {
+  i: number | null;
+  c: number | null;
+  w: number | null;
+  token?: string | null;
+  generation?: number | null;
+  lease_left?: number | string | null;
+};
 
 /** What a liveness row says: the first of item gone, workspace gone, claim lost, generation moved; else live. */
 export function livenessOf(r: LivenessRow | undefined, claim?: Claim): Liveness {
@@ -101,15 +152,23 @@ export function livenessOf(r: LivenessRow | undefined, claim?: Claim): Liveness 
 
 /** The liveness read, with (1) or without (0) the claimed job's row (with it, the lease left: parameter `now`). */
 const livenessShape = shapeFamily((withJob: 0 | 1) =>
-  shape('liveness', (_d, p: Record<string, Expr>) => sql`
+  shape(
+    'liveness',
+    (_d, p: Record<string, Expr>) => sql`
     SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w${withJob ? sql`, j.claim_token AS token, j.generation AS generation, j.lease_expires_at - ${p.now} AS lease_left` : sql``}
     FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
     ${withJob ? sql`LEFT JOIN decision_jobs j ON j.item_id = ${p.jobItemId} AND j.question_set = ${p.questionSet}` : sql``}
-    WHERE i.id = ${p.itemId}`),
+    WHERE i.id = ${p.itemId}`,
+  ),
 );
 
 /** Which wanted keys already have a stored row at exactly (state hash, question hash, state version); one query for all keys. */
-export function answeredKeys(c: SqlContext, itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>> {
+export function answeredKeys(
+  c: SqlContext,
+  itemId: string,
+  questionSet: string,
+  keys: AnswerKey[],
+): Promise<Set<string>> {
   if (keys.length === 0) return Promise.resolve(new Set());
   const values: Record<string, Expr> = { itemId, questionSet };
   keys.forEach((k, i) => {
@@ -134,7 +193,8 @@ const answeredShape = shapeFamily((n: number) =>
   shape('answered keys', (d, p: Record<string, Expr>) => {
     const wanted = Array.from(
       { length: n },
-      (_, i) => sql`(question_key = ${d.text(p[`k${i}`])} AND state_hash = ${d.text(p[`s${i}`])} AND question_hash = ${d.text(p[`q${i}`])} AND state_version = ${d.int4(p[`v${i}`])})`,
+      (_, i) =>
+        sql`(question_key = ${d.text(p[`k${i}`])} AND state_hash = ${d.text(p[`s${i}`])} AND question_hash = ${d.text(p[`q${i}`])} AND state_version = ${d.int4(p[`v${i}`])})`,
     );
     return sql`
       SELECT question_key AS k FROM item_decisions
@@ -163,7 +223,12 @@ export function insertDecisions(c: SqlContext, list: NewDecision[], surfacing?: 
  * transaction (DESIGN §16.2; events.ts `watchSurfacing`, `queueSurfacingEvents`).
  * @returns rows inserted.
  */
-export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewDecision[], surfacing?: SurfacingContext): Steps<number> {
+export function* insertDecisionsTx(
+  c: SqlContext,
+  now: Expr,
+  list: readonly NewDecision[],
+  surfacing?: SurfacingContext,
+): Steps<number> {
   if (list.length === 0) return 0;
   const watch = surfacing ? yield* watchSurfacing(c, now, list, surfacing) : null;
   const values: Record<string, Expr | null> = { now };
@@ -177,8 +242,25 @@ export function* insertDecisionsTx(c: SqlContext, now: Expr, list: readonly NewD
 
 /** The columns a caller gives for a stored answer (`evaluatedAt` is the statement's "now"). */
 const DECISION_COLUMNS = [
-  'workspaceId', 'itemId', 'questionSet', 'questionKey', 'kind', 'answer', 'confidence', 'provider', 'model', 'stateHash', 'questionHash',
-  'stateVersion', 'stateParts', 'inputTokens', 'outputTokens', 'itemSeq', 'stateTruncated', 'rationale', 'fingerprintContext',
+  'workspaceId',
+  'itemId',
+  'questionSet',
+  'questionKey',
+  'kind',
+  'answer',
+  'confidence',
+  'provider',
+  'model',
+  'stateHash',
+  'questionHash',
+  'stateVersion',
+  'stateParts',
+  'inputTokens',
+  'outputTokens',
+  'itemSeq',
+  'stateTruncated',
+  'rationale',
+  'fingerprintContext',
 ] as const satisfies ReadonlyArray<keyof NewDecision>;
 
 /**
@@ -203,11 +285,19 @@ const insertDecisionsShape = shapeFamily((n: number) =>
  */
 export function listDecisions(c: SqlContext, itemId: string, questionSet?: string): Promise<DecisionRow[]> {
   const t = c.d.t.itemDecisions;
-  const where = questionSet === undefined ? eq(t.itemId, itemId) : and(eq(t.itemId, itemId), eq(t.questionSet, questionSet));
-  return read(c, rows((db) => db.select().from(t).where(where).orderBy(asc(t.id)))) as Promise<DecisionRow[]>;
+  const where =
+    questionSet === undefined ? eq(t.itemId, itemId) : and(eq(t.itemId, itemId), eq(t.questionSet, questionSet));
+  return read(
+    c,
+    rows((db) => db.select().from(t).where(where).orderBy(asc(t.id))),
+  ) as Promise<DecisionRow[]>;
 }
 
-export function listWorkspaceDecisions(c: SqlContext, workspaceId: string, questionSet: string): Promise<DecisionRow[]> {
+export function listWorkspaceDecisions(
+  c: SqlContext,
+  workspaceId: string,
+  questionSet: string,
+): Promise<DecisionRow[]> {
   const t = c.d.t.itemDecisions;
   return read(
     c,
@@ -260,7 +350,9 @@ export function* recordSpendTx(c: SqlContext, now: Expr, r: SpendRecord): Steps<
   );
 }
 
-const recordSpendShape = shape<'now' | 'questionSet' | 'provider' | 'model' | 'outcome' | 'calls' | 'input' | 'output' | 'cacheRead' | 'cacheWrite'>(
+const recordSpendShape = shape<
+  'now' | 'questionSet' | 'provider' | 'model' | 'outcome' | 'calls' | 'input' | 'output' | 'cacheRead' | 'cacheWrite'
+>(
   'record spend',
   (d, p) => sql`
     INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)

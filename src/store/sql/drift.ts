@@ -28,7 +28,10 @@ export function scanItemsForDrift(
       WHERE i.workspace_id = ${q.workspaceId} AND i.deleted_at IS NULL AND i.id > ${q.afterItemId ?? ''}
       ORDER BY i.id LIMIT ${c.d.int4(Math.trunc(q.limit))}`);
     if (items.length === 0) return [];
-    const ids = sql.join(items.map((i) => sql`${i.id}`), sql`, `);
+    const ids = sql.join(
+      items.map((i) => sql`${i.id}`),
+      sql`, `,
+    );
     // The latest row per (item, set, key): one probe of item_decisions_latest_idx per row.
     const latest = yield* rows<LatestRow>(sql`
       SELECT d.item_id, d.question_key, d.question_hash, d.state_version, d.evaluated_at FROM item_decisions d
@@ -69,7 +72,12 @@ function driftScanItems(
   const byItem = new Map<string, DriftScanItem['latest']>();
   for (const r of latest) {
     const list = byItem.get(r.item_id) ?? [];
-    list.push({ questionKey: r.question_key, questionHash: r.question_hash, stateVersion: Number(r.state_version), evaluatedAt: Number(r.evaluated_at) });
+    list.push({
+      questionKey: r.question_key,
+      questionHash: r.question_hash,
+      stateVersion: Number(r.state_version),
+      evaluatedAt: Number(r.evaluated_at),
+    });
     byItem.set(r.item_id, list);
   }
   const comments = new Map<string, Array<{ id: string; author: string; body: string; createdAt: number }>>();

@@ -9,9 +9,31 @@ import {
 } from '../events.js';
 import type { NewDecision } from '../store.js';
 import { overrideValue, surfacingNow } from '../verdicts.js';
-import { hysteresisOf, lockItemRowShape, readMemory, recordMove, targetsAndNow, wasSurfaced, type KeyMemory } from './surfacing.js';
+import {
+  hysteresisOf,
+  lockItemRowShape,
+  readMemory,
+  recordMove,
+  targetsAndNow,
+  wasSurfaced,
+  type KeyMemory,
+} from './surfacing.js';
 import { boundError } from '../write-rules.js';
-import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, write, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  autocommit,
+  bind,
+  changes,
+  inList,
+  nowSql,
+  one,
+  read,
+  rows,
+  shape,
+  write,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * The outbox of decision events (DESIGN §16.2): targets, the events an answer queues in the
@@ -37,7 +59,10 @@ import { autocommit, bind, changes, inList, nowSql, one, read, rows, shape, writ
  * enabled target (its queued rows stay, undelivered, until it is enabled again). One transaction.
  * @returns how many targets are enabled now and how many this call disabled.
  */
-export function syncEventTargets(c: SqlContext, urls: readonly string[]): Promise<{ enabled: number; disabled: number }> {
+export function syncEventTargets(
+  c: SqlContext,
+  urls: readonly string[],
+): Promise<{ enabled: number; disabled: number }> {
   const unique = [...new Set(urls)];
   return write(c, function* () {
     const now = yield* nowSql();
@@ -79,21 +104,37 @@ export interface SurfacingWatch {
  * @param now the operation's `nowSql()`.
  * @throws TypeError when the rows span more than one (item, set): a context names one item.
  */
-export function* watchSurfacing(c: SqlContext, now: Expr, list: readonly NewDecision[], s: SurfacingContext): Steps<SurfacingWatch | null> {
+export function* watchSurfacing(
+  c: SqlContext,
+  now: Expr,
+  list: readonly NewDecision[],
+  s: SurfacingContext,
+): Steps<SurfacingWatch | null> {
   const first = list[0];
   if (!first) return null;
   if (list.some((r) => r.itemId !== first.itemId || r.questionSet !== first.questionSet)) {
     throw new TypeError('insertDecisions with a surfacing context: every row must be of one item and set');
   }
   const skip = new Set(s.unsurfaced ?? []);
-  const next = new Map(list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]));
+  const next = new Map(
+    list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]),
+  );
   if (next.size === 0) return null;
   const { nowMs, targets } = yield* targetsAndNow(now);
   // Postgres: always, so a verdict and an answer of one item judge the memory in commit order
   // (insertVerdict takes the same lock); with a target, events are queued in that order too.
   if (targets > 0 || c.d.name === 'postgres') yield* one(bind(lockItemRowShape, { itemId: first.itemId }));
   const memory = yield* readMemory(first.itemId, first.questionSet, [...next.keys()]);
-  return { nowMs, context: s, workspaceId: first.workspaceId, itemId: first.itemId, questionSet: first.questionSet, targets, memory, next };
+  return {
+    nowMs,
+    context: s,
+    workspaceId: first.workspaceId,
+    itemId: first.itemId,
+    questionSet: first.questionSet,
+    targets,
+    memory,
+    next,
+  };
 }
 
 /**
@@ -150,7 +191,9 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
  * whose predecessor another claimer is leasing right now is still not a head (that predecessor is
  * undelivered, visible and committed), so no line ever has two rows in flight.
  */
-const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit' | 'kind'>('claim events', (d, p) => sql`
+const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit' | 'kind'>(
+  'claim events',
+  (d, p) => sql`
   UPDATE decision_events SET lease_owner = ${p.owner}, lease_expires_at = ${p.now} + ${d.int8(p.leaseMs)}
   WHERE id IN (
     SELECT j.id FROM decision_events j
@@ -161,14 +204,21 @@ const claimEventsShape = shape<'now' | 'owner' | 'leaseMs' | 'limit' | 'kind'>('
                       WHERE e.target_url = j.target_url AND e.item_id = j.item_id AND e.id < j.id AND e.delivered_at IS NULL)
     ORDER BY j.next_attempt_at, j.id
     LIMIT ${d.int4(p.limit)}${d.skipLocked})
-  RETURNING id, target_url AS "targetUrl", event_id AS "eventId", item_id AS "itemId", type, payload, attempts, created_at AS "createdAt"`);
+  RETURNING id, target_url AS "targetUrl", event_id AS "eventId", item_id AS "itemId", type, payload, attempts, created_at AS "createdAt"`,
+);
 
 /** Claims due deliveries of one kind under a lease (see `claimEventsShape`), in (next attempt, id) order. */
 export function claimEventDeliveries(c: SqlContext, r: EventClaimRequest): Promise<EventDelivery[]> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
     const got = yield* rows<EventDelivery & { type: DecisionEventType }>(
-      bind(claimEventsShape, { now, owner: r.owner, leaseMs: Math.ceil(r.leaseMs), limit: Math.max(0, Math.trunc(r.limit)), kind: r.kind ?? 'webhook' }),
+      bind(claimEventsShape, {
+        now,
+        owner: r.owner,
+        leaseMs: Math.ceil(r.leaseMs),
+        limit: Math.max(0, Math.trunc(r.limit)),
+        kind: r.kind ?? 'webhook',
+      }),
     );
     return got
       .map((g) => ({ ...g, id: Number(g.id), attempts: Number(g.attempts), createdAt: Number(g.createdAt) }))
@@ -176,9 +226,12 @@ export function claimEventDeliveries(c: SqlContext, r: EventClaimRequest): Promi
   });
 }
 
-const completeEventShape = shape<'now' | 'id' | 'owner'>('complete event', (d, p) => sql`
+const completeEventShape = shape<'now' | 'id' | 'owner'>(
+  'complete event',
+  (d, p) => sql`
   UPDATE decision_events SET delivered_at = ${p.now}, lease_owner = NULL, lease_expires_at = NULL
-  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`);
+  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`,
+);
 
 /**
  * The receiver answered 2xx: the row is delivered, and the next of its line becomes the head.
@@ -193,10 +246,13 @@ export function completeEventDelivery(c: SqlContext, id: number, owner: string):
   });
 }
 
-const failEventShape = shape<'now' | 'id' | 'owner' | 'backoffMs' | 'error'>('fail event', (d, p) => sql`
+const failEventShape = shape<'now' | 'id' | 'owner' | 'backoffMs' | 'error'>(
+  'fail event',
+  (d, p) => sql`
   UPDATE decision_events SET attempts = attempts + 1, next_attempt_at = ${p.now} + ${d.int8(p.backoffMs)},
     lease_owner = NULL, lease_expires_at = NULL, last_error = ${d.text(p.error)}
-  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`);
+  WHERE id = ${d.int8(p.id)} AND lease_owner = ${p.owner} AND delivered_at IS NULL`,
+);
 
 /**
  * A failed delivery (non-2xx, network error, timeout): attempts + 1, due again at now + `backoffMs`,
@@ -204,10 +260,25 @@ const failEventShape = shape<'now' | 'id' | 'owner' | 'backoffMs' | 'error'>('fa
  * @param o.error a class and status (`http 503`), bounded to 1 KiB; never the receiver's body.
  * @returns false when `owner` no longer holds the row.
  */
-export function failEventDelivery(c: SqlContext, id: number, owner: string, o: { backoffMs: number; error: string }): Promise<boolean> {
+export function failEventDelivery(
+  c: SqlContext,
+  id: number,
+  owner: string,
+  o: { backoffMs: number; error: string },
+): Promise<boolean> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
-    return (yield* changes(bind(failEventShape, { now, id, owner, backoffMs: Math.max(0, Math.ceil(o.backoffMs)), error: boundError(o.error) }))) === 1;
+    return (
+      (yield* changes(
+        bind(failEventShape, {
+          now,
+          id,
+          owner,
+          backoffMs: Math.max(0, Math.ceil(o.backoffMs)),
+          error: boundError(o.error),
+        }),
+      )) === 1
+    );
   });
 }
 
@@ -220,9 +291,11 @@ export function failEventDelivery(c: SqlContext, id: number, owner: string, o: {
 export function deferEventDelivery(c: SqlContext, id: number, owner: string, delayMs: number): Promise<boolean> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
-    return (yield* changes(sql`
+    return (
+      (yield* changes(sql`
       UPDATE decision_events SET lease_owner = NULL, lease_expires_at = NULL, next_attempt_at = ${now} + ${c.d.int8(Math.max(0, Math.ceil(delayMs)))}
-      WHERE id = ${id} AND lease_owner = ${owner} AND delivered_at IS NULL`)) === 1;
+      WHERE id = ${id} AND lease_owner = ${owner} AND delivered_at IS NULL`)) === 1
+    );
   });
 }
 
@@ -231,9 +304,12 @@ export function deferEventDelivery(c: SqlContext, id: number, owner: string, del
  * counted, claimable at once. @returns rows released.
  */
 export function releaseEventDeliveries(c: SqlContext, owner: string): Promise<number> {
-  return autocommit(c, changes(sql`
+  return autocommit(
+    c,
+    changes(sql`
     UPDATE decision_events SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE lease_owner = ${owner} AND delivered_at IS NULL`));
+    WHERE lease_owner = ${owner} AND delivered_at IS NULL`),
+  );
 }
 
 /** Undelivered rows of enabled targets: how many, how many due now, and the earliest next attempt. */
@@ -268,7 +344,10 @@ export function pruneDeliveredEvents(c: SqlContext, olderThanMs: number, limit: 
 }
 
 /** Outbox rows in id order, of one target and/or item when given (diagnostics and tests). */
-export function listDecisionEvents(c: SqlContext, f: { targetUrl?: string; itemId?: string; kind?: string } = {}): Promise<DecisionEventRow[]> {
+export function listDecisionEvents(
+  c: SqlContext,
+  f: { targetUrl?: string; itemId?: string; kind?: string } = {},
+): Promise<DecisionEventRow[]> {
   return read(c, function* () {
     const got = yield* rows<DecisionEventRow>(sql`
       SELECT id, kind, target_url AS "targetUrl", event_id AS "eventId", workspace_id AS "workspaceId", item_id AS "itemId", type, payload,

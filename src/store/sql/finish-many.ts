@@ -19,11 +19,17 @@ import { bind, exec, shape, write, type SqlContext, type Steps } from './steps.j
  * @returns one result per entry, in the order given.
  * @throws the transaction's error; nothing was written.
  */
-export function finishJobs(c: SqlContext, entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]> {
+export function finishJobs(
+  c: SqlContext,
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
+): Promise<JobFinishResult[]> {
   return write(c, finishManySteps(c, entries));
 }
 
-function* finishManySteps(c: SqlContext, entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Steps<JobFinishResult[]> {
+function* finishManySteps(
+  c: SqlContext,
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
+): Steps<JobFinishResult[]> {
   const results: JobFinishResult[] = [];
   for (const e of entries) {
     yield* exec(bind(savepointShape, {}));

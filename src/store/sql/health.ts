@@ -29,11 +29,21 @@ export interface DatabaseHealth {
 export async function readDatabaseHealth(
   d: Dialect,
   db: unknown,
-  o: { migrationTables: readonly SQL[]; known: ReadonlyArray<{ hash: string; folderMillis: number }>; heartbeatPrefix: string },
+  o: {
+    migrationTables: readonly SQL[];
+    known: ReadonlyArray<{ hash: string; folderMillis: number }>;
+    heartbeatPrefix: string;
+  },
 ): Promise<DatabaseHealth> {
   // A read-only check: no door runs, so no question sets, ids or tokens are needed.
   const c: SqlContext = { d, db, registry: new Registry([]), newId: noId, newToken: noId };
-  const out: DatabaseHealth = { migrationsKnown: o.known.length, migrationsApplied: 0, migrationsPending: o.known.length, queue: null, heartbeats: null };
+  const out: DatabaseHealth = {
+    migrationsKnown: o.known.length,
+    migrationsApplied: 0,
+    migrationsPending: o.known.length,
+    queue: null,
+    heartbeats: null,
+  };
   for (const table of o.migrationTables) {
     let recorded: Array<{ hash: string; created_at: number | string }>;
     try {
@@ -52,7 +62,10 @@ export async function readDatabaseHealth(
     break;
   }
   if (out.migrationsPending > 0) return out;
-  const states = await read(c, rows<{ state: string; n: number }>(sql`SELECT state, count(*) AS n FROM decision_jobs GROUP BY state`));
+  const states = await read(
+    c,
+    rows<{ state: string; n: number }>(sql`SELECT state, count(*) AS n FROM decision_jobs GROUP BY state`),
+  );
   const n = (state: string) => Number(states.find((r) => r.state === state)?.n ?? 0);
   out.queue = { owed: n('owed'), parked: n('parked') };
   out.heartbeats = { now: await read(c, nowMs()), rows: await listMeta(c, o.heartbeatPrefix) };

@@ -22,18 +22,50 @@ import { itemSurfacingChanges, itemVerdicts } from './surfacing.js';
 
 type CollectionDbRow = Tables['collections']['$inferSelect'];
 
-const workspaceBySlugShape = shape<'slug'>('item view: workspace by slug', (d, p) => (db) => db.select().from(d.t.workspaces).where(eq(d.t.workspaces.slug, p.slug as SQLWrapper)));
-const itemByRefShape = shape<'workspaceId' | 'ref'>('item view: item by ref', (d, p) => (db) =>
-  db
-    .select()
-    .from(d.t.items)
-    .where(and(eq(d.t.items.workspaceId, p.workspaceId as SQLWrapper), eq(d.t.items.ref, p.ref as SQLWrapper))),
+const workspaceBySlugShape = shape<'slug'>(
+  'item view: workspace by slug',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.workspaces)
+      .where(eq(d.t.workspaces.slug, p.slug as SQLWrapper)),
 );
-const collectionShape = shape<'id'>('item view: collection', (d, p) => (db) => db.select().from(d.t.collections).where(eq(d.t.collections.id, p.id as SQLWrapper)));
+const itemByRefShape = shape<'workspaceId' | 'ref'>(
+  'item view: item by ref',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.items)
+      .where(and(eq(d.t.items.workspaceId, p.workspaceId as SQLWrapper), eq(d.t.items.ref, p.ref as SQLWrapper))),
+);
+const collectionShape = shape<'id'>(
+  'item view: collection',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.collections)
+      .where(eq(d.t.collections.id, p.id as SQLWrapper)),
+);
 /** As `listDecisions` reads them: oldest first. */
-const decisionsShape = shape<'itemId'>('item view: decisions', (d, p) => (db) => db.select().from(d.t.itemDecisions).where(eq(d.t.itemDecisions.itemId, p.itemId as SQLWrapper)).orderBy(asc(d.t.itemDecisions.id)));
+const decisionsShape = shape<'itemId'>(
+  'item view: decisions',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.itemDecisions)
+      .where(eq(d.t.itemDecisions.itemId, p.itemId as SQLWrapper))
+      .orderBy(asc(d.t.itemDecisions.id)),
+);
 /** At most one job per (item, set) (the primary key); by set name for a stable order. */
-const jobsShape = shape<'itemId'>('item view: jobs', (d, p) => (db) => db.select().from(d.t.decisionJobs).where(eq(d.t.decisionJobs.itemId, p.itemId as SQLWrapper)).orderBy(asc(d.t.decisionJobs.questionSet)));
+const jobsShape = shape<'itemId'>(
+  'item view: jobs',
+  (d, p) => (db) =>
+    db
+      .select()
+      .from(d.t.decisionJobs)
+      .where(eq(d.t.decisionJobs.itemId, p.itemId as SQLWrapper))
+      .orderBy(asc(d.t.decisionJobs.questionSet)),
+);
 
 /** See `Store.readItemView`. @returns null when the workspace, the item or its collection is missing. */
 export function readItemView(c: SqlContext, workspaceSlug: string, ref: string): Promise<ItemViewRows | null> {
@@ -56,6 +88,14 @@ export function readItemView(c: SqlContext, workspaceSlug: string, ref: string):
             comments: yield* rows<TrailComment>(bind(stateCommentsShape, { itemId: item.id })),
             links: yield* rows<StateLink>(bind(stateLinksShape, { itemId: item.id })),
           };
-    return { workspace, item, collection: toCollectionRow(collection) as CollectionRow, decisions, jobs, verdicts, judging };
+    return {
+      workspace,
+      item,
+      collection: toCollectionRow(collection) as CollectionRow,
+      decisions,
+      jobs,
+      verdicts,
+      judging,
+    };
   });
 }

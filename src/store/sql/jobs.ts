@@ -3,9 +3,34 @@ import type { Claim, ClaimRequest, FinishedJob, JobFinish, OutcomeResult } from 
 import type { JobFilter, JobRow, QueueStats } from '../queue-store.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
-import { ABANDON_BACKOFF_CAP_MS, abandonReason, boundError as bound, deferLimitReason, refusalParkReason, setTiming, toClaim, type RawJob } from '../write-rules.js';
+import {
+  ABANDON_BACKOFF_CAP_MS,
+  abandonReason,
+  boundError as bound,
+  deferLimitReason,
+  refusalParkReason,
+  setTiming,
+  toClaim,
+  type RawJob,
+} from '../write-rules.js';
 import { delayCapSql, latestAnswerSql } from './owe.js';
-import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  autocommit,
+  bind,
+  changes,
+  exec,
+  nowSql,
+  one,
+  read,
+  rows,
+  shape,
+  shapeFamily,
+  write,
+  type Dialect,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * The owed-job queue (DESIGN §3, §13): the claim and each outcome, with their SQL and the reason
@@ -36,12 +61,26 @@ import { autocommit, bind, changes, exec, nowSql, one, read, rows, shape, shapeF
  * same item from two ends each took one row and then waited on the other's (a deadlock), or, with
  * the siblings skipped, asked the item twice. Exported so a test can check its plan.
  */
-export function claimCandidateSql(d: Dialect, now: Expr, skipSets: readonly Expr[] = [], liveOnly = false, firstOfGroup: ReadonlyArray<readonly [Expr, Expr]> = []): SQL {
-  const skip = skipSets.length ? sql`AND j.question_set NOT IN (${sql.join(skipSets.map((s) => sql`${s}`), sql`, `)})` : sql``;
+export function claimCandidateSql(
+  d: Dialect,
+  now: Expr,
+  skipSets: readonly Expr[] = [],
+  liveOnly = false,
+  firstOfGroup: ReadonlyArray<readonly [Expr, Expr]> = [],
+): SQL {
+  const skip = skipSets.length
+    ? sql`AND j.question_set NOT IN (${sql.join(
+        skipSets.map((s) => sql`${s}`),
+        sql`, `,
+      )})`
+    : sql``;
   const live = liveOnly ? sql`AND j.priority = 0` : sql``;
   const group = firstOfGroup.length
     ? sql`AND NOT EXISTS (SELECT 1 FROM decision_jobs p
-        WHERE p.item_id = j.item_id AND (${sql.join(firstOfGroup.map(([set, partner]) => sql`(j.question_set = ${set} AND p.question_set = ${partner})`), sql` OR `)})
+        WHERE p.item_id = j.item_id AND (${sql.join(
+          firstOfGroup.map(([set, partner]) => sql`(j.question_set = ${set} AND p.question_set = ${partner})`),
+          sql` OR `,
+        )})
           AND p.state = 'owed' AND p.not_before <= ${now} AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${now})${liveOnly ? sql` AND p.priority = 0` : sql``})`
     : sql``;
   return sql`
@@ -83,11 +122,16 @@ function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
   const claimSql = claimShape(`${skipSets.length}:${pairs.length}${r.liveOnly ? ':live' : ''}`);
   const named = Object.fromEntries([
     ...skipSets.map((s, i) => [`skip${i}`, s]),
-    ...pairs.flatMap(([set, partner], i) => [[`groupSet${i}`, set], [`groupFirst${i}`, partner]]),
+    ...pairs.flatMap(([set, partner], i) => [
+      [`groupSet${i}`, set],
+      [`groupFirst${i}`, partner],
+    ]),
   ]);
   for (;;) {
     const now = yield* nowSql();
-    const row = yield* one<RawJob>(bind(claimSql, { ...named, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }));
+    const row = yield* one<RawJob>(
+      bind(claimSql, { ...named, workerId: r.workerId, token: c.newToken(), now, leaseMs: r.leaseMs }),
+    );
     if (!row) return null;
     if (row.abandons >= r.abandonLimit) {
       yield* park(c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!);
@@ -158,7 +202,10 @@ export function* putBack(row: RawJob, partners: readonly string[] = [], now?: Ex
   if (others.length === 0 || now === undefined) return;
   yield* exec(sql`
     UPDATE decision_jobs SET ${CLEAR_CLAIM}, abandons = abandons + 1, not_before = ${row.not_before}
-    WHERE item_id = ${row.item_id} AND question_set IN (${sql.join(others.map((p) => sql`${p}`), sql`, `)})
+    WHERE item_id = ${row.item_id} AND question_set IN (${sql.join(
+      others.map((p) => sql`${p}`),
+      sql`, `,
+    )})
       AND claim_token IS NOT NULL AND lease_expires_at <= ${now} AND not_before <= ${row.not_before}`);
 }
 
@@ -166,7 +213,9 @@ export function* putBack(row: RawJob, partners: readonly string[] = [], now?: Ex
  * The (set, partner) pairs of `claimCandidateSql`'s `firstOfGroup`: each set with every co-asking
  * partner that sorts before it (byte order, as the sets are stored), in a stable order.
  */
-export function firstOfGroupPairs(coAsk: Readonly<Record<string, readonly string[]>> | undefined): Array<[string, string]> {
+export function firstOfGroupPairs(
+  coAsk: Readonly<Record<string, readonly string[]>> | undefined,
+): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];
   for (const set of Object.keys(coAsk ?? {}).sort()) {
     for (const partner of [...new Set(coAsk![set])].sort()) if (partner < set) pairs.push([set, partner]);
@@ -205,17 +254,35 @@ const claimShape = shapeFamily((variant: string) =>
  * claim, which parks it. The claims share one fresh token: each outcome is still fenced per row.
  * @returns the sibling claims, in set-name order (empty when none is claimable).
  */
-export function claimSiblingJobs(c: SqlContext, claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Promise<Claim[]> {
+export function claimSiblingJobs(
+  c: SqlContext,
+  claim: Claim,
+  sets: readonly string[],
+  o: { leaseMs: number; abandonLimit: number },
+): Promise<Claim[]> {
   return autocommit(c, siblingSteps(c, claim, sets, o));
 }
 
-function* siblingSteps(c: SqlContext, claim: Claim, sets: readonly string[], o: { leaseMs: number; abandonLimit: number }): Steps<Claim[]> {
+function* siblingSteps(
+  c: SqlContext,
+  claim: Claim,
+  sets: readonly string[],
+  o: { leaseMs: number; abandonLimit: number },
+): Steps<Claim[]> {
   const wanted = [...new Set(sets)].filter((s) => s !== claim.questionSet).sort();
   if (wanted.length === 0) return [];
   const now = yield* nowSql();
   const named = Object.fromEntries(wanted.map((s, i) => [`set${i}`, s]));
   const got = yield* rows<RawJob>(
-    bind(siblingShape(wanted.length), { ...named, itemId: claim.itemId, workerId: claim.claimedBy, token: c.newToken(), now, leaseMs: o.leaseMs, abandonLimit: o.abandonLimit }),
+    bind(siblingShape(wanted.length), {
+      ...named,
+      itemId: claim.itemId,
+      workerId: claim.claimedBy,
+      token: c.newToken(),
+      now,
+      leaseMs: o.leaseMs,
+      abandonLimit: o.abandonLimit,
+    }),
   );
   const kept: Claim[] = [];
   for (const row of got) {
@@ -235,7 +302,10 @@ const siblingShape = shapeFamily((n: number) =>
       SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
       WHERE (item_id, question_set) IN (
         SELECT j.item_id, j.question_set FROM decision_jobs j
-        WHERE j.item_id = ${p.itemId} AND j.question_set IN (${sql.join(sets.map((s) => sql`${s}`), sql`, `)})
+        WHERE j.item_id = ${p.itemId} AND j.question_set IN (${sql.join(
+          sets.map((s) => sql`${s}`),
+          sql`, `,
+        )})
           AND j.state = 'owed' AND j.not_before <= ${now}
           AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
           AND j.abandons < ${p.abandonLimit}
@@ -250,28 +320,43 @@ function whereKey(k: { itemId: string; questionSet: string }): SQL {
   return sql`item_id = ${k.itemId} AND question_set = ${k.questionSet}`;
 }
 
-export function* park(c: SqlContext, now: Expr, itemId: string, questionSet: string, reason: string, token?: string): Steps<void> {
+export function* park(
+  c: SqlContext,
+  now: Expr,
+  itemId: string,
+  questionSet: string,
+  reason: string,
+  token?: string,
+): Steps<void> {
   yield* exec(sql`
     UPDATE decision_jobs SET state = 'parked', ${CLEAR_CLAIM}, defers = 0,
            last_error = ${bound(reason)}, last_error_at = ${now}
     WHERE ${whereKey({ itemId, questionSet })}${token === undefined ? sql`` : sql` AND claim_token = ${token}`}`);
 }
 
-const renewShape = shape<'now' | 'leaseMs' | 'itemId' | 'questionSet' | 'token'>('renew lease', (d, p) => sql`
+const renewShape = shape<'now' | 'leaseMs' | 'itemId' | 'questionSet' | 'token'>(
+  'renew lease',
+  (d, p) => sql`
   UPDATE decision_jobs SET lease_expires_at = ${p.now} + ${d.int8(p.leaseMs)}
-  WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token}`);
+  WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token}`,
+);
 
 /** Extends the lease when the token still matches; false when the claim was lost. */
 export function renewLease(c: SqlContext, claim: Claim, leaseMs: number): Promise<boolean> {
   return autocommit(c, function* () {
     const now = yield* nowSql();
-    const n = yield* changes(bind(renewShape, { now, leaseMs, itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken }));
+    const n = yield* changes(
+      bind(renewShape, { now, leaseMs, itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken }),
+    );
     return n === 1;
   });
 }
 
-const lockJobShape = shape<'itemId' | 'questionSet'>('lock job', (d, p) => sql`
-  SELECT * FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet}${d.forUpdate}`);
+const lockJobShape = shape<'itemId' | 'questionSet'>(
+  'lock job',
+  (d, p) => sql`
+  SELECT * FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet}${d.forUpdate}`,
+);
 
 /**
  * Runs one outcome under the fence, in one transaction with the row locked: `lost` when the token
@@ -282,11 +367,21 @@ const lockJobShape = shape<'itemId' | 'questionSet'>('lock job', (d, p) => sql`
  * its delay cap counts from that write. Other outcomes keep enqueued_at: their owed work is still
  * the old one.
  */
-function fenced(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => Steps<void>, completion = false): Promise<OutcomeResult> {
+function fenced(
+  c: SqlContext,
+  claim: Claim,
+  apply: (row: RawJob, now: Expr) => Steps<void>,
+  completion = false,
+): Promise<OutcomeResult> {
   return write(c, fencedSteps(c, claim, apply, completion));
 }
 
-function* fencedSteps(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Expr) => Steps<void>, completion: boolean): Steps<OutcomeResult> {
+function* fencedSteps(
+  c: SqlContext,
+  claim: Claim,
+  apply: (row: RawJob, now: Expr) => Steps<void>,
+  completion: boolean,
+): Steps<OutcomeResult> {
   const row = yield* one<RawJob>(bind(lockJobShape, { itemId: claim.itemId, questionSet: claim.questionSet }));
   if (!row || row.claim_token !== claim.claimToken) return 'lost';
   const now = yield* nowSql();
@@ -306,8 +401,11 @@ function* fencedSteps(c: SqlContext, claim: Claim, apply: (row: RawJob, now: Exp
   return 'applied';
 }
 
-const completeShape = shape<'itemId' | 'questionSet' | 'token' | 'generation'>('complete job', (d, p) => sql`
-  DELETE FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token} AND generation = ${d.int4(p.generation)}`);
+const completeShape = shape<'itemId' | 'questionSet' | 'token' | 'generation'>(
+  'complete job',
+  (d, p) => sql`
+  DELETE FROM decision_jobs WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND claim_token = ${p.token} AND generation = ${d.int4(p.generation)}`,
+);
 
 /**
  * Evaluation succeeded (including "already answered" and "nothing to ask"): delete the row. The
@@ -320,7 +418,12 @@ export async function completeJob(c: SqlContext, claim: Claim): Promise<OutcomeR
   return fenced(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
 }
 
-const completeValues = (claim: Claim) => ({ itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken, generation: claim.generation });
+const completeValues = (claim: Claim) => ({
+  itemId: claim.itemId,
+  questionSet: claim.questionSet,
+  token: claim.claimToken,
+  generation: claim.generation,
+});
 
 /**
  * `completeJob` with the last call's answers and spend and the slot's next claim, in one write
@@ -367,7 +470,11 @@ export function parkJob(c: SqlContext, claim: Claim, reason: string): Promise<Ou
  * A permanent refusal: `refusals += 1`, clear the claim, back off; the refusal that brings the
  * count to `refusalLimit` parks instead (DESIGN §3: the 5th refusal parks).
  */
-export async function refuseJob(c: SqlContext, claim: Claim, o: { backoffMs: number; error: string; refusalLimit: number }): Promise<OutcomeResult | 'parked'> {
+export async function refuseJob(
+  c: SqlContext,
+  claim: Claim,
+  o: { backoffMs: number; error: string; refusalLimit: number },
+): Promise<OutcomeResult | 'parked'> {
   let parked = false;
   const r = await fenced(c, claim, function* (row, now) {
     if (row.refusals + 1 >= o.refusalLimit) {
@@ -428,7 +535,11 @@ export async function deferJob(
  * Shutdown, provider swap, workspace deleted, a set cooling off: no attempt counted; claimable at
  * once, or from now + `holdMs`. `defers` is kept (a release is no verdict of the provider's).
  */
-export function releaseJob(c: SqlContext, claim: Claim, o: { holdMs?: number; error?: string } = {}): Promise<OutcomeResult> {
+export function releaseJob(
+  c: SqlContext,
+  claim: Claim,
+  o: { holdMs?: number; error?: string } = {},
+): Promise<OutcomeResult> {
   return fenced(c, claim, (_row, now) =>
     exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.max}(attempts - 1, 0)
       ${o.holdMs ? sql`, not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(o.holdMs))})` : sql``}
@@ -443,7 +554,8 @@ export function releaseJob(c: SqlContext, claim: Claim, o: { holdMs?: number; er
 function filterWhere(c: SqlContext, f: JobFilter, now?: Expr): SQL | undefined {
   const j = c.d.t.decisionJobs;
   const conds: SQL[] = [];
-  if (f.errorWithinMs !== undefined && now !== undefined) conds.push(sql`${j.lastErrorAt} >= ${now} - ${c.d.int8(Math.trunc(f.errorWithinMs))}`);
+  if (f.errorWithinMs !== undefined && now !== undefined)
+    conds.push(sql`${j.lastErrorAt} >= ${now} - ${c.d.int8(Math.trunc(f.errorWithinMs))}`);
   if (f.questionSet) conds.push(eq(j.questionSet, f.questionSet));
   if (f.state) conds.push(eq(j.state, f.state));
   if (f.workspaceId) conds.push(eq(j.workspaceId, f.workspaceId));
@@ -454,7 +566,12 @@ function filterWhere(c: SqlContext, f: JobFilter, now?: Expr): SQL | undefined {
 export function getJob(c: SqlContext, itemId: string, questionSet: string): Promise<JobRow | null> {
   const j = c.d.t.decisionJobs;
   return read(c, function* () {
-    const r = yield* one((db) => db.select().from(j).where(and(eq(j.itemId, itemId), eq(j.questionSet, questionSet))));
+    const r = yield* one((db) =>
+      db
+        .select()
+        .from(j)
+        .where(and(eq(j.itemId, itemId), eq(j.questionSet, questionSet))),
+    );
     return (r as JobRow | undefined) ?? null;
   });
 }
@@ -464,7 +581,12 @@ export function listJobs(c: SqlContext, f: JobFilter): Promise<JobRow[]> {
   return read(c, function* () {
     const where = filterWhere(c, f, yield* nowSql());
     return (yield* rows((db) =>
-      db.select().from(j).where(where).orderBy(j.priority, j.enqueuedAt, c.d.byteOrder(j.itemId)).limit(f.limit ?? 1000),
+      db
+        .select()
+        .from(j)
+        .where(where)
+        .orderBy(j.priority, j.enqueuedAt, c.d.byteOrder(j.itemId))
+        .limit(f.limit ?? 1000),
     )) as JobRow[];
   });
 }
@@ -503,7 +625,17 @@ export function queueStats(c: SqlContext): Promise<QueueStats> {
   return read(c, function* () {
     const n = yield* nowSql();
     const owedFree = sql`state = 'owed' AND (lease_expires_at IS NULL OR lease_expires_at <= ${n})`;
-    const s = (yield* one<{ now: number; due: number; waiting: number; inflight: number; parked: number; batched: number; oldest: number | null; next_due: number | null; leases_end: number | null }>(sql`
+    const s = (yield* one<{
+      now: number;
+      due: number;
+      waiting: number;
+      inflight: number;
+      parked: number;
+      batched: number;
+      oldest: number | null;
+      next_due: number | null;
+      leases_end: number | null;
+    }>(sql`
       SELECT ${n} AS now,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before <= ${n} THEN 1 ELSE 0 END), 0) AS due,
         coalesce(sum(CASE WHEN ${owedFree} AND not_before > ${n} THEN 1 ELSE 0 END), 0) AS waiting,

@@ -4,7 +4,19 @@ import type { SpendHourRow, SpendRow } from '../spend-store.js';
 import type { MetaRow } from '../meta-store.js';
 import { HOUR_MS } from './decisions.js';
 import { SPEND_DAY_MS } from '../spend-rules.js';
-import { autocommit, exec, inList, nowMs, nowSql, one, read, rows, write, type SqlContext, type Steps } from './steps.js';
+import {
+  autocommit,
+  exec,
+  inList,
+  nowMs,
+  nowSql,
+  one,
+  read,
+  rows,
+  write,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * The operator's reads and the `verdict_meta` rows (DESIGN §10–12): backfill chunk progress, jobs
@@ -23,7 +35,11 @@ const IDS_PER_STATEMENT = 500;
  * deleted workspace holding it). With more than 500 ids the counts come from several statements
  * (on Postgres each with its own database "now").
  */
-export function countChunkJobs(c: SqlContext, questionSet: string, itemIds: readonly string[]): Promise<ChunkJobCounts> {
+export function countChunkJobs(
+  c: SqlContext,
+  questionSet: string,
+  itemIds: readonly string[],
+): Promise<ChunkJobCounts> {
   return read(c, function* () {
     const out: ChunkJobCounts = { claimable: 0, inFlight: 0, waiting: 0, parked: 0, gone: 0 };
     const unique = [...new Set(itemIds)];
@@ -100,7 +116,11 @@ export function spendRowsSince(c: SqlContext, windowMs: number): Promise<{ since
  * dashboard's 30-day chart then reads tens of rows, not one per stored hour (4,560 rows in a month
  * of two sets measured 120 ms of row mapping per page).
  */
-export function spendByHourSince(c: SqlContext, windowMs: number, bucket: 'hour' | 'day' = 'hour'): Promise<{ sinceHour: number; rows: SpendHourRow[] }> {
+export function spendByHourSince(
+  c: SqlContext,
+  windowMs: number,
+  bucket: 'hour' | 'day' = 'hour',
+): Promise<{ sinceHour: number; rows: SpendHourRow[] }> {
   return read(c, function* () {
     const sinceHour = Math.floor(((yield* nowMs()) - windowMs) / HOUR_MS) * HOUR_MS;
     const sum = (col: string) => c.d.int8(sql`sum(${sql.raw(col)})`);
@@ -148,9 +168,12 @@ export function deleteMeta(c: SqlContext, key: string): Promise<void> {
  * JavaScript's (UTF-16 units), so an astral character in the prefix still matches.
  */
 export function listMeta(c: SqlContext, prefix: string): Promise<MetaRow[]> {
-  return read(c, rows<MetaRow>(sql`
+  return read(
+    c,
+    rows<MetaRow>(sql`
     SELECT key, value, updated_at AS "updatedAt" FROM verdict_meta
-    WHERE ${keyHasPrefix(c, prefix)} ORDER BY ${c.d.byteOrder(sql`key`)}`));
+    WHERE ${keyHasPrefix(c, prefix)} ORDER BY ${c.d.byteOrder(sql`key`)}`),
+  );
 }
 
 /** `key` starts with `prefix` (the parameter typed, which Postgres' overloaded `length` needs). */

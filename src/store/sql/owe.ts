@@ -3,7 +3,21 @@ import type { QuestionSet } from '../../decision/registry.js';
 import { PRIORITY_LIVE, type OweOptions } from '../queue-store.js';
 import { readsLinks } from '../write-rules.js';
 import { setMetaTx } from './operations.js';
-import { bind, builtWithValues, changes, nowMs, one, rows, shape, shapeFamily, write, type Dialect, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  bind,
+  builtWithValues,
+  changes,
+  nowMs,
+  one,
+  rows,
+  shape,
+  shapeFamily,
+  write,
+  type Dialect,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /** The items an owe statement covers; see `oweTargetsSql`. */
 export interface OweTargets {
@@ -28,12 +42,18 @@ function targetKind(items: OweTargets): TargetKind | null {
 
 function targetValues(items: OweTargets): Record<string, string> {
   if (items.itemIds) return Object.fromEntries(items.itemIds.map((id, i) => [`id${i}`, id]));
-  return items.range ? { collectionId: items.collectionId!, afterId: items.range.afterId, throughId: items.range.throughId } : { collectionId: items.collectionId! };
+  return items.range
+    ? { collectionId: items.collectionId!, afterId: items.range.afterId, throughId: items.range.throughId }
+    : { collectionId: items.collectionId! };
 }
 
 /** The `WHERE` of an owe statement's `INSERT … SELECT … FROM items i` (deleted items included for given ids: a delete owes work too). */
 function oweTargetsSql(kind: TargetKind, p: Record<string, Expr>): SQL {
-  if (typeof kind === 'object') return sql`i.id IN (${sql.join(Array.from({ length: kind.ids }, (_, i) => sql`${p[`id${i}`]}`), sql`, `)})`;
+  if (typeof kind === 'object')
+    return sql`i.id IN (${sql.join(
+      Array.from({ length: kind.ids }, (_, i) => sql`${p[`id${i}`]}`),
+      sql`, `,
+    )})`;
   const range = kind === 'range' ? sql` AND i.id > ${p.afterId} AND i.id <= ${p.throughId}` : sql``;
   return sql`i.collection_id = ${p.collectionId} AND i.deleted_at IS NULL${range}`;
 }
@@ -108,13 +128,18 @@ export function* oweItems(
  */
 function makeOweShape(variant: string) {
   const [targets, debounce, mode] = variant.split('|');
-  const kind: TargetKind = targets.startsWith('ids') ? { ids: Number(targets.slice(3)) } : (targets as 'collection' | 'range');
+  const kind: TargetKind = targets.startsWith('ids')
+    ? { ids: Number(targets.slice(3)) }
+    : (targets as 'collection' | 'range');
   return shape('owe', (d, p: Record<string, Expr>) => {
     const quiet = d.int8(p.quiet);
     const now = d.int8(p.now);
     const setName = p.setName;
     // Candidate not_before of this write for each item, before the max with the existing value.
-    const candidate = debounce === 'debounce' ? sql`${d.max}(${quiet}, coalesce(${latestAnswerSql(d, sql`i.id`, setName)} + ${d.int8(p.debounce)}, 0))` : quiet;
+    const candidate =
+      debounce === 'debounce'
+        ? sql`${d.max}(${quiet}, coalesce(${latestAnswerSql(d, sql`i.id`, setName)} + ${d.int8(p.debounce)}, 0))`
+        : quiet;
     const onConflict =
       mode === 'insert'
         ? sql`ON CONFLICT (item_id, question_set) DO NOTHING`
@@ -211,21 +236,31 @@ export function* oweForItem(
   // Job rows are upserted (row-locked on Postgres) in item-id order, whichever item the write
   // was to: two writes to two linked items otherwise lock each other's jobs in opposite orders
   // and deadlock (40P01 in 30 of 30 concurrent retitles of a blocks pair, measured).
-  const targets = [{ id: item.id, sets: own }, ...others.map((o) => ({ id: o.id, sets: c.registry.setsFor(o.slug).filter(readsLinks) }))];
+  const targets = [
+    { id: item.id, sets: own },
+    ...others.map((o) => ({ id: o.id, sets: c.registry.setsFor(o.slug).filter(readsLinks) })),
+  ];
   let n = 0;
-  for (const t of targets.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))) n += yield* oweItems(c, now, { itemIds: [t.id] }, t.sets, opts);
+  for (const t of targets.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0)))
+    n += yield* oweItems(c, now, { itemIds: [t.id] }, t.sets, opts);
   return n;
 }
 
 /** The items whose state shows an item's title (see `oweForItem`), with their collection's slug. */
-const linkersShape = shape<'itemId'>('linkers', (_d, p) => sql`
+const linkersShape = shape<'itemId'>(
+  'linkers',
+  (_d, p) => sql`
   SELECT l.id, col.slug FROM (
     SELECT source_id AS id FROM item_links WHERE target_id = ${p.itemId} AND link_type IN ('parent', 'blocks')
     UNION
     SELECT target_id AS id FROM item_links WHERE source_id = ${p.itemId} AND link_type = 'blocks') l
-  JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`);
+  JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`,
+);
 
-const collectionSlugShape = shape<'id'>('collection slug', (_d, p) => sql`SELECT slug FROM collections WHERE id = ${p.id}`);
+const collectionSlugShape = shape<'id'>(
+  'collection slug',
+  (_d, p) => sql`SELECT slug FROM collections WHERE id = ${p.id}`,
+);
 
 /** The slug of a collection, or null when it does not exist. */
 export function* collectionSlug(collectionId: string): Steps<string | null> {
@@ -254,7 +289,8 @@ export function owePairs(
     for (const [name, ids] of bySet) {
       const set = c.registry.get(name);
       if (!set) continue;
-      for (let i = 0; i < ids.length; i += 500) n += yield* oweItems(c, now, { itemIds: ids.slice(i, i + 500) }, [set], opts);
+      for (let i = 0; i < ids.length; i += 500)
+        n += yield* oweItems(c, now, { itemIds: ids.slice(i, i + 500) }, [set], opts);
     }
     // The backfill cursor commits with the work it records: a crash never leaves it ahead.
     if (opts.meta) yield* setMetaTx(c, opts.meta.key, opts.meta.value);

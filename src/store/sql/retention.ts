@@ -10,7 +10,10 @@ import { autocommit, changes, nowSql, read, rows, type SqlContext } from './step
  */
 
 /** Rows older than the history window (on Postgres the database clock's) that a newer row of the same key supersedes, in id order. */
-export function listSupersededDecisions(c: SqlContext, q: { olderThanMs: number; afterId: number; limit: number }): Promise<SupersededDecision[]> {
+export function listSupersededDecisions(
+  c: SqlContext,
+  q: { olderThanMs: number; afterId: number; limit: number },
+): Promise<SupersededDecision[]> {
   const d = c.d;
   return read(c, function* () {
     const now = yield* nowSql();
@@ -36,7 +39,10 @@ export function deleteDecisions(c: SqlContext, ids: readonly number[]): Promise<
     c,
     changes(sql`
       DELETE FROM item_decisions
-      WHERE id IN (${sql.join(ids.map((id) => c.d.int8(Math.trunc(id))), sql`, `)})
+      WHERE id IN (${sql.join(
+        ids.map((id) => c.d.int8(Math.trunc(id))),
+        sql`, `,
+      )})
         AND EXISTS (SELECT 1 FROM item_decisions n
                     WHERE n.item_id = item_decisions.item_id AND n.question_set = item_decisions.question_set
                       AND n.question_key = item_decisions.question_key AND n.id > item_decisions.id)`),

@@ -67,7 +67,11 @@ export function createDashboardSession(c: SqlContext, s: NewDashboardSession): P
  * token revoked or its workspace deleted). Marks it seen now when it was last marked more than
  * `touchAfterMs` ago, so a page view writes at most once per that interval.
  */
-export async function findDashboardSession(c: SqlContext, idHash: string, o: { idleMs: number; touchAfterMs: number }): Promise<DashboardSessionRow | null> {
+export async function findDashboardSession(
+  c: SqlContext,
+  idHash: string,
+  o: { idleMs: number; touchAfterMs: number },
+): Promise<DashboardSessionRow | null> {
   const found = await read(c, function* () {
     const now = yield* nowMs();
     const r = yield* one<SessionDbRow>(sql`
@@ -79,7 +83,9 @@ export async function findDashboardSession(c: SqlContext, idHash: string, o: { i
   if (!found) return null;
   if (found.now - found.row.lastSeenAt > o.touchAfterMs) {
     await autocommit(c, function* () {
-      yield* changes(sql`UPDATE dashboard_sessions SET last_seen_at = ${c.d.int8(found.now)} WHERE id_hash = ${idHash} AND last_seen_at < ${c.d.int8(found.now)}`);
+      yield* changes(
+        sql`UPDATE dashboard_sessions SET last_seen_at = ${c.d.int8(found.now)} WHERE id_hash = ${idHash} AND last_seen_at < ${c.d.int8(found.now)}`,
+      );
     });
     found.row.lastSeenAt = found.now;
   }

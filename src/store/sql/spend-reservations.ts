@@ -30,7 +30,8 @@ export function reserveSpend(c: SqlContext, r: SpendReservationRequest): Promise
     const settledTokens = Number(f.settled);
     const reservedTokens = Number(f.reserved);
     const windowEndsInMs = dayStart + SPEND_DAY_MS - now;
-    if (!reservationFits(settledTokens, reservedTokens, r.tokens, r.capTokens)) return { granted: false, settledTokens, reservedTokens, windowEndsInMs };
+    if (!reservationFits(settledTokens, reservedTokens, r.tokens, r.capTokens))
+      return { granted: false, settledTokens, reservedTokens, windowEndsInMs };
     const id = c.newToken();
     yield* exec(sql`
       INSERT INTO decision_spend_reservations (id, holder, tokens, created_at, expires_at)

@@ -141,7 +141,11 @@ const OPERATIONS = {
 } satisfies Record<string, (c: SqlContext, ...args: never[]) => Promise<unknown>>;
 
 type Tail<T extends unknown[]> = T extends [unknown, ...infer R] ? R : never;
-type Operations = { [K in keyof typeof OPERATIONS]: (...args: Tail<Parameters<(typeof OPERATIONS)[K]>>) => ReturnType<(typeof OPERATIONS)[K]> };
+type Operations = {
+  [K in keyof typeof OPERATIONS]: (
+    ...args: Tail<Parameters<(typeof OPERATIONS)[K]>>
+  ) => ReturnType<(typeof OPERATIONS)[K]>;
+};
 
 // The installed methods (see the class's static block): the interface merges their types into the
 // class, which the static block fills at load time, so the merge is the point here.
@@ -154,7 +158,9 @@ export abstract class SqlStore implements Omit<Store, Exclude<keyof JobStore, 'n
   protected abstract readonly c: SqlContext;
 
   static {
-    for (const [name, op] of Object.entries(OPERATIONS) as Array<[string, (c: SqlContext, ...args: unknown[]) => Promise<unknown>]>) {
+    for (const [name, op] of Object.entries(OPERATIONS) as Array<
+      [string, (c: SqlContext, ...args: unknown[]) => Promise<unknown>]
+    >) {
       Object.defineProperty(SqlStore.prototype, name, {
         value: async function (this: SqlStore, ...args: unknown[]) {
           return this.call((c) => op(c, ...args));

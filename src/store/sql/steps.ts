@@ -73,7 +73,9 @@ export function shape<P extends string>(name: string, build: Shape<P>['build']):
  * there), made on first use and kept: `family(variant)` returns the same Shape object for the same
  * variant, so the dialect's statement cache (keyed by the Shape object) reuses it.
  */
-export function shapeFamily<V extends string | number, P extends string>(make: (variant: V) => Shape<P>): (variant: V) => Shape<P> {
+export function shapeFamily<V extends string | number, P extends string>(
+  make: (variant: V) => Shape<P>,
+): (variant: V) => Shape<P> {
   const made = new Map<V, Shape<P>>();
   return (variant) => {
     let s = made.get(variant);
@@ -98,10 +100,7 @@ export type Statement = SQL | Built<unknown> | Bound;
 
 /** One statement a generator yields, or a request for the transaction's "now". */
 export type Step =
-  | { kind: 'rows'; q: Statement }
-  | { kind: 'changes'; q: Statement }
-  | { kind: 'now' }
-  | { kind: 'nowSql' };
+  { kind: 'rows'; q: Statement } | { kind: 'changes'; q: Statement } | { kind: 'now' } | { kind: 'nowSql' };
 
 /**
  * An SQL expression, or a plain value that `sql` templates bind as a parameter. SQLite's dialect
@@ -266,9 +265,11 @@ export function read<T>(c: SqlContext, op: Operation<T>): Promise<T> {
 /** `a IN (…)` over literal values; `FALSE` for none (an empty IN list is a syntax error on Postgres). */
 export function inList(col: SQL, values: readonly unknown[]): SQL {
   if (values.length === 0) return sql`FALSE`;
-  return sql`${col} IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`;
+  return sql`${col} IN (${sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  )})`;
 }
-
 
 /** Whether a step's statement is a raw `sql` template. */
 export function isSql(q: Statement): q is SQL {

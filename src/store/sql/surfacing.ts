@@ -1,9 +1,29 @@
 import { sql } from 'drizzle-orm';
 import { eventPayload, type SurfacingContext } from '../events.js';
-import type { HumanVerdictRow, NewVerdict, SurfacingCause, SurfacingChangeRow, VerdictKind, VerdictSurfacing } from '../verdicts.js';
+import type {
+  HumanVerdictRow,
+  NewVerdict,
+  SurfacingCause,
+  SurfacingChangeRow,
+  VerdictKind,
+  VerdictSurfacing,
+} from '../verdicts.js';
 import { overrideValue, surfacingNow } from '../verdicts.js';
 import { noulProbability } from '../events.js';
-import { bind, changes, nowMs, one, read, rows, shape, shapeFamily, write, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  bind,
+  changes,
+  nowMs,
+  one,
+  read,
+  rows,
+  shape,
+  shapeFamily,
+  write,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * Surfacing with memory and people's verdicts (DESIGN §8.1, §8.2), on both dialects.
@@ -34,7 +54,10 @@ export interface KeyMemory {
  */
 const memoryShape = shapeFamily((n: number) =>
   shape('surfacing memory', (d, p: Record<string, Expr>) => {
-    const keys = sql.join(Array.from({ length: n }, (_, i) => d.text(p[`k${i}`])), sql`, `);
+    const keys = sql.join(
+      Array.from({ length: n }, (_, i) => d.text(p[`k${i}`])),
+      sql`, `,
+    );
     const latest = (table: string) =>
       sql`SELECT max(id) FROM ${sql.raw(table)} WHERE item_id = ${p.itemId} AND question_set = ${p.questionSet} AND question_key IN (${keys}) GROUP BY question_key`;
     return sql`
@@ -47,12 +70,18 @@ const memoryShape = shapeFamily((n: number) =>
 );
 
 /** Reads the memory of `keys` of one (item, set) (see `memoryShape`). */
-export function* readMemory(itemId: string, questionSet: string, keys: readonly string[]): Steps<Map<string, KeyMemory>> {
+export function* readMemory(
+  itemId: string,
+  questionSet: string,
+  keys: readonly string[],
+): Steps<Map<string, KeyMemory>> {
   const out = new Map<string, KeyMemory>(keys.map((k) => [k, { answer: null, surfaced: null, verdict: null }]));
   if (keys.length === 0) return out;
   const values: Record<string, Expr> = { itemId, questionSet };
   keys.forEach((k, i) => (values[`k${i}`] = k));
-  for (const r of yield* rows<{ w: string; k: string; v: string | null; s: string | null }>(bind(memoryShape(keys.length), values))) {
+  for (const r of yield* rows<{ w: string; k: string; v: string | null; s: string | null }>(
+    bind(memoryShape(keys.length), values),
+  )) {
     const m = out.get(r.k);
     if (!m) continue;
     if (r.w === 'a') m.answer = r.v;
@@ -81,16 +110,22 @@ const bool = (b: boolean) => sql.raw(b ? 'TRUE' : 'FALSE');
  * SQLite reads them as 1/0), so no boolean is bound. Variants: `<surfaced><flip>` as 0/1 digits.
  */
 const insertChangeShape = shapeFamily((variant: '00' | '01' | '10' | '11') =>
-  shape<'workspaceId' | 'itemId' | 'questionSet' | 'questionKey' | 'probability' | 'cause' | 'stateHash' | 'now'>('insert surfacing change', (d, p) => sql`
+  shape<'workspaceId' | 'itemId' | 'questionSet' | 'questionKey' | 'probability' | 'cause' | 'stateHash' | 'now'>(
+    'insert surfacing change',
+    (d, p) => sql`
     INSERT INTO surfacing_changes (workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at)
     VALUES (${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.questionSet)}, ${d.text(p.questionKey)}, ${bool(variant[0] === '1')}, ${bool(variant[1] === '1')},
-            ${p.probability}, ${d.text(p.cause)}, ${d.text(p.stateHash)}, ${d.int8(p.now)})`),
+            ${p.probability}, ${d.text(p.cause)}, ${d.text(p.stateHash)}, ${d.int8(p.now)})`,
+  ),
 );
 
-const queueEventShape = shape<'eventId' | 'workspaceId' | 'itemId' | 'type' | 'payload' | 'now'>('queue event', (d, p) => sql`
+const queueEventShape = shape<'eventId' | 'workspaceId' | 'itemId' | 'type' | 'payload' | 'now'>(
+  'queue event',
+  (d, p) => sql`
   INSERT INTO decision_events (target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
   SELECT url, ${d.text(p.eventId)}, ${d.text(p.workspaceId)}, ${d.text(p.itemId)}, ${d.text(p.type)}, ${d.text(p.payload)}, ${d.int8(p.now)}, 0, ${d.int8(p.now)}
-  FROM event_targets WHERE disabled_at IS NULL ORDER BY url`);
+  FROM event_targets WHERE disabled_at IS NULL ORDER BY url`,
+);
 
 /** One move of a key's surfacing, to record: a change row without its id and time, and the item's ref for the event. */
 export type SurfacingMove = Omit<SurfacingChangeRow, 'id' | 'changedAt'> & { ref: string };
@@ -128,16 +163,24 @@ export function* recordMove(c: SqlContext, nowMs: number, m: SurfacingMove, targ
     state_hash: m.stateHash,
     source: m.cause,
   });
-  return yield* changes(bind(queueEventShape, { eventId, workspaceId: m.workspaceId, itemId: m.itemId, type, payload, now: nowMs }));
+  return yield* changes(
+    bind(queueEventShape, { eventId, workspaceId: m.workspaceId, itemId: m.itemId, type, payload, now: nowMs }),
+  );
 }
 
 // ------------------------------------------------------------------ verdicts
 
-const targetsNowShape = shape<'now'>('event targets now', (d, p) => sql`
-  SELECT ${p.now} AS now, ${d.int4(sql`count(*)`)} AS targets FROM event_targets WHERE disabled_at IS NULL`);
+const targetsNowShape = shape<'now'>(
+  'event targets now',
+  (d, p) => sql`
+  SELECT ${p.now} AS now, ${d.int4(sql`count(*)`)} AS targets FROM event_targets WHERE disabled_at IS NULL`,
+);
 
 /** Locks the item's row (Postgres; SQLite's IMMEDIATE transaction serialises writers), so two writes of one item judge their surfacing in commit order. */
-export const lockItemRowShape = shape<'itemId'>('lock item for surfacing', (d, p) => sql`SELECT id FROM items WHERE id = ${p.itemId}${d.forUpdate}`);
+export const lockItemRowShape = shape<'itemId'>(
+  'lock item for surfacing',
+  (d, p) => sql`SELECT id FROM items WHERE id = ${p.itemId}${d.forUpdate}`,
+);
 
 /** The enabled targets' count and the operation's time (epoch ms), in one read. */
 export function* targetsAndNow(now: Expr): Steps<{ nowMs: number; targets: number }> {
@@ -214,7 +257,19 @@ export function insertVerdict(c: SqlContext, v: NewVerdict, surfacing: VerdictSu
         hysteresis: hysteresisOf(surfacing),
       });
       if (after.surfaced !== before.was) {
-        yield* recordMove(c, now, { ...v, ref: surfacing.ref, surfaced: after.surfaced, flip: true, probability: after.probability, cause: 'human' }, targets);
+        yield* recordMove(
+          c,
+          now,
+          {
+            ...v,
+            ref: surfacing.ref,
+            surfaced: after.surfaced,
+            flip: true,
+            probability: after.probability,
+            cause: 'human',
+          },
+          targets,
+        );
       }
     }
     return toVerdictRow(inserted!);
@@ -222,7 +277,10 @@ export function insertVerdict(c: SqlContext, v: NewVerdict, surfacing: VerdictSu
 }
 
 /** Verdicts, oldest first (by id), of one workspace, optionally one set and one item. */
-export function listVerdicts(c: SqlContext, q: { workspaceId: string; questionSet?: string; itemId?: string }): Promise<HumanVerdictRow[]> {
+export function listVerdicts(
+  c: SqlContext,
+  q: { workspaceId: string; questionSet?: string; itemId?: string },
+): Promise<HumanVerdictRow[]> {
   return read(c, function* () {
     const list = yield* rows<VerdictDbRow>(sql`
       SELECT ${VERDICT_COLUMNS} FROM human_verdicts WHERE workspace_id = ${q.workspaceId}
@@ -256,7 +314,10 @@ export function listSurfacingChanges(
   q: { itemId: string; sinceMs?: number } | { workspaceId: string; questionSet: string; sinceMs?: number },
 ): Promise<SurfacingChangeRow[]> {
   return read(c, function* () {
-    const where = 'itemId' in q ? sql`item_id = ${q.itemId}` : sql`workspace_id = ${q.workspaceId} AND question_set = ${q.questionSet}`;
+    const where =
+      'itemId' in q
+        ? sql`item_id = ${q.itemId}`
+        : sql`workspace_id = ${q.workspaceId} AND question_set = ${q.questionSet}`;
     const list = yield* rows<ChangeDbRow>(sql`
       SELECT id, workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at
       FROM surfacing_changes WHERE ${where}${q.sinceMs === undefined ? sql`` : sql` AND changed_at >= ${c.d.int8(q.sinceMs)}`}
@@ -286,7 +347,10 @@ function toChangeRow(r: ChangeDbRow): SurfacingChangeRow {
  * item's, oldest first, as `listVerdicts` and `listSurfacingChanges` return them, written as
  * shapes so SQLite prepares them once (an item read runs them on every request).
  */
-const itemVerdictsShape = shape<'itemId'>('item verdicts', (_d, p) => sql`SELECT ${VERDICT_COLUMNS} FROM human_verdicts WHERE item_id = ${p.itemId} ORDER BY id`);
+const itemVerdictsShape = shape<'itemId'>(
+  'item verdicts',
+  (_d, p) => sql`SELECT ${VERDICT_COLUMNS} FROM human_verdicts WHERE item_id = ${p.itemId} ORDER BY id`,
+);
 const itemChangesShape = shape<'itemId'>(
   'item surfacing changes',
   (_d, p) => sql`

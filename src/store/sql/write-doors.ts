@@ -2,7 +2,15 @@ import { and, eq, sql, type SQLWrapper } from 'drizzle-orm';
 import { checkDoorInput, DOOR_INPUT as IN, emptyReport, normaliseText, type NormaliseReport } from '../input-rules.js';
 import { InvalidWrite, NotFound } from '../store.js';
 import type { OweOptions } from '../queue-store.js';
-import type { CollectionRow, CollectionSchema, CollectionSettings, CommentRow, ItemRow, LinkRow, WorkspaceRow } from '../tracker-reads.js';
+import type {
+  CollectionRow,
+  CollectionSchema,
+  CollectionSettings,
+  CommentRow,
+  ItemRow,
+  LinkRow,
+  WorkspaceRow,
+} from '../tracker-reads.js';
 import type { ItemPatch, NewComment, NewItem, NewLink, WriteResult } from '../tracker-writes.js';
 import {
   fieldsText,
@@ -32,7 +40,16 @@ import { bind, exec, nowMs, one, shape, shapeFamily, write, type Expr, type SqlC
  * no-op checks where it can be (on Postgres it is a round trip to the database clock).
  */
 
-const lockItemShape = shape<'id'>('lock item', (d, p) => (db) => d.lock(db.select().from(d.t.items).where(eq(d.t.items.id, p.id as SQLWrapper))));
+const lockItemShape = shape<'id'>(
+  'lock item',
+  (d, p) => (db) =>
+    d.lock(
+      db
+        .select()
+        .from(d.t.items)
+        .where(eq(d.t.items.id, p.id as SQLWrapper)),
+    ),
+);
 
 function* lockItem(c: SqlContext, id: string): Steps<ItemRow> {
   const row = yield* one<ItemRow>(bind(lockItemShape, { id }));
@@ -45,12 +62,18 @@ const bumpItemShape = shapeFamily((columns: string) =>
   shape('bump item', (d, p: Record<string, Expr>) => (db) => {
     const { items } = d.t;
     const set = Object.fromEntries(columns === '' ? [] : columns.split(',').map((k) => [k, p[k]]));
-    return db.update(items).set({ ...set, seq: sql`${items.seq} + 1`, updatedAt: sql`${p.now}` }).where(eq(items.id, p.id as SQLWrapper)).returning();
+    return db
+      .update(items)
+      .set({ ...set, seq: sql`${items.seq} + 1`, updatedAt: sql`${p.now}` })
+      .where(eq(items.id, p.id as SQLWrapper))
+      .returning();
   }),
 );
 
 function* bumpItem(c: SqlContext, id: string, now: number, set: Partial<ItemRow> = {}): Steps<ItemRow> {
-  const columns = Object.keys(set).filter((k) => set[k as keyof ItemRow] !== undefined).sort();
+  const columns = Object.keys(set)
+    .filter((k) => set[k as keyof ItemRow] !== undefined)
+    .sort();
   const values: Record<string, Expr | null> = { id, now };
   for (const k of columns) values[k] = set[k as keyof ItemRow] as Expr | null;
   const row = yield* one<ItemRow>(bind(bumpItemShape(columns.join(',')), values));
@@ -71,7 +94,12 @@ export function createWorkspace(c: SqlContext, w: { id?: string; slug: string })
   checkDoorInput('createWorkspace', 'workspace', IN.createWorkspace, w);
   return write(c, function* () {
     const now = yield* nowMs();
-    return (yield* one((db) => db.insert(c.d.t.workspaces).values({ id: w.id ?? c.newId(), slug: w.slug, createdAt: now }).returning()))!;
+    return (yield* one((db) =>
+      db
+        .insert(c.d.t.workspaces)
+        .values({ id: w.id ?? c.newId(), slug: w.slug, createdAt: now })
+        .returning(),
+    ))!;
   });
 }
 
@@ -84,14 +112,27 @@ export function setWorkspaceDeleted(c: SqlContext, id: string, deleted: boolean)
     if (!w) throw new NotFound('workspace', id);
     if ((w.deletedAt !== null) === deleted) return result(w, false, emptyReport());
     const now = yield* nowMs();
-    const row = yield* one((db) => db.update(workspaces).set({ deletedAt: deleted ? now : null }).where(eq(workspaces.id, id)).returning());
+    const row = yield* one((db) =>
+      db
+        .update(workspaces)
+        .set({ deletedAt: deleted ? now : null })
+        .where(eq(workspaces.id, id))
+        .returning(),
+    );
     return result(row!, true, emptyReport());
   });
 }
 
 export function createCollection(
   c: SqlContext,
-  col: { id?: string; workspaceId: string; slug: string; isSystem?: boolean; schema?: CollectionSchema; settings?: CollectionSettings },
+  col: {
+    id?: string;
+    workspaceId: string;
+    slug: string;
+    isSystem?: boolean;
+    schema?: CollectionSchema;
+    settings?: CollectionSettings;
+  },
 ): Promise<CollectionRow> {
   checkDoorInput('createCollection', 'collection', IN.createCollection, col);
   return write(c, function* () {
@@ -142,7 +183,13 @@ export function updateCollection(
 
 // ------------------------------------------------------------------ items
 
-function* insertItem(c: SqlContext, now: number, item: NewItem, report: NormaliseReport, opts: OweOptions): Steps<WriteResult<ItemRow>> {
+function* insertItem(
+  c: SqlContext,
+  now: number,
+  item: NewItem,
+  report: NormaliseReport,
+  opts: OweOptions,
+): Steps<WriteResult<ItemRow>> {
   const schema = yield* requireCollection(c, item.collectionId, item.workspaceId);
   const fields = fieldsText(item.fields, report);
   checkFieldOptions(schema, fields, null);
@@ -178,7 +225,12 @@ export function createItem(c: SqlContext, item: NewItem, opts: OweOptions = {}):
 }
 
 /** Title, content or fields. A title change also owes the items whose state shows this title. */
-export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+export function updateItem(
+  c: SqlContext,
+  id: string,
+  patch: ItemPatch,
+  opts: OweOptions = {},
+): Promise<WriteResult<ItemRow>> {
   checkDoorInput('updateItem', 'id', IN.id, id);
   checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
   checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
@@ -187,7 +239,8 @@ export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: Ow
     const cur = yield* lockItem(c, id);
     const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
     if (!changed) return result(cur, false, report);
-    if (next.fields !== cur.fields) checkFieldOptions(yield* requireCollection(c, cur.collectionId, cur.workspaceId), next.fields, cur.fields);
+    if (next.fields !== cur.fields)
+      checkFieldOptions(yield* requireCollection(c, cur.collectionId, cur.workspaceId), next.fields, cur.fields);
     const now = yield* nowMs();
     const row = yield* bumpItem(c, id, now, next);
     return result(row, true, report, yield* oweForItem(c, now, row, opts, () => true, titleChanged));
@@ -195,7 +248,11 @@ export function updateItem(c: SqlContext, id: string, patch: ItemPatch, opts: Ow
 }
 
 /** The importer's door: create, or set every value (including deleted state and collection), or nothing. */
-export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+export function upsertItem(
+  c: SqlContext,
+  item: NewItem & { id: string },
+  opts: OweOptions = {},
+): Promise<WriteResult<ItemRow>> {
   checkDoorInput('upsertItem', 'item', IN.newItem, item);
   checkDoorInput('upsertItem', 'item', IN.upsertItem, item);
   checkDoorInput('upsertItem', 'opts', IN.oweOptions, opts);
@@ -211,7 +268,9 @@ export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: 
     if (!changed && !sourceUrlChanged) return result(cur, false, report);
     if (!changed) {
       // The source URL alone is not part of the state: stored without a seq bump, nothing owed.
-      const row = yield* one((db) => db.update(items).set({ sourceUrl: next.sourceUrl }).where(eq(items.id, item.id)).returning());
+      const row = yield* one((db) =>
+        db.update(items).set({ sourceUrl: next.sourceUrl }).where(eq(items.id, item.id)).returning(),
+      );
       return result(row as ItemRow, true, report);
     }
     const row = yield* bumpItem(c, item.id, now, next);
@@ -220,7 +279,12 @@ export function upsertItem(c: SqlContext, item: NewItem & { id: string }, opts: 
 }
 
 /** Moves an item to another collection of its workspace; owes the target collection's sets. */
-export function moveItem(c: SqlContext, id: string, collectionId: string, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+export function moveItem(
+  c: SqlContext,
+  id: string,
+  collectionId: string,
+  opts: OweOptions = {},
+): Promise<WriteResult<ItemRow>> {
   checkDoorInput('moveItem', 'id', IN.id, id);
   checkDoorInput('moveItem', 'collectionId', IN.id, collectionId);
   checkDoorInput('moveItem', 'opts', IN.oweOptions, opts);
@@ -236,7 +300,12 @@ export function moveItem(c: SqlContext, id: string, collectionId: string, opts: 
 }
 
 /** Soft delete or restore; also owes the items whose state shows this item. */
-export function setItemDeleted(c: SqlContext, id: string, deleted: boolean, opts: OweOptions = {}): Promise<WriteResult<ItemRow>> {
+export function setItemDeleted(
+  c: SqlContext,
+  id: string,
+  deleted: boolean,
+  opts: OweOptions = {},
+): Promise<WriteResult<ItemRow>> {
   checkDoorInput(deleted ? 'softDeleteItem' : 'restoreItem', 'id', IN.id, id);
   checkDoorInput(deleted ? 'softDeleteItem' : 'restoreItem', 'opts', IN.oweOptions, opts);
   return write(c, function* () {
@@ -258,7 +327,13 @@ function* lockComment(c: SqlContext, id: string): Steps<CommentRow | undefined> 
   return yield* one((db) => c.d.lock(db.select().from(c.d.t.comments).where(eq(c.d.t.comments.id, id))));
 }
 
-function* insertComment(c: SqlContext, now: number, cm: NewComment, report: NormaliseReport, opts: OweOptions): Steps<WriteResult<CommentRow>> {
+function* insertComment(
+  c: SqlContext,
+  now: number,
+  cm: NewComment,
+  report: NormaliseReport,
+  opts: OweOptions,
+): Steps<WriteResult<CommentRow>> {
   yield* lockItem(c, cm.itemId);
   const row = (yield* one((db) =>
     db
@@ -287,7 +362,11 @@ export function addComment(c: SqlContext, cm: NewComment, opts: OweOptions = {})
 }
 
 /** The importer's door for comments: create, or set author and body, or nothing. */
-export function upsertComment(c: SqlContext, cm: NewComment & { id: string }, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+export function upsertComment(
+  c: SqlContext,
+  cm: NewComment & { id: string },
+  opts: OweOptions = {},
+): Promise<WriteResult<CommentRow>> {
   checkDoorInput('upsertComment', 'comment', IN.newComment, cm);
   checkDoorInput('upsertComment', 'comment', IN.upsertComment, cm);
   checkDoorInput('upsertComment', 'opts', IN.oweOptions, opts);
@@ -300,13 +379,24 @@ export function upsertComment(c: SqlContext, cm: NewComment & { id: string }, op
     const author = normaliseText(cm.author, report);
     const body = normaliseText(cm.body, report);
     if (cur.author === author && cur.body === body && cur.deletedAt === null) return result(cur, false, report);
-    const row = yield* one((db) => db.update(comments).set({ author, body, deletedAt: null, updatedAt: now }).where(eq(comments.id, cm.id)).returning());
+    const row = yield* one((db) =>
+      db
+        .update(comments)
+        .set({ author, body, deletedAt: null, updatedAt: now })
+        .where(eq(comments.id, cm.id))
+        .returning(),
+    );
     return result(row!, true, report, yield* oweForComment(c, now, cur.itemId, opts));
   });
 }
 
 /** Owes work only when the body changes. @throws NotFound */
-export function editComment(c: SqlContext, id: string, body: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow>> {
+export function editComment(
+  c: SqlContext,
+  id: string,
+  body: string,
+  opts: OweOptions = {},
+): Promise<WriteResult<CommentRow>> {
   checkDoorInput('editComment', 'id', IN.id, id);
   checkDoorInput('editComment', 'body', IN.commentBody, body);
   checkDoorInput('editComment', 'opts', IN.oweOptions, opts);
@@ -318,13 +408,19 @@ export function editComment(c: SqlContext, id: string, body: string, opts: OweOp
     const next = normaliseText(body, report);
     if (next === cur.body) return result(cur, false, report);
     const now = yield* nowMs();
-    const row = yield* one((db) => db.update(comments).set({ body: next, updatedAt: now }).where(eq(comments.id, id)).returning());
+    const row = yield* one((db) =>
+      db.update(comments).set({ body: next, updatedAt: now }).where(eq(comments.id, id)).returning(),
+    );
     return result(row!, true, report, yield* oweForComment(c, now, cur.itemId, opts));
   });
 }
 
 /** A comment with replies becomes a tombstone with a blank body; one without replies is removed. */
-export function deleteComment(c: SqlContext, id: string, opts: OweOptions = {}): Promise<WriteResult<CommentRow | null>> {
+export function deleteComment(
+  c: SqlContext,
+  id: string,
+  opts: OweOptions = {},
+): Promise<WriteResult<CommentRow | null>> {
   checkDoorInput('deleteComment', 'id', IN.id, id);
   checkDoorInput('deleteComment', 'opts', IN.oweOptions, opts);
   const { comments } = c.d.t;
@@ -334,11 +430,15 @@ export function deleteComment(c: SqlContext, id: string, opts: OweOptions = {}):
     if (cur.deletedAt !== null) return result(cur, false, emptyReport());
     // The item lock orders this delete after a concurrent reply's insert (which locks the item too).
     yield* lockItem(c, cur.itemId);
-    const replies = (yield* one<{ n: number }>(sql`SELECT ${c.d.int4(sql`count(*)`)} AS n FROM comments WHERE parent_comment_id = ${id}`))!.n;
+    const replies = (yield* one<{ n: number }>(
+      sql`SELECT ${c.d.int4(sql`count(*)`)} AS n FROM comments WHERE parent_comment_id = ${id}`,
+    ))!.n;
     const now = yield* nowMs();
     let row: CommentRow | null = null;
     if (replies > 0) {
-      row = (yield* one((db) => db.update(comments).set({ body: '', deletedAt: now, updatedAt: now }).where(eq(comments.id, id)).returning()))!;
+      row = (yield* one((db) =>
+        db.update(comments).set({ body: '', deletedAt: now, updatedAt: now }).where(eq(comments.id, id)).returning(),
+      ))!;
     } else {
       yield* exec(sql`DELETE FROM comments WHERE id = ${id}`);
     }
@@ -377,14 +477,27 @@ export function addLink(c: SqlContext, l: NewLink, opts: OweOptions = {}): Promi
       db
         .select()
         .from(itemLinks)
-        .where(and(eq(itemLinks.sourceId, l.sourceId), eq(itemLinks.targetId, l.targetId), eq(itemLinks.linkType, l.linkType))),
+        .where(
+          and(
+            eq(itemLinks.sourceId, l.sourceId),
+            eq(itemLinks.targetId, l.targetId),
+            eq(itemLinks.linkType, l.linkType),
+          ),
+        ),
     );
     if (existing) return result(existing, false, emptyReport());
     const now = yield* nowMs();
     const row = yield* one((db) =>
       db
         .insert(itemLinks)
-        .values({ id: l.id ?? c.newId(), workspaceId: l.workspaceId, sourceId: l.sourceId, targetId: l.targetId, linkType: l.linkType, createdAt: l.createdAt ?? now })
+        .values({
+          id: l.id ?? c.newId(),
+          workspaceId: l.workspaceId,
+          sourceId: l.sourceId,
+          targetId: l.targetId,
+          linkType: l.linkType,
+          createdAt: l.createdAt ?? now,
+        })
         .returning(),
     );
     return result(row!, true, emptyReport(), yield* oweLinkEnds(c, now, src.id, dst.id, opts));

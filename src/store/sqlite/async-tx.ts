@@ -51,7 +51,8 @@ const HOST_TX_POLL_MAX_MS = 100;
  * `{ sqlite: db }` connection) has ended. The check and `op` run in the same microtask.
  */
 async function whenHostTxEnds<T>(client: Database.Database, op: () => T): Promise<Awaited<T>> {
-  for (let wait = HOST_TX_POLL_MIN_MS; client.inTransaction; wait = Math.min(wait * 2, HOST_TX_POLL_MAX_MS)) await sleep(wait);
+  for (let wait = HOST_TX_POLL_MIN_MS; client.inTransaction; wait = Math.min(wait * 2, HOST_TX_POLL_MAX_MS))
+    await sleep(wait);
   return op() as Awaited<T>;
 }
 
@@ -75,14 +76,21 @@ export interface GateAccess {
  * @throws TransactionMisuse (as a rejected promise) for a call on the store from inside its own
  * `store.transaction` callback.
  */
-export function gateMethods(proto: object, names: readonly string[], ownWrites: ReadonlySet<string>, access: GateAccess): void {
+export function gateMethods(
+  proto: object,
+  names: readonly string[],
+  ownWrites: ReadonlySet<string>,
+  access: GateAccess,
+): void {
   const p = proto as Record<string, (...args: unknown[]) => unknown>;
   for (const name of names) {
     const orig = p[name];
     if (typeof orig !== 'function') continue;
     const waitsForHost = ownWrites.has(name);
     p[name] = function (this: object & { [TX_STATE]?: TxState }, ...args: unknown[]) {
-      return whenConnectionFree(this, access.mutexOf(this), access.clientOf(this), waitsForHost, () => orig.apply(this, args));
+      return whenConnectionFree(this, access.mutexOf(this), access.clientOf(this), waitsForHost, () =>
+        orig.apply(this, args),
+      );
     };
   }
 }

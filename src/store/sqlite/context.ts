@@ -75,7 +75,11 @@ export function writeTx<T>(ctx: SqliteContext, fn: (tx: Db) => T): T {
  * calls released together held a 20 ms timer 337 ms when they ran back to back).
  * @throws the last SQLITE_BUSY error after the deadline, and any other error at once.
  */
-export async function retryBusy<T>(ctx: SqliteContext, call: () => Promise<T>, deadlineMs = BUSY_DEADLINE_MS): Promise<T> {
+export async function retryBusy<T>(
+  ctx: SqliteContext,
+  call: () => Promise<T>,
+  deadlineMs = BUSY_DEADLINE_MS,
+): Promise<T> {
   const started = performance.now();
   for (let attempt = 0; ; attempt++) {
     try {

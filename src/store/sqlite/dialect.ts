@@ -2,7 +2,18 @@ import { fillPlaceholders, sql, StringChunk } from 'drizzle-orm';
 import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import Database from 'better-sqlite3';
 import type { Clock } from '../../clock.js';
-import { isBound, isSql, type Bound, type Db, type Dialect, type Expr, type Shape, type Step, type Steps, type Tables } from '../sql/steps.js';
+import {
+  isBound,
+  isSql,
+  type Bound,
+  type Db,
+  type Dialect,
+  type Expr,
+  type Shape,
+  type Step,
+  type Steps,
+  type Tables,
+} from '../sql/steps.js';
 import { writeTx, type SqliteContext } from './context.js';
 import * as schema from './schema.js';
 
@@ -18,7 +29,8 @@ const NOTHING = new StringChunk('');
 export function sqliteDialect(ctx: SqliteContext): Dialect {
   // `db` is always this store's one connection (a transaction handle shares it), so writeTx runs
   // on `ctx` itself: no context object is built per write.
-  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> => writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, steps));
+  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> =>
+    writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, steps));
   const prepared = new PreparedShapes(ctx.db as unknown as Db, () => d);
   const d: Dialect = {
     name: 'sqlite',
@@ -33,10 +45,13 @@ export function sqliteDialect(ctx: SqliteContext): Dialect {
       // `atom` holds true as 1: the type tells a boolean from a number. A string atom never equals a
       // number (no affinity on json_each's columns), so a string needs no type test.
       const matches =
-        value === null ? sql`je.type = 'null'`
-        : typeof value === 'boolean' ? sql`je.type = ${value ? 'true' : 'false'}`
-        : typeof value === 'number' ? sql`je.type IN ('integer', 'real') AND je.atom = ${value}`
-        : sql`je.atom = ${value}`;
+        value === null
+          ? sql`je.type = 'null'`
+          : typeof value === 'boolean'
+            ? sql`je.type = ${value ? 'true' : 'false'}`
+            : typeof value === 'number'
+              ? sql`je.type IN ('integer', 'real') AND je.atom = ${value}`
+              : sql`je.atom = ${value}`;
       return sql`EXISTS (SELECT 1 FROM json_each(${column}) je WHERE je.key = ${key} AND ${matches})`;
     },
     indexedBy: (index) => new StringChunk(`INDEXED BY ${index}`),
@@ -97,7 +112,9 @@ class PreparedShapes {
         run: (values) => stmt.run(...params(values)),
       };
     }
-    const built = (q(this.db) as unknown as { prepare(): { all(v: object): unknown[]; run(v: object): { changes: number } } }).prepare();
+    const built = (
+      q(this.db) as unknown as { prepare(): { all(v: object): unknown[]; run(v: object): { changes: number } } }
+    ).prepare();
     return { all: (values) => built.all(plain(s, values)), run: (values) => built.run(plain(s, values)) };
   }
 }
@@ -116,7 +133,8 @@ interface BetterStatement {
 function plain(s: Shape<string>, values: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> {
   for (const k in values) {
     const v = values[k];
-    if (v !== null && typeof v === 'object') throw new TypeError(`statement ${s.name}: parameter ${k} is an expression; SQLite binds plain values only`);
+    if (v !== null && typeof v === 'object')
+      throw new TypeError(`statement ${s.name}: parameter ${k} is an expression; SQLite binds plain values only`);
   }
   return values;
 }

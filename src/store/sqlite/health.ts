@@ -34,13 +34,32 @@ export interface SqliteHealth extends DatabaseHealth {
 export async function checkSqliteHealth(path: string, heartbeatPrefix: string): Promise<SqliteHealth> {
   const known = readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS });
   const exists = path === ':memory:' || existsSync(path);
-  const out: SqliteHealth = { path, exists, migrationsKnown: known.length, migrationsApplied: 0, migrationsPending: known.length, queue: null, heartbeats: null, walBytes: walFileBytes(path), error: null, driverProblem: null };
+  const out: SqliteHealth = {
+    path,
+    exists,
+    migrationsKnown: known.length,
+    migrationsApplied: 0,
+    migrationsPending: known.length,
+    queue: null,
+    heartbeats: null,
+    walBytes: walFileBytes(path),
+    error: null,
+    driverProblem: null,
+  };
   if (!exists || path === ':memory:') return out;
   let db: SqliteDb | undefined;
   try {
     db = openSqlite(path, { readOnly: true, migrate: false });
     db.$client.pragma(`busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
-    const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });    Object.assign(out, await readDatabaseHealth(d, db, { migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`], known, heartbeatPrefix }));
+    const d = sqliteDialect({ db, clock: systemClock, storage: { problem: null, gate: Promise.resolve() } });
+    Object.assign(
+      out,
+      await readDatabaseHealth(d, db, {
+        migrationTables: [sql`${sql.identifier(MIGRATIONS_TABLE)}`, sql`${sql.identifier(LEGACY_MIGRATIONS_TABLE)}`],
+        known,
+        heartbeatPrefix,
+      }),
+    );
   } catch (err) {
     out.error = errCode(err);
     out.driverProblem = sqliteAddonError((err as { cause?: unknown }).cause ?? err)?.message ?? null;

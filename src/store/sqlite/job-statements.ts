@@ -143,9 +143,13 @@ const CHECK_CLAIM = `
  * @returns `leaseLeftMs` ≤ 0 once the lease ran out; -Infinity when the row is gone or holds no lease.
  */
 export function checkClaim(db: Database.Database, now: number, claim: Claim): ClaimCheck {
-  const r = prepared(db, CHECK_CLAIM).get({ now, itemId: claim.itemId, questionSet: claim.questionSet }) as LivenessRow | undefined;
+  const r = prepared(db, CHECK_CLAIM).get({ now, itemId: claim.itemId, questionSet: claim.questionSet }) as
+    LivenessRow | undefined;
   const left = r?.lease_left;
-  return { liveness: livenessOf(r, claim), leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left) };
+  return {
+    liveness: livenessOf(r, claim),
+    leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
+  };
 }
 
 /**
@@ -159,7 +163,12 @@ function answeredKeysSql(n: number): string {
 }
 
 /** Store.answeredKeys on SQLite: which wanted keys already have a row at exactly that key. */
-export function answeredKeys(db: Database.Database, itemId: string, questionSet: string, keys: readonly AnswerKey[]): Set<string> {
+export function answeredKeys(
+  db: Database.Database,
+  itemId: string,
+  questionSet: string,
+  keys: readonly AnswerKey[],
+): Set<string> {
   if (keys.length === 0) return new Set();
   const values: unknown[] = [itemId, questionSet];
   for (const k of keys) values.push(k.questionKey, k.stateHash, k.questionHash, k.stateVersion);

@@ -87,13 +87,18 @@ function databasesBeside(path: string): string {
   const dir = dirname(path);
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => DATABASE_FILE.test(n)).sort();
+    names = readdirSync(dir)
+      .filter((n) => DATABASE_FILE.test(n))
+      .sort();
   } catch {
     return '';
   }
   if (names.length === 0) return ` (${dir} holds no database file)`;
   const more = names.length > DATABASES_LISTED ? ` and ${names.length - DATABASES_LISTED} more` : '';
-  return ` (${dir} holds ${names.slice(0, DATABASES_LISTED).map((n) => (dir.endsWith(sep) ? dir + n : `${dir}${sep}${n}`)).join(', ')}${more})`;
+  return ` (${dir} holds ${names
+    .slice(0, DATABASES_LISTED)
+    .map((n) => (dir.endsWith(sep) ? dir + n : `${dir}${sep}${n}`))
+    .join(', ')}${more})`;
 }
 
 /** How `openSqlite` treats the file. */
@@ -126,10 +131,14 @@ export interface OpenSqliteOptions {
 export function openSqlite(path: string, opts: OpenSqliteOptions = {}): SqliteDb {
   const mustExist = opts.mustExist || opts.readOnly;
   if (path !== ':memory:' && mustExist && !existsSync(path)) {
-    throw new DatabaseNotFound(`no database at ${path}${databasesBeside(path)}; pass the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)${opts.readOnly ? '' : ', or --create to start a new one'}`);
+    throw new DatabaseNotFound(
+      `no database at ${path}${databasesBeside(path)}; pass the path the demo, an import or a worker wrote (--database-url / VERDICT_DATABASE_URL)${opts.readOnly ? '' : ', or --create to start a new one'}`,
+    );
   }
   if (path !== ':memory:' && existsSync(path) && statSync(path).isDirectory()) {
-    throw new DatabaseUnavailable(`${path} is a folder, not a database file; pass the database file itself (--database-url / VERDICT_DATABASE_URL)`);
+    throw new DatabaseUnavailable(
+      `${path} is a folder, not a database file; pass the database file itself (--database-url / VERDICT_DATABASE_URL)`,
+    );
   }
   try {
     if (opts.readOnly && path !== ':memory:') return openSqliteReadOnly(path, opts);
@@ -178,7 +187,10 @@ function readOnlyOpen(path: string, opts: OpenSqliteOptions): SqliteDb {
     // no writer has it open, so it is read as immutable (needs URI filenames: the CLI sets
     // SQLITE_USE_URI=1 before the driver loads). Without URI support the first error stands.
     const code = (err as { code?: string }).code;
-    if ((code === 'SQLITE_READONLY_DIRECTORY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY_CANTINIT') && !existsSync(`${path}-wal`)) {
+    if (
+      (code === 'SQLITE_READONLY_DIRECTORY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY_CANTINIT') &&
+      !existsSync(`${path}-wal`)
+    ) {
       try {
         return readOnlyConnection(`${pathToFileURL(resolve(path)).href}?immutable=1`, opts);
       } catch {
@@ -209,9 +221,12 @@ function readOnlyConnection(filename: string, opts: OpenSqliteOptions): SqliteDb
 /** Committed migrations not recorded on this connection's database; 1 when it cannot tell. */
 function pendingMigrationsOn(client: Database.Database): number {
   try {
-    const has = (name: string) => client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+    const has = (name: string) =>
+      client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
     if (!has(MIGRATIONS_TABLE)) return 1;
-    const applied = new Set((client.prepare(`SELECT hash FROM ${MIGRATIONS_TABLE}`).all() as Array<{ hash: string }>).map((r) => r.hash));
+    const applied = new Set(
+      (client.prepare(`SELECT hash FROM ${MIGRATIONS_TABLE}`).all() as Array<{ hash: string }>).map((r) => r.hash),
+    );
     return readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS }).filter((m) => !applied.has(m.hash)).length;
   } catch {
     return 1;
@@ -281,13 +296,18 @@ function migrateSqlite(db: SqliteDb): void {
  * table are neither adopted nor touched; the old table is left in place.
  */
 function adoptLegacyMigrations(db: SqliteDb): void {
-  const has = (name: string) => db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+  const has = (name: string) =>
+    db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
   if (has(MIGRATIONS_TABLE) || !has(LEGACY_MIGRATIONS_TABLE)) return;
   const known = new Set(readMigrationFiles({ migrationsFolder: SQLITE_MIGRATIONS }).map((m) => m.hash));
-  const rows = db.$client.prepare(`SELECT hash, created_at FROM ${LEGACY_MIGRATIONS_TABLE} ORDER BY id`).all() as Array<{ hash: string; created_at: number }>;
+  const rows = db.$client
+    .prepare(`SELECT hash, created_at FROM ${LEGACY_MIGRATIONS_TABLE} ORDER BY id`)
+    .all() as Array<{ hash: string; created_at: number }>;
   db.$client.transaction(() => {
     // The same DDL drizzle's migrator uses, so it finds the table as its own.
-    db.$client.exec(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`);
+    db.$client.exec(
+      `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`,
+    );
     const insert = db.$client.prepare(`INSERT INTO ${MIGRATIONS_TABLE} (hash, created_at) VALUES (?, ?)`);
     for (const r of rows) if (known.has(r.hash)) insert.run(r.hash, r.created_at);
   })();

@@ -22,7 +22,9 @@ export const collections = sqliteTable(
   'collections',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     slug: text('slug').notNull(),
     isSystem: integer('is_system', { mode: 'boolean' }).notNull().default(false),
     /** JSON: `{fields: [{key, type, options?, terminal_options?}]}` */
@@ -39,8 +41,12 @@ export const items = sqliteTable(
   'items',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
-    collectionId: text('collection_id').notNull().references(() => collections.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
+    collectionId: text('collection_id')
+      .notNull()
+      .references(() => collections.id),
     ref: text('ref').notNull(),
     title: text('title').notNull(),
     content: text('content').notNull().default(''),
@@ -68,7 +74,9 @@ export const comments = sqliteTable(
   'comments',
   {
     id: text('id').primaryKey(),
-    itemId: text('item_id').notNull().references(() => items.id),
+    itemId: text('item_id')
+      .notNull()
+      .references(() => items.id),
     parentCommentId: text('parent_comment_id'),
     author: text('author').notNull(),
     body: text('body').notNull(),
@@ -76,16 +84,25 @@ export const comments = sqliteTable(
     updatedAt: integer('updated_at').notNull(),
     deletedAt: integer('deleted_at'),
   },
-  (t) => [index('comments_item_idx').on(t.itemId, t.createdAt, t.id), index('comments_parent_idx').on(t.parentCommentId)],
+  (t) => [
+    index('comments_item_idx').on(t.itemId, t.createdAt, t.id),
+    index('comments_parent_idx').on(t.parentCommentId),
+  ],
 );
 
 export const itemLinks = sqliteTable(
   'item_links',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
-    sourceId: text('source_id').notNull().references(() => items.id),
-    targetId: text('target_id').notNull().references(() => items.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
+    sourceId: text('source_id')
+      .notNull()
+      .references(() => items.id),
+    targetId: text('target_id')
+      .notNull()
+      .references(() => items.id),
     /** `parent`: source's parent is target; `blocks`: source blocks target; others kept, not read. */
     linkType: text('link_type').notNull(),
     createdAt: integer('created_at').notNull(),
@@ -119,7 +136,9 @@ export const decisionJobs = sqliteTable(
      */
     defers: integer('defers').notNull().default(0),
     /** `owed`, `parked`, or `batched`: in a provider batch (DESIGN §7.3), not claimable until its result is stored or the batch re-owes it. */
-    state: text('state', { enum: ['owed', 'parked', 'batched'] }).notNull().default('owed'),
+    state: text('state', { enum: ['owed', 'parked', 'batched'] })
+      .notNull()
+      .default('owed'),
     /** The `provider_batches` row a batched job is in; null otherwise (a write that re-owes the job leaves it, and the batch then leaves the job alone). */
     batchId: text('batch_id'),
     lastError: text('last_error'),
@@ -191,7 +210,14 @@ export const itemDecisions = sqliteTable(
   },
   (t) => [
     // The idempotency key (DESIGN §2): an insert that conflicts does nothing.
-    uniqueIndex('item_decisions_idem_uq').on(t.itemId, t.questionSet, t.questionKey, t.stateHash, t.questionHash, t.stateVersion),
+    uniqueIndex('item_decisions_idem_uq').on(
+      t.itemId,
+      t.questionSet,
+      t.questionKey,
+      t.stateHash,
+      t.questionHash,
+      t.stateVersion,
+    ),
     index('item_decisions_latest_idx').on(t.itemId, t.questionSet, t.questionKey, t.id),
     // The workspace read, and the drift sweep's and retention's walks in item order.
     index('item_decisions_ws_idx').on(t.workspaceId, t.questionSet, t.itemId),
@@ -240,7 +266,9 @@ export const decisionSpendReservations = sqliteTable(
 export const verdictMeta = sqliteTable('verdict_meta', {
   key: text('key').primaryKey(),
   value: text('value').notNull(),
-  updatedAt: integer('updated_at').notNull().default(sql`0`),
+  updatedAt: integer('updated_at')
+    .notNull()
+    .default(sql`0`),
 });
 
 /**
@@ -251,7 +279,9 @@ export const apiTokens = sqliteTable(
   'api_tokens',
   {
     id: text('id').primaryKey(),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     /** `read`, `write` or `admin`. */
     role: text('role').notNull(),
     /** Hex SHA-256 of the whole token. */
@@ -275,8 +305,12 @@ export const dashboardSessions = sqliteTable(
   {
     /** Hex SHA-256 of the session id the cookie carries. */
     idHash: text('id_hash').primaryKey(),
-    tokenId: text('token_id').notNull().references(() => apiTokens.id),
-    workspaceId: text('workspace_id').notNull().references(() => workspaces.id),
+    tokenId: text('token_id')
+      .notNull()
+      .references(() => apiTokens.id),
+    workspaceId: text('workspace_id')
+      .notNull()
+      .references(() => workspaces.id),
     /** The token's role at login: `read`, `write` or `admin`. */
     role: text('role').notNull(),
     createdAt: integer('created_at').notNull(),

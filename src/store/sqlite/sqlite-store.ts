@@ -11,7 +11,14 @@ import { TRACKER_STORE_METHODS } from '../tracker-store.js';
 import { retryBusy, type SqliteContext } from './context.js';
 import { sqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
-import { gateMethods, runAsyncTransaction, TX_STATE, whenConnectionFree, type ConnectionMutex, type TxState } from './async-tx.js';
+import {
+  gateMethods,
+  runAsyncTransaction,
+  TX_STATE,
+  whenConnectionFree,
+  type ConnectionMutex,
+  type TxState,
+} from './async-tx.js';
 import * as jobs from '../sql/jobs.js';
 import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
@@ -72,7 +79,12 @@ export class SqliteStore extends SqlStore implements Store {
     this.ctx = {
       db: opts.connection
         ? wrapSqlite(opts.connection, { migrate: opts.migrate })
-        : openSqlite(this.path, { busyTimeoutMs: opts.busyTimeoutMs, migrate: opts.migrate, mustExist: opts.mustExist, readOnly: opts.readOnly }),
+        : openSqlite(this.path, {
+            busyTimeoutMs: opts.busyTimeoutMs,
+            migrate: opts.migrate,
+            mustExist: opts.mustExist,
+            readOnly: opts.readOnly,
+          }),
       clock: opts.clock ?? systemClock,
       storage: { problem: null, gate: Promise.resolve() },
     };
@@ -139,7 +151,9 @@ export class SqliteStore extends SqlStore implements Store {
   releaseJob(...a: Parameters<JobStore['releaseJob']>): ReturnType<JobStore['releaseJob']> {
     return this.onConnection(() => jobs.releaseJob(this.c, ...a));
   }
-  loadItemForEvaluation(...a: Parameters<JobStore['loadItemForEvaluation']>): ReturnType<JobStore['loadItemForEvaluation']> {
+  loadItemForEvaluation(
+    ...a: Parameters<JobStore['loadItemForEvaluation']>
+  ): ReturnType<JobStore['loadItemForEvaluation']> {
     return this.onConnection(async () => hot.loadState(this.ctx.db.$client, ...a));
   }
   checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
@@ -225,10 +239,13 @@ export class SqliteStore extends SqlStore implements Store {
  * each retries SQLITE_BUSY with awaited waits (DESIGN §10.1; see the constructor). A method added
  * to the class is covered by being `async`.
  */
-const BUSY_RETRIED_METHODS = [...new Set([...Object.getOwnPropertyNames(SqlStore.prototype), ...Object.getOwnPropertyNames(SqliteStore.prototype)])].filter(
+const BUSY_RETRIED_METHODS = [
+  ...new Set([...Object.getOwnPropertyNames(SqlStore.prototype), ...Object.getOwnPropertyNames(SqliteStore.prototype)]),
+].filter(
   (n) =>
     !['constructor', 'transaction', 'close'].includes(n) &&
-    (SqliteStore.prototype as unknown as Record<string, { constructor?: { name?: string } }>)[n]?.constructor?.name === 'AsyncFunction',
+    (SqliteStore.prototype as unknown as Record<string, { constructor?: { name?: string } }>)[n]?.constructor?.name ===
+      'AsyncFunction',
 );
 gateMethods(
   SqliteStore.prototype,
