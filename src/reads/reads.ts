@@ -365,9 +365,7 @@ export class DecisionReader {
    * (both only when the item has answers), and each answered set's questions. Empty when decisions
    * are off.
    */
-  async itemView(
-    v: ItemViewRows,
-  ): Promise<{
+  async itemView(v: ItemViewRows): Promise<{
     decisions: DecisionView[];
     sets: Array<{ questionSet: string; applies: boolean; reason: string | null }>;
   }> {

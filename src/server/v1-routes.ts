@@ -292,12 +292,10 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
         schema: req.body.schema as CollectionRow['schema'],
         settings: req.body.settings as CollectionRow['settings'],
       });
-      return reply
-        .code(201)
-        .send({
-          collection: row,
-          write: { changed: true, normalised: { loneSurrogates: 0, nulsRemoved: 0 }, owed: 0 },
-        });
+      return reply.code(201).send({
+        collection: row,
+        write: { changed: true, normalised: { loneSurrogates: 0, nulsRemoved: 0 }, owed: 0 },
+      });
     },
   );
   app.patch(
@@ -725,20 +723,18 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
         [item.id, item.ref],
         [target.id, target.ref],
       ]);
-      return reply
-        .code(201)
-        .send(
-          written(
-            'link',
-            await v.store.addLink({
-              workspaceId: ws.id,
-              sourceId: item.id,
-              targetId: target.id,
-              linkType: req.body.type,
-            }),
-            (l) => linkJson(l, refs),
-          ),
-        );
+      return reply.code(201).send(
+        written(
+          'link',
+          await v.store.addLink({
+            workspaceId: ws.id,
+            sourceId: item.id,
+            targetId: target.id,
+            linkType: req.body.type,
+          }),
+          (l) => linkJson(l, refs),
+        ),
+      );
     },
   );
   app.delete(
