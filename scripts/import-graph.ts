@@ -14,13 +14,16 @@
  *   dashboard                    the web dashboard under /ui of `verdict serve`: pages over compose's reads
  *   mcp                          the MCP server (`verdict mcp`, /mcp of `verdict serve`): tools over compose's reads
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
+ *   actions                      acting in a tracker on decisions (DESIGN §17): labels, the gate
  *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §8.3)
- *   worker                       the long-running process: runner, reads, store, providers
- *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
- *                                store, providers
+ *   maintenance                  the background passes, a file each: drift and expiry sweeps,
+ *                                retention, WAL upkeep, and the loop that runs them
+ *   worker                       the long-running process: slots, limiter, batches, event delivery
+ *   runner                       one job's life: claim to commit (job-life.ts), decision, store,
+ *                                providers
  *   integrations                 GitHub import and webhooks, outbound event signatures: importers,
  *                                access, decision, store
- *   importers, reads             importing a tracker; reading decisions and retention: decision, store
+ *   importers, reads             importing a tracker; reading decisions: decision, store
  *   access                       HTTP API tokens: store
  *   store                        persistence (SQLite, Postgres): decision; never providers
  *   providers                    model access: decision; config only to name and build providers
@@ -112,6 +115,7 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   compose: [
     'actions',
     'eval',
+    'maintenance',
     'worker',
     'runner',
     'integrations',
@@ -132,6 +136,19 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
     'runner',
     'integrations',
     'reads',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
+  maintenance: [
+    'worker',
+    'runner',
+    'reads',
+    'access',
     'store',
     'providers',
     'decision',

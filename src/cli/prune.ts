@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { pruneDashboardSessions } from '../access/sessions.js';
-import { pruneDecisions } from '../reads/retention.js';
+import { pruneDecisions } from '../maintenance/retention.js';
 import { buildRegistry, configFrom, loggerFor, openStore } from './common.js';
 import { readerFor } from './reader.js';
 

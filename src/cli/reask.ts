@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
-import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../runner/drift.js';
-import { surveyExpiry, type ExpirySurvey } from '../runner/expiry.js';
+import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../maintenance/drift-plan.js';
+import { surveyExpiry, type ExpirySurvey } from '../maintenance/expiry-plan.js';
 import { questionsOf } from '../decision/registry.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
 import { readerContext } from './reader.js';

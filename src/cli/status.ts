@@ -23,7 +23,7 @@ import {
   type ParkedJobView,
   type WorkerView,
 } from '../compose/queue-view.js';
-import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
+import { WAL_WARN_BYTES } from '../maintenance/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, openStore } from './common.js';
 
 /**

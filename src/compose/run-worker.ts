@@ -7,10 +7,10 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/job-life.js';
 import type { Store } from '../store/whole-store.js';
-import { startBackgroundPasses, sweepUntilDone } from '../worker/background.js';
+import { startBackgroundPasses, sweepUntilDone } from '../maintenance/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
-import { startWalUpkeep } from '../worker/wal-upkeep.js';
+import { startWalUpkeep } from '../maintenance/wal-upkeep.js';
 import { EventDeliverer, eventDeliverySettings } from '../worker/event-delivery.js';
 import type { Registry as MetricsRegistry } from 'prom-client';
 import {
