@@ -16,6 +16,8 @@
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
  *   actions                      acting in a tracker on decisions (DESIGN §17): labels, the gate
  *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §8.3)
+ *   backfill                     owing a set's existing items (DESIGN §11) and what asking them would
+ *                                cost (the estimates): runner, store, providers
  *   maintenance                  the background passes, a file each: drift and expiry sweeps,
  *                                retention, WAL upkeep, and the loop that runs them
  *   worker                       the long-running process: slots, limiter, batches, event delivery
@@ -115,6 +117,7 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   compose: [
     'actions',
     'eval',
+    'backfill',
     'maintenance',
     'worker',
     'runner',
@@ -173,7 +176,8 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   ],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],
-  eval: ['runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  eval: ['backfill', 'runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  backfill: ['runner', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
   importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
   reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],

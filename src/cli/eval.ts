@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { formatUsd } from '../providers/pricing.js';
 import type { Provider } from '../providers/provider.js';
-import { formatWork } from '../runner/estimate.js';
+import { formatWork } from '../backfill/estimate.js';
 import { readGoldSet, type GoldRow } from '../eval/gold-set.js';
 import { reliabilityDiagramSvg } from '../eval/reliability-diagram.js';
 import {

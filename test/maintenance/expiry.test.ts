@@ -7,7 +7,7 @@ import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet, Registry, type QuestionSet } from '../../src/decision/registry.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { estimateSet, estimateTarget } from '../../src/runner/estimate.js';
+import { estimateSet, estimateTarget } from '../../src/backfill/estimate.js';
 import { DRIFT_OWE } from '../../src/maintenance/drift-plan.js';
 import { readExpiryMarker } from '../../src/maintenance/expiry-plan.js';
 import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
