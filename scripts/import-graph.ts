@@ -29,10 +29,11 @@
  *   access                       HTTP API tokens: store
  *   store                        persistence (SQLite, Postgres): decision; never providers
  *   providers                    model access: decision; config only to name and build providers
- *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
- *                                nothing of ours but clock and log
- *   clock, config, errors, log,  root utilities: nothing of ours (config names errors' base class)
- *   version
+ *   decision                     questions, sets, eligibility, states: nothing of ours but the root
+ *                                files below
+ *   clock, config, errors, log,  root utilities and shared shapes: nothing of ours (config names
+ *   version, duration, usage,    errors' base class); tracker-rows holds the collection and item rows
+ *   tracker-rows                 the store returns and decision/ reads, usage one call's tokens
  *
  * The check fails on a cycle, on an arrow between two folders of this list that the list does not
  * allow, and on an import of cli/ from outside it. A folder the list does not name (a new one) is
@@ -111,7 +112,20 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
     'errors',
     'log',
   ],
-  dashboard: ['compose', 'actions', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  dashboard: [
+    'compose',
+    'actions',
+    'eval',
+    'reads',
+    'access',
+    'store',
+    'decision',
+    'clock',
+    'config',
+    'duration',
+    'errors',
+    'log',
+  ],
   mcp: ['compose', 'actions', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
   testing: ['providers', 'decision', 'errors', 'log'],
   compose: [
@@ -180,15 +194,18 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   backfill: ['runner', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
   importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
-  reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
-  store: ['decision', 'clock', 'config', 'errors', 'log'],
-  providers: ['decision', 'clock', 'config', 'errors', 'log'],
-  decision: ['clock', 'errors', 'log'],
+  reads: ['decision', 'store', 'clock', 'config', 'errors', 'log', 'tracker-rows'],
+  store: ['decision', 'clock', 'config', 'errors', 'log', 'tracker-rows', 'usage'],
+  providers: ['decision', 'clock', 'config', 'errors', 'log', 'usage'],
+  decision: ['clock', 'duration', 'errors', 'log', 'tracker-rows'],
   clock: [],
   config: ['errors'],
   errors: [],
   log: [],
   version: [],
+  duration: [],
+  usage: [],
+  'tracker-rows': [],
 };
 
 /** Recursively lists the `.ts` files under `dir` (skipping `.d.ts`). */

@@ -23,7 +23,7 @@ import type { MetaStore } from '../store/meta-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
-import type { CollectionRow } from '../decision/rows.js';
+import type { CollectionRow } from '../tracker-rows.js';
 import type { JobRow } from '../store/queue-store.js';
 import type { ItemViewRows } from '../store/item-view-store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
