@@ -115,7 +115,7 @@ export interface DecisionView {
    * `modelAnswer`), else `model`.
    */
   source: 'model' | 'human';
-  /** The model's answer of the row shown, whatever a person said. Evaluation scores this one. */
+  /** The model's answer of the row shown, whatever a person said. `verdict eval` scores this one. */
   modelAnswer: Answer;
   /**
    * With a person's value in force: the model's current answer when it was asked after the verdict
