@@ -1,4 +1,4 @@
-import { formatElapsed } from '../decision/duration.js';
+import { formatElapsed } from '../duration.js';
 import type { ApiTokenRow } from '../store/access-store.js';
 import { html, type Html } from './html.js';
 import { LIVE_REFRESH_MS } from './live-script.js';
@@ -89,7 +89,7 @@ export function utc(ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 }
 
-/** A duration: 850ms, 42s, 3m 05s, 2h 10m (decision/duration.ts `formatElapsed`). */
+/** A duration: 850ms, 42s, 3m 05s, 2h 10m (duration.ts `formatElapsed`). */
 export const duration = formatElapsed;
 
 /** A ratio as a percentage with one decimal, or '—'. */
