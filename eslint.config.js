@@ -40,15 +40,4 @@ export default tseslint.config(
     files: ['test/**', 'src/testing/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
-  {
-    // Three findings in modules that another branch rewrites at the same time; their fixes are
-    // listed for that merge (an unused `cool` binding, a dead `ok = false` initial value, and a
-    // `this` alias in the metrics collector's callback). Remove this block once they are applied.
-    files: ['src/runner/run-once.ts', 'src/worker/event-delivery.ts', 'src/worker/metrics.ts'],
-    rules: {
-      '@typescript-eslint/no-unused-vars': 'off',
-      'no-useless-assignment': 'off',
-      '@typescript-eslint/no-this-alias': 'off',
-    },
-  },
 );

@@ -49,12 +49,7 @@ export function eventDeliverySettings(
   const unique = [...new Set(urls ?? [])];
   if (unique.length === 0) return null;
   for (const [i, u] of unique.entries()) {
-    let ok = false;
-    try {
-      ok = ['http:', 'https:'].includes(new URL(u).protocol);
-    } catch {
-      ok = false;
-    }
+    const ok = URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol);
     if (!ok)
       throw new ConfigError(
         `eventUrls: entry ${i + 1} is not an http(s) URL; expected URLs such as https://example.com/hooks/verdict`,

@@ -133,14 +133,14 @@ export class WorkerMetrics {
       buckets: EVALUATION_BUCKETS_S,
       registers,
     });
-    const self = this;
     const queue = new Gauge({
       name: 'verdict_queue_jobs',
       help: 'Jobs in the queue by state (due, waiting, in_flight, parked), read at scrape time.',
       labelNames: ['state'],
       registers,
-      async collect() {
-        const q = await self.readQueue();
+      // An arrow, so `this` is the collector (prom-client calls collect with the metric as `this`).
+      collect: async () => {
+        const q = await this.readQueue();
         if (!q) return;
         queue.set({ state: 'due' }, q.owedDue);
         queue.set({ state: 'waiting' }, q.owedWaiting);
@@ -152,8 +152,9 @@ export class WorkerMetrics {
       name: 'verdict_oldest_owed_age_seconds',
       help: 'Age of the oldest owed job (now − enqueued_at), seconds; 0 when none is owed.',
       registers,
-      async collect() {
-        const q = await self.readQueue();
+      // An arrow, so `this` is the collector (prom-client calls collect with the metric as `this`).
+      collect: async () => {
+        const q = await this.readQueue();
         if (q) oldest.set((q.oldestOwedAgeMs ?? 0) / 1000);
       },
     });
@@ -161,9 +162,9 @@ export class WorkerMetrics {
       name: 'verdict_sqlite_wal_bytes',
       help: 'Size of the SQLite write-ahead log file, bytes, read at scrape time (DESIGN §10.2; absent on Postgres).',
       registers,
-      async collect() {
+      collect: async () => {
         try {
-          const bytes = await self.o.store.walBytes();
+          const bytes = await this.o.store.walBytes();
           if (bytes !== null) wal.set(bytes);
         } catch {
           /* the gauge keeps its last value */
@@ -185,9 +186,9 @@ export class WorkerMetrics {
       name: 'verdict_events_pending',
       help: 'Undelivered decision events of enabled targets, read at scrape time.',
       registers,
-      async collect() {
+      collect: async () => {
         try {
-          eventsPending.set((await self.o.store.eventDeliveryStats()).pending);
+          eventsPending.set((await this.o.store.eventDeliveryStats()).pending);
         } catch {
           /* the gauge keeps its last value */
         }
@@ -197,16 +198,16 @@ export class WorkerMetrics {
       name: 'verdict_worker_loop_age_seconds',
       help: 'Time since a worker slot last turned its loop, seconds.',
       registers,
-      collect() {
-        if (self.health) loopAge.set(self.health().lastLoopAgeMs / 1000);
+      collect: () => {
+        if (this.health) loopAge.set(this.health().lastLoopAgeMs / 1000);
       },
     });
     const healthy = new Gauge({
       name: 'verdict_worker_healthy',
       help: '1 when /healthz reports healthy, else 0 (loop stalled or provider misconfigured).',
       registers,
-      collect() {
-        if (self.health) healthy.set(self.health().healthy ? 1 : 0);
+      collect: () => {
+        if (this.health) healthy.set(this.health().healthy ? 1 : 0);
       },
     });
   }
