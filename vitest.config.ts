@@ -58,7 +58,9 @@ const SCALE_RUN = process.env.VERDICT_TEST_SCALE === '1';
  * test-only NORMAL preload every other file gets (FAST_SYNC; test/harness/test-sync-preload.mjs says why).
  */
 const DURABLE = ['test/store/power-cut.test.ts'];
-const FAST_SYNC = ['./test/harness/test-sync-setup.ts'];
+/** Per-file wall and CPU seconds when VERDICT_TEST_CPU_LOG names a file (test/harness/cpu-log-setup.ts). */
+const CPU_LOG = process.env.VERDICT_TEST_CPU_LOG ? ['./test/harness/cpu-log-setup.ts'] : [];
+const FAST_SYNC = ['./test/harness/test-sync-setup.ts', ...CPU_LOG];
 
 /**
  * Files that start first in their group. Without a results cache (a clean clone: CI) vitest starts
@@ -119,7 +121,10 @@ export default defineConfig({
           sequence: { groupOrder: 1 },
         },
       },
-      { extends: true, test: { name: 'durable', include: DURABLE, maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: { name: 'durable', include: DURABLE, setupFiles: CPU_LOG, maxWorkers: 1, sequence: { groupOrder: 0 } },
+      },
     ],
   },
 });
