@@ -6,7 +6,7 @@ import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.
 import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { loadConfig } from '../../src/config.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
-import { loadCli, runCli } from '../harness/cli-in-process.js';
+import { loadCli, runCliExit } from '../harness/cli-in-process.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
@@ -39,15 +39,12 @@ beforeEach(() => {
 afterEach(() => dir.cleanup());
 
 async function doctor(args: string[] = [], env: Record<string, string> = {}) {
-  const r = await runCli(['doctor', '--database-url', db, ...args], {
+  const r = await runCliExit(['doctor', '--database-url', db, ...args], {
     VERDICT_LOG_LEVEL: 'info',
     ANTHROPIC_API_KEY: KEY,
     ANTHROPIC_BASE_URL: server.url,
     ...env,
-  }).then(
-    (ok) => ({ code: 0, ...ok }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  );
+  });
   return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
