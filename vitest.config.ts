@@ -14,7 +14,6 @@ const SERIAL = [
   'test/providers/anthropic.faults.test.ts',
   'test/providers/anthropic.request.test.ts',
   'test/providers/openai-compatible.test.ts',
-  'test/providers/retry.test.ts',
   // A delivery attempt bounded by a few hundred ms against a local receiver.
   'test/worker/event-delivery.test.ts',
   // A real worker against a fake server that answers 429 to a request sent before a reset 2 s
@@ -34,7 +33,6 @@ const SERIAL = [
   // the busy timeout and a 250 ms loop bound.
   'test/scale/processes-sqlite.test.ts',
   'test/scale/processes-postgres.test.ts',
-  'test/scale/postgres-store.test.ts',
   'test/scale/sqlite-busy.test.ts',
   // Chromium against a served dashboard (several processes).
   'test/dashboard/dashboard-browser.test.ts',
