@@ -56,8 +56,8 @@ const SCALE_RUN = process.env.VERDICT_TEST_SCALE === '1';
  * test-only NORMAL preload every other file gets (FAST_SYNC; test/harness/test-sync-preload.mjs says why).
  */
 const DURABLE = ['test/store/power-cut.test.ts'];
-/** Per-file wall and CPU seconds when VERDICT_TEST_CPU_LOG names a file (test/harness/cpu-log-setup.ts). */
-const CPU_LOG = process.env.VERDICT_TEST_CPU_LOG ? ['./test/harness/cpu-log-setup.ts'] : [];
+/** Per-file wall and CPU seconds when VERDICT_TEST_CPU_LOG names a file; nothing without it (test/harness/cpu-log-setup.ts). */
+const CPU_LOG = ['./test/harness/cpu-log-setup.ts'];
 const FAST_SYNC = ['./test/harness/test-sync-setup.ts', ...CPU_LOG];
 
 /**

@@ -114,9 +114,9 @@ beforeAll(async () => {
     VERDICT_EVENT_SECRET: EVENT_SECRET,
   };
   token = // In process: the token is set-up; the served process is what is tested.
-  (
-    await runCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)
-  ).stdout.trim();
+    (
+      await runCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)
+    ).stdout.trim();
   expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
   serve = spawnCli(['serve', '--worker'], env);
   base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 30_000))!;
