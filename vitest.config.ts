@@ -14,7 +14,6 @@ const SERIAL = [
   'test/providers/anthropic.faults.test.ts',
   'test/providers/anthropic.request.test.ts',
   'test/providers/openai-compatible.test.ts',
-  'test/providers/retry.test.ts',
   // A delivery attempt bounded by a few hundred ms against a local receiver.
   'test/worker/event-delivery.test.ts',
   // A real worker against a fake server that answers 429 to a request sent before a reset 2 s
@@ -34,7 +33,6 @@ const SERIAL = [
   // the busy timeout and a 250 ms loop bound.
   'test/scale/processes-sqlite.test.ts',
   'test/scale/processes-postgres.test.ts',
-  'test/scale/postgres-store.test.ts',
   'test/scale/sqlite-busy.test.ts',
   // Chromium against a served dashboard (several processes).
   'test/dashboard/dashboard-browser.test.ts',
@@ -58,7 +56,9 @@ const SCALE_RUN = process.env.VERDICT_TEST_SCALE === '1';
  * test-only NORMAL preload every other file gets (FAST_SYNC; test/harness/test-sync-preload.mjs says why).
  */
 const DURABLE = ['test/store/power-cut.test.ts'];
-const FAST_SYNC = ['./test/harness/test-sync-setup.ts'];
+/** Per-file wall and CPU seconds when VERDICT_TEST_CPU_LOG names a file; nothing without it (test/harness/cpu-log-setup.ts). */
+const CPU_LOG = ['./test/harness/cpu-log-setup.ts'];
+const FAST_SYNC = ['./test/harness/test-sync-setup.ts', ...CPU_LOG];
 
 /**
  * Files that start first in their group. Without a results cache (a clean clone: CI) vitest starts
@@ -119,7 +119,10 @@ export default defineConfig({
           sequence: { groupOrder: 1 },
         },
       },
-      { extends: true, test: { name: 'durable', include: DURABLE, maxWorkers: 1, sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: { name: 'durable', include: DURABLE, setupFiles: CPU_LOG, maxWorkers: 1, sequence: { groupOrder: 0 } },
+      },
     ],
   },
 });

@@ -8,21 +8,25 @@ import { openStoreOn } from '../../src/compose/open.js';
 import { Registry } from '../../src/decision/registry.js';
 import { databaseLabel } from '../../src/store/database-errors.js';
 import { BUILT_MAIN, requireBuiltCli, runBuiltCli } from '../harness/built-cli.js';
+import { loadCli, runCli } from '../harness/cli-in-process.js';
 import { ROOT } from '../harness/cli-process.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
 /**
- * The CLI a newcomer meets (issue 11), through the built CLI on real SQLite files: what import
- * prints as owed, the worker's start line, help that lists global options once, reads that need
- * no write access, and no lock file left beside a database.
+ * The CLI a newcomer meets (issue 11) on real SQLite files: what import prints as owed, the
+ * worker's start line, help that lists global options once, reads that need no write access, and
+ * no lock file left beside a database. The commands run in process (test/harness/cli-in-process.ts);
+ * the read-only check spawns the built CLI (as another user, four processes side by side), and so
+ * does `help options`.
  */
 
 const t = tempDir();
 const jsonl = join(t.dir, 'two.jsonl');
-beforeAll(() => {
+beforeAll(async () => {
   requireBuiltCli();
+  await loadCli();
   writeFileSync(
     jsonl,
     [
@@ -64,14 +68,14 @@ const countJobs = (file: string) => {
 describe('import and worker (built CLI)', () => {
   it('import prints the job rows owed, not the upserts, and leaves no lock file beside the database', async () => {
     const file = join(t.dir, 'import.db');
-    const { stdout } = await runBuiltCli(['import', 'beads', jsonl, '--database-url', file, '--provider', 'fake']);
+    const { stdout } = await runCli(['import', 'beads', jsonl, '--database-url', file, '--provider', 'fake']);
     expect(stdout).toContain(`  jobs owed: ${countJobs(file)} (item, question set) rows`);
     expect(readdirSync(t.dir).filter((f) => f.includes('migrate-lock'))).toEqual([]);
   }, 30_000);
 
   it('a worker creates a missing database only with --create, and its start line names the database', async () => {
     const file = join(t.dir, 'new', 'worker.db');
-    const { stderr } = await runBuiltCli([
+    const { stderr } = await runCli([
       'worker',
       '--until-idle',
       '--create',
@@ -117,7 +121,7 @@ describe('reads open read-only', () => {
   it('status, show, flags and jobs list work on a database in a folder this user may not write', async () => {
     const dir = join(t.dir, 'locked');
     const file = join(dir, 'verdict.db');
-    await runBuiltCli(['import', 'beads', jsonl, '--database-url', file, '--provider', 'fake']);
+    await runCli(['import', 'beads', jsonl, '--database-url', file, '--provider', 'fake']);
     chmodSync(dir, 0o555);
     chmodSync(file, 0o644);
     chmodSync(t.dir, 0o755);
@@ -146,7 +150,7 @@ describe('reads open read-only', () => {
 describe('help lists the global options once', () => {
   it("a command's help shows its own options and points at `verdict help options`", async () => {
     const cmds = ['show', 'worker', 'import', 'jobs list'];
-    const outs = await Promise.all(cmds.map((cmd) => runBuiltCli([...cmd.split(' '), '--help'])));
+    const outs = await Promise.all(cmds.map((cmd) => runCli([...cmd.split(' '), '--help'])));
     for (const { stdout } of outs) {
       expect(stdout).not.toContain('--database-url <value>');
       expect(stdout).toContain('`verdict help options`');
@@ -154,6 +158,8 @@ describe('help lists the global options once', () => {
   }, 30_000);
 
   it('`verdict help options` lists each global option once with its variable, meaning and default', async () => {
+    // The built CLI: in process, commander's `help options` exits the process (the `options`
+    // command is added before the program's exitOverride, so it does not inherit it).
     const { stdout } = await runBuiltCli(['help', 'options']);
     for (const [key, spec] of Object.entries(OPTIONS)) {
       expect(stdout.split(`  ${spec.flag} `).length - 1, spec.flag).toBe(1);

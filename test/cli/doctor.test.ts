@@ -6,14 +6,18 @@ import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.
 import { FakeOpenAIServer } from '../../src/testing/fake-openai-server.js';
 import { loadConfig } from '../../src/config.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
-import { spawnCli } from '../harness/cli-process.js';
+import { loadCli, runCliExit } from '../harness/cli-in-process.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from '../store/conformance-backends.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { Registry } from '../../src/decision/registry.js';
 
-/** `verdict doctor` as a real process, against the fake Anthropic server through ANTHROPIC_BASE_URL. */
+/**
+ * `verdict doctor` through the CLI (in process: test/harness/cli-in-process.ts, the exit code and
+ * both streams as a process would have them), against the fake Anthropic server through
+ * ANTHROPIC_BASE_URL.
+ */
 
 const KEY = 'sk-ant-api03-DOCTORCANARY-1';
 let server: FakeAnthropicServer;
@@ -21,6 +25,7 @@ let dir: { dir: string; cleanup: () => void };
 let db: string;
 beforeAll(async () => {
   server = await FakeAnthropicServer.start();
+  await loadCli();
 });
 afterAll(async () => {
   await server.close();
@@ -34,13 +39,13 @@ beforeEach(() => {
 afterEach(() => dir.cleanup());
 
 async function doctor(args: string[] = [], env: Record<string, string> = {}) {
-  const p = spawnCli(['doctor', '--database-url', db, ...args], {
+  const r = await runCliExit(['doctor', '--database-url', db, ...args], {
+    VERDICT_LOG_LEVEL: 'info',
     ANTHROPIC_API_KEY: KEY,
     ANTHROPIC_BASE_URL: server.url,
     ...env,
   });
-  const { code } = await p.exited;
-  return { code, out: p.stdout(), err: p.stderr() };
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 describe('verdict doctor', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict } from '../../src/index.js';
 
@@ -59,7 +59,7 @@ beforeAll(async () => {
     );
   dir = mkdtempSync(join(tmpdir(), 'verdict-dashboard-'));
   const db = join(dir, 'demo.db');
-  await runBuiltCli(['demo', '--database-url', db]);
+  await runCli(['demo', '--database-url', db]); // set-up, in process: the served dashboard is what is tested
   const v = await createVerdict({ database: db, provider: 'fake' });
   try {
     tokens.admin = (

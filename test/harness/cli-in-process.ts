@@ -30,6 +30,24 @@ export async function runCli(
 let queue: Promise<unknown> = Promise.resolve();
 
 /**
+ * runCli for a test that checks a failing command's exit code: resolves with `code` (0 or the
+ * non-zero code) and both streams instead of rejecting; any other error (not an exit) still rejects.
+ */
+export async function runCliExit(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runCli(args, env).then(
+    (ok) => ({ code: 0, ...ok }),
+    (err: unknown) => {
+      const e = err as { code?: unknown; stdout?: string; stderr?: string };
+      if (typeof e.code !== 'number') throw err;
+      return { code: e.code, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+    },
+  );
+}
+
+/**
  * Imports the program (the whole CLI, transformed on first import: seconds of a loaded machine).
  * A file calls it from `beforeAll`, under the hook's own timeout, so its first test does not pay
  * that cost inside its own.

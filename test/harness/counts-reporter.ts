@@ -6,7 +6,8 @@ import { SERVER_SKIP_MARK } from './needs-server.js';
  * own summary ends on "Duration" and CI reads the plain counts line. Tests skipped because a
  * server is missing (their titles carry SERVER_SKIP_MARK; see needs-server.ts) are counted again
  * on a warning line just before it, so a green run without PostgreSQL never looks complete.
- * A file that fails to import counts as one failure; unhandled errors count as failures.
+ * A file that fails to import, or whose hook fails while none of its tests fails (a failing
+ * `beforeAll` leaves every test skipped), counts as one failure; unhandled errors count as failures.
  */
 export default class CountsReporter implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
@@ -16,7 +17,7 @@ export default class CountsReporter implements Reporter {
     let noServer = 0;
     for (const m of modules) {
       const tests = [...m.children.allTests()];
-      if (m.state() === 'failed' && tests.length === 0) failed++;
+      if (m.state() === 'failed' && !tests.some((t) => t.result().state === 'failed')) failed++;
       for (const t of tests) {
         const s = t.result().state;
         if (s === 'passed') passed++;

@@ -10,7 +10,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BUILT_MAIN, runBuiltCli } from '../harness/built-cli.js';
+import { BUILT_MAIN, requireBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
 import { FULL_RESULT, MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
@@ -45,13 +46,16 @@ const env = () => ({
   ANTHROPIC_API_KEY: '',
 });
 
-/** A read command of the built CLI with `--json`, on beads (the demo's workspace; the test adds another; `status` reads them all). */
+/**
+ * A read command of the CLI with `--json`, on beads (the demo's workspace; the test adds another;
+ * `status` reads them all). In process (test/harness/cli-in-process.ts): the output is compared,
+ * not the process; the MCP servers under test are the processes.
+ */
 async function cliJson(args: string[]): Promise<any> {
-  const { stdout } = await exec(
-    process.execPath,
-    [BUILT_MAIN, ...args, '--json', ...(args[0] === 'status' ? [] : ['--workspace', 'beads'])],
-    { cwd: ROOT, env: { ...process.env, ...env() }, maxBuffer: 64 * 1024 * 1024 },
-  );
+  const { stdout } = await runCli([...args, '--json', ...(args[0] === 'status' ? [] : ['--workspace', 'beads'])], {
+    VERDICT_DATABASE_URL: db,
+    VERDICT_PROVIDER: 'fake',
+  });
   return JSON.parse(stdout);
 }
 
@@ -115,9 +119,10 @@ const errorText = (r: CallToolResult): string => {
 };
 
 beforeAll(async () => {
+  requireBuiltCli();
   dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-'));
   db = join(dir, 'demo.db');
-  await runBuiltCli(['demo', '--database-url', db]);
+  await runCli(['demo', '--database-url', db]);
   v = await createVerdict({ database: db, provider: 'fake' });
   for (const role of ['read', 'write', 'admin'] as const) {
     const t = await v.tokens.create({ workspace: 'beads', role, name: `agent-${role}`, createWorkspace: true });
@@ -235,11 +240,10 @@ describe('verdict mcp over stdio (the SDK client against the built CLI)', () => 
     const pinned = await stdioClient(tokens.read.token, 'verdict-test-agent', { VERDICT_PROVIDER: '' });
     try {
       const got = structured(await call(pinned.client, 'item_get', { ref: flagged.ref }));
-      const { stdout } = await exec(
-        process.execPath,
-        [BUILT_MAIN, 'show', flagged.ref, '--json', '--workspace', 'beads'],
-        { cwd: ROOT, env: { ...process.env, ...env(), VERDICT_PROVIDER: '' } },
-      );
+      const { stdout } = await runCli(['show', flagged.ref, '--json', '--workspace', 'beads'], {
+        VERDICT_DATABASE_URL: db,
+        VERDICT_PROVIDER: '',
+      });
       expect(got.decisions).toEqual(isoDecisions(JSON.parse(stdout).decisions.map(decisionJson)));
       expect(got.decisions.filter((d: { current: boolean }) => d.current).length).toBeGreaterThan(0);
     } finally {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { EVENT_SIGNATURE_HEADER, verifyEventSignature } from '../../src/integrations/events/signature.js';
 
@@ -113,9 +113,10 @@ beforeAll(async () => {
     VERDICT_EVENT_URLS: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/verdict-events`,
     VERDICT_EVENT_SECRET: EVENT_SECRET,
   };
-  token = (
-    await runBuiltCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)
-  ).stdout.trim();
+  token = // In process: the token is set-up; the served process is what is tested.
+    (
+      await runCli(['tokens', 'create', '--workspace', 'acme', '--create-workspace', '--role', 'admin'], env)
+    ).stdout.trim();
   expect(token).toMatch(/^vdt_[A-Za-z0-9_-]{43}$/);
   serve = spawnCli(['serve', '--worker'], env);
   base = (await waitFor(() => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1], 30_000))!;

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { productionSets } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { runBuiltCli } from '../harness/built-cli.js';
+import { runCli } from '../harness/cli-in-process.js';
 import { ROOT, spawnCli, waitFor } from '../harness/cli-process.js';
 import { tempDir, TASK_SCHEMA } from '../harness/store-fixture.js';
 
@@ -145,7 +145,7 @@ describe('worker processes', () => {
       releasedAtStop: 2,
       abortedCalls: 1,
     });
-    const status = JSON.parse((await runBuiltCli(['status', '--json', '--database-url', file])).stdout) as {
+    const status = JSON.parse((await runCli(['status', '--json', '--database-url', file])).stdout) as {
       spend: { last24h: { abortedCalls: number; bySet: Array<{ failedCalls: number; abortedCalls: number }> } };
     };
     expect(status.spend.last24h.abortedCalls).toBe(1);

@@ -1,17 +1,10 @@
 import { truncateSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import {
-  holdReadSnapshot,
-  jobCounts,
-  metricsPortOf,
-  ROOT,
-  runDist,
-  spawnDist,
-  walBytes,
-} from '../../scripts/fault-support.js';
+import { holdReadSnapshot, jobCounts, metricsPortOf, ROOT, spawnDist, walBytes } from '../../scripts/fault-support.js';
 import { checkDatabase } from '../../src/cli/doctor.js';
 import { loadConfig } from '../../src/config.js';
 import { WAL_WARN_BYTES } from '../../src/maintenance/wal-upkeep.js';
+import { runCli, runCliExit } from '../harness/cli-in-process.js';
 import { waitFor } from '../harness/cli-process.js';
 import { parsePromText, sampleValue } from '../harness/prom-text.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';
@@ -72,15 +65,16 @@ describe('the write-ahead log stays bounded (real worker process)', () => {
       'verdict_sqlite_wal_bytes',
     );
     expect(scraped).toBeGreaterThan(4 * 1024 * 1024);
-    const status = await runDist(ROOT, ['status', '--database-url', fx.file()]);
+    // status and doctor in process: the worker process and its checkpoints are what is tested.
+    const status = await runCli(['status', '--database-url', fx.file()]);
     expect(status.stdout).toMatch(/^write-ahead log: \d+(\.\d)? MiB$/m);
-    const statusJson = JSON.parse((await runDist(ROOT, ['status', '--json', '--database-url', fx.file()])).stdout);
+    const statusJson = JSON.parse((await runCli(['status', '--json', '--database-url', fx.file()])).stdout);
     expect(statusJson.walBytes).toBeGreaterThan(4 * 1024 * 1024);
 
     reader.release();
     // The worker is idle and checkpoints every 500 ms here: the fx.file() goes back to (nearly) nothing.
     await waitFor(() => walBytes(fx.file()) < 1024 * 1024, 10_000, 50);
-    const doctor = await runDist(ROOT, ['doctor', '--database-url', fx.file(), '--provider', 'none']);
+    const doctor = await runCliExit(['doctor', '--database-url', fx.file(), '--provider', 'none']);
     expect(doctor.stdout).toMatch(/ok\s+database\s+.*write-ahead log \d+/);
     expect(doctor.stdout).not.toMatch(/WARN/);
 
