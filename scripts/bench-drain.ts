@@ -64,16 +64,37 @@ export async function seedJobs(url: string, items: number): Promise<number> {
     const rows = ids.map(
       (id, i) => [id, ws.id, col.id, `B-${i}`, `bench item ${i}`, `body ${i}`, '{"status":"open"}', now] as const,
     );
-    await insertItems(url, rows);
-    let owed = 0;
-    for (let i = 0; i < ids.length; i += 500) {
-      const chunk = ids.slice(i, i + 500);
-      owed += await store.oweJobs(
-        chunk.flatMap((itemId) => BENCH_SETS.map((questionSet) => ({ itemId, questionSet }))),
-        { priority: PRIORITY_BACKFILL, quietPeriod: false },
-      );
+    const owe = async (q: Pick<Store, 'oweJobs'>) => {
+      let owed = 0;
+      for (let i = 0; i < ids.length; i += 500) {
+        const chunk = ids.slice(i, i + 500);
+        owed += await q.oweJobs(
+          chunk.flatMap((itemId) => BENCH_SETS.map((questionSet) => ({ itemId, questionSet }))),
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
+      }
+      return owed;
+    };
+    if (!isPostgresUrl(url)) {
+      await insertItems(url, rows);
+      return await owe(store);
     }
-    return owed;
+    // On PostgreSQL the items and their jobs commit together, as a write door's do: workers are
+    // running while this seeds, and a drift sweep that saw the items without their jobs owed them
+    // itself (a new key with no answer has drifted), a slot claimed them, and this owe then bumped
+    // their generation, so those completions were superseded and came due a quiet period (30 s)
+    // later: the drain idled, its slots polling, and the statements per job counted that idling.
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      await insertItemsPg(c, rows);
+      const owed = await owe((store as PgStore).joinTransaction(c) as unknown as Pick<Store, 'oweJobs'>);
+      await c.query('COMMIT');
+      return owed;
+    } finally {
+      await c.end();
+    }
   } finally {
     await store.close();
   }
@@ -90,34 +111,31 @@ type ItemTuple = readonly [
   now: number,
 ];
 
+const INSERT_ITEMS =
+  'INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES ';
+
+/** The items in bulk on a PostgreSQL client (the caller's transaction). */
+async function insertItemsPg(c: pg.Client, rows: ItemTuple[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 1_000) {
+    const part = rows.slice(i, i + 1_000);
+    const values = part.map(
+      (_, j) =>
+        `($${j * 8 + 1}, $${j * 8 + 2}, $${j * 8 + 3}, $${j * 8 + 4}, $${j * 8 + 5}, $${j * 8 + 6}, $${j * 8 + 7}, 1, $${j * 8 + 8}, $${j * 8 + 8})`,
+    );
+    await c.query(INSERT_ITEMS + values.join(', '), part.flat());
+  }
+}
+
+/** The items in bulk in a SQLite file, one transaction. */
 async function insertItems(url: string, rows: ItemTuple[]): Promise<void> {
-  const text =
-    'INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES ';
-  if (isPostgresUrl(url)) {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      for (let i = 0; i < rows.length; i += 1_000) {
-        const part = rows.slice(i, i + 1_000);
-        const values = part.map(
-          (_, j) =>
-            `($${j * 8 + 1}, $${j * 8 + 2}, $${j * 8 + 3}, $${j * 8 + 4}, $${j * 8 + 5}, $${j * 8 + 6}, $${j * 8 + 7}, 1, $${j * 8 + 8}, $${j * 8 + 8})`,
-        );
-        await c.query(text + values.join(', '), part.flat());
-      }
-    } finally {
-      await c.end();
-    }
-  } else {
-    const d = new Database(url);
-    try {
-      const ins = d.prepare(`${text}(?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`);
-      d.transaction(() => {
-        for (const r of rows) ins.run(...r, r[7]);
-      })();
-    } finally {
-      d.close();
-    }
+  const d = new Database(url);
+  try {
+    const ins = d.prepare(`${INSERT_ITEMS}(?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`);
+    d.transaction(() => {
+      for (const r of rows) ins.run(...r, r[7]);
+    })();
+  } finally {
+    d.close();
   }
 }
 

@@ -13,7 +13,8 @@ interface Waiting {
  * Group commit (DESIGN §10.6): one per worker process and store. Each slot hands in its finish
  * (the last call's answers and spend, the fenced completion, and its next-claim request) with
  * `finish`, which resolves once that finish is committed. Everything handed in while no commit runs
- * is committed together in ONE transaction (`Store.finishJobs`) at the next turn of the event loop
+ * is committed together in ONE transaction (`Store.finishJobs`; on PostgreSQL one statement per
+ * entry, sent together) at the next turn of the event loop
  * (a `setImmediate`: the slots whose calls returned in the same turn all hand in first); whatever
  * is handed in while a commit runs is committed as soon as it ends. So a process of 16 slots
  * commits (and, at `synchronous = FULL`, fsyncs) once for many jobs instead of once per job.

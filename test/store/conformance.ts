@@ -2707,6 +2707,20 @@ export function runStoreConformance(backend: StoreBackend): void {
       });
       expect(f).toMatchObject({ result: 'applied', answersStored: 1 });
       expect(await types()).toEqual(['decision.surfaced blocked']);
+      // The next finish judges against that answer's memory (read before its own insert): the
+      // key was surfaced, so a low answer clears it.
+      await fx.store.updateItem(a.id, { content: 'edited' });
+      fx.advance(3_700_000); // past the re-ask debounce from that answer (1 h)
+      const c2 = (await fx.store.claimNextJob('runner-a', 60_000, 8))!;
+      await fx.store.finishJob(c2, {
+        answers: {
+          decisions: [p(a.id, 'blocked', 's2', 0.1)],
+          spend,
+          reservationId: null,
+          surfacing: surfacing('T-1'),
+        },
+      });
+      expect(await types()).toEqual(['decision.surfaced blocked', 'decision.cleared blocked']);
     });
 
     it("the runner passes the set's threshold and the ref: the first surfaced answer queues an event", async () => {

@@ -13,8 +13,9 @@ import {
 
 /**
  * `Store.finishJobs` (group commit's store side, DESIGN §10.6) on SQLite, PGlite and, with
- * VERDICT_TEST_PG_URL, a real PostgreSQL: every entry's finish in one transaction, each in its own
- * savepoint, so one entry's failing statement is that entry's error alone.
+ * VERDICT_TEST_PG_URL, a real PostgreSQL: on SQLite and PGlite every entry's finish in one
+ * transaction, each in its own savepoint, on PostgreSQL each entry its own statement, so one
+ * entry's failing statement is that entry's error alone.
  */
 const backends: StoreBackend[] = [
   sqliteBackend(),

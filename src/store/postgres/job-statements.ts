@@ -11,6 +11,7 @@ import {
   type RawJob,
 } from '../write-rules.js';
 import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
+import type { MemoryRow } from '../sql/surfacing.js';
 
 /**
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
@@ -320,9 +321,13 @@ function answerArrays(list: readonly NewDecision[]): unknown[][] {
 const finishBase = (withClaim: boolean) => (withClaim ? 13 : 2);
 const ANSWERS_AT = 4; // the answer arrays, after the job's key, token and generation
 const SPEND_AT = ANSWERS_AT + ANSWER_COLUMNS.length; // the spend's nine values, then the reservation id
+const WATCHED_AT = SPEND_AT + 10; // the stored keys whose surfacing memory the statement returns
 
 /**
  * The finish of one job as CTEs (`sql/jobs.ts` `finishJob` gives the rules):
+ * - `mem`: the surfacing memory of the watched keys (`sql/surfacing.ts` `memoryShape`; none when
+ *   the answers move no surfacing), read by the same snapshot as the insert, so it is the memory
+ *   before this statement's answers (no CTE sees another's writes);
  * - `ins`: the last call's answers (stored whatever the fence says: they were paid for); a
  *   conflict on the idempotency key does nothing;
  * - `done`: the fenced completion, the common case (token and generation unchanged) as one
@@ -335,7 +340,7 @@ const SPEND_AT = ANSWERS_AT + ANSWER_COLUMNS.length; // the spend's nine values,
  * Parameters: $1 the clock offset, the claim's $2…$12 when it claims, then (from $2, or $13) the
  * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
  * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
- * none) and the reservation id (NULL for none).
+ * none), the reservation id (NULL for none) and the watched stored keys (an empty array for none).
  */
 function finishText(withClaim: boolean): string {
   const p = (i: number) => `$${finishBase(withClaim) + i}`;
@@ -343,7 +348,15 @@ function finishText(withClaim: boolean): string {
   const cols = ANSWER_COLUMNS.map(([c]) => c).join(', ');
   const arrays = ANSWER_COLUMNS.map(([, t], i) => `${p(ANSWERS_AT + i)}::${t}[]`).join(', ');
   const s = (i: number) => p(SPEND_AT + i);
+  const latest = (table: string) =>
+    `SELECT max(id) FROM ${table} WHERE item_id = ${p(0)} AND question_set = ${p(1)} AND question_key = ANY (${p(WATCHED_AT)}::text[]) GROUP BY question_key`;
   return `WITH
+mem AS (
+  SELECT 'a' AS w, question_key AS k, answer AS v, NULL::text AS s FROM item_decisions WHERE id IN (${latest('item_decisions')})
+  UNION ALL
+  SELECT 'c', question_key, NULL, CASE WHEN surfaced THEN '1' ELSE '0' END FROM surfacing_changes WHERE id IN (${latest('surfacing_changes')})
+  UNION ALL
+  SELECT 'v', question_key, value, verdict FROM human_verdicts WHERE id IN (${latest('human_verdicts')})),
 ins AS (
   INSERT INTO item_decisions (${cols}, evaluated_at)
   SELECT a.*, ${NOW} FROM unnest(${arrays}) a
@@ -367,14 +380,15 @@ spend AS (
 rsv AS (
   DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
   RETURNING 1)
-SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
+SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled,
+  (SELECT coalesce(json_agg(row_to_json(m)), '[]'::json) FROM mem m) AS memory${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
 }
 
 const FINISH = finishText(false);
 const FINISH_AND_CLAIM = finishText(true);
 
 /** The finish's parameters after the claim's. */
-function finishValues(claim: Claim, f: JobFinish): unknown[] {
+function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): unknown[] {
   const a = f.answers;
   const u = a?.spend.usage;
   const spend = a
@@ -398,6 +412,7 @@ function finishValues(claim: Claim, f: JobFinish): unknown[] {
     ...answerArrays(a?.decisions ?? []),
     ...spend,
     a?.reservationId ?? null,
+    watched,
   ];
 }
 
@@ -408,6 +423,8 @@ export interface FinishDone {
   /** The question keys of the answers inserted (a conflict on the idempotency key inserts nothing). */
   stored: Set<string>;
   next: Claim | null;
+  /** The watched keys' surfacing memory as it was before this statement's insert (`sql/surfacing.ts` `memoryOf` reads it). */
+  memory: MemoryRow[];
 }
 
 /**
@@ -417,11 +434,16 @@ export interface FinishDone {
  * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
  * that move surfacing events: the caller queues them after it, `sql/events.ts`).
  */
-export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinish): Promise<FinishDone> {
+export async function finishStatement(
+  x: PgJobContext,
+  claim: Claim,
+  f: JobFinish,
+  watched: readonly string[] = [],
+): Promise<FinishDone> {
   const r = f.claimNext;
   const values = r
-    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f)]
-    : [x.clockOffsetMs(), ...finishValues(claim, f)];
+    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched)]
+    : [x.clockOffsetMs(), ...finishValues(claim, f, watched)];
   const row = (
     await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))
   ).rows[0];
@@ -435,5 +457,29 @@ export async function finishStatement(x: PgJobContext, claim: Claim, f: JobFinis
       next = await claimNext(x, r);
     }
   }
-  return { completed: Number(row.done) === 1, stored: new Set(row.stored as string[]), next };
+  return {
+    completed: Number(row.done) === 1,
+    stored: new Set(row.stored as string[]),
+    next,
+    memory: row.memory as MemoryRow[],
+  };
+}
+
+/**
+ * The first statement of a finish whose answers may move a key's surfacing (DESIGN §16.2), inside
+ * the transaction the caller opened: the item's row locked, so an answer or verdict of the same
+ * item committed by another transaction is either seen by the finish statement that follows (its
+ * own snapshot, taken after this lock is held, reads the keys' memory) or waits for this commit;
+ * with it the transaction's time and the enabled event targets, read in the same round trip. The
+ * memory cannot be read here: this statement's snapshot is taken before it waits on the lock.
+ * Parameters: $1 clock offset, $2 item.
+ */
+const LOCK_FOR_SURFACING = `
+WITH locked AS (SELECT id FROM items WHERE id = $2 FOR UPDATE)
+SELECT ${NOW} AS now, (SELECT count(*) FROM event_targets WHERE disabled_at IS NULL)::int AS targets, (SELECT count(*) FROM locked)::int AS locked`;
+
+/** Locks `itemId`'s row for a surfacing finish (see LOCK_FOR_SURFACING); the transaction's time (epoch ms) and the enabled targets. */
+export async function lockForSurfacing(x: PgJobContext, itemId: string): Promise<{ nowMs: number; targets: number }> {
+  const r = (await x.query('verdict_lock_for_surfacing', LOCK_FOR_SURFACING, [x.clockOffsetMs(), itemId])).rows[0];
+  return { nowMs: Number(r.now), targets: Number(r.targets) };
 }

@@ -68,10 +68,12 @@ export function claimBatchJobs(
   return autocommit(c, function* () {
     const now = yield* nowSql();
     const token = c.newToken();
+    // The candidates as a MATERIALIZED CTE, run once: as a sub-select under the UPDATE, Postgres
+    // may plan a nested loop that re-runs it per job row, and each run, skipping the rows this
+    // statement has just claimed (SKIP LOCKED), adds the next ones: 6 claims for a limit of 4
+    // (test/store/claim-batch.postgres.test.ts).
     const got = yield* rows<RawJob>(sql`
-      UPDATE decision_jobs
-      SET ${claimSet(c.d, workerId, token, now, o.leaseMs)}
-      WHERE (item_id, question_set) IN (
+      WITH picked AS MATERIALIZED (
         SELECT j.item_id, j.question_set FROM decision_jobs j
         WHERE j.state = 'owed' AND j.priority >= 1 AND j.not_before <= ${now}
           AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${now})
@@ -79,6 +81,9 @@ export function claimBatchJobs(
           ${skip}
         ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
         LIMIT ${c.d.int8(o.limit)}${c.d.skipLocked})
+      UPDATE decision_jobs
+      SET ${claimSet(c.d, workerId, token, now, o.leaseMs)}
+      WHERE (item_id, question_set) IN (SELECT item_id, question_set FROM picked)
       RETURNING *`);
     const out: Claim[] = [];
     for (const row of got) {

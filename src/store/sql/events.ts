@@ -96,6 +96,22 @@ export interface SurfacingWatch {
 }
 
 /**
+ * The answers of one call that could move a key's surfacing: nouls of keys that may surface,
+ * stored key → row. No I/O: a store tells from it alone whether a finish needs the surfacing
+ * statements at all.
+ * @throws TypeError when the rows span more than one (item, set): a context names one item.
+ */
+export function watchedAnswers(list: readonly NewDecision[], s: SurfacingContext): Map<string, NewDecision> {
+  const first = list[0];
+  if (!first) return new Map();
+  if (list.some((r) => r.itemId !== first.itemId || r.questionSet !== first.questionSet)) {
+    throw new TypeError('insertDecisions with a surfacing context: every row must be of one item and set');
+  }
+  const skip = new Set(s.unsurfaced ?? []);
+  return new Map(list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]));
+}
+
+/**
  * Before the answers of one call are inserted: which of them could move a key's surfacing (nouls
  * of keys that may surface), and each one's memory (sql/surfacing.ts). On Postgres the item's row
  * is locked first (SQLite's IMMEDIATE transaction already serialises writers), so a concurrent
@@ -110,16 +126,9 @@ export function* watchSurfacing(
   list: readonly NewDecision[],
   s: SurfacingContext,
 ): Steps<SurfacingWatch | null> {
-  const first = list[0];
-  if (!first) return null;
-  if (list.some((r) => r.itemId !== first.itemId || r.questionSet !== first.questionSet)) {
-    throw new TypeError('insertDecisions with a surfacing context: every row must be of one item and set');
-  }
-  const skip = new Set(s.unsurfaced ?? []);
-  const next = new Map(
-    list.filter((r) => r.kind === 'noul' && !skip.has(r.questionKey)).map((r) => [r.questionKey, r]),
-  );
+  const next = watchedAnswers(list, s);
   if (next.size === 0) return null;
+  const first = list[0];
   const { nowMs, targets } = yield* targetsAndNow(now);
   // Postgres: always, so a verdict and an answer of one item judge the memory in commit order
   // (insertVerdict takes the same lock); with a target, events are queued in that order too.

@@ -11,7 +11,9 @@ import { bind, exec, shape, write, type SqlContext, type Steps } from './steps.j
  * rolled back to its savepoint alone and reports its error, and the entries before and after it
  * commit. Later entries see the earlier ones' writes (one transaction), so two entries never claim
  * the same next job. Written once for both dialects: SQLite drives it synchronously inside one
- * IMMEDIATE transaction, Postgres runs it on one client in one transaction.
+ * IMMEDIATE transaction; PGlite and a handle bound to a host's transaction run it on one client in
+ * one transaction. A PostgreSQL store on its own pool sends one statement per entry instead
+ * (postgres/pg-store.ts `finishJobs`, DESIGN §10.6).
  *
  * When the transaction itself fails (BEGIN, COMMIT, or an error after which the savepoint is
  * gone, as SQLite's own rollback of the whole transaction on some I/O errors), nothing of any

@@ -75,13 +75,24 @@ export function* readMemory(
   questionSet: string,
   keys: readonly string[],
 ): Steps<Map<string, KeyMemory>> {
-  const out = new Map<string, KeyMemory>(keys.map((k) => [k, { answer: null, surfaced: null, verdict: null }]));
-  if (keys.length === 0) return out;
+  if (keys.length === 0) return memoryOf(keys, []);
   const values: Record<string, Expr> = { itemId, questionSet };
   keys.forEach((k, i) => (values[`k${i}`] = k));
-  for (const r of yield* rows<{ w: string; k: string; v: string | null; s: string | null }>(
-    bind(memoryShape(keys.length), values),
-  )) {
+  return memoryOf(keys, yield* rows<MemoryRow>(bind(memoryShape(keys.length), values)));
+}
+
+/** One row of the memory read (see `memoryShape` for its columns). */
+export interface MemoryRow {
+  w: string;
+  k: string;
+  v: string | null;
+  s: string | null;
+}
+
+/** Each of `keys`' memory from the memory read's rows (a key with none: no answer, no change, no verdict). */
+export function memoryOf(keys: readonly string[], got: readonly MemoryRow[]): Map<string, KeyMemory> {
+  const out = new Map<string, KeyMemory>(keys.map((k) => [k, { answer: null, surfaced: null, verdict: null }]));
+  for (const r of got) {
     const m = out.get(r.k);
     if (!m) continue;
     if (r.w === 'a') m.answer = r.v;
