@@ -32,7 +32,7 @@ import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
-import { VerdictError } from '../errors.js';
+import { ownCode, VerdictError } from '../errors.js';
 import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
@@ -915,6 +915,6 @@ class CallSpend {
  * reason's message, which a library caller may have filled with anything.
  */
 function abortCode(signal: AbortSignal): string {
-  const code = (signal.reason as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
+  const code = ownCode(signal.reason);
+  return code !== undefined && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }

@@ -1,4 +1,4 @@
-import { errCode } from '../errors.js';
+import { errCode, ownCode } from '../errors.js';
 import { sleepUnless } from './worker.js';
 import { ConfigError, eventSettingsProblem } from '../config.js';
 import { signEventBody } from '../integrations/events/signature.js';
@@ -337,14 +337,9 @@ export class EventDeliverer {
 
 /** A network failure's class: `timeout`, or `network <code>` (ECONNREFUSED, ENOTFOUND, …) from fetch's cause. */
 function networkError(err: unknown): string {
-  const e = err as { name?: string; cause?: { code?: unknown; name?: unknown } };
+  const e = err as { name?: string; cause?: { name?: unknown } };
   if (e?.name === 'TimeoutError') return 'timeout';
-  const code =
-    typeof e?.cause?.code === 'string'
-      ? e.cause.code
-      : typeof e?.cause?.name === 'string'
-        ? e.cause.name
-        : (e?.name ?? 'error');
+  const code = ownCode(e?.cause) ?? (typeof e?.cause?.name === 'string' ? e.cause.name : (e?.name ?? 'error'));
   return `network ${code}`;
 }
 

@@ -1,4 +1,5 @@
 import type { Clock } from '../../clock.js';
+import { ownCode } from '../../errors.js';
 import type { Db } from '../sql/steps.js';
 import type { SqliteDb } from './open.js';
 
@@ -29,8 +30,7 @@ const BUSY_DEADLINE_MS = 60_000;
 
 /** True for SQLITE_BUSY and its extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_RECOVERY, ...). */
 function isBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+  return ownCode(err)?.startsWith('SQLITE_BUSY') ?? false;
 }
 
 /** Why the database cannot take writes now, as /healthz reports it (DESIGN §10.1). */
@@ -38,8 +38,8 @@ export type StorageProblem = 'database locked' | 'disk full' | 'disk I/O error';
 
 /** The storage problem an error shows, or null for any other error (a constraint, a bad row). */
 export function storageProblemOf(err: unknown): StorageProblem | null {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return null;
+  const code = ownCode(err);
+  if (code === undefined) return null;
   if (code.startsWith('SQLITE_BUSY')) return 'database locked';
   if (code.startsWith('SQLITE_FULL')) return 'disk full';
   if (code.startsWith('SQLITE_IOERR')) return 'disk I/O error';
