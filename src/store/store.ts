@@ -157,7 +157,11 @@ export interface SpendRecord {
   questionSet: string;
   provider: string;
   model: string;
-  /** `ok`, `refused`, `defect`, `unavailable`, ... */
+  /**
+   * `ok` (answered), `defect` (a billed reply that cannot be valid), `aborted` (cut off by this
+   * process's stop), `batch`, `eval`, `eval_failed`, or the job outcome a failed call led to
+   * (`refuse`, `fail`, `defer`, `misconfigured`, ...: the words of `EvalOutcome`, DESIGN §3).
+   */
   outcome: string;
   calls: number;
   usage: Usage;

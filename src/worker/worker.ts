@@ -65,6 +65,8 @@ export interface WorkerOptions {
    */
   claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
+  /** Called with each spend record the slots write (`RunnerOptions.onSpend`): the metrics' provider counters. */
+  onSpend?: RunnerOptions['onSpend'];
   /**
    * Called when a slot's pass finds nothing claimable right after work was recorded (once per
    * stretch of work, not on every idle tick); `createVerdict`'s worker emits `idle` from it.
@@ -490,6 +492,7 @@ export class Worker {
       acquirePermit: this.opts.acquirePermit,
       setCooloffs: this.setCooloffs,
       onOutcome: (r) => this.count(r),
+      onSpend: this.opts.onSpend,
       claimNext: true,
       coAsk: this.opts.coAsk ?? true,
       liveOnly: this.batching(),
