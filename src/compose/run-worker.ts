@@ -201,7 +201,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       })
     : null;
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
-  const health = () => judgeHealth(worker, stallAfterMs, Date.now(), p.store.storageProblem());
+  const health = () => judgeHealth(worker, stallAfterMs, worker.clock.now(), p.store.storageProblem());
   let server: MetricsServer | null = null;
   if (metrics) {
     metrics.setHealth(health);

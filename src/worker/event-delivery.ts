@@ -1,5 +1,5 @@
 import { errCode, ownCode } from '../errors.js';
-import { sleepUnless } from './worker.js';
+import { systemClock, type WaitClock } from '../clock.js';
 import { ConfigError, eventSettingsProblem } from '../config.js';
 import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
@@ -99,6 +99,8 @@ export interface EventDeliveryOptions {
   random?: () => number;
   /** Called once per recorded delivery outcome (metrics). */
   onDelivery?: (ok: boolean) => void;
+  /** Time for the unreachable-target holds and the wait between rounds. @defaultValue systemClock */
+  clock?: WaitClock;
 }
 
 /** What one `flush` (or the rounds of `run`) did. */
@@ -127,9 +129,10 @@ export class EventDeliverer {
   private readonly timeoutMs: number;
   private readonly batchSize: number;
   private readonly leaseMs: number;
+  private readonly clock: WaitClock;
   /**
-   * Targets that just timed out or could not be reached: target URL → Date.now() until which their
-   * other claimed rows are failed without a request. A receiver that accepts connections and never
+   * Targets that just timed out or could not be reached: target URL → epoch ms (the deliverer's
+   * clock) until which their other claimed rows are failed without a request. A receiver that accepts connections and never
    * answers would otherwise cost a full timeout per row (5,000 queued rows, 16 at a time, 10 s
    * each: 52 minutes for one until-idle drain). In memory, per process, at most a minute.
    */
@@ -142,6 +145,7 @@ export class EventDeliverer {
     this.timeoutMs = o.timeoutMs ?? EVENT_TIMEOUT_MS;
     this.batchSize = o.batchSize ?? EVENT_BATCH;
     this.leaseMs = o.leaseMs ?? Math.max(60_000, 3 * this.timeoutMs);
+    this.clock = o.clock ?? systemClock;
   }
 
   /** Ends the current wait between rounds now (an answer that may have queued events was stored). */
@@ -232,10 +236,10 @@ export class EventDeliverer {
   /** POSTs one row and records the outcome. @returns `delivered`, the failure's class, `stopped`, or null when recording failed. */
   private async deliver(row: EventDelivery, signal: AbortSignal): Promise<'delivered' | 'stopped' | string | null> {
     const heldUntil = this.unreachable.get(row.targetUrl) ?? 0;
-    if (heldUntil > Date.now()) {
+    if (heldUntil > this.clock.now()) {
       // Not tried: wait out the hold without counting an attempt (its backoff must not grow).
       try {
-        await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - Date.now());
+        await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - this.clock.now());
       } catch (err) {
         this.o.logger.error({ eventRow: row.id, err: errCode(err) }, 'event delivery outcome not recorded');
         return null;
@@ -255,7 +259,7 @@ export class EventDeliverer {
     if (a.ok === false && !a.error.startsWith('http ')) {
       this.unreachable.set(
         row.targetUrl,
-        Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS),
+        this.clock.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS),
       );
     } else if (a.ok === true) this.unreachable.delete(row.targetUrl);
     if (a.ok === 'stopped') return 'stopped';
@@ -331,7 +335,7 @@ export class EventDeliverer {
   }
 
   private wait(signal: AbortSignal): Promise<void> {
-    return sleepUnless(this.o.pollMs, AbortSignal.any([signal, this.nudge.signal]));
+    return this.clock.wait(this.o.pollMs, AbortSignal.any([signal, this.nudge.signal])).then(() => undefined);
   }
 }
 

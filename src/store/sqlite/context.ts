@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../../clock.js';
 import { ownCode } from '../../errors.js';
 import type { Db } from '../sql/steps.js';
@@ -90,7 +91,7 @@ export async function retryBusy<T>(
       if (!isBusy(err)) throw err;
       const wait = Math.min(BUSY_RETRY_BASE_MS * 2 ** attempt, BUSY_RETRY_MAX_MS);
       if (performance.now() - started + wait > deadlineMs) throw err;
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await sleep(wait);
     }
   }
 }
@@ -105,5 +106,5 @@ function gated<T>(ctx: SqliteContext, call: () => Promise<T>): Promise<T> {
   return run;
 }
 
-const turn = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+const turn = () => sleep(1);
 const noop = () => undefined;
