@@ -1,6 +1,6 @@
 /**
  * Thin wrapper: `npx tsx scripts/backfill.ts --set NAME [--workspace SLUG] [--dry-run] [--drain] [--yes]`
- * is `verdict backfill ...` (src/cli/backfill.ts; the logic is src/runner/backfill.ts, DESIGN §11).
+ * is `verdict backfill ...` (src/cli/backfill.ts; the logic is src/backfill/backfill.ts, DESIGN §11).
  */
 import { main } from '../src/cli/program.js';
 

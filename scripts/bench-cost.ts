@@ -22,7 +22,7 @@ import { DEFAULT_ANTHROPIC_MODEL } from '../src/providers/anthropic.js';
 import { FakeProvider, type FakeProviderOptions } from '../src/providers/fake.js';
 import * as pricing from '../src/providers/pricing.js';
 import type { AskResult, Usage } from '../src/providers/provider.js';
-import { eligibleItems } from '../src/runner/eligible-items.js';
+import { eligibleItems } from '../src/backfill/eligible-items.js';
 import type { RunReport } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';

@@ -24,7 +24,7 @@ import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { defineQuestionSet, Registry } from '../src/decision/registry.js';
 import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
-import { Backfill } from '../src/runner/backfill.js';
+import { Backfill } from '../src/backfill/backfill.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { Worker } from '../src/worker/worker.js';
 

@@ -14,20 +14,26 @@
  *   dashboard                    the web dashboard under /ui of `verdict serve`: pages over compose's reads
  *   mcp                          the MCP server (`verdict mcp`, /mcp of `verdict serve`): tools over compose's reads
  *   compose                      createVerdict and the wiring of a worker, a store and a reader
+ *   actions                      acting in a tracker on decisions (DESIGN §17): labels, the gate
  *   eval                         `verdict eval`: gold sets, metrics, the reliability diagram (DESIGN §8.3)
- *   worker                       the long-running process: runner, reads, store, providers
- *   runner                       evaluate one job, backfill, drift planning, estimates: decision,
- *                                store, providers
+ *   backfill                     owing a set's existing items (DESIGN §11) and what asking them would
+ *                                cost (the estimates): runner, store, providers
+ *   maintenance                  the background passes, a file each: drift and expiry sweeps,
+ *                                retention, WAL upkeep, and the loop that runs them
+ *   worker                       the long-running process: slots, limiter, batches, event delivery
+ *   runner                       one job's life: claim to commit (job-life.ts), decision, store,
+ *                                providers
  *   integrations                 GitHub import and webhooks, outbound event signatures: importers,
  *                                access, decision, store
- *   importers, reads             importing a tracker; reading decisions and retention: decision, store
+ *   importers, reads             importing a tracker; reading decisions: decision, store
  *   access                       HTTP API tokens: store
  *   store                        persistence (SQLite, Postgres): decision; never providers
  *   providers                    model access: decision; config only to name and build providers
- *   decision                     questions, sets, eligibility, states, the rows and Usage they name:
- *                                nothing of ours but clock and log
- *   clock, config, errors, log,  root utilities: nothing of ours (config names errors' base class)
- *   version
+ *   decision                     questions, sets, eligibility, states: nothing of ours but the root
+ *                                files below
+ *   clock, config, errors, log,  root utilities and shared shapes: nothing of ours (config names
+ *   version, duration, usage,    errors' base class); tracker-rows holds the collection and item rows
+ *   tracker-rows                 the store returns and decision/ reads, usage one call's tokens
  *
  * The check fails on a cycle, on an arrow between two folders of this list that the list does not
  * allow, and on an import of cli/ from outside it. A folder the list does not name (a new one) is
@@ -106,12 +112,27 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
     'errors',
     'log',
   ],
-  dashboard: ['compose', 'actions', 'eval', 'reads', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log'],
+  dashboard: [
+    'compose',
+    'actions',
+    'eval',
+    'reads',
+    'access',
+    'store',
+    'decision',
+    'clock',
+    'config',
+    'duration',
+    'errors',
+    'log',
+  ],
   mcp: ['compose', 'actions', 'access', 'store', 'decision', 'clock', 'config', 'errors', 'log', 'version'],
   testing: ['providers', 'decision', 'errors', 'log'],
   compose: [
     'actions',
     'eval',
+    'backfill',
+    'maintenance',
     'worker',
     'runner',
     'integrations',
@@ -140,6 +161,19 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
     'errors',
     'log',
   ],
+  maintenance: [
+    'worker',
+    'runner',
+    'reads',
+    'access',
+    'store',
+    'providers',
+    'decision',
+    'clock',
+    'config',
+    'errors',
+    'log',
+  ],
   worker: [
     'runner',
     'integrations',
@@ -156,18 +190,22 @@ export const LAYERING: Readonly<Record<string, readonly string[] | '*'>> = {
   ],
   integrations: ['importers', 'access', 'decision', 'store', 'clock', 'config', 'errors', 'log'],
   access: ['store', 'errors', 'log'],
-  eval: ['runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  eval: ['backfill', 'runner', 'reads', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
+  backfill: ['runner', 'store', 'providers', 'decision', 'clock', 'config', 'errors', 'log'],
   runner: ['decision', 'store', 'providers', 'clock', 'config', 'errors', 'log'],
   importers: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
-  reads: ['decision', 'store', 'clock', 'config', 'errors', 'log'],
-  store: ['decision', 'clock', 'config', 'errors', 'log'],
-  providers: ['decision', 'clock', 'config', 'errors', 'log'],
-  decision: ['clock', 'errors', 'log'],
+  reads: ['decision', 'store', 'clock', 'config', 'errors', 'log', 'tracker-rows'],
+  store: ['decision', 'clock', 'config', 'errors', 'log', 'tracker-rows', 'usage'],
+  providers: ['decision', 'clock', 'config', 'errors', 'log', 'usage'],
+  decision: ['clock', 'duration', 'errors', 'log', 'tracker-rows'],
   clock: [],
   config: ['errors'],
   errors: [],
   log: [],
   version: [],
+  duration: [],
+  usage: [],
+  'tracker-rows': [],
 };
 
 /** Recursively lists the `.ts` files under `dir` (skipping `.d.ts`). */

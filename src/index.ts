@@ -99,7 +99,7 @@ export type { HumanVerdictRow, VerdictKind } from './store/verdicts.js';
 export type { EvalOutcome, EvalStats } from './runner/outcome.js';
 export type { WorkerSummary } from './worker/worker.js';
 
-// ---------------------------------------------------------------- evaluation (DESIGN §8.3)
+// ---------------------------------------------------------------- eval: gold sets (DESIGN §8.3)
 export { parseGoldSet, readGoldSet, InvalidGoldSet, type GoldRow } from './eval/gold-set.js';
 export {
   EvalCostNotConfirmed,

@@ -255,3 +255,35 @@ describe('the guide documents the beads import format as the code reads it', () 
     expect(doc).toEqual(code);
   });
 });
+
+/** The words of the guide's glossary (first column), one list per row: `park, parked` and `current / stale` are two each. */
+function glossaryRows(md: string): string[][] {
+  const section = md.split('\n## Glossary\n')[1]?.split('\n## ')[0] ?? '';
+  return section
+    .split('\n')
+    .filter((l) => l.startsWith('| ') && !l.startsWith('| Verdict ') && !l.startsWith('|---'))
+    .map((l) =>
+      l
+        .split('|')[1]!
+        .split(/[,/]/)
+        .map((w) => w.trim())
+        .filter((w) => w !== ''),
+    );
+}
+
+describe("the guide's glossary", () => {
+  const rows = glossaryRows(readFileSync(join(ROOT, 'docs/guide.md'), 'utf8'));
+
+  it('states each word once: no word is the heading of two rows', () => {
+    expect(rows.length).toBeGreaterThan(10);
+    const words = rows.flat();
+    expect(words.filter((w, i) => words.indexOf(w) !== i)).toEqual([]);
+  });
+
+  it("tells one job's evaluation from an eval against a gold set", () => {
+    const meaning = (w: string) => rows.findIndex((r) => r.includes(w));
+    expect(meaning('evaluation')).toBeGreaterThanOrEqual(0);
+    expect(meaning('eval')).toBeGreaterThanOrEqual(0);
+    expect(meaning('evaluation')).not.toBe(meaning('eval'));
+  });
+});

@@ -34,7 +34,7 @@ export interface ActionsDeps {
     Pick<Store, 'loadItemForEvaluation'>;
   registry: Registry;
   config: ActionsConfig;
-  /** A reader judged against the provider in force (compose/reader.ts `readerOn`). */
+  /** A reader judged against the provider in force (compose/reader.ts `openReader`). */
   reader: () => Promise<DecisionReader>;
   logger: Logger;
 }

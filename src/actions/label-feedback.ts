@@ -36,7 +36,7 @@ export interface LabelFeedbackDeps {
   config: ActionsConfig;
   registry: Registry;
   logger: Logger;
-  /** A reader over `tx` (compose/reader.ts `readerOn`). */
+  /** A reader over `tx` (compose/reader.ts `openReader`). */
   reader: (tx: Store) => Promise<DecisionReader>;
   /** Records a verdict through `tx` (compose/record-verdict.ts `recordVerdict`). */
   record: (

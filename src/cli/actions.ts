@@ -15,7 +15,8 @@ import type { MetaStore } from '../store/meta-store.js';
 import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
 import { configFrom, EXIT_OK, loggerFor, UsageError } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 /**
  * `verdict actions plan|apply` (DESIGN §17; the logic is src/actions/ through `verdict.actions`):
@@ -72,7 +73,7 @@ export async function actionStatusLines(
 ): Promise<{ lines: string[]; json: Array<{ workspace: string; keys: KeyActionStatus[] }> }> {
   const config: ActionsConfig = loadActionsConfig(cfg.configFile, registry);
   if (config.keys.length === 0) return { lines: [], json: [] };
-  const reader = await readerFor(cfg, store, registry, logger);
+  const reader = await openReader(store, registry, readsAgainst(cfg, logger), logger);
   const actions = new Actions({ store, registry, config, reader: async () => reader, logger });
   const lines: string[] = [];
   const json = [];
@@ -106,7 +107,7 @@ export async function actionGates(
 ): Promise<GateStatus[]> {
   const config = loadActionsConfig(cfg.configFile, registry);
   if (config.keys.length === 0) return [];
-  const reader = await readerFor(cfg, store, registry, logger);
+  const reader = await openReader(store, registry, readsAgainst(cfg, logger), logger);
   return [
     ...(await new Actions({ store, registry, config, reader: async () => reader, logger }).gates(workspaceId)).values(),
   ];

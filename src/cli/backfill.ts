@@ -3,8 +3,8 @@ import type { Command } from 'commander';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
-import { Backfill, loadBackfillCursor, type BackfillProgress, type BackfillReport } from '../runner/backfill.js';
-import type { SetEstimate } from '../runner/estimate.js';
+import { Backfill, loadBackfillCursor, type BackfillProgress, type BackfillReport } from '../backfill/backfill.js';
+import type { SetEstimate } from '../backfill/estimate.js';
 import { formatUsd } from '../providers/pricing.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import {
@@ -30,7 +30,7 @@ import { VerdictError } from '../errors.js';
 import { liveWorkers } from '../worker/heartbeat.js';
 
 /**
- * `verdict backfill --set NAME [--workspace SLUG]` (DESIGN §11; the logic is src/runner/backfill.ts).
+ * `verdict backfill --set NAME [--workspace SLUG]` (DESIGN §11; the logic is src/backfill/backfill.ts).
  * Owes the set for every eligible item in chunks at backfill priority, waits for each chunk to
  * drain, and resumes from its stored cursor when rerun.
  *

@@ -131,4 +131,4 @@ export function formatBytes(bytes: number): string {
 }
 
 /** Formats milliseconds as a short human duration (`1h 02m`, `45s`, `320ms`); shared with the dashboard. */
-export { formatElapsed as formatDuration } from '../decision/duration.js';
+export { formatElapsed as formatDuration } from '../duration.js';

@@ -19,7 +19,8 @@ import {
 } from './common.js';
 import { estimateDrain } from './demo-estimate.js';
 import { formatImportReport } from './import.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 import { printLeftover, runWorker } from './worker.js';
 
 /** The demo's own database, so it never touches a real one. */
@@ -133,7 +134,7 @@ export function registerDemoCommand(program: Command): void {
           return;
         }
         const { flags: flagged } = await (
-          await readerFor(cfg, store, registry, logger)
+          await openReader(store, registry, readsAgainst(cfg, logger), logger)
         ).workspaceFlags(report.workspaceId, 'attention');
         const top = Object.values(flagged)
           .map((f) => ({ ref: f.ref, keys: f.keys, top: Math.max(...Object.values(f.keys)) }))

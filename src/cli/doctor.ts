@@ -12,7 +12,7 @@ import type { DatabaseHealth } from '../store/sql/health.js';
 import { isPostgresUrl } from '../store/postgres/open.js';
 import { HEARTBEAT_PREFIX, heartbeatAlive, parseHeartbeats } from '../worker/heartbeat.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';
-import { WAL_CHECKPOINT_EVERY_MS, WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
+import { WAL_CHECKPOINT_EVERY_MS, WAL_WARN_BYTES } from '../maintenance/wal-upkeep.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatBytes, loggerFor } from './common.js';
 import { buildRuntime } from './reload.js';
 

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { parseLossless } from '../decision/canonical-json.js';
 import type { ItemPatch } from '../store/tracker-writes.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveItem, UsageError } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 /**
  * Parses `key=value`; the value is JSON when it parses as JSON (numbers, true, null), else the
@@ -101,7 +102,9 @@ export function registerEditCommand(program: Command): void {
             }
             patch.setFields = setFields;
           }
-          const watch = await (await readerFor(cfg, store, registry, loggerFor(cfg))).staleWatch(ws.id, item.id);
+          const watch = await (
+            await openReader(store, registry, readsAgainst(cfg, loggerFor(cfg)), loggerFor(cfg))
+          ).staleWatch(ws.id, item.id);
           let owed = 0;
           let changed = false;
           if (Object.keys(patch).length) {

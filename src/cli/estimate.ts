@@ -7,7 +7,7 @@ import { createProvider } from '../providers/create.js';
 import { FakeProvider } from '../providers/fake.js';
 import { batchCostOf, formatUsd, PRICES_CHECKED, pricingFor } from '../providers/pricing.js';
 import { batchingActive } from '../worker/batches.js';
-import { CoAskTally, type CoAskedEstimate } from '../runner/co-ask-estimate.js';
+import { CoAskTally, type CoAskedEstimate } from '../backfill/co-ask-estimate.js';
 import {
   estimateSet,
   estimateTarget,
@@ -16,14 +16,14 @@ import {
   type EstimateTarget,
   type SetEstimate,
   type WorkEstimate,
-} from '../runner/estimate.js';
+} from '../backfill/estimate.js';
 import {
   EXACT_SAMPLE_ITEMS,
   ExactCountUnavailable,
   exactEstimateSet,
   formatSample,
   isExactEstimate,
-} from '../runner/exact-estimate.js';
+} from '../backfill/exact-estimate.js';
 import type { Provider } from '../providers/provider.js';
 import type { Store } from '../store/whole-store.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
@@ -34,7 +34,7 @@ import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, Usag
  * anyone does it. It prices the configured provider and model; pass `--model` (and `--provider`)
  * to price a switch: answers stored under another model are not current for the new one, so every
  * key counts as unanswered. `--exact` corrects the heuristic's input tokens by the provider's own
- * count of every item up to 50, else of 50 items spread evenly (src/runner/exact-estimate.ts); a
+ * count of every item up to 50, else of 50 items spread evenly (src/backfill/exact-estimate.ts); a
  * provider that cannot count (openai) is a usage error, never a silent fallback.
  */
 

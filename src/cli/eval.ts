@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { formatUsd } from '../providers/pricing.js';
 import type { Provider } from '../providers/provider.js';
-import { formatWork } from '../runner/estimate.js';
+import { formatWork } from '../backfill/estimate.js';
 import { readGoldSet, type GoldRow } from '../eval/gold-set.js';
 import { reliabilityDiagramSvg } from '../eval/reliability-diagram.js';
 import {
@@ -30,7 +30,8 @@ import {
   resolveWorkspace,
   UsageError,
 } from './common.js';
-import { readerContext, readerFor } from './reader.js';
+import { openReader, readContext } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 import { actionGates, formatGate } from './actions.js';
 
 /**
@@ -144,8 +145,12 @@ async function evalCommand(o: EvalFlags, cmd: Command): Promise<number> {
     let a: ColumnSource;
     let ctx: ReaderContext | null = null;
     if (o.stored) {
-      ctx = await readerContext(cfg, store, logger);
-      a = { kind: 'stored', reader: await readerFor(cfg, store, registry, logger), judgedAgainst: ctx };
+      ctx = await readContext(readsAgainst(cfg, logger), store);
+      a = {
+        kind: 'stored',
+        reader: await openReader(store, registry, readsAgainst(cfg, logger), logger),
+        judgedAgainst: ctx,
+      };
     } else {
       const p = createProvider(cfg, logger);
       if (!p) throw new UsageError('provider is none: decisions are off');

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { explainItem, type ExplainReport } from '../compose/explain.js';
 import { InvalidInput } from '../errors.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveItem, UsageError } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 import { formatAnswer } from './show.js';
 
 /**
@@ -31,7 +32,7 @@ export function registerExplainCommand(program: Command): void {
         const report = await explainItem(
           store,
           registry,
-          await readerFor(cfg, store, registry, logger),
+          await openReader(store, registry, readsAgainst(cfg, logger), logger),
           item.id,
           opts.set,
         );

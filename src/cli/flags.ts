@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 export function registerFlagsCommand(program: Command): void {
   program
@@ -47,7 +48,9 @@ export function registerFlagsCommand(program: Command): void {
         try {
           const ws = await resolveWorkspace(store, opts.workspace);
           if (opts.flapping) {
-            const keys = await (await readerFor(cfg, store, registry, loggerFor(cfg))).flapping(ws.id, opts.set);
+            const keys = await (
+              await openReader(store, registry, readsAgainst(cfg, loggerFor(cfg)), loggerFor(cfg))
+            ).flapping(ws.id, opts.set);
             if (opts.json) {
               process.stdout.write(
                 `${JSON.stringify({ workspace: ws.slug, set: opts.set, flapping: keys }, null, 2)}\n`,
@@ -66,7 +69,7 @@ export function registerFlagsCommand(program: Command): void {
             return;
           }
           const { flags, failing } = await (
-            await readerFor(cfg, store, registry, loggerFor(cfg))
+            await openReader(store, registry, readsAgainst(cfg, loggerFor(cfg)), loggerFor(cfg))
           ).workspaceFlags(ws.id, opts.set, threshold);
           const ranked = Object.entries(flags)
             .map(([itemId, f]) => ({

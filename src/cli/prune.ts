@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { pruneDashboardSessions } from '../access/sessions.js';
-import { pruneDecisions } from '../reads/retention.js';
+import { pruneDecisions } from '../maintenance/retention.js';
 import { buildRegistry, configFrom, loggerFor, openStore } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 /**
  * `verdict prune [--dry-run] [--json]`: retention on demand (DESIGN §2). Deletes superseded
@@ -31,7 +32,7 @@ export function registerPruneCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry, { mustExist: true });
       try {
-        const r = await pruneDecisions(store, await readerFor(cfg, store, registry, logger), {
+        const r = await pruneDecisions(store, await openReader(store, registry, readsAgainst(cfg, logger), logger), {
           historyMs: cfg.retentionHistoryMs,
           dryRun: !!opts.dryRun,
           logger,

@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
-import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../runner/drift.js';
-import { surveyExpiry, type ExpirySurvey } from '../runner/expiry.js';
+import { DRIFT_OWE, planDrift, surveyDrift, writeDriftMarker, type DriftSurvey } from '../maintenance/drift-plan.js';
+import { surveyExpiry, type ExpirySurvey } from '../maintenance/expiry-plan.js';
 import { questionsOf } from '../decision/registry.js';
 import { buildRegistry, configFrom, EXIT_USAGE, loggerFor, openStore, resolveWorkspace } from './common.js';
-import { readerContext } from './reader.js';
+import { readContext } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 /** Items owed per store call (one write transaction) by `reask`; the store's own IN-list chunk is 500 too. */
 const REASK_OWE_CHUNK = 500;
@@ -53,7 +54,7 @@ export function registerReaskCommand(program: Command): void {
         const store = openStore(cfg, registry, { mustExist: true });
         // What counts as drifted is judged against the configured provider, or else the one the
         // worker last pinned (the same rule as every read).
-        const ctx = await readerContext(cfg, store, logger);
+        const ctx = await readContext(readsAgainst(cfg, logger), store);
         if (!ctx || ctx.model === '') {
           await store.close();
           throw new ConfigError(

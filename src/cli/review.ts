@@ -4,7 +4,8 @@ import { recordVerdict } from '../compose/record-verdict.js';
 import type { DecisionView } from '../reads/reads.js';
 import { overrideValue, type HumanVerdictRow, type VerdictKind } from '../store/verdicts.js';
 import { buildRegistry, configFrom, loggerFor, openStore, resolveWorkspace, UsageError } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 import { formatAnswer } from './show.js';
 
 /**
@@ -79,7 +80,7 @@ Use --value to give a value that reads like a verdict word (a choice option name
         const store = openStore(cfg, registry, { access: 'existing' });
         try {
           const ws = await resolveWorkspace(store, opts.workspace);
-          const reader = await readerFor(cfg, store, registry, loggerFor(cfg));
+          const reader = await openReader(store, registry, readsAgainst(cfg, loggerFor(cfg)), loggerFor(cfg));
           const author = opts.author ?? defaultAuthor();
           if (author.trim() === '')
             throw new UsageError('--author: no author known (set VERDICT_AUTHOR or pass --author NAME)');
@@ -135,7 +136,7 @@ Use --value to give a value that reads like a verdict word (a choice option name
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const ws = await resolveWorkspace(store, opts.workspace);
-        const reader = await readerFor(cfg, store, registry, loggerFor(cfg));
+        const reader = await openReader(store, registry, readsAgainst(cfg, loggerFor(cfg)), loggerFor(cfg));
         const latest = new Map<string, HumanVerdictRow>();
         for (const v of await store.listVerdicts({ workspaceId: ws.id, questionSet: opts.set }))
           latest.set(`${v.itemId}\u0000${v.questionSet}\u0000${v.questionKey}`, v);

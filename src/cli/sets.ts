@@ -8,7 +8,7 @@ import {
   type Question,
 } from '../decision/questions.js';
 import { questionsOf, type QuestionMap, type QuestionSet } from '../decision/registry.js';
-import { formatDuration } from '../decision/duration.js';
+import { formatDuration } from '../duration.js';
 import type { Logger } from '../log.js';
 import { createProvider } from '../providers/create.js';
 import { sqlitePathFromUrl } from '../store/sqlite/open.js';

@@ -5,7 +5,8 @@ import { fieldsForDisplay, type DecisionView } from '../reads/reads.js';
 import type { Answer } from '../decision/questions.js';
 import { pickedLevel } from '../decision/questions.js';
 import { buildRegistry, configFrom, formatDuration, loggerFor, openStore, resolveItem } from './common.js';
-import { readerFor } from './reader.js';
+import { openReader } from '../compose/reader.js';
+import { readsAgainst } from './reader.js';
 
 /** One line of an answer: `p=0.82` for nouls, `choice (0.61)` / `medium 2.3 (0.40)` otherwise. */
 export function formatAnswer(a: Answer, confidence: number | null): string {
@@ -100,7 +101,7 @@ export function registerShowCommand(program: Command): void {
       const store = openStore(cfg, registry, { access: 'read' });
       try {
         const { item } = await resolveItem(store, opts.workspace, ref);
-        const reader = await readerFor(cfg, store, registry, logger);
+        const reader = await openReader(store, registry, readsAgainst(cfg, logger), logger);
         const decisions = await reader.decisions(item.id);
         const clips = await reader.stateClips(item.id);
         const applicability = await reader.setApplicability(item.id);

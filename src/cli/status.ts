@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { actionStatusLines } from './actions.js';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
 import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
-import type { BackfillCursor } from '../runner/backfill.js';
+import type { BackfillCursor } from '../backfill/backfill.js';
 import type { SetJobCounts } from '../store/queue-store.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { BatchStore } from '../store/batch-store.js';
@@ -23,7 +23,7 @@ import {
   type ParkedJobView,
   type WorkerView,
 } from '../compose/queue-view.js';
-import { WAL_WARN_BYTES } from '../worker/wal-upkeep.js';
+import { WAL_WARN_BYTES } from '../maintenance/wal-upkeep.js';
 import { buildRegistry, configFrom, formatBytes, formatDuration, loggerFor, openStore } from './common.js';
 
 /**

@@ -18,7 +18,7 @@ import type { DecisionStore } from '../store/decision-store.js';
 import type { MetaStore } from '../store/meta-store.js';
 import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
-import { readerOn } from './reader.js';
+import { openReader } from './reader.js';
 import { recordVerdict, type RecordedVerdict } from './record-verdict.js';
 
 /**
@@ -97,7 +97,7 @@ export function actionsApi(d: ActionsApiDeps): VerdictActions {
     store: d.store,
     registry: d.registry,
     config: d.config,
-    reader: () => readerOn(d.store, d.registry, d.readsAgainst, d.logger),
+    reader: () => openReader(d.store, d.registry, d.readsAgainst, d.logger),
     logger: d.logger,
   });
   const ws = async (slug: string) => d.store.getWorkspaceBySlug(slug);
@@ -124,7 +124,7 @@ export function actionsApi(d: ActionsApiDeps): VerdictActions {
         (r) => r.questionSet === i.set && r.questionKey === i.key,
       );
       if (!row?.proposal) throw new InvalidInput(`${i.ref} has no open proposal for ${i.set}/${i.key}`);
-      const reader = await readerOn(d.store, d.registry, d.readsAgainst, d.logger);
+      const reader = await openReader(d.store, d.registry, d.readsAgainst, d.logger);
       const verdict = await recordVerdict(d.store, reader, {
         workspace: i.workspace,
         ref: i.ref,
@@ -177,7 +177,7 @@ export function webhookActionOptions(d: ActionsApiDeps): ApplyWebhookOptions {
           config: d.config,
           registry: d.registry,
           logger: d.logger,
-          reader: (s) => readerOn(s, d.registry, d.readsAgainst, d.logger),
+          reader: (s) => openReader(s, d.registry, d.readsAgainst, d.logger),
           record: (s, reader, input) => recordVerdict(s, reader, input),
         },
         tx,

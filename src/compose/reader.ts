@@ -17,7 +17,7 @@ import type { Store } from '../store/whole-store.js';
  * (`verdict_meta` key `provider:pinned`); `null` for `'none'` (decisions off). With neither, the
  * context names no model and nothing reads current.
  */
-export async function readerContextFor(
+export async function readContext(
   provider: Provider | 'none' | undefined,
   store: Pick<MetaStore, 'getMeta'>,
 ): Promise<ReaderContext | null> {
@@ -40,10 +40,10 @@ export async function readerContextFor(
 }
 
 /**
- * A reader whose "current" is judged against `readerContextFor(provider)`, so answers from another
- * model read `model_changed`. With `'none'` every read is empty (DESIGN §9).
+ * Opens the reader every surface uses: "current" is judged against `readContext(provider)`, so
+ * answers from another model read `model_changed`. With `'none'` every read is empty (DESIGN §9).
  */
-export async function readerOn(
+export async function openReader(
   store: TrackerStore &
     QueueStore &
     MetaStore &
@@ -54,7 +54,7 @@ export async function readerOn(
   provider: Provider | 'none' | undefined,
   logger: Logger,
 ): Promise<DecisionReader> {
-  const ctx = await readerContextFor(provider, store);
+  const ctx = await readContext(provider, store);
   if (ctx === null) return new DecisionsOffReader(store);
   return new DecisionReader(store, registry, ctx, logger);
 }

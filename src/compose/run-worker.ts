@@ -8,10 +8,10 @@ import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/job-life.js';
 import type { Store } from '../store/whole-store.js';
 import type { SpendRecord } from '../store/store.js';
-import { startBackgroundPasses, sweepUntilDone } from '../worker/background.js';
+import { startBackgroundPasses, sweepUntilDone } from '../maintenance/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
-import { startWalUpkeep } from '../worker/wal-upkeep.js';
+import { startWalUpkeep } from '../maintenance/wal-upkeep.js';
 import { EventDeliverer, eventDeliverySettings } from '../worker/event-delivery.js';
 import type { Registry as MetricsRegistry } from 'prom-client';
 import {
@@ -26,7 +26,7 @@ import { Worker, type WorkerSummary } from '../worker/worker.js';
 import { Actions } from '../actions/actions.js';
 import { ActionsWorker, type ActionsDrainReport } from '../actions/actions-worker.js';
 import type { ActionsConfig } from '../actions/config.js';
-import { readerOn } from './reader.js';
+import { openReader } from './reader.js';
 
 /** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
 const HEARTBEAT_MIN_MS = 2_000;
@@ -188,7 +188,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
           store: p.store,
           registry: p.registry,
           config: p.actionsConfig,
-          reader: () => readerOn(p.store, worker.runtime.registry, worker.runtime.provider, p.logger),
+          reader: () => openReader(p.store, worker.runtime.registry, worker.runtime.provider, p.logger),
           logger: p.logger,
         }),
         config: p.actionsConfig,

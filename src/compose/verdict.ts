@@ -12,12 +12,12 @@ import { ProviderMisconfigured } from '../providers/errors.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/job-life.js';
 import { toStoreError } from '../store/store.js';
-import type { ItemRow, WorkspaceRow } from '../store/tracker-reads.js';
+import type { ItemRow } from '../store/tracker-reads.js';
 import { TRACKER_STORE_METHODS, type TrackerStore, type VerdictStore } from '../store/tracker-store.js';
 import type { Store } from '../store/whole-store.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } from './open.js';
-import { readerOn } from './reader.js';
+import { openReader } from './reader.js';
 import { runWorker, type WorkerMonitor, type WorkerSettings } from './run-worker.js';
 import { databaseLabel } from '../store/database-errors.js';
 import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../access/tokens.js';
@@ -577,19 +577,17 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     return trackerOnly(join.call(inner, host));
   };
 
-  const workspaceId = async (slug: string): Promise<WorkspaceRow | null> => inner.getWorkspaceBySlug(slug);
-
   const readers: VerdictReader = {
     async items(q) {
-      const ws = await workspaceId(q.workspace);
+      const ws = await inner.getWorkspaceBySlug(q.workspace);
       if (!ws || ws.deletedAt !== null) return null;
-      return itemListPage(inner, registry, () => readerOn(inner, registry, readsAgainst, logger), ws, q);
+      return itemListPage(inner, registry, () => openReader(inner, registry, readsAgainst, logger), ws, q);
     },
     async item(ref, opts) {
       const rows = await inner.readItemView(opts.workspace, ref);
       if (!rows) return null;
       const { decisions, sets: applicability } = await (
-        await readerOn(inner, registry, readsAgainst, logger)
+        await openReader(inner, registry, readsAgainst, logger)
       ).itemView(rows);
       const jobs = new Map(rows.jobs.map((j) => [j.questionSet, j]));
       const sets: ItemSetStatus[] = applicability.map((a) => {
@@ -610,52 +608,52 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       };
     },
     async flags(set, opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
       const out = await (
-        await readerOn(inner, registry, readsAgainst, logger)
+        await openReader(inner, registry, readsAgainst, logger)
       ).workspaceFlags(ws.id, set, opts.threshold);
       // A host knows its items by ref; the internal id is Verdict's own (refs are unique in a workspace).
       return { flags: Object.fromEntries(Object.values(out.flags).map((f) => [f.ref, f])), failing: out.failing };
     },
     async status(opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
       return { workspace: ws.slug, items: await inner.countItems(ws.id), jobs: await inner.jobCountsBySet(ws.id) };
     },
     async flapping(set, opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
-      return (await readerOn(inner, registry, readsAgainst, logger)).flapping(ws.id, set, opts);
+      return (await openReader(inner, registry, readsAgainst, logger)).flapping(ws.id, set, opts);
     },
     async surfaced(set, opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws || !registry.get(set)) return null;
-      return surfacedPage(inner, await readerOn(inner, registry, readsAgainst, logger), ws, set, opts);
+      return surfacedPage(inner, await openReader(inner, registry, readsAgainst, logger), ws, set, opts);
     },
     async keys(set, opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
-      return (await readerOn(inner, registry, readsAgainst, logger)).setKeys(set, ws.id);
+      return (await openReader(inner, registry, readsAgainst, logger)).setKeys(set, ws.id);
     },
     async searchItems(opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws || ws.deletedAt !== null) return null;
       return searchItemsPage(inner, ws, opts);
     },
     async history(ref, opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
       return {
         itemId: item.id,
         ref: item.ref,
-        entries: await (await readerOn(inner, registry, readsAgainst, logger)).history(item.id),
+        entries: await (await openReader(inner, registry, readsAgainst, logger)).history(item.id),
       };
     },
     async queue(opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
       return queueView(inner, ws.id, opts.parkedShown ?? 50);
     },
@@ -663,10 +661,10 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
       return spendWithDailyCap(inner, opts);
     },
     async quality(opts) {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
       const results = new Map((await latestEvalResults(inner, ws.id)).map((r) => [r.set, r]));
-      const r = await readerOn(inner, registry, readsAgainst, logger);
+      const r = await openReader(inner, registry, readsAgainst, logger);
       const sets = [];
       for (const set of registry.all())
         sets.push({ set: set.name, eval: results.get(set.name) ?? null, flapping: await r.flapping(ws.id, set.name) });
@@ -700,14 +698,14 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
   };
   facade.recordVerdict = async (input: RecordVerdictInput) => {
     try {
-      return await recordVerdict(inner, await readerOn(inner, registry, readsAgainst, logger), input);
+      return await recordVerdict(inner, await openReader(inner, registry, readsAgainst, logger), input);
     } catch (err) {
       throw toStoreError(err);
     }
   };
   facade.listVerdicts = async (q: { workspace: string; set?: string; ref?: string }) => {
     try {
-      const ws = await workspaceId(q.workspace);
+      const ws = await inner.getWorkspaceBySlug(q.workspace);
       if (!ws) return [];
       let itemId: string | undefined;
       if (q.ref !== undefined) {
@@ -724,7 +722,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     create: (o) => createApiToken(inner, o).catch((err) => Promise.reject(toStoreError(err))),
     list: async (opts = {}) => {
       if (opts.workspace === undefined) return inner.listApiTokens();
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       return ws ? inner.listApiTokens(ws.id) : [];
     },
     revoke: (id) => inner.revokeApiToken(id),
@@ -754,7 +752,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     github,
     actions: actionsApi(actionDeps),
     explain: mappedRead(async (ref: string, opts: { workspace: string; set?: string }) => {
-      const ws = await workspaceId(opts.workspace);
+      const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws || ws.deletedAt !== null) return null;
       const item = await inner.getItemByRef(ws.id, ref);
       if (!item) return null;
@@ -765,7 +763,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
             param: 'set',
           });
       }
-      return explainItem(inner, registry, await readerOn(inner, registry, readsAgainst, logger), item.id, opts.set);
+      return explainItem(inner, registry, await openReader(inner, registry, readsAgainst, logger), item.id, opts.set);
     }),
     eval: (opts) =>
       evalWorkspace(
@@ -774,7 +772,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
           registry,
           provider,
           logger,
-          reader: () => readerOn(inner, registry, readsAgainst, logger),
+          reader: () => openReader(inner, registry, readsAgainst, logger),
           makeProvider: (model) =>
             provider && ['fake', 'anthropic', 'openai'].includes(provider.name)
               ? createProvider(

@@ -140,8 +140,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'Not allowed',
       'login',
       viewer,
-      html`<h1>Not allowed</h1>
-        <p>This needs a token of role ${role} or above; yours is ${viewer.token.role}.</p>`,
+      html`<h1>Not allowed</h1><p>This needs a token of role ${role} or above; yours is ${viewer.token.role}.</p>`,
     );
   /** A POST's session and role, or the refusal already sent (the CSRF check ran before). */
   const poster = (req: FastifyRequest, reply: FastifyReply, role: ApiTokenRole): ApiTokenRow | null => {
@@ -152,8 +151,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Log in',
         'login',
         null,
-        html`<h1>Log in first</h1>
-          <p><a href="/ui/login">Log in</a> with a workspace token.</p>`,
+        html`<h1>Log in first</h1><p><a href="/ui/login">Log in</a> with a workspace token.</p>`,
       );
       return null;
     }
@@ -174,11 +172,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Form refused',
         'login',
         viewer,
-        html`<h1>Form refused</h1>
-          <p>
-            The form did not carry a valid CSRF token (it expired, or did not come from this dashboard). Go back, reload
-            the page and try again.
-          </p>`,
+        html`<h1>Form refused</h1><p>The form did not carry a valid CSRF token (it expired, or did not come from this dashboard). Go back, reload the page and try again.</p>`,
       );
     }
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
@@ -188,8 +182,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Too large',
         'login',
         viewer,
-        html`<h1>Too large</h1>
-          <p>Forms are limited to ${FORM_BODY_LIMIT_BYTES} bytes.</p>`,
+        html`<h1>Too large</h1><p>Forms are limited to ${FORM_BODY_LIMIT_BYTES} bytes.</p>`,
       );
     if (err instanceof VerdictError && ['invalid_input', 'invalid_write', 'not_found'].includes(err.code)) {
       return send(
@@ -198,8 +191,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Refused',
         'login',
         viewer,
-        html`<h1>Refused</h1>
-          <p>${err.message}</p>`,
+        html`<h1>Refused</h1><p>${err.message}</p>`,
       );
     }
     if (err.statusCode === 429)
@@ -209,8 +201,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Too many requests',
         'login',
         viewer,
-        html`<h1>Too many requests</h1>
-          <p>This token (or address) is over the server's rate limit. Wait a minute and reload.</p>`,
+        html`<h1>Too many requests</h1><p>This token (or address) is over the server's rate limit. Wait a minute and reload.</p>`,
       );
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500)
       return send(reply, err.statusCode, 'Bad request', 'login', viewer, html`<h1>Bad request</h1>`);
@@ -221,8 +212,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'Error',
       'login',
       viewer,
-      html`<h1>Something failed</h1>
-        <p>The error is in the server's log (by code). Try again.</p>`,
+      html`<h1>Something failed</h1><p>The error is in the server's log (by code). Try again.</p>`,
     );
   });
   scope.setNotFoundHandler((req, reply) =>
@@ -232,8 +222,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'Not found',
       'login',
       req.viewer ? { token: req.viewer.token, csrf: '' } : null,
-      html`<h1>Not found</h1>
-        <p><a href="/ui/flags">Flags</a></p>`,
+      html`<h1>Not found</h1><p><a href="/ui/flags">Flags</a></p>`,
     ),
   );
 
@@ -254,27 +243,11 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'Log in',
       'login',
       null,
-      html`<div class="login">
-        <h1>Log in</h1>
-        ${refused ? html`<p class="notice error" role="alert">That token is not valid: it is unknown, revoked, or its workspace is deleted.</p>` : ''}
-        <form method="post" action="/ui/login">
-          <input type="hidden" name="_csrf" value="${csrfToken}" />
-          <label
-            >Workspace token<input
-              type="password"
-              name="token"
-              autocomplete="off"
-              required
-              autofocus
-              spellcheck="false"
-          /></label>
-          <p class="muted">
-            A token from <code>verdict tokens create --workspace SLUG --role read|write|admin</code>. You stay logged in
-            for 12 hours, or until an hour without use; the token itself is not kept in the browser.
-          </p>
-          <button type="submit">Log in</button>
-        </form>
-      </div>`,
+      html`<div class="login"><h1>Log in</h1>${refused ? html`<p class="notice error" role="alert">That token is not valid: it is unknown, revoked, or its workspace is deleted.</p>` : ''}
+<form method="post" action="/ui/login"><input type="hidden" name="_csrf" value="${csrfToken}">
+<label>Workspace token<input type="password" name="token" autocomplete="off" required autofocus spellcheck="false"></label>
+<p class="muted">A token from <code>verdict tokens create --workspace SLUG --role read|write|admin</code>. You stay logged in for 12 hours, or until an hour without use; the token itself is not kept in the browser.</p>
+<button type="submit">Log in</button></form></div>`,
     );
   };
   scope.get('/login', async (req, reply) => loginPage(req, reply, 200, false));
@@ -388,8 +361,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Not found',
         'item',
         viewer,
-        html`<h1>No such item</h1>
-          <p>No item of that ref in workspace ${workspace}. <a href="/ui/items">Items</a></p>`,
+        html`<h1>No such item</h1><p>No item of that ref in workspace ${workspace}. <a href="/ui/items">Items</a></p>`,
       );
     const history = (await v.reader.history(ref, { workspace }))!;
     const comments = await v.store.listComments(read.item.id);
@@ -459,9 +431,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         viewerOf(req, reply)!,
         ref,
         400,
-        html`<p class="notice error" role="alert">
-          That verdict was refused: verdict must be agree, disagree, value or withdrawn.
-        </p>`,
+        html`<p class="notice error" role="alert">That verdict was refused: verdict must be agree, disagree, value or withdrawn.</p>`,
       );
     }
     const raw = field(req.body, 'value');
@@ -523,11 +493,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Refused',
         'queue',
         { token: t, csrf: '' },
-        html`<h1>Refused</h1>
-          <p>
-            The form named a job that is not one (its <code>job</code> value is not an item ref and a set). Go back and
-            reload the queue.
-          </p>`,
+        html`<h1>Refused</h1><p>The form named a job that is not one (its <code>job</code> value is not an item ref and a set). Go back and reload the queue.</p>`,
       );
     if (!jobs.length)
       return send(
@@ -536,8 +502,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'Refused',
         'queue',
         { token: t, csrf: '' },
-        html`<h1>Refused</h1>
-          <p>No job was selected: tick the jobs first, or use a row's own button.</p>`,
+        html`<h1>Refused</h1><p>No job was selected: tick the jobs first, or use a row's own button.</p>`,
       );
     return null;
   };
@@ -575,15 +540,9 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
                 : action === 'due' && job.notBefore <= now
                   ? 'it is due already'
                   : 'it changed while the form was open; reload and look again';
-      lines.push(
-        html`<li>
-          <a href="${jobHref(j.ref, j.set)}"><bdi>${j.ref}</bdi> ${j.set}</a>: ${why}.
-        </li>`,
-      );
+      lines.push(html`<li><a href="${jobHref(j.ref, j.set)}"><bdi>${j.ref}</bdi> ${j.set}</a>: ${why}.</li>`);
     }
-    return html`<ul>
-      ${lines}
-    </ul>`;
+    return html`<ul>${lines}</ul>`;
   };
   const noneChanged = async (
     reply: FastifyReply,
@@ -599,10 +558,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'No job changed',
       'queue',
       viewerOf(req, reply) ?? { token: t, csrf: '' },
-      html`<h1>No job changed</h1>
-        <p class="notice error" role="alert">No job was ${verb}:</p>
-        ${await unchangedReasons(t, action, jobs)}
-        <p><a href="/ui/queue">Back to the queue</a></p>`,
+      html`<h1>No job changed</h1><p class="notice error" role="alert">No job was ${verb}:</p>${await unchangedReasons(t, action, jobs)}<p><a href="/ui/queue">Back to the queue</a></p>`,
     );
   };
 
@@ -659,11 +615,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
         'No such job',
         'queue',
         viewer,
-        html`<h1>No such job</h1>
-          <p>
-            No job of set ${set} is owed for <bdi>${ref}</bdi> in workspace ${viewer.token.workspaceSlug}: it may have
-            finished or been dropped. <a href="/ui/queue">Queue</a>
-          </p>`,
+        html`<h1>No such job</h1><p>No job of set ${set} is owed for <bdi>${ref}</bdi> in workspace ${viewer.token.workspaceSlug}: it may have finished or been dropped. <a href="/ui/queue">Queue</a></p>`,
       );
     return send(
       reply,

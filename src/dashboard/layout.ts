@@ -1,4 +1,4 @@
-import { formatElapsed } from '../decision/duration.js';
+import { formatElapsed } from '../duration.js';
 import type { ApiTokenRow } from '../store/access-store.js';
 import { html, type Html } from './html.js';
 import { LIVE_REFRESH_MS } from './live-script.js';
@@ -33,37 +33,16 @@ export type NavId = (typeof NAV)[number]['id'] | 'item' | 'login';
 export function page(o: { title: string; nav: NavId; viewer: Viewer | null; body: Html; live?: boolean }): string {
   const v = o.viewer;
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width,initial-scale=1" />
-        <title>${o.title} · Verdict</title>
-        <link rel="stylesheet" href="/ui/assets/dashboard.css" />
-        <link rel="icon" href="data:," />
-        ${o.live && v ? html`<script src="/ui/assets/live.js" defer></script>` : ''}
-      </head>
-      <body>
-        <a class="skip" href="#main">Skip to content</a>
-        <header>
-          <span class="brand">Verdict</span>${
-            v
-              ? html`<nav aria-label="Pages">
-                    ${NAV.map((n) => html`<a href="${n.href}" ${n.id === o.nav ? html` aria-current="page"` : ''}>${n.label}</a>`)}
-                  </nav>
-                  <div class="who">
-                    <span
-                      >${v.token.workspaceSlug} · ${v.token.role}${v.token.name ? html` · ${v.token.name}` : ''}</span
-                    >
-                    <form method="post" action="/ui/logout" class="inline">
-                      <input type="hidden" name="_csrf" value="${v.csrf}" /><button type="submit">Log out</button>
-                    </form>
-                  </div>`
-              : ''
-          }
-        </header>
-        <main id="main" ${o.live && v ? html` data-live-ms="${LIVE_REFRESH_MS}"` : ''}>${o.body}</main>
-      </body>
-    </html>`.text;
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${o.title} · Verdict</title><link rel="stylesheet" href="/ui/assets/dashboard.css"><link rel="icon" href="data:,">${o.live && v ? html`<script src="/ui/assets/live.js" defer></script>` : ''}</head>
+<body><a class="skip" href="#main">Skip to content</a>
+<header><span class="brand">Verdict</span>${
+    v
+      ? html`<nav aria-label="Pages">${NAV.map((n) => html`<a href="${n.href}"${n.id === o.nav ? html` aria-current="page"` : ''}>${n.label}</a>`)}</nav>
+<div class="who"><span>${v.token.workspaceSlug} · ${v.token.role}${v.token.name ? html` · ${v.token.name}` : ''}</span><form method="post" action="/ui/logout" class="inline"><input type="hidden" name="_csrf" value="${v.csrf}"><button type="submit">Log out</button></form></div>`
+      : ''
+  }</header>
+<main id="main"${o.live && v ? html` data-live-ms="${LIVE_REFRESH_MS}"` : ''}>${o.body}</main></body></html>`.text;
 }
 
 /** Strings (labels, assignees) as chips, each direction-isolated. */
@@ -83,21 +62,15 @@ export function authorName(author: string): string {
 
 /** A hidden CSRF field for a form. */
 export function csrfField(v: Viewer): Html {
-  return html`<input type="hidden" name="_csrf" value="${v.csrf}" />`;
+  return html`<input type="hidden" name="_csrf" value="${v.csrf}">`;
 }
 
 /** A probability bar with the threshold marked; the number is printed beside it for readers of text. */
 export function pbar(p: number, threshold: number | null): Html {
   const pct = Math.round(p * 1000) / 10;
-  return html`<span
-      class="pbar"
-      role="img"
-      aria-label="${`probability ${pct}%${threshold !== null ? `, threshold ${Math.round(threshold * 100)}%` : ''}`}"
-      ><span style="width:${pct}%"></span>${
-        threshold !== null ? html`<i style="left:${Math.round(threshold * 1000) / 10}%"></i>` : ''
-      }</span
-    >
-    <span class="num">${pct.toFixed(1)}%</span>`;
+  return html`<span class="pbar" role="img" aria-label="${`probability ${pct}%${threshold !== null ? `, threshold ${Math.round(threshold * 100)}%` : ''}`}"><span style="width:${pct}%"></span>${
+    threshold !== null ? html`<i style="left:${Math.round(threshold * 1000) / 10}%"></i>` : ''
+  }</span> <span class="num">${pct.toFixed(1)}%</span>`;
 }
 
 /** 1,234 */
@@ -116,7 +89,7 @@ export function utc(ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 }
 
-/** A duration: 850ms, 42s, 3m 05s, 2h 10m (decision/duration.ts `formatElapsed`). */
+/** A duration: 850ms, 42s, 3m 05s, 2h 10m (duration.ts `formatElapsed`). */
 export const duration = formatElapsed;
 
 /** A ratio as a percentage with one decimal, or '—'. */

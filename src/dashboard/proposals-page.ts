@@ -47,99 +47,31 @@ function proposalsBody(viewer: Viewer, keys: KeyActionStatus[], proposals: Propo
   const n = typeof noticeCode === 'string' && Object.hasOwn(NOTICES, noticeCode) ? NOTICES[noticeCode] : undefined;
   const canDecide = viewer.token.role !== 'read';
   return html`<h1>Proposals</h1>
-    ${n ? html`<p class="notice${n.error ? ' error' : ''}" role="status">${n.text}</p>` : ''}
-    <h2>Keys that act in GitHub</h2>
-    ${
-      keys.length === 0
-        ? html`<p class="muted">No key acts: add an <code>actions</code> section to the config file.</p>`
-        : html`<table>
-            <thead>
-              <tr>
-                <th>Key</th>
-                <th>Mode</th>
-                <th>Gate</th>
-                <th>Precision</th>
-                <th>Labels</th>
-                <th>Applied</th>
-                <th>Proposed</th>
-                <th>Pending</th>
-                <th>Failed</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${keys.map(
-                (k) =>
-                  html`<tr>
-                    <td>${k.set}/${k.key}</td>
-                    <td>${k.mode}</td>
-                    <td>${k.gate.passes ? 'passes' : html`not met: ${k.gate.lacks ?? ''}`}</td>
-                    <td>${pct(k.gate.precision)} (≥ ${pct(k.gate.minPrecision)})</td>
-                    <td>${k.gate.labels} / ${k.gate.minLabels} (${k.gate.source})</td>
-                    <td>${k.applied}</td>
-                    <td>${k.proposed}</td>
-                    <td>${k.pending}</td>
-                    <td>${k.failed}</td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>`
-    }
-    <h2>Waiting for a person</h2>
-    ${
-      proposals.length === 0
-        ? html`<p class="muted">No proposal is open.</p>`
-        : html`<table>
-            <thead>
-              <tr>
-                <th>Item</th>
-                <th>Key</th>
-                <th>Model</th>
-                <th>Labels asked for</th>
-                <th>On the issue</th>
-                <th>Why held</th>
-                <th></th>
-              </tr>
-            </thead>
-            <tbody>
-              ${proposals.map(
-                (p) =>
-                  html`<tr>
-                    <td><a href="${itemHref(p.ref)}">${p.ref}</a> ${p.title}</td>
-                    <td>${p.set}/${p.key}</td>
-                    <td>${p.decision}</td>
-                    <td>${p.labels.length ? p.labels.join(', ') : 'none'}</td>
-                    <td>${p.current === null ? 'unknown' : p.current.length ? p.current.join(', ') : 'none'}</td>
-                    <td>${REASONS[p.reason]}</td>
-                    <td>
-                      ${
-                        canDecide
-                          ? html`<form
-                              method="post"
-                              action="/ui/proposals/decide"
-                              class="inline"
-                              aria-label="${`Proposal for ${p.ref} ${p.set}/${p.key}`}"
-                            >
-                              ${csrfField(viewer)}<input type="hidden" name="ref" value="${p.ref}" /><input
-                                type="hidden"
-                                name="set"
-                                value="${p.set}"
-                              /><input type="hidden" name="key" value="${p.key}" /><button
-                                type="submit"
-                                name="decision"
-                                value="apply"
-                              >
-                                Apply
-                              </button>
-                              <button type="submit" name="decision" value="dismiss" class="secondary">Dismiss</button>
-                            </form>`
-                          : ''
-                      }
-                    </td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>`
-    }`;
+${n ? html`<p class="notice${n.error ? ' error' : ''}" role="status">${n.text}</p>` : ''}
+<h2>Keys that act in GitHub</h2>
+${
+  keys.length === 0
+    ? html`<p class="muted">No key acts: add an <code>actions</code> section to the config file.</p>`
+    : html`<table><thead><tr><th>Key</th><th>Mode</th><th>Gate</th><th>Precision</th><th>Labels</th><th>Applied</th><th>Proposed</th><th>Pending</th><th>Failed</th></tr></thead><tbody>
+${keys.map(
+  (k) =>
+    html`<tr><td>${k.set}/${k.key}</td><td>${k.mode}</td><td>${k.gate.passes ? 'passes' : html`not met: ${k.gate.lacks ?? ''}`}</td><td>${pct(k.gate.precision)} (≥ ${pct(k.gate.minPrecision)})</td><td>${k.gate.labels} / ${k.gate.minLabels} (${k.gate.source})</td><td>${k.applied}</td><td>${k.proposed}</td><td>${k.pending}</td><td>${k.failed}</td></tr>`,
+)}</tbody></table>`
+}
+<h2>Waiting for a person</h2>
+${
+  proposals.length === 0
+    ? html`<p class="muted">No proposal is open.</p>`
+    : html`<table><thead><tr><th>Item</th><th>Key</th><th>Model</th><th>Labels asked for</th><th>On the issue</th><th>Why held</th><th></th></tr></thead><tbody>
+${proposals.map(
+  (p) =>
+    html`<tr><td><a href="${itemHref(p.ref)}">${p.ref}</a> ${p.title}</td><td>${p.set}/${p.key}</td><td>${p.decision}</td><td>${p.labels.length ? p.labels.join(', ') : 'none'}</td><td>${p.current === null ? 'unknown' : p.current.length ? p.current.join(', ') : 'none'}</td><td>${REASONS[p.reason]}</td><td>${
+      canDecide
+        ? html`<form method="post" action="/ui/proposals/decide" class="inline" aria-label="${`Proposal for ${p.ref} ${p.set}/${p.key}`}">${csrfField(viewer)}<input type="hidden" name="ref" value="${p.ref}"><input type="hidden" name="set" value="${p.set}"><input type="hidden" name="key" value="${p.key}"><button type="submit" name="decision" value="apply">Apply</button> <button type="submit" name="decision" value="dismiss" class="secondary">Dismiss</button></form>`
+        : ''
+    }</td></tr>`,
+)}</tbody></table>`
+}`;
 }
 
 /** Registers `/ui/proposals` and its form. */

@@ -18,10 +18,7 @@ const SPEND_CHART_WIDTH = 1040;
 /** One legend for every chart of a page: a swatch and a label per series, in the charts' colour order. */
 function chartLegend(title: string, series: readonly string[]): Html {
   if (!series.length) return html``;
-  return html`<p class="legend" aria-label="${`Legend: ${title}`}">
-    <span class="muted">${title}:</span>
-    ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}
-  </p>`;
+  return html`<p class="legend" aria-label="${`Legend: ${title}`}"><span class="muted">${title}:</span> ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}</p>`;
 }
 
 async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
@@ -37,82 +34,39 @@ async function charts(s: SpendSeries, heading: string, series: readonly string[]
     .map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.costUsd as number }));
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
-    html`<figure class="chart wide">
-      ${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}
-    </figure>`;
+    html`<figure class="chart wide">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
   const t = s.totals;
   return html`<h2>${heading}</h2>
-    <div class="stats">
-      <div><span class="muted">calls</span><b>${n(t.calls)}</b></div>
-      <div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div>
-      <div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div>
-      <div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div>
-    </div>
-    ${t.unpriced.length ? html`<p class="muted">Without a price (not in the cost): ${t.unpriced.join(', ')}.</p>` : ''}
-    ${await svg(`Calls ${per}`, 'calls', calls)}${await svg(`Tokens ${per}`, 'tokens', tokens)}${await svg(`Estimated cost ${per}, US dollars`, 'USD', cost, '$.2~f')}
-    ${
-      t.byModel.length
-        ? html`<div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Model</th>
-                  <th class="num">Calls</th>
-                  <th class="num">Input tokens</th>
-                  <th class="num">Output tokens</th>
-                  <th class="num">Cost</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${t.byModel.map(
-                  (m) =>
-                    html`<tr>
-                      <td>${m.provider}:${m.model}${m.note ? html` <span class="muted">(${m.note})</span>` : ''}</td>
-                      <td class="num">${n(m.calls)}</td>
-                      <td class="num">${n(m.inputTokens)}</td>
-                      <td class="num">${n(m.outputTokens)}</td>
-                      <td class="num">${usd(m.costUsd)}</td>
-                    </tr>`,
-                )}
-              </tbody>
-            </table>
-          </div>`
-        : html`<p class="muted">No provider calls in this window.</p>`
-    }`;
+<div class="stats"><div><span class="muted">calls</span><b>${n(t.calls)}</b></div><div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div><div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div><div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div></div>
+${t.unpriced.length ? html`<p class="muted">Without a price (not in the cost): ${t.unpriced.join(', ')}.</p>` : ''}
+${await svg(`Calls ${per}`, 'calls', calls)}${await svg(`Tokens ${per}`, 'tokens', tokens)}${await svg(`Estimated cost ${per}, US dollars`, 'USD', cost, '$.2~f')}
+${
+  t.byModel.length
+    ? html`<div class="table-wrap"><table><thead><tr><th>Model</th><th class="num">Calls</th><th class="num">Input tokens</th><th class="num">Output tokens</th><th class="num">Cost</th></tr></thead><tbody>${t.byModel.map(
+        (m) =>
+          html`<tr><td>${m.provider}:${m.model}${m.note ? html` <span class="muted">(${m.note})</span>` : ''}</td><td class="num">${n(m.calls)}</td><td class="num">${n(m.inputTokens)}</td><td class="num">${n(m.outputTokens)}</td><td class="num">${usd(m.costUsd)}</td></tr>`,
+      )}</tbody></table></div>`
+    : html`<p class="muted">No provider calls in this window.</p>`
+}`;
 }
 
 function capBlock(c: DailyCapView): Html {
   if (c.capTokens === null)
-    return html`<p>
-      Daily token cap: <b>none</b> set on the live workers (<code>--daily-token-cap</code>). Billed today (UTC):
-      ${n(c.usedTokens)} tokens.
-    </p>`;
+    return html`<p>Daily token cap: <b>none</b> set on the live workers (<code>--daily-token-cap</code>). Billed today (UTC): ${n(c.usedTokens)} tokens.</p>`;
   const used = Math.min(1, c.usedTokens / c.capTokens);
-  return html`<p>
-      Daily token cap: <b>${n(c.capTokens)}</b> tokens; billed today (UTC)
-      <b>${n(c.usedTokens)}</b> (${(used * 100).toFixed(1)}%), resets in ${duration(c.resetsInMs)}.
-    </p>
-    <p>
-      <meter min="0" max="1" low="0.7" high="0.9" optimum="0" value="${used.toFixed(4)}" aria-label="daily cap used">
-        ${(used * 100).toFixed(1)}%
-      </meter>
-    </p>`;
+  return html`<p>Daily token cap: <b>${n(c.capTokens)}</b> tokens; billed today (UTC) <b>${n(c.usedTokens)}</b> (${(used * 100).toFixed(1)}%), resets in ${duration(c.resetsInMs)}.</p>
+<p><meter min="0" max="1" low="0.7" high="0.9" optimum="0" value="${used.toFixed(4)}" aria-label="daily cap used">${(used * 100).toFixed(1)}%</meter></p>`;
 }
 
 /** The spend page body (admin: spend is the server's, across workspaces). */
 export async function spendBody(o: { day: SpendSeries; month: SpendSeries; cap: DailyCapView }): Promise<Html> {
   // Every chart colours a model alike, so one legend serves them all.
   const series = [...new Set([...o.day.points, ...o.month.points].map((p) => p.model))].sort();
-  return html`<h1>Spend</h1>
-    <p class="muted">
-      Provider spend of the whole server (it is kept per hour, set and model, not per workspace). Prices from Verdict's
-      pricing table, checked ${o.day.pricesChecked}; batch results at the batch discount.
-    </p>
-    ${capBlock(o.cap)}${chartLegend('model', series)}${await charts(o.day, 'Last 24 hours', series)}${await charts(o.month, 'Last 30 days', series)}`;
+  return html`<h1>Spend</h1><p class="muted">Provider spend of the whole server (it is kept per hour, set and model, not per workspace). Prices from Verdict's pricing table, checked ${o.day.pricesChecked}; batch results at the batch discount.</p>
+${capBlock(o.cap)}${chartLegend('model', series)}${await charts(o.day, 'Last 24 hours', series)}${await charts(o.month, 'Last 30 days', series)}`;
 }
 
 /** What a read or write token sees instead. */
 export function spendRefused(): Html {
-  return html`<h1>Spend</h1>
-    <p>Spend is kept for the whole server, across workspaces, so it is shown to admin tokens only.</p>`;
+  return html`<h1>Spend</h1><p>Spend is kept for the whole server, across workspaces, so it is shown to admin tokens only.</p>`;
 }

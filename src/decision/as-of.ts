@@ -3,7 +3,7 @@ import { withAsOf, type BuiltState } from './state.js';
 /**
  * Time-dependent questions (DESIGN §5.2): the one rule, used by the runner's "already answered"
  * skip (runner/answered.ts), by every read (reads.ts `judgeRows`), by the expiry sweep
- * (runner/expiry.ts) and by the estimates. Pure: the caller passes the store's "now".
+ * (maintenance/expiry-plan.ts) and by the estimates. Pure: the caller passes the store's "now".
  *
  * A set that declares `maxAgeMs` asks about a state that carries `as_of`, the UTC date
  * (`YYYY-MM-DD`, day precision) of the reading, as its last member. The answer's `state_parts`

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { InvalidQuestion } from './questions.js';
 import { defineQuestionSet, InvalidQuestionSet, validateQuestions, type QuestionSet } from './registry.js';
 import { errCode, VerdictError } from '../errors.js';
-import { DURATION_EXPECTED, parseDuration } from './duration.js';
+import { DURATION_EXPECTED, parseDuration } from '../duration.js';
 import { MIN_MAX_AGE_MS } from './as-of.js';
 
 /**
@@ -52,7 +52,7 @@ const eligibilityRule = z.union([
 const ms = z.number().int().min(0);
 
 /**
- * `maxAge` (DESIGN §5.2): a duration string (`7d`, `36h`, `2w`; see decision/duration.ts) or a
+ * `maxAge` (DESIGN §5.2): a duration string (`7d`, `36h`, `2w`; see duration.ts) or a
  * whole number of milliseconds, read as milliseconds; at least one day (`MIN_MAX_AGE_MS`, the
  * registry's rule, said here in the file's own terms).
  */

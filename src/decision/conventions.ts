@@ -1,6 +1,6 @@
 import { isLosslessNumber } from 'lossless-json';
 import { silentLogger, type Logger } from '../log.js';
-import type { CollectionRow, ItemRow } from './rows.js';
+import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 import { parseLossless } from './canonical-json.js';
 import { noul, type NoulQuestion } from './questions.js';
 import type { QuestionMap, ResolveContext } from './registry.js';

@@ -1,7 +1,7 @@
 import { isLosslessNumber } from 'lossless-json';
 import { parseLossless } from './canonical-json.js';
 import type { EligibilityRule, QuestionSet } from './registry.js';
-import type { CollectionRow, ItemRow } from './rows.js';
+import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 
 /**
  * Whether the item is terminal: a select field with `terminal_options` holds one of them

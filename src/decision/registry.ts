@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { CollectionRow, ItemRow } from './rows.js';
+import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 import type { Question } from './questions.js';
 import { InvalidQuestion, validateQuestion } from './questions.js';
 import { VerdictError } from '../errors.js';

@@ -1,6 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { Question } from '../decision/questions.js';
-import type { Usage } from '../decision/usage.js';
+import type { Usage } from '../usage.js';
 import { checkBatchId, checkBatchRequests, checkCustomId } from './batch.js';
 import { BadEnvelope, classifyAnthropicError, classifyHttpStatus, safeToken, SchemaTooComplex } from './classify.js';
 import {

@@ -1,4 +1,4 @@
-import type { Usage } from '../decision/usage.js';
+import type { Usage } from '../usage.js';
 import { VerdictError } from '../errors.js';
 
 /**

@@ -330,6 +330,15 @@ export function checkInputBudget(
   return estimate;
 }
 
+/** Input tokens of one call besides the state: the system prompt and the answer schema, as `checkInputBudget` counts them
+ * (tokens). The daily cap's reservation (runner/evaluate.ts `callEstimate`) and the estimates both use it.. */
+export function estimatePromptTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
+  return (
+    estimateTokens(buildSystemPrompt(questions, { explain })) +
+    estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })))
+  );
+}
+
 /** Usage of no call at all. */
 export function zeroUsage(): Usage {
   return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };

@@ -1,7 +1,7 @@
 import type { Answer, FingerprintContext, Question } from '../decision/questions.js';
-import type { Usage } from '../decision/usage.js';
+import type { Usage } from '../usage.js';
 
-/** Re-exported: `Usage` lives in decision/usage.ts so the store and the errors need not import providers. */
+/** Re-exported: `Usage` lives in src/usage.ts so the store and the errors need not import providers. */
 export type { Usage };
 
 /** Options of one `ask`. */

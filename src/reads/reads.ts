@@ -23,7 +23,7 @@ import type { MetaStore } from '../store/meta-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { Store } from '../store/whole-store.js';
-import type { CollectionRow } from '../decision/rows.js';
+import type { CollectionRow } from '../tracker-rows.js';
 import type { JobRow } from '../store/queue-store.js';
 import type { ItemViewRows } from '../store/item-view-store.js';
 import { appliesNow, whyNotApplies } from '../decision/eligibility.js';
@@ -115,7 +115,7 @@ export interface DecisionView {
    * `modelAnswer`), else `model`.
    */
   source: 'model' | 'human';
-  /** The model's answer of the row shown, whatever a person said. Evaluation scores this one. */
+  /** The model's answer of the row shown, whatever a person said. `verdict eval` scores this one. */
   modelAnswer: Answer;
   /**
    * With a person's value in force: the model's current answer when it was asked after the verdict

@@ -19,8 +19,7 @@ import {
   SchemaRejected,
 } from '../providers/errors.js';
 import { DEFAULT_RETRY_POLICY } from '../providers/retry.js';
-import { maxTokensFor } from '../providers/prompt.js';
-import { estimatePromptTokens } from './estimate.js';
+import { estimatePromptTokens, maxTokensFor } from '../providers/prompt.js';
 import { estimateTokens, type AskResult, type Provider, type Usage } from '../providers/provider.js';
 import type { SurfacingContext } from '../store/events.js';
 import type { Claim, ItemForEvaluation, JobFinish, Liveness, NewDecision, SpendRecord } from '../store/store.js';

@@ -1,4 +1,4 @@
-import type { ItemRow } from '../decision/rows.js';
+import type { ItemRow } from '../tracker-rows.js';
 import type { NewDecision } from './store.js';
 
 export interface DecisionRow extends NewDecision {

@@ -1,5 +1,5 @@
 import type { StateLink, TrailComment } from '../decision/state.js';
-import type { CollectionRow, ItemRow } from '../decision/rows.js';
+import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 import type { DecisionRow } from './decision-store.js';
 import type { JobRow } from './queue-store.js';
 import type { WorkspaceRow } from './tracker-reads.js';

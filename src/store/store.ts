@@ -1,6 +1,6 @@
 import type { StateLink, TrailComment } from '../decision/state.js';
-import type { CollectionRow, ItemRow } from '../decision/rows.js';
-import type { Usage } from '../decision/usage.js';
+import type { CollectionRow, ItemRow } from '../tracker-rows.js';
+import type { Usage } from '../usage.js';
 import type { SurfacingContext } from './events.js';
 import type { WorkspaceRow } from './tracker-reads.js';
 import { ownCode, VerdictError } from '../errors.js';

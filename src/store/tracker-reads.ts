@@ -1,4 +1,4 @@
-import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../decision/rows.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, FieldDef, ItemRow } from '../tracker-rows.js';
 
 export interface WorkspaceRow {
   id: string;
@@ -7,7 +7,7 @@ export interface WorkspaceRow {
   deletedAt: number | null;
 }
 
-/** Re-exported: the tracker rows the decision rules read live in decision/rows.ts (the store imports decision, never the reverse). */
+/** Re-exported: the tracker rows live in src/tracker-rows.ts, below both the store and decision/, which names them too. */
 export type { FieldDef, CollectionSchema, CollectionSettings, CollectionRow, ItemRow };
 
 export interface CommentRow {

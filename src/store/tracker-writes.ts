@@ -1,5 +1,5 @@
 import type { NormaliseReport } from './input-rules.js';
-import type { CollectionRow, CollectionSchema, CollectionSettings, ItemRow } from '../decision/rows.js';
+import type { CollectionRow, CollectionSchema, CollectionSettings, ItemRow } from '../tracker-rows.js';
 import type { OweOptions } from './queue-store.js';
 import type { CommentRow, LinkRow, WorkspaceRow } from './tracker-reads.js';
 

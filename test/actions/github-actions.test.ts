@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readerOn } from '../../src/compose/reader.js';
+import { openReader } from '../../src/compose/reader.js';
 import { githubItemId } from '../../src/integrations/github/mapping.js';
 import { ghIssue, ghLabels, LABEL, makeActionsFixture, REPO, type ActionsFixture } from '../harness/actions-fixture.js';
 
@@ -67,7 +67,7 @@ describe('actions in GitHub', () => {
   });
 
   it("Verdict's own labeled deliveries owe nothing, record no verdict and change no state hash", async () => {
-    const reader = await readerOn(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger);
+    const reader = await openReader(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger);
     const before = await reader.decisions(itemOf(31));
     const verdicts = (await fx.store.listVerdicts({ workspaceId: wsId })).length;
     const seq = (await fx.store.getItem(itemOf(31)))!.seq;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readerOn } from '../../src/compose/reader.js';
+import { openReader } from '../../src/compose/reader.js';
 import { githubHistory } from '../harness/github-history.js';
 import { ghLabels, LABEL, makeActionsFixture, REPO, type ActionsFixture } from '../harness/actions-fixture.js';
 
@@ -51,7 +51,7 @@ describe('replay of GitHub-shaped history with actions', () => {
     const r = await fx.drain({ mode: 'propose' });
     expect(r.claimed).toBeGreaterThan(1_000);
     const flags = (await (
-      await readerOn(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger)
+      await openReader(fx.store, fx.registry, fx.deps.readsAgainst, fx.deps.logger)
     ).workspaceFlags(wsId, 'triage'))!;
     surfaced = Object.values(flags.flags)
       .map((f) => f.ref)

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { itemListPage, type ItemListEntry, type ItemListQuery } from '../../src/compose/item-list.js';
-import { readerOn } from '../../src/compose/reader.js';
+import { openReader } from '../../src/compose/reader.js';
 import { InvalidInput } from '../../src/errors.js';
 import { importBeads } from '../../src/importers/beads.js';
 import { silentLogger } from '../../src/log.js';
@@ -43,7 +43,7 @@ beforeAll(async () => {
 afterAll(() => f?.cleanup());
 
 const page = (q: Omit<ItemListQuery, 'workspace'>) =>
-  itemListPage(f.store, f.registry, () => readerOn(f.store, f.registry, 'none', silentLogger), ws, {
+  itemListPage(f.store, f.registry, () => openReader(f.store, f.registry, 'none', silentLogger), ws, {
     workspace: 'beads',
     ...q,
   });

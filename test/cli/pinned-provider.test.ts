@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readerFor } from '../../src/cli/reader.js';
+import { openReader } from '../../src/compose/reader.js';
+import { readsAgainst } from '../../src/cli/reader.js';
 import { loadConfig } from '../../src/config.js';
 import { pinnedProviderValue, PINNED_PROVIDER_META_KEY } from '../../src/decision/pinned-provider.js';
 import { silentLogger } from '../../src/log.js';
@@ -38,15 +39,21 @@ describe('reads without a configured provider', () => {
     const cfg = loadConfig({ databaseUrl: join(fx.file) }, {});
     expect(cfg.provider).toBeUndefined();
     // control: nothing pinned yet, so nothing can read current
-    const before = await (await readerFor(cfg, fx.store, fx.registry, silentLogger)).decisions(it1.id);
+    const before = await (
+      await openReader(fx.store, fx.registry, readsAgainst(cfg, silentLogger), silentLogger)
+    ).decisions(it1.id);
     expect(before.length).toBeGreaterThan(0);
     expect(before.every((d) => !d.current)).toBe(true);
     await fx.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(fake));
-    const after = await (await readerFor(cfg, fx.store, fx.registry, silentLogger)).decisions(it1.id);
+    const after = await (
+      await openReader(fx.store, fx.registry, readsAgainst(cfg, silentLogger), silentLogger)
+    ).decisions(it1.id);
     expect(after.every((d) => d.current)).toBe(true);
     // a pinned other model makes them stale again
     await fx.store.setMeta(PINNED_PROVIDER_META_KEY, pinnedProviderValue(new FakeProvider({ model: 'fake-model-8' })));
-    const other = await (await readerFor(cfg, fx.store, fx.registry, silentLogger)).decisions(it1.id);
+    const other = await (
+      await openReader(fx.store, fx.registry, readsAgainst(cfg, silentLogger), silentLogger)
+    ).decisions(it1.id);
     expect(other.every((d) => !d.current)).toBe(true);
   });
 });

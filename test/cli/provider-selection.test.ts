@@ -3,7 +3,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildRegistry, openStore } from '../../src/cli/common.js';
 import { main } from '../../src/cli/program.js';
-import { readerFor } from '../../src/cli/reader.js';
+import { openReader } from '../../src/compose/reader.js';
+import { readsAgainst } from '../../src/cli/reader.js';
 import { ConfigError, loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
@@ -207,10 +208,10 @@ describe('provider none: decisions off', () => {
         }),
       });
       await drainNow(runnerOptions({ store, registry } as never, provider));
-      const on = await readerFor(fake, store, registry, silentLogger);
+      const on = await openReader(store, registry, readsAgainst(fake, silentLogger), silentLogger);
       expect((await on.decisions(r.row.id)).length).toBe(4); // control: the answers are there
       expect(Object.keys((await on.workspaceFlags(ws.id, 'attention')).flags)).toEqual([r.row.id]);
-      const off = await readerFor(cfgFor('none'), store, registry, silentLogger);
+      const off = await openReader(store, registry, readsAgainst(cfgFor('none'), silentLogger), silentLogger);
       expect(await off.decisions(r.row.id)).toEqual([]);
       expect(await off.itemReadDecisions(r.row.id)).toEqual([]);
       expect(await off.surfacedDecisions(r.row.id)).toEqual({ surfaced: [], belowThreshold: 0, stale: 0 });

@@ -14,7 +14,7 @@ import {
 } from '../../src/decision/as-of.js';
 import { orderedJson } from '../../src/decision/canonical-json.js';
 import { parseQuestionSetConfig, InvalidConfigFile } from '../../src/decision/config-file.js';
-import { formatDuration, parseDuration } from '../../src/decision/duration.js';
+import { formatDuration, parseDuration } from '../../src/duration.js';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet, InvalidQuestionSet } from '../../src/decision/registry.js';
 import { buildItemState, sha256, STATE_VERSION, withAsOf, type BuiltState } from '../../src/decision/state.js';

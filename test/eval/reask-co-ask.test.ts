@@ -8,7 +8,7 @@ import { bundledSamplePath, importBeads } from '../../src/importers/beads.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { batchCostOf, formatUsd } from '../../src/providers/pricing.js';
 import type { BatchApi, Provider } from '../../src/providers/provider.js';
-import { estimateTarget } from '../../src/runner/estimate.js';
+import { estimateTarget } from '../../src/backfill/estimate.js';
 import type { WorkspaceRow } from '../../src/store/tracker-reads.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';

@@ -5,7 +5,7 @@ import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { ANTHROPIC_PRICES, costUsd, pricingFor } from '../../src/providers/pricing.js';
-import { estimateSet, estimateTarget } from '../../src/runner/estimate.js';
+import { estimateSet, estimateTarget } from '../../src/backfill/estimate.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { resetConventionSkipLog } from '../../src/decision/conventions.js';
-import { DRIFT_OWE } from '../../src/runner/drift.js';
+import { DRIFT_OWE } from '../../src/maintenance/drift-plan.js';
 import { conventionsSet } from '../../src/decision/production-sets.js';
 import {
   CONVENTIONS_COLLECTION_SCHEMA,

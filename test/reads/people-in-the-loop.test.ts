@@ -3,7 +3,7 @@ import { choice, noul, score } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { recordVerdict, type RecordVerdictInput } from '../../src/compose/record-verdict.js';
-import { pruneDecisions } from '../../src/reads/retention.js';
+import { pruneDecisions } from '../../src/maintenance/retention.js';
 import type { DecisionView } from '../../src/reads/reads.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { readerOf, settle } from './support.js';

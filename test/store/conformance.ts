@@ -24,7 +24,7 @@ import {
 import { authenticateApiToken, createApiToken } from '../../src/access/tokens.js';
 import { Actions, ACTIONS_CURSOR_META_KEY } from '../../src/actions/actions.js';
 import { parseActionsConfig } from '../../src/actions/config.js';
-import { readerOn } from '../../src/compose/reader.js';
+import { openReader } from '../../src/compose/reader.js';
 import { githubWorkspaceMetaKey } from '../../src/integrations/github/mapping.js';
 import type { ItemActionRow, PlannedAction } from '../../src/store/actions.js';
 import type { OpenedStore, StoreBackend, TestStore } from './conformance-backends.js';
@@ -3108,7 +3108,7 @@ export function runStoreConformance(backend: StoreBackend): void {
           store: fx.store,
           registry,
           config,
-          reader: () => readerOn(fx.store, registry, 'none', silentLogger),
+          reader: () => openReader(fx.store, registry, 'none', silentLogger),
           logger: silentLogger,
         });
         await fx.store.setMeta(githubWorkspaceMetaKey(fx.ws.id), 'acme/widgets');

@@ -18,7 +18,7 @@ import {
 import { Worker } from '../../src/worker/worker.js';
 import { batchedBackfillCost } from '../../src/cli/estimate.js';
 import { loadConfig } from '../../src/config.js';
-import { estimateTarget } from '../../src/runner/estimate.js';
+import { estimateTarget } from '../../src/backfill/estimate.js';
 import { batchCostOf, costOf, pricingFor } from '../../src/providers/pricing.js';
 import { formatStatus, statusReport } from '../../src/cli/status.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { runWorker, type WorkerSettings } from '../../src/compose/run-worker.js';
 import { noul } from '../../src/decision/questions.js';
 import { defineQuestionSet } from '../../src/decision/registry.js';
@@ -307,6 +307,11 @@ describe('through the SDK and the fake Anthropic server', () => {
     new ProviderLimiter({ store: noSpend, rateLimitState: () => p.rateLimitState(), maxWaitMs: 0 });
 
   it('remaining 0 with a reset 2 s ahead: the next call defers until the reset, before any second request or 429', async () => {
+    // The reading's reset is wall-clock time (epoch ms from the header) and the wait compares it
+    // with Date.now(): Date stands still so the request's own duration (over a second on a loaded
+    // machine) does not shorten the wait the test measures.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    onTestFinished(() => void vi.useRealTimers());
     const p = provider();
     const limiter = limiterFor(p);
     expect(await limiter.acquire(req(100)).then(delayOf)).toBeNull();

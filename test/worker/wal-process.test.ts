@@ -11,7 +11,7 @@ import {
 } from '../../scripts/fault-support.js';
 import { checkDatabase } from '../../src/cli/doctor.js';
 import { loadConfig } from '../../src/config.js';
-import { WAL_WARN_BYTES } from '../../src/worker/wal-upkeep.js';
+import { WAL_WARN_BYTES } from '../../src/maintenance/wal-upkeep.js';
 import { waitFor } from '../harness/cli-process.js';
 import { parsePromText, sampleValue } from '../harness/prom-text.js';
 import { seededWorkerFixture } from '../harness/seeded-worker-fixture.js';

@@ -1,5 +1,5 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { ItemRow } from '../../decision/rows.js';
+import type { ItemRow } from '../../tracker-rows.js';
 import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
 import type { WorkspaceRow } from '../tracker-reads.js';
 import {

@@ -1,16 +1,16 @@
 import type { Question } from '../decision/questions.js';
 import type { QuestionSet } from '../decision/registry.js';
 import { costOf, type Pricing } from '../providers/pricing.js';
+import { estimatePromptTokens } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import {
   emptyWork,
   estimateOutputTokens,
-  estimatePromptTokens,
   type EstimatedCall,
   type EstimatedItemCalls,
   type WorkEstimate,
 } from './estimate.js';
-import { coAskCalls } from './evaluate.js';
+import { coAskCalls } from '../runner/evaluate.js';
 
 /** Calls and tokens of several sets together, packed into calls as the worker packs them. */
 export interface CoAskedEstimate {

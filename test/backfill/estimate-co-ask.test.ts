@@ -6,8 +6,8 @@ import { estimateSets } from '../../src/cli/estimate.js';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { bundledSamplePath, importBeads } from '../../src/importers/beads.js';
 import { FakeProvider } from '../../src/providers/fake.js';
-import { CoAskTally } from '../../src/runner/co-ask-estimate.js';
-import { estimateTarget, sumWork } from '../../src/runner/estimate.js';
+import { CoAskTally } from '../../src/backfill/co-ask-estimate.js';
+import { estimateTarget, sumWork } from '../../src/backfill/estimate.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 

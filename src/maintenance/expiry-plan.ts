@@ -19,7 +19,7 @@ import type { DecisionStore } from '../store/decision-store.js';
  * latest row that is young but no longer matches (an edit, a reworded question) was owed by the
  * write or is the drift sweep's.
  *
- * It is owed as drift work is (runner/drift.ts `DRIFT_OWE`: backfill priority, due at once,
+ * It is owed as drift work is (maintenance/drift-plan.ts `DRIFT_OWE`: backfill priority, due at once,
  * insert-only); the runner then asks only the keys not current, at the state dated today, so the
  * re-ask is keyed to a new state hash.
  */

@@ -5,14 +5,14 @@ import { FakeProvider } from '../../src/providers/fake.js';
 import { OpenAICompatibleProvider } from '../../src/providers/openai-compatible.js';
 import { costOf } from '../../src/providers/pricing.js';
 import type { Provider } from '../../src/providers/provider.js';
-import { estimateSet, estimateTarget, type EstimateTarget } from '../../src/runner/estimate.js';
+import { estimateSet, estimateTarget, type EstimateTarget } from '../../src/backfill/estimate.js';
 import {
   EXACT_SAMPLE_ITEMS,
   ExactCountUnavailable,
   exactEstimateSet,
   formatSample,
   sampleIndices,
-} from '../../src/runner/exact-estimate.js';
+} from '../../src/backfill/exact-estimate.js';
 import { COUNT_TOKENS_PATH, fakeCountTokens } from '../../src/testing/fake-anthropic-count-tokens.js';
 import { FakeAnthropicServer } from '../../src/testing/fake-anthropic-server.js';
 import { drainNow, runnerOptions } from '../harness/runner-fixture.js';

@@ -1,14 +1,14 @@
 import { errCode } from '../errors.js';
 import { questionsOf, type QuestionSet, type Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
-import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from '../runner/expiry.js';
+import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from './expiry-plan.js';
 import type { Store } from '../store/whole-store.js';
-import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift-sweep.js';
+import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift.js';
 import { OweBucket, walkSweep } from './owe-bucket.js';
 
 /**
  * The worker's expiry sweep (DESIGN §5.2): re-owes, at backfill priority and a bounded rate, the
- * (item, set) jobs whose latest answer is older than the set's `maxAgeMs` (runner/expiry.ts says
+ * (item, set) jobs whose latest answer is older than the set's `maxAgeMs` (maintenance/expiry-plan.ts says
  * what counts), for live items the set applies to. Only sets that declare `maxAgeMs` are walked;
  * with none registered a pass reads nothing.
  *
@@ -18,7 +18,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  * answer is therefore owed at most about `rewalkMs` plus one walk after it expires, plus the
  * rate's wait; with `maxAgeMs` at least a day, that is a small share of its life.
  *
- * Rate: owes come from the token bucket it shares with the drift sweep (worker/owe-bucket.ts), so
+ * Rate: owes come from the token bucket it shares with the drift sweep (maintenance/owe-bucket.ts), so
  * the two together owe at most `perMinute` items a minute; at most `scanPerPass` items are read
  * per pass. The owed jobs are claimed and asked like any other, within the worker's limiter and
  * spend cap.
@@ -53,7 +53,7 @@ export type ExpiryPassReport = DriftPassReport;
  */
 export const EXPIRY_REWALK_MS = 3_600_000;
 
-/** The sweep: `sweepOnce` is one pass; the worker runs it beside the drift sweep (worker/background.ts). */
+/** The sweep: `sweepOnce` is one pass; the worker runs it beside the drift sweep (maintenance/background.ts). */
 export class ExpirySweeper {
   private readonly bucket: OweBucket;
 

@@ -1,7 +1,7 @@
 import { setImmediate as yieldToOthers } from 'node:timers/promises';
 import type { Logger } from '../log.js';
 import type { DecisionStore } from '../store/decision-store.js';
-import type { DecisionReader } from './reads.js';
+import type { DecisionReader } from '../reads/reads.js';
 
 /**
  * Retention (DESIGN §2): prunes superseded `item_decisions` rows in small batches. It keeps

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { DecisionReader } from '../../src/reads/reads.js';
-import { pruneDecisions } from '../../src/reads/retention.js';
+import { pruneDecisions } from '../../src/maintenance/retention.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from '../reads/support.js';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Store } from '../../src/store/whole-store.js';
-import { startWalUpkeep } from '../../src/worker/wal-upkeep.js';
+import { startWalUpkeep } from '../../src/maintenance/wal-upkeep.js';
 import { captureLog } from '../harness/log-capture.js';
 
 /**

@@ -1,6 +1,6 @@
 import { errCode } from '../errors.js';
 import { systemClock } from '../clock.js';
-import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from '../runner/drift.js';
+import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from './drift-plan.js';
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
@@ -10,7 +10,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
  * bounded rate, the open items whose answers went stale without an item write (see
- * `runner/drift.ts` for what counts).
+ * `maintenance/drift-plan.ts` for what counts).
  *
  * It does not rescan the database every pass. For each (set, workspace) a marker in
  * `verdict_meta` stores the signature of the questions last swept to the end, and the cursor of
@@ -21,7 +21,7 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
  * A (set, workspace) that has never been swept is walked once.
  *
  * Rate: at most `perMinute` items owed per minute (a token bucket on the store's clock, shared
- * with the expiry sweep: worker/owe-bucket.ts), and at most `scanPerPass` items read per pass.
+ * with the expiry sweep: maintenance/owe-bucket.ts), and at most `scanPerPass` items read per pass.
  * Spend stays under the worker's limits as well: the owed jobs are claimed and asked like any
  * other.
  */

@@ -14,7 +14,7 @@ import {
 
 /**
  * `estimate --exact` and `backfill --dry-run --exact` (DESIGN §11): the
- * heuristic estimate of src/runner/estimate.ts (1 token per 3 UTF-16 code units) corrected by the
+ * heuristic estimate of src/backfill/estimate.ts (1 token per 3 UTF-16 code units) corrected by the
  * provider's own count of the same calls.
  *
  * - Every eligible item's calls are counted when there are at most `EXACT_SAMPLE_ITEMS` (50);

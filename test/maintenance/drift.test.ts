@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { resetConventionSkipLog } from '../../src/decision/conventions.js';
-import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/runner/drift.js';
+import { DRIFT_OWE, planDrift, readDriftMarker, surveyDrift } from '../../src/maintenance/drift-plan.js';
 import { attentionSet, conventionsCommentsSet, conventionsSet } from '../../src/decision/production-sets.js';
 import { fingerprintContextText, questionFingerprint } from '../../src/decision/questions.js';
 import { Registry } from '../../src/decision/registry.js';
@@ -10,8 +10,8 @@ import { FakeProvider } from '../../src/providers/fake.js';
 import { CONVENTIONS_COLLECTION_SCHEMA, CONVENTIONS_COLLECTION_SETTINGS } from '../../src/importers/conventions.js';
 import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import type { CollectionRow, ItemRow } from '../../src/store/tracker-reads.js';
-import { startBackgroundPasses } from '../../src/worker/background.js';
-import { DriftSweeper } from '../../src/worker/drift-sweep.js';
+import { startBackgroundPasses } from '../../src/maintenance/background.js';
+import { DriftSweeper } from '../../src/maintenance/drift.js';
 import { waitFor } from '../harness/cli-process.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 import { currency, readerOf, settle } from '../reads/support.js';

@@ -2,7 +2,7 @@ import { errCode } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { pruneDecisions } from '../reads/retention.js';
+import { pruneDecisions } from './retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { TrackerStore } from '../store/tracker-store.js';
@@ -13,10 +13,10 @@ import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { AccessStore } from '../store/access-store.js';
 import type { EventOutbox } from '../store/events.js';
 import type { Store } from '../store/whole-store.js';
-import { DriftSweeper, runSweepLoop } from './drift-sweep.js';
-import { ExpirySweeper } from './expiry-sweep.js';
+import { DriftSweeper, runSweepLoop } from './drift.js';
+import { ExpirySweeper } from './expiry.js';
 import { OweBucket } from './owe-bucket.js';
-import { pruneDeliveredEvents } from './event-delivery.js';
+import { pruneDeliveredEvents } from '../worker/event-delivery.js';
 import { pruneDashboardSessions } from '../access/sessions.js';
 
 /**

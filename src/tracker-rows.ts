@@ -1,7 +1,7 @@
 /**
  * The tracker rows the decision rules read (DESIGN §2): a collection and an item as the store
- * returns them. They live here, below the store, so decision/ (eligibility, conventions, resolvers)
- * can name them without importing store/; store/tracker-reads.ts re-exports them.
+ * returns them. A root file below both the store and decision/ (eligibility, conventions, resolvers),
+ * which name them without importing each other; store/tracker-reads.ts re-exports them.
  */
 
 /** A collection's field definition (DESIGN §2 `schema`). */

@@ -1,12 +1,12 @@
 import { questionFingerprint, type FingerprintContext, type Question } from '../decision/questions.js';
 import { questionsOf, type QuestionSet } from '../decision/registry.js';
 import { setTargets } from '../decision/set-states.js';
-import { answeredNow } from './answered.js';
+import { answeredNow } from '../runner/answered.js';
 import { ANTHROPIC_PROMPT_VERSION } from '../providers/anthropic.js';
 import { FakeProvider } from '../providers/fake.js';
 import { OPENAI_PROMPT_VERSION } from '../providers/openai-compatible.js';
 import { costOf, formatUsd, pricingFor, type Pricing } from '../providers/pricing.js';
-import { buildAnswerSchema, buildSystemPrompt, probabilityNames, questionAliases } from '../providers/prompt.js';
+import { estimatePromptTokens, probabilityNames, questionAliases } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/provider.js';
 import type { Store } from '../store/whole-store.js';
 import { eligibleItems } from './eligible-items.js';
@@ -97,14 +97,6 @@ export function estimateOutputTokens(questions: ReadonlyMap<string, Question>, e
   return estimateTokens(JSON.stringify(reply));
 }
 
-/** Input tokens of one call besides the state: the system prompt and the answer schema, as `checkInputBudget` counts them. */
-export function estimatePromptTokens(questions: ReadonlyMap<string, Question>, explain: boolean): number {
-  return (
-    estimateTokens(buildSystemPrompt(questions, { explain })) +
-    estimateTokens(JSON.stringify(buildAnswerSchema(questions, { explain })))
-  );
-}
-
 /** One call an estimate priced: what `ask` would get, and the heuristic's input tokens for it. */
 export interface EstimatedCall {
   /** The state bytes the call sends, exactly as hashed. */
@@ -135,7 +127,7 @@ export function emptyWork(): WorkEstimate {
 /**
  * Estimates asking `set` about every item it applies to now (one workspace or all; after the
  * backfill cursor `afterId` when given), for `target`. `onItemCalls`, when given, gets each item's
- * calls of the `all` part as they are priced (src/runner/exact-estimate.ts samples them).
+ * calls of the `all` part as they are priced (src/backfill/exact-estimate.ts samples them).
  * @throws what the store throws; a failing `resolve` propagates (the estimate cannot be made).
  */
 export async function estimateSet(

@@ -1,4 +1,4 @@
-import { DRIFT_OWE } from '../runner/drift.js';
+import { DRIFT_OWE } from './drift-plan.js';
 import type { CollectionRow } from '../store/tracker-reads.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';

@@ -8,7 +8,7 @@ import {
   loadBackfillCursor,
   type BackfillOptions,
   type BackfillProgress,
-} from '../../src/runner/backfill.js';
+} from '../../src/backfill/backfill.js';
 import { runOnce } from '../../src/runner/job-life.js';
 import { PRIORITY_BACKFILL, PRIORITY_LIVE } from '../../src/store/queue-store.js';
 import type { Store } from '../../src/store/whole-store.js';
