@@ -5,9 +5,6 @@ export interface Clock {
   now(): number;
 }
 
-/** The wall clock. */
-export const systemClock: Clock = { now: () => Date.now() };
-
 /**
  * A clock that also waits on its own time, for code that both measures intervals and sleeps
  * through them (the provider limiter's buckets and waits, DESIGN §10): a test moves one clock and
@@ -22,12 +19,22 @@ export interface WaitClock extends Clock {
 }
 
 /**
+ * The one abortable sleep on real time: Node's timer with the caller's signal (a signal that
+ * ends any of several things is `AbortSignal.any([...])`). Resolves true after `ms`, false at once
+ * on abort; never rejects.
+ */
+const realWait = (ms: number, signal?: AbortSignal): Promise<boolean> => sleep(ms, true, { signal }).catch(() => false);
+
+/** The wall clock (epoch ms) with real timers: the worker's and its background passes' default. */
+export const systemClock: WaitClock = { now: () => Date.now(), wait: realWait };
+
+/**
  * Monotonic time (`performance.now()`, ms since the process started) with real timers: for
  * intervals only, so a wall-clock step (NTP) neither refills nor drains a bucket.
  */
 export const monotonicClock: WaitClock = {
   now: () => performance.now(),
-  wait: (ms, signal) => sleep(ms, true, { signal }).catch(() => false),
+  wait: realWait,
 };
 
 /** A clock tests move by hand, so no test sleeps to wait for a lease or a backoff. */

@@ -67,6 +67,16 @@ export class DatabaseUnavailable extends VerdictError {
 }
 
 /**
+ * The `code` an error carries itself (a driver's `SQLITE_BUSY`, Node's `ENOENT`, a SQLSTATE,
+ * Verdict's own `not_found`), or undefined when it has no non-empty string code; its `cause` is
+ * not read (`errCode` walks the chain). Any value may be passed: null, a string, an abort reason.
+ */
+export function ownCode(err: unknown): string | undefined {
+  const code = err !== null && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code !== '' ? code : undefined;
+}
+
+/**
  * A loggable name for an error: its code or class, never its message (it may carry provider text).
  * Along the `cause` chain (up to 5 deep) the innermost code wins, for every caller: a wrapper's
  * code says which door failed, the code it wraps says why, and a log line or a stored reason wants
@@ -85,8 +95,8 @@ export function errCode(err: unknown): string {
   )
     chain.push(e);
   for (const e of [...chain].reverse()) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && code) return code;
+    const code = ownCode(e);
+    if (code) return code;
   }
   const names = chain
     .map((e) => (e as { name?: unknown }).name)

@@ -1,5 +1,5 @@
 import { errCode } from '../errors.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../clock.js';
 import type { Logger } from '../log.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { EventOutbox } from '../store/events.js';
@@ -119,9 +119,7 @@ export class ActionsWorker {
       } catch (err) {
         this.o.logger.error({ err: errCode(err) }, 'actions: planning pass failed; retrying next tick');
       }
-      await sleep(this.o.tickMs, undefined, { signal: AbortSignal.any([signal, this.nudge.signal]) }).catch(
-        () => undefined,
-      );
+      await systemClock.wait(this.o.tickMs, AbortSignal.any([signal, this.nudge.signal]));
     }
     await delivering;
   }

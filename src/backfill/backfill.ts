@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../clock.js';
 import type { QuestionSet } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import { PRIORITY_BACKFILL, type ChunkJobCounts } from '../store/queue-store.js';
@@ -324,11 +324,7 @@ export class Backfill {
   private async pause(ms: number): Promise<void> {
     const nudge = this.nudge.signal;
     const signal = this.o.signal ? AbortSignal.any([this.o.signal, nudge]) : nudge;
-    try {
-      await sleep(ms, undefined, { signal });
-    } catch (err) {
-      if (!signal.aborted) throw err;
-    }
+    await systemClock.wait(ms, signal);
     if (nudge.aborted) this.nudge = new AbortController();
   }
 }

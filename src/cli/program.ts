@@ -1,7 +1,7 @@
 import { VERSION } from '../version.js';
 import { Command, CommanderError } from 'commander';
 import { closest, distance } from 'fastest-levenshtein';
-import { InputNotFound, VerdictError } from '../errors.js';
+import { InputNotFound, ownCode, VerdictError } from '../errors.js';
 import { databaseError } from '../store/database-errors.js';
 import { EXIT_FAILURE, EXIT_USAGE } from './common.js';
 import { addGlobalOptions, pointAtGlobalOptions } from './options-help.js';
@@ -51,10 +51,10 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
  */
 function cliError(err: unknown): VerdictError | Error {
   if (err instanceof VerdictError) return err;
-  const e = err as { code?: unknown; path?: unknown };
-  if (e?.code === 'ENOENT' && typeof e.path === 'string')
-    return new InputNotFound(`no file at ${e.path}; check the path`);
-  if (typeof e?.code === 'string' && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(e.code))
+  const code = ownCode(err);
+  const path = (err as { path?: unknown } | null)?.path;
+  if (code === 'ENOENT' && typeof path === 'string') return new InputNotFound(`no file at ${path}; check the path`);
+  if (code !== undefined && /^(SQLITE_|E[A-Z]+$|[0-9A-Z]{5}$)/.test(code))
     return databaseError(err, 'the database (--database-url)');
   return err instanceof Error ? err : new Error(String(err));
 }

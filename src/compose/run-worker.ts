@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { RunReport } from '../runner/job-life.js';
 import type { Store } from '../store/whole-store.js';
+import type { SpendRecord } from '../store/store.js';
 import { startBackgroundPasses, sweepUntilDone } from '../maintenance/background.js';
 import { startHeartbeat } from '../worker/heartbeat.js';
 import { ProviderLimiter } from '../worker/limiter.js';
@@ -122,7 +123,6 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
   const events = eventDeliverySettings(p.cfg.eventUrls, p.cfg.eventSecret);
   const metrics =
     p.cfg.metricsPort === undefined && !p.onMetrics ? null : new WorkerMetrics({ store: p.store, logger: p.logger });
-  const store = metrics ? metrics.countingSpend(p.store) : p.store;
   const workerId = p.workerId ?? `${hostname()}:${process.pid}`;
   const limiter = new ProviderLimiter({
     store: p.store,
@@ -149,7 +149,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       })
     : null;
   const worker: Worker = new Worker({
-    store,
+    store: p.store,
     registry: p.registry,
     provider: p.provider,
     logger: p.logger,
@@ -176,6 +176,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       }
       p.onOutcome?.(r);
     },
+    ...(metrics ? { onSpend: (r: SpendRecord) => metrics.countSpend(r) } : {}),
     onIdle: p.onIdle,
     onIdleTick: () => walUpkeep?.idle(),
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
@@ -200,7 +201,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
       })
     : null;
   const stallAfterMs = defaultStallAfterMs(p.cfg.tickMs, p.provider.worstCaseCallMs);
-  const health = () => judgeHealth(worker, stallAfterMs, Date.now(), p.store.storageProblem());
+  const health = () => judgeHealth(worker, stallAfterMs, worker.clock.now(), p.store.storageProblem());
   let server: MetricsServer | null = null;
   if (metrics) {
     metrics.setHealth(health);

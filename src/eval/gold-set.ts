@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { InputNotFound, InvalidInput, VerdictError } from '../errors.js';
+import { InputNotFound, InvalidInput, ownCode, VerdictError } from '../errors.js';
 import { choiceOptionNames, type Question } from '../decision/questions.js';
 
 /**
@@ -136,7 +136,7 @@ export async function readGoldSet(path: string): Promise<GoldRow[]> {
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    const code = (err as { code?: string }).code;
+    const code = ownCode(err);
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new InputNotFound(`no gold set at ${path}; check the path`);
     throw new InvalidInput(`cannot read ${path} (${code ?? 'error'}); check it is a readable file`);
   }

@@ -12,7 +12,7 @@ import type { TrackerStore } from '../store/tracker-store.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
 import type { Store } from '../store/whole-store.js';
-import { errCode, InputNotFound, InvalidInput } from '../errors.js';
+import { errCode, InputNotFound, InvalidInput, ownCode } from '../errors.js';
 import {
   BEADS_COLLECTION_SCHEMA,
   BEADS_FIELD_RULES,
@@ -474,8 +474,8 @@ async function assertReadableFile(path: string): Promise<void> {
   try {
     s = await stat(path);
   } catch (err) {
-    if ((err as { code?: string }).code === 'ENOENT' || (err as { code?: string }).code === 'ENOTDIR')
-      throw new InputNotFound(`no file at ${path}; check the path`);
+    const code = ownCode(err);
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
     throw new InvalidInput(`cannot read ${path} (${errCode(err)}); check its permissions`);
   }
   if (!s.isFile()) throw new InputNotFound(`${path} is not a file; pass the JSONL file itself`);

@@ -1,5 +1,5 @@
 import { errCode } from '../errors.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../clock.js';
 import { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
 import { pruneDecisions } from './retention.js';
@@ -153,11 +153,7 @@ export async function sweepUntilDone(
 
 async function runPruneLoop(o: BackgroundOptions): Promise<void> {
   while (!o.signal.aborted) {
-    try {
-      await sleep(o.pruneIntervalMs, undefined, { signal: o.signal });
-    } catch {
-      return;
-    }
+    if (!(await systemClock.wait(o.pruneIntervalMs, o.signal))) return;
     const { registry, provider } = o.runtime();
     const reader = new DecisionReader(
       o.store,

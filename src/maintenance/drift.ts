@@ -1,5 +1,5 @@
 import { errCode } from '../errors.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock } from '../clock.js';
 import { planDrift, readDriftMarker, scanDriftBatch, writeDriftMarker, type DriftMarker } from './drift-plan.js';
 import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
@@ -166,10 +166,6 @@ export async function runSweepLoop(
         o.logger.error({ err: errCode(err) }, `${sweep.name} pass failed`);
       }
     }
-    try {
-      await sleep(o.intervalMs, undefined, { signal: o.signal });
-    } catch {
-      return;
-    }
+    if (!(await systemClock.wait(o.intervalMs, o.signal))) return;
   }
 }

@@ -1,7 +1,7 @@
 import type * as AnthropicSdk from '@anthropic-ai/sdk';
 import { ProviderMisconfigured, ProviderRefusal, ProviderUnavailable, SchemaRejected } from './errors.js';
 import { parseRetryAfter, type Fault } from './retry.js';
-import { VerdictError } from '../errors.js';
+import { ownCode, VerdictError } from '../errors.js';
 
 /**
  * Maps SDK and HTTP failures onto the typed provider errors (DESIGN §9) and the retry split.
@@ -156,8 +156,7 @@ export function classifyHttpStatus(
 function isBrokenBody(err: unknown): boolean {
   if (err instanceof SyntaxError) return true;
   if (!(err instanceof TypeError)) return false;
-  const code = (err.cause as { code?: unknown } | undefined)?.code;
-  return err.message === 'terminated' || (typeof code === 'string' && code.startsWith('UND_ERR'));
+  return err.message === 'terminated' || (ownCode(err.cause)?.startsWith('UND_ERR') ?? false);
 }
 
 /**

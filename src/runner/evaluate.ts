@@ -31,7 +31,7 @@ import type { Logger } from '../log.js';
 import { appliesNow } from '../decision/eligibility.js';
 import { BACKOFF_BASE_MS, BACKOFF_CAP_MS } from './backoff.js';
 import { emptyStats, type EvalOutcome, type EvalStats } from './outcome.js';
-import { VerdictError } from '../errors.js';
+import { ownCode, VerdictError } from '../errors.js';
 import { errCode } from './error-code.js';
 
 /** Everything one evaluation needs. */
@@ -73,6 +73,8 @@ export interface EvaluateDeps {
   finishInCompletion?: boolean;
   /** Where the spend of a call goes when its write fails, to be written later (`SpendBacklog`); without it the failure is only logged. */
   spendBacklog?: SpendBacklog;
+  /** Called once with each spend record this evaluation writes, as it is written, even when the write fails (the call happened). */
+  onSpend?: (r: SpendRecord) => void;
 }
 
 /** What `evaluate` returns: the outcome to record, the stats, the item's ref, and answers to store with the completion. */
@@ -404,7 +406,7 @@ async function renew(claims: readonly Claim[], deps: EvaluateDeps): Promise<Eval
   for (const claim of claims) {
     try {
       if (!(await deps.store.renewLease(claim, deps.leaseMs)))
-        return { kind: 'lost', reason: 'lease lost before a call' };
+        return { kind: 'release', reason: 'lease lost before a call' };
     } catch (err) {
       return { kind: 'fail', reason: `lease renewal failed: ${errCode(err)}` };
     }
@@ -585,7 +587,7 @@ async function sendCall(
           ? 'defect'
           : deps.signal.aborted && outcome.kind === 'release'
             ? SPEND_ABORTED
-            : outcomeLabel(outcome),
+            : outcome.kind,
         usage,
       );
     }
@@ -795,7 +797,8 @@ export function classify(
       case 'item_gone':
         return { kind: 'drop', reason: 'item gone before send' };
       case 'lost':
-        return { kind: 'lost', reason: 'claim lost before send' };
+        // The fenced release finds another claim token and changes nothing (it reports `lost`).
+        return { kind: 'release', reason: 'claim lost before send' };
       case 'superseded':
         // The fenced release sees the moved generation: it only clears the claim and recomputes
         // not_before, and the newer generation runs with a fresh state.
@@ -829,10 +832,6 @@ export function classify(
 
 /** The spend outcome of a call aborted by this process's own stop or reload (decision_spend.outcome). */
 export const SPEND_ABORTED = 'aborted';
-
-function outcomeLabel(o: EvalOutcome): string {
-  return o.kind === 'refuse' ? 'refused' : o.kind === 'fail' ? 'unavailable' : o.kind;
-}
 
 /**
  * The spend of one call: recorded as it was billed, one record per part (set) with its share in
@@ -885,6 +884,7 @@ class CallSpend {
       if (this.handed.has(i)) continue;
       this.handed.add(i);
       const record = this.record(i, outcome, share);
+      this.deps.onSpend?.(record);
       try {
         if (this.open) {
           this.open = false;
@@ -914,6 +914,6 @@ class CallSpend {
  * reason's message, which a library caller may have filled with anything.
  */
 function abortCode(signal: AbortSignal): string {
-  const code = (signal.reason as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
+  const code = ownCode(signal.reason);
+  return code !== undefined && /^[a-z_]{1,32}$/.test(code) ? code : 'aborted';
 }

@@ -12,7 +12,7 @@ import { backoffMs } from './backoff.js';
 import type { Committer } from './committer.js';
 import { errCode } from './error-code.js';
 import { askGroup, planGroup, type EvaluateDeps, type Evaluation } from './evaluate.js';
-import type { EvalOutcome, EvalStats } from './outcome.js';
+import type { EvalOutcome, EvalStats, Recorded } from './outcome.js';
 import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 
 /** Runner settings (DESIGN §3, §10). Durations in milliseconds. */
@@ -66,6 +66,12 @@ export interface RunnerOptions {
   /** Called once per recorded outcome (metrics). */
   onOutcome?: (e: RunReport) => void;
   /**
+   * Called once with each spend record a call of this runner writes (the metrics' provider
+   * counters): as it is written, or, for the last call's spend, once the completion that holds it
+   * committed. Spend kept in `spendBacklog` and written later is not reported again.
+   */
+  onSpend?: EvaluateDeps['onSpend'];
+  /**
    * Claim the next job in the transaction that completes this one (`Store.finishJob`) and return
    * it in `RunReport.next`; the caller passes it to the next `runOnce` or releases it. The worker's
    * slots do; a caller that runs one job at a time leaves it off. @defaultValue false
@@ -93,13 +99,13 @@ export const DEFAULT_REFUSAL_LIMIT = 5;
 /** What one `runOnce` did. */
 export interface RunReport {
   claim: Claim;
-  outcome: EvalOutcome;
   /**
-   * What the fenced store outcome did, or `unrecorded` when recording it failed (the lease bounds
-   * the job); `parked` when a refusal reached the limit, `failed` when a defer past the defer limit
-   * was recorded as a fail.
+   * The outcome as recorded: a refusal that reached the refusal limit reads `park`, a defer past
+   * the defer limit `fail` (DESIGN §3.7), as the store applied them.
    */
-  recorded: OutcomeResult | 'parked' | 'failed' | 'unrecorded' | 'not_recorded';
+  outcome: EvalOutcome;
+  /** What the fenced write did (`applied`, `superseded`, `lost`), or `unrecorded` when it failed. */
+  recorded: Recorded;
   stats: EvalStats;
   durationMs: number;
   /** With `claimNext`: the job claimed in the completion's transaction, held for the next `runOnce`; else null. */
@@ -177,6 +183,7 @@ function evaluateDeps(opts: RunnerOptions, signal: AbortSignal): EvaluateDeps {
     beforeAsk: opts.beforeAsk,
     finishInCompletion: true,
     spendBacklog: opts.spendBacklog,
+    onSpend: opts.onSpend,
   };
 }
 
@@ -248,7 +255,7 @@ async function record(
   const cool = opts.setCooloffs;
   const { stats, ref, finish } = evaluation;
   let { outcome } = evaluation;
-  let recorded: RunReport['recorded'];
+  let recorded: Recorded;
   let next: Claim | null = null;
   if (outcome.kind === 'complete' || outcome.kind === 'drop') {
     try {
@@ -256,7 +263,7 @@ async function record(
     } catch (err) {
       recorded = unrecorded(opts, claim, err);
     }
-  } else recorded = await recordOrLog(opts, claim, outcome);
+  } else ({ outcome, recorded } = await recordOrLog(opts, claim, outcome));
   // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
   if (cool && outcome.kind === 'complete' && stats.questions > 0) await cool.clear(claim.questionSet);
   const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
@@ -300,7 +307,7 @@ async function finishWithAnswers(
   answers: JobFinish['answers'],
   stats: EvalStats,
   withNext: boolean,
-): Promise<{ outcome: EvalOutcome; recorded: RunReport['recorded']; next: Claim | null }> {
+): Promise<{ outcome: EvalOutcome; recorded: Recorded; next: Claim | null }> {
   const { store } = opts;
   try {
     const skip = withNext ? await skipSets(opts) : [];
@@ -317,6 +324,7 @@ async function finishWithAnswers(
       ? await opts.committer.finish(claim, { answers, claimNext })
       : await store.finishJob(claim, { answers, claimNext });
     stats.answersStored += f.answersStored;
+    if (answers) opts.onSpend?.(answers.spend);
     return { outcome, recorded: f.result, next: f.next };
   } catch (err) {
     opts.logger.warn(
@@ -325,6 +333,7 @@ async function finishWithAnswers(
     );
   }
   if (answers) {
+    opts.onSpend?.(answers.spend);
     try {
       if (answers.reservationId !== null) await store.settleSpendReservation(answers.reservationId, answers.spend);
       else await store.recordSpend(answers.spend);
@@ -338,10 +347,10 @@ async function finishWithAnswers(
       // The outcome is a fail even when recording it fails too (a full disk): the report and the
       // worker's summary say so, not `complete`.
       const failed: EvalOutcome = { kind: 'fail', reason: `answer insert failed: ${errCode(err)}` };
-      return { outcome: failed, recorded: await recordOrLog(opts, claim, failed), next: null };
+      return { ...(await recordOrLog(opts, claim, failed)), next: null };
     }
   }
-  return { outcome, recorded: await recordOrLog(opts, claim, outcome), next: null };
+  return { ...(await recordOrLog(opts, claim, outcome)), next: null };
 }
 
 /**
@@ -349,11 +358,15 @@ async function finishWithAnswers(
  * `unrecorded`: the lease still bounds the job, and the idempotency key makes the re-run free
  * when its answers were stored.
  */
-async function recordOrLog(opts: RunnerOptions, claim: Claim, o: EvalOutcome): Promise<RunReport['recorded']> {
+async function recordOrLog(
+  opts: RunnerOptions,
+  claim: Claim,
+  o: EvalOutcome,
+): Promise<{ outcome: EvalOutcome; recorded: Recorded }> {
   try {
     return await recordOutcome(opts, claim, o);
   } catch (err) {
-    return unrecorded(opts, claim, err);
+    return { outcome: o, recorded: unrecorded(opts, claim, err) };
   }
 }
 
@@ -362,45 +375,59 @@ function unrecorded(opts: RunnerOptions, claim: Claim, err: unknown): 'unrecorde
   return 'unrecorded';
 }
 
-/** Maps an evaluation outcome to its fenced store outcome. */
-export async function recordOutcome(opts: RunnerOptions, claim: Claim, o: EvalOutcome): Promise<RunReport['recorded']> {
+/**
+ * Records an evaluation outcome as its fenced store outcome. Returns the outcome the store applied
+ * (a refusal at the refusal limit parks, a defer past the defer limit fails: DESIGN §3.7) and what
+ * the fence did.
+ * @throws the store's error when the write fails.
+ */
+export async function recordOutcome(
+  opts: RunnerOptions,
+  claim: Claim,
+  o: EvalOutcome,
+): Promise<{ outcome: EvalOutcome; recorded: OutcomeResult }> {
   const { store } = opts;
+  const as = (recorded: OutcomeResult) => ({ outcome: o, recorded });
   switch (o.kind) {
     case 'complete':
-      return store.completeJob(claim);
+      return as(await store.completeJob(claim));
     case 'drop':
-      return store.dropJob(claim, o.reason);
+      return as(await store.dropJob(claim, o.reason));
     case 'park':
-      return store.parkJob(claim, o.reason);
-    case 'refuse':
-      return store.refuseJob(claim, {
+      return as(await store.parkJob(claim, o.reason));
+    case 'refuse': {
+      const r = await store.refuseJob(claim, {
         backoffMs: backoffMs(claim.attempts, opts.random),
         error: o.reason,
         refusalLimit: opts.refusalLimit ?? DEFAULT_REFUSAL_LIMIT,
       });
+      return r === 'parked' ? { outcome: { kind: 'park', reason: o.reason }, recorded: 'applied' } : as(r);
+    }
     case 'fail':
       // DESIGN §3.7: not_before = now + max(backoff(attempts), retry-after).
-      return store.failJob(claim, {
-        backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0),
-        error: o.reason,
-      });
-    case 'defer':
-      return store.deferJob(claim, {
+      return as(
+        await store.failJob(claim, {
+          backoffMs: Math.max(backoffMs(claim.attempts, opts.random), o.retryAfterMs ?? 0),
+          error: o.reason,
+        }),
+      );
+    case 'defer': {
+      const r = await store.deferJob(claim, {
         delayMs: o.delayMs,
         reason: o.reason,
         deferLimit: opts.deferLimit ?? DEFER_LIMIT,
         failBackoffMs: backoffMs(claim.attempts, opts.random),
       });
+      return r === 'failed' ? { outcome: { kind: 'fail', reason: o.reason }, recorded: 'applied' } : as(r);
+    }
     case 'schema_rejected': {
       // DESIGN §3.8: released without an attempt; the set is not claimed for the cooling-off period.
       const holdMs = opts.setCooloffs ? await opts.setCooloffs.enter(claim.questionSet, o.reason) : SET_COOLOFF_BASE_MS;
-      return store.releaseJob(claim, { holdMs, error: o.reason });
+      return as(await store.releaseJob(claim, { holdMs, error: o.reason }));
     }
     case 'release':
     case 'misconfigured':
-      return store.releaseJob(claim);
-    case 'lost':
-      return 'not_recorded';
+      return as(await store.releaseJob(claim));
   }
 }
 

@@ -1,6 +1,12 @@
+import type { OutcomeResult } from '../store/store.js';
+
 /**
- * What an evaluation concluded (DESIGN §3 outcomes table). The runner maps each to one fenced
- * store outcome; `misconfigured` is a release plus the worker's cooling-off period.
+ * The one outcome vocabulary of a job's evaluation (DESIGN §3 outcomes table): the runner, the
+ * `RunReport`, the `verdict_job_outcomes_total` label, a failed call's `decision_spend.outcome`
+ * and the log lines all use these words. The runner maps each to one fenced store outcome;
+ * `misconfigured` and `schema_rejected` are releases the worker or the set cools off after.
+ * A claim found lost (the lease ran out and another runner holds the job) is a `release` whose
+ * fence reports `lost`: what became of the write is `Recorded`, never a second outcome.
  */
 export type EvalOutcome =
   | { kind: 'complete'; reason: 'answered' | 'already_answered' | 'nothing_to_ask' }
@@ -16,9 +22,14 @@ export type EvalOutcome =
   | { kind: 'release'; reason: string }
   | { kind: 'misconfigured'; reason: string }
   /** The provider rejected the set's answer schema: release without an attempt, the set cools off (DESIGN §3.8). */
-  | { kind: 'schema_rejected'; reason: string }
-  /** The lease was lost mid-evaluation: nothing is recorded; the other claimant owns the job. */
-  | { kind: 'lost'; reason: string };
+  | { kind: 'schema_rejected'; reason: string };
+
+/**
+ * What recording an outcome did (DESIGN §3): the fence's `OutcomeResult` (`applied`,
+ * `superseded`, `lost`), or `unrecorded` when the write itself failed (disk full or locked; the
+ * lease bounds the job).
+ */
+export type Recorded = OutcomeResult | 'unrecorded';
 
 /** Counters of one evaluation, for the spend line and metrics. */
 export interface EvalStats {

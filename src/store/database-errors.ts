@@ -1,4 +1,4 @@
-import { DatabaseNotFound, DatabaseUnavailable } from '../errors.js';
+import { DatabaseNotFound, DatabaseUnavailable, ownCode } from '../errors.js';
 
 /**
  * How a database is named in messages and log lines: a SQLite path as given, or a Postgres URL
@@ -16,8 +16,9 @@ export function databaseLabel(url: string): string {
 
 /** The driver's error code (`SQLITE_CANTOPEN`, `ECONNREFUSED`, `28P01`…), or the error's class name. */
 function codeOf(err: unknown): string {
-  const e = err as { code?: unknown; name?: unknown };
-  if (typeof e?.code === 'string' && e.code) return e.code;
+  const own = ownCode(err);
+  if (own) return own;
+  const e = err as { name?: unknown };
   // node-postgres wraps a refused connection to every address of a host in an AggregateError.
   const inner = (err as { errors?: unknown[] })?.errors?.[0];
   if (inner) return codeOf(inner);
@@ -37,9 +38,9 @@ const SQLITE_ADDON_FIX =
  * @returns DatabaseUnavailable naming the cause and SQLITE_ADDON_FIX, or null for any other error.
  */
 export function sqliteAddonError(err: unknown): DatabaseUnavailable | null {
-  const e = err as { code?: unknown; message?: unknown };
+  const e = err as { message?: unknown };
   const message = typeof e?.message === 'string' ? e.message : '';
-  const dlopen = e?.code === 'ERR_DLOPEN_FAILED';
+  const dlopen = ownCode(err) === 'ERR_DLOPEN_FAILED';
   if (!dlopen && !/better_sqlite3\.node|Could not locate the bindings file/.test(message)) return null;
   const abi = [...message.matchAll(/NODE_MODULE_VERSION (\d+)/g)].map((m) => m[1]);
   const why =

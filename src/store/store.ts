@@ -3,7 +3,7 @@ import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 import type { Usage } from '../usage.js';
 import type { SurfacingContext } from './events.js';
 import type { WorkspaceRow } from './tracker-reads.js';
-import { VerdictError } from '../errors.js';
+import { ownCode, VerdictError } from '../errors.js';
 
 /** The rows and results of one job's life (DESIGN §3, §7), and the errors every store call may throw. */
 
@@ -157,7 +157,11 @@ export interface SpendRecord {
   questionSet: string;
   provider: string;
   model: string;
-  /** `ok`, `refused`, `defect`, `unavailable`, ... */
+  /**
+   * `ok` (answered), `defect` (a billed reply that cannot be valid), `aborted` (cut off by this
+   * process's stop), `batch`, `eval`, `eval_failed`, or the job outcome a failed call led to
+   * (`refuse`, `fail`, `defer`, `misconfigured`, ...: the words of `EvalOutcome`, DESIGN §3).
+   */
   outcome: string;
   calls: number;
   usage: Usage;
@@ -207,8 +211,8 @@ export class StoreFailure extends VerdictError {
  */
 export function toStoreError(err: unknown): VerdictError {
   if (err instanceof VerdictError) return err;
-  const e = err as { code?: unknown; message?: unknown; constraint?: unknown; table?: unknown };
-  const code = typeof e.code === 'string' ? e.code : null;
+  const e = err as { message?: unknown; constraint?: unknown; table?: unknown };
+  const code = ownCode(err) ?? null;
   const message = typeof e.message === 'string' ? e.message : String(err);
   if (code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     return new Conflict(

@@ -324,7 +324,7 @@ export class BatchPipeline {
         live === 'item_gone'
           ? { kind: 'drop', reason: 'item gone before batching' }
           : live === 'lost'
-            ? { kind: 'lost', reason: 'claim lost before batching' }
+            ? { kind: 'release', reason: 'claim lost before batching' }
             : live === 'workspace_gone'
               ? { kind: 'release', reason: 'workspace deleted' }
               : live === 'superseded'

@@ -1,5 +1,5 @@
-import { errCode } from '../errors.js';
-import { sleepUnless } from './worker.js';
+import { errCode, ownCode } from '../errors.js';
+import { systemClock, type WaitClock } from '../clock.js';
 import { ConfigError, eventSettingsProblem } from '../config.js';
 import { signEventBody } from '../integrations/events/signature.js';
 import type { Logger } from '../log.js';
@@ -94,6 +94,8 @@ export interface EventDeliveryOptions {
   random?: () => number;
   /** Called once per recorded delivery outcome (metrics). */
   onDelivery?: (ok: boolean) => void;
+  /** Time for the unreachable-target holds and the wait between rounds. @defaultValue systemClock */
+  clock?: WaitClock;
 }
 
 /** What one `flush` (or the rounds of `run`) did. */
@@ -122,9 +124,10 @@ export class EventDeliverer {
   private readonly timeoutMs: number;
   private readonly batchSize: number;
   private readonly leaseMs: number;
+  private readonly clock: WaitClock;
   /**
-   * Targets that just timed out or could not be reached: target URL → Date.now() until which their
-   * other claimed rows are failed without a request. A receiver that accepts connections and never
+   * Targets that just timed out or could not be reached: target URL → epoch ms (the deliverer's
+   * clock) until which their other claimed rows are failed without a request. A receiver that accepts connections and never
    * answers would otherwise cost a full timeout per row (5,000 queued rows, 16 at a time, 10 s
    * each: 52 minutes for one until-idle drain). In memory, per process, at most a minute.
    */
@@ -137,6 +140,7 @@ export class EventDeliverer {
     this.timeoutMs = o.timeoutMs ?? EVENT_TIMEOUT_MS;
     this.batchSize = o.batchSize ?? EVENT_BATCH;
     this.leaseMs = o.leaseMs ?? Math.max(60_000, 3 * this.timeoutMs);
+    this.clock = o.clock ?? systemClock;
   }
 
   /** Ends the current wait between rounds now (an answer that may have queued events was stored). */
@@ -227,10 +231,10 @@ export class EventDeliverer {
   /** POSTs one row and records the outcome. @returns `delivered`, the failure's class, `stopped`, or null when recording failed. */
   private async deliver(row: EventDelivery, signal: AbortSignal): Promise<'delivered' | 'stopped' | string | null> {
     const heldUntil = this.unreachable.get(row.targetUrl) ?? 0;
-    if (heldUntil > Date.now()) {
+    if (heldUntil > this.clock.now()) {
       // Not tried: wait out the hold without counting an attempt (its backoff must not grow).
       try {
-        await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - Date.now());
+        await this.o.store.deferEventDelivery(row.id, this.o.owner, heldUntil - this.clock.now());
       } catch (err) {
         this.o.logger.error({ eventRow: row.id, err: errCode(err) }, 'event delivery outcome not recorded');
         return null;
@@ -250,7 +254,7 @@ export class EventDeliverer {
     if (a.ok === false && !a.error.startsWith('http ')) {
       this.unreachable.set(
         row.targetUrl,
-        Date.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS),
+        this.clock.now() + Math.min(backoffMs(row.attempts + 1, this.o.random), UNREACHABLE_HOLD_MS),
       );
     } else if (a.ok === true) this.unreachable.delete(row.targetUrl);
     if (a.ok === 'stopped') return 'stopped';
@@ -326,20 +330,15 @@ export class EventDeliverer {
   }
 
   private wait(signal: AbortSignal): Promise<void> {
-    return sleepUnless(this.o.pollMs, AbortSignal.any([signal, this.nudge.signal]));
+    return this.clock.wait(this.o.pollMs, AbortSignal.any([signal, this.nudge.signal])).then(() => undefined);
   }
 }
 
 /** A network failure's class: `timeout`, or `network <code>` (ECONNREFUSED, ENOTFOUND, …) from fetch's cause. */
 function networkError(err: unknown): string {
-  const e = err as { name?: string; cause?: { code?: unknown; name?: unknown } };
+  const e = err as { name?: string; cause?: { name?: unknown } };
   if (e?.name === 'TimeoutError') return 'timeout';
-  const code =
-    typeof e?.cause?.code === 'string'
-      ? e.cause.code
-      : typeof e?.cause?.name === 'string'
-        ? e.cause.name
-        : (e?.name ?? 'error');
+  const code = ownCode(e?.cause) ?? (typeof e?.cause?.name === 'string' ? e.cause.name : (e?.name ?? 'error'));
   return `network ${code}`;
 }
 

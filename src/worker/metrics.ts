@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Logger } from '../log.js';
 import type { RunReport } from '../runner/job-life.js';
-import type { Claim, JobFinish, SpendRecord } from '../store/store.js';
+import type { SpendRecord } from '../store/store.js';
 import type { Store } from '../store/whole-store.js';
 
 /**
@@ -16,14 +16,6 @@ import type { Store } from '../store/whole-store.js';
 
 /** Histogram buckets of one evaluation, seconds: from a cached no-op (ms) to a slow provider's worst case (minutes). */
 const EVALUATION_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
-
-/**
- * The label an outcome is counted under: the evaluation's outcome, `park` when a refusal parked the
- * job, or `fail` when a defer past the defer limit was recorded as a fail (DESIGN §3.7).
- */
-function outcomeLabel(r: Pick<RunReport, 'outcome' | 'recorded'>): string {
-  return r.recorded === 'parked' ? 'park' : r.recorded === 'failed' ? 'fail' : r.outcome.kind;
-}
 
 /** What the health check reads from a worker (src/worker/worker.ts has both). */
 export interface HealthSource {
@@ -110,13 +102,13 @@ export class WorkerMetrics {
     });
     this.outcomes = new Counter({
       name: 'verdict_job_outcomes_total',
-      help: 'Job outcomes recorded, by question set and outcome (complete, drop, refuse, fail, defer, park, release, misconfigured, schema_rejected, lost).',
+      help: 'Job outcomes recorded, by question set and outcome (complete, drop, refuse, park, fail, defer, release, misconfigured, schema_rejected).',
       labelNames: ['set', 'outcome'],
       registers,
     });
     this.calls = new Counter({
       name: 'verdict_provider_calls_total',
-      help: 'Provider calls, by question set and outcome (ok, refused, unavailable, defer, misconfigured, ...), as recorded in decision_spend.',
+      help: 'Provider calls, by question set and outcome (ok, defect, aborted, or the job outcome: refuse, fail, defer, misconfigured, ...), as recorded in decision_spend.',
       labelNames: ['set', 'outcome'],
       registers,
     });
@@ -242,7 +234,7 @@ export class WorkerMetrics {
   /** Counts one recorded job (wire to the worker's `onOutcome`). */
   observe(r: RunReport): void {
     const set = r.claim.questionSet;
-    const outcome = outcomeLabel(r);
+    const outcome = r.outcome.kind;
     this.claimed.inc({ set });
     this.outcomes.inc({ set, outcome });
     this.latency.observe({ set, outcome }, r.durationMs / 1000);
@@ -253,7 +245,7 @@ export class WorkerMetrics {
     (ok ? this.eventsDelivered : this.eventFailures).inc();
   }
 
-  /** Counts one provider call's spend record. */
+  /** Counts one provider call's spend record (wire to the worker's `onSpend`): the counters are the decision_spend rows the runner writes. */
   countSpend(r: SpendRecord): void {
     const l = { set: r.questionSet, outcome: r.outcome };
     this.calls.inc(l, r.calls);
@@ -261,55 +253,6 @@ export class WorkerMetrics {
     this.tokens.inc({ ...l, type: 'output' }, r.usage.outputTokens);
     this.tokens.inc({ ...l, type: 'cache_read' }, r.usage.cacheReadTokens);
     this.tokens.inc({ ...l, type: 'cache_write' }, r.usage.cacheWriteTokens);
-  }
-
-  /**
-   * The same store, with every `recordSpend` (and the spend a `settleSpendReservation` or a
-   * `finishJob` or `finishJobs` records) also counted here, so the provider counters are the decision_spend rows
-   * the runner writes (one per call, with its outcome), not a second guess. A `recordSpend` is
-   * counted even when writing its row fails: the call happened.
-   */
-  countingSpend<S extends Store>(store: S): S {
-    return new Proxy(store, {
-      get: (target, prop, receiver) => {
-        if (prop === 'recordSpend') {
-          return async (r: SpendRecord) => {
-            this.countSpend(r);
-            return target.recordSpend(r);
-          };
-        }
-        if (prop === 'finishJob') {
-          // The last call's spend commits in the completion's transaction (a spend record is never
-          // lost, DESIGN §10.5). Counted once it did: when
-          // that transaction fails the runner records the spend on its own, through recordSpend.
-          return async (claim: Claim, f: JobFinish) => {
-            const r = await target.finishJob(claim, f);
-            if (f.answers) this.countSpend(f.answers.spend);
-            return r;
-          };
-        }
-        if (prop === 'finishJobs') {
-          // Group commit (DESIGN §10.6): each entry's spend is counted once its entry committed.
-          return async (entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>) => {
-            const results = await target.finishJobs(entries);
-            for (const [i, r] of results.entries()) {
-              const answers = entries[i].finish.answers;
-              if (r.ok && answers) this.countSpend(answers.spend);
-            }
-            return results;
-          };
-        }
-        if (prop === 'settleSpendReservation') {
-          // A settled reservation records the call's spend (DESIGN §10.3): count it like recordSpend.
-          return async (id: string, r: SpendRecord | null) => {
-            if (r) this.countSpend(r);
-            return target.settleSpendReservation(id, r);
-          };
-        }
-        const v = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
   }
 }
 

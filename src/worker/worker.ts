@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { errCode } from '../errors.js';
 import { setMaxListeners } from 'node:events';
 import { setImmediate as yieldLoop } from 'node:timers/promises';
+import { systemClock, type WaitClock } from '../clock.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { BatchApi, Provider } from '../providers/provider.js';
@@ -65,6 +65,8 @@ export interface WorkerOptions {
    */
   claimGate?: () => Promise<number | null>;
   onOutcome?: (r: RunReport) => void;
+  /** Called with each spend record the slots write (`RunnerOptions.onSpend`): the metrics' provider counters. */
+  onSpend?: RunnerOptions['onSpend'];
   /**
    * Called when a slot's pass finds nothing claimable right after work was recorded (once per
    * stretch of work, not on every idle tick); `createVerdict`'s worker emits `idle` from it.
@@ -72,6 +74,12 @@ export interface WorkerOptions {
   onIdle?: () => void;
   /** Called every time a slot finds nothing claimable, before it waits a tick (the WAL checkpoint, DESIGN §10.2). */
   onIdleTick?: () => void;
+  /**
+   * The worker's time: epoch ms for the cooling-off, the loop age /healthz reads and the walk and
+   * batch intervals, and its idle waits. A test passes its `ManualClock` (the store's) and moves it.
+   * @defaultValue systemClock (Date.now and real timers)
+   */
+  clock?: WaitClock;
 }
 
 /**
@@ -152,8 +160,10 @@ export class Worker {
   private lastYieldAt = performance.now();
   /** The setImmediate every slot due to yield waits on, while one is pending. */
   private yielding: Promise<void> | null = null;
-  /** Epoch ms of the last loop turn of any slot; /healthz reads it. */
-  lastLoopAt = Date.now();
+  /** Epoch ms (the worker's clock) of the last loop turn of any slot; /healthz reads it. */
+  lastLoopAt: number;
+  /** The worker's time (`WorkerOptions.clock`). */
+  readonly clock: WaitClock;
   /** The stranded-batches warning was logged in this run. */
   private strandedLogged = false;
   /** The batch pipeline and the provider and registry it was made for (`batches`). */
@@ -193,6 +203,8 @@ export class Worker {
     this.maxListeners = Math.max(10, opts.concurrency * 4);
     setMaxListeners(this.maxListeners, this.abort.signal, this.passSignal);
     this.setCooloffs = new SetCooloffs(opts.store, opts.logger);
+    this.clock = opts.clock ?? systemClock;
+    this.lastLoopAt = this.clock.now();
   }
 
   /**
@@ -379,7 +391,7 @@ export class Worker {
           workerId: `${this.opts.workerId}/batch`,
           leaseMs: this.opts.leaseMs,
           abandonLimit: this.opts.abandonLimit,
-          skipSets: () => (this.setCooloffs.any ? this.setCooloffs.active(Date.now()) : []),
+          skipSets: () => (this.setCooloffs.any ? this.setCooloffs.active(this.clock.now()) : []),
           ...(this.opts.dailyTokenCap !== undefined ? { dailyTokenCap: this.opts.dailyTokenCap } : {}),
           onUnsupported: (status) => this.batchUnsupported(provider, status),
           onSubmitted: async () => {
@@ -442,8 +454,8 @@ export class Worker {
   private async batchLoop(): Promise<void> {
     let lastSweep = 0;
     while (!this.stopping) {
-      const sweep = Date.now() - lastSweep >= (this.opts.batchPollMs ?? BATCH_POLL_MS);
-      if (sweep) lastSweep = Date.now();
+      const sweep = this.clock.now() - lastSweep >= (this.opts.batchPollMs ?? BATCH_POLL_MS);
+      if (sweep) lastSweep = this.clock.now();
       await this.batchPass({ sweep, assemble: 'once' });
       await this.idle(this.opts.tickMs);
     }
@@ -490,6 +502,7 @@ export class Worker {
       acquirePermit: this.opts.acquirePermit,
       setCooloffs: this.setCooloffs,
       onOutcome: (r) => this.count(r),
+      onSpend: this.opts.onSpend,
       claimNext: true,
       coAsk: this.opts.coAsk ?? true,
       liveOnly: this.batching(),
@@ -522,9 +535,9 @@ export class Worker {
     }
     // Several slots can report the same provider-wide error at once: one period, not one per slot
     // (DESIGN §3: 30 s doubling to 10 min, the error logged once per period).
-    if (Date.now() < this.cooloffUntil) return;
+    if (this.clock.now() < this.cooloffUntil) return;
     this.cooloffMs = Math.min(this.cooloffMs ? this.cooloffMs * 2 : COOLOFF_BASE_MS, COOLOFF_CAP_MS);
-    this.cooloffUntil = Date.now() + this.cooloffMs;
+    this.cooloffUntil = this.clock.now() + this.cooloffMs;
     this.providerProblem = reason;
     this.opts.logger.error(
       { reason, cooloffMs: this.cooloffMs },
@@ -543,14 +556,14 @@ export class Worker {
     };
     try {
       while (!this.stopping) {
-        this.lastLoopAt = Date.now();
+        this.lastLoopAt = this.clock.now();
         // Beside the claims, not before them: a big collection change never holds up live work.
         // Looked for once a tick per process, not on every pass of every slot (each look is a read).
-        if (!this.opts.untilIdle && Date.now() - this.lastAdvanceAt >= this.opts.tickMs) {
-          this.lastAdvanceAt = Date.now();
+        if (!this.opts.untilIdle && this.clock.now() - this.lastAdvanceAt >= this.opts.tickMs) {
+          this.lastAdvanceAt = this.clock.now();
           void this.advanceCollections();
         }
-        const wait = this.cooloffUntil - Date.now();
+        const wait = this.cooloffUntil - this.clock.now();
         if (wait > 0) {
           await giveBack();
           await this.idle(Math.min(wait, this.opts.tickMs));
@@ -562,7 +575,7 @@ export class Worker {
         /** False once a claim found nothing: the queue had no claimable job at that moment. */
         let queueHadWork = true;
         // A provider-wide error mid-pass starts the cooling-off: stop claiming at once, not after the pass.
-        while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= Date.now()) {
+        while (!this.stopping && ran < this.opts.passLimit && this.cooloffUntil <= this.clock.now()) {
           let r: RunReport | null;
           try {
             const gate = (await this.opts.claimGate?.()) ?? null;
@@ -585,7 +598,7 @@ export class Worker {
             this.opts.logger.error({ slot: i, err: errCode(err) }, 'claim failed');
             break;
           }
-          this.lastLoopAt = Date.now();
+          this.lastLoopAt = this.clock.now();
           if (!r) {
             queueHadWork = false;
             break;
@@ -629,8 +642,8 @@ export class Worker {
 
   /** Logs the spend-cap pause at most once a minute across slots. */
   private logGate(ms: number): void {
-    if (Date.now() - this.lastGateLog < 60_000) return;
-    this.lastGateLog = Date.now();
+    if (this.clock.now() - this.lastGateLog < 60_000) return;
+    this.lastGateLog = this.clock.now();
     this.opts.logger.warn(
       { resumeInMs: Math.round(ms) },
       'daily spend cap reached: not claiming until the next window',
@@ -639,11 +652,6 @@ export class Worker {
 
   /** Waits `ms`, or less when `stop()` or `wake()` is called. */
   private idle(ms: number): Promise<void> {
-    return sleepUnless(ms, AbortSignal.any([this.idleWake.signal, this.nudge.signal]));
+    return this.clock.wait(ms, AbortSignal.any([this.idleWake.signal, this.nudge.signal])).then(() => undefined);
   }
-}
-
-/** Waits `ms`, or until `signal` aborts, whichever comes first; never rejects. */
-export function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
-  return sleep(ms, undefined, { signal }).catch(() => undefined);
 }

@@ -42,7 +42,8 @@ async function seed(n: number, status = 'open') {
 
 function worker(provider: FakeProvider, metrics: WorkerMetrics) {
   return new Worker({
-    store: metrics.countingSpend(fx.store),
+    store: fx.store,
+    onSpend: (r) => metrics.countSpend(r),
     registry: fx.registry,
     provider,
     logger: silentLogger,
@@ -70,7 +71,7 @@ describe('metrics', () => {
     await seed(3);
     await seed(1, 'closed'); // its jobs drop
     const metrics = new WorkerMetrics({ store: fx.store });
-    // The first call is refused once (a 400): one refuse outcome, one refused call.
+    // The first call is refused once (a 400): one refuse outcome, one call under the same word.
     const w = worker(new FakeProvider({ faults: [{ status: 400 }] }), metrics);
     let health: Health = { healthy: true, status: 'ok', reasons: [], lastLoopAgeMs: 0 };
     metrics.setHealth(() => health);
@@ -117,7 +118,7 @@ describe('metrics', () => {
       expect(v('verdict_provider_tokens_total', { ...l, type: 'input' })).toBe(r.inputTokens);
       expect(v('verdict_provider_tokens_total', { ...l, type: 'output' })).toBe(r.outputTokens);
     }
-    expect(rows.find((r) => r.outcome === 'refused')?.calls).toBe(1);
+    expect(rows.find((r) => r.outcome === 'refuse')?.calls).toBe(1);
     expect(
       v('verdict_provider_calls_total', { set: 'attention', outcome: 'ok' }) +
         v('verdict_provider_calls_total', { set: 'effort', outcome: 'ok' }),

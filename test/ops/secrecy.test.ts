@@ -197,7 +197,8 @@ describe('secrecy: in-process with the Anthropic provider and a custom set', () 
     const metrics = new WorkerMetrics({ store: fx.store, logger });
     const make = () =>
       new Worker({
-        store: metrics.countingSpend(fx.store),
+        store: fx.store,
+        onSpend: (r) => metrics.countSpend(r),
         registry: fx.registry,
         provider,
         logger,

@@ -119,7 +119,7 @@ describe('status', () => {
       questionSet: 'effort',
       provider: 'anthropic',
       model: 'claude-haiku-5-5',
-      outcome: 'unavailable',
+      outcome: 'fail',
       calls: 1,
       usage: usage(0, 0),
     });

@@ -224,7 +224,7 @@ describe('bounded defers through the runner (DESIGN §3.7)', () => {
         Array.from({ length: DEFER_LIMIT }, (_, i) => `defer/applied attempts=0 defers=${i + 1} due=30000`),
       );
       // The 21st: the attempt counts, the count resets, backoff(1) = 30 s.
-      expect(trail[DEFER_LIMIT]).toBe('defer/failed attempts=1 defers=0 due=30000');
+      expect(trail[DEFER_LIMIT]).toBe('fail/applied attempts=1 defers=0 due=30000');
       expect(trail[DEFER_LIMIT + 1]).toBe('defer/applied attempts=1 defers=1 due=30000');
       const s = await statusReport(fx.store);
       expect(s.failingSets.map((f) => f.set)).toEqual(['attention']);

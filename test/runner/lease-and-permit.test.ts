@@ -93,7 +93,9 @@ describe('the lease is renewed after the permits, right before the final livenes
     });
     const r = (await runOnce(opts, signal))!;
     expect(rival).toMatchObject({ claimedBy: 'runner-b', abandons: 1 });
-    expect(r.outcome.kind).toBe('lost');
+    // A release the fence turns away: the other runner's claim is left as it is.
+    expect(r).toMatchObject({ outcome: { kind: 'release', reason: 'claim lost before send' }, recorded: 'lost' });
+    expect(await fx.store.getJob(r.claim.itemId, 'attention')).toMatchObject({ claimedBy: 'runner-b' });
     expect(fake.requests).toHaveLength(0);
   });
 

@@ -90,16 +90,20 @@ describe('the lease before a call', () => {
 
   it('a claim lost before the send is not renewed and makes no call', async () => {
     await newItem();
+    let rivals: unknown;
     const opts = runnerOptions(fx, fake, {
       leaseMs: LEASE,
-      beforeAsk: async () => {
+      beforeAsk: async ({ claim }) => {
         fx.clock.advance(LEASE + 1);
         await fx.store.claimNextJob('runner-b', LEASE, 8);
+        rivals = await fx.store.getJob(claim.itemId, 'attention');
       },
     });
     const s = spies();
     const r = (await runOnce(opts, signal))!;
-    expect(r.outcome.kind).toBe('lost');
+    // A release the fence turns away: the row is as the other runner's claim left it.
+    expect(r).toMatchObject({ outcome: { kind: 'release', reason: 'claim lost before send' }, recorded: 'lost' });
+    expect(await fx.store.getJob(r.claim.itemId, 'attention')).toEqual(rivals);
     expect(s.renew).not.toHaveBeenCalled();
     expect(fake.requests).toHaveLength(0);
   });

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { errCode } from '../../src/errors.js';
+import { errCode, ownCode } from '../../src/errors.js';
 import { openSqlite } from '../../src/store/sqlite/open.js';
 import { toStoreError } from '../../src/store/store.js';
 import { tempDir } from '../harness/store-fixture.js';
@@ -48,5 +48,18 @@ describe('errCode', () => {
     a.cause = a;
     expect(errCode(a)).toBe('object');
     expect(errCode('text')).toBe('string');
+  });
+});
+
+describe('ownCode', () => {
+  it("reads the error's own non-empty string code and nothing along its cause", () => {
+    const enoent = Object.assign(new Error('no file'), { code: 'ENOENT' });
+    expect(ownCode(enoent)).toBe('ENOENT');
+    expect(ownCode(new Error('wrapper', { cause: enoent }))).toBeUndefined();
+    expect(ownCode({ code: '' })).toBeUndefined();
+    expect(ownCode({ code: 5 })).toBeUndefined();
+    expect(ownCode(null)).toBeUndefined();
+    expect(ownCode('ENOENT')).toBeUndefined();
+    expect(ownCode({ code: 'shutdown' })).toBe('shutdown');
   });
 });

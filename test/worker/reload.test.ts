@@ -107,19 +107,33 @@ describe('Worker.cancelPass', () => {
         leaseMs: 60_000,
         passLimit: 20,
         abandonLimit: 8,
+        clock: fx.clock,
       });
       const running = worker.run();
-      await waitFor(() => worker.providerProblem !== null, 5_000, 5); // cooling off for 30 s now
-      // The slot keeps turning (it is idle, not stuck) but claims nothing while cooling off.
-      const t0 = worker.lastLoopAt;
-      await waitFor(() => worker.lastLoopAt >= t0 + 60, 5_000, 5);
+      await waitFor(() => worker.providerProblem !== null, 5_000, 5); // cooling off for 30 s of the clock now
+      // The slot keeps turning tick by tick as the clock moves (it is idle, not stuck) but claims
+      // nothing while cooling off.
+      for (let tick = 0; tick < 6; tick++) {
+        const t0 = worker.lastLoopAt;
+        fx.clock.advance(10);
+        await waitFor(() => worker.lastLoopAt >= t0 + 10, 5_000, 1);
+        expect(worker.lastLoopAt).toBe(fx.clock.now()); // the worker's time is the clock it was given
+      }
       expect(a.requests).toHaveLength(1);
       expect((await fx.store.listJobs({ itemId: item.row.id })).map((j) => [j.attempts, j.claimToken])).toEqual(
         fx.registry.all().map(() => [0, null]),
       ); // one job per production set
       worker.swap(b, fx.registry);
       worker.cancelPass('reload');
-      await waitFor(async () => (await fx.store.listJobs({ itemId: item.row.id })).length === 0, 5_000, 5);
+      // Each look moves the clock one tick, ending the slot's idle wait: no wait of real time.
+      await waitFor(
+        async () => {
+          fx.clock.advance(10);
+          return (await fx.store.listJobs({ itemId: item.row.id })).length === 0;
+        },
+        5_000,
+        5,
+      );
       worker.stop();
       await running;
       expect(worker.providerProblem).toBeNull();

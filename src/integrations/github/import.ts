@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { z } from 'zod';
 import { IMPORT_OWE } from '../../importers/beads.js';
 import { parseRfc3339 } from '../../importers/beads-format.js';
-import { InputNotFound, InvalidInput, VerdictError } from '../../errors.js';
+import { InputNotFound, InvalidInput, ownCode, VerdictError } from '../../errors.js';
 import { silentLogger, type Logger } from '../../log.js';
 import type { QueueStore } from '../../store/queue-store.js';
 import type { TrackerStore } from '../../store/tracker-store.js';
@@ -583,7 +583,7 @@ async function readGhJson(path: string): Promise<unknown[]> {
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    const code = (err as { code?: string }).code;
+    const code = ownCode(err);
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new InputNotFound(`no file at ${path}; check the path`);
     if (code === 'EISDIR')
       throw new InputNotFound(`${path} is a folder; pass the JSON file saved with gh api --paginate`);

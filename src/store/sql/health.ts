@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { ownCode } from '../../errors.js';
 import type { MetaRow } from '../meta-store.js';
 import { listMeta } from './operations.js';
 import { Registry } from '../../decision/registry.js';
@@ -50,8 +51,8 @@ export async function readDatabaseHealth(
       recorded = await read(c, rows(sql`SELECT hash, created_at FROM ${table}`));
     } catch (err) {
       // SQLite "no such table", Postgres 42P01 (undefined_table): try the next; anything else is a real failure
-      const e = ((err as { cause?: unknown }).cause ?? err) as { code?: unknown; message?: unknown }; // drizzle wraps driver errors
-      if (e.code === '42P01' || /no such table/.test(String(e.message))) continue;
+      const e = (err as { cause?: unknown }).cause ?? err; // drizzle wraps driver errors
+      if (ownCode(e) === '42P01' || /no such table/.test(String((e as { message?: unknown }).message))) continue;
       throw err;
     }
     const hashes = new Set(o.known.map((m) => m.hash));

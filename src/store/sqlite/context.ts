@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../../clock.js';
+import { ownCode } from '../../errors.js';
 import type { Db } from '../sql/steps.js';
 import type { SqliteDb } from './open.js';
 
@@ -29,8 +31,7 @@ const BUSY_DEADLINE_MS = 60_000;
 
 /** True for SQLITE_BUSY and its extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_RECOVERY, ...). */
 function isBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+  return ownCode(err)?.startsWith('SQLITE_BUSY') ?? false;
 }
 
 /** Why the database cannot take writes now, as /healthz reports it (DESIGN §10.1). */
@@ -38,8 +39,8 @@ export type StorageProblem = 'database locked' | 'disk full' | 'disk I/O error';
 
 /** The storage problem an error shows, or null for any other error (a constraint, a bad row). */
 export function storageProblemOf(err: unknown): StorageProblem | null {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return null;
+  const code = ownCode(err);
+  if (code === undefined) return null;
   if (code.startsWith('SQLITE_BUSY')) return 'database locked';
   if (code.startsWith('SQLITE_FULL')) return 'disk full';
   if (code.startsWith('SQLITE_IOERR')) return 'disk I/O error';
@@ -90,7 +91,7 @@ export async function retryBusy<T>(
       if (!isBusy(err)) throw err;
       const wait = Math.min(BUSY_RETRY_BASE_MS * 2 ** attempt, BUSY_RETRY_MAX_MS);
       if (performance.now() - started + wait > deadlineMs) throw err;
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await sleep(wait);
     }
   }
 }
@@ -105,5 +106,5 @@ function gated<T>(ctx: SqliteContext, call: () => Promise<T>): Promise<T> {
   return run;
 }
 
-const turn = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+const turn = () => sleep(1);
 const noop = () => undefined;

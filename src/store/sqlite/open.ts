@@ -7,7 +7,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { LEGACY_MIGRATIONS_TABLE, MIGRATIONS_TABLE } from '../migrations-table.js';
 import * as schema from './schema.js';
-import { DatabaseNotFound, DatabaseUnavailable } from '../../errors.js';
+import { DatabaseNotFound, DatabaseUnavailable, ownCode } from '../../errors.js';
 import { databaseError } from '../database-errors.js';
 
 export type SqliteDb = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
@@ -186,7 +186,7 @@ function readOnlyOpen(path: string, opts: OpenSqliteOptions): SqliteDb {
     // A WAL database whose folder we may not write cannot get its -shm index. With no -wal file
     // no writer has it open, so it is read as immutable (needs URI filenames: the CLI sets
     // SQLITE_USE_URI=1 before the driver loads). Without URI support the first error stands.
-    const code = (err as { code?: string }).code;
+    const code = ownCode(err);
     if (
       (code === 'SQLITE_READONLY_DIRECTORY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY_CANTINIT') &&
       !existsSync(`${path}-wal`)
