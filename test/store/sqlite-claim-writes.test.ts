@@ -12,8 +12,12 @@ import { sqliteBackend, type OpenedStore } from './conformance-backends.js';
  */
 describe('the SQLite claim writes not_before only when it counts an abandon', () => {
   let opened: OpenedStore;
+  let ids = 0;
   beforeEach(async () => {
-    opened = await sqliteBackend().open(new Registry([attentionSet]), undefined);
+    opened = await sqliteBackend().open(
+      new Registry([attentionSet]),
+      () => `id-${(++ids).toString().padStart(6, '0')}`,
+    );
   });
   afterEach(() => opened.cleanup());
 
