@@ -26,6 +26,8 @@ export interface QueueResult {
   perSecond: number;
   enqueueUs: number;
   claimCompleteUs: number;
+  /** CPU (user + system, `process.cpuUsage`) of the claim-and-complete loop per job, µs: steady on a loaded machine, where wall time is not. */
+  claimCompleteCpuUs: number;
 }
 
 function tmpFile(): { file: string; done: () => void } {
@@ -33,13 +35,14 @@ function tmpFile(): { file: string; done: () => void } {
   return { file: join(dir, 'q.db'), done: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-function result(name: string, jobs: number, enqMs: number, runMs: number): QueueResult {
+function result(name: string, jobs: number, enqMs: number, runMs: number, runCpu: NodeJS.CpuUsage): QueueResult {
   return {
     name,
     jobs,
     perSecond: jobs / ((enqMs + runMs) / 1000),
     enqueueUs: (enqMs * 1000) / jobs,
     claimCompleteUs: (runMs * 1000) / jobs,
+    claimCompleteCpuUs: (runCpu.user + runCpu.system) / jobs,
   };
 }
 
@@ -73,13 +76,15 @@ export async function benchVerdict(jobs: number, batch = 1): Promise<QueueResult
     }
     const enq = performance.now() - t0;
     t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     let done = 0;
     for (let c = await store.claimNextJob('bench', 60_000, 8); c; c = await store.claimNextJob('bench', 60_000, 8)) {
       if ((await store.completeJob(c)) === 'applied') done++;
     }
     const run = performance.now() - t0;
+    const runCpu = process.cpuUsage(cpu0);
     if (done !== jobs) throw new Error(`verdict: completed ${done} of ${jobs}`);
-    return result(batch > 1 ? `verdict, enqueue ${batch} per call` : 'verdict', jobs, enq, run);
+    return result(batch > 1 ? `verdict, enqueue ${batch} per call` : 'verdict', jobs, enq, run, runCpu);
   } finally {
     await store.close();
     t.done();
@@ -107,14 +112,16 @@ export async function benchPlainjob(jobs: number, batch = 1): Promise<QueueResul
     }
     const enq = performance.now() - t0;
     t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     let done = 0;
     for (let j = queue.getAndMarkJobAsProcessing('noop'); j; j = queue.getAndMarkJobAsProcessing('noop')) {
       queue.markJobAsDone(j.id);
       done++;
     }
     const run = performance.now() - t0;
+    const runCpu = process.cpuUsage(cpu0);
     if (done !== jobs) throw new Error(`plainjob: completed ${done} of ${jobs}`);
-    return result(batch > 1 ? `plainjob, addMany ${batch}` : 'plainjob', jobs, enq, run);
+    return result(batch > 1 ? `plainjob, addMany ${batch}` : 'plainjob', jobs, enq, run, runCpu);
   } finally {
     queue.close();
     db.close();
@@ -165,6 +172,7 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
     for (let i = 0; i < jobs; i++) await queue.enqueue({ i });
     const enq = performance.now() - t0;
     t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     let done = 0;
     for (
       let j = await queue.attemptDequeue({ timeoutSecs: 60 });
@@ -175,8 +183,9 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
       done++;
     }
     const run = performance.now() - t0;
+    const runCpu = process.cpuUsage(cpu0);
     if (done !== jobs) throw new Error(`liteque: completed ${done} of ${jobs}`);
-    return result('liteque', jobs, enq, run);
+    return result('liteque', jobs, enq, run, runCpu);
   } finally {
     (raw.$client ?? raw.session.client).close();
     t.done();

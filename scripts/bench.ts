@@ -109,7 +109,7 @@ async function partA(): Promise<void> {
   const rs = await benchQueuePath(jobs, rounds);
   for (const r of rs) {
     say(
-      `    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs)`,
+      `    ${r.name.padEnd(30)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs, claim+complete ${fmt(r.claimCompleteUs, 0)} µs wall, ${fmt(r.claimCompleteCpuUs, 0)} CPU µs)`,
     );
   }
   const v = rs.find((r) => r.name === 'verdict')!.perSecond;

@@ -1,11 +1,10 @@
 import type { Claim, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
 import type { Store } from '../store/whole-store.js';
 
-/** One slot's finish waiting for the next group commit, and how to wake the slot. */
+/** One slot's finishes (its job's, or its co-asked group's) waiting for the next group commit, and how to wake the slot. */
 interface Waiting {
-  claim: Claim;
-  finish: JobFinish;
-  resolve: (f: FinishedJob) => void;
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>;
+  resolve: (r: JobFinishResult[]) => void;
   reject: (err: unknown) => void;
 }
 
@@ -24,7 +23,7 @@ interface Waiting {
  * entry whose own statements threw rejects with that error alone (the store rolled back to its
  * savepoint; the other entries are committed). When the transaction fails, every entry of it
  * rejects with that error and nothing of any of them was written; each slot then runs its own
- * fallback (job-life.ts `finishWithAnswers`). Crash semantics are those of `finishJob`: an outcome
+ * fallback (job-life.ts `finishGroup`, `finishAlone`). Crash semantics are those of `finishJob`: an outcome
  * is durable before the claim taken with it is used.
  */
 export class Committer {
@@ -42,17 +41,30 @@ export class Committer {
    * Hands in one slot's finish; resolves with its result once committed.
    * @throws (rejects with) the error of this entry's own statements, or of the whole transaction.
    */
-  finish(claim: Claim, finish: JobFinish): Promise<FinishedJob> {
-    this.handedIn++;
-    return new Promise<FinishedJob>((resolve, reject) => {
-      this.waiting.push({ claim, finish, resolve, reject });
+  async finish(claim: Claim, finish: JobFinish): Promise<FinishedJob> {
+    const [r] = await this.finishAll([{ claim, finish }]);
+    if (r?.ok) return r.finished;
+    throw r ? r.error : new Error('group commit returned no result for an entry');
+  }
+
+  /**
+   * Hands in several finishes of one slot at once (a co-asked group: every job of it that ended
+   * complete or drop, the slot's own job with its next claim), committed in the same transaction
+   * as each other; resolves once committed, with one result per entry in the order given (an
+   * entry whose own statements threw is `{ ok: false }`, the others are written).
+   * @throws (rejects with) the whole transaction's error: nothing of any entry was written.
+   */
+  finishAll(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]> {
+    this.handedIn += entries.length;
+    return new Promise<JobFinishResult[]>((resolve, reject) => {
+      this.waiting.push({ entries, resolve, reject });
       this.schedule();
     });
   }
 
   /** Finishes handed in and not yet committed (for tests and metrics). */
   get pending(): number {
-    return this.waiting.length;
+    return this.waiting.reduce((n, w) => n + w.entries.length, 0);
   }
 
   private schedule(): void {
@@ -78,10 +90,12 @@ export class Committer {
       failure = { error };
     }
     this.committing = false;
-    for (const [i, w] of batch.entries()) {
-      const r = results?.[i];
-      if (r?.ok) w.resolve(r.finished);
-      else w.reject(failure ? failure.error : r ? r.error : new Error('group commit returned no result for an entry'));
+    let at = 0;
+    for (const w of batch) {
+      const mine = results?.slice(at, (at += w.entries.length));
+      if (failure || !mine || mine.length !== w.entries.length)
+        w.reject(failure ? failure.error : new Error('group commit returned no result for an entry'));
+      else w.resolve(mine);
     }
     // What was handed in during this commit goes at once: its slots have waited a whole commit already.
     if (this.waiting.length) void this.commitWaiting();
@@ -89,6 +103,6 @@ export class Committer {
 
   /** Runs one batch in one transaction. */
   private commit(batch: readonly Waiting[]): Promise<JobFinishResult[]> {
-    return this.store.finishJobs(batch.map((w) => ({ claim: w.claim, finish: w.finish })));
+    return this.store.finishJobs(batch.flatMap((w) => w.entries));
   }
 }

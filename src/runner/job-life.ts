@@ -1,7 +1,7 @@
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
-import type { Claim, JobFinish, OutcomeResult } from '../store/store.js';
+import type { Claim, JobFinish, JobFinishResult, OutcomeResult } from '../store/store.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { SpendStore } from '../store/spend-store.js';
@@ -31,6 +31,7 @@ export interface RunnerOptions {
       | 'dropJob'
       | 'failJob'
       | 'finishJob'
+      | 'finishJobs'
       | 'insertDecisions'
       | 'loadItemForEvaluation'
       | 'parkJob'
@@ -84,9 +85,9 @@ export interface RunnerOptions {
    */
   coAsk?: boolean;
   /**
-   * The process's group committer (DESIGN §10.6): a complete or drop outcome's finish is handed to
-   * it and committed with the other slots' in one transaction. Without it each finish is its own
-   * transaction (`Store.finishJob`).
+   * The process's group committer (DESIGN §10.6): a group's complete or drop outcomes are handed to
+   * it together and committed with the other slots' in one transaction. Without it each group's
+   * finishes are one transaction of their own (`Store.finishJobs`, `Store.finishJob` for one).
    */
   committer?: Committer;
   /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §7.3). @defaultValue false */
@@ -123,9 +124,11 @@ export interface RunReport {
  * 3. liveness, ask and record: `askGroup` (evaluate.ts), per call `store.checkClaim` (the one
  *    read before the call), the permits, `provider.ask`, the answers and spend stored; the last
  *    call's answers are handed back to be stored with the completion.
- * 4. complete: `record` here, for the co-asked jobs and then the slot's job: a completion goes
- *    through `finishWithAnswers` → `store.finishJob` (answers + spend + fenced completion + the
- *    slot's next claim, one transaction); any other outcome through `recordOutcome`.
+ * 4. complete: `recordGroup` here: every job of the group that ended complete or drop goes through
+ *    `finishGroup` → `committer.finishAll` (src/runner/committer.ts), else `store.finishJobs`
+ *    (answers + spend + fenced completion of each, and the slot's next claim, one transaction; on
+ *    SQLite src/store/sqlite/job-statements.ts `finishMany`); any other outcome through
+ *    `recordOutcome`.
  *
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
  * claiming propagates so the caller can back off.
@@ -152,10 +155,8 @@ export async function runOnce(
   const plan = await planGroup(claims, deps);
   const evaluations = await askGroup(claims, plan, deps);
 
-  // The co-asked siblings first, each recorded on its own; then the slot's job, whose completion
-  // claims the slot's next job in the same transaction.
-  for (const [i, sibling] of siblings.entries()) await record(opts, sibling, evaluations[i + 1], started, false);
-  return record(opts, claim, evaluations[0], started, opts.claimNext === true);
+  const reports = await recordGroup(opts, claims, evaluations, started);
+  return reports[0]!;
 }
 
 /** Claims the next job (with the sets cooling off passed over and the co-asked jobs taken with it). */
@@ -244,32 +245,59 @@ export function coAskPartners(set: QuestionSet, all: readonly QuestionSet[]): st
     .map((s) => s.name);
 }
 
-/** Records one job's evaluation (with its answers, and with `claimNext` the slot's next claim), logs it and reports it. */
-async function record(
+/** What recording one job's evaluation did. */
+interface JobRecord {
+  outcome: EvalOutcome;
+  recorded: RunReport['recorded'];
+  next: Claim | null;
+}
+
+/**
+ * Records a claimed group's evaluations (the slot's job first in `claims`), logs and reports each,
+ * the co-asked jobs before the slot's job. Every job that ended complete or drop is finished
+ * together (`finishGroup`: one transaction, so one commit covers the group), the slot's job with
+ * the slot's next claim when `claimNext`; any other outcome is recorded on its own first
+ * (`recordOrLog`).
+ * @returns one report per claim, in the order of `claims`.
+ */
+async function recordGroup(
   opts: RunnerOptions,
-  claim: Claim,
-  evaluation: Evaluation,
+  claims: readonly Claim[],
+  evaluations: readonly Evaluation[],
   started: number,
-  claimNext: boolean,
-): Promise<RunReport> {
+): Promise<RunReport[]> {
+  const done: JobRecord[] = [];
+  const finishing: number[] = [];
+  for (const [i, claim] of claims.entries()) {
+    const outcome = evaluations[i]!.outcome;
+    if (outcome.kind === 'complete' || outcome.kind === 'drop') finishing.push(i);
+    else done[i] = { ...(await recordOrLog(opts, claim, outcome)), next: null };
+  }
+  if (finishing.length) {
+    const finished = await finishGroup(
+      opts,
+      finishing.map((i) => ({
+        claim: claims[i]!,
+        evaluation: evaluations[i]!,
+        withNext: i === 0 && opts.claimNext === true,
+      })),
+    );
+    finishing.forEach((i, k) => (done[i] = finished[k]!));
+  }
   const cool = opts.setCooloffs;
-  const { stats, ref, finish } = evaluation;
-  let { outcome } = evaluation;
-  let recorded: Recorded;
-  let next: Claim | null = null;
-  if (outcome.kind === 'complete' || outcome.kind === 'drop') {
-    try {
-      ({ outcome, recorded, next } = await finishWithAnswers(opts, claim, outcome, finish, stats, claimNext));
-    } catch (err) {
-      recorded = unrecorded(opts, claim, err);
-    }
-  } else ({ outcome, recorded } = await recordOrLog(opts, claim, outcome));
-  // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
-  if (cool && outcome.kind === 'complete' && stats.questions > 0) await cool.clear(claim.questionSet);
-  const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
-  logReport(opts.logger, report, ref);
-  opts.onOutcome?.(report);
-  return report;
+  const reports: RunReport[] = [];
+  for (const i of [...claims.keys()].slice(1).concat(0)) {
+    const claim = claims[i]!;
+    const { stats, ref } = evaluations[i]!;
+    const { outcome, recorded, next } = done[i]!;
+    // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
+    if (cool && outcome.kind === 'complete' && stats.questions > 0) await cool.clear(claim.questionSet);
+    const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
+    logReport(opts.logger, report, ref);
+    opts.onOutcome?.(report);
+    reports[i] = report;
+  }
+  return reports;
 }
 
 /** Sets a claim passes over now: those cooling off after a rejected schema (no I/O when none is). */
@@ -294,44 +322,77 @@ export async function releaseHeld(opts: RunnerOptions, claim: Claim): Promise<vo
 }
 
 /**
- * Records a complete or drop outcome with the last call's answers and spend and, with
- * `claimNext`, the next claim, in one transaction (`Store.finishJob`). When that transaction
- * fails, nothing of it was written, so the answers are stored on their own first (they were paid
- * for) and the job completed separately; an answer insert that fails then records a transient
- * fail, as when answers are stored per call.
+ * Finishes complete and drop outcomes of one group, each with its last call's answers and spend and
+ * (`withNext`) the slot's next claim, in ONE transaction: handed to the process's committer
+ * (`Committer.finishAll`, committed with the other slots' finishes), else `Store.finishJobs`
+ * (`Store.finishJob` for a group of one). An entry that fails, or all of them when the
+ * transaction fails, takes the per-job path (`finishAlone`).
+ * @returns one result per entry, in the order given.
  */
-async function finishWithAnswers(
+async function finishGroup(
+  opts: RunnerOptions,
+  group: ReadonlyArray<{ claim: Claim; evaluation: Evaluation; withNext: boolean }>,
+): Promise<JobRecord[]> {
+  let results: JobFinishResult[];
+  try {
+    const skip = group.some((g) => g.withNext) ? await skipSets(opts) : [];
+    const entries = group.map(({ claim, evaluation, withNext }) => ({
+      claim,
+      finish: {
+        answers: evaluation.finish,
+        claimNext: withNext
+          ? {
+              workerId: opts.workerId,
+              leaseMs: opts.leaseMs,
+              abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT,
+              skipSets: skip,
+              ...claimOptions(opts, skip),
+            }
+          : undefined,
+      },
+    }));
+    if (opts.committer) results = await opts.committer.finishAll(entries);
+    else if (entries.length === 1)
+      results = [{ ok: true, finished: await opts.store.finishJob(entries[0]!.claim, entries[0]!.finish) }];
+    else results = await opts.store.finishJobs(entries);
+  } catch (error) {
+    results = group.map(() => ({ ok: false, error }));
+  }
+  const out: JobRecord[] = [];
+  for (const [k, { claim, evaluation }] of group.entries()) {
+    const r = results[k];
+    if (r?.ok) {
+      evaluation.stats.answersStored += r.finished.answersStored;
+      if (evaluation.finish) opts.onSpend?.(evaluation.finish.spend);
+      out.push({ outcome: evaluation.outcome, recorded: r.finished.result, next: r.finished.next });
+      continue;
+    }
+    opts.logger.warn(
+      { set: claim.questionSet, itemId: claim.itemId, err: errCode(r?.error) },
+      'completion with answers failed: storing them on their own',
+    );
+    try {
+      out.push(await finishAlone(opts, claim, evaluation.outcome, evaluation.finish, evaluation.stats));
+    } catch (err) {
+      out.push({ outcome: evaluation.outcome, recorded: unrecorded(opts, claim, err), next: null });
+    }
+  }
+  return out;
+}
+
+/**
+ * A failed finish's per-job path: nothing of it was written, so the answers are stored on their
+ * own first (they were paid for) and the job completed separately; an answer insert that fails
+ * then records a transient fail, as when answers are stored per call.
+ */
+async function finishAlone(
   opts: RunnerOptions,
   claim: Claim,
   outcome: EvalOutcome,
   answers: JobFinish['answers'],
   stats: EvalStats,
-  withNext: boolean,
-): Promise<{ outcome: EvalOutcome; recorded: Recorded; next: Claim | null }> {
+): Promise<JobRecord> {
   const { store } = opts;
-  try {
-    const skip = withNext ? await skipSets(opts) : [];
-    const claimNext = withNext
-      ? {
-          workerId: opts.workerId,
-          leaseMs: opts.leaseMs,
-          abandonLimit: opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT,
-          skipSets: skip,
-          ...claimOptions(opts, skip),
-        }
-      : undefined;
-    const f = opts.committer
-      ? await opts.committer.finish(claim, { answers, claimNext })
-      : await store.finishJob(claim, { answers, claimNext });
-    stats.answersStored += f.answersStored;
-    if (answers) opts.onSpend?.(answers.spend);
-    return { outcome, recorded: f.result, next: f.next };
-  } catch (err) {
-    opts.logger.warn(
-      { set: claim.questionSet, itemId: claim.itemId, err: errCode(err) },
-      'completion with answers failed: storing them on their own',
-    );
-  }
   if (answers) {
     opts.onSpend?.(answers.spend);
     try {

@@ -128,6 +128,7 @@ export interface BatchPipelineOptions {
       | 'dropJob'
       | 'failJob'
       | 'finishJob'
+      | 'finishJobs'
       | 'insertDecisions'
       | 'loadItemForEvaluation'
       | 'parkJob'

@@ -17,15 +17,18 @@ const commit = Committer.prototype.commit;
 Committer.prototype.commit = function (batch) {
   if (letThrough-- > 0) return commit.call(this, batch);
   const report = () => {
-    // The held batch, and whatever was handed in after it (the committer keeps it waiting).
+    // The held batch, and whatever was handed in after it (the committer keeps it waiting): one hand-in per slot.
     const waiting = [...batch, ...this.waiting];
     if (waiting.length < slots) return void setTimeout(report, 5);
-    const claims = waiting.map((w) => ({
-      itemId: w.claim.itemId,
-      questionSet: w.claim.questionSet,
-      claimToken: w.claim.claimToken,
-      answers: w.finish.answers ? w.finish.answers.decisions.length : 0,
-    }));
+    // Each slot's hand-in holds its group's finishes (a co-asked group's jobs together).
+    const claims = waiting
+      .flatMap((w) => w.entries)
+      .map((e) => ({
+        itemId: e.claim.itemId,
+        questionSet: e.claim.questionSet,
+        claimToken: e.claim.claimToken,
+        answers: e.finish.answers ? e.finish.answers.decisions.length : 0,
+      }));
     writeFileSync(file, JSON.stringify(claims));
   };
   report();

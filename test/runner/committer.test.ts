@@ -1,11 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { attentionSet } from '../../src/decision/production-sets.js';
+import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import { Committer } from '../../src/runner/committer.js';
+import { runOnce } from '../../src/runner/job-life.js';
 import type { Claim, JobFinish } from '../../src/store/store.js';
 import type { Store } from '../../src/store/whole-store.js';
 import { Worker } from '../../src/worker/worker.js';
+import { runnerOptions } from '../harness/runner-fixture.js';
 import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 
 /**
@@ -113,6 +115,39 @@ describe('group commit', () => {
     const later = claims.slice(1).map((claim) => committer.finish(claim, {}));
     await Promise.all([first, ...later]);
     expect(c.batches).toEqual([1, 4]);
+  });
+
+  it("a co-asked group hands in every finish at once: one transaction holds the group's completions and the slot's next claim", async () => {
+    const co = await makeFixture([attentionSet, effortSet]);
+    try {
+      for (let i = 1; i <= 2; i++) {
+        await co.store.createItem({
+          workspaceId: co.ws.id,
+          collectionId: co.tasks.id,
+          ref: `T-${i}`,
+          title: `Item ${i}`,
+          content: 'waiting for legal sign-off',
+          fields: { status: 'open' },
+        });
+      }
+      co.clock.advance(30_000);
+      const c = counted(co.store);
+      const committer = new Committer(c.store);
+      const opts = runnerOptions(co, new FakeProvider(), { store: c.store, committer, claimNext: true });
+      const report = (await runOnce(opts, new AbortController().signal))!;
+      expect(report.claim.coAsked?.map((s) => s.questionSet)).toEqual(['effort']);
+      expect(report.outcome.kind).toBe('complete');
+      // The slot's job and its co-asked sibling in one transaction, with the next claim.
+      expect(c.batches).toEqual([2]);
+      expect(c.singles()).toBe(0);
+      expect(committer.commits).toBe(1);
+      expect(report.next).not.toBeNull();
+      const first = report.claim.itemId;
+      expect(await co.store.getJob(first, 'attention')).toBeNull();
+      expect(await co.store.getJob(first, 'effort')).toBeNull();
+    } finally {
+      await co.cleanup();
+    }
   });
 
   it("one entry's statements throw: that entry alone gets the error and writes nothing; the others commit", async () => {

@@ -401,6 +401,16 @@ function* fencedSteps(
   return 'applied';
 }
 
+/**
+ * The fence of a completion whose plain DELETE matched no row (token or generation moved since the
+ * claim): `lost`, or `superseded` with the claim cleared and not_before recomputed, as
+ * `completeJob` decides it. For SQLite's own finish (sqlite/job-statements.ts), which runs it
+ * inside its open transaction: a cold path, kept here so the rule exists once.
+ */
+export function completionFenceSteps(c: SqlContext, claim: Claim): Steps<OutcomeResult> {
+  return fencedSteps(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
+}
+
 const completeShape = shape<'itemId' | 'questionSet' | 'token' | 'generation'>(
   'complete job',
   (d, p) => sql`

@@ -26,13 +26,13 @@ const NOTHING = new StringChunk('');
  * records storage problems for /healthz), so no await ever falls between BEGIN and COMMIT; "now"
  * is the store's injected clock, read once per operation.
  */
-export function sqliteDialect(ctx: SqliteContext): Dialect {
+export function sqliteDialect(ctx: SqliteContext): SqliteDialect {
   // `db` is always this store's one connection (a transaction handle shares it), so writeTx runs
   // on `ctx` itself: no context object is built per write.
   const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> =>
     writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, steps));
   const prepared = new PreparedShapes(ctx.db as unknown as Db, () => d);
-  const d: Dialect = {
+  const d: SqliteDialect = {
     name: 'sqlite',
     t: schema as Tables,
     max: new StringChunk('max'),
@@ -64,8 +64,20 @@ export function sqliteDialect(ctx: SqliteContext): Dialect {
     write,
     autocommit: write,
     read: async (db, steps) => drive(db as Db, ctx.clock, prepared, steps),
+    runNow: (steps, now) => drive(ctx.db as unknown as Db, { now: () => now }, prepared, steps),
   };
   return d;
+}
+
+/** SQLite's dialect, with the one thing only a synchronous driver can offer. */
+export interface SqliteDialect extends Dialect {
+  /**
+   * Runs `steps` at once on the connection, inside whatever transaction is open on it, with
+   * `now` (epoch ms) as their "now", and returns their result: for the job statements
+   * (job-statements.ts), whose transaction is their own, to run a cold rule written once for both
+   * dialects (the completion fence, surfacing) without a second transaction.
+   */
+  runNow<T>(steps: Steps<T>, now: number): T;
 }
 
 /** A shape's statement, prepared once on the connection: binds values and runs. */

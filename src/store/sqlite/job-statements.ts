@@ -1,16 +1,37 @@
 import Database from 'better-sqlite3';
 import type { StateLink, TrailComment } from '../../decision/state.js';
-import type { AnswerKey, Claim, ClaimCheck, ItemForEvaluation } from '../store.js';
+import type { SurfacingContext } from '../events.js';
+import type {
+  AnswerKey,
+  Claim,
+  ClaimCheck,
+  ClaimRequest,
+  FinishedJob,
+  ItemForEvaluation,
+  JobFinish,
+  JobFinishResult,
+  NewDecision,
+  OutcomeResult,
+} from '../store.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
-import { livenessOf, type LivenessRow } from '../sql/decisions.js';
-import type { RawItem } from '../write-rules.js';
+import { HOUR_MS, livenessOf, type LivenessRow } from '../sql/decisions.js';
+import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
+import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
+import type { SqlContext } from '../sql/steps.js';
+import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
+import { storageProblemOf, type SqliteContext } from './context.js';
+import type { SqliteDialect } from './dialect.js';
 
 /**
- * The job path's reads on SQLite (DESIGN §7 steps 1–6), each as SQL text in its own function with
- * its reason beside it, prepared once per connection (`prepared`) and run synchronously on
- * better-sqlite3: no statement builder, no step driver, no row mapping but the few lines here.
- * The same reads for both dialects are in ../sql/decisions.ts (Postgres runs those); the
- * conformance suite (test/store/conformance.ts) holds the two to the same answers.
+ * The job path on SQLite (DESIGN §3, §7, §10.6): its reads (the state, the one check before a
+ * call, the idempotency read) and its writes (the claim, the siblings' claim, the finish and the
+ * group commit's many finishes), each as SQL text with its reason beside it, prepared once per
+ * connection (`prepared`) and run synchronously on better-sqlite3: no statement builder, no step
+ * driver, no row mapping but the few lines here. The same statements for both dialects are in
+ * ../sql/ (Postgres runs those); rare branches (a park at the abandon limit, a put-back, the
+ * completion's fence when the claim moved, surfacing) run those shared rules on this connection
+ * (`SqliteDialect.runNow`), so each rule is written once. The conformance suite
+ * (test/store/conformance.ts) holds both dialects to the same answers.
  */
 
 type Statement = Database.Statement<unknown[], unknown>;
@@ -174,4 +195,330 @@ export function answeredKeys(
   for (const k of keys) values.push(k.questionKey, k.stateHash, k.questionHash, k.stateVersion);
   const hits = prepared(db, answeredKeysSql(keys.length)).all(...values) as Array<{ k: string }>;
   return new Set(hits.map((h) => h.k));
+}
+
+// ------------------------------------------------------------------ the claim and the finish
+
+/**
+ * What the job writes use beside their arguments: the connection, the store's context (its
+ * dialect runs the cold rules written once for both dialects, `SqliteDialect.runNow`) and the
+ * claim token source.
+ */
+export interface JobWriter {
+  readonly db: Database.Database;
+  readonly c: SqlContext;
+  readonly d: SqliteDialect;
+  readonly newToken: () => string;
+}
+
+/** Each connection's one transaction function (better-sqlite3 makes a SAVEPOINT of it inside an open transaction). */
+const transactions = new WeakMap<Database.Database, Database.Transaction<(run: () => unknown) => unknown>>();
+
+/**
+ * Runs `fn` in one IMMEDIATE transaction on the store's connection, with "now" read once after
+ * the write lock is held (the store's clock, epoch ms), and records the storage outcome for
+ * /healthz as context.ts `writeTx` does. `fn` must not await. One try: SQLITE_BUSY is retried by
+ * the caller (sqlite-store.ts `onConnection`), which re-runs the whole call.
+ * @throws SQLITE_BUSY after the busy timeout, and whatever `fn` throws (after the rollback).
+ */
+export function inWriteTx<T>(ctx: SqliteContext, fn: (now: number) => T): T {
+  const db = ctx.db.$client;
+  let tx = transactions.get(db);
+  if (!tx) transactions.set(db, (tx = db.transaction((run: () => unknown) => run())));
+  try {
+    const r = tx.immediate(() => fn(ctx.clock.now())) as T;
+    ctx.storage.problem = null;
+    return r;
+  } catch (err) {
+    const problem = storageProblemOf(err);
+    if (problem) ctx.storage.problem = problem;
+    throw err;
+  }
+}
+
+/** The claim row's columns a claim reads (`toClaim`, `backsOff`). */
+const CLAIM_RETURNING = `RETURNING item_id, question_set, workspace_id, priority, generation, enqueued_at, not_before,
+  claimed_by, claim_token, lease_expires_at, attempts, refusals, abandons, defers`;
+
+/** A fresh claim's SET: the claimant, its token, the lease, the attempt counted. not_before is left alone. */
+const FRESH_SET = `claimed_by = @workerId, claim_token = @token, lease_expires_at = @now + @leaseMs, attempts = attempts + 1`;
+
+/**
+ * The SET of a claim that finds the row still under an expired claim (its claimant died without an
+ * outcome): `FRESH_SET`, the abandon counted, and the abandon backoff (DESIGN §3 "Abandons"):
+ * `not_before = max(not_before, dead lease's end + min(1 h, lease × 2^(abandons − 1)))`, abandons
+ * counting this one (SET reads the old row, so `abandons` here is the count before it). Kept out of
+ * the fresh claim: writing not_before, even to its own value, makes SQLite rewrite the row's
+ * `decision_jobs_claim_idx` entry on every claim.
+ */
+const ABANDON_SET = `${FRESH_SET}, abandons = abandons + 1,
+  not_before = max(not_before, lease_expires_at + min(${ABANDON_BACKOFF_CAP_MS}, @leaseMs << min(abandons, 7)))`;
+
+/**
+ * The claim's candidate: the key of the first claimable job in claim order, as ../sql/jobs.ts
+ * `claimCandidateSql` says it (the forced walk of decision_jobs_claim_order_idx, the sets cooling
+ * off `@skip0…`, live work only, and the co-asking `@groupSet0`/`@groupFirst0…` pairs whose first
+ * set is claimed for the whole group). One text per shape of request.
+ */
+function candidateSql(skipped: number, pairs: number, liveOnly: boolean): string {
+  const list = (n: number, f: (i: number) => string, sep: string) =>
+    Array.from({ length: n }, (_, i) => f(i)).join(sep);
+  const skip = skipped ? ` AND j.question_set NOT IN (${list(skipped, (i) => `@skip${i}`, ', ')})` : '';
+  const live = liveOnly ? ' AND j.priority = 0' : '';
+  const group = pairs
+    ? ` AND NOT EXISTS (SELECT 1 FROM decision_jobs p WHERE p.item_id = j.item_id
+        AND (${list(pairs, (i) => `(j.question_set = @groupSet${i} AND p.question_set = @groupFirst${i})`, ' OR ')})
+        AND p.state = 'owed' AND p.not_before <= @now AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= @now)${live.replace('j.', 'p.')})`
+    : '';
+  return `SELECT j.item_id, j.question_set FROM decision_jobs j INDEXED BY decision_jobs_claim_order_idx
+    WHERE j.state = 'owed' AND j.not_before <= @now AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= @now)
+      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)${skip}${live}${group}
+    ORDER BY j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set LIMIT 1`;
+}
+
+/**
+ * The claim, in two texts on the same candidate: the fresh claim (`FRESH_SET`), which takes the
+ * candidate only when it carries no claim, and, when that took nothing, the abandon claim
+ * (`ABANDON_SET`), which takes it only when it still carries an expired one. In one IMMEDIATE
+ * transaction the candidate is the same row both times; the common claim is one statement.
+ */
+function claimSql(abandoned: boolean, skipped: number, pairs: number, liveOnly: boolean): string {
+  return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
+    WHERE (item_id, question_set) = (${candidateSql(skipped, pairs, liveOnly)}) AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
+    ${CLAIM_RETURNING}`;
+}
+
+/**
+ * Store.claimNextJob on SQLite, inside the caller's write transaction (`inWriteTx`): the claim
+ * (`claimSql`), then, for the claimed job, its co-asked siblings (`claimSiblings`). A job found at
+ * the abandon limit is parked under the fresh claim's token and the next one tried; a claim that
+ * counted an abandon whose backoff still runs is put back with its partners (../sql/jobs.ts
+ * `backsOff`, `putBack`, `park`: the rules are written once there and run here on the same
+ * transaction).
+ */
+export function claimNext(w: JobWriter, now: number, r: ClaimRequest): Claim | null {
+  const skipSets = r.skipSets ?? [];
+  const pairs = firstOfGroupPairs(r.coAsk);
+  const liveOnly = r.liveOnly === true;
+  const values: Record<string, string | number> = { workerId: r.workerId, now, leaseMs: r.leaseMs, token: '' };
+  skipSets.forEach((s, i) => (values[`skip${i}`] = s));
+  pairs.forEach(([set, first], i) => {
+    values[`groupSet${i}`] = set;
+    values[`groupFirst${i}`] = first;
+  });
+  for (;;) {
+    values.token = w.newToken();
+    const row = (prepared(w.db, claimSql(false, skipSets.length, pairs.length, liveOnly)).get(values) ??
+      prepared(w.db, claimSql(true, skipSets.length, pairs.length, liveOnly)).get(values)) as RawJob | undefined;
+    if (!row) return null;
+    if (row.abandons >= r.abandonLimit) {
+      w.d.runNow(park(w.c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!), now);
+      continue;
+    }
+    if (backsOff(row, r.leaseMs)) {
+      w.d.runNow(putBack(row, r.coAsk?.[row.question_set], now), now);
+      continue;
+    }
+    const claim = toClaim(row);
+    const partners = r.coAsk?.[claim.questionSet] ?? [];
+    if (partners.length === 0) return claim;
+    const coAsked = claimSiblings(w, now, claim, partners, r);
+    return coAsked.length ? { ...claim, coAsked } : claim;
+  }
+}
+
+/**
+ * The sibling claim (co-asking, DESIGN §7.2): the item's other owed jobs in `@set0…` that are
+ * claimable now and below the abandon limit, under the claimed job's lease, by primary key (no
+ * sub-select: SQLite has no row locks to skip). Fresh and abandoned rows in two texts, as the claim.
+ */
+function siblingSql(abandoned: boolean, n: number): string {
+  const sets = Array.from({ length: n }, (_, i) => `@set${i}`).join(', ');
+  return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
+    WHERE item_id = @itemId AND question_set IN (${sets}) AND state = 'owed' AND not_before <= @now
+      AND (lease_expires_at IS NULL OR lease_expires_at <= @now) AND abandons < @abandonLimit
+      AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
+    ${CLAIM_RETURNING}`;
+}
+
+/**
+ * Store.claimSiblingJobs on SQLite, inside the caller's write transaction: the siblings claimed
+ * under one fresh token, an abandoned one whose backoff still runs put back (`backsOff`).
+ * @returns the sibling claims in set-name order (empty when none is claimable).
+ */
+export function claimSiblings(
+  w: JobWriter,
+  now: number,
+  claim: Claim,
+  sets: readonly string[],
+  o: { leaseMs: number; abandonLimit: number },
+): Claim[] {
+  const wanted = [...new Set(sets)].filter((s) => s !== claim.questionSet).sort();
+  if (wanted.length === 0) return [];
+  const values: Record<string, string | number> = {
+    itemId: claim.itemId,
+    workerId: claim.claimedBy,
+    token: w.newToken(),
+    now,
+    leaseMs: o.leaseMs,
+    abandonLimit: o.abandonLimit,
+  };
+  wanted.forEach((s, i) => (values[`set${i}`] = s));
+  const got = [
+    ...(prepared(w.db, siblingSql(false, wanted.length)).all(values) as RawJob[]),
+    ...(prepared(w.db, siblingSql(true, wanted.length)).all(values) as RawJob[]),
+  ];
+  const kept: Claim[] = [];
+  for (const row of got) {
+    if (backsOff(row, o.leaseMs)) w.d.runNow(putBack(row), now);
+    else kept.push(toClaim(row));
+  }
+  return kept.sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+}
+
+/**
+ * The completion (DESIGN §3.4): the row deleted when the claim still holds it at its generation,
+ * the common case; when this deletes nothing, the fence (../sql/jobs.ts `completionFenceSteps`)
+ * tells `lost` from `superseded`.
+ */
+const COMPLETE = `DELETE FROM decision_jobs
+  WHERE item_id = @itemId AND question_set = @questionSet AND claim_token = @token AND generation = @generation`;
+
+/** A settled daily-cap reservation goes (DESIGN §10.3): its spend is recorded in the same transaction. */
+const SETTLE_RESERVATION = `DELETE FROM decision_spend_reservations WHERE id = @id`;
+
+/**
+ * One call's spend added to its hour's row (DESIGN §7 step 7), the hour floored in SQL (bound
+ * numbers are REAL in better-sqlite3, so the CAST floors the division).
+ */
+const RECORD_SPEND = `
+  INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+  VALUES (CAST(@now / ${HOUR_MS} AS bigint) * ${HOUR_MS}, @questionSet, @provider, @model, @outcome, @calls,
+          @input, @output, @cacheRead, @cacheWrite)
+  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+    calls = decision_spend.calls + excluded.calls,
+    input_tokens = decision_spend.input_tokens + excluded.input_tokens,
+    output_tokens = decision_spend.output_tokens + excluded.output_tokens,
+    cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens`;
+
+/**
+ * The insert of `n` answers of one call (DESIGN §2): a conflict on the idempotency key inserts
+ * nothing (the same state answered again), so a re-run never doubles an answer. Returns the keys
+ * inserted, which surfacing needs. One text per `n`.
+ */
+function insertAnswersSql(n: number): string {
+  const row = `(${Array.from({ length: 20 }, () => '?').join(', ')})`;
+  return `INSERT INTO item_decisions (workspace_id, item_id, question_set, question_key, kind, answer, confidence,
+      provider, model, state_hash, question_hash, state_version, state_parts, input_tokens, output_tokens, item_seq,
+      state_truncated, rationale, fingerprint_context, evaluated_at)
+    VALUES ${Array.from({ length: n }, () => row).join(', ')}
+    ON CONFLICT DO NOTHING RETURNING question_key AS k`;
+}
+
+/**
+ * Stores one call's answers at `now`; with `surfacing`, the surfacing events they move are queued
+ * in the same transaction (../sql/events.ts `watchSurfacing` before the insert, which reads only
+ * when a watched noul is among them, and `queueSurfacingEvents` after it).
+ * @returns rows inserted.
+ */
+function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], surfacing?: SurfacingContext): number {
+  if (list.length === 0) return 0;
+  const watch = surfacing ? w.d.runNow(watchSurfacing(w.c, now, list, surfacing), now) : null;
+  const values: unknown[] = [];
+  for (const r of list) {
+    values.push(
+      r.workspaceId,
+      r.itemId,
+      r.questionSet,
+      r.questionKey,
+      r.kind,
+      r.answer,
+      r.confidence,
+      r.provider,
+      r.model,
+      r.stateHash,
+      r.questionHash,
+      r.stateVersion,
+      r.stateParts,
+      r.inputTokens,
+      r.outputTokens,
+      r.itemSeq,
+      r.stateTruncated ? 1 : 0,
+      r.rationale ?? null,
+      r.fingerprintContext ?? null,
+      now,
+    );
+  }
+  const inserted = prepared(w.db, insertAnswersSql(list.length)).all(...values) as Array<{ k: string }>;
+  if (watch) w.d.runNow(queueSurfacingEvents(w.c, watch, new Set(inserted.map((r) => r.k))), now);
+  return inserted.length;
+}
+
+/**
+ * Store.finishJob on SQLite, inside the caller's write transaction: the last call's answers
+ * (stored whatever the fence says: they were paid for), the completion (`COMPLETE`, the fence only
+ * when it deleted nothing), the slot's next claim (`claimNext`), then the reservation settled and
+ * the spend recorded.
+ */
+export function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
+  const a = f.answers;
+  const answersStored = a ? insertAnswers(w, now, a.decisions, a.surfacing) : 0;
+  const done = prepared(w.db, COMPLETE).run({
+    itemId: claim.itemId,
+    questionSet: claim.questionSet,
+    token: claim.claimToken,
+    generation: claim.generation,
+  }).changes;
+  const result: OutcomeResult = done === 1 ? 'applied' : w.d.runNow(completionFenceSteps(w.c, claim), now);
+  const next = f.claimNext ? claimNext(w, now, f.claimNext) : null;
+  if (a) {
+    if (a.reservationId !== null) prepared(w.db, SETTLE_RESERVATION).run({ id: a.reservationId });
+    const u = a.spend.usage;
+    prepared(w.db, RECORD_SPEND).run({
+      now,
+      questionSet: a.spend.questionSet,
+      provider: a.spend.provider,
+      model: a.spend.model,
+      outcome: a.spend.outcome,
+      calls: a.spend.calls,
+      input: u.inputTokens,
+      output: u.outputTokens,
+      cacheRead: u.cacheReadTokens,
+      cacheWrite: u.cacheWriteTokens,
+    });
+  }
+  return { result, answersStored, next };
+}
+
+/**
+ * Store.finishJobs on SQLite (group commit, DESIGN §10.6), inside the caller's write transaction:
+ * each entry's `finish` in its own savepoint, so an entry whose statements throw is undone alone and
+ * reports its error while the others commit; when the savepoint itself is gone (SQLite rolled the
+ * whole transaction back on an I/O error), the call throws and nothing of any entry is written.
+ * @returns one result per entry, in the order given.
+ */
+export function finishMany(
+  w: JobWriter,
+  now: number,
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
+): JobFinishResult[] {
+  const results: JobFinishResult[] = [];
+  for (const e of entries) {
+    prepared(w.db, 'SAVEPOINT finish_entry').run();
+    try {
+      const finished = finish(w, now, e.claim, e.finish);
+      prepared(w.db, 'RELEASE SAVEPOINT finish_entry').run();
+      results.push({ ok: true, finished });
+    } catch (error) {
+      try {
+        prepared(w.db, 'ROLLBACK TO SAVEPOINT finish_entry').run();
+        prepared(w.db, 'RELEASE SAVEPOINT finish_entry').run();
+      } catch {
+        throw error;
+      }
+      results.push({ ok: false, error });
+    }
+  }
+  return results;
 }

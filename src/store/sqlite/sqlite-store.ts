@@ -9,7 +9,7 @@ import type { Store } from '../whole-store.js';
 import type { Claim } from '../store.js';
 import { TRACKER_STORE_METHODS } from '../tracker-store.js';
 import { retryBusy, type SqliteContext } from './context.js';
-import { sqliteDialect } from './dialect.js';
+import { sqliteDialect, type SqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
 import {
   gateMethods,
@@ -20,7 +20,6 @@ import {
   type TxState,
 } from './async-tx.js';
 import * as jobs from '../sql/jobs.js';
-import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
 import * as hot from './job-statements.js';
 import type { JobStore } from '../job-store.js';
@@ -64,6 +63,8 @@ export interface SqliteStoreOptions {
 export class SqliteStore extends SqlStore implements Store {
   readonly ctx: SqliteContext;
   protected readonly c: SqlContext;
+  /** The job path's writes (job-statements.ts): this connection, and the dialect for their cold rules. */
+  private readonly writer: hot.JobWriter;
   /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
   readonly mutex: ConnectionMutex = { held: null };
   private readonly ownsConnection: boolean;
@@ -88,13 +89,15 @@ export class SqliteStore extends SqlStore implements Store {
       clock: opts.clock ?? systemClock,
       storage: { problem: null, gate: Promise.resolve() },
     };
+    const d: SqliteDialect = sqliteDialect(this.ctx);
     this.c = {
-      d: sqliteDialect(this.ctx),
+      d,
       db: this.ctx.db,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
       newToken: () => randomBytes(16).toString('hex'),
     };
+    this.writer = { db: this.ctx.db.$client, c: this.c, d, newToken: this.c.newToken };
     // Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
     // transaction first, then retries SQLITE_BUSY. Calls on a transaction's own handle are not
     // retried: it holds the write lock already, and queueing them behind calls that wait for that
@@ -115,11 +118,14 @@ export class SqliteStore extends SqlStore implements Store {
   // this path waits for the connection and retries SQLITE_BUSY. Non-async on purpose, so the
   // prototype wrapping below (BUSY_RETRIED_METHODS, gateMethods) passes them over.
 
-  claimNextJob(...a: Parameters<JobStore['claimNextJob']>): ReturnType<JobStore['claimNextJob']> {
-    return this.onConnection(() => jobs.claimNextJob(this.c, ...a));
+  claimNextJob(...[workerId, leaseMs, abandonLimit, skipSets, opts]: Parameters<JobStore['claimNextJob']>) {
+    const r = { workerId, leaseMs, abandonLimit, skipSets, ...opts };
+    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.claimNext(this.writer, now, r)));
   }
-  claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
-    return this.onConnection(() => jobs.claimSiblingJobs(this.c, ...a));
+  claimSiblingJobs(...[claim, sets, o]: Parameters<JobStore['claimSiblingJobs']>) {
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) => hot.claimSiblings(this.writer, now, claim, sets, o)),
+    );
   }
   renewLease(...a: Parameters<JobStore['renewLease']>): ReturnType<JobStore['renewLease']> {
     return this.onConnection(() => jobs.renewLease(this.c, ...a));
@@ -127,11 +133,11 @@ export class SqliteStore extends SqlStore implements Store {
   completeJob(...a: Parameters<JobStore['completeJob']>): ReturnType<JobStore['completeJob']> {
     return this.onConnection(() => jobs.completeJob(this.c, ...a));
   }
-  finishJob(...a: Parameters<JobStore['finishJob']>): ReturnType<JobStore['finishJob']> {
-    return this.onConnection(() => jobs.finishJob(this.c, ...a));
+  finishJob(...[claim, f]: Parameters<JobStore['finishJob']>) {
+    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finish(this.writer, now, claim, f)));
   }
-  finishJobs(...a: Parameters<JobStore['finishJobs']>): ReturnType<JobStore['finishJobs']> {
-    return this.onConnection(() => finishJobs(this.c, ...a));
+  finishJobs(...[entries]: Parameters<JobStore['finishJobs']>) {
+    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishMany(this.writer, now, entries)));
   }
   dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.onConnection(() => jobs.dropJob(this.c, claim));
