@@ -220,7 +220,7 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
  * the database. Holding some is a warning, not a failure: the next worker to start writes them.
  * Null when no spool directory applies (an in-memory database).
  */
-export function checkSpendSpool(cfg: Config): DoctorCheck | null {
+function checkSpendSpool(cfg: Config): DoctorCheck | null {
   const dir = cfg.spendSpoolDir ?? defaultSpoolDir(cfg.databaseUrl);
   if (dir === null) return null;
   let c: SpoolContents;

@@ -22,7 +22,7 @@ import type { SpendRecord } from '../store/store.js';
  * blocks (and may fail on a full disk: it is then kept in memory only). 64 KiB is one allocation
  * a full disk of any real size has never been short of by the time a worker starts.
  */
-export const SPOOL_PREALLOCATED_BYTES = 64 * 1024;
+const SPOOL_PREALLOCATED_BYTES = 64 * 1024;
 
 /** A spool file's name: `spend-<host>-<pid>-<random>.spool`; the host and pid tell whether its owner still runs. */
 const FILE_RE = /^spend-(.+)-(\d+)-([0-9a-f]{8})\.spool$/;

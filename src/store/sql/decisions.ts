@@ -369,7 +369,7 @@ const recordSpendShape = shape<
 );
 
 /** `verdict_meta` key prefix of the markers of spooled spend records already added (DESIGN §10.5). */
-export const SPOOLED_SPEND_PREFIX = 'spend-spooled:';
+const SPOOLED_SPEND_PREFIX = 'spend-spooled:';
 
 /**
  * A spooled record's spend, added at most once: the marker insert and the spend share one
