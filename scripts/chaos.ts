@@ -13,7 +13,8 @@ import { createDatabase } from './bench-drain.js';
  * once on one database, and check that nothing owed is lost, nothing is answered twice, nothing
  * is paid for twice, and (on PostgreSQL) no claim deadlocks.
  *
- * 1. the clean run: a fresh database, the tracker file imported with the built CLI, one
+ * 1. the clean run: a fresh database, the tracker file imported with the built CLI (`--copies`
+ *    times, each into its own workspace: the same real items, more work to drain), one
  *    `worker --until-idle` with the fake provider at no latency: its provider calls are the
  *    figure the chaos run must bill exactly;
  * 2. the chaos run: another fresh database with the same import; `--workers` slots (default 4)
@@ -21,7 +22,7 @@ import { createDatabase } from './bench-drain.js';
  *    `--latency-ms` (default 20) per call; each slot waits until its worker has recorded its
  *    first outcome (at most 120 s, or until no job is owed), then a random 100–1,500 ms, SIGKILLs it (its claims are left with live leases,
  *    `--lease-ms` default 4,000) and starts the next, until it has killed `--kills` workers
- *    (default 20);
+ *    (default 20); a kill counts as mid-drain when jobs were still owed just before it;
  * 3. wait out the last leases and the abandon backoffs they start (DESIGN §3, "Abandons"), then
  *    `worker --until-idle` to the end;
  * 4. query the database: owed and parked jobs, duplicate answers (rows sharing the idempotency
@@ -33,9 +34,11 @@ import { createDatabase } from './bench-drain.js';
  * SQLite by default (a temp file); `--pg URL` (an admin URL: a database is made and dropped per
  * run) for PostgreSQL. `--data FILE` the tracker file (default the bundled sample). `--cli FILE`
  * runs another build's main.js (to measure a fault on an older build). Needs the build:
- * `npm run build` first. `npx tsx scripts/chaos.ts [--workers 4] [--kills 20] [--latency-ms 20]
+ * `npm run build` first. `npx tsx scripts/chaos.ts [--workers 4] [--kills 20] [--latency-ms 20] [--copies 1]
  * [--lease-ms 4000] [--seed 1] [--pg URL --pg-log FILE]`. Real time: minutes (run it `nice`).
- * Not a test (it waits in real time). Exit 1 when any check fails.
+ * On a fast build a drain of one copy at 20 ms ends within the first few kills; for 50 kills a
+ * slot, lengthen the work (`--copies 4 --latency-ms 200`, say) until the mid-drain count is
+ * near the kills. Not a test (it waits in real time). Exit 1 when any check fails.
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -108,6 +111,8 @@ async function main(): Promise<void> {
   const workers = arg('workers', 4);
   const kills = arg('kills', 20);
   const latencyMs = arg('latency-ms', 20);
+  const copies = arg('copies', 1);
+  if (!Number.isInteger(copies) || copies < 1) throw new Error(`--copies: got ${copies}, expected an integer from 1`);
   const leaseMs = arg('lease-ms', 4_000);
   const random = seeded(arg('seed', 1));
   const data = resolve(argText('data') ?? join(ROOT, 'sample', 'beads-issues.jsonl'));
@@ -132,19 +137,22 @@ async function main(): Promise<void> {
   const imported = async (name: string): Promise<RunDb> => {
     const db = await freshDb(pgAdmin, dir, name);
     dbs.push(db);
-    const imp = spawnSync(process.execPath, [main, 'import', 'beads', data], {
-      cwd: ROOT,
-      env: envFor(db.url, 0),
-      encoding: 'utf8',
-      maxBuffer: 1 << 30,
-    });
-    if (imp.status !== 0)
-      throw new Error(
-        `import failed (exit ${imp.status}): ${imp.stderr
-          .split('\n')
-          .filter((l) => !l.startsWith('{'))
-          .join('\n')}`,
-      );
+    for (let copy = 1; copy <= copies; copy++) {
+      const workspace = copy === 1 ? 'beads' : `beads-${copy}`;
+      const imp = spawnSync(process.execPath, [main, 'import', 'beads', data, '--workspace', workspace], {
+        cwd: ROOT,
+        env: envFor(db.url, 0),
+        encoding: 'utf8',
+        maxBuffer: 1 << 30,
+      });
+      if (imp.status !== 0)
+        throw new Error(
+          `import failed (exit ${imp.status}): ${imp.stderr
+            .split('\n')
+            .filter((l) => !l.startsWith('{'))
+            .join('\n')}`,
+        );
+    }
     return db;
   };
   const callsOf = async (db: RunDb) => db.count(`SELECT coalesce(sum(calls), 0) AS n FROM decision_spend`);
@@ -160,7 +168,9 @@ async function main(): Promise<void> {
     });
     if (cleanDrain.status !== 0) throw new Error(`clean drain failed (exit ${cleanDrain.status})`);
     const cleanCalls = await callsOf(clean);
-    console.log(`${pgAdmin ? 'PostgreSQL' : 'SQLite'}; ${data}: ${owedAtStart} jobs owed after the import`);
+    console.log(
+      `${pgAdmin ? 'PostgreSQL' : 'SQLite'}; ${data} imported ${copies}×; ${owedAtStart} jobs owed after the import; chaos workers' fake provider latency ${latencyMs} ms`,
+    );
     console.log(`clean run (one worker --until-idle, no kill): ${cleanCalls} provider calls`);
 
     // 2. the chaos run
@@ -189,6 +199,8 @@ async function main(): Promise<void> {
     let killed = 0;
     // Kills that landed after the worker recorded an outcome (mid-drain), and how long each took to record its first.
     let killedAfterOutcome = 0;
+    // Kills that landed while jobs were still owed (read just before the kill): mid-drain.
+    let killedMidDrain = 0;
     const firstOutcomeTimes: number[] = [];
     const t0 = Date.now();
     const slot = async (s: number) => {
@@ -231,10 +243,14 @@ async function main(): Promise<void> {
         lifeOver = true;
         const firstOutcomeMs = Date.now() - bornAt;
         await sleep(Math.round(100 + random() * 1_400));
+        const owedAtKill = await db
+          .count(`SELECT count(*) AS n FROM decision_jobs WHERE state = 'owed'`)
+          .catch(() => 0);
         child.kill('SIGKILL');
         const signal = await exited;
         if (signal === 'SIGKILL') {
           killed++;
+          if (owedAtKill > 0) killedMidDrain++;
           if (sawOutcome) {
             killedAfterOutcome++;
             firstOutcomeTimes.push(firstOutcomeMs);
@@ -249,6 +265,7 @@ async function main(): Promise<void> {
     const outcomesBeforeDrain = [...outcomes.values()].reduce((a, b) => a + b, 0);
     const median = [...firstOutcomeTimes].sort((a, b) => a - b)[Math.floor(firstOutcomeTimes.length / 2)] ?? 0;
     console.log(`${killed} workers SIGKILLed (${workers} at once); ${owedAfterKills} jobs still owed`);
+    console.log(`kills that landed mid-drain (jobs still owed just before the kill): ${killedMidDrain} of ${killed}`);
     console.log(
       `kills after the worker's first recorded outcome: ${killedAfterOutcome} of ${killed} (first outcome a median ${median} ms after the start); outcomes recorded by the killed workers: ${outcomesBeforeDrain}`,
     );

@@ -63,6 +63,12 @@ export interface Config {
    * also checkpoints when it finds nothing to claim (DESIGN §10.2). @defaultValue 60000
    */
   walCheckpointMs: number;
+  /**
+   * Where a worker spools the spend of paid calls it could not write to the database (DESIGN
+   * §10.5), on a local disk. @defaultValue beside a SQLite file (`<file>.spend-spool`); for
+   * PostgreSQL `./data/spend-spool`
+   */
+  spendSpoolDir: string | undefined;
   /** Port `verdict serve` listens on; 0 picks a free one (logged). @defaultValue 8080 */
   httpPort: number;
   /** Address `verdict serve` binds. @defaultValue 127.0.0.1 (set 0.0.0.0 behind a proxy or in a container) */
@@ -253,6 +259,12 @@ export const OPTIONS: Record<
     env: 'VERDICT_WAL_CHECKPOINT_MS',
     schema: int(100, 3_600_000),
     expected: 'milliseconds from 100 to 3600000',
+  },
+  spendSpoolDir: {
+    flag: '--spend-spool-dir',
+    env: 'VERDICT_SPEND_SPOOL_DIR',
+    schema: z.string().min(1),
+    expected: 'a directory path on a local disk',
   },
   pruneIntervalMs: {
     flag: '--prune-interval-ms',

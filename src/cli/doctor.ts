@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { defaultSpoolDir, readSpoolDir, type SpoolContents } from '../runner/spend-spool.js';
+import { errCode } from '../runner/error-code.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import { AnthropicProvider } from '../providers/anthropic.js';
@@ -17,14 +19,14 @@ import { configFrom, EXIT_FAILURE, EXIT_OK, formatBytes, loggerFor } from './com
 import { buildRuntime } from './reload.js';
 
 /**
- * `verdict doctor` (DESIGN §12): checks the config, the database and the provider (reachability
+ * `verdict doctor` (DESIGN §12): checks the config, the database, the spend spool and the provider (reachability
  * and model), and prints what is wrong and how to fix it. Exit 1 when anything is wrong.
  * It sends no item data: the provider check only asks about the model. It never prints a key.
  */
 
 /** One check's verdict. `fix` says what to do when it failed. */
 export interface DoctorCheck {
-  name: 'config' | 'database' | 'provider';
+  name: 'config' | 'database' | 'spend' | 'provider';
   ok: boolean;
   detail: string;
   fix?: string;
@@ -213,6 +215,35 @@ export async function checkDatabase(cfg: Config): Promise<DoctorCheck> {
   };
 }
 
+/**
+ * The spend spool on this host (DESIGN §10.5): records of paid calls a worker could not write to
+ * the database. Holding some is a warning, not a failure: the next worker to start writes them.
+ * Null when no spool directory applies (an in-memory database).
+ */
+function checkSpendSpool(cfg: Config): DoctorCheck | null {
+  const dir = cfg.spendSpoolDir ?? defaultSpoolDir(cfg.databaseUrl);
+  if (dir === null) return null;
+  let c: SpoolContents;
+  try {
+    c = readSpoolDir(dir);
+  } catch (err) {
+    return {
+      name: 'spend',
+      ok: false,
+      detail: `the spend spool ${dir} cannot be read (${errCode(err)})`,
+      fix: 'check the directory and its permissions (--spend-spool-dir / VERDICT_SPEND_SPOOL_DIR)',
+    };
+  }
+  if (c.records === 0) return { name: 'spend', ok: true, detail: `spool ${dir}: empty` };
+  const running = c.files.filter((f) => f.ownerAlive).reduce((a, f) => a + f.records, 0);
+  return {
+    name: 'spend',
+    ok: true,
+    detail: `spool ${dir}: ${plural(c.records, 'record')} in ${plural(c.files.length, 'file')}`,
+    warning: `${plural(c.records, 'paid call record')} not yet in the database (${running} of running workers); the next worker to start writes the rest, once the database takes writes`,
+  };
+}
+
 /** Workers whose heartbeat is fresh at the database's now. */
 function liveWorkers(h: DatabaseHealth['heartbeats']): number {
   return h ? parseHeartbeats(h.rows).filter((b) => heartbeatAlive(b, h.now)).length : 0;
@@ -292,6 +323,8 @@ async function runDoctor(readConfig: () => Config, logger: (cfg: Config) => Logg
     });
   }
   checks.push(await checkDatabase(cfg));
+  const spool = checkSpendSpool(cfg);
+  if (spool) checks.push(spool);
   if (built) {
     checks.push(await checkProvider(provider, AbortSignal.timeout(DOCTOR_PROVIDER_TIMEOUT_MS)));
     await provider?.close?.();

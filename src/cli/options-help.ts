@@ -73,6 +73,11 @@ export const OPTION_HELP: Readonly<Record<keyof typeof OPTIONS, { meaning: strin
       'SQLite: the longest a busy worker goes without a wal_checkpoint(TRUNCATE) (ms); an idle worker also checkpoints when it finds nothing to claim, so the write-ahead log stays small',
     default: '60000',
   },
+  spendSpoolDir: {
+    meaning:
+      'where a worker spools (fsynced, on a local disk) the spend of paid calls it could not write to the database (a full disk, an outage); the next worker to start writes it',
+    default: 'beside a SQLite file (<file>.spend-spool); for PostgreSQL ./data/spend-spool',
+  },
   retentionHistoryMs: {
     meaning:
       'answer rows evaluated within this window (ms) are kept; older superseded rows are pruned (the latest per key and any current row are always kept)',
@@ -152,6 +157,7 @@ const TEXT_OPTIONS = new Set([
   'batch',
   'actions',
   'githubApiUrl',
+  'spendSpoolDir',
 ]);
 
 /** The `verdict help options` text: every global option once, with its variable, meaning, values and default. */

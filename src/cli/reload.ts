@@ -49,6 +49,7 @@ const RESTART_ONLY: ReadonlyArray<keyof Config> = [
   'retentionHistoryMs',
   'pruneIntervalMs',
   'walCheckpointMs',
+  'spendSpoolDir',
 ];
 
 /** What a reload did. */

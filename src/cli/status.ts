@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { defaultSpoolDir, readSpoolDir } from '../runner/spend-spool.js';
 import { actionStatusLines } from './actions.js';
 import { formatUsd, PRICES_CHECKED } from '../providers/pricing.js';
 import { priceSpend, type SpendWindow } from '../compose/spend-view.js';
@@ -70,11 +71,17 @@ export interface StatusReport {
   batches: BatchesView;
   /** Size of the SQLite write-ahead log, bytes (DESIGN §10.2); null on Postgres. */
   walBytes: number | null;
+  /**
+   * The spend spool on this host (DESIGN §10.5): records of paid calls not yet in the database, in
+   * how many files, and those of workers still running; null when no spool directory applies.
+   */
+  spendSpool: { dir: string; records: number; files: number; ofRunningWorkers: number } | null;
 }
 
 /** Builds the status document from the store. */
 export async function statusReport(
   store: TrackerStore & BatchStore & DecisionStore & QueueStore & MetaStore & SpendStore & StorageHealth,
+  spoolDir: string | null = null,
 ): Promise<StatusReport> {
   const now = await store.now();
   const q = await store.queueStats();
@@ -120,6 +127,17 @@ export async function statusReport(
     answersStored: await store.countDecisions(),
     batches: await batchesInFlight(store, now),
     walBytes: await store.walBytes(),
+    spendSpool: spoolDir === null ? null : spoolView(spoolDir),
+  };
+}
+
+function spoolView(dir: string): NonNullable<StatusReport['spendSpool']> {
+  const c = readSpoolDir(dir);
+  return {
+    dir,
+    records: c.records,
+    files: c.files.length,
+    ofRunningWorkers: c.files.filter((f) => f.ownerAlive).reduce((a, f) => a + f.records, 0),
   };
 }
 
@@ -219,6 +237,10 @@ export function formatStatus(s: StatusReport): string {
     );
   }
   lines.push(...spendLine('last hour', s.spend.lastHour), ...spendLine('last 24 h', s.spend.last24h));
+  if (s.spendSpool && s.spendSpool.records > 0)
+    lines.push(
+      `spend spooled, not yet in the database: ${n(s.spendSpool.records)} records of paid calls in ${s.spendSpool.dir} (${s.spendSpool.ofRunningWorkers} of running workers; the rest the next worker to start writes)`,
+    );
   lines.push(
     `  (prices from Verdict's price table, checked ${PRICES_CHECKED}; spend is kept per hour, so a window starts on the hour)`,
   );
@@ -237,7 +259,7 @@ export function registerStatusCommand(program: Command): void {
       const registry = buildRegistry(cfg);
       const store = openStore(cfg, registry, { access: 'read' });
       try {
-        const s = await statusReport(store);
+        const s = await statusReport(store, cfg.spendSpoolDir ?? defaultSpoolDir(cfg.databaseUrl));
         const a = await actionStatusLines(cfg, store, registry, loggerFor(cfg));
         process.stdout.write(
           opts.json

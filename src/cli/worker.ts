@@ -11,6 +11,7 @@ import {
 } from '../compose/run-worker.js';
 import type { Worker, WorkerSummary } from '../worker/worker.js';
 import { databaseLabel } from '../store/database-errors.js';
+import { defaultSpoolDir } from '../runner/spend-spool.js';
 import { liveWorkers } from '../worker/heartbeat.js';
 import { configFrom, EXIT_FAILURE, EXIT_OK, formatDuration, loggerFor, openStore } from './common.js';
 import { drainProgress } from './progress.js';
@@ -109,6 +110,7 @@ export async function runWorker(p: RunWorkerParams): Promise<WorkerSummary> {
   try {
     return await runLibraryWorker({
       ...p,
+      spendSpoolDir: p.cfg.spendSpoolDir ?? defaultSpoolDir(p.cfg.databaseUrl),
       onStarted: (w, a) => {
         signals?.attach(w, a);
         p.onStarted?.(w, a);

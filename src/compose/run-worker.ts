@@ -64,7 +64,9 @@ export type WorkerSettings = Pick<
    * URL label writes use (without a token proposals are made, nothing is written).
    * @defaultValue `propose`, no token, https://api.github.com
    */
-  Partial<Pick<Config, 'actions' | 'githubToken' | 'githubApiUrl'>>;
+  Partial<Pick<Config, 'actions' | 'githubToken' | 'githubApiUrl'>> &
+  /** The spend spool's directory (DESIGN §10.5); `createVerdict`'s worker takes it, else the database's default (`defaultSpoolDir`). */
+  Partial<Pick<Config, 'spendSpoolDir'>>;
 
 /** A running worker's metrics and health, for a server of the host's to expose. */
 export interface WorkerMonitor {
@@ -106,6 +108,11 @@ export interface RunWorkerParams {
   onIdle?: () => void;
   /** The config file's actions section (DESIGN §17); none acts without it. */
   actionsConfig?: ActionsConfig;
+  /**
+   * The spend spool's directory (DESIGN §10.5; `defaultSpoolDir` gives the usual one for a
+   * database). Null or omitted keeps spend that cannot be written in memory only. @defaultValue null
+   */
+  spendSpoolDir?: string | null;
 }
 
 /** What a run did: the slots' summary, and for a drain with acting keys what the actions did. */
@@ -179,6 +186,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
     ...(metrics ? { onSpend: (r: SpendRecord) => metrics.countSpend(r) } : {}),
     onIdle: p.onIdle,
     onIdleTick: () => walUpkeep?.idle(),
+    spendSpoolDir: p.spendSpoolDir ?? null,
     ...(limiter.active ? { acquirePermit: limiter.acquire, claimGate: limiter.claimDelay } : {}),
   });
   const acting = p.actionsConfig
@@ -335,7 +343,9 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
     await delivering;
     await actingRun;
     if (summary) {
-      // The last line of a worker's log: what it did, and what its stop cut short (DESIGN §10).
+      // The last line of a worker's log: what it did, what its stop cut short (DESIGN §10), and the
+      // spend it could not write: spooled for the next start, or lost with the process (§10.5).
+      const spend = worker.spendKept;
       p.logger.info(
         {
           claimed: summary.claimed,
@@ -346,6 +356,8 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
           outputTokens: summary.outputTokens,
           releasedAtStop,
           abortedCalls,
+          spendSpooled: spend.spooled,
+          spendLost: spend.memoryOnly,
         },
         'worker stopped',
       );

@@ -20,6 +20,7 @@ import { buildRegistry, openStoreOn, writeRegistryFor, type DatabaseOption } fro
 import { openReader } from './reader.js';
 import { runWorker, type WorkerMonitor, type WorkerSettings } from './run-worker.js';
 import { databaseLabel } from '../store/database-errors.js';
+import { defaultSpoolDir } from '../runner/spend-spool.js';
 import { authenticateApiToken, createApiToken, type CreatedApiToken } from '../access/tokens.js';
 import {
   endDashboardSession,
@@ -819,6 +820,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
             untilIdle,
             workerId,
             database: describeDatabaseOption(options.database),
+            spendSpoolDir: settings.spendSpoolDir ?? spoolDirOf(options.database),
             actionsConfig,
             ...hooks,
           }),
@@ -860,6 +862,16 @@ function trackerOnly(s: TrackerStore): TrackerStore {
   for (const name of TRACKER_STORE_METHODS) out[name] = mappingErrors(s, name);
   out.transaction = (fn: (tx: TrackerStore) => Promise<unknown>) => (s as Store).transaction(fn);
   return Object.freeze(out) as unknown as TrackerStore;
+}
+
+/**
+ * The spend spool's default directory (DESIGN §10.5): beside a SQLite file (a path or the host's
+ * connection to a file), `./data/spend-spool` for a Postgres URL; none for an in-memory database or
+ * the host's Postgres pool (give `spendSpoolDir`).
+ */
+function spoolDirOf(database: DatabaseOption): string | null {
+  if (typeof database === 'string') return defaultSpoolDir(database);
+  return 'sqlite' in database ? defaultSpoolDir(database.sqlite.name) : null;
 }
 
 /** How the worker's start line names the database (a path, host/db for Postgres, or the host's handle). */

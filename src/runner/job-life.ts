@@ -19,7 +19,7 @@ import { SET_COOLOFF_BASE_MS, type SetCooloffs } from './set-cooloff.js';
 export interface RunnerOptions {
   store: Pick<TrackerStore, 'listCollections' | 'listItems' | 'now'> &
     Pick<DecisionStore, 'listDecisions'> &
-    Pick<SpendStore, 'settleSpendReservation'> &
+    Pick<SpendStore, 'settleSpendReservation' | 'recordSpooledSpend' | 'forgetSpooledSpend'> &
     Pick<
       Store,
       | 'answeredKeys'

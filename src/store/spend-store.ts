@@ -82,4 +82,15 @@ export interface SpendStore {
    * Each row's `hour` is the start of its bucket (epoch ms).
    */
   spendByHourSince(windowMs: number, bucket?: 'hour' | 'day'): Promise<{ sinceHour: number; rows: SpendHourRow[] }>;
+  /**
+   * Records the spend of a spooled record (DESIGN §10.5) at most once: in one transaction it
+   * inserts the marker `verdict_meta` row `spend-spooled:<id>` and, only when that row was new,
+   * adds `spend` to its hour bucket. A spool replayed again after a crash between this write and
+   * the spool's clearing finds the marker and adds nothing.
+   * @param id the record's spool id (`[0-9a-f-]{36}`, a random UUID).
+   * @returns true when the spend was added now, false when the marker was already there.
+   */
+  recordSpooledSpend(id: string, spend: SpendRecord): Promise<boolean>;
+  /** Deletes the markers of spooled records (`recordSpooledSpend`) once no spool holds them; unknown ids are ignored. */
+  forgetSpooledSpend(ids: readonly string[]): Promise<void>;
 }

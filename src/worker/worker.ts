@@ -9,6 +9,7 @@ import { releaseHeld, runOnce, type RunnerOptions, type RunReport } from '../run
 import { Committer } from '../runner/committer.js';
 import type { JobStore } from '../store/job-store.js';
 import { SpendBacklog } from '../runner/spend-backlog.js';
+import { SpendSpool } from '../runner/spend-spool.js';
 import { SetCooloffs } from '../runner/set-cooloff.js';
 import type { Claim } from '../store/store.js';
 import type { TrackerStore } from '../store/tracker-store.js';
@@ -80,6 +81,12 @@ export interface WorkerOptions {
    * @defaultValue systemClock (Date.now and real timers)
    */
   clock?: WaitClock;
+  /**
+   * The directory of the spend spool (DESIGN §10.5; `defaultSpoolDir`): `run` makes this worker's
+   * file there, preallocated, takes what stopped workers left in it and writes that before the
+   * first claim. Null keeps unwritten spend in memory only (lost at exit). @defaultValue null
+   */
+  spendSpoolDir?: string | null;
 }
 
 /**
@@ -137,8 +144,8 @@ export class LeaseTooShort extends VerdictError {
  */
 export class Worker {
   private readonly abort = new AbortController();
-  /** Spend of this worker's paid calls whose write failed, written by a later run or at stop. */
-  private readonly spendBacklog: SpendBacklog;
+  /** Spend of this worker's paid calls whose write failed, written by a later run or at stop; spooled once `run` opens the spool. */
+  private spendBacklog: SpendBacklog;
   /** The slots' group committer (DESIGN §10.6): one per worker, on its store. */
   private readonly committer: Committer;
   private readonly idleWake = new AbortController();
@@ -265,7 +272,45 @@ export class Worker {
     n.abort();
   }
 
+  /** Kept spend at the end of `run`: records in the spool (written by the next start) and in memory only (lost with the process). */
+  get spendKept(): { spooled: number; memoryOnly: number } {
+    return { spooled: this.spendBacklog.spooled, memoryOnly: this.spendBacklog.size - this.spendBacklog.spooled };
+  }
+
   async run(): Promise<WorkerSummary> {
+    this.openSpendSpool();
+    try {
+      return await this.runSlots();
+    } finally {
+      this.spendBacklog.close();
+    }
+  }
+
+  /**
+   * This worker's spend spool (DESIGN §10.5), made before anything is claimed, with what stopped
+   * workers left in its directory taken into it; written at once when the database takes it. A
+   * spool that cannot be made (full disk, read-only directory) leaves spend kept in memory, said
+   * once at error level.
+   */
+  private openSpendSpool(): void {
+    const dir = this.opts.spendSpoolDir;
+    if (!dir) return;
+    let spool: SpendSpool;
+    try {
+      spool = SpendSpool.open(dir);
+    } catch (err) {
+      this.opts.logger.error(
+        { err: errCode(err), dir },
+        'spend spool not made: spend that cannot be written is kept in memory only',
+      );
+      return;
+    }
+    this.spendBacklog = new SpendBacklog(this.opts.logger, spool);
+    this.spendBacklog.adoptOrphans(dir);
+  }
+
+  private async runSlots(): Promise<WorkerSummary> {
+    await this.spendBacklog.flush(this.opts.store);
     try {
       await this.setCooloffs.load();
     } catch (err) {
@@ -289,10 +334,16 @@ export class Worker {
     if (this.opts.untilIdle && this.submittedBatches.size > 0) await this.awaitSubmittedBatches();
     await batching;
     await this.spendBacklog.flush(this.opts.store);
-    if (this.spendBacklog.size > 0)
+    const kept = this.spendKept;
+    if (kept.spooled > 0)
+      this.opts.logger.warn(
+        { spooled: kept.spooled },
+        'spend still not written at stop: spooled, the next worker to start writes it',
+      );
+    if (kept.memoryOnly > 0)
       this.opts.logger.error(
-        { kept: this.spendBacklog.size },
-        'spend still not written at stop: lost with this process',
+        { kept: kept.memoryOnly },
+        'spend still not written at stop and not spooled: lost with this process',
       );
     return this.summary;
   }

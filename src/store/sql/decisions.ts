@@ -10,7 +10,9 @@ import { queueSurfacingEvents, watchSurfacing } from './events.js';
 import {
   autocommit,
   bind,
+  changes,
   exec,
+  inList,
   nowSql,
   one,
   read,
@@ -365,6 +367,41 @@ const recordSpendShape = shape<
       cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
       cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens`,
 );
+
+/** `verdict_meta` key prefix of the markers of spooled spend records already added (DESIGN §10.5). */
+const SPOOLED_SPEND_PREFIX = 'spend-spooled:';
+
+/**
+ * A spooled record's spend, added at most once: the marker insert and the spend share one
+ * transaction, so either both are there or neither. The marker is the only trace of which spooled
+ * records are in `decision_spend` (whose rows are hour sums, not calls), and is what lets a spool
+ * be replayed again after a crash before it was cleared.
+ */
+export function recordSpooledSpend(c: SqlContext, id: string, r: SpendRecord): Promise<boolean> {
+  return write(c, function* () {
+    const now = yield* nowSql();
+    const added = yield* changes(sql`
+      INSERT INTO verdict_meta (key, value, updated_at) VALUES (${SPOOLED_SPEND_PREFIX + id}, ${r.questionSet}, ${now})
+      ON CONFLICT (key) DO NOTHING`);
+    if (added === 0) return false;
+    yield* recordSpendTx(c, now, r);
+    return true;
+  });
+}
+
+/** Deletes spooled-spend markers by id; run once the spool that held them is cleared. */
+export function forgetSpooledSpend(c: SqlContext, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return Promise.resolve();
+  return autocommit(
+    c,
+    exec(
+      sql`DELETE FROM verdict_meta WHERE ${inList(
+        sql`key`,
+        ids.map((id) => SPOOLED_SPEND_PREFIX + id),
+      )}`,
+    ),
+  );
+}
 
 /** Spend in the hour buckets overlapping the last `windowMs`. */
 export function spendSince(c: SqlContext, windowMs: number): Promise<SpendTotals> {

@@ -91,6 +91,8 @@ const OPERATIONS = {
   spendSince: decisions.spendSince,
   reserveSpend: reservations.reserveSpend,
   settleSpendReservation: reservations.settleSpendReservation,
+  recordSpooledSpend: decisions.recordSpooledSpend,
+  forgetSpooledSpend: decisions.forgetSpooledSpend,
   spendRowsSince: ops.spendRowsSince,
   spendByHourSince: ops.spendByHourSince,
   countChunkJobs: ops.countChunkJobs,
