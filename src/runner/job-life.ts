@@ -2,6 +2,7 @@ import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
 import type { Claim, JobFinish, OutcomeResult } from '../store/store.js';
+import { JOB_OUTCOMES } from '../store/throughput.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { SpendStore } from '../store/spend-store.js';
@@ -313,9 +314,10 @@ async function finishWithAnswers(
           ...claimOptions(opts, skip),
         }
       : undefined;
+    const counted = outcome.kind === 'drop' ? JOB_OUTCOMES.drop : JOB_OUTCOMES.complete;
     const f = opts.committer
-      ? await opts.committer.finish(claim, { answers, claimNext })
-      : await store.finishJob(claim, { answers, claimNext });
+      ? await opts.committer.finish(claim, { answers, claimNext, outcome: counted })
+      : await store.finishJob(claim, { answers, claimNext, outcome: counted });
     stats.answersStored += f.answersStored;
     return { outcome, recorded: f.result, next: f.next };
   } catch (err) {
