@@ -1,5 +1,6 @@
 import type { Spec } from 'vega';
 import { renderVegaSvg } from '../eval/reliability-diagram.js';
+import { html, type Html } from './html.js';
 
 /**
  * The dashboard's charts, drawn by Vega (declarative specs rendered headless to SVG with
@@ -12,12 +13,36 @@ import { renderVegaSvg } from '../eval/reliability-diagram.js';
 /** Renders a Vega spec to SVG (eval/reliability-diagram.ts `renderVegaSvg`). */
 export const renderSvg = renderVegaSvg;
 
-/** Colours of series, in order (Vega's category10, the first six); colour-blind readers get the legend's labels too. */
-const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
+/** Colours of series, in order (Vega's category10); colour-blind readers get the legend's labels too. */
+const PALETTE = [
+  '#1f77b4',
+  '#ff7f0e',
+  '#2ca02c',
+  '#d62728',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#7f7f7f',
+  '#bcbd22',
+  '#17becf',
+];
 
 /** Each series' colour, as `stackedBarsSpec` draws it with the same `series` list: the page's one legend uses it. */
 export function seriesColours(series: readonly string[]): Array<{ series: string; colour: string }> {
   return series.map((x, i) => ({ series: x, colour: PALETTE[i % PALETTE.length] }));
+}
+
+/**
+ * One legend for every chart of a page: a swatch and a label per series, in the charts' colour
+ * order (`seriesColours` of the charts' `series`); `shown` limits it to the series drawn.
+ */
+export function chartLegend(title: string, series: readonly string[], shown: readonly string[] = series): Html {
+  const keys = seriesColours(series).filter((x) => shown.includes(x.series));
+  if (!keys.length) return html``;
+  return html`<p class="legend" aria-label="${`Legend: ${title}`}">
+    <span class="muted">${title}:</span>
+    ${keys.map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}
+  </p>`;
 }
 
 /** One bar segment: `x` is the bucket label, `series` the stack it belongs to. */

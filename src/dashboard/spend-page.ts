@@ -1,5 +1,5 @@
 import type { DailyCapView, SpendSeries } from '../compose/spend-view.js';
-import { renderSvg, seriesColours, stackedBarsSpec } from './charts.js';
+import { chartLegend, renderSvg, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';
 
@@ -14,15 +14,6 @@ export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
 
 /** Width the spend charts are drawn at, px: the page's column at desktop width; the SVG scales to narrower ones. */
 const SPEND_CHART_WIDTH = 1040;
-
-/** One legend for every chart of a page: a swatch and a label per series, in the charts' colour order. */
-function chartLegend(title: string, series: readonly string[]): Html {
-  if (!series.length) return html``;
-  return html`<p class="legend" aria-label="${`Legend: ${title}`}">
-    <span class="muted">${title}:</span>
-    ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}
-  </p>`;
-}
 
 async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
   const buckets = s.buckets.map((b) => bucketLabel(b, s.bucket));

@@ -114,7 +114,12 @@ for (const backend of backends) {
         await store.parkJob(await claim(), 'needs a person');
         await store.refuseJob(await claim(), { backoffMs: 1_000, error: 'refused', refusalLimit: 5 });
         await store.failJob(await claim(), { backoffMs: 1_000, error: 'provider_error' });
-        await store.deferJob(await claim(), { delayMs: 1_000, reason: 'rate_limited', deferLimit: 5, failBackoffMs: 1_000 });
+        await store.deferJob(await claim(), {
+          delayMs: 1_000,
+          reason: 'rate_limited',
+          deferLimit: 5,
+          failBackoffMs: 1_000,
+        });
         await store.releaseJob(await claim());
         const lost = await claim();
         expect(await store.completeJob({ ...lost, claimToken: 'not-the-token' })).toBe('lost');

@@ -1,7 +1,20 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { FinishedJob, JobFinish } from '../store.js';
 import { JOB_OUTCOMES, type JobOutcome, type ThroughputRow } from '../throughput.js';
-import { autocommit, bind, changes, exec, nowMs, nowSql, read, rows, shape, type Expr, type SqlContext, type Steps } from './steps.js';
+import {
+  autocommit,
+  bind,
+  changes,
+  exec,
+  nowMs,
+  nowSql,
+  read,
+  rows,
+  shape,
+  type Expr,
+  type SqlContext,
+  type Steps,
+} from './steps.js';
 
 /**
  * The job_throughput count (DESIGN §2): written by every outcome in its own transaction, so the
@@ -75,7 +88,10 @@ export function throughputSince(
     const out = yield* rows<ThroughputRow>(sql`
       SELECT minute, outcome, jobs FROM job_throughput WHERE minute >= ${c.d.int8(sinceMinute)}
       ORDER BY minute, ${c.d.byteOrder(sql`outcome`)}`);
-    return { sinceMinute, rows: out.map((r) => ({ minute: Number(r.minute), outcome: r.outcome, jobs: Number(r.jobs) })) };
+    return {
+      sinceMinute,
+      rows: out.map((r) => ({ minute: Number(r.minute), outcome: r.outcome, jobs: Number(r.jobs) })),
+    };
   });
 }
 
@@ -89,7 +105,9 @@ export function pruneThroughput(c: SqlContext, olderThanMs: number): Promise<num
     c,
     (function* () {
       const now = yield* nowSql();
-      return yield* changes(sql`DELETE FROM job_throughput WHERE minute < ${now} - ${c.d.int8(Math.trunc(olderThanMs))}`);
+      return yield* changes(
+        sql`DELETE FROM job_throughput WHERE minute < ${now} - ${c.d.int8(Math.trunc(olderThanMs))}`,
+      );
     })(),
   );
 }
