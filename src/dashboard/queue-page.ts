@@ -3,7 +3,7 @@ import type { JobView } from '../compose/operations-reads.js';
 import type { QueueView } from '../compose/queue-view.js';
 import type { ThroughputSeries } from '../compose/throughput-view.js';
 import { JOB_OUTCOME_ORDER } from '../store/throughput.js';
-import { chartLegend, renderSvg, stackedBarsSpec } from './charts.js';
+import { chartLegend, renderStackedBars, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { csrfField, duration, n, notice, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';
@@ -193,7 +193,7 @@ export async function throughputFigure(t: ThroughputSeries): Promise<Html> {
       ${t.outcomes.map((o, i) => html`${i ? ', ' : ''}${n(t.totals[o])} ${o}`)}.
     </p>
     ${chartLegend('outcome', series, t.outcomes)}
-    <figure class="chart wide" id="throughput-chart">${trusted(await renderSvg(spec))}</figure>`;
+    <figure class="chart wide" id="throughput-chart">${trusted(await renderStackedBars(spec))}</figure>`;
 }
 
 export function queueBody(

@@ -1,5 +1,5 @@
 import type { DailyCapView, SpendSeries } from '../compose/spend-view.js';
-import { chartLegend, renderSvg, stackedBarsSpec } from './charts.js';
+import { chartLegend, renderStackedBars, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';
 
@@ -29,7 +29,7 @@ async function charts(s: SpendSeries, heading: string, series: readonly string[]
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
     html`<figure class="chart wide">
-      ${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}
+      ${trusted(await renderStackedBars(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}
     </figure>`;
   const t = s.totals;
   return html`<h2>${heading}</h2>
