@@ -66,7 +66,12 @@ export async function renderStackedBars(spec: Spec): Promise<string> {
     await k.view.runAsync();
     for (const s of signals) k.view.signal(s.name, s.value);
     // Copies: Vega adds its own fields (the stack's y0, y1) to the objects it is given.
-    for (const d of data) if (Array.isArray(d.values)) k.view.data(d.name, d.values.map((x: object) => ({ ...x })));
+    for (const d of data)
+      if (Array.isArray(d.values))
+        k.view.data(
+          d.name,
+          d.values.map((x: object) => ({ ...x })),
+        );
     // Lay the chart out again: `pad` sizes the SVG to its axes' labels, which the new data changes.
     return k.view.resize().toSVG();
   });
@@ -89,7 +94,7 @@ const PALETTE = [
 ];
 
 /** Each series' colour, as `stackedBarsSpec` draws it with the same `series` list: the page's one legend uses it. */
-export function seriesColours(series: readonly string[]): Array<{ series: string; colour: string }> {
+function seriesColours(series: readonly string[]): Array<{ series: string; colour: string }> {
   return series.map((x, i) => ({ series: x, colour: PALETTE[i % PALETTE.length] }));
 }
 

@@ -111,9 +111,7 @@ const DOLLARS = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maxim
 /** US dollars, 4 decimals under a dollar; '—' for null (no price). */
 export function usd(x: number | null): string {
   if (x === null) return '—';
-  return x < 1
-    ? `$${x.toFixed(4)}`
-    : `$${DOLLARS.format(x)}`;
+  return x < 1 ? `$${x.toFixed(4)}` : `$${DOLLARS.format(x)}`;
 }
 
 /** A UTC time, minutes precision. */

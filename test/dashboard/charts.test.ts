@@ -11,7 +11,10 @@ const chart = (o: { title: string; buckets: string[]; series: string[]; data: St
   stackedBarsSpec({ ...o, yTitle: 'calls', width: 1040, height: 160, xLabel: 'hour' });
 
 const day = (first: number, n: number) =>
-  Array.from({ length: n }, (_, i) => `12-0${1 + Math.floor((first + i) / 24)} ${String((first + i) % 24).padStart(2, '0')}h`);
+  Array.from(
+    { length: n },
+    (_, i) => `12-0${1 + Math.floor((first + i) / 24)} ${String((first + i) % 24).padStart(2, '0')}h`,
+  );
 
 describe('renderStackedBars', () => {
   it('draws, on a kept view, exactly what a new view draws, whatever the chart drew before', async () => {
