@@ -219,7 +219,7 @@ describe('jobs, queue and spend', () => {
     expect(body.totals).toEqual(Object.fromEntries(Object.entries(t.totals).map(([k]) => [k, expect.any(Number)])));
     const bad = await get('/v1/jobs/throughput?minutes=1441');
     expect(bad.statusCode).toBe(400);
-    expect(bad.json()).toMatchObject({ error: { param: 'minutes' } });
+    expect(bad.json()).toMatchObject({ param: 'minutes' });
     const reader = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
     expect((await get('/v1/jobs/throughput', reader)).statusCode).toBe(403);
   });
