@@ -34,6 +34,7 @@ export type {
 export type { ItemSearchQuery, ItemSearchPage, ItemSearchRow } from './compose/item-search.js';
 export type { QueueView, WorkerView, BatchesView, FailingSet, ParkedJobView } from './compose/queue-view.js';
 export type { SpendSeries, SpendSeriesOptions, SpendPoint, SpendWindow, DailyCapView } from './compose/spend-view.js';
+export type { ThroughputOptions, ThroughputSeries } from './compose/throughput-view.js';
 export type { EvalResult, EvalResultColumn } from './eval/eval-results.js';
 export type { DatabaseOption } from './compose/open.js';
 

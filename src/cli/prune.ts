@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../config.js';
 import { pruneDashboardSessions } from '../access/sessions.js';
-import { pruneDecisions } from '../maintenance/retention.js';
+import { pruneDecisions, pruneThroughput } from '../maintenance/retention.js';
 import { buildRegistry, configFrom, loggerFor, openStore } from './common.js';
 import { openReader } from '../compose/reader.js';
 import { readsAgainst } from './reader.js';
@@ -39,6 +39,8 @@ export function registerPruneCommand(program: Command): void {
         });
         // Ended dashboard sessions (DESIGN §16.6) go with the same pass; a dry run leaves them.
         const sessionsDeleted = opts.dryRun ? 0 : await pruneDashboardSessions(store, logger);
+        // So do the throughput chart's minutes past the history window (DESIGN §2 job_throughput).
+        if (!opts.dryRun) await pruneThroughput(store, cfg.retentionHistoryMs, logger);
         if (opts.json)
           process.stdout.write(
             `${JSON.stringify({ ...r, sessionsDeleted, historyMs: cfg.retentionHistoryMs, dryRun: !!opts.dryRun }, null, 2)}\n`,

@@ -42,6 +42,7 @@ import { evalWorkspace, type EvalOptions, type EvalReport } from '../eval/run-ev
 import { latestEvalResults, type EvalResult } from '../eval/eval-results.js';
 import { queueView, type QueueView } from './queue-view.js';
 import { spendWithDailyCap, type DailyCapView, type SpendSeries, type SpendSeriesOptions } from './spend-view.js';
+import { throughputSeries, type ThroughputOptions, type ThroughputSeries } from './throughput-view.js';
 import { searchItemsPage, type ItemSearchPage, type ItemSearchQuery } from './item-search.js';
 import {
   jobsOn,
@@ -399,6 +400,13 @@ export interface VerdictReader {
    */
   spend(opts?: SpendSeriesOptions): Promise<SpendSeries & { dailyCap: DailyCapView }>;
   /**
+   * Jobs per minute by outcome over the last `minutes` (default 60, at most 1,440), the current
+   * minute last (`ThroughputSeries`): what the workers recorded, counted in each outcome's own
+   * transaction. Kept for the whole database, not per workspace, as spend is.
+   * @throws InvalidInput (param `minutes`) for a window outside 1 to 1,440 minutes.
+   */
+  throughput(opts?: ThroughputOptions): Promise<ThroughputSeries>;
+  /**
    * Decision quality per set of a workspace: the latest `eval` result of each set (recorded by
    * every eval run, `EvalResult`, with the calibration bins a reliability diagram draws) and the
    * keys flipping surfacing (`flapping`, 3 or more flips in 30 days). @returns null when the workspace does not exist.
@@ -661,6 +669,9 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     async spend(opts = {}) {
       return spendWithDailyCap(inner, opts);
     },
+    async throughput(opts = {}) {
+      return throughputSeries(inner, opts);
+    },
     async quality(opts) {
       const ws = await inner.getWorkspaceBySlug(opts.workspace);
       if (!ws) return null;
@@ -689,6 +700,7 @@ export async function createVerdict(options: VerdictOptions): Promise<Verdict> {
     history: mappedRead(readers.history),
     queue: mappedRead(readers.queue),
     spend: mappedRead(readers.spend),
+    throughput: mappedRead(readers.throughput),
     quality: mappedRead(readers.quality),
   };
   const rawJobs = jobsOn(inner);

@@ -17,7 +17,7 @@ import { ITEM_SEARCH_MAX_TEXT } from '../compose/item-search.js';
 import { page, type NavId, type Viewer } from './layout.js';
 import { qualityBody } from './quality-page.js';
 import { dropConfirmBody, jobDetailBody } from './job-page.js';
-import { jobHref, parseJobKey, QUEUE_JOBS_SHOWN, queueBody } from './queue-page.js';
+import { jobHref, parseJobKey, QUEUE_JOBS_SHOWN, queueBody, throughputFigure } from './queue-page.js';
 import { spendBody, spendRefused } from './spend-page.js';
 import { LIVE_SCRIPT } from './live-script.js';
 import { DASHBOARD_CSS } from './styles.js';
@@ -627,6 +627,9 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
     );
   });
 
+  /** The throughput chart for admins: its counts are the whole server's, across workspaces, as spend is. */
+  const throughputOf = async (viewer: Viewer): Promise<Html> =>
+    roleAllows(viewer.token.role, 'admin') ? throughputFigure(await v.reader.throughput()) : html``;
   scope.get('/queue', async (req, reply) => {
     const viewer = viewerOf(req, reply);
     if (!viewer) return needLogin(reply);
@@ -648,7 +651,7 @@ export async function registerDashboard(scope: FastifyInstance, v: Verdict, logg
       'Queue',
       'queue',
       viewer,
-      queueBody(viewer, q, { q: { state, set }, sets, jobs }, qs.notice),
+      queueBody(viewer, q, { q: { state, set }, sets, jobs }, await throughputOf(viewer), qs.notice),
       true,
     );
   });

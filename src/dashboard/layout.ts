@@ -74,14 +74,17 @@ export function pbar(p: number, threshold: number | null): Html {
 }
 
 /** 1,234 */
-export const n = (x: number): string => x.toLocaleString('en-US');
+export const n = (x: number): string => INTEGER.format(x);
+
+// One formatter each: `toLocaleString` with a locale builds a new Intl.NumberFormat on every call
+// (the spend page formats a few hundred numbers; its profile showed them as 5 ms a request).
+const INTEGER = new Intl.NumberFormat('en-US');
+const DOLLARS = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 
 /** US dollars, 4 decimals under a dollar; '—' for null (no price). */
 export function usd(x: number | null): string {
   if (x === null) return '—';
-  return x < 1
-    ? `$${x.toFixed(4)}`
-    : `$${x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+  return x < 1 ? `$${x.toFixed(4)}` : `$${DOLLARS.format(x)}`;
 }
 
 /** A UTC time, minutes precision. */

@@ -1,7 +1,10 @@
 import { roleAllows } from '../access/tokens.js';
 import type { JobView } from '../compose/operations-reads.js';
 import type { QueueView } from '../compose/queue-view.js';
-import { html, type Html } from './html.js';
+import type { ThroughputSeries } from '../compose/throughput-view.js';
+import { JOB_OUTCOME_ORDER } from '../store/throughput.js';
+import { chartLegend, renderStackedBars, stackedBarsSpec } from './charts.js';
+import { html, trusted, type Html } from './html.js';
 import { csrfField, duration, n, notice, utc, type Viewer } from './layout.js';
 import { itemHref } from './flags-page.js';
 
@@ -102,10 +105,52 @@ export function jobHref(ref: string, set: string): string {
 }
 
 /** The queue page body: jobs by set, parked jobs with retry/drop (admin), failing sets, workers, batches. */
+/** Width the throughput chart is drawn at, px: the page's column at desktop width; the SVG scales to narrower ones. */
+const THROUGHPUT_CHART_WIDTH = 1040;
+
+/**
+ * The throughput chart (DESIGN §16.4): jobs per minute by outcome over the series' window, stacked
+ * in the outcomes' fixed order so an outcome keeps its colour whichever others the window holds,
+ * with one legend of the outcomes drawn. Static SVG: it reads without JavaScript.
+ */
+export async function throughputFigure(t: ThroughputSeries): Promise<Html> {
+  const total = Object.values(t.totals).reduce((a, x) => a + x, 0);
+  const m = t.minutes.length;
+  const window = m === 60 ? 'hour' : m % 60 === 0 ? `${m / 60} hours` : `${m} minute${m === 1 ? '' : 's'}`;
+  if (total === 0)
+    return html`<h2>Throughput</h2>
+      <p class="muted">No job outcome recorded in the last ${window} (the whole server).</p>`;
+  const series = [
+    ...JOB_OUTCOME_ORDER,
+    ...t.outcomes.filter((o) => !(JOB_OUTCOME_ORDER as readonly string[]).includes(o)),
+  ];
+  const label = (ms: number) => new Date(ms).toISOString().slice(11, 16);
+  const data = t.minutes.flatMap((m) =>
+    Object.entries(m.counts).map(([outcome, jobs]) => ({ x: label(m.startAt), series: outcome, value: jobs })),
+  );
+  const spec = stackedBarsSpec({
+    title: `Jobs per minute by outcome, last ${window} (UTC)`,
+    yTitle: 'jobs',
+    buckets: t.minutes.map((m) => label(m.startAt)),
+    data,
+    series,
+    width: THROUGHPUT_CHART_WIDTH,
+    height: 160,
+  });
+  return html`<h2>Throughput</h2>
+    <p class="muted">
+      ${n(total)} job outcome${total === 1 ? '' : 's'} recorded in the last ${window}, by every worker of the server:
+      ${t.outcomes.map((o, i) => html`${i ? ', ' : ''}${n(t.totals[o])} ${o}`)}.
+    </p>
+    ${chartLegend('outcome', series, t.outcomes)}
+    <figure class="chart wide" id="throughput-chart">${trusted(await renderStackedBars(spec))}</figure>`;
+}
+
 export function queueBody(
   v: Viewer,
   q: QueueView,
   list: { q: QueueJobsQuery; sets: readonly string[]; jobs: readonly JobView[] },
+  throughput: Html,
   noticeCode?: unknown,
 ): Html {
   const t = q.bySet.reduce(
@@ -120,6 +165,7 @@ export function queueBody(
   );
   return html`<h1>Queue</h1>${notice(noticeCode)}
 <div id="queue-summary" data-live><div class="stats"><div><span class="muted">due</span><b>${n(t.due)}</b></div><div><span class="muted">waiting</span><b>${n(t.waiting)}</b></div><div><span class="muted">in flight</span><b>${n(t.inFlight)}</b></div><div><span class="muted">parked</span><b>${n(t.parked)}</b></div><div><span class="muted">batched</span><b>${n(t.batched)}</b></div><div><span class="muted">oldest owed</span><b>${age(q.oldestOwedAgeMs)}</b></div></div>
+${throughput}
 <h2>Jobs by set</h2>${
     q.bySet.length
       ? html`<div class="table-wrap"><table><thead><tr><th>Set</th><th class="num">Due</th><th class="num">Waiting</th><th class="num">In flight</th><th class="num">Parked</th><th class="num">Batched</th><th class="num">Failing</th><th>Oldest owed</th></tr></thead><tbody>${q.bySet.map(

@@ -1,5 +1,5 @@
 import type { DailyCapView, SpendSeries } from '../compose/spend-view.js';
-import { renderSvg, seriesColours, stackedBarsSpec } from './charts.js';
+import { chartLegend, renderStackedBars, stackedBarsSpec } from './charts.js';
 import { html, trusted, type Html } from './html.js';
 import { duration, n, usd } from './layout.js';
 
@@ -15,12 +15,6 @@ export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
 /** Width the spend charts are drawn at, px: the page's column at desktop width; the SVG scales to narrower ones. */
 const SPEND_CHART_WIDTH = 1040;
 
-/** One legend for every chart of a page: a swatch and a label per series, in the charts' colour order. */
-function chartLegend(title: string, series: readonly string[]): Html {
-  if (!series.length) return html``;
-  return html`<p class="legend" aria-label="${`Legend: ${title}`}"><span class="muted">${title}:</span> ${seriesColours(series).map((x) => html`<span class="key"><i style="background:${x.colour}"></i><bdi>${x.series}</bdi></span>`)}</p>`;
-}
-
 async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
   const buckets = s.buckets.map((b) => bucketLabel(b, s.bucket));
   const calls = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.calls }));
@@ -34,7 +28,7 @@ async function charts(s: SpendSeries, heading: string, series: readonly string[]
     .map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.costUsd as number }));
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
-    html`<figure class="chart wide">${trusted(await renderSvg(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
+    html`<figure class="chart wide">${trusted(await renderStackedBars(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
   const t = s.totals;
   return html`<h2>${heading}</h2>
 <div class="stats"><div><span class="muted">calls</span><b>${n(t.calls)}</b></div><div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div><div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div><div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div></div>

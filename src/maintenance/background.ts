@@ -2,7 +2,7 @@ import { errCode } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { DecisionReader } from '../reads/reads.js';
 import type { Registry } from '../decision/registry.js';
-import { pruneDecisions } from './retention.js';
+import { pruneDecisions, pruneThroughput } from './retention.js';
 import type { Logger } from '../log.js';
 import type { Provider } from '../providers/provider.js';
 import type { TrackerStore } from '../store/tracker-store.js';
@@ -13,6 +13,7 @@ import type { HumanVerdictStore } from '../store/verdicts.js';
 import type { AccessStore } from '../store/access-store.js';
 import type { EventOutbox } from '../store/events.js';
 import type { Store } from '../store/whole-store.js';
+import type { ThroughputStore } from '../store/throughput.js';
 import { DriftSweeper, runSweepLoop } from './drift.js';
 import { ExpirySweeper } from './expiry.js';
 import { OweBucket } from './owe-bucket.js';
@@ -32,6 +33,7 @@ export interface BackgroundOptions {
     HumanVerdictStore &
     AccessStore &
     EventOutbox &
+    ThroughputStore &
     Pick<Store, 'loadItemForEvaluation'>;
   /**
    * The registry and provider in force, read at every pass, so a SIGHUP reload reaches the
@@ -169,6 +171,8 @@ async function runPruneLoop(o: BackgroundOptions): Promise<void> {
       });
       // Delivered decision events past the same window (DESIGN §16.2); undelivered ones are kept.
       await pruneDeliveredEvents(o.store, o.retentionHistoryMs, o.logger);
+      // The throughput chart's minutes past the same window (DESIGN §2 job_throughput).
+      await pruneThroughput(o.store, o.retentionHistoryMs, o.logger);
       // Dashboard sessions that can no longer be used: expired, idle or of a revoked token (DESIGN §16.6).
       await pruneDashboardSessions(o.store, o.logger);
     } catch (err) {

@@ -1,6 +1,7 @@
 import { setImmediate as yieldToOthers } from 'node:timers/promises';
 import type { Logger } from '../log.js';
 import type { DecisionStore } from '../store/decision-store.js';
+import type { ThroughputStore } from '../store/throughput.js';
 import type { DecisionReader } from '../reads/reads.js';
 
 /**
@@ -96,4 +97,19 @@ export async function pruneDecisions(
     'retention pass',
   );
   return report;
+}
+
+/**
+ * Deletes the job_throughput minutes older than the history window (DESIGN §2), with the same
+ * pass as the answers: one statement, the chart reads at most the last day. @returns rows deleted.
+ * @throws when the store fails.
+ */
+export async function pruneThroughput(
+  store: Pick<ThroughputStore, 'pruneThroughput'>,
+  historyMs: number,
+  logger?: Logger,
+): Promise<number> {
+  const deleted = await store.pruneThroughput(historyMs);
+  if (deleted > 0) logger?.info({ deleted }, 'throughput minutes pruned');
+  return deleted;
 }

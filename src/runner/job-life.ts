@@ -2,6 +2,7 @@ import type { QuestionSet, Registry } from '../decision/registry.js';
 import type { SpendBacklog } from './spend-backlog.js';
 import type { Provider } from '../providers/provider.js';
 import type { Claim, JobFinish, JobFinishResult, OutcomeResult } from '../store/store.js';
+import { JOB_OUTCOMES } from '../store/throughput.js';
 import type { TrackerStore } from '../store/tracker-store.js';
 import type { DecisionStore } from '../store/decision-store.js';
 import type { SpendStore } from '../store/spend-store.js';
@@ -340,6 +341,7 @@ async function finishGroup(
       claim,
       finish: {
         answers: evaluation.finish,
+        outcome: evaluation.outcome.kind === 'drop' ? JOB_OUTCOMES.drop : JOB_OUTCOMES.complete,
         claimNext: withNext
           ? {
               workerId: opts.workerId,

@@ -281,6 +281,23 @@ export const jobsQuery = z.strictObject({
   ref: refString.optional().describe('One item\u2019s jobs'),
   limit: z.coerce.number().int().min(1).max(10_000).default(50),
 });
+export const throughputQuery = z.strictObject({
+  minutes: z.coerce.number().int().min(1).max(1440).default(60).describe('Minutes shown, the current one last'),
+});
+export const throughputView = z.object({
+  minutes: z
+    .array(
+      z.object({
+        startAt: z.number().describe('Start of the minute (UTC)'),
+        counts: z
+          .record(z.string(), z.number())
+          .describe('Jobs per outcome recorded in the minute; absent outcomes had none'),
+      }),
+    )
+    .describe('Every minute of the window, oldest first'),
+  outcomes: z.array(z.string()).describe('The outcomes counted in the window, in stacking order'),
+  totals: z.record(z.string(), z.number()).describe('Jobs per outcome over the window'),
+});
 export const jobView = z.object({
   ref: z.string(),
   questionSet: z.string(),

@@ -198,6 +198,22 @@ export function registerV1Routes(scope: FastifyInstance, v: Verdict, withWorkspa
       };
     },
   );
+  app.get(
+    '/jobs/throughput',
+    {
+      config: admin,
+      schema: {
+        tags: ['jobs'],
+        summary: 'Jobs per minute by outcome',
+        description:
+          'What the workers recorded per minute over the last `minutes` (default 60, at most 1,440), counted in each outcome\u2019s own transaction: complete, drop, park, refuse, fail, defer, release. Kept for the whole server, not per workspace, as spend is (`v.reader.throughput`).',
+        params: P.workspace,
+        querystring: S.throughputQuery,
+        response: { 200: S.throughputView, ...err },
+      },
+    },
+    (req) => v.reader.throughput({ minutes: req.query.minutes }),
+  );
   const jobAction = (
     path: string,
     summary: string,

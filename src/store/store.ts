@@ -4,6 +4,7 @@ import type { Usage } from '../usage.js';
 import type { SurfacingContext } from './events.js';
 import type { WorkspaceRow } from './tracker-reads.js';
 import { ownCode, VerdictError } from '../errors.js';
+import type { FinishOutcome } from './throughput.js';
 
 /** The rows and results of one job's life (DESIGN §3, §7), and the errors every store call may throw. */
 
@@ -74,6 +75,8 @@ export interface JobFinish {
   };
   /** Claims the slot's next job (as `claimNextJob` would) after the completion. */
   claimNext?: ClaimRequest;
+  /** What the completion records in the throughput count (DESIGN §2 job_throughput). @defaultValue 'complete' */
+  outcome?: FinishOutcome;
 }
 
 /** What `Store.finishJob` did: the completion's fenced result, the answers inserted, and the next claim (null when none was asked for or none is claimable). */

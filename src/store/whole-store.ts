@@ -6,6 +6,7 @@ import type { EventOutbox } from './events.js';
 import type { MetaStore } from './meta-store.js';
 import type { QueueStore } from './queue-store.js';
 import type { SpendStore } from './spend-store.js';
+import type { ThroughputStore } from './throughput.js';
 import type { JobStore } from './job-store.js';
 import type { ItemViewReads } from './item-view-store.js';
 import type { TrackerStore } from './tracker-store.js';
@@ -51,6 +52,7 @@ export interface Store
     BatchStore,
     DecisionStore,
     SpendStore,
+    ThroughputStore,
     MetaStore,
     AccessStore,
     EventOutbox,

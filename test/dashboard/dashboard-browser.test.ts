@@ -500,6 +500,51 @@ describe('the dashboard in Chromium', () => {
     await context.close();
   });
 
+  it('draws the queue\u2019s throughput chart (jobs per minute by outcome) as static SVG with one legend, at desktop and phone width; admins only', async () => {
+    const v = await createVerdict({ database: join(dir, 'demo.db'), provider: 'fake' });
+    let t: Awaited<ReturnType<typeof v.reader.throughput>>;
+    try {
+      t = await v.reader.throughput();
+    } finally {
+      await v.close();
+    }
+    // The demo's drain completed its jobs within the hour: the chart has something to draw.
+    expect(t.totals.complete).toBeGreaterThan(0);
+    const total = Object.values(t.totals).reduce((a, x) => a + x, 0);
+    for (const [label, viewport] of [
+      ['desktop', DESKTOP],
+      ['phone', PHONE],
+    ] as const) {
+      const { context, page } = await loggedIn(tokens.admin, viewport);
+      // Without JavaScript: the chart is in the server's HTML.
+      const served = await (await page.request.get('/ui/queue')).text();
+      expect(served).toMatch(/<figure class="chart wide" id="throughput-chart"><svg[^>]*>/);
+      await page.goto('/ui/queue');
+      const chart = page.locator('#throughput-chart svg');
+      await chart.scrollIntoViewIfNeeded();
+      expect(await page.locator('h2', { hasText: 'Throughput' }).count()).toBe(1);
+      // One bar segment per (minute, outcome) counted, in the colour its legend key shows.
+      const segments = t.minutes.reduce((a, m) => a + Object.keys(m.counts).length, 0);
+      expect(await chart.locator('.mark-rect path').count()).toBe(segments);
+      const keys = page.locator('p.legend[aria-label="Legend: outcome"] .key');
+      expect(await keys.allTextContents()).toEqual(t.outcomes);
+      expect(await page.locator('#queue-summary').textContent()).toContain(
+        `${total.toLocaleString('en-US')} job outcome${total === 1 ? '' : 's'} recorded in the last hour`,
+      );
+      // The chart fits the column: the page does not scroll sideways.
+      const box = (await chart.boundingBox())!;
+      expect(box.width).toBeLessThanOrEqual(viewport.width);
+      expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true);
+      await page.screenshot({ path: join(ARTIFACTS, `queue-throughput-${label}.png`) });
+      await context.close();
+    }
+    // A read token's queue has no chart: the counts are the whole server's.
+    const r = await loggedIn(tokens.read);
+    await r.page.goto('/ui/queue');
+    expect(await r.page.locator('#throughput-chart').count()).toBe(0);
+    await r.context.close();
+  }, 180_000);
+
   it('refreshes the open queue in place when a job is owed, keeping the scroll position', async () => {
     const { context, page } = await loggedIn(tokens.admin, PHONE);
     await page.goto('/ui/queue');

@@ -194,6 +194,36 @@ describe('jobs, queue and spend', () => {
     }
   });
 
+  it('reads jobs per minute by outcome as the workers recorded them, through the library and GET /v1/jobs/throughput', async () => {
+    const t = await v.reader.throughput();
+    expect(t.minutes).toHaveLength(60);
+    expect(t.minutes.slice(1).every((m, i) => m.startAt - t.minutes[i].startAt === 60_000)).toBe(true);
+    expect(t.minutes[59].startAt).toBe(Math.floor(Date.now() / 60_000) * 60_000);
+    // Every job of this file so far completed: the first drain's five and T-2's re-ask after its edit.
+    expect(t.outcomes).toEqual(['complete']);
+    expect(t.totals).toEqual({ complete: 6 });
+    expect(t.minutes.reduce((a, m) => a + (m.counts.complete ?? 0), 0)).toBe(6);
+    await expect(v.reader.throughput({ minutes: 0 })).rejects.toMatchObject({
+      code: 'invalid_input',
+      param: 'minutes',
+    });
+
+    const admin = (await v.tokens.create({ workspace: 'acme', role: 'admin' })).token;
+    const get = (url: string, token = admin) =>
+      app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
+    const r = await get('/v1/jobs/throughput?minutes=5');
+    expect(r.statusCode).toBe(200);
+    const body = r.json<{ minutes: Array<{ startAt: string; counts: Record<string, number> }>; totals: object }>();
+    expect(body.minutes).toHaveLength(5);
+    expect(body.minutes[4].startAt).toBe(new Date(t.minutes[59].startAt).toISOString());
+    expect(body.totals).toEqual(Object.fromEntries(Object.entries(t.totals).map(([k]) => [k, expect.any(Number)])));
+    const bad = await get('/v1/jobs/throughput?minutes=1441');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ param: 'minutes' });
+    const reader = (await v.tokens.create({ workspace: 'acme', role: 'read' })).token;
+    expect((await get('/v1/jobs/throughput', reader)).statusCode).toBe(403);
+  });
+
   it('records every eval as the set\u2019s latest result, read by quality', async () => {
     expect((await v.reader.quality({ workspace: 'acme' }))!.sets).toEqual([
       { set: 'triage', eval: null, flapping: [] },

@@ -240,6 +240,23 @@ export const decisionSpend = pgTable(
 );
 
 /**
+ * Jobs per minute by outcome (DESIGN §2 job_throughput): the queue page's throughput chart. Each
+ * outcome transaction adds its jobs to its minute's row in the same transaction (a group commit
+ * adds one row per outcome it holds, not one per job); retention deletes rows past the history window.
+ */
+export const jobThroughput = pgTable(
+  'job_throughput',
+  {
+    /** Start of the minute (UTC), epoch ms. */
+    minute: ms('minute').notNull(),
+    /** The recorded outcome (src/store/throughput.ts `JOB_OUTCOMES`). */
+    outcome: text('outcome').notNull(),
+    jobs: bigint('jobs', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.minute, t.outcome] })],
+);
+
+/**
  * Daily-token-cap reservations (DESIGN §10.3): one row per provider call in flight, holding its
  * estimated input tokens plus its output ceiling until the call settles to its real usage (the
  * row is deleted and the spend recorded in one transaction). A row of a process that died

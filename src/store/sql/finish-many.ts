@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Claim, JobFinish, JobFinishResult } from '../store.js';
 import { finishSteps } from './jobs.js';
+import { countFinishes } from './throughput.js';
 import { bind, exec, shape, write, type SqlContext, type Steps } from './steps.js';
 
 /**
@@ -51,6 +52,8 @@ function* finishManySteps(
       results.push({ ok: false, error });
     }
   }
+  // The throughput count: one statement for the whole commit (DESIGN §2 job_throughput).
+  yield* countFinishes(entries.map((e, i) => ({ finish: e.finish, done: results[i].ok ? results[i].finished : null })));
   return results;
 }
 

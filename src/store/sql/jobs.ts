@@ -3,6 +3,8 @@ import type { Claim, ClaimRequest, FinishedJob, JobFinish, OutcomeResult } from 
 import type { JobFilter, JobRow, QueueStats } from '../queue-store.js';
 import { insertDecisionsTx, recordSpendTx } from './decisions.js';
 import { settleReservationTx } from './spend-reservations.js';
+import { countFinishes, countOutcomes, countOutcomesNow } from './throughput.js';
+import { JOB_OUTCOMES, type FinishOutcome } from '../throughput.js';
 import {
   ABANDON_BACKOFF_CAP_MS,
   abandonReason,
@@ -422,10 +424,26 @@ const completeShape = shape<'itemId' | 'questionSet' | 'token' | 'generation'>(
  * common case, token and generation both unchanged, is one DELETE on its own; anything else goes
  * through the fence to tell `lost` from `superseded`.
  */
-export async function completeJob(c: SqlContext, claim: Claim): Promise<OutcomeResult> {
-  const done = await autocommit(c, changes(bind(completeShape, completeValues(claim))));
+export async function completeJob(
+  c: SqlContext,
+  claim: Claim,
+  outcome: FinishOutcome = JOB_OUTCOMES.complete,
+): Promise<OutcomeResult> {
+  const done = await write(c, function* () {
+    const n = yield* changes(bind(completeShape, completeValues(claim)));
+    if (n === 1) yield* countOutcomesNow(outcome);
+    return n;
+  });
   if (done === 1) return 'applied';
-  return fenced(c, claim, () => exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`), true);
+  return fenced(
+    c,
+    claim,
+    function* (_row, now) {
+      yield* exec(sql`DELETE FROM decision_jobs WHERE ${whereKey(claim)}`);
+      yield* countOutcomes(now, outcome);
+    },
+    true,
+  );
 }
 
 const completeValues = (claim: Claim) => ({
@@ -441,7 +459,11 @@ const completeValues = (claim: Claim) => ({
  * (one DELETE in the common case, the fence otherwise), the claim, then the spend.
  */
 export function finishJob(c: SqlContext, claim: Claim, f: JobFinish): Promise<FinishedJob> {
-  return write(c, finishSteps(c, claim, f));
+  return write(c, function* () {
+    const done = yield* finishSteps(c, claim, f);
+    yield* countFinishes([{ finish: f, done }]);
+    return done;
+  });
 }
 
 /** `finishJob`'s statements, for a caller that runs several finishes in one transaction (finish-many.ts). */
@@ -468,12 +490,15 @@ export function finishSteps(c: SqlContext, claim: Claim, f: JobFinish): Steps<Fi
 
 /** The item or its collection is gone, or the set no longer applies: delete the row. */
 export function dropJob(c: SqlContext, claim: Claim): Promise<OutcomeResult> {
-  return completeJob(c, claim);
+  return completeJob(c, claim, JOB_OUTCOMES.drop);
 }
 
 /** Parks the job with a reason: visible, re-owed by the next write or `jobs retry`. */
 export function parkJob(c: SqlContext, claim: Claim, reason: string): Promise<OutcomeResult> {
-  return fenced(c, claim, (_row, now) => park(c, now, claim.itemId, claim.questionSet, reason));
+  return fenced(c, claim, function* (_row, now) {
+    yield* park(c, now, claim.itemId, claim.questionSet, reason);
+    yield* countOutcomes(now, JOB_OUTCOMES.park);
+  });
 }
 
 /**
@@ -491,6 +516,7 @@ export async function refuseJob(
       parked = true;
       yield* exec(sql`UPDATE decision_jobs SET refusals = refusals + 1 WHERE ${whereKey(claim)}`);
       yield* park(c, now, claim.itemId, claim.questionSet, refusalParkReason(row.refusals + 1, o.error));
+      yield* countOutcomes(now, JOB_OUTCOMES.park);
       return;
     }
     yield* exec(sql`
@@ -498,13 +524,17 @@ export async function refuseJob(
         not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(o.backoffMs)}),
         last_error = ${bound(o.error)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
+    yield* countOutcomes(now, JOB_OUTCOMES.refuse);
   });
   return r === 'applied' && parked ? 'parked' : r;
 }
 
 /** A transient failure: clear the claim, back off, reset the defer count. Never dropped. `refusals` is kept. */
 export function failJob(c: SqlContext, claim: Claim, o: { backoffMs: number; error: string }): Promise<OutcomeResult> {
-  return fenced(c, claim, (_row, now) => fail(c, claim, now, o.backoffMs, o.error));
+  return fenced(c, claim, function* (_row, now) {
+    yield* fail(c, claim, now, o.backoffMs, o.error);
+    yield* countOutcomes(now, JOB_OUTCOMES.fail);
+  });
 }
 
 function fail(c: SqlContext, claim: Claim, now: Expr, backoffMs: number, error: string): Steps<void> {
@@ -530,6 +560,7 @@ export async function deferJob(
     if (row.defers >= o.deferLimit) {
       failed = true;
       yield* fail(c, claim, now, Math.max(o.failBackoffMs, o.delayMs), deferLimitReason(row.defers, o.reason));
+      yield* countOutcomes(now, JOB_OUTCOMES.fail);
       return;
     }
     yield* exec(sql`
@@ -537,6 +568,7 @@ export async function deferJob(
         not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(o.delayMs))}),
         last_error = ${bound(o.reason)}, last_error_at = ${now}
       WHERE ${whereKey(claim)}`);
+    yield* countOutcomes(now, JOB_OUTCOMES.defer);
   });
   return r === 'applied' && failed ? 'failed' : r;
 }
@@ -550,12 +582,13 @@ export function releaseJob(
   claim: Claim,
   o: { holdMs?: number; error?: string } = {},
 ): Promise<OutcomeResult> {
-  return fenced(c, claim, (_row, now) =>
-    exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.max}(attempts - 1, 0)
+  return fenced(c, claim, function* (_row, now) {
+    yield* exec(sql`UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = ${c.d.max}(attempts - 1, 0)
       ${o.holdMs ? sql`, not_before = ${c.d.max}(not_before, ${now} + ${c.d.int8(Math.ceil(o.holdMs))})` : sql``}
       ${o.error !== undefined ? sql`, last_error = ${bound(o.error)}, last_error_at = ${now}` : sql``}
-      WHERE ${whereKey(claim)}`),
-  );
+      WHERE ${whereKey(claim)}`);
+    yield* countOutcomes(now, JOB_OUTCOMES.release);
+  });
 }
 
 // ------------------------------------------------------------------ operator reads and commands

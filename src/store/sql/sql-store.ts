@@ -15,6 +15,7 @@ import * as ops from './operations.js';
 import { owePairs } from './owe.js';
 import * as retention from './retention.js';
 import * as surfacing from './surfacing.js';
+import * as throughput from './throughput.js';
 import * as reservations from './spend-reservations.js';
 import * as sessions from './sessions.js';
 import { nowMs, read, type SqlContext } from './steps.js';
@@ -95,6 +96,8 @@ const OPERATIONS = {
   forgetSpooledSpend: decisions.forgetSpooledSpend,
   spendRowsSince: ops.spendRowsSince,
   spendByHourSince: ops.spendByHourSince,
+  throughputSince: throughput.throughputSince,
+  pruneThroughput: throughput.pruneThroughput,
   countChunkJobs: ops.countChunkJobs,
   jobCountsBySet: ops.jobCountsBySet,
   getMeta: ops.getMeta,
