@@ -19,6 +19,7 @@ import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
 import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
 import type { SqlContext } from '../sql/steps.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 import { storageProblemOf, type SqliteContext } from './context.js';
 import type { SqliteDialect } from './dialect.js';
 
@@ -461,7 +462,31 @@ function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], 
  * when it deleted nothing), the slot's next claim (`claimNext`), then the reservation settled and
  * the spend recorded.
  */
-export function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
+// The throughput count (DESIGN §2 job_throughput): one row per (minute, outcome), updated in place,
+// so a group commit adds one statement per outcome it holds, not one per job.
+const COUNT_OUTCOMES = `
+  INSERT INTO job_throughput (minute, outcome, jobs) VALUES ((CAST(:now / 60000 AS INTEGER) * 60000), :outcome, :jobs)
+  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`;
+
+/** Adds the applied finishes among `done` to the current minute's throughput, by outcome. */
+function countFinished(w: JobWriter, now: number, done: ReadonlyArray<{ finish: JobFinish; result: OutcomeResult }>) {
+  const jobs = new Map<string, number>();
+  for (const d of done) {
+    if (d.result !== 'applied') continue;
+    const o = d.finish.outcome ?? JOB_OUTCOMES.complete;
+    jobs.set(o, (jobs.get(o) ?? 0) + 1);
+  }
+  for (const [outcome, n] of jobs) prepared(w.db, COUNT_OUTCOMES).run({ now, outcome, jobs: n });
+}
+
+/** `finish` with its throughput count, for a transaction that holds this one finish. */
+export function finishOne(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
+  const finished = finish(w, now, claim, f);
+  countFinished(w, now, [{ finish: f, result: finished.result }]);
+  return finished;
+}
+
+function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
   const a = f.answers;
   const answersStored = a ? insertAnswers(w, now, a.decisions, a.surfacing) : 0;
   const done = prepared(w.db, COMPLETE).run({
@@ -520,5 +545,10 @@ export function finishMany(
       results.push({ ok: false, error });
     }
   }
+  countFinished(
+    w,
+    now,
+    results.flatMap((r, i) => (r.ok ? [{ finish: entries[i]!.finish, result: r.finished.result }] : [])),
+  );
   return results;
 }

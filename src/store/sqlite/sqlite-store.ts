@@ -134,7 +134,7 @@ export class SqliteStore extends SqlStore implements Store {
     return this.onConnection(() => jobs.completeJob(this.c, ...a));
   }
   finishJob(...[claim, f]: Parameters<JobStore['finishJob']>) {
-    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finish(this.writer, now, claim, f)));
+    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishOne(this.writer, now, claim, f)));
   }
   finishJobs(...[entries]: Parameters<JobStore['finishJobs']>) {
     return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishMany(this.writer, now, entries)));
