@@ -67,15 +67,26 @@ export function* countOutcomesNow(outcome: JobOutcome, jobs = 1): Steps<void> {
 export function* countFinishes(
   finishes: Iterable<{ finish: Pick<JobFinish, 'outcome'>; done: Pick<FinishedJob, 'result'> | null }>,
 ): Steps<void> {
+  const jobs = appliedByOutcome(finishes);
+  if (!jobs.size) return;
+  const now = yield* nowSql();
+  for (const [o, n] of jobs) yield* countOutcomes(now, o, n);
+}
+
+/**
+ * The finishes that applied, counted by outcome (a finish without one is a `complete`). Superseded
+ * and lost finishes are left out: the job is still owed, or its other claimant records it.
+ */
+export function appliedByOutcome(
+  finishes: Iterable<{ finish: Pick<JobFinish, 'outcome'>; done: Pick<FinishedJob, 'result'> | null }>,
+): Map<JobOutcome, number> {
   const jobs = new Map<JobOutcome, number>();
   for (const { finish, done } of finishes) {
     if (done?.result !== 'applied') continue;
     const o = finish.outcome ?? JOB_OUTCOMES.complete;
     jobs.set(o, (jobs.get(o) ?? 0) + 1);
   }
-  if (!jobs.size) return;
-  const now = yield* nowSql();
-  for (const [o, n] of jobs) yield* countOutcomes(now, o, n);
+  return jobs;
 }
 
 /** The rows of the minutes overlapping the last `windowMs` (ThroughputStore `throughputSince`). */

@@ -19,7 +19,7 @@ import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
 import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
 import type { SqlContext } from '../sql/steps.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
-import { JOB_OUTCOMES } from '../throughput.js';
+import { appliedByOutcome } from '../sql/throughput.js';
 import { storageProblemOf, type SqliteContext } from './context.js';
 import type { SqliteDialect } from './dialect.js';
 
@@ -468,14 +468,9 @@ const COUNT_OUTCOMES = `
   INSERT INTO job_throughput (minute, outcome, jobs) VALUES ((CAST(:now / 60000 AS INTEGER) * 60000), :outcome, :jobs)
   ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`;
 
-/** Adds the applied finishes among `done` to the current minute's throughput, by outcome. */
+/** Adds the applied finishes among `done` to the current minute's throughput, by outcome (`appliedByOutcome`). */
 function countFinished(w: JobWriter, now: number, done: ReadonlyArray<{ finish: JobFinish; result: OutcomeResult }>) {
-  const jobs = new Map<string, number>();
-  for (const d of done) {
-    if (d.result !== 'applied') continue;
-    const o = d.finish.outcome ?? JOB_OUTCOMES.complete;
-    jobs.set(o, (jobs.get(o) ?? 0) + 1);
-  }
+  const jobs = appliedByOutcome(done.map((d) => ({ finish: d.finish, done: d })));
   for (const [outcome, n] of jobs) prepared(w.db, COUNT_OUTCOMES).run({ now, outcome, jobs: n });
 }
 
