@@ -1,4 +1,4 @@
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { join } from 'node:path';
 import pg from 'pg';
 import { ManualClock } from '../../src/clock.js';
@@ -9,6 +9,7 @@ import type { Store } from '../../src/store/whole-store.js';
 import { createDatabase } from '../../scripts/bench-drain.js';
 import { tempDir } from '../harness/store-fixture.js';
 import { SERVER_SKIP_MARK, serverMissing } from '../harness/needs-server.js';
+import { freshPglite } from '../harness/pglite-fresh.js';
 
 /**
  * The backends the store conformance suite runs against: SQLite (a real file per test, a manual
@@ -79,7 +80,7 @@ export function pgliteBackend(): StoreBackend {
     name: 'pglite',
     concurrentConnections: false,
     setup: async () => {
-      client = await PGlite.create();
+      client = await freshPglite();
     },
     teardown: async () => {
       await client.close();

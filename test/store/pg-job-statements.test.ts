@@ -1,10 +1,11 @@
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { loadItemForEvaluation } from '../../src/store/sql/decisions.js';
 import type { SqlContext } from '../../src/store/sql/steps.js';
+import { freshPglite } from '../harness/pglite-fresh.js';
 
 /**
  * The PostgreSQL job path's own statements (src/store/postgres/job-statements.ts), on PGlite: the
@@ -18,7 +19,7 @@ describe('PostgreSQL job statements', () => {
   let ws: string;
   let col: string;
   beforeAll(async () => {
-    client = await PGlite.create();
+    client = await freshPglite();
   }, 120_000);
   afterAll(async () => {
     await client.close();

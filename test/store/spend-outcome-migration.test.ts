@@ -1,4 +1,3 @@
-import { PGlite } from '@electric-sql/pglite';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,6 +6,7 @@ import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { openSqlite, SQLITE_MIGRATIONS } from '../../src/store/sqlite/open.js';
 import { tempDir } from '../harness/store-fixture.js';
+import { freshPglite } from '../harness/pglite-fresh.js';
 
 /**
  * Migration 0012 renames a failed call's spend outcome to its job outcome's word (`refused` →
@@ -51,7 +51,7 @@ describe('migration 0012: spend outcomes take the job outcome words', () => {
   });
 
   it('PostgreSQL (PGlite): the same', { timeout: 180_000 }, async () => {
-    const client = await PGlite.create();
+    const client = await freshPglite();
     const store = await PgStore.onPglite(client, { registry: new Registry([]), closeClient: false });
     try {
       await client.exec(BEFORE);
