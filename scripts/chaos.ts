@@ -42,6 +42,14 @@ import { createDatabase } from './bench-drain.js';
  * On a fast build a drain of one copy at 20 ms ends within the first few kills; for 50 kills a
  * slot, lengthen the work (`--copies 4 --latency-ms 200`, say) until the mid-drain count is
  * near the kills. Not a test (it waits in real time). Exit 1 when any check fails.
+ *
+ * The lease must outlast the longest stall of a live worker (DESIGN §3, "One job at a time"): on a
+ * 2-core machine at load 20–30 a worker that has just started can sit still for seconds, and a
+ * live worker then finds its 4-second claim lost (`(lost)` in the outcome tally). Should the stall
+ * fall after its last liveness read (mid-call) and last past the lease and the abandon backoff,
+ * the job's next claimant asks again before the first answers land, and both calls are billed
+ * (paid answers are kept, DESIGN §7): the provider-call check then fails by one for a stall, not
+ * a kill. On such a machine pass a longer lease (`--lease-ms 15000`).
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
