@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -35,10 +35,21 @@ import { createDatabase } from './bench-drain.js';
  * run) for PostgreSQL. `--data FILE` the tracker file (default the bundled sample). `--cli FILE`
  * runs another build's main.js (to measure a fault on an older build). Needs the build:
  * `npm run build` first. `npx tsx scripts/chaos.ts [--workers 4] [--kills 20] [--latency-ms 20] [--copies 1]
- * [--lease-ms 4000] [--seed 1] [--pg URL --pg-log FILE]`. Real time: minutes (run it `nice`).
+ * [--lease-ms 4000] [--seed 1] [--pg URL --pg-log FILE] [--keep] [--log-dir DIR]`. Real time: minutes
+ * (run it `nice`). When a check fails, `--keep` leaves both databases to query and `--log-dir`
+ * holds every worker's log (a `spend` line per call names the item and set; the calls by set are
+ * printed beside the clean run's).
  * On a fast build a drain of one copy at 20 ms ends within the first few kills; for 50 kills a
  * slot, lengthen the work (`--copies 4 --latency-ms 200`, say) until the mid-drain count is
  * near the kills. Not a test (it waits in real time). Exit 1 when any check fails.
+ *
+ * The lease must outlast the longest stall of a live worker (DESIGN §3, "One job at a time"): on a
+ * 2-core machine at load 20–30 a worker that has just started can sit still for seconds, and a
+ * live worker then finds its 4-second claim lost (`(lost)` in the outcome tally). Should the stall
+ * fall after its last liveness read (mid-call) and last past the lease and the abandon backoff,
+ * the job's next claimant asks again before the first answers land, and both calls are billed
+ * (paid answers are kept, DESIGN §7): the provider-call check then fails by one for a stall, not
+ * a kill. On such a machine pass a longer lease (`--lease-ms 15000`).
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -118,6 +129,14 @@ async function main(): Promise<void> {
   const data = resolve(argText('data') ?? join(ROOT, 'sample', 'beads-issues.jsonl'));
   const pgAdmin = argText('pg');
   const pgLog = argText('pg-log');
+  // Evidence for a failed check: `--keep` leaves both databases (and the temp folder) in place,
+  // `--log-dir DIR` writes every worker's whole log there (ids and counts only: DESIGN §13).
+  const keep = process.argv.includes('--keep');
+  const logDir = argText('log-dir');
+  if (logDir) mkdirSync(logDir, { recursive: true });
+  const keepLog = (name: string, text: string) => {
+    if (logDir) writeFileSync(join(logDir, `${name}.log`), text);
+  };
   const deadlocksLogged = () => (pgLog ? (readFileSync(pgLog, 'utf8').match(/deadlock detected/g) ?? []).length : 0);
   const dir = mkdtempSync(join(tmpdir(), 'verdict-chaos-'));
   const envFor = (url: string, latency: number) => ({
@@ -166,6 +185,7 @@ async function main(): Promise<void> {
       encoding: 'utf8',
       maxBuffer: 1 << 30,
     });
+    keepLog('clean-drain', cleanDrain.stdout + cleanDrain.stderr);
     if (cleanDrain.status !== 0) throw new Error(`clean drain failed (exit ${cleanDrain.status})`);
     const cleanCalls = await callsOf(clean);
     console.log(
@@ -257,6 +277,7 @@ async function main(): Promise<void> {
           }
         }
         tally(logs);
+        keepLog(`slot${s}-life${r}`, logs);
       }
       console.log(`slot ${s}: ${kills} workers killed (${Math.round((Date.now() - t0) / 1000)} s)`);
     };
@@ -299,6 +320,7 @@ async function main(): Promise<void> {
     });
     console.log(`final worker --until-idle: exit ${drain.status}`);
     tally(drain.stdout + drain.stderr);
+    keepLog('final-drain', drain.stdout + drain.stderr);
     process.stdout.write(
       drain.stdout
         .split('\n')
@@ -321,6 +343,12 @@ async function main(): Promise<void> {
     const byOutcome = await db.all<{ outcome: string; calls: unknown }>(
       `SELECT outcome, sum(calls) AS calls FROM decision_spend GROUP BY outcome ORDER BY outcome`,
     );
+    // Calls by set beside the clean run's: which set a surplus (or a shortfall) belongs to.
+    const bySetQ = `SELECT question_set AS qs, sum(calls) AS calls FROM decision_spend GROUP BY question_set ORDER BY question_set`;
+    const bySet = await db.all<{ qs: string; calls: unknown }>(bySetQ);
+    const cleanBySet = new Map(
+      (await clean.all<{ qs: string; calls: unknown }>(bySetQ)).map((r) => [r.qs, Number(r.calls)]),
+    );
     const deadlocks = deadlocksLogged() - deadlocksBefore;
     console.log('--- after the chaos');
     console.log(`owed jobs: ${owed}`);
@@ -331,6 +359,9 @@ async function main(): Promise<void> {
     console.log(
       `provider calls: ${calls} (clean run: ${cleanCalls}); by outcome: ${byOutcome.map((o) => `${o.outcome} ${Number(o.calls)}`).join(', ') || 'none'}`,
     );
+    console.log(
+      `provider calls by set (clean run's in brackets): ${bySet.map((r) => `${r.qs} ${Number(r.calls)} [${cleanBySet.get(r.qs) ?? 0}]`).join(', ') || 'none'}`,
+    );
     if (pgLog) console.log(`"deadlock detected" in the server log during the run: ${deadlocks}`);
     console.log(
       `failed completions logged, by error code: ${[...failedCompletions].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
@@ -340,8 +371,11 @@ async function main(): Promise<void> {
     if (owed || parked || dupKey || dupAnyVersion || calls !== cleanCalls || answers !== cleanAnswers || deadlocks)
       process.exitCode = 1;
   } finally {
-    for (const db of dbs) await db.drop().catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    if (keep) console.log(`kept (--keep): ${dbs.map((d) => d.url).join(', ')}`);
+    else {
+      for (const db of dbs) await db.drop().catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
 }
 
