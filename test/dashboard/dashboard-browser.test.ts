@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../harness/cli-in-process.js';
+import { demoDatabase } from '../harness/demo-db.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
+import { LIVE_REFRESH_MS } from '../../src/dashboard/live-script.js';
 import { createVerdict } from '../../src/index.js';
 
 /**
@@ -59,7 +60,7 @@ beforeAll(async () => {
     );
   dir = mkdtempSync(join(tmpdir(), 'verdict-dashboard-'));
   const db = join(dir, 'demo.db');
-  await runCli(['demo', '--database-url', db]); // set-up, in process: the served dashboard is what is tested
+  await demoDatabase(db); // set-up: the served dashboard is what is tested
   const v = await createVerdict({ database: db, provider: 'fake' });
   try {
     tokens.admin = (
@@ -547,6 +548,11 @@ describe('the dashboard in Chromium', () => {
 
   it('refreshes the open queue in place when a job is owed, keeping the scroll position', async () => {
     const { context, page } = await loggedIn(tokens.admin, PHONE);
+    // The page's timers run on Playwright's clock, paused: the test moves it one refresh period
+    // instead of waiting one out. The fetch and the swap it starts are real.
+    const t0 = Date.now();
+    await page.clock.install({ time: t0 });
+    await page.clock.pauseAt(t0 + 1_000);
     await page.goto('/ui/queue');
     const target = await page.locator('#queue-jobs tbody tr').count();
     // Mark the page: a full reload would lose the mark.
@@ -568,7 +574,8 @@ describe('the dashboard in Chromium', () => {
     } finally {
       await v.close();
     }
-    // Polls every 5 s (LIVE_REFRESH_MS): a wait for the row, not a timing.
+    // One refresh period later the page asks again; the swap is awaited (the row), not timed.
+    await page.clock.runFor(LIVE_REFRESH_MS);
     await page
       .locator(`#queue-jobs a[href="${itemUrl(freshRef)}"]`)
       .first()

@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { TestProject } from 'vitest/node';
 
 /**
  * Vitest global setup: the process tests spawn the built CLI (`dist/cli/main.js`), not the sources
@@ -32,7 +34,30 @@ export function staleBuild(): string | null {
   return sources > built ? 'src/ is newer than dist/' : null;
 }
 
-export default function setup(): void {
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** A folder that lives as long as this run of vitest (shared by its projects): fixtures built once and copied by several files (test/harness/demo-db.ts). */
+    runFixtures: string;
+  }
+}
+
+/**
+ * Builds dist/ when stale, and gives every project's files one folder for fixtures shared within
+ * this run (inject('runFixtures')); the returned teardown removes it when the run ends. Each
+ * project runs this setup in the one vitest process: the folder is named by that process (its id
+ * and its start time, /proc/self/stat field 22, so a later run given the same id gets a new name).
+ */
+export default function setup(project: TestProject): () => void {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  const fixtures = join(tmpdir(), `verdict-test-run-${process.pid}-${started}`);
+  mkdirSync(fixtures, { recursive: true });
+  project.provide('runFixtures', fixtures);
+  build();
+  return () => rmSync(fixtures, { recursive: true, force: true });
+}
+
+function build(): void {
   const why = staleBuild();
   if (why === null) return;
   process.stderr.write(`test setup: ${why}; running npm run build once for the process tests\n`);

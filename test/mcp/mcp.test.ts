@@ -12,6 +12,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUILT_MAIN, requireBuiltCli } from '../harness/built-cli.js';
 import { runCli } from '../harness/cli-in-process.js';
+import { demoDatabase } from '../harness/demo-db.js';
 import { ROOT, spawnCli, waitFor, type Spawned } from '../harness/cli-process.js';
 import { createVerdict, type Verdict } from '../../src/index.js';
 import { FULL_RESULT, MCP_TOOL_NAMES } from '../../src/mcp/mcp-server.js';
@@ -122,7 +123,7 @@ beforeAll(async () => {
   requireBuiltCli();
   dir = mkdtempSync(join(tmpdir(), 'verdict-mcp-'));
   db = join(dir, 'demo.db');
-  await runCli(['demo', '--database-url', db]);
+  await demoDatabase(db);
   v = await createVerdict({ database: db, provider: 'fake' });
   for (const role of ['read', 'write', 'admin'] as const) {
     const t = await v.tokens.create({ workspace: 'beads', role, name: `agent-${role}`, createWorkspace: true });
