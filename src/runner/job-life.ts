@@ -128,7 +128,7 @@ export interface RunReport {
  * 4. complete: `recordGroup` here: every job of the group that ended complete or drop goes through
  *    `finishGroup` → `committer.finishAll` (src/runner/committer.ts), else `store.finishJobs`
  *    (answers + spend + fenced completion of each, and the slot's next claim, one transaction; on
- *    SQLite src/store/sqlite/job-statements.ts `finishMany`); any other outcome through
+ *    SQLite src/store/sqlite/job-statements.ts `finishJobs`); any other outcome through
  *    `recordOutcome`.
  *
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while

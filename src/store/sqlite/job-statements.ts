@@ -20,7 +20,7 @@ import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from
 import type { SqlContext } from '../sql/steps.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
 import { appliedByOutcome } from '../sql/throughput.js';
-import { storageProblemOf, type SqliteContext } from './context.js';
+import { isBusy, storageProblemOf, type SqliteContext } from './context.js';
 import type { SqliteDialect } from './dialect.js';
 
 /**
@@ -512,13 +512,54 @@ function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): Finished
 }
 
 /**
- * Store.finishJobs on SQLite (group commit, DESIGN §10.6), inside the caller's write transaction:
+ * Store.finishJobs on SQLite (group commit, DESIGN §10.6): every entry's `finish` in one IMMEDIATE
+ * transaction with no savepoint (`finishAll`), the common case; when any entry's statements throw,
+ * that transaction is rolled back whole and the batch runs again in a second one, each entry in its
+ * own savepoint (`finishMany`), so only the failing entry is undone and reports its error. Why not
+ * savepoints every time: while a savepoint is open, SQLite copies each page a statement first
+ * changes into the statement journal so that ROLLBACK TO can restore it; with a savepoint per entry
+ * every finish paid that copy for the pages it shared with the entry before it (measured at 16
+ * slots, CPU µs per call: answers insert 146 → 91, completion DELETE 98 → 32, spend upsert 40 → 25).
+ * Returns what `finishMany` would: nothing of the first try is left when the second runs.
+ * @throws SQLITE_BUSY from the first try (the caller retries the whole call: sqlite-store.ts
+ * `onConnection`), and the second try's transaction error (nothing of any entry written).
+ */
+export function finishJobs(
+  ctx: SqliteContext,
+  w: JobWriter,
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
+): JobFinishResult[] {
+  try {
+    return inWriteTx(ctx, (now) => finishAll(w, now, entries));
+  } catch (err) {
+    if (isBusy(err)) throw err;
+    return inWriteTx(ctx, (now) => finishMany(w, now, entries));
+  }
+}
+
+/** Every entry's `finish`, no savepoint: the first entry whose statements throw ends the call (and its transaction). */
+function finishAll(
+  w: JobWriter,
+  now: number,
+  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
+): JobFinishResult[] {
+  const done = entries.map((e) => ({ finish: e.finish, finished: finish(w, now, e.claim, e.finish) }));
+  countFinished(
+    w,
+    now,
+    done.map((d) => ({ finish: d.finish, result: d.finished.result })),
+  );
+  return done.map((d) => ({ ok: true, finished: d.finished }));
+}
+
+/**
+ * The second try of `finishJobs`, inside the caller's write transaction:
  * each entry's `finish` in its own savepoint, so an entry whose statements throw is undone alone and
  * reports its error while the others commit; when the savepoint itself is gone (SQLite rolled the
  * whole transaction back on an I/O error), the call throws and nothing of any entry is written.
  * @returns one result per entry, in the order given.
  */
-export function finishMany(
+function finishMany(
   w: JobWriter,
   now: number,
   entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,

@@ -137,7 +137,7 @@ export class SqliteStore extends SqlStore implements Store {
     return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishOne(this.writer, now, claim, f)));
   }
   finishJobs(...[entries]: Parameters<JobStore['finishJobs']>) {
-    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishMany(this.writer, now, entries)));
+    return this.onConnection(async () => hot.finishJobs(this.ctx, this.writer, entries));
   }
   dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.onConnection(() => jobs.dropJob(this.c, claim));
