@@ -10,9 +10,11 @@ import type {
   ItemForEvaluation,
   JobFinish,
   JobFinishResult,
+  Liveness,
   NewDecision,
   OutcomeResult,
 } from '../store.js';
+import type { FinishOutcome } from '../throughput.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
 import { HOUR_MS, livenessOf, type LivenessRow } from '../sql/decisions.js';
 import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
@@ -172,6 +174,21 @@ export function checkClaim(db: Database.Database, now: number, claim: Claim): Cl
     liveness: livenessOf(r, claim),
     leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
   };
+}
+
+/**
+ * The liveness of an item without a claim (DESIGN §7 step 6): item, collection and workspace not
+ * deleted, one statement by primary key. With a claim the read is `CHECK_CLAIM`.
+ */
+const ITEM_LIVENESS = `
+  SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w
+  FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+  WHERE i.id = @itemId`;
+
+/** Store.checkLiveness on SQLite: the claim's liveness (`checkClaim`) when given, else the item's alone. */
+export function checkLiveness(db: Database.Database, now: number, itemId: string, claim?: Claim): Liveness {
+  if (claim) return checkClaim(db, now, claim).liveness;
+  return livenessOf(prepared(db, ITEM_LIVENESS).get({ itemId }) as LivenessRow | undefined);
 }
 
 /**
@@ -365,10 +382,11 @@ export function claimSiblings(
     abandonLimit: o.abandonLimit,
   };
   wanted.forEach((s, i) => (values[`set${i}`] = s));
-  const got = [
-    ...(prepared(w.db, siblingSql(false, wanted.length)).all(values) as RawJob[]),
-    ...(prepared(w.db, siblingSql(true, wanted.length)).all(values) as RawJob[]),
-  ];
+  const got = prepared(w.db, siblingSql(false, wanted.length)).all(values) as RawJob[];
+  // Each wanted set is one row: when the fresh claim took them all, the abandon claim cannot match
+  // (they now hold a live lease), so its statement is skipped (a third of the claim UPDATEs at 16 slots).
+  if (got.length < wanted.length)
+    got.push(...(prepared(w.db, siblingSql(true, wanted.length)).all(values) as RawJob[]));
   const kept: Claim[] = [];
   for (const row of got) {
     if (backsOff(row, o.leaseMs)) w.d.runNow(putBack(row), now);
@@ -481,16 +499,60 @@ export function finishOne(w: JobWriter, now: number, claim: Claim, f: JobFinish)
   return finished;
 }
 
-function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
-  const a = f.answers;
-  const answersStored = a ? insertAnswers(w, now, a.decisions, a.surfacing) : 0;
+/**
+ * The lease extended from now (DESIGN §7.6), fenced by the claim token: a claim lost to another
+ * claimant (or completed) is left alone and reported lost. By primary key.
+ */
+const RENEW_LEASE = `UPDATE decision_jobs SET lease_expires_at = @now + @leaseMs
+  WHERE item_id = @itemId AND question_set = @questionSet AND claim_token = @token`;
+
+/** Store.renewLease on SQLite, inside the caller's write transaction. @returns false when the claim was lost. */
+export function renewLease(w: JobWriter, now: number, claim: Claim, leaseMs: number): boolean {
+  const values = { now, leaseMs, itemId: claim.itemId, questionSet: claim.questionSet, token: claim.claimToken };
+  return prepared(w.db, RENEW_LEASE).run(values).changes === 1;
+}
+
+/**
+ * Store.completeJob (and dropJob, `outcome` drop) on SQLite, inside the caller's write transaction:
+ * the completion without answers (`COMPLETE`; the fence only when it deleted nothing), counted in
+ * the minute's throughput when applied.
+ */
+export function completeJob(w: JobWriter, now: number, claim: Claim, outcome: FinishOutcome): OutcomeResult {
+  const result = complete(w, now, claim);
+  if (result === 'applied') prepared(w.db, COUNT_OUTCOMES).run({ now, outcome, jobs: 1 });
+  return result;
+}
+
+/** The fenced completion: `COMPLETE`, and when it deleted nothing the shared fence (`completionFenceSteps`). */
+function complete(w: JobWriter, now: number, claim: Claim): OutcomeResult {
   const done = prepared(w.db, COMPLETE).run({
     itemId: claim.itemId,
     questionSet: claim.questionSet,
     token: claim.claimToken,
     generation: claim.generation,
   }).changes;
-  const result: OutcomeResult = done === 1 ? 'applied' : w.d.runNow(completionFenceSteps(w.c, claim), now);
+  return done === 1 ? 'applied' : w.d.runNow(completionFenceSteps(w.c, claim), now);
+}
+
+/**
+ * Store.insertDecisions on SQLite, inside the caller's write transaction: answers stored on their
+ * own (a co-asked part's answers, or a failed finish's), with their surfacing events when given.
+ * @returns rows inserted (a conflict on the idempotency key inserts nothing).
+ * @throws TypeError when `surfacing` is given and the rows span more than one (item, set).
+ */
+export function insertDecisions(
+  w: JobWriter,
+  now: number,
+  list: readonly NewDecision[],
+  surfacing?: SurfacingContext,
+): number {
+  return insertAnswers(w, now, list, surfacing);
+}
+
+function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
+  const a = f.answers;
+  const answersStored = a ? insertAnswers(w, now, a.decisions, a.surfacing) : 0;
+  const result = complete(w, now, claim);
   const next = f.claimNext ? claimNext(w, now, f.claimNext) : null;
   if (a) {
     if (a.reservationId !== null) prepared(w.db, SETTLE_RESERVATION).run({ id: a.reservationId });
