@@ -575,16 +575,17 @@ function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): Finished
 
 /**
  * Store.finishJobs on SQLite (group commit, DESIGN §10.6): every entry's `finish` in one IMMEDIATE
- * transaction with no savepoint (`finishAll`), the common case; when any entry's statements throw,
+ * transaction with no savepoint (`finishAll`), the common case; when an entry's statements throw,
  * that transaction is rolled back whole and the batch runs again in a second one, each entry in its
  * own savepoint (`finishMany`), so only the failing entry is undone and reports its error. Why not
  * savepoints every time: while a savepoint is open, SQLite copies each page a statement first
  * changes into the statement journal so that ROLLBACK TO can restore it; with a savepoint per entry
  * every finish paid that copy for the pages it shared with the entry before it (measured at 16
  * slots, CPU µs per call: answers insert 146 → 91, completion DELETE 98 → 32, spend upsert 40 → 25).
- * Returns what `finishMany` would: nothing of the first try is left when the second runs.
- * @throws SQLITE_BUSY from the first try (the caller retries the whole call: sqlite-store.ts
- * `onConnection`), and the second try's transaction error (nothing of any entry written).
+ * A failure of the transaction itself (BEGIN, COMMIT) is not retried: every entry gets it, as before.
+ * @returns what `finishMany` would: nothing of the first try is left when the second runs.
+ * @throws SQLITE_BUSY (the caller retries the whole call: sqlite-store.ts `onConnection`), and a
+ * transaction's error (nothing of any entry written).
  */
 export function finishJobs(
   ctx: SqliteContext,
@@ -594,18 +595,34 @@ export function finishJobs(
   try {
     return inWriteTx(ctx, (now) => finishAll(w, now, entries));
   } catch (err) {
-    if (isBusy(err)) throw err;
+    if (!(err instanceof EntryThrew)) throw err;
+    if (isBusy(err.error)) throw err.error;
     return inWriteTx(ctx, (now) => finishMany(w, now, entries));
   }
 }
 
-/** Every entry's `finish`, no savepoint: the first entry whose statements throw ends the call (and its transaction). */
+/** An entry's own statement threw inside `finishAll` (not BEGIN or COMMIT): the batch is worth a second try with savepoints. */
+class EntryThrew extends Error {
+  constructor(readonly error: unknown) {
+    super('a group commit entry threw');
+  }
+}
+
+/**
+ * Every entry's `finish` and the throughput count, no savepoint.
+ * @throws EntryThrew wrapping the first error of an entry's statements (its transaction then rolls back).
+ */
 function finishAll(
   w: JobWriter,
   now: number,
   entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
 ): JobFinishResult[] {
-  const done = entries.map((e) => ({ finish: e.finish, finished: finish(w, now, e.claim, e.finish) }));
+  let done;
+  try {
+    done = entries.map((e) => ({ finish: e.finish, finished: finish(w, now, e.claim, e.finish) }));
+  } catch (error) {
+    throw new EntryThrew(error);
+  }
   countFinished(
     w,
     now,
