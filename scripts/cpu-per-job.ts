@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { attentionSet, effortSet } from '../src/decision/production-sets.js';
@@ -15,7 +16,9 @@ import { Worker } from '../src/worker/worker.js';
  * of `items` open items owing the production sets attention and effort (two jobs each, co-asked in
  * one call), the real Worker, the fake provider at 0 ms, one SQLite file; and the store calls per
  * job by method, counted on the store object. A private measure of the runner's own work, not
- * part of `npm run bench`. Defaults: 1,000 items, concurrency 4.
+ * part of `npm run bench`. Defaults: 1,000 items, concurrency 4. With `CPU_PROF=<file>`, a V8 CPU
+ * profile of the drain alone (seeding left out, which `node --cpu-prof` would include) is written
+ * there, for scripts/cpu-profile-categories.ts.
  */
 const items = Number(process.argv[2] ?? 1000);
 const concurrency = Number(process.argv[3] ?? 4);
@@ -79,9 +82,21 @@ try {
     abandonLimit: 8,
     untilIdle: true,
   });
+  const profileTo = process.env.CPU_PROF;
+  const inspector = profileTo ? new Session() : null;
+  if (inspector) {
+    inspector.connect();
+    await inspector.post('Profiler.enable');
+    await inspector.post('Profiler.start');
+  }
   const cpu0 = process.cpuUsage();
   const summary = await worker.run();
   const cpu = process.cpuUsage(cpu0);
+  if (inspector && profileTo) {
+    const { profile } = await inspector.post('Profiler.stop');
+    writeFileSync(profileTo, JSON.stringify(profile));
+    inspector.disconnect();
+  }
   const jobs = summary.claimed;
   const perJob = Object.fromEntries([...calls].map(([k, v]) => [k, Number((v / jobs).toFixed(2))]));
   process.stdout.write(

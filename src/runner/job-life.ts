@@ -8,6 +8,7 @@ import type { DecisionStore } from '../store/decision-store.js';
 import type { SpendStore } from '../store/spend-store.js';
 import type { Store } from '../store/whole-store.js';
 import type { Logger } from '../log.js';
+import { systemClock, type Clock } from '../clock.js';
 import { DEFER_LIMIT } from '../store/write-rules.js';
 import { backoffMs } from './backoff.js';
 import type { Committer } from './committer.js';
@@ -93,6 +94,8 @@ export interface RunnerOptions {
   committer?: Committer;
   /** Claim live work only (priority 0), leaving backfill-priority jobs to provider batches (DESIGN §7.3). @defaultValue false */
   liveOnly?: boolean;
+  /** Times each report's `durationMs` (the worker passes its own). @defaultValue systemClock */
+  clock?: Clock;
 }
 
 const DEFAULT_ABANDON_LIMIT = 8;
@@ -109,6 +112,7 @@ export interface RunReport {
   /** What the fenced write did (`applied`, `superseded`, `lost`), or `unrecorded` when it failed. */
   recorded: Recorded;
   stats: EvalStats;
+  /** From the claim in hand to the outcome recorded, ms of `RunnerOptions.clock`. */
   durationMs: number;
   /** With `claimNext`: the job claimed in the completion's transaction, held for the next `runOnce`; else null. */
   next: Claim | null;
@@ -128,7 +132,7 @@ export interface RunReport {
  * 4. complete: `recordGroup` here: every job of the group that ended complete or drop goes through
  *    `finishGroup` → `committer.finishAll` (src/runner/committer.ts), else `store.finishJobs`
  *    (answers + spend + fenced completion of each, and the slot's next claim, one transaction; on
- *    SQLite src/store/sqlite/job-statements.ts `finishMany`); any other outcome through
+ *    SQLite src/store/sqlite/job-statements.ts `finishJobs`); any other outcome through
  *    `recordOutcome`.
  *
  * Returns null when nothing is claimable. Never throws for a job's failure; a store failure while
@@ -148,7 +152,7 @@ export async function runOnce(
 
   const claim = held ?? (await claimJob(opts));
   if (!claim) return null;
-  const started = Date.now();
+  const started = (opts.clock ?? systemClock).now();
   const siblings = claim.coAsked ?? [];
   const claims = [claim, ...siblings];
   const deps = evaluateDeps(opts, signal);
@@ -293,7 +297,8 @@ async function recordGroup(
     const { outcome, recorded, next } = done[i]!;
     // The set's schema was accepted: any cooling-off of the set ends (no I/O when it had none).
     if (cool && outcome.kind === 'complete' && stats.questions > 0) await cool.clear(claim.questionSet);
-    const report: RunReport = { claim, outcome, recorded, stats, durationMs: Date.now() - started, next };
+    const durationMs = (opts.clock ?? systemClock).now() - started;
+    const report: RunReport = { claim, outcome, recorded, stats, durationMs, next };
     logReport(opts.logger, report, ref);
     opts.onOutcome?.(report);
     reports[i] = report;

@@ -559,6 +559,7 @@ export class Worker {
       liveOnly: this.batching(),
       spendBacklog: this.spendBacklog,
       committer: this.committer,
+      clock: this.clock,
     };
   }
 

@@ -10,7 +10,8 @@ import { makeFixture, type Fixture } from '../harness/store-fixture.js';
 /**
  * Work the runner does once (DESIGN §7.6): a lease renewed before a call only when less than
  * half of it is left, one claim read before the first attempt, and each question hashed once per
- * process. Statements are counted by spying on the store; the clock is the fixture's.
+ * process; and a report timed on the injected clock. Statements are counted by spying on the store; the
+ * clock is the fixture's.
  */
 
 let fx: Fixture;
@@ -128,5 +129,20 @@ describe('question fingerprints', () => {
     expect(questionFingerprint(q, { ...ctx, effort: 'high' })).not.toBe(a);
     expect(questionFingerprint(q, { ...ctx, effort: '' })).not.toBe(a);
     expect(questionFingerprint(q, ctx)).toBe(a);
+  });
+});
+
+describe("a report's duration", () => {
+  it('is read from the injected clock: a call that moves it 2.5 s reports 2,500 ms', async () => {
+    await newItem();
+    const provider: Provider = Object.assign(Object.create(fake) as FakeProvider, {
+      ask: async (...args: Parameters<Provider['ask']>) => {
+        fx.clock.advance(2_500);
+        return fake.ask(...args);
+      },
+    });
+    const r = (await runOnce(runnerOptions(fx, provider, { clock: fx.clock }), signal))!;
+    expect(r.outcome).toEqual({ kind: 'complete', reason: 'answered' });
+    expect(r.durationMs).toBe(2_500);
   });
 });

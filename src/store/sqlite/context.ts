@@ -30,7 +30,7 @@ const BUSY_RETRY_MAX_MS = 1_000;
 const BUSY_DEADLINE_MS = 60_000;
 
 /** True for SQLITE_BUSY and its extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_BUSY_RECOVERY, ...). */
-function isBusy(err: unknown): boolean {
+export function isBusy(err: unknown): boolean {
   return ownCode(err)?.startsWith('SQLITE_BUSY') ?? false;
 }
 

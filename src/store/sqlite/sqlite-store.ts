@@ -22,6 +22,7 @@ import {
 import * as jobs from '../sql/jobs.js';
 import * as decisions from '../sql/decisions.js';
 import * as hot from './job-statements.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 import type { JobStore } from '../job-store.js';
 import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
 
@@ -127,20 +128,26 @@ export class SqliteStore extends SqlStore implements Store {
       hot.inWriteTx(this.ctx, (now) => hot.claimSiblings(this.writer, now, claim, sets, o)),
     );
   }
-  renewLease(...a: Parameters<JobStore['renewLease']>): ReturnType<JobStore['renewLease']> {
-    return this.onConnection(() => jobs.renewLease(this.c, ...a));
+  renewLease(...[claim, leaseMs]: Parameters<JobStore['renewLease']>) {
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) => hot.renewLease(this.writer, now, claim, leaseMs)),
+    );
   }
-  completeJob(...a: Parameters<JobStore['completeJob']>): ReturnType<JobStore['completeJob']> {
-    return this.onConnection(() => jobs.completeJob(this.c, ...a));
+  completeJob(claim: Claim) {
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) => hot.completeJob(this.writer, now, claim, JOB_OUTCOMES.complete)),
+    );
   }
   finishJob(...[claim, f]: Parameters<JobStore['finishJob']>) {
     return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishOne(this.writer, now, claim, f)));
   }
   finishJobs(...[entries]: Parameters<JobStore['finishJobs']>) {
-    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishMany(this.writer, now, entries)));
+    return this.onConnection(async () => hot.finishJobs(this.ctx, this.writer, entries));
   }
-  dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
-    return this.onConnection(() => jobs.dropJob(this.c, claim));
+  dropJob(claim: Claim, _reason: string) {
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) => hot.completeJob(this.writer, now, claim, JOB_OUTCOMES.drop)),
+    );
   }
   refuseJob(...a: Parameters<JobStore['refuseJob']>): ReturnType<JobStore['refuseJob']> {
     return this.onConnection(() => jobs.refuseJob(this.c, ...a));
@@ -162,8 +169,8 @@ export class SqliteStore extends SqlStore implements Store {
   ): ReturnType<JobStore['loadItemForEvaluation']> {
     return this.onConnection(async () => hot.loadState(this.ctx.db.$client, ...a));
   }
-  checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
-    return this.onConnection(() => decisions.checkLiveness(this.c, ...a));
+  checkLiveness(...[itemId, claim]: Parameters<JobStore['checkLiveness']>) {
+    return this.onConnection(async () => hot.checkLiveness(this.ctx.db.$client, this.ctx.clock.now(), itemId, claim));
   }
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
@@ -171,8 +178,12 @@ export class SqliteStore extends SqlStore implements Store {
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
   }
-  insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
-    return this.onConnection(() => decisions.insertDecisions(this.c, ...a));
+  insertDecisions(...[list, surfacing]: Parameters<JobStore['insertDecisions']>) {
+    // Nothing to write: no transaction (as the shared rule, which returns 0 before its own).
+    if (list.length === 0) return Promise.resolve(0);
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) => hot.insertDecisions(this.writer, now, list, surfacing)),
+    );
   }
   recordSpend(...a: Parameters<JobStore['recordSpend']>): ReturnType<JobStore['recordSpend']> {
     return this.onConnection(() => decisions.recordSpend(this.c, ...a));
