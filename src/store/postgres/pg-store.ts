@@ -5,7 +5,15 @@ import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
 import type * as S from '../tracker-store.js';
 import type { Store } from '../whole-store.js';
-import type { Claim, FinishedJob, JobFinish, JobFinishResult, NewDecision } from '../store.js';
+import type {
+  Claim,
+  ClaimRequest,
+  ClaimResult,
+  FinishedJob,
+  JobFinish,
+  JobFinishResult,
+  NewDecision,
+} from '../store.js';
 import { postgresDialect } from './dialect.js';
 import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
@@ -183,6 +191,20 @@ export class PgStore extends SqlStore implements Store {
     if (!this.unbound) return this.call((c) => jobs.claimNextJob(c, ...a));
     const [workerId, leaseMs, abandonLimit, skipSets = [], opts = {}] = a;
     return this.call(() => claimNext(this.jobs, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
+  }
+  /**
+   * Each claim its own statement (`claimNextJob`), all sent at once: as `finishJobs`, the
+   * server's group commit covers them, and one failing claim fails only its own request.
+   */
+  async claimNextJobs(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+    const settled = await Promise.allSettled(
+      requests.map((r) =>
+        this.claimNextJob(r.workerId, r.leaseMs, r.abandonLimit, r.skipSets, { liveOnly: r.liveOnly, coAsk: r.coAsk }),
+      ),
+    );
+    return settled.map((s) =>
+      s.status === 'fulfilled' ? { ok: true, claim: s.value } : { ok: false, error: s.reason },
+    );
   }
   claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
     return this.call((c) => jobs.claimSiblingJobs(c, ...a));
