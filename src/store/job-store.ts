@@ -53,8 +53,8 @@ export interface JobStore {
    * Several `claimNextJob`s at once, in the order given, each as `claimNextJob` claims (group
    * commit, DESIGN §10.6: the claims of slots that start or wake together). SQLite: one write
    * transaction, so one commit (one fsync) for all; a failure of it fails every request and claims
-   * nothing. PostgreSQL: one claim statement each, sent together (the server's group commit
-   * serves them), each request its own result.
+   * nothing. PostgreSQL: one claim statement each, one after another (sent together they
+   * skip each other's locked rows), each request its own result.
    * @returns one result per request, in order.
    */
   claimNextJobs(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;

@@ -193,18 +193,24 @@ export class PgStore extends SqlStore implements Store {
     return this.call(() => claimNext(this.jobs, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
   }
   /**
-   * Each claim its own statement (`claimNextJob`), all sent at once: as `finishJobs`, the
-   * server's group commit covers them, and one failing claim fails only its own request.
+   * Each claim its own statement (`claimNextJob`), one after another: claims sent together skip
+   * each other's locked rows (SKIP LOCKED), so one could find nothing while jobs were owed. Each
+   * request gets its own result; a failing claim fails only its own.
    */
   async claimNextJobs(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
-    const settled = await Promise.allSettled(
-      requests.map((r) =>
-        this.claimNextJob(r.workerId, r.leaseMs, r.abandonLimit, r.skipSets, { liveOnly: r.liveOnly, coAsk: r.coAsk }),
-      ),
-    );
-    return settled.map((s) =>
-      s.status === 'fulfilled' ? { ok: true, claim: s.value } : { ok: false, error: s.reason },
-    );
+    const out: ClaimResult[] = [];
+    for (const r of requests) {
+      try {
+        const claim = await this.claimNextJob(r.workerId, r.leaseMs, r.abandonLimit, r.skipSets, {
+          liveOnly: r.liveOnly,
+          coAsk: r.coAsk,
+        });
+        out.push({ ok: true, claim });
+      } catch (error) {
+        out.push({ ok: false, error });
+      }
+    }
+    return out;
   }
   claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
     return this.call((c) => jobs.claimSiblingJobs(c, ...a));
