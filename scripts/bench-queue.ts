@@ -6,28 +6,49 @@ import { join } from 'node:path';
 import { better, defineQueue } from 'plainjob';
 import { noul } from '../src/decision/questions.js';
 import { defineQuestionSet, Registry } from '../src/decision/registry.js';
+import { Committer } from '../src/runner/committer.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import type { Claim, ClaimRequest } from '../src/store/store.js';
+import { JOB_OUTCOMES } from '../src/store/throughput.js';
 
 /**
- * Benchmark a: the queue path alone. Enqueue, claim and complete N no-op jobs, one call each (no
- * batching), on a fresh SQLite file in WAL mode, for Verdict's store and for two SQLite job
- * queues on npm, plainjob and liteque, in the same process. Each library's own API:
+ * Benchmark a: the queue path alone. Enqueue, claim and complete N no-op jobs, on a fresh SQLite
+ * file in WAL mode, for Verdict's store and for two SQLite job queues on npm, plainjob and liteque,
+ * in the same process. Enqueues are one call each (no batching) for all three; each library's
+ * jobs are then run the way that library's worker runs them:
  * - Verdict: `oweJobs` (the enqueue behind every write door, with its debounce and fair-tag
- *   reads), `claimNextJob` (lease, attempt count, fair order), `completeJob` (fenced delete);
- * - plainjob: `add`, `getAndMarkJobAsProcessing`, `markJobAsDone`;
- * - liteque: `enqueue`, `attemptDequeue`, `finalize('completed')`.
+ *   reads); then `SLOTS` slots, as a Worker's: each takes its first job with `claimNextJob` and
+ *   from then on hands the process's one `Committer` (src/runner/committer.ts) its job's
+ *   completion with the request for its next claim, woken after the group commit with its fenced
+ *   result and its next job (DESIGN §10.6: one commit, one fsync, for every slot that finished in
+ *   the same turn);
+ * - plainjob: `add`, then `getAndMarkJobAsProcessing` and `markJobAsDone` (its worker's loop);
+ * - liteque: `enqueue`, then `attemptDequeue` and `finalize('completed')`.
+ * Each line says the `synchronous` level its connection ran at, read from that connection:
+ * Verdict's default is FULL (every commit fsynced, DESIGN §3.9); plainjob and liteque set NORMAL
+ * (in WAL, a commit reaches the disk at the next checkpoint). The line "verdict at NORMAL" runs
+ * Verdict at the peers' level, for comparison at the same durability only: never Verdict's default.
  * Verdict's jobs are about items, so the N items exist before the clock starts (without jobs).
  */
+
+/** Verdict's slots in this part: part f's concurrency, the one issue 29's targets judge. */
+export const SLOTS = 16;
 
 export interface QueueResult {
   name: string;
   jobs: number;
+  /** The connection's `PRAGMA synchronous` while it ran: FULL fsyncs every commit, NORMAL does not (in WAL). */
+  synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
   /** Whole path, jobs per second. */
   perSecond: number;
   enqueueUs: number;
+  /** CPU (user + system, `process.cpuUsage`) of the enqueues per job, µs. */
+  enqueueCpuUs: number;
   claimCompleteUs: number;
   /** CPU (user + system, `process.cpuUsage`) of the claim-and-complete loop per job, µs: steady on a loaded machine, where wall time is not. */
   claimCompleteCpuUs: number;
+  /** Commits of the claim-and-complete loop, when the library's own counter says (Verdict's committer). */
+  commits?: number;
 }
 
 function tmpFile(): { file: string; done: () => void } {
@@ -35,29 +56,75 @@ function tmpFile(): { file: string; done: () => void } {
   return { file: join(dir, 'q.db'), done: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-function result(name: string, jobs: number, enqMs: number, runMs: number, runCpu: NodeJS.CpuUsage): QueueResult {
+const SYNC_LEVELS = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+
+/** The connection's `synchronous` level by name (SQLite reports it as 0–3). */
+function syncLevel(db: Database.Database): QueueResult['synchronous'] {
+  const n = db.pragma('synchronous', { simple: true }) as number;
+  const level = SYNC_LEVELS[n];
+  if (!level) throw new Error(`PRAGMA synchronous returned ${n}`);
+  return level;
+}
+
+/** Wall milliseconds and CPU of one timed stretch. */
+interface Timed {
+  ms: number;
+  cpu: NodeJS.CpuUsage;
+}
+
+async function timed(f: () => unknown): Promise<Timed> {
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  await f();
+  const cpu = process.cpuUsage(cpu0);
+  return { ms: performance.now() - t0, cpu };
+}
+
+const cpuUs = (c: NodeJS.CpuUsage) => c.user + c.system;
+
+function result(
+  name: string,
+  jobs: number,
+  synchronous: QueueResult['synchronous'],
+  enq: Timed,
+  run: Timed,
+  commits?: number,
+): QueueResult {
   return {
     name,
     jobs,
-    perSecond: jobs / ((enqMs + runMs) / 1000),
-    enqueueUs: (enqMs * 1000) / jobs,
-    claimCompleteUs: (runMs * 1000) / jobs,
-    claimCompleteCpuUs: (runCpu.user + runCpu.system) / jobs,
+    synchronous,
+    perSecond: jobs / ((enq.ms + run.ms) / 1000),
+    enqueueUs: (enq.ms * 1000) / jobs,
+    enqueueCpuUs: cpuUs(enq.cpu) / jobs,
+    claimCompleteUs: (run.ms * 1000) / jobs,
+    claimCompleteCpuUs: cpuUs(run.cpu) / jobs,
+    ...(commits === undefined ? {} : { commits }),
   };
 }
 
-/** `batch` > 1 owes that many jobs per call (the backfill door: one transaction, one statement per 500). */
-export async function benchVerdict(jobs: number, batch = 1): Promise<QueueResult> {
+/**
+ * Verdict's side. `batch` > 1 owes that many jobs per call (the backfill door: one transaction, one
+ * statement per 500); `synchronous: 'NORMAL'` sets the peers' level on Verdict's connection (the
+ * same-durability comparison, labelled so; Verdict's own default is FULL).
+ */
+export async function benchVerdict(
+  jobs: number,
+  o: { batch?: number; synchronous?: 'NORMAL' } = {},
+): Promise<QueueResult> {
+  const batch = o.batch ?? 1;
   const t = tmpFile();
   const noop = defineQuestionSet({ name: 'noop', questions: { q: noul('no-op') }, quietPeriodMs: 0 });
   const store = new SqliteStore({ url: t.file, registry: new Registry([]) });
+  const sqlite = store.ctx.db.$client;
   try {
+    if (o.synchronous) sqlite.pragma(`synchronous = ${o.synchronous}`);
     const ws = await store.createWorkspace({ slug: 'bench' });
     const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
     const ids: string[] = [];
     // Setup, untimed: the items, created with no sets registered so none is owed yet.
-    store.ctx.db.$client.transaction(() => {
-      const ins = store.ctx.db.$client.prepare(
+    sqlite.transaction(() => {
+      const ins = sqlite.prepare(
         "INSERT INTO items (id, workspace_id, collection_id, ref, title, content, fields, seq, created_at, updated_at) VALUES (?, ?, ?, ?, 't', '', '{}', 1, 0, 0)",
       );
       for (let i = 0; i < jobs; i++) {
@@ -67,24 +134,35 @@ export async function benchVerdict(jobs: number, batch = 1): Promise<QueueResult
       }
     })();
     store.setRegistry(new Registry([noop]));
-    let t0 = performance.now();
-    for (let i = 0; i < ids.length; i += batch) {
-      await store.oweJobs(
-        ids.slice(i, i + batch).map((itemId) => ({ itemId, questionSet: 'noop' })),
-        { quietPeriod: false },
-      );
-    }
-    const enq = performance.now() - t0;
-    t0 = performance.now();
-    const cpu0 = process.cpuUsage();
+    const enq = await timed(async () => {
+      for (let i = 0; i < ids.length; i += batch) {
+        await store.oweJobs(
+          ids.slice(i, i + batch).map((itemId) => ({ itemId, questionSet: 'noop' })),
+          { quietPeriod: false },
+        );
+      }
+    });
+    const committer = new Committer(store);
     let done = 0;
-    for (let c = await store.claimNextJob('bench', 60_000, 8); c; c = await store.claimNextJob('bench', 60_000, 8)) {
-      if ((await store.completeJob(c)) === 'applied') done++;
-    }
-    const run = performance.now() - t0;
-    const runCpu = process.cpuUsage(cpu0);
+    // A Worker slot's loop for a job that needs no call (src/worker/worker.ts `slot`, job-life.ts
+    // `finishGroup`): the first claim alone, then each completion with the next claim, through the committer.
+    const slot = async (i: number) => {
+      const ask: ClaimRequest = { workerId: `bench/${i}`, leaseMs: 60_000, abandonLimit: 8 };
+      let c: Claim | null = await store.claimNextJob(ask.workerId, ask.leaseMs, ask.abandonLimit);
+      while (c) {
+        const f = await committer.finish(c, { outcome: JOB_OUTCOMES.complete, claimNext: ask });
+        if (f.result === 'applied') done++;
+        c = f.next;
+      }
+    };
+    const run = await timed(() => Promise.all(Array.from({ length: SLOTS }, (_, i) => slot(i))));
     if (done !== jobs) throw new Error(`verdict: completed ${done} of ${jobs}`);
-    return result(batch > 1 ? `verdict, enqueue ${batch} per call` : 'verdict', jobs, enq, run, runCpu);
+    const name = o.synchronous
+      ? `verdict at ${o.synchronous} (peers' durability)`
+      : batch > 1
+        ? `verdict, enqueue ${batch} per call`
+        : 'verdict';
+    return result(name, jobs, syncLevel(sqlite), enq, run, committer.commits);
   } finally {
     await store.close();
     t.done();
@@ -100,28 +178,26 @@ export async function benchPlainjob(jobs: number, batch = 1): Promise<QueueResul
     logger: { error: () => undefined, warn: () => undefined, info: () => undefined, debug: () => undefined },
   });
   try {
-    let t0 = performance.now();
-    if (batch > 1) {
-      for (let i = 0; i < jobs; i += batch)
-        queue.addMany(
-          'noop',
-          Array.from({ length: Math.min(batch, jobs - i) }, (_, k) => ({ i: i + k })),
-        );
-    } else {
-      for (let i = 0; i < jobs; i++) queue.add('noop', { i });
-    }
-    const enq = performance.now() - t0;
-    t0 = performance.now();
-    const cpu0 = process.cpuUsage();
+    const enq = await timed(() => {
+      if (batch > 1) {
+        for (let i = 0; i < jobs; i += batch)
+          queue.addMany(
+            'noop',
+            Array.from({ length: Math.min(batch, jobs - i) }, (_, k) => ({ i: i + k })),
+          );
+      } else {
+        for (let i = 0; i < jobs; i++) queue.add('noop', { i });
+      }
+    });
     let done = 0;
-    for (let j = queue.getAndMarkJobAsProcessing('noop'); j; j = queue.getAndMarkJobAsProcessing('noop')) {
-      queue.markJobAsDone(j.id);
-      done++;
-    }
-    const run = performance.now() - t0;
-    const runCpu = process.cpuUsage(cpu0);
+    const run = await timed(() => {
+      for (let j = queue.getAndMarkJobAsProcessing('noop'); j; j = queue.getAndMarkJobAsProcessing('noop')) {
+        queue.markJobAsDone(j.id);
+        done++;
+      }
+    });
     if (done !== jobs) throw new Error(`plainjob: completed ${done} of ${jobs}`);
-    return result(batch > 1 ? `plainjob, addMany ${batch}` : 'plainjob', jobs, enq, run, runCpu);
+    return result(batch > 1 ? `plainjob, addMany ${batch}` : 'plainjob', jobs, syncLevel(db), enq, run);
   } finally {
     queue.close();
     db.close();
@@ -168,24 +244,22 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
     keepFailedJobs: false,
   });
   try {
-    let t0 = performance.now();
-    for (let i = 0; i < jobs; i++) await queue.enqueue({ i });
-    const enq = performance.now() - t0;
-    t0 = performance.now();
-    const cpu0 = process.cpuUsage();
+    const enq = await timed(async () => {
+      for (let i = 0; i < jobs; i++) await queue.enqueue({ i });
+    });
     let done = 0;
-    for (
-      let j = await queue.attemptDequeue({ timeoutSecs: 60 });
-      j;
-      j = await queue.attemptDequeue({ timeoutSecs: 60 })
-    ) {
-      await queue.finalize(j.id, j.allocationId, 'completed');
-      done++;
-    }
-    const run = performance.now() - t0;
-    const runCpu = process.cpuUsage(cpu0);
+    const run = await timed(async () => {
+      for (
+        let j = await queue.attemptDequeue({ timeoutSecs: 60 });
+        j;
+        j = await queue.attemptDequeue({ timeoutSecs: 60 })
+      ) {
+        await queue.finalize(j.id, j.allocationId, 'completed');
+        done++;
+      }
+    });
     if (done !== jobs) throw new Error(`liteque: completed ${done} of ${jobs}`);
-    return result('liteque', jobs, enq, run, runCpu);
+    return result('liteque', jobs, syncLevel(raw.$client ?? raw.session.client), enq, run);
   } finally {
     (raw.$client ?? raw.session.client).close();
     t.done();
@@ -193,8 +267,8 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
 }
 
 /**
- * Runs the three one call per job, plus Verdict and plainjob with enqueues batched 500 per call
- * (for comparison only), `rounds` times interleaved, keeping each one's best round (the machine is
+ * Runs the three one call per job, plus Verdict at the peers' durability and Verdict and plainjob
+ * with enqueues batched 500 per call (for comparison only), `rounds` times interleaved, keeping each one's best round (the machine is
  * shared, so the best round is the least disturbed one).
  */
 export async function benchQueuePath(jobs: number, rounds = 3): Promise<QueueResult[]> {
@@ -204,7 +278,8 @@ export async function benchQueuePath(jobs: number, rounds = 3): Promise<QueueRes
       () => benchVerdict(jobs),
       () => benchPlainjob(jobs),
       () => benchLiteque(jobs),
-      () => benchVerdict(jobs, 500),
+      () => benchVerdict(jobs, { synchronous: 'NORMAL' }),
+      () => benchVerdict(jobs, { batch: 500 }),
       () => benchPlainjob(jobs, 500),
     ];
     for (const f of runs) {

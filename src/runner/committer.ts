@@ -1,10 +1,17 @@
-import type { Claim, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
+import type { Claim, ClaimRequest, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
 import type { Store } from '../store/whole-store.js';
 
 /** One slot's finishes (its job's, or its co-asked group's) waiting for the next group commit, and how to wake the slot. */
 interface Waiting {
   entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>;
   resolve: (r: JobFinishResult[]) => void;
+  reject: (err: unknown) => void;
+}
+
+/** One slot's claim with no finish before it (its first, or its first after an idle wait) waiting for the next group commit. */
+interface WaitingClaim {
+  request: ClaimRequest;
+  resolve: (c: Claim | null) => void;
   reject: (err: unknown) => void;
 }
 
@@ -18,6 +25,12 @@ interface Waiting {
  * is handed in while a commit runs is committed as soon as it ends. So a process of 16 slots
  * commits (and, at `synchronous = FULL`, fsyncs) once for many jobs instead of once per job.
  *
+ * A slot's claim with no finish to carry it (its first, or its first after an idle wait) is handed in
+ * with `claim` and committed the same way, every claim waiting in one `Store.claimNextJobs`: the
+ * slots of a worker that starts, or wakes to new work, claim in one commit instead of one each
+ * (32 slots: 32 fsyncs in a row before the first call was sent, bench part b). A turn that holds
+ * both kinds commits the finishes, then the claims: two transactions.
+ *
  * A slot never acts on a claim before its commit: `finish` resolves with the slot's own
  * `FinishedJob` (its fenced result and its next claim) only after the transaction committed. An
  * entry whose own statements threw rejects with that error alone (the store rolled back to its
@@ -28,14 +41,15 @@ interface Waiting {
  */
 export class Committer {
   private waiting: Waiting[] = [];
+  private claims: WaitingClaim[] = [];
   private committing = false;
   private scheduled = false;
-  /** Transactions run so far (each one `Store.finishJobs` call). */
+  /** Transactions run so far (each one `Store.finishJobs` or `Store.claimNextJobs` call). */
   commits = 0;
   /** Finishes handed in so far. */
   handedIn = 0;
 
-  constructor(private readonly store: Pick<Store, 'finishJobs'>) {}
+  constructor(private readonly store: Pick<Store, 'finishJobs' | 'claimNextJobs'>) {}
 
   /**
    * Hands in one slot's finish; resolves with its result once committed.
@@ -62,9 +76,21 @@ export class Committer {
     });
   }
 
-  /** Finishes handed in and not yet committed (for tests and metrics). */
+  /**
+   * Hands in one slot's claim (as `Store.claimNextJob` claims); resolves with the job claimed, or
+   * null when none is claimable, once committed.
+   * @throws (rejects with) the error of the claims' transaction, or of this claim alone (PostgreSQL).
+   */
+  claim(request: ClaimRequest): Promise<Claim | null> {
+    return new Promise<Claim | null>((resolve, reject) => {
+      this.claims.push({ request, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Finishes and claims handed in and not yet committed (for tests and metrics). */
   get pending(): number {
-    return this.waiting.reduce((n, w) => n + w.entries.length, 0);
+    return this.waiting.reduce((n, w) => n + w.entries.length, this.claims.length);
   }
 
   private schedule(): void {
@@ -77,10 +103,20 @@ export class Committer {
   }
 
   private async commitWaiting(): Promise<void> {
-    if (this.committing || this.waiting.length === 0) return;
+    if (this.committing || (this.waiting.length === 0 && this.claims.length === 0)) return;
     this.committing = true;
     const batch = this.waiting;
+    const claims = this.claims;
     this.waiting = [];
+    this.claims = [];
+    if (batch.length) await this.commitFinishes(batch);
+    if (claims.length) await this.commitClaims(claims);
+    this.committing = false;
+    // What was handed in during this commit goes at once: its slots have waited a whole commit already.
+    if (this.waiting.length || this.claims.length) void this.commitWaiting();
+  }
+
+  private async commitFinishes(batch: readonly Waiting[]): Promise<void> {
     let results: JobFinishResult[] | undefined;
     let failure: { error: unknown } | undefined;
     try {
@@ -89,7 +125,6 @@ export class Committer {
     } catch (error) {
       failure = { error };
     }
-    this.committing = false;
     let at = 0;
     for (const w of batch) {
       const mine = results?.slice(at, (at += w.entries.length));
@@ -97,8 +132,20 @@ export class Committer {
         w.reject(failure ? failure.error : new Error('group commit returned no result for an entry'));
       else w.resolve(mine);
     }
-    // What was handed in during this commit goes at once: its slots have waited a whole commit already.
-    if (this.waiting.length) void this.commitWaiting();
+  }
+
+  private async commitClaims(claims: readonly WaitingClaim[]): Promise<void> {
+    try {
+      const results = await this.store.claimNextJobs(claims.map((c) => c.request));
+      this.commits++;
+      claims.forEach((c, i) => {
+        const r = results[i];
+        if (r?.ok) c.resolve(r.claim);
+        else c.reject(r ? r.error : new Error('group commit returned no result for a claim'));
+      });
+    } catch (error) {
+      for (const c of claims) c.reject(error);
+    }
   }
 
   /** Runs one batch in one transaction. */

@@ -121,8 +121,9 @@ export interface RunReport {
 /**
  * One job's life (DESIGN §3 "One job at a time", §7), read top to bottom; each step names the
  * function it calls and the file a reader opens next:
- * 1. claim: the job the previous completion claimed (`held`), else `store.claimNextJob`, with
- *    the item's co-asked jobs (JobStore, src/store/job-store.ts; SQLite: src/store/sqlite/sqlite-store.ts).
+ * 1. claim: the job the previous completion claimed (`held`), else `claimJob`: `committer.claim`
+ *    (src/runner/committer.ts; `store.claimNextJobs`) or `store.claimNextJob`, with the item's
+ *    co-asked jobs (JobStore, src/store/job-store.ts; SQLite: src/store/sqlite/sqlite-store.ts).
  * 2. load and skip: `planGroup` (src/runner/evaluate.ts) loads the item once
  *    (`store.loadItemForEvaluation`), ends each job that needs no call (gone, no longer applies,
  *    nothing to ask, already answered: `answeredNow`, src/runner/answered.ts) and plans the calls.
@@ -164,16 +165,23 @@ export async function runOnce(
   return reports[0]!;
 }
 
-/** Claims the next job (with the sets cooling off passed over and the co-asked jobs taken with it). */
+/**
+ * Claims the next job (with the sets cooling off passed over and the co-asked jobs taken with it):
+ * through the process's committer when there is one (`Committer.claim`: the slots that claim in
+ * the same turn share one commit), else `store.claimNextJob`.
+ */
 async function claimJob(opts: RunnerOptions): Promise<Claim | null> {
   const skip = await skipSets(opts);
-  return opts.store.claimNextJob(
-    opts.workerId,
-    opts.leaseMs,
-    opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT,
-    skip,
-    claimOptions(opts, skip),
-  );
+  const abandonLimit = opts.abandonLimit ?? DEFAULT_ABANDON_LIMIT;
+  if (opts.committer)
+    return opts.committer.claim({
+      workerId: opts.workerId,
+      leaseMs: opts.leaseMs,
+      abandonLimit,
+      skipSets: skip,
+      ...claimOptions(opts, skip),
+    });
+  return opts.store.claimNextJob(opts.workerId, opts.leaseMs, abandonLimit, skip, claimOptions(opts, skip));
 }
 
 /** What the evaluation of a claimed group needs from the runner's settings. */

@@ -3,6 +3,7 @@ import type {
   Claim,
   ClaimCheck,
   ClaimRequest,
+  ClaimResult,
   FinishedJob,
   ItemForEvaluation,
   JobFinish,
@@ -48,6 +49,15 @@ export interface JobStore {
     /** Live work only, and the co-asking partners to claim with the job (see `ClaimRequest`). */
     opts?: Pick<ClaimRequest, 'liveOnly' | 'coAsk'>,
   ): Promise<Claim | null>;
+  /**
+   * Several `claimNextJob`s at once, in the order given, each as `claimNextJob` claims (group
+   * commit, DESIGN §10.6: the claims of slots that start or wake together). SQLite: one write
+   * transaction, so one commit (one fsync) for all; a failure of it fails every request and claims
+   * nothing. PostgreSQL: one claim statement each, one after another (sent together they
+   * skip each other's locked rows), each request its own result.
+   * @returns one result per request, in order.
+   */
+  claimNextJobs(requests: readonly ClaimRequest[]): Promise<ClaimResult[]>;
   /**
    * Claims the other owed jobs of `claim`'s item in `sets` that are claimable now, under the same
    * lease (milliseconds), counting their attempts, so one call can ask their keys with the

@@ -92,6 +92,12 @@ export interface FinishedJob {
  */
 export type JobFinishResult = { ok: true; finished: FinishedJob } | { ok: false; error: unknown };
 
+/**
+ * One request's result in `Store.claimNextJobs`: the job it claimed (null when none was claimable),
+ * or the error that kept it from claiming (nothing was claimed for it).
+ */
+export type ClaimResult = { ok: true; claim: Claim | null } | { ok: false; error: unknown };
+
 /** Everything the state builder needs about an item, read in one go. */
 export interface ItemForEvaluation {
   item: ItemRow;

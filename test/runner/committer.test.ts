@@ -40,12 +40,35 @@ async function items(n: number): Promise<string[]> {
   return ids;
 }
 
-/** The store with its transactions counted: each `finishJobs` call is one, each `finishJob` one. */
-function counted(store: Store): { store: Store; batches: number[]; singles: () => number } {
+/**
+ * The store with its transactions counted: each `finishJobs` call is one, each `finishJob` one;
+ * `claimBatches` has the size of each `claimNextJobs` call, `claimSingles` counts `claimNextJob`s.
+ */
+function counted(store: Store): {
+  store: Store;
+  batches: number[];
+  singles: () => number;
+  claimBatches: number[];
+  claimSingles: () => number;
+} {
   const batches: number[] = [];
+  const claimBatches: number[] = [];
   let singles = 0;
+  let claimSingles = 0;
   const s = new Proxy(store, {
     get(target, key, receiver) {
+      if (key === 'claimNextJobs') {
+        return (requests: Parameters<Store['claimNextJobs']>[0]) => {
+          claimBatches.push(requests.length);
+          return target.claimNextJobs(requests);
+        };
+      }
+      if (key === 'claimNextJob') {
+        return (...a: Parameters<Store['claimNextJob']>) => {
+          claimSingles++;
+          return target.claimNextJob(...a);
+        };
+      }
       if (key === 'finishJobs') {
         return (entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>) => {
           batches.push(entries.length);
@@ -62,7 +85,7 @@ function counted(store: Store): { store: Store; batches: number[]; singles: () =
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-  return { store: s, batches, singles: () => singles };
+  return { store: s, batches, singles: () => singles, claimBatches, claimSingles: () => claimSingles };
 }
 
 /** The client under the store, for test-only triggers and functions. */
@@ -103,6 +126,64 @@ describe('group commit', () => {
       expect((await fx.store.getJob(r.next!.itemId, 'attention'))!.claimToken).toBe(r.next!.claimToken);
   });
 
+  it('slots that claim in the same turn share one transaction; each gets its own job, committed before it wakes', async () => {
+    await items(3);
+    const c = counted(fx.store);
+    const committer = new Committer(c.store);
+    const got = await Promise.all([0, 1, 2, 3].map((i) => committer.claim(claimRequest(`slot-${i}`))));
+    expect(c.claimBatches).toEqual([4]);
+    expect(c.claimSingles()).toBe(0);
+    expect(committer.commits).toBe(1);
+    // Three jobs for four slots: three different jobs, each its slot's, and the fourth finds none.
+    expect(got.slice(0, 3).map((g) => g!.claimedBy)).toEqual(['slot-0', 'slot-1', 'slot-2']);
+    expect(new Set(got.slice(0, 3).map((g) => g!.itemId)).size).toBe(3);
+    expect(got[3]).toBeNull();
+    for (const g of got.slice(0, 3))
+      expect((await fx.store.getJob(g!.itemId, 'attention'))!.claimToken).toBe(g!.claimToken);
+  });
+
+  it("a worker's slots take their first jobs in one commit, not one each", async () => {
+    await items(4);
+    const c = counted(fx.store);
+    const worker = new Worker({
+      store: c.store,
+      registry: fx.registry,
+      provider: new FakeProvider(),
+      logger: silentLogger,
+      workerId: 'w',
+      concurrency: 4,
+      tickMs: 20,
+      leaseMs: 60_000,
+      passLimit: 1_000,
+      abandonLimit: 8,
+      untilIdle: true,
+    });
+    const summary = await worker.run();
+    expect(summary.outcomes).toEqual({ complete: 4 });
+    // The four first claims: one claimNextJobs of four (the later claims ride on the finishes).
+    expect(c.claimBatches[0]).toBe(4);
+    expect(c.claimSingles()).toBe(0);
+  });
+
+  it('a claims transaction that fails: every slot of it gets the error and nothing is claimed', async () => {
+    await items(2);
+    const failing = new Proxy(fx.store, {
+      get(target, key, receiver) {
+        if (key === 'claimNextJobs') return () => Promise.reject(new Error('disk I/O error'));
+        const v = Reflect.get(target, key, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const committer = new Committer(failing);
+    const got = await Promise.allSettled([0, 1].map((i) => committer.claim(claimRequest(`slot-${i}`))));
+    expect(got.map((g) => g.status)).toEqual(['rejected', 'rejected']);
+    expect(committer.commits).toBe(0);
+    const held = client().prepare('SELECT count(*) AS n FROM decision_jobs WHERE claim_token IS NOT NULL').get() as {
+      n: number;
+    };
+    expect(held.n).toBe(0);
+  });
+
   it('a finish handed in while a commit runs goes in the next transaction, not a third', async () => {
     await items(6);
     const c = counted(fx.store);
@@ -140,7 +221,9 @@ describe('group commit', () => {
       // The slot's job and its co-asked sibling in one transaction, with the next claim.
       expect(c.batches).toEqual([2]);
       expect(c.singles()).toBe(0);
-      expect(committer.commits).toBe(1);
+      // Two commits: the slot's first claim (through the committer, with its sibling), then the group's finish.
+      expect(c.claimBatches).toEqual([1]);
+      expect(committer.commits).toBe(2);
       expect(report.next).not.toBeNull();
       const first = report.claim.itemId;
       expect(await co.store.getJob(first, 'attention')).toBeNull();

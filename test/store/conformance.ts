@@ -916,6 +916,24 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(held!.workspaceId).toBe(other.id);
     });
 
+    it('several claims at once (claimNextJobs): each as claimNextJob claims, in order, never the same job twice', async () => {
+      const a = await item('T-1');
+      fx.advance(30_000);
+      const owed = (await fx.store.listJobs({})).length;
+      const req = (workerId: string) => ({ workerId, leaseMs: 60_000, abandonLimit: 8 });
+      const got = await fx.store.claimNextJobs(Array.from({ length: owed + 1 }, (_, i) => req(`slot-${i}`)));
+      expect(got.every((g) => g.ok)).toBe(true);
+      const claims = got.map((g) => (g.ok ? g.claim : undefined));
+      expect(claims.slice(0, owed).map((c) => c!.itemId)).toEqual(Array.from({ length: owed }, () => a.id));
+      expect(new Set(claims.slice(0, owed).map((c) => c!.questionSet)).size).toBe(owed);
+      expect(claims.slice(0, owed).map((c) => c!.claimedBy)).toEqual(
+        Array.from({ length: owed }, (_, i) => `slot-${i}`),
+      );
+      expect(claims[owed]).toBeNull(); // one more request than owed jobs: none left for it
+      for (const c of claims.slice(0, owed))
+        expect((await fx.store.getJob(c!.itemId, c!.questionSet))!.claimToken).toBe(c!.claimToken);
+    });
+
     it("claims an item's due siblings for co-asking under the same lease, and only those that are claimable", async () => {
       const a = await item('T-1');
       const b = await item('T-2');

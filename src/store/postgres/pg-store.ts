@@ -5,7 +5,15 @@ import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
 import type * as S from '../tracker-store.js';
 import type { Store } from '../whole-store.js';
-import type { Claim, FinishedJob, JobFinish, JobFinishResult, NewDecision } from '../store.js';
+import type {
+  Claim,
+  ClaimRequest,
+  ClaimResult,
+  FinishedJob,
+  JobFinish,
+  JobFinishResult,
+  NewDecision,
+} from '../store.js';
 import { postgresDialect } from './dialect.js';
 import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
@@ -183,6 +191,26 @@ export class PgStore extends SqlStore implements Store {
     if (!this.unbound) return this.call((c) => jobs.claimNextJob(c, ...a));
     const [workerId, leaseMs, abandonLimit, skipSets = [], opts = {}] = a;
     return this.call(() => claimNext(this.jobs, { workerId, leaseMs, abandonLimit, skipSets, ...opts }));
+  }
+  /**
+   * Each claim its own statement (`claimNextJob`), one after another: claims sent together skip
+   * each other's locked rows (SKIP LOCKED), so one could find nothing while jobs were owed. Each
+   * request gets its own result; a failing claim fails only its own.
+   */
+  async claimNextJobs(requests: readonly ClaimRequest[]): Promise<ClaimResult[]> {
+    const out: ClaimResult[] = [];
+    for (const r of requests) {
+      try {
+        const claim = await this.claimNextJob(r.workerId, r.leaseMs, r.abandonLimit, r.skipSets, {
+          liveOnly: r.liveOnly,
+          coAsk: r.coAsk,
+        });
+        out.push({ ok: true, claim });
+      } catch (error) {
+        out.push({ ok: false, error });
+      }
+    }
+    return out;
   }
   claimSiblingJobs(...a: Parameters<JobStore['claimSiblingJobs']>): ReturnType<JobStore['claimSiblingJobs']> {
     return this.call((c) => jobs.claimSiblingJobs(c, ...a));

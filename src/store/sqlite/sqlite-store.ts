@@ -6,7 +6,7 @@ import { SqlStore } from '../sql/sql-store.js';
 import type { SqlContext } from '../sql/steps.js';
 import type * as S from '../tracker-store.js';
 import type { Store } from '../whole-store.js';
-import type { Claim } from '../store.js';
+import type { Claim, ClaimResult } from '../store.js';
 import { TRACKER_STORE_METHODS } from '../tracker-store.js';
 import { retryBusy, type SqliteContext } from './context.js';
 import { sqliteDialect, type SqliteDialect } from './dialect.js';
@@ -122,6 +122,14 @@ export class SqliteStore extends SqlStore implements Store {
   claimNextJob(...[workerId, leaseMs, abandonLimit, skipSets, opts]: Parameters<JobStore['claimNextJob']>) {
     const r = { workerId, leaseMs, abandonLimit, skipSets, ...opts };
     return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.claimNext(this.writer, now, r)));
+  }
+  /** The claims in one IMMEDIATE transaction, one after another (`hot.claimNext`): later ones see the earlier ones' leases. */
+  claimNextJobs(...[requests]: Parameters<JobStore['claimNextJobs']>) {
+    return this.onConnection(async () =>
+      hot.inWriteTx(this.ctx, (now) =>
+        requests.map((r): ClaimResult => ({ ok: true, claim: hot.claimNext(this.writer, now, r) })),
+      ),
+    );
   }
   claimSiblingJobs(...[claim, sets, o]: Parameters<JobStore['claimSiblingJobs']>) {
     return this.onConnection(async () =>
