@@ -30,6 +30,11 @@ interface KeptView {
 const keptViews = new Map<string, KeptView>();
 const KEPT_VIEWS_MAX = 16;
 
+/** How many parsed chart views are kept (a test reads it to see that a page parsed no new one). */
+export function keptChartViews(): number {
+  return keptViews.size;
+}
+
 /**
  * Renders a `stackedBarsSpec` to SVG, reusing the chart's parsed view: the same SVG as
  * `renderSvg(spec)` (checked by test/dashboard/charts.test.ts), at a fraction of the CPU.
