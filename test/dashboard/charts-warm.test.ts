@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { keptChartViews } from '../../src/dashboard/charts.js';
+import { chartViewsParsed, renderStackedBars, stackedBarsSpec } from '../../src/dashboard/charts.js';
 import { createApiServer, createVerdict, type Verdict } from '../../src/index.js';
 import { waitFor } from '../harness/cli-process.js';
 
@@ -23,10 +23,10 @@ describe('dashboard charts at start', () => {
     const token = (await v.tokens.create({ workspace: 'w', role: 'admin', name: 'ops', createWorkspace: true })).token;
     app = await createApiServer(v, { rateLimitPerMinute: 1_000_000 });
     await app.ready();
-    expect(keptChartViews(), 'ready (as inject) parses nothing').toBe(0);
+    expect(chartViewsParsed(), 'ready (as inject) parses nothing').toBe(0);
     await app.listen({ host: '127.0.0.1', port: 0 });
     // Six spend charts (calls, tokens, cost per hour and per day) and the queue's throughput chart.
-    await waitFor(() => keptChartViews() === 7, 120_000);
+    await waitFor(() => chartViewsParsed() === 7, 120_000);
 
     const login = await app.inject({ method: 'GET', url: '/ui/login' });
     const csrfCookie = login.cookies.find((c) => c.name === 'verdict_csrf')!;
@@ -41,6 +41,21 @@ describe('dashboard charts at start', () => {
     const spend = await app.inject({ method: 'GET', url: '/ui/spend', cookies: { verdict_session: cookie.value } });
     expect(spend.statusCode).toBe(200);
     expect(spend.body.match(/<svg/g), 'the page drew its six charts').toHaveLength(6);
-    expect(keptChartViews(), 'the spend page reused the views parsed at start').toBe(7);
+    expect(chartViewsParsed(), 'the spend page reused the views parsed at start').toBe(7);
   }, 180_000);
+
+  it('two first renders of one chart at once parse it once (the parse at start racing a request)', async () => {
+    const before = chartViewsParsed();
+    const spec = stackedBarsSpec({
+      title: 'race',
+      yTitle: 'calls',
+      buckets: ['a', 'b'],
+      data: [{ x: 'a', series: 'm', value: 2 }],
+      width: 321,
+      height: 50,
+    });
+    const [a, b] = await Promise.all([renderStackedBars(spec), renderStackedBars(spec)]);
+    expect(a).toBe(b);
+    expect(chartViewsParsed()).toBe(before + 1);
+  });
 });
