@@ -15,7 +15,11 @@ export function bucketLabel(at: number, bucket: 'hour' | 'day'): string {
 /** Width the spend charts are drawn at, px: the page's column at desktop width; the SVG scales to narrower ones. */
 const SPEND_CHART_WIDTH = 1040;
 
-async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
+/** The three charts of a window (calls, tokens, estimated cost), coloured by the page's `series`. */
+async function spendFigures(
+  s: Pick<SpendSeries, 'bucket' | 'buckets' | 'points'>,
+  series: readonly string[],
+): Promise<Html> {
   const buckets = s.buckets.map((b) => bucketLabel(b, s.bucket));
   const calls = s.points.map((p) => ({ x: bucketLabel(p.at, s.bucket), series: p.model, value: p.calls }));
   const tokens = s.points.map((p) => ({
@@ -29,11 +33,24 @@ async function charts(s: SpendSeries, heading: string, series: readonly string[]
   const per = s.bucket === 'hour' ? 'per hour (UTC)' : 'per day (UTC)';
   const svg = async (title: string, yTitle: string, data: typeof calls, format?: string) =>
     html`<figure class="chart wide">${trusted(await renderStackedBars(stackedBarsSpec({ title, yTitle, buckets, data, format, series, width: SPEND_CHART_WIDTH, height: 160, xLabel: s.bucket === 'hour' ? 'hour' : 'as is' })))}</figure>`;
+  return html`${await svg(`Calls ${per}`, 'calls', calls)}${await svg(`Tokens ${per}`, 'tokens', tokens)}${await svg(`Estimated cost ${per}, US dollars`, 'USD', cost, '$.2~f')}`;
+}
+
+/**
+ * Draws the page's six charts once, empty, so that their parsed views are kept (charts.ts
+ * `renderStackedBars`) and the first spend page a person opens only sets their data. The same
+ * `spendFigures` as the page, so the kept views are the page's own.
+ */
+export async function warmSpendCharts(): Promise<void> {
+  for (const bucket of ['hour', 'day'] as const) await spendFigures({ bucket, buckets: [], points: [] }, []);
+}
+
+async function charts(s: SpendSeries, heading: string, series: readonly string[]): Promise<Html> {
   const t = s.totals;
   return html`<h2>${heading}</h2>
 <div class="stats"><div><span class="muted">calls</span><b>${n(t.calls)}</b></div><div><span class="muted">input tokens</span><b>${n(t.inputTokens)}</b></div><div><span class="muted">output tokens</span><b>${n(t.outputTokens)}</b></div><div><span class="muted">estimated cost</span><b>${usd(t.costUsd)}</b></div></div>
 ${t.unpriced.length ? html`<p class="muted">Without a price (not in the cost): ${t.unpriced.join(', ')}.</p>` : ''}
-${await svg(`Calls ${per}`, 'calls', calls)}${await svg(`Tokens ${per}`, 'tokens', tokens)}${await svg(`Estimated cost ${per}, US dollars`, 'USD', cost, '$.2~f')}
+${await spendFigures(s, series)}
 ${
   t.byModel.length
     ? html`<div class="table-wrap"><table><thead><tr><th>Model</th><th class="num">Calls</th><th class="num">Input tokens</th><th class="num">Output tokens</th><th class="num">Cost</th></tr></thead><tbody>${t.byModel.map(
