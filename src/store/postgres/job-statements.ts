@@ -12,6 +12,8 @@ import {
 } from '../write-rules.js';
 import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
 import type { MemoryRow } from '../sql/surfacing.js';
+import { MINUTE_MS } from '../sql/throughput.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 
 /**
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
@@ -322,6 +324,7 @@ const finishBase = (withClaim: boolean) => (withClaim ? 13 : 2);
 const ANSWERS_AT = 4; // the answer arrays, after the job's key, token and generation
 const SPEND_AT = ANSWERS_AT + ANSWER_COLUMNS.length; // the spend's nine values, then the reservation id
 const WATCHED_AT = SPEND_AT + 10; // the stored keys whose surfacing memory the statement returns
+const OUTCOME_AT = WATCHED_AT + 1; // the throughput count's outcome word
 
 /**
  * The finish of one job as CTEs (`sql/jobs.ts` `finishJob` gives the rules):
@@ -334,13 +337,17 @@ const WATCHED_AT = SPEND_AT + 10; // the stored keys whose surfacing memory the 
  *   DELETE; when it deletes nothing the caller tells lost from superseded with the shared fence;
  * - then the claim CTEs when the statement claims the slot's next job;
  * - `spend`: the call's spend added to its hour's row, and `rsv`: its daily-cap reservation
- *   settled. Last, because every slot of every process adds to the same hour's row and holds its
- *   lock until the statement commits: each reads the CTE before it, which makes PostgreSQL run
- *   them in this order.
+ *   settled; then `thr`: the throughput count (`sql/throughput.ts` `countShape`: one row per
+ *   minute and outcome), only when `done` deleted the row (a finish that applied; the fence
+ *   counts the others it applies). Last, because every slot of every process adds to the same
+ *   hour's and minute's rows and holds their locks until the statement commits: each reads the
+ *   CTE before it, which makes PostgreSQL run them in this order (spend row, then count row, the
+ *   order of the shared `finishJob` too).
  * Parameters: $1 the clock offset, the claim's $2…$12 when it claims, then (from $2, or $13) the
  * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
  * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
- * none), the reservation id (NULL for none) and the watched stored keys (an empty array for none).
+ * none), the reservation id (NULL for none), the watched stored keys (an empty array for none) and
+ * the outcome word the throughput count records (`JOB_OUTCOMES`).
  */
 function finishText(withClaim: boolean): string {
   const p = (i: number) => `$${finishBase(withClaim) + i}`;
@@ -379,8 +386,14 @@ spend AS (
   RETURNING 1),
 rsv AS (
   DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
+  RETURNING 1),
+thr AS (
+  INSERT INTO job_throughput (minute, outcome, jobs)
+  SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${p(OUTCOME_AT)}::text, 1
+  WHERE (SELECT count(*) FROM done) = 1 AND (SELECT count(*) FROM rsv) >= 0
+  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
   RETURNING 1)
-SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled,
+SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled, (SELECT count(*) FROM thr)::int AS counted,
   (SELECT coalesce(json_agg(row_to_json(m)), '[]'::json) FROM mem m) AS memory${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
 }
 
@@ -413,6 +426,7 @@ function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): u
     ...spend,
     a?.reservationId ?? null,
     watched,
+    f.outcome ?? JOB_OUTCOMES.complete,
   ];
 }
 

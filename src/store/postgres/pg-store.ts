@@ -14,8 +14,6 @@ import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
 import * as jobs from '../sql/jobs.js';
 import { finishJobs } from '../sql/finish-many.js';
-import { countOutcome } from '../sql/throughput.js';
-import { JOB_OUTCOMES } from '../throughput.js';
 import * as decisions from '../sql/decisions.js';
 import type { JobStore } from '../job-store.js';
 import {
@@ -275,8 +273,7 @@ export class PgStore extends SqlStore implements Store {
         }
       });
     }
-    // The throughput count is its own statement: the finish statement has no transaction to put it in.
-    if (done.completed) await countOutcome(c, f.outcome ?? JOB_OUTCOMES.complete);
+    // A completion that applied was counted by the finish statement itself (its `thr` CTE).
     const result = done.completed ? 'applied' : await jobs.completeJob(c, claim, f.outcome);
     return { result, answersStored: done.stored.size, next: done.next };
   }
