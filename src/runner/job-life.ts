@@ -24,7 +24,9 @@ export interface RunnerOptions {
     Pick<
       Store,
       | 'answeredKeys'
+      | 'answeredKeysOfSets'
       | 'checkClaim'
+      | 'checkClaims'
       | 'checkLiveness'
       | 'claimNextJob'
       | 'completeJob'

@@ -1,6 +1,15 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../tracker-rows.js';
-import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
+import type {
+  AnswerKey,
+  Claim,
+  ClaimCheck,
+  ClaimRequest,
+  ItemForEvaluation,
+  JobFinish,
+  NewDecision,
+} from '../store.js';
+import { livenessOf, type LivenessRow } from '../sql/decisions.js';
 import type { WorkspaceRow } from '../tracker-reads.js';
 import {
   ABANDON_BACKOFF_CAP_MS,
@@ -104,6 +113,88 @@ export async function loadState(x: PgJobContext, itemId: string): Promise<ItemFo
     deletedAt: ms(item.deletedAt),
   };
   return { item: row, collection: toCollectionRow(collection), workspace, comments, links };
+}
+
+// ------------------------------------------------------------------- the reads before a call
+
+/**
+ * The liveness read of every claim of one call (DESIGN §7 step 6, §7.6; one claim's form is
+ * `sql/decisions.ts` `livenessShape`): per claim, its item's, collection's and workspace's
+ * deletion times, its job row's token and generation, and the lease it has left. `present` is
+ * false when the item, its collection or its workspace row is missing (the shared inner join's
+ * "no row"). One statement for a co-asked group, so one snapshot judges every job of the call.
+ * Parameters: $1 clock offset, $2 item ids, $3 sets (one pair per claim, in order).
+ */
+const CHECK_CLAIMS = `
+SELECT k.ord, (i.id IS NOT NULL AND c.id IS NOT NULL AND w.id IS NOT NULL) AS present,
+       i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w,
+       j.claim_token AS token, j.generation AS generation, j.lease_expires_at - ${NOW} AS lease_left
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY k(item_id, question_set, ord)
+LEFT JOIN items i ON i.id = k.item_id
+LEFT JOIN collections c ON c.id = i.collection_id
+LEFT JOIN workspaces w ON w.id = i.workspace_id
+LEFT JOIN decision_jobs j ON j.item_id = k.item_id AND j.question_set = k.question_set
+ORDER BY k.ord`;
+
+/** `Store.checkClaims` in one statement (see CHECK_CLAIMS). */
+export async function checkClaims(x: PgJobContext, claims: readonly Claim[]): Promise<ClaimCheck[]> {
+  if (claims.length === 0) return [];
+  const rows = (
+    await x.query('verdict_check_claims', CHECK_CLAIMS, [
+      x.clockOffsetMs(),
+      claims.map((c) => c.itemId),
+      claims.map((c) => c.questionSet),
+    ])
+  ).rows as Array<LivenessRow & { present: boolean }>;
+  return claims.map((claim, i) => {
+    const r = rows[i]!;
+    const left = r.lease_left;
+    return {
+      liveness: livenessOf(r.present ? r : undefined, claim),
+      leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
+    };
+  });
+}
+
+/**
+ * The idempotency read of several sets of one item (DESIGN §7 step 5; one set's form is
+ * `sql/decisions.ts` `answeredShape`): the wanted (set, key, state hash, question hash, state
+ * version) rows as arrays, each joined to item_decisions by the whole idempotency key, so each is
+ * a seek on item_decisions_idem_uq. One text for every count of sets and keys, planned once per
+ * connection. Parameters: $1 item, $2 sets, $3 keys, $4 state hashes, $5 question hashes,
+ * $6 state versions (one element per wanted key).
+ */
+const ANSWERED_OF_SETS = `
+SELECT d.question_set AS s, d.question_key AS k
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[]) w(question_set, question_key, state_hash, question_hash, state_version)
+JOIN item_decisions d ON d.item_id = $1 AND d.question_set = w.question_set AND d.question_key = w.question_key
+  AND d.state_hash = w.state_hash AND d.question_hash = w.question_hash AND d.state_version = w.state_version`;
+
+/** `Store.answeredKeysOfSets` in one statement (see ANSWERED_OF_SETS). */
+export async function answeredKeysOfSets(
+  x: PgJobContext,
+  itemId: string,
+  wanted: ReadonlyArray<{ questionSet: string; keys: readonly AnswerKey[] }>,
+): Promise<Array<Set<string>>> {
+  const out = wanted.map(() => new Set<string>());
+  const flat = wanted.flatMap((w) => w.keys.map((k) => ({ set: w.questionSet, ...k })));
+  if (flat.length === 0) return out;
+  const hits = (
+    await x.query('verdict_answered_of_sets', ANSWERED_OF_SETS, [
+      itemId,
+      flat.map((k) => k.set),
+      flat.map((k) => k.questionKey),
+      flat.map((k) => k.stateHash),
+      flat.map((k) => k.questionHash),
+      flat.map((k) => k.stateVersion),
+    ])
+  ).rows as Array<{ s: string; k: string }>;
+  // A set named twice gets the hits of its keys in each entry that wanted them.
+  for (const h of hits)
+    wanted.forEach((w, i) => {
+      if (w.questionSet === h.s && w.keys.some((k) => k.questionKey === h.k)) out[i]!.add(h.k);
+    });
+  return out;
 }
 
 // ------------------------------------------------------------------------------------ the claim

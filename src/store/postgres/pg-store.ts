@@ -17,6 +17,8 @@ import { finishJobs } from '../sql/finish-many.js';
 import * as decisions from '../sql/decisions.js';
 import type { JobStore } from '../job-store.js';
 import {
+  answeredKeysOfSets,
+  checkClaims,
   claimNext,
   finishStatement,
   loadState,
@@ -308,8 +310,23 @@ export class PgStore extends SqlStore implements Store {
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.call((c) => decisions.checkClaim(c, ...a));
   }
+  /** Every claim of a call in one statement (job-statements.ts `checkClaims`). */
+  checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
+    if (!this.unbound) return this.call((c) => Promise.all(claims.map((claim) => decisions.checkClaim(c, claim))));
+    return this.call(() => checkClaims(this.jobs, claims));
+  }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.call((c) => decisions.answeredKeys(c, ...a));
+  }
+  /** Every set's keys in one statement (job-statements.ts `answeredKeysOfSets`). */
+  answeredKeysOfSets(
+    ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
+  ): ReturnType<JobStore['answeredKeysOfSets']> {
+    if (!this.unbound)
+      return this.call((c) =>
+        Promise.all(wanted.map((w) => decisions.answeredKeys(c, itemId, w.questionSet, [...w.keys]))),
+      );
+    return this.call(() => answeredKeysOfSets(this.jobs, itemId, wanted));
   }
   insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
     return this.call((c) => decisions.insertDecisions(c, ...a));

@@ -168,8 +168,23 @@ export class SqliteStore extends SqlStore implements Store {
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
   }
+  /** In-process reads: one prepared read per claim, in one turn on the connection. */
+  checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
+    return this.onConnection(async () => {
+      const now = this.ctx.clock.now();
+      return claims.map((claim) => hot.checkClaim(this.ctx.db.$client, now, claim));
+    });
+  }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
+  }
+  /** In-process reads: one prepared read per set, in one turn on the connection. */
+  answeredKeysOfSets(
+    ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
+  ): ReturnType<JobStore['answeredKeysOfSets']> {
+    return this.onConnection(async () =>
+      wanted.map((w) => hot.answeredKeys(this.ctx.db.$client, itemId, w.questionSet, w.keys)),
+    );
   }
   insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
     return this.onConnection(() => decisions.insertDecisions(this.c, ...a));
