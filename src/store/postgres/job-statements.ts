@@ -438,7 +438,7 @@ const OUTCOME_AT = WATCHED_AT + 1; // the throughput count's outcome word
  * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
  * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
  * none), the reservation id (NULL for none), the watched stored keys (an empty array for none) and
- * the outcome word the throughput count records (`JOB_OUTCOMES`).
+ * the outcome word the throughput count records (`JOB_OUTCOMES`; NULL: the caller counts).
  */
 function finishText(withClaim: boolean): string {
   const p = (i: number) => `$${finishBase(withClaim) + i}`;
@@ -481,7 +481,7 @@ rsv AS (
 thr AS (
   INSERT INTO job_throughput (minute, outcome, jobs)
   SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${p(OUTCOME_AT)}::text, 1
-  WHERE (SELECT count(*) FROM done) = 1 AND (SELECT count(*) FROM rsv) >= 0
+  WHERE ${p(OUTCOME_AT)}::text IS NOT NULL AND (SELECT count(*) FROM done) = 1 AND (SELECT count(*) FROM rsv) >= 0
   ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
   RETURNING 1)
 SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled, (SELECT count(*) FROM thr)::int AS counted,
@@ -492,7 +492,7 @@ const FINISH = finishText(false);
 const FINISH_AND_CLAIM = finishText(true);
 
 /** The finish's parameters after the claim's. */
-function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): unknown[] {
+function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], countHere: boolean): unknown[] {
   const a = f.answers;
   const u = a?.spend.usage;
   const spend = a
@@ -517,7 +517,7 @@ function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): u
     ...spend,
     a?.reservationId ?? null,
     watched,
-    f.outcome ?? JOB_OUTCOMES.complete,
+    countHere ? (f.outcome ?? JOB_OUTCOMES.complete) : null,
   ];
 }
 
@@ -538,17 +538,20 @@ export interface FinishDone {
  * next job found at the abandon limit is parked and another claimed on its own. Runs on its own
  * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
  * that move surfacing events: the caller queues them after it, `sql/events.ts`).
+ * @param countHere false: the statement leaves the throughput count to the caller (see
+ *   pg-store.ts `finishOne`).
  */
 export async function finishStatement(
   x: PgJobContext,
   claim: Claim,
   f: JobFinish,
   watched: readonly string[] = [],
+  countHere = true,
 ): Promise<FinishDone> {
   const r = f.claimNext;
   const values = r
-    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched)]
-    : [x.clockOffsetMs(), ...finishValues(claim, f, watched)];
+    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched, countHere)]
+    : [x.clockOffsetMs(), ...finishValues(claim, f, watched, countHere)];
   const row = (
     await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))
   ).rows[0];

@@ -28,6 +28,8 @@ import {
 } from './job-statements.js';
 import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
 import { memoryOf } from '../sql/surfacing.js';
+import { countOutcome } from '../sql/throughput.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
@@ -255,7 +257,10 @@ export class PgStore extends SqlStore implements Store {
           const first = f.answers!.decisions[0];
           const { nowMs, targets } = await lockForSurfacing(x, first.itemId);
           const keys = [...watched.keys()];
-          const got = await finishStatement(x, claim, f, keys);
+          // The count row is one row for every finish of the minute: taken here it would be held
+          // across this transaction's remaining round trips, and every other finish (a set that
+          // does not surface included) would queue on it. So it is counted after the commit.
+          const got = await finishStatement(x, claim, f, keys, false);
           const watch: SurfacingWatch = {
             nowMs,
             context: surfacing!,
@@ -275,7 +280,10 @@ export class PgStore extends SqlStore implements Store {
         }
       });
     }
-    // A completion that applied was counted by the finish statement itself (its `thr` CTE).
+    // A completion that applied was counted by the finish statement itself (its `thr` CTE),
+    // except in a surfacing transaction: then by one more autocommitted statement (a crash
+    // between the two loses that count only).
+    if (done.completed && watched.size > 0) await countOutcome(c, f.outcome ?? JOB_OUTCOMES.complete);
     const result = done.completed ? 'applied' : await jobs.completeJob(c, claim, f.outcome);
     return { result, answersStored: done.stored.size, next: done.next };
   }
