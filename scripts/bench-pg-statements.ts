@@ -114,7 +114,7 @@ export interface ServerSample {
 /** utime + stime of every process, with its parent, from /proc (Linux); empty elsewhere. */
 function processTicks(): Map<number, { ppid: number; ticks: number }> {
   const out = new Map<number, { ppid: number; ticks: number }>();
-  let pids: string[] = [];
+  let pids: string[];
   try {
     pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
   } catch {
