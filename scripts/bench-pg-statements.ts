@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Counting the statements a Verdict worker sends to PostgreSQL (`npm run bench` part d): the
@@ -96,4 +98,108 @@ export async function countStatements(
       top: rows.slice(0, 14).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })),
     };
   });
+}
+
+/** What `sampleServer` saw: wait events of the bench database's active backends, and CPU. */
+export interface ServerSample {
+  /** Samples taken (one every `everyMs`). */
+  samples: number;
+  /** "type/event" (or "CPU" for an active backend waiting on nothing) → backend-samples, most first. */
+  waits: Array<{ wait: string; n: number }>;
+  /** CPU seconds of the server (postmaster and its children) and of this process's descendants (the workers) over the sampling; null where /proc cannot tell. */
+  serverCpuS: number | null;
+  workersCpuS: number | null;
+}
+
+/** utime + stime of every process, with its parent, from /proc (Linux); empty elsewhere. */
+function processTicks(): Map<number, { ppid: number; ticks: number }> {
+  const out = new Map<number, { ppid: number; ticks: number }>();
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command name (which may hold spaces): state ppid … utime(14) stime(15).
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(Number(pid), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) });
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return out;
+}
+
+/** Ticks of `root` and every descendant of it. */
+function treeTicks(all: Map<number, { ppid: number; ticks: number }>, root: number, skip = -1): number {
+  let sum = 0;
+  const stack = [root];
+  while (stack.length) {
+    const pid = stack.pop()!;
+    if (pid === skip) continue;
+    sum += all.get(pid)?.ticks ?? 0;
+    for (const [child, p] of all) if (p.ppid === pid) stack.push(child);
+  }
+  return sum;
+}
+
+/**
+ * Samples the server while the workers run (bench part d's "what bounds 4 processes"): every
+ * `everyMs`, the wait event of each active backend of `dbUrl`'s database (`pg_stat_activity`),
+ * and the CPU of the server and of this process's children (the worker processes) between start
+ * and `stop()`. The server's CPU is found from the postmaster's pid (`pg_postmaster_pid` is not a
+ * function; `data_directory`'s postmaster.pid is read), so it needs the server on this machine.
+ */
+export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<ServerSample> } {
+  const waits = new Map<string, number>();
+  let samples = 0;
+  let running = true;
+  let postmaster: number | null = null;
+  let before: Map<number, { ppid: number; ticks: number }> | null = null;
+  const hz = 100; // USER_HZ on Linux
+  const loop = withClient(dbUrl, async (c) => {
+    try {
+      const dir = (await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d")).rows[0].d;
+      postmaster = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    } catch {
+      postmaster = null;
+    }
+    before = processTicks();
+    while (running) {
+      const rows = (
+        await c.query<{ w: string }>(
+          `SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU') AS w FROM pg_stat_activity
+           WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`,
+        )
+      ).rows;
+      samples++;
+      for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + 1);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  });
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      const after = processTicks();
+      const b = before;
+      const delta = (root: number, skip?: number, own = true) =>
+        b && after.size
+          ? (treeTicks(after, root, skip) -
+              treeTicks(b, root, skip) -
+              (own ? 0 : (after.get(root)?.ticks ?? 0) - (b.get(root)?.ticks ?? 0))) /
+            hz
+          : null;
+      return {
+        samples,
+        waits: [...waits].map(([wait, n]) => ({ wait, n })).sort((a, b) => b.n - a.n),
+        serverCpuS: postmaster ? delta(postmaster) : null,
+        // This process's descendants (not itself) less the server, should the bench have started it as a child.
+        workersCpuS: delta(process.pid, postmaster ?? -1, false),
+      };
+    },
+  };
 }

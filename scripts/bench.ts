@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { noul } from '../src/decision/questions.js';
 import { defineQuestionSet, Registry } from '../src/decision/registry.js';
@@ -25,7 +25,7 @@ import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPa
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
 import { benchQueuePath, SLOTS } from './bench-queue.js';
 import { benchHttp } from './bench-http.js';
-import { countStatements, prepareCounting, resetCounts } from './bench-pg-statements.js';
+import { countStatements, prepareCounting, resetCounts, sampleServer } from './bench-pg-statements.js';
 
 /**
  * `npm run bench [-- --quick | --smoke] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
@@ -312,8 +312,22 @@ async function partD(): Promise<void> {
           await resetCounts(db.url);
           countedJobs = (await checkDrain(db.url)).jobsLeft;
         }
+        // What bounds the drain: the server's wait events and CPU against the workers' (4 ÷ 1).
+        const sampler = sampleServer(db.url);
         await waitUntilDrained(db.url, 300_000);
         const wallMs = performance.now() - t0;
+        const seen = await sampler.stop();
+        const cpu = (s: number | null) => (s === null ? 'n/a' : `${fmt(s, 1)} s`);
+        say(
+          `      server sampled ${seen.samples}×: CPU ${cpu(seen.serverCpuS)} (server), ${cpu(seen.workersCpuS)} (workers); active backends' waits: ${
+            seen.waits
+              .slice(0, 6)
+              .map((w) => `${w.wait} ${fmt(w.n / Math.max(1, seen.samples), 2)}`)
+              .join(', ') || 'none'
+          } (mean backends per sample); load average ${loadavg()
+            .map((l) => fmt(l, 1))
+            .join(' ')}`,
+        );
         const statements = 'workerUrl' in counting ? await countStatements(db.url) : undefined;
         const runs = await workers.stop();
         const check = await checkDrain(db.url);

@@ -7,8 +7,8 @@ import {
 import type { SpendBacklog } from './spend-backlog.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
-import { setTargets } from '../decision/set-states.js';
-import { answeredNow } from './answered.js';
+import { setTargets, type SetTarget } from '../decision/set-states.js';
+import { answeredNowOfSets, type SetWanted, type TargetWork } from './answered.js';
 import type { BuiltState } from '../decision/state.js';
 import {
   AnswerDefect,
@@ -42,7 +42,9 @@ export interface EvaluateDeps {
     Pick<
       Store,
       | 'answeredKeys'
+      | 'answeredKeysOfSets'
       | 'checkClaim'
+      | 'checkClaims'
       | 'checkLiveness'
       | 'insertDecisions'
       | 'loadItemForEvaluation'
@@ -152,7 +154,7 @@ export interface Chunk {
   questions: Map<string, Question>;
   /** Stored key → the set's question key (differs for per-comment keys). */
   storedKeys: Map<string, string>;
-  fingerprints: Map<string, string>;
+  fingerprints: ReadonlyMap<string, string>;
 }
 
 /** One claim's share of a call: its set and the chunk of its keys. */
@@ -259,24 +261,41 @@ export async function planGroup(
   if (loaded.workspace.deletedAt !== null) return all({ kind: 'release', reason: 'workspace deleted' });
   const ref = loaded.item.ref;
   const sets = new Map<number, QuestionSet>();
-  const chunksOf: Array<{ claim: number; set: QuestionSet; chunks: Chunk[] }> = [];
+  let wanted: Array<SetWanted & { claim: number; set: QuestionSet; questions: Record<string, Question> }> = [];
   for (const [i, claim] of claims.entries()) {
-    const r = await planClaim(claim, loaded, deps);
+    const r = await prepareClaim(claim, loaded, deps);
     if ('outcome' in r) ended.set(i, r.outcome);
+    else wanted.push({ claim: i, ...r });
+  }
+  // One idempotency read for the whole group (DESIGN §7 step 5, §7.2), not one per set.
+  let works: TargetWork[][] = [];
+  try {
+    works = await answeredNowOfSets(deps.store, claims[0].itemId, wanted);
+  } catch (err) {
+    for (const w of wanted) ended.set(w.claim, { kind: 'fail', reason: `idempotency read failed: ${errCode(err)}` });
+    wanted = [];
+  }
+  const chunksOf: Array<{ claim: number; set: QuestionSet; chunks: Chunk[] }> = [];
+  for (const [k, w] of wanted.entries()) {
+    const chunks = chunksOfWork(w.set, w.questions, works[k]!, w.fingerprints);
+    if (chunks.length === 0) ended.set(w.claim, { kind: 'complete', reason: 'already_answered' });
     else {
-      sets.set(i, r.set);
-      chunksOf.push({ claim: i, set: r.set, chunks: r.chunks });
+      sets.set(w.claim, w.set);
+      chunksOf.push({ claim: w.claim, set: w.set, chunks });
     }
   }
   return { loaded, ref, ended, sets, calls: coAskCalls(chunksOf) };
 }
 
-/** One claim's set judged and planned: an outcome without a call, or its chunks. */
-async function planClaim(
+/**
+ * One claim's set judged and made ready for the group's idempotency read: an outcome without a
+ * call, or its questions, sorted keys, fingerprints and targets (DESIGN §7 steps 3–5).
+ */
+async function prepareClaim(
   claim: Claim,
   loaded: ItemForEvaluation,
   deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
-): Promise<{ outcome: EvalOutcome } | { set: QuestionSet; chunks: Chunk[] }> {
+): Promise<{ outcome: EvalOutcome } | (SetWanted & { set: QuestionSet; questions: Record<string, Question> })> {
   const set = deps.registry.get(claim.questionSet);
   if (!set)
     return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` } };
@@ -298,19 +317,49 @@ async function planClaim(
     return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` } };
   }
   if (Object.keys(questions).length === 0) return { outcome: { kind: 'complete', reason: 'nothing_to_ask' } };
-  let chunks: Chunk[];
+  const keys = Object.keys(questions).sort();
+  const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k], deps.provider)]));
+  let targets: SetTarget[];
   try {
-    chunks = await plan(set, loaded, questions, deps, claim);
+    // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
+    targets = setTargets(set, loaded);
   } catch (err) {
     // Write doors validate fields, so this is a row the builder cannot read: park it, visibly.
     // RangeError: fields nested too deep for the parser's stack; it will fail the same way every time.
     if (err instanceof SyntaxError || err instanceof TypeError || err instanceof RangeError) {
       return { outcome: { kind: 'park', reason: `state cannot be built: ${err.name}` } };
     }
-    return { outcome: { kind: 'fail', reason: `idempotency read failed: ${errCode(err)}` } };
+    return { outcome: { kind: 'fail', reason: `state build failed: ${errCode(err)}` } };
   }
-  if (chunks.length === 0) return { outcome: { kind: 'complete', reason: 'already_answered' } };
-  return { set, chunks };
+  return { set, questions, keys, fingerprints, targets };
+}
+
+/**
+ * The chunks of one set (DESIGN §7 step 5, §5.2): per target, the keys not answered now, asked at
+ * the target's state to ask (dated today for a set with `maxAgeMs`), split into calls of at most
+ * `maxPerCall` questions.
+ */
+function chunksOfWork(
+  set: QuestionSet,
+  questions: Record<string, Question>,
+  works: readonly TargetWork[],
+  fingerprints: ReadonlyMap<string, string>,
+): Chunk[] {
+  const keys = Object.keys(questions).sort();
+  const chunks: Chunk[] = [];
+  for (const { target: t, askState, done } of works) {
+    const remaining = keys.filter((k) => !done.has(k));
+    for (let i = 0; i < remaining.length; i += set.maxPerCall) {
+      const part = remaining.slice(i, i + set.maxPerCall);
+      chunks.push({
+        state: askState,
+        questions: new Map(part.map((k) => [k, questions[k]])),
+        storedKeys: new Map(part.map((k) => [k + t.keySuffix, k])),
+        fingerprints,
+      });
+    }
+  }
+  return chunks;
 }
 
 /**
@@ -362,36 +411,6 @@ export interface CoAskedCall<C extends CoAskChunk> {
   readonly state: C['state'];
   readonly explain: boolean;
   readonly parts: Array<{ readonly claim: number; readonly set: QuestionSet; readonly chunk: C }>;
-}
-
-/** Builds states and the remaining keys (DESIGN §7 step 5, §5.2), split into calls of at most `maxPerCall` questions. */
-async function plan(
-  set: QuestionSet,
-  loaded: ItemForEvaluation,
-  questions: Record<string, Question>,
-  deps: Pick<EvaluateDeps, 'store' | 'provider'>,
-  claim: Claim,
-): Promise<Chunk[]> {
-  const keys = Object.keys(questions).sort();
-  const fps = new Map(keys.map((k) => [k, questionFingerprint(questions[k], deps.provider)]));
-  // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
-  const targets = setTargets(set, loaded);
-  const chunks: Chunk[] = [];
-  // DESIGN §5.2: for a set with maxAgeMs, a key is done while an unexpired answer of it matches
-  // the state dated with that answer's own as_of; the rest are asked at the state dated today.
-  for (const { target: t, askState, done } of await answeredNow(deps.store, set, claim.itemId, targets, keys, fps)) {
-    const remaining = keys.filter((k) => !done.has(k));
-    for (let i = 0; i < remaining.length; i += set.maxPerCall) {
-      const part = remaining.slice(i, i + set.maxPerCall);
-      chunks.push({
-        state: askState,
-        questions: new Map(part.map((k) => [k, questions[k]])),
-        storedKeys: new Map(part.map((k) => [k + t.keySuffix, k])),
-        fingerprints: fps,
-      });
-    }
-  }
-  return chunks;
 }
 
 /** The questions of a call: every part's, keys distinct (`coAskCalls`), sorted as the prompt orders them. */
@@ -531,17 +550,16 @@ async function sendCall(
   // Before the first attempt the same read also says how much lease is left (`renewShort`): a
   // lease with less than half left is renewed and liveness read again, so liveness stays the last
   // statement before the send.
+  // Every part's claim is read in one statement (`checkClaims`): a co-asked call costs one read,
+  // and a part whose item, workspace or claim is gone stops the whole call.
   const liveness = async (renewShort: boolean) => {
+    const checks = await store.checkClaims(partClaims);
     for (const [i, p] of call.parts.entries()) {
       const claim = partClaims[i];
-      let l: Liveness;
-      if (renewShort) {
-        const r = await store.checkClaim(claim);
-        l = r.liveness;
-        if (l === 'live' && leaseNeedsRenewal(r.leaseLeftMs, deps.leaseMs)) {
-          l = (await store.renewLease(claim, deps.leaseMs)) ? await store.checkLiveness(claim.itemId, claim) : 'lost';
-        }
-      } else l = await store.checkLiveness(claim.itemId, claim);
+      let l: Liveness = checks[i].liveness;
+      if (renewShort && l === 'live' && leaseNeedsRenewal(checks[i].leaseLeftMs, deps.leaseMs)) {
+        l = (await store.renewLease(claim, deps.leaseMs)) ? await store.checkLiveness(claim.itemId, claim) : 'lost';
+      }
       if (l !== 'live') throw new LivenessLost(l);
       if (p.set.resolve) {
         const now = await questionsOf(p.set, { workspaceId: claim.workspaceId, store, logger: deps.logger });

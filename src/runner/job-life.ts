@@ -25,7 +25,9 @@ export interface RunnerOptions {
     Pick<
       Store,
       | 'answeredKeys'
+      | 'answeredKeysOfSets'
       | 'checkClaim'
+      | 'checkClaims'
       | 'checkLiveness'
       | 'claimNextJob'
       | 'completeJob'

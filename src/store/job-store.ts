@@ -125,8 +125,23 @@ export interface JobStore {
    * runner's read before a call, which renews the lease only when less than half is left.
    */
   checkClaim(claim: Claim): Promise<ClaimCheck>;
+  /**
+   * `checkClaim` of every claim of one provider call (a co-asked group's, DESIGN §7.6) in one
+   * read: on PostgreSQL one statement, whatever the number of claims.
+   * @returns one ClaimCheck per claim, in the order given.
+   */
+  checkClaims(claims: readonly Claim[]): Promise<ClaimCheck[]>;
   /** Which of the wanted keys already have a row at exactly that key. */
   answeredKeys(itemId: string, questionSet: string, keys: AnswerKey[]): Promise<Set<string>>;
+  /**
+   * `answeredKeys` for several sets of one item in one read (a co-asked group's idempotency
+   * read, DESIGN §7 step 5): on PostgreSQL one statement, whatever the number of sets and keys.
+   * @returns one Set of stored keys per entry, in the order given.
+   */
+  answeredKeysOfSets(
+    itemId: string,
+    wanted: ReadonlyArray<{ questionSet: string; keys: readonly AnswerKey[] }>,
+  ): Promise<Array<Set<string>>>;
   /**
    * Inserts one call's answers in one transaction; conflicts do nothing. With `surfacing` (the rows
    * must then be of one item and set), each inserted noul whose surfacing moves (DESIGN §8.2:

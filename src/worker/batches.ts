@@ -120,7 +120,9 @@ export interface BatchPipelineOptions {
     Pick<
       Store,
       | 'answeredKeys'
+      | 'answeredKeysOfSets'
       | 'checkClaim'
+      | 'checkClaims'
       | 'checkLiveness'
       | 'claimNextJob'
       | 'completeJob'

@@ -41,7 +41,7 @@ async function newItem(ref = 'T-1') {
 function spies() {
   return {
     renew: vi.spyOn(fx.store, 'renewLease'),
-    claim: vi.spyOn(fx.store, 'checkClaim'),
+    claim: vi.spyOn(fx.store, 'checkClaims'),
     liveness: vi.spyOn(fx.store, 'checkLiveness'),
   };
 }

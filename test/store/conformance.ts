@@ -8,7 +8,7 @@ import { silentLogger } from '../../src/log.js';
 import { FakeProvider } from '../../src/providers/fake.js';
 import type { Provider } from '../../src/providers/provider.js';
 import { runOnce, type RunnerOptions, type RunReport } from '../../src/runner/job-life.js';
-import type { NewDecision } from '../../src/store/store.js';
+import type { Claim, NewDecision } from '../../src/store/store.js';
 import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import type { CollectionRow, WorkspaceRow } from '../../src/store/tracker-reads.js';
 import type { Store } from '../../src/store/whole-store.js';
@@ -703,6 +703,29 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(rows.map((r) => r.id)).toEqual([...rows.map((r) => r.id)].sort((x, y) => x - y));
       expect(rows[0]).toMatchObject({ confidence: null, stateTruncated: false, inputTokens: 1 });
       expect(await fx.store.listWorkspaceDecisions(fx.ws.id, 'attention')).toHaveLength(3);
+    });
+
+    it("answeredKeysOfSets: each set gets the exact keys stored for it, in the order asked, another set's rows never", async () => {
+      const [it1, it2] = [await item('T-1'), await item('T-2')];
+      await fx.store.insertDecisions([
+        decision(it1.id, 'attention', 'a', 'h1', fx.ws.id),
+        decision(it1.id, 'attention', 'b', 'h1', fx.ws.id),
+      ]);
+      await fx.store.insertDecisions([decision(it1.id, 'effort', 'a', 'h2', fx.ws.id)]);
+      await fx.store.insertDecisions([decision(it2.id, 'effort', 'b', 'h1', fx.ws.id)]);
+      const k = (questionKey: string, stateHash: string, stateVersion = 1) => ({
+        questionKey,
+        stateHash,
+        questionHash: 'q',
+        stateVersion,
+      });
+      const got = await fx.store.answeredKeysOfSets(it1.id, [
+        { questionSet: 'effort', keys: [k('a', 'h1'), k('a', 'h2'), k('b', 'h1')] },
+        { questionSet: 'attention', keys: [k('a', 'h1'), k('b', 'h1', 2), k('c', 'h1')] },
+        { questionSet: 'link', keys: [] },
+      ]);
+      expect(got.map((s) => [...s].sort())).toEqual([['a'], ['a'], []]);
+      expect(await fx.store.answeredKeysOfSets(it1.id, [])).toEqual([]);
     });
 
     it("listDecisions with a set lists that set's rows only, oldest first (the runner's read for a set with maxAge)", async () => {
@@ -1452,6 +1475,32 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(held.leaseLeftMs).toBeLessThanOrEqual(60_000);
       await fx.store.releaseJob(c);
       expect(await fx.store.checkClaim(c)).toEqual({ liveness: 'lost', leaseLeftMs: -Infinity });
+    });
+
+    it('checkClaims: every claim of a call in one read, each judged as checkClaim judges it, in the order given', async () => {
+      await reopen([attentionSet, effortSet]);
+      const it1 = await item('T-1');
+      const it2 = await item('T-2');
+      fx.advance(30_000);
+      const claims: Claim[] = [];
+      for (let i = 0; i < 4; i++) claims.push((await fx.store.claimNextJob('runner-a', 60_000, 8, [], { coAsk: {} }))!);
+      const ofItem = (id: string) => claims.filter((c) => c.itemId === id);
+      const [a1, e1] = ofItem(it1.id);
+      const [a2, e2] = ofItem(it2.id);
+      const live = await fx.store.checkClaims([e2, a1, e1, a2]);
+      expect(live.map((r) => r.liveness)).toEqual(['live', 'live', 'live', 'live']);
+      for (const r of live) expect(r.leaseLeftMs).toBeGreaterThan(30_000);
+      await fx.store.releaseJob(e1);
+      await fx.store.softDeleteItem(it2.id);
+      const after = await fx.store.checkClaims([a2, e1, a1, e2]);
+      const one = await Promise.all([a2, e1, a1, e2].map((c) => fx.store.checkClaim(c)));
+      expect(after.map((r) => r.liveness)).toEqual(one.map((r) => r.liveness));
+      expect(after.map((r) => r.liveness)).toEqual(['item_gone', 'lost', 'live', 'item_gone']);
+      expect(after[1].leaseLeftMs).toBe(-Infinity);
+      expect(after[2].leaseLeftMs).toBeGreaterThan(30_000);
+      const missing = { ...a1, itemId: 'no-such-item' };
+      expect((await fx.store.checkClaims([missing, a1])).map((r) => r.liveness)).toEqual(['item_gone', 'live']);
+      expect(await fx.store.checkClaims([])).toEqual([]);
     });
 
     it('a write landing during an evaluation: the job survives the completion and runs once more', async () => {

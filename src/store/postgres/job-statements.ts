@@ -1,6 +1,15 @@
 import type { StateLink, TrailComment } from '../../decision/state.js';
 import type { ItemRow } from '../../tracker-rows.js';
-import type { Claim, ClaimRequest, ItemForEvaluation, JobFinish, NewDecision } from '../store.js';
+import type {
+  AnswerKey,
+  Claim,
+  ClaimCheck,
+  ClaimRequest,
+  ItemForEvaluation,
+  JobFinish,
+  NewDecision,
+} from '../store.js';
+import { livenessOf, type LivenessRow } from '../sql/decisions.js';
 import type { WorkspaceRow } from '../tracker-reads.js';
 import {
   ABANDON_BACKOFF_CAP_MS,
@@ -12,6 +21,8 @@ import {
 } from '../write-rules.js';
 import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
 import type { MemoryRow } from '../sql/surfacing.js';
+import { MINUTE_MS } from '../sql/throughput.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 
 /**
  * The job's hot path on PostgreSQL (DESIGN §3.1, §13): the claim, the state read and the finish,
@@ -102,6 +113,88 @@ export async function loadState(x: PgJobContext, itemId: string): Promise<ItemFo
     deletedAt: ms(item.deletedAt),
   };
   return { item: row, collection: toCollectionRow(collection), workspace, comments, links };
+}
+
+// ------------------------------------------------------------------- the reads before a call
+
+/**
+ * The liveness read of every claim of one call (DESIGN §7 step 6, §7.6; one claim's form is
+ * `sql/decisions.ts` `livenessShape`): per claim, its item's, collection's and workspace's
+ * deletion times, its job row's token and generation, and the lease it has left. `present` is
+ * false when the item, its collection or its workspace row is missing (the shared inner join's
+ * "no row"). One statement for a co-asked group, so one snapshot judges every job of the call.
+ * Parameters: $1 clock offset, $2 item ids, $3 sets (one pair per claim, in order).
+ */
+const CHECK_CLAIMS = `
+SELECT k.ord, (i.id IS NOT NULL AND c.id IS NOT NULL AND w.id IS NOT NULL) AS present,
+       i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w,
+       j.claim_token AS token, j.generation AS generation, j.lease_expires_at - ${NOW} AS lease_left
+FROM unnest($2::text[], $3::text[]) WITH ORDINALITY k(item_id, question_set, ord)
+LEFT JOIN items i ON i.id = k.item_id
+LEFT JOIN collections c ON c.id = i.collection_id
+LEFT JOIN workspaces w ON w.id = i.workspace_id
+LEFT JOIN decision_jobs j ON j.item_id = k.item_id AND j.question_set = k.question_set
+ORDER BY k.ord`;
+
+/** `Store.checkClaims` in one statement (see CHECK_CLAIMS). */
+export async function checkClaims(x: PgJobContext, claims: readonly Claim[]): Promise<ClaimCheck[]> {
+  if (claims.length === 0) return [];
+  const rows = (
+    await x.query('verdict_check_claims', CHECK_CLAIMS, [
+      x.clockOffsetMs(),
+      claims.map((c) => c.itemId),
+      claims.map((c) => c.questionSet),
+    ])
+  ).rows as Array<LivenessRow & { present: boolean }>;
+  return claims.map((claim, i) => {
+    const r = rows[i]!;
+    const left = r.lease_left;
+    return {
+      liveness: livenessOf(r.present ? r : undefined, claim),
+      leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
+    };
+  });
+}
+
+/**
+ * The idempotency read of several sets of one item (DESIGN §7 step 5; one set's form is
+ * `sql/decisions.ts` `answeredShape`): the wanted (set, key, state hash, question hash, state
+ * version) rows as arrays, each joined to item_decisions by the whole idempotency key, so each is
+ * a seek on item_decisions_idem_uq. One text for every count of sets and keys, planned once per
+ * connection. Parameters: $1 item, $2 sets, $3 keys, $4 state hashes, $5 question hashes,
+ * $6 state versions (one element per wanted key).
+ */
+const ANSWERED_OF_SETS = `
+SELECT d.question_set AS s, d.question_key AS k
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[]) w(question_set, question_key, state_hash, question_hash, state_version)
+JOIN item_decisions d ON d.item_id = $1 AND d.question_set = w.question_set AND d.question_key = w.question_key
+  AND d.state_hash = w.state_hash AND d.question_hash = w.question_hash AND d.state_version = w.state_version`;
+
+/** `Store.answeredKeysOfSets` in one statement (see ANSWERED_OF_SETS). */
+export async function answeredKeysOfSets(
+  x: PgJobContext,
+  itemId: string,
+  wanted: ReadonlyArray<{ questionSet: string; keys: readonly AnswerKey[] }>,
+): Promise<Array<Set<string>>> {
+  const out = wanted.map(() => new Set<string>());
+  const flat = wanted.flatMap((w) => w.keys.map((k) => ({ set: w.questionSet, ...k })));
+  if (flat.length === 0) return out;
+  const hits = (
+    await x.query('verdict_answered_of_sets', ANSWERED_OF_SETS, [
+      itemId,
+      flat.map((k) => k.set),
+      flat.map((k) => k.questionKey),
+      flat.map((k) => k.stateHash),
+      flat.map((k) => k.questionHash),
+      flat.map((k) => k.stateVersion),
+    ])
+  ).rows as Array<{ s: string; k: string }>;
+  // A set named twice gets the hits of its keys in each entry that wanted them.
+  for (const h of hits)
+    wanted.forEach((w, i) => {
+      if (w.questionSet === h.s && w.keys.some((k) => k.questionKey === h.k)) out[i]!.add(h.k);
+    });
+  return out;
 }
 
 // ------------------------------------------------------------------------------------ the claim
@@ -322,6 +415,7 @@ const finishBase = (withClaim: boolean) => (withClaim ? 13 : 2);
 const ANSWERS_AT = 4; // the answer arrays, after the job's key, token and generation
 const SPEND_AT = ANSWERS_AT + ANSWER_COLUMNS.length; // the spend's nine values, then the reservation id
 const WATCHED_AT = SPEND_AT + 10; // the stored keys whose surfacing memory the statement returns
+const OUTCOME_AT = WATCHED_AT + 1; // the throughput count's outcome word
 
 /**
  * The finish of one job as CTEs (`sql/jobs.ts` `finishJob` gives the rules):
@@ -334,13 +428,17 @@ const WATCHED_AT = SPEND_AT + 10; // the stored keys whose surfacing memory the 
  *   DELETE; when it deletes nothing the caller tells lost from superseded with the shared fence;
  * - then the claim CTEs when the statement claims the slot's next job;
  * - `spend`: the call's spend added to its hour's row, and `rsv`: its daily-cap reservation
- *   settled. Last, because every slot of every process adds to the same hour's row and holds its
- *   lock until the statement commits: each reads the CTE before it, which makes PostgreSQL run
- *   them in this order.
+ *   settled; then `thr`: the throughput count (`sql/throughput.ts` `countShape`: one row per
+ *   minute and outcome), only when `done` deleted the row (a finish that applied; the fence
+ *   counts the others it applies). Last, because every slot of every process adds to the same
+ *   hour's and minute's rows and holds their locks until the statement commits: each reads the
+ *   CTE before it, which makes PostgreSQL run them in this order (spend row, then count row, the
+ *   order of the shared `finishJob` too).
  * Parameters: $1 the clock offset, the claim's $2…$12 when it claims, then (from $2, or $13) the
  * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
  * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
- * none), the reservation id (NULL for none) and the watched stored keys (an empty array for none).
+ * none), the reservation id (NULL for none), the watched stored keys (an empty array for none) and
+ * the outcome word the throughput count records (`JOB_OUTCOMES`; NULL: the caller counts).
  */
 function finishText(withClaim: boolean): string {
   const p = (i: number) => `$${finishBase(withClaim) + i}`;
@@ -379,8 +477,14 @@ spend AS (
   RETURNING 1),
 rsv AS (
   DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
+  RETURNING 1),
+thr AS (
+  INSERT INTO job_throughput (minute, outcome, jobs)
+  SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${p(OUTCOME_AT)}::text, 1
+  WHERE ${p(OUTCOME_AT)}::text IS NOT NULL AND (SELECT count(*) FROM done) = 1 AND (SELECT count(*) FROM rsv) >= 0
+  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
   RETURNING 1)
-SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled,
+SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled, (SELECT count(*) FROM thr)::int AS counted,
   (SELECT coalesce(json_agg(row_to_json(m)), '[]'::json) FROM mem m) AS memory${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
 }
 
@@ -388,7 +492,7 @@ const FINISH = finishText(false);
 const FINISH_AND_CLAIM = finishText(true);
 
 /** The finish's parameters after the claim's. */
-function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): unknown[] {
+function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], countHere: boolean): unknown[] {
   const a = f.answers;
   const u = a?.spend.usage;
   const spend = a
@@ -413,6 +517,7 @@ function finishValues(claim: Claim, f: JobFinish, watched: readonly string[]): u
     ...spend,
     a?.reservationId ?? null,
     watched,
+    countHere ? (f.outcome ?? JOB_OUTCOMES.complete) : null,
   ];
 }
 
@@ -433,17 +538,20 @@ export interface FinishDone {
  * next job found at the abandon limit is parked and another claimed on its own. Runs on its own
  * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
  * that move surfacing events: the caller queues them after it, `sql/events.ts`).
+ * @param countHere false: the statement leaves the throughput count to the caller (see
+ *   pg-store.ts `finishOne`).
  */
 export async function finishStatement(
   x: PgJobContext,
   claim: Claim,
   f: JobFinish,
   watched: readonly string[] = [],
+  countHere = true,
 ): Promise<FinishDone> {
   const r = f.claimNext;
   const values = r
-    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched)]
-    : [x.clockOffsetMs(), ...finishValues(claim, f, watched)];
+    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched, countHere)]
+    : [x.clockOffsetMs(), ...finishValues(claim, f, watched, countHere)];
   const row = (
     await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))
   ).rows[0];

@@ -22,11 +22,11 @@ import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
 import * as jobs from '../sql/jobs.js';
 import { finishJobs } from '../sql/finish-many.js';
-import { countOutcome } from '../sql/throughput.js';
-import { JOB_OUTCOMES } from '../throughput.js';
 import * as decisions from '../sql/decisions.js';
 import type { JobStore } from '../job-store.js';
 import {
+  answeredKeysOfSets,
+  checkClaims,
   claimNext,
   finishStatement,
   loadState,
@@ -36,6 +36,8 @@ import {
 } from './job-statements.js';
 import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
 import { memoryOf } from '../sql/surfacing.js';
+import { countOutcome } from '../sql/throughput.js';
+import { JOB_OUTCOMES } from '../throughput.js';
 import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
@@ -283,7 +285,10 @@ export class PgStore extends SqlStore implements Store {
           const first = f.answers!.decisions[0];
           const { nowMs, targets } = await lockForSurfacing(x, first.itemId);
           const keys = [...watched.keys()];
-          const got = await finishStatement(x, claim, f, keys);
+          // The count row is one row for every finish of the minute: taken here it would be held
+          // across this transaction's remaining round trips, and every other finish (a set that
+          // does not surface included) would queue on it. So it is counted after the commit.
+          const got = await finishStatement(x, claim, f, keys, false);
           const watch: SurfacingWatch = {
             nowMs,
             context: surfacing!,
@@ -303,8 +308,10 @@ export class PgStore extends SqlStore implements Store {
         }
       });
     }
-    // The throughput count is its own statement: the finish statement has no transaction to put it in.
-    if (done.completed) await countOutcome(c, f.outcome ?? JOB_OUTCOMES.complete);
+    // A completion that applied was counted by the finish statement itself (its `thr` CTE),
+    // except in a surfacing transaction: then by one more autocommitted statement (a crash
+    // between the two loses that count only).
+    if (done.completed && watched.size > 0) await countOutcome(c, f.outcome ?? JOB_OUTCOMES.complete);
     const result = done.completed ? 'applied' : await jobs.completeJob(c, claim, f.outcome);
     return { result, answersStored: done.stored.size, next: done.next };
   }
@@ -339,8 +346,23 @@ export class PgStore extends SqlStore implements Store {
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.call((c) => decisions.checkClaim(c, ...a));
   }
+  /** Every claim of a call in one statement (job-statements.ts `checkClaims`). */
+  checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
+    if (!this.unbound) return this.call((c) => Promise.all(claims.map((claim) => decisions.checkClaim(c, claim))));
+    return this.call(() => checkClaims(this.jobs, claims));
+  }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.call((c) => decisions.answeredKeys(c, ...a));
+  }
+  /** Every set's keys in one statement (job-statements.ts `answeredKeysOfSets`). */
+  answeredKeysOfSets(
+    ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
+  ): ReturnType<JobStore['answeredKeysOfSets']> {
+    if (!this.unbound)
+      return this.call((c) =>
+        Promise.all(wanted.map((w) => decisions.answeredKeys(c, itemId, w.questionSet, [...w.keys]))),
+      );
+    return this.call(() => answeredKeysOfSets(this.jobs, itemId, wanted));
   }
   insertDecisions(...a: Parameters<JobStore['insertDecisions']>): ReturnType<JobStore['insertDecisions']> {
     return this.call((c) => decisions.insertDecisions(c, ...a));

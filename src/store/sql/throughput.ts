@@ -21,7 +21,8 @@ import {
  * chart counts exactly the outcomes that committed, and read per minute for the queue page.
  */
 
-const MINUTE_MS = 60_000;
+/** The count's bucket, ms: one row per minute and outcome. */
+export const MINUTE_MS = 60_000;
 
 /**
  * Start of the minute of `ms` (epoch ms), in SQL. The CAST floors on both dialects, as the spend

@@ -183,8 +183,23 @@ export class SqliteStore extends SqlStore implements Store {
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
   }
+  /** In-process reads: one prepared read per claim, in one turn on the connection. */
+  checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
+    return this.onConnection(async () => {
+      const now = this.ctx.clock.now();
+      return claims.map((claim) => hot.checkClaim(this.ctx.db.$client, now, claim));
+    });
+  }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
+  }
+  /** In-process reads: one prepared read per set, in one turn on the connection. */
+  answeredKeysOfSets(
+    ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
+  ): ReturnType<JobStore['answeredKeysOfSets']> {
+    return this.onConnection(async () =>
+      wanted.map((w) => hot.answeredKeys(this.ctx.db.$client, itemId, w.questionSet, w.keys)),
+    );
   }
   insertDecisions(...[list, surfacing]: Parameters<JobStore['insertDecisions']>) {
     // Nothing to write: no transaction (as the shared rule, which returns 0 before its own).

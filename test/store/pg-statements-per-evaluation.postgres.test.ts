@@ -1,0 +1,126 @@
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
+import { Registry } from '../../src/decision/registry.js';
+import { silentLogger } from '../../src/log.js';
+import { FakeProvider } from '../../src/providers/fake.js';
+import { runOnce, type RunnerOptions } from '../../src/runner/job-life.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
+import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
+import type { Claim } from '../../src/store/store.js';
+import { TASK_SCHEMA } from '../harness/store-fixture.js';
+import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from './conformance-backends.js';
+
+/**
+ * The statement budget of one evaluation on a real PostgreSQL (DESIGN §3.5 "The statement budget
+ * on Postgres", target ≤ 6 per job): the production sets co-asked (attention and effort of one
+ * item in one call), the slot's next claim taken by the finish, counted on the server with
+ * `pg_stat_statements` (loaded by scripts/pg-test-server.sh), BEGIN and COMMIT included. Counts are
+ * the difference of two snapshots of this test database's rows, so other tests on the same server
+ * change nothing.
+ */
+let db: { url: string; drop(): Promise<void> };
+let store: PgStore;
+let admin: pg.Client;
+beforeEach(async () => {
+  if (!TEST_PG_URL) return;
+  db = await createTestDatabase(TEST_PG_URL);
+  admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+  store = PgStore.connect(db.url, { registry: new Registry([attentionSet, effortSet]), poolSize: 4 });
+});
+afterEach(async () => {
+  if (!TEST_PG_URL) return;
+  await admin.end();
+  await store.close();
+  await db.drop();
+});
+
+/** This database's statement counts by normalised text (the snapshot's own query left out). */
+async function snapshot(): Promise<Map<string, number>> {
+  const preload = (await admin.query<{ v: string }>("SELECT current_setting('shared_preload_libraries') AS v")).rows[0]
+    .v;
+  if (!preload.includes('pg_stat_statements'))
+    throw new Error(
+      `pg_stat_statements is not loaded on the test server ("${preload}"): start it with scripts/pg-test-server.sh`,
+    );
+  await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  const rows = (
+    await admin.query<{ query: string; calls: string }>(
+      `SELECT s.query, sum(s.calls)::text AS calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+       WHERE d.datname = current_database() AND s.query NOT LIKE '%pg_stat_statements%'
+         AND s.query NOT LIKE '%current_setting%' GROUP BY s.query`,
+    )
+  ).rows;
+  return new Map(rows.map((r) => [r.query.replace(/\s+/g, ' ').trim(), Number(r.calls)]));
+}
+
+function difference(after: Map<string, number>, before: Map<string, number>): Array<{ query: string; calls: number }> {
+  return [...after]
+    .map(([query, calls]) => ({ query, calls: calls - (before.get(query) ?? 0) }))
+    .filter((r) => r.calls > 0)
+    .sort((a, b) => b.calls - a.calls);
+}
+
+describe.skipIf(!TEST_PG_URL)(
+  `statements per evaluation on PostgreSQL${TEST_PG_URL ? '' : ` (${PG_SKIP_REASON})`}`,
+  () => {
+    it('a co-asked pair costs one state read, one idempotency read, one liveness read and a finish per job: ≤ 6 per job', async () => {
+      const ws = await store.createWorkspace({ slug: 'acme' });
+      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+      const items = 6;
+      for (let i = 1; i <= items; i++)
+        await store.createItem(
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref: `T-${i}`,
+            title: `task ${i}`,
+            content: `body of task ${i}`,
+            fields: { status: 'open' },
+          },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
+      const opts: RunnerOptions = {
+        store,
+        registry: new Registry([attentionSet, effortSet]),
+        provider: new FakeProvider(),
+        logger: silentLogger,
+        workerId: 'w',
+        leaseMs: 60_000,
+        claimNext: true,
+      };
+      const signal = new AbortController().signal;
+      // The first group warms the connections (the first claim is a claim of its own, and each
+      // named statement is parsed once per connection); the rest is the steady state.
+      let held: Claim | null = (await runOnce(opts, signal))!.next;
+      expect(held).not.toBeNull();
+      const before = await snapshot();
+      let jobs = 0;
+      let groups = 0;
+      while (held) {
+        const r = (await runOnce(opts, signal, held))!;
+        expect(r.outcome.kind).toBe('complete');
+        groups++;
+        jobs += 1 + (held.coAsked?.length ?? 0);
+        held = r.next;
+      }
+      const counted = difference(await snapshot(), before);
+      const total = counted.reduce((n, r) => n + r.calls, 0);
+      const calls = (pattern: RegExp) => counted.filter((r) => pattern.test(r.query)).reduce((n, r) => n + r.calls, 0);
+      const breakdown = counted.map((r) => `${r.calls}  ${r.query.slice(0, 90)}`).join('\n');
+
+      // Every item's two jobs were co-asked: one group per item after the first.
+      expect(groups).toBe(items - 1);
+      expect(jobs).toBe(2 * groups);
+      // One of each read per group, not one per job.
+      expect(calls(/^SELECT i\.id, i\.workspace_id/), breakdown).toBe(groups); // the state
+      expect(calls(/FROM item_decisions d$|JOIN item_decisions d ON/), breakdown).toBe(groups); // idempotency
+      expect(calls(/WITH ORDINALITY k\(item_id, question_set, ord\)/), breakdown).toBe(groups); // liveness
+      // The throughput count is the finish statement's, but for a surfacing transaction's finish
+      // (counted after its commit, so the shared count row is not held across its round trips).
+      expect(calls(/^INSERT INTO job_throughput/), breakdown).toBe(calls(/^BEGIN$/));
+      expect(total / jobs, breakdown).toBeLessThanOrEqual(6);
+    });
+  },
+);
