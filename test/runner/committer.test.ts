@@ -100,6 +100,23 @@ function answerCounts(): Array<{ n: number }> {
 
 const claimRequest = (workerId: string) => ({ workerId, leaseMs: 60_000, abandonLimit: 8, skipSets: [] as string[] });
 
+/** A worker of four slots that drains until idle (one process's group committer, as `verdict worker` runs). */
+function fourSlotDrain(store: Store, provider: FakeProvider): Worker {
+  return new Worker({
+    store,
+    registry: fx.registry,
+    provider,
+    logger: silentLogger,
+    workerId: 'w',
+    concurrency: 4,
+    tickMs: 20,
+    leaseMs: 60_000,
+    passLimit: 1_000,
+    abandonLimit: 8,
+    untilIdle: true,
+  });
+}
+
 describe('group commit', () => {
   it('several slots hand in at once: one transaction; each slot gets its own result and its own next claim', async () => {
     await items(8);
@@ -145,19 +162,7 @@ describe('group commit', () => {
   it("a worker's slots take their first jobs in one commit, not one each", async () => {
     await items(4);
     const c = counted(fx.store);
-    const worker = new Worker({
-      store: c.store,
-      registry: fx.registry,
-      provider: new FakeProvider(),
-      logger: silentLogger,
-      workerId: 'w',
-      concurrency: 4,
-      tickMs: 20,
-      leaseMs: 60_000,
-      passLimit: 1_000,
-      abandonLimit: 8,
-      untilIdle: true,
-    });
+    const worker = fourSlotDrain(c.store, new FakeProvider());
     const summary = await worker.run();
     expect(summary.outcomes).toEqual({ complete: 4 });
     // The four first claims: one claimNextJobs of four (the later claims ride on the finishes).
@@ -322,19 +327,7 @@ describe('group commit', () => {
       },
     });
     const fake = new FakeProvider();
-    const worker = new Worker({
-      store,
-      registry: fx.registry,
-      provider: fake,
-      logger: silentLogger,
-      workerId: 'w',
-      concurrency: 4,
-      tickMs: 20,
-      leaseMs: 60_000,
-      passLimit: 1_000,
-      abandonLimit: 8,
-      untilIdle: true,
-    });
+    const worker = fourSlotDrain(store, fake);
     const summary = await worker.run();
     expect(failed).toHaveLength(1);
     expect(failed[0]).toBeGreaterThan(0);
