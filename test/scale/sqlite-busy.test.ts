@@ -55,6 +55,22 @@ describe("SQLite under another process's write lock", () => {
     }
   });
 
+  it("the job path's own statements wait out the lock too: a claim and a finish handed in under it land", async () => {
+    const store = new SqliteStore({ url: file, registry: new Registry([attentionSet]), busyTimeoutMs: 20 });
+    try {
+      await store.createWorkspace({ slug: 'acme' });
+      // The first store call under the lock is the job path's (claim, then group commit), not a
+      // tracker write that would wait out the lock first: SqliteStore.onConnection retries them.
+      const lock = await holdWriteLock(300);
+      expect(await store.claimNextJob('w', 1_000, 8)).toBeNull();
+      const second = await holdWriteLock(300);
+      await expect(store.finishJobs([])).resolves.toEqual([]);
+      await Promise.all([lock.done, second.done]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('control: the same lock held past the retry deadline surfaces SQLITE_BUSY (the test can fail)', async () => {
     const store = new SqliteStore({
       url: file,
