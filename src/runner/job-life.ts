@@ -128,9 +128,10 @@ export interface RunReport {
  *    co-asked jobs (JobStore, src/store/job-store.ts; SQLite: src/store/sqlite/sqlite-store.ts).
  * 2. load and skip: `planGroup` (src/runner/evaluate.ts) loads the item once
  *    (`store.loadItemForEvaluation`), ends each job that needs no call (gone, no longer applies,
- *    nothing to ask, already answered: `answeredNow`, src/runner/answered.ts) and plans the calls.
- * 3. liveness, ask and record: `askGroup` (evaluate.ts), per call `store.checkClaim` (the one
- *    read before the call), the permits, `provider.ask`, the answers and spend stored; the last
+ *    nothing to ask, already answered: `answeredNowOfSets`, src/runner/answered.ts, one read for
+ *    the group) and plans the calls.
+ * 3. liveness, ask and record: `askGroup` (evaluate.ts), per call `store.checkClaims` (the one
+ *    read before the call, for every job in it), the permits, `provider.ask`, the answers and spend stored; the last
  *    call's answers are handed back to be stored with the completion.
  * 4. complete: `recordGroup` here: every job of the group that ended complete or drop goes through
  *    `finishGroup` → `committer.finishAll` (src/runner/committer.ts), else `store.finishJobs`
