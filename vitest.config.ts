@@ -36,6 +36,11 @@ const SERIAL = [
   'test/scale/sqlite-busy.test.ts',
   // Chromium against a served dashboard (several processes).
   'test/dashboard/dashboard-browser.test.ts',
+  // The live Anthropic test reads ANTHROPIC_API_KEY when its module loads. The parallel project
+  // shares a worker between files (isolate: false), where a key another file's test put in
+  // process.env can still be set (a CI run sent the live test to a closed fake server with one);
+  // a file of its own reads the key the run was started with.
+  'test/providers/anthropic.live.test.ts',
   // The MCP server over stdio and serve end to end: a child server plus clients with deadlines.
   'test/mcp/**/*.test.ts',
   'test/server/serve-e2e.test.ts',
