@@ -30,7 +30,10 @@ describe('four worker processes on one SQLite file', () => {
     const file = join(dir.dir, 'verdict.db');
     const owed = await seedJobs(file, SCALE_ITEMS);
     expect(owed).toBe(SCALE_ITEMS * JOBS_PER_ITEM);
-    const { runs } = await runWorkerProcesses(file, 4, ['--concurrency', '4'], BUILT_CLI);
+    // 100 ms calls keep the drain longer than the four processes' start-up spread: at 0 ms, group
+    // commit let the first ones drain 500 jobs before a process started late under CI's load had
+    // claimed any (a CI run failed "all four took part").
+    const { runs } = await runWorkerProcesses(file, 4, ['--concurrency', '4', '--fake-latency-ms', '100'], BUILT_CLI);
     expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0]);
     expect(runs.every((r) => r.claimed > 0)).toBe(true); // all four took part
     expect(runs.reduce((a, r) => a + r.claimed, 0)).toBe(owed);
