@@ -9,7 +9,9 @@
 # holds the machine's Node 20 headers and the addon would then fail to load (ERR_DLOPEN_FAILED).
 # The checkout's tracked files are copied to a temp folder (its node_modules are Node 20's); the
 # pack-check there reuses the addon that `npm ci` just compiled for this Node, and packs the dist/
-# of the checkout's own build (the same JavaScript for every Node).
+# of the checkout's own build (the same JavaScript for every Node). When CC is ccache (.ci/run
+# sets it), this Node's compile of sqlite3.c is a hit in the cache the machine's Node's compile
+# filled: only better_sqlite3.cpp, which includes this Node's headers, compiles again.
 set -euo pipefail
 MAJOR=$1
 cd "$(dirname "$0")/.."
@@ -40,5 +42,8 @@ step "npm run demo (the README's first command)"
 
 cp -R "$ROOT/dist" dist
 find dist -exec touch {} +
-VERDICT_PACK_CHECK_BUILT=1 scripts/pack-check.sh
+# The type check of embed.ts against the package's declarations gives the same answer under every
+# Node (scripts/pack-check.sh says why): CI's own pack-check runs it; here the example is compiled
+# without it and run, the part of the check that does depend on this Node.
+VERDICT_PACK_CHECK_BUILT=1 VERDICT_PACK_CHECK_TYPES=0 scripts/pack-check.sh
 step "pack-check passed"
