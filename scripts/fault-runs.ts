@@ -254,12 +254,12 @@ export async function runLeaseLimiter(
 
 /**
  * Fault 3 (DESIGN §10.3): `processes` workers, 4 slots each, 200 ms provider latency and
- * `--daily-token-cap cap`, until the cap stops them (nothing billed for 5 s and no lease live) or
- * every job is done, or `timeoutMs` passes.
+ * `--daily-token-cap cap`, until the cap stops them (nothing billed for `quietMs`, 5 s by default,
+ * and no lease live) or every job is done, or `timeoutMs` passes.
  */
 export async function runTokenCap(
   root: string,
-  o: { items: number; processes: number; cap: number; timeoutMs: number },
+  o: { items: number; processes: number; cap: number; timeoutMs: number; quietMs?: number },
 ): Promise<RunFigures & { finished: boolean; cap: number; processes: number; slots: number }> {
   const db = await seedRealTasks(root, o.items);
   const slots = 4;
@@ -275,8 +275,9 @@ export async function runTokenCap(
     // Done when calls have been billed, none for `quietMs`, and no lease is live: the cap (or the
     // work running out) has stopped every slot. Not before the first call: under load (the test
     // suite's parallel files) the workers took longer than the quiet window to start, and a run
-    // that had billed nothing yet read as finished.
-    const quietMs = 5_000;
+    // that had billed nothing yet read as finished. The test sets a shorter window: its calls
+    // take 200 ms, four slots a process, so a pause of its length is the cap's.
+    const quietMs = o.quietMs ?? 5_000;
     let last = { calls: -1, at: Date.now() };
     const finished = await until(() => {
       const now = Date.now();

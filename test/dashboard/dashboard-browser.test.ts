@@ -156,7 +156,7 @@ afterAll(async () => {
 });
 
 /** Logs in through the form by keyboard only: focus on the token field, type, Enter submits. */
-async function loggedIn(token: string, viewport = DESKTOP): Promise<{ context: BrowserContext; page: Page }> {
+async function login(token: string, viewport = DESKTOP): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({ viewport, baseURL: base });
   const page = await context.newPage();
   await page.goto('/ui/login');
@@ -172,6 +172,28 @@ async function loggedIn(token: string, viewport = DESKTOP): Promise<{ context: B
   await page.keyboard.press('Enter');
   await page.waitForURL('**/ui/flags');
   return { context, page };
+}
+
+/**
+ * A browser session per token and viewport, made by `login` (the keyboard login) the first time it
+ * is asked for, and its one page, kept for the file: each test starts by navigating it. A new
+ * context, page (a renderer process) and typed token for every test were a third of this file's
+ * time in Playwright's calls (DEBUG=pw:api). The login is checked on each session's first use.
+ */
+const sessions = new Map<string, { context: BrowserContext; page: Page }>();
+
+/** `token`'s session at `viewport`, its page on /ui/flags (where a login lands). */
+async function loggedIn(token: string, viewport = DESKTOP): Promise<{ context: BrowserContext; page: Page }> {
+  const key = `${token} ${viewport.width}x${viewport.height}`;
+  const session = sessions.get(key);
+  if (!session) {
+    const first = await login(token, viewport);
+    sessions.set(key, first);
+    return first;
+  }
+  await session.page.goto('/ui/flags');
+  expect(new URL(session.page.url()).pathname).toBe('/ui/flags');
+  return session;
 }
 
 /** Opens a page, measuring what it transferred (bodies and headers) and when it first painted. */
@@ -265,11 +287,10 @@ describe('the dashboard in Chromium', () => {
       .locator('code')
       .allTextContents();
     expect(still).not.toContain(firstKey);
-    await context.close();
   });
 
   it('retries a parked job from the queue (admin)', async () => {
-    const { context, page } = await loggedIn(tokens.admin);
+    const { page } = await loggedIn(tokens.admin);
     await page.goto('/ui/queue?state=parked');
     const row = page.locator('#queue-jobs tbody tr', { has: page.locator(`a[href="${itemUrl(parkedRef)}"]`) });
     await expect(row.textContent()).resolves.toContain('AnswerDefect');
@@ -293,11 +314,10 @@ describe('the dashboard in Chromium', () => {
     const text = await again.text();
     expect(text).toContain('it is not parked');
     expect(text).not.toContain('make-due-now waiting ones');
-    await context.close();
   });
 
   it('lists the queue\u2019s jobs with state, next due and last error, and retries the ticked ones in bulk; a drop asks first', async () => {
-    const { context, page } = await loggedIn(tokens.admin);
+    const { page } = await loggedIn(tokens.admin);
     await page.goto('/ui/queue');
     const header = (await page.locator('#queue-jobs thead th').allTextContents()).map((t) => t.trim());
     expect(header).toEqual(
@@ -335,11 +355,10 @@ describe('the dashboard in Chromium', () => {
     await page.waitForURL('**notice=jobs-dropped');
     await expect(rowOf(bulkRefs[0]).count()).resolves.toBe(0);
     await expect(rowOf(bulkRefs[1]).count()).resolves.toBe(1);
-    await context.close();
   }, 180_000);
 
   it('shows the item\u2019s description, comments and links beside its decisions, tracker text escaped and isolated', async () => {
-    const { context, page } = await loggedIn(tokens.read);
+    const { page } = await loggedIn(tokens.read);
     await page.goto(itemUrl(textRef));
     const text = page.locator('section.item-text');
     await expect(text.locator('.text').first().textContent()).resolves.not.toBe('');
@@ -365,15 +384,13 @@ describe('the dashboard in Chromium', () => {
     const [a, b] = [await text.boundingBox(), await page.locator('#item-decisions').boundingBox()];
     expect(a!.x + a!.width).toBeLessThanOrEqual(b!.x + 1);
     expect(await page.locator('#item-decisions table').count()).toBeGreaterThan(0);
-    await context.close();
   }, 180_000);
 
   it('shows no source link for a beads item (it has no URL)', async () => {
-    const { context, page } = await loggedIn(tokens.read);
+    const { page } = await loggedIn(tokens.read);
     await page.goto(itemUrl(parkedRef));
     expect(await page.locator('main p.source').count()).toBe(0);
     expect(await page.locator('main a[target=_blank]').count()).toBe(0);
-    await context.close();
   });
 
   it('fits every page at 390 px: no sideways scroll of the page, every table and control within reach', async () => {
@@ -388,7 +405,7 @@ describe('the dashboard in Chromium', () => {
       ['quality', '/ui/quality'],
       ['proposals', '/ui/proposals'],
     ];
-    const { context, page } = await loggedIn(tokens.admin, PHONE);
+    const { page } = await loggedIn(tokens.admin, PHONE);
     for (const [name, url] of pages) {
       const r = await page.goto(url);
       expect(r!.status(), name).toBe(200);
@@ -416,30 +433,10 @@ describe('the dashboard in Chromium', () => {
       })()`)) as string[];
       expect(out, name).toEqual([]);
     }
-    await context.close();
-    // The pages people are shown first, at desktop and phone size (viewport screenshots, named in the notes).
-    mkdirSync(SHOTS, { recursive: true });
-    for (const [label, viewport] of [
-      ['1280x900', DESKTOP],
-      ['390x844', PHONE],
-    ] as const) {
-      const s = await loggedIn(tokens.admin, viewport);
-      for (const [name, url] of [
-        ['item', itemUrl(textRef)],
-        ['items', '/ui/items'],
-        ['queue', '/ui/queue'],
-        ['flags', '/ui/flags'],
-        ['spend', '/ui/spend'],
-      ]) {
-        await s.page.goto(url);
-        await s.page.screenshot({ path: join(SHOTS, `${name}-${label}.png`) });
-      }
-      await s.context.close();
-    }
   }, 240_000);
 
   it('searches items by title and by ref, and pages the results', async () => {
-    const { context, page } = await loggedIn(tokens.read);
+    const { page } = await loggedIn(tokens.read);
     await page.getByRole('link', { name: 'Items' }).click();
     await page.waitForURL('**/ui/items');
     await expect(page.locator('main p.muted').first().textContent()).resolves.toMatch(
@@ -468,11 +465,10 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Search' }).click();
     await page.waitForURL('**/ui/items?q=*');
     await expect(page.locator('main').textContent()).resolves.toContain('No item matches.');
-    await context.close();
   }, 180_000);
 
   it('keeps the flags filters in the form and across pages, and shows an item\u2019s labels as chips', async () => {
-    const { context, page } = await loggedIn(tokens.read);
+    const { page } = await loggedIn(tokens.read);
     await page.locator('select[name=currency]').selectOption('current');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.waitForURL('**currency=current**');
@@ -498,7 +494,6 @@ describe('the dashboard in Chromium', () => {
     await page.goto(`/ui/items?q=${encodeURIComponent(labelled.ref)}`);
     const row = page.locator('main table tbody tr', { has: page.locator(`a[href="${itemUrl(labelled.ref)}"]`) });
     expect(await row.locator('.chip').allTextContents()).toEqual(labels);
-    await context.close();
   });
 
   it('draws the queue\u2019s throughput chart (jobs per minute by outcome) as static SVG with one legend, at desktop and phone width; admins only', async () => {
@@ -516,7 +511,7 @@ describe('the dashboard in Chromium', () => {
       ['desktop', DESKTOP],
       ['phone', PHONE],
     ] as const) {
-      const { context, page } = await loggedIn(tokens.admin, viewport);
+      const { page } = await loggedIn(tokens.admin, viewport);
       // Without JavaScript: the chart is in the server's HTML.
       const served = await (await page.request.get('/ui/queue')).text();
       expect(served).toMatch(/<figure class="chart wide" id="throughput-chart"><svg[^>]*>/);
@@ -537,17 +532,16 @@ describe('the dashboard in Chromium', () => {
       expect(box.width).toBeLessThanOrEqual(viewport.width);
       expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true);
       await page.screenshot({ path: join(ARTIFACTS, `queue-throughput-${label}.png`) });
-      await context.close();
     }
     // A read token's queue has no chart: the counts are the whole server's.
     const r = await loggedIn(tokens.read);
     await r.page.goto('/ui/queue');
     expect(await r.page.locator('#throughput-chart').count()).toBe(0);
-    await r.context.close();
   }, 180_000);
 
   it('refreshes the open queue in place when a job is owed, keeping the scroll position', async () => {
-    const { context, page } = await loggedIn(tokens.admin, PHONE);
+    // Playwright's clock is the whole context's: a session of its own, so no other test's page runs on it.
+    const { context, page } = await login(tokens.admin, PHONE);
     // The page's timers run on Playwright's clock, paused: the test moves it one refresh period
     // instead of waiting one out. The fetch and the swap it starts are real.
     const t0 = Date.now();
@@ -588,7 +582,7 @@ describe('the dashboard in Chromium', () => {
   }, 180_000);
 
   it('shows a read token no verdict or job controls, and refuses its POSTs', async () => {
-    const { context, page } = await loggedIn(tokens.read);
+    const { page } = await loggedIn(tokens.read);
     await page.locator('main table tbody tr td a').first().click();
     await page.waitForURL('**/ui/items/**');
     expect(await page.locator('section.card').count()).toBeGreaterThan(0);
@@ -606,11 +600,10 @@ describe('the dashboard in Chromium', () => {
       maxRedirects: 0,
     });
     expect(r.status()).toBe(403);
-    await context.close();
   });
 
   it('refuses a POST without a valid CSRF token, with a session', async () => {
-    const { context, page } = await loggedIn(tokens.admin);
+    const { page } = await loggedIn(tokens.admin);
     const none = await page.request.post('/ui/jobs/drop', {
       form: { ref: parkedRef, set: 'attention' },
       maxRedirects: 0,
@@ -625,22 +618,19 @@ describe('the dashboard in Chromium', () => {
     // The job is still there: nothing was dropped.
     await page.goto(itemUrl(parkedRef));
     await expect(page.locator('main table tbody tr', { hasText: 'attention' }).textContent()).resolves.toMatch(/owed/);
-    await context.close();
   });
 
   it('never shows another workspace\u2019s items', async () => {
-    const { context, page } = await loggedIn(tokens.admin);
+    const { page } = await loggedIn(tokens.admin);
     const r = await page.goto(itemUrl(otherRef));
     expect(r!.status()).toBe(404);
     await expect(page.locator('main').textContent()).resolves.not.toContain('Secret plan');
-    await context.close();
     const o = await loggedIn(tokens.other);
     await expect(o.page.locator('main').textContent()).resolves.toContain('Nothing surfaces');
     const mine = await o.page.goto(itemUrl(otherRef));
     expect(mine!.status()).toBe(200);
     const theirs = await o.page.goto(itemUrl(parkedRef));
     expect(theirs!.status()).toBe(404);
-    await o.context.close();
   });
 
   it('writes screenshots of every page at desktop and phone width, with each page\u2019s weight and first render', async () => {
@@ -655,20 +645,23 @@ describe('the dashboard in Chromium', () => {
       ['spend', '/ui/spend'],
       ['quality', '/ui/quality'],
     ];
-    for (const [label, viewport] of [
-      ['desktop', DESKTOP],
-      ['phone', PHONE],
+    // The pages people are shown first, at desktop and phone size: viewport screenshots, named in the notes.
+    const named = new Set(['item', 'items', 'queue', 'flags', 'spend']);
+    mkdirSync(SHOTS, { recursive: true });
+    for (const [label, viewport, size] of [
+      ['desktop', DESKTOP, '1280x900'],
+      ['phone', PHONE, '390x844'],
     ] as const) {
-      const { context, page } = await loggedIn(tokens.admin, viewport);
+      const { page } = await loggedIn(tokens.admin, viewport);
       for (const [name, url] of pages) {
         await measured(page, `${name} (${label})`, url);
+        if (named.has(name)) await page.screenshot({ path: join(SHOTS, `${name}-${size}.png`) });
         await page.screenshot({ path: join(ARTIFACTS, `${name}-${label}.png`), fullPage: true });
       }
       if (label === 'desktop') {
         await page.goto('/ui/login');
         await page.screenshot({ path: join(ARTIFACTS, 'login-desktop.png') });
       }
-      await context.close();
     }
     const quality = metrics.find((m) => m.page === 'quality (desktop)');
     expect(quality).toBeDefined();

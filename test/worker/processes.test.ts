@@ -57,6 +57,9 @@ function q<T>(sql: string, ...params: unknown[]): T[] {
   }
 }
 
+/** A clock offset past a 2.6 s lease taken just before, ms. */
+const LEASE_OUT_MS = 3_000;
+
 const common = (latency: number, lease: number) => [
   '--database-url',
   file,
@@ -89,7 +92,11 @@ describe('worker processes', () => {
     a.child.kill('SIGKILL');
     expect((await a.exited).signal).toBe('SIGKILL');
     expect(q('SELECT 1 FROM item_decisions WHERE question_set = ?', 'attention')).toHaveLength(0);
-    const b = spawnCli(['worker', ...common(0, 2_600)]);
+    // B's clock runs past A's lease (test/harness/clock-offset-preload.mjs) instead of the test
+    // waiting the lease out: B claims the job at once, and only because A's lease has run out.
+    const b = spawnCli(['worker', ...common(0, 2_600)], { VERDICT_TEST_CLOCK_OFFSET_MS: String(LEASE_OUT_MS) }, [
+      join(ROOT, 'test/harness/clock-offset-preload.mjs'),
+    ]);
     await waitFor(() => q('SELECT 1 FROM decision_jobs').length === 0, 30_000);
     b.child.kill('SIGTERM');
     expect((await b.exited).code).toBe(0);
