@@ -64,6 +64,8 @@ const DURABLE = ['test/store/power-cut.test.ts'];
 /** Per-file wall and CPU seconds when VERDICT_TEST_CPU_LOG names a file; nothing without it (test/harness/cpu-log-setup.ts). */
 const CPU_LOG = ['./test/harness/cpu-log-setup.ts'];
 const FAST_SYNC = ['./test/harness/test-sync-setup.ts', ...CPU_LOG];
+/** A file that leaves process.env changed fails (test/harness/env-guard-setup.ts says why). */
+const ENV_GUARD = ['./test/harness/env-guard-setup.ts'];
 
 /**
  * Files that start first in their group. Without a results cache (a clean clone: CI) vitest starts
@@ -109,7 +111,7 @@ export default defineConfig({
           name: 'parallel',
           include: ['test/**/*.test.ts'],
           exclude: [...SERIAL, ...DURABLE, ...SCALE_ONLY],
-          setupFiles: FAST_SYNC,
+          setupFiles: [...FAST_SYNC, ...ENV_GUARD],
           // A worker runs file after file on the modules it has already loaded, instead of a new
           // process loading src/ and its packages again for each file: on 44 of these files their
           // own CPU went from 100.3 to 47.4 s (VERDICT_TEST_CPU_LOG). The setup files still run,

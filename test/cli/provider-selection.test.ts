@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { existsSync, writeFileSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildRegistry, openStore } from '../../src/cli/common.js';
 import { main } from '../../src/cli/program.js';
 import { openReader } from '../../src/compose/reader.js';
@@ -122,28 +122,24 @@ describe('verdict worker refuses to start on a misconfiguration', () => {
       },
       { args: ['--provider', 'bogus'], says: /--provider: got "bogus", expected one of anthropic, openai, fake, none/ },
     ];
-    const saved = { ...process.env };
     const write = process.stderr.write.bind(process.stderr);
     let err = '';
     process.stderr.write = ((chunk: string) => ((err += chunk), true)) as typeof process.stderr.write;
     try {
       for (const c of cases) {
         err = '';
-        process.env = {
-          ...saved,
-          ANTHROPIC_API_KEY: '',
-          VERDICT_PROVIDER: '',
-          VERDICT_MODEL: '',
-          VERDICT_OPENAI_BASE_URL: '',
-          ...c.env,
-        };
+        // Set in place and put back by vi.unstubAllEnvs, never `process.env = {…}`: vitest's
+        // unstub deletes from the process.env it started with, so on a replaced object a variable
+        // the stub added stayed set, and a key a later file stubbed leaked to the files after it.
+        const vars = { ANTHROPIC_API_KEY: '', VERDICT_PROVIDER: '', VERDICT_MODEL: '', VERDICT_OPENAI_BASE_URL: '' };
+        for (const [k, v] of Object.entries({ ...vars, ...c.env })) vi.stubEnv(k, v);
         const code = await main(['node', 'verdict', 'worker', '--database-url', db, ...c.args]);
         expect({ args: c.args, code }).toEqual({ args: c.args, code: 2 });
         expect(err).toMatch(c.says);
       }
     } finally {
       process.stderr.write = write;
-      process.env = saved;
+      vi.unstubAllEnvs();
     }
     expect(existsSync(db)).toBe(false); // refused before opening anything
   });

@@ -61,11 +61,13 @@ type Write = typeof process.stdout.write;
 async function runOnce(args: string[], env: Record<string, string>): Promise<{ stdout: string; stderr: string }> {
   if (process.cwd() !== ROOT.replace(/\/$/, ''))
     throw new Error(`runCli: the working folder is ${process.cwd()}, not the repository root`);
-  // The bin sets this before the driver loads (src/cli/main.ts); the same here.
+  // The bin sets SQLITE_USE_URI before the driver loads (src/cli/main.ts), the same here; the
+  // driver reads it once, when it loads, so it is restored with the rest: a later test file in
+  // this worker (isolate: false) starts with the environment the run began with.
+  const overrides: Record<string, string> = { NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '', ...env };
+  const saved = new Map(['SQLITE_USE_URI', ...Object.keys(overrides)].map((k) => [k, process.env[k]]));
   process.env.SQLITE_USE_URI ??= '1';
   const { main } = await import('../../src/cli/program.js');
-  const overrides: Record<string, string> = { NO_COLOR: '1', CI: '1', ANTHROPIC_API_KEY: '', ...env };
-  const saved = new Map(Object.keys(overrides).map((k) => [k, process.env[k]]));
   const out: string[] = [];
   const err: string[] = [];
   const capture = (into: string[]): Write =>
