@@ -74,7 +74,8 @@ function oweTargetsSql(kind: TargetKind, p: Record<string, Expr>): SQL {
  *
  * On conflict: generation += 1, counters reset to 0, state owed, priority the lower of the two,
  * owed_at = now; the claim, enqueued_at and fair_tag are left alone so continuous editing cannot
- * starve a job. With `insertOnly` an existing row is left alone entirely (backfill never un-parks
+ * starve a job. workspace_id is left alone too: a job's is its item's, and no door moves an item to
+ * another workspace (a SET naming it made SQLite rewrite two index entries per upsert for nothing). With `insertOnly` an existing row is left alone entirely (backfill never un-parks
  * or resets). On Postgres the upsert takes the row lock, so a write racing a claim waits for the
  * claim's transaction and then bumps the generation the runner's outcome is fenced by.
  *
@@ -148,7 +149,6 @@ function makeOweShape(variant: string) {
           attempts = 0, refusals = 0, abandons = 0, defers = 0,
           state = 'owed',
           priority = ${d.min}(decision_jobs.priority, excluded.priority),
-          workspace_id = excluded.workspace_id,
           owed_at = excluded.owed_at,
           not_before = ${d.min}(${d.max}(decision_jobs.not_before, excluded.not_before),
                                 ${delayCapSql(d, sql`decision_jobs.enqueued_at`, sql`decision_jobs.item_id`, setName, p.maxDelay)})`;

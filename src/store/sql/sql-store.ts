@@ -47,7 +47,6 @@ const OPERATIONS = {
   softDeleteCollection: (c: SqlContext, id: string) => doors.updateCollection(c, id, { deleted: true }),
   restoreCollection: (c: SqlContext, id: string) => doors.updateCollection(c, id, { deleted: false }),
   createItem: doors.createItem,
-  updateItem: doors.updateItem,
   upsertItem: doors.upsertItem,
   moveItem: doors.moveItem,
   softDeleteItem: (c: SqlContext, id: string, opts?: OweOptions) => doors.setItemDeleted(c, id, true, opts),
@@ -71,7 +70,6 @@ const OPERATIONS = {
   listItems: reads.listItems,
   countItems: reads.countItems,
   searchItems: reads.searchItems,
-  oweJobs: owePairs,
   advanceCollectionOwes,
   claimBatchJobs: batches.claimBatchJobs,
   recordBatch: batches.recordBatch,
@@ -174,6 +172,19 @@ export abstract class SqlStore implements Omit<Store, Exclude<keyof JobStore, 'n
         configurable: true,
       });
     }
+  }
+
+  // Written out, not installed: SQLite overrides these two with its prepared statements
+  // (sqlite/write-statements.ts); Postgres runs the shared doors.
+
+  /** Store.updateItem: ../sql/write-doors.ts `updateItem`. */
+  async updateItem(...a: Tail<Parameters<typeof doors.updateItem>>): ReturnType<typeof doors.updateItem> {
+    return this.call((c) => doors.updateItem(c, ...a));
+  }
+
+  /** Store.oweJobs: ../sql/owe.ts `owePairs`. */
+  async oweJobs(...a: Tail<Parameters<typeof owePairs>>): ReturnType<typeof owePairs> {
+    return this.call((c) => owePairs(c, ...a));
   }
 
   /** Runs one store call. The Postgres store awaits its migrations here and records storage problems. */

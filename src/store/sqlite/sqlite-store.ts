@@ -22,6 +22,8 @@ import {
 import * as jobs from '../sql/jobs.js';
 import * as decisions from '../sql/decisions.js';
 import * as hot from './job-statements.js';
+import * as doors from './write-statements.js';
+import { checkDoorInput, DOOR_INPUT as IN, emptyReport } from '../input-rules.js';
 import { JOB_OUTCOMES } from '../throughput.js';
 import type { JobStore } from '../job-store.js';
 import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
@@ -210,6 +212,22 @@ export class SqliteStore extends SqlStore implements Store {
   }
   recordSpend(...a: Parameters<JobStore['recordSpend']>): ReturnType<JobStore['recordSpend']> {
     return this.onConnection(() => decisions.recordSpend(this.c, ...a));
+  }
+
+  // ------------------------------------------------------------- the hot write doors
+  // Their statements as SQL text (write-statements.ts) in the job path's write transaction; the
+  // arguments checked first, as at every door (../sql/write-doors.ts). `async`, so the busy retry
+  // and the connection gate (below) cover them as every tracker door.
+
+  override async updateItem(...[id, patch, opts = {}]: Parameters<S.TrackerStore['updateItem']>) {
+    checkDoorInput('updateItem', 'id', IN.id, id);
+    checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
+    checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
+    const report = emptyReport();
+    return hot.inWriteTx(this.ctx, (now) => doors.updateItem(this.writer, now, id, patch, opts, report));
+  }
+  override async oweJobs(...[pairs, opts]: Parameters<Store['oweJobs']>) {
+    return hot.inWriteTx(this.ctx, (now) => doors.owePairs(this.writer, now, pairs, opts));
   }
 
   /**
