@@ -14,16 +14,21 @@ import { JOB_OUTCOMES } from '../src/store/throughput.js';
 /**
  * Benchmark a: the queue path alone. Enqueue, claim and complete N no-op jobs, on a fresh SQLite
  * file in WAL mode, for Verdict's store and for two SQLite job queues on npm, plainjob and liteque,
- * in the same process. Enqueues are one call each (no batching) for all three; each library's
- * jobs are then run the way that library's worker runs them:
+ * in the same process. Enqueues are one job a call (no batching API) for all three, each made the
+ * way that library's callers make them, and its jobs are then run the way its worker runs them:
  * - Verdict: `oweJobs` (the enqueue behind every write door, with its debounce and fair-tag
- *   reads); then `SLOTS` slots, as a Worker's: each takes its first job with `claimNextJob` and
+ *   reads), called by `PRODUCERS` producers in flight at once, each awaiting its call before its
+ *   next, as a server's concurrent requests call the write doors: the calls of one turn share one
+ *   commit (the write doors' group commit, DESIGN §10.6; the line prints its commits). The line
+ *   "verdict, 1 producer" awaits each call before the next, one commit each, for comparison. Then
+ *   `SLOTS` slots, as a Worker's: each takes its first job with `claimNextJob` and
  *   from then on hands the process's one `Committer` (src/runner/committer.ts) its job's
  *   completion with the request for its next claim, woken after the group commit with its fenced
  *   result and its next job (DESIGN §10.6: one commit, one fsync, for every slot that finished in
  *   the same turn);
- * - plainjob: `add`, then `getAndMarkJobAsProcessing` and `markJobAsDone` (its worker's loop);
- * - liteque: `enqueue`, then `attemptDequeue` and `finalize('completed')`.
+ * - plainjob: `add` (synchronous: one call, one commit, after another), then
+ *   `getAndMarkJobAsProcessing` and `markJobAsDone` (its worker's loop);
+ * - liteque: `enqueue`, awaited one after another, then `attemptDequeue` and `finalize('completed')`.
  * Each line says the `synchronous` level its connection ran at, read from that connection:
  * Verdict's default is FULL (every commit fsynced, DESIGN §3.9); plainjob and liteque set NORMAL
  * (in WAL, a commit reaches the disk at the next checkpoint). The line "verdict at NORMAL" runs
@@ -33,6 +38,9 @@ import { JOB_OUTCOMES } from '../src/store/throughput.js';
 
 /** Verdict's slots in this part: part f's concurrency, the one issue 29's targets judge. */
 export const SLOTS = 16;
+
+/** Verdict's enqueue callers in flight at once: a server's concurrent writers, as many as the slots. */
+export const PRODUCERS = 16;
 
 export interface QueueResult {
   name: string;
@@ -49,6 +57,8 @@ export interface QueueResult {
   claimCompleteCpuUs: number;
   /** Commits of the claim-and-complete loop, when the library's own counter says (Verdict's committer). */
   commits?: number;
+  /** Commits of the enqueues, when the library's own counter says (Verdict's write-door group commit). */
+  enqueueCommits?: number;
 }
 
 function tmpFile(): { file: string; done: () => void } {
@@ -88,7 +98,7 @@ function result(
   synchronous: QueueResult['synchronous'],
   enq: Timed,
   run: Timed,
-  commits?: number,
+  commits?: { run: number; enqueue: number },
 ): QueueResult {
   return {
     name,
@@ -99,20 +109,22 @@ function result(
     enqueueCpuUs: cpuUs(enq.cpu) / jobs,
     claimCompleteUs: (run.ms * 1000) / jobs,
     claimCompleteCpuUs: cpuUs(run.cpu) / jobs,
-    ...(commits === undefined ? {} : { commits }),
+    ...(commits === undefined ? {} : { commits: commits.run, enqueueCommits: commits.enqueue }),
   };
 }
 
 /**
- * Verdict's side. `batch` > 1 owes that many jobs per call (the backfill door: one transaction, one
- * statement per 500); `synchronous: 'NORMAL'` sets the peers' level on Verdict's connection (the
- * same-durability comparison, labelled so; Verdict's own default is FULL).
+ * Verdict's side: `producers` callers (default PRODUCERS) owe one job a call each, in flight
+ * together. `batch` > 1 owes that many jobs per call from one caller (the backfill door: one
+ * transaction, one statement per 500); `synchronous: 'NORMAL'` sets the peers' level on Verdict's
+ * connection (the same-durability comparison, labelled so; Verdict's own default is FULL).
  */
 export async function benchVerdict(
   jobs: number,
-  o: { batch?: number; synchronous?: 'NORMAL' } = {},
+  o: { batch?: number; producers?: number; synchronous?: 'NORMAL' } = {},
 ): Promise<QueueResult> {
   const batch = o.batch ?? 1;
+  const producers = batch > 1 ? 1 : (o.producers ?? PRODUCERS);
   const t = tmpFile();
   const noop = defineQuestionSet({ name: 'noop', questions: { q: noul('no-op') }, quietPeriodMs: 0 });
   const store = new SqliteStore({ url: t.file, registry: new Registry([]) });
@@ -134,14 +146,20 @@ export async function benchVerdict(
       }
     })();
     store.setRegistry(new Registry([noop]));
-    const enq = await timed(async () => {
-      for (let i = 0; i < ids.length; i += batch) {
+    // Each producer takes the next calls' items from the shared list until it is done.
+    let next = 0;
+    const producer = async () => {
+      for (let i = next; i < ids.length; i = next) {
+        next += batch;
         await store.oweJobs(
           ids.slice(i, i + batch).map((itemId) => ({ itemId, questionSet: 'noop' })),
           { quietPeriod: false },
         );
       }
-    });
+    };
+    const commitsBefore = store.writes.commits;
+    const enq = await timed(() => Promise.all(Array.from({ length: producers }, producer)));
+    const enqueueCommits = store.writes.commits - commitsBefore;
     const committer = new Committer(store);
     let done = 0;
     // A Worker slot's loop for a job that needs no call (src/worker/worker.ts `slot`, job-life.ts
@@ -161,8 +179,10 @@ export async function benchVerdict(
       ? `verdict at ${o.synchronous} (peers' durability)`
       : batch > 1
         ? `verdict, enqueue ${batch} per call`
-        : 'verdict';
-    return result(name, jobs, syncLevel(sqlite), enq, run, committer.commits);
+        : producers === 1
+          ? 'verdict, 1 producer'
+          : 'verdict';
+    return result(name, jobs, syncLevel(sqlite), enq, run, { run: committer.commits, enqueue: enqueueCommits });
   } finally {
     await store.close();
     t.done();
@@ -267,8 +287,9 @@ export async function benchLiteque(jobs: number): Promise<QueueResult> {
 }
 
 /**
- * Runs the three one call per job, plus Verdict at the peers' durability and Verdict and plainjob
- * with enqueues batched 500 per call (for comparison only), `rounds` times interleaved, keeping each one's best round (the machine is
+ * Runs the three one call per job (Verdict's from PRODUCERS callers at once), plus Verdict from one
+ * caller, Verdict at the peers' durability, and Verdict and plainjob with enqueues batched 500 per
+ * call (for comparison only), `rounds` times interleaved, keeping each one's best round (the machine is
  * shared, so the best round is the least disturbed one).
  */
 export async function benchQueuePath(jobs: number, rounds = 3): Promise<QueueResult[]> {
@@ -279,6 +300,7 @@ export async function benchQueuePath(jobs: number, rounds = 3): Promise<QueueRes
       () => benchPlainjob(jobs),
       () => benchLiteque(jobs),
       () => benchVerdict(jobs, { synchronous: 'NORMAL' }),
+      () => benchVerdict(jobs, { producers: 1 }),
       () => benchVerdict(jobs, { batch: 500 }),
       () => benchPlainjob(jobs, 500),
     ];

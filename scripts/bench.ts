@@ -23,7 +23,7 @@ import {
 } from './bench-drain.js';
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
-import { benchQueuePath, SLOTS } from './bench-queue.js';
+import { benchQueuePath, PRODUCERS, SLOTS } from './bench-queue.js';
 import { benchHttp } from './bench-http.js';
 import { countStatements, prepareCounting, resetCounts, sampleServer } from './bench-pg-statements.js';
 
@@ -106,12 +106,12 @@ async function partA(): Promise<void> {
   const jobs = sized(10_000, 2_000, 100);
   const rounds = sized(3, 3, 1);
   say(
-    `\n[a] queue path: ${jobs} no-op jobs, enqueued one call each, then claimed and completed (Verdict: ${SLOTS} slots and the group committer), best of ${rounds} round${rounds > 1 ? 's' : ''}`,
+    `\n[a] queue path: ${jobs} no-op jobs, enqueued one job a call (Verdict: ${PRODUCERS} producers in flight, as a server's concurrent writers; plainjob and liteque: one call after another), then claimed and completed (Verdict: ${SLOTS} slots and the group committer), best of ${rounds} round${rounds > 1 ? 's' : ''}`,
   );
   const rs = await benchQueuePath(jobs, rounds);
   for (const r of rs) {
     say(
-      `    ${r.name.padEnd(38)} ${r.synchronous.padEnd(6)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs wall, ${fmt(r.enqueueCpuUs, 0)} CPU µs; claim+complete ${fmt(r.claimCompleteUs, 0)} µs wall, ${fmt(r.claimCompleteCpuUs, 0)} CPU µs${r.commits === undefined ? '' : `, ${r.commits} commits`})`,
+      `    ${r.name.padEnd(38)} ${r.synchronous.padEnd(6)} ${fmt(r.perSecond, 0).padStart(6)} jobs/s  (enqueue ${fmt(r.enqueueUs, 0)} µs wall, ${fmt(r.enqueueCpuUs, 0)} CPU µs${r.enqueueCommits === undefined ? '' : `, ${r.enqueueCommits} commits`}; claim+complete ${fmt(r.claimCompleteUs, 0)} µs wall, ${fmt(r.claimCompleteCpuUs, 0)} CPU µs${r.commits === undefined ? '' : `, ${r.commits} commits`})`,
     );
   }
   const of = (name: string) => rs.find((r) => r.name === name)!;

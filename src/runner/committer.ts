@@ -1,19 +1,6 @@
-import type { Claim, ClaimRequest, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
+import { GroupCommit, type GroupLane } from '../store/group-commit.js';
+import type { Claim, ClaimRequest, ClaimResult, FinishedJob, JobFinish, JobFinishResult } from '../store/store.js';
 import type { Store } from '../store/whole-store.js';
-
-/** One slot's finishes (its job's, or its co-asked group's) waiting for the next group commit, and how to wake the slot. */
-interface Waiting {
-  entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>;
-  resolve: (r: JobFinishResult[]) => void;
-  reject: (err: unknown) => void;
-}
-
-/** One slot's claim with no finish before it (its first, or its first after an idle wait) waiting for the next group commit. */
-interface WaitingClaim {
-  request: ClaimRequest;
-  resolve: (c: Claim | null) => void;
-  reject: (err: unknown) => void;
-}
 
 /**
  * Group commit (DESIGN §10.6): one per worker process and store. Each slot hands in its finish
@@ -23,7 +10,8 @@ interface WaitingClaim {
  * entry, sent together) at the next turn of the event loop
  * (a `setImmediate`: the slots whose calls returned in the same turn all hand in first); whatever
  * is handed in while a commit runs is committed as soon as it ends. So a process of 16 slots
- * commits (and, at `synchronous = FULL`, fsyncs) once for many jobs instead of once per job.
+ * commits (and, at `synchronous = FULL`, fsyncs) once for many jobs instead of once per job. The
+ * scheduling is `GroupCommit` (store/group-commit.ts), the one SQLite's write doors use too.
  *
  * A slot's claim with no finish to carry it (its first, or its first after an idle wait) is handed in
  * with `claim` and committed the same way, every claim waiting in one `Store.claimNextJobs`: the
@@ -40,16 +28,22 @@ interface WaitingClaim {
  * is durable before the claim taken with it is used.
  */
 export class Committer {
-  private waiting: Waiting[] = [];
-  private claims: WaitingClaim[] = [];
-  private committing = false;
-  private scheduled = false;
-  /** Transactions run so far (each one `Store.finishJobs` or `Store.claimNextJobs` call). */
-  commits = 0;
+  private readonly group = new GroupCommit();
+  private readonly finishes: GroupLane<{ claim: Claim; finish: JobFinish }, JobFinishResult> = this.group.lane(
+    (entries) => this.commit(entries),
+  );
+  private readonly claims: GroupLane<ClaimRequest, ClaimResult> = this.group.lane((requests) =>
+    this.store.claimNextJobs(requests),
+  );
   /** Finishes handed in so far. */
   handedIn = 0;
 
   constructor(private readonly store: Pick<Store, 'finishJobs' | 'claimNextJobs'>) {}
+
+  /** Transactions run so far (each one `Store.finishJobs` or `Store.claimNextJobs` call). */
+  get commits(): number {
+    return this.group.commits;
+  }
 
   /**
    * Hands in one slot's finish; resolves with its result once committed.
@@ -70,10 +64,7 @@ export class Committer {
    */
   finishAll(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]> {
     this.handedIn += entries.length;
-    return new Promise<JobFinishResult[]>((resolve, reject) => {
-      this.waiting.push({ entries, resolve, reject });
-      this.schedule();
-    });
+    return this.finishes.handIn(entries);
   }
 
   /**
@@ -81,75 +72,19 @@ export class Committer {
    * null when none is claimable, once committed.
    * @throws (rejects with) the error of the claims' transaction, or of this claim alone (PostgreSQL).
    */
-  claim(request: ClaimRequest): Promise<Claim | null> {
-    return new Promise<Claim | null>((resolve, reject) => {
-      this.claims.push({ request, resolve, reject });
-      this.schedule();
-    });
+  async claim(request: ClaimRequest): Promise<Claim | null> {
+    const [r] = await this.claims.handIn([request]);
+    if (r?.ok) return r.claim;
+    throw r ? r.error : new Error('group commit returned no result for a claim');
   }
 
   /** Finishes and claims handed in and not yet committed (for tests and metrics). */
   get pending(): number {
-    return this.waiting.reduce((n, w) => n + w.entries.length, this.claims.length);
+    return this.group.pending;
   }
 
-  private schedule(): void {
-    if (this.committing || this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.commitWaiting();
-    });
-  }
-
-  private async commitWaiting(): Promise<void> {
-    if (this.committing || (this.waiting.length === 0 && this.claims.length === 0)) return;
-    this.committing = true;
-    const batch = this.waiting;
-    const claims = this.claims;
-    this.waiting = [];
-    this.claims = [];
-    if (batch.length) await this.commitFinishes(batch);
-    if (claims.length) await this.commitClaims(claims);
-    this.committing = false;
-    // What was handed in during this commit goes at once: its slots have waited a whole commit already.
-    if (this.waiting.length || this.claims.length) void this.commitWaiting();
-  }
-
-  private async commitFinishes(batch: readonly Waiting[]): Promise<void> {
-    let results: JobFinishResult[] | undefined;
-    let failure: { error: unknown } | undefined;
-    try {
-      results = await this.commit(batch);
-      this.commits++;
-    } catch (error) {
-      failure = { error };
-    }
-    let at = 0;
-    for (const w of batch) {
-      const mine = results?.slice(at, (at += w.entries.length));
-      if (failure || !mine || mine.length !== w.entries.length)
-        w.reject(failure ? failure.error : new Error('group commit returned no result for an entry'));
-      else w.resolve(mine);
-    }
-  }
-
-  private async commitClaims(claims: readonly WaitingClaim[]): Promise<void> {
-    try {
-      const results = await this.store.claimNextJobs(claims.map((c) => c.request));
-      this.commits++;
-      claims.forEach((c, i) => {
-        const r = results[i];
-        if (r?.ok) c.resolve(r.claim);
-        else c.reject(r ? r.error : new Error('group commit returned no result for a claim'));
-      });
-    } catch (error) {
-      for (const c of claims) c.reject(error);
-    }
-  }
-
-  /** Runs one batch in one transaction. */
-  private commit(batch: readonly Waiting[]): Promise<JobFinishResult[]> {
-    return this.store.finishJobs(batch.flatMap((w) => w.entries));
+  /** Runs one batch of finishes (every slot's that was waiting) in one transaction. */
+  private commit(entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>): Promise<JobFinishResult[]> {
+    return this.store.finishJobs(entries);
   }
 }

@@ -13,22 +13,28 @@ const file = process.env.COMMIT_HOLD_FILE;
 const slots = Number(process.env.COMMIT_HOLD_SLOTS);
 let letThrough = Number(process.env.COMMIT_HOLD_AFTER ?? 0);
 
+// Finishes handed in while the held commit waits (the committer keeps them for the next one).
+let held = null;
+const finishAll = Committer.prototype.finishAll;
+Committer.prototype.finishAll = function (entries) {
+  if (held) held.push(...entries);
+  return finishAll.call(this, entries);
+};
+
 const commit = Committer.prototype.commit;
-Committer.prototype.commit = function (batch) {
-  if (letThrough-- > 0) return commit.call(this, batch);
+Committer.prototype.commit = function (entries) {
+  if (letThrough-- > 0) return commit.call(this, entries);
+  held = [...entries];
   const report = () => {
-    // The held batch, and whatever was handed in after it (the committer keeps it waiting): one hand-in per slot.
-    const waiting = [...batch, ...this.waiting];
-    if (waiting.length < slots) return void setTimeout(report, 5);
-    // Each slot's hand-in holds its group's finishes (a co-asked group's jobs together).
-    const claims = waiting
-      .flatMap((w) => w.entries)
-      .map((e) => ({
-        itemId: e.claim.itemId,
-        questionSet: e.claim.questionSet,
-        claimToken: e.claim.claimToken,
-        answers: e.finish.answers ? e.finish.answers.decisions.length : 0,
-      }));
+    // The held commit's finishes and whatever was handed in after them, until every slot (its
+    // claims' holder) has handed in; a co-asked group's jobs travel together in one hand-in.
+    if (new Set(held.map((e) => e.claim.claimedBy)).size < slots) return void setTimeout(report, 5);
+    const claims = held.map((e) => ({
+      itemId: e.claim.itemId,
+      questionSet: e.claim.questionSet,
+      claimToken: e.claim.claimToken,
+      answers: e.finish.answers ? e.finish.answers.decisions.length : 0,
+    }));
     writeFileSync(file, JSON.stringify(claims));
   };
   report();

@@ -93,8 +93,8 @@ export function postgresDialect(clock: { clockOffsetMs: number }): Dialect {
     skipLocked: new StringChunk(' FOR UPDATE OF j SKIP LOCKED'),
     lock: (q) => (q as unknown as { for(s: 'update'): unknown }).for('update') as typeof q,
     serialiseSpend: sql`SELECT pg_advisory_xact_lock(${SPEND_RESERVATION_LOCK_KEY})`,
-    write: (db, steps) => (db as PgDb).transaction((tx) => drive(tx as unknown as PgDb, steps)),
-    autocommit: (db, steps) => drive(db as PgDb, steps),
+    write: (db, op) => (db as PgDb).transaction((tx) => drive(tx as unknown as PgDb, op())),
+    autocommit: (db, op) => drive(db as PgDb, op()),
     read: (db, steps) => drive(db as PgDb, steps),
   };
   return d;

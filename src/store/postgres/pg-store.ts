@@ -299,7 +299,7 @@ export class PgStore extends SqlStore implements Store {
             memory: memoryOf(keys, got.memory),
             next: watched,
           };
-          await c.d.autocommit(db, queueSurfacingEvents({ ...c, db }, watch, got.stored));
+          await c.d.autocommit(db, () => queueSurfacingEvents({ ...c, db }, watch, got.stored));
           await db.execute(sql`COMMIT`);
           return got;
         } catch (err) {

@@ -392,8 +392,7 @@ export function recordSpooledSpend(c: SqlContext, id: string, r: SpendRecord): P
 /** Deletes spooled-spend markers by id; run once the spool that held them is cleared. */
 export function forgetSpooledSpend(c: SqlContext, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return Promise.resolve();
-  return autocommit(
-    c,
+  return autocommit(c, () =>
     exec(
       sql`DELETE FROM verdict_meta WHERE ${inList(
         sql`key`,

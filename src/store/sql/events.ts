@@ -313,8 +313,7 @@ export function deferEventDelivery(c: SqlContext, id: number, owner: string, del
  * counted, claimable at once. @returns rows released.
  */
 export function releaseEventDeliveries(c: SqlContext, owner: string): Promise<number> {
-  return autocommit(
-    c,
+  return autocommit(c, () =>
     changes(sql`
     UPDATE decision_events SET lease_owner = NULL, lease_expires_at = NULL
     WHERE lease_owner = ${owner} AND delivered_at IS NULL`),

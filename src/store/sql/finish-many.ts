@@ -26,7 +26,7 @@ export function finishJobs(
   c: SqlContext,
   entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
 ): Promise<JobFinishResult[]> {
-  return write(c, finishManySteps(c, entries));
+  return write(c, () => finishManySteps(c, entries));
 }
 
 function* finishManySteps(

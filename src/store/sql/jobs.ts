@@ -114,7 +114,7 @@ export function claimNextJob(
 ): Promise<Claim | null> {
   // With co-asking partners the claim and its siblings' claim are one transaction: on Postgres,
   // with the claimed row committed alone, another claimer could take a sibling between the two.
-  const steps = claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets, ...opts });
+  const steps = () => claimSteps(c, { workerId, leaseMs, abandonLimit, skipSets, ...opts });
   return Object.keys(opts.coAsk ?? {}).length ? write(c, steps) : autocommit(c, steps);
 }
 
@@ -262,7 +262,7 @@ export function claimSiblingJobs(
   sets: readonly string[],
   o: { leaseMs: number; abandonLimit: number },
 ): Promise<Claim[]> {
-  return autocommit(c, siblingSteps(c, claim, sets, o));
+  return autocommit(c, () => siblingSteps(c, claim, sets, o));
 }
 
 function* siblingSteps(
@@ -375,7 +375,7 @@ function fenced(
   apply: (row: RawJob, now: Expr) => Steps<void>,
   completion = false,
 ): Promise<OutcomeResult> {
-  return write(c, fencedSteps(c, claim, apply, completion));
+  return write(c, () => fencedSteps(c, claim, apply, completion));
 }
 
 function* fencedSteps(

@@ -154,12 +154,12 @@ export function* setMetaTx(c: SqlContext, key: string, value: string): Steps<voi
 
 /** Inserts or replaces one `verdict_meta` row. */
 export function setMeta(c: SqlContext, key: string, value: string): Promise<void> {
-  return write(c, setMetaTx(c, key, value));
+  return write(c, () => setMetaTx(c, key, value));
 }
 
 /** Deletes one `verdict_meta` row; a missing key is not an error. */
 export function deleteMeta(c: SqlContext, key: string): Promise<void> {
-  return autocommit(c, exec(sql`DELETE FROM verdict_meta WHERE key = ${key}`));
+  return autocommit(c, () => exec(sql`DELETE FROM verdict_meta WHERE key = ${key}`));
 }
 
 /**

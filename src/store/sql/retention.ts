@@ -35,8 +35,7 @@ export function listSupersededDecisions(
  */
 export function deleteDecisions(c: SqlContext, ids: readonly number[]): Promise<number> {
   if (ids.length === 0) return Promise.resolve(0);
-  return autocommit(
-    c,
+  return autocommit(c, () =>
     changes(sql`
       DELETE FROM item_decisions
       WHERE id IN (${sql.join(

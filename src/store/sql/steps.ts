@@ -217,14 +217,18 @@ export interface Dialect {
   readonly serialiseSpend: SQL | null;
   /** Locks the rows of a builder select (`.for('update')` on Postgres; unchanged on SQLite). */
   lock<Q>(q: Q): Q;
-  /** Runs `steps` in one write transaction on `db` (nested in an open one as a savepoint). */
-  write<T>(db: unknown, steps: Steps<T>): Promise<T>;
+  /**
+   * Runs the steps `op` makes in one write transaction on `db` (nested in an open one as a
+   * savepoint). `op` may be called more than once: SQLite's group commit runs a write again when
+   * another write of its group threw (sqlite/write-group.ts), so the steps keep their state inside.
+   */
+  write<T>(db: unknown, op: () => Steps<T>): Promise<T>;
   /**
    * Runs writes whose statements may each commit on their own (the claim, a single-statement
    * outcome): on Postgres without BEGIN/COMMIT, one round trip a statement; on SQLite one IMMEDIATE
-   * transaction, as every SQLite write.
+   * transaction, as every SQLite write (so `op` may be called more than once, as for `write`).
    */
-  autocommit<T>(db: unknown, steps: Steps<T>): Promise<T>;
+  autocommit<T>(db: unknown, op: () => Steps<T>): Promise<T>;
   /** Runs `steps` outside an explicit transaction (reads). */
   read<T>(db: unknown, steps: Steps<T>): Promise<T>;
 }
@@ -247,14 +251,17 @@ export type Operation<T> = Steps<T> | (() => Steps<T>);
 
 const stepsOf = <T>(op: Operation<T>): Steps<T> => (typeof op === 'function' ? op() : op);
 
-/** Runs `op` in one write transaction of `c`. */
-export function write<T>(c: SqlContext, op: Operation<T>): Promise<T> {
-  return c.d.write(c.db, stepsOf(op));
+/**
+ * Runs the steps `op` makes in one write transaction of `c`. A generator function, not its
+ * steps: SQLite's group commit may run a write twice (see Dialect.write).
+ */
+export function write<T>(c: SqlContext, op: () => Steps<T>): Promise<T> {
+  return c.d.write(c.db, op);
 }
 
-/** Runs `op` on `c`, each statement committing on its own where the dialect allows (see Dialect.autocommit). */
-export function autocommit<T>(c: SqlContext, op: Operation<T>): Promise<T> {
-  return c.d.autocommit(c.db, stepsOf(op));
+/** Runs the steps `op` makes on `c`, each statement committing on its own where the dialect allows (see Dialect.autocommit). */
+export function autocommit<T>(c: SqlContext, op: () => Steps<T>): Promise<T> {
+  return c.d.autocommit(c.db, op);
 }
 
 /** Runs `op` on `c` without an explicit transaction. */

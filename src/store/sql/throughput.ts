@@ -51,7 +51,7 @@ export function* countOutcomes(now: Expr, outcome: JobOutcome, jobs = 1): Steps<
 
 /** `countOutcomes` in a statement of its own, for a finish that ran outside a transaction of ours. */
 export function countOutcome(c: SqlContext, outcome: JobOutcome): Promise<void> {
-  return autocommit(c, countOutcomesNow(outcome));
+  return autocommit(c, () => countOutcomesNow(outcome));
 }
 
 /** `countOutcomes` with the operation's own "now", for a caller that has none at hand. */
@@ -113,13 +113,8 @@ export function throughputSince(
  * per outcome, so one delete per retention pass stays short.
  */
 export function pruneThroughput(c: SqlContext, olderThanMs: number): Promise<number> {
-  return autocommit(
-    c,
-    (function* () {
-      const now = yield* nowSql();
-      return yield* changes(
-        sql`DELETE FROM job_throughput WHERE minute < ${now} - ${c.d.int8(Math.trunc(olderThanMs))}`,
-      );
-    })(),
-  );
+  return autocommit(c, function* () {
+    const now = yield* nowSql();
+    return yield* changes(sql`DELETE FROM job_throughput WHERE minute < ${now} - ${c.d.int8(Math.trunc(olderThanMs))}`);
+  });
 }

@@ -56,6 +56,26 @@ async function whenHostTxEnds<T>(client: Database.Database, op: () => T): Promis
   return op() as Awaited<T>;
 }
 
+/**
+ * Runs `op` once the connection is in no transaction: none held by an async `store.transaction`
+ * (`mutex`), none the host opened itself on a shared connection (polled as `whenHostTxEnds`). Both
+ * are checked in the microtask that runs `op`, so neither can begin in between (the write doors'
+ * group commit, write-group.ts, begins its own transaction there).
+ */
+export async function whenConnectionIdle<T>(
+  mutex: ConnectionMutex,
+  client: Database.Database,
+  op: () => T,
+): Promise<T> {
+  for (let wait = HOST_TX_POLL_MIN_MS; ;) {
+    if (mutex.held) await mutex.held;
+    else if (client.inTransaction) {
+      await sleep(wait);
+      wait = Math.min(wait * 2, HOST_TX_POLL_MAX_MS);
+    } else return op();
+  }
+}
+
 /** How `gateMethods` finds a store's connection state. */
 export interface GateAccess {
   mutexOf(self: object): ConnectionMutex;

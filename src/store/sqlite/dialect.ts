@@ -16,21 +16,29 @@ import {
 } from '../sql/steps.js';
 import { writeTx, type SqliteContext } from './context.js';
 import * as schema from './schema.js';
+import type { WriteGroup } from './write-group.js';
 
 /** An empty clause, for a difference this dialect does not have. */
 const NOTHING = new StringChunk('');
 
 /**
  * SQLite's side of the one SQL store (see ../sql/steps.ts): statements run synchronously on the
- * better-sqlite3 connection, a write inside one IMMEDIATE transaction (`writeTx`, which also
- * records storage problems for /healthz), so no await ever falls between BEGIN and COMMIT; "now"
- * is the store's injected clock, read once per operation.
+ * better-sqlite3 connection, a write inside one IMMEDIATE transaction, so no await ever falls
+ * between BEGIN and COMMIT; "now" is the store's injected clock, read once per operation. With
+ * `writes` (a store's), a write made while the connection is in no transaction is handed to that
+ * group commit and committed with the other writes of its turn (write-group.ts); a write inside an
+ * open transaction, or without `writes` (a one-off connection), runs at once in its own
+ * (`writeTx`, which also records storage problems for /healthz; a savepoint inside an open one).
  */
-export function sqliteDialect(ctx: SqliteContext): SqliteDialect {
-  // `db` is always this store's one connection (a transaction handle shares it), so writeTx runs
+export function sqliteDialect(ctx: SqliteContext, writes?: WriteGroup): SqliteDialect {
+  // `db` is always this store's one connection (a transaction handle shares it), so a write runs
   // on `ctx` itself: no context object is built per write.
-  const write = async <T>(_db: unknown, steps: Steps<T>): Promise<T> =>
-    writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, steps));
+  const client = ctx.db.$client;
+  const write = async <T>(_db: unknown, op: () => Steps<T>): Promise<T> => {
+    if (writes && !client.inTransaction)
+      return (await writes.write(() => drive(ctx.db as unknown as Db, ctx.clock, prepared, op()))) as T;
+    return writeTx(ctx, (tx) => drive(tx, ctx.clock, prepared, op()));
+  };
   const prepared = new PreparedShapes(ctx.db as unknown as Db, () => d);
   const d: SqliteDialect = {
     name: 'sqlite',

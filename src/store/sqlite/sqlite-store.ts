@@ -27,6 +27,7 @@ import { checkDoorInput, DOOR_INPUT as IN, emptyReport } from '../input-rules.js
 import { JOB_OUTCOMES } from '../throughput.js';
 import type { JobStore } from '../job-store.js';
 import { openSqlite, sqlitePathFromUrl, wrapSqlite } from './open.js';
+import { WriteGroup } from './write-group.js';
 
 export interface SqliteStoreOptions {
   /** A path, `file:` URL or `:memory:`. Ignored when `connection` is given. */
@@ -70,6 +71,8 @@ export class SqliteStore extends SqlStore implements Store {
   private readonly writer: hot.JobWriter;
   /** Held while an async `transaction` runs on the connection (see async-tx.ts). */
   readonly mutex: ConnectionMutex = { held: null };
+  /** The write doors' group commit on this connection (write-group.ts; DESIGN §10.6). */
+  readonly writes: WriteGroup;
   private readonly ownsConnection: boolean;
   private readonly path: string;
   private readonly busyDeadlineMs: number | undefined;
@@ -92,7 +95,8 @@ export class SqliteStore extends SqlStore implements Store {
       clock: opts.clock ?? systemClock,
       storage: { problem: null, gate: Promise.resolve() },
     };
-    const d: SqliteDialect = sqliteDialect(this.ctx);
+    this.writes = new WriteGroup(this.ctx, this.mutex);
+    const d: SqliteDialect = sqliteDialect(this.ctx, this.writes);
     this.c = {
       d,
       db: this.ctx.db,
@@ -277,6 +281,7 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   async close() {
+    await this.writes.idle(); // writes already handed in commit (and answer) before the connection closes
     if (this.ownsConnection && this.ctx.db.$client.open) this.ctx.db.$client.close();
   }
 
