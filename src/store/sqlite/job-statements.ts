@@ -60,6 +60,21 @@ function prepared(db: Database.Database, text: string): Statement {
 }
 
 /**
+ * A statement text builder whose texts are kept by their arguments: the hot path builds each shape
+ * of text once, not on every run (a claim's text is about 1 KB, built twice per claim), and the
+ * same string object is handed to `prepared`, so its hash is worked out once too.
+ */
+function memoText<A extends Array<string | number | boolean>>(build: (...a: A) => string): (...a: A) => string {
+  const known = new Map<string, string>();
+  return (...a) => {
+    const key = a.join(',');
+    let text = known.get(key);
+    if (text === undefined) known.set(key, (text = build(...a)));
+    return text;
+  };
+}
+
+/**
  * The item, its collection and workspace in one statement (LEFT JOINs: a missing collection or
  * workspace row reads as null, and the load is null), by primary key. Its columns are flat so no
  * nested row is built. Comments and links are two more reads (`stateComments`, `stateLinks`).
@@ -184,14 +199,14 @@ export function checkClaim(db: Database.Database, now: number, claim: Claim): Cl
  * collection and workspace read once, and each claimed job's row (`@set0…`) by primary key; one
  * row per job row found, or one row with a null set when none is. One text per number of sets.
  */
-function checkClaimsSql(n: number): string {
+const checkClaimsSql = memoText((n: number): string => {
   return `
   SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w, j.question_set AS qs,
          j.claim_token AS token, j.generation AS generation, j.lease_expires_at - @now AS lease_left
   FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
   LEFT JOIN decision_jobs j ON j.item_id = i.id AND j.question_set IN (${Array.from({ length: n }, (_, k) => `@set${k}`).join(', ')})
   WHERE i.id = @itemId`;
-}
+});
 
 /**
  * Store.checkClaims on SQLite: each claim's `checkClaim`, in one statement when the claims are of
@@ -237,10 +252,10 @@ export function checkLiveness(db: Database.Database, now: number, itemId: string
  * seek on item_decisions_idem_uq (a row-value `IN (VALUES …)` made SQLite build a temporary table:
  * 61 µs against 33 for three keys, measured). One text, so one prepared statement, per `n`.
  */
-function answeredKeysSql(n: number): string {
+const answeredKeysSql = memoText((n: number): string => {
   const term = '(question_key = ? AND state_hash = ? AND question_hash = ? AND state_version = ?)';
   return `SELECT question_key AS k FROM item_decisions WHERE item_id = ? AND question_set = ? AND (${Array.from({ length: n }, () => term).join(' OR ')})`;
-}
+});
 
 /** Store.answeredKeys on SQLite: which wanted keys already have a row at exactly that key. */
 export function answeredKeys(
@@ -262,11 +277,11 @@ export function answeredKeys(
  * item_decisions_idem_uq (as `answeredKeysSql` walks the item's and set's); `counts[i]` keys of
  * the i-th set. One text per list of counts.
  */
-function answeredKeysOfSetsSql(counts: readonly number[]): string {
+const answeredKeysOfSetsSql = memoText((...counts: number[]): string => {
   const term = '(question_set = ? AND question_key = ? AND state_hash = ? AND question_hash = ? AND state_version = ?)';
   const terms = counts.flatMap((n) => Array.from({ length: n }, () => term));
   return `SELECT question_set AS s, question_key AS k FROM item_decisions WHERE item_id = ? AND (${terms.join(' OR ')})`;
-}
+});
 
 /** Store.answeredKeysOfSets on SQLite: `answeredKeys` of each set, in one statement when there are several (`answeredKeysOfSetsSql`). */
 export function answeredKeysOfSets(
@@ -279,7 +294,7 @@ export function answeredKeysOfSets(
   const values: unknown[] = [itemId];
   for (const w of asked)
     for (const k of w.keys) values.push(w.questionSet, k.questionKey, k.stateHash, k.questionHash, k.stateVersion);
-  const hits = prepared(db, answeredKeysOfSetsSql(asked.map((w) => w.keys.length))).all(...values) as Array<{
+  const hits = prepared(db, answeredKeysOfSetsSql(...asked.map((w) => w.keys.length))).all(...values) as Array<{
     s: string;
     k: string;
   }>;
@@ -371,11 +386,11 @@ function candidateSql(skipped: number, pairs: number, liveOnly: boolean): string
  * (`ABANDON_SET`), which takes it only when it still carries an expired one. In one IMMEDIATE
  * transaction the candidate is the same row both times; the common claim is one statement.
  */
-function claimSql(abandoned: boolean, skipped: number, pairs: number, liveOnly: boolean): string {
+const claimSql = memoText((abandoned: boolean, skipped: number, pairs: number, liveOnly: boolean): string => {
   return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
     WHERE (item_id, question_set) = (${candidateSql(skipped, pairs, liveOnly)}) AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
     ${CLAIM_RETURNING}`;
-}
+});
 
 /**
  * Store.claimNextJob on SQLite, inside the caller's write transaction (`inWriteTx`): the claim
@@ -421,14 +436,14 @@ export function claimNext(w: JobWriter, now: number, r: ClaimRequest): Claim | n
  * claimable now and below the abandon limit, under the claimed job's lease, by primary key (no
  * sub-select: SQLite has no row locks to skip). Fresh and abandoned rows in two texts, as the claim.
  */
-function siblingSql(abandoned: boolean, n: number): string {
+const siblingSql = memoText((abandoned: boolean, n: number): string => {
   const sets = Array.from({ length: n }, (_, i) => `@set${i}`).join(', ');
   return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
     WHERE item_id = @itemId AND question_set IN (${sets}) AND state = 'owed' AND not_before <= @now
       AND (lease_expires_at IS NULL OR lease_expires_at <= @now) AND abandons < @abandonLimit
       AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
     ${CLAIM_RETURNING}`;
-}
+});
 
 /**
  * Store.claimSiblingJobs on SQLite, inside the caller's write transaction: the siblings claimed
@@ -497,14 +512,14 @@ const RECORD_SPEND = `
  * nothing (the same state answered again), so a re-run never doubles an answer. Returns the keys
  * inserted, which surfacing needs. One text per `n`.
  */
-function insertAnswersSql(n: number): string {
+const insertAnswersSql = memoText((n: number): string => {
   const row = `(${Array.from({ length: 20 }, () => '?').join(', ')})`;
   return `INSERT INTO item_decisions (workspace_id, item_id, question_set, question_key, kind, answer, confidence,
       provider, model, state_hash, question_hash, state_version, state_parts, input_tokens, output_tokens, item_seq,
       state_truncated, rationale, fingerprint_context, evaluated_at)
     VALUES ${Array.from({ length: n }, () => row).join(', ')}
     ON CONFLICT DO NOTHING RETURNING question_key AS k`;
-}
+});
 
 /**
  * The surfacing memory of `n` watched keys of one (item, set) (../sql/surfacing.ts `readMemory`:
@@ -515,7 +530,7 @@ function insertAnswersSql(n: number): string {
  * targets' read and, with a target, the item's row) cost 2.5× this in CPU; on SQLite the IMMEDIATE
  * transaction already serialises writers, so no row is read to lock the item. One text per `n`.
  */
-function surfacingMemorySql(n: number): string {
+const surfacingMemorySql = memoText((n: number): string => {
   const key = (i: number) => `(SELECT @k${i} AS k,
       (SELECT answer FROM item_decisions WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i} ORDER BY id DESC LIMIT 1) AS answer,
       (SELECT surfaced FROM surfacing_changes WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i} ORDER BY id DESC LIMIT 1) AS surfaced,
@@ -524,7 +539,7 @@ function surfacingMemorySql(n: number): string {
     FROM (SELECT 1) LEFT JOIN human_verdicts v ON v.id = (SELECT max(id) FROM human_verdicts
       WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i}))`;
   return `SELECT * FROM ${Array.from({ length: n }, (_, i) => key(i)).join(' UNION ALL SELECT * FROM ')}`;
-}
+});
 
 interface MemoryDbRow {
   k: string;
