@@ -518,6 +518,10 @@ export async function recordOutcome(
  * schema are warnings, since each needs a person.
  */
 function logReport(logger: Logger, r: RunReport, ref: string | undefined): void {
+  const needsPerson =
+    r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected';
+  // Every other line is at debug: when debug is off, none of their objects is built (two per job).
+  if (!needsPerson && !logger.isLevelEnabled('debug')) return;
   const base = { set: r.claim.questionSet, workspaceId: r.claim.workspaceId, itemId: r.claim.itemId, ref };
   if (r.stats.calls > 0) {
     logger.debug(
@@ -534,10 +538,7 @@ function logReport(logger: Logger, r: RunReport, ref: string | undefined): void 
     );
   }
   if (r.outcome.kind !== 'complete') {
-    const level =
-      r.outcome.kind === 'park' || r.outcome.kind === 'misconfigured' || r.outcome.kind === 'schema_rejected'
-        ? 'warn'
-        : 'debug';
+    const level = needsPerson ? 'warn' : 'debug';
     logger[level](
       { ...base, outcome: r.outcome.kind, reason: r.outcome.reason, recorded: r.recorded, attempts: r.claim.attempts },
       'job outcome',

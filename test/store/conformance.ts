@@ -1506,6 +1506,13 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(after[2].leaseLeftMs).toBeGreaterThan(30_000);
       const missing = { ...a1, itemId: 'no-such-item' };
       expect((await fx.store.checkClaims([missing, a1])).map((r) => r.liveness)).toEqual(['item_gone', 'live']);
+      // Claims of one item (a co-asked call's parts), the job rows there, lost or gone.
+      expect((await fx.store.checkClaims([e1, a1])).map((r) => r.liveness)).toEqual(['lost', 'live']);
+      await fx.store.completeJob(a1);
+      expect(await fx.store.checkClaims([a1, e1])).toEqual([
+        { liveness: 'lost', leaseLeftMs: -Infinity },
+        { liveness: 'lost', leaseLeftMs: -Infinity },
+      ]);
       expect(await fx.store.checkClaims([])).toEqual([]);
     });
 

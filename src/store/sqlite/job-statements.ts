@@ -13,11 +13,14 @@ import type {
   Liveness,
   NewDecision,
   OutcomeResult,
+  SpendRecord,
 } from '../store.js';
 import type { FinishOutcome } from '../throughput.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
 import { HOUR_MS, livenessOf, type LivenessRow } from '../sql/decisions.js';
-import { queueSurfacingEvents, watchSurfacing } from '../sql/events.js';
+import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
+import type { KeyMemory } from '../sql/surfacing.js';
+import type { VerdictKind } from '../verdicts.js';
 import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
 import type { SqlContext } from '../sql/steps.js';
 import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
@@ -54,6 +57,21 @@ function prepared(db: Database.Database, text: string): Statement {
   let s = byText.get(text);
   if (!s) byText.set(text, (s = Database.prototype.prepare.call(db, text) as Statement));
   return s;
+}
+
+/**
+ * A statement text builder whose texts are kept by their arguments: the hot path builds each shape
+ * of text once, not on every run (a claim's text is about 1 KB, built twice per claim), and the
+ * same string object is handed to `prepared`, so its hash is worked out once too.
+ */
+function memoText<A extends Array<string | number | boolean>>(build: (...a: A) => string): (...a: A) => string {
+  const known = new Map<string, string>();
+  return (...a) => {
+    const key = a.join(',');
+    let text = known.get(key);
+    if (text === undefined) known.set(key, (text = build(...a)));
+    return text;
+  };
 }
 
 /**
@@ -177,6 +195,44 @@ export function checkClaim(db: Database.Database, now: number, claim: Claim): Cl
 }
 
 /**
+ * `CHECK_CLAIM` for several claims of one item (a co-asked call's parts, DESIGN §7.2): the item,
+ * collection and workspace read once, and each claimed job's row (`@set0…`) by primary key; one
+ * row per job row found, or one row with a null set when none is. One text per number of sets.
+ */
+const checkClaimsSql = memoText((n: number): string => {
+  return `
+  SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w, j.question_set AS qs,
+         j.claim_token AS token, j.generation AS generation, j.lease_expires_at - @now AS lease_left
+  FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+  LEFT JOIN decision_jobs j ON j.item_id = i.id AND j.question_set IN (${Array.from({ length: n }, (_, k) => `@set${k}`).join(', ')})
+  WHERE i.id = @itemId`;
+});
+
+/**
+ * Store.checkClaims on SQLite: each claim's `checkClaim`, in one statement when the claims are of
+ * one item (`checkClaimsSql`, as a co-asked call's are), else one read per claim.
+ */
+export function checkClaims(db: Database.Database, now: number, claims: readonly Claim[]): ClaimCheck[] {
+  const first = claims[0];
+  if (!first || claims.length === 1 || claims.some((c) => c.itemId !== first.itemId))
+    return claims.map((claim) => checkClaim(db, now, claim));
+  const values: Record<string, string | number> = { now, itemId: first.itemId };
+  claims.forEach((c, k) => (values[`set${k}`] = c.questionSet));
+  const got = prepared(db, checkClaimsSql(claims.length)).all(values) as Array<LivenessRow & { qs: string | null }>;
+  const base = got[0];
+  return claims.map((claim) => {
+    const r =
+      got.find((g) => g.qs === claim.questionSet) ??
+      (base ? { i: base.i, c: base.c, w: base.w, token: null, generation: null, lease_left: null } : undefined);
+    const left = r?.lease_left;
+    return {
+      liveness: livenessOf(r, claim),
+      leaseLeftMs: left === null || left === undefined ? -Infinity : Number(left),
+    };
+  });
+}
+
+/**
  * The liveness of an item without a claim (DESIGN §7 step 6): item, collection and workspace not
  * deleted, one statement by primary key. With a claim the read is `CHECK_CLAIM`.
  */
@@ -196,10 +252,10 @@ export function checkLiveness(db: Database.Database, now: number, itemId: string
  * seek on item_decisions_idem_uq (a row-value `IN (VALUES …)` made SQLite build a temporary table:
  * 61 µs against 33 for three keys, measured). One text, so one prepared statement, per `n`.
  */
-function answeredKeysSql(n: number): string {
+const answeredKeysSql = memoText((n: number): string => {
   const term = '(question_key = ? AND state_hash = ? AND question_hash = ? AND state_version = ?)';
   return `SELECT question_key AS k FROM item_decisions WHERE item_id = ? AND question_set = ? AND (${Array.from({ length: n }, () => term).join(' OR ')})`;
-}
+});
 
 /** Store.answeredKeys on SQLite: which wanted keys already have a row at exactly that key. */
 export function answeredKeys(
@@ -213,6 +269,36 @@ export function answeredKeys(
   for (const k of keys) values.push(k.questionKey, k.stateHash, k.questionHash, k.stateVersion);
   const hits = prepared(db, answeredKeysSql(keys.length)).all(...values) as Array<{ k: string }>;
   return new Set(hits.map((h) => h.k));
+}
+
+/**
+ * The idempotency read of a co-asked group (DESIGN §7 step 5, §7.2): `answeredKeysSql` with the
+ * set in each term, so the group's sets are one statement, a walk of the item's entries of
+ * item_decisions_idem_uq (as `answeredKeysSql` walks the item's and set's); `counts[i]` keys of
+ * the i-th set. One text per list of counts.
+ */
+const answeredKeysOfSetsSql = memoText((...counts: number[]): string => {
+  const term = '(question_set = ? AND question_key = ? AND state_hash = ? AND question_hash = ? AND state_version = ?)';
+  const terms = counts.flatMap((n) => Array.from({ length: n }, () => term));
+  return `SELECT question_set AS s, question_key AS k FROM item_decisions WHERE item_id = ? AND (${terms.join(' OR ')})`;
+});
+
+/** Store.answeredKeysOfSets on SQLite: `answeredKeys` of each set, in one statement when there are several (`answeredKeysOfSetsSql`). */
+export function answeredKeysOfSets(
+  db: Database.Database,
+  itemId: string,
+  wanted: ReadonlyArray<{ questionSet: string; keys: readonly AnswerKey[] }>,
+): Array<Set<string>> {
+  const asked = wanted.filter((w) => w.keys.length > 0);
+  if (asked.length <= 1) return wanted.map((w) => answeredKeys(db, itemId, w.questionSet, w.keys));
+  const values: unknown[] = [itemId];
+  for (const w of asked)
+    for (const k of w.keys) values.push(w.questionSet, k.questionKey, k.stateHash, k.questionHash, k.stateVersion);
+  const hits = prepared(db, answeredKeysOfSetsSql(...asked.map((w) => w.keys.length))).all(...values) as Array<{
+    s: string;
+    k: string;
+  }>;
+  return wanted.map((w) => new Set(hits.filter((h) => h.s === w.questionSet).map((h) => h.k)));
 }
 
 // ------------------------------------------------------------------ the claim and the finish
@@ -300,11 +386,11 @@ function candidateSql(skipped: number, pairs: number, liveOnly: boolean): string
  * (`ABANDON_SET`), which takes it only when it still carries an expired one. In one IMMEDIATE
  * transaction the candidate is the same row both times; the common claim is one statement.
  */
-function claimSql(abandoned: boolean, skipped: number, pairs: number, liveOnly: boolean): string {
+const claimSql = memoText((abandoned: boolean, skipped: number, pairs: number, liveOnly: boolean): string => {
   return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
     WHERE (item_id, question_set) = (${candidateSql(skipped, pairs, liveOnly)}) AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
     ${CLAIM_RETURNING}`;
-}
+});
 
 /**
  * Store.claimNextJob on SQLite, inside the caller's write transaction (`inWriteTx`): the claim
@@ -350,14 +436,14 @@ export function claimNext(w: JobWriter, now: number, r: ClaimRequest): Claim | n
  * claimable now and below the abandon limit, under the claimed job's lease, by primary key (no
  * sub-select: SQLite has no row locks to skip). Fresh and abandoned rows in two texts, as the claim.
  */
-function siblingSql(abandoned: boolean, n: number): string {
+const siblingSql = memoText((abandoned: boolean, n: number): string => {
   const sets = Array.from({ length: n }, (_, i) => `@set${i}`).join(', ');
   return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
     WHERE item_id = @itemId AND question_set IN (${sets}) AND state = 'owed' AND not_before <= @now
       AND (lease_expires_at IS NULL OR lease_expires_at <= @now) AND abandons < @abandonLimit
       AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
     ${CLAIM_RETURNING}`;
-}
+});
 
 /**
  * Store.claimSiblingJobs on SQLite, inside the caller's write transaction: the siblings claimed
@@ -426,24 +512,91 @@ const RECORD_SPEND = `
  * nothing (the same state answered again), so a re-run never doubles an answer. Returns the keys
  * inserted, which surfacing needs. One text per `n`.
  */
-function insertAnswersSql(n: number): string {
+const insertAnswersSql = memoText((n: number): string => {
   const row = `(${Array.from({ length: 20 }, () => '?').join(', ')})`;
   return `INSERT INTO item_decisions (workspace_id, item_id, question_set, question_key, kind, answer, confidence,
       provider, model, state_hash, question_hash, state_version, state_parts, input_tokens, output_tokens, item_seq,
       state_truncated, rationale, fingerprint_context, evaluated_at)
     VALUES ${Array.from({ length: n }, () => row).join(', ')}
     ON CONFLICT DO NOTHING RETURNING question_key AS k`;
+});
+
+/**
+ * The surfacing memory of `n` watched keys of one (item, set) (../sql/surfacing.ts `readMemory`:
+ * each key's latest answer, latest change and latest verdict) and the enabled event targets, in
+ * one statement: one row per key, each latest row a seek on its table's key index
+ * (`ORDER BY id DESC LIMIT 1`, `max(id)`), the targets' count an uncorrelated subquery SQLite runs
+ * once. The shared read (`memoryShape`: `id IN (… GROUP BY question_key)` per table, then the
+ * targets' read and, with a target, the item's row) cost 2.5× this in CPU; on SQLite the IMMEDIATE
+ * transaction already serialises writers, so no row is read to lock the item. One text per `n`.
+ */
+const surfacingMemorySql = memoText((n: number): string => {
+  const key = (i: number) => `(SELECT @k${i} AS k,
+      (SELECT answer FROM item_decisions WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i} ORDER BY id DESC LIMIT 1) AS answer,
+      (SELECT surfaced FROM surfacing_changes WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i} ORDER BY id DESC LIMIT 1) AS surfaced,
+      v.verdict AS verdict, v.value AS value,
+      (SELECT count(*) FROM event_targets WHERE disabled_at IS NULL) AS targets
+    FROM (SELECT 1) LEFT JOIN human_verdicts v ON v.id = (SELECT max(id) FROM human_verdicts
+      WHERE item_id = @itemId AND question_set = @questionSet AND question_key = @k${i}))`;
+  return `SELECT * FROM ${Array.from({ length: n }, (_, i) => key(i)).join(' UNION ALL SELECT * FROM ')}`;
+});
+
+interface MemoryDbRow {
+  k: string;
+  answer: string | null;
+  surfaced: number | null;
+  verdict: VerdictKind | null;
+  value: string | null;
+  targets: number;
+}
+
+/**
+ * ../sql/events.ts `watchSurfacing` on this connection, inside the caller's write transaction:
+ * the answers that could move a key's surfacing (`watchedAnswers`) and their memory, read in one
+ * statement (`surfacingMemorySql`). Null when no row is watched.
+ * @throws TypeError when the rows span more than one (item, set).
+ */
+function watchSurfacingNow(
+  w: JobWriter,
+  now: number,
+  list: readonly NewDecision[],
+  s: SurfacingContext,
+): SurfacingWatch | null {
+  const next = watchedAnswers(list, s);
+  if (next.size === 0) return null;
+  const first = list[0]!;
+  const values: Record<string, string> = { itemId: first.itemId, questionSet: first.questionSet };
+  let n = 0;
+  for (const k of next.keys()) values[`k${n++}`] = k;
+  const got = prepared(w.db, surfacingMemorySql(n)).all(values) as MemoryDbRow[];
+  const memory = new Map<string, KeyMemory>();
+  for (const r of got)
+    memory.set(r.k, {
+      answer: r.answer,
+      surfaced: r.surfaced === null ? null : r.surfaced !== 0,
+      verdict: r.verdict === null ? null : { verdict: r.verdict, value: r.value },
+    });
+  return {
+    nowMs: now,
+    context: s,
+    workspaceId: first.workspaceId,
+    itemId: first.itemId,
+    questionSet: first.questionSet,
+    targets: got[0]!.targets,
+    memory,
+    next,
+  };
 }
 
 /**
  * Stores one call's answers at `now`; with `surfacing`, the surfacing events they move are queued
- * in the same transaction (../sql/events.ts `watchSurfacing` before the insert, which reads only
- * when a watched noul is among them, and `queueSurfacingEvents` after it).
+ * in the same transaction (`watchSurfacingNow` before the insert, which reads only when a watched
+ * noul is among them, and ../sql/events.ts `queueSurfacingEvents` after it).
  * @returns rows inserted.
  */
 function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], surfacing?: SurfacingContext): number {
   if (list.length === 0) return 0;
-  const watch = surfacing ? w.d.runNow(watchSurfacing(w.c, now, list, surfacing), now) : null;
+  const watch = surfacing ? watchSurfacingNow(w, now, list, surfacing) : null;
   const values: unknown[] = [];
   for (const r of list) {
     values.push(
@@ -549,28 +702,83 @@ export function insertDecisions(
   return insertAnswers(w, now, list, surfacing);
 }
 
-function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish): FinishedJob {
+/**
+ * One finish: its answers, its fenced completion, its next claim, its reservation settled, and its
+ * spend, recorded at once or, with `spend`, added to it for the transaction to record in one
+ * upsert per hour row (`recordSpendSums`).
+ */
+function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish, spend?: SpendSums): FinishedJob {
   const a = f.answers;
   const answersStored = a ? insertAnswers(w, now, a.decisions, a.surfacing) : 0;
   const result = complete(w, now, claim);
   const next = f.claimNext ? claimNext(w, now, f.claimNext) : null;
   if (a) {
     if (a.reservationId !== null) prepared(w.db, SETTLE_RESERVATION).run({ id: a.reservationId });
-    const u = a.spend.usage;
-    prepared(w.db, RECORD_SPEND).run({
-      now,
-      questionSet: a.spend.questionSet,
-      provider: a.spend.provider,
-      model: a.spend.model,
-      outcome: a.spend.outcome,
-      calls: a.spend.calls,
-      input: u.inputTokens,
-      output: u.outputTokens,
-      cacheRead: u.cacheReadTokens,
-      cacheWrite: u.cacheWriteTokens,
-    });
+    if (spend) addSpend(spend, a.spend);
+    else recordSpend(w, now, spendValues(a.spend));
   }
   return { result, answersStored, next };
+}
+
+/** One hour row's increments (`RECORD_SPEND`'s parameters but `now`). */
+interface SpendValues {
+  questionSet: string;
+  provider: string;
+  model: string;
+  outcome: string;
+  calls: number;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+function spendValues(r: SpendRecord): SpendValues {
+  const u = r.usage;
+  return {
+    questionSet: r.questionSet,
+    provider: r.provider,
+    model: r.model,
+    outcome: r.outcome,
+    calls: r.calls,
+    input: u.inputTokens,
+    output: u.outputTokens,
+    cacheRead: u.cacheReadTokens,
+    cacheWrite: u.cacheWriteTokens,
+  };
+}
+
+function recordSpend(w: JobWriter, now: number, v: SpendValues): void {
+  prepared(w.db, RECORD_SPEND).run({ now, ...v });
+}
+
+/**
+ * A group commit's spend by hour row (set, provider, model, outcome; the hour is the
+ * transaction's): the entries of one transaction add to the same few rows, so their sums are
+ * written in one upsert per row instead of one per entry (a group of 16 slots of two sets: 2
+ * upserts instead of about 30). The row's totals are the same; only the number of statements that
+ * reach them changes.
+ */
+type SpendSums = Map<string, SpendValues>;
+
+function addSpend(sums: SpendSums, r: SpendRecord): void {
+  // NUL cannot occur in a set name, provider, model or outcome word, so the key is unambiguous.
+  const key = `${r.questionSet}\0${r.provider}\0${r.model}\0${r.outcome}`;
+  const had = sums.get(key);
+  if (!had) {
+    sums.set(key, spendValues(r));
+    return;
+  }
+  const u = r.usage;
+  had.calls += r.calls;
+  had.input += u.inputTokens;
+  had.output += u.outputTokens;
+  had.cacheRead += u.cacheReadTokens;
+  had.cacheWrite += u.cacheWriteTokens;
+}
+
+function recordSpendSums(w: JobWriter, now: number, sums: SpendSums): void {
+  for (const v of sums.values()) recordSpend(w, now, v);
 }
 
 /**
@@ -609,7 +817,8 @@ class EntryThrew extends Error {
 }
 
 /**
- * Every entry's `finish` and the throughput count, no savepoint.
+ * Every entry's `finish`, their spend summed per hour row (`SpendSums`) and the throughput count,
+ * no savepoint.
  * @throws EntryThrew wrapping the first error of an entry's statements (its transaction then rolls back).
  */
 function finishAll(
@@ -618,8 +827,10 @@ function finishAll(
   entries: ReadonlyArray<{ claim: Claim; finish: JobFinish }>,
 ): JobFinishResult[] {
   let done;
+  const spend: SpendSums = new Map();
   try {
-    done = entries.map((e) => ({ finish: e.finish, finished: finish(w, now, e.claim, e.finish) }));
+    done = entries.map((e) => ({ finish: e.finish, finished: finish(w, now, e.claim, e.finish, spend) }));
+    recordSpendSums(w, now, spend);
   } catch (error) {
     throw new EntryThrew(error);
   }

@@ -189,23 +189,18 @@ export class SqliteStore extends SqlStore implements Store {
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
     return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
   }
-  /** In-process reads: one prepared read per claim, in one turn on the connection. */
+  /** One prepared read for claims of one item (a co-asked call's), else one per claim, in one turn on the connection. */
   checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
-    return this.onConnection(async () => {
-      const now = this.ctx.clock.now();
-      return claims.map((claim) => hot.checkClaim(this.ctx.db.$client, now, claim));
-    });
+    return this.onConnection(async () => hot.checkClaims(this.ctx.db.$client, this.ctx.clock.now(), claims));
   }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
     return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
   }
-  /** In-process reads: one prepared read per set, in one turn on the connection. */
+  /** One prepared read for the sets of a co-asked group, in one turn on the connection. */
   answeredKeysOfSets(
     ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
   ): ReturnType<JobStore['answeredKeysOfSets']> {
-    return this.onConnection(async () =>
-      wanted.map((w) => hot.answeredKeys(this.ctx.db.$client, itemId, w.questionSet, w.keys)),
-    );
+    return this.onConnection(async () => hot.answeredKeysOfSets(this.ctx.db.$client, itemId, wanted));
   }
   insertDecisions(...[list, surfacing]: Parameters<JobStore['insertDecisions']>) {
     // Nothing to write: no transaction (as the shared rule, which returns 0 before its own).
