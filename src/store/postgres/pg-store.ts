@@ -268,8 +268,8 @@ export class PgStore extends SqlStore implements Store {
    * connection: the item row locked (job-statements.ts `lockForSurfacing`), the finish statement,
    * which also returns the watched keys' memory from before its insert, then one statement with the
    * change rows and events it moves (`sql/events.ts` `surfacingMoves`) and the shared rows (spend,
-   * reservation, throughput count; job-statements.ts `finishTail`), then COMMIT. Any other finish
-   * is the one statement, autocommitted.
+   * reservation, throughput count; job-statements.ts `finishTail`) sent with its COMMIT in one
+   * write (open.ts `queryAndCommit`). Any other finish is the one statement, autocommitted.
    * When the completion deleted nothing, the shared fence tells lost from superseded, after the
    * commit.
    */
@@ -279,7 +279,7 @@ export class PgStore extends SqlStore implements Store {
     let done: FinishDone;
     if (watched.size === 0) done = await finishStatement(this.jobs, claim, f);
     else {
-      done = await this.conn.onOneConnection!(async (query, db) => {
+      done = await this.conn.onOneConnection!(async (query, db, queryAndCommit) => {
         const x = { ...this.jobs, query };
         await db.execute(sql`BEGIN`);
         try {
@@ -300,8 +300,16 @@ export class PgStore extends SqlStore implements Store {
             memory: memoryOf(keys, got.memory),
             next: watched,
           };
-          await finishTail(x, f, surfacingMoves(watch, got.stored), { nowMs, targets, newId: c.newId }, got.completed);
-          await db.execute(sql`COMMIT`);
+          // The last statement and COMMIT go together: the shared rows are held for the server's
+          // time only, never while this process waits for a CPU to send the COMMIT.
+          const tail = { ...x, query: queryAndCommit };
+          await finishTail(
+            tail,
+            f,
+            surfacingMoves(watch, got.stored),
+            { nowMs, targets, newId: c.newId },
+            got.completed,
+          );
           return got;
         } catch (err) {
           await db.execute(sql`ROLLBACK`).catch(() => undefined);
