@@ -31,6 +31,14 @@ import { openReader } from './reader.js';
 /** Heartbeats are written every tick, but never more often than this (ms): each one is a write transaction. */
 const HEARTBEAT_MIN_MS = 2_000;
 
+/**
+ * The drift and expiry sweeps run a pass every tick, but never more often than this (ms), the
+ * default tick (DESIGN §8 "Drift sweep"): each pass reads the workspaces, their collections and
+ * the sweep markers, and the sweeps owe at most `driftSweepPerMinute` a minute, so a pass every
+ * 50 ms owes no sooner than one every 5 s; a shorter tick is for the slots' idle claims.
+ */
+const SWEEP_MIN_MS = 5_000;
+
 /** The worker settings of the config (DESIGN §10, §12); durations in milliseconds. */
 export type WorkerSettings = Pick<
   Config,
@@ -281,7 +289,7 @@ export async function runWorker(p: RunWorkerParams): Promise<RunSummary> {
         logger: p.logger,
         signal: worker.signal,
         driftSweepPerMinute: p.cfg.driftSweepPerMinute,
-        sweepIntervalMs: p.cfg.tickMs,
+        sweepIntervalMs: Math.max(p.cfg.tickMs, SWEEP_MIN_MS),
         pruneIntervalMs: p.cfg.pruneIntervalMs,
         retentionHistoryMs: p.cfg.retentionHistoryMs,
       });

@@ -5,7 +5,7 @@ import type { FingerprintContext } from '../decision/questions.js';
 import type { Registry } from '../decision/registry.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/whole-store.js';
-import { OweBucket, walkSweep } from './owe-bucket.js';
+import { OweBucket, passReads, walkSweep } from './owe-bucket.js';
 
 /**
  * The worker's drift sweep (DESIGN §8 "Drift sweep"): re-owes, at backfill priority and a
@@ -29,7 +29,15 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
 export interface DriftSweepOptions {
   store: Pick<
     Store,
-    'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'
+    | 'getMeta'
+    | 'listCollections'
+    | 'listItems'
+    | 'listMeta'
+    | 'listWorkspaces'
+    | 'now'
+    | 'oweJobs'
+    | 'scanItemsForDrift'
+    | 'setMeta'
   >;
   registry: Registry;
   /** The configured provider's fingerprint context. */
@@ -91,12 +99,13 @@ export class DriftSweeper {
     let scanBudget = this.opts.scanPerPass ?? DRIFT_SCAN_PER_PASS;
     const batchSize = this.opts.batchSize ?? DRIFT_BATCH_SIZE;
     const workspaces = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
+    const reads = passReads(store, 'drift:');
     for (const set of registry.all()) {
       for (const ws of workspaces) {
         if (scanBudget <= 0) return report;
         let plan;
         try {
-          plan = await planDrift(store, set, ws.id, ctx, logger);
+          plan = await planDrift(reads.tracker, set, ws.id, ctx, logger);
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });
           logger.warn(
@@ -105,7 +114,7 @@ export class DriftSweeper {
           );
           continue;
         }
-        const marker = await readDriftMarker(store, set.name, ws.id);
+        const marker = await readDriftMarker(reads.markers, set.name, ws.id);
         if (marker.swept === plan.signature) continue;
         const next: DriftMarker =
           marker.target === plan.signature

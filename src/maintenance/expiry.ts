@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { readExpiryMarker, scanExpiryBatch, writeExpiryMarker, type ExpiryPlan } from './expiry-plan.js';
 import type { Store } from '../store/whole-store.js';
 import { DRIFT_BATCH_SIZE, DRIFT_SCAN_PER_PASS, type DriftPassReport } from './drift.js';
-import { OweBucket, walkSweep } from './owe-bucket.js';
+import { OweBucket, passReads, walkSweep } from './owe-bucket.js';
 
 /**
  * The worker's expiry sweep (DESIGN §5.2): re-owes, at backfill priority and a bounded rate, the
@@ -27,7 +27,15 @@ import { OweBucket, walkSweep } from './owe-bucket.js';
 export interface ExpirySweepOptions {
   store: Pick<
     Store,
-    'getMeta' | 'listCollections' | 'listItems' | 'listWorkspaces' | 'now' | 'oweJobs' | 'scanItemsForDrift' | 'setMeta'
+    | 'getMeta'
+    | 'listCollections'
+    | 'listItems'
+    | 'listMeta'
+    | 'listWorkspaces'
+    | 'now'
+    | 'oweJobs'
+    | 'scanItemsForDrift'
+    | 'setMeta'
   >;
   registry: Registry;
   logger: Logger;
@@ -83,17 +91,18 @@ export class ExpirySweeper {
     const batchSize = this.opts.batchSize ?? DRIFT_BATCH_SIZE;
     let scanBudget = this.opts.scanPerPass ?? DRIFT_SCAN_PER_PASS;
     const workspaces = (await store.listWorkspaces()).filter((w) => w.deletedAt === null);
+    const reads = passReads(store, 'expiry:');
     walk: for (const set of sets) {
       for (const ws of workspaces) {
         if (scanBudget <= 0 || this.bucket.tokens < 1) break walk;
-        const marker = await readExpiryMarker(store, set.name, ws.id);
+        const marker = await readExpiryMarker(reads.markers, set.name, ws.id);
         if (marker.cursor === null && marker.walkedAt !== null && nowMs - marker.walkedAt < rewalkMs) continue;
         let plan: ExpiryPlan;
         try {
           plan = {
             set,
             workspaceId: ws.id,
-            keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store, logger })).sort(),
+            keys: Object.keys(await questionsOf(set, { workspaceId: ws.id, store: reads.tracker, logger })).sort(),
           };
         } catch (err) {
           report.unreadable.push({ set: set.name, workspaceId: ws.id });

@@ -3,6 +3,7 @@ import type { CollectionRow } from '../store/tracker-reads.js';
 import type { QueueStore } from '../store/queue-store.js';
 import type { TrackerReads } from '../store/tracker-reads.js';
 import type { TrackerStore } from '../store/tracker-store.js';
+import type { MetaStore } from '../store/meta-store.js';
 
 /**
  * The sweeps' rate (DESIGN §8 "Drift sweep", §5.2): a token bucket on the store's clock, one
@@ -128,4 +129,35 @@ async function oweBatch(
 function previousId(batch: { itemIds: readonly string[] }, itemId: string, start: string | null): string | null {
   const at = batch.itemIds.indexOf(itemId);
   return at > 0 ? batch.itemIds[at - 1] : start;
+}
+
+/**
+ * A sweep pass's reads, each made at most once per pass however many (set, workspace) pairs the
+ * pass looks at: the pass's markers (keys under `prefix`) in one read, not one per pair, and each
+ * workspace's collections once (a resolved set's questions read them, and every set of the pass
+ * reads the same rows). A pass writes each pair's marker at most once, after reading it, so the
+ * pass's own writes never need reading back.
+ */
+export function passReads(
+  store: Pick<MetaStore, 'listMeta'> & Pick<TrackerReads, 'listCollections' | 'listItems'>,
+  prefix: string,
+): { markers: Pick<MetaStore, 'getMeta'>; tracker: Pick<TrackerReads, 'listCollections' | 'listItems'> } {
+  let markers: Promise<Map<string, string>> | null = null;
+  const collections = new Map<string, ReturnType<TrackerReads['listCollections']>>();
+  return {
+    markers: {
+      getMeta: async (key) => {
+        markers ??= store.listMeta(prefix).then((rows) => new Map(rows.map((r) => [r.key, r.value])));
+        return (await markers).get(key) ?? null;
+      },
+    },
+    tracker: {
+      listCollections: (workspaceId) => {
+        let got = collections.get(workspaceId);
+        if (!got) collections.set(workspaceId, (got = store.listCollections(workspaceId)));
+        return got;
+      },
+      listItems: (...a) => store.listItems(...a),
+    },
+  };
 }

@@ -75,6 +75,32 @@ const conventionRef = async (ref: string) => (await fx.store.getItemByRef(fx.ws.
 const taskJobs = async () => (await Promise.all(tasks.map((t) => fx.store.listJobs({ itemId: t.id })))).flat();
 
 describe('the drift sweep', () => {
+  it("a pass reads its markers in one read and a workspace's collections once, whatever the number of sets", async () => {
+    const calls = { getMeta: 0, listMeta: 0, listCollections: 0 };
+    const store = new Proxy(fx.store, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        const f = (v as (...a: unknown[]) => unknown).bind(target);
+        return key in calls
+          ? (...a: unknown[]) => {
+              calls[key as keyof typeof calls]++;
+              return f(...a);
+            }
+          : f;
+      },
+    });
+    const s = sweeper(1_000, {
+      store,
+      registry: new Registry([attentionSet, conventionsSet, conventionsCommentsSet]),
+    });
+    await s.sweepOnce(); // walks each (set, workspace) once and writes its marker
+    Object.assign(calls, { getMeta: 0, listMeta: 0, listCollections: 0 });
+    expect((await s.sweepOnce()).scanned).toBe(0); // nothing changed: nothing walked
+    // Two sets resolve their questions from the workspace's collections; three sets have markers.
+    expect(calls).toEqual({ getMeta: 0, listMeta: 1, listCollections: 1 });
+  });
+
   it('editing a convention: its answers go stale, the sweep re-owes the items, and only that key is asked again', async () => {
     const s = sweeper();
     expect((await s.sweepOnce()).owed).toBe(0); // control: nothing drifted, nothing owed

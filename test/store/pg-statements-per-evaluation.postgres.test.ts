@@ -10,6 +10,7 @@ import { PRIORITY_BACKFILL } from '../../src/store/queue-store.js';
 import type { Claim } from '../../src/store/store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
 import { createTestDatabase, PG_SKIP_REASON, TEST_PG_URL } from './conformance-backends.js';
+import { waitFor } from '../harness/cli-process.js';
 
 /**
  * The statement budget of one evaluation on a real PostgreSQL (DESIGN §3.5 "The statement budget
@@ -117,10 +118,70 @@ describe.skipIf(!TEST_PG_URL)(
       expect(calls(/^SELECT i\.id, i\.workspace_id/), breakdown).toBe(groups); // the state
       expect(calls(/FROM item_decisions d$|JOIN item_decisions d ON/), breakdown).toBe(groups); // idempotency
       expect(calls(/WITH ORDINALITY k\(item_id, question_set, ord\)/), breakdown).toBe(groups); // liveness
-      // The throughput count is the finish statement's, but for a surfacing transaction's finish
-      // (counted after its commit, so the shared count row is not held across its round trips).
-      expect(calls(/^INSERT INTO job_throughput/), breakdown).toBe(calls(/^BEGIN$/));
+      // The throughput count is a CTE of a finish statement or of a surfacing transaction's last
+      // statement (with the change rows and the spend), never a statement of its own.
+      expect(calls(/^INSERT INTO job_throughput/), breakdown).toBe(0);
+      expect(calls(/^WITH chg AS \( INSERT INTO surfacing_changes/), breakdown).toBe(calls(/^BEGIN$/));
       expect(total / jobs, breakdown).toBeLessThanOrEqual(6);
+    });
+
+    it("a surfacing finish's transaction takes the hour's spend row only in its last statement, so no other finish waits on it across the transaction's round trips", async () => {
+      const ws = await store.createWorkspace({ slug: 'acme' });
+      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+      for (const ref of ['T-1', 'T-2'])
+        await store.createItem(
+          {
+            workspaceId: ws.id,
+            collectionId: col.id,
+            ref,
+            title: ref,
+            content: `body of ${ref}`,
+            fields: { status: 'open' },
+          },
+          { priority: PRIORITY_BACKFILL, quietPeriod: false },
+        );
+      const opts: RunnerOptions = {
+        store,
+        registry: new Registry([attentionSet, effortSet]),
+        provider: new FakeProvider(),
+        logger: silentLogger,
+        workerId: 'w',
+        leaseMs: 60_000,
+        claimNext: true,
+      };
+      const signal = new AbortController().signal;
+      // The first group writes the hour's spend rows; the second is held in its surfacing transaction.
+      const held = (await runOnce(opts, signal))!.next;
+      expect(held).not.toBeNull();
+      expect((await admin.query('SELECT count(*)::int AS n FROM decision_spend')).rows[0].n).toBeGreaterThan(0);
+      // The surfacing transaction's statement that writes the change rows waits on this lock.
+      const blocker = new pg.Client({ connectionString: db.url });
+      await blocker.connect();
+      const probe = new pg.Client({ connectionString: db.url });
+      await probe.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('LOCK TABLE surfacing_changes IN EXCLUSIVE MODE');
+        const running = runOnce(opts, signal, held!);
+        // Settled: the transaction waits on the lock and no other statement of the group is in flight.
+        await waitFor(async () => {
+          const r = await probe.query<{ waiting: number; busy: number }>(
+            `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int AS waiting,
+                    count(*) FILTER (WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock')::int AS busy
+             FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+          );
+          return r.rows[0].waiting === 1 && r.rows[0].busy === 0;
+        });
+        // While it waits, every spend row is free: NOWAIT fails (55P03) on a row another transaction holds.
+        const free = await probe.query('SELECT hour FROM decision_spend FOR UPDATE NOWAIT');
+        expect(free.rows.length).toBeGreaterThan(0);
+        await blocker.query('COMMIT');
+        expect((await running)!.outcome.kind).toBe('complete');
+      } finally {
+        await blocker.query('ROLLBACK').catch(() => undefined);
+        await blocker.end();
+        await probe.end();
+      }
     });
   },
 );

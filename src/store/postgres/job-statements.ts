@@ -20,7 +20,7 @@ import {
   type RawJob,
 } from '../write-rules.js';
 import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
-import type { MemoryRow } from '../sql/surfacing.js';
+import { moveEvent, type MemoryRow, type SurfacingMove } from '../sql/surfacing.js';
 import { MINUTE_MS } from '../sql/throughput.js';
 import { JOB_OUTCOMES } from '../throughput.js';
 
@@ -362,6 +362,41 @@ async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
 
 // ----------------------------------------------------------------------------------- the finish
 
+/**
+ * The shared rows' CTEs, last in a statement, once everything else of it is written (DESIGN §3.5
+ * "One lock order on Postgres"): `spend`, the call's spend added to its hour's row (`spend(0…8)`:
+ * set, provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls
+ * for none), reading `after` so it runs after the CTEs before it; `rsv`, its daily-cap reservation
+ * settled (`spend(9)`, NULL for none); `thr`, the throughput count (`sql/throughput.ts`
+ * `countShape`: one row per minute and outcome) of the `outcome` word (NULL: none) when `applied`
+ * holds. Every slot of every process adds to the same hour's and minute's rows and holds their
+ * locks until its transaction commits, so these come last and in this order (spend row, then
+ * count row, the order of the shared `finishJob` too).
+ */
+function sharedRowCtes(o: { spend: (i: number) => string; after: string; outcome: string; applied: string }): string {
+  const s = o.spend;
+  return `spend AS (
+  INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+  SELECT (${NOW} / 3600000) * 3600000, ${s(0)}::text, ${s(1)}::text, ${s(2)}::text, ${s(3)}::text, ${s(4)}::bigint, ${s(5)}::bigint, ${s(6)}::bigint, ${s(7)}::bigint, ${s(8)}::bigint
+  WHERE ${s(4)}::bigint IS NOT NULL AND ${o.after} >= 0
+  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+    calls = decision_spend.calls + excluded.calls,
+    input_tokens = decision_spend.input_tokens + excluded.input_tokens,
+    output_tokens = decision_spend.output_tokens + excluded.output_tokens,
+    cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens
+  RETURNING 1),
+rsv AS (
+  DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
+  RETURNING 1),
+thr AS (
+  INSERT INTO job_throughput (minute, outcome, jobs)
+  SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${o.outcome}::text, 1
+  WHERE ${o.outcome}::text IS NOT NULL AND ${o.applied} AND (SELECT count(*) FROM rsv) >= 0
+  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
+  RETURNING 1)`;
+}
+
 /** The answer columns, in the order of the insert's arrays (`evaluated_at` is the statement's now). */
 const ANSWER_COLUMNS = [
   ['workspace_id', 'text'],
@@ -427,13 +462,10 @@ const OUTCOME_AT = WATCHED_AT + 1; // the throughput count's outcome word
  * - `done`: the fenced completion, the common case (token and generation unchanged) as one
  *   DELETE; when it deletes nothing the caller tells lost from superseded with the shared fence;
  * - then the claim CTEs when the statement claims the slot's next job;
- * - `spend`: the call's spend added to its hour's row, and `rsv`: its daily-cap reservation
- *   settled; then `thr`: the throughput count (`sql/throughput.ts` `countShape`: one row per
- *   minute and outcome), only when `done` deleted the row (a finish that applied; the fence
- *   counts the others it applies). Last, because every slot of every process adds to the same
- *   hour's and minute's rows and holds their locks until the statement commits: each reads the
- *   CTE before it, which makes PostgreSQL run them in this order (spend row, then count row, the
- *   order of the shared `finishJob` too).
+ * - last the shared rows (`sharedRowCtes`): the spend, its reservation, and the throughput count
+ *   only when `done` deleted the row (a finish that applied; the fence counts the others it
+ *   applies). In a surfacing finish's transaction they are left to `finishTail`, the
+ *   transaction's last statement, so no other finish waits on them across its round trips.
  * Parameters: $1 the clock offset, the claim's $2…$12 when it claims, then (from $2, or $13) the
  * item, set, token and generation, the 19 answer arrays (ANSWER_COLUMNS), the spend (set,
  * provider, model, outcome, calls, input, output, cache read, cache write tokens; NULL calls for
@@ -464,26 +496,7 @@ done AS (
   DELETE FROM decision_jobs
   WHERE item_id = ${p(0)} AND question_set = ${p(1)} AND claim_token = ${p(2)} AND generation = ${p(3)}::int AND (SELECT count(*) FROM ins) >= 0
   RETURNING 1),${withClaim ? `${CLAIM_CTES.replace('WHERE (item_id, question_set) = (', 'WHERE (SELECT count(*) FROM done) >= 0 AND (item_id, question_set) = (')},` : ''}
-spend AS (
-  INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-  SELECT (${NOW} / 3600000) * 3600000, ${s(0)}::text, ${s(1)}::text, ${s(2)}::text, ${s(3)}::text, ${s(4)}::bigint, ${s(5)}::bigint, ${s(6)}::bigint, ${s(7)}::bigint, ${s(8)}::bigint
-  WHERE ${s(4)}::bigint IS NOT NULL AND ${after} >= 0
-  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
-    calls = decision_spend.calls + excluded.calls,
-    input_tokens = decision_spend.input_tokens + excluded.input_tokens,
-    output_tokens = decision_spend.output_tokens + excluded.output_tokens,
-    cache_read_tokens = decision_spend.cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = decision_spend.cache_write_tokens + excluded.cache_write_tokens
-  RETURNING 1),
-rsv AS (
-  DELETE FROM decision_spend_reservations WHERE id = ${s(9)}::text AND (SELECT count(*) FROM spend) >= 0
-  RETURNING 1),
-thr AS (
-  INSERT INTO job_throughput (minute, outcome, jobs)
-  SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${p(OUTCOME_AT)}::text, 1
-  WHERE ${p(OUTCOME_AT)}::text IS NOT NULL AND (SELECT count(*) FROM done) = 1 AND (SELECT count(*) FROM rsv) >= 0
-  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
-  RETURNING 1)
+${sharedRowCtes({ spend: s, after, outcome: p(OUTCOME_AT), applied: '(SELECT count(*) FROM done) = 1' })}
 SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored, (SELECT count(*) FROM done)::int AS done, (SELECT count(*) FROM rsv)::int AS settled, (SELECT count(*) FROM thr)::int AS counted,
   (SELECT coalesce(json_agg(row_to_json(m)), '[]'::json) FROM mem m) AS memory${withClaim ? `, ${CLAIM_RESULT}` : ''}`;
 }
@@ -492,10 +505,26 @@ const FINISH = finishText(false);
 const FINISH_AND_CLAIM = finishText(true);
 
 /** The finish's parameters after the claim's. */
-function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], countHere: boolean): unknown[] {
+function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], tail: boolean): unknown[] {
   const a = f.answers;
+  return [
+    claim.itemId,
+    claim.questionSet,
+    claim.claimToken,
+    claim.generation,
+    ...answerArrays(a?.decisions ?? []),
+    ...(tail ? spendValues(undefined) : spendValues(f)),
+    tail ? null : (a?.reservationId ?? null),
+    watched,
+    tail ? null : (f.outcome ?? JOB_OUTCOMES.complete),
+  ];
+}
+
+/** The spend's nine values (set, provider, model, outcome, calls, four token counts); all NULL for none. */
+function spendValues(f: JobFinish | undefined): unknown[] {
+  const a = f?.answers;
   const u = a?.spend.usage;
-  const spend = a
+  return a
     ? [
         a.spend.questionSet,
         a.spend.provider,
@@ -508,17 +537,6 @@ function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], co
         u!.cacheWriteTokens,
       ]
     : [null, null, null, null, null, null, null, null, null];
-  return [
-    claim.itemId,
-    claim.questionSet,
-    claim.claimToken,
-    claim.generation,
-    ...answerArrays(a?.decisions ?? []),
-    ...spend,
-    a?.reservationId ?? null,
-    watched,
-    countHere ? (f.outcome ?? JOB_OUTCOMES.complete) : null,
-  ];
 }
 
 /** What the finish statement did: whether the completion applied, the keys of the answers it stored, and the slot's next claim. */
@@ -538,20 +556,20 @@ export interface FinishDone {
  * next job found at the abandon limit is parked and another claimed on its own. Runs on its own
  * (autocommit) or inside a transaction the caller opened on the connection `x.query` uses (answers
  * that move surfacing events: the caller queues them after it, `sql/events.ts`).
- * @param countHere false: the statement leaves the throughput count to the caller (see
- *   pg-store.ts `finishOne`).
+ * @param tail true inside a surfacing finish's transaction: the statement writes neither the spend,
+ *   nor its reservation, nor the throughput count; the caller's `finishTail` does, last.
  */
 export async function finishStatement(
   x: PgJobContext,
   claim: Claim,
   f: JobFinish,
   watched: readonly string[] = [],
-  countHere = true,
+  tail = false,
 ): Promise<FinishDone> {
   const r = f.claimNext;
   const values = r
-    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched, countHere)]
-    : [x.clockOffsetMs(), ...finishValues(claim, f, watched, countHere)];
+    ? [x.clockOffsetMs(), ...claimValues(x, r), ...finishValues(claim, f, watched, tail)]
+    : [x.clockOffsetMs(), ...finishValues(claim, f, watched, tail)];
   const row = (
     await (r ? x.query('verdict_finish_claim', FINISH_AND_CLAIM, values) : x.query('verdict_finish', FINISH, values))
   ).rows[0];
@@ -571,6 +589,80 @@ export async function finishStatement(
     next,
     memory: row.memory as MemoryRow[],
   };
+}
+
+/**
+ * The last statement of a surfacing finish's transaction (DESIGN §3.5, §16.2), before its COMMIT:
+ * the change rows of the keys whose surfacing moved (`sql/events.ts` `surfacingMoves`) and their
+ * events, one per move and enabled target (target order, as `sql/surfacing.ts` `recordMove`
+ * queues them), then the shared rows (`sharedRowCtes`): the spend, its reservation and the
+ * throughput count. The shared rows are taken here and not by the finish statement, so they are
+ * held from this statement to the COMMIT that follows it, never across the transaction's other
+ * round trips; every other finish of every process writes the same hour's spend row.
+ * Parameters: $1 clock offset, $2…$10 the moves (workspace, item, set, key, surfaced, flip,
+ * probability, cause, state hash), $11 their time (epoch ms), $12…$16 the events (event id,
+ * workspace, item, type, payload), then the spend's nine values and the reservation id, and the
+ * outcome word to count (NULL: the completion did not apply, the fence counts it).
+ */
+const FINISH_TAIL = `WITH
+chg AS (
+  INSERT INTO surfacing_changes (workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at)
+  SELECT m.workspace_id, m.item_id, m.question_set, m.question_key, m.surfaced, m.flip, m.probability, m.cause, m.state_hash, $11::bigint
+  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::boolean[], $8::float8[], $9::text[], $10::text[])
+    WITH ORDINALITY m(workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, ord)
+  ORDER BY m.ord
+  RETURNING 1),
+ev AS (
+  INSERT INTO decision_events (target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
+  SELECT t.url, e.event_id, e.workspace_id, e.item_id, e.type, e.payload, $11::bigint, 0, $11::bigint
+  FROM unnest($12::text[], $13::text[], $14::text[], $15::text[], $16::text[]) WITH ORDINALITY e(event_id, workspace_id, item_id, type, payload, ord)
+    CROSS JOIN event_targets t
+  WHERE t.disabled_at IS NULL AND (SELECT count(*) FROM chg) >= 0
+  ORDER BY e.ord, t.url
+  RETURNING 1),
+${sharedRowCtes({ spend: (i) => `$${17 + i}`, after: '(SELECT count(*) FROM ev)', outcome: '$27', applied: 'true' })}
+SELECT (SELECT count(*) FROM chg)::int AS changes, (SELECT count(*) FROM ev)::int AS events`;
+
+/**
+ * Writes a surfacing finish's moves, their events, its spend, reservation and throughput count in
+ * one statement (see FINISH_TAIL), inside the caller's transaction, as its last statement.
+ * @param moves the moves `surfacingMoves` found, recorded at `nowMs` (epoch ms, the transaction's time).
+ * @param targets the enabled event targets the transaction read (0: no events).
+ * @param applied whether the finish statement's completion applied (then its outcome is counted).
+ * @returns the event rows queued.
+ */
+export async function finishTail(
+  x: PgJobContext,
+  f: JobFinish,
+  moves: readonly SurfacingMove[],
+  w: { nowMs: number; targets: number; newId: () => string },
+  applied: boolean,
+): Promise<number> {
+  const events = w.targets > 0 ? moves.map((m) => ({ m, e: moveEvent(w.newId(), w.nowMs, m) })) : [];
+  const row = (
+    await x.query('verdict_finish_tail', FINISH_TAIL, [
+      x.clockOffsetMs(),
+      moves.map((m) => m.workspaceId),
+      moves.map((m) => m.itemId),
+      moves.map((m) => m.questionSet),
+      moves.map((m) => m.questionKey),
+      moves.map((m) => m.surfaced),
+      moves.map((m) => m.flip),
+      moves.map((m) => m.probability),
+      moves.map((m) => m.cause),
+      moves.map((m) => m.stateHash),
+      w.nowMs,
+      events.map((v) => v.e.eventId),
+      events.map((v) => v.m.workspaceId),
+      events.map((v) => v.m.itemId),
+      events.map((v) => v.e.type),
+      events.map((v) => v.e.payload),
+      ...spendValues(f),
+      f.answers?.reservationId ?? null,
+      applied ? (f.outcome ?? JOB_OUTCOMES.complete) : null,
+    ])
+  ).rows[0];
+  return Number(row.events);
 }
 
 /**

@@ -29,15 +29,14 @@ import {
   checkClaims,
   claimNext,
   finishStatement,
+  finishTail,
   loadState,
   lockForSurfacing,
   type FinishDone,
   type PgJobContext,
 } from './job-statements.js';
-import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
+import { surfacingMoves, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
 import { memoryOf } from '../sql/surfacing.js';
-import { countOutcome } from '../sql/throughput.js';
-import { JOB_OUTCOMES } from '../throughput.js';
 import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
@@ -267,8 +266,10 @@ export class PgStore extends SqlStore implements Store {
    * One job's finish (answers, spend, fenced completion, next claim) on the pool. Answers that
    * may move a key's surfacing (events.ts `watchedAnswers`) add one transaction on one
    * connection: the item row locked (job-statements.ts `lockForSurfacing`), the finish statement,
-   * which also returns the watched keys' memory from before its insert, then the change rows and
-   * events it moves (`queueSurfacingEvents`). Any other finish is the one statement, autocommitted.
+   * which also returns the watched keys' memory from before its insert, then one statement with the
+   * change rows and events it moves (`sql/events.ts` `surfacingMoves`) and the shared rows (spend,
+   * reservation, throughput count; job-statements.ts `finishTail`) sent with its COMMIT in one
+   * write (open.ts `queryAndCommit`). Any other finish is the one statement, autocommitted.
    * When the completion deleted nothing, the shared fence tells lost from superseded, after the
    * commit.
    */
@@ -278,17 +279,17 @@ export class PgStore extends SqlStore implements Store {
     let done: FinishDone;
     if (watched.size === 0) done = await finishStatement(this.jobs, claim, f);
     else {
-      done = await this.conn.onOneConnection!(async (query, db) => {
+      done = await this.conn.onOneConnection!(async (query, db, queryAndCommit) => {
         const x = { ...this.jobs, query };
         await db.execute(sql`BEGIN`);
         try {
           const first = f.answers!.decisions[0];
           const { nowMs, targets } = await lockForSurfacing(x, first.itemId);
           const keys = [...watched.keys()];
-          // The count row is one row for every finish of the minute: taken here it would be held
-          // across this transaction's remaining round trips, and every other finish (a set that
-          // does not surface included) would queue on it. So it is counted after the commit.
-          const got = await finishStatement(x, claim, f, keys, false);
+          // The shared rows (the hour's spend row, the minute's count row) are written by the
+          // transaction's last statement, not by the finish: taken by the finish they would be held
+          // across the round trips that follow it, and every other finish would queue on them.
+          const got = await finishStatement(x, claim, f, keys, true);
           const watch: SurfacingWatch = {
             nowMs,
             context: surfacing!,
@@ -299,8 +300,16 @@ export class PgStore extends SqlStore implements Store {
             memory: memoryOf(keys, got.memory),
             next: watched,
           };
-          await c.d.autocommit(db, () => queueSurfacingEvents({ ...c, db }, watch, got.stored));
-          await db.execute(sql`COMMIT`);
+          // The last statement and COMMIT go together: the shared rows are held for the server's
+          // time only, never while this process waits for a CPU to send the COMMIT.
+          const tail = { ...x, query: queryAndCommit };
+          await finishTail(
+            tail,
+            f,
+            surfacingMoves(watch, got.stored),
+            { nowMs, targets, newId: c.newId },
+            got.completed,
+          );
           return got;
         } catch (err) {
           await db.execute(sql`ROLLBACK`).catch(() => undefined);
@@ -308,10 +317,6 @@ export class PgStore extends SqlStore implements Store {
         }
       });
     }
-    // A completion that applied was counted by the finish statement itself (its `thr` CTE),
-    // except in a surfacing transaction: then by one more autocommitted statement (a crash
-    // between the two loses that count only).
-    if (done.completed && watched.size > 0) await countOutcome(c, f.outcome ?? JOB_OUTCOMES.complete);
     const result = done.completed ? 'applied' : await jobs.completeJob(c, claim, f.outcome);
     return { result, answersStored: done.stored.size, next: done.next };
   }

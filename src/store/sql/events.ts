@@ -17,6 +17,7 @@ import {
   targetsAndNow,
   wasSurfaced,
   type KeyMemory,
+  type SurfacingMove,
 } from './surfacing.js';
 import { boundError } from '../write-rules.js';
 import {
@@ -149,13 +150,12 @@ export function* watchSurfacing(
 /**
  * After the insert: for each watched key whose row was inserted (a conflict on the idempotency key
  * inserted nothing: the same state answered again moves nothing) and whose surfacing moved
- * (../verdicts.ts `surfacingNow`: the hysteresis, a person's value in force), one change row and
- * its event per enabled target, in key order.
+ * (../verdicts.ts `surfacingNow`: the hysteresis, a person's value in force), the move to record,
+ * in key order. Pure: `queueSurfacingEvents` writes them here, the Postgres finish in one statement.
  * @param inserted the stored keys the insert returned.
- * @returns the event rows queued (events × targets).
  */
-export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted: ReadonlySet<string>): Steps<number> {
-  let queued = 0;
+export function surfacingMoves(w: SurfacingWatch, inserted: ReadonlySet<string>): SurfacingMove[] {
+  const moves: SurfacingMove[] = [];
   for (const [key, row] of [...w.next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (!inserted.has(key)) continue;
     const m = w.memory.get(key)!;
@@ -168,25 +168,32 @@ export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted
       hysteresis: hysteresisOf(w.context),
     });
     if (now.surfaced === was) continue;
-    queued += yield* recordMove(
-      c,
-      w.nowMs,
-      {
-        workspaceId: w.workspaceId,
-        itemId: w.itemId,
-        ref: w.context.ref,
-        questionSet: w.questionSet,
-        questionKey: key,
-        surfaced: now.surfaced,
-        // A key's first answer sets its side; it does not flip it (DESIGN §8.2's count).
-        flip: m.answer !== null || m.surfaced !== null,
-        probability: now.probability,
-        cause: now.cause,
-        stateHash: row.stateHash,
-      },
-      w.targets,
-    );
+    moves.push({
+      workspaceId: w.workspaceId,
+      itemId: w.itemId,
+      ref: w.context.ref,
+      questionSet: w.questionSet,
+      questionKey: key,
+      surfaced: now.surfaced,
+      // A key's first answer sets its side; it does not flip it (DESIGN §8.2's count).
+      flip: m.answer !== null || m.surfaced !== null,
+      probability: now.probability,
+      cause: now.cause,
+      stateHash: row.stateHash,
+    });
   }
+  return moves;
+}
+
+/**
+ * After the insert: each move of `surfacingMoves`, one change row and its event per enabled
+ * target, in key order.
+ * @param inserted the stored keys the insert returned.
+ * @returns the event rows queued (events × targets).
+ */
+export function* queueSurfacingEvents(c: SqlContext, w: SurfacingWatch, inserted: ReadonlySet<string>): Steps<number> {
+  let queued = 0;
+  for (const m of surfacingMoves(w, inserted)) queued += yield* recordMove(c, w.nowMs, m, w.targets);
   return queued;
 }
 

@@ -160,7 +160,29 @@ export function* recordMove(c: SqlContext, nowMs: number, m: SurfacingMove, targ
     }),
   );
   if (targets === 0) return 0;
-  const eventId = c.newId();
+  const e = moveEvent(c.newId(), nowMs, m);
+  return yield* changes(
+    bind(queueEventShape, {
+      eventId: e.eventId,
+      workspaceId: m.workspaceId,
+      itemId: m.itemId,
+      type: e.type,
+      payload: e.payload,
+      now: nowMs,
+    }),
+  );
+}
+
+/**
+ * A move's `decision.surfaced` / `decision.cleared` event (DESIGN §16.2): its type and the JSON
+ * body sent to every enabled target, exactly (ids, ref, set, key, probability, state hash).
+ * @param nowMs the operation's time, epoch ms (the body's `created_at`).
+ */
+export function moveEvent(
+  eventId: string,
+  nowMs: number,
+  m: SurfacingMove,
+): { eventId: string; type: 'decision.surfaced' | 'decision.cleared'; payload: string } {
   const type = m.surfaced ? 'decision.surfaced' : 'decision.cleared';
   const payload = eventPayload({
     id: eventId,
@@ -174,9 +196,7 @@ export function* recordMove(c: SqlContext, nowMs: number, m: SurfacingMove, targ
     state_hash: m.stateHash,
     source: m.cause,
   });
-  return yield* changes(
-    bind(queueEventShape, { eventId, workspaceId: m.workspaceId, itemId: m.itemId, type, payload, now: nowMs }),
-  );
+  return { eventId, type, payload };
 }
 
 // ------------------------------------------------------------------ verdicts

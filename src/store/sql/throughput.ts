@@ -49,11 +49,6 @@ export function* countOutcomes(now: Expr, outcome: JobOutcome, jobs = 1): Steps<
   if (jobs > 0) yield* exec(bind(countShape, { now, outcome, jobs }));
 }
 
-/** `countOutcomes` in a statement of its own, for a finish that ran outside a transaction of ours. */
-export function countOutcome(c: SqlContext, outcome: JobOutcome): Promise<void> {
-  return autocommit(c, () => countOutcomesNow(outcome));
-}
-
 /** `countOutcomes` with the operation's own "now", for a caller that has none at hand. */
 export function* countOutcomesNow(outcome: JobOutcome, jobs = 1): Steps<void> {
   if (jobs > 0) yield* countOutcomes(yield* nowSql(), outcome, jobs);
