@@ -214,19 +214,32 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   // ------------------------------------------------------------- the hot write doors
-  // Their statements as SQL text (write-statements.ts) in the job path's write transaction; the
-  // arguments checked first, as at every door (../sql/write-doors.ts). `async`, so the busy retry
-  // and the connection gate (below) cover them as every tracker door.
+  // Their statements as SQL text (write-statements.ts), committed with the other writes of the
+  // turn (the write doors' group commit, write-group.ts, DESIGN §10.6); the arguments checked
+  // first, as at every door (../sql/write-doors.ts). `async`, so the busy retry and the connection
+  // gate (below) cover them as every tracker door.
 
   override async updateItem(...[id, patch, opts = {}]: Parameters<S.TrackerStore['updateItem']>) {
     checkDoorInput('updateItem', 'id', IN.id, id);
     checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
     checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
-    const report = emptyReport();
-    return hot.inWriteTx(this.ctx, (now) => doors.updateItem(this.writer, now, id, patch, opts, report));
+    // The report is made inside the write: a group's second run (one savepoint per write) runs it again.
+    return this.inWriteGroup((now) => doors.updateItem(this.writer, now, id, patch, opts, emptyReport()));
   }
   override async oweJobs(...[pairs, opts]: Parameters<Store['oweJobs']>) {
-    return hot.inWriteTx(this.ctx, (now) => doors.owePairs(this.writer, now, pairs, opts));
+    return this.inWriteGroup((now) => doors.owePairs(this.writer, now, pairs, opts));
+  }
+
+  /**
+   * Runs a hot door's write: handed to the write group when the connection is in no transaction,
+   * so concurrent doors share one COMMIT (one fsync); inside an open transaction (a
+   * `store.transaction` handle, a host's own) at once, as a savepoint of it, as the dialect's
+   * writes do (dialect.ts). `now` is read inside the write, from the store's clock.
+   * @throws what the write threw, or the group transaction's error (write-group.ts `write`).
+   */
+  private async inWriteGroup<T>(fn: (now: number) => T): Promise<T> {
+    if (this.ctx.db.$client.inTransaction) return hot.inWriteTx(this.ctx, fn);
+    return (await this.writes.write(() => fn(this.ctx.clock.now()))) as T;
   }
 
   /**
