@@ -75,6 +75,20 @@ describe('write-door group commit (SQLite)', () => {
     expect(walCommits() - walBefore).toBe(3);
   });
 
+  it('the hot doors (updateItem, oweJobs: prepared SQL text) join the same group commit', async () => {
+    const made = await Promise.all(['T-1', 'T-2', 'T-3'].map((ref) => fx.store.createItem(item(ref))));
+    const walBefore = walCommits();
+    const [renamed, owed] = await Promise.all([
+      fx.store.updateItem(made[0].row.id, { title: 'renamed' }),
+      fx.store.oweJobs([{ itemId: made[1].row.id, questionSet: 'attention' }], { quietPeriod: false }),
+      fx.store.updateItem(made[2].row.id, { title: 'renamed too' }),
+    ]);
+    expect(walCommits() - walBefore).toBe(1);
+    expect(renamed.row.title).toBe('renamed');
+    expect(owed).toBeGreaterThanOrEqual(0);
+    expect(refs()).toEqual(['T-1', 'T-2', 'T-3']);
+  });
+
   it("one write's statements throw: that caller alone gets the error and nothing of its write is kept; the others commit", async () => {
     // The bad door's item insert runs, then its owed job's insert throws: a half-done write to undo.
     client().exec(
