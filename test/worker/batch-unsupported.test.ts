@@ -100,6 +100,8 @@ function recordingLogger(lines: Array<{ level: string; msg: string; fields: Reco
     error: at('error'),
     fatal: at('fatal'),
     level: 'info',
+    // pino's: the worker builds its per-job debug lines only when debug is on (job-life.ts logReport).
+    isLevelEnabled: (level: string) => level !== 'trace' && level !== 'debug',
   };
   logger.child = () => logger;
   return logger;
