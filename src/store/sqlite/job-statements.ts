@@ -49,9 +49,10 @@ const statements = new WeakMap<Database.Database, Map<string, Statement>>();
  * The statement for `text` on `db`, prepared on its first use and kept for the connection's life:
  * a statement is compiled by SQLite once, and every later run only binds its values. Prepared past
  * the connection's text-keyed cache (open.ts `cacheStatements`), which drizzle shares: these
- * statements are this file's alone, so nothing else can switch one to raw (array) rows.
+ * statements are the hot paths' alone (this file's and write-statements.ts'), so nothing else can
+ * switch one to raw (array) rows.
  */
-function prepared(db: Database.Database, text: string): Statement {
+export function prepared(db: Database.Database, text: string): Statement {
   let byText = statements.get(db);
   if (!byText) statements.set(db, (byText = new Map()));
   let s = byText.get(text);

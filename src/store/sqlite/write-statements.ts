@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import type { QuestionSet, Registry } from '../../decision/registry.js';
 import type { NormaliseReport } from '../input-rules.js';
 import { PRIORITY_LIVE, type OweOptions } from '../queue-store.js';
@@ -8,7 +7,7 @@ import { InvalidWrite, NotFound } from '../store.js';
 import type { ItemRow } from '../tracker-reads.js';
 import type { ItemPatch, WriteResult } from '../tracker-writes.js';
 import { checkFieldOptions, planItemPatch, readsLinks, writeResult } from '../write-rules.js';
-import type { JobWriter } from './job-statements.js';
+import { prepared, type JobWriter } from './job-statements.js';
 
 /**
  * The hot write doors on SQLite (DESIGN §3): `updateItem` (a tracker's edit, the most frequent
@@ -25,24 +24,6 @@ import type { JobWriter } from './job-statements.js';
  * update (`BUMP_ITEM`) and one upsert per owed set (`oweSql`); the read of the items that show
  * this one's title (`LINKERS`) only when its title changed and such a link exists.
  */
-
-type Statement = Database.Statement<unknown[], unknown>;
-
-/** Each connection's prepared statements by SQL text; a closed connection's go with it. */
-const statements = new WeakMap<Database.Database, Map<string, Statement>>();
-
-/**
- * The statement for `text` on `db`, prepared on first use and kept for the connection's life.
- * Prepared past the connection's text-keyed cache (open.ts `cacheStatements`), which drizzle
- * shares: these statements are this file's alone, so nothing else can switch one to raw rows.
- */
-function prepared(db: Database.Database, text: string): Statement {
-  let byText = statements.get(db);
-  if (!byText) statements.set(db, (byText = new Map()));
-  let s = byText.get(text);
-  if (!s) byText.set(text, (s = Database.prototype.prepare.call(db, text) as Statement));
-  return s;
-}
 
 /** An item's columns under their ItemRow names, so a row is returned as read (no mapping). */
 const ITEM_COLUMNS = `id, workspace_id AS workspaceId, collection_id AS collectionId, ref, title, content, fields, seq,
