@@ -335,21 +335,36 @@ export function recordSpend(c: SqlContext, r: SpendRecord): Promise<void> {
  * @param now the operation's `nowSql()` (no round trip for the database clock on Postgres).
  */
 export function* recordSpendTx(c: SqlContext, now: Expr, r: SpendRecord): Steps<void> {
+  yield* exec(bind(recordSpendShape, { now, ...spendValues(r) }));
+}
+
+/** One evaluation's spend as the spend upsert's named values (tokens by kind, calls), for either dialect's statement. */
+export interface SpendValues {
+  questionSet: string;
+  provider: string;
+  model: string;
+  outcome: string;
+  calls: number;
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+/** `r` flattened to the spend upsert's named values. */
+export function spendValues(r: SpendRecord): SpendValues {
   const u = r.usage;
-  yield* exec(
-    bind(recordSpendShape, {
-      now,
-      questionSet: r.questionSet,
-      provider: r.provider,
-      model: r.model,
-      outcome: r.outcome,
-      calls: r.calls,
-      input: u.inputTokens,
-      output: u.outputTokens,
-      cacheRead: u.cacheReadTokens,
-      cacheWrite: u.cacheWriteTokens,
-    }),
-  );
+  return {
+    questionSet: r.questionSet,
+    provider: r.provider,
+    model: r.model,
+    outcome: r.outcome,
+    calls: r.calls,
+    input: u.inputTokens,
+    output: u.outputTokens,
+    cacheRead: u.cacheReadTokens,
+    cacheWrite: u.cacheWriteTokens,
+  };
 }
 
 const recordSpendShape = shape<

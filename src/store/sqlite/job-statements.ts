@@ -17,7 +17,7 @@ import type {
 } from '../store.js';
 import type { FinishOutcome } from '../throughput.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
-import { HOUR_MS, livenessOf, type LivenessRow } from '../sql/decisions.js';
+import { HOUR_MS, livenessOf, spendValues, type LivenessRow, type SpendValues } from '../sql/decisions.js';
 import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
 import type { KeyMemory } from '../sql/surfacing.js';
 import type { VerdictKind } from '../verdicts.js';
@@ -722,33 +722,6 @@ function finish(w: JobWriter, now: number, claim: Claim, f: JobFinish, spend?: S
 }
 
 /** One hour row's increments (`RECORD_SPEND`'s parameters but `now`). */
-interface SpendValues {
-  questionSet: string;
-  provider: string;
-  model: string;
-  outcome: string;
-  calls: number;
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-}
-
-function spendValues(r: SpendRecord): SpendValues {
-  const u = r.usage;
-  return {
-    questionSet: r.questionSet,
-    provider: r.provider,
-    model: r.model,
-    outcome: r.outcome,
-    calls: r.calls,
-    input: u.inputTokens,
-    output: u.outputTokens,
-    cacheRead: u.cacheReadTokens,
-    cacheWrite: u.cacheWriteTokens,
-  };
-}
-
 function recordSpend(w: JobWriter, now: number, v: SpendValues): void {
   prepared(w.db, RECORD_SPEND).run({ now, ...v });
 }
