@@ -67,24 +67,20 @@ const LINKERS = `
     SELECT target_id AS id FROM item_links WHERE source_id = @itemId AND link_type = 'blocks') l
   JOIN items i ON i.id = l.id JOIN collections col ON col.id = i.collection_id`;
 
-/**
- * The latest stored answer of each of an item's sets, epoch ms (../sql/owe.ts `latestAnswerSql`,
- * the max over (item, set), grouped): read once per owed item and handed to each set's owe as
- * `@latest` (NULL for a set with none), where the shared statement reads it per set and up to three
- * times per upsert (about 2.5 µs a read).
- */
-const LATEST_ANSWERS = `
-  SELECT question_set AS setName, max(evaluated_at) AS latest FROM item_decisions WHERE item_id = @id GROUP BY question_set`;
+/** The latest stored answer of (item, set), epoch ms, or NULL (../sql/owe.ts `latestAnswerSql`). */
+const latestAnswer = (itemId: string) =>
+  `(SELECT max(d.evaluated_at) FROM item_decisions d WHERE d.item_id = ${itemId} AND d.question_set = @setName)`;
 
 /** The delay cap (../sql/owe.ts `delayCapSql`): max(enqueued_at, latest answer) + maxDelay. */
-const delayCap = (enqueuedAt: string) => `(max(${enqueuedAt}, coalesce(@latest, 0)) + @maxDelay)`;
+const delayCap = (enqueuedAt: string, itemId: string) =>
+  `(max(${enqueuedAt}, coalesce(${latestAnswer(itemId)}, 0)) + @maxDelay)`;
 
 /**
  * The not_before an owe asks for (the upsert's `excluded.not_before`): max(now + quiet period,
  * latest answer + re-ask debounce), capped at max(now, latest answer) + maxDelay.
  */
-const wantedNotBefore = (debounce: boolean) =>
-  `min(${debounce ? 'max(@quiet, coalesce(@latest + @debounce, 0))' : '@quiet'}, ${delayCap('@now')})`;
+const wantedNotBefore = (debounce: boolean, itemId: string) =>
+  `min(${debounce ? `max(@quiet, coalesce(${latestAnswer(itemId)} + @debounce, 0))` : '@quiet'}, ${delayCap('@now', itemId)})`;
 
 /**
  * The owe upsert of one (item, set), the rule of ../sql/owe.ts `oweItems` (DESIGN §3, §3.4)
@@ -99,7 +95,7 @@ const wantedNotBefore = (debounce: boolean) =>
  * one-row insert's (owe.ts `fairTagSql`): max(virtual time, the workspace's latest tag) + 1, both
  * index seeks. Read from `items`, so a missing item owes nothing and a deleted one is owed.
  * Parameters: `id`, `now`, `quiet` (now + the set's quiet period, or now), `debounce`,
- * `maxDelay`, `setName`, `priority`, `latest` (`LATEST_ANSWERS`). One text per (debounce, insertOnly).
+ * `maxDelay`, `setName`, `priority`. One text per (debounce, insertOnly).
  */
 function oweSql(debounce: boolean, insertOnly: boolean): string {
   const onConflict = insertOnly
@@ -110,11 +106,12 @@ function oweSql(debounce: boolean, insertOnly: boolean): string {
         state = 'owed',
         priority = min(decision_jobs.priority, excluded.priority),
         owed_at = excluded.owed_at,
-        not_before = min(max(decision_jobs.not_before, excluded.not_before), ${delayCap('decision_jobs.enqueued_at')})`;
+        not_before = min(max(decision_jobs.not_before, excluded.not_before),
+                         ${delayCap('decision_jobs.enqueued_at', 'decision_jobs.item_id')})`;
   return `
     INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
                                enqueued_at, not_before, state, fair_tag, owed_at)
-    SELECT i.id, @setName, i.workspace_id, @priority, 1, @now, ${wantedNotBefore(debounce)}, 'owed',
+    SELECT i.id, @setName, i.workspace_id, @priority, 1, @now, ${wantedNotBefore(debounce, 'i.id')}, 'owed',
       max(coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e INDEXED BY decision_jobs_claim_idx
                                      WHERE e.state = 'owed' AND e.priority = @priority AND e.not_before <= @now)
                    THEN (SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
@@ -135,11 +132,14 @@ function oweSql(debounce: boolean, insertOnly: boolean): string {
  * batched job is owed again, a backfill job raised to live), so SQLite rewrites the row's entries
  * in decision_jobs_claim_order_idx and decision_jobs_ws_fair_idx even when the values stay; here
  * only decision_jobs_claim_idx (not_before) moves, and the fair tag (three index seeks) is not
- * computed for an insert that does not happen: 4 owes in about 46 µs instead of 80 (CPU,
- * synchronous OFF, scripts/profile-write-door.ts's items). The values are the upsert's: with
+ * computed for an insert that does not happen: an update owing 4 sets took 141 CPU µs before, 95
+ * after (scripts/profile-write-door.ts at synchronous OFF). The values are the upsert's: with
  * state = 'owed' and priority <= @priority its SET leaves both as they are. Touches nothing when
  * the item is gone (the upsert reads `items`) or the job is missing, parked, batched or of a
- * later priority: then `oweItem` runs the upsert. Parameters as `oweSql`.
+ * later priority: then `oweItem` runs the upsert, so a new job costs one more primary-key seek.
+ * The latest answer is read inside the SET, so a miss does not read it; reading it once per item
+ * in a statement of its own instead made a new job's enqueue (bench part a) about 2 µs dearer.
+ * Parameters as `oweSql`.
  */
 function reoweSql(debounce: boolean): string {
   return `
@@ -147,7 +147,7 @@ function reoweSql(debounce: boolean): string {
       generation = generation + 1,
       attempts = 0, refusals = 0, abandons = 0, defers = 0,
       owed_at = @now,
-      not_before = min(max(not_before, ${wantedNotBefore(debounce)}), ${delayCap('enqueued_at')})
+      not_before = min(max(not_before, ${wantedNotBefore(debounce, '@id')}), ${delayCap('enqueued_at', '@id')})
     WHERE item_id = @id AND question_set = @setName AND state = 'owed' AND priority <= @priority
       AND EXISTS (SELECT 1 FROM items WHERE id = @id)`;
 }
@@ -166,7 +166,6 @@ interface OweValues {
   maxDelay: number;
   setName: string;
   priority: number;
-  latest: number | null;
 }
 
 /**
@@ -187,7 +186,6 @@ function oweItem(
   const insertOnly = opts.insertOnly === true;
   const upsert = prepared(w.db, insertOnly ? texts.insert : texts.upsert);
   const reowe = insertOnly ? null : prepared(w.db, texts.reowe);
-  const latest = prepared(w.db, LATEST_ANSWERS).all({ id: itemId }) as Array<{ setName: string; latest: number }>;
   const quiet = opts.quietPeriod !== false;
   const v: OweValues = {
     id: itemId,
@@ -197,7 +195,6 @@ function oweItem(
     maxDelay: 0,
     setName: '',
     priority: opts.priority ?? PRIORITY_LIVE,
-    latest: null,
   };
   let n = 0;
   for (const set of sets) {
@@ -205,8 +202,6 @@ function oweItem(
     v.debounce = set.reaskDebounceMs;
     v.maxDelay = set.maxDelayMs;
     v.setName = set.name;
-    v.latest = null;
-    for (const l of latest) if (l.setName === set.name) v.latest = l.latest;
     const again = reowe === null ? 0 : reowe.run(v).changes;
     n += again > 0 ? again : upsert.run(v).changes;
   }
