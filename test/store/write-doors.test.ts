@@ -102,3 +102,78 @@ describe('normalisation inside fields', () => {
     }
   });
 });
+
+describe("the hot owe's re-owe in place (write-statements.ts `reoweSql`)", () => {
+  // Each case puts two items' jobs of `attention` in the same state, owes one through the one-item
+  // statements (oweJobs with one pair: the re-owe in place or the upsert) and the other through the
+  // shared statement (two pairs of one set: ../sql/owe.ts `oweItems`, the rule both dialects
+  // share), and expects the same columns. Two items' jobs owed and answered alike.
+  const COLUMNS =
+    'generation, enqueued_at, not_before, state, priority, attempts, refusals, abandons, defers, owed_at, claim_token';
+  type Job = Record<string, unknown>;
+
+  async function twin(prepare: (ids: string[]) => void): Promise<{ hot: Job; shared: Job }> {
+    const db = fx.store.ctx.db.$client;
+    const ids = [(await item('T-1')).id, (await item('T-2')).id, (await item('T-3')).id];
+    prepare(ids);
+    fx.clock.advance(90_000);
+    await fx.store.oweJobs([{ itemId: ids[0], questionSet: 'attention' }], {});
+    await fx.store.oweJobs(
+      ids.slice(1).map((itemId) => ({ itemId, questionSet: 'attention' })),
+      {},
+    );
+    const job = (id: string) =>
+      db
+        .prepare(`SELECT ${COLUMNS} FROM decision_jobs WHERE item_id = ? AND question_set = 'attention'`)
+        .get(id) as Job;
+    return { hot: job(ids[0]), shared: job(ids[1]) };
+  }
+
+  const sql = (s: string, ...p: unknown[]) => fx.store.ctx.db.$client.prepare(s).run(...p);
+  const answered = (id: string, at: number) =>
+    sql(
+      `INSERT INTO item_decisions (workspace_id, item_id, question_set, question_key, kind, answer, provider, model,
+         state_hash, question_hash, state_version, state_parts, item_seq, evaluated_at)
+       VALUES (?, ?, 'attention', 'k', 'noul', '"x"', 'fake', 'm', 'h', 'q', 1, '[]', 1, ?)`,
+      fx.ws.id,
+      id,
+      at,
+    );
+
+  it('an owed job with a recent answer: generation bumped, not_before debounced and capped, counters reset', async () => {
+    const { hot, shared } = await twin((ids) => {
+      for (const id of ids) answered(id, fx.clock.now() - 1_000);
+      sql(`UPDATE decision_jobs SET attempts = 2, defers = 1 WHERE question_set = 'attention'`);
+    });
+    expect(hot).toEqual(shared);
+    expect(hot).toMatchObject({ generation: 2, attempts: 0, defers: 0, state: 'owed' });
+  });
+
+  it('a backfill job owed again by a live write is raised to live', async () => {
+    const { hot, shared } = await twin(() => sql(`UPDATE decision_jobs SET priority = ${PRIORITY_BACKFILL}`));
+    expect(hot).toEqual(shared);
+    expect(hot.priority).toBe(0);
+  });
+
+  it('a parked job is owed again', async () => {
+    const { hot, shared } = await twin(() => sql(`UPDATE decision_jobs SET state = 'parked', refusals = 5`));
+    expect(hot).toEqual(shared);
+    expect(hot).toMatchObject({ state: 'owed', refusals: 0 });
+  });
+
+  it('a claimed job keeps its claim and is owed again (generation bumped)', async () => {
+    const { hot, shared } = await twin(() => sql(`UPDATE decision_jobs SET claim_token = 'tok', claimed_by = 'w'`));
+    expect(hot).toEqual(shared);
+    expect(hot).toMatchObject({ claim_token: 'tok', generation: 2 });
+  });
+
+  it('a job whose item row is gone is not owed again (the upsert reads the item)', async () => {
+    const db = fx.store.ctx.db.$client;
+    const gone = (await item('T-9')).id;
+    db.pragma('foreign_keys = OFF');
+    sql('DELETE FROM items WHERE id = ?', gone);
+    db.pragma('foreign_keys = ON');
+    fx.clock.advance(90_000);
+    expect(await fx.store.oweJobs([{ itemId: gone, questionSet: 'attention' }], {})).toBe(0);
+  });
+});

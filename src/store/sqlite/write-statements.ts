@@ -76,6 +76,13 @@ const delayCap = (enqueuedAt: string, itemId: string) =>
   `(max(${enqueuedAt}, coalesce(${latestAnswer(itemId)}, 0)) + @maxDelay)`;
 
 /**
+ * The not_before an owe asks for (the upsert's `excluded.not_before`): max(now + quiet period,
+ * latest answer + re-ask debounce), capped at max(now, latest answer) + maxDelay.
+ */
+const wantedNotBefore = (debounce: boolean, itemId: string) =>
+  `min(${debounce ? `max(@quiet, coalesce(${latestAnswer(itemId)} + @debounce, 0))` : '@quiet'}, ${delayCap('@now', itemId)})`;
+
+/**
  * The owe upsert of one (item, set), the rule of ../sql/owe.ts `oweItems` (DESIGN §3, §3.4)
  * written out for one item by id: not_before = max(not_before, now + quiet period, latest answer +
  * re-ask debounce), capped at max(enqueued_at, latest answer) + maxDelay; on conflict the
@@ -91,7 +98,6 @@ const delayCap = (enqueuedAt: string, itemId: string) =>
  * `maxDelay`, `setName`, `priority`. One text per (debounce, insertOnly).
  */
 function oweSql(debounce: boolean, insertOnly: boolean): string {
-  const candidate = debounce ? `max(@quiet, coalesce(${latestAnswer('i.id')} + @debounce, 0))` : '@quiet';
   const onConflict = insertOnly
     ? 'ON CONFLICT (item_id, question_set) DO NOTHING'
     : `ON CONFLICT (item_id, question_set) DO UPDATE SET
@@ -105,7 +111,7 @@ function oweSql(debounce: boolean, insertOnly: boolean): string {
   return `
     INSERT INTO decision_jobs (item_id, question_set, workspace_id, priority, generation,
                                enqueued_at, not_before, state, fair_tag, owed_at)
-    SELECT i.id, @setName, i.workspace_id, @priority, 1, @now, min(${candidate}, ${delayCap('@now', 'i.id')}), 'owed',
+    SELECT i.id, @setName, i.workspace_id, @priority, 1, @now, ${wantedNotBefore(debounce, 'i.id')}, 'owed',
       max(coalesce(CASE WHEN EXISTS (SELECT 1 FROM decision_jobs e INDEXED BY decision_jobs_claim_idx
                                      WHERE e.state = 'owed' AND e.priority = @priority AND e.not_before <= @now)
                    THEN (SELECT v.fair_tag FROM decision_jobs v INDEXED BY decision_jobs_claim_order_idx
@@ -119,9 +125,36 @@ function oweSql(debounce: boolean, insertOnly: boolean): string {
     ${onConflict}`;
 }
 
+/**
+ * The owe of one (item, set) whose job is owed already at this priority or a more urgent one (an
+ * item edited again before its job ran): the upsert's conflict branch as an UPDATE that names
+ * only the columns that change. The upsert's SET names `state` and `priority` too (a parked or
+ * batched job is owed again, a backfill job raised to live), so SQLite rewrites the row's entries
+ * in decision_jobs_claim_order_idx and decision_jobs_ws_fair_idx even when the values stay; here
+ * only decision_jobs_claim_idx (not_before) moves, and the fair tag (three index seeks) is not
+ * computed for an insert that does not happen: an update owing 4 sets took 141 CPU µs before, 95
+ * after (scripts/profile-write-door.ts at synchronous OFF). The values are the upsert's: with
+ * state = 'owed' and priority <= @priority its SET leaves both as they are. Touches nothing when
+ * the item is gone (the upsert reads `items`) or the job is missing, parked, batched or of a
+ * later priority: then `oweItem` runs the upsert, so a new job costs one more primary-key seek.
+ * The latest answer is read inside the SET, so a miss does not read it; reading it once per item
+ * in a statement of its own instead made a new job's enqueue (bench part a) about 2 µs dearer.
+ * Parameters as `oweSql`.
+ */
+function reoweSql(debounce: boolean): string {
+  return `
+    UPDATE decision_jobs SET
+      generation = generation + 1,
+      attempts = 0, refusals = 0, abandons = 0, defers = 0,
+      owed_at = @now,
+      not_before = min(max(not_before, ${wantedNotBefore(debounce, '@id')}), ${delayCap('enqueued_at', '@id')})
+    WHERE item_id = @id AND question_set = @setName AND state = 'owed' AND priority <= @priority
+      AND EXISTS (SELECT 1 FROM items WHERE id = @id)`;
+}
+
 const OWE_SQL = {
-  debounce: { upsert: oweSql(true, false), insert: oweSql(true, true) },
-  quiet: { upsert: oweSql(false, false), insert: oweSql(false, true) },
+  debounce: { upsert: oweSql(true, false), insert: oweSql(true, true), reowe: reoweSql(true) },
+  quiet: { upsert: oweSql(false, false), insert: oweSql(false, true), reowe: reoweSql(false) },
 };
 
 /** The parameters of one owe upsert, reused across its sets (only the set's own values change). */
@@ -136,7 +169,9 @@ interface OweValues {
 }
 
 /**
- * Owes one item's jobs for `sets` (one upsert each, in the sets' order, as `oweItems`).
+ * Owes one item's jobs for `sets` (in the sets' order, as `oweItems`): each set's job re-owed in
+ * place when it is owed already (`reoweSql`), else upserted (`oweSql`; with `insertOnly`, only
+ * inserted).
  * @returns rows inserted or updated.
  */
 function oweItem(
@@ -147,10 +182,10 @@ function oweItem(
   opts: OweOptions & { insertOnly?: boolean },
 ): number {
   if (sets.length === 0) return 0;
-  const s = prepared(
-    w.db,
-    OWE_SQL[opts.reaskDebounce === false ? 'quiet' : 'debounce'][opts.insertOnly === true ? 'insert' : 'upsert'],
-  );
+  const texts = OWE_SQL[opts.reaskDebounce === false ? 'quiet' : 'debounce'];
+  const insertOnly = opts.insertOnly === true;
+  const upsert = prepared(w.db, insertOnly ? texts.insert : texts.upsert);
+  const reowe = insertOnly ? null : prepared(w.db, texts.reowe);
   const quiet = opts.quietPeriod !== false;
   const v: OweValues = {
     id: itemId,
@@ -167,7 +202,8 @@ function oweItem(
     v.debounce = set.reaskDebounceMs;
     v.maxDelay = set.maxDelayMs;
     v.setName = set.name;
-    n += s.run(v).changes;
+    const again = reowe === null ? 0 : reowe.run(v).changes;
+    n += again > 0 ? again : upsert.run(v).changes;
   }
   return n;
 }
