@@ -278,9 +278,29 @@ export function newestComments<T extends TrailComment>(comments: readonly T[], n
 }
 
 function finish(members: Array<readonly [string, unknown]>, clips: StateClips, version: number): BuiltState {
-  // Each member is serialised once: its bytes are both its part's hash input and a piece of the state.
+  // Each member is serialised once: its bytes are both a piece of the state and its part's hash input.
   const canonical = members.map(([name, value]) => [name, canonicalJson(value)] as const);
   const bytes = orderedJsonOfCanonical(canonical);
+  let parts: Record<string, string> | undefined;
+  return {
+    bytes,
+    hash: sha256(bytes),
+    // Hashed on first read: a job whose answers are all stored already (the skip path) never reads
+    // them, and six SHA-256s are most of what building its state costs.
+    get parts() {
+      return (parts ??= partHashes(members, canonical));
+    },
+    truncated: isClipped(clips),
+    clips,
+    version,
+  };
+}
+
+/** Each member's part hash (`BuiltState.parts`), from the members and their canonical bytes. */
+function partHashes(
+  members: ReadonlyArray<readonly [string, unknown]>,
+  canonical: ReadonlyArray<readonly [string, string]>,
+): Record<string, string> {
   const parts: Record<string, string> = {};
   const omitted = members.find(([name]) => name === 'omitted_comments');
   for (const [i, [name, value]] of members.entries()) {
@@ -292,7 +312,7 @@ function finish(members: Array<readonly [string, unknown]>, clips: StateClips, v
       );
     else parts[name] = sha256(canonical[i]![1]);
   }
-  return { bytes, hash: sha256(bytes), parts, truncated: isClipped(clips), clips, version };
+  return parts;
 }
 
 /**
