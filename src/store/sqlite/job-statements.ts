@@ -524,16 +524,17 @@ const RECORD_SPEND = `
 
 /**
  * The insert of `n` answers of one call (DESIGN §2): a conflict on the idempotency key inserts
- * nothing (the same state answered again), so a re-run never doubles an answer. Returns the keys
- * inserted, which surfacing needs. One text per `n`.
+ * nothing (the same state answered again), so a re-run never doubles an answer. With `returning`,
+ * the keys inserted, which surfacing needs; without, `changes` counts them and no row is built. One
+ * text per `n` and `returning`.
  */
-const insertAnswersSql = memoText((n: number): string => {
+const insertAnswersSql = memoText((n: number, returning: boolean): string => {
   const row = `(${Array.from({ length: 20 }, () => '?').join(', ')})`;
   return `INSERT INTO item_decisions (workspace_id, item_id, question_set, question_key, kind, answer, confidence,
       provider, model, state_hash, question_hash, state_version, state_parts, input_tokens, output_tokens, item_seq,
       state_truncated, rationale, fingerprint_context, evaluated_at)
     VALUES ${Array.from({ length: n }, () => row).join(', ')}
-    ON CONFLICT DO NOTHING RETURNING question_key AS k`;
+    ON CONFLICT DO NOTHING${returning ? ' RETURNING question_key AS k' : ''}`;
 });
 
 /**
@@ -637,8 +638,9 @@ function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], 
       now,
     );
   }
-  const inserted = prepared(w.db, insertAnswersSql(list.length)).all(...values) as Array<{ k: string }>;
-  if (watch) w.d.runNow(queueSurfacingEvents(w.c, watch, new Set(inserted.map((r) => r.k))), now);
+  if (!watch) return prepared(w.db, insertAnswersSql(list.length, false)).run(...values).changes;
+  const inserted = prepared(w.db, insertAnswersSql(list.length, true)).all(...values) as Array<{ k: string }>;
+  w.d.runNow(queueSurfacingEvents(w.c, watch, new Set(inserted.map((r) => r.k))), now);
   return inserted.length;
 }
 
