@@ -28,10 +28,18 @@ export interface SetTarget {
 
 /**
  * The item state as one set sees it (DESIGN §5): links only WithLinks, an empty trail when NoTrail.
+ * With `built`, a state of the same shape already built from this loaded item is returned as it is.
  * @throws SyntaxError / TypeError when the stored fields are not a JSON object.
  */
-export function itemStateFor(set: Pick<QuestionSet, 'withLinks' | 'noTrail'>, loaded: LoadedItemForState): BuiltState {
-  return buildItemState(
+export function itemStateFor(
+  set: Pick<QuestionSet, 'withLinks' | 'noTrail'>,
+  loaded: LoadedItemForState,
+  built?: ItemStates,
+): BuiltState {
+  const shape = set.withLinks ? (set.noTrail ? 'links,notrail' : 'links') : set.noTrail ? 'notrail' : 'plain';
+  const known = built?.get(shape);
+  if (known) return known;
+  const state = buildItemState(
     {
       title: loaded.item.title,
       collectionSlug: loaded.collection.slug,
@@ -42,7 +50,16 @@ export function itemStateFor(set: Pick<QuestionSet, 'withLinks' | 'noTrail'>, lo
     },
     { withLinks: set.withLinks, noTrail: set.noTrail },
   );
+  built?.set(shape, state);
+  return state;
 }
+
+/**
+ * The item states already built from one loaded item, by shape (links, no trail): the sets of a
+ * co-asked group that read the item alike get the same state, built and hashed once
+ * (`itemStateFor`). Only for one loaded item: a new load starts a new map.
+ */
+export type ItemStates = Map<string, BuiltState>;
 
 /**
  * The states a set asks about for one item: the item state, or for a per-comment set one state per
@@ -54,9 +71,9 @@ export function itemStateFor(set: Pick<QuestionSet, 'withLinks' | 'noTrail'>, lo
 export function setTargets(
   set: Pick<QuestionSet, 'perComment' | 'withLinks' | 'noTrail'>,
   loaded: LoadedItemForState,
-  opts: { allComments?: boolean } = {},
+  opts: { allComments?: boolean; built?: ItemStates } = {},
 ): SetTarget[] {
-  if (!set.perComment) return [{ state: itemStateFor(set, loaded), commentId: null, keySuffix: '' }];
+  if (!set.perComment) return [{ state: itemStateFor(set, loaded, opts.built), commentId: null, keySuffix: '' }];
   const comments = opts.allComments ? loaded.comments : newestComments(loaded.comments, LIMITS.trailComments);
   return comments.map((c) => ({
     state: buildCommentState({ title: loaded.item.title, collectionSlug: loaded.collection.slug, comment: c }),

@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 import { isLosslessNumber } from 'lossless-json';
-import { canonicalJson, compareCodePoints, orderedJson, parseLossless, type LosslessValue } from './canonical-json.js';
+import {
+  canonicalJson,
+  compareCodePoints,
+  orderedJsonOfCanonical,
+  parseLossless,
+  type LosslessValue,
+} from './canonical-json.js';
 
 /**
  * The item state: what the provider reads and what is hashed (DESIGN §5). One serialisation
@@ -272,19 +278,41 @@ export function newestComments<T extends TrailComment>(comments: readonly T[], n
 }
 
 function finish(members: Array<readonly [string, unknown]>, clips: StateClips, version: number): BuiltState {
-  const bytes = orderedJson(members);
+  // Each member is serialised once: its bytes are both a piece of the state and its part's hash input.
+  const canonical = members.map(([name, value]) => [name, canonicalJson(value)] as const);
+  const bytes = orderedJsonOfCanonical(canonical);
+  let parts: Record<string, string> | undefined;
+  return {
+    bytes,
+    hash: sha256(bytes),
+    // Hashed on first read: a job whose answers are all stored already (the skip path) never reads
+    // them, and six SHA-256s are most of what building its state costs.
+    get parts() {
+      return (parts ??= partHashes(members, canonical));
+    },
+    truncated: isClipped(clips),
+    clips,
+    version,
+  };
+}
+
+/** Each member's part hash (`BuiltState.parts`), from the members and their canonical bytes. */
+function partHashes(
+  members: ReadonlyArray<readonly [string, unknown]>,
+  canonical: ReadonlyArray<readonly [string, string]>,
+): Record<string, string> {
   const parts: Record<string, string> = {};
   const omitted = members.find(([name]) => name === 'omitted_comments');
-  for (const [name, value] of members) {
+  for (const [i, [name, value]] of members.entries()) {
     if (name === 'omitted_comments') continue;
     // The trail part covers the omission count too: both say which comments the state shows.
     if (name === 'recent_trail')
       parts.trail = sha256(
-        omitted ? canonicalJson({ omitted_comments: omitted[1], recent_trail: value }) : canonicalJson(value),
+        omitted ? canonicalJson({ omitted_comments: omitted[1], recent_trail: value }) : canonical[i]![1],
       );
-    else parts[name] = sha256(canonicalJson(value));
+    else parts[name] = sha256(canonical[i]![1]);
   }
-  return { bytes, hash: sha256(bytes), parts, truncated: isClipped(clips), clips, version };
+  return parts;
 }
 
 /**

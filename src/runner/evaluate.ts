@@ -7,7 +7,7 @@ import {
 import type { SpendBacklog } from './spend-backlog.js';
 import type { QuestionSet, Registry } from '../decision/registry.js';
 import { questionsOf } from '../decision/registry.js';
-import { setTargets, type SetTarget } from '../decision/set-states.js';
+import { setTargets, type ItemStates, type SetTarget } from '../decision/set-states.js';
 import { answeredNowOfSets, type SetWanted, type TargetWork } from './answered.js';
 import type { BuiltState } from '../decision/state.js';
 import {
@@ -262,8 +262,10 @@ export async function planGroup(
   const ref = loaded.item.ref;
   const sets = new Map<number, QuestionSet>();
   let wanted: Array<SetWanted & { claim: number; set: QuestionSet; questions: Record<string, Question> }> = [];
+  // The sets of the group that read the item alike share one built state (hashed once).
+  const built: ItemStates = new Map();
   for (const [i, claim] of claims.entries()) {
-    const r = await prepareClaim(claim, loaded, deps);
+    const r = await prepareClaim(claim, loaded, deps, built);
     if ('outcome' in r) ended.set(i, r.outcome);
     else wanted.push({ claim: i, ...r });
   }
@@ -295,6 +297,7 @@ async function prepareClaim(
   claim: Claim,
   loaded: ItemForEvaluation,
   deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
+  built: ItemStates,
 ): Promise<{ outcome: EvalOutcome } | (SetWanted & { set: QuestionSet; questions: Record<string, Question> })> {
   const set = deps.registry.get(claim.questionSet);
   if (!set)
@@ -322,7 +325,7 @@ async function prepareClaim(
   let targets: SetTarget[];
   try {
     // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
-    targets = setTargets(set, loaded);
+    targets = setTargets(set, loaded, { built });
   } catch (err) {
     // Write doors validate fields, so this is a row the builder cannot read: park it, visibly.
     // RangeError: fields nested too deep for the parser's stack; it will fail the same way every time.

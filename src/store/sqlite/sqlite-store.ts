@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { systemClock, type Clock } from '../../clock.js';
 import type { Registry } from '../../decision/registry.js';
@@ -102,7 +102,7 @@ export class SqliteStore extends SqlStore implements Store {
       db: this.ctx.db,
       registry: opts.registry,
       newId: opts.newId ?? (() => randomUUID()),
-      newToken: () => randomBytes(16).toString('hex'),
+      newToken: hot.claimTokens(),
     };
     this.writer = { db: this.ctx.db.$client, c: this.c, d, newToken: this.c.newToken };
     // Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
