@@ -289,11 +289,20 @@ export async function createDatabase(
 }
 
 /**
- * Steady-state jobs per second of a drain, from the answers' own times (database clock): between
- * the 10th and the 90th percentile of the jobs' answer times, jobs per second. The ramp-up
- * (processes starting one after another) and the tail are left out.
+ * Steady-state jobs per second of a drain, from the answers' own times (database clock): each
+ * job's first answer time, and between the 10th and the 90th percentile of those times (the steady
+ * window), jobs per second. The ramp-up (slots filling) and the tail (slots running dry) are left
+ * out. `windowFromMs`/`windowToMs` are the window's ends after the first answer, `windowJobs` the
+ * jobs answered in it.
  */
-export async function answerRate(url: string): Promise<{ jobs: number; spanMs: number; perSecond: number }> {
+export async function answerRate(url: string): Promise<{
+  jobs: number;
+  spanMs: number;
+  perSecond: number;
+  windowFromMs: number;
+  windowToMs: number;
+  windowJobs: number;
+}> {
   const sqlText = 'SELECT min(evaluated_at) AS t FROM item_decisions GROUP BY item_id, question_set ORDER BY 1';
   let times: number[];
   if (isPostgresUrl(url)) {
@@ -316,7 +325,14 @@ export async function answerRate(url: string): Promise<{ jobs: number; spanMs: n
   const i10 = Math.floor(times.length * 0.1);
   const i90 = Math.floor(times.length * 0.9);
   const dt = times[i90] - times[i10];
-  return { jobs: times.length, spanMs, perSecond: dt > 0 ? ((i90 - i10) * 1000) / dt : 0 };
+  return {
+    jobs: times.length,
+    spanMs,
+    perSecond: dt > 0 ? ((i90 - i10) * 1000) / dt : 0,
+    windowFromMs: times[i10] - times[0],
+    windowToMs: times[i90] - times[0],
+    windowJobs: i90 - i10,
+  };
 }
 
 /** What the database says after a drain. */
