@@ -249,12 +249,31 @@ export function startWorkers(
   };
 }
 
-/** Polls until no job row is left (every owed job completed), or throws after `timeoutMs`. */
+/**
+ * Polls until no job row is left (every owed job completed), or throws after `timeoutMs`. One
+ * cheap statement a poll on one connection (the first row of decision_jobs, or none), every 250 ms:
+ * the drain under measurement shares the server's CPU with it (`checkDrain`'s counts over every
+ * answer, each poll, took 5.7 s of server time in a 50 s drain of 4 processes).
+ */
 export async function waitUntilDrained(url: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
-  while ((await checkDrain(url)).jobsLeft > 0) {
-    if (Date.now() > until) throw new Error('waitUntilDrained: timed out');
-    await new Promise((r) => setTimeout(r, 100));
+  const left = 'SELECT EXISTS (SELECT 1 FROM decision_jobs) AS left';
+  if (!isPostgresUrl(url)) {
+    while ((await checkDrain(url)).jobsLeft > 0) {
+      if (Date.now() > until) throw new Error('waitUntilDrained: timed out');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return;
+  }
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    while ((await c.query<{ left: boolean }>(left)).rows[0].left) {
+      if (Date.now() > until) throw new Error('waitUntilDrained: timed out');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    await c.end();
   }
 }
 

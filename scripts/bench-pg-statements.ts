@@ -104,6 +104,8 @@ export async function countStatements(
 export interface ServerSample {
   /** Samples taken (one every `everyMs`). */
   samples: number;
+  /** Why sampling stopped before `stop()` (its connection failed), if it did. */
+  lost?: string;
   /** "type/event" (or "CPU" for an active backend waiting on nothing) → backend-samples, most first. */
   waits: Array<{ wait: string; n: number }>;
   /**
@@ -187,6 +189,7 @@ export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<Ser
   let postmaster: number | null = null;
   let before: Map<number, { ppid: number; ticks: number }> | null = null;
   const hz = 100; // USER_HZ on Linux
+  let lost: string | undefined;
   const loop = withClient(dbUrl, async (c) => {
     try {
       const dir = (await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d")).rows[0].d;
@@ -223,6 +226,9 @@ export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<Ser
       }
       await new Promise((r) => setTimeout(r, everyMs));
     }
+  }).catch((err: unknown) => {
+    // A sampler that loses its connection ends the sampling, not the bench.
+    lost = (err as Error).message;
   });
   return {
     async stop() {
@@ -239,6 +245,7 @@ export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<Ser
           : null;
       return {
         samples,
+        lost,
         waits: [...waits].map(([wait, n]) => ({ wait, n })).sort((a, b) => b.n - a.n),
         blocked: [...blocked].map(([what, n]) => ({ what, n })).sort((a, b) => b.n - a.n),
         serverCpuS: postmaster ? delta(postmaster) : null,

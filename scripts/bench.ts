@@ -336,6 +336,7 @@ async function partD(): Promise<void> {
             .map((l) => fmt(l, 1))
             .join(' ')}`,
         );
+        if (seen.lost) say(`      sampling stopped early: ${seen.lost}`);
         for (const b of seen.blocked.slice(0, 6))
           say(`        ${fmt(b.n / Math.max(1, seen.samples), 2).padStart(6)}  ${b.what}`);
         loads.push(
