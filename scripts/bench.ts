@@ -41,7 +41,11 @@ import { countStatements, prepareCounting, resetCounts, sampleServer } from './b
  *      (concurrency ÷ latency); target ≥ 95 % at 32 (issue 13).
  *   c. claim time with 1,000,000 owed jobs against 10,000 (target ratio ≤ 1.5), and peak RSS while
  *      draining the million (target ≤ 200 MB); in child processes so the RSS is their own.
- *   d. PostgreSQL, 4 worker processes against 1, provider latency 200 ms; target ≥ 3.5×; and the
+ *   d. PostgreSQL, 4 worker processes against 1, provider latency 200 ms, each drain owing what its
+ *      slots answer in 30 s (8 s with --quick) at the ideal rate; the steady jobs/s (between the
+ *      10th and 90th percentile of the answer times) against the ideal (slots ÷ latency × jobs
+ *      per call, co-asking counted), the server's and workers' CPU and the load average beside,
+ *      and each lock wait sampled by waiter, row's relation and blocker; target ≥ 3.5×; and the
  *      statements the worker sends per job in the 1-process drain, counted by pg_stat_statements
  *      (loaded by scripts/pg-test-server.sh) for the worker's own role; target ≤ 6. Without a
  *      reachable server the part says SKIPPED and why.
