@@ -104,11 +104,39 @@ export async function countStatements(
 export interface ServerSample {
   /** Samples taken (one every `everyMs`). */
   samples: number;
+  /** Why sampling stopped before `stop()` (its connection failed), if it did. */
+  lost?: string;
   /** "type/event" (or "CPU" for an active backend waiting on nothing) → backend-samples, most first. */
   waits: Array<{ wait: string; n: number }>;
+  /**
+   * Each lock wait seen, as "waiter ← blocker": the waiting statement (`statementLabel`), the
+   * relation of the row it waits for (the tuple lock it holds while it waits on the holder's
+   * transaction; "?" when it holds none, e.g. a unique-index insert waiting on the inserter), and
+   * the blocking backend's statement and state ("idle in transaction" when the holder's process has
+   * not yet sent its next statement). Backend-samples, most first.
+   */
+  blocked: Array<{ what: string; n: number }>;
   /** CPU seconds of the server (postmaster and its children) and of this process's descendants (the workers) over the sampling; null where /proc cannot tell. */
   serverCpuS: number | null;
   workersCpuS: number | null;
+}
+
+/**
+ * A short name for a worker's statement: the job path's statement names (job-statements.ts)
+ * where the text is one of them, else its first words.
+ */
+export function statementLabel(q: string | null): string {
+  if (!q) return '-';
+  const t = q.replace(/\s+/g, ' ').trim();
+  const has = (s: string) => t.includes(s);
+  if (has('locked AS (SELECT id FROM items')) return 'lock_for_surfacing';
+  if (has('chg AS ( INSERT INTO surfacing_changes')) return 'finish_tail';
+  if (has('mem AS (') && has('nxt AS (')) return 'finish_claim';
+  if (has('mem AS (')) return 'finish';
+  if (has('nxt AS (')) return 'claim';
+  if (has('unnest($2::text[], $3::text[]) WITH ORDINALITY k(item_id')) return 'check_claims';
+  if (has('FROM items i JOIN collections c')) return 'load_state';
+  return t.slice(0, 48);
 }
 
 /** utime + stime of every process, with its parent, from /proc (Linux); empty elsewhere. */
@@ -155,11 +183,13 @@ function treeTicks(all: Map<number, { ppid: number; ticks: number }>, root: numb
  */
 export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<ServerSample> } {
   const waits = new Map<string, number>();
+  const blocked = new Map<string, number>();
   let samples = 0;
   let running = true;
   let postmaster: number | null = null;
   let before: Map<number, { ppid: number; ticks: number }> | null = null;
   const hz = 100; // USER_HZ on Linux
+  let lost: string | undefined;
   const loop = withClient(dbUrl, async (c) => {
     try {
       const dir = (await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d")).rows[0].d;
@@ -177,8 +207,28 @@ export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<Ser
       ).rows;
       samples++;
       for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + 1);
+      if (rows.some((r) => r.w.startsWith('Lock/'))) {
+        const locks = (
+          await c.query<{ q: string; rel: string | null; bq: string | null; bstate: string | null }>(
+            `SELECT a.query AS q,
+                    (SELECT string_agg(DISTINCT l.relation::regclass::text, ',') FROM pg_locks l
+                      WHERE l.pid = a.pid AND l.locktype = 'tuple' AND l.granted) AS rel,
+                    b.query AS bq, b.state AS bstate
+             FROM pg_stat_activity a CROSS JOIN LATERAL unnest(pg_blocking_pids(a.pid)) bp(pid)
+               LEFT JOIN pg_stat_activity b ON b.pid = bp.pid
+             WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid()`,
+          )
+        ).rows;
+        for (const l of locks) {
+          const what = `${statementLabel(l.q)} [${l.rel ?? '?'}] ← ${statementLabel(l.bq)} (${l.bstate ?? 'gone'})`;
+          blocked.set(what, (blocked.get(what) ?? 0) + 1);
+        }
+      }
       await new Promise((r) => setTimeout(r, everyMs));
     }
+  }).catch((err: unknown) => {
+    // A sampler that loses its connection ends the sampling, not the bench.
+    lost = (err as Error).message;
   });
   return {
     async stop() {
@@ -195,7 +245,9 @@ export function sampleServer(dbUrl: string, everyMs = 50): { stop(): Promise<Ser
           : null;
       return {
         samples,
+        lost,
         waits: [...waits].map(([wait, n]) => ({ wait, n })).sort((a, b) => b.n - a.n),
+        blocked: [...blocked].map(([what, n]) => ({ what, n })).sort((a, b) => b.n - a.n),
         serverCpuS: postmaster ? delta(postmaster) : null,
         // This process's descendants (not itself) less the server, should the bench have started it as a child.
         workersCpuS: delta(process.pid, postmaster ?? -1, false),

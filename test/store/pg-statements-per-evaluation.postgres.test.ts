@@ -183,5 +183,84 @@ describe.skipIf(!TEST_PG_URL)(
         await probe.end();
       }
     });
+
+    it("a finish adds to its own backend's shard of the hour's spend and the minute's count rows: another backend's open transaction holding those rows' other shard never stalls it, and the readers sum the shards", async () => {
+      // One connection, so the finish's backend (and its shard) is known.
+      const one = PgStore.connect(db.url, { registry: new Registry([attentionSet, effortSet]), poolSize: 1 });
+      const holder = new pg.Client({ connectionString: db.url });
+      const spare: pg.Client[] = [];
+      try {
+        const ws = await one.createWorkspace({ slug: 'acme' });
+        const col = await one.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+        for (const ref of ['T-1', 'T-2'])
+          await one.createItem(
+            {
+              workspaceId: ws.id,
+              collectionId: col.id,
+              ref,
+              title: ref,
+              content: `body of ${ref}`,
+              fields: { status: 'open' },
+            },
+            { priority: PRIORITY_BACKFILL, quietPeriod: false },
+          );
+        const opts: RunnerOptions = {
+          store: one,
+          registry: new Registry([attentionSet, effortSet]),
+          provider: new FakeProvider(),
+          logger: silentLogger,
+          workerId: 'w',
+          leaseMs: 60_000,
+          claimNext: true,
+        };
+        const signal = new AbortController().signal;
+        // The first group writes this hour's spend rows and this minute's count row.
+        const held = (await runOnce(opts, signal))!.next;
+        expect(held).not.toBeNull();
+        const pidOf = async (q: (t: string) => Promise<{ rows: Array<{ pid: number }> }>) =>
+          (await q('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+        const storePid = (
+          await admin.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+          )
+        ).rows[0].pid;
+        // A holder on another shard than the store's connection (ids that agree modulo 16 share one).
+        let client = holder;
+        await client.connect();
+        while ((await pidOf((t) => client.query(t))) % 16 === storePid % 16) {
+          spare.push(client);
+          client = new pg.Client({ connectionString: db.url });
+          await client.connect();
+        }
+        await client.query('BEGIN');
+        // The same hours, sets, providers, models and outcomes, and the same minutes, in the holder's shard, held open.
+        await client.query(`INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls)
+          SELECT hour, question_set, provider, model, outcome, 0 FROM decision_spend
+          ON CONFLICT (hour, question_set, provider, model, outcome, shard) DO UPDATE SET calls = decision_spend.calls`);
+        await client.query(`INSERT INTO job_throughput (minute, outcome, jobs) SELECT minute, outcome, 1 FROM job_throughput
+          ON CONFLICT (minute, outcome, shard) DO UPDATE SET jobs = job_throughput.jobs + 1`);
+        const finished = runOnce(opts, signal, held!).then((r) => r!.outcome.kind);
+        const stalled = waitFor(async () => {
+          const r = await admin.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          return r.rows[0].n > 0 ? 'stalled on a lock' : null;
+        });
+        expect(await Promise.race([finished, stalled])).toBe('complete');
+        await client.query('COMMIT');
+        if (client !== holder) spare.push(client);
+        // Two shards of one minute read as one row, their sum: 4 jobs completed, 1 added by the holder.
+        const { rows } = await one.throughputSince(60 * 60_000);
+        expect(rows.filter((r) => r.outcome === 'complete')).toHaveLength(1);
+        expect(rows.find((r) => r.outcome === 'complete')!.jobs).toBe(5);
+        const shards = await admin.query<{ n: number }>('SELECT count(DISTINCT shard)::int AS n FROM job_throughput');
+        expect(shards.rows[0].n).toBe(2);
+        expect((await one.spendSince(60 * 60_000)).calls).toBe(2);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        for (const c of [holder, ...spare]) await c.end().catch(() => undefined);
+        await one.close();
+      }
+    });
   },
 );

@@ -369,9 +369,10 @@ async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
  * for none), reading `after` so it runs after the CTEs before it; `rsv`, its daily-cap reservation
  * settled (`spend(9)`, NULL for none); `thr`, the throughput count (`sql/throughput.ts`
  * `countShape`: one row per minute and outcome) of the `outcome` word (NULL: none) when `applied`
- * holds. Every slot of every process adds to the same hour's and minute's rows and holds their
- * locks until its transaction commits, so these come last and in this order (spend row, then
- * count row, the order of the shared `finishJob` too).
+ * holds. Every slot of every process adds to the same hour's and minute's rows (in its backend's
+ * shard, the columns' default: DESIGN §2 decision_spend) and holds their locks until its
+ * transaction commits, so these come last and in this order (spend row, then count row, the order
+ * of the shared `finishJob` too).
  */
 function sharedRowCtes(o: { spend: (i: number) => string; after: string; outcome: string; applied: string }): string {
   const s = o.spend;
@@ -379,7 +380,7 @@ function sharedRowCtes(o: { spend: (i: number) => string; after: string; outcome
   INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
   SELECT (${NOW} / 3600000) * 3600000, ${s(0)}::text, ${s(1)}::text, ${s(2)}::text, ${s(3)}::text, ${s(4)}::bigint, ${s(5)}::bigint, ${s(6)}::bigint, ${s(7)}::bigint, ${s(8)}::bigint
   WHERE ${s(4)}::bigint IS NOT NULL AND ${o.after} >= 0
-  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+  ON CONFLICT (hour, question_set, provider, model, outcome, shard) DO UPDATE SET
     calls = decision_spend.calls + excluded.calls,
     input_tokens = decision_spend.input_tokens + excluded.input_tokens,
     output_tokens = decision_spend.output_tokens + excluded.output_tokens,
@@ -393,7 +394,7 @@ thr AS (
   INSERT INTO job_throughput (minute, outcome, jobs)
   SELECT (${NOW} / ${MINUTE_MS}) * ${MINUTE_MS}, ${o.outcome}::text, 1
   WHERE ${o.outcome}::text IS NOT NULL AND ${o.applied} AND (SELECT count(*) FROM rsv) >= 0
-  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
+  ON CONFLICT (minute, outcome, shard) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs
   RETURNING 1)`;
 }
 

@@ -7,6 +7,7 @@ import {
   integer,
   pgTable,
   primaryKey,
+  smallint,
   text,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
@@ -221,6 +222,18 @@ export const itemDecisions = pgTable(
   ],
 );
 
+/**
+ * Ways the shared rows (the hour's spend row, the minute's throughput count row) are split on
+ * PostgreSQL (DESIGN §2 decision_spend): every finish of every process adds to them, and a row
+ * lock is held from the add to the commit, so one row serialised every finish behind whichever
+ * backend held it, a wait that grows with the processes and with a busy machine's preemptions
+ * (bench part d, 4 processes: up to 15 backends waiting on it per sample). A backend writes the
+ * shard of its process id, so two backends share a row only when their ids agree modulo 16;
+ * readers sum over shards. 16 bounds the rows an hour (or a minute) adds: 16 × its keys.
+ */
+const SHARED_ROW_SHARDS = 16;
+const SHARD_OF_BACKEND = sql.raw(`(pg_backend_pid() % ${SHARED_ROW_SHARDS})`);
+
 export const decisionSpend = pgTable(
   'decision_spend',
   {
@@ -235,8 +248,10 @@ export const decisionSpend = pgTable(
     outputTokens: bigint('output_tokens', { mode: 'number' }).notNull().default(0),
     cacheReadTokens: bigint('cache_read_tokens', { mode: 'number' }).notNull().default(0),
     cacheWriteTokens: bigint('cache_write_tokens', { mode: 'number' }).notNull().default(0),
+    /** The row's shard of its hour (DESIGN §2 decision_spend): the writing backend's, SHARED_ROW_SHARDS ways. */
+    shard: smallint('shard').notNull().default(SHARD_OF_BACKEND),
   },
-  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome] })],
+  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome, t.shard] })],
 );
 
 /**
@@ -252,8 +267,10 @@ export const jobThroughput = pgTable(
     /** The recorded outcome (src/store/throughput.ts `JOB_OUTCOMES`). */
     outcome: text('outcome').notNull(),
     jobs: bigint('jobs', { mode: 'number' }).notNull().default(0),
+    /** The row's shard of its minute (DESIGN §2 job_throughput): the writing backend's, SHARED_ROW_SHARDS ways. */
+    shard: smallint('shard').notNull().default(SHARD_OF_BACKEND),
   },
-  (t) => [primaryKey({ columns: [t.minute, t.outcome] })],
+  (t) => [primaryKey({ columns: [t.minute, t.outcome, t.shard] })],
 );
 
 /**

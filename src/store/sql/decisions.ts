@@ -375,7 +375,7 @@ const recordSpendShape = shape<
     INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     VALUES (${hourOf(p.now)}, ${p.questionSet}, ${p.provider}, ${p.model}, ${p.outcome}, ${d.int8(p.calls)},
             ${d.int8(p.input)}, ${d.int8(p.output)}, ${d.int8(p.cacheRead)}, ${d.int8(p.cacheWrite)})
-    ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+    ON CONFLICT (hour, question_set, provider, model, outcome, shard) DO UPDATE SET
       calls = decision_spend.calls + excluded.calls,
       input_tokens = decision_spend.input_tokens + excluded.input_tokens,
       output_tokens = decision_spend.output_tokens + excluded.output_tokens,

@@ -37,7 +37,7 @@ const countShape = shape<'now' | 'outcome' | 'jobs'>(
   'count outcomes',
   (d, p) => sql`
     INSERT INTO job_throughput (minute, outcome, jobs) VALUES (${minuteOf(p.now)}, ${p.outcome}, ${d.int8(p.jobs)})
-    ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`,
+    ON CONFLICT (minute, outcome, shard) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`,
 );
 
 /**
@@ -85,7 +85,7 @@ export function appliedByOutcome(
   return jobs;
 }
 
-/** The rows of the minutes overlapping the last `windowMs` (ThroughputStore `throughputSince`). */
+/** The rows of the minutes overlapping the last `windowMs` (ThroughputStore `throughputSince`), each minute's shards summed (DESIGN §2 job_throughput). */
 export function throughputSince(
   c: SqlContext,
   windowMs: number,
@@ -93,7 +93,8 @@ export function throughputSince(
   return read(c, function* () {
     const sinceMinute = Math.floor(((yield* nowMs()) - windowMs) / MINUTE_MS) * MINUTE_MS;
     const out = yield* rows<ThroughputRow>(sql`
-      SELECT minute, outcome, jobs FROM job_throughput WHERE minute >= ${c.d.int8(sinceMinute)}
+      SELECT minute, outcome, ${c.d.int8(sql`sum(jobs)`)} AS jobs FROM job_throughput WHERE minute >= ${c.d.int8(sinceMinute)}
+      GROUP BY minute, outcome
       ORDER BY minute, ${c.d.byteOrder(sql`outcome`)}`);
     return {
       sinceMinute,

@@ -515,7 +515,7 @@ const RECORD_SPEND = `
   INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
   VALUES (CAST(@now / ${HOUR_MS} AS bigint) * ${HOUR_MS}, @questionSet, @provider, @model, @outcome, @calls,
           @input, @output, @cacheRead, @cacheWrite)
-  ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE SET
+  ON CONFLICT (hour, question_set, provider, model, outcome, shard) DO UPDATE SET
     calls = decision_spend.calls + excluded.calls,
     input_tokens = decision_spend.input_tokens + excluded.input_tokens,
     output_tokens = decision_spend.output_tokens + excluded.output_tokens,
@@ -654,7 +654,7 @@ function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], 
 // so a group commit adds one statement per outcome it holds, not one per job.
 const COUNT_OUTCOMES = `
   INSERT INTO job_throughput (minute, outcome, jobs) VALUES ((CAST(:now / 60000 AS INTEGER) * 60000), :outcome, :jobs)
-  ON CONFLICT (minute, outcome) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`;
+  ON CONFLICT (minute, outcome, shard) DO UPDATE SET jobs = job_throughput.jobs + excluded.jobs`;
 
 /** Adds the applied finishes among `done` to the current minute's throughput, by outcome (`appliedByOutcome`). */
 function countFinished(w: JobWriter, now: number, done: ReadonlyArray<{ finish: JobFinish; result: OutcomeResult }>) {

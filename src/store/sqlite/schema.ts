@@ -238,8 +238,10 @@ export const decisionSpend = sqliteTable(
     outputTokens: integer('output_tokens').notNull().default(0),
     cacheReadTokens: integer('cache_read_tokens').notNull().default(0),
     cacheWriteTokens: integer('cache_write_tokens').notNull().default(0),
+    /** The row's shard of its hour (DESIGN §2 decision_spend): always 0 here, one writer at a time. */
+    shard: integer('shard').notNull().default(0),
   },
-  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome] })],
+  (t) => [primaryKey({ columns: [t.hour, t.questionSet, t.provider, t.model, t.outcome, t.shard] })],
 );
 
 /**
@@ -255,8 +257,10 @@ export const jobThroughput = sqliteTable(
     /** The recorded outcome (src/store/throughput.ts `JOB_OUTCOMES`). */
     outcome: text('outcome').notNull(),
     jobs: integer('jobs').notNull().default(0),
+    /** The row's shard of its minute (DESIGN §2 job_throughput): always 0 here, one writer at a time. */
+    shard: integer('shard').notNull().default(0),
   },
-  (t) => [primaryKey({ columns: [t.minute, t.outcome] })],
+  (t) => [primaryKey({ columns: [t.minute, t.outcome, t.shard] })],
 );
 
 /**
