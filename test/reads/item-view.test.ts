@@ -87,6 +87,21 @@ describe('the item view', () => {
     expect(await fx.store.readItemView('nobody', item.ref)).toBeNull();
   });
 
+  it('reads the decisions oldest first, as listDecisions does, when a set answered again sorts before an older one', async () => {
+    const item = items[0];
+    await fx.store.addComment({ itemId: item.id, author: 'bob', body: sample[1].title });
+    fx.clock.advance(3_600_001);
+    await drainNow(runnerOptions(fx, new FakeProvider()));
+    const rows = (await fx.store.readItemView('acme', item.ref))!;
+    const oldestFirst = await fx.store.listDecisions(item.id);
+    // The item's index holds them by (set, key, id): that order is not the answer order here.
+    const bySetAndKey = [...oldestFirst].sort(
+      (a, b) => a.questionSet.localeCompare(b.questionSet) || a.questionKey.localeCompare(b.questionKey) || a.id - b.id,
+    );
+    expect(oldestFirst.map((d) => d.id)).not.toEqual(bySetAndKey.map((d) => d.id));
+    expect(rows.decisions).toEqual(oldestFirst);
+  });
+
   it('an item never answered is shown without reading what judging needs', async () => {
     const fresh = (
       await fx.store.createItem({

@@ -22,39 +22,33 @@ import { itemSurfacingChanges, itemVerdicts } from './surfacing.js';
 
 type CollectionDbRow = Tables['collections']['$inferSelect'];
 
-const workspaceBySlugShape = shape<'slug'>(
-  'item view: workspace by slug',
+/**
+ * The workspace by slug, its item by ref and the item's collection, in one statement: three
+ * indexed lookups in one step instead of three (bench part j: about 20 µs of a read's CPU).
+ * No row when any of the three is missing.
+ */
+const itemByRefShape = shape<'slug' | 'ref'>(
+  'item view: workspace, item by ref, collection',
   (d, p) => (db) =>
     db
-      .select()
+      .select({ workspace: d.t.workspaces, item: d.t.items, collection: d.t.collections })
       .from(d.t.workspaces)
+      .innerJoin(d.t.items, and(eq(d.t.items.workspaceId, d.t.workspaces.id), eq(d.t.items.ref, p.ref as SQLWrapper)))
+      .innerJoin(d.t.collections, eq(d.t.collections.id, d.t.items.collectionId))
       .where(eq(d.t.workspaces.slug, p.slug as SQLWrapper)),
 );
-const itemByRefShape = shape<'workspaceId' | 'ref'>(
-  'item view: item by ref',
-  (d, p) => (db) =>
-    db
-      .select()
-      .from(d.t.items)
-      .where(and(eq(d.t.items.workspaceId, p.workspaceId as SQLWrapper), eq(d.t.items.ref, p.ref as SQLWrapper))),
-);
-const collectionShape = shape<'id'>(
-  'item view: collection',
-  (d, p) => (db) =>
-    db
-      .select()
-      .from(d.t.collections)
-      .where(eq(d.t.collections.id, p.id as SQLWrapper)),
-);
-/** As `listDecisions` reads them: oldest first. */
+/**
+ * Unordered: the caller sorts them oldest first (by id, as `listDecisions` reads them). An ORDER BY
+ * here sorts the whole rows (answers, states) in a temporary B-tree, since the item's index is
+ * (item, set, key, id): that sort was about 40 % of this statement's CPU.
+ */
 const decisionsShape = shape<'itemId'>(
   'item view: decisions',
   (d, p) => (db) =>
     db
       .select()
       .from(d.t.itemDecisions)
-      .where(eq(d.t.itemDecisions.itemId, p.itemId as SQLWrapper))
-      .orderBy(asc(d.t.itemDecisions.id)),
+      .where(eq(d.t.itemDecisions.itemId, p.itemId as SQLWrapper)),
 );
 /** At most one job per (item, set) (the primary key); by set name for a stable order. */
 const jobsShape = shape<'itemId'>(
@@ -70,13 +64,12 @@ const jobsShape = shape<'itemId'>(
 /** See `Store.readItemView`. @returns null when the workspace, the item or its collection is missing. */
 export function readItemView(c: SqlContext, workspaceSlug: string, ref: string): Promise<ItemViewRows | null> {
   return read(c, function* () {
-    const workspace = yield* one<WorkspaceRow>(bind(workspaceBySlugShape, { slug: workspaceSlug }));
-    if (!workspace) return null;
-    const item = yield* one<ItemRow>(bind(itemByRefShape, { workspaceId: workspace.id, ref }));
-    if (!item) return null;
-    const collection = yield* one<CollectionDbRow>(bind(collectionShape, { id: item.collectionId }));
-    if (!collection) return null;
-    const decisions = yield* rows<DecisionRow>(bind(decisionsShape, { itemId: item.id }));
+    const found = yield* one<{ workspace: WorkspaceRow; item: ItemRow; collection: CollectionDbRow }>(
+      bind(itemByRefShape, { slug: workspaceSlug, ref }),
+    );
+    if (!found) return null;
+    const { workspace, item, collection } = found;
+    const decisions = (yield* rows<DecisionRow>(bind(decisionsShape, { itemId: item.id }))).sort((a, b) => a.id - b.id);
     const jobs = yield* rows<JobRow>(bind(jobsShape, { itemId: item.id }));
     const verdicts = yield* itemVerdicts(item.id);
     // What judging the answers needs; an item never answered is shown without it.

@@ -6,6 +6,7 @@ import { HOUR_MS } from './decisions.js';
 import { SPEND_DAY_MS } from '../spend-rules.js';
 import {
   autocommit,
+  bind,
   exec,
   inList,
   nowMs,
@@ -13,6 +14,7 @@ import {
   one,
   read,
   rows,
+  shape,
   write,
   type SqlContext,
   type Steps,
@@ -137,10 +139,18 @@ export function spendByHourSince(
   });
 }
 
+/**
+ * A shape, so SQLite prepares it once per connection: every item view with answers reads the
+ * collection's pending-change row through it (reads.ts `pendingCollectionSets`), and compiling the
+ * `sql` text per call cost about as much as the rest of that view's statements together (bench
+ * part j under --cpu-prof).
+ */
+const metaByKeyShape = shape<'key'>('meta by key', (_d, p) => sql`SELECT value FROM verdict_meta WHERE key = ${p.key}`);
+
 /** One `verdict_meta` value, or null. */
 export function getMeta(c: SqlContext, key: string): Promise<string | null> {
   return read(c, function* () {
-    return (yield* one<{ value: string }>(sql`SELECT value FROM verdict_meta WHERE key = ${key}`))?.value ?? null;
+    return (yield* one<{ value: string }>(bind(metaByKeyShape, { key })))?.value ?? null;
   });
 }
 
