@@ -3,6 +3,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { systemClock, type Clock } from '../clock.js';
 import type { Verdict } from '../compose/verdict.js';
 import type { Logger } from '../log.js';
 import type { ApiTokenRow } from '../store/access-store.js';
@@ -60,8 +61,10 @@ export interface McpHttpOptions {
   sessionsPerToken?: number;
   /** @defaultValue MCP_SESSIONS_MAX */
   sessionsMax?: number;
-  /** How often idle sessions are looked for, ms. @defaultValue 60 000 */
+  /** How often idle sessions are looked for, ms; every request also looks first. @defaultValue 60 000 */
   sweepMs?: number;
+  /** The source of now for idle times (epoch ms); tests move a ManualClock. @defaultValue systemClock */
+  clock?: Clock;
 }
 
 /**
@@ -72,6 +75,7 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
   const idleMs = o.sessionIdleMs ?? MCP_SESSION_IDLE_MS;
   const perToken = o.sessionsPerToken ?? MCP_SESSIONS_PER_TOKEN;
   const max = o.sessionsMax ?? MCP_SESSIONS_MAX;
+  /** Open sessions by id, least recently used first: a use moves its session to the end (Map keeps insertion order). */
   const sessions = new Map<string, Session>();
   const close = (id: string, why: string) => {
     const s = sessions.get(id);
@@ -80,10 +84,12 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
     logger.info({ token: s.token.id, why, sessions: sessions.size }, 'mcp session closed');
     void s.transport.close().catch(() => undefined);
   };
-  const sweep = setInterval(() => {
-    const cutoff = Date.now() - idleMs;
+  const clock = o.clock ?? systemClock;
+  const closeIdle = () => {
+    const cutoff = clock.now() - idleMs;
     for (const [id, s] of sessions) if (s.lastUsedAt < cutoff) close(id, 'idle');
-  }, o.sweepMs ?? 60_000);
+  };
+  const sweep = setInterval(closeIdle, o.sweepMs ?? 60_000);
   sweep.unref();
   app.addHook('onClose', async () => {
     clearInterval(sweep);
@@ -92,7 +98,7 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
 
   /** Hands the request to the session's transport; the reply is the transport's from here. */
   const serve = async (req: FastifyRequest, reply: FastifyReply, s: Session): Promise<void> => {
-    s.lastUsedAt = Date.now();
+    s.lastUsedAt = clock.now();
     s.token = req.apiToken!;
     reply.hijack();
     await s.transport.handleRequest(req.raw, reply.raw, req.body);
@@ -113,6 +119,8 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
 
   const handler = async (req: FastifyRequest, reply: FastifyReply) => {
     const token = req.apiToken!;
+    // A session past its idle limit is closed before any request can use it, not only at the next sweep.
+    closeIdle();
     // One HTTP request, one message: MCP 2025-06-18 has no JSON-RPC batches, and a batch would run
     // up to 100 calls as one request of the per-token rate limit.
     if (Array.isArray(req.body))
@@ -127,6 +135,10 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       const s = sessions.get(sid);
       // Another token's session reads as unknown: an id proves nothing about who holds it.
       if (!s || s.token.id !== token.id) return rpcError(reply, 404, -32001, 'Session not found');
+      // The order of use, not the clock, ranks sessions for eviction: two uses in one millisecond
+      // would tie on lastUsedAt.
+      sessions.delete(sid);
+      sessions.set(sid, s);
       await serve(req, reply, s);
       if (req.method === 'DELETE') close(sid, 'deleted');
       return reply;
@@ -152,16 +164,14 @@ export function registerMcpRoute(app: FastifyInstance, v: Verdict, logger: Logge
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         // Only an initialize the transport accepted costs the token its least recently used session.
-        const mine = [...sessions]
-          .filter(([, s]) => s.token.id === token.id)
-          .sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt);
+        const mine = [...sessions].filter(([, s]) => s.token.id === token.id);
         for (const [old] of mine.slice(0, Math.max(0, mine.length - perToken + 1)))
           close(old, 'the token opened one more');
         sessions.set(id, session!);
         logger.info({ token: token.id, sessions: sessions.size }, 'mcp session opened');
       },
     });
-    session = { transport, token, lastUsedAt: Date.now() };
+    session = { transport, token, lastUsedAt: clock.now() };
     const opened = session;
     const server = createMcpServer(v, { principal: async () => opened.token, logger });
     transport.onclose = () => {

@@ -3,13 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
 import { createApiServer, createVerdict, type Verdict } from '../../src/index.js';
 
 /**
  * `/mcp` session limits (src/mcp/mcp-http.ts), in process with short limits: a token's sessions
  * past its cap close the least recently used, the server's cap answers 503, an idle session is
- * closed by the sweep. Each opened with a raw `initialize` POST, as any client sends it.
+ * closed. Each opened with a raw `initialize` POST, as any client sends it. Idle time is the
+ * server's injected clock, moved by the tests: nothing here waits on real time.
  */
+
+const clock = new ManualClock();
 
 let dir: string;
 let v: Verdict;
@@ -55,7 +59,7 @@ beforeAll(async () => {
     tok.push((await v.tokens.create({ workspace: ws, role: 'read', createWorkspace: true })).token);
   app = await createApiServer(v, {
     dashboard: false,
-    mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, sweepMs: 50 },
+    mcp: { sessionsPerToken: 2, sessionsMax: 3, sessionIdleMs: 300, clock },
   });
   base = await app.listen({ port: 0, host: '127.0.0.1' });
 });
@@ -84,13 +88,13 @@ describe('/mcp sessions', () => {
   });
 
   it('closes a session left idle past the idle limit, and keeps one in use', async () => {
-    await new Promise((r) => setTimeout(r, 400)); // the sessions above go idle and are swept
+    clock.advance(400); // the sessions above go idle: the next request closes them first
     const idle = await sessionOf(tok[1]);
     const busy = await sessionOf(tok[2]);
     // `busy` is used every 100 ms for twice the idle limit; `idle` is left alone (a ping would refresh it).
-    for (const until = Date.now() + 700; Date.now() < until;) {
+    for (let t = 0; t < 600; t += 100) {
+      clock.advance(100);
       expect(await ping(tok[2], busy)).toBe(200);
-      await new Promise((r) => setTimeout(r, 100));
     }
     expect(await ping(tok[1], idle)).toBe(404);
     expect(await ping(tok[2], busy)).toBe(200);
