@@ -26,7 +26,6 @@ const SERIAL = [
   'test/worker/wal-process.test.ts',
   'test/worker/held-lock-process.test.ts',
   'test/worker/signals-process.test.ts',
-  'test/worker/reload.test.ts',
   // Four worker processes draining one database (two cores' worth by themselves); a lock held past
   // the busy timeout and a 250 ms loop bound.
   'test/scale/processes-sqlite.test.ts',
@@ -46,9 +45,9 @@ const SERIAL = [
  * Files kept from the parallel group for the same reasons as SERIAL (leases and deadlines of a
  * second or more between real processes), but whose processes mostly wait: on fake provider
  * latency, limiter refills, retry-after and quiet periods (fault-processes: 11.5 s of CPU in 26.4 s
- * of wall; processes-postgres: 8.9 in 21.6, VERDICT_TEST_CPU_LOG on an idle machine). They run two
- * at a time, after the serial group, with nothing else beside them; each passed five runs so on
- * a machine shared with other suites (load average 10 and more).
+ * of wall; processes-postgres: 8.9 in 21.6 and the PostgreSQL server about 5 more; VERDICT_TEST_CPU_LOG
+ * on an idle machine, /proc for the server). They run two at a time, after the serial group, with
+ * nothing else of the suite beside them: one at a time they left a core idle.
  */
 const PAIRED = [
   // Two workers' leases against their own limiter (1 s past the call), and the daily token cap
@@ -60,6 +59,9 @@ const PAIRED = [
   'test/worker/until-idle-outage.test.ts',
   // serve end to end: a child server, a worker, a webhook receiver and clients with deadlines.
   'test/server/serve-e2e.test.ts',
+  // A reload (SIGHUP) of a worker process and of an in-process worker mid-call: every step waits
+  // for the log line or the state it expects, none on a timer.
+  'test/worker/reload.test.ts',
 ];
 
 /**
