@@ -6,7 +6,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * Files run two at a time (one per core) unless they are named here. These run one at a time, after
  * the parallel group, with nothing beside them, each for the reason given: a real-time bound of a
  * few hundred ms or a measured event-loop lag that a second file's load would break, or several
- * processes (or a browser) that take both cores themselves.
+ * processes that take both cores themselves. PAIRED files run two at a time after them.
  */
 const SERIAL = [
   // A provider attempt bounded by a few hundred ms against the fake Anthropic / OpenAI server.
@@ -30,8 +30,6 @@ const SERIAL = [
   // the busy timeout and a 250 ms loop bound.
   'test/scale/processes-sqlite.test.ts',
   'test/scale/sqlite-busy.test.ts',
-  // Chromium against a served dashboard (several processes).
-  'test/dashboard/dashboard-browser.test.ts',
   // The live Anthropic test reads ANTHROPIC_API_KEY when its module loads. The parallel project
   // shares a worker between files (isolate: false), where a key another file's test put in
   // process.env can still be set (a CI run sent the live test to a closed fake server with one);
@@ -46,8 +44,9 @@ const SERIAL = [
  * second or more between real processes), but whose processes mostly wait: on fake provider
  * latency, limiter refills, retry-after and quiet periods (fault-processes: 11.5 s of CPU in 26.4 s
  * of wall; processes-postgres: 8.9 in 21.6 and the PostgreSQL server about 5 more; VERDICT_TEST_CPU_LOG
- * on an idle machine, /proc for the server). They run two at a time, after the serial group, with
- * nothing else of the suite beside them: one at a time they left a core idle.
+ * on an idle machine, /proc for the server); and the browser test, busy but with no deadline of its
+ * own to miss, in a lane beside them. They run two at a time, after the serial group, with nothing
+ * else of the suite beside them: one at a time they left a core idle.
  */
 const PAIRED = [
   // Two workers' leases against their own limiter (1 s past the call), and the daily token cap
@@ -62,6 +61,10 @@ const PAIRED = [
   // A reload (SIGHUP) of a worker process and of an in-process worker mid-call: every step waits
   // for the log line or the state it expects, none on a timer.
   'test/worker/reload.test.ts',
+  // Chromium against a served dashboard: a browser, a server and the test, but no deadline under
+  // Playwright's own (its refresh runs on Playwright's clock), so it runs in a lane of its own
+  // while the others wait.
+  'test/dashboard/dashboard-browser.test.ts',
 ];
 
 /**
@@ -93,7 +96,8 @@ const ENV_GUARD = ['./test/harness/env-guard-setup.ts'];
  */
 const START_FIRST = [
   'test/store/conformance.postgres.test.ts',
-  // The two longest paired files, short files by size: one starts on each worker, the rest follow.
+  // The longest paired files, the first two short ones by size: one starts on each worker, the rest follow.
+  'test/dashboard/dashboard-browser.test.ts',
   'test/worker/fault-processes.test.ts',
   'test/scale/processes-postgres.test.ts',
 ];
