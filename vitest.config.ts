@@ -6,7 +6,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * Files run two at a time (one per core) unless they are named here. These run one at a time, after
  * the parallel group, with nothing beside them, each for the reason given: a real-time bound of a
  * few hundred ms or a measured event-loop lag that a second file's load would break, or several
- * processes (or a browser) that take both cores themselves.
+ * processes that take both cores themselves. PAIRED files run two at a time after them.
  */
 const SERIAL = [
   // A provider attempt bounded by a few hundred ms against the fake Anthropic / OpenAI server.
@@ -21,21 +21,15 @@ const SERIAL = [
   'test/worker/ratelimit-headers.test.ts',
   // Worker processes whose checks depend on timing between processes: leases running out, a
   // SIGKILL mid-call, signals, a held lock, the WAL under several writers, the loop's lag.
-  'test/worker/fault-processes.test.ts',
   'test/worker/processes.test.ts',
   'test/worker/event-loop-process.test.ts',
   'test/worker/wal-process.test.ts',
   'test/worker/held-lock-process.test.ts',
   'test/worker/signals-process.test.ts',
-  'test/worker/until-idle-outage.test.ts',
-  'test/worker/reload.test.ts',
   // Four worker processes draining one database (two cores' worth by themselves); a lock held past
   // the busy timeout and a 250 ms loop bound.
   'test/scale/processes-sqlite.test.ts',
-  'test/scale/processes-postgres.test.ts',
   'test/scale/sqlite-busy.test.ts',
-  // Chromium against a served dashboard (several processes).
-  'test/dashboard/dashboard-browser.test.ts',
   // The live Anthropic test reads ANTHROPIC_API_KEY when its module loads. The parallel project
   // shares a worker between files (isolate: false), where a key another file's test put in
   // process.env can still be set (a CI run sent the live test to a closed fake server with one);
@@ -43,7 +37,34 @@ const SERIAL = [
   'test/providers/anthropic.live.test.ts',
   // The MCP server over stdio and serve end to end: a child server plus clients with deadlines.
   'test/mcp/**/*.test.ts',
+];
+
+/**
+ * Files kept from the parallel group for the same reasons as SERIAL (leases and deadlines of a
+ * second or more between real processes), but whose processes mostly wait: on fake provider
+ * latency, limiter refills, retry-after and quiet periods (fault-processes: 11.5 s of CPU in 26.4 s
+ * of wall; processes-postgres: 8.9 in 21.6 and the PostgreSQL server about 5 more; VERDICT_TEST_CPU_LOG
+ * on an idle machine, /proc for the server); and the browser test, busy but with no deadline of its
+ * own to miss, in a lane beside them. They run two at a time, after the serial group, with nothing
+ * else of the suite beside them: one at a time they left a core idle.
+ */
+const PAIRED = [
+  // Two workers' leases against their own limiter (1 s past the call), and the daily token cap
+  // across processes ended by a 2 s quiet period.
+  'test/worker/fault-processes.test.ts',
+  // A lease 1.1 s past the call after a SIGKILL, and four processes draining one PostgreSQL database.
+  'test/scale/processes-postgres.test.ts',
+  // A worker that must exit on its own through a 529 outage with retry-after: 1.
+  'test/worker/until-idle-outage.test.ts',
+  // serve end to end: a child server, a worker, a webhook receiver and clients with deadlines.
   'test/server/serve-e2e.test.ts',
+  // A reload (SIGHUP) of a worker process and of an in-process worker mid-call: every step waits
+  // for the log line or the state it expects, none on a timer.
+  'test/worker/reload.test.ts',
+  // Chromium against a served dashboard: a browser, a server and the test, but no deadline under
+  // Playwright's own (its refresh runs on Playwright's clock), so it runs in a lane of its own
+  // while the others wait.
+  'test/dashboard/dashboard-browser.test.ts',
 ];
 
 /**
@@ -73,7 +94,13 @@ const ENV_GUARD = ['./test/harness/env-guard-setup.ts'];
  * store suite: started last, it ran alone on one core while the other sat idle. Started first, the
  * rest of the group runs beside it. Only the order changes, never what runs.
  */
-const START_FIRST = ['test/store/conformance.postgres.test.ts'];
+const START_FIRST = [
+  'test/store/conformance.postgres.test.ts',
+  // The longest paired files, the first two short ones by size: one starts on each worker, the rest follow.
+  'test/dashboard/dashboard-browser.test.ts',
+  'test/worker/fault-processes.test.ts',
+  'test/scale/processes-postgres.test.ts',
+];
 
 class LongFilesFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -110,7 +137,7 @@ export default defineConfig({
         test: {
           name: 'parallel',
           include: ['test/**/*.test.ts'],
-          exclude: [...SERIAL, ...DURABLE, ...SCALE_ONLY],
+          exclude: [...SERIAL, ...PAIRED, ...DURABLE, ...SCALE_ONLY],
           setupFiles: [...FAST_SYNC, ...ENV_GUARD],
           // A worker runs file after file on the modules it has already loaded, instead of a new
           // process loading src/ and its packages again for each file: on 44 of these files their
@@ -131,6 +158,10 @@ export default defineConfig({
           maxWorkers: 1,
           sequence: { groupOrder: 1 },
         },
+      },
+      {
+        extends: true,
+        test: { name: 'paired', include: PAIRED, setupFiles: FAST_SYNC, maxWorkers: 2, sequence: { groupOrder: 2 } },
       },
       {
         extends: true,
