@@ -127,8 +127,13 @@ export default defineConfig({
     sequence: { sequencer: LongFilesFirst },
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // Reporters run in array order, so the counts line closes the log (CI reads it).
-    reporters: ['default', './test/harness/counts-reporter.ts'],
+    // Reporters run in array order, so the counts line closes the log (CI reads it). CI's marker of
+    // the serial group's start (scripts/ci-phase-reporter.ts) only when CI asks for it.
+    reporters: [
+      'default',
+      ...(process.env.VERDICT_CI_SERIAL_MARK ? ['./scripts/ci-phase-reporter.ts'] : []),
+      './test/harness/counts-reporter.ts',
+    ],
     // The groups run one after the other (`sequence.groupOrder`): the serial files never share the
     // cores. The power-cut simulation checks a trace, not times, so it runs beside the parallel group.
     projects: [
