@@ -76,13 +76,16 @@ const BACKGROUND = [
 ];
 
 /** The worker role's statements in this database since the last reset: the total, the background loops' part of it, and the most frequent normalised texts (no parameter values). */
-export async function countStatements(
-  dbUrl: string,
-): Promise<{ total: number; background: number; top: Array<{ calls: number; query: string }> }> {
+export async function countStatements(dbUrl: string): Promise<{
+  total: number;
+  background: number;
+  top: Array<{ calls: number; query: string; buffersPerCall: number; msPerCall: number }>;
+}> {
   return withClient(dbUrl, async (c) => {
     const rows = (
-      await c.query<{ calls: string; query: string }>(
-        `SELECT s.calls::text AS calls, s.query FROM pg_stat_statements s
+      await c.query<{ calls: string; query: string; hit: string; ms: string }>(
+        `SELECT s.calls::text AS calls, s.query, (s.shared_blks_hit + s.shared_blks_read)::text AS hit, s.total_exec_time::text AS ms
+         FROM pg_stat_statements s
            JOIN pg_roles r ON r.oid = s.userid JOIN pg_database d ON d.oid = s.dbid
          WHERE r.rolname = $1 AND d.datname = current_database() ORDER BY s.calls DESC`,
         [WORKER_ROLE],
@@ -95,7 +98,12 @@ export async function countStatements(
     return {
       total,
       background,
-      top: rows.slice(0, 14).map((r) => ({ calls: Number(r.calls), query: r.query.replace(/\s+/g, ' ').trim() })),
+      top: rows.slice(0, 14).map((r) => ({
+        calls: Number(r.calls),
+        query: r.query.replace(/\s+/g, ' ').trim(),
+        buffersPerCall: Number(r.hit) / Math.max(1, Number(r.calls)),
+        msPerCall: Number(r.ms) / Math.max(1, Number(r.calls)),
+      })),
     };
   });
 }

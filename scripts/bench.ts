@@ -26,7 +26,7 @@ import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPa
 import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
 import { benchQueuePath, PRODUCERS, SLOTS } from './bench-queue.js';
 import { benchHttp } from './bench-http.js';
-import { countStatements, prepareCounting, resetCounts, sampleServer } from './bench-pg-statements.js';
+import { countStatements, prepareCounting, resetCounts, sampleServer, statementLabel } from './bench-pg-statements.js';
 
 /**
  * `npm run bench [-- --quick | --smoke] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
@@ -385,7 +385,13 @@ async function partD(): Promise<void> {
           say(
             `      statements from the workers after seeding: ${statements.total} for the ${countedJobs} jobs then owed = ${fmt(perJob, 1)} per job (${check.calls} calls in the whole drain, co-asking on); most frequent:`,
           );
-          for (const s of statements.top) say(`        ${String(s.calls).padStart(7)}  ${s.query.slice(0, 110)}`);
+          // Shared buffers (hit + read) and server execution ms per call: a statement whose
+          // buffers grow with the jobs already done walks dead index entries (DESIGN §3.1).
+          say(`        ${'calls'.padStart(7)}  ${'bufs/call'.padStart(9)}  ${'ms/call'.padStart(7)}  statement`);
+          for (const s of statements.top)
+            say(
+              `        ${String(s.calls).padStart(7)}  ${fmt(s.buffersPerCall, 0).padStart(9)}  ${fmt(s.msPerCall, 2).padStart(7)}  ${statementLabel(s.query).padEnd(18)} ${s.query.slice(0, 80)}`,
+            );
           // The sweeps and heartbeats run per tick, not per job; idle claims are still in the job path.
           const jobPath = (statements.total - statements.background) / Math.max(1, countedJobs);
           say(

@@ -9,6 +9,7 @@ import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { postgresDialect } from '../../src/store/postgres/dialect.js';
 import { claimCandidateSql } from '../../src/store/sql/jobs.js';
 import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
+import { CLAIM, FINISH_AND_CLAIM } from '../../src/store/postgres/job-statements.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
@@ -187,6 +188,56 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
       expect(plain.some((n) => /Sort/.test(n['Node Type']))).toBe(true);
     } finally {
       await store.close();
+      await db.drop();
+    }
+  });
+
+  it('the prepared claim statements walk the claim-order index in their generic plan (no sort of the due rows)', async () => {
+    // node-postgres sends them as named prepared statements: after five executions the server may
+    // keep one generic plan for the connection, planned without the parameters' values.
+    const db = await createTestDatabase(TEST_PG_URL!);
+    try {
+      const store = PgStore.connect(db.url, { registry: registry(), poolSize: 1 }); // migrates
+      await store.opened();
+      await store.close();
+      await seedJobs(db.url, 1_500);
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        await c.query('ANALYZE');
+        await c.query('SET plan_cache_mode = force_generic_plan');
+        for (const [name, text] of [
+          ['claim', CLAIM],
+          ['finish_claim', FINISH_AND_CLAIM],
+        ] as const) {
+          await c.query(`PREPARE ${name} AS ${text}`);
+          const params = Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+          const r = await c.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}(${Array(params).fill('NULL').join(', ')})`);
+          const nodes: Array<{ 'Node Type': string; 'Index Name'?: string; 'Relation Name'?: string }> = [];
+          const walk = (n: { Plans?: unknown[] } & Record<string, unknown>) => {
+            nodes.push(n as never);
+            for (const k of (n.Plans as never[]) ?? []) walk(k);
+          };
+          walk((r.rows[0]['QUERY PLAN'] as Array<{ Plan: never }>)[0].Plan);
+          // the siblings' CTE sorts its few partner rows by set; no sort may take the claim order
+          const sorts = nodes.filter((n) => /Sort/.test(n['Node Type']));
+          expect(
+            sorts.flatMap((n) => (n as { 'Sort Key'?: string[] })['Sort Key'] ?? []),
+            name,
+          ).not.toContain('j.fair_tag');
+          expect(
+            nodes.some((n) => n['Node Type'] === 'Index Scan' && n['Index Name'] === 'decision_jobs_claim_order_idx'),
+            name,
+          ).toBe(true);
+          expect(
+            nodes.some((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'decision_jobs'),
+            name,
+          ).toBe(false);
+        }
+      } finally {
+        await c.end();
+      }
+    } finally {
       await db.drop();
     }
   });

@@ -215,7 +215,12 @@ const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, le
  * `claimCandidateSql` and `claimSiblingJobs` give the why of each condition). The candidate is
  * the first claimable row in claim order, walking `decision_jobs_claim_order_idx` (state leads the
  * ORDER BY and `not_before + 0` offers no other index, whatever the statistics), locked with
- * `SKIP LOCKED`; a job is no candidate while a co-asking partner of its item that sorts first is
+ * `SKIP LOCKED`. The server keeps a generic plan for a prepared statement, made without the
+ * parameters' values (DESIGN §3.5 "The claim's plan"), so no filter may be estimated to keep
+ * almost no row, or "read every owed row and sort" wins: the skip list's `<> ALL` (0.1 % for an
+ * array of unknown length) sits behind a CASE on its length, and the workspace and partner checks
+ * are `coalesce((SELECT false … LIMIT 1), true)`, a per-row lookup (as NOT EXISTS they became
+ * anti-joins estimated to keep one row, or a hash of every owed partner); a job is no candidate while a co-asking partner of its item that sorts first is
  * claimable ($8/$9: each pair's set and partner), so a co-asked group is claimed from its first
  * set by one claimer. The siblings are the claimed job's partners ($10/$11: each set and its
  * partners) that are claimable now and below the abandon limit, taken in set order with
@@ -232,12 +237,12 @@ nxt AS (
     SELECT j.item_id, j.question_set FROM decision_jobs j
     WHERE j.state > 'batched' AND j.state <> 'parked' AND j.not_before + 0 <= ${NOW}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW})
-      AND NOT EXISTS (SELECT 1 FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL)
-      AND j.question_set <> ALL ($6::text[])
+      AND coalesce((SELECT false FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL LIMIT 1), true)
+      AND (CASE WHEN cardinality($6::text[]) = 0 THEN true ELSE j.question_set <> ALL ($6::text[]) END)
       AND (NOT $7::boolean OR j.priority = 0)
-      AND NOT EXISTS (SELECT 1 FROM unnest($8::text[], $9::text[]) g(set_name, partner) JOIN decision_jobs p ON p.question_set = g.partner
+      AND coalesce((SELECT false FROM unnest($8::text[], $9::text[]) g(set_name, partner) JOIN decision_jobs p ON p.question_set = g.partner
         WHERE g.set_name = j.question_set AND p.item_id = j.item_id AND p.state = 'owed' AND p.not_before <= ${NOW}
-          AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}) AND (NOT $7::boolean OR p.priority = 0))
+          AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}) AND (NOT $7::boolean OR p.priority = 0) LIMIT 1), true)
     ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1 FOR UPDATE OF j SKIP LOCKED)
   RETURNING *),
@@ -254,7 +259,8 @@ sib AS (
 const CLAIM_RESULT = `(SELECT row_to_json(n) FROM nxt n) AS next,
   (SELECT coalesce(json_agg(row_to_json(s)), '[]'::json) FROM sib s) AS siblings`;
 
-const CLAIM = `WITH ${CLAIM_CTES}
+/** The claim on its own (`claimNext`), exported for the plan test. */
+export const CLAIM = `WITH ${CLAIM_CTES}
 SELECT ${CLAIM_RESULT}`;
 
 /** The claim's parameters $2…$12, from a request (`runOnce`'s `claimNext`). */
@@ -503,7 +509,8 @@ SELECT (SELECT coalesce(json_agg(question_key), '[]'::json) FROM ins) AS stored,
 }
 
 const FINISH = finishText(false);
-const FINISH_AND_CLAIM = finishText(true);
+/** The finish with the slot's next claim (`finishStatement`), exported for the plan test. */
+export const FINISH_AND_CLAIM = finishText(true);
 
 /** The finish's parameters after the claim's. */
 function finishValues(claim: Claim, f: JobFinish, watched: readonly string[], tail: boolean): unknown[] {
