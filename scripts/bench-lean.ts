@@ -132,7 +132,7 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
     const spend = db.prepare(`
       INSERT INTO decision_spend (hour, question_set, provider, model, outcome, calls, input_tokens, output_tokens)
       VALUES (?, ?, 'fake', 'fake-model-1', 'ok', 1, ?, ?)
-      ON CONFLICT (hour, question_set, provider, model, outcome) DO UPDATE
+      ON CONFLICT (hour, question_set, provider, model, outcome, shard) DO UPDATE
       SET calls = calls + 1, input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`);
     const complete = db.prepare('DELETE FROM decision_jobs WHERE item_id = ? AND question_set = ? AND claim_token = ?');
 
