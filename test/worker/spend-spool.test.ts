@@ -182,7 +182,11 @@ describe('the spend spool and the real worker', () => {
     // The next worker takes that spool, drains everything still refused, and is SIGKILLed.
     const w2 = spawnCli(workerArgs(file));
     await waitFor(() => owed(file) === 0, 120_000);
-    expect(w2.stdout() + w2.stderr()).toContain('spend spooled by a stopped worker taken');
+    // The worker logs taking the spool before its first claim, but the pipe can hand the line to
+    // this process after the database already shows the drain: wait for it a while, then assert.
+    const took = 'spend spooled by a stopped worker taken';
+    await waitFor(() => (w2.stdout() + w2.stderr()).includes(took), 10_000).catch(() => undefined);
+    expect(w2.stdout() + w2.stderr()).toContain(took);
     w2.child.kill('SIGKILL');
     expect((await w2.exited).signal).toBe('SIGKILL');
     expect(spendCalls(file)).toBe(0);
