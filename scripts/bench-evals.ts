@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { buildRegistry } from '../src/compose/open.js';
 import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { Registry, type QuestionSet } from '../src/decision/registry.js';
-import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import type { RunReport } from '../src/runner/job-life.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
@@ -12,6 +11,7 @@ import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import type { Store } from '../src/store/whole-store.js';
 import { Worker, type WorkerSummary } from '../src/worker/worker.js';
 import { drainLean, writeDoorLean, type LeanOptions, type LeanSet } from './bench-lean.js';
+import { BENCH_DRAIN, seedBenchItems } from './bench-seed.js';
 
 /**
  * Parts f, g and h of `npm run bench` (scripts/bench.ts): full evaluations, the already-answered
@@ -51,32 +51,7 @@ interface Seeded {
 async function openSeeded(items: number, registry: Registry): Promise<Seeded> {
   const db = tempDb();
   const store = new SqliteStore({ url: db.file, registry });
-  const ws = await store.createWorkspace({ slug: 'bench' });
-  const col = await store.createCollection({
-    workspaceId: ws.id,
-    slug: 'task',
-    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
-  });
-  const itemIds: string[] = [];
-  // Setup, not measured: 500 items per transaction, each owing its jobs at once (no quiet period).
-  for (let i = 0; i < items; i += 500) {
-    await store.transaction(async (tx) => {
-      for (let j = i; j < Math.min(items, i + 500); j++) {
-        const w = await tx.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref: `B-${j}`,
-            title: `bench item ${j}`,
-            content: `body of bench item ${j}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-        itemIds.push(w.row.id);
-      }
-    });
-  }
+  const itemIds = await seedBenchItems(store, items);
   return seededOn(db, store, registry, itemIds);
 }
 
@@ -150,14 +125,9 @@ async function drain(
     store: s.store,
     registry: s.registry,
     provider,
-    logger: silentLogger,
+    ...BENCH_DRAIN,
     workerId: 'bench',
     concurrency,
-    tickMs: 50,
-    leaseMs: 60_000,
-    passLimit: 1_000,
-    abandonLimit: 8,
-    untilIdle: true,
     coAsk,
     onOutcome,
   });

@@ -3,11 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
-import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
+import { BENCH_DRAIN, seedBenchItems } from './bench-seed.js';
 
 /**
  * `synchronous = FULL` against NORMAL under group commit (DESIGN §10.6): the real Worker drains the
@@ -28,29 +27,7 @@ const template = join(dir, 'template.db');
 
 async function seed(): Promise<void> {
   const store = new SqliteStore({ url: template, registry: sets() });
-  const ws = await store.createWorkspace({ slug: 'bench' });
-  const col = await store.createCollection({
-    workspaceId: ws.id,
-    slug: 'task',
-    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
-  });
-  for (let i = 0; i < items; i += 500) {
-    await store.transaction(async (tx) => {
-      for (let j = i; j < Math.min(items, i + 500); j++) {
-        await tx.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref: `B-${j}`,
-            title: `bench item ${j}`,
-            content: `body of bench item ${j}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-      }
-    });
-  }
+  await seedBenchItems(store, items);
   await store.close();
 }
 
@@ -74,14 +51,9 @@ async function run(sync: Run['sync']): Promise<Run> {
     store,
     registry,
     provider: new FakeProvider({ latencyMs: 0 }),
-    logger: silentLogger,
+    ...BENCH_DRAIN,
     workerId: 'bench',
     concurrency,
-    tickMs: 50,
-    leaseMs: 60_000,
-    passLimit: 1_000,
-    abandonLimit: 8,
-    untilIdle: true,
     coAsk: true,
   });
   const cpu0 = process.cpuUsage();

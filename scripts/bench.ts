@@ -4,7 +4,6 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { noul } from '../src/decision/questions.js';
 import { defineQuestionSet, Registry } from '../src/decision/registry.js';
-import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
@@ -27,6 +26,7 @@ import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, t
 import { benchQueuePath, PRODUCERS, SLOTS } from './bench-queue.js';
 import { benchHttp } from './bench-http.js';
 import { countStatements, prepareCounting, resetCounts, sampleServer, statementLabel } from './bench-pg-statements.js';
+import { BENCH_DRAIN } from './bench-seed.js';
 
 /**
  * `npm run bench [-- --quick | --smoke] [-- --only a,c]`: the scale benchmarks of DESIGN §13,
@@ -171,14 +171,9 @@ async function partB(): Promise<void> {
         store,
         registry,
         provider,
-        logger: silentLogger,
+        ...BENCH_DRAIN,
         workerId: 'bench',
         concurrency,
-        tickMs: 50,
-        leaseMs: 60_000,
-        passLimit: 1_000,
-        abandonLimit: 8,
-        untilIdle: true,
       });
       const cpu0 = process.cpuUsage();
       const t0 = Date.now();

@@ -4,11 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
-import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
+import { BENCH_DRAIN, seedBenchItems } from './bench-seed.js';
 
 /**
  * `npx tsx scripts/cpu-per-job.ts [items] [concurrency]`: CPU microseconds per job (user + system,
@@ -26,29 +25,7 @@ const dir = mkdtempSync(join(tmpdir(), 'verdict-cpu-'));
 const registry = new Registry([attentionSet, effortSet]);
 const store = new SqliteStore({ url: join(dir, 'cpu.db'), registry });
 try {
-  const ws = await store.createWorkspace({ slug: 'cpu' });
-  const col = await store.createCollection({
-    workspaceId: ws.id,
-    slug: 'task',
-    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
-  });
-  for (let i = 0; i < items; i += 500) {
-    await store.transaction(async (tx) => {
-      for (let j = i; j < Math.min(items, i + 500); j++) {
-        await tx.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref: `C-${j}`,
-            title: `cpu item ${j}`,
-            content: `body of cpu item ${j}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-      }
-    });
-  }
+  await seedBenchItems(store, items, { workspace: 'cpu', ref: 'C', word: 'cpu' });
   const calls = new Map<string, number>();
   for (const name of [
     'claimNextJob',
@@ -73,14 +50,9 @@ try {
     store,
     registry,
     provider: new FakeProvider({ latencyMs: 0 }),
-    logger: silentLogger,
+    ...BENCH_DRAIN,
     workerId: 'cpu',
     concurrency,
-    tickMs: 50,
-    leaseMs: 60_000,
-    passLimit: 1_000,
-    abandonLimit: 8,
-    untilIdle: true,
   });
   const profileTo = process.env.CPU_PROF;
   const inspector = profileTo ? new Session() : null;

@@ -4,12 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { attentionSet, effortSet } from '../src/decision/production-sets.js';
 import { Registry } from '../src/decision/registry.js';
-import { silentLogger } from '../src/log.js';
 import { FakeProvider } from '../src/providers/fake.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
-import { PRIORITY_BACKFILL } from '../src/store/queue-store.js';
 import { Worker } from '../src/worker/worker.js';
 import { drainLean, type LeanSet } from './bench-lean.js';
+import { BENCH_DRAIN, seedBenchItems } from './bench-seed.js';
 
 /**
  * `npx tsx scripts/trace-eval-statements.ts [items] [concurrency] [on|off]`: bench part f's drain
@@ -104,29 +103,7 @@ const dir = mkdtempSync(join(tmpdir(), 'verdict-trace-'));
 const template = join(dir, 'template.db');
 try {
   const seed = new SqliteStore({ url: template, registry: new Registry(sets) });
-  const ws = await seed.createWorkspace({ slug: 'bench' });
-  const col = await seed.createCollection({
-    workspaceId: ws.id,
-    slug: 'task',
-    schema: { fields: [{ key: 'status', type: 'select', options: ['open', 'closed'], terminal_options: ['closed'] }] },
-  });
-  for (let i = 0; i < items; i += 500) {
-    await seed.transaction(async (tx) => {
-      for (let j = i; j < Math.min(items, i + 500); j++) {
-        await tx.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref: `B-${j}`,
-            title: `bench item ${j}`,
-            content: `body of bench item ${j}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-      }
-    });
-  }
+  await seedBenchItems(seed, items);
   await seed.close();
   // Bytes handed to write(2) by this process (the WAL's pages and headers): /proc/self/io `wchar`.
   const wchar = () => Number(/wchar: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))![1]);
@@ -143,14 +120,9 @@ try {
       store,
       registry,
       provider: new FakeProvider({ latencyMs: 0 }),
-      logger: silentLogger,
+      ...BENCH_DRAIN,
       workerId: 'trace',
       concurrency,
-      tickMs: 50,
-      leaseMs: 60_000,
-      passLimit: 1_000,
-      abandonLimit: 8,
-      untilIdle: true,
       coAsk,
     });
     const w0 = wchar();
