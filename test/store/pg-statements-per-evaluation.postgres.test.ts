@@ -63,34 +63,46 @@ function difference(after: Map<string, number>, before: Map<string, number>): Ar
     .sort((a, b) => b.calls - a.calls);
 }
 
+/** Workspace `acme`, collection `task` and one open item per ref, each owing its jobs at once. */
+async function seedItems(on: PgStore, refs: readonly string[], title = (ref: string) => ref): Promise<void> {
+  const ws = await on.createWorkspace({ slug: 'acme' });
+  const col = await on.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
+  for (const ref of refs)
+    await on.createItem(
+      {
+        workspaceId: ws.id,
+        collectionId: col.id,
+        ref,
+        title: title(ref),
+        content: `body of ${title(ref)}`,
+        fields: { status: 'open' },
+      },
+      { priority: PRIORITY_BACKFILL, quietPeriod: false },
+    );
+}
+
+/** A runner on `on` for the production sets with the fake provider, each finish claiming the next job. */
+const runnerOn = (on: PgStore): RunnerOptions => ({
+  store: on,
+  registry: new Registry([attentionSet, effortSet]),
+  provider: new FakeProvider(),
+  logger: silentLogger,
+  workerId: 'w',
+  leaseMs: 60_000,
+  claimNext: true,
+});
+
 describe.skipIf(!TEST_PG_URL)(
   `statements per evaluation on PostgreSQL${TEST_PG_URL ? '' : ` (${PG_SKIP_REASON})`}`,
   () => {
     it('a co-asked pair costs one state read, one idempotency read, one liveness read and a finish per job: ≤ 6 per job', async () => {
-      const ws = await store.createWorkspace({ slug: 'acme' });
-      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
       const items = 6;
-      for (let i = 1; i <= items; i++)
-        await store.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref: `T-${i}`,
-            title: `task ${i}`,
-            content: `body of task ${i}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-      const opts: RunnerOptions = {
+      await seedItems(
         store,
-        registry: new Registry([attentionSet, effortSet]),
-        provider: new FakeProvider(),
-        logger: silentLogger,
-        workerId: 'w',
-        leaseMs: 60_000,
-        claimNext: true,
-      };
+        Array.from({ length: items }, (_, i) => `T-${i + 1}`),
+        (ref) => `task ${ref.slice(2)}`,
+      );
+      const opts = runnerOn(store);
       const signal = new AbortController().signal;
       // The first group warms the connections (the first claim is a claim of its own, and each
       // named statement is parsed once per connection); the rest is the steady state.
@@ -126,29 +138,8 @@ describe.skipIf(!TEST_PG_URL)(
     });
 
     it("a surfacing finish's transaction takes the hour's spend row only in its last statement, so no other finish waits on it across the transaction's round trips", async () => {
-      const ws = await store.createWorkspace({ slug: 'acme' });
-      const col = await store.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-      for (const ref of ['T-1', 'T-2'])
-        await store.createItem(
-          {
-            workspaceId: ws.id,
-            collectionId: col.id,
-            ref,
-            title: ref,
-            content: `body of ${ref}`,
-            fields: { status: 'open' },
-          },
-          { priority: PRIORITY_BACKFILL, quietPeriod: false },
-        );
-      const opts: RunnerOptions = {
-        store,
-        registry: new Registry([attentionSet, effortSet]),
-        provider: new FakeProvider(),
-        logger: silentLogger,
-        workerId: 'w',
-        leaseMs: 60_000,
-        claimNext: true,
-      };
+      await seedItems(store, ['T-1', 'T-2']);
+      const opts = runnerOn(store);
       const signal = new AbortController().signal;
       // The first group writes the hour's spend rows; the second is held in its surfacing transaction.
       const held = (await runOnce(opts, signal))!.next;
@@ -190,29 +181,8 @@ describe.skipIf(!TEST_PG_URL)(
       const holder = new pg.Client({ connectionString: db.url });
       const spare: pg.Client[] = [];
       try {
-        const ws = await one.createWorkspace({ slug: 'acme' });
-        const col = await one.createCollection({ workspaceId: ws.id, slug: 'task', schema: TASK_SCHEMA });
-        for (const ref of ['T-1', 'T-2'])
-          await one.createItem(
-            {
-              workspaceId: ws.id,
-              collectionId: col.id,
-              ref,
-              title: ref,
-              content: `body of ${ref}`,
-              fields: { status: 'open' },
-            },
-            { priority: PRIORITY_BACKFILL, quietPeriod: false },
-          );
-        const opts: RunnerOptions = {
-          store: one,
-          registry: new Registry([attentionSet, effortSet]),
-          provider: new FakeProvider(),
-          logger: silentLogger,
-          workerId: 'w',
-          leaseMs: 60_000,
-          claimNext: true,
-        };
+        await seedItems(one, ['T-1', 'T-2']);
+        const opts = runnerOn(one);
         const signal = new AbortController().signal;
         // The first group writes this hour's spend rows and this minute's count row.
         const held = (await runOnce(opts, signal))!.next;
