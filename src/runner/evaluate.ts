@@ -695,6 +695,9 @@ export function answerRows(o: {
   const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
   const fingerprintOf = (p: AnsweredPart, key: string) =>
     (p.fingerprints instanceof Map ? p.fingerprints.get(key) : (p.fingerprints as Record<string, string>)[key])!;
+  // The same for every row of the call: serialised once, not per row.
+  const stateParts = JSON.stringify(o.state.parts);
+  const fingerprintContext = fingerprintContextText(o.provider);
   let offset = 0;
   return o.parts.map((p) => {
     const rows = p.storedKeys.map(([storedKey, key], j): NewDecision => {
@@ -714,13 +717,13 @@ export function answerRows(o: {
         stateHash: o.state.hash,
         questionHash: fingerprintOf(p, key),
         stateVersion: o.state.version,
-        stateParts: JSON.stringify(o.state.parts),
+        stateParts,
         inputTokens: share(o.result.usage.inputTokens, i),
         outputTokens: share(o.result.usage.outputTokens, i),
         itemSeq: o.itemSeq,
         stateTruncated: o.state.truncated,
         rationale: p.explain ? (o.result.rationales?.get(key) ?? null) : null,
-        fingerprintContext: fingerprintContextText(o.provider),
+        fingerprintContext,
       };
     });
     offset += rows.length;
