@@ -19,6 +19,24 @@ export function parseLossless(text: string): LosslessValue {
   return losslessParse(text) as LosslessValue;
 }
 
+/**
+ * A row's stored fields text parsed losslessly (`parseLossless`), once per row object: a job's
+ * eligibility and its state both read the fields of the one loaded item (a co-asked group of two
+ * sets parsed them three times). The value is shared, so callers only read it: eligibility
+ * compares, the state builder copies what it keeps (state.ts `boundFieldValue`). Kept with the
+ * text it was parsed from, so a row object whose `fields` changed is parsed anew; a failed parse
+ * is not kept (it throws again).
+ * @throws SyntaxError when the text is not JSON.
+ */
+export function parsedFieldsOf(row: { readonly fields: string }): LosslessValue {
+  const known = parsedFields.get(row);
+  if (known !== undefined && known.text === row.fields) return known.value;
+  const value = parseLossless(row.fields);
+  parsedFields.set(row, { text: row.fields, value });
+  return value;
+}
+const parsedFields = new WeakMap<object, { text: string; value: LosslessValue }>();
+
 /** Compares two strings by Unicode code point (JS `<` compares UTF-16 code units). */
 export function compareCodePoints(a: string, b: string): number {
   const ia = a[Symbol.iterator]();

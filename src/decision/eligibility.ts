@@ -1,5 +1,5 @@
 import { isLosslessNumber } from 'lossless-json';
-import { parseLossless } from './canonical-json.js';
+import { parsedFieldsOf } from './canonical-json.js';
 import type { EligibilityRule, QuestionSet } from './registry.js';
 import type { CollectionRow, ItemRow } from '../tracker-rows.js';
 
@@ -12,7 +12,7 @@ export function isTerminal(
   collection: Pick<CollectionRow, 'schema'>,
   fields?: Record<string, unknown>,
 ): boolean {
-  const values = fields ?? parseFields(item.fields);
+  const values = fields ?? parseFields(item);
   const defs = Array.isArray(collection.schema?.fields) ? collection.schema.fields : [];
   for (const def of defs) {
     if (!def || typeof def !== 'object') continue;
@@ -23,8 +23,8 @@ export function isTerminal(
   return false;
 }
 
-function parseFields(text: string): Record<string, unknown> {
-  const v = parseLossless(text);
+function parseFields(item: Pick<ItemRow, 'fields'>): Record<string, unknown> {
+  const v = parsedFieldsOf(item);
   return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 }
 
@@ -65,7 +65,7 @@ export function whyNotApplies(set: QuestionSet, item: ItemRow, collection: Colle
   if (set.collections.length > 0 && !set.collections.includes(collection.slug)) {
     return `collection "${collection.slug}" is not one the set reads (${set.collections.join(', ')})`;
   }
-  const fields = parseFields(item.fields);
+  const fields = parseFields(item);
   for (const rule of set.eligible) {
     if (ruleHolds(rule, item, collection, fields)) continue;
     if (rule === 'notSystem') return `collection "${collection.slug}" is a system collection`;

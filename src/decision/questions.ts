@@ -185,7 +185,7 @@ export interface FingerprintContext {
  * it re-asks every item.
  */
 export function questionFingerprint(q: Question, ctx: FingerprintContext): string {
-  const context = JSON.stringify([ctx.model, ctx.promptVersion, ctx.effort]);
+  const context = contextKey(ctx);
   let known = fingerprints.get(q);
   const hit = known?.get(context);
   if (hit !== undefined) return hit;
@@ -202,6 +202,25 @@ export function questionFingerprint(q: Question, ctx: FingerprintContext): strin
  * per job. Weak, so a reloaded registry's old questions are collected with their entries.
  */
 const fingerprints = new WeakMap<Question, Map<string, string>>();
+
+/**
+ * The key of a context in `fingerprints`: JSON of (model, template, effort), kept per context object
+ * (a provider) while those three are unchanged, so a job's lookups do not serialise them again.
+ */
+const contextKeys = new WeakMap<object, { model: string; promptVersion: string; effort: string | null; key: string }>();
+function contextKey(ctx: FingerprintContext): string {
+  const known = contextKeys.get(ctx);
+  if (
+    known !== undefined &&
+    known.model === ctx.model &&
+    known.promptVersion === ctx.promptVersion &&
+    known.effort === ctx.effort
+  )
+    return known.key;
+  const key = JSON.stringify([ctx.model, ctx.promptVersion, ctx.effort]);
+  contextKeys.set(ctx, { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, key });
+  return key;
+}
 
 function computeFingerprint(q: Question, ctx: FingerprintContext): string {
   const options = q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;

@@ -1,3 +1,4 @@
+import { parsedFieldsOf } from './canonical-json.js';
 import type { QuestionSet } from './registry.js';
 import {
   buildCommentState,
@@ -44,6 +45,7 @@ export function itemStateFor(
       title: loaded.item.title,
       collectionSlug: loaded.collection.slug,
       fieldsText: loaded.item.fields,
+      fields: parsedFieldsOf(loaded.item),
       content: loaded.item.content,
       comments: loaded.comments,
       links: loaded.links,

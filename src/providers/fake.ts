@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { questionFingerprint, type Question } from '../decision/questions.js';
 import { deriveAnswers } from './answers.js';
@@ -69,16 +69,26 @@ export interface FakeProviderOptions {
  */
 export type FakeUsageMode = 'questions' | 'prompt';
 
-function bytesOf(seed: string): Buffer {
-  return createHash('sha256').update(seed).digest();
+/**
+ * sha256 of `seed` as lowercase hex (UTF-8), one-shot (`crypto.hash`: no Hash object per call;
+ * its 'buffer' output costs as much as `createHash`, so the bytes are read from the hex).
+ */
+function hexOf(seed: string): string {
+  return hash('sha256', seed, 'hex');
+}
+
+/** Byte `i` of a sha256 given as 64 hex digits. */
+function byteOf(hex: string, i: number): number {
+  return parseInt(hex.slice(2 * i, 2 * i + 2), 16);
 }
 
 /** Deterministic raw answer for one question from (state hash, fingerprint). */
 function fakeRawAnswer(stateHash: string, fingerprint: string, q: Question): Record<string, unknown> {
-  const b = bytesOf(`${stateHash}:${fingerprint}`);
-  if (q.kind === 'noul') return { probability: Math.round((b.readUInt32BE(0) / 0xffffffff) * 1000) / 1000 };
+  const h = hexOf(`${stateHash}:${fingerprint}`);
+  // The first four bytes big-endian, as Buffer.readUInt32BE(0) read them.
+  if (q.kind === 'noul') return { probability: Math.round((parseInt(h.slice(0, 8), 16) / 0xffffffff) * 1000) / 1000 };
   const names = q.kind === 'choice' ? Object.keys(q.options).sort() : q.levels.map((_, i) => String(i));
-  const weights = names.map((_, i) => 1 + b[i % b.length]);
+  const weights = names.map((_, i) => 1 + byteOf(h, i % 32));
   const total = weights.reduce((a, w) => a + w, 0);
   const probabilities: Record<string, number> = {};
   names.forEach((n, i) => (probabilities[n] = weights[i] / total));
@@ -99,8 +109,21 @@ function fakeInputTokens(
       estimateTokens(state)
     );
   }
-  const promptText = [...questions.values()].map((q) => JSON.stringify(q)).join('\n');
-  return estimateTokens(promptText) + estimateTokens(state);
+  // The length of the questions' JSON joined by newlines, from each question's JSON length.
+  let promptLength = questions.size > 0 ? questions.size - 1 : 0;
+  for (const q of questions.values()) promptLength += questionJsonLength(q);
+  return Math.ceil(promptLength / 3) + estimateTokens(state);
+}
+
+/**
+ * `JSON.stringify(q).length`, worked out once per question object: a question is immutable (a
+ * resolved or reloaded set makes new objects), and the fake counts every call's questions.
+ */
+const questionJsonLengths = new WeakMap<Question, number>();
+function questionJsonLength(q: Question): number {
+  let n = questionJsonLengths.get(q);
+  if (n === undefined) questionJsonLengths.set(q, (n = JSON.stringify(q).length));
+  return n;
 }
 
 /** Output tokens the fake reports for a reply of raw answers `raw` (see FakeUsageMode). */
@@ -181,7 +204,7 @@ export class FakeProvider implements Provider {
   /** The raw answers of a request: the handler's, or the deterministic ones of (state hash, fingerprint). */
   async #rawAnswers(req: FakeRequest): Promise<Record<string, unknown>> {
     if (this.handler) return this.handler(req);
-    const stateHash = createHash('sha256').update(req.state, 'utf8').digest('hex');
+    const stateHash = hexOf(req.state);
     const raw: Record<string, unknown> = {};
     for (const [k, q] of req.questions) raw[k] = fakeRawAnswer(stateHash, questionFingerprint(q, this), q);
     return raw;

@@ -261,7 +261,8 @@ export async function planGroup(
   if (loaded.workspace.deletedAt !== null) return all({ kind: 'release', reason: 'workspace deleted' });
   const ref = loaded.item.ref;
   const sets = new Map<number, QuestionSet>();
-  let wanted: Array<SetWanted & { claim: number; set: QuestionSet; questions: Record<string, Question> }> = [];
+  let wanted: Array<SetWanted & { claim: number; set: QuestionSet; questions: Readonly<Record<string, Question>> }> =
+    [];
   // The sets of the group that read the item alike share one built state (hashed once).
   const built: ItemStates = new Map();
   for (const [i, claim] of claims.entries()) {
@@ -279,7 +280,7 @@ export async function planGroup(
   }
   const chunksOf: Array<{ claim: number; set: QuestionSet; chunks: Chunk[] }> = [];
   for (const [k, w] of wanted.entries()) {
-    const chunks = chunksOfWork(w.set, w.questions, works[k]!, w.fingerprints);
+    const chunks = chunksOfWork(w.set, w.questions, w.keys, works[k]!, w.fingerprints);
     if (chunks.length === 0) ended.set(w.claim, { kind: 'complete', reason: 'already_answered' });
     else {
       sets.set(w.claim, w.set);
@@ -298,7 +299,9 @@ async function prepareClaim(
   loaded: ItemForEvaluation,
   deps: Pick<EvaluateDeps, 'store' | 'registry' | 'provider' | 'logger'>,
   built: ItemStates,
-): Promise<{ outcome: EvalOutcome } | (SetWanted & { set: QuestionSet; questions: Record<string, Question> })> {
+): Promise<
+  { outcome: EvalOutcome } | (SetWanted & { set: QuestionSet; questions: Readonly<Record<string, Question>> })
+> {
   const set = deps.registry.get(claim.questionSet);
   if (!set)
     return { outcome: { kind: 'park', reason: `question set "${claim.questionSet}" is unknown in this process` } };
@@ -311,17 +314,17 @@ async function prepareClaim(
     return { outcome: { kind: 'park', reason: `eligibility cannot be judged: ${errCode(err)}` } };
   }
   if (!applies) return { outcome: { kind: 'drop', reason: 'set no longer applies' } };
-  let questions: Record<string, Question>;
+  let questions: Readonly<Record<string, Question>>;
   try {
-    questions = {
-      ...(await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger })),
-    };
+    // A set with fixed questions is read as it is (no copy, no await); a resolved set is asked.
+    questions =
+      set.questions ??
+      (await questionsOf(set, { workspaceId: claim.workspaceId, store: deps.store, logger: deps.logger }));
   } catch (err) {
     return { outcome: { kind: 'fail', reason: `resolve failed: ${errCode(err)}` } };
   }
-  if (Object.keys(questions).length === 0) return { outcome: { kind: 'complete', reason: 'nothing_to_ask' } };
-  const keys = Object.keys(questions).sort();
-  const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k], deps.provider)]));
+  const { keys, fingerprints } = keyedFingerprints(questions, deps.provider);
+  if (keys.length === 0) return { outcome: { kind: 'complete', reason: 'nothing_to_ask' } };
   let targets: SetTarget[];
   try {
     // DESIGN §7b: a per-comment set asks about the newest 10 live comments, oldest first.
@@ -338,17 +341,46 @@ async function prepareClaim(
 }
 
 /**
+ * A set's question keys, sorted, and each key's fingerprint under the provider's context
+ * (`questionFingerprint`): worked out once per questions object and context, not per job. A map
+ * of questions is never changed once made (a resolved or reloaded set makes new objects), so the
+ * object is its version; a context whose model, template or effort changed is worked out anew.
+ */
+function keyedFingerprints(
+  questions: Readonly<Record<string, Question>>,
+  ctx: FingerprintContext,
+): { keys: readonly string[]; fingerprints: ReadonlyMap<string, string> } {
+  const known = keyedByQuestions.get(questions);
+  if (
+    known !== undefined &&
+    known.model === ctx.model &&
+    known.promptVersion === ctx.promptVersion &&
+    known.effort === ctx.effort
+  )
+    return known;
+  const keys = Object.keys(questions).sort();
+  const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k]!, ctx)]));
+  const made = { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, keys, fingerprints };
+  keyedByQuestions.set(questions, made);
+  return made;
+}
+const keyedByQuestions = new WeakMap<
+  object,
+  FingerprintContext & { keys: readonly string[]; fingerprints: ReadonlyMap<string, string> }
+>();
+
+/**
  * The chunks of one set (DESIGN §7 step 5, §5.2): per target, the keys not answered now, asked at
  * the target's state to ask (dated today for a set with `maxAgeMs`), split into calls of at most
  * `maxPerCall` questions.
  */
 function chunksOfWork(
   set: QuestionSet,
-  questions: Record<string, Question>,
+  questions: Readonly<Record<string, Question>>,
+  keys: readonly string[],
   works: readonly TargetWork[],
   fingerprints: ReadonlyMap<string, string>,
 ): Chunk[] {
-  const keys = Object.keys(questions).sort();
   const chunks: Chunk[] = [];
   for (const { target: t, askState, done } of works) {
     const remaining = keys.filter((k) => !done.has(k));
@@ -695,6 +727,9 @@ export function answerRows(o: {
   const share = (total: number, i: number) => Math.floor(total / n) + (i < total % n ? 1 : 0);
   const fingerprintOf = (p: AnsweredPart, key: string) =>
     (p.fingerprints instanceof Map ? p.fingerprints.get(key) : (p.fingerprints as Record<string, string>)[key])!;
+  // The same for every row of the call: serialised once, not per row.
+  const stateParts = JSON.stringify(o.state.parts);
+  const fingerprintContext = fingerprintContextText(o.provider);
   let offset = 0;
   return o.parts.map((p) => {
     const rows = p.storedKeys.map(([storedKey, key], j): NewDecision => {
@@ -714,13 +749,13 @@ export function answerRows(o: {
         stateHash: o.state.hash,
         questionHash: fingerprintOf(p, key),
         stateVersion: o.state.version,
-        stateParts: JSON.stringify(o.state.parts),
+        stateParts,
         inputTokens: share(o.result.usage.inputTokens, i),
         outputTokens: share(o.result.usage.outputTokens, i),
         itemSeq: o.itemSeq,
         stateTruncated: o.state.truncated,
         rationale: p.explain ? (o.result.rationales?.get(key) ?? null) : null,
-        fingerprintContext: fingerprintContextText(o.provider),
+        fingerprintContext,
       };
     });
     offset += rows.length;
