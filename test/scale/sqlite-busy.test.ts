@@ -1,10 +1,10 @@
 import { join } from 'node:path';
-import { Worker as Thread } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { tempDir } from '../harness/store-fixture.js';
+import { holdWriteLock as holdLockOn } from '../harness/thread-write-lock.js';
 
 /**
  * SQLITE_BUSY never reaches the job layer: a write transaction that outlasts the busy timeout is
@@ -21,25 +21,7 @@ beforeEach(() => {
 });
 afterEach(() => dir.cleanup());
 
-/** Holds `BEGIN IMMEDIATE` on `file` for `ms` in another thread; resolves once the lock is held, and `done` once released. */
-async function holdWriteLock(ms: number): Promise<{ done: Promise<void> }> {
-  const t = new Thread(
-    `const Database = require('better-sqlite3');
-     const { parentPort, workerData } = require('node:worker_threads');
-     const db = new Database(workerData.file);
-     db.exec('BEGIN IMMEDIATE');
-     parentPort.postMessage('held');
-     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.ms);
-     db.exec('COMMIT');
-     db.close();`,
-    { eval: true, workerData: { file, ms } },
-  );
-  await new Promise<void>((resolve, reject) => {
-    t.once('message', () => resolve());
-    t.once('error', reject);
-  });
-  return { done: new Promise<void>((resolve) => t.once('exit', () => resolve())) };
-}
+const holdWriteLock = (ms: number) => holdLockOn(file, ms);
 
 describe("SQLite under another process's write lock", () => {
   it('a write that outlasts the busy timeout is retried and lands', async () => {

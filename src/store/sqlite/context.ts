@@ -78,7 +78,7 @@ export function writeTx<T>(ctx: SqliteContext, fn: (tx: Db) => T): T {
  */
 export async function retryBusy<T>(
   ctx: SqliteContext,
-  call: () => Promise<T>,
+  call: () => T | Promise<T>,
   deadlineMs = BUSY_DEADLINE_MS,
 ): Promise<T> {
   const started = performance.now();
@@ -100,7 +100,7 @@ export async function retryBusy<T>(
  * Runs `call` alone, after the previous gated call and a timer turn: a timer set now cannot fire
  * in the timers phase under way, so due timers and pending I/O (/healthz) run between two tries.
  */
-function gated<T>(ctx: SqliteContext, call: () => Promise<T>): Promise<T> {
+function gated<T>(ctx: SqliteContext, call: () => T | Promise<T>): Promise<T> {
   const run = ctx.storage.gate.then(turn).then(call);
   ctx.storage.gate = run.then(noop, noop);
   return run;

@@ -216,18 +216,46 @@ export class SqliteStore extends SqlStore implements Store {
   // ------------------------------------------------------------- the hot write doors
   // Their statements as SQL text (write-statements.ts), committed with the other writes of the
   // turn (the write doors' group commit, write-group.ts, DESIGN §10.6); the arguments checked
-  // first, as at every door (../sql/write-doors.ts). `async`, so the busy retry and the connection
-  // gate (below) cover them as every tracker door.
+  // first, as at every door (../sql/write-doors.ts). Written out as the job lifecycle's calls are:
+  // the connection gate and the busy retry in one place (`atDoor`), not installed around an
+  // `async` method (each installed layer added an async call and its promise to every call of the
+  // most frequent write).
 
-  override async updateItem(...[id, patch, opts = {}]: Parameters<S.TrackerStore['updateItem']>) {
-    checkDoorInput('updateItem', 'id', IN.id, id);
-    checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
-    checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
-    // The report is made inside the write: a group's second run (one savepoint per write) runs it again.
-    return this.inWriteGroup((now) => doors.updateItem(this.writer, now, id, patch, opts, emptyReport()));
+  override updateItem(
+    ...[id, patch, opts = {}]: Parameters<S.TrackerStore['updateItem']>
+  ): ReturnType<S.TrackerStore['updateItem']> {
+    return this.atDoor(false, () => {
+      checkDoorInput('updateItem', 'id', IN.id, id);
+      checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
+      checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
+      // The report is made inside the write: a group's second run (one savepoint per write) runs it again.
+      return this.inWriteGroup((now) => doors.updateItem(this.writer, now, id, patch, opts, emptyReport()));
+    });
   }
-  override async oweJobs(...[pairs, opts]: Parameters<Store['oweJobs']>) {
-    return this.inWriteGroup((now) => doors.owePairs(this.writer, now, pairs, opts));
+  override oweJobs(...[pairs, opts]: Parameters<Store['oweJobs']>): ReturnType<Store['oweJobs']> {
+    return this.atDoor(true, () => this.inWriteGroup((now) => doors.owePairs(this.writer, now, pairs, opts)));
+  }
+
+  /**
+   * Runs one hot write door as every store call runs (the gate and the retry that `gateMethods`
+   * and `BUSY_RETRIED_METHODS` install on the `async` methods): on a transaction handle at once,
+   * not retried (it holds the write lock); on the store once no async `transaction` holds the
+   * connection (and with `waitsForHost`, none the host opened itself: a queue write never joins a
+   * host's work, while a tracker door joins it, as documented), retrying SQLITE_BUSY with awaited
+   * waits until the busy deadline (context.ts `retryBusy`). What `op` throws comes back as a
+   * rejection, as from an `async` method.
+   * @throws (rejects with) TransactionClosed, TransactionMisuse (async-tx.ts `whenConnectionFree`),
+   * the last SQLITE_BUSY after the deadline, or what `op` threw.
+   */
+  private atDoor<T>(waitsForHost: boolean, op: () => T | Promise<T>): Promise<T> {
+    const self = this as this & { [TX_STATE]?: TxState };
+    const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, waitsForHost, op);
+    if (!self[TX_STATE]) return retryBusy(this.ctx, run, this.busyDeadlineMs);
+    try {
+      return Promise.resolve(run()) as Promise<T>;
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -235,11 +263,12 @@ export class SqliteStore extends SqlStore implements Store {
    * so concurrent doors share one COMMIT (one fsync); inside an open transaction (a
    * `store.transaction` handle, a host's own) at once, as a savepoint of it, as the dialect's
    * writes do (dialect.ts). `now` is read inside the write, from the store's clock.
-   * @throws what the write threw, or the group transaction's error (write-group.ts `write`).
+   * @throws what the write threw (synchronously, inside a transaction), or (rejects with) the
+   * group transaction's error (write-group.ts `write`).
    */
-  private async inWriteGroup<T>(fn: (now: number) => T): Promise<T> {
+  private inWriteGroup<T>(fn: (now: number) => T): T | Promise<T> {
     if (this.ctx.db.$client.inTransaction) return hot.inWriteTx(this.ctx, fn);
-    return (await this.writes.write(() => fn(this.ctx.clock.now()))) as T;
+    return this.writes.write(() => fn(this.ctx.clock.now())) as Promise<T>;
   }
 
   /**

@@ -64,10 +64,8 @@ export class WriteGroup {
    * of its group committed), or the group transaction's error (nothing of the group written):
    * SQLITE_BUSY then, which the store call's busy retry runs again.
    */
-  async write(run: GroupedWrite): Promise<unknown> {
-    const [r] = await this.lane.handIn([run]);
-    if (r?.ok) return r.value;
-    throw r ? r.error : new Error('group commit returned no result for a write');
+  write(run: GroupedWrite): Promise<unknown> {
+    return this.lane.handIn([run]).then(resultOf);
   }
 
   /**
@@ -129,6 +127,12 @@ export class WriteGroup {
       return { ok: false, error };
     }
   }
+}
+
+/** One write's value from its group's results, or its own error. */
+function resultOf([r]: GroupedResult[]): unknown {
+  if (r?.ok) return r.value;
+  throw r ? r.error : new Error('group commit returned no result for a write');
 }
 
 /** A write's own statements threw inside the first run (not BEGIN or COMMIT): worth a second run with savepoints. */

@@ -7,7 +7,7 @@ import { InvalidWrite, NotFound } from '../store.js';
 import type { ItemRow } from '../tracker-reads.js';
 import type { ItemPatch, WriteResult } from '../tracker-writes.js';
 import { checkFieldOptions, planItemPatch, readsLinks, writeResult } from '../write-rules.js';
-import { prepared, type JobWriter } from './job-statements.js';
+import { prepared, preparedRaw, type JobWriter } from './job-statements.js';
 
 /**
  * The hot write doors on SQLite (DESIGN §3): `updateItem` (a tracker's edit, the most frequent
@@ -21,40 +21,75 @@ import { prepared, type JobWriter } from './job-statements.js';
  * (test/store/conformance.ts) holds both paths to the same rows.
  *
  * An update owing sets runs, besides BEGIN and COMMIT: the item read (`ITEM_FOR_WRITE`), the
- * update (`BUMP_ITEM`) and one upsert per owed set (`oweSql`); the read of the items that show
- * this one's title (`LINKERS`) only when its title changed and such a link exists.
+ * update (`BUMP_ITEM`) and per owed set the re-owe in place (`reoweSql`), then the upsert
+ * (`oweSql`) only when that touched nothing (a new, parked, batched or backfill job); the read of
+ * the items that show this one's title (`LINKERS`) only when its title changed and such a link
+ * exists. Bench part h's updates after its warm-up round all re-owe in place: 8 statements per
+ * update against the raw reference's 7 (BEGIN, UPDATE, 4 upserts, COMMIT).
  */
-
-/** An item's columns under their ItemRow names, so a row is returned as read (no mapping). */
-const ITEM_COLUMNS = `id, workspace_id AS workspaceId, collection_id AS collectionId, ref, title, content, fields, seq,
-  created_at AS createdAt, updated_at AS updatedAt, deleted_at AS deletedAt, source_url AS sourceUrl`;
 
 /**
  * Everything `updateItem` decides on, in one read by primary key: the item, its collection's
  * slug (the sets to owe), workspace and schema (the field options; null when the collection row
  * is missing), and whether any item shows this one's title (`has_linkers`: two index seeks, so
- * the `LINKERS` read runs only for an item that has such a link).
+ * the `LINKERS` read runs only for an item that has such a link). Read as an array (`preparedRaw`)
+ * and named by `itemForWrite`, in this column order.
  */
 const ITEM_FOR_WRITE = `
-  SELECT i.id, i.workspace_id AS workspaceId, i.collection_id AS collectionId, i.ref, i.title, i.content, i.fields,
-         i.seq, i.created_at AS createdAt, i.updated_at AS updatedAt, i.deleted_at AS deletedAt, i.source_url AS sourceUrl,
-         c.slug AS c_slug, c.workspace_id AS c_workspace_id, c.schema AS c_schema,
+  SELECT i.id, i.workspace_id, i.collection_id, i.ref, i.title, i.content, i.fields,
+         i.seq, i.created_at, i.updated_at, i.deleted_at, i.source_url,
+         c.slug, c.workspace_id, c.schema,
          EXISTS (SELECT 1 FROM item_links WHERE target_id = i.id AND link_type IN ('parent', 'blocks'))
-           OR EXISTS (SELECT 1 FROM item_links WHERE source_id = i.id AND link_type = 'blocks') AS has_linkers
+           OR EXISTS (SELECT 1 FROM item_links WHERE source_id = i.id AND link_type = 'blocks')
   FROM items i LEFT JOIN collections c ON c.id = i.collection_id
   WHERE i.id = @id`;
 
-interface ItemForWrite extends ItemRow {
-  c_slug: string | null;
-  c_workspace_id: string | null;
-  c_schema: string | null;
-  has_linkers: number;
+/** `ITEM_FOR_WRITE`'s row: the item as an ItemRow, and what it decides on beside it. */
+interface ItemForWrite {
+  cur: ItemRow;
+  slug: string | null;
+  colWorkspace: string | null;
+  schema: string | null;
+  hasLinkers: boolean;
 }
 
-/** `updateItem`'s write: the three edited columns, seq bumped, updated_at now; the row after it. */
+/** Names `ITEM_FOR_WRITE`'s array row (its SELECT's column order). */
+function itemForWrite(r: unknown[]): ItemForWrite {
+  return {
+    cur: {
+      id: r[0] as string,
+      workspaceId: r[1] as string,
+      collectionId: r[2] as string,
+      ref: r[3] as string,
+      title: r[4] as string,
+      content: r[5] as string,
+      fields: r[6] as string,
+      seq: r[7] as number,
+      createdAt: r[8] as number,
+      updatedAt: r[9] as number,
+      deletedAt: r[10] as number | null,
+      sourceUrl: r[11] as string | null,
+    },
+    slug: r[12] as string | null,
+    colWorkspace: r[13] as string | null,
+    schema: r[14] as string | null,
+    hasLinkers: r[15] !== 0,
+  };
+}
+
+/**
+ * `updateItem`'s write: the edited columns, seq bumped, updated_at now. A column the patch leaves
+ * as it is is bound NULL and kept (`coalesce`), so an unchanged body is not copied into SQLite
+ * again. No RETURNING: the row after it is the row read in the same transaction with these values
+ * (`updateItem` builds it), and RETURNING cost SQLite about 15,000 instructions per update, as
+ * much as the update itself (SQLite's instructions inside sqlite3_step, `valgrind --tool=callgrind
+ * --toggle-collect=sqlite3_step`, 2,000 title edits of bench part h's items, less as many empty
+ * transactions).
+ */
 const BUMP_ITEM = `
-  UPDATE items SET title = @title, content = @content, fields = @fields, seq = seq + 1, updated_at = @now
-  WHERE id = @id RETURNING ${ITEM_COLUMNS}`;
+  UPDATE items SET title = coalesce(@title, title), content = coalesce(@content, content),
+    fields = coalesce(@fields, fields), seq = seq + 1, updated_at = @now
+  WHERE id = @id`;
 
 /**
  * The items whose state shows an item's title, with their collection's slug (as ../sql/owe.ts
@@ -139,9 +174,12 @@ function oweSql(debounce: boolean, insertOnly: boolean): string {
  * later priority: then `oweItem` runs the upsert, so a new job costs one more primary-key seek.
  * The latest answer is read inside the SET, so a miss does not read it; reading it once per item
  * in a statement of its own instead made a new job's enqueue (bench part a) about 2 µs dearer.
+ * `itemWritten`: the caller wrote the item's row in this transaction (`updateItem`, and the items
+ * its `LINKERS` read joined), so the check that it exists is left out: about 2,100 of the
+ * statement's 30,400 SQLite instructions (counted as for `BUMP_ITEM`).
  * Parameters as `oweSql`.
  */
-function reoweSql(debounce: boolean): string {
+function reoweSql(debounce: boolean, itemWritten: boolean): string {
   return `
     UPDATE decision_jobs SET
       generation = generation + 1,
@@ -149,12 +187,22 @@ function reoweSql(debounce: boolean): string {
       owed_at = @now,
       not_before = min(max(not_before, ${wantedNotBefore(debounce, '@id')}), ${delayCap('enqueued_at', '@id')})
     WHERE item_id = @id AND question_set = @setName AND state = 'owed' AND priority <= @priority
-      AND EXISTS (SELECT 1 FROM items WHERE id = @id)`;
+      ${itemWritten ? '' : 'AND EXISTS (SELECT 1 FROM items WHERE id = @id)'}`;
 }
 
 const OWE_SQL = {
-  debounce: { upsert: oweSql(true, false), insert: oweSql(true, true), reowe: reoweSql(true) },
-  quiet: { upsert: oweSql(false, false), insert: oweSql(false, true), reowe: reoweSql(false) },
+  debounce: {
+    upsert: oweSql(true, false),
+    insert: oweSql(true, true),
+    reowe: reoweSql(true, false),
+    reoweWritten: reoweSql(true, true),
+  },
+  quiet: {
+    upsert: oweSql(false, false),
+    insert: oweSql(false, true),
+    reowe: reoweSql(false, false),
+    reoweWritten: reoweSql(false, true),
+  },
 };
 
 /** The parameters of one owe upsert, reused across its sets (only the set's own values change). */
@@ -171,7 +219,7 @@ interface OweValues {
 /**
  * Owes one item's jobs for `sets` (in the sets' order, as `oweItems`): each set's job re-owed in
  * place when it is owed already (`reoweSql`), else upserted (`oweSql`; with `insertOnly`, only
- * inserted).
+ * inserted). `itemWritten`: the item's row was written in this transaction (see `reoweSql`).
  * @returns rows inserted or updated.
  */
 function oweItem(
@@ -180,12 +228,13 @@ function oweItem(
   itemId: string,
   sets: readonly QuestionSet[],
   opts: OweOptions & { insertOnly?: boolean },
+  itemWritten = false,
 ): number {
   if (sets.length === 0) return 0;
   const texts = OWE_SQL[opts.reaskDebounce === false ? 'quiet' : 'debounce'];
   const insertOnly = opts.insertOnly === true;
   const upsert = prepared(w.db, insertOnly ? texts.insert : texts.upsert);
-  const reowe = insertOnly ? null : prepared(w.db, texts.reowe);
+  const reowe = insertOnly ? null : prepared(w.db, itemWritten ? texts.reoweWritten : texts.reowe);
   const quiet = opts.quietPeriod !== false;
   const v: OweValues = {
     id: itemId,
@@ -226,7 +275,8 @@ function setsFor(registry: Registry, slug: string): readonly QuestionSet[] {
  * ../sql/owe.ts `oweForItem` for one item whose collection slug is read already (null: the
  * collection row is missing, so none of its own sets): its own sets, and with `linkers` the sets
  * that read links of the items showing its title, upserted in item-id order (the order both
- * dialects keep; see `oweForItem`).
+ * dialects keep; see `oweForItem`). Every item owed here is one whose row exists in this
+ * transaction: the one `updateItem` just wrote, and those `LINKERS` read through `items`.
  */
 function oweForItem(
   w: JobWriter,
@@ -237,7 +287,7 @@ function oweForItem(
   linkers: boolean,
 ) {
   const own = slug === null ? [] : setsFor(w.c.registry, slug);
-  if (!linkers) return oweItem(w, now, itemId, own, opts);
+  if (!linkers) return oweItem(w, now, itemId, own, opts, true);
   const others = prepared(w.db, LINKERS).all({ itemId }) as Array<{ id: string; slug: string }>;
   const targets = [
     { id: itemId, sets: own },
@@ -245,7 +295,7 @@ function oweForItem(
   ];
   let n = 0;
   for (const t of targets.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0)))
-    n += oweItem(w, now, t.id, t.sets, opts);
+    n += oweItem(w, now, t.id, t.sets, opts, true);
   return n;
 }
 
@@ -263,9 +313,9 @@ export function updateItem(
   opts: OweOptions,
   report: NormaliseReport,
 ): WriteResult<ItemRow> {
-  const r = prepared(w.db, ITEM_FOR_WRITE).get({ id }) as ItemForWrite | undefined;
-  if (!r) throw new NotFound('item', id);
-  const { c_slug: slug, c_workspace_id: colWorkspace, c_schema: schema, has_linkers: hasLinkers, ...cur } = r;
+  const raw = preparedRaw(w.db, ITEM_FOR_WRITE).get({ id }) as unknown[] | undefined;
+  if (!raw) throw new NotFound('item', id);
+  const { cur, slug, colWorkspace, schema, hasLinkers } = itemForWrite(raw);
   const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
   if (!changed) return writeResult<ItemRow>(cur, false, report);
   if (next.fields !== cur.fields) {
@@ -274,8 +324,15 @@ export function updateItem(
       throw new InvalidWrite(`collection ${cur.collectionId} is not in workspace ${cur.workspaceId}`);
     checkFieldOptions(schema, next.fields, cur.fields);
   }
-  const row = prepared(w.db, BUMP_ITEM).get({ ...next, now, id }) as ItemRow;
-  return writeResult(row, true, report, oweForItem(w, now, id, slug, opts, titleChanged && hasLinkers !== 0));
+  prepared(w.db, BUMP_ITEM).run({
+    id,
+    now,
+    title: titleChanged ? next.title : null,
+    content: next.content !== cur.content ? next.content : null,
+    fields: next.fields !== cur.fields ? next.fields : null,
+  });
+  const row: ItemRow = { ...cur, ...next, seq: cur.seq + 1, updatedAt: now };
+  return writeResult(row, true, report, oweForItem(w, now, id, slug, opts, titleChanged && hasLinkers));
 }
 
 /**
