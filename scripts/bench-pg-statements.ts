@@ -142,7 +142,7 @@ export function statementLabel(q: string | null): string {
   if (has('mem AS (') && has('nxt AS (')) return 'finish_claim';
   if (has('mem AS (')) return 'finish';
   if (has('nxt AS (')) return 'claim';
-  if (has('unnest($2::text[], $3::text[]) WITH ORDINALITY k(item_id')) return 'check_claims';
+  if (has('unnest($2::text[], $3::text[]) WITH ORDINALITY u(item_id')) return 'check_claims';
   if (has('FROM items i JOIN collections c')) return 'load_state';
   return t.slice(0, 48);
 }

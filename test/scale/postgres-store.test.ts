@@ -9,7 +9,7 @@ import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { postgresDialect } from '../../src/store/postgres/dialect.js';
 import { claimCandidateSql } from '../../src/store/sql/jobs.js';
 import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
-import { CLAIM, FINISH_AND_CLAIM } from '../../src/store/postgres/job-statements.js';
+import { CHECK_CLAIMS, checkClaims, CLAIM, FINISH_AND_CLAIM } from '../../src/store/postgres/job-statements.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
@@ -234,6 +234,55 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
             name,
           ).toBe(false);
         }
+      } finally {
+        await c.end();
+      }
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('the liveness read keeps one generic plan per connection: it is not planned anew on every call', async () => {
+    // PostgreSQL plans a named statement for its parameters five times, then keeps its generic plan
+    // only when that costs no more than those did; an unnest of a parameter array is estimated at
+    // 10 rows there, so the read of one or two claims was planned on every call (CHECK_CLAIMS).
+    const db = await createTestDatabase(TEST_PG_URL!);
+    try {
+      const store = PgStore.connect(db.url, { registry: registry(), poolSize: 1 }); // migrates
+      await store.opened();
+      await store.close();
+      await seedJobs(db.url, 300);
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        await c.query('ANALYZE');
+        const jobs = (await c.query('SELECT item_id, question_set FROM decision_jobs ORDER BY item_id LIMIT 20')).rows;
+        const x = {
+          query: async (name: string, text: string, values: readonly unknown[]) => {
+            const r = await c.query({ name, text, values: values as unknown[] });
+            return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+          },
+          clockOffsetMs: () => 0,
+          newToken: () => 'token',
+        };
+        for (let i = 0; i < 16; i += 2) {
+          const claims = jobs
+            .slice(i, i + 2)
+            .map((j) => ({ itemId: j.item_id, questionSet: j.question_set, claimToken: 'token', generation: 0 }));
+          expect(await checkClaims(x, claims as never)).toHaveLength(2);
+        }
+        const plans = (
+          await c.query(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'verdict_check_claims'",
+          )
+        ).rows[0] as { generic_plans: number; custom_plans: number };
+        expect(Number(plans.custom_plans)).toBeLessThanOrEqual(5);
+        expect(Number(plans.generic_plans)).toBeGreaterThan(0);
+        // and that plan looks each claim up by its keys, never reading every item
+        await c.query('SET plan_cache_mode = force_generic_plan');
+        await c.query(`PREPARE check_claims AS ${CHECK_CLAIMS}`);
+        const r = await c.query('EXPLAIN (FORMAT JSON) EXECUTE check_claims(NULL, NULL, NULL)');
+        expect(JSON.stringify(r.rows[0]['QUERY PLAN'])).not.toContain('Seq Scan');
       } finally {
         await c.end();
       }

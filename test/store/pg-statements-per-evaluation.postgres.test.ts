@@ -129,7 +129,7 @@ describe.skipIf(!TEST_PG_URL)(
       // One of each read per group, not one per job.
       expect(calls(/^SELECT i\.id, i\.workspace_id/), breakdown).toBe(groups); // the state
       expect(calls(/FROM item_decisions d$|JOIN item_decisions d ON/), breakdown).toBe(groups); // idempotency
-      expect(calls(/WITH ORDINALITY k\(item_id, question_set, ord\)/), breakdown).toBe(groups); // liveness
+      expect(calls(/WITH ORDINALITY u\(item_id, question_set, ord\)/), breakdown).toBe(groups); // liveness
       // The throughput count is a CTE of a finish statement or of a surfacing transaction's last
       // statement (with the change rows and the spend), never a statement of its own.
       expect(calls(/^INSERT INTO job_throughput/), breakdown).toBe(0);
