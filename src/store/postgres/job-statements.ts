@@ -30,8 +30,10 @@ import { JOB_OUTCOMES } from '../throughput.js';
  * round trips (the state read, the idempotency read, the liveness read, the finish with the next
  * claim) and no BEGIN/COMMIT (a set that surfaces adds one transaction around the finish, see
  * pg-store.ts `finishJob`). Each statement's text is fixed at load time: lists (answers, skipped
- * sets, co-asking pairs) travel as array parameters, so one text serves every count and the server
- * plans it once per connection.
+ * sets, co-asking pairs) travel as array parameters, so one text serves every count. The server
+ * keeps one generic plan per connection for most of them; the fused finish-and-claim is planned on
+ * every call, because its generic plan costs more than its custom ones (DESIGN §3.5 "The claim's
+ * plan on Postgres").
  *
  * Lock order, the same in every statement that takes a job row (so two of them never wait on each
  * other in a cycle): the finished job's own row (held by this claim already), then the claimed
