@@ -182,7 +182,8 @@ export function leanPeer(concurrency: number): { how: string; opts: Omit<LeanOpt
  * Part f: `jobs` full evaluations (claim, item and state, idempotency read, liveness, a fake call at
  * 0 ms, answers, spend, complete), with co-asking on and off, through the real Worker at each
  * concurrency and through the lean reference's matching variant (`leanPeer`), each on its own copy
- * of one seeded database, Verdict and the reference interleaved.
+ * of one seeded database, Verdict and the reference interleaved. Each co-asking mode starts with
+ * an untimed warm-up drain of both sides (`warmUpF`), so the figures are a running worker's.
  * @throws Error when a drain ran fewer jobs or another number of calls than it should.
  */
 export async function benchFullEvaluations(jobs: number, concurrencies: readonly number[]): Promise<Rate[]> {
@@ -195,6 +196,7 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
       // Co-asking (DESIGN §7.2): an item's two sets read the same state, so one call answers both
       // of its jobs; without it, one call per job. Every job still completes answered on its own.
       const calls = coAsk ? items : total;
+      await warmUpF(template, concurrencies, coAsk);
       for (const concurrency of concurrencies) {
         const s = template.open();
         try {
@@ -234,6 +236,31 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
   }
 }
 
+/**
+ * Part f's warm-up for one co-asking mode: one untimed drain of Verdict at the judged (largest)
+ * concurrency and one of its lean peer, each on a fresh copy of the template. A worker runs for
+ * hours, so what it costs per job is the cost once V8 has compiled its path; the first drain of a
+ * process paid about twice that (measured over five successive 2,000-job drains at c16: 540-680,
+ * then 220-270 CPU µs per job), while the lean reference, a few plain functions, was steady from
+ * its first.
+ * Without it the judged drain was only the process's second and measured part of the warm-up.
+ */
+async function warmUpF(template: Template, concurrencies: readonly number[], coAsk: boolean): Promise<void> {
+  const judged = concurrencies[concurrencies.length - 1]!;
+  const s = template.open();
+  try {
+    await drain(s, judged, coAsk);
+  } finally {
+    await s.close();
+  }
+  const t = template.copy();
+  try {
+    await drainLean(t.file, leanSets(), { ...leanPeer(judged).opts, coAsk });
+  } finally {
+    t.done();
+  }
+}
+
 /** Re-owes every (item, set) of the store, with no quiet period and no debounce, as `verdict reask` does; @throws when fewer were owed. */
 async function reoweAll(store: Store, itemIds: readonly string[], part: string): Promise<void> {
   let owed = 0;
@@ -254,6 +281,7 @@ async function reoweAll(store: Store, itemIds: readonly string[], part: string):
  * (untimed), then, for each concurrency and co-asking on and off, every job re-owed with the state
  * unchanged (`oweJobs` with no quiet period and no re-ask debounce, as `verdict reask` and the drift
  * sweep owe) and drained again: every job completes as already answered, with no provider call.
+ * Each co-asking mode starts with one such drain of both sides, untimed (a warm-up, as part f's).
  * @throws Error when a drain ran fewer jobs, made a call or inserted an answer.
  */
 export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly number[]): Promise<Rate[]> {
@@ -283,6 +311,12 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
       }
     };
     for (const coAsk of [true, false]) {
+      // Untimed warm-up of the skip path for this mode, both sides, as part f's (`warmUpF`).
+      const judged = concurrencies[concurrencies.length - 1]!;
+      await reoweAll(s.store, s.itemIds, 'g');
+      await drain(s, judged, coAsk);
+      await leanOwe();
+      await drainLean(t.file, leanSets(), { ...leanPeer(judged).opts, coAsk });
       for (const concurrency of concurrencies) {
         await reoweAll(s.store, s.itemIds, 'g');
         const r = await drain(s, concurrency, coAsk);

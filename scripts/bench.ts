@@ -548,8 +548,9 @@ async function partF(): Promise<void> {
     `\n[f] full evaluations: ${jobs.toLocaleString('en')} jobs (production sets attention and effort), fake provider at 0 ms, one process,`,
   );
   say(
-    `    Verdict at concurrency ${EVAL_CONCURRENCIES.join(' and ')} beside the lean reference (scripts/bench-lean.ts: fused for one slot, group commit otherwise)`,
+    `    Verdict at concurrency ${EVAL_CONCURRENCIES.join(' and ')} beside the lean reference (scripts/bench-lean.ts: fused for one slot, group commit otherwise);`,
   );
+  say('    each co-asking mode after an untimed warm-up drain of both sides at the judged concurrency');
   const rates = await benchFullEvaluations(jobs, EVAL_CONCURRENCIES);
   reportAgainstLean('f', rates, 'ev', ({ coAsk, cpu, rate }) => {
     const co = coAsk ? 'co-ask on' : 'co-ask off';
