@@ -204,19 +204,30 @@ export function questionFingerprint(q: Question, ctx: FingerprintContext): strin
 const fingerprints = new WeakMap<Question, Map<string, string>>();
 
 /**
+ * Whether a context kept beside a cached value (`known`) still has `ctx`'s model, template and
+ * effort, the three a fingerprint reads: a cache keyed by a context object or a questions object
+ * works a value out anew when one of them changed.
+ */
+export function sameFingerprintContext<T extends FingerprintContext>(
+  known: T | undefined,
+  ctx: FingerprintContext,
+): known is T {
+  return (
+    known !== undefined &&
+    known.model === ctx.model &&
+    known.promptVersion === ctx.promptVersion &&
+    known.effort === ctx.effort
+  );
+}
+
+/**
  * The key of a context in `fingerprints`: JSON of (model, template, effort), kept per context object
  * (a provider) while those three are unchanged, so a job's lookups do not serialise them again.
  */
 const contextKeys = new WeakMap<object, { model: string; promptVersion: string; effort: string | null; key: string }>();
 function contextKey(ctx: FingerprintContext): string {
   const known = contextKeys.get(ctx);
-  if (
-    known !== undefined &&
-    known.model === ctx.model &&
-    known.promptVersion === ctx.promptVersion &&
-    known.effort === ctx.effort
-  )
-    return known.key;
+  if (sameFingerprintContext(known, ctx)) return known.key;
   const key = JSON.stringify([ctx.model, ctx.promptVersion, ctx.effort]);
   contextKeys.set(ctx, { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, key });
   return key;

@@ -1,6 +1,7 @@
 import {
   fingerprintContextText,
   questionFingerprint,
+  sameFingerprintContext,
   type FingerprintContext,
   type Question,
 } from '../decision/questions.js';
@@ -351,13 +352,7 @@ function keyedFingerprints(
   ctx: FingerprintContext,
 ): { keys: readonly string[]; fingerprints: ReadonlyMap<string, string> } {
   const known = keyedByQuestions.get(questions);
-  if (
-    known !== undefined &&
-    known.model === ctx.model &&
-    known.promptVersion === ctx.promptVersion &&
-    known.effort === ctx.effort
-  )
-    return known;
+  if (sameFingerprintContext(known, ctx)) return known;
   const keys = Object.keys(questions).sort();
   const fingerprints = new Map(keys.map((k) => [k, questionFingerprint(questions[k]!, ctx)]));
   const made = { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, keys, fingerprints };
