@@ -185,7 +185,7 @@ export interface FingerprintContext {
  * it re-asks every item.
  */
 export function questionFingerprint(q: Question, ctx: FingerprintContext): string {
-  const context = contextKey(ctx);
+  const context = fingerprintContextText(ctx);
   let known = fingerprints.get(q);
   const hit = known?.get(context);
   if (hit !== undefined) return hit;
@@ -220,18 +220,8 @@ export function sameFingerprintContext<T extends FingerprintContext>(
   );
 }
 
-/**
- * The key of a context in `fingerprints`: JSON of (model, template, effort), kept per context object
- * (a provider) while those three are unchanged, so a job's lookups do not serialise them again.
- */
-const contextKeys = new WeakMap<object, { model: string; promptVersion: string; effort: string | null; key: string }>();
-function contextKey(ctx: FingerprintContext): string {
-  const known = contextKeys.get(ctx);
-  if (sameFingerprintContext(known, ctx)) return known.key;
-  const key = JSON.stringify([ctx.model, ctx.promptVersion, ctx.effort]);
-  contextKeys.set(ctx, { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, key });
-  return key;
-}
+/** `fingerprintContextText` kept per context object (a provider) while its three fields are unchanged. */
+const contextTexts = new WeakMap<object, FingerprintContext & { text: string }>();
 
 function computeFingerprint(q: Question, ctx: FingerprintContext): string {
   const options = q.kind === 'choice' ? choiceOptionNames(q).map((name) => [name, q.options[name]]) : null;
@@ -254,10 +244,16 @@ function computeFingerprint(q: Question, ctx: FingerprintContext): string {
  * `{"model","prompt_version","effort"}` in that fixed order. Stored with each answer so a reader
  * can recompute the answer's fingerprint under the context it was asked in, and so tell a
  * reworded question (`question_changed`) from another model or template (`model_changed`)
- * exactly, whatever provider names are involved.
+ * exactly, whatever provider names are involved. Also the key of a context among a question's
+ * kept fingerprints (`questionFingerprint`). Worked out once per context object while its three
+ * fields are unchanged: every job's fingerprint lookups and every answer row read it.
  */
 export function fingerprintContextText(ctx: FingerprintContext): string {
-  return JSON.stringify({ model: ctx.model, prompt_version: ctx.promptVersion, effort: ctx.effort });
+  const known = contextTexts.get(ctx);
+  if (sameFingerprintContext(known, ctx)) return known.text;
+  const text = JSON.stringify({ model: ctx.model, prompt_version: ctx.promptVersion, effort: ctx.effort });
+  contextTexts.set(ctx, { model: ctx.model, promptVersion: ctx.promptVersion, effort: ctx.effort, text });
+  return text;
 }
 
 /** Parses `fingerprintContextText`'s output; null for a null, unreadable or foreign value (never throws). */

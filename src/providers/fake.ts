@@ -1,6 +1,6 @@
-import { hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { questionFingerprint, type Question } from '../decision/questions.js';
+import { sha256 } from '../decision/state.js';
 import { deriveAnswers } from './answers.js';
 import { AnswerDefect, ProviderMisconfigured, ProviderRefusal, ProviderUnavailable } from './errors.js';
 import { buildAnswerSchema, buildSystemPrompt, questionAliases } from './prompt.js';
@@ -70,21 +70,16 @@ export interface FakeProviderOptions {
 export type FakeUsageMode = 'questions' | 'prompt';
 
 /**
- * sha256 of `seed` as lowercase hex (UTF-8), one-shot (`crypto.hash`: no Hash object per call;
- * its 'buffer' output costs as much as `createHash`, so the bytes are read from the hex).
+ * Byte `i` of a sha256 given as 64 hex digits (`sha256`'s output: the one-shot hash's 'buffer'
+ * output costs as much as `createHash`, so the bytes are read from the hex).
  */
-function hexOf(seed: string): string {
-  return hash('sha256', seed, 'hex');
-}
-
-/** Byte `i` of a sha256 given as 64 hex digits. */
 function byteOf(hex: string, i: number): number {
   return parseInt(hex.slice(2 * i, 2 * i + 2), 16);
 }
 
 /** Deterministic raw answer for one question from (state hash, fingerprint). */
 function fakeRawAnswer(stateHash: string, fingerprint: string, q: Question): Record<string, unknown> {
-  const h = hexOf(`${stateHash}:${fingerprint}`);
+  const h = sha256(`${stateHash}:${fingerprint}`);
   // The first four bytes big-endian, as Buffer.readUInt32BE(0) read them.
   if (q.kind === 'noul') return { probability: Math.round((parseInt(h.slice(0, 8), 16) / 0xffffffff) * 1000) / 1000 };
   const names = q.kind === 'choice' ? Object.keys(q.options).sort() : q.levels.map((_, i) => String(i));
@@ -204,7 +199,7 @@ export class FakeProvider implements Provider {
   /** The raw answers of a request: the handler's, or the deterministic ones of (state hash, fingerprint). */
   async #rawAnswers(req: FakeRequest): Promise<Record<string, unknown>> {
     if (this.handler) return this.handler(req);
-    const stateHash = hexOf(req.state);
+    const stateHash = sha256(req.state);
     const raw: Record<string, unknown> = {};
     for (const [k, q] of req.questions) raw[k] = fakeRawAnswer(stateHash, questionFingerprint(q, this), q);
     return raw;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   choice,
+  fingerprintContextText,
   noul,
   pickedLevel,
   questionFingerprint,
@@ -107,6 +108,21 @@ describe('questionFingerprint', () => {
     expect(questionFingerprint(choice('x', { a: 'A', b: 'B' }), ctx)).toBe(
       questionFingerprint(choice('x', { b: 'B', a: 'A' }), ctx),
     );
+  });
+
+  it('follows a context object whose model, template or effort changed in place (a provider reconfigured)', () => {
+    const q = noul('Is it blocked?');
+    const live = { ...ctx };
+    const f = questionFingerprint(q, live);
+    const text = fingerprintContextText(live);
+    for (const change of [{ model: 'claude-sonnet-5-5' }, { promptVersion: 'anthropic-v2' }, { effort: 'high' }]) {
+      Object.assign(live, change);
+      expect(questionFingerprint(q, live)).toBe(questionFingerprint(q, { ...live }));
+      expect(questionFingerprint(q, live)).not.toBe(f);
+      expect(fingerprintContextText(live)).toBe(fingerprintContextText({ ...live }));
+      expect(fingerprintContextText(live)).not.toBe(text);
+      Object.assign(live, ctx);
+    }
   });
 
   it('pins the production questions (their wording is part of the fingerprint)', () => {

@@ -43,8 +43,14 @@ import type { SqliteDialect } from './dialect.js';
 
 type Statement = Database.Statement<unknown[], unknown>;
 
-/** Each connection's prepared statements by SQL text; a closed connection's go with it. */
-const statements = new WeakMap<Database.Database, Map<string, Statement>>();
+/**
+ * Each connection's prepared statements by SQL text, those whose rows are objects and those whose
+ * rows are arrays (`raw`); a closed connection's go with it.
+ */
+const statements = new WeakMap<
+  Database.Database,
+  { objects: Map<string, Statement>; arrays: Map<string, Statement> }
+>();
 
 /**
  * The statement for `text` on `db`, prepared on its first use and kept for the connection's life:
@@ -52,30 +58,22 @@ const statements = new WeakMap<Database.Database, Map<string, Statement>>();
  * the connection's text-keyed cache (open.ts `cacheStatements`), which drizzle shares: these
  * statements are the hot paths' alone (this file's and write-statements.ts'), so nothing else can
  * switch one to raw (array) rows.
+ * @param rows `arrays`: rows come back as arrays in the SELECT's column order, which the caller
+ *   names. For a hot read of many columns: better-sqlite3 builds a row object one property at a
+ *   time, interning each column name again for every row, and that cost more than the read itself
+ *   (write-statements.ts `ITEM_FOR_WRITE`'s 16 columns: 3.3 µs per read as an object, 2.0 µs as an
+ *   array named by hand; a tight loop on an in-memory copy, CPU time). @defaultValue 'objects'
  */
-export function prepared(db: Database.Database, text: string): Statement {
-  let byText = statements.get(db);
-  if (!byText) statements.set(db, (byText = new Map()));
+export function prepared(db: Database.Database, text: string, rows: 'objects' | 'arrays' = 'objects'): Statement {
+  let kept = statements.get(db);
+  if (!kept) statements.set(db, (kept = { objects: new Map(), arrays: new Map() }));
+  const byText = kept[rows];
   let s = byText.get(text);
-  if (!s) byText.set(text, (s = Database.prototype.prepare.call(db, text) as Statement));
-  return s;
-}
-
-/** Each connection's raw-mode statements by SQL text (`preparedRaw`), apart from `prepared`'s. */
-const rawStatements = new WeakMap<Database.Database, Map<string, Statement>>();
-
-/**
- * `prepared` in raw mode: its rows come back as arrays in the SELECT's column order, which the
- * caller names. For a hot read of many columns: better-sqlite3 builds a row object one property
- * at a time, interning each column name again for every row, and that cost more than the read
- * itself (`ITEM_FOR_WRITE`'s 16 columns: 3.3 µs per read as an object, 2.0 µs as an array named by
- * hand; a tight loop on an in-memory copy, CPU time).
- */
-export function preparedRaw(db: Database.Database, text: string): Statement {
-  let byText = rawStatements.get(db);
-  if (!byText) rawStatements.set(db, (byText = new Map()));
-  let s = byText.get(text);
-  if (!s) byText.set(text, (s = (Database.prototype.prepare.call(db, text) as Statement).raw(true)));
+  if (!s) {
+    s = Database.prototype.prepare.call(db, text) as Statement;
+    if (rows === 'arrays') s.raw(true);
+    byText.set(text, s);
+  }
   return s;
 }
 

@@ -7,7 +7,7 @@ import { InvalidWrite, NotFound } from '../store.js';
 import type { ItemRow } from '../tracker-reads.js';
 import type { ItemPatch, WriteResult } from '../tracker-writes.js';
 import { checkFieldOptions, planItemPatch, readsLinks, writeResult } from '../write-rules.js';
-import { prepared, preparedRaw, type JobWriter } from './job-statements.js';
+import { prepared, type JobWriter } from './job-statements.js';
 
 /**
  * The hot write doors on SQLite (DESIGN §3): `updateItem` (a tracker's edit, the most frequent
@@ -32,7 +32,7 @@ import { prepared, preparedRaw, type JobWriter } from './job-statements.js';
  * Everything `updateItem` decides on, in one read by primary key: the item, its collection's
  * slug (the sets to owe), workspace and schema (the field options; null when the collection row
  * is missing), and whether any item shows this one's title (`has_linkers`: two index seeks, so
- * the `LINKERS` read runs only for an item that has such a link). Read as an array (`preparedRaw`)
+ * the `LINKERS` read runs only for an item that has such a link). Read as an array (`prepared`'s `arrays` rows)
  * and named by `itemForWrite`, in this column order.
  */
 const ITEM_FOR_WRITE = `
@@ -313,7 +313,7 @@ export function updateItem(
   opts: OweOptions,
   report: NormaliseReport,
 ): WriteResult<ItemRow> {
-  const raw = preparedRaw(w.db, ITEM_FOR_WRITE).get({ id }) as unknown[] | undefined;
+  const raw = prepared(w.db, ITEM_FOR_WRITE, 'arrays').get({ id }) as unknown[] | undefined;
   if (!raw) throw new NotFound('item', id);
   const { cur, slug, colWorkspace, schema, hasLinkers } = itemForWrite(raw);
   const { next, changed, titleChanged } = planItemPatch(cur, patch, report);
