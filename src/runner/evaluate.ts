@@ -252,8 +252,10 @@ export async function planGroup(
     return { loaded: null, ...(ref !== undefined ? { ref } : {}), ended, sets: new Map(), calls: [] };
   };
   let loaded: ItemForEvaluation | null;
+  // Links are read only when a set of the group shows them (DESIGN §5: WithLinks item states).
+  const links = claims.some((c) => deps.registry.get(c.questionSet)?.withLinks === true);
   try {
-    loaded = await deps.store.loadItemForEvaluation(claims[0].itemId);
+    loaded = await deps.store.loadItemForEvaluation(claims[0].itemId, { links });
   } catch (err) {
     return all({ kind: 'fail', reason: `item read failed: ${errCode(err)}` });
   }

@@ -116,8 +116,13 @@ export interface JobStore {
   releaseJob(claim: Claim, o?: { holdMs?: number; error?: string }): Promise<OutcomeResult>;
 
   // ------------------------------------------------------------- evaluation reads and answers
-  /** Item, collection, workspace, live comments and links; null when any row is missing. */
-  loadItemForEvaluation(itemId: string): Promise<ItemForEvaluation | null>;
+  /**
+   * Item, collection, workspace, live comments and links; null when any row is missing. With
+   * `links: false` the links are not read and `links` is empty: for a caller whose states show none
+   * (DESIGN §5: only the item state of a WithLinks set holds links), so a group of sets without
+   * links pays no read for them. @defaultValue links true
+   */
+  loadItemForEvaluation(itemId: string, o?: { links?: boolean }): Promise<ItemForEvaluation | null>;
   /** The last statement before a send; with `claim`, also whether the claim still holds at its generation. */
   checkLiveness(itemId: string, claim?: Claim): Promise<Liveness>;
   /**

@@ -156,6 +156,42 @@ describe('evaluate: what costs a call', () => {
   });
 });
 
+describe('links are read for the sets that show them', () => {
+  it('a WithLinks set is asked with its links; a set without links is asked with none, from a load that skips them', async () => {
+    const linked = defineQuestionSet({
+      name: 'linked',
+      questions: { blocked: noul('The work on this item is blocked by another item.') },
+      eligible: ['notSystem', 'tracksWork', 'notTerminal'],
+      withLinks: true,
+    });
+    await fx.cleanup();
+    fx = await makeFixture([attentionSet, linked]);
+    const it1 = await newItem('T-1');
+    const blocker = await newItem('T-2');
+    await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: blocker.id, targetId: it1.id, linkType: 'blocks' });
+    fx.clock.advance(3_600_000);
+    const loads: Array<{ links?: boolean } | undefined> = [];
+    const load = fx.store.loadItemForEvaluation.bind(fx.store);
+    fx.store.loadItemForEvaluation = (id, o) => {
+      loads.push(o);
+      return load(id, o);
+    };
+    await drainNow(runnerOptions(fx, fake, { coAsk: false }));
+    const states = fake.requests.map(
+      (r) => JSON.parse(r.state) as { links?: Array<{ relation: string; ref: string }> },
+    );
+    const withLinks = states.filter((s) => s.links !== undefined);
+    // T-1 is blocked by T-2 and T-2 blocks T-1: each item's linked state names the other.
+    expect(withLinks.map((s) => s.links)).toEqual(
+      expect.arrayContaining([[expect.objectContaining({ relation: 'blocked_by', ref: 'T-2' })]]),
+    );
+    expect(withLinks).toHaveLength(2);
+    expect(states).toHaveLength(4);
+    expect(loads.filter((o) => o?.links === false)).toHaveLength(2);
+    expect(loads.filter((o) => o?.links === true)).toHaveLength(2);
+  });
+});
+
 describe('fences: a write during an evaluation, a lost lease', () => {
   it('a write landing during the provider call: the answers are kept, the job survives the completion and runs once more', async () => {
     const it1 = await newItem();

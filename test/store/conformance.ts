@@ -414,6 +414,20 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(loaded!.comments.map((c) => c.body)).toEqual(['r']);
     });
 
+    it('the state load reads the links unless asked not to (links: false reads none)', async () => {
+      const it1 = await item('T-1');
+      const it2 = await item('T-2');
+      await fx.store.addLink({ workspaceId: fx.ws.id, sourceId: it2.id, targetId: it1.id, linkType: 'blocks' });
+      const all = await fx.store.loadItemForEvaluation(it1.id);
+      expect(all!.links).toEqual([{ relation: 'blocked_by', ref: 'T-2', title: it2.title }]);
+      expect((await fx.store.loadItemForEvaluation(it1.id, { links: true }))!.links).toEqual(all!.links);
+      const none = await fx.store.loadItemForEvaluation(it1.id, { links: false });
+      expect(none!.links).toEqual([]);
+      expect(none!.item).toEqual(all!.item);
+      expect(none!.collection).toEqual(all!.collection);
+      expect(none!.workspace).toEqual(all!.workspace);
+    });
+
     it('a collection rename owes its live items at backfill priority; a soft delete and restore too', async () => {
       const it1 = await item('T-1');
       await fx.store.dropJobs({});

@@ -95,9 +95,30 @@ SELECT i.id, i.workspace_id AS "workspaceId", i.collection_id AS "collectionId",
 FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
 WHERE i.id = $1`;
 
-/** Everything the state builder needs about `itemId` in one round trip; null when the item (or its collection or workspace row) is missing. */
-export async function loadState(x: PgJobContext, itemId: string): Promise<ItemForEvaluation | null> {
-  const r = (await x.query('verdict_load_state', LOAD_STATE, [itemId])).rows[0];
+/**
+ * `LOAD_STATE` without the links (`links: false`: no set of the caller shows them, DESIGN §5), so
+ * the three link branches are neither planned nor run. Its own text, so its own prepared statement.
+ */
+const LOAD_STATE_NO_LINKS = LOAD_STATE.replace(
+  /coalesce\(\(SELECT json_agg\(json_build_object\('relation'[\s\S]*\) AS links\n/,
+  "'[]'::json AS links\n",
+);
+if (LOAD_STATE_NO_LINKS === LOAD_STATE) throw new Error('LOAD_STATE_NO_LINKS: the links read was not found');
+
+/**
+ * Everything the state builder needs about `itemId` in one round trip; null when the item (or its
+ * collection or workspace row) is missing. With `links` false the links are not read (empty).
+ */
+export async function loadState(
+  x: PgJobContext,
+  itemId: string,
+  o?: { links?: boolean },
+): Promise<ItemForEvaluation | null> {
+  const r = (
+    o?.links === false
+      ? await x.query('verdict_load_state_no_links', LOAD_STATE_NO_LINKS, [itemId])
+      : await x.query('verdict_load_state', LOAD_STATE, [itemId])
+  ).rows[0];
   if (!r) return null;
   const { collection, workspace, comments, links, ...item } = r as unknown as ItemRow & {
     collection: Parameters<typeof toCollectionRow>[0];

@@ -343,7 +343,7 @@ export class PgStore extends SqlStore implements Store {
     ...a: Parameters<JobStore['loadItemForEvaluation']>
   ): ReturnType<JobStore['loadItemForEvaluation']> {
     if (!this.unbound) return this.call((c) => decisions.loadItemForEvaluation(c, ...a));
-    return this.call(() => loadState(this.jobs, a[0]));
+    return this.call(() => loadState(this.jobs, ...a));
   }
   checkLiveness(...a: Parameters<JobStore['checkLiveness']>): ReturnType<JobStore['checkLiveness']> {
     return this.call((c) => decisions.checkLiveness(c, ...a));

@@ -50,12 +50,16 @@ function stateLinksSql(itemId: Expr): SQL {
 
 /** * Reads everything the state builder needs: the item, its collection and workspace by primary key
  * (three plain selects measured faster on SQLite than one joined select, whose nested row mapping
- * costs more than the two lookups), the live comments and the links; null when the item, its
+ * costs more than the two lookups), the live comments and, unless `links` is false, the links; null when the item, its
  * collection or workspace row is missing. Not one snapshot: a
  * write landing between the statements bumps the job's generation, so the outcome of an
  * evaluation that read a torn state is superseded and the job runs again.
  */
-export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<ItemForEvaluation | null> {
+export function loadItemForEvaluation(
+  c: SqlContext,
+  itemId: string,
+  o?: { links?: boolean },
+): Promise<ItemForEvaluation | null> {
   return read(c, function* () {
     const item = yield* one<ItemRow>(bind(itemByIdShape, { id: itemId }));
     if (!item) return null;
@@ -63,7 +67,7 @@ export function loadItemForEvaluation(c: SqlContext, itemId: string): Promise<It
     const workspace = yield* one<WorkspaceRow>(bind(workspaceByIdShape, { id: item.workspaceId }));
     if (!collection || !workspace) return null;
     const comments = yield* rows<TrailComment>(bind(stateCommentsShape, { itemId }));
-    const links = yield* rows<StateLink>(bind(stateLinksShape, { itemId }));
+    const links = o?.links === false ? [] : yield* rows<StateLink>(bind(stateLinksShape, { itemId }));
     return { item, collection: toCollectionRow(collection), workspace, comments, links };
   });
 }

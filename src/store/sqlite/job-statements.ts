@@ -24,7 +24,7 @@ import type { KeyMemory } from '../sql/surfacing.js';
 import type { VerdictKind } from '../verdicts.js';
 import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
 import type { SqlContext } from '../sql/steps.js';
-import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawItem, type RawJob } from '../write-rules.js';
+import { ABANDON_BACKOFF_CAP_MS, abandonReason, toClaim, type RawJob } from '../write-rules.js';
 import { appliedByOutcome } from '../sql/throughput.js';
 import { isBusy, storageProblemOf, type SqliteContext } from './context.js';
 import type { SqliteDialect } from './dialect.js';
@@ -94,8 +94,10 @@ function memoText<A extends Array<string | number | boolean>>(build: (...a: A) =
 
 /**
  * The item, its collection and workspace in one statement (LEFT JOINs: a missing collection or
- * workspace row reads as null, and the load is null), by primary key. Its columns are flat so no
- * nested row is built. Comments and links are two more reads (`stateComments`, `stateLinks`).
+ * workspace row reads as null, and the load is null), by primary key. Its rows are arrays
+ * (`prepared(…, 'arrays')`), read by the column positions of `LoadRow`: 24 columns named by hand
+ * instead of interned into a row object on every load. Comments and links are two more reads
+ * (`STATE_COMMENTS`, `STATE_LINKS`).
  */
 const LOAD_ITEM = `
   SELECT i.id, i.workspace_id, i.collection_id, i.ref, i.title, i.content, i.fields, i.seq,
@@ -108,21 +110,33 @@ const LOAD_ITEM = `
   LEFT JOIN workspaces w ON w.id = i.workspace_id
   WHERE i.id = @itemId`;
 
-/** The item's columns, then its collection's (`c_`) and workspace's (`w_`). */
-interface LoadRow extends RawItem {
-  c_id: string | null;
-  c_workspace_id: string;
-  c_slug: string;
-  c_is_system: number;
-  c_schema: string;
-  c_settings: string;
-  c_created_at: number;
-  c_deleted_at: number | null;
-  w_id: string | null;
-  w_slug: string;
-  w_created_at: number;
-  w_deleted_at: number | null;
-}
+/** `LOAD_ITEM`'s row: the item's columns, then its collection's and workspace's, in the SELECT's order. */
+type LoadRow = [
+  id: string,
+  workspaceId: string,
+  collectionId: string,
+  ref: string,
+  title: string,
+  content: string,
+  fields: string,
+  seq: number,
+  createdAt: number,
+  updatedAt: number,
+  deletedAt: number | null,
+  sourceUrl: string | null,
+  cId: string | null,
+  cWorkspaceId: string,
+  cSlug: string,
+  cIsSystem: number,
+  cSchema: string,
+  cSettings: string,
+  cCreatedAt: number,
+  cDeletedAt: number | null,
+  wId: string | null,
+  wSlug: string,
+  wCreatedAt: number,
+  wDeletedAt: number | null,
+];
 
 /** The item's live comments, oldest first (DESIGN §5: tombstones are never sent). */
 const STATE_COMMENTS = `
@@ -149,40 +163,45 @@ const STATE_LINKS = `
 
 /**
  * Everything the state builder needs (Store.loadItemForEvaluation): null when the item, its
- * collection or its workspace row is missing. Not one snapshot: a write landing between the
- * statements bumps the job's generation, so an evaluation that read a torn state is superseded and
- * runs again.
+ * collection or its workspace row is missing; with `links` false the links are not read (empty).
+ * Not one snapshot: a write landing between the statements bumps the job's generation, so an
+ * evaluation that read a torn state is superseded and runs again.
  */
-export function loadState(db: Database.Database, itemId: string): ItemForEvaluation | null {
-  const r = prepared(db, LOAD_ITEM).get({ itemId }) as LoadRow | undefined;
-  if (!r || r.c_id === null || r.w_id === null) return null;
+export function loadState(db: Database.Database, itemId: string, o?: { links?: boolean }): ItemForEvaluation | null {
+  const r = prepared(db, LOAD_ITEM, 'arrays').get({ itemId }) as LoadRow | undefined;
+  if (!r) return null;
+  const [id, workspaceId, collectionId, ref, title, content, fields, seq, createdAt, updatedAt, deletedAt, sourceUrl] =
+    r;
+  const [, , , , , , , , , , , , cId, cWorkspaceId, cSlug, cIsSystem, cSchema, cSettings, cCreatedAt, cDeletedAt] = r;
+  const [wId, wSlug, wCreatedAt, wDeletedAt] = [r[20], r[21], r[22], r[23]];
+  if (cId === null || wId === null) return null;
   const item: ItemRow = {
-    id: r.id,
-    workspaceId: r.workspace_id,
-    collectionId: r.collection_id,
-    ref: r.ref,
-    title: r.title,
-    content: r.content,
-    fields: r.fields,
-    seq: r.seq,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    deletedAt: r.deleted_at,
-    sourceUrl: r.source_url,
+    id,
+    workspaceId,
+    collectionId,
+    ref,
+    title,
+    content,
+    fields,
+    seq,
+    createdAt,
+    updatedAt,
+    deletedAt,
+    sourceUrl,
   };
   const collection: CollectionRow = {
-    id: r.c_id,
-    workspaceId: r.c_workspace_id,
-    slug: r.c_slug,
-    isSystem: r.c_is_system !== 0,
-    schema: JSON.parse(r.c_schema) as CollectionRow['schema'],
-    settings: JSON.parse(r.c_settings) as CollectionRow['settings'],
-    createdAt: r.c_created_at,
-    deletedAt: r.c_deleted_at,
+    id: cId,
+    workspaceId: cWorkspaceId,
+    slug: cSlug,
+    isSystem: cIsSystem !== 0,
+    schema: JSON.parse(cSchema) as CollectionRow['schema'],
+    settings: JSON.parse(cSettings) as CollectionRow['settings'],
+    createdAt: cCreatedAt,
+    deletedAt: cDeletedAt,
   };
-  const workspace: WorkspaceRow = { id: r.w_id, slug: r.w_slug, createdAt: r.w_created_at, deletedAt: r.w_deleted_at };
+  const workspace: WorkspaceRow = { id: wId, slug: wSlug, createdAt: wCreatedAt, deletedAt: wDeletedAt };
   const comments = prepared(db, STATE_COMMENTS).all({ itemId }) as TrailComment[];
-  const links = prepared(db, STATE_LINKS).all({ itemId }) as StateLink[];
+  const links = o?.links === false ? [] : (prepared(db, STATE_LINKS).all({ itemId }) as StateLink[]);
   return { item, collection, workspace, comments, links };
 }
 
