@@ -19,8 +19,8 @@ import type {
 import type { FinishOutcome } from '../throughput.js';
 import type { CollectionRow, ItemRow, WorkspaceRow } from '../tracker-reads.js';
 import { HOUR_MS, livenessOf, spendValues, type LivenessRow, type SpendValues } from '../sql/decisions.js';
-import { queueSurfacingEvents, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
-import type { KeyMemory } from '../sql/surfacing.js';
+import { surfacingMoves, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
+import { moveEvent, type KeyMemory } from '../sql/surfacing.js';
 import type { VerdictKind } from '../verdicts.js';
 import { backsOff, completionFenceSteps, firstOfGroupPairs, park, putBack } from '../sql/jobs.js';
 import type { SqlContext } from '../sql/steps.js';
@@ -640,9 +640,59 @@ function watchSurfacingNow(
 }
 
 /**
+ * A key's surfacing move (DESIGN §16.2): its change row, and its `decision.surfaced` /
+ * `decision.cleared` event once per enabled target in url order. The rows ../sql/surfacing.ts
+ * `recordMove` writes on the other dialects, written here as plain text: that shared rule builds
+ * its statements with drizzle and runs them through the step driver, which cost more CPU than the
+ * two inserts (the job path's only drizzle statements at 16 slots, one move per surfacing set's
+ * first answer). Booleans are 1 and 0, as SQLite stores them.
+ */
+const INSERT_CHANGE = `
+  INSERT INTO surfacing_changes (workspace_id, item_id, question_set, question_key, surfaced, flip, probability, cause, state_hash, changed_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+const QUEUE_EVENT = `
+  INSERT INTO decision_events (target_url, event_id, workspace_id, item_id, type, payload, created_at, attempts, next_attempt_at)
+  SELECT url, ?, ?, ?, ?, ?, ?, 0, ? FROM event_targets WHERE disabled_at IS NULL ORDER BY url`;
+
+/**
+ * After the insert: each move of ../sql/events.ts `surfacingMoves` (`inserted`: the stored keys the
+ * insert returned) recorded in key order (`INSERT_CHANGE`, `QUEUE_EVENT`), inside the caller's
+ * write transaction. @returns the event rows queued (moves × enabled targets).
+ */
+function queueSurfacing(w: JobWriter, watch: SurfacingWatch, inserted: ReadonlySet<string>): number {
+  let queued = 0;
+  for (const m of surfacingMoves(watch, inserted)) {
+    prepared(w.db, INSERT_CHANGE).run(
+      m.workspaceId,
+      m.itemId,
+      m.questionSet,
+      m.questionKey,
+      m.surfaced ? 1 : 0,
+      m.flip ? 1 : 0,
+      m.probability,
+      m.cause,
+      m.stateHash,
+      watch.nowMs,
+    );
+    if (watch.targets === 0) continue;
+    const e = moveEvent(w.c.newId(), watch.nowMs, m);
+    queued += prepared(w.db, QUEUE_EVENT).run(
+      e.eventId,
+      m.workspaceId,
+      m.itemId,
+      e.type,
+      e.payload,
+      watch.nowMs,
+      watch.nowMs,
+    ).changes;
+  }
+  return queued;
+}
+
+/**
  * Stores one call's answers at `now`; with `surfacing`, the surfacing events they move are queued
  * in the same transaction (`watchSurfacingNow` before the insert, which reads only when a watched
- * noul is among them, and ../sql/events.ts `queueSurfacingEvents` after it).
+ * noul is among them, and `queueSurfacing` after it).
  * @returns rows inserted.
  */
 function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], surfacing?: SurfacingContext): number {
@@ -675,7 +725,7 @@ function insertAnswers(w: JobWriter, now: number, list: readonly NewDecision[], 
   }
   if (!watch) return prepared(w.db, insertAnswersSql(list.length, false)).run(...values).changes;
   const inserted = prepared(w.db, insertAnswersSql(list.length, true)).all(...values) as Array<{ k: string }>;
-  w.d.runNow(queueSurfacingEvents(w.c, watch, new Set(inserted.map((r) => r.k))), now);
+  queueSurfacing(w, watch, new Set(inserted.map((r) => r.k)));
   return inserted.length;
 }
 
