@@ -113,6 +113,9 @@ describe('the hot write doors (updateItem, oweJobs) keep every store call’s ga
     await expect(leaked!.oweJobs([{ itemId: item.row.id, questionSet: 'attention' }], {})).rejects.toMatchObject({
       code: 'transaction_closed',
     });
+    // The job path's statements (onConnectionNow) too, reads and writes.
+    await expect(leaked!.loadItemForEvaluation(item.row.id)).rejects.toMatchObject({ code: 'transaction_closed' });
+    await expect(leaked!.claimNextJob('w1', 60_000, 8)).rejects.toMatchObject({ code: 'transaction_closed' });
     expect(titleOf(item.row.id)).toBe('Item T-1');
   });
 
@@ -170,6 +173,55 @@ describe('a transaction the host opened itself on a shared connection', () => {
       'before',
     );
     expect(generation()).toBe(before + 1); // oweJobs' alone: the update's owe went with the ROLLBACK
+  });
+});
+
+describe('the job path on a shared connection (sqlite-store.ts onConnectionNow)', () => {
+  let t: { dir: string; cleanup: () => void };
+  let host: Database.Database;
+  let store: SqliteStore;
+  beforeEach(() => {
+    t = tempDir();
+    host = new Database(join(t.dir, 'host.db'));
+    store = new SqliteStore({ url: '', connection: host, registry: new Registry([attentionSet]) });
+  });
+  afterEach(async () => {
+    await store.close();
+    host.close();
+    t.cleanup();
+  });
+
+  it("once a call found the file locked, job-path calls take turns behind the gate: none runs in its caller's turn", async () => {
+    const ws = await store.createWorkspace({ slug: 'acme' });
+    const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
+    const item = await store.createItem({ workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'due' });
+    store.ctx.storage.problem = 'database locked'; // as context.ts retryBusy records a SQLITE_BUSY
+    let settled = false;
+    const loaded = store.loadItemForEvaluation(item.row.id).finally(() => (settled = true));
+    for (let i = 0; i < 10; i++) await Promise.resolve(); // microtasks only: no timer turn
+    expect(settled).toBe(false); // gated: it waits for a timer turn (context.ts gated), as every other call does
+    expect((await loaded)!.item.title).toBe('due');
+  });
+
+  it("a claim and a state read wait for the host's own transaction, and its ROLLBACK takes neither", async () => {
+    const ws = await store.createWorkspace({ slug: 'acme' });
+    const col = await store.createCollection({ workspaceId: ws.id, slug: 'task' });
+    const item = await store.createItem(
+      { workspaceId: ws.id, collectionId: col.id, ref: 'T-1', title: 'due' },
+      { quietPeriod: false },
+    );
+    host.exec('BEGIN IMMEDIATE');
+    let settled = 0;
+    const claimed = store.claimNextJob('w1', 60_000, 8).finally(() => settled++);
+    const loaded = store.loadItemForEvaluation(item.row.id).finally(() => settled++);
+    await turns();
+    expect(settled).toBe(0); // neither ran inside the host's transaction
+    host.exec('ROLLBACK');
+    const claim = await claimed;
+    expect(claim).toMatchObject({ itemId: item.row.id, questionSet: 'attention', claimedBy: 'w1' });
+    expect((await loaded)!.item.title).toBe('due');
+    const row = host.prepare('SELECT claimed_by AS by FROM decision_jobs WHERE item_id = ?').get(item.row.id);
+    expect(row).toEqual({ by: 'w1' }); // the claim stands: it was not written inside the rolled-back transaction
   });
 });
 

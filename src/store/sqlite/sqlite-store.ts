@@ -8,7 +8,7 @@ import type * as S from '../tracker-store.js';
 import type { Store } from '../whole-store.js';
 import type { Claim, ClaimResult } from '../store.js';
 import { TRACKER_STORE_METHODS } from '../tracker-store.js';
-import { retryBusy, type SqliteContext } from './context.js';
+import { isBusy, retryBusy, storageProblemOf, type SqliteContext } from './context.js';
 import { sqliteDialect, type SqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
 import {
@@ -127,39 +127,39 @@ export class SqliteStore extends SqlStore implements Store {
 
   claimNextJob(...[workerId, leaseMs, abandonLimit, skipSets, opts]: Parameters<JobStore['claimNextJob']>) {
     const r = { workerId, leaseMs, abandonLimit, skipSets, ...opts };
-    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.claimNext(this.writer, now, r)));
+    return this.onConnectionNow(() => hot.inWriteTx(this.ctx, (now) => hot.claimNext(this.writer, now, r)));
   }
   /** The claims in one IMMEDIATE transaction, one after another (`hot.claimNext`): later ones see the earlier ones' leases. */
   claimNextJobs(...[requests]: Parameters<JobStore['claimNextJobs']>) {
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) =>
         requests.map((r): ClaimResult => ({ ok: true, claim: hot.claimNext(this.writer, now, r) })),
       ),
     );
   }
   claimSiblingJobs(...[claim, sets, o]: Parameters<JobStore['claimSiblingJobs']>) {
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) => hot.claimSiblings(this.writer, now, claim, sets, o)),
     );
   }
   renewLease(...[claim, leaseMs]: Parameters<JobStore['renewLease']>) {
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) => hot.renewLease(this.writer, now, claim, leaseMs)),
     );
   }
   completeJob(claim: Claim) {
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) => hot.completeJob(this.writer, now, claim, JOB_OUTCOMES.complete)),
     );
   }
   finishJob(...[claim, f]: Parameters<JobStore['finishJob']>) {
-    return this.onConnection(async () => hot.inWriteTx(this.ctx, (now) => hot.finishOne(this.writer, now, claim, f)));
+    return this.onConnectionNow(() => hot.inWriteTx(this.ctx, (now) => hot.finishOne(this.writer, now, claim, f)));
   }
   finishJobs(...[entries]: Parameters<JobStore['finishJobs']>) {
-    return this.onConnection(async () => hot.finishJobs(this.ctx, this.writer, entries));
+    return this.onConnectionNow(() => hot.finishJobs(this.ctx, this.writer, entries));
   }
   dropJob(claim: Claim, _reason: string) {
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) => hot.completeJob(this.writer, now, claim, JOB_OUTCOMES.drop)),
     );
   }
@@ -181,31 +181,31 @@ export class SqliteStore extends SqlStore implements Store {
   loadItemForEvaluation(
     ...a: Parameters<JobStore['loadItemForEvaluation']>
   ): ReturnType<JobStore['loadItemForEvaluation']> {
-    return this.onConnection(async () => hot.loadState(this.ctx.db.$client, ...a));
+    return this.onConnectionNow(() => hot.loadState(this.ctx.db.$client, ...a));
   }
   checkLiveness(...[itemId, claim]: Parameters<JobStore['checkLiveness']>) {
-    return this.onConnection(async () => hot.checkLiveness(this.ctx.db.$client, this.ctx.clock.now(), itemId, claim));
+    return this.onConnectionNow(() => hot.checkLiveness(this.ctx.db.$client, this.ctx.clock.now(), itemId, claim));
   }
   checkClaim(...a: Parameters<JobStore['checkClaim']>): ReturnType<JobStore['checkClaim']> {
-    return this.onConnection(async () => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
+    return this.onConnectionNow(() => hot.checkClaim(this.ctx.db.$client, this.ctx.clock.now(), ...a));
   }
   /** One prepared read for claims of one item (a co-asked call's), else one per claim, in one turn on the connection. */
   checkClaims(claims: readonly Claim[]): ReturnType<JobStore['checkClaims']> {
-    return this.onConnection(async () => hot.checkClaims(this.ctx.db.$client, this.ctx.clock.now(), claims));
+    return this.onConnectionNow(() => hot.checkClaims(this.ctx.db.$client, this.ctx.clock.now(), claims));
   }
   answeredKeys(...a: Parameters<JobStore['answeredKeys']>): ReturnType<JobStore['answeredKeys']> {
-    return this.onConnection(async () => hot.answeredKeys(this.ctx.db.$client, ...a));
+    return this.onConnectionNow(() => hot.answeredKeys(this.ctx.db.$client, ...a));
   }
   /** One prepared read for the sets of a co-asked group, in one turn on the connection. */
   answeredKeysOfSets(
     ...[itemId, wanted]: Parameters<JobStore['answeredKeysOfSets']>
   ): ReturnType<JobStore['answeredKeysOfSets']> {
-    return this.onConnection(async () => hot.answeredKeysOfSets(this.ctx.db.$client, itemId, wanted));
+    return this.onConnectionNow(() => hot.answeredKeysOfSets(this.ctx.db.$client, itemId, wanted));
   }
   insertDecisions(...[list, surfacing]: Parameters<JobStore['insertDecisions']>) {
     // Nothing to write: no transaction (as the shared rule, which returns 0 before its own).
     if (list.length === 0) return Promise.resolve(0);
-    return this.onConnection(async () =>
+    return this.onConnectionNow(() =>
       hot.inWriteTx(this.ctx, (now) => hot.insertDecisions(this.writer, now, list, surfacing)),
     );
   }
@@ -285,6 +285,34 @@ export class SqliteStore extends SqlStore implements Store {
     const self = this as this & { [TX_STATE]?: TxState };
     const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, true, op) as Promise<T>;
     return self[TX_STATE] ? run() : retryBusy(this.ctx, run, this.busyDeadlineMs);
+  }
+
+  /**
+   * `onConnection` for a synchronous `op` (job-statements.ts' statements): when the connection is
+   * in no transaction (neither an async `transaction`, which holds one open while its callback
+   * awaits, nor one the host opened itself), the call is not on a transaction handle, and no earlier
+   * call found the file locked, `op` runs at once, as `onConnection` would run it, and its result or
+   * error is handed back settled, without the two async frames of the waiting and retry path that
+   * every job-path call used to pay. SQLITE_BUSY on that first try, or a connection in a
+   * transaction, takes `onConnection`'s path (wait, retry until the busy deadline).
+   * @throws as `onConnection`.
+   */
+  private onConnectionNow<T>(op: () => T): Promise<T> {
+    const ctx = this.ctx;
+    if (
+      !(this as this & { [TX_STATE]?: TxState })[TX_STATE] &&
+      !ctx.db.$client.inTransaction &&
+      ctx.storage.problem !== 'database locked'
+    ) {
+      try {
+        return Promise.resolve(op());
+      } catch (err) {
+        const problem = storageProblemOf(err);
+        if (problem) ctx.storage.problem = problem;
+        if (!isBusy(err)) return Promise.reject(err as Error);
+      }
+    }
+    return this.onConnection(async () => op());
   }
 
   storageProblem() {
