@@ -48,12 +48,13 @@ function stateLinksSql(itemId: Expr): SQL {
       WHERE l.target_id = ${itemId} AND l.link_type = 'blocks' AND s.deleted_at IS NULL`;
 }
 
-/** * Reads everything the state builder needs: the item, its collection and workspace by primary key
+/**
+ * Reads everything the state builder needs: the item, its collection and workspace by primary key
  * (three plain selects measured faster on SQLite than one joined select, whose nested row mapping
- * costs more than the two lookups), the live comments and, unless `links` is false, the links; null when the item, its
- * collection or workspace row is missing. Not one snapshot: a
- * write landing between the statements bumps the job's generation, so the outcome of an
- * evaluation that read a torn state is superseded and the job runs again.
+ * costs more than the two lookups), the live comments and, unless `links` is false, the links;
+ * null when the item, its collection or workspace row is missing. Not one snapshot: a write
+ * landing between the statements bumps the job's generation, so the outcome of an evaluation that
+ * read a torn state is superseded and the job runs again.
  */
 export function loadItemForEvaluation(
   c: SqlContext,

@@ -121,9 +121,10 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   // ------------------------------------------------------------- the job lifecycle (JobStore)
-  // Written out, not installed: each runs its statements through `onConnection`, the one place
-  // this path waits for the connection and retries SQLITE_BUSY. Non-async on purpose, so the
-  // prototype wrapping below (BUSY_RETRIED_METHODS, gateMethods) passes them over.
+  // Written out, not installed: each runs its statements through `onConnectionNow` (at once when
+  // the connection is free) or `onConnection`, the one place this path waits for the connection
+  // and retries SQLITE_BUSY. Non-async on purpose, so the prototype wrapping below
+  // (BUSY_RETRIED_METHODS, gateMethods) passes them over.
 
   claimNextJob(...[workerId, leaseMs, abandonLimit, skipSets, opts]: Parameters<JobStore['claimNextJob']>) {
     const r = { workerId, leaseMs, abandonLimit, skipSets, ...opts };
