@@ -175,6 +175,43 @@ describe.skipIf(!TEST_PG_URL)(
       }
     });
 
+    it("a surfacing finish's first write runs the item's lock before the finish: while another transaction holds the item, the lock waits and nothing of the finish has run", async () => {
+      // BEGIN, the lock and the finish are sent in one write (pg-store.ts `surfacingFinish`); the
+      // server runs them in order, so the finish's snapshot (which reads the keys' surfacing memory)
+      // is taken once the lock is held and sees what the holder committed.
+      await seedItems(store, ['T-1', 'T-2']);
+      const opts = runnerOn(store);
+      const signal = new AbortController().signal;
+      const held = (await runOnce(opts, signal))!.next;
+      expect(held).not.toBeNull();
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT id FROM items WHERE id = $1 FOR UPDATE', [held!.itemId]);
+        const running = runOnce(opts, signal, held!);
+        const waiting = await waitFor(async () => {
+          const r = await admin.query<{ query: string }>(
+            `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          return r.rows[0]?.query ?? null;
+        });
+        expect(waiting.replace(/\s+/g, ' ')).toContain('locked AS (SELECT id FROM items WHERE id = $2 FOR UPDATE)');
+        // The finish behind it has not run: the surfacing job's row is not yet deleted by it, so
+        // taking its lock does not wait (NOWAIT fails, 55P03, on a row an open transaction holds).
+        const row = `SELECT item_id FROM decision_jobs WHERE item_id = $1 AND question_set = $2 FOR UPDATE NOWAIT`;
+        expect((await admin.query(row, [held!.itemId, held!.questionSet])).rows).toHaveLength(1);
+        await holder.query('COMMIT');
+        expect((await running)!.outcome.kind).toBe('complete');
+        expect(
+          (await admin.query(row.replace(' FOR UPDATE NOWAIT', ''), [held!.itemId, held!.questionSet])).rows,
+        ).toHaveLength(0);
+      } finally {
+        await holder.query('ROLLBACK').catch(() => undefined);
+        await holder.end();
+      }
+    });
+
     it("a finish adds to its own backend's shard of the hour's spend and the minute's count rows: another backend's open transaction holding those rows' other shard never stalls it, and the readers sum the shards", async () => {
       // One connection, so the finish's backend (and its shard) is known.
       const one = PgStore.connect(db.url, { registry: new Registry([attentionSet, effortSet]), poolSize: 1 });

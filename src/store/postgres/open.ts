@@ -35,6 +35,12 @@ const DEFAULT_POOL_SIZE = 10;
 pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => Number(v));
 pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v: string) => Number(v));
 
+/** The socket's write batching (node's `Writable.cork`/`uncork`), absent on some stream implementations. */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 /** An open Postgres connection: the drizzle database, how to migrate it, and how to close it. */
 export interface PgConnection {
   db: PgDb;
@@ -46,18 +52,32 @@ export interface PgConnection {
   query: PgQuery;
   /**
    * Runs `fn` on one connection checked out of the pool (node-postgres), for a transaction the
-   * caller opens and ends itself: `query` sends the hot path's prepared statements on it, `db` is
-   * drizzle on the same connection. Undefined on PGlite. `queryAndCommit` sends a prepared
-   * statement and COMMIT together, without waiting for the statement's answer before sending the
-   * COMMIT (node-postgres' pipeline mode, on this connection for these two only): the locks the
-   * statement takes are held for the server's time alone, not for a round trip to this process,
-   * which on a busy machine waits for a CPU. It resolves with the statement's rows once both are
-   * done; when the statement fails the server rolls the transaction back (COMMIT of a failed
-   * transaction) and it rejects with the statement's error.
+   * caller opens and ends itself. Undefined on PGlite. A connection whose transaction failed half
+   * way (an error without a SQLSTATE: the socket, a protocol error) is not handed to the next
+   * caller.
    */
-  onOneConnection?: <T>(fn: (query: PgQuery, db: PgDb, queryAndCommit: PgQuery) => Promise<T>) => Promise<T>;
+  onOneConnection?: <T>(fn: (c: PipelinedConnection) => Promise<T>) => Promise<T>;
   migrate(): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * One connection whose statements are pipelined (node-postgres' pipeline mode): each is sent
+ * without waiting for the answers of those before it, and the server runs them in the order sent,
+ * each with its own snapshot (READ COMMITTED) taken when it starts. A statement that fails inside
+ * a transaction fails the ones sent behind it (SQLSTATE 25P02) until the caller's ROLLBACK.
+ */
+export interface PipelinedConnection {
+  /** Sends one of the hot path's named prepared statements (job-statements.ts) on this connection. */
+  query: PgQuery;
+  /** Sends BEGIN, COMMIT or ROLLBACK; resolves with the server's command tag (`ROLLBACK` for the COMMIT of a failed transaction). */
+  control(command: 'BEGIN' | 'COMMIT' | 'ROLLBACK'): Promise<string>;
+  /**
+   * Runs `send`, which starts statements on this connection without awaiting them, and sends them
+   * all in one network write (the socket corked meanwhile): one write and one wake-up of the
+   * server instead of one per statement. Returns what `send` returns.
+   */
+  inOneWrite<T>(send: () => T): T;
 }
 
 /** True for the URLs that select Postgres (DESIGN §12). */
@@ -95,34 +115,34 @@ export function connectionOnPool(pool: pg.Pool, opts: { ownsPool: boolean }): Pg
     },
     onOneConnection: async (fn) => {
       const client = await pool.connect();
+      // `pipeline` is node-postgres' client option (8.x): each query is written as it is started.
+      const piped = client as pg.PoolClient & { pipeline: boolean; connection: { stream: Partial<Corkable> } };
       let broken: unknown;
+      piped.pipeline = true;
       try {
-        const query: PgQuery = async (name, text, values) => {
-          const r = await client.query({ name, text, values: values as unknown[] });
-          return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
-        };
-        const queryAndCommit: PgQuery = async (name, text, values) => {
-          // `pipeline` is node-postgres' client option (8.x): queued queries are written at once.
-          const c = client as pg.PoolClient & { pipeline: boolean };
-          c.pipeline = true;
-          try {
-            const sent = client.query({ name, text, values: values as unknown[] });
-            const commit = client.query('COMMIT');
-            const [r, done] = await Promise.allSettled([sent, commit]);
-            if (r.status === 'rejected') throw r.reason;
-            if (done.status === 'rejected') throw done.reason;
-            if (done.value.command !== 'COMMIT') throw new Error(`COMMIT answered ${done.value.command}`);
-            return { rows: r.value.rows as Array<Record<string, unknown>>, rowCount: r.value.rowCount ?? 0 };
-          } finally {
-            c.pipeline = false;
-          }
-        };
-        return await fn(query, drizzleNodePg({ client, schema }) as unknown as PgDb, queryAndCommit);
+        return await fn({
+          query: async (name, text, values) => {
+            const r = await client.query({ name, text, values: values as unknown[] });
+            return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
+          },
+          control: async (command) => (await client.query(command)).command,
+          inOneWrite: (send) => {
+            // node-postgres corks the socket around each query's messages; this cork holds them
+            // all until `send` has started every query (a nested cork is a count).
+            const stream = piped.connection.stream;
+            stream.cork?.();
+            try {
+              return send();
+            } finally {
+              stream.uncork?.();
+            }
+          },
+        });
       } catch (err) {
         broken = err;
         throw err;
       } finally {
-        // A connection whose transaction failed half-way is not handed to the next caller.
+        piped.pipeline = false;
         client.release(broken instanceof Error && !('code' in broken) ? broken : undefined);
       }
     },

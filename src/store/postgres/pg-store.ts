@@ -17,7 +17,14 @@ import type {
 import { postgresDialect } from './dialect.js';
 import { drizzle as drizzleNodePg, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
-import { connectionOnPool, connectNodePg, connectPglite, type PgConnection, type PgDb } from './open.js';
+import {
+  connectionOnPool,
+  connectNodePg,
+  connectPglite,
+  type PgConnection,
+  type PgDb,
+  type PipelinedConnection,
+} from './open.js';
 import * as schema from './schema.js';
 import { databaseError, databaseLabel } from '../database-errors.js';
 import * as jobs from '../sql/jobs.js';
@@ -37,7 +44,6 @@ import {
 } from './job-statements.js';
 import { surfacingMoves, watchedAnswers, type SurfacingWatch } from '../sql/events.js';
 import { memoryOf } from '../sql/surfacing.js';
-import { sql } from 'drizzle-orm';
 
 export interface PgStoreOptions {
   /** Question sets whose jobs the write doors owe. */
@@ -265,11 +271,11 @@ export class PgStore extends SqlStore implements Store {
   /**
    * One job's finish (answers, spend, fenced completion, next claim) on the pool. Answers that
    * may move a key's surfacing (events.ts `watchedAnswers`) add one transaction on one
-   * connection: the item row locked (job-statements.ts `lockForSurfacing`), the finish statement,
-   * which also returns the watched keys' memory from before its insert, then one statement with the
-   * change rows and events it moves (`sql/events.ts` `surfacingMoves`) and the shared rows (spend,
-   * reservation, throughput count; job-statements.ts `finishTail`) sent with its COMMIT in one
-   * write (open.ts `queryAndCommit`). Any other finish is the one statement, autocommitted.
+   * connection (`surfacingFinish`): the item row locked (job-statements.ts `lockForSurfacing`),
+   * the finish statement, which also returns the watched keys' memory from before its insert, then
+   * one statement with the change rows and events it moves (`sql/events.ts` `surfacingMoves`) and
+   * the shared rows (spend, reservation, throughput count; job-statements.ts `finishTail`), and
+   * COMMIT. Any other finish is the one statement, autocommitted.
    * When the completion deleted nothing, the shared fence tells lost from superseded, after the
    * commit.
    */
@@ -278,47 +284,67 @@ export class PgStore extends SqlStore implements Store {
     const watched = surfacing ? watchedAnswers(f.answers!.decisions, surfacing) : new Map<string, NewDecision>();
     let done: FinishDone;
     if (watched.size === 0) done = await finishStatement(this.jobs, claim, f);
-    else {
-      done = await this.conn.onOneConnection!(async (query, db, queryAndCommit) => {
-        const x = { ...this.jobs, query };
-        await db.execute(sql`BEGIN`);
-        try {
-          const first = f.answers!.decisions[0];
-          const { nowMs, targets } = await lockForSurfacing(x, first.itemId);
-          const keys = [...watched.keys()];
-          // The shared rows (the hour's spend row, the minute's count row) are written by the
-          // transaction's last statement, not by the finish: taken by the finish they would be held
-          // across the round trips that follow it, and every other finish would queue on them.
-          const got = await finishStatement(x, claim, f, keys, true);
-          const watch: SurfacingWatch = {
-            nowMs,
-            context: surfacing!,
-            workspaceId: first.workspaceId,
-            itemId: first.itemId,
-            questionSet: first.questionSet,
-            targets,
-            memory: memoryOf(keys, got.memory),
-            next: watched,
-          };
-          // The last statement and COMMIT go together: the shared rows are held for the server's
-          // time only, never while this process waits for a CPU to send the COMMIT.
-          const tail = { ...x, query: queryAndCommit };
-          await finishTail(
-            tail,
-            f,
-            surfacingMoves(watch, got.stored),
-            { nowMs, targets, newId: c.newId },
-            got.completed,
-          );
-          return got;
-        } catch (err) {
-          await db.execute(sql`ROLLBACK`).catch(() => undefined);
-          throw err;
-        }
-      });
-    }
+    else done = await this.conn.onOneConnection!((p) => this.surfacingFinish(p, c, claim, f, watched));
     const result = done.completed ? 'applied' : await jobs.completeJob(c, claim, f.outcome);
     return { result, answersStored: done.stored.size, next: done.next };
+  }
+  /**
+   * A surfacing finish's transaction on one pipelined connection (`finishOne`), in two network
+   * writes where each statement once took its own round trip: BEGIN, the item's lock and the
+   * finish statement in the first, the server running them in that order, so the finish's own
+   * snapshot is still taken once the lock is held (job-statements.ts `lockForSurfacing`); then the
+   * moves worked out from the memory the finish returned, and the last statement (change rows,
+   * events and the shared rows: spend, reservation, throughput count) with its COMMIT in the
+   * second, so the shared rows are held for the server's time only, never while this process waits
+   * for a CPU to send the COMMIT.
+   * @throws the first failed statement's error, after the ROLLBACK.
+   */
+  private async surfacingFinish(
+    p: PipelinedConnection,
+    c: SqlContext,
+    claim: Claim,
+    f: JobFinish,
+    watched: Map<string, NewDecision>,
+  ): Promise<FinishDone> {
+    const x = { ...this.jobs, query: p.query };
+    const first = f.answers!.decisions[0];
+    const keys = [...watched.keys()];
+    try {
+      // The shared rows (the hour's spend row, the minute's count row) are written by the
+      // transaction's last statement, not by the finish: taken by the finish they would be held
+      // across the round trip that follows it, and every other finish would queue on them.
+      const [, time, got] = await settledInOrder(
+        p.inOneWrite(() => [
+          p.control('BEGIN'),
+          lockForSurfacing(x, first.itemId),
+          finishStatement(x, claim, f, keys, true),
+        ]),
+      );
+      const { nowMs, targets } = time as { nowMs: number; targets: number };
+      const done = got as FinishDone;
+      const watch: SurfacingWatch = {
+        nowMs,
+        context: f.answers!.surfacing!,
+        workspaceId: first.workspaceId,
+        itemId: first.itemId,
+        questionSet: first.questionSet,
+        targets,
+        memory: memoryOf(keys, done.memory),
+        next: watched,
+      };
+      const moves = surfacingMoves(watch, done.stored);
+      const [, committed] = await settledInOrder(
+        p.inOneWrite(() => [
+          finishTail(x, f, moves, { nowMs, targets, newId: c.newId }, done.completed),
+          p.control('COMMIT'),
+        ]),
+      );
+      if (committed !== 'COMMIT') throw new Error(`COMMIT answered ${String(committed)}`);
+      return done;
+    } catch (err) {
+      await p.control('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
   }
   dropJob(claim: Claim, _reason: string): ReturnType<JobStore['dropJob']> {
     return this.call((c) => jobs.dropJob(c, claim));
@@ -433,4 +459,16 @@ export function pgStorageProblem(err: unknown): string | null {
   const message = typeof e?.message === 'string' ? e.message : '';
   if (/Connection terminated|timeout exceeded when trying to connect/i.test(message)) return 'database unreachable';
   return null;
+}
+
+/**
+ * The values of statements sent together (`PipelinedConnection.inOneWrite`), once every one of
+ * them is answered: the connection is then idle, so the caller's ROLLBACK is the next thing it
+ * runs. Rejects with the first one's error (those behind a failed statement fail with 25P02).
+ */
+async function settledInOrder(sent: ReadonlyArray<Promise<unknown>>): Promise<unknown[]> {
+  const all = await Promise.allSettled(sent);
+  const failed = all.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return all.map((r) => (r as PromiseFulfilledResult<unknown>).value);
 }
