@@ -9,14 +9,7 @@ import { defineQuestionSet, Registry } from '../../src/decision/registry.js';
 import { postgresDialect } from '../../src/store/postgres/dialect.js';
 import { claimCandidateSql } from '../../src/store/sql/jobs.js';
 import { PG_MIGRATIONS } from '../../src/store/postgres/open.js';
-import {
-  CHECK_CLAIMS,
-  checkClaims,
-  CLAIM,
-  claimNext,
-  FINISH_AND_CLAIM,
-  finishStatement,
-} from '../../src/store/postgres/job-statements.js';
+import { CHECK_CLAIMS, checkClaims, CLAIM, FINISH_AND_CLAIM } from '../../src/store/postgres/job-statements.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { TASK_SCHEMA } from '../harness/store-fixture.js';
@@ -290,60 +283,6 @@ describe.skipIf(!TEST_PG_URL)(`postgres server${TEST_PG_URL ? '' : ` (skipped: $
         await c.query(`PREPARE check_claims AS ${CHECK_CLAIMS}`);
         const r = await c.query('EXPLAIN (FORMAT JSON) EXECUTE check_claims(NULL, NULL, NULL)');
         expect(JSON.stringify(r.rows[0]['QUERY PLAN'])).not.toContain('Seq Scan');
-      } finally {
-        await c.end();
-      }
-    } finally {
-      await db.drop();
-    }
-  });
-
-  it('the fused finish-and-claim keeps one generic plan per connection: it is not planned anew on every call', async () => {
-    // Its claim filters on parameters (skip list, live only) were each estimated at half the rows
-    // (or 0.1 %) without the values, so its generic plan cost about 4x the custom plans and the
-    // server planned it on every call (about half the server's CPU in bench part d); written as
-    // `keepsMost` filters the generic plan costs what the custom ones do (job-statements.ts).
-    const db = await createTestDatabase(TEST_PG_URL!);
-    try {
-      const store = PgStore.connect(db.url, { registry: registry(), poolSize: 1 }); // migrates
-      await store.opened();
-      await store.close();
-      await seedJobs(db.url, 300);
-      const c = new pg.Client({ connectionString: db.url });
-      await c.connect();
-      try {
-        await c.query('ANALYZE');
-        let token = 0;
-        const x = {
-          query: async (name: string, text: string, values: readonly unknown[]) => {
-            const r = await c.query({ name, text, values: values as unknown[] });
-            return { rows: r.rows as Array<Record<string, unknown>>, rowCount: r.rowCount ?? 0 };
-          },
-          clockOffsetMs: () => 0,
-          newToken: () => `token-${++token}`,
-        };
-        // The bench's requests: nothing skipped, all work, the two bench sets co-asked.
-        const request = {
-          workerId: 'w',
-          leaseMs: 60_000,
-          abandonLimit: 8,
-          skipSets: [],
-          liveOnly: false,
-          coAsk: { attention: ['effort'], effort: ['attention'] },
-        };
-        let held = await claimNext(x, request);
-        for (let i = 0; i < 12; i++) {
-          expect(held, `finish ${i}`).not.toBeNull();
-          for (const sibling of held!.coAsked ?? []) await finishStatement(x, sibling, {});
-          held = (await finishStatement(x, held!, { claimNext: request })).next;
-        }
-        const plans = (
-          await c.query(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'verdict_finish_claim'",
-          )
-        ).rows[0] as { generic_plans: number; custom_plans: number };
-        expect(Number(plans.custom_plans)).toBeLessThanOrEqual(5);
-        expect(Number(plans.generic_plans)).toBeGreaterThan(0);
       } finally {
         await c.end();
       }

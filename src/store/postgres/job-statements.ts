@@ -31,8 +31,9 @@ import { JOB_OUTCOMES } from '../throughput.js';
  * claim) and no BEGIN/COMMIT (a set that surfaces adds one transaction around the finish, see
  * pg-store.ts `finishJob`). Each statement's text is fixed at load time: lists (answers, skipped
  * sets, co-asking pairs) travel as array parameters, so one text serves every count. The server
- * keeps one generic plan per connection for them, the fused finish-and-claim too (`keepsMost`,
- * DESIGN §3.5 "The claim's plan on Postgres").
+ * keeps one generic plan per connection for most of them; the fused finish-and-claim is planned on
+ * every call, because its generic plan costs more than its custom ones (DESIGN §3.5 "The claim's
+ * plan on Postgres").
  *
  * Lock order, the same in every statement that takes a job row (so two of them never wait on each
  * other in a cycle): the finished job's own row (held by this claim already), then the claimed
@@ -240,18 +241,6 @@ const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, le
          ELSE greatest(not_before, lease_expires_at + least(${ABANDON_BACKOFF_CAP_MS}::bigint, $4::bigint << least(abandons, 7))) END`;
 
 /**
- * `cond` as a row filter (true keeps the row; false and NULL drop it, as WHERE does) that the
- * planner estimates to keep 99.5 % of the rows when it cannot see the parameters in it: a test of
- * an expression for NULL, without statistics, is estimated at its default (PostgreSQL's
- * `nulltestsel`). For the claim's filters on parameters (the skip list, live only) that is the
- * common case: no set skipped, all work wanted. Written plainly, a generic plan estimates each at
- * half the rows (the skip list's `<> ALL` at 0.1 %), while a custom plan for those common values
- * folds them away, so the generic plan of the finish-and-claim cost about 4× the custom ones and
- * the server planned that statement anew on every call (DESIGN §3.5 "The claim's plan").
- */
-const keepsMost = (cond: string) => `nullif(${cond}, false) IS NOT NULL`;
-
-/**
  * The claim and its co-asked siblings as two CTEs, `nxt` and `sib` (`sql/jobs.ts`
  * `claimCandidateSql` and `claimSiblingJobs` give the why of each condition). The candidate is
  * the first claimable row in claim order, walking `decision_jobs_claim_order_idx` (state leads the
@@ -259,7 +248,7 @@ const keepsMost = (cond: string) => `nullif(${cond}, false) IS NOT NULL`;
  * `SKIP LOCKED`. The server keeps a generic plan for a prepared statement, made without the
  * parameters' values (DESIGN §3.5 "The claim's plan"), so no filter may be estimated to keep
  * almost no row, or "read every owed row and sort" wins: the skip list's `<> ALL` (0.1 % for an
- * array of unknown length) and the live-only test are `keepsMost` filters, and the workspace and partner checks
+ * array of unknown length) sits behind a CASE on its length, and the workspace and partner checks
  * are `coalesce((SELECT false … LIMIT 1), true)`, a per-row lookup (as NOT EXISTS they became
  * anti-joins estimated to keep one row, or a hash of every owed partner); a job is no candidate while a co-asking partner of its item that sorts first is
  * claimable ($8/$9: each pair's set and partner), so a co-asked group is claimed from its first
@@ -279,11 +268,11 @@ nxt AS (
     WHERE j.state > 'batched' AND j.state <> 'parked' AND j.not_before + 0 <= ${NOW}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW})
       AND coalesce((SELECT false FROM workspaces w WHERE w.id = j.workspace_id AND w.deleted_at IS NOT NULL LIMIT 1), true)
-      AND ${keepsMost('j.question_set <> ALL ($6::text[])')}
-      AND ${keepsMost('NOT $7::boolean OR j.priority = 0')}
+      AND (CASE WHEN cardinality($6::text[]) = 0 THEN true ELSE j.question_set <> ALL ($6::text[]) END)
+      AND (NOT $7::boolean OR j.priority = 0)
       AND coalesce((SELECT false FROM unnest($8::text[], $9::text[]) g(set_name, partner) JOIN decision_jobs p ON p.question_set = g.partner
         WHERE g.set_name = j.question_set AND p.item_id = j.item_id AND p.state = 'owed' AND p.not_before <= ${NOW}
-          AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}) AND ${keepsMost('NOT $7::boolean OR p.priority = 0')} LIMIT 1), true)
+          AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}) AND (NOT $7::boolean OR p.priority = 0) LIMIT 1), true)
     ORDER BY j.state, j.priority, j.fair_tag, j.enqueued_at, j.item_id, j.question_set
     LIMIT 1 FOR UPDATE OF j SKIP LOCKED)
   RETURNING *),
