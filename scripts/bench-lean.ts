@@ -102,10 +102,13 @@ export async function drainLean(file: string, sets: readonly LeanSet[], opts: Le
         WHERE state = 'owed' AND not_before <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
         ORDER BY priority, fair_tag, enqueued_at, item_id, question_set LIMIT 1)
       RETURNING item_id, question_set, workspace_id, claim_token`);
-    // Co-asking: the same item's other due jobs under the same token.
+    // Co-asking: the same item's other due jobs under the same token, found by the item's key. The
+    // unary + keeps SQLite off the claim-order index (state = 'owed' is its first column): with it,
+    // SQLite walked every owed job for each sibling claim (about 295 µs a claim at 20,000 owed,
+    // 0.6 ms of CPU per job at full bench size), a cost of this file's SQL, not of co-asking.
     const claimSiblings = db.prepare(`
       UPDATE decision_jobs SET claimed_by = ?, claim_token = ?, lease_expires_at = ?, attempts = attempts + 1
-      WHERE item_id = ? AND question_set <> ? AND state = 'owed' AND not_before <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+      WHERE item_id = ? AND question_set <> ? AND +state = 'owed' AND not_before <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
       RETURNING item_id, question_set, workspace_id, claim_token`);
     const readItem = db.prepare(`
       SELECT i.id, i.ref, i.title, i.content, i.fields, i.seq, c.slug AS collection, c.schema, c.settings, w.slug AS workspace
