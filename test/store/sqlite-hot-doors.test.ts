@@ -174,22 +174,6 @@ describe('a transaction the host opened itself on a shared connection', () => {
     );
     expect(generation()).toBe(before + 1); // oweJobs' alone: the update's owe went with the ROLLBACK
   });
-});
-
-describe('the job path on a shared connection (sqlite-store.ts onConnectionNow)', () => {
-  let t: { dir: string; cleanup: () => void };
-  let host: Database.Database;
-  let store: SqliteStore;
-  beforeEach(() => {
-    t = tempDir();
-    host = new Database(join(t.dir, 'host.db'));
-    store = new SqliteStore({ url: '', connection: host, registry: new Registry([attentionSet]) });
-  });
-  afterEach(async () => {
-    await store.close();
-    host.close();
-    t.cleanup();
-  });
 
   it("once a call found the file locked, job-path calls take turns behind the gate: none runs in its caller's turn", async () => {
     const ws = await store.createWorkspace({ slug: 'acme' });
