@@ -50,9 +50,10 @@ export class Committer {
    * @throws (rejects with) the error of this entry's own statements, or of the whole transaction.
    */
   async finish(claim: Claim, finish: JobFinish): Promise<FinishedJob> {
-    const [r] = await this.finishAll([{ claim, finish }]);
-    if (r?.ok) return r.finished;
-    throw r ? r.error : new Error('group commit returned no result for an entry');
+    this.handedIn++;
+    const r = await this.finishes.handInOne({ claim, finish });
+    if (r.ok) return r.finished;
+    throw r.error;
   }
 
   /**
@@ -73,9 +74,9 @@ export class Committer {
    * @throws (rejects with) the error of the claims' transaction, or of this claim alone (PostgreSQL).
    */
   async claim(request: ClaimRequest): Promise<Claim | null> {
-    const [r] = await this.claims.handIn([request]);
-    if (r?.ok) return r.claim;
-    throw r ? r.error : new Error('group commit returned no result for a claim');
+    const r = await this.claims.handInOne(request);
+    if (r.ok) return r.claim;
+    throw r.error;
   }
 
   /** Finishes and claims handed in and not yet committed (for tests and metrics). */

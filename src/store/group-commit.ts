@@ -29,13 +29,16 @@ export class GroupCommit {
    */
   lane<E, R>(commit: (entries: E[]) => Promise<R[]>): GroupLane<E, R> {
     const state: LaneState<E, R> = { commit, waiting: [] };
+    const wait = (w: Waiting<E, R>) => {
+      state.waiting.push(w);
+      this.schedule();
+    };
     this.lanes.push(state as unknown as LaneState<never, unknown>);
     return {
-      handIn: (entries) =>
-        new Promise<R[]>((resolve, reject) => {
-          state.waiting.push({ entries, resolve, reject });
-          this.schedule();
-        }),
+      handIn: (entries) => new Promise<R[]>((resolve, reject) => wait({ entries, resolve, reject })),
+      // One result per entry is guaranteed by `commitLane`, so the one entry's result is there.
+      handInOne: (entry) =>
+        new Promise<R>((resolve, reject) => wait({ entries: [entry], resolve: (r) => resolve(r[0]!), reject })),
       pending: () => state.waiting.reduce((n, w) => n + w.entries.length, 0),
     };
   }
@@ -108,6 +111,8 @@ export interface GroupLane<E, R> {
    * @throws (rejects with) the commit's error: nothing of any entry of it was written.
    */
   handIn(entries: readonly E[]): Promise<R[]>;
+  /** `handIn` of one entry; resolves with its result. @throws (rejects with) the commit's error. */
+  handInOne(entry: E): Promise<R>;
   /** Entries of this lane handed in and not yet in a commit. */
   pending(): number;
 }

@@ -9,7 +9,7 @@ import { makeFixture, tempDir, type Fixture } from '../harness/store-fixture.js'
 import { holdWriteLock } from '../harness/thread-write-lock.js';
 
 /**
- * The hot write doors of SQLite (`updateItem`, `oweJobs`: sqlite-store.ts `atDoor`) are written
+ * The hot write doors of SQLite (`updateItem`, `oweJobs`: sqlite-store.ts `onConnection`) are written
  * out instead of wrapped at construction, so each rule the installed wrappers give every other
  * store call is checked here for them: the busy retry (DESIGN §10.1), the connection gate of
  * async transactions (§16.1: wait, never run inside one, refuse a call from inside its own

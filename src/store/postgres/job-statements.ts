@@ -63,24 +63,8 @@ const NOW = '(floor(extract(epoch from now()) * 1000)::bigint + $1::bigint)';
 
 // ------------------------------------------------------------------------------------ the state
 
-/**
- * The state read (DESIGN §5, §7 step 2) in one statement: the item's columns, its collection and
- * workspace as JSON objects, its live comments (oldest first) and its links as JSON arrays, where
- * the shared store sends five selects. The links are those `sql/decisions.ts` `stateLinksSql`
- * reads (parent, blocks, blocked_by; never a deleted item or one of a deleted collection); the
- * state builder sorts them. JSON carries bigint times as numbers (below 2^53) and text columns
- * (`schema`, `settings`, `fields`) as the strings they are. One statement is one snapshot, so the
- * state is never torn.
- */
-const LOAD_STATE = `
-SELECT i.id, i.workspace_id AS "workspaceId", i.collection_id AS "collectionId", i.ref, i.title, i.content, i.fields, i.seq,
-       i.created_at AS "createdAt", i.updated_at AS "updatedAt", i.deleted_at AS "deletedAt", i.source_url AS "sourceUrl",
-       json_build_object('id', c.id, 'workspaceId', c.workspace_id, 'slug', c.slug, 'isSystem', c.is_system, 'schema', c.schema,
-                         'settings', c.settings, 'createdAt', c.created_at, 'deletedAt', c.deleted_at) AS collection,
-       json_build_object('id', w.id, 'slug', w.slug, 'createdAt', w.created_at, 'deletedAt', w.deleted_at) AS workspace,
-       coalesce((SELECT json_agg(json_build_object('id', m.id, 'author', m.author, 'body', m.body, 'createdAt', m.created_at) ORDER BY m.created_at, m.id)
-                 FROM comments m WHERE m.item_id = i.id AND m.deleted_at IS NULL), '[]'::json) AS comments,
-       coalesce((SELECT json_agg(json_build_object('relation', l.relation, 'ref', l.ref, 'title', l.title)) FROM (
+/** The state read's links column: the links the state shows, as a JSON array (see `loadStateSql`). */
+const STATE_LINKS_JSON = `       coalesce((SELECT json_agg(json_build_object('relation', l.relation, 'ref', l.ref, 'title', l.title)) FROM (
            SELECT 'parent' AS relation, t.ref, t.title FROM item_links k JOIN items t ON t.id = k.target_id
              JOIN collections tc ON tc.id = t.collection_id AND tc.deleted_at IS NULL
              WHERE k.source_id = i.id AND k.link_type = 'parent' AND t.deleted_at IS NULL
@@ -92,18 +76,34 @@ SELECT i.id, i.workspace_id AS "workspaceId", i.collection_id AS "collectionId",
            SELECT 'blocked_by', s.ref, s.title FROM item_links k JOIN items s ON s.id = k.source_id
              JOIN collections sc ON sc.id = s.collection_id AND sc.deleted_at IS NULL
              WHERE k.target_id = i.id AND k.link_type = 'blocks' AND s.deleted_at IS NULL) l), '[]'::json) AS links
-FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
-WHERE i.id = $1`;
+`;
 
+/**
+ * The state read (DESIGN §5, §7 step 2) in one statement: the item's columns, its collection and
+ * workspace as JSON objects, its live comments (oldest first) and its links as JSON arrays, where
+ * the shared store sends five selects. The links are those `sql/decisions.ts` `stateLinksSql`
+ * reads (parent, blocks, blocked_by; never a deleted item or one of a deleted collection); the
+ * state builder sorts them. JSON carries bigint times as numbers (below 2^53) and text columns
+ * (`schema`, `settings`, `fields`) as the strings they are. One statement is one snapshot, so the
+ * state is never torn.
+ * With `links` false the links column is an empty array (`LOAD_STATE_NO_LINKS`).
+ */
+const loadStateSql = (links: boolean): string => `
+SELECT i.id, i.workspace_id AS "workspaceId", i.collection_id AS "collectionId", i.ref, i.title, i.content, i.fields, i.seq,
+       i.created_at AS "createdAt", i.updated_at AS "updatedAt", i.deleted_at AS "deletedAt", i.source_url AS "sourceUrl",
+       json_build_object('id', c.id, 'workspaceId', c.workspace_id, 'slug', c.slug, 'isSystem', c.is_system, 'schema', c.schema,
+                         'settings', c.settings, 'createdAt', c.created_at, 'deletedAt', c.deleted_at) AS collection,
+       json_build_object('id', w.id, 'slug', w.slug, 'createdAt', w.created_at, 'deletedAt', w.deleted_at) AS workspace,
+       coalesce((SELECT json_agg(json_build_object('id', m.id, 'author', m.author, 'body', m.body, 'createdAt', m.created_at) ORDER BY m.created_at, m.id)
+                 FROM comments m WHERE m.item_id = i.id AND m.deleted_at IS NULL), '[]'::json) AS comments,
+${links ? STATE_LINKS_JSON : `       '[]'::json AS links\n`}FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
+WHERE i.id = $1`;
+const LOAD_STATE = loadStateSql(true);
 /**
  * `LOAD_STATE` without the links (`links: false`: no set of the caller shows them, DESIGN §5), so
  * the three link branches are neither planned nor run. Its own text, so its own prepared statement.
  */
-const LOAD_STATE_NO_LINKS = LOAD_STATE.replace(
-  /coalesce\(\(SELECT json_agg\(json_build_object\('relation'[\s\S]*\) AS links\n/,
-  "'[]'::json AS links\n",
-);
-if (LOAD_STATE_NO_LINKS === LOAD_STATE) throw new Error('LOAD_STATE_NO_LINKS: the links read was not found');
+const LOAD_STATE_NO_LINKS = loadStateSql(false);
 
 /**
  * Everything the state builder needs about `itemId` in one round trip; null when the item (or its

@@ -93,50 +93,45 @@ function memoText<A extends Array<string | number | boolean>>(build: (...a: A) =
 }
 
 /**
+ * An item's columns in a hot read whose rows are arrays (`prepared(…, 'arrays')`), under the
+ * alias `i`, in the order `itemRowOf` names them: the state load (`LOAD_ITEM`) and `updateItem`'s
+ * read (write-statements.ts `ITEM_FOR_WRITE`) both start their rows with them.
+ */
+export const ITEM_ARRAY_COLUMNS = `i.id, i.workspace_id, i.collection_id, i.ref, i.title, i.content, i.fields, i.seq,
+  i.created_at, i.updated_at, i.deleted_at, i.source_url`;
+
+/** The ItemRow of an array row whose first 12 values are `ITEM_ARRAY_COLUMNS`. */
+export function itemRowOf(r: readonly unknown[]): ItemRow {
+  return {
+    id: r[0] as string,
+    workspaceId: r[1] as string,
+    collectionId: r[2] as string,
+    ref: r[3] as string,
+    title: r[4] as string,
+    content: r[5] as string,
+    fields: r[6] as string,
+    seq: r[7] as number,
+    createdAt: r[8] as number,
+    updatedAt: r[9] as number,
+    deletedAt: r[10] as number | null,
+    sourceUrl: r[11] as string | null,
+  };
+}
+
+/**
  * The item, its collection and workspace in one statement (LEFT JOINs: a missing collection or
- * workspace row reads as null, and the load is null), by primary key. Its rows are arrays
- * (`prepared(…, 'arrays')`), read by the column positions of `LoadRow`: 24 columns named by hand
- * instead of interned into a row object on every load. Comments and links are two more reads
- * (`STATE_COMMENTS`, `STATE_LINKS`).
+ * workspace row reads as null, and the load is null), by primary key. Its rows are arrays: 24
+ * columns named by hand (`itemRowOf`, then `loadState`) instead of interned into a row object on
+ * every load. Comments and links are two more reads (`STATE_COMMENTS`, `STATE_LINKS`).
  */
 const LOAD_ITEM = `
-  SELECT i.id, i.workspace_id, i.collection_id, i.ref, i.title, i.content, i.fields, i.seq,
-         i.created_at, i.updated_at, i.deleted_at, i.source_url,
-         c.id AS c_id, c.workspace_id AS c_workspace_id, c.slug AS c_slug, c.is_system AS c_is_system, c.schema AS c_schema, c.settings AS c_settings,
-         c.created_at AS c_created_at, c.deleted_at AS c_deleted_at,
-         w.id AS w_id, w.slug AS w_slug, w.created_at AS w_created_at, w.deleted_at AS w_deleted_at
+  SELECT ${ITEM_ARRAY_COLUMNS},
+         c.id, c.workspace_id, c.slug, c.is_system, c.schema, c.settings, c.created_at, c.deleted_at,
+         w.id, w.slug, w.created_at, w.deleted_at
   FROM items i
   LEFT JOIN collections c ON c.id = i.collection_id
   LEFT JOIN workspaces w ON w.id = i.workspace_id
   WHERE i.id = @itemId`;
-
-/** `LOAD_ITEM`'s row: the item's columns, then its collection's and workspace's, in the SELECT's order. */
-type LoadRow = [
-  id: string,
-  workspaceId: string,
-  collectionId: string,
-  ref: string,
-  title: string,
-  content: string,
-  fields: string,
-  seq: number,
-  createdAt: number,
-  updatedAt: number,
-  deletedAt: number | null,
-  sourceUrl: string | null,
-  cId: string | null,
-  cWorkspaceId: string,
-  cSlug: string,
-  cIsSystem: number,
-  cSchema: string,
-  cSettings: string,
-  cCreatedAt: number,
-  cDeletedAt: number | null,
-  wId: string | null,
-  wSlug: string,
-  wCreatedAt: number,
-  wDeletedAt: number | null,
-];
 
 /** The item's live comments, oldest first (DESIGN §5: tombstones are never sent). */
 const STATE_COMMENTS = `
@@ -168,41 +163,28 @@ const STATE_LINKS = `
  * evaluation that read a torn state is superseded and runs again.
  */
 export function loadState(db: Database.Database, itemId: string, o?: { links?: boolean }): ItemForEvaluation | null {
-  const r = prepared(db, LOAD_ITEM, 'arrays').get({ itemId }) as LoadRow | undefined;
-  if (!r) return null;
-  const [id, workspaceId, collectionId, ref, title, content, fields, seq, createdAt, updatedAt, deletedAt, sourceUrl] =
-    r;
-  const [, , , , , , , , , , , , cId, cWorkspaceId, cSlug, cIsSystem, cSchema, cSettings, cCreatedAt, cDeletedAt] = r;
-  const [wId, wSlug, wCreatedAt, wDeletedAt] = [r[20], r[21], r[22], r[23]];
-  if (cId === null || wId === null) return null;
-  const item: ItemRow = {
-    id,
-    workspaceId,
-    collectionId,
-    ref,
-    title,
-    content,
-    fields,
-    seq,
-    createdAt,
-    updatedAt,
-    deletedAt,
-    sourceUrl,
-  };
+  const r = prepared(db, LOAD_ITEM, 'arrays').get({ itemId }) as unknown[] | undefined;
+  // LOAD_ITEM's columns 12-19 are the collection's, 20-23 the workspace's.
+  if (!r || r[12] === null || r[20] === null) return null;
   const collection: CollectionRow = {
-    id: cId,
-    workspaceId: cWorkspaceId,
-    slug: cSlug,
-    isSystem: cIsSystem !== 0,
-    schema: JSON.parse(cSchema) as CollectionRow['schema'],
-    settings: JSON.parse(cSettings) as CollectionRow['settings'],
-    createdAt: cCreatedAt,
-    deletedAt: cDeletedAt,
+    id: r[12] as string,
+    workspaceId: r[13] as string,
+    slug: r[14] as string,
+    isSystem: r[15] !== 0,
+    schema: JSON.parse(r[16] as string) as CollectionRow['schema'],
+    settings: JSON.parse(r[17] as string) as CollectionRow['settings'],
+    createdAt: r[18] as number,
+    deletedAt: r[19] as number | null,
   };
-  const workspace: WorkspaceRow = { id: wId, slug: wSlug, createdAt: wCreatedAt, deletedAt: wDeletedAt };
+  const workspace: WorkspaceRow = {
+    id: r[20] as string,
+    slug: r[21] as string,
+    createdAt: r[22] as number,
+    deletedAt: r[23] as number | null,
+  };
   const comments = prepared(db, STATE_COMMENTS).all({ itemId }) as TrailComment[];
   const links = o?.links === false ? [] : (prepared(db, STATE_LINKS).all({ itemId }) as StateLink[]);
-  return { item, collection, workspace, comments, links };
+  return { item: itemRowOf(r), collection, workspace, comments, links };
 }
 
 /**

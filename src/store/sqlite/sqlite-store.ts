@@ -218,45 +218,23 @@ export class SqliteStore extends SqlStore implements Store {
   // Their statements as SQL text (write-statements.ts), committed with the other writes of the
   // turn (the write doors' group commit, write-group.ts, DESIGN §10.6); the arguments checked
   // first, as at every door (../sql/write-doors.ts). Written out as the job lifecycle's calls are:
-  // the connection gate and the busy retry in one place (`atDoor`), not installed around an
+  // the connection gate and the busy retry in one place (`onConnection`), not installed around an
   // `async` method (each installed layer added an async call and its promise to every call of the
   // most frequent write).
 
   override updateItem(
     ...[id, patch, opts = {}]: Parameters<S.TrackerStore['updateItem']>
   ): ReturnType<S.TrackerStore['updateItem']> {
-    return this.atDoor(false, () => {
+    return this.onConnection(() => {
       checkDoorInput('updateItem', 'id', IN.id, id);
       checkDoorInput('updateItem', 'patch', IN.itemPatch, patch);
       checkDoorInput('updateItem', 'opts', IN.oweOptions, opts);
       // The report is made inside the write: a group's second run (one savepoint per write) runs it again.
       return this.inWriteGroup((now) => doors.updateItem(this.writer, now, id, patch, opts, emptyReport()));
-    });
+    }, false);
   }
   override oweJobs(...[pairs, opts]: Parameters<Store['oweJobs']>): ReturnType<Store['oweJobs']> {
-    return this.atDoor(true, () => this.inWriteGroup((now) => doors.owePairs(this.writer, now, pairs, opts)));
-  }
-
-  /**
-   * Runs one hot write door as every store call runs (the gate and the retry that `gateMethods`
-   * and `BUSY_RETRIED_METHODS` install on the `async` methods): on a transaction handle at once,
-   * not retried (it holds the write lock); on the store once no async `transaction` holds the
-   * connection (and with `waitsForHost`, none the host opened itself: a queue write never joins a
-   * host's work, while a tracker door joins it, as documented), retrying SQLITE_BUSY with awaited
-   * waits until the busy deadline (context.ts `retryBusy`). What `op` throws comes back as a
-   * rejection, as from an `async` method.
-   * @throws (rejects with) TransactionClosed, TransactionMisuse (async-tx.ts `whenConnectionFree`),
-   * the last SQLITE_BUSY after the deadline, or what `op` threw.
-   */
-  private atDoor<T>(waitsForHost: boolean, op: () => T | Promise<T>): Promise<T> {
-    const self = this as this & { [TX_STATE]?: TxState };
-    const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, waitsForHost, op);
-    if (!self[TX_STATE]) return retryBusy(this.ctx, run, this.busyDeadlineMs);
-    try {
-      return Promise.resolve(run()) as Promise<T>;
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    return this.onConnection(() => this.inWriteGroup((now) => doors.owePairs(this.writer, now, pairs, opts)));
   }
 
   /**
@@ -273,19 +251,27 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   /**
-   * Runs one job-lifecycle call on the connection: the one place where this path waits and
-   * retries (DESIGN §10.1). It waits while an async `transaction` holds the connection, or a
-   * transaction the host opened itself on a shared connection (the worker's writes never join a
-   * host's work; see async-tx.ts `whenConnectionFree`), then runs `op`, and retries SQLITE_BUSY
-   * with awaited waits until the busy deadline (context.ts `retryBusy`). On a transaction handle it
-   * runs at once and is not retried: the handle holds the write lock already. Errors are the
-   * driver's (a caller maps them where it needs: `createVerdict`'s doors, the CLI).
-   * @throws the last SQLITE_BUSY after the deadline; any other error at once.
+   * Runs one call on the connection (the job lifecycle, the hot write doors): the one place where
+   * these paths wait and retry (DESIGN §10.1), as `gateMethods` and `BUSY_RETRIED_METHODS` do for
+   * the installed `async` methods. On a transaction handle `op` runs at once and is not retried (the
+   * handle holds the write lock already). On the store it runs once no async `transaction` holds
+   * the connection and, with `waitsForHost`, none the host opened itself on a shared connection (a
+   * queue write never joins a host's work; a tracker door joins it, as documented: async-tx.ts
+   * `whenConnectionFree`), and SQLITE_BUSY is retried with awaited waits until the busy deadline
+   * (context.ts `retryBusy`). What `op` throws comes back as a rejection. Errors are the driver's (a
+   * caller maps them where it needs: `createVerdict`'s doors, the CLI).
+   * @throws (rejects with) TransactionClosed, TransactionMisuse, the last SQLITE_BUSY after the
+   * deadline, or what `op` threw.
    */
-  private onConnection<T>(op: () => Promise<T>): Promise<T> {
+  private onConnection<T>(op: () => T | Promise<T>, waitsForHost = true): Promise<T> {
     const self = this as this & { [TX_STATE]?: TxState };
-    const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, true, op) as Promise<T>;
-    return self[TX_STATE] ? run() : retryBusy(this.ctx, run, this.busyDeadlineMs);
+    const run = () => whenConnectionFree(self, this.mutex, this.ctx.db.$client, waitsForHost, op);
+    if (!self[TX_STATE]) return retryBusy(this.ctx, run, this.busyDeadlineMs);
+    try {
+      return Promise.resolve(run()) as Promise<T>;
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   /**
@@ -313,7 +299,7 @@ export class SqliteStore extends SqlStore implements Store {
         if (!isBusy(err)) return Promise.reject(err as Error);
       }
     }
-    return this.onConnection(async () => op());
+    return this.onConnection(op);
   }
 
   storageProblem() {

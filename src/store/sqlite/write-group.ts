@@ -65,7 +65,7 @@ export class WriteGroup {
    * SQLITE_BUSY then, which the store call's busy retry runs again.
    */
   write(run: GroupedWrite): Promise<unknown> {
-    return this.lane.handIn([run]).then(resultOf);
+    return this.lane.handInOne(run).then(resultOf);
   }
 
   /**
@@ -130,9 +130,9 @@ export class WriteGroup {
 }
 
 /** One write's value from its group's results, or its own error. */
-function resultOf([r]: GroupedResult[]): unknown {
-  if (r?.ok) return r.value;
-  throw r ? r.error : new Error('group commit returned no result for a write');
+function resultOf(r: GroupedResult): unknown {
+  if (r.ok) return r.value;
+  throw r.error;
 }
 
 /** A write's own statements threw inside the first run (not BEGIN or COMMIT): worth a second run with savepoints. */

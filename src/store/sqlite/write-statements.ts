@@ -7,7 +7,7 @@ import { InvalidWrite, NotFound } from '../store.js';
 import type { ItemRow } from '../tracker-reads.js';
 import type { ItemPatch, WriteResult } from '../tracker-writes.js';
 import { checkFieldOptions, planItemPatch, readsLinks, writeResult } from '../write-rules.js';
-import { prepared, type JobWriter } from './job-statements.js';
+import { ITEM_ARRAY_COLUMNS, itemRowOf, prepared, type JobWriter } from './job-statements.js';
 
 /**
  * The hot write doors on SQLite (DESIGN §3): `updateItem` (a tracker's edit, the most frequent
@@ -36,8 +36,7 @@ import { prepared, type JobWriter } from './job-statements.js';
  * and named by `itemForWrite`, in this column order.
  */
 const ITEM_FOR_WRITE = `
-  SELECT i.id, i.workspace_id, i.collection_id, i.ref, i.title, i.content, i.fields,
-         i.seq, i.created_at, i.updated_at, i.deleted_at, i.source_url,
+  SELECT ${ITEM_ARRAY_COLUMNS},
          c.slug, c.workspace_id, c.schema,
          EXISTS (SELECT 1 FROM item_links WHERE target_id = i.id AND link_type IN ('parent', 'blocks'))
            OR EXISTS (SELECT 1 FROM item_links WHERE source_id = i.id AND link_type = 'blocks')
@@ -54,22 +53,9 @@ interface ItemForWrite {
 }
 
 /** Names `ITEM_FOR_WRITE`'s array row (its SELECT's column order). */
-function itemForWrite(r: unknown[]): ItemForWrite {
+function itemForWrite(r: readonly unknown[]): ItemForWrite {
   return {
-    cur: {
-      id: r[0] as string,
-      workspaceId: r[1] as string,
-      collectionId: r[2] as string,
-      ref: r[3] as string,
-      title: r[4] as string,
-      content: r[5] as string,
-      fields: r[6] as string,
-      seq: r[7] as number,
-      createdAt: r[8] as number,
-      updatedAt: r[9] as number,
-      deletedAt: r[10] as number | null,
-      sourceUrl: r[11] as string | null,
-    },
+    cur: itemRowOf(r),
     slug: r[12] as string | null,
     colWorkspace: r[13] as string | null,
     schema: r[14] as string | null,
