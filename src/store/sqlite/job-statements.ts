@@ -200,12 +200,30 @@ const CHECK_CLAIM = `
   WHERE i.id = @itemId`;
 
 /**
+ * The LivenessRow of a claim check's array row: `CHECK_CLAIM`'s six columns, or `checkClaimsSql`'s
+ * seven, whose fourth (the job row's set) is left out here. Rows are arrays for the reason
+ * `CLAIM_RETURNING`'s are.
+ */
+function livenessRowOf(r: readonly unknown[]): LivenessRow {
+  const at = r.length === 7 ? 1 : 0;
+  return {
+    i: r[0] as number | null,
+    c: r[1] as number | null,
+    w: r[2] as number | null,
+    token: r[3 + at] as string | null,
+    generation: r[4 + at] as number | null,
+    lease_left: r[5 + at] as number | null,
+  };
+}
+
+/**
  * Store.checkClaim on SQLite: `now` is the store's clock (epoch ms).
  * @returns `leaseLeftMs` ≤ 0 once the lease ran out; -Infinity when the row is gone or holds no lease.
  */
 export function checkClaim(db: Database.Database, now: number, claim: Claim): ClaimCheck {
-  const r = prepared(db, CHECK_CLAIM).get({ now, itemId: claim.itemId, questionSet: claim.questionSet }) as
-    LivenessRow | undefined;
+  const got = prepared(db, CHECK_CLAIM, 'arrays').get({ now, itemId: claim.itemId, questionSet: claim.questionSet }) as
+    unknown[] | undefined;
+  const r = got && livenessRowOf(got);
   const left = r?.lease_left;
   return {
     liveness: livenessOf(r, claim),
@@ -237,12 +255,14 @@ export function checkClaims(db: Database.Database, now: number, claims: readonly
     return claims.map((claim) => checkClaim(db, now, claim));
   const values: Record<string, string | number> = { now, itemId: first.itemId };
   claims.forEach((c, k) => (values[`set${k}`] = c.questionSet));
-  const got = prepared(db, checkClaimsSql(claims.length)).all(values) as Array<LivenessRow & { qs: string | null }>;
+  // checkClaimsSql's fourth column is the job row's set.
+  const got = prepared(db, checkClaimsSql(claims.length), 'arrays').all(values) as unknown[][];
   const base = got[0];
   return claims.map((claim) => {
-    const r =
-      got.find((g) => g.qs === claim.questionSet) ??
-      (base ? { i: base.i, c: base.c, w: base.w, token: null, generation: null, lease_left: null } : undefined);
+    const found = got.find((g) => g[3] === claim.questionSet);
+    const r = found
+      ? livenessRowOf(found)
+      : base && { i: base[0] as number | null, c: base[1] as number | null, w: base[2] as number | null };
     const left = r?.lease_left;
     return {
       liveness: livenessOf(r, claim),
@@ -372,9 +392,36 @@ export function inWriteTx<T>(ctx: SqliteContext, fn: (now: number) => T): T {
   }
 }
 
-/** The claim row's columns a claim reads (`toClaim`, `backsOff`). */
+/**
+ * The claim row's columns a claim reads (`toClaim`, `backsOff`), in the order `claimedRowOf` names
+ * them: the claim statements' rows are arrays (`prepared(…, 'arrays')`), since a row object costs
+ * better-sqlite3 an interned name per column per row (`prepared`).
+ */
 const CLAIM_RETURNING = `RETURNING item_id, question_set, workspace_id, priority, generation, enqueued_at, not_before,
   claimed_by, claim_token, lease_expires_at, attempts, refusals, abandons, defers`;
+
+/**
+ * The RawJob of a claim statement's array row (`CLAIM_RETURNING`'s 14 columns); the row's other
+ * columns, which a claim does not read, are absent, as they were from the row object.
+ */
+function claimedRowOf(r: readonly unknown[]): RawJob {
+  return {
+    item_id: r[0] as string,
+    question_set: r[1] as string,
+    workspace_id: r[2] as string,
+    priority: r[3] as number,
+    generation: r[4] as number,
+    enqueued_at: r[5] as number,
+    not_before: r[6] as number,
+    claimed_by: r[7] as string | null,
+    claim_token: r[8] as string | null,
+    lease_expires_at: r[9] as number | null,
+    attempts: r[10] as number,
+    refusals: r[11] as number,
+    abandons: r[12] as number,
+    defers: r[13] as number,
+  } as RawJob;
+}
 
 /** A fresh claim's SET: the claimant, its token, the lease, the attempt counted. not_before is left alone. */
 const FRESH_SET = `claimed_by = @workerId, claim_token = @token, lease_expires_at = @now + @leaseMs, attempts = attempts + 1`;
@@ -444,9 +491,11 @@ export function claimNext(w: JobWriter, now: number, r: ClaimRequest): Claim | n
   });
   for (;;) {
     values.token = w.newToken();
-    const row = (prepared(w.db, claimSql(false, skipSets.length, pairs.length, liveOnly)).get(values) ??
-      prepared(w.db, claimSql(true, skipSets.length, pairs.length, liveOnly)).get(values)) as RawJob | undefined;
-    if (!row) return null;
+    const got = (prepared(w.db, claimSql(false, skipSets.length, pairs.length, liveOnly), 'arrays').get(values) ??
+      prepared(w.db, claimSql(true, skipSets.length, pairs.length, liveOnly), 'arrays').get(values)) as
+      unknown[] | undefined;
+    if (!got) return null;
+    const row = claimedRowOf(got);
     if (row.abandons >= r.abandonLimit) {
       w.d.runNow(park(w.c, now, row.item_id, row.question_set, abandonReason(row.abandons), row.claim_token!), now);
       continue;
@@ -500,13 +549,14 @@ export function claimSiblings(
     abandonLimit: o.abandonLimit,
   };
   wanted.forEach((s, i) => (values[`set${i}`] = s));
-  const got = prepared(w.db, siblingSql(false, wanted.length)).all(values) as RawJob[];
+  const got = prepared(w.db, siblingSql(false, wanted.length), 'arrays').all(values) as unknown[][];
   // Each wanted set is one row: when the fresh claim took them all, the abandon claim cannot match
   // (they now hold a live lease), so its statement is skipped (a third of the claim UPDATEs at 16 slots).
   if (got.length < wanted.length)
-    got.push(...(prepared(w.db, siblingSql(true, wanted.length)).all(values) as RawJob[]));
+    got.push(...(prepared(w.db, siblingSql(true, wanted.length), 'arrays').all(values) as unknown[][]));
   const kept: Claim[] = [];
-  for (const row of got) {
+  for (const r of got) {
+    const row = claimedRowOf(r);
     if (backsOff(row, o.leaseMs)) w.d.runNow(putBack(row), now);
     else kept.push(toClaim(row));
   }
@@ -574,15 +624,6 @@ const surfacingMemorySql = memoText((n: number): string => {
   return `SELECT * FROM ${Array.from({ length: n }, (_, i) => key(i)).join(' UNION ALL SELECT * FROM ')}`;
 });
 
-interface MemoryDbRow {
-  k: string;
-  answer: string | null;
-  surfaced: number | null;
-  verdict: VerdictKind | null;
-  value: string | null;
-  targets: number;
-}
-
 /**
  * ../sql/events.ts `watchSurfacing` on this connection, inside the caller's write transaction:
  * the answers that could move a key's surfacing (`watchedAnswers`) and their memory, read in one
@@ -601,13 +642,14 @@ function watchSurfacingNow(
   const values: Record<string, string> = { itemId: first.itemId, questionSet: first.questionSet };
   let n = 0;
   for (const k of next.keys()) values[`k${n++}`] = k;
-  const got = prepared(w.db, surfacingMemorySql(n)).all(values) as MemoryDbRow[];
+  // Rows are arrays for the reason CLAIM_RETURNING's are: k, answer, surfaced, verdict, value, targets.
+  const got = prepared(w.db, surfacingMemorySql(n), 'arrays').all(values) as unknown[][];
   const memory = new Map<string, KeyMemory>();
   for (const r of got)
-    memory.set(r.k, {
-      answer: r.answer,
-      surfaced: r.surfaced === null ? null : r.surfaced !== 0,
-      verdict: r.verdict === null ? null : { verdict: r.verdict, value: r.value },
+    memory.set(r[0] as string, {
+      answer: r[1] as string | null,
+      surfaced: r[2] === null ? null : r[2] !== 0,
+      verdict: r[3] === null ? null : { verdict: r[3] as VerdictKind, value: r[4] as string | null },
     });
   return {
     nowMs: now,
@@ -615,7 +657,7 @@ function watchSurfacingNow(
     workspaceId: first.workspaceId,
     itemId: first.itemId,
     questionSet: first.questionSet,
-    targets: got[0]!.targets,
+    targets: got[0]![5] as number,
     memory,
     next,
   };
