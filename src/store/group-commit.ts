@@ -15,7 +15,7 @@
  * business; a `commit` that throws rejects every hand-in of it with that error.
  */
 export class GroupCommit {
-  private readonly lanes: Array<LaneState<never, unknown>> = [];
+  private readonly lanes: Array<Lane<never, unknown>> = [];
   private committing = false;
   private scheduled = false;
   private idleWaiters: Array<() => void> = [];
@@ -28,19 +28,9 @@ export class GroupCommit {
    * resolves with one result per entry, in that order; rejects when nothing of them was written.
    */
   lane<E, R>(commit: (entries: E[]) => Promise<R[]>): GroupLane<E, R> {
-    const state: LaneState<E, R> = { commit, waiting: [] };
-    const wait = (w: Waiting<E, R>) => {
-      state.waiting.push(w);
-      this.schedule();
-    };
-    this.lanes.push(state as unknown as LaneState<never, unknown>);
-    return {
-      handIn: (entries) => new Promise<R[]>((resolve, reject) => wait({ entries, resolve, reject })),
-      // One result per entry is guaranteed by `commitLane`, so the one entry's result is there.
-      handInOne: (entry) =>
-        new Promise<R>((resolve, reject) => wait({ entries: [entry], resolve: (r) => resolve(r[0]!), reject })),
-      pending: () => state.waiting.reduce((n, w) => n + w.entries.length, 0),
-    };
+    const lane = new Lane<E, R>(this, commit);
+    this.lanes.push(lane as unknown as Lane<never, unknown>);
+    return lane;
   }
 
   /** Entries handed in to any lane and not yet in a commit. */
@@ -54,7 +44,8 @@ export class GroupCommit {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private schedule(): void {
+  /** A commit at the next turn of the event loop, unless one runs or is due (a lane's hand-in calls it). */
+  schedule(): void {
     if (this.committing || this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => {
@@ -84,7 +75,7 @@ export class GroupCommit {
     for (const w of waiters) w();
   }
 
-  private async commitLane(lane: LaneState<never, unknown>, batch: ReadonlyArray<Waiting<never, unknown>>) {
+  private async commitLane(lane: Lane<never, unknown>, batch: ReadonlyArray<Waiting<never, unknown>>) {
     let results: unknown[] | undefined;
     let failure: { error: unknown } | undefined;
     try {
@@ -123,7 +114,34 @@ interface Waiting<E, R> {
   reject: (err: unknown) => void;
 }
 
-interface LaneState<E, R> {
-  commit: (entries: E[]) => Promise<R[]>;
-  waiting: Array<Waiting<E, R>>;
+/**
+ * A lane: its commit and the hand-ins waiting for it. A class, so every lane's `handIn` is the one
+ * function on its prototype: per-lane closures made the committer's call to it a new call target
+ * for each worker a process started, and V8 threw away the code that called it.
+ */
+class Lane<E, R> implements GroupLane<E, R> {
+  waiting: Array<Waiting<E, R>> = [];
+
+  constructor(
+    private readonly group: GroupCommit,
+    readonly commit: (entries: E[]) => Promise<R[]>,
+  ) {}
+
+  handIn(entries: readonly E[]): Promise<R[]> {
+    return new Promise<R[]>((resolve, reject) => this.wait({ entries, resolve, reject }));
+  }
+
+  // One result per entry is guaranteed by `commitLane`, so the one entry's result is there.
+  handInOne(entry: E): Promise<R> {
+    return new Promise<R>((resolve, reject) => this.wait({ entries: [entry], resolve: (r) => resolve(r[0]!), reject }));
+  }
+
+  pending(): number {
+    return this.waiting.reduce((n, w) => n + w.entries.length, 0);
+  }
+
+  private wait(w: Waiting<E, R>): void {
+    this.waiting.push(w);
+    this.group.schedule();
+  }
 }

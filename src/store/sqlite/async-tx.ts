@@ -175,7 +175,12 @@ export async function runAsyncTransaction<S extends object, T>(
   let release!: () => void;
   mutex.held = new Promise<void>((r) => (release = r)); // taken in the microtask that saw it free
   const state: TxState = { done: false };
-  const handle = Object.create(store, { [TX_STATE]: { value: state } }) as S;
+  // The handle is a copy of the store's own fields (all readonly references) under its class's
+  // prototype, plus TX_STATE; not Object.create(store): a store used as a prototype gets a hidden
+  // class of its own, so code V8 optimised for one store was thrown away ("wrong map") for every
+  // other store the process opened (a bench's drains, a server's stores).
+  const handle = Object.assign(Object.create(Object.getPrototypeOf(store) as object) as S, store);
+  Object.defineProperty(handle, TX_STATE, { value: state });
   const client = ctx.db.$client;
   const nested = client.inTransaction;
   try {

@@ -59,10 +59,10 @@ export interface SqliteStoreOptions {
 /**
  * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed): the shared
  * statements of `../sql/`, each operation driven synchronously inside one IMMEDIATE transaction
- * (dialect.ts); methods return promises so the runner sees the same interface as on Postgres. Every `async` method is wrapped at construction in `retryBusy`
- * (DESIGN §10.1): SQLITE_BUSY after the short busy timeout is retried with awaited waits, so
- * another process's long write lock delays the call without holding the event loop. A method
- * added here is covered by being `async`.
+ * (dialect.ts); methods return promises so the runner sees the same interface as on Postgres.
+ * Every `async` method is wrapped once, on the prototype, in `retryBusy` (DESIGN §10.1): SQLITE_BUSY
+ * after the short busy timeout is retried with awaited waits, so another process's long write lock
+ * delays the call without holding the event loop. A method added here is covered by being `async`.
  */
 export class SqliteStore extends SqlStore implements Store {
   readonly ctx: SqliteContext;
@@ -75,7 +75,8 @@ export class SqliteStore extends SqlStore implements Store {
   readonly writes: WriteGroup;
   private readonly ownsConnection: boolean;
   private readonly path: string;
-  private readonly busyDeadlineMs: number | undefined;
+  /** How long a call retries SQLITE_BUSY (ms; `retryBusy`'s default when undefined), read by the prototype's busy wrappers. */
+  readonly busyDeadlineMs: number | undefined;
 
   /** Opens the file (or wraps `connection`) and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
@@ -105,19 +106,6 @@ export class SqliteStore extends SqlStore implements Store {
       newToken: hot.claimTokens(),
     };
     this.writer = { db: this.ctx.db.$client, c: this.c, d, newToken: this.c.newToken };
-    // Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
-    // transaction first, then retries SQLITE_BUSY. Calls on a transaction's own handle are not
-    // retried: it holds the write lock already, and queueing them behind calls that wait for that
-    // transaction would deadlock. `this` stays the caller (the store or a transaction handle).
-    const self = this as unknown as Record<string, unknown>;
-    const ctx = this.ctx;
-    for (const name of BUSY_RETRIED_METHODS) {
-      const fn = self[name] as (...a: unknown[]) => Promise<unknown>;
-      self[name] = function (this: { [TX_STATE]?: unknown }, ...args: unknown[]) {
-        if (this[TX_STATE]) return fn.apply(this, args);
-        return retryBusy(ctx, () => fn.apply(this, args), opts.busyDeadlineMs);
-      };
-    }
   }
 
   // ------------------------------------------------------------- the job lifecycle (JobStore)
@@ -368,3 +356,20 @@ gateMethods(
   new Set(BUSY_RETRIED_METHODS.filter((n) => !(TRACKER_STORE_METHODS as readonly string[]).includes(n))),
   { mutexOf: (self) => (self as SqliteStore).mutex, clientOf: (self) => (self as SqliteStore).ctx.db.$client },
 );
+// Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
+// transaction first, then retries SQLITE_BUSY. Calls on a transaction's own handle are not retried:
+// it holds the write lock already, and queueing them behind calls that wait for that transaction
+// would deadlock. `this` stays the caller (the store or a transaction handle, whose ctx and
+// deadline are its store's). Installed once on the prototype, not per store: a function kept on each
+// store is a field whose value V8's optimised code may take as fixed, and every new store's own
+// function made V8 throw that code away (test/store/store-hidden-class.test.ts).
+{
+  const proto = SqliteStore.prototype as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  for (const name of BUSY_RETRIED_METHODS) {
+    const fn = proto[name]!;
+    proto[name] = function (this: SqliteStore & { [TX_STATE]?: unknown }, ...args: unknown[]) {
+      if (this[TX_STATE]) return fn.apply(this, args);
+      return retryBusy(this.ctx, () => fn.apply(this, args), this.busyDeadlineMs);
+    };
+  }
+}
