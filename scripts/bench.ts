@@ -22,7 +22,14 @@ import {
   waitUntilDrained,
 } from './bench-drain.js';
 import { BenchArgsError, benchSize, parseBenchArgs, type BenchArgs, type BenchPart } from './bench-args.js';
-import { benchAlreadyAnswered, benchFullEvaluations, benchWriteDoor, leanPeer, type Rate } from './bench-evals.js';
+import {
+  benchAlreadyAnswered,
+  benchFullEvaluations,
+  benchWriteDoor,
+  leanPeer,
+  median,
+  type Rate,
+} from './bench-evals.js';
 import { benchQueuePath, PRODUCERS, SLOTS } from './bench-queue.js';
 import { benchHttp } from './bench-http.js';
 import { countStatements, prepareCounting, resetCounts, sampleServer, statementLabel } from './bench-pg-statements.js';
@@ -507,12 +514,26 @@ function reportAgainstLean(
   for (const coAsk of [true, false]) {
     say(`    co-asking ${coAsk ? 'on' : 'off'}:`);
     for (const concurrency of EVAL_CONCURRENCIES) {
-      const v = rates.find((r) => r.who === 'verdict' && r.coAsk === coAsk && r.how === `c${concurrency}`)!;
-      const l = rates.find((r) => r.who === 'lean' && r.coAsk === coAsk && r.how === leanPeer(concurrency).how)!;
-      const cpu = v.cpuUsPerJob / l.cpuUsPerJob;
-      const rate = v.perSecond / l.perSecond;
+      // One Verdict drain and its lean peer per round (bench-evals.ts `JUDGED_ROUNDS` at the judged
+      // concurrency): each side's median, and the median of the rounds' paired ratios.
+      const vs = rates.filter((r) => r.who === 'verdict' && r.coAsk === coAsk && r.how === `c${concurrency}`);
+      const ls = rates.filter((r) => r.who === 'lean' && r.coAsk === coAsk && r.how === leanPeer(concurrency).how);
+      const pairs = vs.map((v) => ({ v, l: ls.find((l) => l.round === v.round)! }));
+      const cpuRatios = pairs.map((p) => p.v.cpuUsPerJob / p.l.cpuUsPerJob);
+      const rateRatios = pairs.map((p) => p.v.perSecond / p.l.perSecond);
+      const cpu = median(cpuRatios);
+      const rate = median(rateRatios);
+      const v = { perSecond: median(vs.map((r) => r.perSecond)), cpuUsPerJob: median(vs.map((r) => r.cpuUsPerJob)) };
+      const l = {
+        how: leanPeer(concurrency).how,
+        perSecond: median(ls.map((r) => r.perSecond)),
+        cpuUsPerJob: median(ls.map((r) => r.cpuUsPerJob)),
+      };
       say(
-        `      Verdict c${String(concurrency).padEnd(3)} ${fmt(v.perSecond, 0).padStart(6)} ${unit}/s ${fmt(v.cpuUsPerJob, 0).padStart(6)} CPU µs/job | lean ${l.how.padEnd(8)} ${fmt(l.perSecond, 0).padStart(6)} ${unit}/s ${fmt(l.cpuUsPerJob, 0).padStart(6)} CPU µs/job | CPU ${fmt(cpu)}×, rate ${fmt(rate)}×`,
+        `      Verdict c${String(concurrency).padEnd(3)} ${fmt(v.perSecond, 0).padStart(6)} ${unit}/s ${fmt(v.cpuUsPerJob, 0).padStart(6)} CPU µs/job | lean ${l.how.padEnd(8)} ${fmt(l.perSecond, 0).padStart(6)} ${unit}/s ${fmt(l.cpuUsPerJob, 0).padStart(6)} CPU µs/job | CPU ${fmt(cpu)}×, rate ${fmt(rate)}×` +
+          (pairs.length > 1
+            ? `\n        ${pairs.length} paired rounds, medians; the rounds' CPU ${cpuRatios.map((x) => fmt(x)).join(' ')}×, rate ${rateRatios.map((x) => fmt(x)).join(' ')}×`
+            : ''),
       );
       const co = coAsk ? 'co-ask on' : 'co-ask off';
       summary.push({
