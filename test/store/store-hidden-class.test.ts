@@ -4,7 +4,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { attentionSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
+import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { freshPglite } from '../harness/pglite-fresh.js';
 import { tempDir } from '../harness/store-fixture.js';
 
 /**
@@ -64,6 +66,28 @@ describe('one hidden class for every SQLite store', () => {
     });
     expect(Object.getPrototypeOf(handle!)).toBe(SqliteStore.prototype);
     expect(Object.prototype.isPrototypeOf.call(s, handle!)).toBe(false);
+  });
+});
+
+describe('one hidden class for every Postgres store', () => {
+  it("a store that ran a transaction keeps the class of one that did not, and is no handle's prototype", async () => {
+    const client = await freshPglite();
+    try {
+      const a = await PgStore.onPglite(client, { registry: new Registry([attentionSet]), closeClient: false });
+      const b = await PgStore.onPglite(client, { registry: new Registry([attentionSet]), closeClient: false });
+      let handle: object | null = null;
+      const ws = await a.transaction(async (tx) => {
+        handle = tx;
+        return tx.createWorkspace({ slug: 'w' });
+      });
+      expect(ws.slug).toBe('w');
+      expect(Object.getPrototypeOf(handle!)).toBe(PgStore.prototype);
+      expect(haveSameMap(a, b)).toBe(true);
+      await a.close();
+      await b.close();
+    } finally {
+      await client.close();
+    }
   });
 });
 

@@ -167,9 +167,14 @@ export class PgStore extends SqlStore implements Store {
     return this.boundTo(host as PgDb);
   }
 
-  /** This store with its statements on `db` (a transaction). */
+  /**
+   * This store with its statements on `db` (a transaction): a copy of its fields under its class's
+   * prototype, `c` bound to `db`. Not `Object.create(this)`: a store used as a prototype gets a
+   * hidden class of its own, and V8 then throws away code optimised for another store (as
+   * ../sqlite/async-tx.ts explains for its handles).
+   */
   private boundTo(db: PgDb): PgStore {
-    const bound = Object.create(this) as PgStore;
+    const bound = Object.assign(Object.create(PgStore.prototype) as PgStore, this);
     Object.defineProperty(bound, 'c', { value: { ...this.c, db } });
     return bound;
   }

@@ -178,7 +178,7 @@ export async function runAsyncTransaction<S extends object, T>(
   // The handle is a copy of the store's own fields (all readonly references) under its class's
   // prototype, plus TX_STATE; not Object.create(store): a store used as a prototype gets a hidden
   // class of its own, so code V8 optimised for one store was thrown away ("wrong map") for every
-  // other store the process opened (a bench's drains, a server's stores).
+  // other store the process opened (a bench opens one per drain, a test suite hundreds).
   const handle = Object.assign(Object.create(Object.getPrototypeOf(store) as object) as S, store);
   Object.defineProperty(handle, TX_STATE, { value: state });
   const client = ctx.db.$client;
