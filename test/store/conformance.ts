@@ -1522,6 +1522,14 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect((await fx.store.checkClaims([missing, a1])).map((r) => r.liveness)).toEqual(['item_gone', 'live']);
       // Claims of one item (a co-asked call's parts), the job rows there, lost or gone.
       expect((await fx.store.checkClaims([e1, a1])).map((r) => r.liveness)).toEqual(['lost', 'live']);
+      // One part's row gone, the other's there: the gone one reads no row of its partner's.
+      const e1Again = (await fx.store.claimNextJob('runner-a', 60_000, 8, [], { coAsk: {} }))!;
+      expect(e1Again).toMatchObject({ itemId: it1.id, questionSet: 'effort' });
+      await fx.store.completeJob(e1Again);
+      const [gone, there] = await fx.store.checkClaims([e1Again, a1]);
+      expect(gone).toEqual({ liveness: 'lost', leaseLeftMs: -Infinity });
+      expect(there!.liveness).toBe('live');
+      expect(there!.leaseLeftMs).toBeGreaterThan(30_000);
       await fx.store.completeJob(a1);
       expect(await fx.store.checkClaims([a1, e1])).toEqual([
         { liveness: 'lost', leaseLeftMs: -Infinity },
