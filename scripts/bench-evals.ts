@@ -186,7 +186,7 @@ function rate(
  * co-asking off, three runs of the same commit), a swing as wide as the distance to the target; the
  * median of three paired ratios is what the summary judges.
  */
-export const JUDGED_ROUNDS = 3;
+const JUDGED_ROUNDS = 3;
 function roundsAt(concurrency: number, concurrencies: readonly number[]): number {
   return concurrency === concurrencies[concurrencies.length - 1] ? JUDGED_ROUNDS : 1;
 }

@@ -91,50 +91,11 @@ export async function whenConnectionIdle<T>(
   }
 }
 
-/** How `gateMethods` finds a store's connection state. */
-export interface GateAccess {
-  mutexOf(self: object): ConnectionMutex;
-  clientOf(self: object): Database.Database;
-}
-
-/**
- * Wraps every method of `proto` named in `names` so that a call on the store waits while an async
- * transaction holds the connection, and a call on a transaction handle (an object carrying
- * `TX_STATE`) runs at once. With no transaction open a call runs synchronously as before, so the
- * single-statement paths (the claim, an outcome) keep their cost.
- *
- * Methods named in `ownWrites` (the worker's queue, answer, spend and operations writes, never a
- * tracker door) also wait while the connection is inside a transaction the host opened itself
- * (`BEGIN` on a shared `{ sqlite: db }` connection): run inside it, they would commit or roll back
- * with the host's work, and a host ROLLBACK would throw away answers already paid for and re-owe
- * finished jobs. A tracker door called then joins the host's transaction, as documented.
- * @throws TransactionMisuse (as a rejected promise) for a call on the store from inside its own
- * `store.transaction` callback.
- */
-export function gateMethods(
-  proto: object,
-  names: readonly string[],
-  ownWrites: ReadonlySet<string>,
-  access: GateAccess,
-): void {
-  const p = proto as Record<string, (...args: unknown[]) => unknown>;
-  for (const name of names) {
-    const orig = p[name];
-    if (typeof orig !== 'function') continue;
-    const waitsForHost = ownWrites.has(name);
-    p[name] = function (this: object & { [TX_STATE]?: TxState }, ...args: unknown[]) {
-      return whenConnectionFree(this, access.mutexOf(this), access.clientOf(this), waitsForHost, () =>
-        orig.apply(this, args),
-      );
-    };
-  }
-}
-
 /**
  * Runs `op` for a call on `self` (the store or a transaction handle) once the connection is free
  * for it: at once on a live transaction handle; after the async transaction holding `mutex` ends;
  * with `waitsForHost`, also after a transaction the host opened itself on `client` (see
- * `gateMethods`). With nothing open it runs synchronously.
+ * sqlite-store.ts `onConnection`). With nothing open it runs synchronously.
  * @throws TransactionClosed on a handle whose transaction ended; TransactionMisuse for a call on
  * the store from inside its own `store.transaction` callback (both as rejected promises).
  */

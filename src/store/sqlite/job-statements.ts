@@ -193,26 +193,24 @@ export function loadState(db: Database.Database, itemId: string, o?: { links?: b
  * lease is renewed (a write) only when less than half of it is left.
  */
 const CHECK_CLAIM = `
-  SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w,
+  SELECT i.deleted_at AS i, c.deleted_at AS c, w.deleted_at AS w, j.question_set AS qs,
          j.claim_token AS token, j.generation AS generation, j.lease_expires_at - @now AS lease_left
   FROM items i JOIN collections c ON c.id = i.collection_id JOIN workspaces w ON w.id = i.workspace_id
   LEFT JOIN decision_jobs j ON j.item_id = i.id AND j.question_set = @questionSet
   WHERE i.id = @itemId`;
 
 /**
- * The LivenessRow of a claim check's array row: `CHECK_CLAIM`'s six columns, or `checkClaimsSql`'s
- * seven, whose fourth (the job row's set) is left out here. Rows are arrays for the reason
- * `CLAIM_RETURNING`'s are.
+ * The LivenessRow of a claim check's array row (`CHECK_CLAIM`, `checkClaimsSql`: i, c, w, the job
+ * row's set, token, generation, lease left). Rows are arrays for the reason `CLAIM_RETURNING`'s are.
  */
 function livenessRowOf(r: readonly unknown[]): LivenessRow {
-  const at = r.length === 7 ? 1 : 0;
   return {
     i: r[0] as number | null,
     c: r[1] as number | null,
     w: r[2] as number | null,
-    token: r[3 + at] as string | null,
-    generation: r[4 + at] as number | null,
-    lease_left: r[5 + at] as number | null,
+    token: r[4] as string | null,
+    generation: r[5] as number | null,
+    lease_left: r[6] as number | null,
   };
 }
 
@@ -255,7 +253,6 @@ export function checkClaims(db: Database.Database, now: number, claims: readonly
     return claims.map((claim) => checkClaim(db, now, claim));
   const values: Record<string, string | number> = { now, itemId: first.itemId };
   claims.forEach((c, k) => (values[`set${k}`] = c.questionSet));
-  // checkClaimsSql's fourth column is the job row's set.
   const got = prepared(db, checkClaimsSql(claims.length), 'arrays').all(values) as unknown[][];
   const base = got[0];
   return claims.map((claim) => {

@@ -11,14 +11,7 @@ import { TRACKER_STORE_METHODS } from '../tracker-store.js';
 import { isBusy, retryBusy, storageProblemOf, type SqliteContext } from './context.js';
 import { sqliteDialect, type SqliteDialect } from './dialect.js';
 import type Database from 'better-sqlite3';
-import {
-  gateMethods,
-  runAsyncTransaction,
-  TX_STATE,
-  whenConnectionFree,
-  type ConnectionMutex,
-  type TxState,
-} from './async-tx.js';
+import { runAsyncTransaction, TX_STATE, whenConnectionFree, type ConnectionMutex, type TxState } from './async-tx.js';
 import * as jobs from '../sql/jobs.js';
 import * as decisions from '../sql/decisions.js';
 import * as hot from './job-statements.js';
@@ -60,9 +53,10 @@ export interface SqliteStoreOptions {
  * The Store on one SQLite file (DESIGN §13: one machine, several processes allowed): the shared
  * statements of `../sql/`, each operation driven synchronously inside one IMMEDIATE transaction
  * (dialect.ts); methods return promises so the runner sees the same interface as on Postgres.
- * Every `async` method is wrapped once, on the prototype, in `retryBusy` (DESIGN §10.1): SQLITE_BUSY
- * after the short busy timeout is retried with awaited waits, so another process's long write lock
- * delays the call without holding the event loop. A method added here is covered by being `async`.
+ * Every call goes through `onConnection` (the `async` methods by the class's static block): SQLITE_BUSY
+ * after the short busy timeout is retried with awaited waits (DESIGN §10.1), so another process's
+ * long write lock delays the call without holding the event loop. A method added here is covered
+ * by being `async`.
  */
 export class SqliteStore extends SqlStore implements Store {
   readonly ctx: SqliteContext;
@@ -75,8 +69,7 @@ export class SqliteStore extends SqlStore implements Store {
   readonly writes: WriteGroup;
   private readonly ownsConnection: boolean;
   private readonly path: string;
-  /** How long a call retries SQLITE_BUSY (ms; `retryBusy`'s default when undefined), read by the prototype's busy wrappers. */
-  readonly busyDeadlineMs: number | undefined;
+  private readonly busyDeadlineMs: number | undefined;
 
   /** Opens the file (or wraps `connection`) and applies migrations. @throws when the file cannot be opened or migrated. */
   constructor(opts: SqliteStoreOptions) {
@@ -111,8 +104,8 @@ export class SqliteStore extends SqlStore implements Store {
   // ------------------------------------------------------------- the job lifecycle (JobStore)
   // Written out, not installed: each runs its statements through `onConnectionNow` (at once when
   // the connection is free) or `onConnection`, the one place this path waits for the connection
-  // and retries SQLITE_BUSY. Non-async on purpose, so the prototype wrapping below
-  // (BUSY_RETRIED_METHODS, gateMethods) passes them over.
+  // and retries SQLITE_BUSY. Non-async on purpose, so the static block's wrapping of the `async`
+  // methods passes them over.
 
   claimNextJob(...[workerId, leaseMs, abandonLimit, skipSets, opts]: Parameters<JobStore['claimNextJob']>) {
     const r = { workerId, leaseMs, abandonLimit, skipSets, ...opts };
@@ -239,9 +232,9 @@ export class SqliteStore extends SqlStore implements Store {
   }
 
   /**
-   * Runs one call on the connection (the job lifecycle, the hot write doors): the one place where
-   * these paths wait and retry (DESIGN §10.1), as `gateMethods` and `BUSY_RETRIED_METHODS` do for
-   * the installed `async` methods. On a transaction handle `op` runs at once and is not retried (the
+   * Runs one call on the connection (the job lifecycle, the hot write doors, and every `async`
+   * method through the static block): the one place where a call waits and retries (DESIGN
+   * §10.1). On a transaction handle `op` runs at once and is not retried (the
    * handle holds the write lock already). On the store it runs once no async `transaction` holds
    * the connection and, with `waitsForHost`, none the host opened itself on a shared connection (a
    * queue write never joins a host's work; a tracker door joins it, as documented: async-tx.ts
@@ -320,9 +313,15 @@ export class SqliteStore extends SqlStore implements Store {
     }
   }
 
-  async close() {
-    await this.writes.idle(); // writes already handed in commit (and answer) before the connection closes
-    if (this.ownsConnection && this.ctx.db.$client.open) this.ctx.db.$client.close();
+  /**
+   * Closes the connection once no async `transaction` holds it (async-tx.ts `whenConnectionFree`;
+   * not retried: closing takes no lock), after the writes already handed in commit and answer.
+   */
+  close(): Promise<void> {
+    return whenConnectionFree(this, this.mutex, this.ctx.db.$client, false, async () => {
+      await this.writes.idle();
+      if (this.ownsConnection && this.ctx.db.$client.open) this.ctx.db.$client.close();
+    });
   }
 
   /**
@@ -334,42 +333,31 @@ export class SqliteStore extends SqlStore implements Store {
     if ((this as { [TX_STATE]?: unknown })[TX_STATE]) return fn(this); // already inside one: join it
     return runAsyncTransaction(this, this.ctx, this.mutex, fn);
   }
-}
 
-/**
- * The store's async methods (every call but `close`, `transaction` and the synchronous helpers):
- * each waits while an async transaction holds the connection (the handle's own calls run), and
- * each retries SQLITE_BUSY with awaited waits (DESIGN §10.1; see the constructor). A method added
- * to the class is covered by being `async`.
- */
-const BUSY_RETRIED_METHODS = [
-  ...new Set([...Object.getOwnPropertyNames(SqlStore.prototype), ...Object.getOwnPropertyNames(SqliteStore.prototype)]),
-].filter(
-  (n) =>
-    !['constructor', 'transaction', 'close'].includes(n) &&
-    (SqliteStore.prototype as unknown as Record<string, { constructor?: { name?: string } }>)[n]?.constructor?.name ===
-      'AsyncFunction',
-);
-gateMethods(
-  SqliteStore.prototype,
-  [...BUSY_RETRIED_METHODS, 'close'],
-  new Set(BUSY_RETRIED_METHODS.filter((n) => !(TRACKER_STORE_METHODS as readonly string[]).includes(n))),
-  { mutexOf: (self) => (self as SqliteStore).mutex, clientOf: (self) => (self as SqliteStore).ctx.db.$client },
-);
-// Busy retries sit outside the connection gate (async-tx.ts): a call waits for a running async
-// transaction first, then retries SQLITE_BUSY. Calls on a transaction's own handle are not retried:
-// it holds the write lock already, and queueing them behind calls that wait for that transaction
-// would deadlock. `this` stays the caller (the store or a transaction handle, whose ctx and
-// deadline are its store's). Installed once on the prototype, not per store: a function kept on each
-// store is a field whose value V8's optimised code may take as fixed, and every new store's own
-// function made V8 throw that code away (test/store/store-hidden-class.test.ts).
-{
-  const proto = SqliteStore.prototype as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
-  for (const name of BUSY_RETRIED_METHODS) {
-    const fn = proto[name]!;
-    proto[name] = function (this: SqliteStore & { [TX_STATE]?: unknown }, ...args: unknown[]) {
-      if (this[TX_STATE]) return fn.apply(this, args);
-      return retryBusy(this.ctx, () => fn.apply(this, args), this.busyDeadlineMs);
-    };
+  /**
+   * Every `async` method of the store (every call but `close`, `transaction` and the synchronous
+   * helpers; a method added to the class is covered by being `async`) runs through `onConnection`,
+   * the one place a call waits for the connection and retries SQLITE_BUSY (DESIGN §10.1), as the
+   * written-out job path and hot doors do. A queue, answer, spend or operations write (any method
+   * but a tracker door) also waits for a transaction the host opened itself (`BEGIN` on a shared
+   * `{ sqlite: db }` connection): run inside it, it would commit or roll back with the host's work,
+   * and a host ROLLBACK would throw away answers already paid for. A tracker door joins it, as
+   * documented. Installed once on the prototype, not per store: a function kept on each store is a field
+   * whose value V8's optimised code may take as fixed, and every new store's own function made V8
+   * throw that code away (test/store/store-hidden-class.test.ts).
+   */
+  static {
+    const proto = SqliteStore.prototype as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    const doorNames = new Set<string>(TRACKER_STORE_METHODS);
+    const names = new Set([...Object.getOwnPropertyNames(SqlStore.prototype), ...Object.getOwnPropertyNames(proto)]);
+    for (const name of names) {
+      const orig = proto[name];
+      if (['constructor', 'transaction', 'close'].includes(name) || orig?.constructor?.name !== 'AsyncFunction')
+        continue;
+      const waitsForHost = !doorNames.has(name);
+      proto[name] = function (this: SqliteStore, ...args: unknown[]) {
+        return this.onConnection(() => orig.apply(this, args), waitsForHost);
+      };
+    }
   }
 }
