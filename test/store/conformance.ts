@@ -1311,6 +1311,111 @@ export function runStoreConformance(backend: StoreBackend): void {
       });
     });
 
+    for (const late of ['effort', 'attention'] as const) {
+      it(`a dead worker's co-asked group whose leases end seconds apart (${late} renewed later) comes due as one and is claimed in one claim`, async () => {
+        const a = await item('T-1');
+        await fx.store.dropJobs({ questionSet: 'linked' });
+        fx.advance(30_000);
+        const coAsk = { attention: ['effort'], effort: ['attention'] };
+        const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
+        expect(dead).toMatchObject({ questionSet: 'attention', coAsked: [{ questionSet: 'effort' }] });
+        // The runner renews a call's parts one by one, each with its own now; this worker renewed
+        // one part, stalled 3 s, renewed the other, and was killed.
+        fx.advance(3_000);
+        expect(await fx.store.renewLease(late === 'effort' ? dead.coAsked![0] : dead, 10_000)).toBe(true);
+        const lateEnd = (await fx.store.getJob(a.id, late))!.leaseExpiresAt!;
+        // Past the first part's lease: the claim that finds it puts it back for its backoff, the
+        // other part's lease still live. Past the second's: that one is put back too, and the
+        // group's not_before is one, the later of the two (the second's dead lease end + a lease).
+        fx.advance(7_500);
+        expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+        fx.advance(3_000);
+        expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+        const group = (await fx.store.listJobs({}))
+          .filter((j) => j.itemId === a.id)
+          .sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+        expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken, j.notBefore])).toEqual([
+          ['attention', 1, 1, null, lateEnd + 10_000],
+          ['effort', 1, 1, null, lateEnd + 10_000],
+        ]);
+        // Before the group's time neither part is claimable, the first's own backoff over or not.
+        fx.advance(8_500);
+        expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+        fx.advance(1_000);
+        expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toMatchObject({
+          itemId: a.id,
+          questionSet: 'attention',
+          abandons: 1,
+          coAsked: [expect.objectContaining({ questionSet: 'effort', abandons: 1 })],
+        });
+      });
+    }
+
+    it("a part put back after its partner, with a shorter backoff (fewer abandons), takes the partner's later not_before", async () => {
+      const a = await item('T-1');
+      await fx.store.dropJobs({ questionSet: 'linked' });
+      fx.advance(30_000);
+      const coAsk = { attention: ['effort'], effort: ['attention'] };
+      // effort counts one abandon more than attention: it died once as a sibling of a claim that
+      // gave attention back.
+      const first = (await fx.store.claimNextJob('dead', 10_000, 8))!;
+      expect(await fx.store.claimSiblingJobs(first, ['effort'], { leaseMs: 10_000, abandonLimit: 8 })).toHaveLength(1);
+      expect(await fx.store.releaseJob(first)).toBe('applied');
+      fx.advance(10_001);
+      const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
+      expect(dead).toMatchObject({ questionSet: 'attention', abandons: 0, coAsked: [{ abandons: 1 }] });
+      // attention's lease renewed 3 s later, then the worker killed: effort is put back first, with
+      // a backoff of two leases; attention 3 s later with one, and lifts itself to effort's.
+      fx.advance(3_000);
+      expect(await fx.store.renewLease(dead, 10_000)).toBe(true);
+      const effortEnd = (await fx.store.getJob(a.id, 'effort'))!.leaseExpiresAt!;
+      fx.advance(7_500);
+      expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+      fx.advance(3_000);
+      expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+      const group = (await fx.store.listJobs({ itemId: a.id })).sort((x, y) =>
+        x.questionSet < y.questionSet ? -1 : 1,
+      );
+      expect(group.map((j) => [j.questionSet, j.abandons, j.claimToken, j.notBefore])).toEqual([
+        ['attention', 1, null, effortEnd + 20_000],
+        ['effort', 2, null, effortEnd + 20_000],
+      ]);
+      fx.advance(16_000);
+      expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
+      fx.advance(1_000);
+      expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toMatchObject({
+        questionSet: 'attention',
+        coAsked: [expect.objectContaining({ questionSet: 'effort' })],
+      });
+    });
+
+    it("a sibling that still carries a dead worker's expired claim is claimed with its group, its abandon counted, and its not_before left", async () => {
+      const a = await item('T-1');
+      await fx.store.dropJobs({ questionSet: 'linked' });
+      fx.advance(30_000);
+      // effort claimed beside attention by a worker that then gave attention back and died.
+      const first = (await fx.store.claimNextJob('dead', 10_000, 8))!;
+      expect(first.questionSet).toBe('attention');
+      expect(await fx.store.claimSiblingJobs(first, ['effort'], { leaseMs: 10_000, abandonLimit: 8 })).toHaveLength(1);
+      expect(await fx.store.releaseJob(first)).toBe('applied');
+      const notBefore = (await fx.store.getJob(a.id, 'effort'))!.notBefore;
+      fx.advance(10_001);
+      // attention is due and free; effort's claim is dead: one claim takes both, so one call asks
+      // them (a sibling is not claimed first: its abandon is counted, the group is not split).
+      const coAsk = { attention: ['effort'], effort: ['attention'] };
+      const got = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
+      expect(got).toMatchObject({
+        itemId: a.id,
+        questionSet: 'attention',
+        abandons: 0,
+        coAsked: [expect.objectContaining({ questionSet: 'effort', abandons: 1, attempts: 2 })],
+      });
+      expect((await fx.store.getJob(a.id, 'effort'))!).toMatchObject({
+        claimToken: got.coAsked![0].claimToken,
+        notBefore,
+      });
+    });
+
     it('retry re-owes parked jobs with counters at 0; drop leaves jobs in flight alone', async () => {
       const it1 = await item('T-1');
       fx.advance(30_000);

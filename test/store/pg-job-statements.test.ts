@@ -2,6 +2,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { attentionSet, effortSet } from '../../src/decision/production-sets.js';
 import { Registry } from '../../src/decision/registry.js';
+import { claimNext, finishStatement, type PgJobContext } from '../../src/store/postgres/job-statements.js';
 import { PgStore } from '../../src/store/postgres/pg-store.js';
 import { loadItemForEvaluation } from '../../src/store/sql/decisions.js';
 import type { SqlContext } from '../../src/store/sql/steps.js';
@@ -11,7 +12,8 @@ import { freshPglite } from '../harness/pglite-fresh.js';
  * The PostgreSQL job path's own statements (src/store/postgres/job-statements.ts), on PGlite: the
  * conformance suite checks the Store's behaviour; these check what only the one-statement forms
  * can get wrong (the state read against the shared five selects, the next claim found at the
- * abandon limit inside a finish, the co-asked siblings claimed by a finish).
+ * abandon limit inside a finish, the co-asked siblings claimed by a finish, a put-back no kill can
+ * split from its claim).
  */
 describe('PostgreSQL job statements', () => {
   let client: PGlite;
@@ -134,4 +136,39 @@ describe('PostgreSQL job statements', () => {
     expect((await store.getJob(b.id, 'effort'))!.claimToken).toBe(f.next!.coAsked![0].claimToken);
     expect(await store.getJob(a.id, 'attention')).toBeNull();
   });
+
+  for (const via of ['claim', 'finish'] as const) {
+    it(`a ${via} that finds a dead worker's group backing off puts it back in its own statement: a process killed right after it leaves no claim behind`, async () => {
+      const other = await item('T-1');
+      const a = await item('T-2');
+      store.advanceClockForTests(30_000);
+      const coAsk = { attention: ['effort'], effort: ['attention'] };
+      const held = (await store.claimNextJob('runner', 600_000, 8, [], { coAsk }))!;
+      expect(held.itemId).toBe(other.id);
+      const dead = (await store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
+      expect(dead).toMatchObject({ itemId: a.id, questionSet: 'attention', coAsked: [{ questionSet: 'effort' }] });
+      const leaseEnd = (await store.getJob(a.id, 'attention'))!.leaseExpiresAt!;
+      store.advanceClockForTests(10_001);
+      // The next claimant's process is killed once its first statement has committed: every
+      // later statement of it fails. The claim that counts the group's abandons must not leave
+      // the first set under a claim that never ran (its partner was then claimed alone, and the
+      // claim's own expiry counted one more abandon).
+      const jobs = (store as unknown as { jobs: PgJobContext }).jobs;
+      let sent = 0;
+      const dying: PgJobContext = {
+        ...jobs,
+        query: (name, text, values) =>
+          sent++ === 0 ? jobs.query(name, text, values) : Promise.reject(new Error('killed')),
+      };
+      const req = { workerId: 'next', leaseMs: 10_000, abandonLimit: 8, coAsk };
+      await expect(
+        via === 'claim' ? claimNext(dying, req) : finishStatement(dying, held, { claimNext: req }),
+      ).rejects.toThrow('killed');
+      const group = (await store.listJobs({ itemId: a.id })).sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+      expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken, j.notBefore])).toEqual([
+        ['attention', 1, 1, null, leaseEnd + 10_000],
+        ['effort', 1, 1, null, leaseEnd + 10_000],
+      ]);
+    });
+  }
 });

@@ -19,7 +19,7 @@ import {
   toCollectionRow,
   type RawJob,
 } from '../write-rules.js';
-import { backsOff, firstOfGroupPairs } from '../sql/jobs.js';
+import { firstOfGroupPairs } from '../sql/jobs.js';
 import { moveEvent, type MemoryRow, type SurfacingMove } from '../sql/surfacing.js';
 import { MINUTE_MS } from '../sql/throughput.js';
 import { JOB_OUTCOMES } from '../throughput.js';
@@ -229,19 +229,54 @@ export async function answeredKeysOfSets(
 
 // ------------------------------------------------------------------------------------ the claim
 
-/**
- * What every claim writes (`sql/jobs.ts` `claimSet`): the claimant, a token, the lease, the
- * attempt counted, and an abandon counted when the row still carried an expired claim, with its
- * abandon backoff (`sql/jobs.ts` `abandonBackoffSql`, DESIGN §3 "Abandons").
- * Parameters: $2 worker id, $4 lease ms; `token` names the token's parameter.
- */
-const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, lease_expires_at = ${NOW} + $4::bigint,
-       attempts = attempts + 1, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
-       not_before = CASE WHEN claim_token IS NULL THEN not_before
-         ELSE greatest(not_before, lease_expires_at + least(${ABANDON_BACKOFF_CAP_MS}::bigint, $4::bigint << least(abandons, 7))) END`;
+/** The abandon backoff's length (`sql/jobs.ts` `abandonBackoffSql`): lease ($4) × 2^(abandons − 1), abandons counting this one, capped. */
+const ABANDON_BACKOFF = `least(${ABANDON_BACKOFF_CAP_MS}::bigint, $4::bigint << least(abandons, 7))`;
 
 /**
- * The claim and its co-asked siblings as two CTEs, `nxt` and `sib` (`sql/jobs.ts`
+ * Whether the claim of a row puts it back instead (DESIGN §3 "Abandons"), from the row's old
+ * values: it still carries an expired claim, counting that abandon leaves it below the limit ($5),
+ * and its backoff from the dead lease's end still runs (`sql/jobs.ts` `backsOff` tells it from the
+ * returned row on the shared path).
+ */
+const BACKS_OFF = `(claim_token IS NOT NULL AND abandons + 1 < $5::int AND lease_expires_at + ${ABANDON_BACKOFF} > ${NOW})`;
+
+/**
+ * The latest not_before among the claimed row's co-asking partners ($10/$11: each set and its
+ * partners) that are owed and hold no live claim: the group's not_before when the row is put back.
+ */
+const GROUP_NOT_BEFORE = `(SELECT max(p.not_before) FROM unnest($10::text[], $11::text[]) g(set_name, partner)
+           JOIN decision_jobs p ON p.item_id = decision_jobs.item_id AND p.question_set = g.partner
+           WHERE g.set_name = decision_jobs.question_set AND p.state = 'owed' AND (p.lease_expires_at IS NULL OR p.lease_expires_at <= ${NOW}))`;
+
+/**
+ * What the claim of the next job writes (`sql/jobs.ts` `claimSet`): the claimant ($2), its token
+ * ($3), the lease ($4), the attempt counted, and an abandon counted when the row still carried an
+ * expired claim, with its abandon backoff. A row whose backoff still runs (`BACKS_OFF`) is put
+ * back by the same write: no claim, no attempt, the abandon counted, not_before the group's (its
+ * backoff or a partner's later not_before, `GROUP_NOT_BEFORE`). One statement, so a process killed
+ * between a claim and its put-back cannot leave a claim that never ran: that claim kept the
+ * group's first set unclaimable for a lease (its partner was then claimed and asked alone) and
+ * counted one more abandon when it ran out.
+ */
+const NEXT_SET = `claimed_by = CASE WHEN ${BACKS_OFF} THEN NULL ELSE $2 END,
+       claim_token = CASE WHEN ${BACKS_OFF} THEN NULL ELSE $3 END,
+       lease_expires_at = CASE WHEN ${BACKS_OFF} THEN NULL ELSE ${NOW} + $4::bigint END,
+       attempts = attempts + (CASE WHEN ${BACKS_OFF} THEN 0 ELSE 1 END),
+       abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
+       not_before = CASE WHEN claim_token IS NULL THEN not_before
+         WHEN ${BACKS_OFF} THEN greatest(not_before, lease_expires_at + ${ABANDON_BACKOFF}, ${GROUP_NOT_BEFORE})
+         ELSE greatest(not_before, lease_expires_at + ${ABANDON_BACKOFF}) END`;
+
+/**
+ * What a sibling claim writes (`sql/jobs.ts` `claimSet` without the backoff): the claimant, the
+ * siblings' token ($12), the lease, the attempt, and an abandon counted for a sibling that still
+ * carried an expired claim; it runs with its group, so it gets no backoff.
+ */
+const SIBLING_SET = `claimed_by = $2, claim_token = $12, lease_expires_at = ${NOW} + $4::bigint,
+       attempts = attempts + 1, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+
+/**
+ * The claim and its co-asked siblings as CTEs, `nxt`, `sib` and `grp` (`sql/jobs.ts`
  * `claimCandidateSql` and `claimSiblingJobs` give the why of each condition). The candidate is
  * the first claimable row in claim order, walking `decision_jobs_claim_order_idx` (state leads the
  * ORDER BY and `not_before + 0` offers no other index, whatever the statistics), locked with
@@ -255,14 +290,16 @@ const claimSet = (token: string) => `claimed_by = $2, claim_token = ${token}, le
  * set by one claimer. The siblings are the claimed job's partners ($10/$11: each set and its
  * partners) that are claimable now and below the abandon limit, taken in set order with
  * `SKIP LOCKED`, only when the claimed job itself is below the limit and not put back for its
- * abandon backoff (one at the limit is parked, one backing off put back with its partners, and
- * the siblings left for the next claim).
+ * abandon backoff (one at the limit is parked, and the siblings left for the next claim). When
+ * `nxt` puts its row back (`NEXT_SET`), `grp` puts back its partners that are owed and hold no
+ * live claim (an expired claim cleared, its abandon counted) under the same not_before (DESIGN §3
+ * "Abandons": `sql/jobs.ts` `putBack`), in the same statement.
  * Parameters: $1 clock offset, $2 worker id, $3 token, $4 lease ms, $5 abandon limit,
  * $6 skipped sets, $7 live only, $8/$9 first-of-group pairs, $10/$11 partners, $12 siblings' token.
  */
 const CLAIM_CTES = `
 nxt AS (
-  UPDATE decision_jobs SET ${claimSet('$3')}
+  UPDATE decision_jobs SET ${NEXT_SET}
   WHERE (item_id, question_set) = (
     SELECT j.item_id, j.question_set FROM decision_jobs j
     WHERE j.state > 'batched' AND j.state <> 'parked' AND j.not_before + 0 <= ${NOW}
@@ -277,14 +314,25 @@ nxt AS (
     LIMIT 1 FOR UPDATE OF j SKIP LOCKED)
   RETURNING *),
 sib AS (
-  UPDATE decision_jobs SET ${claimSet('$12')}
+  UPDATE decision_jobs SET ${SIBLING_SET}
   WHERE (item_id, question_set) IN (
     SELECT j.item_id, j.question_set FROM nxt JOIN unnest($10::text[], $11::text[]) g(set_name, partner) ON g.set_name = nxt.question_set
       JOIN decision_jobs j ON j.item_id = nxt.item_id AND j.question_set = g.partner
-    WHERE nxt.abandons < $5::int AND nxt.not_before <= ${NOW} AND j.state = 'owed' AND j.not_before <= ${NOW}
+    WHERE nxt.claim_token IS NOT NULL AND nxt.abandons < $5::int AND j.state = 'owed' AND j.not_before <= ${NOW}
       AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW}) AND j.abandons < $5::int
     ORDER BY j.question_set FOR UPDATE OF j SKIP LOCKED)
-  RETURNING *)`;
+  RETURNING *),
+grp AS (
+  UPDATE decision_jobs SET claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL,
+         abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
+         not_before = greatest(not_before, (SELECT n.not_before FROM nxt n))
+  WHERE (item_id, question_set) IN (
+    SELECT j.item_id, j.question_set FROM nxt JOIN unnest($10::text[], $11::text[]) g(set_name, partner) ON g.set_name = nxt.question_set
+      JOIN decision_jobs j ON j.item_id = nxt.item_id AND j.question_set = g.partner
+    WHERE nxt.claim_token IS NULL AND (SELECT count(*) FROM sib) >= 0 AND j.state = 'owed'
+      AND (j.lease_expires_at IS NULL OR j.lease_expires_at <= ${NOW})
+    ORDER BY j.question_set FOR UPDATE OF j SKIP LOCKED)
+  RETURNING 1)`;
 
 const CLAIM_RESULT = `(SELECT row_to_json(n) FROM nxt n) AS next,
   (SELECT coalesce(json_agg(row_to_json(s)), '[]'::json) FROM sib s) AS siblings`;
@@ -319,16 +367,17 @@ function claimValues(x: PgJobContext, r: ClaimRequest): unknown[] {
 
 /**
  * A claim from the statement's `next` and `siblings` columns, or null: none claimed, or one the
- * caller must handle first (`atLimit`: park it; `backOff`: put it back, DESIGN §3 "Abandons").
+ * caller must handle first (`atLimit`: park it), or a row the statement put back for its abandon
+ * backoff (`putBack`: no claim; the caller claims again).
  */
 function claimOf(
   r: Record<string, unknown>,
   req: ClaimRequest,
-): { claim: Claim | null; atLimit: RawJob | null; backOff?: RawJob } {
+): { claim: Claim | null; atLimit: RawJob | null; putBack?: true } {
   const row = r.next as RawJob | null;
   if (!row) return { claim: null, atLimit: null };
+  if (row.claim_token === null) return { claim: null, atLimit: null, putBack: true };
   if (row.abandons >= req.abandonLimit) return { claim: null, atLimit: row };
-  if (backsOff(row, req.leaseMs)) return { claim: null, atLimit: null, backOff: row };
   const claim = toClaim(row);
   const siblings = (r.siblings as RawJob[]).map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
   return { claim: siblings.length ? { ...claim, coAsked: siblings } : claim, atLimit: null };
@@ -346,44 +395,15 @@ WHERE item_id = $2 AND question_set = $3 AND claim_token = $4`;
 
 /**
  * Claims the next job (with its co-asked siblings) in one autocommitted statement; a job found at
- * the abandon limit is parked and the next one tried.
+ * the abandon limit is parked, and one the statement put back for its abandon backoff passed over,
+ * and the next one tried.
  */
 export async function claimNext(x: PgJobContext, r: ClaimRequest): Promise<Claim | null> {
   for (;;) {
     const got = claimOf((await x.query('verdict_claim', CLAIM, [x.clockOffsetMs(), ...claimValues(x, r)])).rows[0], r);
     if (got.atLimit) await parkAtLimit(x, got.atLimit);
-    else if (got.backOff) await putBack(x, got.backOff, r);
-    else return got.claim;
+    else if (!got.putBack) return got.claim;
   }
-}
-
-/**
- * Gives back a claim that found its job's abandon backoff running (`sql/jobs.ts` `putBack`, the
- * rule in DESIGN §3 "Abandons"): the claim cleared and its attempt taken back, fenced by its token;
- * its co-asking partners still under a dead worker's expired claims put back with it, each abandon
- * counted, under the same not_before, so the group comes due as one. One statement.
- * Parameters: $1 clock offset, $2 item, $3 set, $4 token, $5 its not_before, $6 partner sets.
- */
-const PUT_BACK = `
-WITH me AS (
-  UPDATE decision_jobs SET claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL,
-         attempts = attempts - (CASE WHEN attempts > 0 THEN 1 ELSE 0 END)
-  WHERE item_id = $2 AND question_set = $3 AND claim_token = $4
-  RETURNING 1)
-UPDATE decision_jobs SET claimed_by = NULL, claim_token = NULL, lease_expires_at = NULL, abandons = abandons + 1, not_before = $5::bigint
-WHERE item_id = $2 AND question_set = ANY ($6::text[]) AND question_set <> $3
-  AND claim_token IS NOT NULL AND lease_expires_at <= ${NOW} AND not_before <= $5::bigint`;
-
-async function putBack(x: PgJobContext, row: RawJob, r: ClaimRequest): Promise<void> {
-  const partners = [...new Set(r.coAsk?.[row.question_set] ?? [])];
-  await x.query('verdict_put_back', PUT_BACK, [
-    x.clockOffsetMs(),
-    row.item_id,
-    row.question_set,
-    row.claim_token,
-    Number(row.not_before),
-    partners,
-  ]);
 }
 
 async function parkAtLimit(x: PgJobContext, row: RawJob): Promise<void> {
@@ -511,7 +531,7 @@ const OUTCOME_AT = WATCHED_AT + 1; // the throughput count's outcome word
  */
 function finishText(withClaim: boolean): string {
   const p = (i: number) => `$${finishBase(withClaim) + i}`;
-  const after = withClaim ? '(SELECT count(*) FROM sib)' : '(SELECT count(*) FROM done)';
+  const after = withClaim ? '(SELECT count(*) FROM grp)' : '(SELECT count(*) FROM done)';
   const cols = ANSWER_COLUMNS.map(([c]) => c).join(', ');
   const arrays = ANSWER_COLUMNS.map(([, t], i) => `${p(ANSWERS_AT + i)}::${t}[]`).join(', ');
   const s = (i: number) => p(SPEND_AT + i);
@@ -615,9 +635,8 @@ export async function finishStatement(
   if (r) {
     const got = claimOf(row, r);
     next = got.claim;
-    if (got.atLimit || got.backOff) {
+    if (got.atLimit || got.putBack) {
       if (got.atLimit) await parkAtLimit(x, got.atLimit);
-      else await putBack(x, got.backOff!, r);
       next = await claimNext(x, r);
     }
   }

@@ -155,22 +155,24 @@ function* claimSteps(c: SqlContext, r: ClaimRequest): Steps<Claim | null> {
 /**
  * What every claim writes (the next job, its co-asked siblings, a batch's jobs): the claimant, a
  * fresh token, the lease, the attempt counted, and an abandon counted when the row still carried
- * an expired claim (its claimant died without recording an outcome). Such a row also gets its
- * abandon backoff (`abandonBackoffSql`), so the claim that found it puts it back (`backsOff`).
+ * an expired claim (its claimant died without recording an outcome). With `backoff` (the next
+ * job, a batch's jobs) such a row also gets its abandon backoff (`abandonBackoffSql`), so the claim
+ * that found it puts it back (`backsOff`); a co-asked sibling gets none, as it runs with its
+ * group (`siblingSteps`).
  */
-export function claimSet(d: Dialect, workerId: Expr, token: Expr, now: Expr, leaseMs: Expr): SQL {
-  return sql`claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${d.int8(leaseMs)},
+export function claimSet(d: Dialect, workerId: Expr, token: Expr, now: Expr, leaseMs: Expr, backoff = true): SQL {
+  const claim = sql`claimed_by = ${workerId}, claim_token = ${token}, lease_expires_at = ${now} + ${d.int8(leaseMs)},
           attempts = attempts + 1,
-          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
-          not_before = ${abandonBackoffSql(d, leaseMs)}`;
+          abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END)`;
+  return backoff ? sql`${claim}, not_before = ${abandonBackoffSql(d, leaseMs)}` : claim;
 }
 
 /**
  * The abandon backoff (DESIGN §3, "Abandons"), as the claim's SET computes it from the row's old
  * values: a row that still carried an expired claim is due again only at `max(not_before, its dead
  * lease's end + min(1 h, lease × 2^(abandons − 1)))`, abandons counting this one and `lease` the
- * claimer's; any other row keeps its not_before. No jitter: a co-asked group abandoned together
- * shares its lease end and its count, so it comes due again as one and is asked in one call. The
+ * claimer's; any other row keeps its not_before. No jitter: a co-asked group is put back under
+ * one not_before (`putBack`), so it comes due again as one and is asked in one call. The
  * shift is bounded (7: past the cap for any lease of 30 s or more).
  */
 function abandonBackoffSql(d: Dialect, leaseMs: Expr): SQL {
@@ -192,23 +194,38 @@ export function backsOff(row: RawJob, leaseMs: number): boolean {
 /**
  * Gives back a claim that `backsOff`: clears it and takes back its attempt (it never ran); its
  * abandon stays counted and its not_before is the abandon backoff. Fenced by the claim's token.
- * Its co-asking `partners` still under the same dead worker's expired claims (their lease ends can
- * differ by the milliseconds between renewals) are put back with it, each abandon counted, under
- * the same not_before: the group comes due as one and is asked in one call again.
+ * With `partners` (its co-asking sets) and `now`, the group is put back as one (DESIGN §3
+ * "Abandons"): every partner row of the item that is owed and holds no live claim is put back with
+ * it (an expired claim cleared and its abandon counted), and all of them, this row included, get
+ * one not_before, the largest among them. The parts of a dead worker's group can expire apart (a
+ * call's leases are renewed part by part, each at its own now) and so be put back one by one,
+ * each with its own backoff: the later put-back then lifts the earlier one to its own, and the
+ * group comes due as one and is asked in one call again.
  */
 export function* putBack(row: RawJob, partners: readonly string[] = [], now?: Expr): Steps<void> {
-  yield* exec(sql`
-    UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = attempts - (CASE WHEN attempts > 0 THEN 1 ELSE 0 END)
-    WHERE ${whereKey({ itemId: row.item_id, questionSet: row.question_set })} AND claim_token = ${row.claim_token}`);
   const others = [...new Set(partners)].filter((p) => p !== row.question_set);
-  if (others.length === 0 || now === undefined) return;
-  yield* exec(sql`
-    UPDATE decision_jobs SET ${CLEAR_CLAIM}, abandons = abandons + 1, not_before = ${row.not_before}
-    WHERE item_id = ${row.item_id} AND question_set IN (${sql.join(
+  let notBefore = Number(row.not_before);
+  if (others.length > 0 && now !== undefined) {
+    const free = sql`item_id = ${row.item_id} AND question_set IN (${sql.join(
       others.map((p) => sql`${p}`),
       sql`, `,
-    )})
-      AND claim_token IS NOT NULL AND lease_expires_at <= ${now} AND not_before <= ${row.not_before}`);
+    )}) AND state = 'owed' AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})`;
+    const got = yield* one<{ nb: unknown }>(sql`SELECT max(not_before) AS nb FROM decision_jobs WHERE ${free}`);
+    if (got?.nb !== null && got?.nb !== undefined) notBefore = Math.max(notBefore, Number(got.nb));
+    yield* exec(sql`
+      UPDATE decision_jobs SET ${CLEAR_CLAIM}, abandons = abandons + (CASE WHEN claim_token IS NOT NULL THEN 1 ELSE 0 END),
+        not_before = CASE WHEN not_before > ${notBefore} THEN not_before ELSE ${notBefore} END
+      WHERE ${free}`);
+  }
+  // not_before only when a partner's lifts it: the claim wrote its backoff already (SQLite rewrites
+  // the row's claim-index entry whenever the column is SET).
+  const lift =
+    notBefore > Number(row.not_before)
+      ? sql`, not_before = CASE WHEN not_before > ${notBefore} THEN not_before ELSE ${notBefore} END`
+      : sql``;
+  yield* exec(sql`
+    UPDATE decision_jobs SET ${CLEAR_CLAIM}, attempts = attempts - (CASE WHEN attempts > 0 THEN 1 ELSE 0 END)${lift}
+    WHERE ${whereKey({ itemId: row.item_id, questionSet: row.question_set })} AND claim_token = ${row.claim_token}`);
 }
 
 /**
@@ -253,7 +270,10 @@ const claimShape = shapeFamily((variant: string) =>
  * RETURNING on the item's rows of the primary key; a row another claimant holds is simply not
  * claimed, and on Postgres one another transaction is locking is passed over (`SKIP LOCKED`), never
  * waited on: a claim waits on no row, so two claims cannot deadlock. A sibling found at the abandon limit is left for the normal
- * claim, which parks it. The claims share one fresh token: each outcome is still fenced per row.
+ * claim, which parks it. A sibling still under a dead worker's expired claim is claimed too, its
+ * abandon counted and no backoff set (DESIGN §3 "Abandons"): it is not claimed first, and put back
+ * alone it would be asked in a call of its own. The claims share one fresh token: each outcome is
+ * still fenced per row.
  * @returns the sibling claims, in set-name order (empty when none is claimable).
  */
 export function claimSiblingJobs(
@@ -286,12 +306,7 @@ function* siblingSteps(
       abandonLimit: o.abandonLimit,
     }),
   );
-  const kept: Claim[] = [];
-  for (const row of got) {
-    if (backsOff(row, o.leaseMs)) yield* putBack(row);
-    else kept.push(toClaim(row));
-  }
-  return kept.sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+  return got.map(toClaim).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
 }
 
 /** The sibling claim, one shape per number of sets; parameters `set0`… name them. */
@@ -301,7 +316,7 @@ const siblingShape = shapeFamily((n: number) =>
     const sets = Array.from({ length: n }, (_, i) => p[`set${i}`]);
     return sql`
       UPDATE decision_jobs
-      SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs)}
+      SET ${claimSet(d, p.workerId, p.token, now, p.leaseMs, false)}
       WHERE (item_id, question_set) IN (
         SELECT j.item_id, j.question_set FROM decision_jobs j
         WHERE j.item_id = ${p.itemId} AND j.question_set IN (${sql.join(

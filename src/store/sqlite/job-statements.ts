@@ -512,11 +512,13 @@ export function claimNext(w: JobWriter, now: number, r: ClaimRequest): Claim | n
 /**
  * The sibling claim (co-asking, DESIGN §7.2): the item's other owed jobs in `@set0…` that are
  * claimable now and below the abandon limit, under the claimed job's lease, by primary key (no
- * sub-select: SQLite has no row locks to skip). Fresh and abandoned rows in two texts, as the claim.
+ * sub-select: SQLite has no row locks to skip). Fresh and abandoned rows in two texts, as the claim;
+ * an abandoned sibling's abandon is counted but it gets no backoff: it runs with its group
+ * (../sql/jobs.ts `claimSiblingJobs`).
  */
 const siblingSql = memoText((abandoned: boolean, n: number): string => {
   const sets = Array.from({ length: n }, (_, i) => `@set${i}`).join(', ');
-  return `UPDATE decision_jobs SET ${abandoned ? ABANDON_SET : FRESH_SET}
+  return `UPDATE decision_jobs SET ${FRESH_SET}${abandoned ? ', abandons = abandons + 1' : ''}
     WHERE item_id = @itemId AND question_set IN (${sets}) AND state = 'owed' AND not_before <= @now
       AND (lease_expires_at IS NULL OR lease_expires_at <= @now) AND abandons < @abandonLimit
       AND claim_token IS ${abandoned ? 'NOT NULL' : 'NULL'}
@@ -525,7 +527,7 @@ const siblingSql = memoText((abandoned: boolean, n: number): string => {
 
 /**
  * Store.claimSiblingJobs on SQLite, inside the caller's write transaction: the siblings claimed
- * under one fresh token, an abandoned one whose backoff still runs put back (`backsOff`).
+ * under one fresh token, an abandoned one too (its abandon counted).
  * @returns the sibling claims in set-name order (empty when none is claimable).
  */
 export function claimSiblings(
@@ -551,13 +553,7 @@ export function claimSiblings(
   // (they now hold a live lease), so its statement is skipped (a third of the claim UPDATEs at 16 slots).
   if (got.length < wanted.length)
     got.push(...(prepared(w.db, siblingSql(true, wanted.length), 'arrays').all(values) as unknown[][]));
-  const kept: Claim[] = [];
-  for (const r of got) {
-    const row = claimedRowOf(r);
-    if (backsOff(row, o.leaseMs)) w.d.runNow(putBack(row), now);
-    else kept.push(toClaim(row));
-  }
-  return kept.sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
+  return got.map((r) => toClaim(claimedRowOf(r))).sort((a, b) => (a.questionSet < b.questionSet ? -1 : 1));
 }
 
 /**
