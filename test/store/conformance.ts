@@ -922,6 +922,12 @@ export function runStoreConformance(backend: StoreBackend): void {
   });
 
   describe(`${backend.name}: the claim`, () => {
+    /** Co-asking partners for the claims below: the item's attention and effort read the same state. */
+    const coAsk = { attention: ['effort'], effort: ['attention'] };
+    /** An item's jobs by set name (listJobs gives no order between the sets of one item). */
+    const jobsOfItem = async (itemId: string) =>
+      (await fx.store.listJobs({ itemId })).sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+
     it('claims live work before backfill, oldest first, and only when due', async () => {
       const a = await item('T-1', { fields: { status: 'open' } });
       await fx.store.dropJobs({});
@@ -1269,7 +1275,6 @@ export function runStoreConformance(backend: StoreBackend): void {
       const b = await item('T-2');
       await fx.store.dropJobs({ questionSet: 'linked' });
       fx.advance(30_000);
-      const coAsk = { attention: ['effort'], effort: ['attention'] };
       const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
       expect(dead).toMatchObject({
         itemId: a.id,
@@ -1290,10 +1295,7 @@ export function runStoreConformance(backend: StoreBackend): void {
         abandons: 0,
         coAsked: [expect.objectContaining({ questionSet: 'effort' })],
       });
-      // listJobs gives no order between the sets of one item: compared by set name.
-      const group = (await fx.store.listJobs({}))
-        .filter((j) => j.itemId === a.id)
-        .sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+      const group = await jobsOfItem(a.id);
       expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken])).toEqual([
         ['attention', 1, 1, null],
         ['effort', 1, 1, null],
@@ -1316,7 +1318,6 @@ export function runStoreConformance(backend: StoreBackend): void {
         const a = await item('T-1');
         await fx.store.dropJobs({ questionSet: 'linked' });
         fx.advance(30_000);
-        const coAsk = { attention: ['effort'], effort: ['attention'] };
         const dead = (await fx.store.claimNextJob('dead', 10_000, 8, [], { coAsk }))!;
         expect(dead).toMatchObject({ questionSet: 'attention', coAsked: [{ questionSet: 'effort' }] });
         // The runner renews a call's parts one by one, each with its own now; this worker renewed
@@ -1331,9 +1332,7 @@ export function runStoreConformance(backend: StoreBackend): void {
         expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
         fx.advance(3_000);
         expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
-        const group = (await fx.store.listJobs({}))
-          .filter((j) => j.itemId === a.id)
-          .sort((x, y) => (x.questionSet < y.questionSet ? -1 : 1));
+        const group = await jobsOfItem(a.id);
         expect(group.map((j) => [j.questionSet, j.abandons, j.attempts, j.claimToken, j.notBefore])).toEqual([
           ['attention', 1, 1, null, lateEnd + 10_000],
           ['effort', 1, 1, null, lateEnd + 10_000],
@@ -1355,7 +1354,6 @@ export function runStoreConformance(backend: StoreBackend): void {
       const a = await item('T-1');
       await fx.store.dropJobs({ questionSet: 'linked' });
       fx.advance(30_000);
-      const coAsk = { attention: ['effort'], effort: ['attention'] };
       // effort counts one abandon more than attention: it died once as a sibling of a claim that
       // gave attention back.
       const first = (await fx.store.claimNextJob('dead', 10_000, 8))!;
@@ -1373,9 +1371,7 @@ export function runStoreConformance(backend: StoreBackend): void {
       expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
       fx.advance(3_000);
       expect(await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk })).toBeNull();
-      const group = (await fx.store.listJobs({ itemId: a.id })).sort((x, y) =>
-        x.questionSet < y.questionSet ? -1 : 1,
-      );
+      const group = await jobsOfItem(a.id);
       expect(group.map((j) => [j.questionSet, j.abandons, j.claimToken, j.notBefore])).toEqual([
         ['attention', 1, null, effortEnd + 20_000],
         ['effort', 2, null, effortEnd + 20_000],
@@ -1402,7 +1398,6 @@ export function runStoreConformance(backend: StoreBackend): void {
       fx.advance(10_001);
       // attention is due and free; effort's claim is dead: one claim takes both, so one call asks
       // them (a sibling is not claimed first: its abandon is counted, the group is not split).
-      const coAsk = { attention: ['effort'], effort: ['attention'] };
       const got = (await fx.store.claimNextJob('live', 10_000, 8, [], { coAsk }))!;
       expect(got).toMatchObject({
         itemId: a.id,
