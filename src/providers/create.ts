@@ -26,6 +26,7 @@ export function createProvider(cfg: Config, logger: Logger): Provider | null {
         latencyMs: cfg.fakeLatencyMs,
         model: cfg.model,
         inputBudgetTokens: cfg.inputBudgetTokens,
+        keepRequests: false,
       });
     case 'anthropic':
       if (!cfg.anthropicApiKey)

@@ -52,6 +52,12 @@ export interface FakeProviderOptions {
   batchLatencyMs?: number;
   /** Batch faults consumed one per submit (see FakeBatchFault). */
   batchFaults?: FakeBatchFault[];
+  /**
+   * Keep every request in `requests` (tests read them back). false keeps none, only the count
+   * (`calls`): a long-running worker on the fake (`--provider fake`, `createProvider`) would
+   * otherwise hold the state text of every call it ever made. @defaultValue true
+   */
+  keepRequests?: boolean;
   /** Requests per batch. @defaultValue 100000 */
   batchMaxRequests?: number;
   /** Bound on the sum of `requestBytes` of one batch. @defaultValue 256000000 */
@@ -140,8 +146,11 @@ export class FakeProvider implements Provider {
   readonly promptVersion = 'fake-v1';
   readonly effort = null;
   readonly worstCaseCallMs: number;
-  /** Every request received, in order (including ones that then failed). */
+  /** Every request received, in order (including ones that then failed); empty with `keepRequests: false`. */
   readonly requests: FakeRequest[] = [];
+  /** Requests received, each one `requests` would hold, kept there or not. */
+  calls = 0;
+  readonly #keepRequests: boolean;
   /** Every `countTokens` request, in order. */
   readonly countRequests: FakeRequest[] = [];
   latencyMs: number;
@@ -166,6 +175,7 @@ export class FakeProvider implements Provider {
     this.usageMode = opts.usage ?? 'questions';
     this.worstCaseCallMs = this.latencyMs + 1_000;
     this.#now = opts.now ?? Date.now;
+    this.#keepRequests = opts.keepRequests !== false;
     if (opts.batch !== false) {
       this.batch = new FakeBatches(
         {
@@ -251,7 +261,8 @@ export class FakeProvider implements Provider {
     opts.signal.throwIfAborted();
     await opts.beforeSend();
     const req: FakeRequest = { state, keys: [...questions.keys()], questions, at: this.#now() };
-    this.requests.push(req);
+    this.calls++;
+    if (this.#keepRequests) this.requests.push(req);
     if (this.latencyMs > 0) await sleep(this.latencyMs, undefined, { signal: opts.signal });
     opts.signal.throwIfAborted();
     const fault = this.faults.shift();
