@@ -115,7 +115,9 @@ async function drain(
   reasons: Map<string, number>;
   provider: FakeProvider;
 }> {
-  const provider = new FakeProvider({ latencyMs: 0 });
+  // Keeps no request log: a running worker's fake (createProvider) keeps none, and 20,000 kept
+  // states held about 40 MB that major GCs then walked inside the measured drain.
+  const provider = new FakeProvider({ latencyMs: 0, keepRequests: false });
   const reasons = new Map<string, number>();
   const onOutcome = (r: RunReport) => {
     const k = `${r.outcome.kind}:${r.outcome.reason ?? ''}`;
@@ -183,10 +185,11 @@ function rate(
  * Paired rounds (a Verdict drain, then its lean peer's) at the concurrency the targets judge (the
  * last of `concurrencies`), one at the others. One pair of 20,000-job drains put the CPU ratio
  * anywhere between 1.55× and 1.67× from one run to the next on an idle machine (part f at c16,
- * co-asking off, three runs of the same commit), a swing as wide as the distance to the target; the
- * median of three paired ratios is what the summary judges.
+ * co-asking off, three runs of the same commit), and single rounds of one run between 1.38× and
+ * 2.11×: a swing as wide as the distance to the target. The median of five paired ratios is what
+ * the summary judges.
  */
-const JUDGED_ROUNDS = 3;
+const JUDGED_ROUNDS = 5;
 function roundsAt(concurrency: number, concurrencies: readonly number[]): number {
   return concurrency === concurrencies[concurrencies.length - 1] ? JUDGED_ROUNDS : 1;
 }
@@ -229,7 +232,7 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
               r.summary.claimed !== total ||
               r.summary.calls !== calls ||
               completed !== total ||
-              r.provider.requests.length !== calls
+              r.provider.calls !== calls
             ) {
               throw new Error(
                 `f: concurrency ${concurrency}, co-ask ${coAsk} ran ${r.summary.claimed} of ${total} jobs, ${r.summary.calls} calls, outcomes ${describeReasons(r.reasons)}`,
@@ -260,16 +263,17 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
 }
 
 /**
- * Part f's warm-up for one co-asking mode: one untimed drain of Verdict at the judged (largest)
- * concurrency and one of its lean peer, each on a fresh copy of the template. A worker runs for
- * hours, so what it costs per job is the cost once V8 has compiled its path; the first drain of a
- * process paid about twice that (measured over five successive 2,000-job drains at c16: 540-680,
- * then 220-270 CPU µs per job), while the lean reference, a few plain functions, was steady from
- * its first.
+ * Part f's warm-up for one co-asking mode: Node 20's new-Worker cost first (`settleWorkers`), then
+ * one untimed drain of Verdict at the judged (largest) concurrency and one of its lean peer, each on
+ * a fresh copy of the template. A worker runs for hours, so what it costs per job is the cost once
+ * V8 has compiled its path; the first drain of a process paid about twice that (measured over five
+ * successive 2,000-job drains at c16: 540-680, then 220-270 CPU µs per job), while the lean
+ * reference, a few plain functions, was steady from its first.
  * Without it the judged drain was only the process's second and measured part of the warm-up.
  */
 async function warmUpF(template: Template, concurrencies: readonly number[], coAsk: boolean): Promise<void> {
   const judged = concurrencies[concurrencies.length - 1]!;
+  await settleWorkers(judged, coAsk);
   const s = template.open();
   try {
     await drain(s, judged, coAsk);
@@ -281,6 +285,45 @@ async function warmUpF(template: Template, concurrencies: readonly number[], coA
     await drainLean(t.file, leanSets(), { ...leanPeer(judged).opts, coAsk });
   } finally {
     t.done();
+  }
+}
+
+/**
+ * Drains before a co-asking mode's judged rounds that each start a new Worker (and its lean peer
+ * as many times, so both sides are treated alike).
+ *
+ * Why: on Node 20 no two AbortSignals share a hidden class (`%HaveSameMap` of two
+ * `new AbortController().signal` is false; on Node 22 it is true), and every part builds a new
+ * Worker, with new signals, per drain. Each new Worker's first drain deoptimises the functions
+ * that read its signal once per job (`runOnce`, `sendCall`, the fake's `ask`) until their inline
+ * caches have seen enough maps to go megamorphic, after about five Workers. A worker process
+ * builds one Worker and runs it for hours. Measured, co-asking off, c16, 8,000-job drains, a new
+ * Worker each, one process: 368, 279, 267, 320, 300, then 205, 203, 213 CPU µs per job; co-asking
+ * on settled after its first drain (286, then 178-191). Before this, part f judged co-asking off
+ * on drains 8 to 10 of the process after five co-asking-on drains, at 222 to 310 CPU µs per job
+ * from one run to the next.
+ */
+const SETTLE_DRAINS = 6;
+const SETTLE_ITEMS = 250;
+async function settleWorkers(concurrency: number, coAsk: boolean): Promise<void> {
+  const small = await Template.make(SETTLE_ITEMS);
+  try {
+    for (let i = 0; i < SETTLE_DRAINS; i++) {
+      const s = small.open();
+      try {
+        await drain(s, concurrency, coAsk);
+      } finally {
+        await s.close();
+      }
+      const t = small.copy();
+      try {
+        await drainLean(t.file, leanSets(), { ...leanPeer(concurrency).opts, coAsk });
+      } finally {
+        t.done();
+      }
+    }
+  } finally {
+    small.done();
   }
 }
 
@@ -336,6 +379,7 @@ export async function benchAlreadyAnswered(jobs: number, concurrencies: readonly
     for (const coAsk of [true, false]) {
       // Untimed warm-up of the skip path for this mode, both sides, as part f's (`warmUpF`).
       const judged = concurrencies[concurrencies.length - 1]!;
+      await settleWorkers(judged, coAsk);
       await reoweAll(s.store, s.itemIds, 'g');
       await drain(s, judged, coAsk);
       await leanOwe();
