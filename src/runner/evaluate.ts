@@ -445,8 +445,13 @@ export interface CoAskedCall<C extends CoAskChunk> {
   readonly parts: Array<{ readonly claim: number; readonly set: QuestionSet; readonly chunk: C }>;
 }
 
-/** The questions of a call: every part's, keys distinct (`coAskCalls`), sorted as the prompt orders them. */
-export function callQuestions(call: Pick<PlannedCall, 'parts'>): Map<string, Question> {
+/**
+ * The questions of a call: every part's, keys distinct (`coAskCalls`), sorted as the prompt orders
+ * them. A call of one part asks its chunk's map itself, not a copy (a chunk is never changed once
+ * planned).
+ */
+export function callQuestions(call: Pick<PlannedCall, 'parts'>): ReadonlyMap<string, Question> {
+  if (call.parts.length === 1) return call.parts[0]!.chunk.questions;
   const out = new Map<string, Question>();
   for (const p of call.parts) for (const [k, q] of p.chunk.questions) out.set(k, q);
   return out;
@@ -573,7 +578,6 @@ async function sendCall(
     const lost = await renew(partClaims, deps);
     if (lost) return lost;
   }
-  const keys = [...questions.keys()];
   const lead = stats[call.parts[0].claim];
   // Each claim's generation is part of liveness: any write that owed one of these jobs since its
   // claim (an edit, a deleted comment or link) may have changed what the state holds, so the
@@ -609,7 +613,7 @@ async function sendCall(
   const beforeSend = () => (attempts++ === 0 ? undefined : liveness(false));
   let result;
   try {
-    if (deps.beforeAsk) await deps.beforeAsk({ claim: partClaims[0], keys });
+    if (deps.beforeAsk) await deps.beforeAsk({ claim: partClaims[0], keys: [...questions.keys()] });
     await liveness(true); // the last statement before the send (principle 8)
     lead.calls++;
     for (const p of call.parts) stats[p.claim].questions += p.chunk.questions.size;
@@ -664,13 +668,13 @@ async function sendCall(
     stats[p.claim].truncated ||= p.chunk.state.truncated;
     const rows = partRows[pi];
     // What the store needs to queue the answers' surfacing events with them (DESIGN §16.2).
+    const unsurfaced: string[] = [];
+    for (const [storedKey, key] of p.chunk.storedKeys) if (p.set.unsurfaced.includes(key)) unsurfaced.push(storedKey);
     const surfacing: SurfacingContext = {
       ref: loaded.item.ref,
       threshold: p.set.threshold,
       hysteresis: p.set.hysteresis,
-      unsurfaced: [...p.chunk.storedKeys]
-        .filter(([, key]) => p.set.unsurfaced.includes(key))
-        .map(([storedKey]) => storedKey),
+      unsurfaced,
     };
     if (after.holdFor.has(p.claim))
       after.held.set(p.claim, { decisions: rows, ...spend.handOver(pi, 'ok', shares[pi]), surfacing });

@@ -187,9 +187,14 @@ async function claimJob(opts: RunnerOptions): Promise<Claim | null> {
   return opts.store.claimNextJob(opts.workerId, opts.leaseMs, abandonLimit, skip, claimOptions(opts, skip));
 }
 
-/** What the evaluation of a claimed group needs from the runner's settings. */
+/**
+ * What the evaluation of a claimed group needs from the runner's settings: made once per settings
+ * object and signal, not once per job (a worker's slot keeps its settings while nothing changes).
+ */
 function evaluateDeps(opts: RunnerOptions, signal: AbortSignal): EvaluateDeps {
-  return {
+  const known = depsByOptions.get(opts);
+  if (known?.signal === signal) return known;
+  const deps: EvaluateDeps = {
     store: opts.store,
     registry: opts.registry,
     provider: opts.provider,
@@ -202,7 +207,10 @@ function evaluateDeps(opts: RunnerOptions, signal: AbortSignal): EvaluateDeps {
     spendBacklog: opts.spendBacklog,
     onSpend: opts.onSpend,
   };
+  depsByOptions.set(opts, deps);
+  return deps;
 }
+const depsByOptions = new WeakMap<RunnerOptions, EvaluateDeps>();
 
 /**
  * What a claim takes besides its job (DESIGN §7.2, §7.3): with co-asking on, each set's
@@ -302,7 +310,9 @@ async function recordGroup(
   }
   const cool = opts.setCooloffs;
   const reports: RunReport[] = [];
-  for (const i of [...claims.keys()].slice(1).concat(0)) {
+  // The co-asked jobs first, the slot's job (index 0) last.
+  for (let k = 1; k <= claims.length; k++) {
+    const i = k % claims.length;
     const claim = claims[i]!;
     const { stats, ref } = evaluations[i]!;
     const { outcome, recorded, next } = done[i]!;

@@ -752,7 +752,7 @@ export async function closeStrandedBatches(
 
 interface PendingRequest {
   call: PlannedCall;
-  questions: Map<string, Question>;
+  questions: ReadonlyMap<string, Question>;
   bytes: number;
   plan: BatchPlan;
   itemId?: string;

@@ -598,7 +598,15 @@ export class Worker {
   }
 
   private async slot(i: number): Promise<void> {
-    const ro = () => this.runnerOptions(i);
+    // The slot's runner settings, made anew only when what they hold changed (a reload installs
+    // new options, batching turns live-only on or off): not once per job.
+    let made: { from: WorkerOptions; liveOnly: boolean; ro: RunnerOptions } | null = null;
+    const ro = () => {
+      const liveOnly = this.batching();
+      if (made?.from !== this.opts || made.liveOnly !== liveOnly)
+        made = { from: this.opts, liveOnly, ro: this.runnerOptions(i) };
+      return made.ro;
+    };
     // The job claimed in the transaction that completed the previous one (`Store.finishJob`):
     // run next, or given back (released, no attempt counted) wherever the slot stops claiming.
     let held: Claim | null = null;
