@@ -274,15 +274,20 @@ export async function benchFullEvaluations(jobs: number, concurrencies: readonly
 async function warmUpF(template: Template, concurrencies: readonly number[], coAsk: boolean): Promise<void> {
   const judged = concurrencies[concurrencies.length - 1]!;
   await settleWorkers(judged, coAsk);
+  await untimedPair(template, judged, coAsk);
+}
+
+/** One untimed drain of Verdict (a new Worker) and one of its lean peer, each on a fresh copy of `template`. */
+async function untimedPair(template: Template, concurrency: number, coAsk: boolean): Promise<void> {
   const s = template.open();
   try {
-    await drain(s, judged, coAsk);
+    await drain(s, concurrency, coAsk);
   } finally {
     await s.close();
   }
   const t = template.copy();
   try {
-    await drainLean(t.file, leanSets(), { ...leanPeer(judged).opts, coAsk });
+    await drainLean(t.file, leanSets(), { ...leanPeer(concurrency).opts, coAsk });
   } finally {
     t.done();
   }
@@ -308,20 +313,7 @@ const SETTLE_ITEMS = 250;
 async function settleWorkers(concurrency: number, coAsk: boolean): Promise<void> {
   const small = await Template.make(SETTLE_ITEMS);
   try {
-    for (let i = 0; i < SETTLE_DRAINS; i++) {
-      const s = small.open();
-      try {
-        await drain(s, concurrency, coAsk);
-      } finally {
-        await s.close();
-      }
-      const t = small.copy();
-      try {
-        await drainLean(t.file, leanSets(), { ...leanPeer(concurrency).opts, coAsk });
-      } finally {
-        t.done();
-      }
-    }
+    for (let i = 0; i < SETTLE_DRAINS; i++) await untimedPair(small, concurrency, coAsk);
   } finally {
     small.done();
   }
