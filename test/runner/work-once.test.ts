@@ -146,3 +146,25 @@ describe("a report's duration", () => {
     expect(r.durationMs).toBe(2_500);
   });
 });
+
+describe('the settings made once per settings object and signal', () => {
+  it('a second run with the same settings and a new signal asks under the new signal, not the first', async () => {
+    await newItem('T-1');
+    await newItem('T-2');
+    const seen: AbortSignal[] = [];
+    const provider: Provider = Object.assign(Object.create(fake) as FakeProvider, {
+      ask: (...a: Parameters<Provider['ask']>) => {
+        seen.push(a[2].signal);
+        return fake.ask(...a);
+      },
+    });
+    const opts = runnerOptions(fx, provider, { leaseMs: LEASE });
+    const first = new AbortController();
+    expect((await runOnce(opts, first.signal))!.outcome.kind).toBe('complete');
+    // The pass is cancelled (a reload, a shutdown of that pass); the next pass brings a new signal.
+    first.abort('reload');
+    const second = new AbortController();
+    expect((await runOnce(opts, second.signal))!.outcome).toEqual({ kind: 'complete', reason: 'answered' });
+    expect(seen).toEqual([first.signal, second.signal]);
+  });
+});
